@@ -1,0 +1,174 @@
+// The admin API's wire model: what /admin/v1/* returns and what the watch stream carries.
+// cubectl and cubectl-tui import these types (types only) and nothing else from the daemon.
+
+export type SandboxState = 'creating' | 'running' | 'pausing' | 'paused' | 'resuming' | 'destroying' | 'gone' | 'error' | 'lost';
+
+export interface SandboxSpecView {
+  cpus: number;
+  memoryMiB: number;
+  diskGiB: number;
+}
+
+export interface SandboxView {
+  sandboxID: string;
+  templateID: string;
+  nodeID: string;
+  state: SandboxState;
+  /** Why the sandbox is in `error`/`lost`, or the last OOM kill. */
+  reason?: string;
+  spec: SandboxSpecView;
+  metadata: Record<string, string>;
+  /** ISO 8601. */
+  startedAt: string;
+  /** ISO 8601: when the sandbox will be killed unless its timeout is extended. */
+  endAt: string;
+  /** Address of the sandbox inside the node's private range. */
+  ip?: string;
+  runtime: string;
+}
+
+export interface DensityView {
+  /** Per-sandbox footprint of the default spec, MiB (memory + base + memory/coefficient). */
+  footprintMiB: number;
+  paperCeiling: number;
+  safetyBoundary: number;
+  cpuCeiling: number;
+  effectiveCeiling: number;
+  bottleneck: 'memory' | 'cpu';
+  /** Ceiling if every sandbox were paused, for the release ratio in force. */
+  allPausedCeiling: number;
+  releaseRatio: number;
+  /** Sandboxes of the default spec that still fit, given live running/paused counts. */
+  headroom: number;
+  /** Memory MiB the release ratio currently frees from paused sandboxes. */
+  releasedMiB: number;
+}
+
+export interface PoolView {
+  free: number;
+  inUse: number;
+  creating: number;
+  total: number;
+  target: number;
+  /** Allocations currently waiting for a slot. */
+  inFlight: number;
+  /** Allocations served by creating a slot on demand because the pool was empty. */
+  onDemand: number;
+  waitP50Ms: number;
+  waitP99Ms: number;
+  /** Recent allocation waits in ms, oldest first (for a sparkline), at most 32. */
+  recentWaitsMs: number[];
+}
+
+export interface NodeView {
+  nodeID: string;
+  address?: string;
+  healthy: boolean;
+  schedulable: boolean;
+  /** Why the node is not schedulable ('' when it is): e.g. "disk watermark 83% >= 80%". */
+  reason: string;
+  cordoned: boolean;
+  draining: boolean;
+  lost: boolean;
+  runtime: string;
+  capacity: { cpus: number; memoryMiB: number; declared: boolean };
+  usage: {
+    cpuUtilPercent: number;
+    memAvailableMiB: number;
+    diskUsedPercent: number;
+    diskWatermarkPercent: number;
+    /** Sum of spec memory / cpus over running sandboxes and (1 - r) of paused ones. */
+    quotaMemUsedMiB: number;
+    quotaCpuUsed: number;
+  };
+  sandboxes: { running: number; paused: number; creating: number; total: number };
+  density: DensityView;
+  pool: PoolView;
+  templates: string[];
+  /** ISO 8601 of the last heartbeat/metrics update. */
+  lastSeen: string;
+}
+
+export type EventKind =
+  | 'sandbox.created'
+  | 'sandbox.destroyed'
+  | 'sandbox.paused'
+  | 'sandbox.resumed'
+  | 'sandbox.error'
+  | 'sandbox.oom'
+  | 'sandbox.timeout'
+  | 'schedule.failed'
+  | 'config.reloaded'
+  | 'config.rejected'
+  | 'node.cordoned'
+  | 'node.uncordoned'
+  | 'node.draining'
+  | 'node.lost'
+  | 'node.joined'
+  | 'node.deleted'
+  | 'pool.exhausted';
+
+export interface EventView {
+  id: number;
+  /** ISO 8601. */
+  at: string;
+  kind: EventKind;
+  nodeID?: string;
+  sandboxID?: string;
+  /** 1305xx code for failures. */
+  code?: number;
+  message: string;
+  /** Milliseconds the operation took (creates, destroys, pauses). */
+  durationMs?: number;
+}
+
+export interface ConfigChange {
+  path: string;
+  from: unknown;
+  to: unknown;
+  needsRestart: boolean;
+}
+
+export interface ConfigView {
+  version: number;
+  /** ISO 8601. */
+  loadedAt: string;
+  master: unknown;
+  cubelet: unknown;
+  files: { master: string; cubelet: string };
+}
+
+export interface ReloadResult {
+  ok: boolean;
+  version: number;
+  changes: ConfigChange[];
+  /** Set when the new file was rejected; the old config stays in force. */
+  error?: { path: string; message: string }[];
+}
+
+export interface StatsView {
+  /** Creates in the last 60 s. */
+  createsLastMinute: number;
+  createRatePerSec: number;
+  createP99Ms: number;
+  createP50Ms: number;
+}
+
+export interface Snapshot {
+  nodes: NodeView[];
+  sandboxes: SandboxView[];
+  events: EventView[];
+  config: ConfigView;
+  stats: StatsView;
+}
+
+/** One message of GET /admin/v1/watch (server-sent events; `event:` is the type). */
+export type WatchMessage =
+  | { type: 'snapshot'; snapshot: Snapshot }
+  | { type: 'node'; node: NodeView }
+  | { type: 'node.removed'; nodeID: string }
+  | { type: 'sandbox'; sandbox: SandboxView }
+  | { type: 'sandbox.removed'; sandboxID: string }
+  | { type: 'event'; event: EventView }
+  | { type: 'config'; config: ConfigView; changes: ConfigChange[] }
+  | { type: 'stats'; stats: StatsView };

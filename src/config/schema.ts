@@ -1,0 +1,132 @@
+import { z } from 'zod';
+
+// The single source of truth for configuration: validation, defaults, and (through
+// gen-doc.ts) docs/configuration.md. Key names follow CubeSandbox where it has them.
+// `.meta({ restart: true })` marks fields that only take effect after a restart;
+// `.describe()` text becomes the reference doc.
+
+const ratio = (what: string) =>
+  z.number({ error: `${what} must be a number` }).min(0, { error: 'must be between 0 and 1' }).max(1, { error: 'must be between 0 and 1' });
+
+export const SandboxSpecSchema = z
+  .object({
+    cpus: z.number().positive().max(256).default(1).describe('vCPUs per sandbox (cfs quota = cpus x period)'),
+    memory_mib: z.number().int().min(16).max(1048576).default(4096).describe('memory limit per sandbox in MiB'),
+    disk_gib: z.number().positive().max(4096).default(10).describe('writable layer size in GiB (accounting; enforced where the filesystem allows)'),
+  })
+  .strict();
+
+export const FILTER_NAMES = ['cpu', 'mem', 'disk', 'realtime_create_num', 'template_locality', 'mvm_num'] as const;
+export const SCORER_NAMES = ['mvm_num', 'local_create_num', 'quota_cpu_usage', 'quota_mem_usage'] as const;
+
+export const MasterConfigSchema = z
+  .object({
+    api: z
+      .object({
+        listen: z.string().default('127.0.0.1:3000').meta({ restart: true }).describe('address:port of the API (E2B REST, admin, envd); --listen overrides'),
+        rate_limit_per_sec: z.number().int().min(1).default(100).describe('requests per second per API key; excess gets 429 with Retry-After'),
+        sandbox_domain: z.string().default('').describe('domain for <port>-<sandboxID>.<domain> routing; empty = not advertised'),
+      })
+      .strict()
+      .prefault({}),
+    scheduler: z
+      .object({
+        priority_select_num: z.number().int().min(1).default(3).describe('pick at random among the top N scored nodes (spreads load, avoids hot spots)'),
+        node_max_mvm_num: z.number().int().min(1).default(3000).describe('hard cap of sandboxes per node (running + paused)'),
+        node_max_mem_reserved_in_mb: z.number().int().min(0).default(10240).describe('host memory kept out of the sandbox budget, MiB'),
+        node_max_cpu_util: z.number().gt(0).max(100).default(80).describe('CPU utilisation cap in percent applied to the oversold CPU quota'),
+        disk_usage_max_percent: z.number().gt(0).max(100).default(80).describe('disk watermark: a node whose data disk is at or above it takes no new sandboxes'),
+        realtime_create_num: z.number().int().min(1).default(100).describe('in-flight creates allowed per node'),
+        heartbeat_timeout_ms: z.number().int().min(100).default(3000).describe('a node whose metrics are older than this is filtered out and, in a cluster, marked lost'),
+        filter: z
+          .object({
+            enable_filters: z.array(z.enum(FILTER_NAMES)).default([...FILTER_NAMES]).describe('filters a node must pass'),
+          })
+          .strict()
+          .prefault({}),
+        score: z
+          .object({
+            enable_scorers: z.array(z.enum(SCORER_NAMES)).default([...SCORER_NAMES]).describe('scorers summed (weighted) into a 0-100 score'),
+            resource_weights: z
+              .record(z.enum(SCORER_NAMES), z.number().min(0))
+              .default({ mvm_num: 2, local_create_num: 3, quota_cpu_usage: 1, quota_mem_usage: 1 })
+              .describe('weight per scorer'),
+            plugin_conf: z.record(z.string(), z.record(z.string(), z.unknown())).default({}).describe('free-form per-scorer settings'),
+          })
+          .strict()
+          .prefault({}),
+        overhead: z
+          .object({
+            vm_memory_overhead_base_mib: z.number().min(0).default(42).describe('fixed per-sandbox memory overhead, MiB'),
+            vm_memory_overhead_coefficient: z.number().positive().default(64).describe('per-sandbox overhead adds memory / coefficient'),
+          })
+          .strict()
+          .prefault({}),
+      })
+      .strict()
+      .prefault({}),
+    host: z
+      .object({
+        quota: z
+          .object({
+            mem_oversell_ratio: z.number().min(1).max(100).default(2).describe('memory oversell factor'),
+            cpu_oversell_ratio: z.number().min(1).max(100).default(3).describe('CPU oversell factor'),
+            paused_resource_release_ratio: ratio('paused_resource_release_ratio').default(0).describe('share of a paused sandbox\'s cpu and memory given back (0 = resume guaranteed, 1 = best effort)'),
+          })
+          .strict()
+          .prefault({}),
+      })
+      .strict()
+      .prefault({}),
+    sandbox: z
+      .object({
+        default_spec: SandboxSpecSchema.prefault({}).describe('spec used when a create names none; also the spec the density figures are computed for'),
+        default_template: z.string().min(1).default('host').describe('template used for templateID "base" or when none is named'),
+        default_timeout_sec: z.number().int().min(1).default(300).describe('sandbox lifetime when a create names none'),
+        pids_max: z.number().int().min(8).default(1024).describe('process limit per sandbox (fork bombs stop here)'),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict();
+
+export const CubeletConfigSchema = z
+  .object({
+    node_id: z.string().default('').meta({ restart: true }).describe('node name; empty = the host name; --node-id overrides'),
+    data_dir: z.string().default('/var/lib/cubed').meta({ restart: true }).describe('sandboxes, templates and embedded state; --data-dir overrides'),
+    runtime: z.enum(['ns', 'microvm', 'sim']).default('ns').meta({ restart: true }).describe('runtime driver (sim only for scheduler benchmarks)'),
+    quota: z
+      .object({
+        cpus: z.number().positive().optional().describe('declared node CPUs (in place of what the host reports)'),
+        memory_mib: z.number().int().positive().optional().describe('declared node memory in MiB (in place of MemTotal)'),
+      })
+      .strict()
+      .optional()
+      .describe('declare node capacity instead of reading it from the host'),
+    plugins: z
+      .object({
+        'io.cubelet.internal.v1.network': z
+          .object({
+            tap_init_num: z.number().int().min(0).max(16000).default(32).meta({ restart: true }).describe('network slots (netns + veth) created at start-up and kept warm'),
+            cidr: z.string().regex(/^\d+\.\d+\.\d+\.\d+\/\d+$/, { error: 'must be an IPv4 CIDR like 10.213.0.0/16' }).default('10.213.0.0/16').meta({ restart: true }).describe('private range the IPAM carves /30 slots from; must not overlap another node on the same host'),
+            allow_host_access: z.boolean().default(false).describe('let sandboxes reach services on host addresses (off: nftables drops it)'),
+          })
+          .strict()
+          .prefault({}),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict();
+
+export type MasterConfig = z.infer<typeof MasterConfigSchema>;
+export type CubeletConfig = z.infer<typeof CubeletConfigSchema>;
+export type SandboxSpec = z.infer<typeof SandboxSpecSchema>;
+export type FilterName = (typeof FILTER_NAMES)[number];
+export type ScorerName = (typeof SCORER_NAMES)[number];
+
+/** Both files together, as the daemon holds them. */
+export interface Config {
+  master: MasterConfig;
+  cubelet: CubeletConfig;
+}

@@ -1,0 +1,84 @@
+// The node contract. In role all the control plane calls the Cubelet object directly; in a
+// cluster it calls the same interface through HTTP/JSON (src/cubelet/remote.ts), so the API
+// and scheduler never know which.
+import type { Readable } from 'node:stream';
+import type { NodeView, SandboxView, EventView } from '../api/types.js';
+import type { ExecRequest, FileStat } from '../runtime/types.js';
+
+export interface NodeCreateRequest {
+  sandboxID: string;
+  templateID: string;
+  cpus: number;
+  memoryMiB: number;
+  diskGiB: number;
+  /** Absolute time the sandbox is killed unless extended. */
+  endAt: string;
+  env: Record<string, string>;
+  metadata: Record<string, string>;
+  allowInternetAccess?: boolean;
+}
+
+export type ProcessEvent =
+  | { type: 'start'; pid: number }
+  | { type: 'stdout'; data: Buffer }
+  | { type: 'stderr'; data: Buffer }
+  | { type: 'end'; exitCode: number; signal?: string; oomKilled: boolean; timedOut: boolean; error?: string };
+
+export interface ProcessInfo {
+  /** Process id as the E2B protocol sees it: unique within the sandbox, never reused. */
+  pid: number;
+  tag?: string;
+  argv: string[];
+  cwd?: string;
+  env: Record<string, string>;
+}
+
+export interface StartProcessRequest extends ExecRequest {
+  tag?: string;
+}
+
+export interface ProcessStream {
+  pid: number;
+  /** Yields `start` first and exactly one `end` last. Ending the iteration early does not kill the process. */
+  events: AsyncIterable<ProcessEvent>;
+}
+
+/** Node events the cubelet emits (state changes and its own notices). */
+export type NodeEvent =
+  | { type: 'sandbox'; sandbox: SandboxView }
+  | { type: 'sandbox.removed'; sandboxID: string }
+  | { type: 'event'; event: Omit<EventView, 'id'> };
+
+export interface NodeApi {
+  readonly nodeID: string;
+  createSandbox(req: NodeCreateRequest): Promise<SandboxView>;
+  /** Idempotent: a missing sandbox is not an error. */
+  destroySandbox(sandboxID: string): Promise<void>;
+  pauseSandbox(sandboxID: string): Promise<SandboxView>;
+  resumeSandbox(sandboxID: string): Promise<SandboxView>;
+  getSandbox(sandboxID: string): Promise<SandboxView | undefined>;
+  listSandboxes(): Promise<SandboxView[]>;
+  setEndAt(sandboxID: string, endAt: string): Promise<SandboxView>;
+  /** The sandbox's address in the node's private range, for port proxying. */
+  sandboxAddress(sandboxID: string): Promise<string>;
+
+  startProcess(sandboxID: string, req: StartProcessRequest): Promise<ProcessStream>;
+  /** Attach to a running process by pid or tag; the stream starts with `start`. */
+  connectProcess(sandboxID: string, sel: { pid?: number; tag?: string }): Promise<ProcessStream>;
+  listProcesses(sandboxID: string): Promise<ProcessInfo[]>;
+  sendInput(sandboxID: string, pid: number, data: Buffer): Promise<void>;
+  closeStdin(sandboxID: string, pid: number): Promise<void>;
+  signalProcess(sandboxID: string, pid: number, signal: 'SIGKILL' | 'SIGTERM' | 'SIGINT'): Promise<void>;
+
+  statFile(sandboxID: string, path: string): Promise<FileStat>;
+  listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]>;
+  readFile(sandboxID: string, path: string): Promise<Readable>;
+  writeFile(sandboxID: string, path: string, data: Readable | Buffer, user?: string): Promise<FileStat>;
+  makeDir(sandboxID: string, path: string, user?: string): Promise<boolean>;
+  removePath(sandboxID: string, path: string): Promise<void>;
+  movePath(sandboxID: string, from: string, to: string): Promise<FileStat>;
+
+  /** Node metrics, density and pool levels as of now. */
+  nodeView(): Promise<NodeView>;
+  subscribe(listener: (e: NodeEvent) => void): () => void;
+}

@@ -1,0 +1,67 @@
+// The one table of error codes. Numbers follow CubeSandbox's so operators can grep
+// across both systems; `http` is the status the API answers with.
+export const ErrorTable = {
+  BAD_REQUEST: { code: 130400, http: 400, name: 'bad request' },
+  UNAUTHORIZED: { code: 130401, http: 401, name: 'unauthorized' },
+  NOT_FOUND: { code: 130404, http: 404, name: 'not found' },
+  CONFLICT: { code: 130409, http: 409, name: 'conflict' },
+  RATE_LIMITED: { code: 130429, http: 429, name: 'rate limited' },
+  CONCURRENCY_LIMITED: { code: 130480, http: 429, name: 'concurrency limited' },
+  SANDBOX_BUSY: { code: 130490, http: 503, name: 'sandbox busy' },
+  EXEC_FAILED: { code: 130497, http: 500, name: 'exec in sandbox failed' },
+  CREATE_FAILED: { code: 130507, http: 500, name: 'create sandbox failed' },
+  DESTROY_FAILED: { code: 130551, http: 500, name: 'destroy sandbox failed' },
+  NETWORK_FAILED: { code: 130547, http: 500, name: 'network setup failed' },
+  CGROUP_FAILED: { code: 130562, http: 500, name: 'cgroup setup failed' },
+  PAUSE_FAILED: { code: 130588, http: 500, name: 'pause failed' },
+  RESUME_FAILED: { code: 130589, http: 500, name: 'resume failed' },
+  INTERNAL: { code: 130593, http: 500, name: 'internal error' },
+  STATE_UNAVAILABLE: { code: 130594, http: 503, name: 'state backend unavailable' },
+  NODE_UNREACHABLE: { code: 130596, http: 503, name: 'node unreachable' },
+  NO_NODE: { code: 130597, http: 503, name: 'no node available' },
+  CONFIG_INVALID: { code: 130483, http: 400, name: 'invalid config' },
+} as const;
+
+export type ErrorKind = keyof typeof ErrorTable;
+
+/** An error that carries a code from the table, a message for humans and optional details for machines. */
+export class CubeError extends Error {
+  readonly kind: ErrorKind;
+  readonly code: number;
+  readonly http: number;
+  readonly details?: Record<string, unknown>;
+  /** Seconds, for 429/503 answers. */
+  readonly retryAfter?: number;
+
+  constructor(kind: ErrorKind, message: string, opts: { details?: Record<string, unknown>; retryAfter?: number; cause?: unknown } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'CubeError';
+    this.kind = kind;
+    this.code = ErrorTable[kind].code;
+    this.http = ErrorTable[kind].http;
+    if (opts.details) this.details = opts.details;
+    if (opts.retryAfter !== undefined) this.retryAfter = opts.retryAfter;
+  }
+}
+
+export function isCubeError(e: unknown): e is CubeError {
+  return e instanceof CubeError;
+}
+
+/** Wraps anything thrown into a CubeError, keeping CubeErrors as they are. */
+export function toCubeError(e: unknown, fallback: ErrorKind = 'INTERNAL'): CubeError {
+  if (e instanceof CubeError) return e;
+  const msg = e instanceof Error ? e.message : String(e);
+  return new CubeError(fallback, msg, { cause: e });
+}
+
+/**
+ * The JSON body of an error answer. The E2B SDK tests `code` against the HTTP status
+ * (404 makes kill() return false, 409 makes pause() return false), so E2B routes put the
+ * status in `code` and our reason in `cubeCode`; admin routes put our reason in `code`.
+ */
+export function errorBody(err: CubeError, flavour: 'e2b' | 'admin'): { code: number; message: string; cubeCode?: number; status?: number; details?: Record<string, unknown> } {
+  const message = `${err.code} ${err.message}`;
+  if (flavour === 'e2b') return { code: err.http, message, cubeCode: err.code, ...(err.details ? { details: err.details } : {}) };
+  return { code: err.code, message, status: err.http, ...(err.details ? { details: err.details } : {}) };
+}

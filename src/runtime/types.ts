@@ -1,0 +1,118 @@
+// The runtime driver contract: what cubelet asks of a driver (ns today, microvm and sim later).
+// Drivers own kernel objects for the sandbox's processes, root filesystem and cgroups;
+// the network slot comes from the network-agent and is only joined here.
+import type { Readable, Writable } from 'node:stream';
+
+export interface TemplateRef {
+  name: string;
+  /** Read-only lower directory of the overlay. */
+  rootfs: string;
+  /** Host /usr is bind-mounted read-only at /usr (the `host` template). */
+  bindHostUsr: boolean;
+}
+
+export interface LaunchSpec {
+  sandboxID: string;
+  template: TemplateRef;
+  cpus: number;
+  memoryMiB: number;
+  pidsMax: number;
+  /** /run/netns/... of the pooled slot to join; absent = a fresh empty netns (tests only). */
+  netnsPath?: string;
+  /** Create-time environment: every exec inherits it (the E2B SDK's envVars). */
+  env: Record<string, string>;
+}
+
+export interface SandboxHandle {
+  sandboxID: string;
+  /** Host pid of the sandbox's pid-1. */
+  initPid: number;
+  /** Per-sandbox directory (upper, work) under the data dir. */
+  dir: string;
+}
+
+export interface ExecRequest {
+  /** argv; argv[0] is looked up in the sandbox's PATH. */
+  argv: string[];
+  /** Added to the create-time env. */
+  env?: Record<string, string>;
+  /** Default: the user's home. */
+  cwd?: string;
+  /** 'root' or 'user' (uid 1000, home /home/user); default 'user'. */
+  user?: string;
+  /** Killed (SIGKILL) after this many ms; 0 = no limit. */
+  timeoutMs?: number;
+  /** Keep stdin open as a pipe (otherwise /dev/null). */
+  stdin?: boolean;
+}
+
+export interface ExitInfo {
+  exitCode: number;
+  /** Set when the process died of a signal. */
+  signal?: string;
+  /** The sandbox's memory cgroup OOM-killed something while this ran. */
+  oomKilled: boolean;
+  timedOut: boolean;
+}
+
+export interface ExecProcess {
+  /** Host pid of the helper that runs the command (not meaningful inside the sandbox). */
+  pid: number;
+  stdout: Readable;
+  stderr: Readable;
+  stdin: Writable | null;
+  exited: Promise<ExitInfo>;
+  kill(signal?: NodeJS.Signals): void;
+}
+
+export interface FileStat {
+  name: string;
+  /** Absolute path inside the sandbox. */
+  path: string;
+  type: 'file' | 'dir' | 'symlink' | 'other';
+  size: number;
+  mode: number;
+  uid: number;
+  gid: number;
+  mtime: Date;
+  symlinkTarget?: string;
+}
+
+/** File access confined to the sandbox root: `..` and symlinks leading out are refused (130400). */
+export interface SandboxFiles {
+  stat(h: SandboxHandle, path: string): Promise<FileStat>;
+  list(h: SandboxHandle, path: string, depth?: number): Promise<FileStat[]>;
+  read(h: SandboxHandle, path: string): Promise<Readable>;
+  /** Creates parent directories; owned by `user` (default 'user'). */
+  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string): Promise<FileStat>;
+  mkdir(h: SandboxHandle, path: string, user?: string): Promise<boolean>;
+  remove(h: SandboxHandle, path: string): Promise<void>;
+  move(h: SandboxHandle, from: string, to: string): Promise<FileStat>;
+}
+
+export interface SandboxStats {
+  memoryBytes: number;
+  memoryLimitBytes: number;
+  cpuUsageNs: number;
+  pids: number;
+  oomKills: number;
+}
+
+export interface RuntimeDriver {
+  readonly name: 'ns' | 'microvm' | 'sim';
+  /** Checks prerequisites and prepares per-node parents (cgroup parents named cube-<nodeTag>). */
+  init(): Promise<void>;
+  create(spec: LaunchSpec): Promise<SandboxHandle>;
+  /** Kills every process, removes cgroups and the per-sandbox directory. Idempotent. */
+  destroy(sandboxID: string): Promise<void>;
+  pause(h: SandboxHandle): Promise<void>;
+  resume(h: SandboxHandle): Promise<void>;
+  alive(h: SandboxHandle): boolean;
+  exec(h: SandboxHandle, req: ExecRequest): ExecProcess;
+  stats(h: SandboxHandle): Promise<SandboxStats>;
+  files: SandboxFiles;
+  /** Sandboxes this node's kernel objects still hold (for re-adoption after a restart). */
+  scan(): Promise<SandboxHandle[]>;
+  /** Removes every kernel object of this node that belongs to no sandbox in `keep`. */
+  cleanup(keep: Set<string>): Promise<{ removed: string[] }>;
+}

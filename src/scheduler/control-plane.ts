@@ -1,0 +1,70 @@
+// The control-plane contract the API serves (E2B REST, admin API, envd routing).
+// Role all: LocalControlPlane (one cubelet, embedded store). Cluster: the same over Redis,
+// MySQL and remote nodes. Errors are CubeErrors from src/errors.ts.
+import type { ConfigView, EventView, NodeView, ReloadResult, SandboxState, SandboxView, Snapshot, WatchMessage } from '../api/types.js';
+import type { NodeApi } from '../cubelet/types.js';
+
+export interface CreateSandboxRequest {
+  /** 'base' or absent means the configured default template. */
+  templateID?: string;
+  /** Seconds; absent = sandbox.default_timeout_sec. */
+  timeoutSec?: number;
+  cpus?: number;
+  memoryMiB?: number;
+  diskGiB?: number;
+  metadata?: Record<string, string>;
+  envVars?: Record<string, string>;
+  allowInternetAccess?: boolean;
+  /** Place on this node only (console "launch on the selected node"). */
+  nodeID?: string;
+  /** Who asked (API key id), for the audit trail. */
+  actor?: string;
+}
+
+export interface SandboxRecord extends SandboxView {
+  /** Token the envd protocol checks (X-Access-Token); unique per sandbox. */
+  accessToken: string;
+  envVars: Record<string, string>;
+}
+
+export interface ListFilter {
+  state?: SandboxState[];
+  metadata?: Record<string, string>;
+  nodeID?: string;
+  templateID?: string;
+}
+
+export interface NodeAction {
+  nodeID: string;
+  action: 'cordon' | 'uncordon' | 'drain' | 'delete';
+  /** drain: destroy running sandboxes after `deadlineSec` instead of waiting for them. */
+  evict?: boolean;
+  deadlineSec?: number;
+  actor?: string;
+}
+
+export interface ControlPlane {
+  createSandbox(req: CreateSandboxRequest): Promise<SandboxRecord>;
+  getSandbox(sandboxID: string): Promise<SandboxRecord>;
+  listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]>;
+  destroySandbox(sandboxID: string, actor?: string): Promise<void>;
+  pauseSandbox(sandboxID: string, actor?: string): Promise<SandboxRecord>;
+  /** Resumes a paused sandbox (admission by the release-ratio policy: 130409 when refused). `resumed` says whether it was paused. */
+  resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }>;
+  setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord>;
+  /** The node that holds a running sandbox (for envd traffic); 130404 when unknown. */
+  nodeFor(sandboxID: string): Promise<NodeApi>;
+
+  listNodes(): Promise<NodeView[]>;
+  nodeAction(a: NodeAction): Promise<NodeView>;
+
+  config(): ConfigView;
+  reloadConfig(actor?: string): Promise<ReloadResult>;
+  setConfig(path: string, value: unknown, actor?: string): Promise<ReloadResult>;
+
+  templates(): Promise<{ templateID: string; nodes: string[] }[]>;
+  events(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]>;
+  snapshot(): Promise<Snapshot>;
+  /** Deltas after the snapshot; returns the unsubscribe function. */
+  watch(listener: (m: WatchMessage) => void): () => void;
+}
