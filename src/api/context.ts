@@ -1,0 +1,22 @@
+// What every route family receives. server.ts assembles it; e2b/, envd/ and admin/ only read it.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type Router from 'find-my-way';
+import type { MasterConfig } from '../config/schema.js';
+import type { ControlPlane } from '../scheduler/control-plane.js';
+
+export interface ApiContext {
+  cp: ControlPlane;
+  log: Logger;
+  /** The master config in force (follows hot reload). */
+  config(): MasterConfig;
+}
+
+/** Identity of an authenticated caller (API key id, never the key itself), for audit records. */
+export interface Caller {
+  keyID: string;
+}
+
+export type Handler = (req: IncomingMessage & { caller?: Caller }, res: ServerResponse, params: Record<string, string | undefined>, query: Record<string, string>) => Promise<void> | void;
+
+export type ApiRouter = Router.Instance<Router.HTTPVersion.V1>;

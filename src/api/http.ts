@@ -1,0 +1,50 @@
+// Small helpers shared by every route family (E2B REST, envd, admin): JSON in and out,
+// errors as {code, message} with the status from the error table.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { CubeError, errorBody, toCubeError } from '../errors.js';
+
+export type Flavour = 'e2b' | 'admin';
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+export function sendNoContent(res: ServerResponse, status = 204): void {
+  res.writeHead(status);
+  res.end();
+}
+
+export function sendError(res: ServerResponse, e: unknown, flavour: Flavour): void {
+  const err = toCubeError(e);
+  if (res.headersSent) {
+    res.destroy(err);
+    return;
+  }
+  const headers: Record<string, string> = {};
+  if (err.retryAfter !== undefined) headers['retry-after'] = String(err.retryAfter);
+  sendJson(res, err.http, errorBody(err, flavour), headers);
+}
+
+export async function readBody(req: IncomingMessage, maxBytes = 1 << 20): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > maxBytes) throw new CubeError('BAD_REQUEST', `request body larger than ${maxBytes} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** Parses a JSON body; an empty body is `{}`. */
+export async function readJson<T = Record<string, unknown>>(req: IncomingMessage, maxBytes?: number): Promise<T> {
+  const buf = await readBody(req, maxBytes);
+  if (buf.length === 0) return {} as T;
+  try {
+    return JSON.parse(buf.toString('utf8')) as T;
+  } catch (e) {
+    throw new CubeError('BAD_REQUEST', `request body is not valid JSON: ${(e as Error).message}`);
+  }
+}
