@@ -76,17 +76,16 @@ export function histogram(latencies: readonly number[], bounds: readonly number[
   return buckets;
 }
 
-/**
- * Grade by p99 (S <= 100 ms, A <= 200, B <= 500, C <= 1000, D above); a run that lost more than
- * 1% of its operations cannot grade above C, more than 5% is D, whatever its latency.
- */
 const GRADES: readonly Grade[] = ['S', 'A', 'B', 'C', 'D'];
 
+/**
+ * The reference cube-bench grade: the worse of the p99 grade (S <= 100 ms, A <= 200, B <= 500,
+ * C <= 1000, D above) and the success-rate grade (S >= 99.9%, A >= 99%, B >= 95%, C >= 90%).
+ */
 export function grade(p99Ms: number, successRate: number): Grade {
-  const byLatency: Grade = p99Ms <= 100 ? 'S' : p99Ms <= 200 ? 'A' : p99Ms <= 500 ? 'B' : p99Ms <= 1000 ? 'C' : 'D';
-  if (successRate < 0.95) return 'D';
-  if (successRate < 0.99 && GRADES.indexOf(byLatency) < GRADES.indexOf('C')) return 'C';
-  return byLatency;
+  const byLatency = p99Ms <= 100 ? 0 : p99Ms <= 200 ? 1 : p99Ms <= 500 ? 2 : p99Ms <= 1000 ? 3 : 4;
+  const bySuccess = successRate >= 0.999 ? 0 : successRate >= 0.99 ? 1 : successRate >= 0.95 ? 2 : successRate >= 0.9 ? 3 : 4;
+  return GRADES[Math.max(byLatency, bySuccess)]!;
 }
 
 export interface BenchResult {
