@@ -1,0 +1,98 @@
+// Contract tests every StateStore backend must pass. Call from a backend's test file:
+//   storeContract('embedded', async () => ({ store, cleanup }))
+// The factory returns a fresh, empty, initialised store and a cleanup that removes it.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { SandboxRecord } from '../../src/scheduler/control-plane.js';
+import type { StateStore } from '../../src/store/types.js';
+
+export type StoreFactory = (opts: { eventRetention: number }) => Promise<{ store: StateStore; cleanup: () => Promise<void> }>;
+
+export function sandboxRecord(id: string, over: Partial<SandboxRecord> = {}): SandboxRecord {
+  return {
+    sandboxID: id,
+    templateID: 'host',
+    nodeID: 'node-a',
+    state: 'running',
+    spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 },
+    metadata: {},
+    startedAt: '2026-01-01T00:00:00.000Z',
+    endAt: '2026-01-01T00:05:00.000Z',
+    runtime: 'ns',
+    accessToken: `tok-${id}`,
+    envVars: { A: '1' },
+    ...over,
+  };
+}
+
+export function storeContract(name: string, factory: StoreFactory): void {
+  describe(`StateStore contract: ${name}`, () => {
+    let store: StateStore;
+    let cleanup: () => Promise<void>;
+    beforeEach(async () => {
+      ({ store, cleanup } = await factory({ eventRetention: 5 }));
+    });
+    afterEach(async () => {
+      await store.close();
+      await cleanup();
+    });
+
+    it('stores, updates, filters and deletes sandbox records', async () => {
+      await store.putSandbox(sandboxRecord('a', { metadata: { team: 'rl' } }));
+      await store.putSandbox(sandboxRecord('b', { state: 'paused', nodeID: 'node-b' }));
+      await store.putSandbox(sandboxRecord('c', { templateID: 'deb' }));
+      expect((await store.getSandbox('a'))?.accessToken).toBe('tok-a');
+      expect((await store.getSandbox('a'))?.envVars).toEqual({ A: '1' });
+      expect((await store.listSandboxes()).map((s) => s.sandboxID).sort()).toEqual(['a', 'b', 'c']);
+      expect((await store.listSandboxes({ state: ['paused'] })).map((s) => s.sandboxID)).toEqual(['b']);
+      expect((await store.listSandboxes({ nodeID: 'node-b' })).map((s) => s.sandboxID)).toEqual(['b']);
+      expect((await store.listSandboxes({ templateID: 'deb' })).map((s) => s.sandboxID)).toEqual(['c']);
+      expect((await store.listSandboxes({ metadata: { team: 'rl' } })).map((s) => s.sandboxID)).toEqual(['a']);
+      expect(await store.updateSandboxState('a', 'error', 'init died')).toBe(true);
+      expect(await store.getSandbox('a')).toMatchObject({ state: 'error', reason: 'init died' });
+      expect(await store.updateSandboxState('a', 'running')).toBe(true);
+      expect((await store.getSandbox('a'))?.reason).toBeUndefined();
+      expect(await store.updateSandboxState('zz', 'running')).toBe(false);
+      await store.deleteSandbox('a');
+      await store.deleteSandbox('a');
+      expect(await store.getSandbox('a')).toBeUndefined();
+    });
+
+    it('appends events with increasing ids, lists since an id and keeps only the retention', async () => {
+      const ids: number[] = [];
+      for (let i = 0; i < 8; i++) ids.push((await store.appendEvent({ at: new Date().toISOString(), kind: 'sandbox.created', sandboxID: `s${i}`, message: `m${i}` })).id);
+      for (let i = 1; i < ids.length; i++) expect(ids[i]!).toBeGreaterThan(ids[i - 1]!);
+      const all = await store.listEvents({ limit: 100 });
+      expect(all.map((e) => e.message)).toEqual(['m3', 'm4', 'm5', 'm6', 'm7']);
+      const since = await store.listEvents({ sinceID: ids[5]! });
+      expect(since.map((e) => e.message)).toEqual(['m6', 'm7']);
+      expect((await store.listEvents({ limit: 2 })).map((e) => e.message)).toEqual(['m6', 'm7']);
+    });
+
+    it('keeps config versions, newest first', async () => {
+      expect(await store.latestConfigVersion()).toBeUndefined();
+      await store.putConfigVersion({ version: 1, at: 'x', actor: 'system', reason: 'start', master: { a: 1 }, cubelet: {} });
+      await store.putConfigVersion({ version: 2, at: 'y', actor: 'k1', reason: 'set a', master: { a: 2 }, cubelet: {} });
+      expect(await store.latestConfigVersion()).toMatchObject({ version: 2, actor: 'k1', master: { a: 2 } });
+      expect((await store.listConfigVersions()).map((v) => v.version)).toEqual([2, 1]);
+    });
+
+    it('records audit entries with who, what and when', async () => {
+      await store.appendAudit({ at: 't1', actor: 'k1', action: 'node.cordon', target: 'node-a', outcome: 'ok' });
+      await store.appendAudit({ at: 't2', actor: 'k2', action: 'config.set', target: 'host.quota.paused_resource_release_ratio', outcome: 'ok', detail: { value: 0.5 } });
+      const all = await store.listAudit();
+      expect(all.map((a) => a.action)).toEqual(['config.set', 'node.cordon']);
+      expect(all[0]!.detail).toEqual({ value: 0.5 });
+      expect((await store.listAudit({ actor: 'k1' })).map((a) => a.target)).toEqual(['node-a']);
+    });
+
+    it('keeps the node registry with cordon and drain flags', async () => {
+      await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 't' });
+      await store.putNode({ nodeID: 'n1', cordoned: true, draining: false, joinedAt: 't' });
+      await store.putNode({ nodeID: 'n2', cordoned: false, draining: true, joinedAt: 't' });
+      expect(await store.getNode('n1')).toMatchObject({ cordoned: true });
+      expect((await store.listNodes()).map((n) => n.nodeID)).toEqual(['n1', 'n2']);
+      await store.deleteNode('n1');
+      expect(await store.getNode('n1')).toBeUndefined();
+    });
+  });
+}

@@ -1,0 +1,30 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import { EmbeddedStore } from '../../src/store/embedded.js';
+import { sandboxRecord, storeContract } from './contract.js';
+
+storeContract('embedded (SQLite)', async ({ eventRetention }) => {
+  const dir = mkdtempSync(join(tmpdir(), 'cubed-test-store-'));
+  const store = new EmbeddedStore({ path: join(dir, 'cubed.db'), eventRetention });
+  await store.init();
+  return { store, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+});
+
+it('migrations run idempotently and records survive a reopen', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cubed-test-store-'));
+  try {
+    const path = join(dir, 'cubed.db');
+    const a = new EmbeddedStore({ path });
+    await a.init();
+    await a.putSandbox(sandboxRecord('keep'));
+    await a.close();
+    const b = new EmbeddedStore({ path });
+    await b.init();
+    expect((await b.getSandbox('keep'))?.sandboxID).toBe('keep');
+    await b.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
