@@ -1,0 +1,81 @@
+// The placement chain, assembled in one place: prefilter -> enabled filters (a node must pass
+// all; the first refusal is kept with its reason) -> weighted scorers -> random pick among the
+// top priority_select_num. Pure: the config, clock and randomness come in as arguments, so
+// a hot-reloaded config takes effect on the next decision.
+import type { MasterConfig } from '../config/schema.js';
+import { CubeError } from '../errors.js';
+import { computeDensity, densityParamsFromConfig, DensityInputError, type Density } from './density.js';
+import { FILTERS } from './filters/index.js';
+import { prefilter } from './filters/prefilter.js';
+import type { Candidate, NodeContext, PlacementRequest, Rejection } from './plugin.js';
+import { SCORERS } from './scorers/index.js';
+
+export type ScheduleResult = { ok: true; nodeID: string; score: number } | { ok: false; rejections: Rejection[] };
+
+export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterConfig, now: number, rand: () => number = Math.random): ScheduleResult {
+  if (!(req.cpus > 0) || !(req.memoryMiB > 0)) throw new CubeError('BAD_REQUEST', `cpus and memory must be positive (got ${req.cpus} cpus, ${req.memoryMiB} MiB)`);
+  const params = densityParamsFromConfig(cfg);
+  const filters = cfg.scheduler.filter.enable_filters.map((name) => ({ name, run: FILTERS[name] }));
+  const weights = cfg.scheduler.score.resource_weights;
+  const scorers = cfg.scheduler.score.enable_scorers.map((name) => ({ run: SCORERS[name], weight: weights[name] })).filter((s) => s.weight > 0);
+  const weightSum = scorers.reduce((a, s) => a + s.weight, 0);
+  const topN = cfg.scheduler.priority_select_num;
+
+  const rejections: Rejection[] = [];
+  const top: { nodeID: string; score: number }[] = [];
+  let considered = 0;
+  for (const { view, inFlightCreates } of nodes) {
+    if (req.nodeID !== undefined && view.nodeID !== req.nodeID) continue;
+    considered++;
+    const reject = (filter: string, reason: string) => rejections.push({ nodeID: view.nodeID, filter, reason });
+    const pre = prefilter(view, cfg.scheduler.heartbeat_timeout_ms, now);
+    if (pre !== undefined) {
+      reject('prefilter', pre);
+      continue;
+    }
+    let density: Density;
+    try {
+      density = computeDensity(view.capacity, params, req);
+    } catch (e) {
+      if (!(e instanceof DensityInputError)) throw e;
+      reject('capacity', e.message);
+      continue;
+    }
+    const ctx: NodeContext = { req, node: view, inFlightCreates, cfg, now, density };
+    let refused = false;
+    for (const f of filters) {
+      const reason = f.run(ctx);
+      if (reason !== undefined) {
+        reject(f.name, reason);
+        refused = true;
+        break;
+      }
+    }
+    if (refused) continue;
+    let score = 0;
+    if (weightSum > 0) {
+      for (const s of scorers) score += s.weight * s.run(ctx);
+      score /= weightSum;
+    }
+    insertTop(top, { nodeID: view.nodeID, score }, topN);
+  }
+  if (req.nodeID !== undefined && considered === 0) rejections.push({ nodeID: req.nodeID, filter: 'prefilter', reason: 'not registered' });
+  if (top.length === 0) return { ok: false, rejections };
+  const pick = top[Math.min(top.length - 1, Math.floor(rand() * top.length))]!;
+  return { ok: true, nodeID: pick.nodeID, score: pick.score };
+}
+
+/** Keeps `top` sorted by score, best first, at most `n` long; equal scores keep arrival order. */
+function insertTop(top: { nodeID: string; score: number }[], entry: { nodeID: string; score: number }, n: number): void {
+  if (top.length === n && top[n - 1]!.score >= entry.score) return;
+  let i = top.length;
+  while (i > 0 && top[i - 1]!.score < entry.score) i--;
+  top.splice(i, 0, entry);
+  if (top.length > n) top.pop();
+}
+
+/** One line naming every refused node and the rule that refused it, for 130597 and the event stream. */
+export function describeRejections(rejections: Rejection[]): string {
+  if (rejections.length === 0) return 'no nodes registered';
+  return rejections.map((r) => `${r.nodeID}: ${r.reason}`).join('; ');
+}

@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import { computeDensity, densityParamsFromConfig } from '../../src/scheduler/density.js';
+import { FILTERS } from '../../src/scheduler/filters/index.js';
+import { prefilter } from '../../src/scheduler/filters/prefilter.js';
+import type { NodeContext } from '../../src/scheduler/plugin.js';
+import { config, node, NOW, REQ } from './fixtures.js';
+
+function ctx(n: ReturnType<typeof node>, opts: { inFlight?: number; cfg?: Record<string, unknown>; req?: Partial<typeof REQ> } = {}): NodeContext {
+  const cfg = config(opts.cfg);
+  const req = { ...REQ, ...opts.req };
+  return { req, node: n, inFlightCreates: opts.inFlight ?? 0, cfg, now: NOW, density: computeDensity(n.capacity, densityParamsFromConfig(cfg), req) };
+}
+
+describe('prefilter', () => {
+  it.each([
+    ['fresh healthy node passes', node('a'), undefined],
+    ['lost', node('a', { lost: true, healthy: false }), 'lost (missed heartbeats)'],
+    ['unhealthy', node('a', { healthy: false }), 'unhealthy'],
+    ['cordoned', node('a', { cordoned: true }), 'cordoned'],
+    ['draining', node('a', { draining: true }), 'draining'],
+    ['stale metrics', node('a', { lastSeen: new Date(NOW - 4200).toISOString() }), 'heartbeat 4.2s old > 3s'],
+    ['exactly at the timeout still passes', node('a', { lastSeen: new Date(NOW - 3000).toISOString() }), undefined],
+    ['never seen', node('a', { lastSeen: '' }), 'no heartbeat yet'],
+  ])('%s', (_name, n, want) => {
+    expect(prefilter(n, 3000, NOW)).toBe(want);
+  });
+});
+
+describe('cpu', () => {
+  // 128 cpus x 3 x 0.8 = 307.2
+  it.each([
+    ['room left', node('a', { usage: { quotaCpuUsed: 306 } }), {}, undefined],
+    ['quota full', node('a', { usage: { quotaCpuUsed: 306.5 } }), {}, 'cpu quota 306.5+1 > 307.2'],
+    ['live util at the cap', node('a', { usage: { cpuUtilPercent: 80 } }), {}, 'cpu util 80% >= 80%'],
+    ['cap raised by config', node('a', { usage: { cpuUtilPercent: 80 } }), { scheduler: { node_max_cpu_util: 90 } }, undefined],
+    ['oversell 1 shrinks the quota', node('a', { usage: { quotaCpuUsed: 102 } }), { host: { quota: { cpu_oversell_ratio: 1 } } }, 'cpu quota 102+1 > 102.4'],
+  ])('%s', (_name, n, cfg, want) => {
+    expect(FILTERS.cpu(ctx(n, { cfg }))).toBe(want);
+  });
+});
+
+describe('mem', () => {
+  // (257024 - 10240) x 2 = 493568 MiB quota; footprint 4202 -> 117 of the reference spec.
+  it.each([
+    ['empty node', node('a'), {}, undefined],
+    ['116 held, the 117th fits', node('a', { usage: { quotaMemUsedMiB: 116 * 4202 } }), {}, undefined],
+    ['117 held: full', node('a', { usage: { quotaMemUsedMiB: 117 * 4202 } }), {}, 'mem 117/117 (491634+4202 > 493568 MiB)'],
+    ['no oversell: the safety boundary', node('a', { usage: { quotaMemUsedMiB: 58 * 4202 } }), { host: { quota: { mem_oversell_ratio: 1 } } }, 'mem 58/58 (243716+4202 > 246784 MiB)'],
+    ['paused count (1 - r): 200 paused at r=0.75 fit', node('a', { usage: { quotaMemUsedMiB: 200 * 4202 * 0.25 } }), { host: { quota: { paused_resource_release_ratio: 0.75 } } }, undefined],
+    ['bigger reserve', node('a', { usage: { quotaMemUsedMiB: 116 * 4202 } }), { scheduler: { node_max_mem_reserved_in_mb: 20480 } }, 'mem 116/112 (487432+4202 > 473088 MiB)'],
+  ])('%s', (_name, n, cfg, want) => {
+    expect(FILTERS.mem(ctx(n, { cfg }))).toBe(want);
+  });
+});
+
+describe('disk', () => {
+  it.each([
+    ['under the watermark', 79.9, {}, undefined],
+    ['at the watermark', 80, {}, 'disk 80% >= 80%'],
+    ['over', 83, {}, 'disk 83% >= 80%'],
+    ['watermark raised', 83, { scheduler: { disk_usage_max_percent: 90 } }, undefined],
+  ])('%s', (_name, pct, cfg, want) => {
+    expect(FILTERS.disk(ctx(node('a', { usage: { diskUsedPercent: pct } }), { cfg }))).toBe(want);
+  });
+});
+
+describe('realtime_create_num', () => {
+  it.each([
+    [0, 100, undefined],
+    [99, 100, undefined],
+    [100, 100, 'creates in flight 100 >= 100'],
+    [5, 5, 'creates in flight 5 >= 5'],
+  ])('%i in flight, limit %i', (inFlight, limit, want) => {
+    expect(FILTERS.realtime_create_num(ctx(node('a'), { inFlight, cfg: { scheduler: { realtime_create_num: limit } } }))).toBe(want);
+  });
+});
+
+describe('template_locality', () => {
+  it.each([
+    ['host', ['host'], undefined],
+    ['py', ['host'], 'template py not on node'],
+    ['py', ['host', 'py'], undefined],
+  ])('%s on %j', (templateID, templates, want) => {
+    expect(FILTERS.template_locality(ctx(node('a', { templates }), { req: { templateID } }))).toBe(want);
+  });
+});
+
+describe('mvm_num', () => {
+  it.each([
+    [2999, 3000, undefined],
+    [3000, 3000, 'sandboxes 3000 >= 3000'],
+    [10, 10, 'sandboxes 10 >= 10'],
+  ])('%i sandboxes, cap %i', (total, cap, want) => {
+    expect(FILTERS.mvm_num(ctx(node('a', { sandboxes: { total } }), { cfg: { scheduler: { node_max_mvm_num: cap } } }))).toBe(want);
+  });
+});

@@ -1,0 +1,127 @@
+import { describe, expect, it } from 'vitest';
+import { CubeError } from '../../src/errors.js';
+import { describeRejections, schedule } from '../../src/scheduler/pipeline.js';
+import { schedulability } from '../../src/scheduler/schedulable.js';
+import { config, node, NOW, REQ } from './fixtures.js';
+
+const cand = (n: ReturnType<typeof node>, inFlightCreates = 0) => ({ view: n, inFlightCreates });
+const first = () => 0;
+const last = () => 0.999999;
+
+describe('schedule', () => {
+  it('refuses every node with the rule that refused it, in node order', () => {
+    const nodes = [
+      cand(node('node-a', { cordoned: true })),
+      cand(node('node-b', { usage: { diskUsedPercent: 83 } })),
+      cand(node('node-c', { usage: { quotaMemUsedMiB: 117 * 4202 } })),
+      cand(node('node-d'), 100),
+      cand(node('node-e', { templates: ['other'] })),
+    ];
+    const r = schedule(REQ, nodes, config(), NOW, first);
+    expect(r).toEqual({
+      ok: false,
+      rejections: [
+        { nodeID: 'node-a', filter: 'prefilter', reason: 'cordoned' },
+        { nodeID: 'node-b', filter: 'disk', reason: 'disk 83% >= 80%' },
+        { nodeID: 'node-c', filter: 'mem', reason: 'mem 117/117 (491634+4202 > 493568 MiB)' },
+        { nodeID: 'node-d', filter: 'realtime_create_num', reason: 'creates in flight 100 >= 100' },
+        { nodeID: 'node-e', filter: 'template_locality', reason: 'template host not on node' },
+      ],
+    });
+    if (!r.ok) expect(describeRejections(r.rejections)).toContain('node-b: disk 83% >= 80%; node-c: mem 117/117');
+  });
+
+  it('keeps only the first refusal of a node, in enable_filters order', () => {
+    const n = cand(node('a', { usage: { diskUsedPercent: 90, cpuUtilPercent: 95 } }));
+    const cpuFirst = schedule(REQ, [n], config({ scheduler: { filter: { enable_filters: ['cpu', 'disk'] } } }), NOW, first);
+    const diskFirst = schedule(REQ, [n], config({ scheduler: { filter: { enable_filters: ['disk', 'cpu'] } } }), NOW, first);
+    expect(cpuFirst.ok === false && cpuFirst.rejections.map((r) => r.filter)).toEqual(['cpu']);
+    expect(diskFirst.ok === false && diskFirst.rejections.map((r) => r.filter)).toEqual(['disk']);
+  });
+
+  it('a disabled filter does not refuse', () => {
+    const full = cand(node('a', { usage: { diskUsedPercent: 99 } }));
+    const r = schedule(REQ, [full], config({ scheduler: { filter: { enable_filters: ['cpu', 'mem'] } } }), NOW, first);
+    expect(r).toMatchObject({ ok: true, nodeID: 'a' });
+  });
+
+  it('scores by weighted average and picks among the top priority_select_num', () => {
+    const nodes = [
+      cand(node('busy', { sandboxes: { total: 1500 } })), // mvm 50
+      cand(node('idle')), // 100 everywhere
+      cand(node('half', { sandboxes: { total: 750 } })), // mvm 75
+    ];
+    const cfg1 = config({ scheduler: { priority_select_num: 1, score: { enable_scorers: ['mvm_num'] } } });
+    expect(schedule(REQ, nodes, cfg1, NOW, last)).toEqual({ ok: true, nodeID: 'idle', score: 100 });
+    const cfg2 = config({ scheduler: { priority_select_num: 2, score: { enable_scorers: ['mvm_num'] } } });
+    expect(schedule(REQ, nodes, cfg2, NOW, first)).toMatchObject({ nodeID: 'idle' });
+    expect(schedule(REQ, nodes, cfg2, NOW, last)).toMatchObject({ nodeID: 'half', score: 75 });
+    const cfg3 = config({ scheduler: { priority_select_num: 3, score: { enable_scorers: ['mvm_num'] } } });
+    expect(schedule(REQ, nodes, cfg3, NOW, last)).toMatchObject({ nodeID: 'busy', score: 50 });
+  });
+
+  it('weights follow resource_weights (weighted average on 0-100)', () => {
+    // mvm_num 50 (w 1), local_create_num 100 - 100 x 10/100 = 90 (w 3) -> (50 + 270) / 4 = 80
+    const cfg = config({ scheduler: { priority_select_num: 1, score: { enable_scorers: ['mvm_num', 'local_create_num'], resource_weights: { mvm_num: 1, local_create_num: 3, quota_cpu_usage: 0, quota_mem_usage: 0 } } } });
+    expect(schedule(REQ, [cand(node('a', { sandboxes: { total: 1500 } }), 10)], cfg, NOW, first)).toEqual({ ok: true, nodeID: 'a', score: 80 });
+    const off = config({ scheduler: { priority_select_num: 1, score: { enable_scorers: ['mvm_num', 'local_create_num'], resource_weights: { mvm_num: 1, local_create_num: 0, quota_cpu_usage: 0, quota_mem_usage: 0 } } } });
+    expect(schedule(REQ, [cand(node('a', { sandboxes: { total: 1500 } }), 10)], off, NOW, first)).toEqual({ ok: true, nodeID: 'a', score: 50 });
+  });
+
+  it('spreads over the top N: every one of them gets picked', () => {
+    const nodes = ['a', 'b', 'c', 'd'].map((id) => cand(node(id)));
+    const cfg = config({ scheduler: { priority_select_num: 3 } });
+    const picked = new Set([0, 0.34, 0.67, 0.99].map((x) => (schedule(REQ, nodes, cfg, NOW, () => x) as { nodeID: string }).nodeID));
+    expect([...picked].sort()).toEqual(['a', 'b', 'c']);
+  });
+
+  it('pins to the requested node, and says so when it is unknown', () => {
+    const nodes = [cand(node('a')), cand(node('b', { usage: { diskUsedPercent: 95 } }))];
+    expect(schedule({ ...REQ, nodeID: 'a' }, nodes, config(), NOW, last)).toMatchObject({ ok: true, nodeID: 'a' });
+    expect(schedule({ ...REQ, nodeID: 'b' }, nodes, config(), NOW, last)).toEqual({ ok: false, rejections: [{ nodeID: 'b', filter: 'disk', reason: 'disk 95% >= 80%' }] });
+    expect(schedule({ ...REQ, nodeID: 'zz' }, nodes, config(), NOW, last)).toEqual({ ok: false, rejections: [{ nodeID: 'zz', filter: 'prefilter', reason: 'not registered' }] });
+  });
+
+  it('a node whose memory is below the reserve is refused by capacity, not thrown', () => {
+    const small = cand(node('tiny', { capacity: { cpus: 2, memoryMiB: 4096, declared: true } }));
+    const r = schedule(REQ, [small], config(), NOW, first);
+    expect(r.ok === false && r.rejections[0]).toMatchObject({ nodeID: 'tiny', filter: 'capacity' });
+    expect(r.ok === false && r.rejections[0]!.reason).toContain('10240');
+  });
+
+  it('stale metrics take a node out; the heartbeat timeout follows the config', () => {
+    const stale = cand(node('a', { lastSeen: new Date(NOW - 5000).toISOString() }));
+    expect(schedule(REQ, [stale], config(), NOW, first).ok).toBe(false);
+    expect(schedule(REQ, [stale], config({ scheduler: { heartbeat_timeout_ms: 10000 } }), NOW, first).ok).toBe(true);
+  });
+
+  it('rejects a nonsensical request as a bad request', () => {
+    expect(() => schedule({ ...REQ, cpus: 0 }, [cand(node('a'))], config(), NOW)).toThrow(CubeError);
+  });
+});
+
+describe('describeRejections', () => {
+  it.each([
+    [[], 'no nodes registered'],
+    [[{ nodeID: 'n1', filter: 'disk', reason: 'disk 83% >= 80%' }], 'n1: disk 83% >= 80%'],
+    [
+      [
+        { nodeID: 'node-b', filter: 'disk', reason: 'disk 83% >= 80%' },
+        { nodeID: 'node-c', filter: 'mem', reason: 'mem 117/117' },
+      ],
+      'node-b: disk 83% >= 80%; node-c: mem 117/117',
+    ],
+  ])('%j', (rejections, want) => {
+    expect(describeRejections(rejections)).toBe(want);
+  });
+});
+
+describe('schedulability', () => {
+  it.each([
+    ['fresh node', node('a'), { schedulable: true, reason: '' }],
+    ['over the disk watermark: healthy, not schedulable', node('a', { usage: { diskUsedPercent: 83 } }), { schedulable: false, reason: 'disk 83% >= 80%' }],
+    ['cordoned', node('a', { cordoned: true }), { schedulable: false, reason: 'cordoned' }],
+  ])('%s', (_name, n, want) => {
+    expect(schedulability(n, 0, config(), NOW)).toEqual(want);
+  });
+});
