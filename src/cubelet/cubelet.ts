@@ -1,0 +1,472 @@
+// The node agent: sandboxes on this host through the runtime driver and the network-agent,
+// with the state machine, process tables, timeouts, liveness/OOM watch, node metrics and
+// restart reconciliation. Every create either completes or leaves nothing behind.
+import type { Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import type { EventKind, EventView, NodeView, SandboxState, SandboxView } from '../api/types.js';
+import type { Config } from '../config/schema.js';
+import { CubeError, isCubeError, toCubeError } from '../errors.js';
+import type { NetSlot, NetworkAgent } from '../network/types.js';
+import type { FileStat, RuntimeDriver, SandboxHandle, TemplateRef } from '../runtime/types.js';
+import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, type CpuTimes } from './host-metrics.js';
+import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
+import { buildNodeView } from './node-view.js';
+import { ProcessTable } from './process-table.js';
+import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
+import type { NodeApi, NodeCreateRequest, NodeEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+
+/** Where templates come from (src/runtime/templates.ts). */
+export interface TemplateCatalog {
+  /** 130404 when unknown. */
+  resolve(name: string): Promise<TemplateRef>;
+  names(): Promise<string[]>;
+}
+
+export interface CubeletOptions {
+  nodeID: string;
+  dataDir: string;
+  driver: RuntimeDriver;
+  network: NetworkAgent;
+  templates: TemplateCatalog;
+  /** The config in force (follows hot reload). */
+  config: () => Config;
+  log: Logger;
+  /** Slots the node's address range holds at most (for "pool exhausted"). */
+  poolSlotLimit: number;
+  /** Liveness and OOM watch period. */
+  watchIntervalMs?: number;
+}
+
+interface Entry {
+  view: SandboxView;
+  meta: SandboxMeta;
+  handle?: SandboxHandle;
+  slot?: NetSlot;
+  procs: ProcessTable;
+  timer?: NodeJS.Timeout;
+  /** The operation in progress (create, pause, resume, destroy); destroy waits for it. */
+  op?: Promise<unknown>;
+  oomKills: number;
+}
+
+// setTimeout keeps at most 2^31-1 ms; longer timeouts re-arm.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export class Cubelet implements NodeApi {
+  readonly nodeID: string;
+  private readonly entries = new Map<string, Entry>();
+  private readonly listeners = new Set<(e: NodeEvent) => void>();
+  private watchTimer?: NodeJS.Timeout;
+  private cpuPrev: CpuTimes = readCpuTimes();
+  private cpuUtil = 0;
+  private cpuAt = Date.now();
+
+  constructor(private readonly o: CubeletOptions) {
+    this.nodeID = o.nodeID;
+  }
+
+  /** Reconciles with what the kernel holds: re-adopts complete live sandboxes, removes everything else. */
+  async start(): Promise<{ adopted: string[]; removed: string[] }> {
+    const { driver, network, log } = this.o;
+    await driver.init();
+    const found: { h: SandboxHandle; meta: SandboxMeta }[] = [];
+    for (const h of await driver.scan()) {
+      const meta = await readMeta(h.dir);
+      if (meta && meta.sandboxID === h.sandboxID && driver.alive(h)) found.push({ h, meta });
+    }
+    await network.start(new Map(found.map((f) => [f.h.sandboxID, f.meta.slotIndex])));
+    const adopted = found.filter((f) => network.slotOf(f.h.sandboxID) !== undefined);
+    const { removed } = await driver.cleanup(new Set(adopted.map((f) => f.h.sandboxID)));
+    for (const { h, meta } of adopted) {
+      const slot = network.slotOf(h.sandboxID)!;
+      const entry = this.newEntry(meta, meta.paused ? 'paused' : 'running');
+      entry.handle = h;
+      entry.slot = slot;
+      entry.view.ip = slot.sandboxIp;
+      this.entries.set(h.sandboxID, entry);
+      this.armTimer(entry);
+    }
+    log.info({ adopted: adopted.map((f) => f.h.sandboxID), removed }, 'cubelet reconciled with the kernel');
+    const period = this.o.watchIntervalMs ?? 1000;
+    this.watchTimer = setInterval(() => void this.watch(), period);
+    this.watchTimer.unref();
+    return { adopted: adopted.map((f) => f.h.sandboxID), removed };
+  }
+
+  /** Graceful: sandboxes keep running for the next start. destroy: nothing of this node stays on the host. */
+  async stop(opts: { destroy: boolean }): Promise<void> {
+    clearInterval(this.watchTimer);
+    for (const e of this.entries.values()) clearTimeout(e.timer);
+    if (opts.destroy) {
+      await Promise.allSettled([...this.entries.keys()].map((id) => this.destroySandbox(id)));
+      await this.o.driver.cleanup(new Set());
+    }
+    await this.o.network.stop({ destroy: opts.destroy });
+  }
+
+  subscribe(listener: (e: NodeEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async createSandbox(req: NodeCreateRequest): Promise<SandboxView> {
+    const id = req.sandboxID;
+    if (this.entries.has(id)) throw new CubeError('CONFLICT', `sandbox ${id} already exists`);
+    const t0 = performance.now();
+    const meta: SandboxMeta = {
+      sandboxID: id,
+      templateID: req.templateID,
+      spec: { cpus: req.cpus, memoryMiB: req.memoryMiB, diskGiB: req.diskGiB },
+      slotIndex: -1,
+      startedAt: new Date().toISOString(),
+      endAt: req.endAt,
+      metadata: { ...req.metadata },
+      env: { ...req.env },
+      paused: false,
+    };
+    const entry = this.newEntry(meta, 'creating');
+    this.entries.set(id, entry);
+    this.emitSandbox(entry);
+    const run = this.runCreate(entry);
+    entry.op = run;
+    try {
+      await run;
+    } catch (e) {
+      const err = isCubeError(e) ? e : new CubeError('CREATE_FAILED', `create ${id}: ${(e as Error).message}`, { cause: e });
+      this.emitEvent('sandbox.error', `create failed: ${err.message}`, { sandboxID: id, code: err.code });
+      throw err;
+    } finally {
+      entry.op = undefined;
+    }
+    this.emitEvent('sandbox.created', `created from ${req.templateID}`, { sandboxID: id, durationMs: Math.round(performance.now() - t0) });
+    return { ...entry.view };
+  }
+
+  private async runCreate(entry: Entry): Promise<void> {
+    const { driver, network } = this.o;
+    const { meta } = entry;
+    const id = meta.sandboxID;
+    try {
+      const template = await this.o.templates.resolve(meta.templateID);
+      entry.slot = await network.acquire(id);
+      meta.slotIndex = entry.slot.index;
+      entry.handle = await driver.create({
+        sandboxID: id,
+        template,
+        cpus: meta.spec.cpus,
+        memoryMiB: meta.spec.memoryMiB,
+        pidsMax: this.o.config().master.sandbox.pids_max,
+        netnsPath: entry.slot.netnsPath,
+        env: meta.env,
+      });
+      await writeMeta(entry.handle.dir, meta);
+    } catch (e) {
+      // Nothing half-made: undo in reverse order; each undo is idempotent.
+      await driver.destroy(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'undo of a failed create: driver destroy failed'));
+      if (entry.slot) await network.release(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'undo of a failed create: slot release failed'));
+      this.entries.delete(id);
+      this.emit({ type: 'sandbox.removed', sandboxID: id });
+      throw e;
+    }
+    entry.view.ip = entry.slot.sandboxIp;
+    this.setState(entry, 'running');
+    this.armTimer(entry);
+  }
+
+  async destroySandbox(sandboxID: string): Promise<void> {
+    const entry = this.entries.get(sandboxID);
+    if (!entry) return;
+    if (entry.view.state === 'destroying' && entry.op) {
+      await entry.op;
+      return;
+    }
+    // A create, pause or resume in flight finishes first; a failed create removes itself.
+    if (entry.op) await entry.op.catch(() => {});
+    if (!this.entries.has(sandboxID) || entry.view.state === 'destroying') return this.destroySandbox(sandboxID);
+    const t0 = performance.now();
+    const run = this.runDestroy(entry);
+    entry.op = run;
+    try {
+      await run;
+    } finally {
+      entry.op = undefined;
+    }
+    this.emitEvent('sandbox.destroyed', 'destroyed', { sandboxID, durationMs: Math.round(performance.now() - t0) });
+  }
+
+  private async runDestroy(entry: Entry): Promise<void> {
+    const id = entry.view.sandboxID;
+    this.setState(entry, 'destroying');
+    clearTimeout(entry.timer);
+    entry.procs.killAll();
+    // Both always run: a failing driver destroy must not keep the slot, nor the reverse.
+    const [d, n] = await Promise.allSettled([this.o.driver.destroy(id), this.o.network.release(id)]);
+    const failed = [d, n].filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed.length > 0) {
+      const msg = failed.map((f) => (f.reason as Error).message).join('; ');
+      this.setState(entry, 'error', `destroy failed: ${msg}`);
+      throw new CubeError('DESTROY_FAILED', `destroy ${id}: ${msg}`);
+    }
+    this.setState(entry, 'gone');
+    this.entries.delete(id);
+    this.emit({ type: 'sandbox.removed', sandboxID: id });
+  }
+
+  async pauseSandbox(sandboxID: string): Promise<SandboxView> {
+    return this.freezeOp(sandboxID, 'pause');
+  }
+
+  async resumeSandbox(sandboxID: string): Promise<SandboxView> {
+    return this.freezeOp(sandboxID, 'resume');
+  }
+
+  private async freezeOp(sandboxID: string, op: 'pause' | 'resume'): Promise<SandboxView> {
+    const entry = this.ready(sandboxID, op);
+    const [during, after, before] = op === 'pause' ? (['pausing', 'paused', 'running'] as const) : (['resuming', 'running', 'paused'] as const);
+    const t0 = performance.now();
+    this.setState(entry, during);
+    const run = (async () => {
+      try {
+        if (op === 'pause') await this.o.driver.pause(entry.handle!);
+        else await this.o.driver.resume(entry.handle!);
+        entry.meta.paused = op === 'pause';
+        await writeMeta(entry.handle!.dir, entry.meta);
+      } catch (e) {
+        this.setState(entry, before);
+        throw new CubeError(op === 'pause' ? 'PAUSE_FAILED' : 'RESUME_FAILED', `${op} ${sandboxID}: ${(e as Error).message}`, { cause: e });
+      }
+      this.setState(entry, after);
+    })();
+    entry.op = run;
+    try {
+      await run;
+    } finally {
+      entry.op = undefined;
+    }
+    this.emitEvent(op === 'pause' ? 'sandbox.paused' : 'sandbox.resumed', op === 'pause' ? 'paused' : 'resumed', { sandboxID, durationMs: Math.round(performance.now() - t0) });
+    return { ...entry.view };
+  }
+
+  async getSandbox(sandboxID: string): Promise<SandboxView | undefined> {
+    const e = this.entries.get(sandboxID);
+    return e ? { ...e.view } : undefined;
+  }
+
+  async listSandboxes(): Promise<SandboxView[]> {
+    return [...this.entries.values()].map((e) => ({ ...e.view }));
+  }
+
+  async setEndAt(sandboxID: string, endAt: string): Promise<SandboxView> {
+    const entry = this.ready(sandboxID, 'setEndAt');
+    if (Number.isNaN(Date.parse(endAt))) throw new CubeError('BAD_REQUEST', `endAt ${endAt} is not an ISO 8601 time`);
+    entry.view.endAt = endAt;
+    entry.meta.endAt = endAt;
+    if (entry.handle) await writeMeta(entry.handle.dir, entry.meta);
+    this.armTimer(entry);
+    this.emitSandbox(entry);
+    return { ...entry.view };
+  }
+
+  async sandboxAddress(sandboxID: string): Promise<string> {
+    const ip = this.get(sandboxID).view.ip;
+    if (!ip) throw new CubeError('CONFLICT', `sandbox ${sandboxID} has no address yet`);
+    return ip;
+  }
+
+  async startProcess(sandboxID: string, req: StartProcessRequest): Promise<ProcessStream> {
+    const entry = this.ready(sandboxID, 'exec');
+    try {
+      return entry.procs.start(req, (r) => this.o.driver.exec(entry.handle!, { ...r, env: { ...entry.meta.env, ...(r.env ?? {}) } }));
+    } catch (e) {
+      throw isCubeError(e) ? e : new CubeError('EXEC_FAILED', `exec in ${sandboxID}: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  async connectProcess(sandboxID: string, sel: { pid?: number; tag?: string }): Promise<ProcessStream> {
+    return this.get(sandboxID).procs.connect(sel);
+  }
+
+  async listProcesses(sandboxID: string): Promise<ProcessInfo[]> {
+    return this.get(sandboxID).procs.list();
+  }
+
+  async sendInput(sandboxID: string, pid: number, data: Buffer): Promise<void> {
+    this.get(sandboxID).procs.sendInput(pid, data);
+  }
+
+  async closeStdin(sandboxID: string, pid: number): Promise<void> {
+    this.get(sandboxID).procs.closeStdin(pid);
+  }
+
+  async signalProcess(sandboxID: string, pid: number, signal: 'SIGKILL' | 'SIGTERM' | 'SIGINT'): Promise<void> {
+    this.get(sandboxID).procs.signal(pid, signal);
+  }
+
+  async statFile(sandboxID: string, path: string): Promise<FileStat> {
+    return this.o.driver.files.stat(this.ready(sandboxID, 'files').handle!, path);
+  }
+
+  async listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]> {
+    return this.o.driver.files.list(this.ready(sandboxID, 'files').handle!, path, depth);
+  }
+
+  async readFile(sandboxID: string, path: string): Promise<Readable> {
+    return this.o.driver.files.read(this.ready(sandboxID, 'files').handle!, path);
+  }
+
+  async writeFile(sandboxID: string, path: string, data: Readable | Buffer, user?: string): Promise<FileStat> {
+    return this.o.driver.files.write(this.ready(sandboxID, 'files').handle!, path, data, user);
+  }
+
+  async makeDir(sandboxID: string, path: string, user?: string): Promise<boolean> {
+    return this.o.driver.files.mkdir(this.ready(sandboxID, 'files').handle!, path, user);
+  }
+
+  async removePath(sandboxID: string, path: string): Promise<void> {
+    return this.o.driver.files.remove(this.ready(sandboxID, 'files').handle!, path);
+  }
+
+  async movePath(sandboxID: string, from: string, to: string): Promise<FileStat> {
+    return this.o.driver.files.move(this.ready(sandboxID, 'files').handle!, from, to);
+  }
+
+  async nodeView(): Promise<NodeView> {
+    const { config, dataDir, network, driver } = this.o;
+    const cfg = config();
+    const quota = cfg.cubelet.quota;
+    const mem = readMeminfo();
+    this.sampleCpu();
+    return buildNodeView({
+      nodeID: this.nodeID,
+      runtime: driver.name,
+      capacity: { cpus: quota?.cpus ?? hostCpus(), memoryMiB: quota?.memory_mib ?? mem.totalMiB, declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined },
+      cpuUtilPercent: this.cpuUtil,
+      memAvailableMiB: mem.availableMiB,
+      diskUsedPercent: await diskUsedPercent(dataDir),
+      master: cfg.master,
+      sandboxes: [...this.entries.values()].map((e) => e.view),
+      pool: network.levels(),
+      poolSlotLimit: this.o.poolSlotLimit,
+      templates: await this.o.templates.names(),
+      now: new Date(),
+    });
+  }
+
+  // CPU utilisation over the interval since the last sample (at least half a second, so
+  // frequent callers do not get noise).
+  private sampleCpu(): void {
+    if (Date.now() - this.cpuAt < 500) return;
+    const cur = readCpuTimes();
+    this.cpuUtil = cpuUtilPercent(this.cpuPrev, cur);
+    this.cpuPrev = cur;
+    this.cpuAt = Date.now();
+  }
+
+  private newEntry(meta: SandboxMeta, state: SandboxState): Entry {
+    const id = meta.sandboxID;
+    const view: SandboxView = {
+      sandboxID: id,
+      templateID: meta.templateID,
+      nodeID: this.nodeID,
+      state,
+      spec: { ...meta.spec },
+      metadata: { ...meta.metadata },
+      startedAt: meta.startedAt,
+      endAt: meta.endAt,
+      runtime: this.o.driver.name,
+    };
+    const entry: Entry = {
+      view,
+      meta,
+      procs: new ProcessTable(id, (info, exit) => {
+        if (exit.oomKilled) this.noteOom(entry, `process ${info.pid} (${info.argv[0] ?? '?'}) was OOM-killed`);
+      }),
+      oomKills: 0,
+    };
+    return entry;
+  }
+
+  private get(sandboxID: string): Entry {
+    const e = this.entries.get(sandboxID);
+    if (!e) throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} not found on node ${this.nodeID}`);
+    return e;
+  }
+
+  private ready(sandboxID: string, op: SandboxOp): Entry {
+    const e = this.get(sandboxID);
+    assertOp(sandboxID, e.view.state, op);
+    return e;
+  }
+
+  private setState(entry: Entry, to: SandboxState, reason?: string): void {
+    const from = entry.view.state;
+    if (from === to) return;
+    if (!canTransition(from, to)) throw new CubeError('INTERNAL', `illegal transition ${from} -> ${to} for ${entry.view.sandboxID}`);
+    entry.view.state = to;
+    if (reason !== undefined) entry.view.reason = reason;
+    else if (to !== 'running') delete entry.view.reason;
+    if (to !== 'gone') this.emitSandbox(entry);
+  }
+
+  private armTimer(entry: Entry): void {
+    clearTimeout(entry.timer);
+    const ms = Date.parse(entry.view.endAt) - Date.now();
+    entry.timer = setTimeout(
+      () => {
+        if (Date.parse(entry.view.endAt) > Date.now()) return this.armTimer(entry);
+        this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}`, { sandboxID: entry.view.sandboxID });
+        this.destroySandbox(entry.view.sandboxID).catch((err: unknown) => this.o.log.error({ err, sandboxID: entry.view.sandboxID }, 'destroy on timeout failed'));
+      },
+      Math.max(0, Math.min(ms, MAX_TIMER_MS)),
+    );
+    entry.timer.unref();
+  }
+
+  // Liveness (a dead init turns the sandbox to `error`) and OOM kills seen by the memory cgroup.
+  private async watch(): Promise<void> {
+    for (const entry of this.entries.values()) {
+      const h = entry.handle;
+      if (!h || (entry.view.state !== 'running' && entry.view.state !== 'paused')) continue;
+      if (!this.o.driver.alive(h)) {
+        this.setState(entry, 'error', 'sandbox init process died');
+        this.emitEvent('sandbox.error', 'sandbox init process died', { sandboxID: entry.view.sandboxID });
+        continue;
+      }
+      if (entry.view.state !== 'running') continue;
+      try {
+        const s = await this.o.driver.stats(h);
+        if (s.oomKills > entry.oomKills) {
+          const n = s.oomKills - entry.oomKills;
+          entry.oomKills = s.oomKills;
+          this.noteOom(entry, `${n} process(es) OOM-killed at the ${entry.view.spec.memoryMiB} MiB limit`);
+        }
+      } catch (err) {
+        this.o.log.debug({ err, sandboxID: entry.view.sandboxID }, 'stats failed');
+      }
+    }
+  }
+
+  private noteOom(entry: Entry, message: string): void {
+    entry.view.reason = `OOM: ${message}`;
+    this.emitEvent('sandbox.oom', message, { sandboxID: entry.view.sandboxID });
+    this.emitSandbox(entry);
+  }
+
+  private emitSandbox(entry: Entry): void {
+    this.emit({ type: 'sandbox', sandbox: { ...entry.view } });
+  }
+
+  private emitEvent(kind: EventKind, message: string, extra: Partial<Omit<EventView, 'id' | 'at' | 'kind' | 'message'>> = {}): void {
+    this.emit({ type: 'event', event: { at: new Date().toISOString(), kind, nodeID: this.nodeID, message, ...extra } });
+  }
+
+  private emit(e: NodeEvent): void {
+    for (const l of this.listeners) {
+      try {
+        l(e);
+      } catch (err) {
+        this.o.log.error({ err: toCubeError(err) }, 'node event listener failed');
+      }
+    }
+  }
+}

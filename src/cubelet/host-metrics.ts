@@ -1,0 +1,50 @@
+// What the host reports: CPU count and time, memory, disk usage of the data dir. Reads /proc
+// and statfs only; the arithmetic lives in node-view.ts.
+import { readFileSync } from 'node:fs';
+import { statfs } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+
+export interface CpuTimes {
+  busy: number;
+  total: number;
+}
+
+/** Aggregate jiffies from the first line of /proc/stat (iowait counts as idle). */
+export function parseProcStat(text: string): CpuTimes {
+  const line = text.split('\n', 1)[0] ?? '';
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  const total = f.slice(0, 8).reduce((s, x) => s + (Number.isFinite(x) ? x : 0), 0);
+  const idle = (f[3] ?? 0) + (f[4] ?? 0);
+  return { busy: total - idle, total };
+}
+
+export function cpuUtilPercent(prev: CpuTimes, cur: CpuTimes): number {
+  const dt = cur.total - prev.total;
+  return dt > 0 ? Math.max(0, Math.min(100, ((cur.busy - prev.busy) / dt) * 100)) : 0;
+}
+
+/** MiB values of /proc/meminfo fields. */
+export function parseMeminfo(text: string): { totalMiB: number; availableMiB: number } {
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { totalMiB: Math.floor(kb('MemTotal') / 1024), availableMiB: Math.floor(kb('MemAvailable') / 1024) };
+}
+
+export function readCpuTimes(): CpuTimes {
+  return parseProcStat(readFileSync('/proc/stat', 'utf8'));
+}
+
+export function readMeminfo(): { totalMiB: number; availableMiB: number } {
+  return parseMeminfo(readFileSync('/proc/meminfo', 'utf8'));
+}
+
+export function hostCpus(): number {
+  return availableParallelism();
+}
+
+/** Used share of the filesystem holding `dir`, as df computes it (used / (used + available to users)). */
+export async function diskUsedPercent(dir: string): Promise<number> {
+  const s = await statfs(dir);
+  const used = s.blocks - s.bfree;
+  const denom = used + s.bavail;
+  return denom > 0 ? Math.round((used / denom) * 1000) / 10 : 0;
+}

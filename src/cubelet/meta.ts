@@ -1,0 +1,36 @@
+// meta.json in each sandbox's directory: what a restarted cubelet needs to re-adopt it.
+// Written atomically (temp file + rename), so a kill -9 leaves either the old or the new file;
+// a sandbox without one was never complete and is cleaned at the next start.
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { SandboxSpecView } from '../api/types.js';
+
+export interface SandboxMeta {
+  sandboxID: string;
+  templateID: string;
+  spec: SandboxSpecView;
+  slotIndex: number;
+  startedAt: string;
+  endAt: string;
+  metadata: Record<string, string>;
+  env: Record<string, string>;
+  paused: boolean;
+}
+
+const FILE = 'meta.json';
+
+export async function writeMeta(dir: string, meta: SandboxMeta): Promise<void> {
+  const tmp = join(dir, `${FILE}.tmp`);
+  await writeFile(tmp, JSON.stringify(meta), { mode: 0o600 });
+  await rename(tmp, join(dir, FILE));
+}
+
+/** undefined when missing or unreadable (an incomplete create). */
+export async function readMeta(dir: string): Promise<SandboxMeta | undefined> {
+  try {
+    const m = JSON.parse(await readFile(join(dir, FILE), 'utf8')) as SandboxMeta;
+    return typeof m.sandboxID === 'string' && typeof m.slotIndex === 'number' ? m : undefined;
+  } catch {
+    return undefined;
+  }
+}
