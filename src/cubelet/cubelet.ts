@@ -7,7 +7,7 @@ import type { EventKind, EventView, NodeView, SandboxState, SandboxView } from '
 import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
-import type { FileStat, RuntimeDriver, SandboxHandle, TemplateRef } from '../runtime/types.js';
+import type { FileStat, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef } from '../runtime/types.js';
 import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, type CpuTimes } from './host-metrics.js';
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { buildNodeView } from './node-view.js';
@@ -15,11 +15,11 @@ import { ProcessTable } from './process-table.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
-/** Where templates come from (src/runtime/templates.ts). */
+/** Where templates come from (TemplateStore in src/runtime/templates.ts). */
 export interface TemplateCatalog {
   /** 130404 when unknown. */
   resolve(name: string): Promise<TemplateRef>;
-  names(): Promise<string[]>;
+  listTemplates(): Promise<TemplateRef[]>;
 }
 
 export interface CubeletOptions {
@@ -330,6 +330,12 @@ export class Cubelet implements NodeApi {
     return this.o.driver.files.move(this.ready(sandboxID, 'files').handle!, from, to);
   }
 
+  async sandboxStats(sandboxID: string): Promise<SandboxStats> {
+    const e = this.get(sandboxID);
+    if (!e.handle) throw new CubeError('SANDBOX_BUSY', `sandbox ${sandboxID} is ${e.view.state}`, { retryAfter: 1 });
+    return this.o.driver.stats(e.handle);
+  }
+
   async nodeView(): Promise<NodeView> {
     const { config, dataDir, network, driver } = this.o;
     const cfg = config();
@@ -347,7 +353,7 @@ export class Cubelet implements NodeApi {
       sandboxes: [...this.entries.values()].map((e) => e.view),
       pool: network.levels(),
       poolSlotLimit: this.o.poolSlotLimit,
-      templates: await this.o.templates.names(),
+      templates: (await this.o.templates.listTemplates()).map((t) => t.name),
       now: new Date(),
     });
   }
