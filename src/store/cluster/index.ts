@@ -1,0 +1,171 @@
+// StateStore for a cluster: MySQL holds the records (and is the source of truth for which
+// sandboxes exist), Redis the live state (routes, metrics, locks, leases, events). Writes go
+// to MySQL first, then Redis; a Redis failure in between, or a Redis restart (it keeps nothing
+// on disk), marks the routes dirty and the next sandbox read rebuilds them from MySQL, so a
+// sandbox is never recorded but missing from the routes.
+import type { EventView, SandboxState } from '../../api/types.js';
+import type { ListFilter, SandboxRecord } from '../../scheduler/control-plane.js';
+import { matchesFilter, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from '../types.js';
+import { MysqlRecords } from './mysql-records.js';
+import { RedisLive } from './redis-live.js';
+import { isConnectionError, unavailable } from './retry.js';
+
+export interface ClusterStoreOptions {
+  redisURL: string;
+  mysqlURL: string;
+  /** Prefix of every Redis key, e.g. 'cube:v1:' (tests use a unique one). */
+  keyPrefix?: string;
+  eventRetention?: number;
+}
+
+export class ClusterStore implements StateStore {
+  readonly mysql: MysqlRecords;
+  readonly live: RedisLive;
+  private routesDirty = false;
+  private reconciling?: Promise<void>;
+  private lastEventID = 0;
+
+  constructor(opts: ClusterStoreOptions) {
+    this.mysql = new MysqlRecords(opts.mysqlURL);
+    this.live = new RedisLive(opts.redisURL, opts.keyPrefix ?? 'cube:v1:', opts.eventRetention ?? 10_000);
+    // 'ready' after a reconnect: Redis may have restarted empty.
+    let connected = false;
+    this.live.redis.on('ready', () => {
+      if (connected) this.routesDirty = true;
+      connected = true;
+    });
+  }
+
+  async init(): Promise<void> {
+    await this.mysql.init().catch((e) => Promise.reject(isConnectionError(e) ? unavailable('MySQL', e) : e));
+    await this.live.init().catch((e) => Promise.reject(unavailable('Redis', e)));
+    await this.reconcileRoutes();
+  }
+
+  async close(): Promise<void> {
+    await this.live.close();
+    await this.mysql.close();
+  }
+
+  /** Rebuilds the routes from MySQL; concurrent callers share one run. */
+  async reconcileRoutes(): Promise<void> {
+    this.reconciling ??= (async () => {
+      try {
+        this.routesDirty = false;
+        await this.live.replaceRoutes(await this.mysql.liveSandboxes());
+        if (this.lastEventID > 0) await this.live.raiseEventSeq(this.lastEventID);
+      } catch (e) {
+        this.routesDirty = true;
+        throw e;
+      } finally {
+        this.reconciling = undefined;
+      }
+    })();
+    return this.reconciling;
+  }
+
+  private async routes(): Promise<void> {
+    if (this.routesDirty) await this.reconcileRoutes();
+  }
+
+  /** MySQL then Redis; if Redis fails the record stands and the routes get rebuilt. */
+  private async writeThrough(write: () => Promise<void>, route: () => Promise<void>): Promise<void> {
+    await write();
+    try {
+      await route();
+    } catch (e) {
+      this.routesDirty = true;
+      throw e;
+    }
+  }
+
+  async putSandbox(rec: SandboxRecord): Promise<void> {
+    await this.writeThrough(
+      () => this.mysql.putSandbox(rec),
+      () => this.live.putRoute(rec),
+    );
+  }
+
+  async updateSandboxState(sandboxID: string, state: SandboxState, reason?: string): Promise<boolean> {
+    const found = await this.getSandbox(sandboxID);
+    if (!found) return false;
+    const { reason: _previous, ...rest } = found;
+    await this.putSandbox(reason === undefined ? { ...rest, state } : { ...rest, state, reason });
+    return true;
+  }
+
+  async getSandbox(sandboxID: string): Promise<SandboxRecord | undefined> {
+    await this.routes();
+    return this.live.getRoute(sandboxID);
+  }
+
+  async listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]> {
+    await this.routes();
+    const all = await this.live.listRoutes();
+    all.sort((a, b) => a.startedAt.localeCompare(b.startedAt) || a.sandboxID.localeCompare(b.sandboxID));
+    return all.filter((r) => matchesFilter(r, filter));
+  }
+
+  async deleteSandbox(sandboxID: string): Promise<void> {
+    await this.writeThrough(
+      () => this.mysql.markSandboxDeleted(sandboxID),
+      () => this.live.deleteRoute(sandboxID),
+    );
+  }
+
+  /** Marks every sandbox of a node (e.g. lost: never silently dropped). */
+  async markNodeSandboxes(nodeID: string, state: SandboxState, reason: string): Promise<SandboxRecord[]> {
+    const recs = (await this.mysql.liveSandboxes()).filter((r) => r.nodeID === nodeID && r.state !== state);
+    for (const rec of recs) await this.putSandbox({ ...rec, state, reason });
+    return recs.map((r) => ({ ...r, state, reason }));
+  }
+
+  async appendEvent(e: Omit<EventView, 'id'>): Promise<EventView> {
+    const ev = await this.live.appendEvent(e);
+    this.lastEventID = Math.max(this.lastEventID, ev.id);
+    return ev;
+  }
+
+  async listEvents(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]> {
+    const evs = await this.live.listEvents(opts);
+    for (const e of evs) this.lastEventID = Math.max(this.lastEventID, e.id);
+    return evs;
+  }
+
+  putConfigVersion(rec: ConfigVersionRecord): Promise<void> {
+    return this.mysql.putConfigVersion(rec);
+  }
+
+  async latestConfigVersion(): Promise<ConfigVersionRecord | undefined> {
+    return (await this.mysql.listConfigVersions(1))[0];
+  }
+
+  listConfigVersions(limit?: number): Promise<ConfigVersionRecord[]> {
+    return this.mysql.listConfigVersions(limit);
+  }
+
+  appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
+    return this.mysql.appendAudit(rec);
+  }
+
+  listAudit(opts?: { limit?: number; actor?: string }): Promise<AuditRecord[]> {
+    return this.mysql.listAudit(opts);
+  }
+
+  putNode(rec: NodeRecord): Promise<void> {
+    return this.mysql.putNode(rec);
+  }
+
+  getNode(nodeID: string): Promise<NodeRecord | undefined> {
+    return this.mysql.getNode(nodeID);
+  }
+
+  listNodes(): Promise<NodeRecord[]> {
+    return this.mysql.listNodes();
+  }
+
+  async deleteNode(nodeID: string): Promise<void> {
+    await this.mysql.deleteNode(nodeID);
+    await this.live.deleteNodeMetrics(nodeID);
+  }
+}

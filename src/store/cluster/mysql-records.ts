@@ -1,0 +1,178 @@
+// The durable half of the cluster store: nodes registry, templates, sandbox history (the source
+// of truth for which sandboxes exist), config versions and the audit trail.
+import mysql from 'mysql2/promise';
+import type { SandboxRecord } from '../../scheduler/control-plane.js';
+import type { AuditRecord, ConfigVersionRecord, NodeRecord } from '../types.js';
+import { withRetry } from './retry.js';
+
+// Append-only: a released migration never changes; new ones go at the end.
+const MIGRATIONS: string[] = [
+  `CREATE TABLE IF NOT EXISTS nodes (node_id VARCHAR(128) PRIMARY KEY, record TEXT NOT NULL) ENGINE=InnoDB`,
+  `CREATE TABLE IF NOT EXISTS templates (template_id VARCHAR(128) NOT NULL, node_id VARCHAR(128) NOT NULL, PRIMARY KEY (template_id, node_id)) ENGINE=InnoDB`,
+  `CREATE TABLE IF NOT EXISTS sandbox_history (sandbox_id VARCHAR(64) PRIMARY KEY, node_id VARCHAR(128) NOT NULL, template_id VARCHAR(128) NOT NULL, state VARCHAR(16) NOT NULL,
+     record MEDIUMTEXT NOT NULL, created_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), deleted_at DATETIME(3) NULL, seq BIGINT NOT NULL AUTO_INCREMENT UNIQUE,
+     INDEX live (deleted_at, node_id)) ENGINE=InnoDB`,
+  `CREATE TABLE IF NOT EXISTS config_versions (version INT PRIMARY KEY, at VARCHAR(40) NOT NULL, actor VARCHAR(128) NOT NULL, reason TEXT NOT NULL, master MEDIUMTEXT NOT NULL, cubelet MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
+  `CREATE TABLE IF NOT EXISTS audit (id BIGINT PRIMARY KEY AUTO_INCREMENT, at VARCHAR(40) NOT NULL, actor VARCHAR(128) NOT NULL, action VARCHAR(64) NOT NULL, target VARCHAR(255) NOT NULL,
+     outcome TEXT NOT NULL, detail TEXT NULL, INDEX by_actor (actor, id)) ENGINE=InnoDB`,
+];
+
+export class MysqlRecords {
+  private pool?: mysql.Pool;
+  private readonly database: string;
+  private readonly base: URL;
+
+  constructor(url: string) {
+    this.base = new URL(url);
+    this.database = decodeURIComponent(this.base.pathname.replace(/^\//, ''));
+    if (!/^[A-Za-z0-9_]+$/.test(this.database)) throw new Error(`MySQL URL must name a database (letters, digits, _): ${url}`);
+  }
+
+  /** Creates the database if needed and applies missing migrations, serialised across replicas by a named lock. */
+  async init(): Promise<void> {
+    const admin = await mysql.createConnection({ ...this.connOpts(), database: undefined });
+    try {
+      await admin.query(`CREATE DATABASE IF NOT EXISTS \`${this.database}\``);
+    } finally {
+      await admin.end();
+    }
+    this.pool = mysql.createPool({ ...this.connOpts(), database: this.database, connectionLimit: 8, enableKeepAlive: true, waitForConnections: true });
+    const conn = await this.pool.getConnection();
+    try {
+      await conn.query(`SELECT GET_LOCK('cube_migrations', 30)`);
+      await conn.query(`CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB`);
+      const [rows] = await conn.query<mysql.RowDataPacket[]>('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations');
+      for (let v = Number(rows[0]!.v); v < MIGRATIONS.length; v++) {
+        await conn.query(MIGRATIONS[v]!);
+        await conn.query('INSERT IGNORE INTO schema_migrations (version) VALUES (?)', [v + 1]);
+      }
+    } finally {
+      await conn.query(`SELECT RELEASE_LOCK('cube_migrations')`).catch(() => undefined);
+      conn.release();
+    }
+  }
+
+  private connOpts(): mysql.ConnectionOptions {
+    return {
+      host: this.base.hostname,
+      port: Number(this.base.port || 3306),
+      user: decodeURIComponent(this.base.username || 'root'),
+      password: decodeURIComponent(this.base.password),
+      connectTimeout: 2000,
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.end();
+    this.pool = undefined;
+  }
+
+  /** Drops the whole database (tests). */
+  async dropDatabase(): Promise<void> {
+    const admin = await mysql.createConnection(this.connOpts());
+    try {
+      await admin.query(`DROP DATABASE IF EXISTS \`${this.database}\``);
+    } finally {
+      await admin.end();
+    }
+  }
+
+  private async q<T extends mysql.RowDataPacket[] | mysql.ResultSetHeader>(sql: string, args: unknown[] = [], idempotent = true): Promise<T> {
+    return withRetry(
+      'MySQL',
+      async () => {
+        if (!this.pool) throw Object.assign(new Error('Pool is closed'), { code: 'PROTOCOL_CONNECTION_LOST' });
+        const [r] = await this.pool.query<T>(sql, args);
+        return r;
+      },
+      idempotent,
+    );
+  }
+
+  async putSandbox(rec: SandboxRecord): Promise<void> {
+    await this.q('INSERT INTO sandbox_history (sandbox_id, node_id, template_id, state, record) VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE node_id=VALUES(node_id), template_id=VALUES(template_id), state=VALUES(state), record=VALUES(record), deleted_at=NULL', [
+      rec.sandboxID,
+      rec.nodeID,
+      rec.templateID,
+      rec.state,
+      JSON.stringify(rec),
+    ]);
+  }
+
+  async markSandboxDeleted(sandboxID: string): Promise<void> {
+    await this.q("UPDATE sandbox_history SET deleted_at = CURRENT_TIMESTAMP(3), state = 'gone' WHERE sandbox_id = ? AND deleted_at IS NULL", [sandboxID]);
+  }
+
+  async getLiveSandbox(sandboxID: string): Promise<SandboxRecord | undefined> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM sandbox_history WHERE sandbox_id = ? AND deleted_at IS NULL', [sandboxID]);
+    return rows[0] ? (JSON.parse(rows[0].record as string) as SandboxRecord) : undefined;
+  }
+
+  /** Every sandbox not deleted, in creation order: what the routes must hold. */
+  async liveSandboxes(): Promise<SandboxRecord[]> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM sandbox_history WHERE deleted_at IS NULL ORDER BY seq');
+    return rows.map((r) => JSON.parse(r.record as string) as SandboxRecord);
+  }
+
+  async putConfigVersion(rec: ConfigVersionRecord): Promise<void> {
+    await this.q('REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', [rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet)]);
+  }
+
+  async listConfigVersions(limit = 20): Promise<ConfigVersionRecord[]> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT * FROM config_versions ORDER BY version DESC LIMIT ?', [limit]);
+    return rows.map((r) => ({ version: r.version, at: r.at, actor: r.actor, reason: r.reason, master: JSON.parse(r.master), cubelet: JSON.parse(r.cubelet) }));
+  }
+
+  async appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
+    const r = await this.q<mysql.ResultSetHeader>(
+      'INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)',
+      [rec.at, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)],
+      false,
+    );
+    return { ...rec, id: r.insertId };
+  }
+
+  async listAudit(opts: { limit?: number; actor?: string } = {}): Promise<AuditRecord[]> {
+    const limit = opts.limit ?? 100;
+    const rows =
+      opts.actor !== undefined
+        ? await this.q<mysql.RowDataPacket[]>('SELECT * FROM audit WHERE actor = ? ORDER BY id DESC LIMIT ?', [opts.actor, limit])
+        : await this.q<mysql.RowDataPacket[]>('SELECT * FROM audit ORDER BY id DESC LIMIT ?', [limit]);
+    return rows.map((r) => {
+      const base = { id: Number(r.id), at: r.at as string, actor: r.actor as string, action: r.action as string, target: r.target as string, outcome: r.outcome as string };
+      return r.detail === null ? base : { ...base, detail: JSON.parse(r.detail as string) as Record<string, unknown> };
+    });
+  }
+
+  async putNode(rec: NodeRecord): Promise<void> {
+    await this.q('REPLACE INTO nodes (node_id, record) VALUES (?, ?)', [rec.nodeID, JSON.stringify(rec)]);
+  }
+
+  async getNode(nodeID: string): Promise<NodeRecord | undefined> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM nodes WHERE node_id = ?', [nodeID]);
+    return rows[0] ? (JSON.parse(rows[0].record as string) as NodeRecord) : undefined;
+  }
+
+  async listNodes(): Promise<NodeRecord[]> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM nodes ORDER BY node_id');
+    return rows.map((r) => JSON.parse(r.record as string) as NodeRecord);
+  }
+
+  async deleteNode(nodeID: string): Promise<void> {
+    await this.q('DELETE FROM nodes WHERE node_id = ?', [nodeID]);
+    await this.q('DELETE FROM templates WHERE node_id = ?', [nodeID]);
+  }
+
+  /** Replaces the templates a node reports holding. */
+  async setNodeTemplates(nodeID: string, templateIDs: string[]): Promise<void> {
+    await this.q('DELETE FROM templates WHERE node_id = ?', [nodeID]);
+    if (templateIDs.length > 0) await this.q('INSERT IGNORE INTO templates (template_id, node_id) VALUES ?', [templateIDs.map((t) => [t, nodeID])]);
+  }
+
+  async listTemplates(): Promise<{ templateID: string; nodes: string[] }[]> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT template_id, node_id FROM templates ORDER BY template_id, node_id');
+    const by = new Map<string, string[]>();
+    for (const r of rows) by.set(r.template_id as string, [...(by.get(r.template_id as string) ?? []), r.node_id as string]);
+    return [...by].map(([templateID, nodes]) => ({ templateID, nodes }));
+  }
+}

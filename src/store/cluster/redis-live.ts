@@ -1,0 +1,160 @@
+// The live half of the cluster store: sandbox routes (the record, incl. its node, by id), node
+// metrics with TTL, creates in flight per node, per-sandbox operation locks with token-checked
+// release, leader leases, and the events stream. Keys: `<prefix><scope>:<what>[:<id>]`.
+import { Redis } from 'ioredis';
+import type { EventView, NodeView } from '../../api/types.js';
+import { newToken } from '../../ids.js';
+import type { SandboxRecord } from '../../scheduler/control-plane.js';
+import { withRetry } from './retry.js';
+
+// Atomic: ids come from one counter so every replica's events interleave in one order.
+const APPEND_EVENT = `local id = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[2], id .. '-0', 'e', ARGV[1])
+return id`;
+const RELEASE_IF_OWNER = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+const HOLD_LEASE = `local cur = redis.call('GET', KEYS[1])
+if cur == false then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
+if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+return 0`;
+const RAISE_TO = `local cur = tonumber(redis.call('GET', KEYS[1]) or '0') if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return 1`;
+const DECR_FLOOR = `local v = redis.call('DECR', KEYS[1]) if v <= 0 then redis.call('DEL', KEYS[1]) return 0 end return v`;
+
+export class RedisLive {
+  readonly redis: Redis;
+
+  constructor(
+    url: string,
+    private readonly prefix: string,
+    private readonly eventRetention: number,
+  ) {
+    // No offline queue: while Redis is down a command fails at once (503) instead of hanging.
+    this.redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: (n) => Math.min(100 * n, 2000) });
+    this.redis.on('error', () => undefined); // reported through the failing commands
+    this.redis.defineCommand('cubeAppendEvent', { numberOfKeys: 2, lua: APPEND_EVENT });
+    this.redis.defineCommand('cubeReleaseIfOwner', { numberOfKeys: 1, lua: RELEASE_IF_OWNER });
+    this.redis.defineCommand('cubeHoldLease', { numberOfKeys: 1, lua: HOLD_LEASE });
+    this.redis.defineCommand('cubeRaiseTo', { numberOfKeys: 1, lua: RAISE_TO });
+    this.redis.defineCommand('cubeDecrFloor', { numberOfKeys: 1, lua: DECR_FLOOR });
+  }
+
+  private k(...parts: string[]): string {
+    return this.prefix + parts.join(':');
+  }
+
+  private run<T>(op: (r: Redis & Record<string, (...a: unknown[]) => Promise<unknown>>) => Promise<T>, idempotent = true): Promise<T> {
+    return withRetry('Redis', () => op(this.redis as Redis & Record<string, (...a: unknown[]) => Promise<unknown>>), idempotent);
+  }
+
+  async init(): Promise<void> {
+    await this.redis.connect();
+  }
+
+  async close(): Promise<void> {
+    this.redis.disconnect();
+  }
+
+  // --- sandbox routes
+  async putRoute(rec: SandboxRecord): Promise<void> {
+    await this.run((r) => r.hset(this.k('shared', 'sandboxes'), rec.sandboxID, JSON.stringify(rec)));
+  }
+
+  async getRoute(sandboxID: string): Promise<SandboxRecord | undefined> {
+    const v = await this.run((r) => r.hget(this.k('shared', 'sandboxes'), sandboxID));
+    return v ? (JSON.parse(v) as SandboxRecord) : undefined;
+  }
+
+  async listRoutes(): Promise<SandboxRecord[]> {
+    const all = await this.run((r) => r.hvals(this.k('shared', 'sandboxes')));
+    return all.map((v) => JSON.parse(v) as SandboxRecord);
+  }
+
+  async deleteRoute(sandboxID: string): Promise<void> {
+    await this.run((r) => r.hdel(this.k('shared', 'sandboxes'), sandboxID));
+  }
+
+  /** Makes the routes exactly `live` (after a Redis restart or a half-done write). */
+  async replaceRoutes(live: SandboxRecord[]): Promise<void> {
+    const key = this.k('shared', 'sandboxes');
+    const keep = new Set(live.map((s) => s.sandboxID));
+    const present = await this.run((r) => r.hkeys(key));
+    const stale = present.filter((id) => !keep.has(id));
+    const m = this.redis.multi();
+    if (stale.length > 0) m.hdel(key, ...stale);
+    if (live.length > 0) m.hset(key, Object.fromEntries(live.map((s) => [s.sandboxID, JSON.stringify(s)])));
+    await this.run(() => m.exec());
+  }
+
+  // --- node metrics
+  async putNodeMetrics(view: NodeView, ttlMs: number): Promise<void> {
+    await this.run((r) => r.set(this.k('master', 'node', 'metric', view.nodeID), JSON.stringify(view), 'PX', ttlMs));
+  }
+
+  async getNodeMetrics(nodeIDs: string[]): Promise<Map<string, NodeView>> {
+    if (nodeIDs.length === 0) return new Map();
+    const vals = await this.run((r) => r.mget(...nodeIDs.map((id) => this.k('master', 'node', 'metric', id))));
+    const out = new Map<string, NodeView>();
+    vals.forEach((v, i) => v && out.set(nodeIDs[i]!, JSON.parse(v) as NodeView));
+    return out;
+  }
+
+  async deleteNodeMetrics(nodeID: string): Promise<void> {
+    await this.run((r) => r.del(this.k('master', 'node', 'metric', nodeID), this.k('master', 'node', 'inflight', nodeID)));
+  }
+
+  // --- creates in flight, shared by every control replica
+  async incInFlight(nodeID: string): Promise<number> {
+    const key = this.k('master', 'node', 'inflight', nodeID);
+    const [[, n]] = (await this.run(() => this.redis.multi().incr(key).pexpire(key, 120_000).exec(), false)) as [[unknown, number]];
+    return n;
+  }
+
+  async decInFlight(nodeID: string): Promise<void> {
+    await this.run((r) => r.cubeDecrFloor!(this.k('master', 'node', 'inflight', nodeID)), false);
+  }
+
+  async inFlight(nodeIDs: string[]): Promise<Map<string, number>> {
+    if (nodeIDs.length === 0) return new Map();
+    const vals = await this.run((r) => r.mget(...nodeIDs.map((id) => this.k('master', 'node', 'inflight', id))));
+    return new Map(nodeIDs.map((id, i) => [id, Number(vals[i] ?? 0)]));
+  }
+
+  // --- per-sandbox operation locks
+  /** Returns the token to release with, or undefined when another operation holds the lock. */
+  async acquireLock(sandboxID: string, ttlMs: number): Promise<string | undefined> {
+    const token = newToken();
+    const ok = await this.run((r) => r.set(this.k('master', 'lock', 'sandbox', sandboxID), token, 'PX', ttlMs, 'NX'));
+    return ok === 'OK' ? token : undefined;
+  }
+
+  /** Releases only if `token` still owns the lock (an expired lock taken by someone else stays theirs). */
+  async releaseLock(sandboxID: string, token: string): Promise<boolean> {
+    return (await this.run((r) => r.cubeReleaseIfOwner!(this.k('master', 'lock', 'sandbox', sandboxID), token))) === 1;
+  }
+
+  // --- leader lease
+  /** Takes or extends the lease `name` for `holder`; false while someone else holds it. */
+  async holdLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    return (await this.run((r) => r.cubeHoldLease!(this.k('shared', 'lease', name), holder, ttlMs))) === 1;
+  }
+
+  // --- events
+  async appendEvent(e: Omit<EventView, 'id'>): Promise<EventView> {
+    const id = Number(await this.run((r) => r.cubeAppendEvent!(this.k('shared', 'events'), this.k('shared', 'events', 'seq'), JSON.stringify(e), this.eventRetention), false));
+    return { ...e, id };
+  }
+
+  /** After a Redis restart the counter starts again: lift it past ids clients have already seen. */
+  async raiseEventSeq(min: number): Promise<void> {
+    await this.run((r) => r.cubeRaiseTo!(this.k('shared', 'events', 'seq'), min));
+  }
+
+  async listEvents(opts: { sinceID?: number; limit?: number } = {}): Promise<EventView[]> {
+    const limit = Math.max(1, Math.min(opts.limit ?? 100, 10_000));
+    const key = this.k('shared', 'events');
+    const entries =
+      opts.sinceID !== undefined
+        ? await this.run((r) => r.xrange(key, `(${opts.sinceID}-0`, '+', 'COUNT', limit))
+        : (await this.run((r) => r.xrevrange(key, '+', '-', 'COUNT', limit))).reverse();
+    return entries.map(([id, fields]) => ({ ...(JSON.parse(fields[1]!) as Omit<EventView, 'id'>), id: Number(id.split('-')[0]) }));
+  }
+}

@@ -1,0 +1,145 @@
+// The cluster store against the real Redis and MariaDB of this machine, each store under its
+// own key prefix and database (dropped afterwards).
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { CubeError } from '../../src/errors.js';
+import { ClusterStore } from '../../src/store/cluster/index.js';
+import { clusterStateScope, REDIS_URL } from '../helpers/cluster-state.js';
+import { sandboxRecord, storeContract } from './contract.js';
+
+async function open(eventRetention = 100): Promise<{ store: ClusterStore; cleanup: () => Promise<void> }> {
+  const scope = clusterStateScope();
+  const store = new ClusterStore({ ...scope, eventRetention });
+  try {
+    await store.init();
+  } catch (e) {
+    await store.close().catch(() => undefined);
+    await scope.drop();
+    throw e;
+  }
+  return { store, cleanup: () => scope.drop() };
+}
+
+async function withStore(fn: (store: ClusterStore) => Promise<void>): Promise<void> {
+  const { store, cleanup } = await open();
+  try {
+    await fn(store);
+  } finally {
+    await store.close();
+    await cleanup();
+  }
+}
+
+storeContract('cluster (Redis + MySQL)', ({ eventRetention }) => open(eventRetention));
+
+describe('cluster store', () => {
+  it('migrations are idempotent and two replicas share one state', async () => {
+    const scope = clusterStateScope();
+    const a = new ClusterStore(scope);
+    const b = new ClusterStore(scope);
+    try {
+      await Promise.all([a.init(), b.init()]);
+      await a.putSandbox(sandboxRecord('s1'));
+      expect((await b.getSandbox('s1'))?.accessToken).toBe('tok-s1');
+      const ev = await b.appendEvent({ at: 't', kind: 'node.joined', nodeID: 'n', message: 'joined' });
+      expect((await a.listEvents({ sinceID: ev.id - 1 })).map((e) => e.message)).toEqual(['joined']);
+      await a.close();
+      const c = new ClusterStore(scope);
+      await c.init();
+      expect((await c.listSandboxes()).map((s) => s.sandboxID)).toEqual(['s1']);
+      await c.close();
+    } finally {
+      await a.close().catch(() => undefined);
+      await b.close().catch(() => undefined);
+      await scope.drop();
+    }
+  });
+
+  it('operation locks: one holder at a time, release only with the owner token', () =>
+    withStore(async (store) => {
+      const t1 = await store.live.acquireLock('sbx', 5000);
+      expect(t1).toBeTypeOf('string');
+      expect(await store.live.acquireLock('sbx', 5000)).toBeUndefined();
+      expect(await store.live.releaseLock('sbx', 'not-the-token')).toBe(false);
+      expect(await store.live.acquireLock('sbx', 5000)).toBeUndefined();
+      expect(await store.live.releaseLock('sbx', t1!)).toBe(true);
+      const t2 = await store.live.acquireLock('sbx', 50);
+      await sleep(120);
+      const t3 = await store.live.acquireLock('sbx', 5000);
+      expect(t3).toBeTypeOf('string');
+      // t2 expired and t3 took over: t2's late release must not free t3's lock.
+      expect(await store.live.releaseLock('sbx', t2!)).toBe(false);
+      expect(await store.live.acquireLock('sbx', 5000)).toBeUndefined();
+    }));
+
+  it('leader lease: held and extended by one holder, taken over after it lapses', () =>
+    withStore(async (store) => {
+      expect(await store.live.holdLease('sweep', 'r1', 100)).toBe(true);
+      expect(await store.live.holdLease('sweep', 'r2', 100)).toBe(false);
+      expect(await store.live.holdLease('sweep', 'r1', 100)).toBe(true);
+      await sleep(200);
+      expect(await store.live.holdLease('sweep', 'r2', 100)).toBe(true);
+    }));
+
+  it('node metrics expire with their TTL; in-flight creates count across callers', () =>
+    withStore(async (store) => {
+      const view = { nodeID: 'n1' } as Parameters<typeof store.live.putNodeMetrics>[0];
+      await store.live.putNodeMetrics(view, 100);
+      expect((await store.live.getNodeMetrics(['n1', 'n2'])).has('n1')).toBe(true);
+      await sleep(200);
+      expect((await store.live.getNodeMetrics(['n1'])).has('n1')).toBe(false);
+      await store.live.incInFlight('n1');
+      await store.live.incInFlight('n1');
+      await store.live.decInFlight('n1');
+      await store.live.decInFlight('n1');
+      await store.live.decInFlight('n1');
+      await store.live.incInFlight('n1');
+      expect((await store.live.inFlight(['n1', 'n2'])).get('n1')).toBe(1);
+      expect((await store.live.inFlight(['n1', 'n2'])).get('n2')).toBe(0);
+    }));
+
+  it('routes lost with a Redis reconnect are rebuilt from MySQL; events keep increasing', () =>
+    withStore(async (store) => {
+      await store.putSandbox(sandboxRecord('keep'));
+      await store.putSandbox(sandboxRecord('gone'));
+      await store.deleteSandbox('gone');
+      const before = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'before' });
+      // What a Redis restart does to us: our keys vanish and our connection drops.
+      const admin = new Redis(REDIS_URL);
+      try {
+        const keys = await admin.keys(`${(store.live as unknown as { prefix: string }).prefix}*`);
+        if (keys.length) await admin.del(...keys);
+        const id = await store.live.redis.client('ID');
+        await admin.client('KILL', 'ID', String(id));
+      } finally {
+        admin.disconnect();
+      }
+      let list: string[] = [];
+      for (let i = 0; i < 50 && list.length === 0; i++) {
+        list = await store
+          .listSandboxes()
+          .then((l) => l.map((s) => s.sandboxID))
+          .catch(() => []);
+        if (list.length === 0) await sleep(100);
+      }
+      expect(list).toEqual(['keep']);
+      const after = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'after' });
+      expect(after.id).toBeGreaterThan(before.id);
+    }));
+
+  it('an unreachable backend answers 503 STATE_UNAVAILABLE, not a hang', async () => {
+    const scope = clusterStateScope();
+    const store = new ClusterStore({ ...scope, redisURL: 'redis://127.0.0.1:1/0' });
+    try {
+      const err = await store.init().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(CubeError);
+      expect(err).toMatchObject({ kind: 'STATE_UNAVAILABLE', http: 503, code: 130594 });
+      const read = await store.getSandbox('x').catch((e: unknown) => e);
+      expect(read).toMatchObject({ kind: 'STATE_UNAVAILABLE' });
+    } finally {
+      await store.close();
+      await scope.drop();
+    }
+  });
+});
