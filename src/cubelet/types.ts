@@ -3,7 +3,7 @@
 // and scheduler never know which.
 import type { Readable } from 'node:stream';
 import type { NodeView, SandboxView, EventView } from '../api/types.js';
-import type { ExecRequest, FileStat } from '../runtime/types.js';
+import type { ExecRequest, FileStat, SandboxStats } from '../runtime/types.js';
 
 export interface NodeCreateRequest {
   sandboxID: string;
@@ -77,6 +77,9 @@ export interface NodeApi {
   makeDir(sandboxID: string, path: string, user?: string): Promise<boolean>;
   removePath(sandboxID: string, path: string): Promise<void>;
   movePath(sandboxID: string, from: string, to: string): Promise<FileStat>;
+
+  /** The sandbox's cgroup counters now (E2B getMetrics); optional: without it getMetrics answers no samples. */
+  sandboxStats?(sandboxID: string): Promise<SandboxStats>;
 
   /** Node metrics, density and pool levels as of now. */
   nodeView(): Promise<NodeView>;

@@ -1,0 +1,191 @@
+// The E2B control-plane REST API (both path families: e2b >= 2.51 calls /v2/..., older SDKs
+// /sandboxes and /resume). Auth and rate limit are done by the server before these run.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { HTTPMethod } from 'find-my-way';
+import { CubeError } from '../../errors.js';
+import type { SandboxRecord } from '../../scheduler/control-plane.js';
+import type { ApiContext, ApiRouter, Caller } from '../context.js';
+import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
+import {
+  ConnectSchema,
+  ENVD_VERSION,
+  NewSandboxSchema,
+  RefreshSchema,
+  TimeoutSchema,
+  detailJson,
+  listedJson,
+  pageOf,
+  parseBody,
+  parseListQuery,
+  refuseUnsupported,
+  sandboxIDParam,
+  sandboxJson,
+} from './wire.js';
+
+type Req = IncomingMessage & { caller?: Caller };
+type Route = (req: Req, res: ServerResponse, id: string, query: URLSearchParams) => Promise<void>;
+
+/** Interval over which getMetrics measures CPU use (two cgroup samples). */
+const CPU_SAMPLE_MS = 200;
+
+export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
+  const domain = (): string => ctx.config().api.sandbox_domain;
+  const on = (method: HTTPMethod, paths: string[], fn: Route): void => {
+    for (const p of paths) {
+      router.on(method, p, (req, res, params) => {
+        const query = new URL(req.url ?? '/', 'http://x').searchParams;
+        fn(req as Req, res, sandboxIDParam(params.id ?? '-'), query).catch((e: unknown) => sendError(res, e, 'e2b'));
+      });
+    }
+  };
+  const actor = (req: Req): string | undefined => req.caller?.keyID;
+  const fresh = (id: string): Promise<SandboxRecord> => ctx.cp.getSandbox(id);
+
+  on('POST', ['/sandboxes', '/v2/sandboxes'], async (req, res) => {
+    const b = parseBody(NewSandboxSchema, await readJson(req), 'sandbox create body');
+    refuseUnsupported(b);
+    await checkTemplate(ctx, b.templateID);
+    const rec = await ctx.cp.createSandbox({
+      ...(b.templateID ? { templateID: b.templateID } : {}),
+      ...(b.timeout ? { timeoutSec: b.timeout } : {}),
+      ...(b.metadata ? { metadata: b.metadata } : {}),
+      ...(b.envVars ? { envVars: b.envVars } : {}),
+      ...(b.allow_internet_access !== undefined ? { allowInternetAccess: b.allow_internet_access } : {}),
+      ...(actor(req) ? { actor: actor(req) } : {}),
+    });
+    sendJson(res, 201, sandboxJson(rec, domain()));
+  });
+
+  on('GET', ['/v2/sandboxes'], async (_req, res, _id, query) => {
+    const q = parseListQuery(query, ['running', 'paused']);
+    const page = pageOf(await ctx.cp.listSandboxes(), q);
+    const all = await ctx.cp.listSandboxes({ state: ['running'] });
+    const headers: Record<string, string> = { 'x-total-running': String(all.length) };
+    if (page.nextToken) headers['x-next-token'] = page.nextToken;
+    sendJson(res, 200, page.items.map(listedJson), headers);
+  });
+
+  // v1 list: running sandboxes only, no paging (what e2b 1.x reads).
+  on('GET', ['/sandboxes'], async (_req, res, _id, query) => {
+    const q = parseListQuery(query, ['running']);
+    sendJson(res, 200, pageOf(await ctx.cp.listSandboxes(), { ...q, limit: Number.MAX_SAFE_INTEGER }).items.map(listedJson));
+  });
+
+  on('GET', ['/sandboxes/:id'], async (_req, res, id) => {
+    sendJson(res, 200, detailJson(await fresh(id), domain()));
+  });
+
+  on('DELETE', ['/sandboxes/:id'], async (req, res, id) => {
+    await fresh(id); // a missing sandbox is a 404 body, which makes the SDK's kill() return false
+    await ctx.cp.destroySandbox(id, actor(req));
+    sendNoContent(res);
+  });
+
+  on('POST', ['/sandboxes/:id/timeout'], async (req, res, id) => {
+    const b = parseBody(TimeoutSchema, await readJson(req), 'timeout body');
+    await ctx.cp.setTimeout(id, b.timeout);
+    sendNoContent(res);
+  });
+
+  // Legacy keep-alive: extends the lifetime to now + duration, never shortens it.
+  on('POST', ['/sandboxes/:id/refreshes'], async (req, res, id) => {
+    const b = parseBody(RefreshSchema, await readJson(req), 'refresh body');
+    const duration = b.duration ?? ctx.config().sandbox.default_timeout_sec;
+    await extendTo(ctx, await fresh(id), duration);
+    sendNoContent(res);
+  });
+
+  on('POST', ['/sandboxes/:id/pause'], async (req, res, id) => {
+    const rec = await fresh(id);
+    if (rec.state === 'paused' || rec.state === 'pausing') throw new CubeError('CONFLICT', `sandbox ${id} is already ${rec.state}`);
+    await ctx.cp.pauseSandbox(id, actor(req));
+    sendNoContent(res);
+  });
+
+  // connect: 200 when it was running (lifetime only extended), 201 when it was resumed.
+  on('POST', ['/sandboxes/:id/connect', '/v2/sandboxes/:id/connect'], async (req, res, id) => {
+    const b = parseBody(ConnectSchema, await readJson(req), 'connect body');
+    const timeout = b.timeout ?? ctx.config().sandbox.default_timeout_sec;
+    const rec = await fresh(id);
+    if (rec.state === 'running') {
+      sendJson(res, 200, sandboxJson(await extendTo(ctx, rec, timeout), domain()));
+      return;
+    }
+    const r = await ctx.cp.resumeSandbox(id, timeout, actor(req));
+    sendJson(res, r.resumed ? 201 : 200, sandboxJson(r.sandbox, domain()));
+  });
+
+  // e2b 2.0-2.5: resume a paused sandbox; 409 when it is already running.
+  on('POST', ['/sandboxes/:id/resume'], async (req, res, id) => {
+    const b = parseBody(ConnectSchema, await readJson(req), 'resume body');
+    const rec = await fresh(id);
+    if (rec.state === 'running') throw new CubeError('CONFLICT', `sandbox ${id} is already running`);
+    const r = await ctx.cp.resumeSandbox(id, b.timeout ?? ctx.config().sandbox.default_timeout_sec, actor(req));
+    sendJson(res, 201, sandboxJson(r.sandbox, domain()));
+  });
+
+  on('GET', ['/sandboxes/:id/metrics'], async (_req, res, id) => {
+    sendJson(res, 200, await metrics(ctx, await fresh(id)));
+  });
+
+  on('GET', ['/templates'], async (_req, res) => {
+    const cfg = ctx.config().sandbox;
+    const spec = cfg.default_spec;
+    const list = await ctx.cp.templates();
+    sendJson(
+      res,
+      200,
+      list.map((t) => ({
+        templateID: t.templateID,
+        buildID: t.templateID,
+        aliases: t.templateID === cfg.default_template ? [t.templateID, 'base'] : [t.templateID],
+        public: true,
+        cpuCount: spec.cpus,
+        memoryMB: spec.memory_mib,
+        diskSizeMB: Math.round(spec.disk_gib * 1024),
+        envdVersion: ENVD_VERSION,
+        buildStatus: 'ready',
+        nodes: t.nodes,
+      })),
+    );
+  });
+}
+
+/** `base` (the SDK's default) and no name mean the configured default; anything else must exist on a node. */
+async function checkTemplate(ctx: ApiContext, templateID: string | undefined): Promise<void> {
+  if (!templateID || templateID === 'base') return;
+  const names = (await ctx.cp.templates()).map((t) => t.templateID);
+  if (!names.includes(templateID)) {
+    throw new CubeError('NOT_FOUND', `template ${JSON.stringify(templateID)} not found; available: ${[...names, 'base'].join(', ')}`, { details: { templateID } });
+  }
+}
+
+/** Sets the end to now + seconds only when that is later than the current end. */
+async function extendTo(ctx: ApiContext, rec: SandboxRecord, seconds: number): Promise<SandboxRecord> {
+  if (Date.now() + seconds * 1000 <= Date.parse(rec.endAt)) return rec;
+  return ctx.cp.setTimeout(rec.sandboxID, seconds);
+}
+
+/** One `SandboxMetric` sample measured now; none for a paused sandbox or a node that cannot measure. */
+async function metrics(ctx: ApiContext, rec: SandboxRecord): Promise<Record<string, unknown>[]> {
+  if (rec.state !== 'running') return [];
+  const node = await ctx.cp.nodeFor(rec.sandboxID);
+  if (!node.sandboxStats) return [];
+  const a = await node.sandboxStats(rec.sandboxID);
+  await sleep(CPU_SAMPLE_MS);
+  const b = await node.sandboxStats(rec.sandboxID);
+  const now = new Date();
+  const cpuUsedPct = Math.max(0, ((b.cpuUsageNs - a.cpuUsageNs) / (CPU_SAMPLE_MS * 1e6 * rec.spec.cpus)) * 100);
+  return [
+    {
+      timestamp: now.toISOString(),
+      timestampUnix: Math.floor(now.getTime() / 1000),
+      cpuCount: rec.spec.cpus,
+      cpuUsedPct: Math.round(cpuUsedPct * 100) / 100,
+      memUsed: b.memoryBytes,
+      memTotal: b.memoryLimitBytes,
+      diskTotal: Math.round(rec.spec.diskGiB * 1024 ** 3),
+    },
+  ];
+}

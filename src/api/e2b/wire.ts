@@ -1,0 +1,206 @@
+// The E2B REST API's JSON shapes and query rules (e2b@2.51.0's OpenAPI types), from and to
+// our SandboxRecord. Pure: the routes do the I/O.
+import { z } from 'zod';
+import { CubeError } from '../../errors.js';
+import type { SandboxState } from '../types.js';
+import type { SandboxRecord } from '../../scheduler/control-plane.js';
+
+/** envd protocol level we implement; the SDK gates features on it (>= 0.5.7: octet-stream uploads). */
+export const ENVD_VERSION = '0.5.7';
+/** Deprecated but required by the schema; E2B's infra returns this constant. */
+export const CLIENT_ID = '6532622b';
+export const MAX_PAGE = 100;
+
+export type E2bState = 'running' | 'paused';
+
+/** E2B knows two states; transitions count as where they are heading or coming from. */
+export function e2bState(s: SandboxState): E2bState {
+  return s === 'paused' || s === 'pausing' ? 'paused' : 'running';
+}
+
+/** Sandboxes on their way out are not listed. */
+export function isListed(s: SandboxState): boolean {
+  return s !== 'destroying' && s !== 'gone';
+}
+
+/** Paths accept the legacy `<id>-<clientID>` form. */
+export function sandboxIDParam(raw: string | undefined): string {
+  const id = (raw ?? '').split('-')[0]!;
+  if (!id) throw new CubeError('BAD_REQUEST', 'sandbox id is required');
+  return id;
+}
+
+/** `Sandbox` (create/connect answers). `domain` only when host routing is configured. */
+export function sandboxJson(r: SandboxRecord, domain: string): Record<string, unknown> {
+  return {
+    sandboxID: r.sandboxID,
+    clientID: CLIENT_ID,
+    templateID: r.templateID,
+    alias: r.templateID,
+    envdVersion: ENVD_VERSION,
+    envdAccessToken: r.accessToken,
+    trafficAccessToken: null,
+    ...(domain ? { domain } : {}),
+  };
+}
+
+function common(r: SandboxRecord): Record<string, unknown> {
+  return {
+    startedAt: r.startedAt,
+    endAt: r.endAt,
+    state: e2bState(r.state),
+    cpuCount: r.spec.cpus,
+    memoryMB: r.spec.memoryMiB,
+    diskSizeMB: Math.round(r.spec.diskGiB * 1024),
+    metadata: r.metadata,
+  };
+}
+
+/** `SandboxDetail` (GET /sandboxes/{id}). */
+export function detailJson(r: SandboxRecord, domain: string): Record<string, unknown> {
+  return { ...sandboxJson(r, domain), ...common(r) };
+}
+
+/** `ListedSandbox` (GET /v2/sandboxes, GET /sandboxes). */
+export function listedJson(r: SandboxRecord): Record<string, unknown> {
+  return { sandboxID: r.sandboxID, clientID: CLIENT_ID, templateID: r.templateID, alias: r.templateID, envdVersion: ENVD_VERSION, ...common(r) };
+}
+
+// ---- request bodies ----
+
+function issues(e: z.ZodError): string {
+  return e.issues.map((i) => `${i.path.length ? i.path.join('.') : 'body'}: ${i.message}`).join('; ');
+}
+
+export function parseBody<T>(schema: z.ZodType<T>, raw: unknown, what: string): T {
+  const r = schema.safeParse(raw);
+  if (!r.success) throw new CubeError('BAD_REQUEST', `invalid ${what}: ${issues(r.error)}`);
+  return r.data;
+}
+
+const seconds = z.number().int().min(0);
+const strings = z.record(z.string(), z.string());
+
+/** NewSandbox (v1, with `secure`) and NewSandboxV2; unknown fields are ignored as E2B's API does. */
+export const NewSandboxSchema = z.looseObject({
+  templateID: z.string().min(1).optional(),
+  timeout: seconds.optional(),
+  metadata: strings.optional(),
+  envVars: strings.optional(),
+  autoPause: z.boolean().optional(),
+  allow_internet_access: z.boolean().optional(),
+  secure: z.boolean().optional(),
+  network: z.looseObject({}).optional(),
+});
+export type NewSandbox = z.infer<typeof NewSandboxSchema>;
+
+export const TimeoutSchema = z.looseObject({ timeout: seconds });
+export const RefreshSchema = z.looseObject({ duration: seconds.max(3600).optional() });
+export const ConnectSchema = z.looseObject({ timeout: seconds.optional(), autoPause: z.boolean().optional() });
+
+/** Features the SDK can ask for that we do not have: refused with a clear reason rather than ignored. */
+export function refuseUnsupported(b: NewSandbox): void {
+  if (b.autoPause === true) throw new CubeError('BAD_REQUEST', 'autoPause is not supported: sandboxes are killed when their timeout expires (pause them explicitly)');
+  const net = b.network ?? {};
+  const used = Object.entries(net).filter(([, v]) => v !== undefined && !(Array.isArray(v) && v.length === 0));
+  if (used.length > 0) throw new CubeError('BAD_REQUEST', `network.${used[0]![0]} is not supported: use allow_internet_access`);
+}
+
+// ---- listing ----
+
+export interface ListQuery {
+  states: E2bState[];
+  metadata: Record<string, string>;
+  limit: number;
+  nextToken?: string;
+  order: 'asc' | 'desc';
+  template?: string;
+  startedAfter?: number;
+}
+
+/**
+ * `metadata` arrives encoded twice: the SDK URL-encodes each key and value, joins them with
+ * URLSearchParams (which encodes again), and that string is one query value (decoded once
+ * by the URL parser). So: unescape the value, split on & and =, unescape each part.
+ */
+export function parseMetadataFilter(v: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!v) return out;
+  const bad = (what: string): CubeError => new CubeError('BAD_REQUEST', `metadata filter ${JSON.stringify(what)} is not URL-encoded key=value pairs`);
+  let joined: string;
+  try {
+    joined = decodeURIComponent(v);
+  } catch {
+    throw bad(v);
+  }
+  for (const pair of joined.split('&')) {
+    if (!pair) continue;
+    const i = pair.indexOf('=');
+    if (i <= 0) throw bad(pair);
+    try {
+      out[decodeURIComponent(pair.slice(0, i))] = decodeURIComponent(pair.slice(i + 1));
+    } catch {
+      throw bad(pair);
+    }
+  }
+  return out;
+}
+
+export function parseListQuery(q: URLSearchParams, defaultStates: E2bState[]): ListQuery {
+  const states = q.getAll('state').flatMap((s) => s.split(',')).filter(Boolean);
+  for (const s of states) if (s !== 'running' && s !== 'paused') throw new CubeError('BAD_REQUEST', `state ${JSON.stringify(s)} is not one of running, paused`);
+  const limitRaw = q.get('limit');
+  const limit = limitRaw === null || limitRaw === '' ? MAX_PAGE : Number(limitRaw);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) throw new CubeError('BAD_REQUEST', `limit must be an integer from 1 to ${MAX_PAGE}`);
+  const order = q.get('order') ?? 'desc';
+  if (order !== 'asc' && order !== 'desc') throw new CubeError('BAD_REQUEST', 'order must be asc or desc');
+  const after = q.get('startedAfter');
+  const startedAfter = after ? Date.parse(after) : undefined;
+  if (startedAfter !== undefined && Number.isNaN(startedAfter)) throw new CubeError('BAD_REQUEST', 'startedAfter must be an ISO 8601 time');
+  const nextToken = q.get('nextToken') || undefined;
+  const template = q.get('template') || undefined;
+  return {
+    states: states.length ? (states as E2bState[]) : defaultStates,
+    metadata: parseMetadataFilter(q.get('metadata') ?? undefined),
+    limit,
+    order,
+    ...(nextToken ? { nextToken } : {}),
+    ...(template ? { template } : {}),
+    ...(startedAfter !== undefined ? { startedAfter } : {}),
+  };
+}
+
+type Cursor = [startedAt: string, sandboxID: string];
+
+const encodeCursor = (c: Cursor): string => Buffer.from(JSON.stringify(c)).toString('base64url');
+
+function decodeCursor(t: string): Cursor {
+  try {
+    const c = JSON.parse(Buffer.from(t, 'base64url').toString('utf8')) as unknown;
+    if (Array.isArray(c) && c.length === 2 && c.every((x) => typeof x === 'string')) return c as Cursor;
+  } catch {
+    // fall through to the error below
+  }
+  throw new CubeError('BAD_REQUEST', 'nextToken is not a token this API returned');
+}
+
+/**
+ * Filters, orders (startedAt, then id) and cuts one page. The token is the last item's
+ * sort key, so pages stay stable while sandboxes come and go.
+ */
+export function pageOf(records: SandboxRecord[], q: ListQuery): { items: SandboxRecord[]; nextToken?: string } {
+  const sign = q.order === 'asc' ? 1 : -1;
+  const cmp = (a: Cursor, b: Cursor): number => sign * (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
+  const key = (r: SandboxRecord): Cursor => [r.startedAt, r.sandboxID];
+  const after = q.nextToken ? decodeCursor(q.nextToken) : undefined;
+  const matching = records
+    .filter((r) => isListed(r.state) && q.states.includes(e2bState(r.state)))
+    .filter((r) => Object.entries(q.metadata).every(([k, v]) => r.metadata[k] === v))
+    .filter((r) => !q.template || r.templateID === q.template)
+    .filter((r) => q.startedAfter === undefined || Date.parse(r.startedAt) > q.startedAfter)
+    .filter((r) => !after || cmp(key(r), after) > 0)
+    .sort((a, b) => cmp(key(a), key(b)));
+  const items = matching.slice(0, q.limit);
+  const last = items[items.length - 1];
+  return matching.length > q.limit && last ? { items, nextToken: encodeCursor(key(last)) } : { items };
+}

@@ -1,0 +1,90 @@
+// envd's plain HTTP file routes: GET /files (download) and POST /files (multipart or
+// octet-stream upload). Errors are JSON {code, message} with the HTTP status in `code`,
+// which the SDK maps (404 → FileNotFoundError, 400 → InvalidArgumentError).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import path from 'node:path/posix';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import { CubeError } from '../../errors.js';
+import { sendError, sendJson } from '../http.js';
+import { ConnectError } from './connect.js';
+import { homeOf, resolvePath, restFileType, userFromAuthorization } from './messages.js';
+import type { SandboxCall } from './process.js';
+
+/** The `username` query parameter wins over Authorization (the SDK sends one or the other). */
+function userOf(req: IncomingMessage, query: URLSearchParams): string {
+  const u = query.get('username');
+  if (!u) return userFromAuthorization(req.headers.authorization);
+  homeOf(u);
+  return u;
+}
+
+/** messages.ts speaks Connect errors; on these plain HTTP routes they become their CubeError twin. */
+function asCube(e: unknown): unknown {
+  if (e instanceof ConnectError) return new CubeError(e.code === 'unauthenticated' ? 'UNAUTHORIZED' : 'BAD_REQUEST', e.message);
+  return e;
+}
+
+export async function handleFiles(req: IncomingMessage, res: ServerResponse, call: SandboxCall): Promise<void> {
+  const query = new URL(req.url ?? '/', 'http://x').searchParams;
+  try {
+    const user = userOf(req, query);
+    if (req.method === 'GET') await download(res, call, resolvePath(requiredPath(query), user));
+    else if (req.method === 'POST') await upload(req, res, call, query, user);
+    else throw new CubeError('BAD_REQUEST', `${req.method} /files is not supported: GET or POST`);
+  } catch (e) {
+    sendError(res, asCube(e), 'e2b');
+  }
+}
+
+function requiredPath(query: URLSearchParams): string {
+  const p = query.get('path');
+  if (!p) throw new CubeError('BAD_REQUEST', 'query parameter "path" is required');
+  return p;
+}
+
+async function download(res: ServerResponse, call: SandboxCall, p: string): Promise<void> {
+  const st = await call.node.statFile(call.sandboxID, p);
+  if (st.type === 'dir') throw new CubeError('BAD_REQUEST', `${p} is a directory`);
+  const body = await call.node.readFile(call.sandboxID, p);
+  res.writeHead(200, {
+    'content-type': 'application/octet-stream',
+    'content-disposition': `inline; filename=${JSON.stringify(path.basename(p))}`,
+    // The size is only trusted when it is 0 (the SDK short-cuts empty files on it); otherwise chunked, since the file may change between stat and read.
+    ...(st.size === 0 ? { 'content-length': '0' } : {}),
+  });
+  await pipeline(body, res);
+}
+
+async function upload(req: IncomingMessage, res: ServerResponse, call: SandboxCall, query: URLSearchParams, user: string): Promise<void> {
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  const written: { name: string; type: string; path: string }[] = [];
+  const record = async (p: string, data: Readable | Buffer): Promise<void> => {
+    const st = await call.node.writeFile(call.sandboxID, p, data, user);
+    written.push({ name: st.name, type: restFileType(st.type), path: st.path });
+  };
+  if (type === 'multipart/form-data') {
+    const form = await new Response(Readable.toWeb(req) as ReadableStream, { headers: { 'content-type': req.headers['content-type']! } })
+      .formData()
+      .catch((e: Error) => {
+        throw new CubeError('BAD_REQUEST', `malformed multipart body: ${e.message}`);
+      });
+    const parts = [...form.values()].flatMap((v) => (typeof v === 'string' ? [] : [v]));
+    if (parts.length === 0) throw new CubeError('BAD_REQUEST', 'multipart body has no file part');
+    const single = query.get('path');
+    for (const part of parts) {
+      // The part filename carries the full target path (the SDK keeps the slashes); ?path= wins for a single file.
+      const target = parts.length === 1 && single ? single : part.name;
+      if (!target) throw new CubeError('BAD_REQUEST', 'file part has no filename and no ?path= was given');
+      await record(resolvePath(target, user), Buffer.from(await part.arrayBuffer()));
+    }
+  } else if (type === 'application/octet-stream' || type === '') {
+    const p = resolvePath(requiredPath(query), user);
+    const gz = (req.headers['content-encoding'] ?? '').toLowerCase() === 'gzip';
+    await record(p, gz ? req.pipe(createGunzip()) : req);
+  } else {
+    throw new CubeError('BAD_REQUEST', `unsupported upload content-type ${JSON.stringify(type)}: multipart/form-data or application/octet-stream`);
+  }
+  sendJson(res, 200, written);
+}

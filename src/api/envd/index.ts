@@ -1,0 +1,120 @@
+// Sandbox traffic: everything the SDK sends to E2B_SANDBOX_URL (envd's Connect RPC, /files,
+// /health) and to other sandbox ports. Not API-key authenticated: the sandbox's access token
+// is checked whenever the client sends one. Paused, dead or unknown sandboxes get 502, which
+// the SDK turns into "sandbox not found / timed out".
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { CubeError, errorBody, toCubeError } from '../../errors.js';
+import type { SandboxRecord } from '../../scheduler/control-plane.js';
+import type { ApiContext } from '../context.js';
+import { sendError, sendJson, sendNoContent } from '../http.js';
+import { proxyHttp, proxyUpgrade, rejectUpgrade } from '../proxy.js';
+import { ConnectError, errorJson, httpStatusOf } from './connect.js';
+import { handleFiles } from './files.js';
+import { filesystemService } from './filesystem.js';
+import { userFromAuthorization } from './messages.js';
+import { processService, type SandboxCall } from './process.js';
+import { serveConnect, type Service } from './rpc.js';
+import { ENVD_PORT, targetOf, type Target } from './target.js';
+
+const services: Record<string, Service<SandboxCall>> = {
+  'process.Process': processService,
+  'filesystem.Filesystem': filesystemService,
+};
+
+export function isSandboxTraffic(req: IncomingMessage, ctx: ApiContext): boolean {
+  return targetOf(req.headers, ctx.config().api.sandbox_domain) !== undefined;
+}
+
+/** A request that cannot reach a live sandbox: the status and E2B-proxy-shaped body to answer with. */
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: Record<string, unknown>,
+  ) {
+    super(String(body.message));
+  }
+}
+
+const gone = (sandboxID: string, why: string): Refusal => new Refusal(502, { sandboxId: sandboxID, message: `The sandbox was not found: ${why}`, code: 502 });
+
+/** token → sandboxID, for SDKs that send only X-Access-Token; rebuilt from the list on a miss. */
+const tokenIndex = new WeakMap<ApiContext, Map<string, string>>();
+
+async function findByToken(ctx: ApiContext, token: string): Promise<string | undefined> {
+  let index = tokenIndex.get(ctx);
+  const hit = index?.get(token);
+  if (hit) return hit;
+  index = new Map((await ctx.cp.listSandboxes()).map((s) => [s.accessToken, s.sandboxID]));
+  tokenIndex.set(ctx, index);
+  return index.get(token);
+}
+
+async function recordOf(ctx: ApiContext, sandboxID: string): Promise<SandboxRecord | undefined> {
+  try {
+    return await ctx.cp.getSandbox(sandboxID);
+  } catch (e) {
+    if (e instanceof CubeError && e.kind === 'NOT_FOUND') return undefined;
+    throw e;
+  }
+}
+
+/** The live sandbox a request is for, its node, and the port it wants; a Refusal otherwise. */
+async function resolve(ctx: ApiContext, t: Target): Promise<{ call: Omit<SandboxCall, 'user'>; port: number }> {
+  if (Number.isNaN(t.port)) throw new CubeError('BAD_REQUEST', 'E2b-Sandbox-Port must be a port number');
+  const sandboxID = t.by === 'id' ? t.sandboxID : await findByToken(ctx, t.token);
+  if (!sandboxID) throw gone('(unknown)', 'no sandbox has this access token');
+  const rec = await recordOf(ctx, sandboxID);
+  if (!rec) throw gone(sandboxID, `sandbox ${sandboxID} does not exist`);
+  if (t.token !== undefined && t.token !== rec.accessToken) throw new CubeError('UNAUTHORIZED', `X-Access-Token does not match sandbox ${sandboxID}`);
+  if (rec.state !== 'running') throw gone(sandboxID, `sandbox ${sandboxID} is ${rec.state}`);
+  return { call: { node: await ctx.cp.nodeFor(sandboxID), sandboxID }, port: t.port };
+}
+
+export async function handleSandboxTraffic(req: IncomingMessage, res: ServerResponse, ctx: ApiContext): Promise<void> {
+  const t = targetOf(req.headers, ctx.config().api.sandbox_domain);
+  try {
+    if (!t) throw new CubeError('BAD_REQUEST', 'not sandbox traffic: no E2b-Sandbox-Id, X-Access-Token or sandbox Host');
+    const { call, port } = await resolve(ctx, t);
+    if (port !== ENVD_PORT) {
+      await proxyHttp(req, res, call.sandboxID, await call.node.sandboxAddress(call.sandboxID), port);
+      return;
+    }
+    await serveEnvd(req, res, call);
+  } catch (e) {
+    if (e instanceof Refusal) sendJson(res, e.status, e.body);
+    else sendError(res, e, 'e2b');
+  }
+}
+
+async function serveEnvd(req: IncomingMessage, res: ServerResponse, call: Omit<SandboxCall, 'user'>): Promise<void> {
+  const path = (req.url ?? '/').split('?')[0];
+  if (path === '/health') return sendNoContent(res);
+  if (path === '/files') return handleFiles(req, res, { ...call, user: 'user' });
+  let user: string;
+  try {
+    user = userFromAuthorization(req.headers.authorization);
+  } catch (e) {
+    const err = e as ConnectError;
+    return sendJson(res, httpStatusOf(err.code), errorJson(err));
+  }
+  if (!(await serveConnect(req, res, services, { ...call, user }))) {
+    throw new CubeError('NOT_FOUND', `envd has no route ${req.method} ${path}`);
+  }
+}
+
+export async function handleSandboxUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, ctx: ApiContext): Promise<void> {
+  const t = targetOf(req.headers, ctx.config().api.sandbox_domain);
+  try {
+    if (!t) throw new CubeError('BAD_REQUEST', 'not sandbox traffic');
+    const { call, port } = await resolve(ctx, t);
+    if (port === ENVD_PORT) throw new CubeError('BAD_REQUEST', `port ${ENVD_PORT} (envd) takes no upgrades`);
+    proxyUpgrade(req, socket, head, call.sandboxID, await call.node.sandboxAddress(call.sandboxID), port);
+  } catch (e) {
+    if (e instanceof Refusal) rejectUpgrade(socket, e.status, e.body);
+    else {
+      const err = toCubeError(e);
+      rejectUpgrade(socket, err.http, errorBody(err, 'e2b'));
+    }
+  }
+}
