@@ -1,0 +1,179 @@
+// Per-sandbox cgroups: v1 memory, cpu and pids for limits (this kernel binds those controllers to
+// v1), cgroup2 for freeze/thaw and atomic kill. Every sandbox lives at
+// `<own cgroup of this process>/cube-<tag>/<sandboxID>` in each hierarchy.
+import { readFileSync } from 'node:fs';
+import { access, mkdir, readFile, readdir, rmdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CubeError } from '../../errors.js';
+
+export type Hierarchy = 'memory' | 'cpu' | 'pids' | 'unified';
+export const HIERARCHIES: readonly Hierarchy[] = ['memory', 'cpu', 'pids', 'unified'];
+
+export interface CgroupLimits {
+  memoryMiB: number;
+  cpus: number;
+  pidsMax: number;
+}
+
+/** Where each hierarchy is mounted, from /proc/self/mounts (pure). */
+export function parseCgroupMounts(mounts: string): Partial<Record<Hierarchy, string>> {
+  const out: Partial<Record<Hierarchy, string>> = {};
+  for (const line of mounts.split('\n')) {
+    const [, dir, type, opts] = line.split(' ');
+    if (!dir || !opts) continue;
+    if (type === 'cgroup2') out.unified ??= dir;
+    if (type !== 'cgroup') continue;
+    const names = opts.split(',');
+    for (const h of ['memory', 'cpu', 'pids'] as const) if (names.includes(h)) out[h] ??= dir;
+  }
+  return out;
+}
+
+/** This process's own cgroup path in each hierarchy, from /proc/self/cgroup (pure). */
+export function parseOwnCgroups(self: string): Partial<Record<Hierarchy, string>> {
+  const out: Partial<Record<Hierarchy, string>> = {};
+  for (const line of self.split('\n')) {
+    const m = /^(\d+):([^:]*):(.*)$/.exec(line);
+    if (!m) continue;
+    const [, id, controllers, path] = m as unknown as [string, string, string, string];
+    if (id === '0' && controllers === '') out.unified = path;
+    for (const c of controllers.split(',')) if (c === 'memory' || c === 'cpu' || c === 'pids') out[c] = path;
+  }
+  return out;
+}
+
+/** cfs_quota_us for `cpus` vCPUs (-1 = unlimited) (pure). */
+export function cpuQuota(cpus: number, periodUs: number): number {
+  return cpus > 0 ? Math.max(1000, Math.round(cpus * periodUs)) : -1;
+}
+
+/** The value of `key` in a flat-keyed cgroup file such as cgroup.events or memory.oom_control (pure). */
+export function keyedValue(text: string, key: string): number | undefined {
+  for (const line of text.split('\n')) {
+    const [k, v] = line.split(' ');
+    if (k === key && v !== undefined) return Number(v);
+  }
+  return undefined;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class Cgroups {
+  /** Parent directory `…/cube-<tag>` in each hierarchy. */
+  readonly parents: Record<Hierarchy, string>;
+  private cpuPeriodUs = 100_000;
+
+  constructor(nodeTag: string, mounts = readFileSync('/proc/self/mounts', 'utf8'), self = readFileSync('/proc/self/cgroup', 'utf8')) {
+    const where = parseCgroupMounts(mounts);
+    const own = parseOwnCgroups(self);
+    const parents = {} as Record<Hierarchy, string>;
+    for (const h of HIERARCHIES) {
+      const mount = where[h];
+      const path = own[h];
+      if (!mount || path === undefined) {
+        throw new CubeError('CGROUP_FAILED', `cgroup hierarchy '${h}' is not mounted (need cgroup v1 memory, cpu, pids and cgroup2)`);
+      }
+      parents[h] = join(mount, path, `cube-${nodeTag}`);
+    }
+    this.parents = parents;
+  }
+
+  async init(): Promise<void> {
+    await Promise.all(HIERARCHIES.map((h) => mkdir(this.parents[h], { recursive: true })));
+    for (const f of ['cgroup.freeze', 'cgroup.kill']) {
+      await access(join(this.parents.unified, f)).catch(() => {
+        throw new CubeError('CGROUP_FAILED', `cgroup2 at ${this.parents.unified} has no ${f} (kernel >= 5.14 needed)`);
+      });
+    }
+    this.cpuPeriodUs = Number(await readFile(join(this.parents.cpu, 'cpu.cfs_period_us'), 'utf8'));
+  }
+
+  dir(h: Hierarchy, sandboxID: string): string {
+    return join(this.parents[h], sandboxID);
+  }
+
+  /** The cgroup.procs files a process writes itself into to join the sandbox. */
+  procsFiles(sandboxID: string): string[] {
+    return HIERARCHIES.map((h) => join(this.dir(h, sandboxID), 'cgroup.procs'));
+  }
+
+  async create(sandboxID: string, limits: CgroupLimits): Promise<void> {
+    await Promise.all(HIERARCHIES.map((h) => mkdir(this.dir(h, sandboxID))));
+    await Promise.all([
+      writeFile(join(this.dir('memory', sandboxID), 'memory.limit_in_bytes'), String(limits.memoryMiB * 1024 * 1024)),
+      writeFile(join(this.dir('cpu', sandboxID), 'cpu.cfs_quota_us'), String(cpuQuota(limits.cpus, this.cpuPeriodUs))),
+      writeFile(join(this.dir('pids', sandboxID), 'pids.max'), String(limits.pidsMax)),
+    ]);
+  }
+
+  /** Sandbox ids that have a cgroup in any hierarchy. */
+  async list(): Promise<Set<string>> {
+    const ids = new Set<string>();
+    for (const h of HIERARCHIES) {
+      const entries = await readdir(this.parents[h], { withFileTypes: true }).catch(() => []);
+      for (const e of entries) if (e.isDirectory()) ids.add(e.name);
+    }
+    return ids;
+  }
+
+  async pids(sandboxID: string): Promise<number[]> {
+    const text = await readFile(join(this.dir('unified', sandboxID), 'cgroup.procs'), 'utf8').catch(() => '');
+    return text.split('\n').filter(Boolean).map(Number);
+  }
+
+  /** Freezes (true) or thaws (false) and waits until the kernel says it is done. */
+  async freeze(sandboxID: string, frozen: boolean): Promise<void> {
+    const dir = this.dir('unified', sandboxID);
+    await writeFile(join(dir, 'cgroup.freeze'), frozen ? '1' : '0');
+    await this.waitEvent(dir, 'frozen', frozen ? 1 : 0);
+  }
+
+  /** Kills every process, waits until the cgroup is empty and removes the cgroup everywhere. Idempotent. */
+  async destroy(sandboxID: string): Promise<void> {
+    const dir = this.dir('unified', sandboxID);
+    const killed = await writeFile(join(dir, 'cgroup.kill'), '1').then(() => true, (e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENOENT') return false;
+      throw e;
+    });
+    if (killed) await this.waitEvent(dir, 'populated', 0);
+    await Promise.all(HIERARCHIES.map((h) => removeCgroupDir(this.dir(h, sandboxID))));
+  }
+
+  async readValue(h: Hierarchy, sandboxID: string, file: string): Promise<string> {
+    return readFile(join(this.dir(h, sandboxID), file), 'utf8');
+  }
+
+  /** memory.oom_control's oom_kill counter, read synchronously so an exec can sample it as it starts. */
+  oomKillsSync(sandboxID: string): number {
+    try {
+      return keyedValue(readFileSync(join(this.dir('memory', sandboxID), 'memory.oom_control'), 'utf8'), 'oom_kill') ?? 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  private async waitEvent(dir: string, key: string, want: number, timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (let delay = 0.5; ; delay = Math.min(delay * 2, 20)) {
+      const v = keyedValue(await readFile(join(dir, 'cgroup.events'), 'utf8'), key);
+      if (v === want) return;
+      if (Date.now() > deadline) throw new CubeError('CGROUP_FAILED', `${dir}: ${key} did not become ${want} within ${timeoutMs} ms`);
+      await sleep(delay);
+    }
+  }
+}
+
+/** rmdir that tolerates a missing dir and retries while the kernel still releases the last tasks. */
+async function removeCgroupDir(dir: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await rmdir(dir);
+      return;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return;
+      if (code !== 'EBUSY' || attempt >= 100) throw new CubeError('CGROUP_FAILED', `rmdir ${dir}: ${code}`, { cause: e });
+      await sleep(10);
+    }
+  }
+}

@@ -1,0 +1,280 @@
+// The `ns` runtime driver: a sandbox is a process tree in its own pid, mount, uts, ipc, cgroup and
+// net namespaces, pivoted into an overlayfs root, limited by per-sandbox cgroups. One process is
+// spawned per create (native/cube-launch.c); its init stays, nothing supervises it from the host.
+import { spawn } from 'node:child_process';
+import { accessSync, constants as fsConstants, existsSync, readFileSync } from 'node:fs';
+import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { constants as osConstants } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import type { Logger } from 'pino';
+import { CubeError, toCubeError } from '../../errors.js';
+import { isSandboxID } from '../../ids.js';
+import { DEFAULT_PATH, sandboxUser } from '../templates.js';
+import type {
+  ExecProcess,
+  ExecRequest,
+  ExitInfo,
+  LaunchSpec,
+  RuntimeDriver,
+  SandboxHandle,
+  SandboxStats,
+} from '../types.js';
+import { Cgroups, keyedValue } from './cgroups.js';
+import { NsFiles } from './files.js';
+
+export interface NsDriverOptions {
+  dataDir: string;
+  nodeTag: string;
+  log?: Logger;
+  /** Default: build/cube-launch of this package (npm run build:native). */
+  launcherPath?: string;
+}
+
+/** What a sandbox's exec needs after a daemon restart: kept next to its upper dir. */
+interface SandboxRecord {
+  template: string;
+  env: Record<string, string>;
+}
+
+/** cube-launch exec: SIGUSR1 asks the helper to SIGKILL the command's whole process group. */
+const KILL_GROUP = 'SIGUSR1';
+/** How long an exited command's output may still drain (background children can hold the pipes). */
+const DRAIN_MS = 200;
+
+function defaultLauncher(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)), i = 0; i < 6; i++, dir = dirname(dir)) {
+    const p = join(dir, 'build', 'cube-launch');
+    if (existsSync(p)) return p;
+  }
+  return join(process.cwd(), 'build', 'cube-launch');
+}
+
+export class NsDriver implements RuntimeDriver {
+  readonly name = 'ns' as const;
+  readonly files = new NsFiles();
+  private readonly sandboxesDir: string;
+  private readonly launcher: string;
+  private readonly log: Logger | undefined;
+  private cgroupsOrUndefined?: Cgroups;
+  private readonly records = new Map<string, SandboxRecord>();
+
+  constructor(private readonly opts: NsDriverOptions) {
+    this.sandboxesDir = join(opts.dataDir, 'sandboxes');
+    this.launcher = opts.launcherPath ?? defaultLauncher();
+    this.log = opts.log?.child({ component: 'runtime-ns' });
+  }
+
+  private get cgroups(): Cgroups {
+    if (!this.cgroupsOrUndefined) throw new CubeError('INTERNAL', 'ns driver used before init()');
+    return this.cgroupsOrUndefined;
+  }
+
+  async init(): Promise<void> {
+    try {
+      accessSync(this.launcher, fsConstants.X_OK);
+    } catch {
+      throw new CubeError('INTERNAL', `launcher ${this.launcher} is missing: build it with 'npm run build:native'`);
+    }
+    this.cgroupsOrUndefined = new Cgroups(this.opts.nodeTag);
+    await this.cgroups.init();
+    await mkdir(this.sandboxesDir, { recursive: true });
+  }
+
+  private dir(sandboxID: string): string {
+    return join(this.sandboxesDir, sandboxID);
+  }
+
+  async create(spec: LaunchSpec): Promise<SandboxHandle> {
+    const id = spec.sandboxID;
+    if (!isSandboxID(id)) throw new CubeError('BAD_REQUEST', `invalid sandbox id '${id}'`);
+    if (!(spec.memoryMiB > 0 && spec.cpus > 0 && spec.pidsMax > 0)) {
+      throw new CubeError('BAD_REQUEST', `cpus, memoryMiB and pidsMax must be positive (got ${spec.cpus}, ${spec.memoryMiB}, ${spec.pidsMax})`);
+    }
+    const dir = this.dir(id);
+    try {
+      await mkdir(dir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new CubeError('CONFLICT', `sandbox ${id} already exists on this node`);
+      throw toCubeError(e, 'CREATE_FAILED');
+    }
+    const record: SandboxRecord = { template: spec.template.name, env: spec.env };
+    try {
+      await Promise.all([
+        mkdir(join(dir, 'upper')),
+        mkdir(join(dir, 'work')),
+        mkdir(join(dir, 'merged')),
+        writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
+        this.cgroups.create(id, spec),
+      ]);
+      const args = ['create', '-i', id, '-l', spec.template.rootfs, '-u', join(dir, 'upper'), '-w', join(dir, 'work'), '-m', join(dir, 'merged')];
+      args.push('-t', String(spec.memoryMiB));
+      if (spec.template.bindHostUsr) args.push('-U');
+      if (spec.netnsPath) args.push('-n', spec.netnsPath);
+      for (const f of this.cgroups.procsFiles(id)) args.push('-c', f);
+      const r = await execa(this.launcher, args, { env: {}, extendEnv: false, stdin: 'ignore', reject: false });
+      const initPid = Number(r.stdout.trim());
+      if (r.exitCode !== 0 || !Number.isInteger(initPid) || initPid <= 0) {
+        throw new CubeError('CREATE_FAILED', `sandbox ${id}: ${r.stderr.trim() || `launcher exited ${r.exitCode}`}`);
+      }
+      this.records.set(id, record);
+      this.log?.debug({ sandboxID: id, initPid }, 'sandbox created');
+      return { sandboxID: id, initPid, dir };
+    } catch (e) {
+      await this.remove(id).catch((d: unknown) => this.log?.error({ sandboxID: id, err: d }, 'cleanup after failed create failed'));
+      throw toCubeError(e, 'CREATE_FAILED');
+    }
+  }
+
+  async destroy(sandboxID: string): Promise<void> {
+    if (!isSandboxID(sandboxID)) throw new CubeError('BAD_REQUEST', `invalid sandbox id '${sandboxID}'`);
+    await this.remove(sandboxID);
+  }
+
+  /** Kills, removes cgroups and the directory of any name found under this node's parents. */
+  private async remove(sandboxID: string): Promise<void> {
+    try {
+      await this.cgroups.destroy(sandboxID);
+      await rm(this.dir(sandboxID), { recursive: true, force: true });
+      this.records.delete(sandboxID);
+    } catch (e) {
+      throw toCubeError(e, 'DESTROY_FAILED');
+    }
+  }
+
+  async pause(h: SandboxHandle): Promise<void> {
+    await this.cgroups.freeze(h.sandboxID, true).catch((e: unknown) => {
+      throw toCubeError(e, 'PAUSE_FAILED');
+    });
+  }
+
+  async resume(h: SandboxHandle): Promise<void> {
+    await this.cgroups.freeze(h.sandboxID, false).catch((e: unknown) => {
+      throw toCubeError(e, 'RESUME_FAILED');
+    });
+  }
+
+  alive(h: SandboxHandle): boolean {
+    try {
+      const comm = readFileSync(`/proc/${h.initPid}/comm`, 'utf8');
+      const cgroup = readFileSync(`/proc/${h.initPid}/cgroup`, 'utf8');
+      return comm === 'cube-init\n' && cgroup.includes(`/cube-${this.opts.nodeTag}/${h.sandboxID}\n`);
+    } catch {
+      return false;
+    }
+  }
+
+  exec(h: SandboxHandle, req: ExecRequest): ExecProcess {
+    if (!req.argv.length || req.argv.some((a) => typeof a !== 'string' || a.includes('\0'))) {
+      throw new CubeError('BAD_REQUEST', 'exec needs a non-empty argv of strings without NUL');
+    }
+    const userName = req.user ?? 'user';
+    const user = sandboxUser(userName);
+    const record = this.records.get(h.sandboxID);
+    const env: Record<string, string> = {
+      PATH: DEFAULT_PATH,
+      HOME: user.home,
+      USER: userName,
+      LOGNAME: userName,
+      ...record?.env,
+      ...req.env,
+    };
+    const args = ['exec', '-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), '-d', req.cwd ?? user.home];
+    for (const f of this.cgroups.procsFiles(h.sandboxID)) args.push('-c', f);
+    args.push('--', ...req.argv);
+
+    const oomBefore = this.cgroups.oomKillsSync(h.sandboxID);
+    const child = spawn(this.launcher, args, { env, stdio: [req.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
+    let timedOut = false;
+    const timer = req.timeoutMs
+      ? setTimeout(() => {
+          timedOut = true;
+          child.kill(KILL_GROUP);
+        }, req.timeoutMs)
+      : undefined;
+    const exited = new Promise<ExitInfo>((resolve, reject) => {
+      child.once('error', (e) => {
+        clearTimeout(timer);
+        reject(new CubeError('EXEC_FAILED', `exec in ${h.sandboxID}: ${e.message}`, { cause: e }));
+      });
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        const settle = () => {
+          const oomKilled = this.cgroups.oomKillsSync(h.sandboxID) > oomBefore;
+          resolve({
+            exitCode: signal ? 128 + (osConstants.signals[signal] ?? 0) : (code ?? 0),
+            ...(signal ? { signal } : {}),
+            oomKilled,
+            timedOut,
+          });
+        };
+        const drain = setTimeout(settle, DRAIN_MS);
+        child.once('close', () => {
+          clearTimeout(drain);
+          settle();
+        });
+      });
+    });
+    return {
+      pid: child.pid ?? -1,
+      stdout: child.stdout!,
+      stderr: child.stderr!,
+      stdin: child.stdin,
+      exited,
+      kill: (signal: NodeJS.Signals = 'SIGKILL') => {
+        child.kill(signal === 'SIGKILL' ? KILL_GROUP : signal);
+      },
+    };
+  }
+
+  async stats(h: SandboxHandle): Promise<SandboxStats> {
+    const id = h.sandboxID;
+    const [usage, limit, cpu, pids, oom] = await Promise.all([
+      this.cgroups.readValue('memory', id, 'memory.usage_in_bytes'),
+      this.cgroups.readValue('memory', id, 'memory.limit_in_bytes'),
+      this.cgroups.readValue('unified', id, 'cpu.stat'),
+      this.cgroups.readValue('pids', id, 'pids.current'),
+      this.cgroups.readValue('memory', id, 'memory.oom_control'),
+    ]).catch((e: unknown) => {
+      throw new CubeError('NOT_FOUND', `sandbox ${id} has no cgroups on this node`, { cause: e });
+    });
+    return {
+      memoryBytes: Number(usage),
+      memoryLimitBytes: Number(limit),
+      cpuUsageNs: (keyedValue(cpu, 'usage_usec') ?? 0) * 1000,
+      pids: Number(pids),
+      oomKills: keyedValue(oom, 'oom_kill') ?? 0,
+    };
+  }
+
+  async scan(): Promise<SandboxHandle[]> {
+    const out: SandboxHandle[] = [];
+    for (const id of await this.cgroups.list()) {
+      if (!isSandboxID(id)) continue;
+      for (const pid of await this.cgroups.pids(id)) {
+        const h = { sandboxID: id, initPid: pid, dir: this.dir(id) };
+        if (!this.alive(h)) continue;
+        const record = await readFile(join(h.dir, 'sandbox.json'), 'utf8').then((t) => JSON.parse(t) as SandboxRecord, () => undefined);
+        if (!record) break; // half-created: cleanup() removes it
+        this.records.set(id, record);
+        out.push(h);
+        break;
+      }
+    }
+    return out;
+  }
+
+  async cleanup(keep: Set<string>): Promise<{ removed: string[] }> {
+    const ids = await this.cgroups.list();
+    for (const name of await readdir(this.sandboxesDir).catch(() => [] as string[])) ids.add(name);
+    const removed: string[] = [];
+    for (const id of ids) {
+      if (keep.has(id)) continue;
+      await this.remove(id);
+      removed.push(id);
+    }
+    if (removed.length) this.log?.info({ removed }, 'removed leftover sandboxes');
+    return { removed };
+  }
+}
