@@ -1,0 +1,34 @@
+// Kernel object names of a node's network slots (docs/architecture.md): one source for the
+// agent, its policy and the tests that count leftovers.
+
+export const NETNS_DIR = '/run/netns';
+export const SYS_NET_DIR = '/sys/class/net';
+
+export function netnsName(tag: string, index: number): string {
+  return `cube-${tag}-${index}`;
+}
+
+/** `cube` + 4-hex tag + index: at most 15 chars (IFNAMSIZ - 1) for indices below 10^7. */
+export function hostIfName(tag: string, index: number): string {
+  return `cube${tag}${index}`;
+}
+
+export function nftTableName(tag: string): string {
+  return `cube_${tag}`;
+}
+
+/** nftables wildcard matching every host-side veth of the tag (the tag has a fixed width). */
+export function hostIfPattern(tag: string): string {
+  return `cube${tag}*`;
+}
+
+/** Slot index from a netns name of this tag, or undefined. */
+export function netnsIndex(tag: string, name: string): number | undefined {
+  const m = new RegExp(`^cube-${tag}-(\\d+)$`).exec(name);
+  return m ? Number(m[1]) : undefined;
+}
+
+export function hostIfIndex(tag: string, name: string): number | undefined {
+  const m = new RegExp(`^cube${tag}(\\d+)$`).exec(name);
+  return m ? Number(m[1]) : undefined;
+}
