@@ -45,10 +45,9 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   on('POST', ['/sandboxes', '/v2/sandboxes'], async (req, res) => {
     const b = parseBody(NewSandboxSchema, await readJson(req), 'sandbox create body');
     refuseUnsupported(b);
-    await checkTemplate(ctx, b.templateID);
     const rec = await ctx.cp.createSandbox({
       ...(b.templateID ? { templateID: b.templateID } : {}),
-      ...(b.timeout ? { timeoutSec: b.timeout } : {}),
+      ...(b.timeout !== undefined ? { timeoutSec: b.timeout } : {}),
       ...(b.metadata ? { metadata: b.metadata } : {}),
       ...(b.envVars ? { envVars: b.envVars } : {}),
       ...(b.allow_internet_access !== undefined ? { allowInternetAccess: b.allow_internet_access } : {}),
@@ -77,7 +76,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
 
   on('DELETE', ['/sandboxes/:id'], async (req, res, id) => {
-    await fresh(id); // a missing sandbox is a 404 body, which makes the SDK's kill() return false
+    // A missing sandbox is a 404 body, which makes the SDK's kill() return false.
     await ctx.cp.destroySandbox(id, actor(req));
     sendNoContent(res);
   });
@@ -150,15 +149,6 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
       })),
     );
   });
-}
-
-/** `base` (the SDK's default) and no name mean the configured default; anything else must exist on a node. */
-async function checkTemplate(ctx: ApiContext, templateID: string | undefined): Promise<void> {
-  if (!templateID || templateID === 'base') return;
-  const names = (await ctx.cp.templates()).map((t) => t.templateID);
-  if (!names.includes(templateID)) {
-    throw new CubeError('NOT_FOUND', `template ${JSON.stringify(templateID)} not found; available: ${[...names, 'base'].join(', ')}`, { details: { templateID } });
-  }
 }
 
 /** Sets the end to now + seconds only when that is later than the current end. */
