@@ -4,7 +4,7 @@
 // a hot-reloaded config takes effect on the next decision.
 import type { MasterConfig } from '../config/schema.js';
 import { CubeError } from '../errors.js';
-import { computeDensity, densityParamsFromConfig, DensityInputError, type Density } from './density.js';
+import { computeDensity, densityParamsFromConfig, DensityInputError, type Density, type DensityParams, type NodeCapacity } from './density.js';
 import { FILTERS } from './filters/index.js';
 import { prefilter } from './filters/prefilter.js';
 import type { Candidate, NodeContext, PlacementRequest, Rejection } from './plugin.js';
@@ -23,22 +23,20 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
 
   const rejections: Rejection[] = [];
   const top: { nodeID: string; score: number }[] = [];
+  // Nodes of one shape share a density: compute it once per shape and decision.
+  const densities = new Map<string, Density | DensityInputError>();
   let considered = 0;
   for (const { view, inFlightCreates } of nodes) {
     if (req.nodeID !== undefined && view.nodeID !== req.nodeID) continue;
     considered++;
-    const reject = (filter: string, reason: string) => rejections.push({ nodeID: view.nodeID, filter, reason });
     const pre = prefilter(view, cfg.scheduler.heartbeat_timeout_ms, now);
     if (pre !== undefined) {
-      reject('prefilter', pre);
+      rejections.push({ nodeID: view.nodeID, filter: 'prefilter', reason: pre });
       continue;
     }
-    let density: Density;
-    try {
-      density = computeDensity(view.capacity, params, req);
-    } catch (e) {
-      if (!(e instanceof DensityInputError)) throw e;
-      reject('capacity', e.message);
+    const density = densityFor(densities, view.capacity, params, req);
+    if (density instanceof DensityInputError) {
+      rejections.push({ nodeID: view.nodeID, filter: 'capacity', reason: density.message });
       continue;
     }
     const ctx: NodeContext = { req, node: view, inFlightCreates, cfg, now, density };
@@ -46,7 +44,7 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
     for (const f of filters) {
       const reason = f.run(ctx);
       if (reason !== undefined) {
-        reject(f.name, reason);
+        rejections.push({ nodeID: view.nodeID, filter: f.name, reason });
         refused = true;
         break;
       }
@@ -63,6 +61,21 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
   if (top.length === 0) return { ok: false, rejections };
   const pick = top[Math.min(top.length - 1, Math.floor(rand() * top.length))]!;
   return { ok: true, nodeID: pick.nodeID, score: pick.score };
+}
+
+function densityFor(cache: Map<string, Density | DensityInputError>, capacity: NodeCapacity, params: DensityParams, spec: PlacementRequest): Density | DensityInputError {
+  const key = `${capacity.cpus}/${capacity.memoryMiB}`;
+  let d = cache.get(key);
+  if (d === undefined) {
+    try {
+      d = computeDensity(capacity, params, spec);
+    } catch (e) {
+      if (!(e instanceof DensityInputError)) throw e;
+      d = e;
+    }
+    cache.set(key, d);
+  }
+  return d;
 }
 
 /** Keeps `top` sorted by score, best first, at most `n` long; equal scores keep arrival order. */
