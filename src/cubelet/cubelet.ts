@@ -104,6 +104,11 @@ export class Cubelet implements NodeApi {
     await this.o.network.stop({ destroy: opts.destroy });
   }
 
+  /** Notices from the node's other agents (e.g. the network pool running dry) as node events. */
+  report(kind: EventKind, message: string): void {
+    this.emitEvent(kind, message);
+  }
+
   subscribe(listener: (e: NodeEvent) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);

@@ -1,0 +1,138 @@
+// /admin/v1: nodes, sandboxes (with exec as an NDJSON stream), config, events, stats,
+// templates and the watch stream. Bodies are checked with zod; every answer is JSON and every
+// error `{code, message, status}` (src/errors.ts).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { z } from 'zod';
+import { CubeError } from '../../errors.js';
+import { publicView } from '../../scheduler/local-control-plane.js';
+import type { SandboxState } from '../types.js';
+import type { ApiContext, ApiRouter, Caller, Handler } from '../context.js';
+import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
+import { serveWatch } from './watch.js';
+
+const P = '/admin/v1';
+const STATES: readonly SandboxState[] = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'];
+
+const stringMap = z.record(z.string(), z.string());
+const CreateBody = z
+  .object({
+    templateID: z.string().min(1).optional(),
+    cpus: z.number().positive().optional(),
+    memoryMiB: z.number().int().min(16).optional(),
+    diskGiB: z.number().positive().optional(),
+    timeoutSec: z.number().int().min(1).optional(),
+    nodeID: z.string().min(1).optional(),
+    metadata: stringMap.optional(),
+    envVars: stringMap.optional(),
+    allowInternetAccess: z.boolean().optional(),
+  })
+  .strict();
+const ExecBody = z
+  .object({
+    argv: z.array(z.string()).min(1),
+    env: stringMap.optional(),
+    cwd: z.string().optional(),
+    user: z.enum(['root', 'user']).optional(),
+    timeoutMs: z.number().int().min(0).optional(),
+  })
+  .strict();
+const DrainBody = z.object({ evict: z.boolean().optional(), deadlineSec: z.number().int().min(0).optional() }).strict();
+const SetBody = z.object({ path: z.string().min(1), value: z.unknown() }).strict();
+
+async function body<T>(req: IncomingMessage, schema: z.ZodType<T>): Promise<T> {
+  const r = schema.safeParse(await readJson(req));
+  if (!r.success) throw new CubeError('BAD_REQUEST', r.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+  return r.data;
+}
+
+const actor = (req: IncomingMessage & { caller?: Caller }) => req.caller?.keyID;
+
+export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
+  const { cp } = ctx;
+  const on = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, h: Handler) =>
+    router.on(method, `${P}${path}`, (req, res, params, _store, query) => {
+      Promise.resolve(h(req, res, params, (query ?? {}) as Record<string, string>)).catch((e: unknown) => sendError(res, e, 'admin'));
+    });
+  const nodeAction = (action: 'cordon' | 'uncordon') => async (req: IncomingMessage, res: ServerResponse, p: Record<string, string | undefined>) =>
+    sendJson(res, 200, await cp.nodeAction({ nodeID: p.nodeID!, action, ...opt('actor', actor(req)) }));
+
+  on('GET', '/nodes', async (_req, res) => sendJson(res, 200, await cp.listNodes()));
+  on('GET', '/nodes/:nodeID', async (_req, res, p) => {
+    const node = (await cp.listNodes()).find((n) => n.nodeID === p.nodeID);
+    if (!node) throw new CubeError('NOT_FOUND', `node ${p.nodeID} not found`);
+    sendJson(res, 200, node);
+  });
+  on('POST', '/nodes/:nodeID/cordon', nodeAction('cordon'));
+  on('POST', '/nodes/:nodeID/uncordon', nodeAction('uncordon'));
+  on('POST', '/nodes/:nodeID/drain', async (req, res, p) => {
+    const b = await body(req, DrainBody);
+    sendJson(res, 200, await cp.nodeAction({ nodeID: p.nodeID!, action: 'drain', ...b, ...opt('actor', actor(req)) }));
+  });
+  on('DELETE', '/nodes/:nodeID', async (req, res, p) => {
+    await cp.nodeAction({ nodeID: p.nodeID!, action: 'delete', ...opt('actor', actor(req)) });
+    sendNoContent(res);
+  });
+
+  on('GET', '/sandboxes', async (_req, res, _p, q) => {
+    const state = q.state ? q.state.split(',').filter(Boolean) : undefined;
+    const bad = state?.filter((s) => !STATES.includes(s as SandboxState));
+    if (bad?.length) throw new CubeError('BAD_REQUEST', `unknown state ${bad.join(', ')} (known: ${STATES.join(', ')})`);
+    const list = await cp.listSandboxes({ ...(state ? { state: state as SandboxState[] } : {}), ...opt('nodeID', q.node), ...opt('templateID', q.template) });
+    sendJson(res, 200, list.map(publicView));
+  });
+  on('POST', '/sandboxes', async (req, res) => {
+    const b = await body(req, CreateBody);
+    sendJson(res, 201, publicView(await cp.createSandbox({ ...b, ...opt('actor', actor(req)) })));
+  });
+  on('GET', '/sandboxes/:id', async (_req, res, p) => sendJson(res, 200, publicView(await cp.getSandbox(p.id!))));
+  on('DELETE', '/sandboxes/:id', async (req, res, p) => {
+    await cp.destroySandbox(p.id!, actor(req));
+    sendNoContent(res);
+  });
+  on('POST', '/sandboxes/:id/pause', async (req, res, p) => sendJson(res, 200, publicView(await cp.pauseSandbox(p.id!, actor(req)))));
+  on('POST', '/sandboxes/:id/resume', async (req, res, p) => sendJson(res, 200, publicView((await cp.resumeSandbox(p.id!, undefined, actor(req))).sandbox)));
+  on('POST', '/sandboxes/:id/exec', async (req, res, p) => serveExec(req, res, ctx, p.id!, await body(req, ExecBody)));
+
+  on('GET', '/config', async (_req, res) => sendJson(res, 200, cp.config()));
+  on('POST', '/config/reload', async (req, res) => sendJson(res, 200, await cp.reloadConfig(actor(req))));
+  on('PUT', '/config', async (req, res) => {
+    const b = await body(req, SetBody);
+    sendJson(res, 200, await cp.setConfig(b.path, b.value, actor(req)));
+  });
+
+  on('GET', '/events', async (_req, res, _p, q) => {
+    const num = (name: string, v: string | undefined) => {
+      if (v === undefined) return undefined;
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0) throw new CubeError('BAD_REQUEST', `${name} must be a non-negative integer (got ${v})`);
+      return n;
+    };
+    sendJson(res, 200, await cp.events({ ...opt('sinceID', num('since', q.since)), ...opt('limit', num('limit', q.limit)) }));
+  });
+  on('GET', '/stats', async (_req, res) => sendJson(res, 200, (await cp.snapshot()).stats));
+  on('GET', '/templates', async (_req, res) => sendJson(res, 200, await cp.templates()));
+  on('GET', '/watch', (req, res) => serveWatch(req, res, ctx));
+}
+
+/** `{[k]: v}` when v is defined, else `{}` (exactOptionalPropertyTypes-friendly spreading). */
+function opt<K extends string, V>(k: K, v: V | undefined): { [P in K]?: V } {
+  return (v === undefined ? {} : { [k]: v }) as { [P in K]?: V };
+}
+
+// One NDJSON line per ProcessEvent (stdout/stderr data base64); the last line is `end`. A
+// client that disconnects early kills the command: admin exec is interactive, not background.
+async function serveExec(req: IncomingMessage, res: ServerResponse, ctx: ApiContext, sandboxID: string, b: z.infer<typeof ExecBody>): Promise<void> {
+  const node = await ctx.cp.nodeFor(sandboxID);
+  const proc = await node.startProcess(sandboxID, { argv: b.argv, ...opt('env', b.env), ...opt('cwd', b.cwd), ...opt('user', b.user), ...opt('timeoutMs', b.timeoutMs) });
+  res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
+  let ended = false;
+  res.on('close', () => {
+    if (!ended) node.signalProcess(sandboxID, proc.pid, 'SIGKILL').catch(() => {});
+  });
+  for await (const ev of proc.events) {
+    if (ev.type === 'end') ended = true;
+    const line = ev.type === 'stdout' || ev.type === 'stderr' ? { type: ev.type, data: ev.data.toString('base64') } : ev;
+    res.write(`${JSON.stringify(line)}\n`);
+  }
+  res.end();
+}

@@ -1,0 +1,109 @@
+// The HTTP front door (node:http + find-my-way). Order per request: /health and /metrics
+// (no key), sandbox traffic (envd protocol, authorised by the sandbox's token, not a key),
+// then API-key auth, the per-key rate limit, and the routes (E2B REST and /admin/v1).
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Router from 'find-my-way';
+import { CubeError } from '../errors.js';
+import { registerAdminRoutes } from './admin/routes.js';
+import { ApiKeys } from './auth.js';
+import type { ApiContext, ApiRouter, Caller } from './context.js';
+import { registerE2bRoutes } from './e2b/routes.js';
+import { handleSandboxTraffic, handleSandboxUpgrade, isSandboxTraffic } from './envd/index.js';
+import { sendError, sendJson, type Flavour } from './http.js';
+import { createMetrics } from './metrics.js';
+import { RateLimiter } from './rate-limit.js';
+
+export interface ApiServerOptions {
+  ctx: ApiContext;
+  apiKeys: string[];
+  nodeID: string;
+  version: string;
+}
+
+export interface ApiServer {
+  server: Server;
+  listen(host: string, port: number): Promise<AddressInfo>;
+  close(): Promise<void>;
+}
+
+const flavourOf = (url: string): Flavour => (url.startsWith('/admin/') ? 'admin' : 'e2b');
+
+function isLoopback(req: IncomingMessage): boolean {
+  const a = req.socket.remoteAddress ?? '';
+  return a === '::1' || a.startsWith('127.') || a.startsWith('::ffff:127.');
+}
+
+export function createApiServer(o: ApiServerOptions): ApiServer {
+  const { ctx } = o;
+  const router: ApiRouter = Router({
+    ignoreTrailingSlash: true,
+    defaultRoute: (req, res) => sendError(res, new CubeError('NOT_FOUND', `no route for ${req.method} ${(req.url ?? '/').split('?', 1)[0]}`), flavourOf(req.url ?? '/')),
+  });
+  registerAdminRoutes(router, ctx);
+  registerE2bRoutes(router, ctx);
+  const keys = new ApiKeys(o.apiKeys);
+  const limiter = new RateLimiter(() => ctx.config().api.rate_limit_per_sec);
+  const metrics = createMetrics(ctx.cp);
+
+  const handle = async (req: IncomingMessage & { caller?: Caller }, res: ServerResponse): Promise<void> => {
+    const url = req.url ?? '/';
+    const path = url.split('?', 1)[0]!;
+    if (isSandboxTraffic(req, ctx)) return handleSandboxTraffic(req, res, ctx);
+    if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok', nodeID: o.nodeID, version: o.version });
+    const caller = keys.authenticate(req);
+    if (path === '/metrics' && req.method === 'GET' && (caller || isLoopback(req))) {
+      const text = await metrics.registry.metrics();
+      res.writeHead(200, { 'content-type': metrics.registry.contentType });
+      res.end(text);
+      return;
+    }
+    if (!caller) throw new CubeError('UNAUTHORIZED', 'missing or invalid API key (send X-API-Key: <key> or Authorization: Bearer <key>)');
+    const wait = limiter.take(caller.keyID);
+    if (wait > 0) throw new CubeError('RATE_LIMITED', `more than ${ctx.config().api.rate_limit_per_sec} requests per second for this API key`, { retryAfter: wait });
+    req.caller = caller;
+    router.lookup(req, res);
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((e: unknown) => {
+      if (!(e instanceof CubeError) || e.http >= 500) ctx.log.error({ err: e, method: req.method, url: req.url }, 'request failed');
+      sendError(res, e, flavourOf(req.url ?? '/'));
+    });
+  });
+  server.on('upgrade', (req: IncomingMessage, socket, head) => {
+    if (isSandboxTraffic(req, ctx)) {
+      handleSandboxUpgrade(req, socket, head, ctx).catch((err: unknown) => {
+        ctx.log.warn({ err }, 'sandbox upgrade failed');
+        socket.destroy();
+      });
+      return;
+    }
+    socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+  });
+  // SSE and exec streams stay open for long; a slow request body is still cut off.
+  server.requestTimeout = 0;
+  server.headersTimeout = 30_000;
+  server.keepAliveTimeout = 65_000;
+
+  return {
+    server,
+    listen: (host, port) =>
+      new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve(server.address() as AddressInfo);
+        });
+      }),
+    close: async () => {
+      metrics.close();
+      server.closeIdleConnections();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Watch streams and execs never end by themselves.
+        setTimeout(() => server.closeAllConnections(), 1000).unref();
+      });
+    },
+  };
+}

@@ -1,0 +1,208 @@
+// cubed: the daemon. Role all runs the API, the local placement step, the cubelet and the
+// network-agent in one process with embedded state. See `cubed --help`.
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Command, Option } from 'commander';
+import pino, { type Logger } from 'pino';
+import { resolveApiKey } from '../api/auth.js';
+import { createApiServer } from '../api/server.js';
+import { resolveConfigDir, packageRoot } from '../config/loader.js';
+import { ConfigStore } from '../config/store.js';
+import { Cubelet } from '../cubelet/cubelet.js';
+import { isCubeError } from '../errors.js';
+import { nodeTag } from '../ids.js';
+import { NsNetworkAgent } from '../network/agent.js';
+import { parseRange } from '../network/ipam.js';
+import { NsDriver } from '../runtime/ns/driver.js';
+import { TemplateStore } from '../runtime/templates.js';
+import { LocalControlPlane } from '../scheduler/local-control-plane.js';
+import { EmbeddedStore } from '../store/embedded.js';
+
+interface Flags {
+  role: 'all' | 'control' | 'compute';
+  listen?: string;
+  dataDir?: string;
+  configDir?: string;
+  apiKey?: string;
+  nodeId?: string;
+  destroyOnExit?: boolean;
+}
+
+const HELP_AFTER = `
+Roles:
+  all       (default) API + placement + cubelet + network-agent in one process; state in
+            SQLite at <data-dir>/cubed.db.
+  control   API + scheduler against Redis + MySQL (not yet available in this build).
+  compute   cubelet + network-agent joining a control plane (not yet available in this build).
+
+Configuration:
+  <config-dir>/cubemaster.yaml and <config-dir>/cubelet.toml (docs/configuration.md). The
+  config dir is --config-dir, else /etc/cubed when it exists, else the package's config/.
+  Files are watched: a valid edit applies live, an invalid one is refused and the old config
+  stays (see the config.rejected event). Flags override: --listen (api.listen), --data-dir
+  (data_dir), --node-id (node_id).
+
+API key:
+  --api-key, else $CUBE_API_KEY, else the key in <data-dir>/api-key, generated on the first
+  start (e2b_<40 hex>, mode 0600). Clients send it as X-API-Key or Authorization: Bearer.
+
+Data dir (default /var/lib/cubed):
+  cubed.db (records, events, audit), api-key, sandboxes/<id>/ (overlay upper dirs and
+  meta.json), templates/. One daemon per data dir (cubed.pid).
+
+Signals:
+  SIGTERM, SIGINT   graceful stop: the API closes, sandboxes keep running and are re-adopted
+                    at the next start (anything half-created is cleaned then). With
+                    --destroy-on-exit every sandbox and the network pool are destroyed and the
+                    host's netns, links, cgroups, mounts and nftables are as before the start.
+                    A second signal exits at once.
+
+Logs:
+  JSON lines (pino) on stdout; level from $CUBE_LOG_LEVEL (default info).
+
+Exit status:
+  0 stopped by a signal; 1 start-up failed (reason on stderr and in the log);
+  2 bad usage or invalid configuration.
+
+Examples:
+  cubed                                       # role all on 127.0.0.1:3000
+  cubed --listen 0.0.0.0:3000 --data-dir /srv/cubed
+  CUBE_API_KEY=secret cubed --destroy-on-exit
+`;
+
+function version(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+function parseListen(s: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(s);
+  const port = Number(m?.[3]);
+  if (!m || !(port >= 0 && port <= 65535)) throw new UsageError(`--listen ${s}: expected ADDR:PORT such as 127.0.0.1:3000`);
+  return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+}
+
+class UsageError extends Error {}
+
+/** One daemon per data dir: a second one would fight over the same kernel objects. */
+function takePidLock(dataDir: string): () => void {
+  const path = join(dataDir, 'cubed.pid');
+  try {
+    const other = Number(readFileSync(path, 'utf8').trim());
+    if (other > 0 && other !== process.pid) {
+      try {
+        process.kill(other, 0);
+        throw new UsageError(`another cubed (pid ${other}) is running with data dir ${dataDir}`);
+      } catch (e) {
+        if (e instanceof UsageError) throw e;
+      }
+    }
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+  }
+  writeFileSync(path, `${process.pid}\n`);
+  return () => rmSync(path, { force: true });
+}
+
+async function runAll(flags: Flags): Promise<void> {
+  const configDir = resolveConfigDir(flags.configDir);
+  const config = new ConfigStore(configDir);
+  const cfg = config.config;
+  const nodeID = flags.nodeId ?? (cfg.cubelet.node_id || hostname());
+  const dataDir = resolve(flags.dataDir ?? cfg.cubelet.data_dir);
+  const listen = parseListen(flags.listen ?? cfg.master.api.listen);
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const log: Logger = pino({ level: process.env.CUBE_LOG_LEVEL ?? 'info', base: { nodeID } });
+  const unlock = takePidLock(dataDir);
+  const tag = nodeTag(nodeID);
+  const apiKey = resolveApiKey({ ...(flags.apiKey ? { flag: flags.apiKey } : {}), ...(process.env.CUBE_API_KEY ? { env: process.env.CUBE_API_KEY } : {}), dataDir });
+  if (apiKey.from === 'generated') log.warn({ path: apiKey.path }, `generated an API key in ${apiKey.path} (mode 0600); clients send it as X-API-Key`);
+  else log.info({ from: apiKey.from, path: apiKey.path }, 'API key loaded');
+
+  const store = new EmbeddedStore({ path: join(dataDir, 'cubed.db') });
+  await store.init();
+  const net = cfg.cubelet.plugins['io.cubelet.internal.v1.network'];
+  let cubelet: Cubelet | undefined;
+  const network = new NsNetworkAgent({
+    nodeTag: tag,
+    cidr: net.cidr,
+    initNum: net.tap_init_num,
+    allowHostAccess: net.allow_host_access,
+    log,
+    onNotice: (n) => cubelet?.report(n.kind, n.message),
+  });
+  cubelet = new Cubelet({
+    nodeID,
+    dataDir,
+    driver: new NsDriver({ dataDir, nodeTag: tag, log }),
+    network,
+    templates: new TemplateStore(dataDir),
+    config: () => config.config,
+    log: log.child({ component: 'cubelet' }),
+    poolSlotLimit: parseRange(net.cidr).maxIndex,
+  });
+  const t0 = performance.now();
+  const { adopted, removed } = await cubelet.start();
+  const cp = new LocalControlPlane({ cubelet, store, config, log: log.child({ component: 'control-plane' }) });
+  await cp.start();
+  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: () => config.config.master }, apiKeys: [apiKey.key], nodeID, version: version() });
+  const addr = await api.listen(listen.host, listen.port);
+  log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    const destroy = flags.destroyOnExit === true;
+    log.info({ signal, destroy }, destroy ? 'stopping: destroying every sandbox and the pool' : 'stopping: sandboxes stay for the next start');
+    try {
+      await api.close();
+      await cp.stop();
+      await cubelet!.stop({ destroy });
+      await store.close();
+      config.close();
+      unlock();
+      log.info('stopped');
+      process.exit(0);
+    } catch (err) {
+      log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = new Command('cubed')
+    .description('Sandboxes for AI-agent rollouts: E2B-compatible API, admin API, scheduler and node agent in one daemon.')
+    .version(version())
+    .addOption(new Option('--role <role>', 'what this process runs').choices(['all', 'control', 'compute']).default('all'))
+    .option('--listen <addr>', 'address:port of the API (default: api.listen, 127.0.0.1:3000)')
+    .option('--data-dir <dir>', 'sandboxes, templates and state (default: data_dir, /var/lib/cubed)')
+    .option('--config-dir <dir>', 'directory with cubemaster.yaml and cubelet.toml')
+    .option('--api-key <key>', 'the API key clients must send (default: $CUBE_API_KEY or <data-dir>/api-key)')
+    .option('--node-id <name>', 'this node\'s name (default: node_id, else the host name)')
+    .option('--destroy-on-exit', 'on SIGTERM/SIGINT destroy every sandbox and the network pool')
+    .addHelpText('after', HELP_AFTER)
+    .showHelpAfterError()
+    .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
+  program.parse(argv);
+  const flags = program.opts<Flags>();
+  if (flags.role !== 'all') {
+    process.stderr.write(`cubed: --role ${flags.role} is not yet available in this build (use --role all)\n`);
+    process.exit(2);
+  }
+  try {
+    await runAll(flags);
+  } catch (e) {
+    const usage = e instanceof UsageError || (isCubeError(e) && e.kind === 'CONFIG_INVALID');
+    process.stderr.write(`cubed: ${(e as Error).message.replace(/\n/g, '\n  ')}\n`);
+    process.exit(usage ? 2 : 1);
+  }
+}
+
+await main(process.argv);
