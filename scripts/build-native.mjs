@@ -2,7 +2,7 @@
 // Linked statically: the helper runs as host root with an environment chosen inside the sandbox,
 // so no dynamic loader may act on it (see the header of the C file).
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, renameSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -26,10 +26,13 @@ if (spawnSync(cc, ['--version'], { stdio: 'ignore' }).error) {
   process.exit(1);
 }
 mkdirSync(dirname(out), { recursive: true });
-const args = ['-O2', '-Wall', '-Wextra', '-static', '-o', out, src];
+// Built beside and renamed into place: test files may build concurrently while another runs the helper.
+const tmp = `${out}.${process.pid}.tmp`;
+const args = ['-O2', '-Wall', '-Wextra', '-static', '-o', tmp, src];
 const r = spawnSync(cc, args, { stdio: 'inherit' });
 if (r.status !== 0) {
   console.error(`build:native: '${cc} ${args.join(' ')}' failed (a static build needs libc6-dev's libc.a)`);
   process.exit(1);
 }
+renameSync(tmp, out);
 console.log(`build:native: built ${out}`);

@@ -98,7 +98,14 @@ export class Cgroups {
   }
 
   async create(sandboxID: string, limits: CgroupLimits): Promise<void> {
-    await Promise.all(HIERARCHIES.map((h) => mkdir(this.dir(h, sandboxID))));
+    await Promise.all(
+      HIERARCHIES.map((h) =>
+        mkdir(this.dir(h, sandboxID)).catch(async (e: NodeJS.ErrnoException) => {
+          if (e.code !== 'ENOENT') throw e;
+          await mkdir(this.dir(h, sandboxID), { recursive: true }); // the parent went with a full cleanup
+        }),
+      ),
+    );
     await Promise.all([
       writeFile(join(this.dir('memory', sandboxID), 'memory.limit_in_bytes'), String(limits.memoryMiB * 1024 * 1024)),
       writeFile(join(this.dir('cpu', sandboxID), 'cpu.cfs_quota_us'), String(cpuQuota(limits.cpus, this.cpuPeriodUs))),
@@ -137,6 +144,11 @@ export class Cgroups {
     });
     if (killed) await this.waitEvent(dir, 'populated', 0);
     await Promise.all(HIERARCHIES.map((h) => removeCgroupDir(this.dir(h, sandboxID))));
+  }
+
+  /** Removes the per-node parents (after every sandbox is gone); create() brings them back. */
+  async removeParents(): Promise<void> {
+    await Promise.all(HIERARCHIES.map((h) => rmdir(this.parents[h]).catch(() => undefined)));
   }
 
   async readValue(h: Hierarchy, sandboxID: string, file: string): Promise<string> {

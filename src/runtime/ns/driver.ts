@@ -274,6 +274,7 @@ export class NsDriver implements RuntimeDriver {
       await this.remove(id);
       removed.push(id);
     }
+    if (!keep.size) await this.cgroups.removeParents(); // nothing of this node stays on the host
     if (removed.length) this.log?.info({ removed }, 'removed leftover sandboxes');
     return { removed };
   }
