@@ -1,0 +1,200 @@
+// startDaemon: a real `cubed --role all` (node bin/cubed, the built JS: run `npm run build`
+// first) on a free loopback port, for tests that drive the daemon over HTTP (admin API,
+// E2B SDK, cubectl, console). Stable API; other test suites depend on it.
+//
+//   const d = await startDaemon({ master: { host: { quota: { paused_resource_release_ratio: 0.5 } } } });
+//   try { await fetch(`${d.url}/admin/v1/nodes`, { headers: { 'x-api-key': d.apiKey } }) }
+//   finally { await d.stop() }            // or in afterAll
+//
+// What you get: its own node id (so its own 4-hex tag for kernel objects), its own pool
+// CIDR, a data dir and config dir under /tmp/cubed-test-*, a random API key (given through
+// CUBE_API_KEY), and these defaults, deep-merged under your overrides:
+//   cubelet.toml: declared [quota] 64 cpus / 256 GiB (fits any test), tap_init_num 4
+//   cubemaster.yaml: default_spec 1 cpu / 256 MiB / 1 GiB, rate limit 1000/s, 1 GiB reserve,
+//     and the live `cpu` filter off (it refuses creates when host CPU use is >= 80%, which
+//     parallel test runs on 2 cores reach all the time; the cpu quota still counts in density).
+// stop({ destroy = true }): SIGTERM (graceful: sandboxes stay), then when destroying, one more
+// start with --destroy-on-exit that re-adopts and removes everything; then it checks that no
+// kernel object of the node's tag is left (throws listing them, after purging) and removes
+// the dirs. restart(): graceful stop + start on the same dirs and port (re-adoption).
+// kill9(): SIGKILL, nothing cleaned; follow with restart() or stop().
+// The daemon's output goes to <dir>/daemon.log (kept in the error message when start fails).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { stringify as toToml } from 'smol-toml';
+import { stringify as toYaml } from 'yaml';
+import { nodeTag } from '../../src/ids.js';
+import { countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from './kernel.js';
+
+type Tree = { [k: string]: unknown };
+
+export interface StartDaemonOptions {
+  /** Deep-merged over the defaults into cubemaster.yaml. */
+  master?: Tree;
+  /** Deep-merged over the defaults into cubelet.toml. */
+  cubelet?: Tree;
+  /** Extra environment for the daemon. */
+  env?: Record<string, string>;
+  /** Extra command-line arguments. */
+  args?: string[];
+}
+
+export interface TestDaemon {
+  /** http://127.0.0.1:<port> */
+  url: string;
+  apiKey: string;
+  nodeID: string;
+  /** 4-hex tag of the node's kernel objects. */
+  tag: string;
+  dataDir: string;
+  configDir: string;
+  /** Pid of the current daemon process (changes on restart). */
+  pid: number;
+  stop(opts?: { destroy?: boolean }): Promise<void>;
+  kill9(): Promise<void>;
+  restart(): Promise<void>;
+}
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const BIN = join(ROOT, 'bin/cubed');
+
+function merge(base: Tree, over: Tree | undefined): Tree {
+  const out: Tree = { ...base };
+  for (const [k, v] of Object.entries(over ?? {})) {
+    const b = out[k];
+    out[k] = v && typeof v === 'object' && !Array.isArray(v) && b && typeof b === 'object' && !Array.isArray(b) ? merge(b as Tree, v as Tree) : v;
+  }
+  return out;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((r) => child.once('exit', () => r()));
+}
+
+async function waitHealthy(url: string, child: ChildProcess, logPath: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) break;
+    try {
+      const r = await fetch(`${url}/health`);
+      if (r.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const log = readFileSync(logPath, 'utf8').split('\n').slice(-20).join('\n');
+  child.kill('SIGKILL');
+  throw new Error(`cubed did not become healthy (exit ${child.exitCode ?? child.signalCode ?? 'none'}); last log lines:\n${log}`);
+}
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
+export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDaemon> {
+  const nodeID = uniqueNodeID('cubed');
+  const tag = nodeTag(nodeID);
+  const dir = mkdtempSync('/tmp/cubed-test-');
+  const configDir = join(dir, 'config');
+  const dataDir = join(dir, 'data');
+  mkdirSync(configDir);
+  mkdirSync(dataDir);
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const apiKey = `e2b_${randomBytes(20).toString('hex')}`;
+  const cubelet = merge(
+    { node_id: nodeID, data_dir: dataDir, quota: { cpus: 64, memory_mib: 262_144 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, cidr: testCidr() } } },
+    opts.cubelet,
+  );
+  const master = merge(
+    {
+      api: { listen: `127.0.0.1:${port}`, rate_limit_per_sec: 1000 },
+      scheduler: { node_max_mem_reserved_in_mb: 1024, filter: { enable_filters: ['mem', 'disk', 'realtime_create_num', 'template_locality', 'mvm_num'] } },
+      sandbox: { default_spec: { cpus: 1, memory_mib: 256, disk_gib: 1 } },
+    },
+    opts.master,
+  );
+  writeFileSync(join(configDir, 'cubelet.toml'), toToml(cubelet));
+  writeFileSync(join(configDir, 'cubemaster.yaml'), toYaml(master));
+  const logPath = join(dir, 'daemon.log');
+
+  const launch = async (extra: string[] = []): Promise<ChildProcess> => {
+    const log = createWriteStream(logPath, { flags: 'a' });
+    const child = spawn(process.execPath, [BIN, '--config-dir', configDir, '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`, ...(opts.args ?? []), ...extra], {
+      env: { ...process.env, CUBE_API_KEY: apiKey, ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout!.pipe(log, { end: false });
+    child.stderr!.pipe(log, { end: false });
+    live.add(child);
+    child.once('exit', () => {
+      live.delete(child);
+      log.end();
+    });
+    await waitHealthy(url, child, logPath);
+    return child;
+  };
+
+  const term = async (c: ChildProcess) => {
+    if (c.exitCode === null && c.signalCode === null) {
+      c.kill('SIGTERM');
+      const t = setTimeout(() => c.kill('SIGKILL'), 60_000);
+      await exited(c);
+      clearTimeout(t);
+    }
+  };
+
+  let child = await launch();
+  let stopped = false;
+  const d: TestDaemon = {
+    url,
+    apiKey,
+    nodeID,
+    tag,
+    dataDir,
+    configDir,
+    pid: child.pid!,
+    async stop({ destroy = true } = {}) {
+      if (stopped) return;
+      await term(child);
+      if (!destroy) return;
+      stopped = true;
+      try {
+        await term(await launch(['--destroy-on-exit']));
+      } finally {
+        const left = await countKernelObjects(tag);
+        const leaked = Object.entries(left).filter(([, n]) => n > 0);
+        if (leaked.length > 0) await purgeNetwork(tag);
+        if (leaked.length === 0) rmSync(dir, { recursive: true, force: true });
+        if (leaked.length > 0) throw new Error(`cubed ${nodeID} (tag ${tag}) left kernel objects behind: ${leaked.map(([k, n]) => `${k}=${n}`).join(', ')} (log: ${logPath})`);
+      }
+    },
+    async kill9() {
+      child.kill('SIGKILL');
+      await exited(child);
+    },
+    async restart() {
+      await term(child);
+      child = await launch();
+      d.pid = child.pid!;
+    },
+  };
+  return d;
+}
