@@ -35,7 +35,8 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     for (const p of paths) {
       router.on(method, p, (req, res, params) => {
         const query = new URL(req.url ?? '/', 'http://x').searchParams;
-        fn(req as Req, res, sandboxIDParam(params.id ?? '-'), query).catch((e: unknown) => sendError(res, e, 'e2b'));
+        const run = async (): Promise<void> => fn(req as Req, res, params.id === undefined ? '' : sandboxIDParam(params.id), query);
+        run().catch((e: unknown) => sendError(res, e, 'e2b'));
       });
     }
   };

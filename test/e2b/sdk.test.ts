@@ -1,0 +1,181 @@
+// The real `e2b` npm package, unchanged, against a real cubed: what RL code does with it.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, type SandboxOpts } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+
+let d: TestDaemon;
+let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
+const created: string[] = [];
+
+async function create(extra: SandboxOpts = {}): Promise<Sandbox> {
+  const sbx = await Sandbox.create({ ...opts, ...extra });
+  created.push(sbx.sandboxId);
+  return sbx;
+}
+
+beforeAll(async () => {
+  d = await startDaemon();
+  opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
+});
+
+afterAll(async () => {
+  try {
+    await Promise.all(created.map((id) => Sandbox.kill(id, opts).catch(() => false)));
+  } finally {
+    await d?.stop();
+  }
+});
+
+describe('e2b SDK against cubed', () => {
+  it('creates with envVars and metadata, runs commands, reports info', async () => {
+    const sbx = await create({ envs: { FOO: 'bar' }, metadata: { run: 'r1' }, timeoutMs: 120_000 });
+    expect(sbx.sandboxId).toMatch(/^[a-z][a-z0-9]{19}$/);
+
+    const r = await sbx.commands.run('echo hi $FOO; echo err >&2');
+    expect(r).toMatchObject({ exitCode: 0, stdout: 'hi bar\n', stderr: 'err\n' });
+
+    const who = await sbx.commands.run('whoami; pwd; echo $HOME');
+    expect(who.stdout).toBe('user\n/home/user\n/home/user\n');
+    const root = await sbx.commands.run('whoami; pwd', { user: 'root' });
+    expect(root.stdout).toBe('root\n/root\n');
+
+    await sbx.files.makeDir('sub');
+    const envCwd = await sbx.commands.run('pwd; echo $X-$FOO', { envs: { X: 'y' }, cwd: 'sub' });
+    expect(envCwd.stdout).toBe('/home/user/sub\ny-bar\n');
+
+    const failed = await sbx.commands.run('echo partial; exit 3').catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(CommandExitError);
+    expect((failed as CommandExitError).exitCode).toBe(3);
+    expect((failed as CommandExitError).stdout).toBe('partial\n');
+    expect((failed as CommandExitError).message).toMatch(/exit status 3/);
+
+    const chunks: string[] = [];
+    await sbx.commands.run('for i in 1 2 3; do echo $i; sleep 0.2; done', { onStdout: (s) => void chunks.push(s) });
+    expect(chunks.join('')).toBe('1\n2\n3\n');
+    expect(chunks.length).toBeGreaterThanOrEqual(2);
+
+    const info = await sbx.getInfo();
+    expect(info).toMatchObject({ sandboxId: sbx.sandboxId, state: 'running', metadata: { run: 'r1' } });
+    expect(info.endAt.getTime()).toBeGreaterThan(info.startedAt.getTime());
+    expect(await sbx.isRunning()).toBe(true);
+  });
+
+  it('runs a background command, lists it and kills it', async () => {
+    const sbx = await create();
+    const h = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 });
+    expect(h.pid).toBeGreaterThan(0);
+    const listed = await sbx.commands.list();
+    expect(listed.map((p) => p.pid)).toContain(h.pid);
+    expect(await h.kill()).toBe(true);
+    const end = await h.wait().catch((e: unknown) => e);
+    expect(end).toBeInstanceOf(CommandExitError);
+    expect((end as CommandExitError).exitCode).toBe(-1);
+    expect(await sbx.commands.kill(h.pid)).toBe(false);
+  });
+
+  it('writes, reads, lists, checks, removes files', async () => {
+    const sbx = await create();
+    const w = await sbx.files.write('dir/a.txt', 'hello');
+    expect(w.path).toBe('/home/user/dir/a.txt');
+    await sbx.files.write([
+      { path: 'dir/b.txt', data: 'bee' },
+      { path: '/home/user/other/c.bin', data: new Uint8Array([0, 1, 2, 255]).buffer },
+    ]);
+    expect(await sbx.files.read('dir/a.txt')).toBe('hello');
+    expect([...(await sbx.files.read('/home/user/other/c.bin', { format: 'bytes' }))]).toEqual([0, 1, 2, 255]);
+    const list = await sbx.files.list('dir');
+    expect(list.map((e) => [e.name, e.type, e.size])).toEqual([
+      ['a.txt', 'file', 5],
+      ['b.txt', 'file', 3],
+    ]);
+    expect(list[0]!.owner).toBe('user');
+    expect(await sbx.files.exists('dir/a.txt')).toBe(true);
+    expect(await sbx.files.makeDir('dir/new/deep')).toBe(true);
+    expect(await sbx.files.makeDir('dir/new/deep')).toBe(false);
+    await sbx.files.rename('dir/b.txt', 'dir/new/b2.txt');
+    expect(await sbx.files.read('dir/new/b2.txt')).toBe('bee');
+    await sbx.files.remove('dir/a.txt');
+    expect(await sbx.files.exists('dir/a.txt')).toBe(false);
+    await expect(sbx.files.read('dir/a.txt')).rejects.toBeInstanceOf(FileNotFoundError);
+    await expect(sbx.files.list('nope')).rejects.toBeInstanceOf(FileNotFoundError);
+    // A file written through the API is the same file a command sees.
+    expect((await sbx.commands.run('cat dir/new/b2.txt')).stdout).toBe('bee');
+    // Streams go as application/octet-stream (envd >= 0.5.7).
+    await sbx.files.write('streamed.txt', new Blob(['x'.repeat(100_000)]).stream());
+    expect((await sbx.commands.run('wc -c < streamed.txt')).stdout.trim()).toBe('100000');
+  });
+
+  it('lists with paging and a state filter', async () => {
+    const tag = `list-${Date.now()}`;
+    const boxes = await Promise.all([0, 1, 2].map(() => create({ metadata: { tag } })));
+    await boxes[0]!.pause();
+    const seen: string[] = [];
+    const pager = Sandbox.list({ ...opts, limit: 2, query: { metadata: { tag } } });
+    let pages = 0;
+    while (pager.hasNext) {
+      const items = await pager.nextItems();
+      expect(items.length).toBeLessThanOrEqual(2);
+      seen.push(...items.map((s) => s.sandboxId));
+      pages++;
+    }
+    expect(pages).toBe(2);
+    expect(seen.sort()).toEqual(boxes.map((b) => b.sandboxId).sort());
+    const paused = await Sandbox.list({ ...opts, query: { metadata: { tag }, state: ['paused'] } }).nextItems();
+    expect(paused.map((s) => [s.sandboxId, s.state])).toEqual([[boxes[0]!.sandboxId, 'paused']]);
+    const running = await Sandbox.list({ ...opts, query: { metadata: { tag }, state: ['running'] } }).nextItems();
+    expect(running.map((s) => s.sandboxId).sort()).toEqual([boxes[1]!.sandboxId, boxes[2]!.sandboxId].sort());
+  });
+
+  it('pauses, then connect resumes with processes and files kept and time frozen', async () => {
+    const sbx = await create();
+    await sbx.files.write('state.txt', 'kept');
+    // A counter that ticks every 50 ms: if the sandbox really stops while paused, it does not advance.
+    await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > counter; sleep 0.05; done', { background: true, timeoutMs: 0 });
+    await sleep(300);
+    const before = Number((await sbx.files.read('counter')).trim());
+    expect(await sbx.pause()).toBe(true);
+    expect(await sbx.pause()).toBe(false);
+    expect((await sbx.getInfo()).state).toBe('paused');
+    // While paused, envd traffic is refused the way the SDK expects (502 → not running).
+    expect(await sbx.isRunning()).toBe(false);
+    await sleep(1500);
+    const resumed = await Sandbox.connect(sbx.sandboxId, opts);
+    const after = Number((await resumed.files.read('counter')).trim());
+    expect(await resumed.files.read('state.txt')).toBe('kept');
+    // 1.5 s paused would be ~30 ticks if time ran on; only the few around pause and resume count.
+    expect(after - before).toBeLessThan(15);
+    await sleep(500);
+    expect(Number((await resumed.files.read('counter')).trim())).toBeGreaterThan(after);
+    expect((await resumed.getInfo()).state).toBe('running');
+  });
+
+  it('kills once (true), then reports it gone (false)', async () => {
+    const sbx = await create();
+    expect(await sbx.kill()).toBe(true);
+    expect(await Sandbox.kill(sbx.sandboxId, opts)).toBe(false);
+    await expect(Sandbox.getInfo(sbx.sandboxId, opts)).rejects.toBeInstanceOf(SandboxNotFoundError);
+    await expect(sbx.commands.run('true')).rejects.toThrow();
+  });
+
+  it('kills a sandbox whose timeout expires', async () => {
+    const sbx = await create();
+    await sbx.setTimeout(1000);
+    const deadline = Date.now() + 30_000;
+    while ((await sbx.isRunning()) && Date.now() < deadline) await sleep(250);
+    await expect(Sandbox.getInfo(sbx.sandboxId, opts)).rejects.toBeInstanceOf(SandboxNotFoundError);
+  });
+
+  it('creates 100 sandboxes concurrently through the SDK, all usable', async () => {
+    const boxes = await Promise.all(Array.from({ length: 100 }, (_, i) => create({ metadata: { burst: String(i) } })));
+    expect(new Set(boxes.map((b) => b.sandboxId)).size).toBe(100);
+    const outs = await Promise.all(boxes.map((b, i) => b.commands.run(`echo ${i}`)));
+    expect(outs.map((o) => o.stdout)).toEqual(boxes.map((_, i) => `${i}\n`));
+    const killed = await Promise.all(boxes.map((b) => b.kill()));
+    expect(killed.every(Boolean)).toBe(true);
+  }, 300_000);
+
+  it('refuses a wrong API key with AuthenticationError', async () => {
+    await expect(Sandbox.create({ ...opts, apiKey: 'e2b_0000000000000000000000000000000000000000' })).rejects.toBeInstanceOf(AuthenticationError);
+  });
+});
