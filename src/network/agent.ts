@@ -166,7 +166,11 @@ export class NsNetworkAgent implements NetworkAgent {
 
   /** Resolves when no creation, reset or retirement is in progress (tests, benchmarks, stop). */
   async settled(): Promise<void> {
-    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+    for (;;) {
+      if (this.pumpScheduled) await new Promise((r) => setImmediate(r));
+      else if (this.background.size > 0) await Promise.allSettled([...this.background]);
+      else return;
+    }
   }
 
   /** Live switch of the host-access policy (config allow_host_access). */

@@ -1,0 +1,196 @@
+// Shared by every test that creates kernel objects: a node id (hence a tag) and a pool CIDR
+// that no other test file running in parallel holds, and a count of what is left behind.
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile, readdir } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { execa } from 'execa';
+import { afterAll } from 'vitest';
+import { nodeTag } from '../../src/ids.js';
+import { NETNS_DIR, SYS_NET_DIR } from '../../src/network/names.js';
+
+const TAG_LOCKS = '/tmp/cube-test-tag';
+const CIDR_LOCKS = '/tmp/cube-test-cidr';
+const CIDR_SECOND_OCTETS = { first: 200, last: 249 };
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * mkdir is atomic: the first caller owns the name. A lock whose owner died (a crashed run)
+ * is taken over. Released in the caller's afterAll and, failing that, at process exit.
+ */
+function tryLock(dir: string, name: string): boolean {
+  mkdirSync(dir, { recursive: true });
+  const path = `${dir}/${name}`;
+  try {
+    mkdirSync(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    let owner = 0;
+    try {
+      owner = Number(readFileSync(`${path}/pid`, 'utf8'));
+    } catch {
+      return false; // just created by someone who has not written its pid yet
+    }
+    if (owner > 0 && alive(owner)) return false;
+    rmSync(path, { recursive: true, force: true });
+    try {
+      mkdirSync(path);
+    } catch {
+      return false;
+    }
+  }
+  writeFileSync(`${path}/pid`, String(process.pid));
+  const release = () => rmSync(path, { recursive: true, force: true });
+  process.once('exit', release);
+  afterAll(release);
+  return true;
+}
+
+function tagInUse(tag: string): boolean {
+  const has = (dir: string, re: RegExp) => {
+    try {
+      return readdirSync(dir).some((n) => re.test(n));
+    } catch {
+      return false;
+    }
+  };
+  return has(NETNS_DIR, new RegExp(`^cube-${tag}-`)) || has(SYS_NET_DIR, new RegExp(`^cube${tag}\\d`));
+}
+
+/** A node id unique to this test file and run whose 4-hex tag no live test holds. */
+export function uniqueNodeID(prefix: string): string {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const id = `${prefix}-${process.pid}-${randomBytes(4).toString('hex')}`;
+    const tag = nodeTag(id);
+    if (!tagInUse(tag) && tryLock(TAG_LOCKS, tag)) return id;
+  }
+  throw new Error('uniqueNodeID: no free node tag after 200 attempts');
+}
+
+/** A /16 in 10.200.0.0-10.249.0.0 that no other test file holds until this one ends. */
+export function testCidr(): string {
+  const { first, last } = CIDR_SECOND_OCTETS;
+  const n = last - first + 1;
+  const start = Math.floor(Math.random() * n);
+  for (let k = 0; k < n; k++) {
+    const octet = first + ((start + k) % n);
+    if (tryLock(CIDR_LOCKS, String(octet))) return `10.${octet}.0.0/16`;
+  }
+  throw new Error(`testCidr: all ${n} test ranges are held by running tests`);
+}
+
+export interface KernelObjects {
+  netns: number;
+  links: number;
+  cgroups: number;
+  mounts: number;
+  processes: number;
+  nftTables: number;
+}
+
+const CGROUP_HIERARCHIES = ['memory', 'cpu', 'pids', 'freezer', 'unified'];
+const CGROUP_MAX_DEPTH = 6;
+
+async function list(dir: string): Promise<string[]> {
+  return readdir(dir).catch(() => []);
+}
+
+/** Directories at or below a `cube-<tag>` cgroup (the per-node parent and its sandboxes). */
+async function countCgroups(match: (name: string) => boolean): Promise<number> {
+  const walk = async (dir: string, depth: number, inside: boolean): Promise<number> => {
+    const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+    let n = 0;
+    for (const e of entries) {
+      if (!e.isDirectory()) continue;
+      const here = inside || match(e.name);
+      if (here) n++;
+      if (depth < CGROUP_MAX_DEPTH) n += await walk(`${dir}/${e.name}`, depth + 1, here);
+    }
+    return n;
+  };
+  let total = 0;
+  for (const h of CGROUP_HIERARCHIES) total += await walk(`/sys/fs/cgroup/${h}`, 0, false);
+  return total;
+}
+
+async function countProcesses(tag: string | undefined): Promise<number> {
+  const pids = (await list('/proc')).filter((p) => /^\d+$/.test(p));
+  const hits = await Promise.all(
+    pids.map(async (pid) => {
+      try {
+        const comm = (await readFile(`/proc/${pid}/comm`, 'utf8')).trim();
+        if (comm !== 'cube-init' && comm !== 'cube-launch') return 0;
+        if (!tag) return 1;
+        const cg = await readFile(`/proc/${pid}/cgroup`, 'utf8');
+        const cmd = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).replaceAll('\0', ' ');
+        return cg.includes(`/cube-${tag}/`) || cmd.includes(`cube-${tag}`) ? 1 : 0;
+      } catch {
+        return 0; // exited while we looked
+      }
+    }),
+  );
+  return hits.reduce<number>((a, b) => a + b, 0);
+}
+
+async function countMounts(needles: string[]): Promise<number> {
+  const text = await readFile('/proc/self/mountinfo', 'utf8');
+  return text.split('\n').filter((line) => {
+    const f = line.split(' ');
+    const mountPoint = f[4] ?? '';
+    // netns bindings are counted as netns, not as mounts
+    if (mountPoint.startsWith(`${NETNS_DIR}/`)) return false;
+    return needles.some((n) => mountPoint.includes(n));
+  }).length;
+}
+
+async function countNftTables(prefix: string): Promise<number> {
+  const r = await execa('nft', ['list', 'tables'], { reject: false });
+  return r.stdout.split('\n').filter((l) => l.trim().split(' ')[2]?.startsWith(prefix)).length;
+}
+
+/** Kernel objects named with `cube` (only those of one node tag when `tag` is given). */
+export async function countKernelObjects(tag?: string): Promise<KernelObjects> {
+  const netnsPrefix = tag ? `cube-${tag}-` : 'cube-';
+  const linkPrefix = tag ? `cube${tag}` : 'cube';
+  const [ns, links, cgroups, mounts, processes, nftTables] = await Promise.all([
+    list(NETNS_DIR),
+    list(SYS_NET_DIR),
+    countCgroups(tag ? (n) => n === `cube-${tag}` : (n) => n.startsWith('cube-')),
+    countMounts(tag ? [`cube-${tag}`, `cube${tag}`] : ['cube']),
+    countProcesses(tag),
+    countNftTables(tag ? `cube_${tag}` : 'cube_'),
+  ]);
+  return {
+    netns: ns.filter((n) => n.startsWith(netnsPrefix)).length,
+    links: links.filter((n) => n.startsWith(linkPrefix)).length,
+    cgroups,
+    mounts,
+    processes,
+    nftTables,
+  };
+}
+
+
+/**
+ * Last-resort teardown for network tests: removes every netns, host veth and nftables
+ * table of `tag`, whatever state the code under test left them in.
+ */
+export async function purgeNetwork(tag: string): Promise<void> {
+  const ns = (await list(NETNS_DIR)).filter((n) => n.startsWith(`cube-${tag}-`));
+  if (ns.length > 0) await execa('ip', ['-force', '-b', '-'], { input: ns.map((n) => `netns del ${n}`).join('\n'), reject: false });
+  const deadline = Date.now() + 5_000;
+  let links = (await list(SYS_NET_DIR)).filter((n) => n.startsWith(`cube${tag}`));
+  while (links.length > 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    links = (await list(SYS_NET_DIR)).filter((n) => n.startsWith(`cube${tag}`));
+  }
+  if (links.length > 0) await execa('ip', ['-force', '-b', '-'], { input: links.map((n) => `link del ${n}`).join('\n'), reject: false });
+  await execa('nft', ['delete', 'table', 'inet', `cube_${tag}`], { reject: false });
+}

@@ -1,0 +1,108 @@
+// The nftables policy against the real kernel: a sandbox netns reaches its own host end
+// and answers the host, but reaches no host service (on any host address) and no other
+// sandbox. Each "cannot connect" is also shown to connect once host access is allowed,
+// so the test fails if the listener or the probe is broken rather than the policy.
+import { createServer, connect, type Server } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execa, type ResultPromise } from 'execa';
+import { NsNetworkAgent } from '../../src/network/agent.js';
+import type { NetSlot } from '../../src/network/types.js';
+import { nodeTag } from '../../src/ids.js';
+import { purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
+
+const cidr = testCidr();
+const tag = nodeTag(uniqueNodeID('isolation'));
+const agent = new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, allowHostAccess: false });
+let a: NetSlot;
+let b: NetSlot;
+let hostService: Server;
+let hostPort = 0;
+const children: ResultPromise[] = [];
+
+/** Connects from inside `netns` with a short timeout; true when the TCP handshake completed. */
+async function tcpFrom(netns: string, ip: string, port: number): Promise<boolean> {
+  const r = await execa('ip', ['netns', 'exec', netns, 'timeout', '2', 'bash', '-c', `exec 3<>/dev/tcp/${ip}/${port}`], { reject: false });
+  return r.exitCode === 0;
+}
+
+async function pingFrom(netns: string, ip: string): Promise<boolean> {
+  const script = `use Net::Ping; my $p = Net::Ping->new("icmp", 1); exit($p->ping("${ip}") ? 0 : 1);`;
+  const r = await execa('ip', ['netns', 'exec', netns, 'perl', '-e', script], { reject: false });
+  return r.exitCode === 0;
+}
+
+function hostAddress(): string {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const i of list ?? []) if (i.family === 'IPv4' && !i.internal && !i.address.startsWith('10.2')) return i.address;
+  }
+  throw new Error('no non-loopback IPv4 address on this host');
+}
+
+beforeAll(async () => {
+  hostService = createServer((s) => {
+    s.on('error', () => undefined); // probes close without reading
+    s.end('host-service-reached\n');
+  });
+  await new Promise<void>((r) => hostService.listen(0, '0.0.0.0', r));
+  hostPort = (hostService.address() as { port: number }).port;
+  await agent.start();
+  a = await agent.acquire('sbx-a');
+  b = await agent.acquire('sbx-b');
+});
+
+afterAll(async () => {
+  for (const c of children) c.kill('SIGKILL');
+  await Promise.allSettled(children);
+  await new Promise((r) => hostService?.close(r));
+  await agent.stop({ destroy: true }).catch(() => undefined);
+  await purgeNetwork(tag);
+});
+
+describe('network isolation policy', () => {
+  it('a sandbox reaches its own host end (ping)', async () => {
+    expect(await pingFrom(a.netns, a.hostIp)).toBe(true);
+  });
+
+  it('a sandbox reaches no host service: not via its gateway, another slot\'s host end, nor a host address', async () => {
+    expect(await tcpFrom(a.netns, a.hostIp, hostPort)).toBe(false);
+    expect(await tcpFrom(a.netns, b.hostIp, hostPort)).toBe(false);
+    expect(await tcpFrom(a.netns, hostAddress(), hostPort)).toBe(false);
+
+    await agent.setAllowHostAccess(true);
+    try {
+      expect(await tcpFrom(a.netns, a.hostIp, hostPort)).toBe(true);
+      expect(await tcpFrom(a.netns, hostAddress(), hostPort)).toBe(true);
+    } finally {
+      await agent.setAllowHostAccess(false);
+    }
+    expect(await tcpFrom(a.netns, a.hostIp, hostPort)).toBe(false);
+  });
+
+  it('the host connects to a service inside a sandbox; another sandbox cannot', async () => {
+    const port = 18080;
+    const server = execa('ip', ['netns', 'exec', b.netns, 'socat', `TCP-LISTEN:${port},bind=${b.sandboxIp},reuseaddr,fork`, 'SYSTEM:echo sandbox-reached'], { reject: false });
+    children.push(server);
+    let answer = '';
+    for (let i = 0; i < 100 && answer === ''; i++) {
+      answer = await new Promise<string>((resolve) => {
+        const sock = connect(port, b.sandboxIp);
+        let data = '';
+        sock.on('data', (d) => (data += d.toString()));
+        sock.on('end', () => resolve(data));
+        sock.on('error', () => setTimeout(() => resolve(''), 50));
+      });
+    }
+    expect(answer.trim()).toBe('sandbox-reached');
+    expect(await tcpFrom(a.netns, b.sandboxIp, port)).toBe(false);
+    // Not even with host access allowed: forwarding between slots is always dropped.
+    await agent.setAllowHostAccess(true);
+    try {
+      expect(await tcpFrom(a.netns, b.sandboxIp, port)).toBe(false);
+    } finally {
+      await agent.setAllowHostAccess(false);
+    }
+    server.kill('SIGKILL');
+    await server;
+  });
+});
