@@ -1,0 +1,216 @@
+// A small typed client for the admin API (/admin/v1), used by cubectl and the console.
+// Errors: the daemon's JSON `{code, message}` becomes CubeClientError; a daemon that cannot
+// be reached at all becomes DaemonUnreachableError.
+import type { ConfigView, EventView, NodeView, ReloadResult, SandboxState, SandboxView, StatsView, WatchMessage } from '../api/types.js';
+import type { ProcessEvent } from '../cubelet/types.js';
+
+export class CubeClientError extends Error {
+  /** 1305xx reason from the daemon (0 when the answer carried none). */
+  readonly code: number;
+  /** HTTP status. */
+  readonly status: number;
+  constructor(message: string, code: number, status: number) {
+    super(message);
+    this.name = 'CubeClientError';
+    this.code = code;
+    this.status = status;
+  }
+}
+
+export class DaemonUnreachableError extends Error {
+  readonly url: string;
+  constructor(url: string, reason: string) {
+    super(`cannot reach cubed at ${url} (${reason})`);
+    this.name = 'DaemonUnreachableError';
+    this.url = url;
+  }
+}
+
+export interface CreateSandboxRequest {
+  templateID?: string;
+  cpus?: number;
+  memoryMiB?: number;
+  diskGiB?: number;
+  timeoutSec?: number;
+  nodeID?: string;
+  metadata?: Record<string, string>;
+  envVars?: Record<string, string>;
+}
+
+export interface ExecRequest {
+  argv: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  user?: string;
+  timeoutMs?: number;
+}
+
+export interface SandboxFilter {
+  state?: SandboxState[];
+  nodeID?: string;
+  templateID?: string;
+}
+
+export interface DrainOptions {
+  evict?: boolean;
+  deadlineSec?: number;
+}
+
+export interface Health {
+  status: string;
+  nodeID: string;
+  version: string;
+}
+
+export interface ClientOptions {
+  /** e.g. http://127.0.0.1:3000 */
+  baseUrl: string;
+  apiKey?: string;
+}
+
+type Query = Record<string, string | number | undefined>;
+
+export class CubeClient {
+  readonly baseUrl: string;
+  private readonly apiKey: string | undefined;
+
+  constructor(opts: ClientOptions) {
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.apiKey = opts.apiKey;
+  }
+
+  health(): Promise<Health> {
+    return this.json('GET', '/health');
+  }
+  nodes(): Promise<NodeView[]> {
+    return this.json('GET', '/admin/v1/nodes');
+  }
+  node(nodeID: string): Promise<NodeView> {
+    return this.json('GET', `/admin/v1/nodes/${enc(nodeID)}`);
+  }
+  cordon(nodeID: string): Promise<NodeView> {
+    return this.json('POST', `/admin/v1/nodes/${enc(nodeID)}/cordon`);
+  }
+  uncordon(nodeID: string): Promise<NodeView> {
+    return this.json('POST', `/admin/v1/nodes/${enc(nodeID)}/uncordon`);
+  }
+  drain(nodeID: string, opts: DrainOptions = {}): Promise<NodeView> {
+    return this.json('POST', `/admin/v1/nodes/${enc(nodeID)}/drain`, opts);
+  }
+  async deleteNode(nodeID: string): Promise<void> {
+    await this.send('DELETE', `/admin/v1/nodes/${enc(nodeID)}`);
+  }
+
+  sandboxes(filter: SandboxFilter = {}): Promise<SandboxView[]> {
+    return this.json('GET', '/admin/v1/sandboxes', undefined, { state: filter.state?.join(','), node: filter.nodeID, template: filter.templateID });
+  }
+  sandbox(id: string): Promise<SandboxView> {
+    return this.json('GET', `/admin/v1/sandboxes/${enc(id)}`);
+  }
+  createSandbox(req: CreateSandboxRequest = {}): Promise<SandboxView> {
+    return this.json('POST', '/admin/v1/sandboxes', req);
+  }
+  async deleteSandbox(id: string): Promise<void> {
+    await this.send('DELETE', `/admin/v1/sandboxes/${enc(id)}`);
+  }
+  pause(id: string): Promise<SandboxView> {
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/pause`);
+  }
+  resume(id: string): Promise<SandboxView> {
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/resume`);
+  }
+
+  /** Runs a command; yields `start`, output chunks and exactly one `end` (aborting the signal kills it). */
+  async *exec(id: string, req: ExecRequest, signal?: AbortSignal): AsyncGenerator<ProcessEvent> {
+    const res = await this.send('POST', `/admin/v1/sandboxes/${enc(id)}/exec`, req, undefined, signal);
+    for await (const line of lines(res)) {
+      if (line.trim() === '') continue;
+      const ev = JSON.parse(line) as { type: string; data?: string };
+      yield (ev.type === 'stdout' || ev.type === 'stderr' ? { type: ev.type, data: Buffer.from(ev.data ?? '', 'base64') } : ev) as ProcessEvent;
+    }
+  }
+
+  config(): Promise<ConfigView> {
+    return this.json('GET', '/admin/v1/config');
+  }
+  reloadConfig(): Promise<ReloadResult> {
+    return this.json('POST', '/admin/v1/config/reload');
+  }
+  setConfig(path: string, value: unknown): Promise<ReloadResult> {
+    return this.json('PUT', '/admin/v1/config', { path, value });
+  }
+
+  events(q: { since?: number; limit?: number } = {}): Promise<EventView[]> {
+    return this.json('GET', '/admin/v1/events', undefined, q);
+  }
+  stats(): Promise<StatsView> {
+    return this.json('GET', '/admin/v1/stats');
+  }
+  templates(): Promise<{ templateID: string; nodes: string[] }[]> {
+    return this.json('GET', '/admin/v1/templates');
+  }
+
+  /** The watch stream: a snapshot first, then deltas, until the signal aborts or the daemon stops. */
+  async *watch(signal?: AbortSignal): AsyncGenerator<WatchMessage> {
+    const res = await this.send('GET', '/admin/v1/watch', undefined, undefined, signal);
+    let data: string[] = [];
+    for await (const line of lines(res)) {
+      if (line === '') {
+        if (data.length > 0) yield JSON.parse(data.join('\n')) as WatchMessage;
+        data = [];
+      } else if (line.startsWith('data:')) {
+        data.push(line.slice(5).replace(/^ /, ''));
+      }
+      // `event:` repeats the type that is inside the data; `:` lines are keep-alive comments.
+    }
+  }
+
+  private async json<T>(method: string, path: string, body?: unknown, query?: Query): Promise<T> {
+    const res = await this.send(method, path, body, query);
+    return (await res.json()) as T;
+  }
+
+  private async send(method: string, path: string, body?: unknown, query?: Query, signal?: AbortSignal): Promise<Response> {
+    const url = new URL(this.baseUrl + path);
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (this.apiKey) headers['x-api-key'] = this.apiKey;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await fetch(url, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), ...(signal ? { signal } : {}) });
+    } catch (e) {
+      if (signal?.aborted) throw e;
+      const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+      throw new DaemonUnreachableError(this.baseUrl, cause?.code ?? cause?.message ?? (e as Error).message);
+    }
+    if (res.ok) return res;
+    const text = await res.text();
+    let parsed: { code?: unknown; message?: unknown } | undefined;
+    try {
+      parsed = JSON.parse(text) as typeof parsed;
+    } catch {
+      parsed = undefined;
+    }
+    const message = typeof parsed?.message === 'string' ? parsed.message : `HTTP ${res.status} ${res.statusText}${text ? `: ${text.slice(0, 200)}` : ''}`;
+    throw new CubeClientError(message, typeof parsed?.code === 'number' ? parsed.code : 0, res.status);
+  }
+}
+
+const enc = encodeURIComponent;
+
+async function* lines(res: Response): AsyncGenerator<string> {
+  if (!res.body) return;
+  const decoder = new TextDecoder();
+  let buf = '';
+  for await (const chunk of res.body) {
+    buf += decoder.decode(chunk as Uint8Array, { stream: true });
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      yield buf.slice(0, nl).replace(/\r$/, '');
+      buf = buf.slice(nl + 1);
+    }
+  }
+  buf += decoder.decode();
+  if (buf !== '') yield buf;
+}

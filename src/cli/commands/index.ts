@@ -1,0 +1,10 @@
+// Every cubectl verb, in the order --help lists them.
+import type { Command } from 'commander';
+import { register as config } from './config.js';
+import { register as density } from './density.js';
+import { register as events } from './events.js';
+import { register as node } from './node.js';
+import { register as nodes } from './nodes.js';
+import { register as sandbox } from './sandbox.js';
+
+export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, config, events];

@@ -1,0 +1,43 @@
+// `cubectl nodes`: every node with health, schedulability (and why not), load and density.
+import type { Command } from 'commander';
+import type { NodeView } from '../../api/types.js';
+import { clientFor, examples, globals, printJson, table } from '../io.js';
+
+export function register(program: Command): void {
+  program
+    .command('nodes')
+    .summary('list nodes: health, schedulable and why not, density, disk, pool')
+    .description(
+      'List the nodes: health, whether the scheduler may place sandboxes there and why not (cordoned, draining, disk watermark, ...), sandboxes running/paused, the density ceiling and headroom for the default spec, disk use against the watermark, and the network pool.',
+    )
+    .addHelpText('after', `\nJSON (--json): an array of NodeView (src/api/types.ts): nodeID, healthy, schedulable, reason, density {...}, ...\n` + examples('cubectl nodes', 'cubectl nodes --json | jq ".[] | {nodeID, schedulable, reason}"'))
+    .action(async (_opts: unknown, cmd: Command) => {
+      const nodes = await clientFor(cmd).nodes();
+      if (globals(cmd).json) printJson(nodes);
+      else process.stdout.write(nodesTable(nodes));
+    });
+}
+
+export function nodeStatus(n: NodeView): string {
+  return n.lost ? 'lost' : !n.healthy ? 'unhealthy' : n.draining ? 'draining' : n.cordoned ? 'cordoned' : 'healthy';
+}
+
+export function nodesTable(nodes: NodeView[]): string {
+  if (nodes.length === 0) return 'no nodes\n';
+  return table(
+    ['node', 'status', 'sched', 'running', 'paused', 'ceiling', 'headroom', 'bottleneck', 'disk', 'pool', 'reason'],
+    nodes.map((n) => [
+      n.nodeID,
+      nodeStatus(n),
+      n.schedulable ? 'yes' : 'no',
+      n.sandboxes.running,
+      n.sandboxes.paused,
+      n.density.effectiveCeiling,
+      n.density.headroom,
+      n.density.bottleneck,
+      `${Math.round(n.usage.diskUsedPercent)}%/${n.usage.diskWatermarkPercent}%`,
+      `${n.pool.free}/${n.pool.total}`,
+      n.reason || '-',
+    ]),
+  );
+}

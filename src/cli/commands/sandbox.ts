@@ -1,0 +1,147 @@
+// `cubectl sandbox create|ls|exec|pause|resume|rm`.
+import type { Command } from 'commander';
+import type { SandboxView } from '../../api/types.js';
+import { clientFor, examples, ExitError, globals, keyValueArg, numberArg, printJson, table, UsageError } from '../io.js';
+
+const STATES = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'] as const;
+
+export function sandboxesTable(list: SandboxView[]): string {
+  if (list.length === 0) return 'no sandboxes\n';
+  return table(
+    ['sandbox', 'state', 'node', 'template', 'cpus', 'mem', 'ip', 'started', 'ends', 'reason'],
+    list.map((s) => [s.sandboxID, s.state, s.nodeID, s.templateID, s.spec.cpus, `${s.spec.memoryMiB}M`, s.ip ?? '-', s.startedAt, s.endAt, s.reason ?? '']),
+  );
+}
+
+interface CreateOpts {
+  template?: string;
+  cpus?: number;
+  memoryMib?: number;
+  diskGib?: number;
+  timeout?: number;
+  node?: string;
+  env?: Record<string, string>;
+  metadata?: Record<string, string>;
+}
+
+interface ExecOpts {
+  user?: string;
+  cwd?: string;
+  env?: Record<string, string>;
+  timeoutMs?: number;
+}
+
+export function register(program: Command): void {
+  const sandbox = program
+    .command('sandbox')
+    .summary('create, ls, exec, pause, resume, rm sandboxes')
+    .description('Create, list, run commands in, pause, resume and remove sandboxes.')
+    .addHelpText('after', examples('id=$(cubectl sandbox create)', 'cubectl sandbox exec $id -- sh -c "echo hi"', 'cubectl sandbox rm $id'));
+
+  sandbox
+    .command('create')
+    .description('Create a sandbox and print its id. Unset options take sandbox.default_* from cubemaster.yaml. A refused create (130597: no node can take it) says which limit refused it.')
+    .option('--template <t>', 'template id (default: sandbox.default_template)')
+    .option('--cpus <n>', 'vCPUs (default: sandbox.default_spec.cpus)', numberArg({ positive: true }))
+    .option('--memory-mib <m>', 'memory limit in MiB (default: sandbox.default_spec.memory_mib)', numberArg({ int: true, min: 16 }))
+    .option('--disk-gib <g>', 'writable layer in GiB (default: sandbox.default_spec.disk_gib)', numberArg({ positive: true }))
+    .option('--timeout <s>', 'lifetime in seconds (default: sandbox.default_timeout_sec)', numberArg({ int: true, min: 1 }))
+    .option('--node <n>', 'place it on this node')
+    .option('--env <k=v>', 'environment variable for every command in it (repeatable)', keyValueArg)
+    .option('--metadata <k=v>', 'metadata label (repeatable)', keyValueArg)
+    .addHelpText('after', `\nJSON (--json): {"sandboxID": ...} plus the SandboxView fields.\n` + examples('cubectl sandbox create', 'cubectl sandbox create --cpus 2 --memory-mib 1024 --timeout 600 --json'))
+    .action(async (o: CreateOpts, cmd: Command) => {
+      const s = await clientFor(cmd).createSandbox({
+        ...(o.template === undefined ? {} : { templateID: o.template }),
+        ...(o.cpus === undefined ? {} : { cpus: o.cpus }),
+        ...(o.memoryMib === undefined ? {} : { memoryMiB: o.memoryMib }),
+        ...(o.diskGib === undefined ? {} : { diskGiB: o.diskGib }),
+        ...(o.timeout === undefined ? {} : { timeoutSec: o.timeout }),
+        ...(o.node === undefined ? {} : { nodeID: o.node }),
+        ...(o.env === undefined ? {} : { envVars: o.env }),
+        ...(o.metadata === undefined ? {} : { metadata: o.metadata }),
+      });
+      if (globals(cmd).json) printJson(s);
+      else process.stdout.write(`${s.sandboxID}\n`);
+    });
+
+  sandbox
+    .command('ls')
+    .description('List sandboxes with state, node, template, spec, address and lifetime.')
+    .option('--state <s>', `only these states, comma-separated (${STATES.join(', ')})`)
+    .option('--node <n>', 'only sandboxes on this node')
+    .option('--template <t>', 'only sandboxes of this template')
+    .addHelpText('after', `\nJSON (--json): an array of SandboxView: sandboxID, state, nodeID, templateID, startedAt, endAt, spec, ...\n` + examples('cubectl sandbox ls', 'cubectl sandbox ls --state paused --json'))
+    .action(async (o: { state?: string; node?: string; template?: string }, cmd: Command) => {
+      const state = o.state?.split(',').map((s) => s.trim()).filter(Boolean);
+      const bad = state?.filter((s) => !(STATES as readonly string[]).includes(s));
+      if (bad?.length) throw new UsageError(`--state: unknown state ${bad.join(', ')} (known: ${STATES.join(', ')})`);
+      const list = await clientFor(cmd).sandboxes({
+        ...(state ? { state: state as SandboxView['state'][] } : {}),
+        ...(o.node === undefined ? {} : { nodeID: o.node }),
+        ...(o.template === undefined ? {} : { templateID: o.template }),
+      });
+      if (globals(cmd).json) printJson(list);
+      else process.stdout.write(sandboxesTable(list));
+    });
+
+  sandbox
+    .command('exec')
+    .description("Run a command in sandbox ID, streaming its stdout and stderr, and exit with the command's exit code. Put the command after `--` so its options are not read as cubectl's. Interrupting cubectl kills the command.")
+    .argument('<id>', 'sandbox id')
+    .argument('<command...>', 'command and arguments')
+    .option('--user <u>', 'run as this user (root or user)')
+    .option('--cwd <dir>', 'working directory inside the sandbox')
+    .option('--env <k=v>', 'environment variable (repeatable)', keyValueArg)
+    .option('--timeout-ms <ms>', 'kill the command after this many milliseconds', numberArg({ int: true, min: 0 }))
+    .addHelpText('after', examples('cubectl sandbox exec $id -- uname -a', 'cubectl sandbox exec $id --user user --cwd /tmp --env A=1 -- sh -c \'echo $A; exit 3\'; echo $?   # 1, then 3'))
+    .action(async (id: string, argv: string[], o: ExecOpts, cmd: Command) => {
+      const abort = new AbortController();
+      const stop = () => abort.abort();
+      process.once('SIGINT', stop);
+      try {
+        const events = clientFor(cmd).exec(id, { argv, ...(o.env ? { env: o.env } : {}), ...(o.cwd ? { cwd: o.cwd } : {}), ...(o.user ? { user: o.user } : {}), ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }) }, abort.signal);
+        for await (const ev of events) {
+          if (ev.type === 'stdout') process.stdout.write(ev.data);
+          else if (ev.type === 'stderr') process.stderr.write(ev.data);
+          else if (ev.type === 'end') {
+            const why = ev.error ?? (ev.oomKilled ? 'killed: out of memory' : ev.timedOut ? 'killed: timeout' : ev.signal ? `killed by ${ev.signal}` : undefined);
+            const code = ev.exitCode >= 0 && ev.exitCode <= 255 ? ev.exitCode : 1;
+            if (code === 0 && why === undefined) return;
+            throw new ExitError(why ?? '', code === 0 ? 1 : code);
+          }
+        }
+        if (abort.signal.aborted) throw new ExitError('interrupted; the command was killed', 130);
+        throw new ExitError('the output stream ended before the command did');
+      } catch (e) {
+        if (abort.signal.aborted && !(e instanceof ExitError)) throw new ExitError('interrupted; the command was killed', 130);
+        throw e;
+      } finally {
+        process.off('SIGINT', stop);
+      }
+    });
+
+  const simple = (name: 'pause' | 'resume' | 'rm', description: string, act: (id: string, cmd: Command) => Promise<SandboxView | undefined>, done: string) =>
+    sandbox
+      .command(name)
+      .description(description)
+      .argument('<id>', 'sandbox id')
+      .addHelpText('after', examples(`cubectl sandbox ${name} $id`))
+      .action(async (id: string, _o: unknown, cmd: Command) => {
+        const s = await act(id, cmd);
+        if (globals(cmd).json) printJson(s ?? { sandboxID: id, removed: true });
+        else process.stdout.write(`${id} ${s ? s.state : done}\n`);
+      });
+
+  simple('pause', 'Freeze every process of sandbox ID; its memory stays (less the release ratio share, for scheduling).', (id, cmd) => clientFor(cmd).pause(id), 'paused');
+  simple('resume', 'Thaw sandbox ID. May be refused (130409) when the release ratio gave its share away and the node is full.', (id, cmd) => clientFor(cmd).resume(id), 'running');
+  simple(
+    'rm',
+    'Destroy sandbox ID and everything it held (processes, cgroups, network slot, writable layer).',
+    async (id, cmd) => {
+      await clientFor(cmd).deleteSandbox(id);
+      return undefined;
+    },
+    'removed',
+  );
+}

@@ -1,0 +1,4 @@
+// Entry point of bin/cubectl.
+import { run } from './program.js';
+
+process.exitCode = await run(process.argv.slice(2));
