@@ -1,0 +1,138 @@
+import React from 'react';
+import { describe, expect, it } from 'vitest';
+import { render } from 'ink-testing-library';
+import { recordingActions, storeFrom } from '../test/tui/console.js';
+import { inputReady, waitForFrame } from '../test/tui/replay.js';
+import { App } from './App.js';
+
+const setup = async (opts: { readonly?: boolean } = {}) => {
+  const store = storeFrom(undefined, opts);
+  const actions = recordingActions();
+  let quit = 0;
+  const r = render(<App store={store} actions={actions} onQuit={() => quit++} />);
+  await inputReady();
+  return { store, actions, r, quits: () => quit };
+};
+
+describe('App', () => {
+  it('keeps the root at most rows-1 high and every line within the width', async () => {
+    const { r } = await setup();
+    const lines = r.lastFrame()!.split('\n');
+    expect(lines.length).toBeLessThanOrEqual(23);
+    for (const l of lines) expect(l.length).toBeLessThanOrEqual(100);
+    expect(lines[0]).toMatch(/^cubectl-tui http:\/\/127\.0\.0\.1:3000 +config v2 +release ratio 0\.75 +LIVE$/);
+    expect(lines[1]).toMatch(/^nodes 2 \(1 schedulable\) +sandboxes 2 running 1 paused +creates 15\/min 0\.23\/s p99 101ms$/);
+  });
+
+  it('switches views with number keys, tab and :command', async () => {
+    const { r } = await setup();
+    r.stdin.write('2');
+    await waitForFrame(r.lastFrame, (f) => /SANDBOX +TEMPLATE/.test(f));
+    r.stdin.write('\t');
+    await waitForFrame(r.lastFrame, (f) => /FREE\/TOTAL/.test(f));
+    r.stdin.write(':');
+    await waitForFrame(r.lastFrame, (f) => f.includes(':_'));
+    r.stdin.write('ev');
+    await waitForFrame(r.lastFrame, (f) => f.includes(':ev_'));
+    r.stdin.write('\r');
+    const f = await waitForFrame(r.lastFrame, (x) => /KIND/.test(x));
+    expect(f).toMatch(/schedule\.failed .*130597 +no node available/);
+  });
+
+  it('filters the sandboxes with / and clears with esc', async () => {
+    const { r } = await setup();
+    r.stdin.write('2');
+    await waitForFrame(r.lastFrame, (f) => f.includes('sb-0001'));
+    r.stdin.write('/');
+    r.stdin.write('0004');
+    let f = await waitForFrame(r.lastFrame, (x) => !x.includes('sb-0001') && x.includes('sb-0004'));
+    expect(f).toContain('/0004_');
+    r.stdin.write('\r');
+    f = await waitForFrame(r.lastFrame, (x) => x.includes('filter: /0004'));
+    r.stdin.write('\x1b');
+    await waitForFrame(r.lastFrame, (x) => x.includes('sb-0001') && !x.includes('filter:'));
+  });
+
+  it('drains the selected node only after confirmation', async () => {
+    const { r, actions } = await setup();
+    r.stdin.write('j');
+    r.stdin.write('d');
+    const f = await waitForFrame(r.lastFrame, (x) => x.includes('Drain node node-b?'));
+    expect(f).toContain('y/enter: yes');
+    r.stdin.write('n');
+    await waitForFrame(r.lastFrame, (x) => !x.includes('Drain node'));
+    expect(actions.calls).toEqual([]);
+    r.stdin.write('d');
+    await waitForFrame(r.lastFrame, (x) => x.includes('Drain node node-b?'));
+    r.stdin.write('y');
+    await waitForFrame(r.lastFrame, (x) => !x.includes('Drain node'));
+    expect(actions.calls).toEqual(['drain "node-b"']);
+  });
+
+  it('edits the release ratio inline: rejects out of range, previews the density, applies', async () => {
+    const { r, actions } = await setup();
+    r.stdin.write('r');
+    await waitForFrame(r.lastFrame, (f) => f.includes('> 0.75_'));
+    r.stdin.write('\x15');
+    r.stdin.write('1.5');
+    let f = await waitForFrame(r.lastFrame, (x) => x.includes('> 1.5_'));
+    expect(f).toContain('must be between 0 and 1');
+    r.stdin.write('\r');
+    expect(actions.calls).toEqual([]);
+    for (const k of ['\x7f', '\x7f', '\x7f', '0.5']) r.stdin.write(k);
+    f = await waitForFrame(r.lastFrame, (x) => x.includes('> 0.5_'));
+    expect(f).toMatch(/node-a: all paused 469 -> 234, frees 3\.1Gi -> 2\.1Gi, headroom/);
+    r.stdin.write('\r');
+    await waitForFrame(r.lastFrame, (x) => !x.includes('> 0.5_'));
+    expect(actions.calls).toEqual(['setReleaseRatio 0.5 "node-a"']);
+  });
+
+  it('destroys marked sandboxes after confirmation and pauses the selected one', async () => {
+    const { r, actions } = await setup();
+    r.stdin.write('2');
+    await waitForFrame(r.lastFrame, (f) => f.includes('sb-0001'));
+    r.stdin.write(' ');
+    r.stdin.write(' ');
+    r.stdin.write('\x04');
+    await waitForFrame(r.lastFrame, (x) => x.includes('Destroy 2 sandboxes?'));
+    expect(r.lastFrame()).toContain('sb-0001 sb-0003');
+    r.stdin.write('\r');
+    await waitForFrame(r.lastFrame, (x) => !x.includes('Destroy'));
+    expect(actions.calls).toEqual(['destroy ["sb-0001","sb-0003"]']);
+    r.stdin.write('p');
+    await waitForFrame(r.lastFrame, () => actions.calls.length === 2);
+    expect(actions.calls[1]).toMatch(/^togglePause sb-000[14]$/);
+  });
+
+  it('launches with the defaults from the config on the selected node', async () => {
+    const { r, actions } = await setup();
+    r.stdin.write('n');
+    await waitForFrame(r.lastFrame, (f) => f.includes('launch a sandbox on node-a'));
+    expect(r.lastFrame()).toContain('> template=host cpus=1 mem=4096 timeout=300 node=node-a_');
+    r.stdin.write(' bogus=1');
+    await waitForFrame(r.lastFrame, (f) => f.includes('unknown field "bogus"'));
+    for (let i = 0; i < 8; i++) r.stdin.write('\x7f');
+    await waitForFrame(r.lastFrame, (f) => f.includes('enter to launch'));
+    r.stdin.write('\r');
+    await waitForFrame(r.lastFrame, () => actions.calls.length === 1);
+    expect(actions.calls[0]).toBe('launch {"templateID":"host","cpus":1,"memoryMiB":4096,"timeoutSec":300,"nodeID":"node-a"}');
+  });
+
+  it('--readonly: dangerous keys do nothing and help does not list them', async () => {
+    const { r, actions } = await setup({ readonly: true });
+    expect(r.lastFrame()).toContain('[RO]');
+    r.stdin.write('d');
+    r.stdin.write('R');
+    r.stdin.write('?');
+    const f = await waitForFrame(r.lastFrame, (x) => x.includes('Keys (read-only'));
+    expect(f).toContain('this help');
+    expect(f).not.toMatch(/drain the node|paused_resource_release_ratio|destroy the selected|hot-reload/);
+    expect(actions.calls).toEqual([]);
+  });
+
+  it('q quits', async () => {
+    const { r, quits } = await setup();
+    r.stdin.write('q');
+    await waitForFrame(r.lastFrame, () => quits() === 1);
+  });
+});

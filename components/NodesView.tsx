@@ -1,0 +1,42 @@
+// One row a node: health and schedulability (with the reason), density against the ceiling
+// and the safety boundary, what pausing frees, disk against the watermark, the NIC pool.
+import React from 'react';
+import type { NodeView } from '../src/api/types.js';
+import { densityLevel, densityText, gauge, mib, sparkline } from '../src/tui/format.js';
+import { nodeRows } from '../src/tui/selectors.js';
+import { useViewState } from '../src/tui/react.js';
+import type { Tone } from '../src/tui/skins.js';
+import { Table, type Column } from './Table.js';
+
+const live = (n: NodeView) => n.sandboxes.running + n.sandboxes.paused;
+const level = (n: NodeView) => densityLevel(live(n), n.density.safetyBoundary, n.density.effectiveCeiling);
+
+export function nodeState(n: NodeView): string {
+  return n.lost ? 'LOST' : n.healthy ? 'HEALTHY' : 'UNHEALTHY';
+}
+
+export function schedulable(n: NodeView): string {
+  return n.schedulable ? 'yes' : `no: ${n.reason || 'unknown'}`;
+}
+
+const GAUGE = 6;
+
+// At 120 columns every column fits whole, the schedulability reason included
+// (`no: disk watermark 83% >= 80%`); narrower terminals lose the reason's tail first.
+export const NODE_COLUMNS: readonly Column<NodeView>[] = [
+  { title: 'NODE', width: 12, cell: (n) => n.nodeID },
+  { title: 'STATE', width: 9, cell: nodeState, tone: (n): Tone => (n.healthy && !n.lost ? 'ok' : 'bad') },
+  { title: 'SCHEDULABLE', width: 'flex', min: 10, cell: schedulable, tone: (n) => (n.schedulable ? 'ok' : 'warn') },
+  { title: 'DENSITY', width: 18, align: 'right', cell: (n) => densityText(live(n), n.density.effectiveCeiling, n.density.safetyBoundary), tone: level },
+  { title: 'LOAD', width: GAUGE, cell: (n) => gauge(live(n), n.density.effectiveCeiling, GAUGE), tone: level },
+  { title: 'BOUND', width: 6, cell: (n) => n.density.bottleneck },
+  { title: 'PAUS/FREE', width: 9, align: 'right', cell: (n) => `${n.sandboxes.paused}/${mib(n.density.releasedMiB)}` },
+  { title: 'DISK/MARK', width: 9, align: 'right', cell: (n) => `${Math.round(n.usage.diskUsedPercent)}%/${n.usage.diskWatermarkPercent}%`, tone: (n) => (n.usage.diskUsedPercent >= n.usage.diskWatermarkPercent ? 'bad' : undefined) },
+  { title: 'POOL', width: 7, align: 'right', cell: (n) => `${n.pool.free}/${n.pool.total}`, tone: (n) => (n.pool.free === 0 && n.pool.total > 0 ? 'bad' : undefined) },
+  { title: 'WAITS', width: 6, cell: (n) => sparkline(n.pool.recentWaitsMs, 6) },
+];
+
+export function NodesView({ height, width }: { height: number; width: number }) {
+  const { data, filter, selected, skin } = useViewState('nodes');
+  return <Table columns={NODE_COLUMNS} rows={nodeRows(data, filter)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} empty="no nodes (is the daemon up?)" />;
+}

@@ -1,0 +1,26 @@
+// Per node: NIC pool levels, in-flight and on-demand allocations, wait percentiles.
+import React from 'react';
+import type { NodeView } from '../src/api/types.js';
+import { millis, sparkline } from '../src/tui/format.js';
+import { NIC_WAIT_P99_MS } from '../src/tui/triage.js';
+import { nodeRows } from '../src/tui/selectors.js';
+import { useViewState } from '../src/tui/react.js';
+import { Table, type Column } from './Table.js';
+
+export const POOL_COLUMNS: readonly Column<NodeView>[] = [
+  { title: 'NODE', width: 'flex', min: 10, cell: (n) => n.nodeID },
+  { title: 'FREE/TOTAL', width: 10, align: 'right', cell: (n) => `${n.pool.free}/${n.pool.total}`, tone: (n) => (n.pool.free === 0 && n.pool.total > 0 ? 'bad' : 'ok') },
+  { title: 'IN USE', width: 6, align: 'right', cell: (n) => String(n.pool.inUse) },
+  { title: 'CREATING', width: 8, align: 'right', cell: (n) => String(n.pool.creating) },
+  { title: 'TARGET', width: 6, align: 'right', cell: (n) => String(n.pool.target) },
+  { title: 'IN-FLIGHT', width: 9, align: 'right', cell: (n) => String(n.pool.inFlight), tone: (n) => (n.pool.inFlight > 0 ? 'warn' : undefined) },
+  { title: 'ON-DEMAND', width: 9, align: 'right', cell: (n) => String(n.pool.onDemand) },
+  { title: 'P50', width: 6, align: 'right', cell: (n) => millis(n.pool.waitP50Ms) },
+  { title: 'P99', width: 6, align: 'right', cell: (n) => millis(n.pool.waitP99Ms), tone: (n) => (n.pool.waitP99Ms >= NIC_WAIT_P99_MS ? 'bad' : undefined) },
+  { title: 'RECENT WAITS', width: 16, cell: (n) => sparkline(n.pool.recentWaitsMs, 16) },
+];
+
+export function PoolView({ height, width }: { height: number; width: number }) {
+  const { data, filter, selected, skin } = useViewState('pool');
+  return <Table columns={POOL_COLUMNS} rows={nodeRows(data, filter)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} empty="no nodes" />;
+}

@@ -1,0 +1,36 @@
+// Sandboxes: id, template, node, state, age, spec, timeout left; `/` filters, space marks.
+import React, { useMemo } from 'react';
+import type { SandboxView } from '../src/api/types.js';
+import { age, mib, timeLeft } from '../src/tui/format.js';
+import { sandboxRows } from '../src/tui/selectors.js';
+import { useConsole, useNow, useViewState } from '../src/tui/react.js';
+import type { Tone } from '../src/tui/skins.js';
+import { Table, type Column } from './Table.js';
+
+const STATE_TONE: Partial<Record<SandboxView['state'], Tone>> = { running: 'ok', paused: 'dim', error: 'bad', lost: 'bad', creating: 'accent', destroying: 'warn', pausing: 'warn', resuming: 'warn' };
+
+export function sandboxColumns(now: number): Column<SandboxView>[] {
+  return [
+    { title: 'SANDBOX', width: 'flex', min: 12, cell: (x) => x.sandboxID },
+    { title: 'TEMPLATE', width: 12, cell: (x) => x.templateID },
+    { title: 'NODE', width: 14, cell: (x) => x.nodeID },
+    { title: 'STATE', width: 10, cell: (x) => x.state, tone: (x) => STATE_TONE[x.state] },
+    { title: 'AGE', width: 5, align: 'right', cell: (x) => age(x.startedAt, now) },
+    { title: 'CPU', width: 4, align: 'right', cell: (x) => String(x.spec.cpus) },
+    { title: 'MEM', width: 7, align: 'right', cell: (x) => mib(x.spec.memoryMiB) },
+    { title: 'LEFT', width: 8, align: 'right', cell: (x) => timeLeft(x.endAt, now) },
+    { title: 'REASON', width: 16, cell: (x) => x.reason ?? '' },
+  ];
+}
+
+export function SandboxesView({ height, width, now: fixedNow }: { height: number; width: number; now?: number }) {
+  const { data, filter, selected, skin } = useViewState('sandboxes');
+  const markedList = useConsole((s) => s.ui.marked);
+  // Age and time left move once a second; nothing else here ticks.
+  const ticking = useNow(1000, fixedNow === undefined);
+  const now = fixedNow ?? ticking;
+  const columns = useMemo(() => sandboxColumns(now), [now]);
+  const marked = useMemo(() => new Set(markedList), [markedList]);
+  const rows = useMemo(() => sandboxRows(data, filter), [data, filter]);
+  return <Table columns={columns} rows={rows} rowKey={(x) => x.sandboxID} selectedID={selected} marked={marked} height={height} width={width} skin={skin} empty={filter ? `no sandbox matches "${filter}"` : 'no sandboxes'} />;
+}

@@ -1,0 +1,105 @@
+// Our windowed table: rows are sliced to the visible window before React sees them, each
+// row is one pre-formatted line (cells padded to their widths, the line cut to the
+// terminal width), and a row re-renders only when its data, widths or selection change.
+import React, { memo, useMemo } from 'react';
+import { Text } from 'ink';
+import { cut, fit } from '../src/tui/format.js';
+import { colorOf, type Skin, type Tone } from '../src/tui/skins.js';
+
+export interface Column<T> {
+  title: string;
+  /** Fixed width, or 'flex' for the one column that takes what is left (at least `min`). */
+  width: number | 'flex';
+  min?: number;
+  align?: 'left' | 'right';
+  cell: (row: T) => string;
+  tone?: (row: T) => Tone | undefined;
+}
+
+export interface TableProps<T> {
+  columns: readonly Column<T>[];
+  rows: readonly T[];
+  rowKey: (row: T) => string;
+  selectedID?: string | undefined;
+  marked?: ReadonlySet<string>;
+  /** Lines available, header included. */
+  height: number;
+  width: number;
+  skin: Skin;
+  /** Tone of a whole row (cells with their own tone keep it). */
+  rowTone?: (row: T) => Tone | undefined;
+  empty?: string;
+}
+
+/** Widths of the columns for the terminal width: fixed ones as given, the flex one fills. */
+export function columnWidths<T>(columns: readonly Column<T>[], width: number): number[] {
+  const fixed = columns.reduce((sum, c) => sum + (c.width === 'flex' ? 0 : c.width), 0) + Math.max(0, columns.length - 1);
+  return columns.map((c) => (c.width === 'flex' ? Math.max(c.min ?? 8, width - fixed) : c.width));
+}
+
+/** First row of the window that keeps `selected` visible (the selection sits mid-window when it can). */
+export function windowStart(count: number, selected: number, height: number): number {
+  if (count <= height) return 0;
+  return Math.min(Math.max(0, selected - Math.floor(height / 2)), count - height);
+}
+
+interface RowProps<T> {
+  row: T;
+  columns: readonly Column<T>[];
+  widths: readonly number[];
+  width: number;
+  selected: boolean;
+  marked: boolean;
+  skin: Skin;
+  rowTone?: ((row: T) => Tone | undefined) | undefined;
+}
+
+function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTone }: RowProps<T>) {
+  const base = rowTone?.(row);
+  let left = width;
+  const spans: React.ReactNode[] = [];
+  columns.forEach((c, i) => {
+    if (left <= 0) return;
+    const text = cut((i === 0 ? '' : ' ') + fit(c.cell(row), widths[i]!, c.align), left);
+    left -= text.length;
+    const tone = c.tone?.(row) ?? base;
+    spans.push(
+      <Text key={i} color={colorOf(skin, tone)}>
+        {text}
+      </Text>,
+    );
+  });
+  return (
+    <Text inverse={selected} bold={marked} wrap="truncate">
+      {spans}
+    </Text>
+  );
+}
+
+const Row = memo(RowLine) as typeof RowLine;
+
+export function Table<T>({ columns, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty }: TableProps<T>) {
+  const widths = useMemo(() => columnWidths(columns, width), [columns, width]);
+  const bodyHeight = Math.max(1, height - 1);
+  const found = selectedID === undefined ? -1 : rows.findIndex((r) => rowKey(r) === selectedID);
+  const selected = found < 0 ? 0 : found;
+  const start = windowStart(rows.length, selected, bodyHeight);
+  const visible = rows.slice(start, start + bodyHeight);
+  const header = cut(columns.map((c, i) => fit(c.title, widths[i]!, c.align)).join(' '), width);
+  const position = rows.length > bodyHeight ? ` ${start + 1}-${start + visible.length} of ${rows.length}` : '';
+  return (
+    <>
+      <Text bold color={colorOf(skin, 'title')} wrap="truncate">
+        {position ? cut(header, Math.max(0, width - position.length)).padEnd(Math.max(0, width - position.length)) + position : header}
+      </Text>
+      {visible.length === 0 ? (
+        <Text color={colorOf(skin, 'dim')}>{cut(empty ?? 'nothing to show', width)}</Text>
+      ) : (
+        visible.map((r, i) => {
+          const key = rowKey(r);
+          return <Row key={key} row={r} columns={columns} widths={widths} width={width} selected={start + i === selected} marked={marked?.has(key) ?? false} skin={skin} rowTone={rowTone} />;
+        })
+      )}
+    </>
+  );
+}

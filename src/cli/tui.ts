@@ -1,0 +1,151 @@
+// cubectl-tui: the operations console. Parses flags, finds (or, as root, starts) the
+// daemon, then mounts the Ink app. Ink is imported only after CI is cleared from the
+// environment: Ink decides at import time to render only the last frame when CI is set.
+import { spawn } from 'node:child_process';
+import { accessSync, constants, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { SKIN_NAMES, type SkinName } from '../tui/skins.js';
+
+export const DEFAULT_API = 'http://127.0.0.1:3000';
+const KEY_FILE = '/var/lib/cubed/api-key';
+const DATA_DIR = '/var/lib/cubed';
+
+const HELP_AFTER = `
+Views (switch with tab, 1-6 or :name): nodes, sandboxes, pool, events, config, triage.
+Press ? inside the console for every key; docs/console.md has the same list.
+
+Connection:
+  The console reads one watch stream (GET /admin/v1/watch) and repaints at most once
+  per --refresh. When the stream drops, the header turns STALE with the reason and the
+  console reconnects with backoff. With no --api it connects to ${DEFAULT_API}; if
+  nothing answers there and it runs as root, it starts the bundled daemon (bin/cubed)
+  in the background, logging to /var/log/cubed.log (or ${DATA_DIR}/cubed.log), and says so.
+
+Environment:
+  CUBE_API_KEY   API key (else ${KEY_FILE} when readable)
+  NO_COLOR       any value: no colours, whatever --skin says
+
+Terminal:
+  Needs 80x24 or more. Under tmux, TERM=xterm-256color helps when colours look wrong.
+  The mouse is left to the terminal (text selection works); q or ctrl-c restores it.
+
+Examples:
+  cubectl-tui
+  cubectl-tui --api http://10.0.0.5:3000 --readonly
+  NO_COLOR=1 cubectl-tui --refresh 1000
+`;
+
+interface Flags {
+  api?: string;
+  readonly: boolean;
+  refresh: number;
+  skin: SkinName;
+}
+
+function parseRefresh(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 50 || n > 60_000) throw new InvalidArgumentError('an integer number of milliseconds between 50 and 60000');
+  return n;
+}
+
+function parseUrl(v: string): string {
+  try {
+    const u = new URL(v);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error();
+    return u.origin;
+  } catch {
+    throw new InvalidArgumentError('an http(s) URL such as http://127.0.0.1:3000');
+  }
+}
+
+export function apiKey(env: NodeJS.ProcessEnv = process.env, keyFile = KEY_FILE): string {
+  if (env.CUBE_API_KEY) return env.CUBE_API_KEY;
+  try {
+    return readFileSync(keyFile, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+async function healthy(baseUrl: string): Promise<string | null> {
+  try {
+    const res = await fetch(new URL('/health', baseUrl), { signal: AbortSignal.timeout(1500) });
+    return res.ok ? null : `HTTP ${res.status}`;
+  } catch (e) {
+    return (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message;
+  }
+}
+
+function writableLog(): string {
+  for (const path of ['/var/log/cubed.log', join(DATA_DIR, 'cubed.log')]) {
+    try {
+      mkdirSync(dirname(path), { recursive: true });
+      return (openSync(path, 'a'), path);
+    } catch {
+      // try the next place
+    }
+  }
+  throw new Error('no writable place for the daemon log (/var/log or /var/lib/cubed)');
+}
+
+/** Starts bin/cubed detached (it outlives the console) and waits until /health answers. */
+async function startBundledDaemon(baseUrl: string): Promise<string> {
+  const bin = fileURLToPath(new URL('../../../bin/cubed', import.meta.url));
+  accessSync(bin, constants.R_OK);
+  const log = writableLog();
+  const fd = openSync(log, 'a');
+  const child = spawn(process.execPath, [bin], { detached: true, stdio: ['ignore', fd, fd] });
+  child.unref();
+  const until = Date.now() + 30_000;
+  let why: string | null = 'not started';
+  while (Date.now() < until) {
+    if (child.exitCode !== null) throw new Error(`the daemon exited with code ${child.exitCode}; see ${log}`);
+    why = await healthy(baseUrl);
+    if (why === null) return `no daemon answered on ${baseUrl}: started the bundled cubed in the background (pid ${child.pid}, log ${log})`;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`started cubed (pid ${child.pid}) but ${baseUrl} did not answer in 30 s (${why}); see ${log}`);
+}
+
+async function main(argv: string[]): Promise<void> {
+  const program = new Command('cubectl-tui')
+    .description('Operations console for cubed: nodes, density, sandboxes, NIC pool, events, config, bottleneck triage')
+    .option('--api <url>', `admin API address (default ${DEFAULT_API})`, parseUrl)
+    .option('--readonly', 'bind no key that changes anything (they vanish from help too)', false)
+    .option('--refresh <ms>', 'repaint at most once per this many milliseconds', parseRefresh, 250)
+    .addOption(new Option('--skin <name>', 'colours').choices(SKIN_NAMES).default('dark'))
+    .addHelpText('after', HELP_AFTER)
+    .showHelpAfterError();
+  program.parse(argv);
+  const flags = program.opts<Flags>();
+  if (!process.stdout.isTTY || !process.stdin.isTTY) {
+    process.stderr.write('cubectl-tui: needs a terminal (stdin and stdout must be a TTY); use cubectl --json for scripts\n');
+    process.exit(2);
+  }
+  const baseUrl = flags.api ?? DEFAULT_API;
+  const down = await healthy(baseUrl);
+  if (down !== null) {
+    if (!flags.api && process.getuid?.() === 0) {
+      try {
+        process.stderr.write(`${await startBundledDaemon(baseUrl)}\n`);
+      } catch (e) {
+        process.stderr.write(`cubectl-tui: ${(e as Error).message}\n`);
+        process.exit(1);
+      }
+    } else {
+      // Start anyway: the header shows the reason and the console reconnects when the daemon comes up.
+      process.stderr.write(`cubectl-tui: ${baseUrl} does not answer (${down}); retrying in the console\n`);
+    }
+  }
+  delete process.env.CI;
+  delete process.env.CONTINUOUS_INTEGRATION;
+  const { runConsole } = await import('../tui/run.js');
+  await runConsole({ target: { baseUrl, apiKey: apiKey() }, readonly: flags.readonly, refreshMs: flags.refresh, skin: flags.skin });
+}
+
+main(process.argv).catch((e: unknown) => {
+  process.stderr.write(`cubectl-tui: ${(e as Error).message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,164 @@
+// Every write the console makes to the admin API, each reporting its outcome in the flash
+// line. Confirmation and prompts are opened by commands.ts; these run after them.
+import type { NodeView, ReloadResult, SandboxView } from '../api/types.js';
+import type { MasterConfig } from '../config/schema.js';
+import { computeDensity, computeHeadroom, densityParamsFromConfig } from '../scheduler/density.js';
+import { request, type ApiTarget } from './api.js';
+import { densityText, inline, mib, ratio } from './format.js';
+import { flash, setUi, type ConsoleStore } from './store.js';
+
+export const RELEASE_RATIO_PATH = 'host.quota.paused_resource_release_ratio';
+
+export interface LaunchSpec {
+  templateID: string;
+  cpus: number;
+  memoryMiB: number;
+  timeoutSec: number;
+  nodeID?: string;
+}
+
+const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+/** The density line the operator reads after a ratio change: live / ceiling (safe), what pausing frees. */
+export function densitySummary(n: NodeView): string {
+  const d = n.density;
+  return `${n.nodeID}: ${densityText(n.sandboxes.running + n.sandboxes.paused, d.effectiveCeiling, d.safetyBoundary)}, all paused ${d.allPausedCeiling}, ratio ${ratio(d.releaseRatio)} frees ${mib(d.releasedMiB)}, headroom ${d.headroom}`;
+}
+
+/** What a release ratio would give on a node, from the config in force (same model as the scheduler). */
+export function previewReleaseRatio(n: NodeView, master: MasterConfig, r: number): string {
+  const params = { ...densityParamsFromConfig(master), releaseRatio: r };
+  const spec = { cpus: master.sandbox.default_spec.cpus, memoryMiB: master.sandbox.default_spec.memory_mib };
+  const d = computeDensity(n.capacity, params, spec);
+  const h = computeHeadroom(n.capacity, params, spec, { running: n.sandboxes.running, paused: n.sandboxes.paused });
+  return `${n.nodeID}: all paused ${n.density.allPausedCeiling} -> ${d.allPausedCeiling}, frees ${mib(n.density.releasedMiB)} -> ${mib(h.releasedMiB)}, headroom ${n.density.headroom} -> ${h.headroom}`;
+}
+
+export function parseRatio(text: string): number | string {
+  const t = text.trim();
+  if (!/^(\d+(\.\d*)?|\.\d+)$/.test(t)) return 'a number between 0 and 1, e.g. 0.75';
+  const v = Number(t);
+  return v >= 0 && v <= 1 ? v : 'must be between 0 and 1';
+}
+
+/** `template=host cpus=1 mem=4096 timeout=300` -> LaunchSpec (unknown words are an error, not ignored). */
+export function parseLaunch(text: string, base: LaunchSpec): LaunchSpec | string {
+  const spec = { ...base };
+  for (const word of text.trim().split(/\s+/).filter(Boolean)) {
+    const [k, v = ''] = word.split('=', 2);
+    const num = Number(v);
+    if (k === 'template') {
+      if (!v) return 'template= needs a name';
+      spec.templateID = v;
+    } else if (k === 'node') {
+      if (v && v !== 'any') spec.nodeID = v;
+      else delete spec.nodeID;
+    } else if (k === 'cpus' || k === 'mem' || k === 'timeout') {
+      if (!(Number.isFinite(num) && num > 0)) return `${k}= needs a positive number`;
+      if (k === 'cpus') spec.cpus = num;
+      else if (k === 'mem') spec.memoryMiB = Math.round(num);
+      else spec.timeoutSec = Math.round(num);
+    } else return `unknown field "${k}" (template, cpus, mem, timeout, node)`;
+  }
+  return spec;
+}
+
+export function formatLaunch(s: LaunchSpec): string {
+  return `template=${s.templateID} cpus=${s.cpus} mem=${s.memoryMiB} timeout=${s.timeoutSec} node=${s.nodeID ?? 'any'}`;
+}
+
+export interface Actions {
+  reload(): Promise<void>;
+  setReleaseRatio(r: number, nodeID?: string): Promise<void>;
+  cordon(nodeID: string): Promise<void>;
+  uncordon(nodeID: string): Promise<void>;
+  drain(nodeID: string): Promise<void>;
+  launch(spec: LaunchSpec): Promise<void>;
+  destroy(ids: string[]): Promise<void>;
+  togglePause(sb: SandboxView): Promise<void>;
+}
+
+export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
+  /** One action at a time, its name in the footer while it runs; failures land in the flash. */
+  const run = async (what: string, fn: () => Promise<void>): Promise<void> => {
+    if (store.getState().ui.busy) {
+      flash(store, `busy: ${store.getState().ui.busy}`, 'warn');
+      return;
+    }
+    setUi(store, { busy: what });
+    try {
+      await fn();
+    } catch (e) {
+      flash(store, `${what} failed: ${errText(e)}`, 'bad');
+    } finally {
+      setUi(store, { busy: '' });
+    }
+  };
+
+  const nodeAction = (verb: 'cordon' | 'uncordon' | 'drain', past: string, body?: unknown) => (nodeID: string) =>
+    run(`${verb} ${nodeID}`, async () => {
+      const n = await request<NodeView>(target, 'POST', `/admin/v1/nodes/${encodeURIComponent(nodeID)}/${verb}`, body);
+      flash(store, `${nodeID} ${past}: ${n.schedulable ? 'schedulable' : `not schedulable (${n.reason})`}`);
+    });
+
+  return {
+    reload: () =>
+      run('reload config', async () => {
+        const r = await request<ReloadResult>(target, 'POST', '/admin/v1/config/reload');
+        if (!r.ok) {
+          const errs = (r.error ?? []).map((e) => `${e.path}: ${e.message}`);
+          flash(store, `reload rejected, config v${r.version} kept`, 'bad', errs);
+          return;
+        }
+        const diff = r.changes.map((c) => `${c.path}: ${inline(c.from)} -> ${inline(c.to)}${c.needsRestart ? ' (needs restart)' : ''}`);
+        flash(store, r.changes.length ? `config v${r.version} loaded: ${r.changes.length} change(s)` : `config v${r.version}: no change on disk`, 'ok', diff);
+      }),
+    setReleaseRatio: (r, nodeID) =>
+      run('set release ratio', async () => {
+        const res = await request<ReloadResult>(target, 'PUT', '/admin/v1/config', { path: RELEASE_RATIO_PATH, value: r });
+        if (!res.ok) {
+          flash(store, `release ratio ${r} rejected`, 'bad', (res.error ?? []).map((e) => `${e.path}: ${e.message}`));
+          return;
+        }
+        // The daemon's own numbers after the change, not our preview.
+        const nodes = await request<NodeView[]>(target, 'GET', '/admin/v1/nodes');
+        const shown = nodes.filter((n) => !nodeID || n.nodeID === nodeID).slice(0, 3);
+        flash(store, `release ratio ${ratio(r)} applied (config v${res.version})`, 'ok', shown.map(densitySummary));
+      }),
+    cordon: nodeAction('cordon', 'cordoned'),
+    uncordon: nodeAction('uncordon', 'uncordoned'),
+    drain: nodeAction('drain', 'draining', {}),
+    launch: (spec) =>
+      run('launch', async () => {
+        const sb = await request<SandboxView>(target, 'POST', '/admin/v1/sandboxes', {
+          templateID: spec.templateID,
+          cpus: spec.cpus,
+          memoryMiB: spec.memoryMiB,
+          timeoutSec: spec.timeoutSec,
+          ...(spec.nodeID ? { nodeID: spec.nodeID } : {}),
+        });
+        flash(store, `launched ${sb.sandboxID} on ${sb.nodeID} (${sb.state})`);
+      }),
+    destroy: (ids) =>
+      run(`destroy ${ids.length}`, async () => {
+        const failed: string[] = [];
+        for (const id of ids) {
+          try {
+            await request<void>(target, 'DELETE', `/admin/v1/sandboxes/${encodeURIComponent(id)}`);
+          } catch (e) {
+            failed.push(`${id}: ${errText(e)}`);
+          }
+        }
+        setUi(store, { marked: [] });
+        if (failed.length) flash(store, `destroyed ${ids.length - failed.length} of ${ids.length}`, 'bad', failed);
+        else flash(store, `destroyed ${ids.length === 1 ? ids[0] : `${ids.length} sandboxes`}`);
+      }),
+    togglePause: (sb) => {
+      const verb = sb.state === 'paused' ? 'resume' : 'pause';
+      return run(`${verb} ${sb.sandboxID}`, async () => {
+        const after = await request<SandboxView>(target, 'POST', `/admin/v1/sandboxes/${encodeURIComponent(sb.sandboxID)}/${verb}`);
+        flash(store, `${sb.sandboxID} ${after.state}`);
+      });
+    },
+  };
+}

@@ -1,0 +1,248 @@
+// What each key does: navigation and overlays change `ui`; dangerous commands open a
+// confirm or prompt whose answer calls actions.ts. Modal overlays take every key first.
+import type { MasterConfig } from '../config/schema.js';
+import { formatLaunch, parseLaunch, parseRatio, previewReleaseRatio, type Actions } from './actions.js';
+import { resolveKey, type CommandId } from './keymap.js';
+import { launchDefaultsOf, releaseRatioOf } from './model.js';
+import { rowIDs, selectedNodeID } from './selectors.js';
+import { flash, setUi, type ConsoleState, type ConsoleStore, type Prompt } from './store.js';
+import { resolveView, VIEWS } from './views.js';
+
+export interface CommandContext {
+  store: ConsoleStore;
+  actions: Actions;
+  quit: () => void;
+  /** Rows a page key moves (the table's visible height). */
+  pageSize: () => number;
+}
+
+function currentIDs(s: ConsoleState): string[] {
+  return rowIDs(s.ui.view, s.data, s.ui.filter[s.ui.view]);
+}
+
+function move(ctx: CommandContext, to: (index: number, count: number) => number): void {
+  const s = ctx.store.getState();
+  const ids = currentIDs(s);
+  if (ids.length === 0) return;
+  const at = Math.max(0, ids.indexOf(s.ui.selected[s.ui.view] ?? ''));
+  const next = Math.min(ids.length - 1, Math.max(0, to(at, ids.length)));
+  setUi(ctx.store, { selected: { ...s.ui.selected, [s.ui.view]: ids[next] } });
+}
+
+function switchView(ctx: CommandContext, step: number): void {
+  const { view } = ctx.store.getState().ui;
+  const i = VIEWS.indexOf(view);
+  setUi(ctx.store, { view: VIEWS[(i + step + VIEWS.length) % VIEWS.length]! });
+}
+
+function selectedNode(s: ConsoleState): string | undefined {
+  return selectedNodeID(s.ui.view, s.ui.selected[s.ui.view], currentIDs(s));
+}
+
+function selectedSandbox(s: ConsoleState) {
+  if (s.ui.view !== 'sandboxes') return undefined;
+  const ids = currentIDs(s);
+  const id = s.ui.selected.sandboxes && ids.includes(s.ui.selected.sandboxes) ? s.ui.selected.sandboxes : ids[0];
+  return id ? s.data.sandboxes[id] : undefined;
+}
+
+function prompt(ctx: CommandContext, p: Omit<Prompt, 'kind'>): void {
+  setUi(ctx.store, { overlay: { kind: 'prompt', ...p } });
+}
+
+function needNode(ctx: CommandContext): string | undefined {
+  const id = selectedNode(ctx.store.getState());
+  if (!id) flash(ctx.store, 'no node selected', 'warn');
+  return id;
+}
+
+export function runCommand(ctx: CommandContext, id: CommandId): void {
+  const { store, actions } = ctx;
+  const s = store.getState();
+  if (id.startsWith('view:')) {
+    setUi(store, { view: id.slice(5) as (typeof VIEWS)[number] });
+    return;
+  }
+  switch (id) {
+    case 'help':
+      return setUi(store, { overlay: { kind: 'help' } });
+    case 'quit':
+      return ctx.quit();
+    case 'command':
+      return setUi(store, { overlay: { kind: 'command', text: '' } });
+    case 'filter':
+      return setUi(store, { overlay: { kind: 'filter', text: s.ui.filter[s.ui.view] ?? '' } });
+    case 'back':
+      return setUi(store, { filter: { ...s.ui.filter, [s.ui.view]: '' }, flash: null });
+    case 'up':
+      return move(ctx, (i) => i - 1);
+    case 'down':
+      return move(ctx, (i) => i + 1);
+    case 'pageUp':
+      return move(ctx, (i) => i - ctx.pageSize());
+    case 'pageDown':
+      return move(ctx, (i) => i + ctx.pageSize());
+    case 'top':
+      return move(ctx, () => 0);
+    case 'bottom':
+      return move(ctx, (_i, n) => n - 1);
+    case 'nextView':
+      return switchView(ctx, 1);
+    case 'prevView':
+      return switchView(ctx, -1);
+    case 'mark': {
+      const sb = selectedSandbox(s);
+      if (!sb) return;
+      const marked = s.ui.marked.includes(sb.sandboxID) ? s.ui.marked.filter((x) => x !== sb.sandboxID) : [...s.ui.marked, sb.sandboxID];
+      setUi(store, { marked });
+      return move(ctx, (i) => i + 1);
+    }
+    case 'reload':
+      void actions.reload();
+      return;
+    case 'releaseRatio': {
+      const current = releaseRatioOf(s.data.config);
+      const master = s.data.config?.master as MasterConfig | undefined;
+      const nodeID = selectedNode(s);
+      const node = nodeID ? s.data.nodes[nodeID] : undefined;
+      return prompt(ctx, {
+        title: `paused_resource_release_ratio (now ${current ?? 'unknown'}), 0..1`,
+        value: current === null ? '' : String(current),
+        describe: (v) => {
+          const r = parseRatio(v);
+          if (typeof r === 'string') return { text: r, valid: false };
+          if (!node || !master) return { text: 'enter to apply', valid: true };
+          try {
+            return { text: previewReleaseRatio(node, master, r), valid: true };
+          } catch (e) {
+            return { text: (e as Error).message, valid: true };
+          }
+        },
+        submit: async (v) => {
+          const r = parseRatio(v);
+          if (typeof r === 'number') await actions.setReleaseRatio(r, nodeID);
+        },
+      });
+    }
+    case 'cordon':
+    case 'uncordon': {
+      const nodeID = needNode(ctx);
+      if (nodeID) void actions[id](nodeID);
+      return;
+    }
+    case 'drain': {
+      const nodeID = needNode(ctx);
+      if (!nodeID) return;
+      const n = s.data.nodes[nodeID];
+      return setUi(store, {
+        overlay: {
+          kind: 'confirm',
+          title: `Drain node ${nodeID}?`,
+          lines: [`It stops taking sandboxes; ${n ? n.sandboxes.total : '?'} sandbox(es) on it finish or are moved.`],
+          run: () => actions.drain(nodeID),
+        },
+      });
+    }
+    case 'launch': {
+      const nodeID = s.ui.view === 'nodes' ? selectedNode(s) : undefined;
+      const base = { ...launchDefaultsOf(s.data.config), ...(nodeID ? { nodeID } : {}) };
+      return prompt(ctx, {
+        title: `launch a sandbox ${nodeID ? `on ${nodeID}` : 'anywhere'}`,
+        value: formatLaunch(base),
+        describe: (v) => {
+          const spec = parseLaunch(v, base);
+          return typeof spec === 'string' ? { text: spec, valid: false } : { text: 'enter to launch', valid: true };
+        },
+        submit: async (v) => {
+          const spec = parseLaunch(v, base);
+          if (typeof spec !== 'string') await actions.launch(spec);
+        },
+      });
+    }
+    case 'destroy': {
+      const ids = s.ui.marked.length ? s.ui.marked : [selectedSandbox(s)?.sandboxID].filter((x): x is string => !!x);
+      if (ids.length === 0) return flash(store, 'no sandbox selected', 'warn');
+      return setUi(store, {
+        overlay: {
+          kind: 'confirm',
+          title: `Destroy ${ids.length === 1 ? ids[0] : `${ids.length} sandboxes`}?`,
+          lines: [ids.slice(0, 5).join(' ') + (ids.length > 5 ? ` and ${ids.length - 5} more` : ''), 'Processes are killed and the writable layer is removed.'],
+          run: () => actions.destroy(ids),
+        },
+      });
+    }
+    case 'pause': {
+      const sb = selectedSandbox(s);
+      if (!sb) return flash(store, 'no sandbox selected', 'warn');
+      void actions.togglePause(sb);
+      return;
+    }
+  }
+}
+
+/** Runs a `:` command line: a view name, or q/quit. */
+export function runCommandLine(ctx: CommandContext, text: string): void {
+  const word = text.trim();
+  if (word === 'q' || word === 'quit') return ctx.quit();
+  const view = resolveView(word);
+  if (view) setUi(ctx.store, { view, overlay: null });
+  else setUi(ctx.store, { overlay: null, flash: { text: `unknown command ":${word}" (try :nodes :sandboxes :pool :events :config :triage :q)`, level: 'warn', detail: [] } });
+}
+
+/** Line editing shared by the command bar, the filter and prompts (pasted text arrives whole). */
+export function editLine(text: string, name: string, input: string): string | null {
+  if (name === 'backspace') return text.slice(0, -1);
+  if (name === 'ctrl-u') return '';
+  if (name === 'space') return text + ' ';
+  if (!name.startsWith('ctrl-') && /^[\x20-\x7e]+$/.test(input)) return text + input;
+  return null;
+}
+
+/** Routes one keypress: the overlay first (modal), then the keymap. */
+export function handleKey(ctx: CommandContext, name: string, input: string): void {
+  const { store } = ctx;
+  const s = store.getState();
+  const ov = s.ui.overlay;
+  if (ov === null) {
+    const b = resolveKey(name, s.ui.view, s.settings.readonly);
+    if (b) runCommand(ctx, b.id);
+    return;
+  }
+  if (name === 'ctrl-c') return ctx.quit();
+  switch (ov.kind) {
+    case 'help':
+      if (name === 'escape' || name === '?' || name === 'q' || name === 'enter') setUi(store, { overlay: null });
+      return;
+    case 'confirm':
+      if (name === 'y' || name === 'enter') {
+        setUi(store, { overlay: null });
+        void ov.run();
+      } else if (name === 'n' || name === 'escape') setUi(store, { overlay: null });
+      return;
+    case 'command':
+    case 'filter': {
+      if (name === 'escape') return setUi(store, { overlay: null });
+      if (name === 'enter') {
+        if (ov.kind === 'command') return runCommandLine(ctx, ov.text);
+        return setUi(store, { overlay: null });
+      }
+      const text = editLine(ov.text, name, input);
+      if (text === null) return;
+      if (ov.kind === 'filter') setUi(store, { overlay: { kind: 'filter', text }, filter: { ...s.ui.filter, [s.ui.view]: text } });
+      else setUi(store, { overlay: { kind: 'command', text } });
+      return;
+    }
+    case 'prompt': {
+      if (name === 'escape') return setUi(store, { overlay: null });
+      if (name === 'enter') {
+        if (!ov.describe(ov.value).valid) return;
+        setUi(store, { overlay: null });
+        void ov.submit(ov.value);
+        return;
+      }
+      const value = editLine(ov.value, name, input);
+      if (value !== null) setUi(store, { overlay: { ...ov, value } });
+      return;
+    }
+  }
+}

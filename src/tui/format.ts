@@ -1,0 +1,96 @@
+// Pure text helpers for the console: every cell is pre-formatted to a fixed width here,
+// so the Table renders one string per row and Ink never wraps a line.
+
+/** Pads or cuts `s` to exactly `width` columns (ASCII ids and numbers: one char = one column). */
+export function fit(s: string, width: number, align: 'left' | 'right' = 'left'): string {
+  if (width <= 0) return '';
+  if (s.length > width) return s.slice(0, width);
+  return align === 'left' ? s.padEnd(width) : s.padStart(width);
+}
+
+/** Cuts a line to the terminal width (no padding). */
+export function cut(s: string, width: number): string {
+  return s.length > width ? s.slice(0, Math.max(0, width)) : s;
+}
+
+/** Compact duration: 42s, 5m, 3h, 2d (largest unit only, as k9s AGE). */
+export function shortDuration(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+/** Time left until `endAt`, with seconds under an hour (operators watch timeouts run out). */
+export function timeLeft(endAt: string, now: number): string {
+  const ms = Date.parse(endAt) - now;
+  if (!Number.isFinite(ms)) return '-';
+  if (ms <= 0) return 'expired';
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return shortDuration(ms);
+}
+
+export function age(startedAt: string, now: number): string {
+  const t = Date.parse(startedAt);
+  return Number.isFinite(t) ? shortDuration(now - t) : '-';
+}
+
+/** MiB as the operator reads it: 512Mi, 4.0Gi, 1.2Ti. */
+export function mib(n: number): string {
+  if (!Number.isFinite(n)) return '-';
+  if (Math.abs(n) < 1024) return `${Math.round(n)}Mi`;
+  if (Math.abs(n) < 1024 * 1024) return `${(n / 1024).toFixed(1)}Gi`;
+  return `${(n / 1024 / 1024).toFixed(1)}Ti`;
+}
+
+export function millis(n: number): string {
+  if (!Number.isFinite(n)) return '-';
+  if (n < 1000) return `${Math.round(n)}ms`;
+  return `${(n / 1000).toFixed(1)}s`;
+}
+
+export function ratio(n: number): string {
+  return Number.isFinite(n) ? String(Math.round(n * 100) / 100) : '-';
+}
+
+export type Level = 'ok' | 'warn' | 'bad';
+
+/** Density colour: green below the safety boundary, yellow up to the ceiling, red at it. */
+export function densityLevel(live: number, safe: number, ceiling: number): Level {
+  if (live >= ceiling) return 'bad';
+  if (live >= safe) return 'warn';
+  return 'ok';
+}
+
+/** `86 / 117 (58 safe)` */
+export function densityText(live: number, ceiling: number, safe: number): string {
+  return `${live} / ${ceiling} (${safe} safe)`;
+}
+
+/** A fixed-width bar, `#` filled and `.` empty; over 100% stays full. */
+export function gauge(value: number, max: number, width: number): string {
+  if (width <= 0) return '';
+  const share = max > 0 ? Math.min(1, Math.max(0, value / max)) : value > 0 ? 1 : 0;
+  const filled = Math.round(share * width);
+  return '#'.repeat(filled) + '.'.repeat(width - filled);
+}
+
+const SPARKS = ['\u2581', '\u2582', '\u2583', '\u2584', '\u2585', '\u2586', '\u2587', '\u2588'];
+
+/** Block sparkline of the last `width` values, scaled to their maximum (all-zero gives the floor). */
+export function sparkline(values: readonly number[], width: number): string {
+  const tail = values.slice(-width);
+  const max = Math.max(0, ...tail);
+  const chars = tail.map((v) => (max > 0 ? SPARKS[Math.min(7, Math.floor((Math.max(0, v) / max) * 7.999))]! : SPARKS[0]!));
+  return chars.join('').padEnd(width);
+}
+
+/** A config value in one line for diffs and the config view. */
+export function inline(v: unknown): string {
+  if (v === undefined) return '-';
+  if (typeof v === 'string') return v;
+  return JSON.stringify(v);
+}

@@ -1,0 +1,120 @@
+// The one keymap: dispatch, the help screen and docs/console.md are all generated from it.
+// Dangerous bindings are simply not bound in --readonly (as k9s does), so they vanish
+// from help and from dispatch together.
+import type { Key } from 'ink';
+import { VIEWS, type ViewName } from './views.js';
+
+export type CommandId =
+  | 'help' | 'quit' | 'command' | 'filter' | 'back'
+  | 'up' | 'down' | 'pageUp' | 'pageDown' | 'top' | 'bottom'
+  | 'nextView' | 'prevView' | `view:${ViewName}`
+  | 'mark' | 'reload' | 'releaseRatio' | 'cordon' | 'uncordon' | 'drain' | 'launch' | 'destroy' | 'pause';
+
+export type Group = 'general' | 'navigation' | 'views' | 'actions';
+
+export interface Binding {
+  id: CommandId;
+  /** Key names as keyName() produces them; the first is the one shown in hints. */
+  keys: string[];
+  help: string;
+  /** Short label for the footer's key hints; absent = not hinted. */
+  hint?: string;
+  group: Group;
+  /** Views where the key works; absent = everywhere. */
+  views?: ViewName[];
+  dangerous?: boolean;
+}
+
+const viewKeys: Binding[] = VIEWS.map((v, i) => ({ id: `view:${v}` as const, keys: [String(i + 1)], help: `${v} view (also :${v})`, group: 'views' as const }));
+
+export const KEYMAP: readonly Binding[] = [
+  { id: 'help', hint: 'help', keys: ['?'], help: 'this help', group: 'general' },
+  { id: 'command', hint: 'command', keys: [':'], help: 'command mode: :nodes :sandboxes :pool :events :config :triage :q', group: 'general' },
+  { id: 'filter', hint: 'filter', keys: ['/'], help: 'filter the rows of this view (substring, case-insensitive)', group: 'general', views: ['nodes', 'sandboxes', 'pool', 'events', 'config'] },
+  { id: 'back', keys: ['escape'], help: 'clear the filter / close a dialog', group: 'general' },
+  { id: 'quit', hint: 'quit', keys: ['q', 'ctrl-c'], help: 'quit (restores the terminal)', group: 'general' },
+  { id: 'up', keys: ['up', 'k'], help: 'previous row', group: 'navigation' },
+  { id: 'down', keys: ['down', 'j'], help: 'next row', group: 'navigation' },
+  { id: 'pageUp', keys: ['pageup', 'ctrl-b'], help: 'page up', group: 'navigation' },
+  { id: 'pageDown', keys: ['pagedown', 'ctrl-f'], help: 'page down', group: 'navigation' },
+  { id: 'top', keys: ['g', 'home'], help: 'first row', group: 'navigation' },
+  { id: 'bottom', keys: ['G', 'end'], help: 'last row', group: 'navigation' },
+  { id: 'nextView', hint: 'view', keys: ['tab'], help: 'next view', group: 'views' },
+  { id: 'prevView', keys: ['shift-tab'], help: 'previous view', group: 'views' },
+  ...viewKeys,
+  { id: 'mark', hint: 'mark', keys: ['space'], help: 'mark / unmark the sandbox (ctrl-d acts on all marked)', group: 'actions', views: ['sandboxes'] },
+  { id: 'reload', hint: 'reload', keys: ['R'], help: 'hot-reload the config files from disk (shows the diff or the validation error)', group: 'actions', dangerous: true },
+  { id: 'releaseRatio', hint: 'ratio', keys: ['r'], help: 'edit paused_resource_release_ratio (0..1, persisted, applied live)', group: 'actions', dangerous: true },
+  { id: 'cordon', hint: 'cordon', keys: ['c'], help: 'cordon the node (no new sandboxes)', group: 'actions', views: ['nodes', 'pool', 'triage'], dangerous: true },
+  { id: 'uncordon', hint: 'uncordon', keys: ['u'], help: 'uncordon the node', group: 'actions', views: ['nodes', 'pool', 'triage'], dangerous: true },
+  { id: 'drain', hint: 'drain', keys: ['d'], help: 'drain the node (confirm)', group: 'actions', views: ['nodes', 'pool', 'triage'], dangerous: true },
+  { id: 'launch', hint: 'launch', keys: ['n'], help: 'launch a sandbox (template and spec prompt) on the node or anywhere', group: 'actions', views: ['nodes', 'sandboxes'], dangerous: true },
+  { id: 'destroy', hint: 'destroy', keys: ['ctrl-d'], help: 'destroy the selected / marked sandboxes (confirm)', group: 'actions', views: ['sandboxes'], dangerous: true },
+  { id: 'pause', hint: 'pause/resume', keys: ['p'], help: 'pause / resume the sandbox', group: 'actions', views: ['sandboxes'], dangerous: true },
+];
+
+export function bindings(readonly: boolean): Binding[] {
+  return KEYMAP.filter((b) => !(readonly && b.dangerous));
+}
+
+/** Names a keypress the way KEYMAP spells it (Ink 6.8 reports Esc with meta, ctrl-d as 'd'+ctrl). */
+export function keyName(input: string, key: Key): string {
+  if (key.upArrow) return 'up';
+  if (key.downArrow) return 'down';
+  if (key.leftArrow) return 'left';
+  if (key.rightArrow) return 'right';
+  if (key.pageUp) return 'pageup';
+  if (key.pageDown) return 'pagedown';
+  if (key.home) return 'home';
+  if (key.end) return 'end';
+  if (key.tab) return key.shift ? 'shift-tab' : 'tab';
+  if (key.return) return 'enter';
+  if (key.escape) return 'escape';
+  if (key.backspace || key.delete) return 'backspace';
+  if (key.ctrl && input) return `ctrl-${input.toLowerCase()}`;
+  if (input === ' ') return 'space';
+  return input;
+}
+
+export function resolveKey(name: string, view: ViewName, readonly: boolean): Binding | null {
+  return bindings(readonly).find((b) => b.keys.includes(name) && (!b.views || b.views.includes(view))) ?? null;
+}
+
+/** The footer's key hints for a view: `? help  : command ...`. */
+export function hintLine(view: ViewName, readonly: boolean): string {
+  return bindings(readonly)
+    .filter((b) => b.hint && (!b.views || b.views.includes(view)))
+    .map((b) => `${b.keys[0]} ${b.hint}`)
+    .join('  ');
+}
+
+const GROUP_TITLES: Record<Group, string> = { general: 'General', navigation: 'Navigation', views: 'Views', actions: 'Actions' };
+
+export interface HelpSection {
+  title: string;
+  rows: { keys: string; help: string; where: string }[];
+}
+
+export function helpSections(readonly: boolean): HelpSection[] {
+  const list = bindings(readonly);
+  return (Object.keys(GROUP_TITLES) as Group[])
+    .map((g) => ({
+      title: GROUP_TITLES[g],
+      rows: list.filter((b) => b.group === g).map((b) => ({ keys: b.keys.join(' '), help: b.help, where: b.views ? b.views.join(',') : 'all' })),
+    }))
+    .filter((s) => s.rows.length > 0);
+}
+
+/** The key reference of docs/console.md (a test fails when the doc is stale). */
+export function keymapMarkdown(): string {
+  const out: string[] = [];
+  for (const s of helpSections(false)) {
+    out.push(`### ${s.title}`, '', '| keys | what | views | read-only |', '|---|---|---|---|');
+    for (const r of s.rows) {
+      const b = KEYMAP.find((x) => x.keys.join(' ') === r.keys)!;
+      out.push(`| \`${r.keys}\` | ${r.help} | ${r.where} | ${b.dangerous ? 'absent' : 'yes'} |`);
+    }
+    out.push('');
+  }
+  return out.join('\n');
+}

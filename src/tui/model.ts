@@ -1,0 +1,120 @@
+// The console's data model and the pure reducer that applies watch-stream messages to it.
+// Unchanged rows keep their object identity, so memoised rows skip work.
+import type { ConfigChange, ConfigView, EventView, NodeView, SandboxView, StatsView, WatchMessage } from '../api/types.js';
+
+/** Events kept for the events view (k9s keeps about 500 log lines). */
+export const EVENT_BUFFER = 500;
+
+export interface DataState {
+  nodes: Record<string, NodeView>;
+  /** Node ids in display order (sorted), replaced only when membership changes. */
+  nodeOrder: string[];
+  sandboxes: Record<string, SandboxView>;
+  sandboxOrder: string[];
+  /** Oldest first, at most EVENT_BUFFER. */
+  events: EventView[];
+  config: ConfigView | null;
+  /** Changes of the last config message (shown after a reload). */
+  lastChanges: ConfigChange[];
+  stats: StatsView | null;
+  /** Messages applied since start (a cheap change counter for tests and the bench). */
+  applied: number;
+}
+
+export const emptyData = (): DataState => ({
+  nodes: {},
+  nodeOrder: [],
+  sandboxes: {},
+  sandboxOrder: [],
+  events: [],
+  config: null,
+  lastChanges: [],
+  stats: null,
+  applied: 0,
+});
+
+const byKey = <T>(items: readonly T[], key: (t: T) => string): Record<string, T> => Object.fromEntries(items.map((t) => [key(t), t]));
+const sorted = (ids: Iterable<string>): string[] => [...ids].sort();
+
+function upsert<T>(map: Record<string, T>, order: string[], id: string, item: T): { map: Record<string, T>; order: string[] } {
+  const known = id in map;
+  return { map: { ...map, [id]: item }, order: known ? order : sorted([...order, id]) };
+}
+
+function remove<T>(map: Record<string, T>, order: string[], id: string): { map: Record<string, T>; order: string[] } {
+  if (!(id in map)) return { map, order };
+  const { [id]: _gone, ...rest } = map;
+  return { map: rest, order: order.filter((x) => x !== id) };
+}
+
+export function appendEvents(events: readonly EventView[], more: readonly EventView[]): EventView[] {
+  const seen = new Set(events.map((e) => e.id));
+  const merged = [...events, ...more.filter((e) => !seen.has(e.id))];
+  return merged.length > EVENT_BUFFER ? merged.slice(merged.length - EVENT_BUFFER) : merged;
+}
+
+export function applyMessage(s: DataState, msg: WatchMessage): DataState {
+  const applied = s.applied + 1;
+  switch (msg.type) {
+    case 'snapshot': {
+      const { nodes, sandboxes, events, config, stats } = msg.snapshot;
+      return {
+        nodes: byKey(nodes, (n) => n.nodeID),
+        nodeOrder: sorted(nodes.map((n) => n.nodeID)),
+        sandboxes: byKey(sandboxes, (x) => x.sandboxID),
+        sandboxOrder: sorted(sandboxes.map((x) => x.sandboxID)),
+        events: appendEvents([], [...events].sort((a, b) => a.id - b.id)),
+        config,
+        lastChanges: s.lastChanges,
+        stats,
+        applied,
+      };
+    }
+    case 'node': {
+      const u = upsert(s.nodes, s.nodeOrder, msg.node.nodeID, msg.node);
+      return { ...s, nodes: u.map, nodeOrder: u.order, applied };
+    }
+    case 'node.removed': {
+      const u = remove(s.nodes, s.nodeOrder, msg.nodeID);
+      return { ...s, nodes: u.map, nodeOrder: u.order, applied };
+    }
+    case 'sandbox': {
+      // A sandbox that reached `gone` is history: the events view keeps it.
+      if (msg.sandbox.state === 'gone') {
+        const u = remove(s.sandboxes, s.sandboxOrder, msg.sandbox.sandboxID);
+        return { ...s, sandboxes: u.map, sandboxOrder: u.order, applied };
+      }
+      const u = upsert(s.sandboxes, s.sandboxOrder, msg.sandbox.sandboxID, msg.sandbox);
+      return { ...s, sandboxes: u.map, sandboxOrder: u.order, applied };
+    }
+    case 'sandbox.removed': {
+      const u = remove(s.sandboxes, s.sandboxOrder, msg.sandboxID);
+      return { ...s, sandboxes: u.map, sandboxOrder: u.order, applied };
+    }
+    case 'event':
+      return { ...s, events: appendEvents(s.events, [msg.event]), applied };
+    case 'config':
+      return { ...s, config: msg.config, lastChanges: msg.changes, applied };
+    case 'stats':
+      return { ...s, stats: msg.stats, applied };
+  }
+}
+
+/** The release ratio in force, from the config the daemon reports. */
+export function releaseRatioOf(config: ConfigView | null): number | null {
+  const m = config?.master as { host?: { quota?: { paused_resource_release_ratio?: unknown } } } | undefined;
+  const r = m?.host?.quota?.paused_resource_release_ratio;
+  return typeof r === 'number' ? r : null;
+}
+
+/** The default sandbox spec and template in force, to prefill the launch prompt. */
+export function launchDefaultsOf(config: ConfigView | null): { templateID: string; cpus: number; memoryMiB: number; timeoutSec: number } {
+  const sb = (config?.master as { sandbox?: { default_template?: unknown; default_timeout_sec?: unknown; default_spec?: { cpus?: unknown; memory_mib?: unknown } } } | undefined)?.sandbox;
+  const num = (v: unknown, d: number) => (typeof v === 'number' ? v : d);
+  return {
+    templateID: typeof sb?.default_template === 'string' ? sb.default_template : 'base',
+    cpus: num(sb?.default_spec?.cpus, 1),
+    memoryMiB: num(sb?.default_spec?.memory_mib, 4096),
+    timeoutSec: num(sb?.default_timeout_sec, 300),
+  };
+}

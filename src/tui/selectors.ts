@@ -1,0 +1,80 @@
+// Rows of each view, derived from the store data: the views render them and the keys
+// navigate them, so both agree on order and filtering. Pure.
+import type { EventView, NodeView, SandboxView } from '../api/types.js';
+import type { DataState } from './model.js';
+import { inline } from './format.js';
+import { triage, type Finding } from './triage.js';
+import type { ViewName } from './views.js';
+
+const matches = (filter: string | undefined, ...fields: (string | undefined)[]): boolean => {
+  if (!filter) return true;
+  const f = filter.toLowerCase();
+  return fields.some((x) => x !== undefined && x.toLowerCase().includes(f));
+};
+
+export function nodeRows(d: DataState, filter?: string): NodeView[] {
+  return d.nodeOrder.map((id) => d.nodes[id]!).filter((n) => matches(filter, n.nodeID, n.reason, n.address));
+}
+
+export function sandboxRows(d: DataState, filter?: string): SandboxView[] {
+  return d.sandboxOrder.map((id) => d.sandboxes[id]!).filter((x) => matches(filter, x.sandboxID, x.templateID, x.nodeID, x.state));
+}
+
+/** Newest first: the operator looks at what just happened. */
+export function eventRows(events: readonly EventView[], filter?: string): EventView[] {
+  const out: EventView[] = [];
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!;
+    if (matches(filter, e.kind, e.nodeID, e.sandboxID, e.message, e.code === undefined ? undefined : String(e.code))) out.push(e);
+  }
+  return out;
+}
+
+export interface ConfigRow {
+  path: string;
+  value: string;
+}
+
+/** The master and cubelet config flattened to `path = value` lines. */
+export function configRows(d: DataState, filter?: string): ConfigRow[] {
+  if (!d.config) return [];
+  const out: ConfigRow[] = [];
+  const walk = (prefix: string, v: unknown): void => {
+    if (v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0) {
+      for (const [k, x] of Object.entries(v)) walk(prefix ? `${prefix}.${k}` : k, x);
+    } else out.push({ path: prefix, value: inline(v) });
+  };
+  walk('master', d.config.master);
+  walk('cubelet', d.config.cubelet);
+  return out.filter((r) => matches(filter, r.path, r.value));
+}
+
+export function triageRows(d: DataState): Finding[] {
+  return triage(nodeRows(d));
+}
+
+export const findingID = (f: Finding): string => `${f.nodeID}/${f.bottleneck}`;
+
+/** Ids of the rows the view shows, in order (what selection moves over). */
+export function rowIDs(view: ViewName, d: DataState, filter?: string): string[] {
+  switch (view) {
+    case 'nodes':
+    case 'pool':
+      return nodeRows(d, filter).map((n) => n.nodeID);
+    case 'sandboxes':
+      return sandboxRows(d, filter).map((x) => x.sandboxID);
+    case 'events':
+      return eventRows(d.events, filter).map((e) => String(e.id));
+    case 'config':
+      return configRows(d, filter).map((r) => r.path);
+    case 'triage':
+      return triageRows(d).map(findingID);
+  }
+}
+
+/** The node the selection points at in node-centric views (triage rows name a node). */
+export function selectedNodeID(view: ViewName, selected: string | undefined, ids: string[]): string | undefined {
+  const id = selected && ids.includes(selected) ? selected : ids[0];
+  if (!id) return undefined;
+  return view === 'triage' ? id.split('/')[0] : id;
+}

@@ -1,0 +1,99 @@
+// The console's one store (zustand vanilla): the watch client writes data with one set()
+// per flush, components read through selectors, actions and keys change `ui`.
+import { createStore, type StoreApi } from 'zustand/vanilla';
+import type { WatchMessage } from '../api/types.js';
+import { applyMessage, emptyData, type DataState } from './model.js';
+import { pickSkin, type Skin, type SkinName } from './skins.js';
+import type { ViewName } from './views.js';
+import type { Level } from './format.js';
+
+export type ConnectionState = 'connecting' | 'live' | 'stale';
+
+export interface Connection {
+  state: ConnectionState;
+  /** ms epoch of the last state change (the header counts stale seconds from it). */
+  since: number;
+  /** Why the stream is down, while it is. */
+  error: string;
+  /** Reconnect attempts since the stream was last live. */
+  attempt: number;
+}
+
+export interface Confirm {
+  kind: 'confirm';
+  title: string;
+  lines: string[];
+  run: () => Promise<void>;
+}
+
+export interface Prompt {
+  kind: 'prompt';
+  title: string;
+  value: string;
+  /** Extra text under the input, recomputed on every edit (validation, preview). */
+  describe: (value: string) => { text: string; valid: boolean };
+  submit: (value: string) => Promise<void>;
+}
+
+export type Overlay = null | { kind: 'help' } | { kind: 'command'; text: string } | { kind: 'filter'; text: string } | Confirm | Prompt;
+
+export interface Flash {
+  text: string;
+  level: Level;
+  /** Extra lines (config diff, validation errors), shown under the flash line. */
+  detail: string[];
+}
+
+export interface UiState {
+  view: ViewName;
+  /** Selected row id per view (kept by id, not index, so updates do not move it). */
+  selected: Partial<Record<ViewName, string>>;
+  filter: Partial<Record<ViewName, string>>;
+  marked: string[];
+  overlay: Overlay;
+  flash: Flash | null;
+  /** An action is running (one at a time). */
+  busy: string;
+}
+
+export interface Settings {
+  apiUrl: string;
+  readonly: boolean;
+  skin: Skin;
+}
+
+export interface ConsoleState {
+  data: DataState;
+  conn: Connection;
+  ui: UiState;
+  settings: Settings;
+}
+
+export type ConsoleStore = StoreApi<ConsoleState>;
+
+export function createConsoleStore(opts: { apiUrl: string; readonly?: boolean; skin?: SkinName; view?: ViewName }): ConsoleStore {
+  return createStore<ConsoleState>(() => ({
+    data: emptyData(),
+    conn: { state: 'connecting', since: Date.now(), error: '', attempt: 0 },
+    ui: { view: opts.view ?? 'nodes', selected: {}, filter: {}, marked: [], overlay: null, flash: null, busy: '' },
+    settings: { apiUrl: opts.apiUrl, readonly: opts.readonly ?? false, skin: pickSkin(opts.skin ?? 'dark') },
+  }));
+}
+
+/** Applies a batch of watch messages in one set(), so one batch is one render. */
+export function applyBatch(store: ConsoleStore, msgs: readonly WatchMessage[]): void {
+  if (msgs.length === 0) return;
+  store.setState((s) => ({ data: msgs.reduce(applyMessage, s.data) }));
+}
+
+export function setUi(store: ConsoleStore, patch: Partial<UiState>): void {
+  store.setState((s) => ({ ui: { ...s.ui, ...patch } }));
+}
+
+export function setConn(store: ConsoleStore, patch: Partial<Connection>): void {
+  store.setState((s) => ({ conn: { ...s.conn, ...patch } }));
+}
+
+export function flash(store: ConsoleStore, text: string, level: Level = 'ok', detail: string[] = []): void {
+  setUi(store, { flash: { text, level, detail } });
+}

@@ -1,0 +1,86 @@
+// The one watch-stream client: GET /admin/v1/watch, SSE parsed into WatchMessages, batched
+// into the store once per refresh interval; reconnects with exponential backoff and marks
+// the data stale while the stream is down or silent (the daemon pings every 15 s).
+import type { WatchMessage } from '../api/types.js';
+import { authHeaders, type ApiTarget } from './api.js';
+import { SseParser } from './sse.js';
+import { applyBatch, setConn, type ConsoleStore } from './store.js';
+
+export interface WatchOptions {
+  /** Flush interval: at most one store update (one repaint) per this many ms. */
+  refreshMs: number;
+  /** No byte for this long (three missed pings) means the stream is dead. */
+  silenceMs?: number;
+  backoffMinMs?: number;
+  backoffMaxMs?: number;
+}
+
+export function backoffDelay(attempt: number, minMs: number, maxMs: number): number {
+  return Math.min(maxMs, minMs * 2 ** Math.max(0, attempt - 1));
+}
+
+export function startWatch(target: ApiTarget, store: ConsoleStore, opts: WatchOptions): { stop: () => void } {
+  const silenceMs = opts.silenceMs ?? 45_000;
+  const minMs = opts.backoffMinMs ?? 500;
+  const maxMs = opts.backoffMaxMs ?? 10_000;
+  let stopped = false;
+  let abort: AbortController | null = null;
+  let pending: WatchMessage[] = [];
+  const flush = setInterval(() => {
+    if (pending.length === 0) return;
+    const batch = pending;
+    pending = [];
+    applyBatch(store, batch);
+  }, opts.refreshMs);
+  let retry: NodeJS.Timeout | null = null;
+
+  const connectOnce = async (): Promise<void> => {
+    abort = new AbortController();
+    const ac = abort;
+    let silence = setTimeout(() => ac.abort(new Error(`no data for ${silenceMs / 1000}s`)), silenceMs);
+    try {
+      const res = await fetch(new URL('/admin/v1/watch', target.baseUrl), { headers: { ...authHeaders(target), accept: 'text/event-stream' }, signal: ac.signal });
+      if (!res.ok || !res.body) throw new Error(`watch: HTTP ${res.status} ${(await res.text()).slice(0, 200)}`);
+      const parser = new SseParser();
+      const decoder = new TextDecoder();
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        clearTimeout(silence);
+        silence = setTimeout(() => ac.abort(new Error(`no data for ${silenceMs / 1000}s`)), silenceMs);
+        for (const m of parser.push(decoder.decode(chunk, { stream: true }))) {
+          const msg = JSON.parse(m.data) as WatchMessage;
+          // A snapshot replaces everything: drop deltas queued before it.
+          if (msg.type === 'snapshot') pending = [];
+          pending.push(msg);
+          if (msg.type === 'snapshot') setConn(store, { state: 'live', since: Date.now(), error: '', attempt: 0 });
+        }
+      }
+      throw new Error('watch stream ended');
+    } finally {
+      clearTimeout(silence);
+    }
+  };
+
+  const loop = (): void => {
+    if (stopped) return;
+    connectOnce().catch((e: unknown) => {
+      if (stopped) return;
+      const cause = (e as { cause?: { code?: string } }).cause?.code;
+      const reason = abort?.signal.reason instanceof Error ? abort.signal.reason.message : cause ?? (e as Error).message;
+      const { conn } = store.getState();
+      const attempt = conn.attempt + 1;
+      // Stale since the stream went down, not since the last failed retry.
+      setConn(store, { state: 'stale', error: reason, attempt, since: conn.state === 'live' ? Date.now() : conn.since });
+      retry = setTimeout(loop, backoffDelay(attempt, minMs, maxMs));
+    });
+  };
+  loop();
+
+  return {
+    stop: () => {
+      stopped = true;
+      clearInterval(flush);
+      if (retry) clearTimeout(retry);
+      abort?.abort();
+    },
+  };
+}

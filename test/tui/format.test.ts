@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { age, cut, densityLevel, densityText, fit, gauge, inline, mib, millis, shortDuration, sparkline, timeLeft } from '../../src/tui/format.js';
+
+const NOW = Date.parse('2026-11-30T06:00:00.000Z');
+
+describe('format', () => {
+  it.each([
+    ['abc', 5, 'left', 'abc  '],
+    ['abc', 5, 'right', '  abc'],
+    ['abcdef', 3, 'left', 'abc'],
+    ['abc', 0, 'left', ''],
+  ] as const)('fit(%j, %d, %s)', (s, w, a, want) => expect(fit(s, w, a)).toBe(want));
+
+  it('cut only shortens', () => {
+    expect(cut('abcdef', 4)).toBe('abcd');
+    expect(cut('ab', 4)).toBe('ab');
+  });
+
+  it.each([
+    [0, '0s'],
+    [59_999, '59s'],
+    [60_000, '1m'],
+    [3_600_000, '1h'],
+    [90_000_000, '1d'],
+    [-5, '0s'],
+  ])('shortDuration(%d) = %s', (ms, want) => expect(shortDuration(ms)).toBe(want));
+
+  it.each([
+    ['2026-11-30T06:00:30.000Z', '30s'],
+    ['2026-11-30T06:04:05.000Z', '4m05s'],
+    ['2026-11-30T08:00:00.000Z', '2h'],
+    ['2026-11-30T05:59:00.000Z', 'expired'],
+    ['not a date', '-'],
+  ])('timeLeft(%s) = %s', (end, want) => expect(timeLeft(end, NOW)).toBe(want));
+
+  it('age counts from startedAt', () => expect(age('2026-11-30T05:55:00.000Z', NOW)).toBe('5m'));
+
+  it.each([
+    [512, '512Mi'],
+    [4202, '4.1Gi'],
+    [257024, '251.0Gi'],
+    [2 * 1024 * 1024, '2.0Ti'],
+  ])('mib(%d) = %s', (n, want) => expect(mib(n)).toBe(want));
+
+  it.each([
+    [98.4, '98ms'],
+    [1500, '1.5s'],
+  ])('millis(%d) = %s', (n, want) => expect(millis(n)).toBe(want));
+
+  it.each([
+    [57, 58, 117, 'ok'],
+    [58, 58, 117, 'warn'],
+    [116, 58, 117, 'warn'],
+    [117, 58, 117, 'bad'],
+  ] as const)('densityLevel(%d, safe %d, ceiling %d) = %s', (live, safe, ceil, want) => expect(densityLevel(live, safe, ceil)).toBe(want));
+
+  it('densityText reads like the design', () => expect(densityText(86, 117, 58)).toBe('86 / 117 (58 safe)'));
+
+  it.each([
+    [0, 10, 4, '....'],
+    [5, 10, 4, '##..'],
+    [20, 10, 4, '####'],
+    [1, 0, 3, '###'],
+  ])('gauge(%d of %d, width %d)', (v, max, w, want) => expect(gauge(v, max, w)).toBe(want));
+
+  it('sparkline scales to the max and pads to width', () => {
+    expect(sparkline([0, 4, 8], 4)).toBe('\u2581\u2584\u2588 ');
+    expect(sparkline([0, 0], 2)).toBe('\u2581\u2581');
+    expect(sparkline([1, 2, 3, 8], 2)).toBe('\u2583\u2588');
+  });
+
+  it('inline shows values on one line', () => {
+    expect(inline(0.75)).toBe('0.75');
+    expect(inline(['a', 'b'])).toBe('["a","b"]');
+    expect(inline(undefined)).toBe('-');
+  });
+});
