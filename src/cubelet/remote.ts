@@ -1,0 +1,165 @@
+// NodeApi over HTTP/JSON: what a control plane holds for each compute node. Errors the node
+// answers come back as the same CubeErrors; a node that cannot be reached is 130596.
+import { createInterface } from 'node:readline';
+import { Readable } from 'node:stream';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import type { NodeView, SandboxView } from '../api/types.js';
+import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
+import type { FileStat } from '../runtime/types.js';
+import { decodeProcessEvent, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
+import type { NodeApi, NodeCreateRequest, NodeEvent, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+
+const KIND_BY_CODE = new Map<number, ErrorKind>(Object.entries(ErrorTable).map(([kind, v]) => [v.code, kind as ErrorKind]));
+
+export class RemoteNode implements NodeApi {
+  private readonly listeners = new Set<(e: NodeEvent) => void>();
+  private eventsAbort?: AbortController;
+
+  constructor(
+    readonly nodeID: string,
+    /** http://host:port of the node's RPC listener. */
+    readonly address: string,
+    private readonly secret: string,
+    private readonly timeoutMs = 30_000,
+  ) {}
+
+  private async request(method: string, init: { body?: Buffer | string; query?: Record<string, string | undefined>; contentType?: string; timeout?: boolean; signal?: AbortSignal }): Promise<Response> {
+    const url = new URL(RPC_PREFIX + method, this.address);
+    for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${this.secret}`, 'content-type': init.contentType ?? 'application/json' },
+        ...(init.body !== undefined ? { body: init.body } : {}),
+        signal: init.signal ?? (init.timeout === false ? undefined : AbortSignal.timeout(this.timeoutMs)),
+      });
+    } catch (e) {
+      throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} at ${this.address} unreachable: ${(e as Error).message}`, { cause: e, retryAfter: 1 });
+    }
+    if (res.ok) return res;
+    const body = (await res.json().catch(() => ({}))) as { code?: number; message?: string };
+    const kind = (body.code !== undefined && KIND_BY_CODE.get(body.code)) || 'INTERNAL';
+    throw new CubeError(kind, (body.message ?? `node ${this.nodeID} answered ${res.status}`).replace(/^\d{6} /, ''));
+  }
+
+  private async json<T>(method: JsonMethod | 'sendInput', ...args: unknown[]): Promise<T> {
+    const res = await this.request(method, { body: JSON.stringify({ args }) });
+    return reviveStats(((await res.json()) as { result: T }).result);
+  }
+
+  private async ndjson(res: Response): Promise<AsyncIterable<string>> {
+    return createInterface({ input: Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), crlfDelay: Infinity });
+  }
+
+  private async processStream(method: 'startProcess' | 'connectProcess', args: unknown[]): Promise<ProcessStream> {
+    const res = await this.request(method, { body: JSON.stringify({ args }), timeout: false });
+    const lines = (await this.ndjson(res))[Symbol.asyncIterator]();
+    const first = await lines.next();
+    if (first.done) throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} closed the process stream`);
+    const start = decodeProcessEvent(JSON.parse(first.value) as WireProcessEvent);
+    if (start.type !== 'start') throw new CubeError('INTERNAL', `process stream from ${this.nodeID} did not begin with start`);
+    async function* events(): AsyncGenerator<ProcessEvent> {
+      yield start;
+      for (let r = await lines.next(); !r.done; r = await lines.next()) if (r.value) yield decodeProcessEvent(JSON.parse(r.value) as WireProcessEvent);
+    }
+    return { pid: start.pid, events: events() };
+  }
+
+  createSandbox(req: NodeCreateRequest): Promise<SandboxView> {
+    return this.json('createSandbox', req);
+  }
+  destroySandbox(sandboxID: string): Promise<void> {
+    return this.json('destroySandbox', sandboxID);
+  }
+  pauseSandbox(sandboxID: string): Promise<SandboxView> {
+    return this.json('pauseSandbox', sandboxID);
+  }
+  resumeSandbox(sandboxID: string): Promise<SandboxView> {
+    return this.json('resumeSandbox', sandboxID);
+  }
+  async getSandbox(sandboxID: string): Promise<SandboxView | undefined> {
+    return (await this.json<SandboxView | null>('getSandbox', sandboxID)) ?? undefined;
+  }
+  listSandboxes(): Promise<SandboxView[]> {
+    return this.json('listSandboxes');
+  }
+  setEndAt(sandboxID: string, endAt: string): Promise<SandboxView> {
+    return this.json('setEndAt', sandboxID, endAt);
+  }
+  sandboxAddress(sandboxID: string): Promise<string> {
+    return this.json('sandboxAddress', sandboxID);
+  }
+  startProcess(sandboxID: string, req: StartProcessRequest): Promise<ProcessStream> {
+    return this.processStream('startProcess', [sandboxID, req]);
+  }
+  connectProcess(sandboxID: string, sel: { pid?: number; tag?: string }): Promise<ProcessStream> {
+    return this.processStream('connectProcess', [sandboxID, sel]);
+  }
+  listProcesses(sandboxID: string): Promise<ProcessInfo[]> {
+    return this.json('listProcesses', sandboxID);
+  }
+  sendInput(sandboxID: string, pid: number, data: Buffer): Promise<void> {
+    return this.json('sendInput', sandboxID, pid, data.toString('base64'));
+  }
+  closeStdin(sandboxID: string, pid: number): Promise<void> {
+    return this.json('closeStdin', sandboxID, pid);
+  }
+  signalProcess(sandboxID: string, pid: number, signal: 'SIGKILL' | 'SIGTERM' | 'SIGINT'): Promise<void> {
+    return this.json('signalProcess', sandboxID, pid, signal);
+  }
+  statFile(sandboxID: string, path: string): Promise<FileStat> {
+    return this.json('statFile', sandboxID, path);
+  }
+  listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]> {
+    return this.json('listDir', sandboxID, path, depth);
+  }
+  async readFile(sandboxID: string, path: string): Promise<Readable> {
+    const res = await this.request('readFile', { query: { sandboxID, path }, timeout: false });
+    return Readable.fromWeb(res.body as WebReadableStream<Uint8Array>);
+  }
+  async writeFile(sandboxID: string, path: string, data: Readable | Buffer, user?: string): Promise<FileStat> {
+    const body = Buffer.isBuffer(data) ? data : Buffer.concat(await data.toArray());
+    const res = await this.request('writeFile', { query: { sandboxID, path, user }, body, contentType: 'application/octet-stream' });
+    return reviveStats(((await res.json()) as { result: FileStat }).result);
+  }
+  makeDir(sandboxID: string, path: string, user?: string): Promise<boolean> {
+    return this.json('makeDir', sandboxID, path, user);
+  }
+  removePath(sandboxID: string, path: string): Promise<void> {
+    return this.json('removePath', sandboxID, path);
+  }
+  movePath(sandboxID: string, from: string, to: string): Promise<FileStat> {
+    return this.json('movePath', sandboxID, from, to);
+  }
+  nodeView(): Promise<NodeView> {
+    return this.json('nodeView');
+  }
+
+  /** One event stream per RemoteNode, reopened after a break while anyone listens. */
+  subscribe(listener: (e: NodeEvent) => void): () => void {
+    this.listeners.add(listener);
+    if (!this.eventsAbort) void this.followEvents();
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0) {
+        this.eventsAbort?.abort();
+        this.eventsAbort = undefined;
+      }
+    };
+  }
+
+  private async followEvents(): Promise<void> {
+    const abort = new AbortController();
+    this.eventsAbort = abort;
+    while (!abort.signal.aborted) {
+      try {
+        const res = await this.request('events', { signal: abort.signal });
+        for await (const line of await this.ndjson(res)) if (line) for (const l of this.listeners) l(JSON.parse(line) as NodeEvent);
+      } catch {
+        // Reopened below; the control plane learns of a dead node from missed heartbeats.
+      }
+      if (!abort.signal.aborted) await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}

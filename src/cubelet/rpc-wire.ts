@@ -1,0 +1,62 @@
+// What travels between the control plane and a compute node (node RPC, HTTP/JSON): the path
+// prefix, the shared-secret check, and how values that JSON cannot carry are encoded.
+import { timingSafeEqual } from 'node:crypto';
+import type { FileStat } from '../runtime/types.js';
+import type { ProcessEvent } from './types.js';
+
+export const RPC_PREFIX = '/node/v1/';
+
+/** Methods whose arguments and result are plain JSON (FileStat dates aside). */
+export const JSON_METHODS = [
+  'createSandbox',
+  'destroySandbox',
+  'pauseSandbox',
+  'resumeSandbox',
+  'getSandbox',
+  'listSandboxes',
+  'setEndAt',
+  'sandboxAddress',
+  'listProcesses',
+  'closeStdin',
+  'signalProcess',
+  'statFile',
+  'listDir',
+  'makeDir',
+  'removePath',
+  'movePath',
+  'nodeView',
+] as const;
+export type JsonMethod = (typeof JSON_METHODS)[number];
+
+/** CUBE_CLUSTER_SECRET, else the API key; a cluster without either refuses to start. */
+export function clusterSecret(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env.CUBE_CLUSTER_SECRET || env.CUBE_API_KEY || undefined;
+}
+
+export function secretMatches(header: string | undefined, secret: string): boolean {
+  const got = Buffer.from(header?.replace(/^Bearer /, '') ?? '');
+  const want = Buffer.from(secret);
+  return got.length === want.length && timingSafeEqual(got, want);
+}
+
+export type WireProcessEvent =
+  | { type: 'start'; pid: number }
+  | { type: 'stdout' | 'stderr'; data: string }
+  | { type: 'end'; exitCode: number; signal?: string; oomKilled: boolean; timedOut: boolean; error?: string };
+
+export function encodeProcessEvent(e: ProcessEvent): WireProcessEvent {
+  return e.type === 'stdout' || e.type === 'stderr' ? { type: e.type, data: e.data.toString('base64') } : e;
+}
+
+export function decodeProcessEvent(e: WireProcessEvent): ProcessEvent {
+  if (e.type === 'stdout' || e.type === 'stderr') return { type: e.type, data: Buffer.from(e.data, 'base64') };
+  return e as Extract<ProcessEvent, { type: 'start' | 'end' }>;
+}
+
+/** JSON turns Dates into strings: bring FileStat.mtime back. */
+export function reviveStats<T>(v: T): T {
+  const fix = (s: FileStat) => ({ ...s, mtime: new Date(s.mtime) });
+  if (Array.isArray(v)) return v.map((x) => (x && typeof x === 'object' && 'mtime' in x ? fix(x as FileStat) : x)) as T;
+  if (v && typeof v === 'object' && 'mtime' in v) return fix(v as unknown as FileStat) as T;
+  return v;
+}

@@ -1,0 +1,117 @@
+// Node RPC end to end: a real Cubelet (ns runtime, pooled network) served over HTTP by
+// nodeRpcHandler, driven only through RemoteNode, as a control plane would.
+import { createServer, type Server } from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigStore } from '../../src/config/store.js';
+import { Cubelet } from '../../src/cubelet/cubelet.js';
+import { RemoteNode } from '../../src/cubelet/remote.js';
+import { nodeRpcHandler } from '../../src/cubelet/rpc-server.js';
+import { CubeError } from '../../src/errors.js';
+import { newSandboxID, nodeTag } from '../../src/ids.js';
+import { NsNetworkAgent } from '../../src/network/agent.js';
+import { parseRange } from '../../src/network/ipam.js';
+import { NsDriver } from '../../src/runtime/ns/driver.js';
+import { TemplateStore } from '../../src/runtime/templates.js';
+import { countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
+
+const SECRET = 'test-cluster-secret';
+const nodeID = uniqueNodeID('rpc');
+const tag = nodeTag(nodeID);
+const dir = mkdtempSync(join(tmpdir(), 'cubed-test-rpc-'));
+let cubelet: Cubelet;
+let config: ConfigStore;
+let server: Server;
+let remote: RemoteNode;
+
+beforeAll(async () => {
+  await execa('node', [join(import.meta.dirname, '..', '..', 'scripts', 'build-native.mjs')]);
+  const cidr = testCidr();
+  writeFileSync(join(dir, 'cubelet.toml'), `[quota]\ncpus = 8\nmemory_mib = 65536\n[plugins."io.cubelet.internal.v1.network"]\ntap_init_num = 2\ncidr = "${cidr}"\n`);
+  writeFileSync(join(dir, 'cubemaster.yaml'), 'sandbox:\n  default_spec: { cpus: 1, memory_mib: 256, disk_gib: 1 }\n');
+  config = new ConfigStore(dir);
+  const log = pino({ level: 'silent' });
+  let c: Cubelet | undefined;
+  const network = new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, allowHostAccess: false, log, onNotice: (n) => c?.report(n.kind, n.message) });
+  c = new Cubelet({ nodeID, dataDir: dir, driver: new NsDriver({ dataDir: dir, nodeTag: tag, log }), network, templates: new TemplateStore(dir), config: () => config.config, log, poolSlotLimit: parseRange(cidr).maxIndex });
+  cubelet = c;
+  await cubelet.start();
+  server = createServer(nodeRpcHandler(cubelet, SECRET));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  remote = new RemoteNode(nodeID, `http://127.0.0.1:${(server.address() as { port: number }).port}`, SECRET);
+}, 120_000);
+
+afterAll(async () => {
+  try {
+    server?.close();
+    await cubelet?.stop({ destroy: true });
+    config?.close();
+  } finally {
+    await purgeNetwork(tag);
+    rmSync(dir, { recursive: true, force: true });
+  }
+  // Killed sandbox processes linger as zombies until reaped: give them a moment.
+  let left = await countKernelObjects(tag);
+  for (let i = 0; i < 60 && left.processes > 0; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    left = await countKernelObjects(tag);
+  }
+  expect(left).toEqual({ netns: 0, links: 0, cgroups: 0, mounts: 0, processes: 0, nftTables: 0 });
+}, 120_000);
+
+describe('node RPC', () => {
+  it('refuses a caller without the cluster secret', async () => {
+    const intruder = new RemoteNode(nodeID, remote.address, 'wrong-secret');
+    await expect(intruder.listSandboxes()).rejects.toMatchObject({ kind: 'UNAUTHORIZED' });
+  });
+
+  it('creates, execs with streamed output, moves files, pauses, resumes and destroys over HTTP', async () => {
+    const sandboxID = newSandboxID();
+    const endAt = new Date(Date.now() + 60_000).toISOString();
+    const sb = await remote.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt, env: { GREETING: 'hi' }, metadata: { who: 'rpc' } });
+    try {
+      expect(sb).toMatchObject({ sandboxID, nodeID, state: 'running' });
+      expect((await remote.listSandboxes()).map((s) => s.sandboxID)).toContain(sandboxID);
+
+      const p = await remote.startProcess(sandboxID, { argv: ['sh', '-c', 'echo "$GREETING out"; echo err >&2; exit 3'] });
+      let out = '';
+      let err = '';
+      let end: unknown;
+      for await (const e of p.events) {
+        if (e.type === 'stdout') out += e.data.toString();
+        if (e.type === 'stderr') err += e.data.toString();
+        if (e.type === 'end') end = e;
+      }
+      expect(out).toBe('hi out\n');
+      expect(err).toBe('err\n');
+      expect(end).toMatchObject({ exitCode: 3 });
+
+      const stat = await remote.writeFile(sandboxID, '/tmp/x.bin', Buffer.from([0, 1, 2, 255]));
+      expect(stat.mtime).toBeInstanceOf(Date);
+      const back = Buffer.concat(await (await remote.readFile(sandboxID, '/tmp/x.bin')).toArray());
+      expect([...back]).toEqual([0, 1, 2, 255]);
+      expect((await remote.listDir(sandboxID, '/tmp')).map((f) => f.name)).toContain('x.bin');
+
+      expect((await remote.pauseSandbox(sandboxID)).state).toBe('paused');
+      expect((await remote.resumeSandbox(sandboxID)).state).toBe('running');
+      const view = await remote.nodeView();
+      expect(view.nodeID).toBe(nodeID);
+      expect(view.sandboxes.total).toBeGreaterThanOrEqual(1);
+    } finally {
+      await remote.destroySandbox(sandboxID);
+    }
+    expect(await remote.getSandbox(sandboxID)).toBeUndefined();
+  }, 60_000);
+
+  it('node errors come back as the same CubeError; a dead address is 130596', async () => {
+    const e = await remote.pauseSandbox('nosuchsandboxxxxxxxx').catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(CubeError);
+    expect((e as CubeError).kind).toBe('NOT_FOUND');
+    const dead = new RemoteNode('dead', 'http://127.0.0.1:1', SECRET, 2000);
+    await expect(dead.nodeView()).rejects.toMatchObject({ kind: 'NODE_UNREACHABLE', code: 130596 });
+  });
+});
