@@ -266,6 +266,9 @@ static int cmd_create(int argc, char **argv) {
     fprintf(stderr, "cube-launch: create needs -i -l -u -w -m and no command\n");
     return 2;
   }
+  // If the daemon dies before the sandbox exists, nothing is left half-made (the init, once
+  // forked, does not inherit this: it lives on for cleanup() or re-adoption to find).
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   join_cgroups(cgroups, ncg);
   int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP;
   if (netns) {

@@ -7,7 +7,6 @@ import { constants } from 'node:fs';
 import { chown, lstat, mkdir, open, readdir, readlink, rename, rm } from 'node:fs/promises';
 import type { Stats } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { CubeError } from '../../errors.js';
 import { SANDBOX_USERS, sandboxUser } from '../templates.js';
 import type { FileStat, SandboxFiles, SandboxHandle } from '../types.js';
@@ -206,7 +205,7 @@ export class NsFiles implements SandboxFiles {
     try {
       if (!r.stat) await fh.chown(owner.uid, owner.gid);
       if (Buffer.isBuffer(data)) await fh.writeFile(data);
-      else await pipeline(data, fh.createWriteStream({ autoClose: false }));
+      else for await (const chunk of data) await fh.write(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
       return toFileStat(sandboxPath(r.comps), await fh.stat());
     } catch (e) {
       throw e instanceof CubeError ? e : fsError(e, path);
