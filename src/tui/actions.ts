@@ -1,13 +1,19 @@
 // Every write the console makes to the admin API, each reporting its outcome in the flash
 // line. Confirmation and prompts are opened by commands.ts; these run after them.
-import type { NodeView, ReloadResult, SandboxView } from '../api/types.js';
+import type { NodeView, SandboxView } from '../api/types.js';
+import { CubeClient } from '../cli/client.js';
 import type { MasterConfig } from '../config/schema.js';
 import { computeDensity, computeHeadroom, densityParamsFromConfig } from '../scheduler/density.js';
-import { request, type ApiTarget } from './api.js';
 import { densityText, inline, mib, ratio } from './format.js';
 import { flash, setUi, type ConsoleStore } from './store.js';
 
 export const RELEASE_RATIO_PATH = 'host.quota.paused_resource_release_ratio';
+
+/** Where the admin API is and the key to it. */
+export interface ApiTarget {
+  baseUrl: string;
+  apiKey: string;
+}
 
 export interface LaunchSpec {
   templateID: string;
@@ -79,6 +85,7 @@ export interface Actions {
 }
 
 export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
+  const api = new CubeClient(target);
   /** One action at a time, its name in the footer while it runs; failures land in the flash. */
   const run = async (what: string, fn: () => Promise<void>): Promise<void> => {
     if (store.getState().ui.busy) {
@@ -95,16 +102,16 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
     }
   };
 
-  const nodeAction = (verb: 'cordon' | 'uncordon' | 'drain', past: string, body?: unknown) => (nodeID: string) =>
+  const nodeAction = (verb: 'cordon' | 'uncordon' | 'drain', past: string) => (nodeID: string) =>
     run(`${verb} ${nodeID}`, async () => {
-      const n = await request<NodeView>(target, 'POST', `/admin/v1/nodes/${encodeURIComponent(nodeID)}/${verb}`, body);
+      const n = await api[verb](nodeID);
       flash(store, `${nodeID} ${past}: ${n.schedulable ? 'schedulable' : `not schedulable (${n.reason})`}`);
     });
 
   return {
     reload: () =>
       run('reload config', async () => {
-        const r = await request<ReloadResult>(target, 'POST', '/admin/v1/config/reload');
+        const r = await api.reloadConfig();
         if (!r.ok) {
           const errs = (r.error ?? []).map((e) => `${e.path}: ${e.message}`);
           flash(store, `reload rejected, config v${r.version} kept`, 'bad', errs);
@@ -115,22 +122,22 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
       }),
     setReleaseRatio: (r, nodeID) =>
       run('set release ratio', async () => {
-        const res = await request<ReloadResult>(target, 'PUT', '/admin/v1/config', { path: RELEASE_RATIO_PATH, value: r });
+        const res = await api.setConfig(RELEASE_RATIO_PATH, r);
         if (!res.ok) {
           flash(store, `release ratio ${r} rejected`, 'bad', (res.error ?? []).map((e) => `${e.path}: ${e.message}`));
           return;
         }
         // The daemon's own numbers after the change, not our preview.
-        const nodes = await request<NodeView[]>(target, 'GET', '/admin/v1/nodes');
+        const nodes = await api.nodes();
         const shown = nodes.filter((n) => !nodeID || n.nodeID === nodeID).slice(0, 3);
         flash(store, `release ratio ${ratio(r)} applied (config v${res.version})`, 'ok', shown.map(densitySummary));
       }),
     cordon: nodeAction('cordon', 'cordoned'),
     uncordon: nodeAction('uncordon', 'uncordoned'),
-    drain: nodeAction('drain', 'draining', {}),
+    drain: nodeAction('drain', 'draining'),
     launch: (spec) =>
       run('launch', async () => {
-        const sb = await request<SandboxView>(target, 'POST', '/admin/v1/sandboxes', {
+        const sb = await api.createSandbox({
           templateID: spec.templateID,
           cpus: spec.cpus,
           memoryMiB: spec.memoryMiB,
@@ -144,7 +151,7 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
         const failed: string[] = [];
         for (const id of ids) {
           try {
-            await request<void>(target, 'DELETE', `/admin/v1/sandboxes/${encodeURIComponent(id)}`);
+            await api.deleteSandbox(id);
           } catch (e) {
             failed.push(`${id}: ${errText(e)}`);
           }
@@ -156,7 +163,7 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
     togglePause: (sb) => {
       const verb = sb.state === 'paused' ? 'resume' : 'pause';
       return run(`${verb} ${sb.sandboxID}`, async () => {
-        const after = await request<SandboxView>(target, 'POST', `/admin/v1/sandboxes/${encodeURIComponent(sb.sandboxID)}/${verb}`);
+        const after = await api[verb](sb.sandboxID);
         flash(store, `${sb.sandboxID} ${after.state}`);
       });
     },

@@ -3,8 +3,7 @@
 import React from 'react';
 import { render } from 'ink';
 import { App } from '../../components/App.js';
-import { createActions } from './actions.js';
-import type { ApiTarget } from './api.js';
+import { createActions, type ApiTarget } from './actions.js';
 import { createConsoleStore } from './store.js';
 import type { SkinName } from './skins.js';
 import { startWatch } from './watch.js';

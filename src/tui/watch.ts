@@ -2,7 +2,7 @@
 // into the store once per refresh interval; reconnects with exponential backoff and marks
 // the data stale while the stream is down or silent (the daemon pings every 15 s).
 import type { WatchMessage } from '../api/types.js';
-import { authHeaders, type ApiTarget } from './api.js';
+import type { ApiTarget } from './actions.js';
 import { SseParser } from './sse.js';
 import { applyBatch, setConn, type ConsoleStore } from './store.js';
 
@@ -39,7 +39,7 @@ export function startWatch(target: ApiTarget, store: ConsoleStore, opts: WatchOp
     const ac = abort;
     let silence = setTimeout(() => ac.abort(new Error(`no data for ${silenceMs / 1000}s`)), silenceMs);
     try {
-      const res = await fetch(new URL('/admin/v1/watch', target.baseUrl), { headers: { ...authHeaders(target), accept: 'text/event-stream' }, signal: ac.signal });
+      const res = await fetch(new URL('/admin/v1/watch', target.baseUrl), { headers: { ...(target.apiKey ? { 'x-api-key': target.apiKey } : {}), accept: 'text/event-stream' }, signal: ac.signal });
       if (!res.ok || !res.body) throw new Error(`watch: HTTP ${res.status} ${(await res.text()).slice(0, 200)}`);
       const parser = new SseParser();
       const decoder = new TextDecoder();
