@@ -27,7 +27,7 @@ import { join, resolve } from 'node:path';
 import { stringify as toToml } from 'smol-toml';
 import { stringify as toYaml } from 'yaml';
 import { nodeTag } from '../../src/ids.js';
-import { countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from './kernel.js';
+import { countKernelObjects, purgeNetwork, testCidr, uniqueNodeID, type KernelObjects } from './kernel.js';
 
 type Tree = { [k: string]: unknown };
 
@@ -101,6 +101,21 @@ async function waitHealthy(url: string, child: ChildProcess, logPath: string, ti
   const log = readFileSync(logPath, 'utf8').split('\n').slice(-20).join('\n');
   child.kill('SIGKILL');
   throw new Error(`cubed did not become healthy (exit ${child.exitCode ?? child.signalCode ?? 'none'}); last log lines:\n${log}`);
+}
+
+/**
+ * Kernel objects of the tag once the host has finished reaping: sandbox inits re-adopted
+ * after a restart are orphans whose exit status the host's pid 1 collects on its own time,
+ * so a just-killed init may still be listed for a moment. Anything still there after the
+ * grace period is a leak.
+ */
+export async function settledKernelObjects(tag: string, graceMs = 10_000): Promise<KernelObjects> {
+  const deadline = Date.now() + graceMs;
+  for (;;) {
+    const left = await countKernelObjects(tag);
+    if (Object.values(left).every((n) => n === 0) || Date.now() > deadline) return left;
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 const live = new Set<ChildProcess>();
@@ -179,7 +194,7 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
       try {
         await term(await launch(['--destroy-on-exit']));
       } finally {
-        const left = await countKernelObjects(tag);
+        const left = await settledKernelObjects(tag);
         const leaked = Object.entries(left).filter(([, n]) => n > 0);
         if (leaked.length > 0) await purgeNetwork(tag);
         if (leaked.length === 0) rmSync(dir, { recursive: true, force: true });
