@@ -98,7 +98,22 @@ export class RedisLive {
   }
 
   async deleteNodeMetrics(nodeID: string): Promise<void> {
-    await this.run((r) => r.del(this.k('master', 'node', 'metric', nodeID), this.k('master', 'node', 'inflight', nodeID)));
+    await this.run((r) => r.del(this.k('master', 'node', 'metric', nodeID), this.k('master', 'node', 'inflight', nodeID), this.k('master', 'node', 'lost', nodeID)));
+  }
+
+  /** Marks a node lost; true only for the call that changed it (so one node.lost event). */
+  async markNodeLost(nodeID: string): Promise<boolean> {
+    return (await this.run((r) => r.set(this.k('master', 'node', 'lost', nodeID), '1', 'NX'))) === 'OK';
+  }
+
+  async clearNodeLost(nodeID: string): Promise<void> {
+    await this.run((r) => r.del(this.k('master', 'node', 'lost', nodeID)));
+  }
+
+  async lostNodes(nodeIDs: string[]): Promise<Set<string>> {
+    if (nodeIDs.length === 0) return new Set();
+    const vals = await this.run((r) => r.mget(...nodeIDs.map((id) => this.k('master', 'node', 'lost', id))));
+    return new Set(nodeIDs.filter((_, i) => vals[i] !== null));
   }
 
   // --- creates in flight, shared by every control replica

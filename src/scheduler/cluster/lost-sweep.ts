@@ -1,0 +1,35 @@
+// Marks nodes lost when their heartbeat stops: metrics older than scheduler.heartbeat_timeout_ms
+// (three 1 s heartbeats by default) or expired. A lost node's sandboxes are marked `lost`, never
+// dropped, and one node.lost event says so. Any control replica may call this; the leader lease
+// makes one of them do the work.
+import type { MasterConfig } from '../../config/schema.js';
+import type { ClusterStore } from '../../store/cluster/index.js';
+
+export const LOST_SWEEP_LEASE = 'lost-sweep';
+
+/** Pure: is a node whose last metrics are `lastSeen` (undefined = expired or never) lost at `now`? */
+export function isLost(lastSeen: string | undefined, now: number, heartbeatTimeoutMs: number): boolean {
+  if (lastSeen === undefined) return true;
+  const t = Date.parse(lastSeen);
+  return Number.isNaN(t) || now - t > heartbeatTimeoutMs;
+}
+
+/** Returns the nodes this call newly marked lost (empty when another replica holds the lease). */
+export async function sweepLostNodes(store: ClusterStore, cfg: MasterConfig, now: number, holder: string): Promise<string[]> {
+  const timeout = cfg.scheduler.heartbeat_timeout_ms;
+  if (!(await store.live.holdLease(LOST_SWEEP_LEASE, holder, 2 * timeout))) return [];
+  const ids = (await store.listNodes()).map((n) => n.nodeID);
+  const metrics = await store.live.getNodeMetrics(ids);
+  const newlyLost: string[] = [];
+  for (const id of ids) {
+    const lastSeen = metrics.get(id)?.lastSeen;
+    if (!isLost(lastSeen, now, timeout)) continue;
+    // Sandboxes first: if this fails half-way the marker is not set and the next sweep redoes it.
+    const marked = await store.markNodeSandboxes(id, 'lost', `node ${id} stopped heartbeating`);
+    if (!(await store.live.markNodeLost(id))) continue;
+    newlyLost.push(id);
+    const age = lastSeen === undefined ? 'no metrics' : `last heartbeat ${((now - Date.parse(lastSeen)) / 1000).toFixed(1)}s ago`;
+    await store.appendEvent({ at: new Date(now).toISOString(), kind: 'node.lost', nodeID: id, message: `node ${id} lost (${age}); ${marked.length} sandbox(es) marked lost` });
+  }
+  return newlyLost;
+}
