@@ -3,6 +3,8 @@
 // be reached at all becomes DaemonUnreachableError.
 import type { ConfigView, EventView, NodeView, ReloadResult, SandboxState, SandboxView, StatsView, WatchMessage } from '../api/types.js';
 import type { ProcessEvent } from '../cubelet/types.js';
+import type { ExecRequest as RuntimeExecRequest } from '../runtime/types.js';
+import type { CreateSandboxRequest as ControlPlaneCreate } from '../scheduler/control-plane.js';
 
 export class CubeClientError extends Error {
   /** 1305xx reason from the daemon (0 when the answer carried none). */
@@ -26,24 +28,11 @@ export class DaemonUnreachableError extends Error {
   }
 }
 
-export interface CreateSandboxRequest {
-  templateID?: string;
-  cpus?: number;
-  memoryMiB?: number;
-  diskGiB?: number;
-  timeoutSec?: number;
-  nodeID?: string;
-  metadata?: Record<string, string>;
-  envVars?: Record<string, string>;
-}
+/** What POST /admin/v1/sandboxes takes (the actor comes from the API key). */
+export type CreateSandboxRequest = Omit<ControlPlaneCreate, 'actor'>;
 
-export interface ExecRequest {
-  argv: string[];
-  env?: Record<string, string>;
-  cwd?: string;
-  user?: string;
-  timeoutMs?: number;
-}
+/** What POST /admin/v1/sandboxes/:id/exec takes. */
+export type ExecRequest = Omit<RuntimeExecRequest, 'stdin'>;
 
 export interface SandboxFilter {
   state?: SandboxState[];
