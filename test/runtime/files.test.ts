@@ -1,8 +1,8 @@
 import { Readable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { splitSandboxPath } from '../../src/runtime/ns/files.js';
 import type { SandboxHandle } from '../../src/runtime/types.js';
-import { makeRig, NO_LEAKS, run, type Rig } from './harness.js';
+import { run, useRig } from './harness.js';
 
 describe('splitSandboxPath', () => {
   it.each([
@@ -18,77 +18,73 @@ describe('splitSandboxPath', () => {
 });
 
 describe('ns driver files', () => {
-  let rig: Rig;
+  const rig = useRig('files');
   let h: SandboxHandle;
-  const text = async (p: string) => Buffer.concat(await (await rig.driver.files.read(h, p)).toArray()).toString();
+  const text = async (p: string) => Buffer.concat(await (await rig().driver.files.read(h, p)).toArray()).toString();
   beforeAll(async () => {
-    rig = await makeRig('files');
-    h = await rig.driver.create(rig.spec());
-  });
-  afterAll(async () => {
-    if (rig) expect(await rig.teardown()).toEqual(NO_LEAKS);
+    h = await rig().driver.create(rig().spec());
   });
 
   it('writes (creating parents, owned by the user), reads, stats and lists', async () => {
-    const st = await rig.driver.files.write(h, '/home/user/a/b/c.txt', Buffer.from('hello'));
+    const st = await rig().driver.files.write(h, '/home/user/a/b/c.txt', Buffer.from('hello'));
     expect(st).toMatchObject({ path: '/home/user/a/b/c.txt', name: 'c.txt', type: 'file', size: 5, uid: 1000, gid: 1000 });
-    expect((await rig.driver.files.stat(h, '/home/user/a')).uid).toBe(1000);
+    expect((await rig().driver.files.stat(h, '/home/user/a')).uid).toBe(1000);
     expect(await text('/home/user/a/b/c.txt')).toBe('hello');
-    await rig.driver.files.write(h, 'stream.txt', Readable.from([Buffer.from('x'), Buffer.from('y')]), 'root');
-    expect(await rig.driver.files.stat(h, '/home/user/stream.txt')).toMatchObject({ size: 2, uid: 0 });
-    const seen = await run(rig, h, ['sh', '-c', 'cat /home/user/a/b/c.txt; stat -c %U /home/user/a/b']);
+    await rig().driver.files.write(h, 'stream.txt', Readable.from([Buffer.from('x'), Buffer.from('y')]), 'root');
+    expect(await rig().driver.files.stat(h, '/home/user/stream.txt')).toMatchObject({ size: 2, uid: 0 });
+    const seen = await run(rig(), h, ['sh', '-c', 'cat /home/user/a/b/c.txt; stat -c %U /home/user/a/b']);
     expect(seen.stdout).toBe('hellouser\n');
-    const listing = await rig.driver.files.list(h, '/home/user', 3);
+    const listing = await rig().driver.files.list(h, '/home/user', 3);
     expect(listing.map((f) => `${f.type} ${f.path}`)).toEqual([
       'dir /home/user/a',
       'dir /home/user/a/b',
       'file /home/user/a/b/c.txt',
       'file /home/user/stream.txt',
     ]);
-    expect((await rig.driver.files.list(h, '/home/user')).length).toBe(2);
+    expect((await rig().driver.files.list(h, '/home/user')).length).toBe(2);
   });
 
   it('makes directories, moves and removes', async () => {
-    expect(await rig.driver.files.mkdir(h, '/home/user/d1/d2')).toBe(true);
-    expect(await rig.driver.files.mkdir(h, '/home/user/d1/d2')).toBe(false);
-    await rig.driver.files.write(h, '/home/user/d1/f', Buffer.from('1'));
-    const moved = await rig.driver.files.move(h, '/home/user/d1/f', '/home/user/d3/g');
+    expect(await rig().driver.files.mkdir(h, '/home/user/d1/d2')).toBe(true);
+    expect(await rig().driver.files.mkdir(h, '/home/user/d1/d2')).toBe(false);
+    await rig().driver.files.write(h, '/home/user/d1/f', Buffer.from('1'));
+    const moved = await rig().driver.files.move(h, '/home/user/d1/f', '/home/user/d3/g');
     expect(moved).toMatchObject({ path: '/home/user/d3/g', type: 'file' });
-    await expect(rig.driver.files.stat(h, '/home/user/d1/f')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
-    await rig.driver.files.remove(h, '/home/user/d1');
-    await expect(rig.driver.files.stat(h, '/home/user/d1')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
-    await expect(rig.driver.files.remove(h, '/home/user/d1')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
-    await expect(rig.driver.files.read(h, '/home/user/d3')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await expect(rig().driver.files.stat(h, '/home/user/d1/f')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+    await rig().driver.files.remove(h, '/home/user/d1');
+    await expect(rig().driver.files.stat(h, '/home/user/d1')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+    await expect(rig().driver.files.remove(h, '/home/user/d1')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+    await expect(rig().driver.files.read(h, '/home/user/d3')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
   });
 
   it('follows symlinks inside the sandbox, absolute ones from the sandbox root', async () => {
-    const r = await run(rig, h, ['sh', '-c', 'echo inside > /tmp/t; ln -s /tmp/t /home/user/abs; ln -s ../../tmp/t /home/user/rel; ln -s /etc /home/user/etc'], { user: 'root' });
+    const r = await run(rig(), h, ['sh', '-c', 'echo inside > /tmp/t; ln -s /tmp/t /home/user/abs; ln -s ../../tmp/t /home/user/rel; ln -s /etc /home/user/etc'], { user: 'root' });
     expect(r.exitCode).toBe(0);
     expect(await text('/home/user/abs')).toBe('inside\n');
     expect(await text('/home/user/rel')).toBe('inside\n');
     expect(await text('/home/user/etc/passwd')).toMatch(/^root:x:0:0/); // the sandbox's, not the host's
-    expect(await rig.driver.files.stat(h, '/home/user/abs')).toMatchObject({ type: 'symlink', symlinkTarget: '/tmp/t' });
+    expect(await rig().driver.files.stat(h, '/home/user/abs')).toMatchObject({ type: 'symlink', symlinkTarget: '/tmp/t' });
     expect((await text('/bin/sh')).length).toBeGreaterThan(1000); // through bin -> usr/bin and the /usr bind
   });
 
   it('refuses .. and symlinks that lead out of the sandbox', async () => {
-    await run(rig, h, ['sh', '-c', 'ln -s ../../../../../../etc/shadow /home/user/out; ln -s ../../.. /home/user/up'], { user: 'root' });
-    await expect(rig.driver.files.read(h, '/home/user/out')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
-    await expect(rig.driver.files.read(h, '/home/user/up/etc/passwd')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
-    await expect(rig.driver.files.write(h, '/home/user/up/x', Buffer.from('x'))).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
-    await expect(rig.driver.files.read(h, '/home/user/../../etc/passwd')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
-    await expect(rig.driver.files.read(h, '/proc/self/root/etc/shadow')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
-    await expect(rig.driver.files.write(h, '/usr/bin/x', Buffer.from('x'))).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
-    await expect(rig.driver.files.remove(h, '/')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await run(rig(), h, ['sh', '-c', 'ln -s ../../../../../../etc/shadow /home/user/out; ln -s ../../.. /home/user/up'], { user: 'root' });
+    await expect(rig().driver.files.read(h, '/home/user/out')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await expect(rig().driver.files.read(h, '/home/user/up/etc/passwd')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await expect(rig().driver.files.write(h, '/home/user/up/x', Buffer.from('x'))).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await expect(rig().driver.files.read(h, '/home/user/../../etc/passwd')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await expect(rig().driver.files.read(h, '/proc/self/root/etc/shadow')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await expect(rig().driver.files.write(h, '/usr/bin/x', Buffer.from('x'))).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await expect(rig().driver.files.remove(h, '/')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
   });
 
   it('works while the sandbox is paused', async () => {
-    await rig.driver.pause(h);
+    await rig().driver.pause(h);
     try {
-      await rig.driver.files.write(h, '/tmp/paused', Buffer.from('p'));
+      await rig().driver.files.write(h, '/tmp/paused', Buffer.from('p'));
       expect(await text('/tmp/paused')).toBe('p');
     } finally {
-      await rig.driver.resume(h);
+      await rig().driver.resume(h);
     }
   });
 });

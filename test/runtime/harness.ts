@@ -6,6 +6,7 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { nodeTag, newSandboxID } from '../../src/ids.js';
 import { Cgroups, HIERARCHIES } from '../../src/runtime/ns/cgroups.js';
 import { NsDriver } from '../../src/runtime/ns/driver.js';
@@ -55,6 +56,21 @@ export async function makeRig(name: string): Promise<Rig> {
       await rm(dataDir, { recursive: true, force: true });
       return leaks;
     },
+  };
+}
+
+/** Registers the rig's set-up and its teardown with the leak check for the calling test file. */
+export function useRig(name: string): () => Rig {
+  let rig: Rig | undefined;
+  beforeAll(async () => {
+    rig = await makeRig(name);
+  });
+  afterAll(async () => {
+    if (rig) expect(await rig.teardown()).toEqual(NO_LEAKS);
+  });
+  return () => {
+    if (!rig) throw new Error('rig not set up');
+    return rig;
   };
 }
 

@@ -1,30 +1,26 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxHandle } from '../../src/runtime/types.js';
-import { makeRig, NO_LEAKS, run, type Rig } from './harness.js';
+import { run, useRig } from './harness.js';
 
 describe('ns driver isolation', () => {
-  let rig: Rig;
+  const rig = useRig('isolation');
   let h: SandboxHandle;
   beforeAll(async () => {
-    rig = await makeRig('isolation');
-    h = await rig.driver.create(rig.spec());
-  });
-  afterAll(async () => {
-    if (rig) expect(await rig.teardown()).toEqual(NO_LEAKS);
+    h = await rig().driver.create(rig().spec());
   });
 
   it('runs under its own pid 1 (cube-init) with the sandbox id as hostname', async () => {
-    const r = await run(rig, h, ['sh', '-c', 'cat /proc/1/comm; tr "\\0" " " < /proc/1/cmdline; echo; hostname']);
+    const r = await run(rig(), h, ['sh', '-c', 'cat /proc/1/comm; tr "\\0" " " < /proc/1/cmdline; echo; hostname']);
     expect(r.exitCode).toBe(0);
     expect(r.stdout.split('\n').slice(0, 3).map((l) => l.trim())).toEqual(['cube-init', 'cube-init', h.sandboxID]);
-    expect(rig.driver.alive(h)).toBe(true);
+    expect(rig().driver.alive(h)).toBe(true);
   });
 
   it('sees none of the host processes', async () => {
-    const r = await run(rig, h, ['ps', '-eo', 'pid,comm', '--no-headers']);
+    const r = await run(rig(), h, ['ps', '-eo', 'pid,comm', '--no-headers']);
     const comms = r.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/)[1]);
     expect(comms).toContain('cube-init');
     expect(comms).not.toContain('node');
@@ -32,16 +28,16 @@ describe('ns driver isolation', () => {
   });
 
   it('cannot write host files and its writes stay out of the template', async () => {
-    const r = await run(rig, h, ['sh', '-c', 'touch /usr/bin/cube-x; echo rc=$?; echo changed > /etc/hosts; cat /etc/hosts'], { user: 'root' });
+    const r = await run(rig(), h, ['sh', '-c', 'touch /usr/bin/cube-x; echo rc=$?; echo changed > /etc/hosts; cat /etc/hosts'], { user: 'root' });
     expect(r.stdout).toContain('rc=1');
     expect(r.stderr).toMatch(/Read-only file system/);
     expect(r.stdout).toContain('changed');
-    expect(await readFile(join(rig.host.rootfs, 'etc/hosts'), 'utf8')).toContain('localhost');
+    expect(await readFile(join(rig().host.rootfs, 'etc/hosts'), 'utf8')).toContain('localhost');
     expect(await readFile(join(h.dir, 'upper/etc/hosts'), 'utf8')).toBe('changed\n');
   });
 
   it('has its own /etc/shadow and none of the host /root, /home, /var or data dir', async () => {
-    const r = await run(rig, h, ['sh', '-c', `cat /etc/shadow; echo ---; ls -A /root /home; echo ---; test -e /var/lib/dpkg && echo dpkg; test -e ${rig.dataDir} && echo datadir; echo end`], { user: 'root' });
+    const r = await run(rig(), h, ['sh', '-c', `cat /etc/shadow; echo ---; ls -A /root /home; echo ---; test -e /var/lib/dpkg && echo dpkg; test -e ${rig().dataDir} && echo datadir; echo end`], { user: 'root' });
     const [shadow, listing, probes] = r.stdout.split('---\n');
     expect(shadow).not.toBe(readFileSync('/etc/shadow', 'utf8'));
     expect(shadow).toMatch(/^root:\*:/);
@@ -50,7 +46,7 @@ describe('ns driver isolation', () => {
   });
 
   it('keeps root away from mounts, device nodes and kernel settings', async () => {
-    const r = await run(rig, h, ['sh', '-c', 'mount -t tmpfs x /mnt; echo m=$?; mknod /tmp/sda b 8 0; echo n=$?; echo x > /proc/sys/kernel/core_pattern; echo s=$?; grep CapBnd /proc/self/status'], { user: 'root' });
+    const r = await run(rig(), h, ['sh', '-c', 'mount -t tmpfs x /mnt; echo m=$?; mknod /tmp/sda b 8 0; echo n=$?; echo x > /proc/sys/kernel/core_pattern; echo s=$?; grep CapBnd /proc/self/status'], { user: 'root' });
     expect(r.stdout).toContain('m=32'); // mount(8): permission denied
     expect(r.stdout).toContain('n=1');
     expect(r.stdout).toMatch(/s=[12]\n/); // sh: read-only file system
@@ -59,7 +55,7 @@ describe('ns driver isolation', () => {
   });
 
   it('has a fresh empty network namespace when no netns is given', async () => {
-    const r = await run(rig, h, ['sh', '-c', 'ls /sys/class/net 2>/dev/null || cat /proc/net/dev']);
+    const r = await run(rig(), h, ['sh', '-c', 'ls /sys/class/net 2>/dev/null || cat /proc/net/dev']);
     expect(r.stdout).toContain('lo');
     expect(r.stdout).not.toMatch(/eth0|ens|veth|cube/);
   });

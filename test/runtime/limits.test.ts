@@ -1,34 +1,28 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { keyedValue } from '../../src/runtime/ns/cgroups.js';
-import { makeRig, NO_LEAKS, run, type Rig } from './harness.js';
+import { run, useRig } from './harness.js';
 
 describe('ns driver limits', () => {
-  let rig: Rig;
-  beforeAll(async () => {
-    rig = await makeRig('limits');
-  });
-  afterAll(async () => {
-    if (rig) expect(await rig.teardown()).toEqual(NO_LEAKS);
-  });
+  const rig = useRig('limits');
 
   it('OOM-kills a memory hog inside the sandbox and reports it', async () => {
-    const h = await rig.driver.create(rig.spec({ memoryMiB: 64 }));
+    const h = await rig().driver.create(rig().spec({ memoryMiB: 64 }));
     const hog = 'a = []\nwhile True:\n    a.append(bytearray(1 << 20))\n';
-    const r = await run(rig, h, ['python3', '-c', hog]);
+    const r = await run(rig(), h, ['python3', '-c', hog]);
     expect(r.oomKilled).toBe(true);
     expect(r.signal).toBe('SIGKILL');
     expect(r.exitCode).toBe(137);
-    expect(rig.driver.alive(h)).toBe(true); // only the hog died
-    const after = await run(rig, h, ['true']);
+    expect(rig().driver.alive(h)).toBe(true); // only the hog died
+    const after = await run(rig(), h, ['true']);
     expect(after).toMatchObject({ exitCode: 0, oomKilled: false });
-    expect((await rig.driver.stats(h)).oomKills).toBeGreaterThanOrEqual(1);
-    await rig.driver.destroy(h.sandboxID);
+    expect((await rig().driver.stats(h)).oomKills).toBeGreaterThanOrEqual(1);
+    await rig().driver.destroy(h.sandboxID);
   });
 
   it('stops a bounded fork bomb at pids.max', async () => {
-    const h = await rig.driver.create(rig.spec({ pidsMax: 24 }));
+    const h = await rig().driver.create(rig().spec({ pidsMax: 24 }));
     const bomb = [
       'import os, time',
       'ok = failed = 0',
@@ -41,29 +35,29 @@ describe('ns driver limits', () => {
       '        failed += 1',
       'print(ok, failed)',
     ].join('\n');
-    const r = await run(rig, h, ['python3', '-c', bomb]);
+    const r = await run(rig(), h, ['python3', '-c', bomb]);
     const [ok, failed] = r.stdout.trim().split(' ').map(Number);
     expect(ok! + failed!).toBe(100);
     expect(ok).toBeLessThan(24);
     expect(failed).toBeGreaterThan(0);
-    const events = await readFile(join(rig.cgroups.dir('pids', h.sandboxID), 'pids.events'), 'utf8');
+    const events = await readFile(join(rig().cgroups.dir('pids', h.sandboxID), 'pids.events'), 'utf8');
     expect(keyedValue(events, 'max')).toBeGreaterThan(0);
-    await rig.driver.destroy(h.sandboxID);
+    await rig().driver.destroy(h.sandboxID);
   });
 
   it('throttles a CPU loop to its quota', async () => {
-    const h = await rig.driver.create(rig.spec({ cpus: 0.2 }));
-    const quota = await readFile(join(rig.cgroups.dir('cpu', h.sandboxID), 'cpu.cfs_quota_us'), 'utf8');
+    const h = await rig().driver.create(rig().spec({ cpus: 0.2 }));
+    const quota = await readFile(join(rig().cgroups.dir('cpu', h.sandboxID), 'cpu.cfs_quota_us'), 'utf8');
     expect(Number(quota)).toBe(20_000);
-    const r = await run(rig, h, ['sh', '-c', 'timeout 1 sh -c "while :; do :; done"; echo done']);
+    const r = await run(rig(), h, ['sh', '-c', 'timeout 1 sh -c "while :; do :; done"; echo done']);
     expect(r.stdout).toBe('done\n');
-    const stat = await readFile(join(rig.cgroups.dir('cpu', h.sandboxID), 'cpu.stat'), 'utf8');
+    const stat = await readFile(join(rig().cgroups.dir('cpu', h.sandboxID), 'cpu.stat'), 'utf8');
     expect(keyedValue(stat, 'nr_throttled')).toBeGreaterThan(0);
-    await rig.driver.destroy(h.sandboxID);
+    await rig().driver.destroy(h.sandboxID);
   });
 
   it('refuses nonsense limits', async () => {
-    await expect(rig.driver.create(rig.spec({ memoryMiB: 0 }))).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
-    await expect(rig.driver.create(rig.spec({ sandboxID: '../x' }))).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await expect(rig().driver.create(rig().spec({ memoryMiB: 0 }))).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await expect(rig().driver.create(rig().spec({ sandboxID: '../x' }))).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
   });
 });

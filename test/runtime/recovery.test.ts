@@ -1,25 +1,19 @@
 import { spawn } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { newSandboxID } from '../../src/ids.js';
 import { NsDriver } from '../../src/runtime/ns/driver.js';
-import { findLeaks, makeRig, NO_LEAKS, run, type Rig } from './harness.js';
+import { findLeaks, run, useRig } from './harness.js';
 
 const repo = join(import.meta.dirname, '..', '..');
 
 describe('ns driver scan and cleanup after a crash', () => {
-  let rig: Rig;
-  beforeAll(async () => {
-    rig = await makeRig('recovery');
-  });
-  afterAll(async () => {
-    if (rig) expect(await rig.teardown()).toEqual(NO_LEAKS);
-  });
+  const rig = useRig('recovery');
 
   it('re-adopts what a killed daemon created and removes the rest', { timeout: 120_000 }, async () => {
     // node itself with tsx's loader: the tsx CLI would put a second process between us and the daemon.
-    const daemon = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures/create-burst.ts'), rig.dataDir, rig.tag], {
+    const daemon = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures/create-burst.ts'), rig().dataDir, rig().tag], {
       cwd: repo,
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -36,24 +30,24 @@ describe('ns driver scan and cleanup after a crash', () => {
 
     // A create that died before its launcher ran: a directory and cgroups with nothing inside.
     const half = newSandboxID();
-    await mkdir(join(rig.dataDir, 'sandboxes', half, 'upper'), { recursive: true });
-    await mkdir(rig.cgroups.dir('memory', half));
+    await mkdir(join(rig().dataDir, 'sandboxes', half, 'upper'), { recursive: true });
+    await mkdir(rig().cgroups.dir('memory', half));
 
-    const restarted = new NsDriver({ dataDir: rig.dataDir, nodeTag: rig.tag });
+    const restarted = new NsDriver({ dataDir: rig().dataDir, nodeTag: rig().tag });
     await restarted.init();
     const found = await restarted.scan();
     const ids = found.map((h) => h.sandboxID);
     expect(ids).toEqual(expect.arrayContaining(created));
     expect(ids).not.toContain(half);
     const keep = found.find((h) => h.sandboxID === created[0])!;
-    const r = await run({ ...rig, driver: restarted }, keep, ['sh', '-c', 'echo $BURST; hostname']);
+    const r = await run({ ...rig(), driver: restarted }, keep, ['sh', '-c', 'echo $BURST; hostname']);
     expect(r.stdout).toBe(`yes\n${keep.sandboxID}\n`);
 
     const { removed } = await restarted.cleanup(new Set([keep.sandboxID]));
     expect(removed).toContain(half);
     expect(removed).not.toContain(keep.sandboxID);
     expect((await restarted.scan()).map((h) => h.sandboxID)).toEqual([keep.sandboxID]);
-    const leaks = findLeaks(rig.tag, rig.dataDir);
+    const leaks = findLeaks(rig().tag, rig().dataDir);
     expect(leaks.dirs).toEqual([keep.sandboxID]);
     expect(leaks.cgroups.sort()).toEqual(['cpu', 'memory', 'pids', 'unified'].map((h) => `${h}/${keep.sandboxID}`));
   });

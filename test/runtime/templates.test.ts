@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hostEtc, TemplateStore } from '../../src/runtime/templates.js';
-import { makeRig, NO_LEAKS, run, type Rig } from './harness.js';
+import { run, useRig } from './harness.js';
 
 /** A tiny directory root filesystem: bash and the libraries it links, nothing from /usr. */
 function bashRootfs(dir: string): void {
@@ -31,42 +31,40 @@ describe('host template contents', () => {
 });
 
 describe('templates', () => {
-  let rig: Rig;
+  const rig = useRig('templates');
   let scratch: string;
   beforeAll(async () => {
-    rig = await makeRig('templates');
     scratch = await mkdtemp(join(tmpdir(), 'cubed-test-template-'));
   });
   afterAll(async () => {
     await rm(scratch, { recursive: true, force: true });
-    if (rig) expect(await rig.teardown()).toEqual(NO_LEAKS);
   });
 
   it('generates the host template once with nothing of the host outside /usr', async () => {
-    const root = rig.host.rootfs;
+    const root = rig().host.rootfs;
     expect((await stat(join(root, 'home/user'))).uid).toBe(1000);
     expect((await stat(join(root, 'root'))).mode & 0o777).toBe(0o700);
     expect(await readFile(join(root, 'etc/shadow'), 'utf8')).not.toBe(await readFile('/etc/shadow', 'utf8'));
-    const again = await new TemplateStore(rig.dataDir).resolve('host');
-    expect(again).toEqual(rig.host);
+    const again = await new TemplateStore(rig().dataDir).resolve('host');
+    expect(again).toEqual(rig().host);
   });
 
   it('registers a directory template, lists it and runs sandboxes from it', async () => {
     const dir = join(scratch, 'bash-root');
     bashRootfs(dir);
-    await expect(rig.templates.registerTemplate('bad name', dir)).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
-    await expect(rig.templates.registerTemplate('host', dir)).rejects.toMatchObject({ kind: 'CONFLICT' });
-    await expect(rig.templates.registerTemplate('empty', scratch)).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
-    await rig.templates.registerTemplate('bash-only', dir);
-    const store = new TemplateStore(rig.dataDir); // persisted
+    await expect(rig().templates.registerTemplate('bad name', dir)).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await expect(rig().templates.registerTemplate('host', dir)).rejects.toMatchObject({ kind: 'CONFLICT' });
+    await expect(rig().templates.registerTemplate('empty', scratch)).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+    await rig().templates.registerTemplate('bash-only', dir);
+    const store = new TemplateStore(rig().dataDir); // persisted
     expect((await store.listTemplates()).map((t) => t.name)).toEqual(['host', 'bash-only']);
     await expect(store.resolve('nope')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
     const template = await store.resolve('bash-only');
     expect(template).toEqual({ name: 'bash-only', rootfs: dir, bindHostUsr: false });
 
-    const h = await rig.driver.create(rig.spec({ template }));
-    const r = await run(rig, h, ['/bin/bash', '-c', 'echo $BASH_VERSION; test -e /usr/bin/python3 && echo host-usr; echo x > /tmp/f; echo done'], { user: 'root' });
+    const h = await rig().driver.create(rig().spec({ template }));
+    const r = await run(rig(), h, ['/bin/bash', '-c', 'echo $BASH_VERSION; test -e /usr/bin/python3 && echo host-usr; echo x > /tmp/f; echo done'], { user: 'root' });
     expect(r.stdout).toMatch(/^\d+\.\d+.*\ndone\n$/);
-    await rig.driver.destroy(h.sandboxID);
+    await rig().driver.destroy(h.sandboxID);
   });
 });
