@@ -26,6 +26,11 @@ export function sandboxUser(name: string | undefined): (typeof SANDBOX_USERS)[Sa
 
 export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
+/** /etc/hosts; with a hostname, the sandbox's own (so tools resolving their hostname work) (pure). */
+export function etcHosts(hostname?: string): string {
+  return `127.0.0.1\tlocalhost\n${hostname ? `127.0.1.1\t${hostname}\n` : ''}::1\tlocalhost ip6-localhost ip6-loopback\n`;
+}
+
 /** The generated /etc of the host template: file name -> [content, mode] (pure). */
 export function hostEtc(): Record<string, [string, number]> {
   return {
@@ -37,7 +42,7 @@ export function hostEtc(): Record<string, [string, number]> {
     ],
     group: ['root:x:0:\ntty:x:5:\nusers:x:100:user\nuser:x:1000:\nnogroup:x:65534:\n', 0o644],
     shadow: ['root:*:19000:0:99999:7:::\nuser:*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n', 0o600],
-    hosts: ['127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n', 0o644],
+    hosts: [etcHosts(), 0o644],
     'resolv.conf': ['nameserver 8.8.8.8\nnameserver 1.1.1.1\n', 0o644],
     'nsswitch.conf': ['passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n', 0o644],
     shells: ['/bin/sh\n/bin/bash\n/usr/bin/bash\n', 0o644],

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxHandle } from '../../src/runtime/types.js';
 import { run, useRig } from './harness.js';
@@ -54,9 +55,26 @@ describe('ns driver isolation', () => {
     expect(capBnd & (1n << 21n)).toBe(0n); // CAP_SYS_ADMIN
   });
 
-  it('has a fresh empty network namespace when no netns is given', async () => {
-    const r = await run(rig(), h, ['sh', '-c', 'ls /sys/class/net 2>/dev/null || cat /proc/net/dev']);
-    expect(r.stdout).toContain('lo');
-    expect(r.stdout).not.toMatch(/eth0|ens|veth|cube/);
+  it('has a fresh network namespace with only lo (up) when no netns is given, and resolves its hostname', async () => {
+    const fresh = await rig().driver.create(rig().spec());
+    const r = await run(rig(), fresh, ['sh', '-c', 'ip -o link; getent hosts $(hostname)']);
+    expect(r.stdout).toMatch(/^1: lo: <LOOPBACK,UP,LOWER_UP>/);
+    expect(r.stdout.split('\n').filter((l) => /^\d+: /.test(l))).toHaveLength(1);
+    expect(r.stdout).toMatch(new RegExp(`^127\\.0\\.1\\.1\\s+${fresh.sandboxID}$`, 'm'));
+    await rig().driver.destroy(fresh.sandboxID);
+  });
+
+  it('joins the network namespace it is given', async () => {
+    const name = `cube-${rig().tag}-t0`;
+    await execa('ip', ['netns', 'add', name]);
+    try {
+      await execa('ip', ['-n', name, 'link', 'add', 'cubevt0', 'type', 'veth', 'peer', 'name', 'cubevt1']);
+      const n = await rig().driver.create(rig().spec({ netnsPath: `/run/netns/${name}` }));
+      const r = await run(rig(), n, ['ip', '-o', 'link']);
+      expect(r.stdout).toContain('cubevt0');
+      await rig().driver.destroy(n.sandboxID);
+    } finally {
+      await execa('ip', ['netns', 'del', name]);
+    }
   });
 });

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
-import { DEFAULT_PATH, sandboxUser } from '../templates.js';
+import { DEFAULT_PATH, etcHosts, sandboxUser } from '../templates.js';
 import type {
   ExecProcess,
   ExecRequest,
@@ -117,7 +117,8 @@ export class NsDriver implements RuntimeDriver {
     const record: SandboxRecord = { template: spec.template.name, env: spec.env };
     try {
       await Promise.all([
-        mkdir(join(dir, 'upper')),
+        // Written straight into the upper layer, so the sandbox's hostname resolves.
+        mkdir(join(dir, 'upper', 'etc'), { recursive: true }).then(() => writeFile(join(dir, 'upper', 'etc', 'hosts'), etcHosts(id))),
         mkdir(join(dir, 'work')),
         mkdir(join(dir, 'merged')),
         writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
