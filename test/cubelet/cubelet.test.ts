@@ -1,0 +1,180 @@
+// Cubelet on the real ns driver and network-agent: process table over real sandboxes,
+// timeouts, OOM and liveness events, and failed creates that leave nothing behind.
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigStore } from '../../src/config/store.js';
+import { Cubelet } from '../../src/cubelet/cubelet.js';
+import type { NodeEvent, ProcessEvent, ProcessStream } from '../../src/cubelet/types.js';
+import { CubeError } from '../../src/errors.js';
+import { newSandboxID, nodeTag } from '../../src/ids.js';
+import { NsNetworkAgent } from '../../src/network/agent.js';
+import { parseRange } from '../../src/network/ipam.js';
+import { NsDriver } from '../../src/runtime/ns/driver.js';
+import { TemplateStore } from '../../src/runtime/templates.js';
+import { countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
+
+const nodeID = uniqueNodeID('cubelet');
+const tag = nodeTag(nodeID);
+const dir = mkdtempSync('/tmp/cubed-test-cubelet-');
+const dataDir = join(dir, 'data');
+const cidr = testCidr();
+let cubelet: Cubelet;
+let config: ConfigStore;
+let templates: TemplateStore;
+const events: NodeEvent[] = [];
+
+beforeAll(async () => {
+  mkdirSync(dataDir);
+  mkdirSync(join(dir, 'config'));
+  config = new ConfigStore(join(dir, 'config'), { watch: false });
+  const log = pino({ level: 'silent' });
+  templates = new TemplateStore(dataDir);
+  cubelet = new Cubelet({
+    nodeID,
+    dataDir,
+    driver: new NsDriver({ dataDir, nodeTag: tag, log }),
+    network: new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, allowHostAccess: false, log }),
+    templates,
+    config: () => config.config,
+    log,
+    poolSlotLimit: parseRange(cidr).maxIndex,
+    watchIntervalMs: 100,
+  });
+  await cubelet.start();
+  cubelet.subscribe((e) => events.push(e));
+});
+
+afterAll(async () => {
+  try {
+    await cubelet?.stop({ destroy: true });
+    const left = await countKernelObjects(tag);
+    // Killed inits may linger as zombies until the host reaps them; the rest must be gone now.
+    expect({ ...left, processes: 0 }).toEqual({ netns: 0, links: 0, cgroups: 0, mounts: 0, processes: 0, nftTables: 0 });
+  } finally {
+    config?.close();
+    await purgeNetwork(tag);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+const inMinutes = (m: number) => new Date(Date.now() + m * 60_000).toISOString();
+const create = (over: { memoryMiB?: number; endAt?: string; templateID?: string } = {}) =>
+  cubelet.createSandbox({ sandboxID: newSandboxID(), templateID: over.templateID ?? 'host', cpus: 1, memoryMiB: over.memoryMiB ?? 128, diskGiB: 1, endAt: over.endAt ?? inMinutes(5), env: { FROM_CREATE: 'yes' }, metadata: {} });
+
+async function collect(s: ProcessStream): Promise<{ out: string; err: string; events: ProcessEvent[] }> {
+  const evs: ProcessEvent[] = [];
+  for await (const e of s.events) evs.push(e);
+  const text = (t: 'stdout' | 'stderr') => evs.map((e) => (e.type === t ? e.data.toString() : '')).join('');
+  return { out: text('stdout'), err: text('stderr'), events: evs };
+}
+
+async function hostInitPid(sandboxID: string): Promise<number> {
+  for (const p of readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
+    try {
+      if (readFileSync(`/proc/${p}/comm`, 'utf8') === 'cube-init\n' && readFileSync(`/proc/${p}/cgroup`, 'utf8').includes(`/cube-${tag}/${sandboxID}\n`)) return Number(p);
+    } catch {
+      // exited while we looked
+    }
+  }
+  throw new Error(`no cube-init for ${sandboxID}`);
+}
+
+const until = async (pred: () => boolean | Promise<boolean>) => {
+  while (!(await pred())) await new Promise((r) => setTimeout(r, 50));
+};
+
+describe('process table', () => {
+  it('gives unique pids, streams output with the create env, and ends with the exit code', async () => {
+    const sb = await create();
+    try {
+      const a = await cubelet.startProcess(sb.sandboxID, { argv: ['sh', '-c', 'echo $FROM_CREATE $EXTRA; exit 4'], env: { EXTRA: 'x' } });
+      const b = await cubelet.startProcess(sb.sandboxID, { argv: ['true'] });
+      expect(b.pid).not.toBe(a.pid);
+      const r = await collect(a);
+      expect(r.events[0]).toEqual({ type: 'start', pid: a.pid });
+      expect(r.out).toBe('yes x\n');
+      expect(r.events.at(-1)).toMatchObject({ type: 'end', exitCode: 4 });
+      await collect(b);
+    } finally {
+      await cubelet.destroySandbox(sb.sandboxID);
+    }
+  });
+
+  it('fans output out to a second subscriber by tag, keeps running when one leaves, takes stdin and signals', async () => {
+    const sb = await create();
+    try {
+      const p = await cubelet.startProcess(sb.sandboxID, { argv: ['sh', '-c', 'while read l; do echo "got $l"; done'], stdin: true, tag: 'reader' });
+      await expect(cubelet.startProcess(sb.sandboxID, { argv: ['true'], tag: 'reader' })).rejects.toMatchObject({ kind: 'CONFLICT' });
+      const first = p.events[Symbol.asyncIterator]();
+      expect((await first.next()).value).toEqual({ type: 'start', pid: p.pid });
+      await first.return!(); // the first subscriber leaves; the process stays
+      expect((await cubelet.listProcesses(sb.sandboxID)).map((x) => [x.pid, x.tag])).toEqual([[p.pid, 'reader']]);
+      const second = await cubelet.connectProcess(sb.sandboxID, { tag: 'reader' });
+      const it2 = second.events[Symbol.asyncIterator]();
+      expect((await it2.next()).value).toEqual({ type: 'start', pid: p.pid });
+      await cubelet.sendInput(sb.sandboxID, p.pid, Buffer.from('one\n'));
+      const line = (await it2.next()).value as ProcessEvent;
+      expect(line.type === 'stdout' && line.data.toString()).toBe('got one\n');
+      await cubelet.signalProcess(sb.sandboxID, p.pid, 'SIGKILL');
+      let end: ProcessEvent | undefined;
+      for (let n = await it2.next(); !n.done; n = await it2.next()) end = n.value;
+      expect(end).toMatchObject({ type: 'end', signal: 'SIGKILL' });
+      expect(await cubelet.listProcesses(sb.sandboxID)).toEqual([]);
+      await expect(cubelet.connectProcess(sb.sandboxID, { pid: p.pid })).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+    } finally {
+      await cubelet.destroySandbox(sb.sandboxID);
+    }
+  });
+});
+
+describe('lifecycle events', () => {
+  it('destroys a sandbox at its endAt and emits sandbox.timeout', async () => {
+    const sb = await create({ endAt: new Date(Date.now() + 300).toISOString() });
+    await until(async () => (await cubelet.getSandbox(sb.sandboxID)) === undefined);
+    expect(events.some((e) => e.type === 'event' && e.event.kind === 'sandbox.timeout' && e.event.sandboxID === sb.sandboxID)).toBe(true);
+    expect((await cubelet.nodeView()).pool.inUse).toBe(0);
+  });
+
+  it('reports an OOM kill inside the sandbox as sandbox.oom, the sandbox keeps running', async () => {
+    const sb = await create({ memoryMiB: 32 });
+    try {
+      const r = await collect(await cubelet.startProcess(sb.sandboxID, { argv: ['sh', '-c', 'x=$(head -c 200000000 /dev/zero | tr "\\0" a); echo survived'] }));
+      expect(r.events.at(-1)).toMatchObject({ type: 'end', oomKilled: true });
+      await until(() => events.some((e) => e.type === 'event' && e.event.kind === 'sandbox.oom' && e.event.sandboxID === sb.sandboxID));
+      expect((await cubelet.getSandbox(sb.sandboxID))?.state).toBe('running');
+    } finally {
+      await cubelet.destroySandbox(sb.sandboxID);
+    }
+  });
+
+  it('turns a sandbox whose init died into error with a reason; destroy still cleans it', async () => {
+    const sb = await create();
+    const init = (await collect(await cubelet.startProcess(sb.sandboxID, { argv: ['cat', '/proc/1/status'], user: 'root' }))).out;
+    expect(init).toContain('cube-init');
+    // A pid namespace's init ignores SIGKILL from inside: kill it from the host.
+    const initPid = await hostInitPid(sb.sandboxID);
+    process.kill(initPid, 'SIGKILL');
+    await until(async () => (await cubelet.getSandbox(sb.sandboxID))?.state === 'error');
+    expect((await cubelet.getSandbox(sb.sandboxID))?.reason).toBe('sandbox init process died');
+    await expect(cubelet.startProcess(sb.sandboxID, { argv: ['true'] })).rejects.toMatchObject({ kind: 'CONFLICT' });
+    await cubelet.destroySandbox(sb.sandboxID);
+    expect(await cubelet.getSandbox(sb.sandboxID)).toBeUndefined();
+  });
+
+  it('a failed create leaves nothing: unknown template before any slot, broken template after one', async () => {
+    await expect(create({ templateID: 'nope' })).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+    const broken = join(dir, 'broken-rootfs');
+    mkdirSync(join(broken, 'bin'), { recursive: true });
+    writeFileSync(join(broken, 'bin/sh'), '');
+    await templates.registerTemplate('broken', broken);
+    rmSync(broken, { recursive: true });
+    const err = await create({ templateID: 'broken' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CubeError);
+    expect(await cubelet.listSandboxes()).toEqual([]);
+    const n = await cubelet.nodeView();
+    expect(n.pool.inUse).toBe(0);
+    expect((await countKernelObjects(tag)).processes).toBe(0);
+  });
+});
