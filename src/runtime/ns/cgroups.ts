@@ -2,7 +2,7 @@
 // v1), cgroup2 for freeze/thaw and atomic kill. Every sandbox lives at
 // `<own cgroup of this process>/cube-<tag>/<sandboxID>` in each hierarchy.
 import { readFileSync } from 'node:fs';
-import { access, mkdir, readFile, readdir, rmdir, writeFile } from 'node:fs/promises';
+import { access, mkdir, readFile, readdir, rmdir, watch, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CubeError } from '../../errors.js';
 
@@ -164,13 +164,27 @@ export class Cgroups {
     }
   }
 
+  /**
+   * Waits until cgroup.events says `key want`. The kernel notifies changes of that file through
+   * inotify, so a watcher wakes us at once; a slow poll covers a missed notification.
+   */
   private async waitEvent(dir: string, key: string, want: number, timeoutMs = 10_000): Promise<void> {
+    const file = join(dir, 'cgroup.events');
+    const reached = async () => keyedValue(await readFile(file, 'utf8'), key) === want;
+    if (await reached()) return;
+    const ac = new AbortController();
+    const changes = watch(file, { signal: ac.signal });
     const deadline = Date.now() + timeoutMs;
-    for (let delay = 0.5; ; delay = Math.min(delay * 2, 20)) {
-      const v = keyedValue(await readFile(join(dir, 'cgroup.events'), 'utf8'), key);
-      if (v === want) return;
-      if (Date.now() > deadline) throw new CubeError('CGROUP_FAILED', `${dir}: ${key} did not become ${want} within ${timeoutMs} ms`);
-      await sleep(delay);
+    try {
+      const next = changes[Symbol.asyncIterator]();
+      for (;;) {
+        if (await reached()) return; // also closes the gap between the first read and the watch
+        const left = deadline - Date.now();
+        if (left <= 0) throw new CubeError('CGROUP_FAILED', `${dir}: ${key} did not become ${want} within ${timeoutMs} ms`);
+        await Promise.race([next.next(), sleep(Math.min(left, 50))]);
+      }
+    } finally {
+      ac.abort();
     }
   }
 }
