@@ -14,6 +14,7 @@ import {
   RefreshSchema,
   TimeoutSchema,
   detailJson,
+  isListed,
   listedJson,
   pageOf,
   parseBody,
@@ -41,7 +42,12 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     }
   };
   const actor = (req: Req): string | undefined => req.caller?.keyID;
-  const fresh = (id: string): Promise<SandboxRecord> => ctx.cp.getSandbox(id);
+  // A sandbox on its way out (timeout reached, kill under way) is already gone for E2B clients.
+  const fresh = async (id: string): Promise<SandboxRecord> => {
+    const rec = await ctx.cp.getSandbox(id);
+    if (!isListed(rec.state)) throw new CubeError('NOT_FOUND', `sandbox ${id} not found (${rec.state})`);
+    return rec;
+  };
 
   on('POST', ['/sandboxes', '/v2/sandboxes'], async (req, res) => {
     const b = parseBody(NewSandboxSchema, await readJson(req), 'sandbox create body');
@@ -77,7 +83,8 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
 
   on('DELETE', ['/sandboxes/:id'], async (req, res, id) => {
-    // A missing sandbox is a 404 body, which makes the SDK's kill() return false.
+    // A missing or already dying sandbox is a 404 body, which makes the SDK's kill() return false.
+    await fresh(id);
     await ctx.cp.destroySandbox(id, actor(req));
     sendNoContent(res);
   });
