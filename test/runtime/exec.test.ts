@@ -25,6 +25,7 @@ describe('ns driver exec', () => {
     expect(bad.stderr).toMatch(/chdir \/nonexistent/);
     expect(() => rig().driver.exec(h, { argv: ['true'], user: 'admin' })).toThrow(/unknown user/);
     expect(() => rig().driver.exec(h, { argv: [] })).toThrow(/non-empty argv/);
+    expect(() => rig().driver.exec(h, { argv: ['true'], env: { 'A=B': 'x' } })).toThrow(/invalid environment variable/);
   });
 
   it('reports exit codes, signals and missing commands', async () => {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hostEtc, TemplateStore } from '../../src/runtime/templates.js';
-import { run, useRig } from './harness.js';
+import { findLeaks, run, useRig } from './harness.js';
 
 /** A tiny directory root filesystem: bash and the libraries it links, nothing from /usr. */
 function bashRootfs(dir: string): void {
@@ -66,5 +66,13 @@ describe('templates', () => {
     const r = await run(rig(), h, ['/bin/bash', '-c', 'echo $BASH_VERSION; test -e /usr/bin/python3 && echo host-usr; echo x > /tmp/f; echo done'], { user: 'root' });
     expect(r.stdout).toMatch(/^\d+\.\d+.*\ndone\n$/);
     await rig().driver.destroy(h.sandboxID);
+  });
+
+  it('leaves nothing behind when a create fails', async () => {
+    const spec = rig().spec({ template: { name: 'gone', rootfs: join(scratch, 'missing'), bindHostUsr: false } });
+    await expect(rig().driver.create(spec)).rejects.toMatchObject({ kind: 'CREATE_FAILED', message: expect.stringMatching(/mount overlay/) });
+    const leaks = findLeaks(rig().tag, rig().dataDir);
+    expect([...leaks.cgroups, ...leaks.dirs].filter((x) => x.includes(spec.sandboxID))).toEqual([]);
+    await expect(rig().driver.create(spec)).rejects.toMatchObject({ kind: 'CREATE_FAILED' }); // the id is free again
   });
 });

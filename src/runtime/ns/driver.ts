@@ -185,6 +185,11 @@ export class NsDriver implements RuntimeDriver {
     if (!req.argv.length || req.argv.some((a) => typeof a !== 'string' || a.includes('\0'))) {
       throw new CubeError('BAD_REQUEST', 'exec needs a non-empty argv of strings without NUL');
     }
+    for (const [k, v] of Object.entries(req.env ?? {})) {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || typeof v !== 'string' || v.includes('\0')) {
+        throw new CubeError('BAD_REQUEST', `invalid environment variable '${k}'`);
+      }
+    }
     const userName = req.user ?? 'user';
     const user = sandboxUser(userName);
     const record = this.records.get(h.sandboxID);
