@@ -89,14 +89,9 @@ function takePidLock(dataDir: string): () => void {
   const path = join(dataDir, 'cubed.pid');
   try {
     const other = Number(readFileSync(path, 'utf8').trim());
-    if (other > 0 && other !== process.pid) {
-      try {
-        process.kill(other, 0);
-        throw new UsageError(`another cubed (pid ${other}) is running with data dir ${dataDir}`);
-      } catch (e) {
-        if (e instanceof UsageError) throw e;
-      }
-    }
+    // A stale file whose pid now belongs to another program does not count.
+    const cmdline = other > 0 && other !== process.pid ? readFileSync(`/proc/${other}/cmdline`, 'utf8') : '';
+    if (cmdline.includes('cubed')) throw new UsageError(`another cubed (pid ${other}) is running with data dir ${dataDir}`);
   } catch (e) {
     if (e instanceof UsageError) throw e;
   }

@@ -235,6 +235,11 @@ export class Cubelet implements NodeApi {
         if (op === 'pause') await this.o.driver.pause(entry.handle!);
         else await this.o.driver.resume(entry.handle!);
         entry.meta.paused = op === 'pause';
+        // A paused sandbox does not time out; one resumed past its end gets a fresh default lifetime.
+        if (op === 'resume' && Date.parse(entry.meta.endAt) <= Date.now()) {
+          entry.meta.endAt = entry.view.endAt = new Date(Date.now() + this.o.config().master.sandbox.default_timeout_sec * 1000).toISOString();
+          this.armTimer(entry);
+        }
         await writeMeta(entry.handle!.dir, entry.meta);
       } catch (e) {
         this.setState(entry, before);
@@ -425,6 +430,7 @@ export class Cubelet implements NodeApi {
     entry.timer = setTimeout(
       () => {
         if (Date.parse(entry.view.endAt) > Date.now()) return this.armTimer(entry);
+        if (entry.view.state === 'paused') return;
         this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}`, { sandboxID: entry.view.sandboxID });
         this.destroySandbox(entry.view.sandboxID).catch((err: unknown) => this.o.log.error({ err, sandboxID: entry.view.sandboxID }, 'destroy on timeout failed'));
       },

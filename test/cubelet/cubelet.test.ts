@@ -137,6 +137,21 @@ describe('lifecycle events', () => {
     expect((await cubelet.nodeView()).pool.inUse).toBe(0);
   });
 
+  it('a paused sandbox does not time out; resumed past its end it gets the default lifetime', async () => {
+    const endAt = new Date(Date.now() + 400).toISOString();
+    const sb = await create({ endAt });
+    try {
+      await cubelet.pauseSandbox(sb.sandboxID);
+      await new Promise((r) => setTimeout(r, Date.parse(endAt) - Date.now() + 300));
+      expect((await cubelet.getSandbox(sb.sandboxID))?.state).toBe('paused');
+      const resumed = await cubelet.resumeSandbox(sb.sandboxID);
+      expect(resumed.state).toBe('running');
+      expect(Date.parse(resumed.endAt)).toBeGreaterThan(Date.now() + 60_000);
+    } finally {
+      await cubelet.destroySandbox(sb.sandboxID);
+    }
+  });
+
   it('reports an OOM kill inside the sandbox as sandbox.oom, the sandbox keeps running', async () => {
     const sb = await create({ memoryMiB: 32 });
     try {
