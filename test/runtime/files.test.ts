@@ -78,6 +78,10 @@ describe('ns driver files', () => {
     await expect(rig().driver.files.remove(h, '/')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
   });
 
+  it('refuses a handle whose pid is not the sandbox init (e.g. reused)', async () => {
+    await expect(rig().driver.files.read({ ...h, initPid: process.pid }, '/etc/passwd')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+  });
+
   it('works while the sandbox is paused', async () => {
     await rig().driver.pause(h);
     try {

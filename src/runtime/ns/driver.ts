@@ -68,7 +68,7 @@ function launch(file: string, args: string[]): Promise<{ code: number | null; st
 
 export class NsDriver implements RuntimeDriver {
   readonly name = 'ns' as const;
-  readonly files = new NsFiles();
+  readonly files = new NsFiles((h) => this.alive(h));
   private readonly sandboxesDir: string;
   private readonly launcher: string;
   private readonly log: Logger | undefined;

@@ -121,7 +121,11 @@ export function toFileStat(path: string, st: Stats, symlinkTarget?: string): Fil
 }
 
 export class NsFiles implements SandboxFiles {
+  /** `alive` tells that initPid is still this sandbox's init: a reused pid would be a host process's root. */
+  constructor(private readonly alive: (h: SandboxHandle) => boolean) {}
+
   private root(h: SandboxHandle): string {
+    if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
     return `/proc/${h.initPid}/root`;
   }
 
