@@ -1,6 +1,6 @@
 // The real `e2b` npm package, unchanged, against a real cubed: what RL code does with it.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, type SandboxOpts } from 'e2b';
+import { AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, type SandboxOpts } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
@@ -74,6 +74,27 @@ describe('e2b SDK against cubed', () => {
     expect(await sbx.commands.kill(h.pid)).toBe(false);
   });
 
+  it('ends a command at timeoutMs, keeps it through a disconnect, feeds stdin', async () => {
+    const sbx = await create();
+    const late = await sbx.commands.run('sleep 30 && echo late', { timeoutMs: 1000 }).catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(TimeoutError);
+    // Connect-Timeout-Ms is the process lifetime: the node kills it, nothing is left running.
+    const deadline = Date.now() + 15_000;
+    while ((await sbx.commands.list()).some((p) => p.args.join(' ').includes('sleep 30')) && Date.now() < deadline) await sleep(200);
+    expect((await sbx.commands.list()).map((p) => p.args.join(' '))).not.toContain('-l -c sleep 30 && echo late');
+
+    const h = await sbx.commands.run('sleep 3; echo done', { background: true });
+    await h.disconnect();
+    const again = await sbx.commands.connect(h.pid);
+    expect((await again.wait()).stdout).toBe('done\n');
+
+    const cat = await sbx.commands.run('cat', { background: true, stdin: true });
+    await cat.sendStdin('piped ');
+    await sbx.commands.sendStdin(cat.pid, 'in');
+    await cat.closeStdin();
+    expect((await cat.wait()).stdout).toBe('piped in');
+  });
+
   it('writes, reads, lists, checks, removes files', async () => {
     const sbx = await create();
     const w = await sbx.files.write('dir/a.txt', 'hello');
@@ -104,6 +125,21 @@ describe('e2b SDK against cubed', () => {
     // Streams go as application/octet-stream (envd >= 0.5.7).
     await sbx.files.write('streamed.txt', new Blob(['x'.repeat(100_000)]).stream());
     expect((await sbx.commands.run('wc -c < streamed.txt')).stdout.trim()).toBe('100000');
+  });
+
+  it('watches a directory', async () => {
+    const sbx = await create();
+    await sbx.files.makeDir('watched');
+    const events: { name: string; type: string }[] = [];
+    const w = await sbx.files.watchDir('watched', (e) => void events.push({ name: e.name, type: e.type }), { timeoutMs: 0 });
+    try {
+      await sbx.files.write('watched/new.txt', 'x');
+      const deadline = Date.now() + 15_000;
+      while (!events.some((e) => e.name === 'new.txt') && Date.now() < deadline) await sleep(100);
+      expect(events).toContainEqual({ name: 'new.txt', type: 'create' });
+    } finally {
+      await w.stop();
+    }
   });
 
   it('lists with paging and a state filter', async () => {
