@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxHandle } from '../../src/runtime/types.js';
 import { run, useRig } from './harness.js';
@@ -52,9 +54,10 @@ describe('ns driver exec', () => {
     expect(left.stdout.trim()).toBe('0');
   });
 
-  it('refuses to exec into a pid that is not a sandbox init', async () => {
-    const r = await run(rig(), { ...h, initPid: process.pid }, ['true']);
-    expect(r.exitCode).toBe(125);
-    expect(r.stderr).toMatch(/not a sandbox init/);
+  it('refuses to exec into a pid that is not this sandbox init', async () => {
+    expect(() => rig().driver.exec({ ...h, initPid: process.pid }, { argv: ['true'] })).toThrow(/not running/);
+    const direct = await execa(join(import.meta.dirname, '../../build/cube-launch'), ['exec', '-p', String(process.pid), '--', 'true'], { reject: false });
+    expect(direct.exitCode).toBe(125);
+    expect(direct.stderr).toMatch(/is not a sandbox init/);
   });
 });

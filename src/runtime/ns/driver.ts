@@ -185,6 +185,7 @@ export class NsDriver implements RuntimeDriver {
     if (!req.argv.length || req.argv.some((a) => typeof a !== 'string' || a.includes('\0'))) {
       throw new CubeError('BAD_REQUEST', 'exec needs a non-empty argv of strings without NUL');
     }
+    if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
     for (const [k, v] of Object.entries(req.env ?? {})) {
       if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || typeof v !== 'string' || v.includes('\0')) {
         throw new CubeError('BAD_REQUEST', `invalid environment variable '${k}'`);
