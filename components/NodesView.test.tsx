@@ -3,11 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { render } from 'ink-testing-library';
 import { storeFrom, withStore } from '../test/tui/console.js';
 import { loadStream } from '../test/tui/replay.js';
-import { NODE_COLUMNS, NodesView } from './NodesView.js';
+import { nodeColumns, NodesView } from './NodesView.js';
 import { columnWidths } from './Table.js';
 
 // ink-testing-library's terminal is 100 columns wide: render at 100, read the cut-off
 // columns through their cell functions.
+const NODE_COLUMNS = nodeColumns(12);
 const line = (frame: string, id: string) => frame.split('\n').find((l) => l.startsWith(id))!;
 
 describe('NodesView', () => {
@@ -15,7 +16,7 @@ describe('NodesView', () => {
     const store = storeFrom(loadStream('watch-handwritten.ndjson').slice(0, 1));
     const { lastFrame } = render(withStore(store, <NodesView height={6} width={100} />));
     expect(line(lastFrame()!, 'node-a')).toMatch(/^node-a +HEALTHY +yes +3 \/ 117 \(58 safe\) \.{6} memory +1\/0Mi +41%\/80%/);
-    expect(line(lastFrame()!, 'node-b')).toMatch(/^node-b +HEALTHY +no: disk w +0 \/ 117 \(58 safe\)/);
+    expect(line(lastFrame()!, 'node-b')).toMatch(/^node-b +HEALTHY +no: disk waterm +0 \/ 117 \(58 safe\)/);
     const b = store.getState().data.nodes['node-b']!;
     expect(NODE_COLUMNS.find((c) => c.title === 'SCHEDULABLE')!.cell(b)).toBe('no: disk watermark 83% >= 80%');
     for (const l of lastFrame()!.split('\n')) expect(l.length).toBeLessThanOrEqual(100);
@@ -25,7 +26,7 @@ describe('NodesView', () => {
     const store = storeFrom();
     const { lastFrame } = render(withStore(store, <NodesView height={6} width={100} />));
     expect(line(lastFrame()!, 'node-a')).toMatch(/3 \/ 117 \(58 safe\) .* 1\/3\.1Gi/);
-    expect(lastFrame()).toMatch(/node-b +HEALTHY +no: cordon /);
+    expect(lastFrame()).toMatch(/node-b +HEALTHY +no: cordoned /);
     const a = store.getState().data.nodes['node-a']!;
     const b = store.getState().data.nodes['node-b']!;
     const cell = (title: string, n: typeof a) => NODE_COLUMNS.find((c) => c.title === title)!.cell(n);
@@ -46,6 +47,11 @@ describe('NodesView', () => {
     const w = columnWidths(NODE_COLUMNS, 120);
     expect(w.reduce((a, b) => a + b + 1, -1)).toBe(120);
     expect(w[2]).toBeGreaterThanOrEqual('no: disk watermark 83% >= 80%'.length);
+  });
+
+  it('sizes the NODE column to the longest id, up to a cap', () => {
+    expect(nodeColumns(19)[0]!.width).toBe(19);
+    expect(nodeColumns(60)[0]!.width).toBe(24);
   });
 
   it('filters rows', () => {

@@ -1,6 +1,6 @@
 // One row a node: health and schedulability (with the reason), density against the ceiling
 // and the safety boundary, what pausing frees, disk against the watermark, the NIC pool.
-import React from 'react';
+import React, { useMemo } from 'react';
 import type { NodeView } from '../src/api/types.js';
 import { densityLevel, densityText, gauge, mib, sparkline } from '../src/tui/format.js';
 import { nodeRows } from '../src/tui/selectors.js';
@@ -21,10 +21,13 @@ export function schedulable(n: NodeView): string {
 
 const GAUGE = 6;
 
-// At 120 columns every column fits whole, the schedulability reason included
-// (`no: disk watermark 83% >= 80%`); narrower terminals lose the reason's tail first.
-export const NODE_COLUMNS: readonly Column<NodeView>[] = [
-  { title: 'NODE', width: 12, cell: (n) => n.nodeID },
+/** The NODE column fits the longest id up to this; longer ids are cut. */
+export const NODE_ID_MAX = 24;
+
+// At 120 columns with ids up to 12 characters every column fits whole, the schedulability
+// reason included (`no: disk watermark 83% >= 80%`); narrower terminals cut the reason first.
+export const nodeColumns = (idWidth: number): Column<NodeView>[] => [
+  { title: 'NODE', width: Math.min(NODE_ID_MAX, Math.max(4, idWidth)), cell: (n) => n.nodeID },
   { title: 'STATE', width: 9, cell: nodeState, tone: (n): Tone => (n.healthy && !n.lost ? 'ok' : 'bad') },
   { title: 'SCHEDULABLE', width: 'flex', min: 10, cell: schedulable, tone: (n) => (n.schedulable ? 'ok' : 'warn') },
   { title: 'DENSITY', width: 18, align: 'right', cell: (n) => densityText(live(n), n.density.effectiveCeiling, n.density.safetyBoundary), tone: level },
@@ -38,5 +41,7 @@ export const NODE_COLUMNS: readonly Column<NodeView>[] = [
 
 export function NodesView({ height, width }: { height: number; width: number }) {
   const { data, filter, selected, skin } = useViewState('nodes');
-  return <Table columns={NODE_COLUMNS} rows={nodeRows(data, filter)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} empty="no nodes (is the daemon up?)" />;
+  const idWidth = data.nodeOrder.reduce((w, id) => Math.max(w, id.length), 0);
+  const columns = useMemo(() => nodeColumns(idWidth), [idWidth]);
+  return <Table columns={columns} rows={nodeRows(data, filter)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} empty="no nodes (is the daemon up?)" />;
 }

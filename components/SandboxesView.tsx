@@ -11,9 +11,9 @@ const STATE_TONE: Partial<Record<SandboxView['state'], Tone>> = { running: 'ok',
 
 export function sandboxColumns(now: number): Column<SandboxView>[] {
   return [
-    { title: 'SANDBOX', width: 'flex', min: 12, cell: (x) => x.sandboxID },
+    { title: 'SANDBOX', width: 22, cell: (x) => x.sandboxID },
     { title: 'TEMPLATE', width: 12, cell: (x) => x.templateID },
-    { title: 'NODE', width: 14, cell: (x) => x.nodeID },
+    { title: 'NODE', width: 'flex', min: 10, cell: (x) => x.nodeID },
     { title: 'STATE', width: 10, cell: (x) => x.state, tone: (x) => STATE_TONE[x.state] },
     { title: 'AGE', width: 5, align: 'right', cell: (x) => age(x.startedAt, now) },
     { title: 'CPU', width: 4, align: 'right', cell: (x) => String(x.spec.cpus) },

@@ -1,9 +1,10 @@
 // Mounts the console on the real terminal: alternate screen, no autowrap, mouse off,
-// incremental rendering; restores the terminal however the process ends.
+// only changed lines written (screen.ts); restores the terminal however the process ends.
 import React from 'react';
 import { render } from 'ink';
 import { App } from '../../components/App.js';
 import { createActions, type ApiTarget } from './actions.js';
+import { ScreenSink } from './screen.js';
 import { createConsoleStore } from './store.js';
 import type { SkinName } from './skins.js';
 import { startWatch } from './watch.js';
@@ -16,7 +17,7 @@ export interface RunOptions {
 }
 
 // Alt screen on, autowrap off, mouse reporting off (SREs select text with the mouse).
-const ENTER = '\x1b[?1049h\x1b[?7l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[H\x1b[2J';
+const ENTER = '\x1b[?1049h\x1b[?7l\x1b[?25l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[H\x1b[2J';
 const LEAVE = '\x1b[?7h\x1b[?25h\x1b[?1049l';
 
 export async function runConsole(opts: RunOptions): Promise<void> {
@@ -43,11 +44,13 @@ export async function runConsole(opts: RunOptions): Promise<void> {
     process.exit(1);
   });
   process.stdout.write(ENTER);
+  // debug: Ink hands every whole frame to the sink, which writes only what changed.
+  const screen = new ScreenSink(process.stdout);
   const ink = render(<App store={store} actions={actions} onQuit={restore} />, {
+    stdout: screen as unknown as NodeJS.WriteStream,
+    debug: true,
     exitOnCtrlC: false,
     patchConsole: false,
-    incrementalRendering: true,
-    maxFps: 15,
   });
   await ink.waitUntilExit();
   restore();

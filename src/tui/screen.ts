@@ -1,0 +1,60 @@
+// Our own line-diffing screen writer. Ink 6.8's incrementalRendering moves the cursor up
+// one line short when the frame ends with a newline (every non-fullscreen frame), so each
+// update lands one row low: seen in tmux as duplicated header lines. Instead Ink renders
+// whole frames (debug mode) into this sink, and only the lines that changed are written,
+// each at its absolute row on the alternate screen: no relative cursor arithmetic to drift.
+import { EventEmitter } from 'node:events';
+
+const ESC = '\x1b[';
+/** DEC 2026 synchronized output: the terminal shows the update at once (ignored where unsupported). */
+const BEGIN_SYNC = `${ESC}?2026h`;
+const END_SYNC = `${ESC}?2026l`;
+
+/** The bytes that turn the screen showing `prev` into `next` (rows are 1-based). */
+export function diffFrame(prev: readonly string[], next: readonly string[]): string {
+  let out = '';
+  for (let i = 0; i < next.length; i++) {
+    if (next[i] !== prev[i]) out += `${ESC}${i + 1};1H${next[i]}${ESC}K`;
+  }
+  for (let i = next.length; i < prev.length; i++) out += `${ESC}${i + 1};1H${ESC}K`;
+  return out;
+}
+
+/** A stdout stand-in for Ink: sizes and resize events of the real terminal, frames diffed onto it. */
+export class ScreenSink extends EventEmitter {
+  private prev: string[] = [];
+  readonly isTTY = true;
+  /** Bytes written to the terminal so far (the render benchmark reads it). */
+  bytesWritten = 0;
+
+  constructor(private readonly out: { write(s: string): unknown; columns?: number; rows?: number; on?(e: 'resize', f: () => void): unknown }) {
+    super();
+    out.on?.('resize', () => {
+      // Wrapped or moved lines cannot be trusted after a resize: repaint everything.
+      this.prev = [];
+      this.emit_(`${ESC}2J`);
+      this.emit('resize');
+    });
+  }
+
+  get columns(): number {
+    return this.out.columns ?? 80;
+  }
+
+  get rows(): number {
+    return this.out.rows ?? 24;
+  }
+
+  write(frame: string): boolean {
+    const next = frame.replace(/\n$/, '').split('\n');
+    const diff = diffFrame(this.prev, next);
+    this.prev = next;
+    if (diff) this.emit_(BEGIN_SYNC + diff + END_SYNC);
+    return true;
+  }
+
+  private emit_(s: string): void {
+    this.bytesWritten += Buffer.byteLength(s);
+    this.out.write(s);
+  }
+}

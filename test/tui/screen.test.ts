@@ -1,0 +1,24 @@
+import { describe, expect, it } from 'vitest';
+import { diffFrame, ScreenSink } from '../../src/tui/screen.js';
+
+describe('diffFrame', () => {
+  it.each([
+    ['first frame writes every line at its row', [], ['a', 'b'], '\x1b[1;1Ha\x1b[K\x1b[2;1Hb\x1b[K'],
+    ['an unchanged frame writes nothing', ['a', 'b'], ['a', 'b'], ''],
+    ['only the changed line', ['a', 'b', 'c'], ['a', 'B', 'c'], '\x1b[2;1HB\x1b[K'],
+    ['a shorter frame blanks the rows it left', ['a', 'b', 'c'], ['a'], '\x1b[2;1H\x1b[K\x1b[3;1H\x1b[K'],
+  ])('%s', (_name, prev, next, want) => expect(diffFrame(prev, next)).toBe(want));
+});
+
+describe('ScreenSink', () => {
+  it('writes the diff between frames in synchronized output and counts the bytes', () => {
+    const written: string[] = [];
+    const sink = new ScreenSink({ columns: 100, rows: 30, write: (s: string) => written.push(s) });
+    sink.write('head\nrow 1\nrow 2\n');
+    sink.write('head\nrow 1\nrow two\n');
+    sink.write('head\nrow 1\nrow two\n');
+    expect(written).toEqual(['\x1b[?2026h\x1b[1;1Hhead\x1b[K\x1b[2;1Hrow 1\x1b[K\x1b[3;1Hrow 2\x1b[K\x1b[?2026l', '\x1b[?2026h\x1b[3;1Hrow two\x1b[K\x1b[?2026l']);
+    expect(sink.bytesWritten).toBe(written.join('').length);
+    expect([sink.columns, sink.rows]).toEqual([100, 30]);
+  });
+});
