@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs cubed, cubectl and cubectl-tui from this checkout onto PATH. Run as root on
+# Debian 12 with Node 20. Idempotent: run it again after a pull. It starts nothing
+# (cubectl-tui starts the daemon when none answers; see README.md).
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")"
+
+say() { printf 'install.sh: %s\n' "$*"; }
+die() { say "$*" >&2; exit 1; }
+
+[[ $EUID -eq 0 ]] || die "run as root: cubed creates namespaces, cgroups, network devices and nftables rules"
+command -v node >/dev/null || die "Node.js 20 is required (node not found)"
+node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=18)?0:1)' \
+  || die "Node.js >= 20.18 is required (found $(node --version))"
+
+# System tools cubed shells out to (ip, nft, unshare/nsenter/mount, ps), the C compiler for
+# its launcher, and tmux for the console. Only what is missing is installed.
+missing=()
+for pkg in iproute2 nftables util-linux procps build-essential tmux; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$pkg")
+done
+if ((${#missing[@]} > 0)); then
+  say "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+say "npm ci"
+npm ci --no-audit --no-fund --loglevel=error
+say "npm run build"
+npm run build --silent
+say "npm link (cubed, cubectl, cubectl-tui)"
+npm link --no-audit --no-fund --loglevel=error
+
+bin="$(npm prefix -g)/bin"
+for cmd in cubed cubectl cubectl-tui; do
+  [[ -x "$bin/$cmd" ]] || die "$cmd was not linked into $bin"
+done
+case ":$PATH:" in *":$bin:"*) ;; *) say "note: add $bin to PATH" ;; esac
+say "done: run cubectl-tui (starts cubed on 127.0.0.1:3000 when none answers), or cubed, or cubectl --help"
