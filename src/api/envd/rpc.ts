@@ -106,8 +106,10 @@ async function runStream<C>(res: ServerResponse, method: Service<C>['stream'][st
       res.on('close', done);
     });
   };
+  let finished = false;
   const armKeepalive = (): void => {
     clearTimeout(keepalive);
+    if (finished) return;
     keepalive = setTimeout(() => void write(encodeMessage(method.keepalive)).then(armKeepalive), keepaliveMs);
   };
   const deadline = call.timeoutMs === undefined ? undefined : setTimeout(() => abort.abort(new ConnectError('deadline_exceeded', `deadline of ${call.timeoutMs} ms (Connect-Timeout-Ms) exceeded`)), call.timeoutMs + DEADLINE_GRACE_MS);
@@ -124,6 +126,7 @@ async function runStream<C>(res: ServerResponse, method: Service<C>['stream'][st
   } catch (e) {
     failure = toConnectError(abort.signal.aborted ? abort.signal.reason : e);
   } finally {
+    finished = true;
     clearTimeout(keepalive);
     clearTimeout(deadline);
   }
