@@ -19,6 +19,8 @@ export interface ApiServerOptions {
   apiKeys: string[];
   nodeID: string;
   version: string;
+  /** Traffic that authenticates itself (e.g. compute nodes' heartbeats on a control replica), by path prefix; served before API-key auth. */
+  extraRoutes?: { prefix: string; handle: (req: IncomingMessage, res: ServerResponse) => void }[];
 }
 
 export interface ApiServer {
@@ -50,6 +52,8 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
     const url = req.url ?? '/';
     const path = url.split('?', 1)[0]!;
     if (isSandboxTraffic(req, ctx)) return handleSandboxTraffic(req, res, ctx);
+    const extra = o.extraRoutes?.find((r) => path.startsWith(r.prefix));
+    if (extra) return extra.handle(req, res);
     if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok', nodeID: o.nodeID, version: o.version });
     const caller = keys.authenticate(req);
     if (path === '/metrics' && req.method === 'GET' && (caller || isLoopback(req))) {

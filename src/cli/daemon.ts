@@ -1,22 +1,30 @@
 // cubed: the daemon. Role all runs the API, the local placement step, the cubelet and the
 // network-agent in one process with embedded state. See `cubed --help`.
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import pino, { type Logger } from 'pino';
 import { resolveApiKey } from '../api/auth.js';
+import { CLUSTER_PREFIX, clusterRpcHandler } from '../api/cluster-rpc.js';
+import { sendJson } from '../api/http.js';
 import { createApiServer } from '../api/server.js';
 import { resolveConfigDir, packageRoot } from '../config/loader.js';
 import { ConfigStore } from '../config/store.js';
 import { Cubelet } from '../cubelet/cubelet.js';
+import { HeartbeatSender } from '../cubelet/heartbeat.js';
+import { clusterSecret } from '../cubelet/rpc-wire.js';
+import { nodeRpcHandler } from '../cubelet/rpc-server.js';
 import { isCubeError } from '../errors.js';
 import { nodeTag } from '../ids.js';
 import { NsNetworkAgent } from '../network/agent.js';
 import { parseRange } from '../network/ipam.js';
 import { NsDriver } from '../runtime/ns/driver.js';
 import { TemplateStore } from '../runtime/templates.js';
+import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
 import { LocalControlPlane } from '../scheduler/local-control-plane.js';
+import { ClusterStore } from '../store/cluster/index.js';
 import { EmbeddedStore } from '../store/embedded.js';
 
 interface Flags {
@@ -27,14 +35,24 @@ interface Flags {
   apiKey?: string;
   nodeId?: string;
   destroyOnExit?: boolean;
+  redis?: string;
+  mysql?: string;
+  redisPrefix?: string;
+  control?: string;
+  advertise?: string;
 }
 
 const HELP_AFTER = `
 Roles:
   all       (default) API + placement + cubelet + network-agent in one process; state in
             SQLite at <data-dir>/cubed.db.
-  control   API + scheduler against Redis + MySQL (not yet available in this build).
-  compute   cubelet + network-agent joining a control plane (not yet available in this build).
+  control   API + scheduler, state in Redis (--redis) + MySQL (--mysql); holds no state of its
+            own, so several replicas may run and any serves any request. Needs the API key
+            from --api-key or $CUBE_API_KEY (the same on every replica).
+  compute   cubelet + network-agent; serves node RPC on --listen and heartbeats every second
+            to --control (comma-separated replicas, tried in turn). Several may share a host
+            with distinct --data-dir, --node-id, --listen and pool cidr.
+  Node <-> control traffic carries $CUBE_CLUSTER_SECRET (default: the API key).
 
 Configuration:
   <config-dir>/cubemaster.yaml and <config-dir>/cubelet.toml (docs/configuration.md). The
@@ -69,6 +87,8 @@ Examples:
   cubed                                       # role all on 127.0.0.1:3000
   cubed --listen 0.0.0.0:3000 --data-dir /srv/cubed
   CUBE_API_KEY=secret cubed --destroy-on-exit
+  CUBE_API_KEY=k cubed --role control --redis redis://127.0.0.1:6379/0 --mysql mysql://root@127.0.0.1:3306/cube
+  CUBE_API_KEY=k cubed --role compute --control http://10.0.0.1:3000 --node-id n1 --listen 10.0.0.2:7000
 `;
 
 function version(): string {
@@ -99,7 +119,8 @@ function takePidLock(dataDir: string): () => void {
   return () => rmSync(path, { force: true });
 }
 
-async function runAll(flags: Flags): Promise<void> {
+/** Config, identity, data dir (locked: one daemon per data dir) and logger of roles all and compute. */
+function openNode(flags: Flags) {
   const configDir = resolveConfigDir(flags.configDir);
   const config = new ConfigStore(configDir);
   const cfg = config.config;
@@ -109,14 +130,13 @@ async function runAll(flags: Flags): Promise<void> {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const log: Logger = pino({ level: process.env.CUBE_LOG_LEVEL ?? 'info', base: { nodeID } });
   const unlock = takePidLock(dataDir);
-  const tag = nodeTag(nodeID);
-  const apiKey = resolveApiKey({ ...(flags.apiKey ? { flag: flags.apiKey } : {}), ...(process.env.CUBE_API_KEY ? { env: process.env.CUBE_API_KEY } : {}), dataDir });
-  if (apiKey.from === 'generated') log.warn({ path: apiKey.path }, `generated an API key in ${apiKey.path} (mode 0600); clients send it as X-API-Key`);
-  else log.info({ from: apiKey.from, path: apiKey.path }, 'API key loaded');
+  return { configDir, config, nodeID, dataDir, listen, log, unlock };
+}
 
-  const store = new EmbeddedStore({ path: join(dataDir, 'cubed.db') });
-  await store.init();
-  const net = cfg.cubelet.plugins['io.cubelet.internal.v1.network'];
+/** The node agent of roles all and compute: cubelet + network-agent + ns runtime on `dataDir`. */
+function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger): Cubelet {
+  const tag = nodeTag(nodeID);
+  const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
   let cubelet: Cubelet | undefined;
   const network = new NsNetworkAgent({
     nodeTag: tag,
@@ -136,6 +156,41 @@ async function runAll(flags: Flags): Promise<void> {
     log: log.child({ component: 'cubelet' }),
     poolSlotLimit: parseRange(net.cidr).maxIndex,
   });
+  return cubelet;
+}
+
+/** SIGTERM/SIGINT run `stop` once (exit 0, or 1 when it fails); a second signal exits at once. */
+function onSignals(log: Logger, stop: (signal: string) => Promise<void>): void {
+  let stopping = false;
+  const handle = async (signal: string) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    try {
+      await stop(signal);
+      log.info('stopped');
+      process.exit(0);
+    } catch (err) {
+      log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', () => void handle('SIGTERM'));
+  process.on('SIGINT', () => void handle('SIGINT'));
+}
+
+async function runAll(flags: Flags): Promise<void> {
+  const { configDir, config, nodeID, dataDir, listen, log, unlock } = openNode(flags);
+  const tag = nodeTag(nodeID);
+  const apiKey = resolveApiKey({ ...(flags.apiKey ? { flag: flags.apiKey } : {}), ...(process.env.CUBE_API_KEY ? { env: process.env.CUBE_API_KEY } : {}), dataDir });
+  if (apiKey.from === 'generated') log.warn({ path: apiKey.path }, `generated an API key in ${apiKey.path} (mode 0600); clients send it as X-API-Key`);
+  else log.info({ from: apiKey.from, path: apiKey.path }, 'API key loaded');
+
+  const store = new EmbeddedStore({ path: join(dataDir, 'cubed.db') });
+  await store.init();
+  const cubelet = buildCubelet(nodeID, dataDir, config, log);
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
   const cp = new LocalControlPlane({ cubelet, store, config, log: log.child({ component: 'control-plane' }) });
@@ -144,31 +199,87 @@ async function runAll(flags: Flags): Promise<void> {
   const addr = await api.listen(listen.host, listen.port);
   log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) {
-      log.warn({ signal }, 'second signal: exiting now');
-      process.exit(1);
-    }
-    stopping = true;
+  onSignals(log, async (signal) => {
     const destroy = flags.destroyOnExit === true;
     log.info({ signal, destroy }, destroy ? 'stopping: destroying every sandbox and the pool' : 'stopping: sandboxes stay for the next start');
-    try {
-      await api.close();
-      await cp.stop();
-      await cubelet!.stop({ destroy });
-      await store.close();
-      config.close();
-      unlock();
-      log.info('stopped');
-      process.exit(0);
-    } catch (err) {
-      log.error({ err }, 'shutdown failed');
-      process.exit(1);
-    }
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+    await api.close();
+    await cp.stop();
+    await cubelet.stop({ destroy });
+    await store.close();
+    config.close();
+    unlock();
+  });
+}
+
+/** The cluster secret: $CUBE_CLUSTER_SECRET, else the API key; a cluster process refuses to start without one. */
+function requireSecret(apiKey?: string): string {
+  const secret = clusterSecret() ?? apiKey;
+  if (!secret) throw new UsageError('set CUBE_CLUSTER_SECRET (or CUBE_API_KEY): node <-> control traffic is authenticated with it');
+  return secret;
+}
+
+async function runControl(flags: Flags): Promise<void> {
+  if (!flags.redis || !flags.mysql) throw new UsageError('--role control needs --redis redis://HOST:PORT/DB and --mysql mysql://USER@HOST:PORT/DB');
+  const apiKey = flags.apiKey ?? process.env.CUBE_API_KEY;
+  if (!apiKey) throw new UsageError('--role control needs the API key from --api-key or $CUBE_API_KEY (every replica must share it)');
+  const secret = requireSecret(apiKey);
+  const configDir = resolveConfigDir(flags.configDir);
+  const config = new ConfigStore(configDir);
+  const listen = parseListen(flags.listen ?? config.config.master.api.listen);
+  const replicaID = flags.nodeId ?? `control-${hostname()}-${process.pid}`;
+  const log: Logger = pino({ level: process.env.CUBE_LOG_LEVEL ?? 'info', base: { replica: replicaID } });
+  const store = new ClusterStore({ redisURL: flags.redis, mysqlURL: flags.mysql, ...(flags.redisPrefix ? { keyPrefix: flags.redisPrefix } : {}) });
+  await store.init();
+  const cp = new ClusterControlPlane({ store, config, log: log.child({ component: 'control-plane' }), secret, replicaID });
+  await cp.start();
+  const api = createApiServer({
+    ctx: { cp, log: log.child({ component: 'api' }), config: () => config.config.master },
+    apiKeys: [apiKey],
+    nodeID: replicaID,
+    version: version(),
+    extraRoutes: [{ prefix: CLUSTER_PREFIX, handle: clusterRpcHandler(cp, secret) }],
+  });
+  const addr = await api.listen(listen.host, listen.port);
+  log.info({ url: `http://${addr.address}:${addr.port}`, configDir, role: 'control' }, 'cubed control ready');
+  onSignals(log, async () => {
+    await api.close();
+    await cp.stop();
+    await store.close();
+    config.close();
+  });
+}
+
+async function runCompute(flags: Flags): Promise<void> {
+  const controls = (flags.control ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  if (controls.length === 0) throw new UsageError('--role compute needs --control http://ADDR:PORT[,http://ADDR2:PORT]');
+  for (const c of controls) if (!URL.canParse(c)) throw new UsageError(`--control ${c}: not a URL`);
+  const secret = requireSecret(flags.apiKey);
+  const { config, nodeID, dataDir, listen, log, unlock } = openNode(flags);
+  if ((listen.host === '0.0.0.0' || listen.host === '::') && !flags.advertise) {
+    unlock();
+    throw new UsageError(`--listen ${flags.listen}: a wildcard address needs --advertise http://ADDR:PORT (where control replicas reach this node)`);
+  }
+  const cubelet = buildCubelet(nodeID, dataDir, config, log);
+  const { adopted, removed } = await cubelet.start();
+  const rpc = nodeRpcHandler(cubelet, secret);
+  const server = createServer((req, res) => (req.url === '/health' ? sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', version: version() }) : rpc(req, res)));
+  server.requestTimeout = 0;
+  await new Promise<void>((ok, fail) => server.once('error', fail).listen(listen.port, listen.host, ok));
+  const port = (server.address() as { port: number }).port;
+  const address = flags.advertise ?? `http://${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${port}`;
+  const heartbeat = new HeartbeatSender({ node: cubelet, controls, address, secret, log: log.child({ component: 'heartbeat' }) });
+  heartbeat.start();
+  log.info({ address, controls, dataDir, tag: nodeTag(nodeID), adopted: adopted.length, cleaned: removed.length, role: 'compute' }, 'cubed compute ready');
+  onSignals(log, async (signal) => {
+    const destroy = flags.destroyOnExit === true;
+    log.info({ signal, destroy }, destroy ? 'stopping: destroying every sandbox and the pool' : 'stopping: sandboxes stay for the next start');
+    await heartbeat.stop();
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+    await cubelet.stop({ destroy });
+    config.close();
+    unlock();
+  });
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -182,17 +293,18 @@ export async function main(argv: string[]): Promise<void> {
     .option('--api-key <key>', 'the API key clients must send (default: $CUBE_API_KEY or <data-dir>/api-key)')
     .option('--node-id <name>', 'this node\'s name (default: node_id, else the host name)')
     .option('--destroy-on-exit', 'on SIGTERM/SIGINT destroy every sandbox and the network pool')
+    .option('--redis <url>', 'control: Redis for live state, e.g. redis://127.0.0.1:6379/0')
+    .option('--mysql <url>', 'control: MySQL/MariaDB for records, e.g. mysql://root@127.0.0.1:3306/cube')
+    .option('--redis-prefix <prefix>', 'control: prefix of every Redis key (default cube:v1:)')
+    .option('--control <urls>', 'compute: control replica URL(s), comma-separated')
+    .option('--advertise <url>', 'compute: URL control replicas reach this node\'s RPC at (default: http://<listen>)')
     .addHelpText('after', HELP_AFTER)
     .showHelpAfterError()
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
   program.parse(argv);
   const flags = program.opts<Flags>();
-  if (flags.role !== 'all') {
-    process.stderr.write(`cubed: --role ${flags.role} is not yet available in this build (use --role all)\n`);
-    process.exit(2);
-  }
   try {
-    await runAll(flags);
+    await (flags.role === 'control' ? runControl(flags) : flags.role === 'compute' ? runCompute(flags) : runAll(flags));
   } catch (e) {
     const usage = e instanceof UsageError || (isCubeError(e) && e.kind === 'CONFIG_INVALID');
     process.stderr.write(`cubed: ${(e as Error).message.replace(/\n/g, '\n  ')}\n`);

@@ -1,6 +1,7 @@
 // What travels between the control plane and a compute node (node RPC, HTTP/JSON): the path
 // prefix, the shared-secret check, and how values that JSON cannot carry are encoded.
 import { timingSafeEqual } from 'node:crypto';
+import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import type { FileStat } from '../runtime/types.js';
 import type { ProcessEvent } from './types.js';
 
@@ -59,4 +60,21 @@ export function reviveStats<T>(v: T): T {
   if (Array.isArray(v)) return v.map((x) => (x && typeof x === 'object' && 'mtime' in x ? fix(x as FileStat) : x)) as T;
   if (v && typeof v === 'object' && 'mtime' in v) return fix(v as unknown as FileStat) as T;
   return v;
+}
+
+/** Where compute nodes post their heartbeats on a control replica (same secret as node RPC). */
+export const HEARTBEAT_PATH = '/cluster/v1/heartbeat';
+
+/**
+ * What a compute node posts every second: its view (capacity, quota, templates, pool), where
+ * its node RPC listens, every sandbox it holds (the control plane reconciles its records
+ * against this list) and the notices it emitted since the last accepted heartbeat.
+ */
+export interface Heartbeat {
+  nodeID: string;
+  /** http://host:port of the node RPC listener. */
+  address: string;
+  view: NodeView;
+  sandboxes: SandboxView[];
+  events: Omit<EventView, 'id'>[];
 }

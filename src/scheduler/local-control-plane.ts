@@ -11,9 +11,10 @@ import { CubeError, toCubeError } from '../errors.js';
 import { newSandboxID, newToken } from '../ids.js';
 import type { NodeRecord, StateStore } from '../store/types.js';
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from './control-plane.js';
+import { audit, audited, refusalOf, requireTemplate, resolveCreate, resumeRefusal } from './admission.js';
 import { CreateStats } from './create-stats.js';
-import { computeDensity, densityParamsFromConfig, footprintMiB } from './density.js';
-import { describeRejections, schedule } from './pipeline.js';
+import { schedule } from './pipeline.js';
+import { snapshotOf, Watchers } from './watchers.js';
 
 export interface LocalControlPlaneOptions {
   cubelet: Cubelet;
@@ -32,7 +33,7 @@ export class LocalControlPlane implements ControlPlane {
   private readonly cfg: ConfigStore;
   private readonly log: Logger;
   private readonly secrets = new Map<string, Secrets>();
-  private readonly watchers = new Set<(m: WatchMessage) => void>();
+  private readonly watchers = new Watchers();
   private readonly stats = new CreateStats();
   private readonly unsubs: (() => void)[] = [];
   private flags: NodeRecord;
@@ -100,17 +101,11 @@ export class LocalControlPlane implements ControlPlane {
 
   async createSandbox(req: CreateSandboxRequest): Promise<SandboxRecord> {
     const master = this.cfg.config.master;
-    const templateID = !req.templateID || req.templateID === 'base' ? master.sandbox.default_template : req.templateID;
-    const cpus = req.cpus ?? master.sandbox.default_spec.cpus;
-    const memoryMiB = req.memoryMiB ?? master.sandbox.default_spec.memory_mib;
-    const diskGiB = req.diskGiB ?? master.sandbox.default_spec.disk_gib;
-    const timeoutSec = req.timeoutSec ?? master.sandbox.default_timeout_sec;
-    if (!(cpus > 0) || !(memoryMiB >= 16) || !(diskGiB > 0)) throw new CubeError('BAD_REQUEST', `invalid spec: cpus ${cpus} (> 0), memoryMiB ${memoryMiB} (>= 16), diskGiB ${diskGiB} (> 0)`);
-    if (!Number.isInteger(timeoutSec) || timeoutSec < 1) throw new CubeError('BAD_REQUEST', `timeoutSec must be a positive integer (got ${timeoutSec})`);
+    const { templateID, cpus, memoryMiB, diskGiB, timeoutSec } = resolveCreate(req, master);
     const node = await this.nodeView();
-    if (!node.templates.includes(templateID)) throw new CubeError('NOT_FOUND', `template ${templateID} not found (available: ${node.templates.join(', ') || 'none'})`);
+    requireTemplate(templateID, [node]);
     const placed = schedule({ templateID, cpus, memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}) }, [{ view: node, inFlightCreates: this.inFlight }], master, Date.now());
-    const refusal = !placed.ok ? `no node available: ${describeRejections(placed.rejections)}` : node.reason === 'pool exhausted' ? `no node available: ${node.nodeID}: pool exhausted` : undefined;
+    const refusal = refusalOf(placed, [node]);
     if (refusal !== undefined) {
       await this.appendEvent({ kind: 'schedule.failed', nodeID: node.nodeID, code: 130597, message: refusal });
       await this.audit(req.actor, 'sandbox.create', templateID, refusal);
@@ -180,19 +175,9 @@ export class LocalControlPlane implements ControlPlane {
     return { sandbox: this.withSecrets(view), resumed };
   }
 
-  // A paused sandbox holds (1 - r) of its footprint; resuming takes back the r share, which
-  // must fit in the memory quota next to what is in use.
   private async admitResume(rec: SandboxRecord): Promise<void> {
-    const master = this.cfg.config.master;
-    const params = densityParamsFromConfig(master);
-    const node = await this.cubelet.nodeView();
-    const need = footprintMiB(rec.spec, params) * params.releaseRatio;
-    const used = node.usage.quotaMemUsedMiB;
-    const quota = computeDensity(node.capacity, params, rec.spec).memQuotaMiB;
-    if (need + used > quota + 1e-9) {
-      const r0 = (x: number) => Math.round(x);
-      throw new CubeError('CONFLICT', `resume rejected by paused_resource_release_ratio policy: need ${r0(need)}MB + used ${r0(used)}MB > mem quota ${r0(quota)}MB`);
-    }
+    const refusal = resumeRefusal(rec.spec, await this.cubelet.nodeView(), this.cfg.config.master);
+    if (refusal !== undefined) throw new CubeError('CONFLICT', refusal);
   }
 
   async setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord> {
@@ -284,18 +269,11 @@ export class LocalControlPlane implements ControlPlane {
 
   async snapshot(): Promise<Snapshot> {
     await this.writes;
-    return {
-      nodes: await this.listNodes(),
-      sandboxes: (await this.store.listSandboxes()).map(publicView),
-      events: await this.store.listEvents({ limit: 100 }),
-      config: this.cfg.view(),
-      stats: this.stats.view(),
-    };
+    return snapshotOf(this.store, await this.listNodes(), this.cfg.view(), this.stats.view());
   }
 
   watch(listener: (m: WatchMessage) => void): () => void {
-    this.watchers.add(listener);
-    return () => this.watchers.delete(listener);
+    return this.watchers.add(listener);
   }
 
   private async nodeView(): Promise<NodeView> {
@@ -357,26 +335,19 @@ export class LocalControlPlane implements ControlPlane {
   }
 
   private broadcast(m: WatchMessage): void {
-    for (const w of this.watchers) w(m);
+    this.watchers.broadcast(m);
   }
 
   private withSecrets(view: SandboxView): SandboxRecord {
     return { ...view, ...(this.secrets.get(view.sandboxID) ?? { accessToken: '', envVars: {} }) };
   }
 
-  private async audit(actor: string | undefined, action: string, target: string, outcome: string, detail?: Record<string, unknown>): Promise<void> {
-    await this.store.appendAudit({ at: new Date().toISOString(), actor: actor ?? 'system', action, target, outcome, ...(detail ? { detail } : {}) });
+  private audit(actor: string | undefined, action: string, target: string, outcome: string, detail?: Record<string, unknown>): Promise<void> {
+    return audit(this.store, actor, action, target, outcome, detail);
   }
 
-  private async audited<T>(actor: string | undefined, action: string, target: string, fn: () => Promise<T>, detail?: Record<string, unknown>): Promise<T> {
-    try {
-      const r = await fn();
-      await this.audit(actor, action, target, 'ok', detail);
-      return r;
-    } catch (e) {
-      await this.audit(actor, action, target, toCubeError(e).message, detail);
-      throw e;
-    }
+  private audited<T>(actor: string | undefined, action: string, target: string, fn: () => Promise<T>, detail?: Record<string, unknown>): Promise<T> {
+    return audited(this.store, actor, action, target, fn, detail);
   }
 }
 

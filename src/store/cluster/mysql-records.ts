@@ -108,6 +108,12 @@ export class MysqlRecords {
     return rows[0] ? (JSON.parse(rows[0].record as string) as SandboxRecord) : undefined;
   }
 
+  /** Whether the history holds this sandbox as deleted (and not live again). */
+  async wasDeleted(sandboxID: string): Promise<boolean> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT deleted_at FROM sandbox_history WHERE sandbox_id = ?', [sandboxID]);
+    return rows[0] !== undefined && rows[0].deleted_at !== null;
+  }
+
   /** Every sandbox not deleted, in creation order: what the routes must hold. */
   async liveSandboxes(): Promise<SandboxRecord[]> {
     const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM sandbox_history WHERE deleted_at IS NULL ORDER BY seq');

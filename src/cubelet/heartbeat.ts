@@ -1,0 +1,90 @@
+// The compute node's side of cluster membership: every interval it posts its view, its sandbox
+// list and the notices emitted since the last accepted heartbeat to a control replica. Any
+// replica will do: on failure the next one in the list is tried, so a dead replica costs one
+// interval, not the node's membership.
+import type { Logger } from 'pino';
+import type { EventView } from '../api/types.js';
+import { HEARTBEAT_PATH, type Heartbeat } from './rpc-wire.js';
+import type { NodeApi } from './types.js';
+
+export interface HeartbeatOptions {
+  node: NodeApi;
+  /** Base URLs of the control replicas, e.g. http://10.0.0.1:3000. */
+  controls: string[];
+  /** Where this node's RPC listens, as the control replicas reach it. */
+  address: string;
+  secret: string;
+  log: Logger;
+  intervalMs?: number;
+}
+
+/** Notices kept while no replica answers; older ones are dropped first (and counted). */
+const MAX_PENDING_EVENTS = 1000;
+
+export class HeartbeatSender {
+  private readonly pending: Omit<EventView, 'id'>[] = [];
+  private dropped = 0;
+  private current = 0;
+  private timer?: NodeJS.Timeout;
+  private unsubscribe?: () => void;
+  private running?: Promise<boolean>;
+  private failing = false;
+
+  constructor(private readonly o: HeartbeatOptions) {
+    if (o.controls.length === 0) throw new Error('heartbeat needs at least one control URL');
+  }
+
+  start(): void {
+    this.unsubscribe = this.o.node.subscribe((e) => {
+      if (e.type !== 'event') return;
+      this.pending.push(e.event);
+      if (this.pending.length > MAX_PENDING_EVENTS) {
+        this.pending.shift();
+        this.dropped++;
+      }
+    });
+    this.timer = setInterval(() => {
+      this.running ??= this.beat().finally(() => (this.running = undefined));
+    }, this.o.intervalMs ?? 1000);
+    this.running = this.beat().finally(() => (this.running = undefined));
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.unsubscribe?.();
+    await this.running;
+  }
+
+  /** One heartbeat; true when a replica accepted it. */
+  async beat(): Promise<boolean> {
+    const events = this.pending.slice();
+    const sent = events.length;
+    let hb: Heartbeat;
+    try {
+      const [view, sandboxes] = await Promise.all([this.o.node.nodeView(), this.o.node.listSandboxes()]);
+      if (this.dropped > 0) events.push({ at: new Date().toISOString(), kind: 'sandbox.error', nodeID: this.o.node.nodeID, message: `${this.dropped} node notice(s) dropped while no control replica answered` });
+      hb = { nodeID: this.o.node.nodeID, address: this.o.address, view, sandboxes, events };
+    } catch (err) {
+      this.o.log.error({ err }, 'could not assemble the heartbeat');
+      return false;
+    }
+    const body = JSON.stringify(hb);
+    for (let i = 0; i < this.o.controls.length; i++) {
+      const url = this.o.controls[(this.current + i) % this.o.controls.length]!;
+      try {
+        const res = await fetch(new URL(HEARTBEAT_PATH, url), { method: 'POST', headers: { authorization: `Bearer ${this.o.secret}`, 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(Math.max(2000, (this.o.intervalMs ?? 1000) * 2)) });
+        if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
+        this.current = (this.current + i) % this.o.controls.length;
+        this.pending.splice(0, sent);
+        this.dropped = 0;
+        if (this.failing) this.o.log.info({ control: url }, 'heartbeat accepted again');
+        this.failing = false;
+        return true;
+      } catch (err) {
+        if (!this.failing) this.o.log.warn({ control: url, err: (err as Error).message }, 'heartbeat refused or unreachable; trying the next control replica');
+      }
+    }
+    this.failing = true;
+    return false;
+  }
+}

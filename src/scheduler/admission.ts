@@ -1,0 +1,79 @@
+// Admission rules every ControlPlane applies the same way (role all and cluster): a create
+// request resolved against the config's defaults, the 130597 refusal text, the release-ratio
+// policy for resume, and the audit trail of operator actions. Pure apart from the audit helpers,
+// which only write to the StateStore they are given.
+import type { NodeView, SandboxSpecView } from '../api/types.js';
+import type { MasterConfig } from '../config/schema.js';
+import { CubeError, toCubeError } from '../errors.js';
+import type { StateStore } from '../store/types.js';
+import type { CreateSandboxRequest } from './control-plane.js';
+import { computeDensity, densityParamsFromConfig, footprintMiB } from './density.js';
+import { describeRejections, type ScheduleResult } from './pipeline.js';
+
+export interface ResolvedCreate {
+  templateID: string;
+  cpus: number;
+  memoryMiB: number;
+  diskGiB: number;
+  timeoutSec: number;
+}
+
+/** The request with the config's defaults filled in; 400 on an invalid spec or timeout. */
+export function resolveCreate(req: CreateSandboxRequest, master: MasterConfig): ResolvedCreate {
+  const templateID = !req.templateID || req.templateID === 'base' ? master.sandbox.default_template : req.templateID;
+  const cpus = req.cpus ?? master.sandbox.default_spec.cpus;
+  const memoryMiB = req.memoryMiB ?? master.sandbox.default_spec.memory_mib;
+  const diskGiB = req.diskGiB ?? master.sandbox.default_spec.disk_gib;
+  const timeoutSec = req.timeoutSec ?? master.sandbox.default_timeout_sec;
+  if (!(cpus > 0) || !(memoryMiB >= 16) || !(diskGiB > 0)) throw new CubeError('BAD_REQUEST', `invalid spec: cpus ${cpus} (> 0), memoryMiB ${memoryMiB} (>= 16), diskGiB ${diskGiB} (> 0)`);
+  if (!Number.isInteger(timeoutSec) || timeoutSec < 1) throw new CubeError('BAD_REQUEST', `timeoutSec must be a positive integer (got ${timeoutSec})`);
+  return { templateID, cpus, memoryMiB, diskGiB, timeoutSec };
+}
+
+/** 404 unless some node holds the template. */
+export function requireTemplate(templateID: string, nodes: NodeView[]): void {
+  if (nodes.some((n) => n.templates.includes(templateID))) return;
+  const known = [...new Set(nodes.flatMap((n) => n.templates))].sort();
+  throw new CubeError('NOT_FOUND', `template ${templateID} not found (available: ${known.join(', ') || 'none'})`);
+}
+
+/**
+ * The 130597 message when the pipeline placed nothing, or placed on a node whose pool is
+ * exhausted (the pipeline does not see pool levels); undefined when the placement stands.
+ */
+export function refusalOf(placed: ScheduleResult, nodes: NodeView[]): string | undefined {
+  if (!placed.ok) return `no node available: ${describeRejections(placed.rejections)}`;
+  const node = nodes.find((n) => n.nodeID === placed.nodeID);
+  return node?.reason === 'pool exhausted' ? `no node available: ${node.nodeID}: pool exhausted` : undefined;
+}
+
+/**
+ * A paused sandbox holds (1 - r) of its footprint; resuming takes back the r share, which must
+ * fit in the node's memory quota next to what is in use. The 130409 message, or undefined.
+ */
+export function resumeRefusal(spec: SandboxSpecView, node: NodeView, master: MasterConfig): string | undefined {
+  const params = densityParamsFromConfig(master);
+  const need = footprintMiB(spec, params) * params.releaseRatio;
+  const used = node.usage.quotaMemUsedMiB;
+  const quota = computeDensity(node.capacity, params, spec).memQuotaMiB;
+  if (need + used <= quota + 1e-9) return undefined;
+  const r0 = (x: number) => Math.round(x);
+  return `resume rejected by paused_resource_release_ratio policy: need ${r0(need)}MB + used ${r0(used)}MB > mem quota ${r0(quota)}MB`;
+}
+
+/** One audit record: who (API key id or 'system'), what, on what, and how it ended. */
+export async function audit(store: StateStore, actor: string | undefined, action: string, target: string, outcome: string, detail?: Record<string, unknown>): Promise<void> {
+  await store.appendAudit({ at: new Date().toISOString(), actor: actor ?? 'system', action, target, outcome, ...(detail ? { detail } : {}) });
+}
+
+/** Runs `fn` and audits its outcome (the error message when it throws, which is rethrown). */
+export async function audited<T>(store: StateStore, actor: string | undefined, action: string, target: string, fn: () => Promise<T>, detail?: Record<string, unknown>): Promise<T> {
+  try {
+    const r = await fn();
+    await audit(store, actor, action, target, 'ok', detail);
+    return r;
+  } catch (e) {
+    await audit(store, actor, action, target, toCubeError(e).message, detail);
+    throw e;
+  }
+}

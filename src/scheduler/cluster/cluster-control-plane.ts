@@ -1,0 +1,430 @@
+// ControlPlane for `--role control`: stateless, any replica serves any request. Records live in
+// MySQL, live state in Redis (ClusterStore); nodes are reached through node RPC (RemoteNode).
+// Compute nodes heartbeat every second with their view and sandbox list: that is how the
+// records learn sandbox states (the node is their one writer) and how a lost node is noticed.
+// Admission rules are the ones role all applies (admission.ts), through the same pipeline.
+import type { Logger } from 'pino';
+import type { ConfigView, EventKind, EventView, NodeView, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../../api/types.js';
+import type { ConfigStore } from '../../config/store.js';
+import { RemoteNode } from '../../cubelet/remote.js';
+import type { Heartbeat } from '../../cubelet/rpc-wire.js';
+import type { NodeApi } from '../../cubelet/types.js';
+import { CubeError, toCubeError } from '../../errors.js';
+import { newSandboxID, newToken } from '../../ids.js';
+import type { ClusterStore } from '../../store/cluster/index.js';
+import type { NodeRecord } from '../../store/types.js';
+import { audit, audited, refusalOf, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
+import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from '../control-plane.js';
+import { CreateStats } from '../create-stats.js';
+import { publicView } from '../local-control-plane.js';
+import { schedule } from '../pipeline.js';
+import { snapshotOf, Watchers } from '../watchers.js';
+import { sweepLostNodes } from './lost-sweep.js';
+import { clusterNodeView } from './node-views.js';
+import { syncNodeSandboxes } from './sandbox-sync.js';
+
+export interface ClusterControlPlaneOptions {
+  store: ClusterStore;
+  config: ConfigStore;
+  log: Logger;
+  /** Shared secret of node RPC and heartbeats. */
+  secret: string;
+  /** This replica's name (leases, logs). */
+  replicaID: string;
+  /** Watch deltas and the lost-node sweep run this often. */
+  tickMs?: number;
+}
+
+/** Node metrics outlive the heartbeat timeout so a lost node still shows its last numbers. */
+const METRICS_TTL_MS = 10 * 60_000;
+/** A create whose record says `creating` this long without the node listing it is over. */
+const CREATING_GRACE_MS = 120_000;
+/** Per-sandbox operation lock: longer than any node call. */
+const OP_LOCK_MS = 60_000;
+
+export class ClusterControlPlane implements ControlPlane {
+  private readonly store: ClusterStore;
+  private readonly cfg: ConfigStore;
+  private readonly log: Logger;
+  private readonly remotes = new Map<string, RemoteNode>();
+  private readonly watchers = new Watchers();
+  private readonly stats = new CreateStats();
+  private readonly unsubs: (() => void)[] = [];
+  private timer?: NodeJS.Timeout;
+  private ticking = false;
+  // What this replica last sent its watchers, to send only what changed.
+  private seen = { eventID: -1, nodes: new Map<string, string>(), sandboxes: new Map<string, string>(), stats: '' };
+
+  constructor(private readonly o: ClusterControlPlaneOptions) {
+    this.store = o.store;
+    this.cfg = o.config;
+    this.log = o.log;
+  }
+
+  async start(): Promise<void> {
+    const v = this.cfg.versionInfo;
+    await this.store.putConfigVersion({ version: v.version, at: v.loadedAt, actor: this.o.replicaID, reason: 'start', master: v.config.master, cubelet: v.config.cubelet });
+    this.unsubs.push(
+      this.cfg.on('change', ({ current, changes }) => {
+        const what = changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ');
+        void this.store
+          .putConfigVersion({ version: current.version, at: current.loadedAt, actor: this.o.replicaID, reason: changes.map((c) => c.path).join(', '), master: current.config.master, cubelet: current.config.cubelet })
+          .then(() => this.appendEvent({ kind: 'config.reloaded', message: `config version ${current.version} on ${this.o.replicaID}: ${what}` }))
+          .catch((err: unknown) => this.log.error({ err }, 'recording the config change failed'));
+        this.broadcast({ type: 'config', config: this.cfg.view(), changes });
+      }),
+      this.cfg.on('rejected', ({ errors, kept }) => {
+        void this.appendEvent({ kind: 'config.rejected', code: 130483, message: `config rejected on ${this.o.replicaID}, version ${kept.version} stays: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}` }).catch(() => undefined);
+      }),
+    );
+    this.timer = setInterval(() => void this.tick(), this.o.tickMs ?? 1000);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    for (const u of this.unsubs.splice(0)) u();
+  }
+
+  // --- heartbeats (served on the control's listener, see cluster-rpc.ts)
+
+  /** Registers a node on its first heartbeat, records its metrics, and reconciles its sandboxes. */
+  async heartbeat(hb: Heartbeat): Promise<void> {
+    const { nodeID } = hb;
+    let rec = await this.store.getNode(nodeID);
+    if (!rec || rec.address !== hb.address) {
+      const fresh = !rec;
+      rec = { cordoned: false, draining: false, joinedAt: new Date().toISOString(), ...rec, nodeID, address: hb.address };
+      await this.store.putNode(rec);
+      if (fresh) await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} registered at ${hb.address} (${hb.view.capacity.cpus} cpus, ${hb.view.capacity.memoryMiB} MiB, templates ${hb.view.templates.join(', ') || 'none'})` });
+    }
+    await this.store.live.putNodeMetrics(hb.view, METRICS_TTL_MS);
+    await this.store.mysql.setNodeTemplates(nodeID, hb.view.templates);
+    if ((await this.store.live.lostNodes([nodeID])).has(nodeID)) {
+      await this.store.live.clearNodeLost(nodeID);
+      await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} is back after being lost; its sandboxes are reconciled with what it still holds` });
+    }
+    for (const e of hb.events) await this.appendEvent(e);
+    await this.syncSandboxes(nodeID, hb.sandboxes);
+  }
+
+  private async syncSandboxes(nodeID: string, onNode: SandboxView[]): Promise<void> {
+    const records = await this.store.listSandboxes({ nodeID });
+    for (const a of syncNodeSandboxes(records, onNode, Date.now(), CREATING_GRACE_MS)) {
+      const sandboxID = a.type === 'unknown' ? a.view.sandboxID : a.rec.sandboxID;
+      // An operation in progress writes its own outcome; this heartbeat may predate it.
+      await this.withLock(sandboxID, async () => {
+        if (a.type === 'update') await this.store.putSandbox(a.rec);
+        else if (a.type === 'gone') await this.store.deleteSandbox(sandboxID);
+        else if (await this.store.mysql.wasDeleted(sandboxID)) await this.remote(nodeID).then((n) => n.destroySandbox(sandboxID));
+        else {
+          // Created on the node but its record was never written (a replica died in between): adopt it.
+          await this.store.putSandbox({ ...a.view, accessToken: newToken(), envVars: {} });
+          await this.appendEvent({ kind: 'sandbox.created', nodeID, sandboxID, message: `adopted from node ${nodeID} (its record was missing; new access token)` });
+        }
+      }).catch((err: unknown) => this.log.warn({ err, sandboxID, action: a.type }, 'sandbox reconcile step failed'));
+    }
+  }
+
+  // --- sandboxes
+
+  async createSandbox(req: CreateSandboxRequest): Promise<SandboxRecord> {
+    const master = this.cfg.config.master;
+    const r = resolveCreate(req, master);
+    const nodes = await this.listNodes();
+    requireTemplate(r.templateID, nodes);
+    const inFlight = await this.store.live.inFlight(nodes.map((n) => n.nodeID));
+    const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}) }, nodes.map((view) => ({ view, inFlightCreates: inFlight.get(view.nodeID) ?? 0 })), master, Date.now());
+    const refusal = refusalOf(placed, nodes);
+    if (refusal !== undefined || !placed.ok) {
+      const message = refusal ?? 'no node available';
+      await this.appendEvent({ kind: 'schedule.failed', code: 130597, message });
+      await audit(this.store, req.actor, 'sandbox.create', r.templateID, message);
+      throw new CubeError('NO_NODE', message);
+    }
+    const nodeID = placed.nodeID;
+    const node = await this.remote(nodeID);
+    const sandboxID = newSandboxID();
+    const now = Date.now();
+    const endAt = new Date(now + r.timeoutSec * 1000).toISOString();
+    const secrets = { accessToken: newToken(), envVars: { ...(req.envVars ?? {}) } };
+    const metadata = { ...(req.metadata ?? {}) };
+    // Recorded before the node creates it: a replica dying now leaves a record the node's
+    // heartbeats settle (running, or gone), never a sandbox nobody knows of.
+    const pending: SandboxRecord = { sandboxID, templateID: r.templateID, nodeID, state: 'creating', spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB }, metadata, startedAt: new Date(now).toISOString(), endAt, runtime: nodes.find((n) => n.nodeID === nodeID)?.runtime ?? 'unknown', ...secrets };
+    await this.store.putSandbox(pending);
+    const t0 = performance.now();
+    await this.store.live.incInFlight(nodeID);
+    try {
+      const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.allowInternetAccess !== undefined ? { allowInternetAccess: req.allowInternetAccess } : {}) });
+      const rec = { ...view, ...secrets };
+      await this.store.putSandbox(rec);
+      this.stats.record(performance.now() - t0);
+      await audit(this.store, req.actor, 'sandbox.create', sandboxID, 'ok', { templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, nodeID });
+      return rec;
+    } catch (e) {
+      // The node may have finished after we gave up on it: the deleted record makes the next
+      // heartbeat destroy it there.
+      await this.store.deleteSandbox(sandboxID).catch((err: unknown) => this.log.error({ err, sandboxID }, 'could not mark a failed create deleted'));
+      await node.destroySandbox(sandboxID).catch(() => undefined);
+      await audit(this.store, req.actor, 'sandbox.create', sandboxID, toCubeError(e).message, { nodeID }).catch(() => undefined);
+      throw e;
+    } finally {
+      await this.store.live.decInFlight(nodeID).catch(() => undefined);
+    }
+  }
+
+  async getSandbox(sandboxID: string): Promise<SandboxRecord> {
+    const rec = await this.store.getSandbox(sandboxID);
+    if (!rec || rec.state === 'gone') throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} not found`);
+    return rec;
+  }
+
+  listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]> {
+    return this.store.listSandboxes(filter);
+  }
+
+  async destroySandbox(sandboxID: string, actor?: string): Promise<void> {
+    const rec = await this.getSandbox(sandboxID);
+    await audited(this.store, actor, 'sandbox.destroy', sandboxID, () =>
+      this.locked(sandboxID, async () => {
+        await (await this.remote(rec.nodeID)).destroySandbox(sandboxID);
+        await this.store.deleteSandbox(sandboxID);
+      }),
+    );
+  }
+
+  async pauseSandbox(sandboxID: string, actor?: string): Promise<SandboxRecord> {
+    const rec = await this.getSandbox(sandboxID);
+    return audited(this.store, actor, 'sandbox.pause', sandboxID, () => this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).pauseSandbox(sandboxID))));
+  }
+
+  async resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }> {
+    const rec = await this.getSandbox(sandboxID);
+    const node = await this.remote(rec.nodeID);
+    return this.locked(sandboxID, async () => {
+      let view: SandboxView | undefined;
+      let resumed = false;
+      if (rec.state === 'paused') {
+        const refusal = resumeRefusal(rec.spec, await node.nodeView(), this.cfg.config.master);
+        if (refusal !== undefined) {
+          await audit(this.store, actor, 'sandbox.resume', sandboxID, refusal);
+          throw new CubeError('CONFLICT', refusal);
+        }
+        view = await audited(this.store, actor, 'sandbox.resume', sandboxID, () => node.resumeSandbox(sandboxID));
+        resumed = true;
+      }
+      if (timeoutSec !== undefined) view = await node.setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString());
+      view ??= await node.getSandbox(sandboxID);
+      if (!view) throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} not found on node ${rec.nodeID}`);
+      return { sandbox: await this.record(rec, view), resumed };
+    });
+  }
+
+  async setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord> {
+    if (!Number.isInteger(timeoutSec) || timeoutSec < 1) throw new CubeError('BAD_REQUEST', `timeout must be a positive integer of seconds (got ${timeoutSec})`);
+    const rec = await this.getSandbox(sandboxID);
+    return this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString())));
+  }
+
+  async nodeFor(sandboxID: string): Promise<NodeApi> {
+    return this.remote((await this.getSandbox(sandboxID)).nodeID);
+  }
+
+  /** Writes the node's answer over the record (keeping its secrets) and returns it. */
+  private async record(rec: SandboxRecord, view: SandboxView): Promise<SandboxRecord> {
+    const out = { ...view, accessToken: rec.accessToken, envVars: rec.envVars };
+    await this.store.putSandbox(out);
+    return out;
+  }
+
+  // --- nodes
+
+  async listNodes(): Promise<NodeView[]> {
+    const recs = await this.store.listNodes();
+    const ids = recs.map((r) => r.nodeID);
+    const [metrics, lost] = await Promise.all([this.store.live.getNodeMetrics(ids), this.store.live.lostNodes(ids)]);
+    const now = Date.now();
+    const timeout = this.cfg.config.master.scheduler.heartbeat_timeout_ms;
+    return recs.map((r) => clusterNodeView(r, metrics.get(r.nodeID), lost.has(r.nodeID), now, timeout));
+  }
+
+  private async nodeRecord(nodeID: string): Promise<NodeRecord> {
+    const rec = await this.store.getNode(nodeID);
+    if (!rec) throw new CubeError('NOT_FOUND', `node ${nodeID} not found`);
+    return rec;
+  }
+
+  private async remote(nodeID: string): Promise<RemoteNode> {
+    const rec = await this.nodeRecord(nodeID);
+    if (!rec.address) throw new CubeError('NODE_UNREACHABLE', `node ${nodeID} has no RPC address on record`);
+    let r = this.remotes.get(nodeID);
+    if (!r || r.address !== rec.address) {
+      r = new RemoteNode(nodeID, rec.address, this.o.secret);
+      this.remotes.set(nodeID, r);
+    }
+    return r;
+  }
+
+  async nodeAction(a: NodeAction): Promise<NodeView> {
+    const { nodeID } = a;
+    return audited(this.store, a.actor, `node.${a.action}`, nodeID, async () => {
+      const rec = await this.nodeRecord(nodeID);
+      switch (a.action) {
+        case 'cordon':
+          await this.store.putNode({ ...rec, cordoned: true });
+          await this.appendEvent({ kind: 'node.cordoned', nodeID, message: `node ${nodeID} cordoned` });
+          break;
+        case 'uncordon':
+          await this.store.putNode({ ...rec, cordoned: false, draining: false });
+          await this.appendEvent({ kind: 'node.uncordoned', nodeID, message: `node ${nodeID} uncordoned` });
+          break;
+        case 'drain': {
+          await this.store.putNode({ ...rec, draining: true });
+          const evict = a.evict === true;
+          const deadlineSec = a.deadlineSec ?? 0;
+          await this.appendEvent({ kind: 'node.draining', nodeID, message: evict ? `node ${nodeID} draining: sandboxes destroyed after ${deadlineSec}s` : `node ${nodeID} draining: waiting for sandboxes to end` });
+          // Held by this replica: if it dies before the deadline, drain again to evict.
+          if (evict) setTimeout(() => void this.evict(nodeID), deadlineSec * 1000).unref();
+          break;
+        }
+        case 'delete': {
+          if (!rec.cordoned) throw new CubeError('CONFLICT', `node ${nodeID} must be cordoned before it is deleted`);
+          const held = await this.store.listSandboxes({ nodeID });
+          if (held.length > 0) throw new CubeError('CONFLICT', `node ${nodeID} still holds ${held.length} sandbox(es) (${held.filter((s) => s.state === 'lost').length} lost); drain --evict it or destroy them first`);
+          await this.store.deleteNode(nodeID);
+          this.remotes.delete(nodeID);
+          await this.appendEvent({ kind: 'node.deleted', nodeID, message: `node ${nodeID} deleted from the registry` });
+          this.broadcast({ type: 'node.removed', nodeID });
+          const gone = clusterNodeView({ ...rec, cordoned: true }, undefined, false, Date.now(), 0);
+          return gone;
+        }
+      }
+      const view = (await this.listNodes()).find((n) => n.nodeID === nodeID)!;
+      this.broadcast({ type: 'node', node: view });
+      return view;
+    });
+  }
+
+  private async evict(nodeID: string): Promise<void> {
+    for (const s of await this.store.listSandboxes({ nodeID }).catch(() => [])) {
+      await this.destroySandbox(s.sandboxID, 'system:drain').catch(async (err: unknown) => {
+        // A lost node cannot destroy anything: its lost records go, the history keeps them.
+        if (s.state === 'lost') await this.store.deleteSandbox(s.sandboxID).catch(() => undefined);
+        else this.log.error({ err, sandboxID: s.sandboxID }, 'drain eviction failed');
+      });
+    }
+  }
+
+  // --- config, templates, events, watch
+
+  config(): ConfigView {
+    return this.cfg.view();
+  }
+
+  async reloadConfig(actor?: string): Promise<ReloadResult> {
+    const r = await this.cfg.reload();
+    await audit(this.store, actor, 'config.reload', this.cfg.dir, r.ok ? 'ok' : (r.error ?? []).map((e) => `${e.path}: ${e.message}`).join('; '), { version: r.version, replica: this.o.replicaID });
+    return r;
+  }
+
+  setConfig(path: string, value: unknown, actor?: string): Promise<ReloadResult> {
+    return audited(this.store, actor, 'config.set', path, () => this.cfg.set(path, value), { value, replica: this.o.replicaID });
+  }
+
+  templates(): Promise<{ templateID: string; nodes: string[] }[]> {
+    return this.store.mysql.listTemplates();
+  }
+
+  events(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]> {
+    return this.store.listEvents(opts);
+  }
+
+  async snapshot(): Promise<Snapshot> {
+    return snapshotOf(this.store, await this.listNodes(), this.cfg.view(), this.stats.view());
+  }
+
+  watch(listener: (m: WatchMessage) => void): () => void {
+    return this.watchers.add(listener);
+  }
+
+  /** The lost-node sweep (one replica does it, under a lease), then the watch deltas. */
+  private async tick(): Promise<void> {
+    if (this.ticking) return;
+    this.ticking = true;
+    try {
+      await sweepLostNodes(this.store, this.cfg.config.master, Date.now(), this.o.replicaID);
+      if (this.watchers.size > 0) await this.sendDeltas();
+    } catch (err) {
+      this.log.warn({ err: toCubeError(err).message }, 'control tick failed');
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  // Other replicas and the nodes change the state too, so deltas come from the store, not from
+  // this replica's own calls.
+  private async sendDeltas(): Promise<void> {
+    const s = this.seen;
+    if (s.eventID < 0) s.eventID = (await this.store.listEvents({ limit: 1 }))[0]?.id ?? 0;
+    for (const event of await this.store.listEvents({ sinceID: s.eventID, limit: 1000 })) {
+      s.eventID = event.id;
+      this.broadcast({ type: 'event', event });
+    }
+    diff(s.nodes, (await this.listNodes()).map((n) => [n.nodeID, n, JSON.stringify({ ...n, lastSeen: '' })]), (node) => this.broadcast({ type: 'node', node }), (nodeID) => this.broadcast({ type: 'node.removed', nodeID }));
+    diff(s.sandboxes, (await this.store.listSandboxes()).map((r) => { const v = publicView(r); return [v.sandboxID, v, JSON.stringify(v)]; }), (sandbox) => this.broadcast({ type: 'sandbox', sandbox }), (sandboxID) => this.broadcast({ type: 'sandbox.removed', sandboxID }));
+    const stats = this.stats.view();
+    const sk = JSON.stringify(stats);
+    if (sk !== s.stats) {
+      s.stats = sk;
+      this.broadcast({ type: 'stats', stats });
+    }
+  }
+
+  private async appendEvent(e: Omit<EventView, 'id' | 'at'> & { at?: string; kind: EventKind }): Promise<void> {
+    await this.store.appendEvent({ ...e, at: e.at ?? new Date().toISOString() });
+  }
+
+  private broadcast(m: WatchMessage): void {
+    this.watchers.broadcast(m);
+  }
+
+  /** Runs `fn` holding the sandbox's operation lock; 130490 (busy) while another operation holds it. */
+  private async locked<T>(sandboxID: string, fn: () => Promise<T>): Promise<T> {
+    const token = await this.store.live.acquireLock(sandboxID, OP_LOCK_MS);
+    if (token === undefined) throw new CubeError('SANDBOX_BUSY', `sandbox ${sandboxID} has another operation in progress`, { retryAfter: 1 });
+    try {
+      return await fn();
+    } finally {
+      await this.store.live.releaseLock(sandboxID, token).catch(() => undefined);
+    }
+  }
+
+  /** Like locked(), but a held lock means "skip": the holder writes the outcome. */
+  private async withLock(sandboxID: string, fn: () => Promise<void>): Promise<void> {
+    const token = await this.store.live.acquireLock(sandboxID, OP_LOCK_MS);
+    if (token === undefined) return;
+    try {
+      await fn();
+    } finally {
+      await this.store.live.releaseLock(sandboxID, token).catch(() => undefined);
+    }
+  }
+}
+
+/** Calls `changed` for entries whose key is new or different and `removed` for those gone; updates `seen`. */
+function diff<T>(seen: Map<string, string>, now: [string, T, string][], changed: (v: T) => void, removed: (id: string) => void): void {
+  const ids = new Set<string>();
+  for (const [id, v, key] of now) {
+    ids.add(id);
+    if (seen.get(id) !== key) {
+      seen.set(id, key);
+      changed(v);
+    }
+  }
+  for (const id of [...seen.keys()]) {
+    if (ids.has(id)) continue;
+    seen.delete(id);
+    removed(id);
+  }
+}

@@ -1,0 +1,36 @@
+// The cluster's view of one node (pure): the node's last heartbeat as it reported it, with the
+// registry's operator flags, its RPC address, and the control plane's verdict on its health
+// (a stale heartbeat or a lost marker makes it UNHEALTHY and unschedulable, never absent).
+import type { NodeView } from '../../api/types.js';
+import { withOperatorFlags } from '../../cubelet/node-view.js';
+import type { NodeRecord } from '../../store/types.js';
+
+export function clusterNodeView(rec: NodeRecord, metrics: NodeView | undefined, lost: boolean, now: number, heartbeatTimeoutMs: number): NodeView {
+  const base = withOperatorFlags(metrics ?? silentNode(rec), rec);
+  const view: NodeView = rec.address !== undefined ? { ...base, address: rec.address } : base;
+  const age = metrics ? now - Date.parse(metrics.lastSeen) : Infinity;
+  if (!lost && age <= heartbeatTimeoutMs) return view;
+  const since = Number.isFinite(age) ? `last heartbeat ${(age / 1000).toFixed(1)}s ago` : 'no heartbeat on record';
+  return { ...view, healthy: false, lost, schedulable: false, reason: `${lost ? 'lost' : 'heartbeat stale'}: ${since}` };
+}
+
+/** A registered node whose metrics are gone (expired or never sent): everything zero. */
+function silentNode(rec: NodeRecord): NodeView {
+  return {
+    nodeID: rec.nodeID,
+    healthy: false,
+    schedulable: false,
+    reason: '',
+    cordoned: false,
+    draining: false,
+    lost: false,
+    runtime: 'unknown',
+    capacity: { cpus: 0, memoryMiB: 0, declared: false },
+    usage: { cpuUtilPercent: 0, memAvailableMiB: 0, diskUsedPercent: 0, diskWatermarkPercent: 0, quotaMemUsedMiB: 0, quotaCpuUsed: 0 },
+    sandboxes: { running: 0, paused: 0, creating: 0, total: 0 },
+    density: { footprintMiB: 0, paperCeiling: 0, safetyBoundary: 0, cpuCeiling: 0, effectiveCeiling: 0, bottleneck: 'memory', allPausedCeiling: 0, releaseRatio: 0, headroom: 0, releasedMiB: 0 },
+    pool: { free: 0, inUse: 0, creating: 0, total: 0, target: 0, inFlight: 0, onDemand: 0, waitP50Ms: 0, waitP99Ms: 0, recentWaitsMs: [] },
+    templates: [],
+    lastSeen: rec.joinedAt,
+  };
+}

@@ -1,0 +1,45 @@
+// Reconciling the records of one node with the sandboxes the node says it holds (pure). The
+// node is the one writer of a sandbox's state; the records keep what only the control plane
+// knows (access token, env). Level-triggered, so a missed heartbeat or a control replica that
+// died mid-operation is repaired by the next heartbeat.
+import type { SandboxView } from '../../api/types.js';
+import type { SandboxRecord } from '../control-plane.js';
+
+export type SyncAction =
+  /** The node's view differs from the record: write the merged record. */
+  | { type: 'update'; rec: SandboxRecord }
+  /** On the node, not in the live records: adopt it, unless the history says it was deleted (then destroy it). */
+  | { type: 'unknown'; view: SandboxView }
+  /** In the records, no longer on the node: the record goes (history keeps it). */
+  | { type: 'gone'; rec: SandboxRecord };
+
+/**
+ * `records`: live records placed on this node; `onNode`: the node's list. A record still
+ * `creating` for less than `creatingGraceMs` may not be on the node yet and is left alone.
+ */
+export function syncNodeSandboxes(records: SandboxRecord[], onNode: SandboxView[], now: number, creatingGraceMs: number): SyncAction[] {
+  const byID = new Map(records.map((r) => [r.sandboxID, r]));
+  const out: SyncAction[] = [];
+  for (const view of onNode) {
+    const rec = byID.get(view.sandboxID);
+    byID.delete(view.sandboxID);
+    if (!rec) {
+      out.push({ type: 'unknown', view });
+      continue;
+    }
+    const { reason: _r, ...withoutReason } = rec;
+    const merged: SandboxRecord = { ...withoutReason, ...view, accessToken: rec.accessToken, envVars: rec.envVars };
+    if (!sameView(merged, rec)) out.push({ type: 'update', rec: merged });
+  }
+  for (const rec of byID.values()) {
+    if (rec.state === 'creating' && now - Date.parse(rec.startedAt) < creatingGraceMs) continue;
+    out.push({ type: 'gone', rec });
+  }
+  return out;
+}
+
+const KEYS = ['state', 'reason', 'endAt', 'ip', 'nodeID', 'startedAt'] as const;
+
+function sameView(a: SandboxRecord, b: SandboxRecord): boolean {
+  return KEYS.every((k) => a[k] === b[k]);
+}

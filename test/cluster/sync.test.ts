@@ -1,0 +1,41 @@
+// The cluster's pure parts: a node's view as the control plane shows it, and reconciling a
+// node's records with the sandboxes its heartbeat lists.
+import { describe, expect, it } from 'vitest';
+import type { SandboxView } from '../../src/api/types.js';
+import type { SandboxRecord } from '../../src/scheduler/control-plane.js';
+import { clusterNodeView } from '../../src/scheduler/cluster/node-views.js';
+import { syncNodeSandboxes } from '../../src/scheduler/cluster/sandbox-sync.js';
+import { NOW, node } from '../scheduler/fixtures.js';
+
+const reg = (over: Partial<{ cordoned: boolean; draining: boolean; address: string }> = {}) => ({ nodeID: 'a', cordoned: false, draining: false, joinedAt: '2025-01-01T00:00:00Z', address: 'http://10.0.0.2:7000', ...over });
+
+describe('clusterNodeView', () => {
+  it.each([
+    ['fresh', reg(), node('a'), false, { healthy: true, schedulable: true, lost: false, reason: '' }],
+    ['cordoned', reg({ cordoned: true }), node('a'), false, { healthy: true, schedulable: false, cordoned: true, reason: 'cordoned' }],
+    ['disk over watermark stays healthy', reg(), node('a', { schedulable: false, reason: 'disk watermark 83% >= 80%' }), false, { healthy: true, schedulable: false, reason: 'disk watermark 83% >= 80%' }],
+    ['stale', reg(), node('a', { lastSeen: new Date(NOW - 5000).toISOString() }), false, { healthy: false, schedulable: false, lost: false, reason: 'heartbeat stale: last heartbeat 5.0s ago' }],
+    ['lost', reg(), node('a', { lastSeen: new Date(NOW - 4000).toISOString() }), true, { healthy: false, schedulable: false, lost: true, reason: 'lost: last heartbeat 4.0s ago' }],
+    ['no metrics', reg(), undefined, true, { healthy: false, lost: true, reason: 'lost: no heartbeat on record', templates: [] }],
+  ])('%s', (_name, rec, metrics, lost, want) => {
+    const v = clusterNodeView(rec, metrics, lost, NOW, 3000);
+    expect(v).toMatchObject({ ...want, nodeID: 'a', address: 'http://10.0.0.2:7000' });
+  });
+});
+
+const view = (id: string, over: Partial<SandboxView> = {}): SandboxView => ({ sandboxID: id, templateID: 'host', nodeID: 'a', state: 'running', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: {}, startedAt: new Date(NOW - 60_000).toISOString(), endAt: new Date(NOW + 60_000).toISOString(), runtime: 'ns', ...over });
+const rec = (id: string, over: Partial<SandboxRecord> = {}): SandboxRecord => ({ ...view(id), accessToken: `tok-${id}`, envVars: { K: id }, ...over });
+
+describe('syncNodeSandboxes', () => {
+  it.each([
+    ['in step: nothing', [rec('s1')], [view('s1')], []],
+    ['state changed on the node: update, secrets kept', [rec('s1')], [view('s1', { state: 'paused' })], [{ type: 'update', rec: rec('s1', { state: 'paused' }) }]],
+    ['lost record, node back with it: running again, lost reason dropped', [rec('s1', { state: 'lost', reason: 'node a stopped heartbeating' })], [view('s1')], [{ type: 'update', rec: rec('s1') }]],
+    ['on the node only: unknown', [], [view('s2')], [{ type: 'unknown', view: view('s2') }]],
+    ['record only: gone', [rec('s3')], [], [{ type: 'gone', rec: rec('s3') }]],
+    ['creating within grace: left alone', [rec('s4', { state: 'creating', startedAt: new Date(NOW - 1000).toISOString() })], [], []],
+    ['creating past grace: gone', [rec('s5', { state: 'creating', startedAt: new Date(NOW - 200_000).toISOString() })], [], [{ type: 'gone', rec: rec('s5', { state: 'creating', startedAt: new Date(NOW - 200_000).toISOString() }) }]],
+  ])('%s', (_name, records, onNode, want) => {
+    expect(syncNodeSandboxes(records, onNode, NOW, 120_000)).toEqual(want);
+  });
+});

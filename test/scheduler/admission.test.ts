@@ -1,0 +1,46 @@
+// Admission rules shared by role all and the cluster: request defaults, template check,
+// 130597 text, release-ratio resume policy.
+import { describe, expect, it } from 'vitest';
+import { refusalOf, requireTemplate, resolveCreate, resumeRefusal } from '../../src/scheduler/admission.js';
+import { config, node } from './fixtures.js';
+
+describe('resolveCreate', () => {
+  const master = config({ sandbox: { default_template: 'host', default_spec: { cpus: 1, memory_mib: 4096, disk_gib: 10 }, default_timeout_sec: 300 } });
+  it.each([
+    [{}, { templateID: 'host', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
+    [{ templateID: 'base', cpus: 2 }, { templateID: 'host', cpus: 2, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
+    [{ templateID: 'py', memoryMiB: 512, timeoutSec: 5 }, { templateID: 'py', cpus: 1, memoryMiB: 512, diskGiB: 10, timeoutSec: 5 }],
+  ])('%j -> %j', (req, want) => expect(resolveCreate(req, master)).toEqual(want));
+  it.each([[{ cpus: 0 }], [{ memoryMiB: 8 }], [{ diskGiB: 0 }], [{ timeoutSec: 0 }], [{ timeoutSec: 1.5 }]])('refuses %j with 400', (req) => {
+    expect(() => resolveCreate(req, master)).toThrow(expect.objectContaining({ kind: 'BAD_REQUEST' }));
+  });
+});
+
+describe('requireTemplate', () => {
+  it('passes when any node holds it, else 404 listing what exists', () => {
+    expect(() => requireTemplate('py', [node('a', { templates: ['host'] }), node('b', { templates: ['py'] })])).not.toThrow();
+    expect(() => requireTemplate('go', [node('a', { templates: ['py', 'host'] })])).toThrow('template go not found (available: host, py)');
+    expect(() => requireTemplate('go', [])).toThrow('(available: none)');
+  });
+});
+
+describe('refusalOf', () => {
+  it.each([
+    [{ ok: true as const, nodeID: 'a', score: 1 }, [node('a')], undefined],
+    [{ ok: true as const, nodeID: 'a', score: 1 }, [node('a', { reason: 'pool exhausted' })], 'no node available: a: pool exhausted'],
+    [{ ok: false as const, rejections: [{ nodeID: 'b', filter: 'disk', reason: 'disk 83% >= 80%' }] }, [node('b')], 'no node available: b: disk 83% >= 80%'],
+  ])('%j', (placed, nodes, want) => expect(refusalOf(placed, nodes)).toBe(want));
+});
+
+describe('resumeRefusal', () => {
+  // 16 GiB node, no reserve beyond the default 10 GiB: quota = (16384 - 10240) x 2 = 12288 MiB.
+  const master = config({ host: { quota: { paused_resource_release_ratio: 0.5 } } });
+  const spec = { cpus: 1, memoryMiB: 4096, diskGiB: 10 };
+  const small = (used: number) => node('a', { capacity: { cpus: 8, memoryMiB: 16384, declared: true }, usage: { quotaMemUsedMiB: used } });
+  it('admits when the released half fits next to what is used', () => {
+    expect(resumeRefusal(spec, small(8000), master)).toBeUndefined();
+  });
+  it('refuses with the numbers when it does not', () => {
+    expect(resumeRefusal(spec, small(11000), master)).toBe('resume rejected by paused_resource_release_ratio policy: need 2101MB + used 11000MB > mem quota 12288MB');
+  });
+});
