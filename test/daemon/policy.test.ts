@@ -75,6 +75,20 @@ describe('admission', () => {
   });
 });
 
+describe('drain', () => {
+  it('drain with evict destroys the node\'s sandboxes and refuses new ones until uncordon', async () => {
+    const a = (await create()).json as SandboxView;
+    const drained = await call('POST', `/admin/v1/nodes/${d.nodeID}/drain`, { evict: true, deadlineSec: 0 });
+    expect(drained.json).toMatchObject({ draining: true, schedulable: false, reason: 'draining' });
+    while ((await call('GET', `/admin/v1/sandboxes/${a.sandboxID}`)).status !== 404) await new Promise((r) => setTimeout(r, 50));
+    expect((await create()).json.message).toContain(`${d.nodeID}: draining`);
+    expect((await call('POST', `/admin/v1/nodes/${d.nodeID}/drain`, { evict: 'yes' })).status).toBe(400);
+    expect((await call('POST', `/admin/v1/nodes/${d.nodeID}/uncordon`)).json).toMatchObject({ draining: false, schedulable: true });
+    const kinds = ((await call('GET', '/admin/v1/events?limit=30')).json as { kind: string }[]).map((e) => e.kind);
+    expect(kinds).toContain('node.draining');
+  });
+});
+
 describe('stats and metrics', () => {
   it('reports creates of the last minute and Prometheus metrics on loopback without a key', async () => {
     const s = (await create()).json as SandboxView;
