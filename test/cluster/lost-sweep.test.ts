@@ -47,6 +47,15 @@ describe('sweepLostNodes', () => {
       const events = (await store.listEvents()).filter((e) => e.kind === 'node.lost');
       expect(events).toHaveLength(1);
       expect(events[0]!.message).toBe('node silent lost (last heartbeat 4.0s ago); 2 sandbox(es) marked lost');
+
+      // No metrics at all (Redis restarted empty): silent from the first sweep that noticed.
+      await store.putNode({ nodeID: 'no-metrics', cordoned: false, draining: false, joinedAt: ago(60_000) });
+      const missing = new Map<string, number>();
+      await store.live.putNodeMetrics({ nodeID: 'alive', lastSeen: new Date(NOW + 3000).toISOString() } as NodeView, 60_000);
+      expect(await sweepLostNodes(store, cfg, NOW, 'replica-b-not-first', missing)).toEqual([]);
+      expect(await sweepLostNodes(store, cfg, NOW + 3000, 'replica-b-not-first', missing)).toEqual([]);
+      expect(await sweepLostNodes(store, cfg, NOW + 3001, 'replica-b-not-first', missing)).toEqual(['no-metrics']);
+      expect((await store.listEvents()).at(-1)!.message).toBe('node no-metrics lost (no metrics for 3.0s); 0 sandbox(es) marked lost');
     } finally {
       await store.close();
       await scope.drop();

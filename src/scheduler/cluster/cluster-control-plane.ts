@@ -52,6 +52,7 @@ export class ClusterControlPlane implements ControlPlane {
   private readonly unsubs: (() => void)[] = [];
   private timer?: NodeJS.Timeout;
   private ticking = false;
+  private readonly missingSince = new Map<string, number>();
   // What this replica last sent its watchers, to send only what changed.
   private seen = { eventID: -1, nodes: new Map<string, string>(), sandboxes: new Map<string, string>(), stats: '' };
 
@@ -353,7 +354,7 @@ export class ClusterControlPlane implements ControlPlane {
     if (this.ticking) return;
     this.ticking = true;
     try {
-      await sweepLostNodes(this.store, this.cfg.config.master, Date.now(), this.o.replicaID);
+      await sweepLostNodes(this.store, this.cfg.config.master, Date.now(), this.o.replicaID, this.missingSince);
       if (this.watchers.size > 0) await this.sendDeltas();
     } catch (err) {
       this.log.warn({ err: toCubeError(err).message }, 'control tick failed');

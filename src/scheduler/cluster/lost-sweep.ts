@@ -14,21 +14,30 @@ export function isLost(lastSeen: string | undefined, now: number, heartbeatTimeo
   return Number.isNaN(t) || now - t > heartbeatTimeoutMs;
 }
 
-/** Returns the nodes this call newly marked lost (empty when another replica holds the lease). */
-export async function sweepLostNodes(store: ClusterStore, cfg: MasterConfig, now: number, holder: string): Promise<string[]> {
+/**
+ * Returns the nodes this call newly marked lost (empty when another replica holds the lease).
+ * A node without metrics (Redis restarted empty, or they expired) counts as silent from the
+ * first sweep that saw them missing (`missingSince`, kept by the caller), so a Redis restart
+ * does not make every node lost before its next heartbeat.
+ */
+export async function sweepLostNodes(store: ClusterStore, cfg: MasterConfig, now: number, holder: string, missingSince = new Map<string, number>()): Promise<string[]> {
   const timeout = cfg.scheduler.heartbeat_timeout_ms;
   if (!(await store.live.holdLease(LOST_SWEEP_LEASE, holder, 2 * timeout))) return [];
   const ids = (await store.listNodes()).map((n) => n.nodeID);
   const metrics = await store.live.getNodeMetrics(ids);
   const newlyLost: string[] = [];
   for (const id of ids) {
-    const lastSeen = metrics.get(id)?.lastSeen;
+    const reported = metrics.get(id)?.lastSeen;
+    if (reported !== undefined) missingSince.delete(id);
+    else if (!missingSince.has(id)) missingSince.set(id, now);
+    const lastSeen = reported ?? new Date(missingSince.get(id)!).toISOString();
     if (!isLost(lastSeen, now, timeout)) continue;
     // Sandboxes first: if this fails half-way the marker is not set and the next sweep redoes it.
     const marked = await store.markNodeSandboxes(id, 'lost', `node ${id} stopped heartbeating`);
     if (!(await store.live.markNodeLost(id))) continue;
     newlyLost.push(id);
-    const age = lastSeen === undefined ? 'no metrics' : `last heartbeat ${((now - Date.parse(lastSeen)) / 1000).toFixed(1)}s ago`;
+    const secs = ((now - Date.parse(lastSeen)) / 1000).toFixed(1);
+    const age = reported === undefined ? `no metrics for ${secs}s` : `last heartbeat ${secs}s ago`;
     await store.appendEvent({ at: new Date(now).toISOString(), kind: 'node.lost', nodeID: id, message: `node ${id} lost (${age}); ${marked.length} sandbox(es) marked lost` });
   }
   return newlyLost;
