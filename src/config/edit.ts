@@ -1,8 +1,10 @@
 // Setting one key in a config file's text while keeping the operator's comments and layout.
-// YAML goes through the yaml Document API. TOML has no such API in smol-toml, so the value
-// is replaced on its line (keeping a trailing comment), or the key added to its table; when
-// that cannot be done safely (multi-line values, inline or array tables, table values) the
-// file is re-serialised, which keeps every value but drops comments.
+// YAML: the value's characters are replaced in place when it is a scalar or a flow list/map,
+// else the yaml Document API re-renders the file (comments kept, their alignment not).
+// TOML (smol-toml has no document API): the value is replaced on its line (keeping a
+// trailing comment), or the key added to its table; when that cannot be done safely
+// (multi-line values, inline or array tables, table values) the file is re-serialised,
+// which keeps every value but drops comments.
 import { isDeepStrictEqual } from 'node:util';
 import YAML from 'yaml';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
@@ -21,10 +23,21 @@ export function setInText(file: ConfigFile, text: string | undefined, segs: read
 function setYaml(text: string, segs: readonly string[], value: unknown): Edit {
   const doc = YAML.parseDocument(text);
   if (doc.errors.length > 0) throw new Error(`cubemaster.yaml: ${doc.errors[0]!.message.split('\n')[0]}`);
+  const expected = setPath((doc.toJS() ?? {}) as Table, segs, value);
+  // Splicing the new value over the old one's characters keeps everything else byte for
+  // byte (comment alignment too, which re-rendering the document would not).
   const existing = doc.getIn(segs, true);
-  // Changing a scalar in place keeps the comment attached to it; a new node would drop it.
-  if (YAML.isScalar(existing) && (value === null || typeof value !== 'object')) existing.value = value;
-  else doc.setIn(segs, doc.createNode(value));
+  const inline = YAML.isScalar(existing) || ((YAML.isSeq(existing) || YAML.isMap(existing)) && existing.flow === true);
+  if (inline && existing.range) {
+    const rendered = typeof value === 'string' ? YAML.stringify(value, { lineWidth: 0 }).trimEnd() : JSON.stringify(value);
+    const spliced = text.slice(0, existing.range[0]) + rendered + text.slice(existing.range[1]);
+    try {
+      if (!rendered.includes('\n') && sameData(YAML.parse(spliced), expected)) return { text: spliced, commentsKept: true };
+    } catch {
+      // fall through to re-rendering the document
+    }
+  }
+  doc.setIn(segs, doc.createNode(value));
   return { text: String(doc), commentsKept: true };
 }
 

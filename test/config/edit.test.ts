@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { parse } from 'smol-toml';
 import YAML from 'yaml';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setInText } from '../../src/config/edit.js';
+import { packageRoot } from '../../src/config/loader.js';
 
 const NET = 'io.cubelet.internal.v1.network';
 
@@ -31,6 +34,21 @@ describe('setInText: YAML', () => {
     const text = '# top\nhost:\n  quota:\n    paused_resource_release_ratio: 0 # ratio\n    mem_oversell_ratio: 2\n';
     const r = setInText('master', text, ['host', 'quota', 'paused_resource_release_ratio'], 0.75);
     expect(r.text).toBe('# top\nhost:\n  quota:\n    paused_resource_release_ratio: 0.75 # ratio\n    mem_oversell_ratio: 2\n');
+  });
+
+  it.each([
+    [['host', 'quota', 'paused_resource_release_ratio'], 0.75, '    paused_resource_release_ratio: 0.75  # share'],
+    [['scheduler', 'filter', 'enable_filters'], ['cpu', 'mem'], '    enable_filters: ["cpu","mem"]'],
+    [['sandbox', 'default_template'], 'alpine-3.20', '  default_template: alpine-3.20        # template'],
+    [['api', 'listen'], '0.0.0.0:3000', '  listen: 0.0.0.0:3000        # address:port'],
+  ] as const)('changes only the line of %j in the shipped file', (segs, value, line) => {
+    const text = readFileSync(join(packageRoot(), 'config/cubemaster.yaml'), 'utf8');
+    const out = setInText('master', text, segs, value).text.split('\n');
+    const before = text.split('\n');
+    const changed = out.map((l, i) => [l, before[i]] as const).filter(([a, b]) => a !== b);
+    expect(out.length).toBe(before.length);
+    expect(changed).toHaveLength(1);
+    expect(changed[0]![0].startsWith(line)).toBe(true);
   });
 
   it('creates missing maps and sets lists', () => {
