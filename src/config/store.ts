@@ -11,7 +11,7 @@ import { CubeError } from '../errors.js';
 import { diffConfig } from './diff.js';
 import { setInText } from './edit.js';
 import { formatPath, resolvePath, type ConfigFile } from './introspect.js';
-import { configPaths, formatIssues, loadConfig, parseConfigText, readIfExists, type ConfigIssue } from './loader.js';
+import { configPaths, FILE_NAMES, formatIssues, loadConfig, parseConfigText, readIfExists, type ConfigIssue } from './loader.js';
 import type { Config } from './schema.js';
 
 export interface ConfigVersion {
@@ -146,11 +146,17 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
   }
 
   private applyTexts(texts: Record<ConfigFile, string | undefined>): ReloadResult {
+    // A file that vanishes (rm, or an editor between unlink and rename) is not a request for
+    // the defaults: that would silently undo every setting. Only a start reads "absent" so.
+    const removed = FILES.filter((f) => texts[f] === undefined && this.seen[f] !== undefined).map((f) => ({
+      path: FILE_NAMES[f],
+      message: 'file was removed; the config in force stays (restore the file, or restart cubed to use the defaults)',
+    }));
     this.seen = texts;
     const master = parseConfigText('master', texts.master);
     const cubelet = parseConfigText('cubelet', texts.cubelet);
-    if (!master.ok || !cubelet.ok) {
-      const errors = [...(master.ok ? [] : master.errors), ...(cubelet.ok ? [] : cubelet.errors)];
+    if (removed.length > 0 || !master.ok || !cubelet.ok) {
+      const errors = [...removed, ...(master.ok ? [] : master.errors), ...(cubelet.ok ? [] : cubelet.errors)];
       const result: ReloadResult = { ok: false, version: this.current.version, changes: [], error: errors };
       this.emit('rejected', { errors, kept: this.current });
       this.emit('reload', result);

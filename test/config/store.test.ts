@@ -102,6 +102,19 @@ describe('ConfigStore', () => {
     expect(store.config).toBe(kept);
   });
 
+  it('a removed file is rejected (the config in force stays) until it is back', async () => {
+    store = new ConfigStore(dir, { watch: false });
+    await store.set('scheduler.priority_select_num', 5);
+    const text = readFileSync(master(), 'utf8');
+    rmSync(master());
+    const r = await store.reload();
+    expect(r.ok).toBe(false);
+    expect(r.error).toEqual([{ path: 'cubemaster.yaml', message: expect.stringMatching(/^file was removed; the config in force stays/) }]);
+    expect(store.config.master.scheduler.priority_select_num).toBe(5);
+    writeFileSync(master(), text);
+    expect(await store.reload()).toEqual({ ok: true, version: 2, changes: [] });
+  });
+
   it('reports a syntax error with the file and line', async () => {
     store = new ConfigStore(dir, { watch: false });
     writeFileSync(cubelet(), 'node_id = \n');
