@@ -63,6 +63,10 @@ describe('cubectl against a real cubed', () => {
     expect(r).toEqual({ code: 7, stdout: 'out\n', stderr: 'err\n' });
     expect(await ok(['sandbox', 'exec', id, '--user', 'root', '--cwd', '/tmp', '--env', 'A=1', '--env', 'B=x=y', '--', 'sh', '-c', 'echo "$A $B $(pwd) $(id -u)"'])).toBe('1 x=y /tmp 0\n');
 
+    const killed = await cubectl(['sandbox', 'exec', id, '--timeout-ms', '300', '--', 'sleep', '30'], env);
+    expect(killed.code).not.toBe(0);
+    expect(killed.stderr).toBe('cubectl: killed: timeout\n');
+
     expect(await ok(['sandbox', 'pause', id])).toBe(`${id} paused\n`);
     const paused = JSON.parse(await ok(['sandbox', 'ls', '--state', 'paused', '--json'])) as SandboxView[];
     expect(paused.map((s) => s.sandboxID)).toContain(id);
