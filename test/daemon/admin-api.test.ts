@@ -1,7 +1,7 @@
 // The admin API on a real cubed: sandbox lifecycle, auth, rate limit, config set, watch.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NodeView, ReloadResult, SandboxView, WatchMessage } from '../../src/api/types.js';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { adminExec, call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 let d: TestDaemon;
 beforeAll(async () => {
@@ -11,25 +11,17 @@ afterAll(async () => {
   await d?.stop();
 });
 
-async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = { 'x-api-key': d.apiKey }) {
-  const r = await fetch(`${d.url}${path}`, { method, headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await r.text();
-  const isJson = r.headers.get('content-type') === 'application/json';
-  return { status: r.status, headers: r.headers, text, json: isJson ? (JSON.parse(text) as any) : undefined };
-}
+const api = (method: string, path: string, body?: unknown, headers?: Record<string, string>) => call(d, method, path, body, headers);
 
 async function exec(id: string, argv: string[]) {
-  const r = await call('POST', `/admin/v1/sandboxes/${id}/exec`, { argv });
-  expect(r.status).toBe(200);
-  expect(r.headers.get('content-type')).toBe('application/x-ndjson');
-  const lines = r.text.trim().split('\n').map((l) => JSON.parse(l) as { type: string; data?: string; exitCode?: number });
-  const out = (t: string) => lines.filter((l) => l.type === t).map((l) => Buffer.from(l.data!, 'base64').toString()).join('');
-  return { lines, stdout: out('stdout'), stderr: out('stderr'), end: lines.at(-1)! };
+  const e = await adminExec(d, id, argv);
+  expect(e.contentType).toBe('application/x-ndjson');
+  return e;
 }
 
 describe('sandbox lifecycle through /admin/v1', () => {
   it('creates, execs with streamed output and exit code, pauses, resumes and destroys', async () => {
-    const c = await call('POST', '/admin/v1/sandboxes', { templateID: 'base', timeoutSec: 120, metadata: { suite: 'admin' } });
+    const c = await api('POST', '/admin/v1/sandboxes', { templateID: 'base', timeoutSec: 120, metadata: { suite: 'admin' } });
     expect(c.status).toBe(201);
     const sb = c.json as SandboxView;
     expect(sb).toMatchObject({ state: 'running', templateID: 'host', nodeID: d.nodeID, metadata: { suite: 'admin' } });
@@ -41,35 +33,35 @@ describe('sandbox lifecycle through /admin/v1', () => {
       expect(e.stderr).toBe('err\n');
       expect(e.end).toMatchObject({ type: 'end', exitCode: 7 });
 
-      const listed = await call('GET', '/admin/v1/sandboxes?state=running');
+      const listed = await api('GET', '/admin/v1/sandboxes?state=running');
       expect((listed.json as SandboxView[]).map((s) => s.sandboxID)).toContain(sb.sandboxID);
 
-      const p = await call('POST', `/admin/v1/sandboxes/${sb.sandboxID}/pause`);
+      const p = await api('POST', `/admin/v1/sandboxes/${sb.sandboxID}/pause`);
       expect(p.json).toMatchObject({ state: 'paused' });
-      const again = await call('POST', `/admin/v1/sandboxes/${sb.sandboxID}/pause`);
+      const again = await api('POST', `/admin/v1/sandboxes/${sb.sandboxID}/pause`);
       expect(again.status).toBe(409);
-      const busyExec = await call('POST', `/admin/v1/sandboxes/${sb.sandboxID}/exec`, { argv: ['true'] });
+      const busyExec = await api('POST', `/admin/v1/sandboxes/${sb.sandboxID}/exec`, { argv: ['true'] });
       expect(busyExec.json.code).toBe(130409);
-      expect((await call('GET', '/admin/v1/sandboxes?state=paused')).json.map((s: SandboxView) => s.sandboxID)).toEqual([sb.sandboxID]);
-      const node = (await call('GET', `/admin/v1/nodes/${d.nodeID}`)).json as NodeView;
+      expect((await api('GET', '/admin/v1/sandboxes?state=paused')).json.map((s: SandboxView) => s.sandboxID)).toEqual([sb.sandboxID]);
+      const node = (await api('GET', `/admin/v1/nodes/${d.nodeID}`)).json as NodeView;
       expect(node.sandboxes).toMatchObject({ running: 0, paused: 1 });
 
-      const r = await call('POST', `/admin/v1/sandboxes/${sb.sandboxID}/resume`);
+      const r = await api('POST', `/admin/v1/sandboxes/${sb.sandboxID}/resume`);
       expect(r.json).toMatchObject({ state: 'running' });
       expect((await exec(sb.sandboxID, ['echo', 'back'])).stdout).toBe('back\n');
     } finally {
-      expect((await call('DELETE', `/admin/v1/sandboxes/${sb.sandboxID}`)).status).toBe(204);
+      expect((await api('DELETE', `/admin/v1/sandboxes/${sb.sandboxID}`)).status).toBe(204);
     }
-    expect((await call('GET', `/admin/v1/sandboxes/${sb.sandboxID}`)).status).toBe(404);
-    const events = (await call('GET', '/admin/v1/events?limit=50')).json as { kind: string; sandboxID?: string }[];
+    expect((await api('GET', `/admin/v1/sandboxes/${sb.sandboxID}`)).status).toBe(404);
+    const events = (await api('GET', '/admin/v1/events?limit=50')).json as { kind: string; sandboxID?: string }[];
     expect(events.filter((e) => e.sandboxID === sb.sandboxID).map((e) => e.kind)).toEqual(['sandbox.created', 'sandbox.paused', 'sandbox.resumed', 'sandbox.destroyed']);
   });
 
   it('refuses an unknown template with 404 and a bad body with 400', async () => {
-    const t = await call('POST', '/admin/v1/sandboxes', { templateID: 'no-such-template' });
+    const t = await api('POST', '/admin/v1/sandboxes', { templateID: 'no-such-template' });
     expect(t.status).toBe(404);
     expect(t.json.message).toContain('template no-such-template not found');
-    const b = await call('POST', '/admin/v1/sandboxes', { cpus: 'two' });
+    const b = await api('POST', '/admin/v1/sandboxes', { cpus: 'two' });
     expect(b.status).toBe(400);
     expect(b.json.code).toBe(130400);
   });
@@ -77,52 +69,52 @@ describe('sandbox lifecycle through /admin/v1', () => {
 
 describe('auth and rate limit', () => {
   it('answers 401 JSON without a key or with a wrong one, and accepts X-API-Key in any case and Bearer', async () => {
-    for (const h of [{}, { 'x-api-key': 'wrong' }, { authorization: 'Bearer wrong' }]) {
-      const r = await call('GET', '/admin/v1/nodes', undefined, h);
+    for (const h of [{}, { 'x-api-key': 'wrong' }, { authorization: 'Bearer wrong' }] as Record<string, string>[]) {
+      const r = await api('GET', '/admin/v1/nodes', undefined, h);
       expect(r.status).toBe(401);
       expect(r.json).toMatchObject({ code: 130401, status: 401 });
     }
-    expect((await call('GET', '/admin/v1/nodes', undefined, { 'X-Api-KEY': d.apiKey })).status).toBe(200);
-    expect((await call('GET', '/admin/v1/nodes', undefined, { authorization: `Bearer ${d.apiKey}` })).status).toBe(200);
-    expect((await call('GET', '/health', undefined, {})).json).toMatchObject({ status: 'ok', nodeID: d.nodeID });
+    expect((await api('GET', '/admin/v1/nodes', undefined, { 'X-Api-KEY': d.apiKey })).status).toBe(200);
+    expect((await api('GET', '/admin/v1/nodes', undefined, { authorization: `Bearer ${d.apiKey}` })).status).toBe(200);
+    expect((await api('GET', '/health', undefined, {})).json).toMatchObject({ status: 'ok', nodeID: d.nodeID });
   });
 
   it('answers 429 with a numeric Retry-After once a key exceeds its rate', async () => {
-    expect((await call('PUT', '/admin/v1/config', { path: 'api.rate_limit_per_sec', value: 5 })).json.ok).toBe(true);
+    expect((await api('PUT', '/admin/v1/config', { path: 'api.rate_limit_per_sec', value: 5 })).json.ok).toBe(true);
     try {
-      const rs = await Promise.all(Array.from({ length: 30 }, () => call('GET', '/admin/v1/stats')));
+      const rs = await Promise.all(Array.from({ length: 30 }, () => api('GET', '/admin/v1/stats')));
       const limited = rs.filter((r) => r.status === 429);
       expect(limited.length).toBeGreaterThan(0);
       expect(Number(limited[0]!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
       expect(limited[0]!.json.code).toBe(130429);
     } finally {
       await new Promise((r) => setTimeout(r, 1100));
-      expect((await call('PUT', '/admin/v1/config', { path: 'api.rate_limit_per_sec', value: 1000 })).status).toBe(200);
+      expect((await api('PUT', '/admin/v1/config', { path: 'api.rate_limit_per_sec', value: 1000 })).status).toBe(200);
     }
   });
 });
 
 describe('config', () => {
   it('setting the release ratio changes the density the node reports, persisted to the file', async () => {
-    const before = (await call('GET', '/admin/v1/nodes')).json[0] as NodeView;
-    const set = (await call('PUT', '/admin/v1/config', { path: 'host.quota.paused_resource_release_ratio', value: 0.75 })).json as ReloadResult;
+    const before = (await api('GET', '/admin/v1/nodes')).json[0] as NodeView;
+    const set = (await api('PUT', '/admin/v1/config', { path: 'host.quota.paused_resource_release_ratio', value: 0.75 })).json as ReloadResult;
     expect(set.ok).toBe(true);
     expect(set.changes).toEqual([expect.objectContaining({ path: 'host.quota.paused_resource_release_ratio', from: 0, to: 0.75 })]);
-    const after = (await call('GET', '/admin/v1/nodes')).json[0] as NodeView;
+    const after = (await api('GET', '/admin/v1/nodes')).json[0] as NodeView;
     expect(after.density.releaseRatio).toBe(0.75);
     expect(after.density.allPausedCeiling).toBeGreaterThan(before.density.allPausedCeiling);
-    const cfg = (await call('GET', '/admin/v1/config')).json;
+    const cfg = (await api('GET', '/admin/v1/config')).json;
     expect(cfg.master.host.quota.paused_resource_release_ratio).toBe(0.75);
     expect(cfg.version).toBe(set.version);
   });
 
   it('rejects an invalid value with 400 130483 and keeps the old config', async () => {
-    const before = (await call('GET', '/admin/v1/config')).json;
-    const r = await call('PUT', '/admin/v1/config', { path: 'host.quota.paused_resource_release_ratio', value: 1.5 });
+    const before = (await api('GET', '/admin/v1/config')).json;
+    const r = await api('PUT', '/admin/v1/config', { path: 'host.quota.paused_resource_release_ratio', value: 1.5 });
     expect(r.status).toBe(400);
     expect(r.json.code).toBe(130483);
     expect(r.json.message).toContain('host.quota.paused_resource_release_ratio: must be between 0 and 1');
-    const after = (await call('GET', '/admin/v1/config')).json;
+    const after = (await api('GET', '/admin/v1/config')).json;
     expect(after.version).toBe(before.version);
     expect(after.master.host.quota.paused_resource_release_ratio).toBe(before.master.host.quota.paused_resource_release_ratio);
   });
@@ -157,8 +149,8 @@ describe('watch stream', () => {
       const snap = messages[0]!.data as Extract<WatchMessage, { type: 'snapshot' }>;
       expect(snap.snapshot.nodes[0]!.nodeID).toBe(d.nodeID);
       expect(snap.snapshot.config.version).toBeGreaterThan(0);
-      const sb = (await call('POST', '/admin/v1/sandboxes', {})).json as SandboxView;
-      await call('DELETE', `/admin/v1/sandboxes/${sb.sandboxID}`);
+      const sb = (await api('POST', '/admin/v1/sandboxes', {})).json as SandboxView;
+      await api('DELETE', `/admin/v1/sandboxes/${sb.sandboxID}`);
       await readUntil(() => messages.some((m) => m.data.type === 'sandbox.removed' && m.data.sandboxID === sb.sandboxID));
       const mine = messages.filter((m) => (m.data.type === 'sandbox' && m.data.sandbox.sandboxID === sb.sandboxID) || (m.data.type === 'event' && m.data.event.sandboxID === sb.sandboxID));
       const states = mine.filter((m) => m.data.type === 'sandbox').map((m) => (m.data as Extract<WatchMessage, { type: 'sandbox' }>).sandbox.state);

@@ -4,7 +4,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { NodeView, SandboxView } from '../../src/api/types.js';
 import { countKernelObjects } from '../helpers/kernel.js';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 let d: TestDaemon;
 beforeAll(async () => {
@@ -14,15 +14,11 @@ afterAll(async () => {
   await d?.stop();
 });
 
-const call = async (method: string, path: string, body?: unknown) => {
-  const r = await fetch(`${d.url}${path}`, { method, headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await r.text();
-  return { status: r.status, json: text ? JSON.parse(text) : undefined };
-};
+const api = (method: string, path: string, body?: unknown) => call(d, method, path, body);
 
 it('creates and destroys 100 sandboxes concurrently with zero leaked kernel objects', async () => {
   const before = await countKernelObjects(d.tag);
-  const creates = await Promise.all(Array.from({ length: 100 }, () => call('POST', '/admin/v1/sandboxes', {})));
+  const creates = await Promise.all(Array.from({ length: 100 }, () => api('POST', '/admin/v1/sandboxes', {})));
   const failed = creates.filter((c) => c.status !== 201);
   const ids = creates.filter((c) => c.status === 201).map((c) => (c.json as SandboxView).sandboxID);
   try {
@@ -30,13 +26,13 @@ it('creates and destroys 100 sandboxes concurrently with zero leaked kernel obje
     expect(new Set(ids).size).toBe(100);
     const during = await countKernelObjects(d.tag);
     expect(during.processes).toBe(100);
-    const node = (await call('GET', '/admin/v1/nodes')).json[0] as NodeView;
+    const node = (await api('GET', '/admin/v1/nodes')).json[0] as NodeView;
     expect(node.sandboxes.running).toBe(100);
   } finally {
-    const destroys = await Promise.all(ids.map((id) => call('DELETE', `/admin/v1/sandboxes/${id}`)));
+    const destroys = await Promise.all(ids.map((id) => api('DELETE', `/admin/v1/sandboxes/${id}`)));
     expect(destroys.filter((r) => r.status !== 204).map((r) => r.json)).toEqual([]);
   }
-  expect((await call('GET', '/admin/v1/sandboxes')).json).toEqual([]);
+  expect((await api('GET', '/admin/v1/sandboxes')).json).toEqual([]);
   let after = await countKernelObjects(d.tag);
   // Killed inits are zombies until the host's pid 1 reaps them (see settledKernelObjects).
   for (let i = 0; i < 50 && after.processes > 0; i++) {
@@ -44,7 +40,7 @@ it('creates and destroys 100 sandboxes concurrently with zero leaked kernel obje
     after = await countKernelObjects(d.tag);
   }
   // The pool refills to tap_init_num; the slots' netns and host veths are the only objects left.
-  const node = (await call('GET', '/admin/v1/nodes')).json[0] as NodeView;
+  const node = (await api('GET', '/admin/v1/nodes')).json[0] as NodeView;
   expect(after.processes).toBe(0);
   expect(after.mounts).toBe(before.mounts);
   // Only the node's parent cgroups (cube-<tag>, made at the first create) may remain: no sandbox below them.

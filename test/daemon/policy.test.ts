@@ -2,7 +2,7 @@
 // 256 MiB spec -> footprint 302 MiB; (1400 - 1024 reserve) x 2 oversell = 752 MiB quota.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NodeView, SandboxView } from '../../src/api/types.js';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 let d: TestDaemon;
 beforeAll(async () => {
@@ -12,19 +12,15 @@ afterAll(async () => {
   await d?.stop();
 });
 
-const call = async (method: string, path: string, body?: unknown) => {
-  const r = await fetch(`${d.url}${path}`, { method, headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await r.text();
-  return { status: r.status, headers: r.headers, text, json: r.headers.get('content-type') === 'application/json' ? JSON.parse(text) : undefined };
-};
-const node = async () => (await call('GET', `/admin/v1/nodes/${d.nodeID}`)).json as NodeView;
-const create = async () => call('POST', '/admin/v1/sandboxes', {});
+const api = (method: string, path: string, body?: unknown) => call(d, method, path, body);
+const node = async () => (await api('GET', `/admin/v1/nodes/${d.nodeID}`)).json as NodeView;
+const create = async () => api('POST', '/admin/v1/sandboxes', {});
 
 describe('admission', () => {
   it('refuses a resume the release-ratio policy cannot honour (130409) and a create past the ceiling (130597)', async () => {
     expect((await node()).density).toMatchObject({ paperCeiling: 2, headroom: 2, releaseRatio: 1 });
     const a = (await create()).json as SandboxView;
-    expect((await call('POST', `/admin/v1/sandboxes/${a.sandboxID}/pause`)).json.state).toBe('paused');
+    expect((await api('POST', `/admin/v1/sandboxes/${a.sandboxID}/pause`)).json.state).toBe('paused');
     expect((await node()).density).toMatchObject({ headroom: 2, releasedMiB: 302 });
     const b = await create();
     const c = await create();
@@ -36,20 +32,20 @@ describe('admission', () => {
     expect(refused.status).toBe(503);
     expect(refused.json.code).toBe(130597);
     expect(refused.json.message).toContain(`no node available: ${d.nodeID}: mem 2/2`);
-    const resume = await call('POST', `/admin/v1/sandboxes/${a.sandboxID}/resume`);
+    const resume = await api('POST', `/admin/v1/sandboxes/${a.sandboxID}/resume`);
     expect(resume.status).toBe(409);
     expect(resume.json.message).toContain('resume rejected by paused_resource_release_ratio policy: need 302MB + used 604MB > mem quota 752MB');
 
-    const events = (await call('GET', '/admin/v1/events?limit=20')).json as { kind: string; code?: number; message: string }[];
+    const events = (await api('GET', '/admin/v1/events?limit=20')).json as { kind: string; code?: number; message: string }[];
     expect(events.filter((e) => e.kind === 'schedule.failed').at(-1)).toMatchObject({ code: 130597, message: expect.stringContaining('mem 2/2') });
 
-    expect((await call('DELETE', `/admin/v1/sandboxes/${(b.json as SandboxView).sandboxID}`)).status).toBe(204);
-    expect((await call('POST', `/admin/v1/sandboxes/${a.sandboxID}/resume`)).json.state).toBe('running');
-    for (const s of (await call('GET', '/admin/v1/sandboxes')).json as SandboxView[]) await call('DELETE', `/admin/v1/sandboxes/${s.sandboxID}`);
+    expect((await api('DELETE', `/admin/v1/sandboxes/${(b.json as SandboxView).sandboxID}`)).status).toBe(204);
+    expect((await api('POST', `/admin/v1/sandboxes/${a.sandboxID}/resume`)).json.state).toBe('running');
+    for (const s of (await api('GET', '/admin/v1/sandboxes')).json as SandboxView[]) await api('DELETE', `/admin/v1/sandboxes/${s.sandboxID}`);
   });
 
   it('a node over the disk watermark is healthy but not schedulable, and says why', async () => {
-    expect((await call('PUT', '/admin/v1/config', { path: 'scheduler.disk_usage_max_percent', value: 1 })).json.ok).toBe(true);
+    expect((await api('PUT', '/admin/v1/config', { path: 'scheduler.disk_usage_max_percent', value: 1 })).json.ok).toBe(true);
     try {
       const n = await node();
       expect(n.healthy).toBe(true);
@@ -59,32 +55,32 @@ describe('admission', () => {
       expect(r.status).toBe(503);
       expect(r.json.message).toMatch(new RegExp(`${d.nodeID}: disk \\d+(\\.\\d)?% >= 1%`));
     } finally {
-      await call('PUT', '/admin/v1/config', { path: 'scheduler.disk_usage_max_percent', value: 80 });
+      await api('PUT', '/admin/v1/config', { path: 'scheduler.disk_usage_max_percent', value: 80 });
     }
   });
 
   it('cordon refuses creates until uncordon; the flag survives a restart', async () => {
-    expect((await call('POST', `/admin/v1/nodes/${d.nodeID}/cordon`)).json).toMatchObject({ cordoned: true, schedulable: false, reason: 'cordoned' });
+    expect((await api('POST', `/admin/v1/nodes/${d.nodeID}/cordon`)).json).toMatchObject({ cordoned: true, schedulable: false, reason: 'cordoned' });
     const r = await create();
     expect(r.json.message).toContain(`${d.nodeID}: cordoned`);
     await d.restart();
     expect(await node()).toMatchObject({ cordoned: true, reason: 'cordoned' });
-    expect((await call('DELETE', `/admin/v1/nodes/${d.nodeID}`)).status).toBe(409);
-    expect((await call('POST', `/admin/v1/nodes/${d.nodeID}/uncordon`)).json).toMatchObject({ cordoned: false, schedulable: true, reason: '' });
-    expect((await call('POST', '/admin/v1/nodes/nope/cordon')).status).toBe(404);
+    expect((await api('DELETE', `/admin/v1/nodes/${d.nodeID}`)).status).toBe(409);
+    expect((await api('POST', `/admin/v1/nodes/${d.nodeID}/uncordon`)).json).toMatchObject({ cordoned: false, schedulable: true, reason: '' });
+    expect((await api('POST', '/admin/v1/nodes/nope/cordon')).status).toBe(404);
   });
 });
 
 describe('drain', () => {
   it('drain with evict destroys the node\'s sandboxes and refuses new ones until uncordon', async () => {
     const a = (await create()).json as SandboxView;
-    const drained = await call('POST', `/admin/v1/nodes/${d.nodeID}/drain`, { evict: true, deadlineSec: 0 });
+    const drained = await api('POST', `/admin/v1/nodes/${d.nodeID}/drain`, { evict: true, deadlineSec: 0 });
     expect(drained.json).toMatchObject({ draining: true, schedulable: false, reason: 'draining' });
-    while ((await call('GET', `/admin/v1/sandboxes/${a.sandboxID}`)).status !== 404) await new Promise((r) => setTimeout(r, 50));
+    while ((await api('GET', `/admin/v1/sandboxes/${a.sandboxID}`)).status !== 404) await new Promise((r) => setTimeout(r, 50));
     expect((await create()).json.message).toContain(`${d.nodeID}: draining`);
-    expect((await call('POST', `/admin/v1/nodes/${d.nodeID}/drain`, { evict: 'yes' })).status).toBe(400);
-    expect((await call('POST', `/admin/v1/nodes/${d.nodeID}/uncordon`)).json).toMatchObject({ draining: false, schedulable: true });
-    const kinds = ((await call('GET', '/admin/v1/events?limit=30')).json as { kind: string }[]).map((e) => e.kind);
+    expect((await api('POST', `/admin/v1/nodes/${d.nodeID}/drain`, { evict: 'yes' })).status).toBe(400);
+    expect((await api('POST', `/admin/v1/nodes/${d.nodeID}/uncordon`)).json).toMatchObject({ draining: false, schedulable: true });
+    const kinds = ((await api('GET', '/admin/v1/events?limit=30')).json as { kind: string }[]).map((e) => e.kind);
     expect(kinds).toContain('node.draining');
   });
 });
@@ -93,7 +89,7 @@ describe('stats and metrics', () => {
   it('reports creates of the last minute and Prometheus metrics on loopback without a key', async () => {
     const s = (await create()).json as SandboxView;
     try {
-      const stats = (await call('GET', '/admin/v1/stats')).json;
+      const stats = (await api('GET', '/admin/v1/stats')).json;
       expect(stats.createsLastMinute).toBeGreaterThan(0);
       expect(stats.createP99Ms).toBeGreaterThanOrEqual(stats.createP50Ms);
       const m = await fetch(`${d.url}/metrics`);
@@ -103,7 +99,7 @@ describe('stats and metrics', () => {
       expect(text).toMatch(/cubed_sandbox_create_seconds_count \d+/);
       expect(text).toContain(`cubed_pool_slots{node="${d.nodeID}",level="in_use"} 1`);
     } finally {
-      await call('DELETE', `/admin/v1/sandboxes/${s.sandboxID}`);
+      await api('DELETE', `/admin/v1/sandboxes/${s.sandboxID}`);
     }
   });
 });

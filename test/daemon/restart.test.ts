@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { NodeView, SandboxView } from '../../src/api/types.js';
 import { countKernelObjects } from '../helpers/kernel.js';
-import { settledKernelObjects, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { adminExec, call, settledKernelObjects, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 let d: TestDaemon | undefined;
 afterEach(async () => {
@@ -12,22 +12,8 @@ afterEach(async () => {
   d = undefined;
 });
 
-const api = (dm: TestDaemon) => async (method: string, path: string, body?: unknown) => {
-  const r = await fetch(`${dm.url}${path}`, { method, headers: { 'x-api-key': dm.apiKey, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await r.text();
-  return { status: r.status, json: r.headers.get('content-type') === 'application/json' ? JSON.parse(text) : text };
-};
-
-async function execOut(dm: TestDaemon, id: string, argv: string[]): Promise<string> {
-  const r = await api(dm)('POST', `/admin/v1/sandboxes/${id}/exec`, { argv });
-  return (r.json as string)
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l))
-    .filter((l) => l.type === 'stdout')
-    .map((l) => Buffer.from(l.data, 'base64').toString())
-    .join('');
-}
+const api = (dm: TestDaemon) => (method: string, path: string, body?: unknown) => call(dm, method, path, body);
+const execOut = async (dm: TestDaemon, id: string, argv: string[]) => (await adminExec(dm, id, argv)).stdout;
 
 function processGone(pid: number): Promise<void> {
   return new Promise((resolve) => {
@@ -45,11 +31,11 @@ function processGone(pid: number): Promise<void> {
 describe('restart', () => {
   it('SIGTERM then restart re-adopts running and paused sandboxes, with their files and state', async () => {
     d = await startDaemon();
-    const call = api(d);
-    const a = (await call('POST', '/admin/v1/sandboxes', { timeoutSec: 600 })).json as SandboxView;
-    const b = (await call('POST', '/admin/v1/sandboxes', { timeoutSec: 600 })).json as SandboxView;
+    const req = api(d);
+    const a = (await req('POST', '/admin/v1/sandboxes', { timeoutSec: 600 })).json as SandboxView;
+    const b = (await req('POST', '/admin/v1/sandboxes', { timeoutSec: 600 })).json as SandboxView;
     await execOut(d, a.sandboxID, ['sh', '-c', 'echo kept > /tmp/marker']);
-    expect((await call('POST', `/admin/v1/sandboxes/${b.sandboxID}/pause`)).json.state).toBe('paused');
+    expect((await req('POST', `/admin/v1/sandboxes/${b.sandboxID}/pause`)).json.state).toBe('paused');
     const pid = d.pid;
     await d.restart();
     expect(d.pid).not.toBe(pid);
@@ -64,10 +50,10 @@ describe('restart', () => {
   it('kill -9 during a create burst, then restart: complete sandboxes are re-adopted, the rest is cleaned', async () => {
     d = await startDaemon();
     const dm = d;
-    const call = api(dm);
+    const req = api(dm);
     const created: string[] = [];
     const burst = Array.from({ length: 24 }, () =>
-      call('POST', '/admin/v1/sandboxes', {}).then(
+      req('POST', '/admin/v1/sandboxes', {}).then(
         (r) => r.status === 201 && created.push((r.json as SandboxView).sandboxID),
         () => undefined, // the daemon died under this request
       ),
@@ -92,10 +78,10 @@ describe('restart', () => {
 
   it('--destroy-on-exit: SIGTERM leaves no netns, link, cgroup, mount, process or nftables table of the node', async () => {
     d = await startDaemon({ args: ['--destroy-on-exit'] });
-    const call = api(d);
-    for (let i = 0; i < 3; i++) expect((await call('POST', '/admin/v1/sandboxes', {})).status).toBe(201);
-    const id = ((await call('GET', '/admin/v1/sandboxes')).json as SandboxView[])[0]!.sandboxID;
-    await call('POST', `/admin/v1/sandboxes/${id}/pause`);
+    const req = api(d);
+    for (let i = 0; i < 3; i++) expect((await req('POST', '/admin/v1/sandboxes', {})).status).toBe(201);
+    const id = ((await req('GET', '/admin/v1/sandboxes')).json as SandboxView[])[0]!.sandboxID;
+    await req('POST', `/admin/v1/sandboxes/${id}/pause`);
     expect((await countKernelObjects(d.tag)).netns).toBeGreaterThan(0);
     process.kill(d.pid, 'SIGTERM');
     await processGone(d.pid);

@@ -29,7 +29,7 @@ import { stringify as toYaml } from 'yaml';
 import { nodeTag } from '../../src/ids.js';
 import { countKernelObjects, purgeNetwork, testCidr, uniqueNodeID, type KernelObjects } from './kernel.js';
 
-type Tree = { [k: string]: unknown };
+export type Tree = { [k: string]: unknown };
 
 export interface StartDaemonOptions {
   /** Deep-merged over the defaults into cubemaster.yaml. */
@@ -61,7 +61,7 @@ export interface TestDaemon {
 const ROOT = resolve(import.meta.dirname, '../..');
 const BIN = join(ROOT, 'bin/cubed');
 
-function merge(base: Tree, over: Tree | undefined): Tree {
+export function merge(base: Tree, over: Tree | undefined): Tree {
   const out: Tree = { ...base };
   for (const [k, v] of Object.entries(over ?? {})) {
     const b = out[k];
@@ -70,7 +70,7 @@ function merge(base: Tree, over: Tree | undefined): Tree {
   return out;
 }
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((res, rej) => {
     const s = createServer();
     s.once('error', rej);
@@ -81,12 +81,12 @@ function freePort(): Promise<number> {
   });
 }
 
-function exited(child: ChildProcess): Promise<void> {
+export function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((r) => child.once('exit', () => r()));
 }
 
-async function waitHealthy(url: string, child: ChildProcess, logPath: string, timeoutMs = 60_000): Promise<void> {
+export async function waitHealthy(url: string, child: ChildProcess, logPath: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) break;
@@ -212,4 +212,36 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
     },
   };
   return d;
+}
+
+export interface AdminAnswer {
+  status: number;
+  headers: Headers;
+  /** The raw body (NDJSON for exec). */
+  text: string;
+  /** The parsed body when it is application/json. */
+  json: any;
+}
+
+/** One HTTP call to the daemon with its API key (or the given headers instead). */
+export async function call(d: Pick<TestDaemon, 'url' | 'apiKey'>, method: string, path: string, body?: unknown, headers: Record<string, string> = { 'x-api-key': d.apiKey }): Promise<AdminAnswer> {
+  const r = await fetch(`${d.url}${path}`, {
+    method,
+    headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await r.text();
+  return { status: r.status, headers: r.headers, text, json: r.headers.get('content-type') === 'application/json' ? JSON.parse(text) : undefined };
+}
+
+/** Runs argv through POST /admin/v1/sandboxes/:id/exec and decodes the NDJSON stream. */
+export async function adminExec(d: Pick<TestDaemon, 'url' | 'apiKey'>, sandboxID: string, argv: string[]) {
+  const r = await call(d, 'POST', `/admin/v1/sandboxes/${sandboxID}/exec`, { argv });
+  if (r.status !== 200) throw new Error(`exec ${sandboxID}: ${r.status} ${r.text}`);
+  const lines = r.text
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { type: string; data?: string; exitCode?: number });
+  const out = (t: string) => lines.filter((l) => l.type === t).map((l) => Buffer.from(l.data!, 'base64').toString()).join('');
+  return { contentType: r.headers.get('content-type'), lines, stdout: out('stdout'), stderr: out('stderr'), end: lines.at(-1)! };
 }
