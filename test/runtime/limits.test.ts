@@ -9,6 +9,9 @@ describe('ns driver limits', () => {
 
   it('OOM-kills a memory hog inside the sandbox and reports it', async () => {
     const h = await rig().driver.create(rig().spec({ memoryMiB: 64 }));
+    for (const f of ['memory.limit_in_bytes', 'memory.memsw.limit_in_bytes']) {
+      expect(await readFile(join(rig().cgroups.dir('memory', h.sandboxID), f), 'utf8')).toBe(`${64 * 1024 * 1024}\n`);
+    }
     const hog = 'a = []\nwhile True:\n    a.append(bytearray(1 << 20))\n';
     const r = await run(rig(), h, ['python3', '-c', hog]);
     expect(r.oomKilled).toBe(true);

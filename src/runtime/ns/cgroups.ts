@@ -107,10 +107,18 @@ export class Cgroups {
       ),
     );
     await Promise.all([
-      writeFile(join(this.dir('memory', sandboxID), 'memory.limit_in_bytes'), String(limits.memoryMiB * 1024 * 1024)),
+      this.limitMemory(this.dir('memory', sandboxID), limits.memoryMiB * 1024 * 1024),
       writeFile(join(this.dir('cpu', sandboxID), 'cpu.cfs_quota_us'), String(cpuQuota(limits.cpus, this.cpuPeriodUs))),
       writeFile(join(this.dir('pids', sandboxID), 'pids.max'), String(limits.pidsMax)),
     ]);
+  }
+
+  /** Memory, and memory+swap where swap is accounted, so a host with swap does not stretch the limit. */
+  private async limitMemory(dir: string, bytes: number): Promise<void> {
+    await writeFile(join(dir, 'memory.limit_in_bytes'), String(bytes));
+    await writeFile(join(dir, 'memory.memsw.limit_in_bytes'), String(bytes)).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'ENOENT') throw e;
+    });
   }
 
   /** Sandbox ids that have a cgroup in any hierarchy. */
