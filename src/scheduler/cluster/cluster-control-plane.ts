@@ -41,6 +41,8 @@ const METRICS_TTL_MS = 10 * 60_000;
 const CREATING_GRACE_MS = 120_000;
 /** Per-sandbox operation lock: longer than any node call. */
 const OP_LOCK_MS = 60_000;
+/** How long an operation waits for the lock before answering busy. */
+const LOCK_WAIT_MS = 2000;
 
 export class ClusterControlPlane implements ControlPlane {
   private readonly store: ClusterStore;
@@ -390,9 +392,16 @@ export class ClusterControlPlane implements ControlPlane {
     this.watchers.broadcast(m);
   }
 
-  /** Runs `fn` holding the sandbox's operation lock; 130490 (busy) while another operation holds it. */
+  /**
+   * Runs `fn` holding the sandbox's operation lock. A short hold (a heartbeat reconciling the
+   * record) is waited out; 130490 (busy) when another operation keeps it longer.
+   */
   private async locked<T>(sandboxID: string, fn: () => Promise<T>): Promise<T> {
-    const token = await this.store.live.acquireLock(sandboxID, OP_LOCK_MS);
+    let token = await this.store.live.acquireLock(sandboxID, OP_LOCK_MS);
+    for (const until = Date.now() + LOCK_WAIT_MS; token === undefined && Date.now() < until; ) {
+      await new Promise((r) => setTimeout(r, 25));
+      token = await this.store.live.acquireLock(sandboxID, OP_LOCK_MS);
+    }
     if (token === undefined) throw new CubeError('SANDBOX_BUSY', `sandbox ${sandboxID} has another operation in progress`, { retryAfter: 1 });
     try {
       return await fn();
