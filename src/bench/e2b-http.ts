@@ -2,6 +2,10 @@
 // (POST /v2/sandboxes, DELETE /sandboxes/{id}, pause, connect), so the numbers are what
 // RL code sees. Errors keep the server's code so a run can group them.
 
+import { decodeEnvelopes, encodeMessage, FLAG_END_STREAM } from '../api/envd/connect.js';
+
+const ENVD_PORT = '49983';
+
 export class BenchOpError extends Error {
   constructor(
     readonly code: string,
@@ -72,5 +76,41 @@ export class E2bHttp {
 
   async resume(sandboxID: string, timeoutSec = 300): Promise<void> {
     await this.call('POST', `/v2/sandboxes/${sandboxID}/connect`, { timeout: timeoutSec });
+  }
+
+  /**
+   * Runs a command the way the SDK's `commands.run(cmd)` does: envd process.Process/Start as a
+   * Connect server stream with `bash -l -c`, routed by the E2b-Sandbox-Id header.
+   */
+  async run(sb: CreatedSandbox, cmd: string): Promise<number> {
+    let res: Response;
+    try {
+      res = await fetch(new URL('/process.Process/Start', this.opts.apiUrl), {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/connect+json',
+          'connect-protocol-version': '1',
+          'e2b-sandbox-id': sb.sandboxID,
+          'e2b-sandbox-port': ENVD_PORT,
+          ...(sb.envdAccessToken ? { 'x-access-token': sb.envdAccessToken } : {}),
+        },
+        body: encodeMessage({ process: { cmd: '/bin/bash', args: ['-l', '-c', cmd], envs: {} } }),
+        signal: AbortSignal.timeout(this.opts.timeoutMs ?? 60_000),
+      });
+    } catch (e) {
+      throw new BenchOpError((e as Error).name === 'TimeoutError' ? 'timeout' : 'unreachable', `exec: ${(e as Error).message}`);
+    }
+    const body = Buffer.from(await res.arrayBuffer());
+    if (res.status !== 200) throw new BenchOpError(String(res.status), `exec: ${res.status} ${body.toString('utf8').slice(0, 200)}`);
+    let exitCode: number | undefined;
+    for (const env of decodeEnvelopes(body).envelopes) {
+      const msg = JSON.parse(env.data.toString('utf8') || '{}') as { event?: { end?: { exitCode?: number } }; error?: { code?: string; message?: string } };
+      if (env.flags & FLAG_END_STREAM) {
+        if (msg.error) throw new BenchOpError(msg.error.code ?? 'envd_error', `exec: ${msg.error.message ?? 'stream failed'}`);
+      } else if (msg.event?.end) exitCode = msg.event.end.exitCode ?? 0;
+    }
+    if (exitCode === undefined) throw new BenchOpError('no_end', 'exec: the stream ended without an end event');
+    if (exitCode !== 0) throw new BenchOpError(`exit_${exitCode}`, `exec: \`${cmd}\` exited ${exitCode}`);
+    return exitCode;
   }
 }

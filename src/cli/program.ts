@@ -14,7 +14,7 @@ export function buildProgram(): Command {
     .option('--json', 'machine-readable output (JSON) instead of text')
     .option('--data-dir <dir>', `where to find the api-key file cubed wrote, when CUBE_API_KEY and E2B_API_KEY are unset (default ${DEFAULT_DATA_DIR})`)
     .exitOverride()
-    .configureHelp({ showGlobalOptions: true, sortSubcommands: true })
+    .configureHelp({ sortSubcommands: true })
     .configureOutput({ outputError: (str, write) => write(`cubectl: ${str.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ').trim()}\n`) })
     .addHelpText(
       'after',
@@ -32,6 +32,15 @@ Examples:
 `,
     );
   for (const register of commands) register(program);
+  // `bench --json FILE` takes a value where every other verb's --json is a flag, so program
+  // options are read only before the verb, and every verb also carries the global options
+  // (so `cubectl sandbox ls --api URL --json` keeps working).
+  program.enablePositionalOptions();
+  const addGlobals = (c: Command): void => {
+    for (const sub of c.commands) addGlobals(sub);
+    for (const o of program.options) if (!c.options.some((mine) => mine.long === o.long)) c.option(o.flags, o.description);
+  };
+  program.commands.forEach(addGlobals);
   return program;
 }
 

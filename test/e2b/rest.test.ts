@@ -56,6 +56,15 @@ describe('E2B REST, older path family', () => {
     }
   });
 
+  it('cpuCount and memoryMB in the create body size the sandbox (our extension); bad sizes are 400', async () => {
+    const s = await createV1({ cpuCount: 2, memoryMB: 320 });
+    const r = await call('GET', `/sandboxes/${s.sandboxID}`);
+    expect(r.json).toMatchObject({ cpuCount: 2, memoryMB: 320 });
+    const bad = await call('POST', '/v2/sandboxes', { templateID: 'base', memoryMB: -5 });
+    expect(bad.status).toBe(400);
+    expect(bad.json).toMatchObject({ code: 400 });
+  });
+
   it('v1 list shows running sandboxes only; v2 list pages with X-Next-Token', async () => {
     const a = await createV1({ metadata: { grp: 'v1list' } });
     const b = await createV1({ metadata: { grp: 'v1list' } });

@@ -55,6 +55,8 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     const rec = await ctx.cp.createSandbox({
       ...(b.templateID ? { templateID: b.templateID } : {}),
       ...(b.timeout !== undefined ? { timeoutSec: b.timeout } : {}),
+      ...(b.cpuCount !== undefined ? { cpus: b.cpuCount } : {}),
+      ...(b.memoryMB !== undefined ? { memoryMiB: b.memoryMB } : {}),
       ...(b.metadata ? { metadata: b.metadata } : {}),
       ...(b.envVars ? { envVars: b.envVars } : {}),
       ...(b.allow_internet_access !== undefined ? { allowInternetAccess: b.allow_internet_access } : {}),

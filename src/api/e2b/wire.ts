@@ -91,6 +91,9 @@ export const NewSandboxSchema = z.looseObject({
   allow_internet_access: z.boolean().optional(),
   secure: z.boolean().optional(),
   network: z.looseObject({}).optional(),
+  // Our extension (E2B sizes sandboxes by template): the same names the responses carry.
+  cpuCount: z.number().positive().optional(),
+  memoryMB: z.number().int().positive().optional(),
 });
 export type NewSandbox = z.infer<typeof NewSandboxSchema>;
 

@@ -1,5 +1,6 @@
 // Every cubectl verb, in the order --help lists them.
 import type { Command } from 'commander';
+import { register as bench } from './bench.js';
 import { register as config } from './config.js';
 import { register as density } from './density.js';
 import { register as events } from './events.js';
@@ -7,4 +8,4 @@ import { register as node } from './node.js';
 import { register as nodes } from './nodes.js';
 import { register as sandbox } from './sandbox.js';
 
-export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, config, events];
+export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, config, events, bench];
