@@ -34,7 +34,7 @@ export const MasterConfigSchema = z
         priority_select_num: z.number().int().min(1).default(3).describe('pick at random among the top N scored nodes (spreads load, avoids hot spots)'),
         node_max_mvm_num: z.number().int().min(1).default(3000).describe('hard cap of sandboxes per node (running + paused)'),
         node_max_mem_reserved_in_mb: z.number().int().min(0).default(10240).describe('host memory kept out of the sandbox budget, MiB'),
-        node_max_cpu_util: z.number().gt(0).max(100).default(80).describe('CPU utilisation cap in percent applied to the oversold CPU quota'),
+        node_max_cpu_util: z.number().gt(0).max(100).default(80).describe('CPU utilisation cap in percent: applied to the oversold CPU quota, and a node whose CPU use (averaged over about 30 s) is at or above it takes no new sandboxes'),
         disk_usage_max_percent: z.number().gt(0).max(100).default(80).describe('disk watermark: a node whose data disk is at or above it takes no new sandboxes'),
         realtime_create_num: z.number().int().min(1).default(100).describe('in-flight creates allowed per node'),
         heartbeat_timeout_ms: z.number().int().min(100).default(3000).describe('a node whose metrics are older than this is filtered out and, in a cluster, marked lost'),

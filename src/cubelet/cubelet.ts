@@ -15,6 +15,8 @@ import { ProcessTable } from './process-table.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
+const CPU_SMOOTHING_MS = 30_000;
+
 /** Where templates come from (TemplateStore in src/runtime/templates.ts). */
 export interface TemplateCatalog {
   /** 130404 when unknown. */
@@ -59,6 +61,7 @@ export class Cubelet implements NodeApi {
   private watchTimer?: NodeJS.Timeout;
   private cpuPrev: CpuTimes = readCpuTimes();
   private cpuUtil = 0;
+  private cpuSampled = false;
   private cpuAt = Date.now();
 
   constructor(private readonly o: CubeletOptions) {
@@ -368,14 +371,20 @@ export class Cubelet implements NodeApi {
     });
   }
 
-  // CPU utilisation over the interval since the last sample (at least half a second, so
-  // frequent callers do not get noise).
+  // CPU utilisation, smoothed with a 30 s time constant (like a load average): the cpu filter
+  // gates placement on it, and a half-second spike (a build, a burst of creates) must not take
+  // the node out of scheduling. Samples come at least half a second apart.
   private sampleCpu(): void {
-    if (Date.now() - this.cpuAt < 500) return;
+    const now = Date.now();
+    const dt = now - this.cpuAt;
+    if (dt < 500) return;
     const cur = readCpuTimes();
-    this.cpuUtil = cpuUtilPercent(this.cpuPrev, cur);
+    const sample = cpuUtilPercent(this.cpuPrev, cur);
+    const alpha = this.cpuSampled ? 1 - Math.exp(-dt / CPU_SMOOTHING_MS) : 1;
+    this.cpuUtil += alpha * (sample - this.cpuUtil);
+    this.cpuSampled = true;
     this.cpuPrev = cur;
-    this.cpuAt = Date.now();
+    this.cpuAt = now;
   }
 
   private newEntry(meta: SandboxMeta, state: SandboxState): Entry {
