@@ -12,6 +12,7 @@ import { sendJson } from '../api/http.js';
 import { createApiServer } from '../api/server.js';
 import { resolveConfigDir, packageRoot } from '../config/loader.js';
 import { ConfigStore } from '../config/store.js';
+import type { MasterConfig } from '../config/schema.js';
 import { Cubelet } from '../cubelet/cubelet.js';
 import { HeartbeatSender } from '../cubelet/heartbeat.js';
 import { clusterSecret } from '../cubelet/rpc-wire.js';
@@ -40,6 +41,7 @@ interface Flags {
   redisPrefix?: string;
   control?: string;
   advertise?: string;
+  sandboxDomain?: string;
 }
 
 const HELP_AFTER = `
@@ -119,6 +121,22 @@ function takePidLock(dataDir: string): () => void {
   return () => rmSync(path, { force: true });
 }
 
+/** The master config in force with --sandbox-domain laid over it (rebuilt only when the config changes). */
+function apiConfig(config: ConfigStore, flags: Flags): () => MasterConfig {
+  const domain = flags.sandboxDomain;
+  if (domain === undefined) return () => config.config.master;
+  let base: MasterConfig | undefined;
+  let merged: MasterConfig | undefined;
+  return () => {
+    const m = config.config.master;
+    if (m !== base || !merged) {
+      base = m;
+      merged = { ...m, api: { ...m.api, sandbox_domain: domain } };
+    }
+    return merged;
+  };
+}
+
 /** Config, identity, data dir (locked: one daemon per data dir) and logger of roles all and compute. */
 function openNode(flags: Flags) {
   const configDir = resolveConfigDir(flags.configDir);
@@ -195,7 +213,7 @@ async function runAll(flags: Flags): Promise<void> {
   const { adopted, removed } = await cubelet.start();
   const cp = new LocalControlPlane({ cubelet, store, config, log: log.child({ component: 'control-plane' }) });
   await cp.start();
-  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: () => config.config.master }, apiKeys: [apiKey.key], nodeID, version: version() });
+  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags) }, apiKeys: [apiKey.key], nodeID, version: version() });
   const addr = await api.listen(listen.host, listen.port);
   log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');
 
@@ -233,7 +251,7 @@ async function runControl(flags: Flags): Promise<void> {
   const cp = new ClusterControlPlane({ store, config, log: log.child({ component: 'control-plane' }), secret, replicaID });
   await cp.start();
   const api = createApiServer({
-    ctx: { cp, log: log.child({ component: 'api' }), config: () => config.config.master },
+    ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags) },
     apiKeys: [apiKey],
     nodeID: replicaID,
     version: version(),
@@ -292,6 +310,7 @@ export async function main(argv: string[]): Promise<void> {
     .option('--config-dir <dir>', 'directory with cubemaster.yaml and cubelet.toml')
     .option('--api-key <key>', 'the API key clients must send (default: $CUBE_API_KEY or <data-dir>/api-key)')
     .option('--node-id <name>', 'this node\'s name (default: node_id, else the host name)')
+    .option('--sandbox-domain <domain>', 'route Host <port>-<sandboxID>.<domain> to that port of the sandbox and return it as `domain` to E2B clients (default: api.sandbox_domain)')
     .option('--destroy-on-exit', 'on SIGTERM/SIGINT destroy every sandbox and the network pool')
     .option('--redis <url>', 'control: Redis for live state, e.g. redis://127.0.0.1:6379/0')
     .option('--mysql <url>', 'control: MySQL/MariaDB for records, e.g. mysql://root@127.0.0.1:3306/cube')

@@ -68,7 +68,7 @@ async function echo(socket: Socket, text: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  d = await startDaemon({ master: { api: { sandbox_domain: DOMAIN } } });
+  d = await startDaemon({ args: ['--sandbox-domain', DOMAIN] });
   sbx = await Sandbox.create({ apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url });
   await sbx.files.write('www/index.html', 'hello from the sandbox');
   await sbx.files.write('upgrade_echo.py', UPGRADE_ECHO);
