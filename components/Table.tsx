@@ -56,22 +56,25 @@ interface RowProps<T> {
 
 function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTone }: RowProps<T>) {
   const base = rowTone?.(row);
+  // Adjacent cells of one colour become one span: fewer Ink text nodes to lay out per row.
+  const spans: { color: string | undefined; text: string }[] = [];
   let left = width;
-  const spans: React.ReactNode[] = [];
   columns.forEach((c, i) => {
     if (left <= 0) return;
     const text = cut((i === 0 ? '' : ' ') + fit(c.cell(row), widths[i]!, c.align), left);
     left -= text.length;
-    const tone = c.tone?.(row) ?? base;
-    spans.push(
-      <Text key={i} color={colorOf(skin, tone)}>
-        {text}
-      </Text>,
-    );
+    const color = colorOf(skin, c.tone?.(row) ?? base);
+    const last = spans[spans.length - 1];
+    if (last && last.color === color) last.text += text;
+    else spans.push({ color, text });
   });
   return (
     <Text inverse={selected} bold={marked} wrap="truncate">
-      {spans}
+      {spans.map((sp, i) => (
+        <Text key={i} color={sp.color}>
+          {sp.text}
+        </Text>
+      ))}
     </Text>
   );
 }

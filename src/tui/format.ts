@@ -78,9 +78,11 @@ export function gauge(value: number, max: number, width: number): string {
   return '#'.repeat(filled) + '.'.repeat(width - filled);
 }
 
-const SPARKS = ['\u2581', '\u2582', '\u2583', '\u2584', '\u2585', '\u2586', '\u2587', '\u2588'];
+// ASCII, not block glyphs: every font and mono skin has them, and Ink measures non-ASCII
+// text through a slow width path (block glyphs cost 6 ms per frame at 50 nodes, bench/tui-render.ts).
+const SPARKS = ['_', '.', ':', '-', '=', '+', '*', '#'];
 
-/** Block sparkline of the last `width` values, scaled to their maximum (all-zero gives the floor). */
+/** Sparkline of the last `width` values in 8 levels, scaled to their maximum (all-zero gives the floor). */
 export function sparkline(values: readonly number[], width: number): string {
   const tail = values.slice(-width);
   const max = Math.max(0, ...tail);

@@ -64,9 +64,9 @@ describe('format', () => {
   ])('gauge(%d of %d, width %d)', (v, max, w, want) => expect(gauge(v, max, w)).toBe(want));
 
   it('sparkline scales to the max and pads to width', () => {
-    expect(sparkline([0, 4, 8], 4)).toBe('\u2581\u2584\u2588 ');
-    expect(sparkline([0, 0], 2)).toBe('\u2581\u2581');
-    expect(sparkline([1, 2, 3, 8], 2)).toBe('\u2583\u2588');
+    expect(sparkline([0, 4, 8], 4)).toBe('_-# ');
+    expect(sparkline([0, 0], 2)).toBe('__');
+    expect(sparkline([1, 2, 3, 8], 2)).toBe(':#');
   });
 
   it('inline shows values on one line', () => {
