@@ -21,12 +21,12 @@ export function TriageView({ height, width }: { height: number; width: number })
   const findings = useMemo(() => triageRows(data), [data.nodes, data.nodeOrder]);
   const active = new Set(findings.map((f) => f.bottleneck));
   const summary = (Object.keys(BOTTLENECK_TITLES) as Bottleneck[])
-    .map((b) => `${BOTTLENECK_TITLES[b]}: ${active.has(b) ? `${findings.filter((f) => f.bottleneck === b).length} node(s)` : 'clear'}`)
-    .join('   ');
+    .map((b) => `${BOTTLENECK_TITLES[b]}: ${active.has(b) ? new Set(findings.filter((f) => f.bottleneck === b).map((f) => f.nodeID)).size : 'clear'}`)
+    .join('  ');
   return (
     <>
       <Text color={colorOf(skin, findings.length ? 'warn' : 'ok')} wrap="truncate">
-        {cut(`${data.nodeOrder.length} node(s) checked   ${summary}`, width)}
+        {cut(`${data.nodeOrder.length} nodes  ${summary}`, width)}
       </Text>
       <Table columns={TRIAGE_COLUMNS} rows={findings} rowKey={findingID} selectedID={selected} height={height - 1} width={width} skin={skin} empty="no bottleneck active" />
     </>

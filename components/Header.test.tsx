@@ -1,0 +1,36 @@
+import React from 'react';
+import { describe, expect, it } from 'vitest';
+import { render } from 'ink-testing-library';
+import { storeFrom, withStore } from '../test/tui/console.js';
+import { connectionText, Header } from './Header.js';
+
+describe('Header', () => {
+  it.each([
+    [{ state: 'live', since: 0, error: '', attempt: 0 }, 'LIVE'],
+    [{ state: 'connecting', since: 0, error: '', attempt: 0 }, 'CONNECTING'],
+    [{ state: 'connecting', since: 0, error: 'ECONNREFUSED', attempt: 2 }, 'CONNECTING (retry 2: ECONNREFUSED)'],
+    [{ state: 'stale', since: 1_000, error: 'watch stream ended', attempt: 3 }, 'STALE 12s (retry 3: watch stream ended)'],
+  ] as const)('connectionText(%j)', (c, want) => expect(connectionText(c, 13_000)).toBe(want));
+
+  it('shows totals, rate, p99, ratio, config version and the read-only badge', () => {
+    const store = storeFrom(undefined, { readonly: true });
+    const { lastFrame } = render(withStore(store, <Header width={100} />));
+    expect(lastFrame()).toBe(
+      'cubectl-tui http://127.0.0.1:3000 [RO]  config v2  release ratio 0.75  LIVE\nnodes 2 (1 schedulable)  sandboxes 2 running 1 paused  creates 15/min 0.23/s p99 101ms',
+    );
+  });
+
+  it('marks the data stale with the reason while the stream is down', () => {
+    const store = storeFrom();
+    store.setState((s) => ({ conn: { state: 'stale', since: Date.now(), error: 'ECONNREFUSED', attempt: 4 } }));
+    const { lastFrame } = render(withStore(store, <Header width={100} />));
+    expect(lastFrame()!.split('\n')[0]).toMatch(/STALE 0s \(retry 4: ECONNREFUSED\)$/);
+  });
+
+  it('shows dashes before the first snapshot', () => {
+    const store = storeFrom([]);
+    const { lastFrame } = render(withStore(store, <Header width={100} />));
+    expect(lastFrame()).toContain('config v-  release ratio -');
+    expect(lastFrame()).toContain('nodes 0 (0 schedulable)  sandboxes 0 running 0 paused  creates -');
+  });
+});

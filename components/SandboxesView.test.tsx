@@ -1,0 +1,37 @@
+import React from 'react';
+import { describe, expect, it } from 'vitest';
+import { render } from 'ink-testing-library';
+import { storeFrom, withStore } from '../test/tui/console.js';
+import { setUi } from '../src/tui/store.js';
+import { SandboxesView } from './SandboxesView.js';
+
+const NOW = Date.parse('2026-11-30T05:40:00.000Z');
+
+describe('SandboxesView', () => {
+  it('shows id, template, node, state, age, spec and the timeout left', () => {
+    const { lastFrame } = render(withStore(storeFrom(), <SandboxesView height={6} width={100} now={NOW} />));
+    const lines = lastFrame()!.split('\n');
+    expect(lines[0]).toMatch(/^SANDBOX +TEMPLATE +NODE +STATE +AGE +CPU +MEM +LEFT +REASON$/);
+    expect(lines[1]).toMatch(/^sb-0001 +host +node-a +running +2m +1 +4\.0Gi +3m00s$/);
+    expect(lines.slice(1).map((l) => l.split(' ')[0])).toEqual(['sb-0001', 'sb-0003', 'sb-0004']);
+  });
+
+  it('filters with / on any field and says when nothing matches', () => {
+    const store = storeFrom();
+    setUi(store, { filter: { sandboxes: 'paused' } });
+    const { lastFrame, rerender } = render(withStore(store, <SandboxesView height={6} width={100} now={NOW} />));
+    expect(lastFrame()!.split('\n').slice(1)).toHaveLength(1);
+    expect(lastFrame()).toContain('sb-0003');
+    setUi(store, { filter: { sandboxes: 'zzz' } });
+    rerender(withStore(store, <SandboxesView height={6} width={100} now={NOW} />));
+    expect(lastFrame()).toContain('no sandbox matches "zzz"');
+  });
+
+  it('keeps the selection by id while rows come and go', () => {
+    const store = storeFrom();
+    setUi(store, { selected: { sandboxes: 'sb-0004' } });
+    const { lastFrame } = render(withStore(store, <SandboxesView height={3} width={100} now={NOW} />));
+    expect(lastFrame()!.split('\n')[0]).toMatch(/ 2-3 of 3$/);
+    expect(lastFrame()).toContain('sb-0004');
+  });
+});
