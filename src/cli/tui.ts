@@ -2,15 +2,14 @@
 // daemon, then mounts the Ink app. Ink is imported only after CI is cleared from the
 // environment: Ink decides at import time to render only the last frame when CI is set.
 import { spawn } from 'node:child_process';
-import { accessSync, constants, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { SKIN_NAMES, type SkinName } from '../tui/skins.js';
+import { apiKey, DEFAULT_API, DEFAULT_DATA_DIR, EXIT } from './io.js';
 
-export const DEFAULT_API = 'http://127.0.0.1:3000';
-const KEY_FILE = '/var/lib/cubed/api-key';
-const DATA_DIR = '/var/lib/cubed';
+const KEY_FILE = join(DEFAULT_DATA_DIR, 'api-key');
 
 const HELP_AFTER = `
 Views (switch with tab, 1-6 or :name): nodes, sandboxes, pool, events, config, triage.
@@ -21,10 +20,10 @@ Connection:
   per --refresh. When the stream drops, the header turns STALE with the reason and the
   console reconnects with backoff. With no --api it connects to ${DEFAULT_API}; if
   nothing answers there and it runs as root, it starts the bundled daemon (bin/cubed)
-  in the background, logging to /var/log/cubed.log (or ${DATA_DIR}/cubed.log), and says so.
+  in the background, logging to /var/log/cubed.log (or ${DEFAULT_DATA_DIR}/cubed.log), and says so.
 
 Environment:
-  CUBE_API_KEY   API key (else ${KEY_FILE} when readable)
+  CUBE_API_KEY   API key (else E2B_API_KEY, else ${KEY_FILE} when readable)
   NO_COLOR       any value: no colours, whatever --skin says
 
 Terminal:
@@ -60,15 +59,6 @@ function parseUrl(v: string): string {
   }
 }
 
-export function apiKey(env: NodeJS.ProcessEnv = process.env, keyFile = KEY_FILE): string {
-  if (env.CUBE_API_KEY) return env.CUBE_API_KEY;
-  try {
-    return readFileSync(keyFile, 'utf8').trim();
-  } catch {
-    return '';
-  }
-}
-
 async function healthy(baseUrl: string): Promise<string | null> {
   try {
     const res = await fetch(new URL('/health', baseUrl), { signal: AbortSignal.timeout(1500) });
@@ -79,7 +69,7 @@ async function healthy(baseUrl: string): Promise<string | null> {
 }
 
 function writableLog(): string {
-  for (const path of ['/var/log/cubed.log', join(DATA_DIR, 'cubed.log')]) {
+  for (const path of ['/var/log/cubed.log', join(DEFAULT_DATA_DIR, 'cubed.log')]) {
     try {
       mkdirSync(dirname(path), { recursive: true });
       return (openSync(path, 'a'), path);
@@ -117,12 +107,13 @@ async function main(argv: string[]): Promise<void> {
     .option('--refresh <ms>', 'repaint at most once per this many milliseconds', parseRefresh, 250)
     .addOption(new Option('--skin <name>', 'colours').choices(SKIN_NAMES).default('dark'))
     .addHelpText('after', HELP_AFTER)
-    .showHelpAfterError();
+    // Usage errors: commander's one-line reason, exit 2 as every cubectl verb.
+    .exitOverride((err) => process.exit(err.exitCode === 0 ? EXIT.OK : EXIT.USAGE));
   program.parse(argv);
   const flags = program.opts<Flags>();
   if (!process.stdout.isTTY || !process.stdin.isTTY) {
     process.stderr.write('cubectl-tui: needs a terminal (stdin and stdout must be a TTY); use cubectl --json for scripts\n');
-    process.exit(2);
+    process.exit(EXIT.USAGE);
   }
   const baseUrl = flags.api ?? DEFAULT_API;
   const down = await healthy(baseUrl);
@@ -132,7 +123,7 @@ async function main(argv: string[]): Promise<void> {
         process.stderr.write(`${await startBundledDaemon(baseUrl)}\n`);
       } catch (e) {
         process.stderr.write(`cubectl-tui: ${(e as Error).message}\n`);
-        process.exit(1);
+        process.exit(EXIT.UNREACHABLE);
       }
     } else {
       // Start anyway: the header shows the reason and the console reconnects when the daemon comes up.
@@ -142,10 +133,10 @@ async function main(argv: string[]): Promise<void> {
   delete process.env.CI;
   delete process.env.CONTINUOUS_INTEGRATION;
   const { runConsole } = await import('../tui/run.js');
-  await runConsole({ target: { baseUrl, apiKey: apiKey() }, readonly: flags.readonly, refreshMs: flags.refresh, skin: flags.skin });
+  await runConsole({ target: { baseUrl, apiKey: apiKey(DEFAULT_DATA_DIR) ?? '' }, readonly: flags.readonly, refreshMs: flags.refresh, skin: flags.skin });
 }
 
 main(process.argv).catch((e: unknown) => {
   process.stderr.write(`cubectl-tui: ${(e as Error).message}\n`);
-  process.exit(1);
+  process.exit(EXIT.FAILED);
 });
