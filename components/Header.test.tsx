@@ -16,7 +16,7 @@ describe('Header', () => {
     const store = storeFrom(undefined, { readonly: true });
     const { lastFrame } = render(withStore(store, <Header width={100} />));
     expect(lastFrame()).toBe(
-      'cubectl-tui http://127.0.0.1:3000 [RO]  config v2  release ratio 0.75  LIVE\nnodes 2 (1 schedulable)  sandboxes 2 running 1 paused  creates 15/min 0.23/s p99 101ms',
+      'LIVE  http://127.0.0.1:3000 [RO]  config v2  release ratio 0.75\nnodes 2 (1 schedulable)  sandboxes 2 running 1 paused  creates 15/min 0.23/s p99 101ms',
     );
   });
 
@@ -24,7 +24,7 @@ describe('Header', () => {
     const store = storeFrom();
     store.setState((s) => ({ conn: { state: 'stale', since: Date.now(), error: 'ECONNREFUSED', attempt: 4 } }));
     const { lastFrame } = render(withStore(store, <Header width={100} />));
-    expect(lastFrame()!.split('\n')[0]).toMatch(/STALE 0s \(retry 4: ECONNREFUSED\)$/);
+    expect(lastFrame()!.split('\n')[0]).toMatch(/^STALE 0s \(retry 4: ECONNREFUSED\)  http:/);
   });
 
   it('shows dashes before the first snapshot', () => {

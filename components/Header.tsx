@@ -33,8 +33,9 @@ export function Header({ width }: { width: number }) {
     return t;
   }, [nodes]);
   const r = releaseRatioOf(config);
-  const left = `cubectl-tui ${apiUrl}${readonly ? ' [RO]' : ''}  config v${config?.version ?? '-'}  release ratio ${r === null ? '-' : ratio(r)}  `;
+  // The connection state leads: on a narrow terminal the tail is what gets cut.
   const connText = connectionText(conn, now);
+  const right = `  ${apiUrl}${readonly ? ' [RO]' : ''}  config v${config?.version ?? '-'}  release ratio ${r === null ? '-' : ratio(r)}`;
   const line2 = [
     `nodes ${totals.nodes} (${totals.schedulable} schedulable)`,
     `sandboxes ${totals.running} running ${totals.paused} paused`,
@@ -43,11 +44,11 @@ export function Header({ width }: { width: number }) {
   return (
     <Box flexDirection="column">
       <Text wrap="truncate">
-        <Text bold color={colorOf(skin, 'title')}>
-          {cut(left, width)}
-        </Text>
         <Text bold color={colorOf(skin, conn.state === 'live' ? 'ok' : 'bad')}>
-          {cut(connText, Math.max(0, width - left.length))}
+          {cut(connText, width)}
+        </Text>
+        <Text bold color={colorOf(skin, 'title')}>
+          {cut(right, Math.max(0, width - connText.length))}
         </Text>
       </Text>
       <Text wrap="truncate">{cut(line2, width)}</Text>

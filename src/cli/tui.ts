@@ -64,7 +64,8 @@ async function healthy(baseUrl: string): Promise<string | null> {
     const res = await fetch(new URL('/health', baseUrl), { signal: AbortSignal.timeout(1500) });
     return res.ok ? null : `HTTP ${res.status}`;
   } catch (e) {
-    return (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message;
+    const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+    return cause?.code ?? cause?.message ?? (e as Error).message;
   }
 }
 

@@ -64,8 +64,8 @@ export function startWatch(target: ApiTarget, store: ConsoleStore, opts: WatchOp
     if (stopped) return;
     connectOnce().catch((e: unknown) => {
       if (stopped) return;
-      const cause = (e as { cause?: { code?: string } }).cause?.code;
-      const reason = abort?.signal.reason instanceof Error ? abort.signal.reason.message : cause ?? (e as Error).message;
+      const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+      const reason = abort?.signal.reason instanceof Error ? abort.signal.reason.message : cause?.code ?? cause?.message ?? (e as Error).message;
       const { conn } = store.getState();
       const attempt = conn.attempt + 1;
       // Stale since the stream went down, not since the last failed retry.
