@@ -152,6 +152,10 @@ export interface StatsView {
   createRatePerSec: number;
   createP99Ms: number;
   createP50Ms: number;
+  /** Placement decisions (the scheduler pipeline over every node's view) in the last 60 s; absent where no decision was timed. */
+  decisionsLastMinute?: number;
+  decisionP50Ms?: number;
+  decisionP99Ms?: number;
 }
 
 export interface Snapshot {

@@ -1,27 +1,29 @@
 // cubed: the daemon. Role all runs the API, the local placement step, the cubelet and the
 // network-agent in one process with embedded state. See `cubed --help`.
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import pino, { type Logger } from 'pino';
 import { resolveApiKey } from '../api/auth.js';
 import { CLUSTER_PREFIX, clusterRpcHandler } from '../api/cluster-rpc.js';
-import { sendJson } from '../api/http.js';
+import { sendError, sendJson } from '../api/http.js';
 import { createApiServer } from '../api/server.js';
 import { resolveConfigDir, packageRoot } from '../config/loader.js';
 import { ConfigStore } from '../config/store.js';
 import type { MasterConfig } from '../config/schema.js';
 import { Cubelet } from '../cubelet/cubelet.js';
-import { HeartbeatSender } from '../cubelet/heartbeat.js';
+import { HeartbeatSender, type HeartbeatMember } from '../cubelet/heartbeat.js';
 import { clusterSecret } from '../cubelet/rpc-wire.js';
 import { nodeRpcHandler } from '../cubelet/rpc-server.js';
-import { isCubeError } from '../errors.js';
+import type { NodeApi } from '../cubelet/types.js';
+import { CubeError, isCubeError } from '../errors.js';
 import { nodeTag } from '../ids.js';
 import { NsNetworkAgent } from '../network/agent.js';
 import { parseRange } from '../network/ipam.js';
 import { NsDriver } from '../runtime/ns/driver.js';
+import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } from '../runtime/sim/nodes.js';
 import { TemplateStore } from '../runtime/templates.js';
 import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
 import { LocalControlPlane } from '../scheduler/local-control-plane.js';
@@ -42,6 +44,9 @@ interface Flags {
   control?: string;
   advertise?: string;
   sandboxDomain?: string;
+  runtime?: 'ns' | 'sim';
+  simNodes?: string;
+  nodeIdPrefix?: string;
 }
 
 const HELP_AFTER = `
@@ -55,6 +60,14 @@ Roles:
             to --control (comma-separated replicas, tried in turn). Several may share a host
             with distinct --data-dir, --node-id, --listen and pool cidr.
   Node <-> control traffic carries $CUBE_CLUSTER_SECRET (default: the API key).
+
+Simulation (benchmarks and tests only, never the default):
+  --runtime sim      sandboxes are in-memory records: no process, namespace, cgroup, mount or
+                     netns is made; exec simulates a few commands (true, echo, cat, sleep, ...)
+                     and answers 127 to the rest; nothing survives a restart.
+  --sim-nodes N      (compute, with --runtime sim) this one process stands for N nodes named
+                     <--node-id-prefix>0000.. with varied capacity, each serving its node RPC
+                     under /sim/<nodeID> of --listen; their heartbeats go in one request.
 
 Configuration:
   <config-dir>/cubemaster.yaml and <config-dir>/cubelet.toml (docs/configuration.md). The
@@ -151,8 +164,19 @@ function openNode(flags: Flags) {
   return { configDir, config, nodeID, dataDir, listen, log, unlock };
 }
 
-/** The node agent of roles all and compute: cubelet + network-agent + ns runtime on `dataDir`. */
-function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger): Cubelet {
+/** The runtime in force: --runtime, else cubelet.runtime. */
+function runtimeOf(flags: Flags, config: ConfigStore): 'ns' | 'sim' {
+  const r = flags.runtime ?? config.config.cubelet.runtime;
+  if (r === 'microvm') throw new UsageError('runtime microvm is not available on this build: use ns (or sim for benchmarks)');
+  return r;
+}
+
+/**
+ * The node agent of roles all and compute: cubelet + network-agent + runtime on `dataDir`.
+ * `api` is what the node serves (the cubelet itself, or with simulated usage on a sim node).
+ */
+function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: 'ns' | 'sim'): { cubelet: Cubelet; api: NodeApi } {
+  if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
   let cubelet: Cubelet | undefined;
@@ -174,7 +198,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
     log: log.child({ component: 'cubelet' }),
     poolSlotLimit: parseRange(net.cidr).maxIndex,
   });
-  return cubelet;
+  return { cubelet, api: cubelet };
 }
 
 /** SIGTERM/SIGINT run `stop` once (exit 0, or 1 when it fails); a second signal exits at once. */
@@ -208,7 +232,7 @@ async function runAll(flags: Flags): Promise<void> {
 
   const store = new EmbeddedStore({ path: join(dataDir, 'cubed.db') });
   await store.init();
-  const cubelet = buildCubelet(nodeID, dataDir, config, log);
+  const { cubelet } = buildCubelet(nodeID, dataDir, config, log, runtimeOf(flags, config));
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
   const cp = new LocalControlPlane({ cubelet, store, config, log: log.child({ component: 'control-plane' }) });
@@ -277,24 +301,46 @@ async function runCompute(flags: Flags): Promise<void> {
     unlock();
     throw new UsageError(`--listen ${flags.listen}: a wildcard address needs --advertise http://ADDR:PORT (where control replicas reach this node)`);
   }
-  const cubelet = buildCubelet(nodeID, dataDir, config, log);
-  const { adopted, removed } = await cubelet.start();
-  const rpc = nodeRpcHandler(cubelet, secret);
-  const server = createServer((req, res) => (req.url === '/health' ? sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', version: version() }) : rpc(req, res)));
+  const runtime = runtimeOf(flags, config);
+  const simCount = flags.simNodes === undefined ? 0 : Number(flags.simNodes);
+  if (flags.simNodes !== undefined && !(Number.isInteger(simCount) && simCount >= 1 && simCount <= 10_000)) {
+    unlock();
+    throw new UsageError(`--sim-nodes ${flags.simNodes}: expected a whole number from 1 to 10000`);
+  }
+  if (simCount > 0 && runtime !== 'sim') {
+    unlock();
+    throw new UsageError('--sim-nodes needs --runtime sim (or cubelet.runtime = "sim"): only simulated nodes can share a process');
+  }
+  // One node, or (sim) many behind one listener, each under /sim/<nodeID>.
+  const nodes =
+    simCount > 0
+      ? simNodeSpecs(simCount, flags.nodeIdPrefix ?? 'sim-').map((spec) => ({ path: simNodePath(spec.nodeID), ...simNode({ nodeID: spec.nodeID, dataDir: simNodeDataDir(dataDir, spec.nodeID), config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim', nodeID: spec.nodeID }), spec }) }))
+      : [{ path: '', ...buildCubelet(nodeID, dataDir, config, log, runtime) }];
+  let adopted = 0;
+  let removed = 0;
+  for (const n of nodes) {
+    const r = await n.cubelet.start();
+    adopted += r.adopted.length;
+    removed += r.removed.length;
+  }
+  const health = (_req: IncomingMessage, res: ServerResponse) => sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', runtime, nodes: nodes.length, version: version() });
+  const rpc = simCount > 0 ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret)])), (req, res) => (req.url === '/health' ? health(req, res) : sendError(res, new CubeError('NOT_FOUND', `no simulated node at ${req.url}`), 'admin'))) : nodeRpcHandler(nodes[0]!.api, secret);
+  const server = createServer((req, res) => (req.url === '/health' ? health(req, res) : rpc(req, res)));
   server.requestTimeout = 0;
   await new Promise<void>((ok, fail) => server.once('error', fail).listen(listen.port, listen.host, ok));
   const port = (server.address() as { port: number }).port;
   const address = flags.advertise ?? `http://${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${port}`;
-  const heartbeat = new HeartbeatSender({ node: cubelet, controls, address, secret, log: log.child({ component: 'heartbeat' }) });
+  const members: HeartbeatMember[] = nodes.map((n) => ({ node: n.api, address: address.replace(/\/+$/, '') + n.path }));
+  const heartbeat = new HeartbeatSender({ nodes: members, controls, secret, log: log.child({ component: 'heartbeat' }) });
   heartbeat.start();
-  log.info({ address, controls, dataDir, tag: nodeTag(nodeID), adopted: adopted.length, cleaned: removed.length, role: 'compute' }, 'cubed compute ready');
+  log.info({ address, controls, dataDir, tag: nodeTag(nodeID), runtime, nodes: nodes.length, adopted, cleaned: removed, role: 'compute' }, 'cubed compute ready');
   onSignals(log, async (signal) => {
     const destroy = flags.destroyOnExit === true;
     log.info({ signal, destroy }, destroy ? 'stopping: destroying every sandbox and the pool' : 'stopping: sandboxes stay for the next start');
     await heartbeat.stop();
     server.closeAllConnections();
     await new Promise((r) => server.close(r));
-    await cubelet.stop({ destroy });
+    for (const n of nodes) await n.cubelet.stop({ destroy });
     config.close();
     unlock();
   });
@@ -317,6 +363,9 @@ export async function main(argv: string[]): Promise<void> {
     .option('--redis-prefix <prefix>', 'control: prefix of every Redis key (default cube:v1:)')
     .option('--control <urls>', 'compute: control replica URL(s), comma-separated')
     .option('--advertise <url>', 'compute: URL control replicas reach this node\'s RPC at (default: http://<listen>)')
+    .addOption(new Option('--runtime <runtime>', 'runtime driver (default: cubelet.runtime, ns); sim is a SIMULATION for benchmarks').choices(['ns', 'sim']))
+    .option('--sim-nodes <n>', 'compute with --runtime sim: stand for N simulated nodes in this one process')
+    .option('--node-id-prefix <prefix>', 'with --sim-nodes: node names are <prefix>0000, <prefix>0001, ... (default sim-)')
     .addHelpText('after', HELP_AFTER)
     .showHelpAfterError()
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));

@@ -1,18 +1,23 @@
 // The compute node's side of cluster membership: every interval it posts its view, its sandbox
 // list and the notices emitted since the last accepted heartbeat to a control replica. Any
 // replica will do: on failure the next one in the list is tried, so a dead replica costs one
-// interval, not the node's membership.
+// interval, not the node's membership. A process that stands for many nodes (the sim runtime)
+// sends all of their heartbeats in one request per interval.
 import type { Logger } from 'pino';
 import type { EventView } from '../api/types.js';
-import { HEARTBEAT_PATH, type Heartbeat } from './rpc-wire.js';
+import { HEARTBEAT_PATH, type Heartbeat, type HeartbeatBatch } from './rpc-wire.js';
 import type { NodeApi } from './types.js';
 
-export interface HeartbeatOptions {
+export interface HeartbeatMember {
   node: NodeApi;
-  /** Base URLs of the control replicas, e.g. http://10.0.0.1:3000. */
-  controls: string[];
   /** Where this node's RPC listens, as the control replicas reach it. */
   address: string;
+}
+
+export interface HeartbeatOptions {
+  nodes: HeartbeatMember[];
+  /** Base URLs of the control replicas, e.g. http://10.0.0.1:3000. */
+  controls: string[];
   secret: string;
   log: Logger;
   intervalMs?: number;
@@ -26,23 +31,27 @@ export class HeartbeatSender {
   private dropped = 0;
   private current = 0;
   private timer?: NodeJS.Timeout;
-  private unsubscribe?: () => void;
+  private unsubscribes: (() => void)[] = [];
   private running?: Promise<boolean>;
   private failing = false;
 
   constructor(private readonly o: HeartbeatOptions) {
     if (o.controls.length === 0) throw new Error('heartbeat needs at least one control URL');
+    if (o.nodes.length === 0) throw new Error('heartbeat needs at least one node');
   }
 
   start(): void {
-    this.unsubscribe = this.o.node.subscribe((e) => {
-      if (e.type !== 'event') return;
-      this.pending.push(e.event);
-      if (this.pending.length > MAX_PENDING_EVENTS) {
-        this.pending.shift();
-        this.dropped++;
-      }
-    });
+    const max = MAX_PENDING_EVENTS * this.o.nodes.length;
+    this.unsubscribes = this.o.nodes.map(({ node }) =>
+      node.subscribe((e) => {
+        if (e.type !== 'event') return;
+        this.pending.push(e.event);
+        if (this.pending.length > max) {
+          this.pending.shift();
+          this.dropped++;
+        }
+      }),
+    );
     this.timer = setInterval(() => {
       this.running ??= this.beat().finally(() => (this.running = undefined));
     }, this.o.intervalMs ?? 1000);
@@ -51,7 +60,7 @@ export class HeartbeatSender {
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
-    this.unsubscribe?.();
+    for (const u of this.unsubscribes.splice(0)) u();
     await this.running;
   }
 
@@ -59,16 +68,27 @@ export class HeartbeatSender {
   async beat(): Promise<boolean> {
     const events = this.pending.slice();
     const sent = events.length;
-    let hb: Heartbeat;
+    let batch: HeartbeatBatch;
     try {
-      const [view, sandboxes] = await Promise.all([this.o.node.nodeView(), this.o.node.listSandboxes()]);
-      if (this.dropped > 0) events.push({ at: new Date().toISOString(), kind: 'sandbox.error', nodeID: this.o.node.nodeID, message: `${this.dropped} node notice(s) dropped while no control replica answered` });
-      hb = { nodeID: this.o.node.nodeID, address: this.o.address, view, sandboxes, events };
+      const first = this.o.nodes[0]!.node.nodeID;
+      if (this.dropped > 0) events.push({ at: new Date().toISOString(), kind: 'sandbox.error', nodeID: first, message: `${this.dropped} node notice(s) dropped while no control replica answered` });
+      const byNode = new Map<string, Omit<EventView, 'id'>[]>();
+      for (const e of events) {
+        const id = e.nodeID ?? first;
+        byNode.set(id, [...(byNode.get(id) ?? []), e]);
+      }
+      const heartbeats = await Promise.all(
+        this.o.nodes.map(async ({ node, address }): Promise<Heartbeat> => {
+          const [view, sandboxes] = await Promise.all([node.nodeView(), node.listSandboxes()]);
+          return { nodeID: node.nodeID, address, view, sandboxes, events: byNode.get(node.nodeID) ?? [] };
+        }),
+      );
+      batch = { heartbeats };
     } catch (err) {
       this.o.log.error({ err }, 'could not assemble the heartbeat');
       return false;
     }
-    const body = JSON.stringify(hb);
+    const body = JSON.stringify(batch);
     for (let i = 0; i < this.o.controls.length; i++) {
       const url = this.o.controls[(this.current + i) % this.o.controls.length]!;
       try {

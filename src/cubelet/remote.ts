@@ -24,7 +24,8 @@ export class RemoteNode implements NodeApi {
   ) {}
 
   private async request(method: string, init: { body?: Buffer | string; query?: Record<string, string | undefined>; contentType?: string; timeout?: boolean; signal?: AbortSignal }): Promise<Response> {
-    const url = new URL(RPC_PREFIX + method, this.address);
+    // The address may carry a path (one listener serving many simulated nodes): keep it.
+    const url = new URL(this.address.replace(/\/+$/, '') + RPC_PREFIX + method);
     for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
     let res: Response;
     try {

@@ -78,3 +78,8 @@ export interface Heartbeat {
   sandboxes: SandboxView[];
   events: Omit<EventView, 'id'>[];
 }
+
+/** What a heartbeat request carries: one node's heartbeat, or several from a process that stands for many (sim runtime). */
+export interface HeartbeatBatch {
+  heartbeats: Heartbeat[];
+}

@@ -41,6 +41,8 @@ const METRICS_TTL_MS = 10 * 60_000;
 const CREATING_GRACE_MS = 120_000;
 /** Per-sandbox operation lock: longer than any node call. */
 const OP_LOCK_MS = 60_000;
+/** How old the node metrics a placement decides on may be (on top of the heartbeat period). */
+const PLACEMENT_METRICS_MS = 250;
 /** How long an operation waits for the lock before answering busy. */
 const LOCK_WAIT_MS = 2000;
 
@@ -57,6 +59,7 @@ export class ClusterControlPlane implements ControlPlane {
   private readonly missingSince = new Map<string, number>();
   // What this replica last sent its watchers, to send only what changed.
   private seen = { eventID: -1, nodes: new Map<string, string>(), sandboxes: new Map<string, string>(), stats: '' };
+  private metricsCache?: { at: number; ids: Set<string>; read: Promise<[Map<string, NodeView>, Set<string>]> };
 
   constructor(private readonly o: ClusterControlPlaneOptions) {
     this.store = o.store;
@@ -92,27 +95,50 @@ export class ClusterControlPlane implements ControlPlane {
   // --- heartbeats (served on the control's listener, see cluster-rpc.ts)
 
   /** Registers a node on its first heartbeat, records its metrics, and reconciles its sandboxes. */
-  async heartbeat(hb: Heartbeat): Promise<void> {
-    const { nodeID } = hb;
-    let rec = await this.store.getNode(nodeID);
-    if (!rec || rec.address !== hb.address) {
-      const fresh = !rec;
-      rec = { cordoned: false, draining: false, joinedAt: new Date().toISOString(), ...rec, nodeID, address: hb.address };
-      await this.store.putNode(rec);
-      if (fresh) await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} registered at ${hb.address} (${hb.view.capacity.cpus} cpus, ${hb.view.capacity.memoryMiB} MiB, templates ${hb.view.templates.join(', ') || 'none'})` });
-    }
-    await this.store.live.putNodeMetrics(hb.view, METRICS_TTL_MS);
-    await this.store.mysql.setNodeTemplates(nodeID, hb.view.templates);
-    if ((await this.store.live.lostNodes([nodeID])).has(nodeID)) {
-      await this.store.live.clearNodeLost(nodeID);
-      await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} is back after being lost; its sandboxes are reconciled with what it still holds` });
-    }
-    for (const e of hb.events) await this.appendEvent(e);
-    await this.syncSandboxes(nodeID, hb.sandboxes);
+  heartbeat(hb: Heartbeat): Promise<void> {
+    return this.heartbeats([hb]);
   }
 
-  private async syncSandboxes(nodeID: string, onNode: SandboxView[]): Promise<void> {
-    const records = await this.store.listSandboxes({ nodeID });
+  /**
+   * Heartbeats of several nodes at once (a process standing for many simulated nodes sends one
+   * batch per interval): the registry, metrics, lost markers and records are each read once per
+   * batch, not once per node.
+   */
+  async heartbeats(hbs: Heartbeat[]): Promise<void> {
+    const ids = hbs.map((hb) => hb.nodeID);
+    const [recs, previous, lost, records] = await Promise.all([
+      hbs.length === 1 ? this.store.getNode(ids[0]!).then((r) => (r ? [r] : [])) : this.store.listNodes(),
+      this.store.live.getNodeMetrics(ids),
+      this.store.live.lostNodes(ids),
+      this.store.listSandboxes(hbs.length === 1 ? { nodeID: ids[0]! } : undefined),
+    ]);
+    const byID = new Map(recs.map((r) => [r.nodeID, r]));
+    await Promise.all(
+      hbs.map(async (hb) => {
+        const { nodeID } = hb;
+        let rec = byID.get(nodeID);
+        if (!rec || rec.address !== hb.address) {
+          const fresh = !rec;
+          rec = { cordoned: false, draining: false, joinedAt: new Date().toISOString(), ...rec, nodeID, address: hb.address };
+          await this.store.putNode(rec);
+          if (fresh) await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} registered at ${hb.address} (${hb.view.capacity.cpus} cpus, ${hb.view.capacity.memoryMiB} MiB, templates ${hb.view.templates.join(', ') || 'none'})` });
+        }
+        await this.store.live.putNodeMetrics(hb.view, METRICS_TTL_MS);
+        // The template registry changes only when the node's list does (or Redis lost the last metrics).
+        if (previous.get(nodeID)?.templates.join('\0') !== hb.view.templates.join('\0')) await this.store.mysql.setNodeTemplates(nodeID, hb.view.templates);
+        if (lost.has(nodeID)) {
+          await this.store.live.clearNodeLost(nodeID);
+          await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} is back after being lost; its sandboxes are reconciled with what it still holds` });
+        }
+      }),
+    );
+    for (const hb of hbs) for (const e of hb.events) await this.appendEvent(e);
+    const held = new Map<string, SandboxRecord[]>();
+    for (const r of records) held.set(r.nodeID, [...(held.get(r.nodeID) ?? []), r]);
+    await Promise.all(hbs.map((hb) => this.syncSandboxes(hb.nodeID, held.get(hb.nodeID) ?? [], hb.sandboxes)));
+  }
+
+  private async syncSandboxes(nodeID: string, records: SandboxRecord[], onNode: SandboxView[]): Promise<void> {
     for (const a of syncNodeSandboxes(records, onNode, Date.now(), CREATING_GRACE_MS)) {
       const sandboxID = a.type === 'unknown' ? a.view.sandboxID : a.rec.sandboxID;
       // An operation in progress writes its own outcome; this heartbeat may predate it.
@@ -134,10 +160,12 @@ export class ClusterControlPlane implements ControlPlane {
   async createSandbox(req: CreateSandboxRequest): Promise<SandboxRecord> {
     const master = this.cfg.config.master;
     const r = resolveCreate(req, master);
-    const nodes = await this.listNodes();
+    const nodes = await this.nodeViews(true);
     requireTemplate(r.templateID, nodes);
     const inFlight = await this.store.live.inFlight(nodes.map((n) => n.nodeID));
+    const d0 = performance.now();
     const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}) }, nodes.map((view) => ({ view, inFlightCreates: inFlight.get(view.nodeID) ?? 0 })), master, Date.now());
+    this.stats.recordDecision(performance.now() - d0);
     const refusal = refusalOf(placed, nodes);
     if (refusal !== undefined || !placed.ok) {
       const message = refusal ?? 'no node available';
@@ -243,10 +271,28 @@ export class ClusterControlPlane implements ControlPlane {
 
   // --- nodes
 
-  async listNodes(): Promise<NodeView[]> {
+  listNodes(): Promise<NodeView[]> {
+    return this.nodeViews(false);
+  }
+
+  /**
+   * The registry (operator flags: cordon and drain act at once) is always read; with `cached`
+   * the nodes' reported metrics may be up to PLACEMENT_METRICS_MS old. Placement uses that: nodes
+   * report once a second anyway, and reading 1000 nodes' metrics per create would cost more
+   * than the decision itself.
+   */
+  private async nodeViews(cached: boolean): Promise<NodeView[]> {
     const recs = await this.store.listNodes();
     const ids = recs.map((r) => r.nodeID);
-    const [metrics, lost] = await Promise.all([this.store.live.getNodeMetrics(ids), this.store.live.lostNodes(ids)]);
+    const c = this.metricsCache;
+    const fresh = cached && c !== undefined && Date.now() - c.at <= PLACEMENT_METRICS_MS && ids.every((id) => c.ids.has(id));
+    let read = fresh ? c.read : undefined;
+    if (!read) {
+      read = Promise.all([this.store.live.getNodeMetrics(ids), this.store.live.lostNodes(ids)]);
+      this.metricsCache = { at: Date.now(), ids: new Set(ids), read };
+      read.catch(() => (this.metricsCache = undefined));
+    }
+    const [metrics, lost] = await read;
     const now = Date.now();
     const timeout = this.cfg.config.master.scheduler.heartbeat_timeout_ms;
     return recs.map((r) => clusterNodeView(r, metrics.get(r.nodeID), lost.has(r.nodeID), now, timeout));

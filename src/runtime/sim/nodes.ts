@@ -1,0 +1,124 @@
+// SIMULATED nodes: a real Cubelet (state machine, process table, timeouts, node view) over the
+// sim driver and sim network, so that one process can stand for many compute nodes
+// (`cubed --role compute --runtime sim --sim-nodes 1000`). Each node gets a capacity from a
+// fixed, varied table and reports a CPU utilisation derived from what it holds (the host's
+// own load says nothing about a node that does not exist); everything else in its view is
+// what the cubelet computes.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { NodeView } from '../../api/types.js';
+import type { Config } from '../../config/schema.js';
+import { Cubelet, type TemplateCatalog } from '../../cubelet/cubelet.js';
+import type { NodeApi } from '../../cubelet/types.js';
+import { CubeError } from '../../errors.js';
+import { nodeTag } from '../../ids.js';
+import { parseRange } from '../../network/ipam.js';
+import { HOST_TEMPLATE } from '../templates.js';
+import type { TemplateRef } from '../types.js';
+import { SimDriver } from './driver.js';
+import { SimNetworkAgent } from './network.js';
+
+export interface SimNodeSpec {
+  nodeID: string;
+  cpus: number;
+  memoryMiB: number;
+  templates: string[];
+}
+
+const CPUS = [16, 32, 48, 64, 96, 128];
+const GIB_PER_CPU = [2, 4, 8];
+
+/** `count` nodes named <prefix>0000.. with varied capacity; every third also has the `python` template (pure, deterministic). */
+export function simNodeSpecs(count: number, prefix: string): SimNodeSpec[] {
+  const width = Math.max(4, String(count - 1).length);
+  return Array.from({ length: count }, (_, i) => {
+    const cpus = CPUS[i % CPUS.length]!;
+    return { nodeID: `${prefix}${String(i).padStart(width, '0')}`, cpus, memoryMiB: cpus * GIB_PER_CPU[Math.floor(i / CPUS.length) % GIB_PER_CPU.length]! * 1024, templates: i % 3 === 2 ? [HOST_TEMPLATE, 'python'] : [HOST_TEMPLATE] };
+  });
+}
+
+/** Templates of a simulated node: names only, nothing on disk. */
+class SimTemplates implements TemplateCatalog {
+  constructor(private readonly names: string[]) {}
+
+  async resolve(name: string): Promise<TemplateRef> {
+    if (!this.names.includes(name)) throw new CubeError('NOT_FOUND', `template '${name}' not found on this node (simulated templates: ${this.names.join(', ')})`);
+    return { name, rootfs: '(simulated)', bindHostUsr: false };
+  }
+
+  async listTemplates(): Promise<TemplateRef[]> {
+    return Promise.all(this.names.map((n) => this.resolve(n)));
+  }
+}
+
+/** The node's view with a CPU utilisation that follows its simulated load: a small idle base plus a quarter of a vCPU per allocated vCPU (pure). */
+export function simulatedUsage(v: NodeView): NodeView {
+  const util = Math.min(100, 2 + (25 * v.usage.quotaCpuUsed) / Math.max(1, v.capacity.cpus));
+  const memAvailableMiB = Math.max(0, Math.round(v.capacity.memoryMiB - v.usage.quotaMemUsedMiB));
+  return { ...v, usage: { ...v.usage, cpuUtilPercent: Math.round(util * 10) / 10, memAvailableMiB } };
+}
+
+export interface SimNode {
+  cubelet: Cubelet;
+  /** What the node serves and reports: the cubelet, with simulated usage in its view. */
+  api: NodeApi;
+}
+
+/** The config in force with this node's declared capacity laid over cubelet.quota (rebuilt only when the config changes). */
+function withQuota(config: () => Config, spec: Pick<SimNodeSpec, 'cpus' | 'memoryMiB'> | undefined): () => Config {
+  if (!spec) return config;
+  let base: Config | undefined;
+  let merged!: Config;
+  return () => {
+    const c = config();
+    if (c !== base) {
+      base = c;
+      merged = { ...c, cubelet: { ...c.cubelet, quota: { cpus: spec.cpus, memory_mib: spec.memoryMiB } } };
+    }
+    return merged;
+  };
+}
+
+/**
+ * One simulated node on `dataDir`. `spec` sets capacity and templates; without it the node
+ * takes cubelet.quota and the host template, like a real node.
+ */
+export function simNode(o: { nodeID: string; dataDir: string; config: () => Config; log: Logger; spec?: SimNodeSpec }): SimNode {
+  const cidr = o.config().cubelet.plugins['io.cubelet.internal.v1.network'].cidr;
+  const cubelet = new Cubelet({
+    nodeID: o.nodeID,
+    dataDir: o.dataDir,
+    driver: new SimDriver({ dataDir: o.dataDir }),
+    network: new SimNetworkAgent({ nodeTag: nodeTag(o.nodeID), cidr }),
+    templates: new SimTemplates(o.spec?.templates ?? [HOST_TEMPLATE]),
+    config: withQuota(o.config, o.spec),
+    log: o.log,
+    poolSlotLimit: parseRange(cidr).maxIndex,
+  });
+  const api = new Proxy(cubelet, {
+    get(target, key) {
+      if (key === 'nodeView') return async () => simulatedUsage(await target.nodeView());
+      const v = Reflect.get(target, key, target) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  return { cubelet, api };
+}
+
+/** Where node `nodeID` of a multi-node sim process serves its RPC, below the process's one listener. */
+export const simNodePath = (nodeID: string) => `/sim/${encodeURIComponent(nodeID)}`;
+
+/** Routes /sim/<nodeID>/<rest> to that node's handler with the URL rewritten to /<rest>. */
+export function simNodeRouter(handlers: Map<string, (req: IncomingMessage, res: ServerResponse) => void>, fallback: (req: IncomingMessage, res: ServerResponse) => void): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const m = /^\/sim\/([^/?]+)(\/.*)?$/.exec(req.url ?? '/');
+    const h = m ? handlers.get(decodeURIComponent(m[1]!)) : undefined;
+    if (!m || !h) return fallback(req, res);
+    req.url = m[2] ?? '/';
+    h(req, res);
+  };
+}
+
+/** Per-node data dir of a multi-node sim process. */
+export const simNodeDataDir = (dataDir: string, nodeID: string) => join(dataDir, 'sim', nodeID);
