@@ -73,7 +73,7 @@ describe('cubectl-tui in tmux against a real cubed', () => {
       keys('-l', '0.75');
       s = await until('the preview', (x) => x.includes(`${d.nodeID}: all paused`));
       keys('Enter');
-      s = await until('the applied ratio', (x) => x.includes('release ratio 0.75 applied') && x.includes('release ratio 0.75  '));
+      s = await until('the applied ratio', (x) => x.includes('release ratio 0.75 applied') && x.split('\n')[0]!.endsWith('release ratio 0.75'));
       // 1 paused sandbox of 302 MiB footprint: 0.75 of it is given back.
       expect(s).toMatch(new RegExp(`${d.nodeID}: 1 / \\d+ \\(\\d+ safe\\), all paused \\d+, ratio 0\\.75 frees 227Mi`));
       s = await until('the new density in the row', (x) => row(x, d.nodeID).includes(' 1/227Mi '));
