@@ -22,3 +22,20 @@ describe('ScreenSink', () => {
     expect([sink.columns, sink.rows]).toEqual([100, 30]);
   });
 });
+
+describe('ScreenSink on resize', () => {
+  it('clears and repaints every line of the next frame, and tells Ink', async () => {
+    const { EventEmitter } = await import('node:events');
+    const term = Object.assign(new EventEmitter(), { columns: 100, rows: 30, written: [] as string[], write(s: string) { term.written.push(s); } });
+    const sink = new ScreenSink(term);
+    let told = 0;
+    sink.on('resize', () => told++);
+    sink.write('a\nb\n');
+    term.columns = 80;
+    term.emit('resize');
+    sink.write('a\nb\n');
+    expect(told).toBe(1);
+    expect(sink.columns).toBe(80);
+    expect(term.written.slice(1)).toEqual(['\x1b[2J', '\x1b[?2026h\x1b[1;1Ha\x1b[K\x1b[2;1Hb\x1b[K\x1b[?2026l']);
+  });
+});
