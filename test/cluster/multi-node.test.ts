@@ -147,21 +147,32 @@ describe('cluster of three compute nodes and two control replicas', () => {
       await until('creates under way', async () => (results.length >= 3 ? true : undefined), 30_000);
       await c.controls[0]!.kill9();
     })();
-    await burst(20, 4, async (k) => {
-      const r = await create(k % 2).catch(() => undefined);
-      results.push(r?.status === 201 ? { ok: true, id: r.body.sandboxID } : { ok: false });
-    });
-    await killed;
-    const returned = results.flatMap((r) => (r.ok ? [r.id] : []));
-    expect(returned.length).toBeGreaterThan(0);
-    // Every id a client got is listed; every sandbox a node holds is listed (settled by heartbeats).
-    await until('records match the nodes', async () => {
-      const listed = new Set((await sandboxes(1)).filter((s) => s.state === 'running').map((s) => s.sandboxID));
-      const held = (await Promise.all(c.computes.map((x) => new RemoteNode(x.nodeID, x.url, c.secret).listSandboxes()))).flat().map((s) => s.sandboxID);
-      return returned.every((id) => listed.has(id)) && held.every((id) => listed.has(id)) && listed.size === held.length ? true : undefined;
-    }, 30_000);
-    await c.controls[0]!.start();
-    await destroyAll();
+    try {
+      await burst(20, 4, async (k) => {
+        const r = await create(k % 2).catch(() => undefined);
+        results.push(r?.status === 201 ? { ok: true, id: r.body.sandboxID } : { ok: false });
+      });
+      await killed;
+      const returned = results.flatMap((r) => (r.ok ? [r.id] : []));
+      expect(returned.length).toBeGreaterThan(0);
+      // Every id a client got is listed; every sandbox a node holds is listed (settled by heartbeats,
+      // which are slow when the two cores are saturated: hence the long wait).
+      let last = '';
+      await until('records match the nodes', async () => {
+        const records = await sandboxes(1);
+        const listed = new Set(records.filter((s) => s.state === 'running').map((s) => s.sandboxID));
+        const held = (await Promise.all(c.computes.map((x) => new RemoteNode(x.nodeID, x.url, c.secret).listSandboxes()))).flat();
+        last = JSON.stringify({ returned, records: records.map((s) => [s.sandboxID, s.state]), held: held.map((s) => [s.sandboxID, s.state]) });
+        return returned.every((id) => listed.has(id)) && held.every((s) => listed.has(s.sandboxID)) && listed.size === held.length ? true : undefined;
+      }, 90_000).catch((e: Error) => {
+        throw new Error(`${e.message}; last seen ${last}`);
+      });
+    } finally {
+      // Later tests need both replicas, whatever happened here.
+      await killed.catch(() => undefined);
+      await c.controls[0]!.start();
+      await destroyAll();
+    }
   }, 180_000);
 
   it('survives a Redis restart: routes rebuilt from MySQL, nodes heartbeat again', async () => {
