@@ -1,0 +1,145 @@
+// The client of `cube-launch serve` (native/cube-launch.c): one long-lived helper process per
+// daemon that creates sandboxes and runs short host commands (ip, nft) on our behalf. Node's own
+// spawn forks the whole daemon and blocks its event loop for the page-table copy (40-50 ms per
+// spawn measured under load, every other request waiting meanwhile); the helper's fork is tiny.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CubeError } from '../../errors.js';
+
+export interface HelperResult {
+  /** Exit code, or 128 + signal number when the command died of a signal. */
+  exitCode: number;
+  signal?: NodeJS.Signals;
+  stdout: string;
+  stderr: string;
+}
+
+const OP_CREATE = 0;
+const OP_RUN = 1;
+const HEADER = 16;
+
+/** build/cube-launch of this package (npm run build:native). */
+export function defaultLauncher(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)), i = 0; i < 6; i++, dir = dirname(dir)) {
+    const p = join(dir, 'build', 'cube-launch');
+    if (existsSync(p)) return p;
+  }
+  return join(process.cwd(), 'build', 'cube-launch');
+}
+
+/** The answer frame's wait status as exit code and signal (pure). */
+export function decodeWaitStatus(status: number): { exitCode: number; signal?: NodeJS.Signals } {
+  const sig = status & 0x7f;
+  if (sig === 0) return { exitCode: (status >> 8) & 0xff };
+  const name = (Object.entries(osConstants.signals) as [NodeJS.Signals, number][]).find(([, n]) => n === sig)?.[0];
+  return { exitCode: 128 + sig, ...(name ? { signal: name } : {}) };
+}
+
+/** One request frame (pure). */
+export function encodeRequest(id: number, op: number, argv: readonly string[], input: Buffer): Buffer {
+  const args = Buffer.from(argv.map((a) => `${a}\0`).join(''));
+  const head = Buffer.alloc(4 + HEADER);
+  head.writeUInt32LE(HEADER + args.length + input.length, 0);
+  head.writeUInt32LE(id, 4);
+  head.writeUInt32LE(op, 8);
+  head.writeUInt32LE(argv.length, 12);
+  head.writeUInt32LE(input.length, 16);
+  return Buffer.concat([head, args, input]);
+}
+
+interface Pending {
+  resolve: (r: HelperResult) => void;
+  reject: (e: unknown) => void;
+}
+
+export class LaunchHelper {
+  private child?: ChildProcess;
+  private buf: Buffer = Buffer.alloc(0);
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+
+  constructor(readonly path: string = defaultLauncher()) {}
+
+  /** `cube-launch create ARGS` in a forked child of the helper (no exec). */
+  create(args: readonly string[]): Promise<HelperResult> {
+    return this.request(OP_CREATE, ['create', ...args], Buffer.alloc(0));
+  }
+
+  /** Runs argv (PATH lookup) in the host's mount namespace with `input` on stdin. */
+  run(argv: readonly string[], input = ''): Promise<HelperResult> {
+    if (!argv.length || argv.some((a) => a.includes('\0'))) throw new CubeError('BAD_REQUEST', 'helper run needs a non-empty argv without NUL');
+    return this.request(OP_RUN, argv, Buffer.from(input));
+  }
+
+  private request(op: number, argv: readonly string[], input: Buffer): Promise<HelperResult> {
+    const child = this.child ?? this.start();
+    const id = this.nextId;
+    this.nextId = (this.nextId % 0xffff_fffe) + 1;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      if (this.pending.size === 1) this.ref(true);
+      child.stdin!.write(encodeRequest(id, op, argv, input));
+    });
+  }
+
+  private start(): ChildProcess {
+    const child = spawn(this.path, ['serve'], { env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-2000)));
+    child.stdout!.on('data', (b: Buffer) => this.onData(b));
+    child.stdin!.on('error', () => {}); // the exit handler reports it
+    const gone = (why: string) => {
+      if (this.child !== child) return;
+      this.child = undefined;
+      this.buf = Buffer.alloc(0);
+      const err = new CubeError('INTERNAL', `launch helper ${this.path} ${why}${stderr ? `: ${stderr.trim()}` : ''}`);
+      for (const p of this.pending.values()) p.reject(err);
+      this.pending.clear();
+    };
+    child.once('error', (e) => gone(`failed: ${e.message}`));
+    child.once('exit', (code, signal) => gone(`exited (${signal ?? code})`));
+    child.unref();
+    this.child = child;
+    this.ref(false);
+    return child;
+  }
+
+  /** Keeps the process alive only while answers are due, so an idle helper never holds it. */
+  private ref(on: boolean): void {
+    const c = this.child;
+    if (!c) return;
+    for (const s of [c.stdout, c.stderr, c.stdin] as unknown as ({ ref(): void; unref(): void } | null)[]) {
+      if (s) on ? s.ref() : s.unref();
+    }
+  }
+
+  private onData(chunk: Buffer): void {
+    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    while (this.buf.length >= 4) {
+      const len = this.buf.readUInt32LE(0);
+      if (this.buf.length < 4 + len) return;
+      const id = this.buf.readUInt32LE(4);
+      const status = this.buf.readInt32LE(8);
+      const olen = this.buf.readUInt32LE(12);
+      const stdout = this.buf.toString('utf8', 16, 16 + olen);
+      const stderr = this.buf.toString('utf8', 16 + olen, 4 + len);
+      this.buf = this.buf.subarray(4 + len);
+      const p = this.pending.get(id);
+      if (!p) continue;
+      this.pending.delete(id);
+      if (this.pending.size === 0) this.ref(false);
+      if (status === -1) p.reject(new CubeError('INTERNAL', `launch helper refused a request: ${stderr}`));
+      else p.resolve({ ...decodeWaitStatus(status), stdout, stderr });
+    }
+  }
+}
+
+let shared: LaunchHelper | undefined;
+
+/** The process-wide helper (lazily started on first use). */
+export function sharedHelper(): LaunchHelper {
+  return (shared ??= new LaunchHelper());
+}
