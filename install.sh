@@ -14,9 +14,10 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(
   || die "Node.js >= 20.18 is required (found $(node --version))"
 
 # System tools cubed shells out to (ip, nft, unshare/nsenter/mount, ps), the C compiler for
-# its launcher, and tmux for the console. Only what is missing is installed.
+# its launcher, conntrack (flushing a recycled network slot), and tmux for the console.
+# Only what is missing is installed.
 missing=()
-for pkg in iproute2 nftables util-linux procps build-essential tmux; do
+for pkg in iproute2 nftables conntrack util-linux procps build-essential tmux; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$pkg")
 done
 if ((${#missing[@]} > 0)); then
