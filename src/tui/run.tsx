@@ -24,17 +24,21 @@ export async function runConsole(opts: RunOptions): Promise<void> {
   const store = createConsoleStore({ apiUrl: opts.target.baseUrl, readonly: opts.readonly, skin: opts.skin });
   const actions = createActions(opts.target, store);
   const watch = startWatch(opts.target, store, { refreshMs: opts.refreshMs });
+  // debug: Ink hands every whole frame to the sink, which writes only what changed.
+  const screen = new ScreenSink(process.stdout);
   let restored = false;
   const restore = () => {
     if (restored) return;
     restored = true;
     watch.stop();
+    screen.close();
     process.stdout.write(LEAVE);
   };
   const die = (code: number) => () => {
     restore();
     process.exit(code);
   };
+  process.once('SIGINT', die(130));
   process.once('SIGTERM', die(143));
   process.once('SIGHUP', die(129));
   process.once('exit', restore);
@@ -44,8 +48,6 @@ export async function runConsole(opts: RunOptions): Promise<void> {
     process.exit(1);
   });
   process.stdout.write(ENTER);
-  // debug: Ink hands every whole frame to the sink, which writes only what changed.
-  const screen = new ScreenSink(process.stdout);
   const ink = render(<App store={store} actions={actions} onQuit={restore} />, {
     stdout: screen as unknown as NodeJS.WriteStream,
     debug: true,

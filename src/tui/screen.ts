@@ -23,6 +23,7 @@ export function diffFrame(prev: readonly string[], next: readonly string[]): str
 /** A stdout stand-in for Ink: sizes and resize events of the real terminal, frames diffed onto it. */
 export class ScreenSink extends EventEmitter {
   private prev: string[] = [];
+  private closed = false;
   readonly isTTY = true;
   /** Bytes written to the terminal so far (the render benchmark reads it). */
   bytesWritten = 0;
@@ -45,7 +46,13 @@ export class ScreenSink extends EventEmitter {
     return this.out.rows ?? 24;
   }
 
+  /** After this nothing reaches the terminal (Ink's last frame on unmount would land on the main screen). */
+  close(): void {
+    this.closed = true;
+  }
+
   write(frame: string): boolean {
+    if (this.closed) return true;
     const next = frame.replace(/\n$/, '').split('\n');
     const diff = diffFrame(this.prev, next);
     this.prev = next;

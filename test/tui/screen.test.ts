@@ -19,6 +19,9 @@ describe('ScreenSink', () => {
     sink.write('head\nrow 1\nrow two\n');
     expect(written).toEqual(['\x1b[?2026h\x1b[1;1Hhead\x1b[K\x1b[2;1Hrow 1\x1b[K\x1b[3;1Hrow 2\x1b[K\x1b[?2026l', '\x1b[?2026h\x1b[3;1Hrow two\x1b[K\x1b[?2026l']);
     expect(sink.bytesWritten).toBe(written.join('').length);
+    sink.close();
+    sink.write('gone\n');
+    expect(written).toHaveLength(2);
     expect([sink.columns, sink.rows]).toEqual([100, 30]);
   });
 });
