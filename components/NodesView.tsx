@@ -24,12 +24,14 @@ const GAUGE = 6;
 /** The NODE column fits the longest id up to this; longer ids are cut. */
 export const NODE_ID_MAX = 24;
 
+// Only problems are coloured (and the density gauge): fewer colour spans is cheaper for Ink
+// to draw, and the eye goes to what is wrong.
 // At 120 columns with ids up to 12 characters every column fits whole, the schedulability
 // reason included (`no: disk watermark 83% >= 80%`); narrower terminals cut the reason first.
 export const nodeColumns = (idWidth: number): Column<NodeView>[] => [
   { title: 'NODE', width: Math.min(NODE_ID_MAX, Math.max(4, idWidth)), cell: (n) => n.nodeID },
-  { title: 'STATE', width: 9, cell: nodeState, tone: (n): Tone => (n.healthy && !n.lost ? 'ok' : 'bad') },
-  { title: 'SCHEDULABLE', width: 'flex', min: 10, cell: schedulable, tone: (n) => (n.schedulable ? 'ok' : 'warn') },
+  { title: 'STATE', width: 9, cell: nodeState, tone: (n): Tone | undefined => (n.healthy && !n.lost ? undefined : 'bad') },
+  { title: 'SCHEDULABLE', width: 'flex', min: 10, cell: schedulable, tone: (n) => (n.schedulable ? undefined : 'warn') },
   { title: 'DENSITY', width: 18, align: 'right', cell: (n) => densityText(live(n), n.density.effectiveCeiling, n.density.safetyBoundary), tone: level },
   { title: 'LOAD', width: GAUGE, cell: (n) => gauge(live(n), n.density.effectiveCeiling, GAUGE), tone: level },
   { title: 'BOUND', width: 6, cell: (n) => n.density.bottleneck },

@@ -7,7 +7,8 @@ import { useConsole, useNow, useViewState } from '../src/tui/react.js';
 import type { Tone } from '../src/tui/skins.js';
 import { Table, type Column } from './Table.js';
 
-const STATE_TONE: Partial<Record<SandboxView['state'], Tone>> = { running: 'ok', paused: 'dim', error: 'bad', lost: 'bad', creating: 'accent', destroying: 'warn', pausing: 'warn', resuming: 'warn' };
+// Running is the normal state and stays plain; the rest stand out.
+const STATE_TONE: Partial<Record<SandboxView['state'], Tone>> = { paused: 'dim', error: 'bad', lost: 'bad', creating: 'accent', destroying: 'warn', pausing: 'warn', resuming: 'warn' };
 
 export function sandboxColumns(now: number): Column<SandboxView>[] {
   return [
