@@ -61,13 +61,21 @@ export type Level = 'ok' | 'warn' | 'bad';
 /** Density colour: green below the safety boundary, yellow up to the ceiling, red at it. */
 export function densityLevel(live: number, safe: number, ceiling: number): Level {
   if (live >= ceiling) return 'bad';
-  if (live >= safe) return 'warn';
+  if (live >= safeBelow(safe, ceiling)) return 'warn';
   return 'ok';
+}
+
+/**
+ * The memory safety boundary never reads above the ceiling: on a CPU-bound node the boundary
+ * (memory without oversell) can exceed what the CPU quota admits at all.
+ */
+function safeBelow(safe: number, ceiling: number): number {
+  return Math.min(safe, ceiling);
 }
 
 /** `86 / 117 (58 safe)` */
 export function densityText(live: number, ceiling: number, safe: number): string {
-  return `${live} / ${ceiling} (${safe} safe)`;
+  return `${live} / ${ceiling} (${safeBelow(safe, ceiling)} safe)`;
 }
 
 /** A fixed-width bar, `#` filled and `.` empty; over 100% stays full. */

@@ -52,9 +52,11 @@ describe('format', () => {
     [58, 58, 117, 'warn'],
     [116, 58, 117, 'warn'],
     [117, 58, 117, 'bad'],
+    [152, 864, 153, 'ok'],
   ] as const)('densityLevel(%d, safe %d, ceiling %d) = %s', (live, safe, ceil, want) => expect(densityLevel(live, safe, ceil)).toBe(want));
 
   it('densityText reads like the design', () => expect(densityText(86, 117, 58)).toBe('86 / 117 (58 safe)'));
+  it('densityText never shows a safety boundary above the ceiling (CPU-bound node)', () => expect(densityText(1, 153, 864)).toBe('1 / 153 (153 safe)'));
 
   it.each([
     [0, 10, 4, '....'],
