@@ -40,6 +40,11 @@ export interface StartDaemonOptions {
   env?: Record<string, string>;
   /** Extra command-line arguments. */
   args?: string[];
+  /** Outside vitest (bench scripts): a node id and pool CIDR of the caller's choosing instead of the locked test ones. */
+  nodeID?: string;
+  cidr?: string;
+  /** Options for node itself, before bin/cubed (e.g. --cpu-prof). */
+  nodeArgs?: string[];
 }
 
 export interface TestDaemon {
@@ -124,7 +129,7 @@ process.once('exit', () => {
 });
 
 export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDaemon> {
-  const nodeID = uniqueNodeID('cubed');
+  const nodeID = opts.nodeID ?? uniqueNodeID('cubed');
   const tag = nodeTag(nodeID);
   const dir = mkdtempSync('/tmp/cubed-test-');
   const configDir = join(dir, 'config');
@@ -135,7 +140,7 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
   const url = `http://127.0.0.1:${port}`;
   const apiKey = `e2b_${randomBytes(20).toString('hex')}`;
   const cubelet = merge(
-    { node_id: nodeID, data_dir: dataDir, quota: { cpus: 64, memory_mib: 262_144 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, cidr: testCidr() } } },
+    { node_id: nodeID, data_dir: dataDir, quota: { cpus: 64, memory_mib: 262_144 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, cidr: opts.cidr ?? testCidr() } } },
     opts.cubelet,
   );
   const master = merge(
@@ -152,7 +157,7 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
 
   const launch = async (extra: string[] = []): Promise<ChildProcess> => {
     const log = createWriteStream(logPath, { flags: 'a' });
-    const child = spawn(process.execPath, [BIN, '--config-dir', configDir, '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`, ...(opts.args ?? []), ...extra], {
+    const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, '--config-dir', configDir, '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`, ...(opts.args ?? []), ...extra], {
       env: { ...process.env, CUBE_API_KEY: apiKey, ...opts.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
