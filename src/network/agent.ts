@@ -48,6 +48,8 @@ const INNER_CONCURRENCY = 4;
 const LINK_GONE_TIMEOUT_MS = 5_000;
 const DRAIN_POLL_MS = 250;
 const REFILL_BACKOFF_MS = 1_000;
+/** After this long without an acquire, free slots above tap_init_num (left by a burst) are removed. */
+const TRIM_IDLE_MS = 5_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -78,6 +80,7 @@ export class NsNetworkAgent implements NetworkAgent {
   private readonly innerQueue: (() => void)[] = [];
   private conntrackTool: boolean | undefined;
   private allowHostAccess: boolean;
+  private lastAcquire = 0;
 
   constructor(private readonly opts: NetworkAgentOptions) {
     if (!/^[0-9a-f]{4}$/.test(opts.nodeTag)) throw new CubeError('CONFIG_INVALID', `node tag "${opts.nodeTag}" must be 4 hex characters`);
@@ -118,6 +121,7 @@ export class NsNetworkAgent implements NetworkAgent {
     const pending = this.pending.get(sandboxID);
     if (pending) return pending;
     const t0 = performance.now();
+    this.lastAcquire = Date.now();
     const slot = this.free.pop();
     if (slot) {
       this.assign(sandboxID, slot, t0);
@@ -404,8 +408,22 @@ export class NsNetworkAgent implements NetworkAgent {
     await this.sp.ipBatch(removeLines([slot.netns]));
   }
 
+  /**
+   * A burst leaves target + peak-in-use slots free when they come back; once the node has been
+   * quiet for TRIM_IDLE_MS the excess is retired, so idle pool size (and its memory) returns to
+   * tap_init_num.
+   */
+  private trimIdle(): void {
+    if (!this.running || this.waiters.length > 0 || this.free.length <= this.opts.initNum) return;
+    if (Date.now() - this.lastAcquire < TRIM_IDLE_MS) return;
+    const excess = this.free.splice(this.opts.initNum);
+    for (const s of excess) this.draining.set(s.index, s);
+    this.track(this.sp.ipBatch(removeLines(excess.map((s) => s.netns))));
+  }
+
   /** Gives back the indices of retired slots once the kernel has dropped their host veth. */
   private async pollDraining(): Promise<void> {
+    this.trimIdle();
     if (this.draining.size === 0) return;
     const links = await hostIfIndices(this.tag);
     const ns = await netnsIndices(this.tag);
