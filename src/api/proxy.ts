@@ -1,13 +1,19 @@
 // Port routing: requests for a sandbox port other than envd's (a web server the agent
 // started, a Jupyter gateway) are forwarded to that port of the sandbox's own address,
-// plain HTTP and WebSocket upgrades alike.
+// plain HTTP and WebSocket upgrades alike. Only the sandbox's node reaches that address: a
+// control replica forwards to the node's port proxy instead (NodeApi.portUpstream), and the
+// node forwards from there with these same functions.
 import { STATUS_CODES, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { PROXY_SECRET_HEADER } from '../cubelet/rpc-wire.js';
+import type { NodeApi, PortUpstream } from '../cubelet/types.js';
 import { errorBody, CubeError } from '../errors.js';
 
-/** Hop-by-hop headers (RFC 9110 §7.6.1) and our routing headers stay on this side. */
-const DROP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'e2b-sandbox-id', 'e2b-sandbox-port', 'x-access-token']);
+/** Our routing headers (and the cluster secret) never reach the sandbox. */
+const ROUTING = new Set(['e2b-sandbox-id', 'e2b-sandbox-port', 'x-access-token', PROXY_SECRET_HEADER]);
+/** Hop-by-hop headers (RFC 9110 §7.6.1) and the routing headers stay on this side. */
+const DROP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', ...ROUTING]);
 
 export function forwardHeaders(h: IncomingHttpHeaders): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = {};
@@ -15,8 +21,15 @@ export function forwardHeaders(h: IncomingHttpHeaders): IncomingHttpHeaders {
   return out;
 }
 
-function unreachable(sandboxID: string, port: number, e: Error): CubeError {
-  return new CubeError('NODE_UNREACHABLE', `sandbox ${sandboxID} has nothing listening on port ${port}: ${e.message}`, { details: { sandboxID, port } });
+/** Where `port` of the sandbox is reached from here: the node's port proxy when it has one, else the sandbox address. */
+export async function upstreamOf(node: NodeApi, sandboxID: string, port: number, path: string): Promise<PortUpstream> {
+  if (node.portUpstream) return node.portUpstream(sandboxID, port, path);
+  return { host: await node.sandboxAddress(sandboxID), port, path, headers: {} };
+}
+
+function unreachable(sandboxID: string, port: number, up: PortUpstream, e: Error): CubeError {
+  const via = up.port === port ? '' : ` (through its node's port proxy at ${up.host}:${up.port})`;
+  return new CubeError('NODE_UNREACHABLE', `sandbox ${sandboxID} has nothing listening on port ${port}${via}: ${e.message}`, { details: { sandboxID, port } });
 }
 
 const badGatewayBody = (err: CubeError): object => ({ ...errorBody(err, 'e2b'), code: 502 });
@@ -32,9 +45,10 @@ function badGateway(res: ServerResponse, err: CubeError): void {
   res.end(body);
 }
 
-export function proxyHttp(req: IncomingMessage, res: ServerResponse, sandboxID: string, address: string, port: number): Promise<void> {
+/** Forwards the request to `up`; `port` is the sandbox port it is for (error messages). */
+export function proxyHttp(req: IncomingMessage, res: ServerResponse, sandboxID: string, port: number, target: PortUpstream): Promise<void> {
   return new Promise((resolve) => {
-    const up = request({ host: address, port, method: req.method, path: req.url, headers: forwardHeaders(req.headers) }, (upRes) => {
+    const up = request({ host: target.host, port: target.port, method: req.method, path: target.path, headers: { ...forwardHeaders(req.headers), ...target.headers } }, (upRes) => {
       const headers = forwardHeaders(upRes.headers);
       res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, headers);
       upRes.pipe(res);
@@ -45,7 +59,7 @@ export function proxyHttp(req: IncomingMessage, res: ServerResponse, sandboxID: 
       });
     });
     up.on('error', (e) => {
-      badGateway(res, unreachable(sandboxID, port, e));
+      badGateway(res, unreachable(sandboxID, port, target, e));
       resolve();
     });
     res.on('close', () => up.destroy());
@@ -53,16 +67,16 @@ export function proxyHttp(req: IncomingMessage, res: ServerResponse, sandboxID: 
   });
 }
 
-/** Replays the upgrade request on a fresh connection to the sandbox port, then splices the two sockets. */
-export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, sandboxID: string, address: string, port: number): void {
-  const up: Socket = connect({ host: address, port });
-  const lines = [`${req.method} ${req.url} HTTP/1.1`];
+/** Replays the upgrade request on a fresh connection to `target`, then splices the two sockets. */
+export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, sandboxID: string, port: number, target: PortUpstream): void {
+  const up: Socket = connect({ host: target.host, port: target.port });
+  const lines = [`${req.method} ${target.path} HTTP/1.1`];
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const name = req.rawHeaders[i]!;
-    const lower = name.toLowerCase();
-    if (lower === 'e2b-sandbox-id' || lower === 'e2b-sandbox-port' || lower === 'x-access-token') continue;
+    if (ROUTING.has(name.toLowerCase())) continue;
     lines.push(`${name}: ${req.rawHeaders[i + 1]}`);
   }
+  for (const [name, value] of Object.entries(target.headers)) lines.push(`${name}: ${value}`);
   let connected = false;
   up.once('connect', () => {
     connected = true;
@@ -72,7 +86,7 @@ export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
     socket.pipe(up);
   });
   up.on('error', (e) => {
-    if (!connected) rejectUpgrade(socket, 502, badGatewayBody(unreachable(sandboxID, port, e)));
+    if (!connected) rejectUpgrade(socket, 502, badGatewayBody(unreachable(sandboxID, port, target, e)));
     else socket.destroy();
   });
   socket.on('error', () => up.destroy());

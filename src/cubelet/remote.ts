@@ -6,8 +6,8 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { NodeView, SandboxView } from '../api/types.js';
 import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
 import type { FileStat } from '../runtime/types.js';
-import { decodeProcessEvent, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
-import type { NodeApi, NodeCreateRequest, NodeEvent, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
+import type { NodeApi, NodeCreateRequest, NodeEvent, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 const KIND_BY_CODE = new Map<number, ErrorKind>(Object.entries(ErrorTable).map(([kind, v]) => [v.code, kind as ErrorKind]));
 
@@ -135,6 +135,16 @@ export class RemoteNode implements NodeApi {
   }
   nodeView(): Promise<NodeView> {
     return this.json('nodeView');
+  }
+  /** The sandbox's address is private to the node: port traffic goes through the node's port proxy. */
+  portUpstream(sandboxID: string, port: number, path: string): PortUpstream {
+    const u = new URL(this.address);
+    return {
+      host: u.hostname.replace(/^\[|\]$/g, ''),
+      port: Number(u.port) || 80,
+      path: u.pathname.replace(/\/+$/, '') + proxyPath(sandboxID, port, path),
+      headers: { [PROXY_SECRET_HEADER]: this.secret },
+    };
   }
 
   /** One event stream per RemoteNode, reopened after a break while anyone listens. */

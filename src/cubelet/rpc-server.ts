@@ -1,11 +1,14 @@
 // Serves a NodeApi (the node's Cubelet) to control planes over HTTP/JSON: POST /node/v1/<method>
-// with {args}, answering {result}; process output as NDJSON; file bodies raw. Every request
-// carries the cluster secret.
+// with {args}, answering {result}; process output as NDJSON; file bodies raw; and the port
+// proxy (/node/v1/proxy/<sandboxID>/<port>/..., any method and upgrades) to the sandboxes'
+// addresses, which only this node reaches. Every request carries the cluster secret.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { readBody, readJson, sendError, sendJson } from '../api/http.js';
-import { CubeError } from '../errors.js';
-import { encodeProcessEvent, JSON_METHODS, RPC_PREFIX, secretMatches, type JsonMethod } from './rpc-wire.js';
-import type { NodeApi, ProcessStream } from './types.js';
+import { proxyHttp, proxyUpgrade, rejectUpgrade } from '../api/proxy.js';
+import { CubeError, errorBody, toCubeError } from '../errors.js';
+import { encodeProcessEvent, JSON_METHODS, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type JsonMethod } from './rpc-wire.js';
+import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -28,6 +31,8 @@ export function nodeRpcHandler(node: NodeApi, secret: string): Handler {
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const proxied = await portTarget(node, secret, req);
+    if (proxied) return proxyHttp(req, res, proxied.sandboxID, proxied.up.port, proxied.up);
     if (!secretMatches(req.headers.authorization, secret)) throw new CubeError('UNAUTHORIZED', 'node RPC needs the cluster secret (CUBE_CLUSTER_SECRET)');
     const url = new URL(req.url ?? '/', 'http://node');
     if (!url.pathname.startsWith(RPC_PREFIX)) throw new CubeError('NOT_FOUND', `no route ${url.pathname}`);
@@ -67,3 +72,26 @@ export function nodeRpcHandler(node: NodeApi, secret: string): Handler {
   };
 }
 
+/** A port-proxy request: its sandbox and where to forward (the sandbox's address); undefined for other node RPC. */
+async function portTarget(node: NodeApi, secret: string, req: IncomingMessage): Promise<{ sandboxID: string; up: PortUpstream } | undefined> {
+  const t = parseProxyPath(req.url ?? '/');
+  if (!t) return undefined;
+  const got = req.headers[PROXY_SECRET_HEADER];
+  if (!secretMatches(Array.isArray(got) ? got[0] : got, secret)) throw new CubeError('UNAUTHORIZED', `the port proxy needs the cluster secret in ${PROXY_SECRET_HEADER}`);
+  return { sandboxID: t.sandboxID, up: { host: await node.sandboxAddress(t.sandboxID), port: t.port, path: t.path, headers: {} } };
+}
+
+/** Upgrades (WebSocket and the like) through the node's port proxy; anything else is refused. */
+export function nodeUpgradeHandler(node: NodeApi, secret: string): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
+  return (req, socket, head) => {
+    portTarget(node, secret, req)
+      .then((t) => {
+        if (!t) throw new CubeError('NOT_FOUND', `no upgrade route ${(req.url ?? '/').split('?', 1)[0]}`);
+        proxyUpgrade(req, socket, head, t.sandboxID, t.up.port, t.up);
+      })
+      .catch((e: unknown) => {
+        const err = toCubeError(e);
+        rejectUpgrade(socket, err.http, errorBody(err, 'admin'));
+      });
+  };
+}

@@ -62,6 +62,27 @@ export function reviveStats<T>(v: T): T {
   return v;
 }
 
+/**
+ * The node's port proxy: <RPC_PREFIX>proxy/<sandboxID>/<port><path>, plain HTTP and upgrades.
+ * The secret travels in its own header: Authorization belongs to the proxied request.
+ */
+export const PROXY_SECRET_HEADER = 'x-cube-cluster-secret';
+const PROXY_PREFIX = `${RPC_PREFIX}proxy/`;
+
+export function proxyPath(sandboxID: string, port: number, path: string): string {
+  return `${PROXY_PREFIX}${encodeURIComponent(sandboxID)}/${port}${path.startsWith('/') ? path : `/${path}`}`;
+}
+
+/** The sandbox, port and path of a port-proxy request target; undefined when it is not one (pure). */
+export function parseProxyPath(target: string): { sandboxID: string; port: number; path: string } | undefined {
+  if (!target.startsWith(PROXY_PREFIX)) return undefined;
+  const m = /^([^/?]+)\/(\d{1,5})(\/.*|\?.*)?$/.exec(target.slice(PROXY_PREFIX.length));
+  const port = Number(m?.[2]);
+  if (!m || !(port >= 1 && port <= 65535)) return undefined;
+  const rest = m[3] ?? '/';
+  return { sandboxID: decodeURIComponent(m[1]!), port, path: rest.startsWith('?') ? `/${rest}` : rest };
+}
+
 /** Where compute nodes post their heartbeats on a control replica (same secret as node RPC). */
 export const HEARTBEAT_PATH = '/cluster/v1/heartbeat';
 

@@ -81,7 +81,23 @@ export interface NodeApi {
   /** The sandbox's cgroup counters now (E2B getMetrics); optional: without it getMetrics answers no samples. */
   sandboxStats?(sandboxID: string): Promise<SandboxStats>;
 
+  /**
+   * Where traffic for port `port` of a sandbox goes when its address is not reachable from the
+   * caller (a remote node): the node's authenticated port proxy. Absent: connect to
+   * sandboxAddress() directly (role all).
+   */
+  portUpstream?(sandboxID: string, port: number, path: string): PortUpstream;
+
   /** Node metrics, density and pool levels as of now. */
   nodeView(): Promise<NodeView>;
   subscribe(listener: (e: NodeEvent) => void): () => void;
+}
+
+/** An HTTP endpoint that forwards to a sandbox port: connect to host:port, send `path`, add `headers`. */
+export interface PortUpstream {
+  host: string;
+  port: number;
+  /** Request target (path and query) to send upstream. */
+  path: string;
+  headers: Record<string, string>;
 }

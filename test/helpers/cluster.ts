@@ -32,6 +32,8 @@ export interface ClusterOptions {
   master?: Tree;
   /** Data dir of compute i (e.g. a loop mount) instead of one under the cluster's dir. */
   dataDirs?: Record<number, string>;
+  /** One more compute process, in the root namespace, standing for `nodes` SIMULATED nodes (--runtime sim). */
+  sim?: { nodes: number; prefix: string };
 }
 
 export interface ClusterProcess {
@@ -54,6 +56,8 @@ export interface TestCluster {
   secret: string;
   controls: ClusterProcess[];
   computes: ComputeNode[];
+  /** The process standing for the simulated nodes (ClusterOptions.sim). */
+  sim?: ClusterProcess;
   /** Calls the API of control replica `i` with the key; JSON body in and out. */
   api<T = unknown>(i: number, path: string, init?: { method?: string; body?: unknown }): Promise<{ status: number; body: T }>;
   stop(): Promise<void>;
@@ -195,15 +199,17 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
       }
     }
     const controlURLs: string[] = [];
+    // Without test hosts (simulated nodes only) everything listens on loopback.
+    const rootHost = o.computes > 0 ? rootIP(1) : '127.0.0.1';
     const masterDir = join(dir, 'control-config');
     mkdirSync(masterDir);
     writeFileSync(join(masterDir, 'cubemaster.yaml'), toYaml(master));
     writeFileSync(join(masterDir, 'cubelet.toml'), '');
     for (let j = 0; j < o.controls; j++) {
       const port = await freePort();
-      const url = `http://${rootIP(1)}:${port}`;
+      const url = `http://${rootHost}:${port}`;
       controlURLs.push(url);
-      const p = proc(`control-${j}`, url, () => [process.execPath, BIN, '--role', 'control', '--redis', scope.redisURL, '--redis-prefix', scope.keyPrefix, '--mysql', scope.mysqlURL, '--config-dir', masterDir, '--listen', `${rootIP(1)}:${port}`, '--node-id', `control-${j}`]);
+      const p = proc(`control-${j}`, url, () => [process.execPath, BIN, '--role', 'control', '--redis', scope.redisURL, '--redis-prefix', scope.keyPrefix, '--mysql', scope.mysqlURL, '--config-dir', masterDir, '--listen', `${rootHost}:${port}`, '--node-id', `control-${j}`]);
       controls.push(p.proc);
     }
     // One replica first: it runs the migrations the others then find done.
@@ -224,10 +230,20 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
       computes.push(Object.assign(p.proc, { nodeID, tag: nodeTag(nodeID) }));
     }
     await Promise.all(computes.map((c) => c.start()));
+    if (o.sim) {
+      const cfgDir = join(dir, 'sim-config');
+      mkdirSync(cfgDir);
+      writeFileSync(join(cfgDir, 'cubemaster.yaml'), toYaml(master));
+      writeFileSync(join(cfgDir, 'cubelet.toml'), '');
+      const port = await freePort();
+      const p = proc('sim', `http://${rootHost}:${port}`, () => [process.execPath, BIN, '--role', 'compute', '--runtime', 'sim', '--sim-nodes', String(o.sim!.nodes), '--node-id-prefix', o.sim!.prefix, '--node-id', uniqueNodeID('sim'), '--control', controlURLs.join(','), '--listen', `${rootHost}:${port}`, '--data-dir', join(dir, 'sim-data'), '--config-dir', cfgDir, '--destroy-on-exit']);
+      cluster.sim = p.proc;
+      await p.proc.start();
+    }
     return cluster;
   } catch (e) {
     const logs = procs.map((_, k) => k).flatMap((k) => {
-      const name = k < o.controls ? `control-${k}` : `compute-${k - o.controls + 1}`;
+      const name = k < o.controls ? `control-${k}` : k < o.controls + o.computes ? `compute-${k - o.controls + 1}` : 'sim';
       try {
         return [`${name}: ${readFileSync(join(dir, `${name}.log`), 'utf8').trim().split('\n').slice(-3).join('\n')}`];
       } catch {

@@ -8,7 +8,7 @@ import { CubeError, errorBody, toCubeError } from '../../errors.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
 import type { ApiContext } from '../context.js';
 import { sendError, sendJson, sendNoContent } from '../http.js';
-import { proxyHttp, proxyUpgrade, rejectUpgrade } from '../proxy.js';
+import { proxyHttp, proxyUpgrade, rejectUpgrade, upstreamOf } from '../proxy.js';
 import { ConnectError, errorJson, httpStatusOf } from './connect.js';
 import { handleFiles } from './files.js';
 import { filesystemService } from './filesystem.js';
@@ -77,7 +77,7 @@ export async function handleSandboxTraffic(req: IncomingMessage, res: ServerResp
     if (!t) throw new CubeError('BAD_REQUEST', 'not sandbox traffic: no E2b-Sandbox-Id, X-Access-Token or sandbox Host');
     const { call, port } = await resolve(ctx, t);
     if (port !== ENVD_PORT) {
-      await proxyHttp(req, res, call.sandboxID, await call.node.sandboxAddress(call.sandboxID), port);
+      await proxyHttp(req, res, call.sandboxID, port, await upstreamOf(call.node, call.sandboxID, port, req.url ?? '/'));
       return;
     }
     await serveEnvd(req, res, call);
@@ -109,7 +109,7 @@ export async function handleSandboxUpgrade(req: IncomingMessage, socket: Duplex,
     if (!t) throw new CubeError('BAD_REQUEST', 'not sandbox traffic');
     const { call, port } = await resolve(ctx, t);
     if (port === ENVD_PORT) throw new CubeError('BAD_REQUEST', `port ${ENVD_PORT} (envd) takes no upgrades`);
-    proxyUpgrade(req, socket, head, call.sandboxID, await call.node.sandboxAddress(call.sandboxID), port);
+    proxyUpgrade(req, socket, head, call.sandboxID, port, await upstreamOf(call.node, call.sandboxID, port, req.url ?? '/'));
   } catch (e) {
     if (e instanceof Refusal) rejectUpgrade(socket, e.status, e.body);
     else {

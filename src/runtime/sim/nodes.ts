@@ -4,7 +4,7 @@
 // fixed, varied table and reports a CPU utilisation derived from what it holds (the host's
 // own load says nothing about a node that does not exist); everything else in its view is
 // what the cubelet computes.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { NodeView } from '../../api/types.js';
@@ -109,14 +109,14 @@ export function simNode(o: { nodeID: string; dataDir: string; config: () => Conf
 /** Where node `nodeID` of a multi-node sim process serves its RPC, below the process's one listener. */
 export const simNodePath = (nodeID: string) => `/sim/${encodeURIComponent(nodeID)}`;
 
-/** Routes /sim/<nodeID>/<rest> to that node's handler with the URL rewritten to /<rest>. */
-export function simNodeRouter(handlers: Map<string, (req: IncomingMessage, res: ServerResponse) => void>, fallback: (req: IncomingMessage, res: ServerResponse) => void): (req: IncomingMessage, res: ServerResponse) => void {
-  return (req, res) => {
+/** Routes /sim/<nodeID>/<rest> to that node's handler (requests or upgrades) with the URL rewritten to /<rest>. */
+export function simNodeRouter<A extends unknown[]>(handlers: Map<string, (req: IncomingMessage, ...rest: A) => void>, fallback: (req: IncomingMessage, ...rest: A) => void): (req: IncomingMessage, ...rest: A) => void {
+  return (req, ...rest) => {
     const m = /^\/sim\/([^/?]+)(\/.*)?$/.exec(req.url ?? '/');
     const h = m ? handlers.get(decodeURIComponent(m[1]!)) : undefined;
-    if (!m || !h) return fallback(req, res);
+    if (!m || !h) return fallback(req, ...rest);
     req.url = m[2] ?? '/';
-    h(req, res);
+    h(req, ...rest);
   };
 }
 

@@ -17,10 +17,11 @@ import { audit, audited, refusalOf, requireTemplate, resolveCreate, resumeRefusa
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from '../control-plane.js';
 import { CreateStats } from '../create-stats.js';
 import { publicView } from '../local-control-plane.js';
+import { densityParamsFromConfig } from '../density.js';
 import { schedule } from '../pipeline.js';
 import { snapshotOf, Watchers } from '../watchers.js';
 import { sweepLostNodes } from './lost-sweep.js';
-import { clusterNodeView } from './node-views.js';
+import { clusterNodeView, withRecentPlacements, type RecentPlacement } from './node-views.js';
 import { syncNodeSandboxes } from './sandbox-sync.js';
 
 export interface ClusterControlPlaneOptions {
@@ -59,6 +60,7 @@ export class ClusterControlPlane implements ControlPlane {
   private readonly missingSince = new Map<string, number>();
   // What this replica last sent its watchers, to send only what changed.
   private seen = { eventID: -1, nodes: new Map<string, string>(), sandboxes: new Map<string, string>(), stats: '' };
+  private recent: RecentPlacement[] = [];
   private metricsCache?: { at: number; ids: Set<string>; read: Promise<[Map<string, NodeView>, Set<string>]> };
 
   constructor(private readonly o: ClusterControlPlaneOptions) {
@@ -160,7 +162,12 @@ export class ClusterControlPlane implements ControlPlane {
   async createSandbox(req: CreateSandboxRequest): Promise<SandboxRecord> {
     const master = this.cfg.config.master;
     const r = resolveCreate(req, master);
-    const nodes = await this.nodeViews(true);
+    const reported = await this.nodeViews(true);
+    // Placements a node's heartbeat already shows, or older than any heartbeat could be, are done.
+    const horizon = Date.now() - 60_000;
+    const seen = new Map(reported.map((n) => [n.nodeID, Date.parse(n.lastSeen)]));
+    this.recent = this.recent.filter((p) => p.at > horizon && !((seen.get(p.nodeID) ?? Infinity) > p.at));
+    const nodes = withRecentPlacements(reported, this.recent, densityParamsFromConfig(master));
     requireTemplate(r.templateID, nodes);
     const inFlight = await this.store.live.inFlight(nodes.map((n) => n.nodeID));
     const d0 = performance.now();
@@ -174,7 +181,11 @@ export class ClusterControlPlane implements ControlPlane {
       throw new CubeError('NO_NODE', message);
     }
     const nodeID = placed.nodeID;
-    const node = await this.remote(nodeID);
+    // Counted from the decision on (synchronously, before any await) so that concurrent decisions see it.
+    const placement: RecentPlacement = { nodeID, cpus: r.cpus, memoryMiB: r.memoryMiB, at: Infinity };
+    this.recent.push(placement);
+    const forget = () => (this.recent = this.recent.filter((p) => p !== placement));
+    const node = await this.remote(nodeID).catch((e: unknown) => Promise.reject(forget() && e));
     const sandboxID = newSandboxID();
     const now = Date.now();
     const endAt = new Date(now + r.timeoutSec * 1000).toISOString();
@@ -183,17 +194,19 @@ export class ClusterControlPlane implements ControlPlane {
     // Recorded before the node creates it: a replica dying now leaves a record the node's
     // heartbeats settle (running, or gone), never a sandbox nobody knows of.
     const pending: SandboxRecord = { sandboxID, templateID: r.templateID, nodeID, state: 'creating', spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB }, metadata, startedAt: new Date(now).toISOString(), endAt, runtime: nodes.find((n) => n.nodeID === nodeID)?.runtime ?? 'unknown', ...secrets };
-    await this.store.putSandbox(pending);
+    await this.store.putSandbox(pending).catch((e: unknown) => Promise.reject(forget() && e));
     const t0 = performance.now();
-    await this.store.live.incInFlight(nodeID);
+    await this.store.live.incInFlight(nodeID).catch((e: unknown) => Promise.reject(forget() && e));
     try {
       const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.allowInternetAccess !== undefined ? { allowInternetAccess: req.allowInternetAccess } : {}) });
       const rec = { ...view, ...secrets };
       await this.store.putSandbox(rec);
+      placement.at = Date.now();
       this.stats.record(performance.now() - t0);
       await audit(this.store, req.actor, 'sandbox.create', sandboxID, 'ok', { templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, nodeID });
       return rec;
     } catch (e) {
+      forget();
       // The node may have finished after we gave up on it: the deleted record makes the next
       // heartbeat destroy it there.
       await this.store.deleteSandbox(sandboxID).catch((err: unknown) => this.log.error({ err, sandboxID }, 'could not mark a failed create deleted'));

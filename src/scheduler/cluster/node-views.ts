@@ -4,6 +4,38 @@
 import type { NodeView } from '../../api/types.js';
 import { withOperatorFlags } from '../../cubelet/node-view.js';
 import type { NodeRecord } from '../../store/types.js';
+import { footprintMiB, type DensityParams } from '../density.js';
+
+/** A placement this replica made; `at` is when the node answered (Infinity while the create runs). */
+export interface RecentPlacement {
+  nodeID: string;
+  cpus: number;
+  memoryMiB: number;
+  at: number;
+}
+
+/**
+ * Views with this replica's placements that each node's last heartbeat predates added in (pure):
+ * a node reports once a second, and without this a burst would pile onto the nodes that looked
+ * emptiest at the last heartbeat.
+ */
+export function withRecentPlacements(views: NodeView[], recent: readonly RecentPlacement[], params: DensityParams): NodeView[] {
+  if (recent.length === 0) return views;
+  const byNode = new Map<string, RecentPlacement[]>();
+  for (const p of recent) byNode.set(p.nodeID, [...(byNode.get(p.nodeID) ?? []), p]);
+  return views.map((v) => {
+    const seen = Date.parse(v.lastSeen);
+    const extra = (byNode.get(v.nodeID) ?? []).filter((p) => !(seen > p.at));
+    if (extra.length === 0) return v;
+    const mem = extra.reduce((s, p) => s + footprintMiB(p, params), 0);
+    const cpus = extra.reduce((s, p) => s + p.cpus, 0);
+    return {
+      ...v,
+      usage: { ...v.usage, quotaMemUsedMiB: v.usage.quotaMemUsedMiB + mem, quotaCpuUsed: v.usage.quotaCpuUsed + cpus },
+      sandboxes: { ...v.sandboxes, creating: v.sandboxes.creating + extra.length, total: v.sandboxes.total + extra.length },
+    };
+  });
+}
 
 export function clusterNodeView(rec: NodeRecord, metrics: NodeView | undefined, lost: boolean, now: number, heartbeatTimeoutMs: number): NodeView {
   const base = withOperatorFlags(metrics ?? silentNode(rec), rec);

@@ -1,0 +1,59 @@
+// Port routing in a cluster: the sandbox's address is private to its compute node (a test host
+// in its own network namespace), so the control replica forwards port traffic to the node's
+// authenticated port proxy, which forwards to the sandbox: plain HTTP and upgrades, by
+// E2b-Sandbox-Port and by Host <port>-<id>.<domain>, with the E2B SDK driving the sandbox.
+import type { IncomingHttpHeaders } from 'node:http';
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROXY_SECRET_HEADER, proxyPath } from '../../src/cubelet/rpc-wire.js';
+import { startCluster, type TestCluster } from '../helpers/cluster.js';
+import { echo, get as getFrom, startPortServers, upgrade as upgradeTo } from '../helpers/sandbox-ports.js';
+
+const DOMAIN = 'sbx.cluster.test';
+let c: TestCluster;
+let sbx: Sandbox | undefined;
+
+const control = () => c.controls[0]!.url;
+const get = (path: string, headers: IncomingHttpHeaders) => getFrom(control(), path, headers);
+const upgrade = (headers: IncomingHttpHeaders) => upgradeTo(control(), headers);
+
+beforeAll(async () => {
+  c = await startCluster({ computes: 1, controls: 1, master: { api: { sandbox_domain: DOMAIN } } });
+  sbx = await Sandbox.create({ apiKey: c.apiKey, apiUrl: control(), sandboxUrl: control() });
+  await startPortServers(sbx, 'hello from a compute node');
+}, 240_000);
+
+afterAll(async () => {
+  try {
+    await sbx?.kill();
+  } finally {
+    await c?.stop();
+  }
+}, 120_000);
+
+describe('port proxying through the compute node', () => {
+  it('proxies HTTP by E2b-Sandbox-Port and by Host, with the client's own Authorization header left to the sandbox (the node secret travels apart)', async () => {
+    expect(await get('/index.html', { 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8000', authorization: 'Bearer app-token' })).toEqual({ status: 200, body: 'hello from a compute node' });
+    expect(await get('/index.html?x=1', { host: sbx!.getHost(8000) })).toEqual({ status: 200, body: 'hello from a compute node' });
+  });
+
+  it('answers 502 JSON for a closed port', async () => {
+    const closed = await get('/', { 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8999' });
+    expect(closed.status).toBe(502);
+    expect(JSON.parse(closed.body)).toMatchObject({ code: 502, message: expect.stringContaining('port 8999') });
+  });
+
+  it('passes upgrades by header and by Host', async () => {
+    expect(await echo(await upgrade({ 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8001' }), 'ping')).toBe('PING');
+    expect(await echo(await upgrade({ host: sbx!.getHost(8001) }), 'pong')).toBe('PONG');
+  });
+
+  it('the node port proxy refuses requests without the cluster secret, plain and upgrade', async () => {
+    const node = c.computes[0]!.url;
+    const path = proxyPath(sbx!.sandboxId, 8000, '/index.html');
+    expect((await getFrom(node, path, {})).status).toBe(401);
+    expect((await getFrom(node, path, { [PROXY_SECRET_HEADER]: 'wrong', authorization: `Bearer ${c.secret}` })).status).toBe(401);
+    expect(await getFrom(node, path, { [PROXY_SECRET_HEADER]: c.secret })).toEqual({ status: 200, body: 'hello from a compute node' });
+    await expect(upgradeTo(node, { host: 'x' })).rejects.toThrow(/HTTP 404/);
+  });
+});
