@@ -64,9 +64,19 @@ try {
   console.log(`nodes=${N} registered and healthy in ${((Date.now() - t0) / 1000).toFixed(1)} s (one compute process, heartbeats batched)`);
 
   const http = new E2bHttp({ apiUrl: control, apiKey });
+  // Sandboxes stay until the spread is counted; the bench deletes them itself at the end.
+  const made: string[] = [];
+  let lastError = '';
   const ops = {
-    create: async () => (await http.create({ templateID: 'host', timeout: 3600 })).sandboxID,
-    kill: (id: string) => http.kill(id),
+    create: async () => {
+      try {
+        return (await http.create({ templateID: 'host', timeout: 3600 })).sandboxID;
+      } catch (e) {
+        lastError = (e as Error).message;
+        throw e;
+      }
+    },
+    kill: async (id: string) => void made.push(id),
     exec: async () => undefined,
     pause: (id: string) => http.pause(id),
     resume: (id: string) => http.resume(id),
@@ -75,13 +85,14 @@ try {
   const s = r.summary;
   const stats = await get<StatsView>(control, '/admin/v1/stats');
   console.log(`API creates: ${s.success}/${s.count} ok at concurrency ${values.concurrency}: ${fix(s.throughputPerSec, 0)} creates/s; latency ms p50=${fix(s.latencyMs.p50, 1)} p90=${fix(s.latencyMs.p90, 1)} p99=${fix(s.latencyMs.p99, 1)} max=${fix(s.latencyMs.max, 1)}`);
-  if (Object.keys(r.errors).length > 0) console.log(`errors: ${JSON.stringify(r.errors)}`);
+  if (Object.keys(r.errors).length > 0) console.log(`errors: ${JSON.stringify(r.errors)}; last: ${lastError.slice(0, 300)}`);
   console.log(`control decision (pipeline over ${N} node views, last minute, ${stats.decisionsLastMinute ?? 0} decisions): p50=${fix(stats.decisionP50Ms)} p99=${fix(stats.decisionP99Ms)} ms`);
   const sandboxes = await get<SandboxView[]>(control, '/admin/v1/sandboxes');
   const perNode = new Map<string, number>();
   for (const sb of sandboxes) perNode.set(sb.nodeID, (perNode.get(sb.nodeID) ?? 0) + 1);
   const counts = [...perNode.values()].sort((a, b) => a - b);
   console.log(`spread: ${sandboxes.length} sandboxes on ${perNode.size} of ${N} nodes (per node min ${counts[0] ?? 0}, max ${counts.at(-1) ?? 0})`);
+  for (let i = 0; i < made.length; i += 64) await Promise.all(made.slice(i, i + 64).map((id) => http.kill(id).catch(() => undefined)));
   console.log(`targets: decision p99 <= 1 ms ${(stats.decisionP99Ms ?? Infinity) <= 1 ? 'MET' : 'MISSED'}; API creates/s >= 1000 ${s.throughputPerSec >= 1000 ? 'MET' : 'MISSED'}`);
 } finally {
   for (const c of children.reverse()) {

@@ -61,6 +61,7 @@ export class ClusterControlPlane implements ControlPlane {
   // What this replica last sent its watchers, to send only what changed.
   private seen = { eventID: -1, nodes: new Map<string, string>(), sandboxes: new Map<string, string>(), stats: '' };
   private recent: RecentPlacement[] = [];
+  private registryRead?: Promise<NodeRecord[]>;
   private metricsCache?: { at: number; ids: Set<string>; read: Promise<[Map<string, NodeView>, Set<string>]> };
 
   constructor(private readonly o: ClusterControlPlaneOptions) {
@@ -185,7 +186,13 @@ export class ClusterControlPlane implements ControlPlane {
     const placement: RecentPlacement = { nodeID, cpus: r.cpus, memoryMiB: r.memoryMiB, at: Infinity };
     this.recent.push(placement);
     const forget = () => (this.recent = this.recent.filter((p) => p !== placement));
-    const node = await this.remote(nodeID).catch((e: unknown) => Promise.reject(forget() && e));
+    let node: RemoteNode;
+    try {
+      node = this.remoteAt(nodeID, nodes.find((n) => n.nodeID === nodeID)?.address);
+    } catch (e) {
+      forget();
+      throw e;
+    }
     const sandboxID = newSandboxID();
     const now = Date.now();
     const endAt = new Date(now + r.timeoutSec * 1000).toISOString();
@@ -295,7 +302,8 @@ export class ClusterControlPlane implements ControlPlane {
    * than the decision itself.
    */
   private async nodeViews(cached: boolean): Promise<NodeView[]> {
-    const recs = await this.store.listNodes();
+    // Concurrent placements share one registry read (never older than the read itself).
+    const recs = await (cached ? (this.registryRead ??= this.store.listNodes().finally(() => (this.registryRead = undefined))) : this.store.listNodes());
     const ids = recs.map((r) => r.nodeID);
     const c = this.metricsCache;
     const fresh = cached && c !== undefined && Date.now() - c.at <= PLACEMENT_METRICS_MS && ids.every((id) => c.ids.has(id));
@@ -318,11 +326,15 @@ export class ClusterControlPlane implements ControlPlane {
   }
 
   private async remote(nodeID: string): Promise<RemoteNode> {
-    const rec = await this.nodeRecord(nodeID);
-    if (!rec.address) throw new CubeError('NODE_UNREACHABLE', `node ${nodeID} has no RPC address on record`);
+    return this.remoteAt(nodeID, (await this.nodeRecord(nodeID)).address);
+  }
+
+  /** The node at the address its registry record gives (a placement has just read it). */
+  private remoteAt(nodeID: string, address: string | undefined): RemoteNode {
+    if (!address) throw new CubeError('NODE_UNREACHABLE', `node ${nodeID} has no RPC address on record`);
     let r = this.remotes.get(nodeID);
-    if (!r || r.address !== rec.address) {
-      r = new RemoteNode(nodeID, rec.address, this.o.secret);
+    if (!r || r.address !== address) {
+      r = new RemoteNode(nodeID, address, this.o.secret);
       this.remotes.set(nodeID, r);
     }
     return r;
