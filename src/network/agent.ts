@@ -12,7 +12,8 @@ import { SlotAllocator, parseRange, slotAddresses, type Range, type SlotAddresse
 import { NETNS_DIR, hostIfName, netnsName } from './names.js';
 import { Spawner, failedItems } from './iproute.js';
 import { installPolicy, removePolicy } from './nft.js';
-import { arpEntries, conntrackMentions, hostIfIndices, netnsHolders, netnsIndices } from './host-scan.js';
+import { arpEntries, conntrackMentions, hostIfIndices, netnsIndices } from './host-scan.js';
+import { sharedHelper } from '../runtime/ns/helper.js';
 import { RESET_LINES, expectedState, innerCreateLines, parseSlotState, removeLines, rootCreateLines, type SlotNames } from './slot-script.js';
 import { WaitWindow } from './wait-stats.js';
 
@@ -363,7 +364,7 @@ export class NsNetworkAgent implements NetworkAgent {
   private async reset(slot: NetSlot): Promise<void> {
     let problem: string | undefined;
     try {
-      const holders = await netnsHolders(slot.netnsPath);
+      const holders = await sharedHelper().netnsHolders(slot.netnsPath);
       if (holders.length > 0) {
         problem = `processes still in the netns: ${holders.join(' ')}`;
       } else {

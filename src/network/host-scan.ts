@@ -1,5 +1,5 @@
 // Read-only looks at the host through /proc, /sys and /run: no process spawned.
-import { readdir, readlink, stat, readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { NETNS_DIR, SYS_NET_DIR, hostIfIndex, netnsIndex } from './names.js';
 
 async function names(dir: string): Promise<string[]> {
@@ -29,28 +29,6 @@ export async function hostIfIndices(tag: string): Promise<Set<number>> {
     if (i !== undefined) out.add(i);
   }
   return out;
-}
-
-/** Pids whose network namespace is the one bound at `netnsPath` (a sandbox process left in a slot). */
-export async function netnsHolders(netnsPath: string): Promise<number[]> {
-  let ino: number;
-  try {
-    ino = (await stat(netnsPath)).ino;
-  } catch {
-    return [];
-  }
-  const want = `net:[${ino}]`;
-  const pids = (await names('/proc')).filter((n) => /^\d+$/.test(n));
-  const held = await Promise.all(
-    pids.map(async (pid) => {
-      try {
-        return (await readlink(`/proc/${pid}/ns/net`)) === want ? Number(pid) : 0;
-      } catch {
-        return 0; // the process exited while we looked
-      }
-    }),
-  );
-  return held.filter((p) => p > 0);
 }
 
 /** Whether the host's connection tracking table holds an entry to or from `ip`. */

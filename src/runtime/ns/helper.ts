@@ -19,6 +19,7 @@ export interface HelperResult {
 
 const OP_CREATE = 0;
 const OP_RUN = 1;
+const OP_HOLDERS = 2;
 const HEADER = 16;
 
 /** build/cube-launch of this package (npm run build:native). */
@@ -72,6 +73,16 @@ export class LaunchHelper {
   run(argv: readonly string[], input = ''): Promise<HelperResult> {
     if (!argv.length || argv.some((a) => a.includes('\0'))) throw new CubeError('BAD_REQUEST', 'helper run needs a non-empty argv without NUL');
     return this.request(OP_RUN, argv, Buffer.from(input));
+  }
+
+  /** Pids (other than the helper's) whose network namespace is the one bound at `netnsPath`; [] when it is gone. */
+  async netnsHolders(netnsPath: string): Promise<number[]> {
+    const r = await this.request(OP_HOLDERS, [netnsPath], Buffer.alloc(0));
+    if (r.exitCode !== 0) {
+      if (r.stderr.includes('No such file')) return [];
+      throw new CubeError('NETWORK_FAILED', `listing the processes in ${netnsPath}: ${r.stderr.trim()}`);
+    }
+    return r.stdout.split('\n').filter(Boolean).map(Number);
   }
 
   private request(op: number, argv: readonly string[], input: Buffer): Promise<HelperResult> {
