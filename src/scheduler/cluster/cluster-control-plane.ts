@@ -61,7 +61,7 @@ export class ClusterControlPlane implements ControlPlane {
   // What this replica last sent its watchers, to send only what changed.
   private seen = { eventID: -1, nodes: new Map<string, string>(), sandboxes: new Map<string, string>(), stats: '' };
   private recent: RecentPlacement[] = [];
-  private registryRead?: Promise<NodeRecord[]>;
+  private readonly syncing = new Set<string>();
   private metricsCache?: { at: number; ids: Set<string>; read: Promise<[Map<string, NodeView>, Set<string>]> };
 
   constructor(private readonly o: ClusterControlPlaneOptions) {
@@ -136,9 +136,18 @@ export class ClusterControlPlane implements ControlPlane {
       }),
     );
     for (const hb of hbs) for (const e of hb.events) await this.appendEvent(e);
+    // The records are reconciled behind the answer: a node's liveness must not wait on record
+    // writes queued behind a burst of creates. One reconcile per node at a time; a heartbeat
+    // arriving meanwhile skips it (the next one carries the node's whole list again).
     const held = new Map<string, SandboxRecord[]>();
     for (const r of records) held.set(r.nodeID, [...(held.get(r.nodeID) ?? []), r]);
-    await Promise.all(hbs.map((hb) => this.syncSandboxes(hb.nodeID, held.get(hb.nodeID) ?? [], hb.sandboxes)));
+    for (const hb of hbs) {
+      if (this.syncing.has(hb.nodeID)) continue;
+      this.syncing.add(hb.nodeID);
+      void this.syncSandboxes(hb.nodeID, held.get(hb.nodeID) ?? [], hb.sandboxes)
+        .catch((err: unknown) => this.log.warn({ err, nodeID: hb.nodeID }, 'sandbox reconcile failed'))
+        .finally(() => this.syncing.delete(hb.nodeID));
+    }
   }
 
   private async syncSandboxes(nodeID: string, records: SandboxRecord[], onNode: SandboxView[]): Promise<void> {
@@ -296,14 +305,13 @@ export class ClusterControlPlane implements ControlPlane {
   }
 
   /**
-   * The registry (operator flags: cordon and drain act at once) is always read; with `cached`
+   * The registry (operator flags: cordon and drain act at once) is always current; with `cached`
    * the nodes' reported metrics may be up to PLACEMENT_METRICS_MS old. Placement uses that: nodes
    * report once a second anyway, and reading 1000 nodes' metrics per create would cost more
    * than the decision itself.
    */
   private async nodeViews(cached: boolean): Promise<NodeView[]> {
-    // Concurrent placements share one registry read (never older than the read itself).
-    const recs = await (cached ? (this.registryRead ??= this.store.listNodes().finally(() => (this.registryRead = undefined))) : this.store.listNodes());
+    const recs = await this.store.listNodes();
     const ids = recs.map((r) => r.nodeID);
     const c = this.metricsCache;
     const fresh = cached && c !== undefined && Date.now() - c.at <= PLACEMENT_METRICS_MS && ids.every((id) => c.ids.has(id));

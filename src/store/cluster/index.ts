@@ -10,6 +10,9 @@ import { MysqlRecords } from './mysql-records.js';
 import { RedisLive } from './redis-live.js';
 import { isConnectionError, unavailable } from './retry.js';
 
+/** A registry copy is trusted at most this long even when its version did not move (edits made outside cubed). */
+const REGISTRY_MAX_AGE_MS = 5000;
+
 export interface ClusterStoreOptions {
   redisURL: string;
   mysqlURL: string;
@@ -24,6 +27,7 @@ export class ClusterStore implements StateStore {
   private routesDirty = false;
   private reconciling?: Promise<void>;
   private lastEventID = 0;
+  private registry?: { version: string; at: number; recs: Promise<NodeRecord[]> };
 
   constructor(opts: ClusterStoreOptions) {
     this.mysql = new MysqlRecords(opts.mysqlURL);
@@ -152,20 +156,33 @@ export class ClusterStore implements StateStore {
     return this.mysql.listAudit(opts);
   }
 
-  putNode(rec: NodeRecord): Promise<void> {
-    return this.mysql.putNode(rec);
+  async putNode(rec: NodeRecord): Promise<void> {
+    await this.mysql.putNode(rec);
+    await this.live.bumpRegistryVersion();
   }
 
   getNode(nodeID: string): Promise<NodeRecord | undefined> {
     return this.mysql.getNode(nodeID);
   }
 
-  listNodes(): Promise<NodeRecord[]> {
-    return this.mysql.listNodes();
+  /**
+   * The registry, re-read from MySQL only when its version in Redis moved (every putNode and
+   * deleteNode bumps it) or the copy is REGISTRY_MAX_AGE_MS old: placements read it per create,
+   * and at 1000 nodes a MySQL read per create costs more than the decision.
+   */
+  async listNodes(): Promise<NodeRecord[]> {
+    const version = await this.live.registryVersion();
+    const c = this.registry;
+    if (c && c.version === version && Date.now() - c.at < REGISTRY_MAX_AGE_MS) return [...(await c.recs)];
+    const recs = this.mysql.listNodes();
+    this.registry = { version, at: Date.now(), recs };
+    recs.catch(() => (this.registry = undefined));
+    return [...(await recs)];
   }
 
   async deleteNode(nodeID: string): Promise<void> {
     await this.mysql.deleteNode(nodeID);
+    await this.live.bumpRegistryVersion();
     await this.live.deleteNodeMetrics(nodeID);
   }
 }

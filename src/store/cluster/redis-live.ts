@@ -85,6 +85,15 @@ export class RedisLive {
   }
 
   // --- node metrics
+  /** Bumped on every change to the node registry (MySQL), so readers can keep a copy until it moves. */
+  async bumpRegistryVersion(): Promise<void> {
+    await this.run((r) => r.incr(this.k('shared', 'registry-version')), false);
+  }
+
+  async registryVersion(): Promise<string> {
+    return (await this.run((r) => r.get(this.k('shared', 'registry-version')))) ?? '0';
+  }
+
   async putNodeMetrics(view: NodeView, ttlMs: number): Promise<void> {
     await this.run((r) => r.set(this.k('master', 'node', 'metric', view.nodeID), JSON.stringify(view), 'PX', ttlMs));
   }
