@@ -257,7 +257,9 @@ static void sandbox_init(const char *id, const char *lower, const char *upper,
   if (null < 0) die("open /dev/null");
   if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) die("dup2");
   if (null > 2) close(null);
-  for (int fd = 3; fd < 1024; fd++) if (fd != ready) close(fd);
+  // Two close_range calls, not a close() per possible fd: 1000 syscalls cost milliseconds here.
+  if (ready > 3) syscall(SYS_close_range, 3, ready - 1, 0);
+  syscall(SYS_close_range, ready + 1, ~0U, 0);
   rename_self();
   if (write(ready, "ok", 2) != 2) _exit(EXIT_HELPER);
   close(ready);
