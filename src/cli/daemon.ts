@@ -19,7 +19,6 @@ import { Cubelet } from '../cubelet/cubelet.js';
 import { HeartbeatSender, type HeartbeatMember } from '../cubelet/heartbeat.js';
 import { clusterSecret } from '../cubelet/rpc-wire.js';
 import { nodeRpcHandler, nodeUpgradeHandler } from '../cubelet/rpc-server.js';
-import type { NodeApi } from '../cubelet/types.js';
 import { CubeError, isCubeError } from '../errors.js';
 import { nodeTag } from '../ids.js';
 import { NsNetworkAgent } from '../network/agent.js';
@@ -177,7 +176,7 @@ function runtimeOf(flags: Flags, config: ConfigStore): 'ns' | 'sim' {
  * The node agent of roles all and compute: cubelet + network-agent + runtime on `dataDir`.
  * `api` is what the node serves (the cubelet itself, or with simulated usage on a sim node).
  */
-function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: 'ns' | 'sim'): { cubelet: Cubelet; api: NodeApi } {
+function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: 'ns' | 'sim'): { cubelet: Cubelet; api: Cubelet } {
   if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
@@ -234,10 +233,10 @@ async function runAll(flags: Flags): Promise<void> {
 
   const store = new EmbeddedStore({ path: join(dataDir, 'cubed.db') });
   await store.init();
-  const { cubelet } = buildCubelet(nodeID, dataDir, config, log, runtimeOf(flags, config));
+  const { cubelet, api: node } = buildCubelet(nodeID, dataDir, config, log, runtimeOf(flags, config));
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
-  const cp = new LocalControlPlane({ cubelet, store, config, log: log.child({ component: 'control-plane' }) });
+  const cp = new LocalControlPlane({ cubelet: node, store, config, log: log.child({ component: 'control-plane' }) });
   await cp.start();
   const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags) }, apiKeys: [apiKey.key], nodeID, version: version() });
   const addr = await api.listen(listen.host, listen.port);

@@ -52,4 +52,11 @@ describe('50 simulated nodes in one process', () => {
     const events = (await c.api<{ kind: string; code?: number; message: string }[]>(0, '/admin/v1/events?limit=50')).body;
     expect(events.some((e) => e.kind === 'schedule.failed' && e.code === 130597 && e.message.includes('simt-0049'))).toBe(true);
   }, 120_000);
+
+  it('refuses port traffic to a simulated sandbox (it has no network) with a clear error', async () => {
+    const sb = (await c.api<SandboxView[]>(0, '/admin/v1/sandboxes')).body[0]!;
+    const res = await fetch(`${c.controls[0]!.url}/index.html`, { headers: { 'e2b-sandbox-id': sb.sandboxID, 'e2b-sandbox-port': '8000' } });
+    expect(res.status).toBe(409);
+    expect(((await res.json()) as { message: string }).message).toMatch(/is simulated .*no network/);
+  });
 });

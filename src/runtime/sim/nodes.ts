@@ -10,7 +10,6 @@ import type { Logger } from 'pino';
 import type { NodeView } from '../../api/types.js';
 import type { Config } from '../../config/schema.js';
 import { Cubelet, type TemplateCatalog } from '../../cubelet/cubelet.js';
-import type { NodeApi } from '../../cubelet/types.js';
 import { CubeError } from '../../errors.js';
 import { nodeTag } from '../../ids.js';
 import { parseRange } from '../../network/ipam.js';
@@ -61,8 +60,12 @@ export function simulatedUsage(v: NodeView): NodeView {
 
 export interface SimNode {
   cubelet: Cubelet;
-  /** What the node serves and reports: the cubelet, with simulated usage in its view. */
-  api: NodeApi;
+  /**
+   * What the node serves and reports: the cubelet with simulated usage in its view, and no
+   * sandbox address for port traffic (a simulated sandbox has no network; its address from the
+   * range routes nowhere on this host, or somewhere else entirely).
+   */
+  api: Cubelet;
 }
 
 /** The config in force with this node's declared capacity laid over cubelet.quota (rebuilt only when the config changes). */
@@ -99,6 +102,11 @@ export function simNode(o: { nodeID: string; dataDir: string; config: () => Conf
   const api = new Proxy(cubelet, {
     get(target, key) {
       if (key === 'nodeView') return async () => simulatedUsage(await target.nodeView());
+      if (key === 'sandboxAddress')
+        return async (sandboxID: string) => {
+          await target.sandboxAddress(sandboxID); // 130404 for an unknown sandbox, as on any node
+          throw new CubeError('CONFLICT', `sandbox ${sandboxID} is simulated (runtime sim): it has no network, so its ports cannot be reached`);
+        };
       const v = Reflect.get(target, key, target) as unknown;
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },
