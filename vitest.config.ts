@@ -10,5 +10,6 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default'],
+    globalSetup: ['test/global-setup.ts'],
   },
 });

@@ -1,5 +1,6 @@
 // Shared by every test that creates kernel objects: a node id (hence a tag) and a pool CIDR
 // that no other test file running in parallel holds, and a count of what is left behind.
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile, readdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
@@ -25,7 +26,7 @@ function alive(pid: number): boolean {
  * mkdir is atomic: the first caller owns the name. A lock whose owner died (a crashed run)
  * is taken over. Released in the caller's afterAll and, failing that, at process exit.
  */
-function tryLock(dir: string, name: string): boolean {
+function tryLock(dir: string, name: string, onRelease?: () => void): boolean {
   mkdirSync(dir, { recursive: true });
   const path = `${dir}/${name}`;
   try {
@@ -47,7 +48,10 @@ function tryLock(dir: string, name: string): boolean {
     }
   }
   writeFileSync(`${path}/pid`, String(process.pid));
-  const release = () => rmSync(path, { recursive: true, force: true });
+  const release = () => {
+    onRelease?.();
+    rmSync(path, { recursive: true, force: true });
+  };
   process.once('exit', release);
   afterAll(release);
   return true;
@@ -74,14 +78,58 @@ export function uniqueNodeID(prefix: string): string {
   throw new Error('uniqueNodeID: no free node tag after 200 attempts');
 }
 
+/**
+ * While a test holds a range, an `unreachable` route for all of it sits in the host's routing
+ * table: addresses of it that no local link serves (a sandbox inside a netns test host, a slot
+ * already gone) fail at once instead of leaving through the default gateway to a real network.
+ * The links tests create carry more specific routes, which still win.
+ */
+function routeGuard(op: 'replace' | 'del', cidr: string): void {
+  try {
+    execFileSync('ip', ['route', op, 'unreachable', cidr], { stdio: 'ignore' });
+  } catch {
+    if (op === 'replace') throw new Error(`testCidr: could not install the unreachable route for ${cidr}`);
+  }
+}
+
+/**
+ * Test workers are often ended without running exit handlers, so a range's lock (and its route)
+ * can outlive its owner: anything whose owner is dead is released here, at each allocation and
+ * once more when the whole run ends (test/global-setup.ts).
+ */
+export function sweepStaleCidrLocks(): void {
+  let names: string[] = [];
+  try {
+    names = readdirSync(CIDR_LOCKS);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    let owner = 0;
+    try {
+      owner = Number(readFileSync(`${CIDR_LOCKS}/${name}/pid`, 'utf8'));
+    } catch {
+      continue; // being created right now
+    }
+    if (owner > 0 && alive(owner)) continue;
+    routeGuard('del', `10.${name}.0.0/16`);
+    rmSync(`${CIDR_LOCKS}/${name}`, { recursive: true, force: true });
+  }
+}
+
 /** A /16 in 10.200.0.0-10.249.0.0 that no other test file holds until this one ends. */
 export function testCidr(): string {
+  sweepStaleCidrLocks();
   const { first, last } = CIDR_SECOND_OCTETS;
   const n = last - first + 1;
   const start = Math.floor(Math.random() * n);
   for (let k = 0; k < n; k++) {
     const octet = first + ((start + k) % n);
-    if (tryLock(CIDR_LOCKS, String(octet))) return `10.${octet}.0.0/16`;
+    const cidr = `10.${octet}.0.0/16`;
+    if (tryLock(CIDR_LOCKS, String(octet), () => routeGuard('del', cidr))) {
+      routeGuard('replace', cidr);
+      return cidr;
+    }
   }
   throw new Error(`testCidr: all ${n} test ranges are held by running tests`);
 }
