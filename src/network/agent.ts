@@ -107,7 +107,7 @@ export class NsNetworkAgent implements NetworkAgent {
     this.inUse.clear();
     this.draining.clear();
     this.refillBlockedUntil = 0;
-    await installPolicy(this.sp, this.tag, this.allowHostAccess);
+    await installPolicy(this.sp, this.tag, this.allowHostAccess, this.range.cidr);
     await this.adoptAndSweep(keepSlots);
     this.running = true;
     this.drainTimer = setInterval(() => void this.pollDraining(), DRAIN_POLL_MS);
@@ -181,7 +181,7 @@ export class NsNetworkAgent implements NetworkAgent {
   /** Live switch of the host-access policy (config allow_host_access). */
   async setAllowHostAccess(allow: boolean): Promise<void> {
     this.allowHostAccess = allow;
-    if (this.running) await installPolicy(this.sp, this.tag, allow);
+    if (this.running) await installPolicy(this.sp, this.tag, allow, this.range.cidr);
   }
 
   async stop(opts: { destroy: boolean }): Promise<void> {

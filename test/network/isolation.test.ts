@@ -106,3 +106,24 @@ describe('network isolation policy', () => {
     await server;
   });
 });
+
+describe('the node range never leaves by another link', () => {
+  it('the policy refuses host traffic to the range unless it goes out a slot link', async () => {
+    const { stdout } = await execa('nft', ['list', 'table', 'inet', `cube_${tag}`]);
+    const output = stdout.slice(stdout.indexOf('chain output'));
+    expect(output).toMatch(new RegExp(`ip daddr ${cidr.replace(/\./g, '\\.')} oifname != "cube${tag}\\*" counter packets \\d+ bytes \\d+ reject`));
+    // Through a slot link the range is still reached (the daemon proxies into sandboxes this way).
+    const inside = execa('ip', ['netns', 'exec', a.netns, 'bash', '-c', 'exec python3 -c "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\'0.0.0.0\', 8123)); s.listen(); c,_=s.accept(); c.sendall(b\'in-slot\\n\')"'], { reject: false });
+    children.push(inside);
+    let got = '';
+    for (let i = 0; i < 50 && !got; i++) {
+      got = await new Promise<string>((res) => {
+        const c = connect(8123, a.sandboxIp);
+        c.once('data', (d) => (res(d.toString()), c.destroy()));
+        c.once('error', () => res(''));
+      });
+      if (!got) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(got).toBe('in-slot\n');
+  });
+});
