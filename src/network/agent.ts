@@ -49,6 +49,15 @@ const INNER_CONCURRENCY = 4;
 const LINK_GONE_TIMEOUT_MS = 5_000;
 const DRAIN_POLL_MS = 250;
 const REFILL_BACKOFF_MS = 1_000;
+/**
+ * Free slots a pool of 16 or more may lack before it refills (a quarter of the target): under
+ * steady create/delete churn each released slot comes back through its reset, so refilling on
+ * every acquire would build a new netns+veth per create (two `ip` runs and RTNL work on the
+ * create's critical cores) and trim the surplus later. Smaller pools refill at once.
+ */
+export function refillSlack(initNum: number): number {
+  return initNum >= 16 ? Math.floor(initNum / 4) : 0;
+}
 /** After this long without an acquire, free slots above tap_init_num (left by a burst) are removed. */
 const TRIM_IDLE_MS = 5_000;
 
@@ -244,7 +253,7 @@ export class NsNetworkAgent implements NetworkAgent {
       n = demand;
     } else {
       const deficit = this.opts.initNum - this.free.length - this.creating - this.resetting;
-      if (deficit <= 0) return;
+      if (deficit <= refillSlack(this.opts.initNum)) return;
       const wait = this.refillBlockedUntil - Date.now();
       if (wait > 0) {
         setTimeout(() => this.pump(), wait).unref();
