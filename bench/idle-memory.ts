@@ -5,7 +5,7 @@
 // the charge of the node's memory cgroup (every sandbox's processes, page cache and kernel memory
 // of its own; not the pool's netns, made by the daemon) is printed beside it.
 // Run as root after `npm run build`: npx tsx bench/idle-memory.ts [--counts 100,1000] [--concurrency 10]
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { E2bHttp } from '../src/bench/e2b-http.js';
 import { Cgroups } from '../src/runtime/ns/cgroups.js';
@@ -36,7 +36,8 @@ async function pool<T>(items: T[], c: number, f: (x: T) => Promise<void>): Promi
 // pids: 1000 inits plus the daemon's own; the default spec is what the density model admits.
 const d = await startBenchDaemon({ cidr: values.cidr!, tapInit: 32, master: { scheduler: { node_max_mvm_num: 5000 } } });
 const nodeMemcg = new Cgroups(d.tag, readFileSync('/proc/self/mounts', 'utf8'), readFileSync(`/proc/${d.pid}/cgroup`, 'utf8')).parents.memory;
-const memcgMiB = () => Number(readFileSync(`${nodeMemcg}/memory.usage_in_bytes`, 'utf8')) / 2 ** 20;
+// The node parent exists only while it has sandboxes (cubed removes it when it holds none).
+const memcgMiB = () => (existsSync(nodeMemcg) ? Number(readFileSync(`${nodeMemcg}/memory.usage_in_bytes`, 'utf8')) / 2 ** 20 : 0);
 try {
   const http = new E2bHttp({ apiUrl: d.url, apiKey: d.apiKey });
   for (const n of counts) {
