@@ -32,7 +32,7 @@ afterAll(async () => {
 }, 120_000);
 
 describe('port proxying through the compute node', () => {
-  it('proxies HTTP by E2b-Sandbox-Port and by Host, with the client's own Authorization header left to the sandbox (the node secret travels apart)', async () => {
+  it("proxies HTTP by E2b-Sandbox-Port and by Host, with the client's own Authorization header left to the sandbox (the node secret travels apart)", async () => {
     expect(await get('/index.html', { 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8000', authorization: 'Bearer app-token' })).toEqual({ status: 200, body: 'hello from a compute node' });
     expect(await get('/index.html?x=1', { host: sbx!.getHost(8000) })).toEqual({ status: 200, body: 'hello from a compute node' });
   });
