@@ -124,6 +124,15 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
     });
   }
 
+  /**
+   * Continues the numbering of a stored history at start-up: the version in force becomes
+   * `after + 1` when the history already holds its number, so a restart never overwrites
+   * what earlier runs recorded.
+   */
+  resumeNumbering(after: number): void {
+    if (after >= this.current.version) this.current = deepFreeze({ ...this.current, version: after + 1 });
+  }
+
   close(): void {
     this.closed = true;
     this.watcher?.close();

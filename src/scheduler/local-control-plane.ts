@@ -75,6 +75,7 @@ export class LocalControlPlane implements ControlPlane {
     }
     // Complete on the node but unknown to the store (its write was lost): adopt with a new token.
     for (const s of live.values()) await this.putRecord(s, { accessToken: newToken(), envVars: {} });
+    this.cfg.resumeNumbering((await this.store.latestConfigVersion())?.version ?? 0);
     const v = this.cfg.versionInfo;
     await this.store.putConfigVersion({ version: v.version, at: v.loadedAt, actor: 'system', reason: 'start', master: v.config.master, cubelet: v.config.cubelet });
 

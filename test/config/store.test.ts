@@ -48,6 +48,14 @@ describe('ConfigStore', () => {
     expect(() => new ConfigStore(dir, { watch: false })).toThrow('host.quota.paused_resource_release_ratio: must be between 0 and 1');
   });
 
+  it('resumes the numbering of a stored history, never going back', () => {
+    store = new ConfigStore(dir, { watch: false });
+    store.resumeNumbering(7);
+    expect(store.versionInfo.version).toBe(8);
+    store.resumeNumbering(3);
+    expect(store.versionInfo.version).toBe(8);
+  });
+
   it('treats missing files as defaults', () => {
     rmSync(master());
     rmSync(cubelet());

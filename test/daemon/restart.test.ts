@@ -36,8 +36,12 @@ describe('restart', () => {
     const b = (await req('POST', '/admin/v1/sandboxes', { timeoutSec: 600 })).json as SandboxView;
     await execOut(d, a.sandboxID, ['sh', '-c', 'echo kept > /tmp/marker']);
     expect((await req('POST', `/admin/v1/sandboxes/${b.sandboxID}/pause`)).json.state).toBe('paused');
+    expect((await req('PUT', '/admin/v1/config', { path: 'host.quota.paused_resource_release_ratio', value: 0.5 })).status).toBe(200);
+    const versionBefore = ((await req('GET', '/admin/v1/config')).json as { version: number }).version;
     const pid = d.pid;
     await d.restart();
+    // The config history continues: a restart does not renumber from 1 over earlier versions.
+    expect(((await api(d)('GET', '/admin/v1/config')).json as { version: number }).version).toBe(versionBefore + 1);
     expect(d.pid).not.toBe(pid);
     const listed = (await api(d)('GET', '/admin/v1/sandboxes')).json as SandboxView[];
     expect(listed.map((s) => [s.sandboxID, s.state]).sort()).toEqual([[a.sandboxID, 'running'], [b.sandboxID, 'paused']].sort());

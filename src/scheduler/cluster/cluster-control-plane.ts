@@ -71,6 +71,7 @@ export class ClusterControlPlane implements ControlPlane {
   }
 
   async start(): Promise<void> {
+    this.cfg.resumeNumbering((await this.store.latestConfigVersion())?.version ?? 0);
     const v = this.cfg.versionInfo;
     await this.store.putConfigVersion({ version: v.version, at: v.loadedAt, actor: this.o.replicaID, reason: 'start', master: v.config.master, cubelet: v.config.cubelet });
     this.unsubs.push(
