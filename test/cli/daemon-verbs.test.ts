@@ -152,6 +152,13 @@ describe('cubectl against a real cubed', () => {
       await seen(() => true);
       const id = await createSandbox();
       expect((await seen((e) => e.kind === 'sandbox.created' && e.sandboxID === id)).nodeID).toBe(d.nodeID);
+      // A daemon restart does not end the follow: it reconnects and goes on, printing nothing twice.
+      await d.restart();
+      const after = await createSandbox();
+      await seen((e) => e.kind === 'sandbox.created' && e.sandboxID === after);
+      expect(stderr).toMatch(/reconnecting in/);
+      const ids = got.map((e) => e.id);
+      expect(new Set(ids).size).toBe(ids.length);
     } finally {
       follow.kill('SIGINT');
     }

@@ -1,7 +1,8 @@
 // `cubectl events`: what happened (creates, failures with their 1305xx reason, config reloads...).
 import type { Command } from 'commander';
 import type { EventView } from '../../api/types.js';
-import { clientFor, examples, ExitError, globals, numberArg, printJson } from '../io.js';
+import { CubeClientError } from '../client.js';
+import { clientFor, examples, globals, numberArg, printJson } from '../io.js';
 
 export function eventLine(e: EventView): string {
   const where = [e.nodeID, e.sandboxID].filter(Boolean).join(' ');
@@ -12,7 +13,7 @@ export function register(program: Command): void {
   program
     .command('events')
     .summary('recent events; --follow streams new ones')
-    .description('Print recent events, oldest first. With --follow, keep printing new ones from the watch stream until interrupted.')
+    .description('Print recent events, oldest first. With --follow, keep printing new ones from the watch stream until interrupted; when cubed restarts or cannot be reached it reconnects (0.5 s to 10 s backoff, a line on stderr each time) and goes on after the last event printed.')
     .option('--follow', 'stream new events as they happen', false)
     .option('--since <id>', 'only events after this event id', numberArg({ int: true, min: 0 }))
     .option('--limit <n>', 'at most this many past events', numberArg({ int: true, min: 1 }), 100)
@@ -26,19 +27,42 @@ export function register(program: Command): void {
         else process.stdout.write(events.map(eventLine).join('') || 'no events\n');
         return;
       }
-      const print = (e: EventView) => process.stdout.write(json ? `${JSON.stringify(e)}\n` : eventLine(e));
+      let lastID = o.since ?? -1;
+      const print = (e: EventView) => {
+        if (e.id <= lastID) return; // already printed before a reconnect
+        lastID = e.id;
+        process.stdout.write(json ? `${JSON.stringify(e)}\n` : eventLine(e));
+      };
       const abort = new AbortController();
       const stop = () => abort.abort();
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
+      // A daemon restart or a network blip must not end a follow: reconnect with backoff and
+      // resume after the last event printed (the snapshot carries the recent ones).
+      let backoffMs = 500;
+      let first = true;
       try {
-        for await (const m of client.watch(abort.signal)) {
-          if (m.type === 'snapshot') m.snapshot.events.filter((e) => o.since === undefined || e.id > o.since).slice(-o.limit).forEach(print);
-          else if (m.type === 'event') print(m.event);
+        while (!abort.signal.aborted) {
+          try {
+            for await (const m of client.watch(abort.signal)) {
+              backoffMs = 500;
+              if (m.type === 'snapshot') {
+                const recent = m.snapshot.events.filter((e) => e.id > lastID);
+                (first ? recent.slice(-o.limit) : recent).forEach(print);
+                first = false;
+              } else if (m.type === 'event') print(m.event);
+            }
+            if (abort.signal.aborted) break;
+            process.stderr.write(`cubectl: the watch stream ended; reconnecting in ${backoffMs / 1000}s\n`);
+          } catch (e) {
+            if (abort.signal.aborted) break;
+            // A refusal (bad key, 4xx) will not heal by waiting; a lost or unreachable daemon may.
+            if (e instanceof CubeClientError && e.status < 500) throw e;
+            process.stderr.write(`cubectl: the watch stream was lost (${(e as Error).message}); reconnecting in ${backoffMs / 1000}s\n`);
+          }
+          await new Promise((r) => setTimeout(r, backoffMs));
+          backoffMs = Math.min(backoffMs * 2, 10_000);
         }
-        if (!abort.signal.aborted) throw new ExitError('the watch stream ended (did cubed stop?)');
-      } catch (e) {
-        if (!abort.signal.aborted) throw e;
       } finally {
         process.off('SIGINT', stop);
         process.off('SIGTERM', stop);
