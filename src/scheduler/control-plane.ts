@@ -17,6 +17,8 @@ export interface CreateSandboxRequest {
   allowInternetAccess?: boolean;
   /** Place on this node only (console "launch on the selected node"). */
   nodeID?: string;
+  /** Place only on nodes of this runtime driver (ns, microvm, sim). */
+  runtime?: string;
   /** Who asked (API key id), for the audit trail. */
   actor?: string;
 }

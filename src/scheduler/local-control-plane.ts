@@ -105,7 +105,7 @@ export class LocalControlPlane implements ControlPlane {
     const { templateID, cpus, memoryMiB, diskGiB, timeoutSec } = resolveCreate(req, master);
     const node = await this.nodeView();
     requireTemplate(templateID, [node]);
-    const placed = schedule({ templateID, cpus, memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}) }, [{ view: node, inFlightCreates: this.inFlight }], master, Date.now());
+    const placed = schedule({ templateID, cpus, memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, [{ view: node, inFlightCreates: this.inFlight }], master, Date.now());
     const refusal = refusalOf(placed, [node]);
     if (refusal !== undefined) {
       await this.appendEvent({ kind: 'schedule.failed', nodeID: node.nodeID, code: 130597, message: refusal });

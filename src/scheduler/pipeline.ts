@@ -29,6 +29,10 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
   for (const { view, inFlightCreates } of nodes) {
     if (req.nodeID !== undefined && view.nodeID !== req.nodeID) continue;
     considered++;
+    if (req.runtime !== undefined && view.runtime !== req.runtime) {
+      rejections.push({ nodeID: view.nodeID, filter: 'runtime', reason: `runtime ${view.runtime}, not ${req.runtime}` });
+      continue;
+    }
     const pre = prefilter(view, cfg.scheduler.heartbeat_timeout_ms, now);
     if (pre !== undefined) {
       rejections.push({ nodeID: view.nodeID, filter: 'prefilter', reason: pre });

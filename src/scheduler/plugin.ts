@@ -11,6 +11,8 @@ export interface PlacementRequest {
   memoryMiB: number;
   /** Place on this node only. */
   nodeID?: string;
+  /** Place only on nodes running this runtime driver. */
+  runtime?: string;
 }
 
 export interface Candidate {

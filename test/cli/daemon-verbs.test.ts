@@ -164,6 +164,16 @@ describe('cubectl against a real cubed', () => {
     }
   });
 
+  it('sandbox create --runtime places only on nodes of that driver; an unknown driver is a usage error', async () => {
+    const refused = await cubectl(['sandbox', 'create', '--runtime', 'sim'], env);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(new RegExp(`^cubectl: 130597 no node available: ${d.nodeID}: runtime ns, not sim`));
+    const made = JSON.parse(await ok(['sandbox', 'create', '--runtime', 'ns', '--json'])) as { sandboxID: string; runtime: string };
+    expect(made.runtime).toBe('ns');
+    await ok(['sandbox', 'rm', made.sandboxID]);
+    expect((await cubectl(['sandbox', 'create', '--runtime', 'kvm'], env)).code).toBe(2);
+  });
+
   it('node cordon refuses new sandboxes until uncordon', async () => {
     const n = JSON.parse(await ok(['node', 'cordon', d.nodeID, '--json'])) as NodeView;
     try {

@@ -39,6 +39,13 @@ describe('schedule', () => {
     expect(diskFirst.ok === false && diskFirst.rejections.map((r) => r.filter)).toEqual(['disk']);
   });
 
+  it('a runtime request keeps only nodes of that driver, and says so for the others', () => {
+    const nodes = [cand(node('ns-1', { runtime: 'ns' })), cand(node('sim-1', { runtime: 'sim' }))];
+    expect(schedule({ ...REQ, runtime: 'sim' }, nodes, config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'sim-1' });
+    const r = schedule({ ...REQ, runtime: 'microvm' }, nodes, config(), NOW, first);
+    expect(r.ok === false && describeRejections(r.rejections)).toBe('ns-1: runtime ns, not microvm; sim-1: runtime sim, not microvm');
+  });
+
   it('a disabled filter does not refuse', () => {
     const full = cand(node('a', { usage: { diskUsedPercent: 99 } }));
     const r = schedule(REQ, [full], config({ scheduler: { filter: { enable_filters: ['cpu', 'mem'] } } }), NOW, first);

@@ -22,6 +22,7 @@ const CreateBody = z
     diskGiB: z.number().positive().optional(),
     timeoutSec: z.number().int().min(1).optional(),
     nodeID: z.string().min(1).optional(),
+    runtime: z.enum(['ns', 'microvm', 'sim']).optional(),
     metadata: stringMap.optional(),
     envVars: stringMap.optional(),
     allowInternetAccess: z.boolean().optional(),

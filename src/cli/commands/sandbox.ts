@@ -1,5 +1,5 @@
 // `cubectl sandbox create|ls|exec|pause|resume|rm`.
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import type { SandboxView } from '../../api/types.js';
 import { clientFor, examples, ExitError, globals, keyValueArg, numberArg, printJson, table, UsageError } from '../io.js';
 
@@ -20,6 +20,7 @@ interface CreateOpts {
   diskGib?: number;
   timeout?: number;
   node?: string;
+  runtime?: string;
   env?: Record<string, string>;
   metadata?: Record<string, string>;
 }
@@ -47,6 +48,7 @@ export function register(program: Command): void {
     .option('--disk-gib <g>', 'writable layer in GiB (default: sandbox.default_spec.disk_gib)', numberArg({ positive: true }))
     .option('--timeout <s>', 'lifetime in seconds (default: sandbox.default_timeout_sec)', numberArg({ int: true, min: 1 }))
     .option('--node <n>', 'place it on this node')
+    .addOption(new Option('--runtime <driver>', 'place it only on a node running this runtime driver').choices(['ns', 'microvm', 'sim']))
     .option('--env <k=v>', 'environment variable for every command in it (repeatable)', keyValueArg)
     .option('--metadata <k=v>', 'metadata label (repeatable)', keyValueArg)
     .addHelpText('after', `\nJSON (--json): {"sandboxID": ...} plus the SandboxView fields.\n` + examples('cubectl sandbox create', 'cubectl sandbox create --cpus 2 --memory-mib 1024 --timeout 600 --json'))
@@ -58,6 +60,7 @@ export function register(program: Command): void {
         ...(o.diskGib === undefined ? {} : { diskGiB: o.diskGib }),
         ...(o.timeout === undefined ? {} : { timeoutSec: o.timeout }),
         ...(o.node === undefined ? {} : { nodeID: o.node }),
+        ...(o.runtime === undefined ? {} : { runtime: o.runtime }),
         ...(o.env === undefined ? {} : { envVars: o.env }),
         ...(o.metadata === undefined ? {} : { metadata: o.metadata }),
       });

@@ -182,7 +182,7 @@ export class ClusterControlPlane implements ControlPlane {
     requireTemplate(r.templateID, nodes);
     const inFlight = await this.store.live.inFlight(nodes.map((n) => n.nodeID));
     const d0 = performance.now();
-    const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}) }, nodes.map((view) => ({ view, inFlightCreates: inFlight.get(view.nodeID) ?? 0 })), master, Date.now());
+    const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, nodes.map((view) => ({ view, inFlightCreates: inFlight.get(view.nodeID) ?? 0 })), master, Date.now());
     this.stats.recordDecision(performance.now() - d0);
     const refusal = refusalOf(placed, nodes);
     if (refusal !== undefined || !placed.ok) {
