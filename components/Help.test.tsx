@@ -4,6 +4,7 @@ import { render } from 'ink-testing-library';
 import { storeFrom, withStore } from '../test/tui/console.js';
 import { KEYMAP } from '../src/tui/keymap.js';
 import { Help, helpLines } from './Help.js';
+import { helpSections } from '../src/tui/keymap.js';
 
 describe('Help', () => {
   it('lists every binding of the keymap, dangerous ones only when writable', () => {
@@ -20,5 +21,15 @@ describe('Help', () => {
     expect(lines[0]).toMatch(/^Keys   esc or \? closes/);
     expect(lastFrame()).toMatch(/General .*Navigation|Navigation .*General/s);
     for (const l of lines) expect(l.length).toBeLessThanOrEqual(100);
+  });
+
+  it('wraps long descriptions instead of cutting them (100 columns, the width of the test renderer)', () => {
+    const { lastFrame } = render(withStore(storeFrom(), <Help height={35} width={100} />));
+    const frame = lastFrame()!;
+    const lines = frame.split('\n');
+    expect(lines.length).toBeLessThanOrEqual(35);
+    for (const l of lines) expect(l.length).toBeLessThanOrEqual(100);
+    const shown = new Set(frame.split(/\s+/));
+    for (const s of helpSections(false)) for (const r of s.rows) for (const w of r.help.split(' ')) expect(shown).toContain(w);
   });
 });
