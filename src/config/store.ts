@@ -161,6 +161,12 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
       path: FILE_NAMES[f],
       message: 'file was removed; the config in force stays (restore the file, or restart cubed to use the defaults)',
     }));
+    // Likewise an empty file: mostly a writer caught between truncate and write.
+    const emptied = FILES.filter((f) => texts[f] !== undefined && texts[f]!.trim() === '' && (this.seen[f] ?? '').trim() !== '').map((f) => ({
+      path: FILE_NAMES[f],
+      message: 'file is empty; the config in force stays (a write in progress is picked up when it completes)',
+    }));
+    removed.push(...emptied);
     this.seen = texts;
     const master = parseConfigText('master', texts.master);
     const cubelet = parseConfigText('cubelet', texts.cubelet);

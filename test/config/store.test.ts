@@ -56,6 +56,15 @@ describe('ConfigStore', () => {
     expect(store.versionInfo.version).toBe(8);
   });
 
+  it('an emptied file (a writer between truncate and write) is rejected and the config kept', async () => {
+    store = new ConfigStore(dir, { watch: false });
+    writeFileSync(master(), '');
+    const r = await store.reload();
+    expect(r.ok).toBe(false);
+    expect(r.error!.map((e) => e.message).join()).toMatch(/file is empty/);
+    expect(store.versionInfo.version).toBe(1);
+  });
+
   it('treats missing files as defaults', () => {
     rmSync(master());
     rmSync(cubelet());
