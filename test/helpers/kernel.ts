@@ -175,6 +175,10 @@ async function countProcesses(tag: string | undefined): Promise<number> {
       try {
         const comm = (await readFile(`/proc/${pid}/comm`, 'utf8')).trim();
         if (comm !== 'cube-init' && comm !== 'cube-launch') return 0;
+        // A zombie has exited and holds nothing: it waits for the host's pid 1 (inits are
+        // reparented there by design) to reap it, which under load takes a moment.
+        const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+        if (stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z') return 0;
         if (!tag) return 1;
         const cg = await readFile(`/proc/${pid}/cgroup`, 'utf8');
         const cmd = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).replaceAll('\0', ' ');
