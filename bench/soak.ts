@@ -2,6 +2,7 @@
 // cubed this script starts itself; the kernel objects of its node tag (netns, veth links,
 // cgroups, mounts, cube-init processes, nftables tables), cubed's open fds and RSS are counted
 // before and after. PASS: every count back at its baseline, RSS growth < 50 MiB, no failed cycle.
+// cubed's JS heap in use (from its /metrics) is printed beside RSS, to tell V8 growth from native memory.
 // Run as root after `npm run build`:
 //   npx tsx bench/soak.ts [--cycles 10000] [--concurrency 20] [--tap-init 32] [--cidr 10.197.0.0/16]
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
@@ -74,6 +75,12 @@ function fdKinds(pid: number, port: number): Map<string, number> {
   return out;
 }
 
+/** cubed's V8 heap in use, MiB, from its own /metrics (loopback callers need no key). */
+async function heapUsedMiB(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(/^cubed_nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? NaN) / 1024 / 1024;
+}
+
 async function counts(tag: string, pid: number, port: number): Promise<Counts> {
   return { ...(await countKernelObjects(tag)), ...processFacts(pid, port) };
 }
@@ -95,12 +102,14 @@ try {
   await sleep(QUIET_MS);
   const before = await counts(d.tag, d.pid, port);
   const fdsBefore = fdKinds(d.pid, port);
+  const heapBefore = await heapUsedMiB(d.url);
   console.log(`cubed pid ${d.pid}, tag ${d.tag}; baseline ${JSON.stringify(before)}`);
   let last = 0;
   const r = await runBench({ mode: 'create-delete', concurrency, count: cycles, warmup: 0, workload: 'burst', seed: 1 }, ops, (p) => {
     if (p.done - last >= 1000 || p.done === p.total) {
       last = p.done;
-      console.log(`  ${p.done}/${p.total} ok ${p.ok} failed ${p.failed}  rss ${processFacts(d.pid, port).rssMiB.toFixed(1)} MiB`);
+      const rss = processFacts(d.pid, port).rssMiB.toFixed(1);
+      void heapUsedMiB(d.url).then((h) => console.log(`  ${p.done}/${p.total} ok ${p.ok} failed ${p.failed}  rss ${rss} MiB  js heap ${h.toFixed(1)} MiB`));
     }
   });
   await sleep(QUIET_MS);
@@ -118,6 +127,7 @@ try {
     return { k, pass, line: `  ${k.padEnd(10)} ${before[k].toFixed(k === 'rssMiB' ? 1 : 0).padStart(8)} -> ${after[k].toFixed(k === 'rssMiB' ? 1 : 0).padStart(8)}  ${pass ? 'ok' : 'LEAK'}` };
   });
   console.log(rows.map((x) => x.line).join('\n'));
+  console.log(`  js heap    ${heapBefore.toFixed(1).padStart(8)} -> ${(await heapUsedMiB(d.url)).toFixed(1).padStart(8)}  (in use, MiB; part of rssMiB, not a pass criterion)`);
   for (const k of new Set([...fdsBefore.keys(), ...fdsAfter.keys()])) {
     const [b, a] = [fdsBefore.get(k) ?? 0, fdsAfter.get(k) ?? 0];
     if (a !== b) console.log(`  fds of kind ${k}: ${b} -> ${a}`);
