@@ -31,7 +31,11 @@
 #include <fcntl.h>
 #include <dirent.h>
 #include <grp.h>
+#include <linux/audit.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -140,6 +144,84 @@ static void limit_own_caps(void) {
     data[c / 32].permitted |= 1u << (c % 32);
   }
   if (syscall(SYS_capset, &hdr, data) < 0) die("capset");
+}
+
+// ---- seccomp ------------------------------------------------------------------------------
+// Every command run in a sandbox gets this filter (inherited by all its descendants, never
+// removable). The dropped capabilities already deny most of the kernel; the filter closes what
+// needs none: a new user namespace (full capabilities inside it, and with them mount, netfilter
+// and the rest of the kernel's namespaced surface, the root of many escapes), the keyring, BPF,
+// perf events, userfaultfd and io_uring. Other architectures' syscall ABIs (i386 int 0x80, x32)
+// would bypass a table of x86_64 numbers, so they are refused outright. Everything not listed is
+// allowed without looking at arguments, so the kernel's per-syscall action cache keeps the hot
+// path at no cost; only clone inspects its flags.
+#if defined(__x86_64__)
+#define CUBE_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define CUBE_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "cube-launch: no seccomp architecture for this target"
+#endif
+
+// EPERM: what the caller would see without the right capability anyway.
+static const int denied_syscalls[] = {
+  __NR_unshare, __NR_setns, __NR_mount, __NR_umount2, __NR_pivot_root,
+#ifdef __NR_open_tree
+  __NR_open_tree, __NR_move_mount, __NR_fsopen, __NR_fsconfig, __NR_fsmount, __NR_fspick,
+#endif
+#ifdef __NR_mount_setattr
+  __NR_mount_setattr,
+#endif
+  __NR_add_key, __NR_keyctl, __NR_request_key, __NR_bpf, __NR_perf_event_open, __NR_userfaultfd,
+  __NR_kexec_load, __NR_kexec_file_load, __NR_reboot, __NR_init_module, __NR_finit_module,
+  __NR_delete_module, __NR_swapon, __NR_swapoff, __NR_acct, __NR_quotactl, __NR_syslog,
+  __NR_settimeofday, __NR_clock_settime, __NR_clock_adjtime, __NR_adjtimex,
+  __NR_open_by_handle_at, __NR_name_to_handle_at, __NR_lookup_dcookie, __NR_vhangup,
+  __NR_fanotify_init,
+#ifdef __NR_iopl
+  __NR_iopl, __NR_ioperm,
+#endif
+};
+// ENOSYS: "not on this kernel", so libraries fall back (glibc's threads retry clone3 as clone,
+// whose flags the filter can read; io_uring users fall back to plain syscalls).
+static const int unimplemented_syscalls[] = {
+  __NR_clone3, __NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
+};
+
+#define CLONE_NAMESPACES (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP | 0x00000080 /* CLONE_NEWTIME */)
+
+static void install_seccomp(void) {
+  enum { N_DENY = sizeof denied_syscalls / sizeof denied_syscalls[0], N_NOSYS = sizeof unimplemented_syscalls / sizeof unimplemented_syscalls[0] };
+  struct sock_filter f[16 + 2 * (N_DENY + N_NOSYS)];
+  size_t n = 0;
+#define EMIT(insn) (f[n++] = (struct sock_filter)insn)
+  EMIT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
+  EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, CUBE_AUDIT_ARCH, 1, 0));
+  EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
+  EMIT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+#if defined(__x86_64__)
+  EMIT(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000 /* __X32_SYSCALL_BIT */, 0, 1));
+  EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
+#endif
+  for (size_t i = 0; i < N_DENY; i++) {
+    EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)denied_syscalls[i], 0, 1));
+    EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+  }
+  for (size_t i = 0; i < N_NOSYS; i++) {
+    EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)unimplemented_syscalls[i], 0, 1));
+    EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
+  }
+  // clone(flags, ...): the namespace flags all sit in the low 32 bits of the first argument.
+  EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3));
+  EMIT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])));
+  EMIT(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NAMESPACES, 0, 1));
+  EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+  EMIT(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+#undef EMIT
+  struct sock_fprog prog = { (unsigned short)n, f };
+  // Still host root with CAP_SYS_ADMIN here, so no_new_privs is not required: setuid programs
+  // inside the sandbox keep working for root commands.
+  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) die("install seccomp filter");
 }
 
 static void mkdir_at(const char *root, const char *rel, mode_t mode) {
@@ -417,6 +499,7 @@ static int cmd_exec(int argc, char **argv) {
     if (getppid() != 0) _exit(EXIT_HELPER);
     setpgid(0, 0);
     drop_bounding_caps();
+    install_seccomp();
     if (uid == 0) {
       gid_t groups[1] = {0};
       if (setgroups(1, groups) < 0) die("setgroups");

@@ -55,6 +55,50 @@ describe('ns driver isolation', () => {
     expect(capBnd & (1n << 21n)).toBe(0n); // CAP_SYS_ADMIN
   });
 
+  it('refuses new namespaces, the keyring, BPF, perf events and io_uring to root and users alike (seccomp)', async () => {
+    // Each probe prints its errno (0 = the call went through). unshare(CLONE_NEWUSER) needs no
+    // capability, so without the filter it would succeed and hand out a full set inside it.
+    const probe = `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, nr, *args):
+    r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+    print(name, 0 if r >= 0 else ctypes.get_errno())
+call('unshare-user', 272, 0x10000000)
+call('unshare-net', 272, 0x40000000)
+call('clone-newuser', 56, 0x10000000 | 17, 0, 0, 0, 0)
+call('keyctl', 250, 0, 0)
+call('bpf', 321, 0, 0, 0)
+call('perf', 298, 0, 0, -1, -1, 0)
+call('io_uring', 425, 1, 0)
+call('clone3', 435, 0, 0)
+call('x32-getpid', 0x40000000 + 39)
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+print('fork', os.waitpid(pid, 0)[1] >> 8)
+`;
+    for (const user of ['root', 'user'] as const) {
+      const r = await run(rig(), h, ['python3', '-c', probe], { user });
+      expect(r.stderr).toBe('');
+      const errno = Object.fromEntries(r.stdout.trim().split('\n').map((l) => l.split(' ') as [string, string]));
+      expect(errno).toEqual({
+        'unshare-user': '1', // EPERM
+        'unshare-net': '1',
+        'clone-newuser': '1',
+        keyctl: '1',
+        bpf: '1',
+        perf: '1',
+        io_uring: '38', // ENOSYS: callers fall back
+        clone3: '38',
+        'x32-getpid': '38',
+        fork: '7', // plain clone still works
+      });
+    }
+    const tools = await run(rig(), h, ['sh', '-c', 'unshare -U true; echo u=$?; grep Seccomp: /proc/self/status'], { user: 'user' });
+    expect(tools.stdout).toMatch(/u=1\nSeccomp:\s+2\n/);
+  });
+
   it('has a fresh network namespace with only lo (up) when no netns is given, and resolves its hostname', async () => {
     const fresh = await rig().driver.create(rig().spec());
     const r = await run(rig(), fresh, ['sh', '-c', 'ip -o link; getent hosts $(hostname)']);
