@@ -83,9 +83,18 @@ describe('watch stream from a real cubed', () => {
         writeFileSync(fileURLToPath(new URL('../fixtures/watch-cubed.ndjson', import.meta.url)), recorded.map((m) => JSON.stringify(m)).join('\n') + '\n');
       }
       // Down: stale with a reason; back: live again from a fresh snapshot.
-      await d.restart();
-      await until('stale or reconnected', () => store.getState().conn.attempt > 0 || store.getState().conn.state === 'stale');
-      await until('live again', () => store.getState().conn.state === 'live' && data().nodeOrder.includes(d.nodeID), 30_000);
+      // Every state change is recorded as it happens: polling could miss a short outage.
+      const states: string[] = [];
+      const unsubscribe = store.subscribe((s, prev) => {
+        if (s.conn.state !== prev.conn.state) states.push(s.conn.state);
+      });
+      try {
+        await d.restart();
+        await until('stream down', () => states.some((s) => s !== 'live'));
+        await until('live again', () => store.getState().conn.state === 'live' && states.at(-1) === 'live' && data().nodeOrder.includes(d.nodeID), 30_000);
+      } finally {
+        unsubscribe();
+      }
 
     } finally {
       ac.abort();
