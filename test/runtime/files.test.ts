@@ -1,3 +1,6 @@
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { splitSandboxPath } from '../../src/runtime/ns/files.js';
@@ -42,6 +45,8 @@ describe('ns driver files', () => {
       'file /home/user/stream.txt',
     ]);
     expect((await rig().driver.files.list(h, '/home/user')).length).toBe(2);
+    expect(await rig().driver.files.stat(h, '/')).toMatchObject({ path: '/', name: '/', type: 'dir' });
+    expect((await rig().driver.files.list(h, '/')).map((f) => f.path)).toEqual(expect.arrayContaining(['/etc', '/home', '/tmp', '/usr']));
   });
 
   it('makes directories, moves and removes', async () => {
@@ -76,6 +81,44 @@ describe('ns driver files', () => {
     await expect(rig().driver.files.read(h, '/proc/self/root/etc/shadow')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
     await expect(rig().driver.files.write(h, '/usr/bin/x', Buffer.from('x'))).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
     await expect(rig().driver.files.remove(h, '/')).rejects.toMatchObject({ kind: 'BAD_REQUEST' });
+  });
+
+  it('never reaches the host while the sandbox swaps a directory of the path for a symlink', async () => {
+    // A host directory the sandbox cannot see (its /tmp is its own): a path walk that let the
+    // kernel follow the sandbox's absolute link would read or write here, as host root.
+    const host = mkdtempSync(join(tmpdir(), 'cube-files-race-'));
+    writeFileSync(join(host, 'secret'), 'HOST');
+    // Inside: `race` flips between a real directory and a link to that host path, atomically
+    // (renameat2 RENAME_EXCHANGE), as fast as the sandbox can, until /tmp/stop appears.
+    const swapper = `
+import ctypes, os
+os.chdir('/home/user')
+os.makedirs('race', exist_ok=True)
+open('race/secret', 'w').write('sandbox')
+os.symlink('${host}', 'link')
+libc = ctypes.CDLL(None, use_errno=True)
+while not os.path.exists('/tmp/stop'):
+    libc.syscall(316, -100, b'race', -100, b'link', 2)
+`;
+    await run(rig(), h, ['sh', '-c', `python3 -c "${swapper}" </dev/null >/dev/null 2>&1 &`], { user: 'root' });
+    try {
+      const files = rig().driver.files;
+      const seen = new Set<string>();
+      for (let i = 0; i < 300; i++) {
+        await files.write(h, `/home/user/race/w${i}`, Buffer.from('x')).catch(() => {});
+        await files.mkdir(h, `/home/user/race/d${i}/e`).catch(() => {});
+        await files.move(h, `/home/user/race/w${i}`, `/home/user/race/m${i}`).catch(() => {});
+        await files.remove(h, `/home/user/race/d${i}`).catch(() => {});
+        seen.add(await files.read(h, '/home/user/race/secret').then(async (r) => Buffer.concat(await r.toArray()).toString(), () => 'refused'));
+      }
+      expect(readdirSync(host)).toEqual(['secret']);
+      expect(seen.has('HOST')).toBe(false);
+      expect(seen.has('sandbox')).toBe(true); // the walk did run through the directory
+    } finally {
+      await run(rig(), h, ['touch', '/tmp/stop'], { user: 'root' });
+      rmSync(host, { recursive: true, force: true });
+    }
+    expect(existsSync(host)).toBe(false);
   });
 
   it('refuses a handle whose pid is not the sandbox init (e.g. reused)', async () => {
