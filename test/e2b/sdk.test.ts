@@ -1,6 +1,6 @@
 // The real `e2b` npm package, unchanged, against a real cubed: what RL code does with it.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, type SandboxOpts } from 'e2b';
+import { AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, getSignature, type SandboxOpts } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
@@ -125,6 +125,54 @@ describe('e2b SDK against cubed', () => {
     // Streams go as application/octet-stream (envd >= 0.5.7).
     await sbx.files.write('streamed.txt', new Blob(['x'.repeat(100_000)]).stream());
     expect((await sbx.commands.run('wc -c < streamed.txt')).stdout.trim()).toBe('100000');
+  });
+
+  it('serves uploadUrl/downloadUrl to a plain HTTP client, and refuses tampered or expired signatures', async () => {
+    const sbx = await create();
+    const other = await create(); // the signature, not the order of sandboxes, picks the target
+    const form = new FormData();
+    form.append('file', new Blob(['from a signed upload']), 'up.txt');
+    const up = await fetch(await sbx.uploadUrl('/home/user/up.txt'), { method: 'POST', body: form });
+    expect(up.status).toBe(200);
+    expect(await sbx.files.read('/home/user/up.txt')).toBe('from a signed upload');
+    expect(await other.files.exists('/home/user/up.txt')).toBe(false);
+
+    const url = await sbx.downloadUrl('/home/user/up.txt', { useSignatureExpiration: 60 });
+    expect(url).toMatch(/signature=v1_.*signature_expiration=\d+/);
+    const down = await fetch(url);
+    expect(down.status).toBe(200);
+    expect(await down.text()).toBe('from a signed upload');
+
+    // The same signature for another path, as an upload, or past its expiry: 401 with a reason.
+    const tampered = url.replace('up.txt', 'other.txt');
+    const bad = await fetch(tampered);
+    expect(bad.status).toBe(401);
+    expect(((await bad.json()) as { message: string }).message).toMatch(/signature matches no running sandbox/);
+    expect((await fetch(url, { method: 'POST', body: form })).status).toBe(401);
+    const old = await getSignature({ path: '/home/user/up.txt', operation: 'read', user: undefined, expirationInSeconds: -10, envdAccessToken: (sbx as unknown as { envdAccessToken: string }).envdAccessToken });
+    const expired = await fetch(`${d.url}/files?path=%2Fhome%2Fuser%2Fup.txt&signature=${old.signature}&signature_expiration=${old.expiration}`);
+    expect(expired.status).toBe(401);
+    // A signed URL routed by its sandbox header checks the signature against that sandbox alone.
+    const wrongBox = await fetch(url, { headers: { 'e2b-sandbox-id': other.sandboxId } });
+    expect(wrongBox.status).toBe(401);
+    expect(((await wrongBox.json()) as { message: string }).message).toMatch(new RegExp(`does not match sandbox ${other.sandboxId}`));
+  });
+
+  it('refuses envd requests without the access token (the sandbox id alone is not a credential)', async () => {
+    const sbx = await create();
+    const call = (path: string, headers: Record<string, string>) =>
+      fetch(`${d.url}${path}`, {
+        method: path === '/health' ? 'GET' : 'POST',
+        headers: { 'content-type': 'application/json', 'e2b-sandbox-id': sbx.sandboxId, ...headers },
+        ...(path === '/health' ? {} : { body: '{"path":"/"}' }),
+      });
+    const noToken = await call('/filesystem.Filesystem/ListDir', {});
+    expect(noToken.status).toBe(401);
+    expect(((await noToken.json()) as { message: string }).message).toMatch(/needs its access token/);
+    expect((await fetch(`${d.url}/files?path=/etc/hostname`, { headers: { 'e2b-sandbox-id': sbx.sandboxId } })).status).toBe(401);
+    expect((await call('/health', {})).status).toBe(204);
+    const token = (sbx as unknown as { envdAccessToken: string }).envdAccessToken;
+    expect((await call('/filesystem.Filesystem/ListDir', { 'x-access-token': token })).status).toBe(200);
   });
 
   it('watches a directory', async () => {

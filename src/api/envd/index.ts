@@ -1,7 +1,9 @@
 // Sandbox traffic: everything the SDK sends to E2B_SANDBOX_URL (envd's Connect RPC, /files,
-// /health) and to other sandbox ports. Not API-key authenticated: the sandbox's access token
-// is checked whenever the client sends one. Paused, dead or unknown sandboxes get 502, which
-// the SDK turns into "sandbox not found / timed out".
+// /health) and to other sandbox ports. Not API-key authenticated: as envd does, every envd
+// route but /health needs the sandbox's access token (X-Access-Token), and /files also takes a
+// URL the token pre-signed (uploadUrl/downloadUrl; such a URL names no sandbox, so the one
+// whose token verifies it is looked up). Other ports are public, as E2B's proxy serves them.
+// Paused, dead or unknown sandboxes get 502, which the SDK turns into "sandbox not found / timed out".
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { CubeError, errorBody, toCubeError } from '../../errors.js';
@@ -15,6 +17,7 @@ import { filesystemService } from './filesystem.js';
 import { userFromAuthorization } from './messages.js';
 import { processService, type SandboxCall } from './process.js';
 import { serveConnect, type Service } from './rpc.js';
+import { checkFileSignature, signedFileRequest, type SignedFileRequest } from './signature.js';
 import { ENVD_PORT, targetOf, type Target } from './target.js';
 
 const services: Record<string, Service<SandboxCall>> = {
@@ -23,7 +26,7 @@ const services: Record<string, Service<SandboxCall>> = {
 };
 
 export function isSandboxTraffic(req: IncomingMessage, ctx: ApiContext): boolean {
-  return targetOf(req.headers, ctx.config().api.sandbox_domain) !== undefined;
+  return targetOf(req.headers, ctx.config().api.sandbox_domain) !== undefined || signedFileRequest(req.method, req.url ?? '/') !== undefined;
 }
 
 /** A request that cannot reach a live sandbox: the status and E2B-proxy-shaped body to answer with. */
@@ -59,23 +62,55 @@ async function recordOf(ctx: ApiContext, sandboxID: string): Promise<SandboxReco
   }
 }
 
+/** The running sandbox whose token verifies a pre-signed /files URL. */
+async function findBySignature(ctx: ApiContext, signed: SignedFileRequest): Promise<string | undefined> {
+  const now = Math.floor(Date.now() / 1000);
+  return (await ctx.cp.listSandboxes()).find((s) => s.state === 'running' && checkFileSignature(signed, s.accessToken, now) !== 'mismatch')?.sandboxID;
+}
+
+/** What a request carries to reach a sandbox: its routing headers, and a /files signature if any. */
+interface Access {
+  target?: Target;
+  signed?: SignedFileRequest;
+  /** An envd route that needs the token (all but /health). */
+  envdAuth: boolean;
+}
+
+function accessOf(req: IncomingMessage, ctx: ApiContext): Access {
+  const target = targetOf(req.headers, ctx.config().api.sandbox_domain);
+  const signed = signedFileRequest(req.method, req.url ?? '/');
+  const envdAuth = (req.url ?? '/').split('?')[0] !== '/health';
+  return { ...(target ? { target } : {}), ...(signed ? { signed } : {}), envdAuth };
+}
+
 /** The live sandbox a request is for, its node, and the port it wants; a Refusal otherwise. */
-async function resolve(ctx: ApiContext, t: Target): Promise<{ call: Omit<SandboxCall, 'user'>; port: number }> {
-  if (Number.isNaN(t.port)) throw new CubeError('BAD_REQUEST', 'E2b-Sandbox-Port must be a port number');
-  const sandboxID = t.by === 'id' ? t.sandboxID : await findByToken(ctx, t.token);
-  if (!sandboxID) throw gone('(unknown)', 'no sandbox has this access token');
+async function resolve(ctx: ApiContext, a: Access): Promise<{ call: Omit<SandboxCall, 'user'>; port: number }> {
+  const t = a.target;
+  if (!t && !a.signed) throw new CubeError('BAD_REQUEST', 'not sandbox traffic: no E2b-Sandbox-Id, X-Access-Token, sandbox Host or signed /files URL');
+  if (t && Number.isNaN(t.port)) throw new CubeError('BAD_REQUEST', 'E2b-Sandbox-Port must be a port number');
+  const sandboxID = t?.by === 'id' ? t.sandboxID : t?.by === 'token' ? await findByToken(ctx, t.token) : await findBySignature(ctx, a.signed!);
+  if (!sandboxID) {
+    if (!t) throw new CubeError('UNAUTHORIZED', 'the /files signature matches no running sandbox (wrong, or signed for another path, operation or user)');
+    throw gone('(unknown)', 'no sandbox has this access token');
+  }
   const rec = await recordOf(ctx, sandboxID);
   if (!rec) throw gone(sandboxID, `sandbox ${sandboxID} does not exist`);
-  if (t.token !== undefined && t.token !== rec.accessToken) throw new CubeError('UNAUTHORIZED', `X-Access-Token does not match sandbox ${sandboxID}`);
+  const token = t?.token;
+  if (token !== undefined && token !== rec.accessToken) throw new CubeError('UNAUTHORIZED', `X-Access-Token does not match sandbox ${sandboxID}`);
   if (rec.state !== 'running') throw gone(sandboxID, `sandbox ${sandboxID} is ${rec.state}`);
-  return { call: { node: await ctx.cp.nodeFor(sandboxID), sandboxID }, port: t.port };
+  const port = t?.port ?? ENVD_PORT;
+  if (port === ENVD_PORT && a.envdAuth && token === undefined) {
+    if (!a.signed) throw new CubeError('UNAUTHORIZED', `envd of sandbox ${sandboxID} needs its access token (X-Access-Token)`);
+    const check = checkFileSignature(a.signed, rec.accessToken, Math.floor(Date.now() / 1000));
+    if (check === 'mismatch') throw new CubeError('UNAUTHORIZED', `the /files signature does not match sandbox ${sandboxID} (path, operation or user differ)`);
+    if (check === 'expired') throw new CubeError('UNAUTHORIZED', `the /files signature expired at ${new Date(a.signed.expiration! * 1000).toISOString()}`);
+  }
+  return { call: { node: await ctx.cp.nodeFor(sandboxID), sandboxID }, port };
 }
 
 export async function handleSandboxTraffic(req: IncomingMessage, res: ServerResponse, ctx: ApiContext): Promise<void> {
-  const t = targetOf(req.headers, ctx.config().api.sandbox_domain);
   try {
-    if (!t) throw new CubeError('BAD_REQUEST', 'not sandbox traffic: no E2b-Sandbox-Id, X-Access-Token or sandbox Host');
-    const { call, port } = await resolve(ctx, t);
+    const { call, port } = await resolve(ctx, accessOf(req, ctx));
     if (port !== ENVD_PORT) {
       await proxyHttp(req, res, call.sandboxID, port, await upstreamOf(call.node, call.sandboxID, port, req.url ?? '/'));
       return;
@@ -104,10 +139,8 @@ async function serveEnvd(req: IncomingMessage, res: ServerResponse, call: Omit<S
 }
 
 export async function handleSandboxUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, ctx: ApiContext): Promise<void> {
-  const t = targetOf(req.headers, ctx.config().api.sandbox_domain);
   try {
-    if (!t) throw new CubeError('BAD_REQUEST', 'not sandbox traffic');
-    const { call, port } = await resolve(ctx, t);
+    const { call, port } = await resolve(ctx, accessOf(req, ctx));
     if (port === ENVD_PORT) throw new CubeError('BAD_REQUEST', `port ${ENVD_PORT} (envd) takes no upgrades`);
     proxyUpgrade(req, socket, head, call.sandboxID, port, await upstreamOf(call.node, call.sandboxID, port, req.url ?? '/'));
   } catch (e) {
