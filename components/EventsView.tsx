@@ -25,7 +25,7 @@ export const EVENT_COLUMNS: readonly Column<EventView>[] = [
   { title: 'KIND', width: 17, cell: (e) => e.kind },
   { title: 'NODE', width: 12, cell: (e) => e.nodeID ?? '' },
   { title: 'SANDBOX', width: 14, cell: (e) => e.sandboxID ?? '' },
-  { title: 'CODE', width: 6, cell: (e) => (e.code === undefined ? '' : String(e.code)) },
+  { title: 'CODE', width: 6, shed: 1, cell: (e) => (e.code === undefined ? '' : String(e.code)) },
   { title: 'MESSAGE', width: 'flex', min: 20, cell: (e) => (e.durationMs === undefined ? e.message : `${e.message} (${millis(e.durationMs)})`) },
 ];
 

@@ -22,6 +22,15 @@ describe('NodesView', () => {
     for (const l of lastFrame()!.split('\n')) expect(l.length).toBeLessThanOrEqual(100);
   });
 
+  it('at 80 columns leaves out the gauge, sparkline and bottleneck (paused/freed next), never disk or pool', () => {
+    const store = storeFrom();
+    const { lastFrame } = render(withStore(store, <NodesView height={6} width={80} />));
+    const [header, ...rows] = lastFrame()!.split('\n');
+    expect(header!.split(/ +/)).toEqual(['NODE', 'STATE', 'SCHEDULABLE', 'DENSITY', 'PAUS/FREE', 'DISK/MARK', 'POOL']);
+    for (const l of [header!, ...rows]) expect(l.length).toBeLessThanOrEqual(80);
+    expect(line(lastFrame()!, 'node-a')).toMatch(/3 \/ 117 \(58 safe\) +1\/3\.1Gi +\d+%\/80% +\d+\/\d+$/);
+  });
+
   it('after the deltas: what the release ratio frees, the disk against its watermark, the empty pool', () => {
     const store = storeFrom();
     const { lastFrame } = render(withStore(store, <NodesView height={6} width={100} />));

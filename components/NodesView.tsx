@@ -27,18 +27,20 @@ export const NODE_ID_MAX = 24;
 // Only problems are coloured (and the density gauge): fewer colour spans is cheaper for Ink
 // to draw, and the eye goes to what is wrong.
 // At 120 columns with ids up to 12 characters every column fits whole, the schedulability
-// reason included (`no: disk watermark 83% >= 80%`); narrower terminals cut the reason first.
+// reason included (`no: disk watermark 83% >= 80%`); narrower terminals cut the reason first,
+// then leave out the columns that repeat or decorate others (the wait sparkline, the load gauge
+// beside DENSITY, the bottleneck, paused/freed): at 80 columns the disk and pool columns stay.
 export const nodeColumns = (idWidth: number): Column<NodeView>[] => [
   { title: 'NODE', width: Math.min(NODE_ID_MAX, Math.max(4, idWidth)), cell: (n) => n.nodeID },
   { title: 'STATE', width: 9, cell: nodeState, tone: (n): Tone | undefined => (n.healthy && !n.lost ? undefined : 'bad') },
   { title: 'SCHEDULABLE', width: 'flex', min: 10, cell: schedulable, tone: (n) => (n.schedulable ? undefined : 'warn') },
   { title: 'DENSITY', width: 18, align: 'right', cell: (n) => densityText(live(n), n.density.effectiveCeiling, n.density.safetyBoundary), tone: level },
-  { title: 'LOAD', width: GAUGE, cell: (n) => gauge(live(n), n.density.effectiveCeiling, GAUGE), tone: level },
-  { title: 'BOUND', width: 6, cell: (n) => n.density.bottleneck },
-  { title: 'PAUS/FREE', width: 9, align: 'right', cell: (n) => `${n.sandboxes.paused}/${mib(n.density.releasedMiB)}` },
+  { title: 'LOAD', width: GAUGE, shed: 3, cell: (n) => gauge(live(n), n.density.effectiveCeiling, GAUGE), tone: level },
+  { title: 'BOUND', width: 6, shed: 2, cell: (n) => n.density.bottleneck },
+  { title: 'PAUS/FREE', width: 9, shed: 1, align: 'right', cell: (n) => `${n.sandboxes.paused}/${mib(n.density.releasedMiB)}` },
   { title: 'DISK/MARK', width: 9, align: 'right', cell: (n) => `${Math.round(n.usage.diskUsedPercent)}%/${n.usage.diskWatermarkPercent}%`, tone: (n) => (n.usage.diskUsedPercent >= n.usage.diskWatermarkPercent ? 'bad' : undefined) },
   { title: 'POOL', width: 7, align: 'right', cell: (n) => `${n.pool.free}/${n.pool.total}`, tone: (n) => (n.pool.free === 0 && n.pool.total > 0 ? 'bad' : undefined) },
-  { title: 'WAITS', width: 6, cell: (n) => sparkline(n.pool.recentWaitsMs, 6) },
+  { title: 'WAITS', width: 6, shed: 4, cell: (n) => sparkline(n.pool.recentWaitsMs, 6) },
 ];
 
 export function NodesView({ height, width }: { height: number; width: number }) {

@@ -17,7 +17,7 @@ export const POOL_COLUMNS: readonly Column<NodeView>[] = [
   { title: 'ON-DEMAND', width: 9, align: 'right', cell: (n) => String(n.pool.onDemand) },
   { title: 'P50', width: 6, align: 'right', cell: (n) => millis(n.pool.waitP50Ms) },
   { title: 'P99', width: 6, align: 'right', cell: (n) => millis(n.pool.waitP99Ms), tone: (n) => (n.pool.waitP99Ms >= NIC_WAIT_P99_MS ? 'bad' : undefined) },
-  { title: 'RECENT WAITS', width: 16, cell: (n) => sparkline(n.pool.recentWaitsMs, 16) },
+  { title: 'RECENT WAITS', width: 16, shed: 1, cell: (n) => sparkline(n.pool.recentWaitsMs, 16) },
 ];
 
 export function PoolView({ height, width }: { height: number; width: number }) {

@@ -16,6 +16,14 @@ describe('SandboxesView', () => {
     expect(lines.slice(1).map((l) => l.split(' ')[0])).toEqual(['sb-0001', 'sb-0003', 'sb-0004']);
   });
 
+  it('at 80 columns leaves out cpu, memory and template first', () => {
+    const { lastFrame } = render(withStore(storeFrom(), <SandboxesView height={6} width={80} now={NOW} />));
+    const lines = lastFrame()!.split('\n');
+    expect(lines[0]).toMatch(/^SANDBOX +NODE +STATE +AGE +LEFT +REASON$/);
+    expect(lines[1]).toMatch(/^sb-0001 +node-a +running +2m +3m00s$/);
+    for (const l of lines) expect(l.length).toBeLessThanOrEqual(80);
+  });
+
   it('filters with / on any field and says when nothing matches', () => {
     const store = storeFrom();
     setUi(store, { filter: { sandboxes: 'paused' } });

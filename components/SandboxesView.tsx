@@ -13,12 +13,12 @@ const STATE_TONE: Partial<Record<SandboxView['state'], Tone>> = { paused: 'dim',
 export function sandboxColumns(now: number): Column<SandboxView>[] {
   return [
     { title: 'SANDBOX', width: 22, cell: (x) => x.sandboxID },
-    { title: 'TEMPLATE', width: 12, cell: (x) => x.templateID },
-    { title: 'NODE', width: 'flex', min: 10, cell: (x) => x.nodeID },
+    { title: 'TEMPLATE', width: 12, shed: 1, cell: (x) => x.templateID },
+    { title: 'NODE', width: 'flex', min: 8, cell: (x) => x.nodeID },
     { title: 'STATE', width: 10, cell: (x) => x.state, tone: (x) => STATE_TONE[x.state] },
     { title: 'AGE', width: 5, align: 'right', cell: (x) => age(x.startedAt, now) },
-    { title: 'CPU', width: 4, align: 'right', cell: (x) => String(x.spec.cpus) },
-    { title: 'MEM', width: 7, align: 'right', cell: (x) => mib(x.spec.memoryMiB) },
+    { title: 'CPU', width: 4, shed: 3, align: 'right', cell: (x) => String(x.spec.cpus) },
+    { title: 'MEM', width: 7, shed: 2, align: 'right', cell: (x) => mib(x.spec.memoryMiB) },
     { title: 'LEFT', width: 8, align: 'right', cell: (x) => timeLeft(x.endAt, now) },
     { title: 'REASON', width: 16, cell: (x) => x.reason ?? '' },
   ];

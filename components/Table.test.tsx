@@ -2,7 +2,7 @@ import React from 'react';
 import { describe, expect, it } from 'vitest';
 import { render } from 'ink-testing-library';
 import { pickSkin } from '../src/tui/skins.js';
-import { columnWidths, Table, windowStart, type Column } from './Table.js';
+import { columnWidths, fitColumns, Table, windowStart, type Column } from './Table.js';
 
 interface R {
   id: string;
@@ -26,6 +26,21 @@ describe('Table', () => {
   it('the flex column takes what the fixed ones leave', () => {
     expect(columnWidths(COLS, 40)).toEqual([34, 5]);
     expect(columnWidths(COLS, 5)).toEqual([4, 5]);
+  });
+
+  it.each([
+    [40, ['ID', 'A', 'B', 'C']],
+    [24, ['ID', 'A', 'C']], // B (shed 2) goes first
+    [17, ['ID', 'C']], // then A (shed 1); C and the flex ID have no rank and stay
+    [5, ['ID', 'C']],
+  ])('fitColumns at width %d keeps %j', (width, titles) => {
+    const cols: Column<R>[] = [
+      { title: 'ID', width: 'flex', min: 4, cell: (r) => r.id },
+      { title: 'A', width: 6, shed: 1, cell: () => 'a' },
+      { title: 'B', width: 6, shed: 2, cell: () => 'b' },
+      { title: 'C', width: 6, cell: () => 'c' },
+    ];
+    expect(fitColumns(cols, width).map((c) => c.title)).toEqual(titles);
   });
 
   it('renders only the window around the selection, with its position', () => {

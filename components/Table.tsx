@@ -11,6 +11,11 @@ export interface Column<T> {
   /** Fixed width, or 'flex' for the one column that takes what is left (at least `min`). */
   width: number | 'flex';
   min?: number;
+  /**
+   * Rank for narrow terminals: when the columns do not fit the width, columns with a rank are
+   * left out, the highest rank first, until the rest fit; columns without one always stay.
+   */
+  shed?: number;
   align?: 'left' | 'right';
   cell: (row: T) => string;
   tone?: (row: T) => Tone | undefined;
@@ -29,6 +34,23 @@ export interface TableProps<T> {
   /** Tone of a whole row (cells with their own tone keep it). */
   rowTone?: (row: T) => Tone | undefined;
   empty?: string;
+}
+
+/** Width the columns need at least: fixed widths, the flex column's minimum, one space between. */
+function neededWidth<T>(columns: readonly Column<T>[]): number {
+  return columns.reduce((sum, c) => sum + (c.width === 'flex' ? (c.min ?? 8) : c.width), 0) + Math.max(0, columns.length - 1);
+}
+
+/** The columns shown at `width`: all when they fit, else without the highest `shed` ranks first (pure). */
+export function fitColumns<T>(columns: readonly Column<T>[], width: number): readonly Column<T>[] {
+  let shown = columns;
+  while (neededWidth(shown) > width) {
+    const rank = Math.max(...shown.map((c) => c.shed ?? -Infinity));
+    if (rank === -Infinity) break;
+    const i = shown.findIndex((c) => c.shed === rank);
+    shown = [...shown.slice(0, i), ...shown.slice(i + 1)];
+  }
+  return shown;
 }
 
 /** Widths of the columns for the terminal width: fixed ones as given, the flex one fills. */
@@ -81,7 +103,8 @@ function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTo
 
 const Row = memo(RowLine) as typeof RowLine;
 
-export function Table<T>({ columns, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty }: TableProps<T>) {
+export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty }: TableProps<T>) {
+  const columns = useMemo(() => fitColumns(all, width), [all, width]);
   const widths = useMemo(() => columnWidths(columns, width), [columns, width]);
   const bodyHeight = Math.max(1, height - 1);
   const found = selectedID === undefined ? -1 : rows.findIndex((r) => rowKey(r) === selectedID);
