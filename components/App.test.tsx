@@ -87,6 +87,25 @@ describe('App', () => {
     expect(actions.calls).toEqual(['setReleaseRatio 0.5 "node-a"']);
   });
 
+  it('submits a pasted value whose Enter arrives in the same chunk, and ignores what follows it', async () => {
+    const { r, actions, quits } = await setup();
+    r.stdin.write('r');
+    await waitForFrame(r.lastFrame, (f) => f.includes('> 0.75_'));
+    r.stdin.write('\x15');
+    await waitForFrame(r.lastFrame, (f) => f.includes('> _'));
+    r.stdin.write('0.5\rq');
+    await waitForFrame(r.lastFrame, (x) => !x.includes('> 0.5'));
+    expect(actions.calls).toEqual(['setReleaseRatio 0.5 "node-a"']);
+    expect(quits()).toBe(0);
+    // The same in the filter: the text applies and Enter closes it.
+    r.stdin.write('2');
+    await waitForFrame(r.lastFrame, (f) => f.includes('sb-0001'));
+    r.stdin.write('/');
+    r.stdin.write('0004\r');
+    const f = await waitForFrame(r.lastFrame, (x) => x.includes('sb-0004') && !x.includes('sb-0001'));
+    expect(f).not.toMatch(/^\/0004/m);
+  });
+
   it('destroys marked sandboxes after confirmation and pauses the selected one', async () => {
     const { r, actions } = await setup();
     r.stdin.write('2');

@@ -198,8 +198,20 @@ export function editLine(text: string, name: string, input: string): string | nu
   return null;
 }
 
+/**
+ * A paste arrives as one chunk, its Enter included (`0.75\r`), which Ink reports as neither
+ * text nor Enter: it is replayed as typed, up to its first line end. What follows that Enter
+ * is dropped: the overlay it submits is closed, and pasted text must not fire view keys.
+ */
+function replayPaste(ctx: CommandContext, input: string): void {
+  const end = /\r\n|\r|\n/.exec(input)!;
+  if (end.index > 0) handleKey(ctx, input.slice(0, end.index), input.slice(0, end.index));
+  if (ctx.store.getState().ui.overlay !== null) handleKey(ctx, 'enter', '\r');
+}
+
 /** Routes one keypress: the overlay first (modal), then the keymap. */
 export function handleKey(ctx: CommandContext, name: string, input: string): void {
+  if (input.length > 1 && /[\r\n]/.test(input)) return replayPaste(ctx, input);
   const { store } = ctx;
   const s = store.getState();
   const ov = s.ui.overlay;
