@@ -16,8 +16,9 @@
 //     exec) or a command run with its stdin, output and wait status collected. Creates run in a
 //     slim mount namespace of the helper without the host's per-netns nsfs mounts, so the copy
 //     each sandbox's unshare(CLONE_NEWNS) makes stays small however large the netns pool grows;
-//     netns paths are still opened in the host's tree (through a saved root fd), and commands run
-//     back in the host's mount namespace.
+//     it is remade before the next create when the host's other mounts change (a template on a
+//     filesystem mounted later). Netns paths are still opened in the host's tree (through a
+//     saved root fd), and commands run back in the host's mount namespace.
 //     A third request, `holders NETNS_PATH`, lists the pids whose network namespace it is (a scan
 //     of /proc that costs the daemon's event loop milliseconds per call when done from Node).
 //     Request: u32 len, u32 id, u32 op (0 create, 1 run, 2 holders), u32 argc, u32 stdin_len, argv as
@@ -61,9 +62,11 @@
 #define MAX_CGROUPS 8
 #define EXIT_HELPER 125
 
-// serve: the host's root and mount namespace, saved before the helper leaves them (fds 3 and 4).
+// serve: the host's root, mount namespace and mount table, saved before the helper leaves them
+// (fds 3, 4 and 5; children close everything above HOST_MNT_FD).
 #define HOST_ROOT_FD 3
 #define HOST_MNT_FD 4
+#define HOST_MOUNTS_FD 5
 static int host_root = -1;
 
 static int report_fd = -1; // create: the ready pipe, where the sandbox init reports failures
@@ -604,6 +607,45 @@ static void leave_host_mounts(void) {
   fclose(f);
 }
 
+// The slim namespace is a copy: a mount the host makes later (a template on a new filesystem)
+// would stay invisible to new sandboxes. The host's mount table (HOST_MOUNTS_FD, opened in the
+// host namespace) polls POLLPRI on every change; netns churn of the pool changes it all the time,
+// so the copy is only remade when the mounts other than nsfs differ (FNV-1a over those lines).
+// The table is read before a create only after a change: 0.5 ms with 1000 mounts.
+static uint64_t host_mounts_hash = 0;
+static int host_mounts_dirty = 0;
+
+static uint64_t hash_host_mounts(void) {
+  FILE *f = fdopen(dup(HOST_MOUNTS_FD), "re");
+  if (!f) die("read host mounts");
+  rewind(f);
+  uint64_t h = 1469598103934665603ULL;
+  char line[4096];
+  while (fgets(line, sizeof line, f)) {
+    // /proc/mounts: "device mountpoint type options 0 0"
+    char type[64];
+    if (sscanf(line, "%*s %*s %63s", type) == 1 && strcmp(type, "nsfs") == 0) continue;
+    for (const char *c = line; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+  }
+  fclose(f);
+  return h;
+}
+
+static void enter_slim_namespace(void) {
+  host_mounts_hash = hash_host_mounts();
+  host_mounts_dirty = 0;
+  leave_host_mounts();
+}
+
+// Before a create: remake the slim namespace if the host's mounts changed since it was made.
+static void refresh_slim_namespace(void) {
+  if (!host_mounts_dirty) return;
+  host_mounts_dirty = 0;
+  if (hash_host_mounts() == host_mounts_hash) return;
+  if (setns(HOST_MNT_FD, CLONE_NEWNS) < 0) die("join host mount namespace");
+  enter_slim_namespace();
+}
+
 // Prints the pids whose network namespace is the one bound at `path` (host tree), one a line.
 static int netns_holders(const char *path) {
   struct stat want, st;
@@ -686,16 +728,19 @@ static int cmd_serve(void) {
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   // Opened above the fixed numbers first, so moving them there never clobbers one another.
   int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), mnt = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-  if (root < 0 || mnt < 0) die("open host root");
-  int r2 = fcntl(root, F_DUPFD_CLOEXEC, 16), m2 = fcntl(mnt, F_DUPFD_CLOEXEC, 16);
-  if (r2 < 0 || m2 < 0) die("dup");
+  int mounts = open("/proc/self/mounts", O_RDONLY | O_CLOEXEC);
+  if (root < 0 || mnt < 0 || mounts < 0) die("open host root");
+  int r2 = fcntl(root, F_DUPFD_CLOEXEC, 16), m2 = fcntl(mnt, F_DUPFD_CLOEXEC, 16), t2 = fcntl(mounts, F_DUPFD_CLOEXEC, 16);
+  if (r2 < 0 || m2 < 0 || t2 < 0) die("dup");
   close(root);
   close(mnt);
-  if (dup3(r2, HOST_ROOT_FD, O_CLOEXEC) < 0 || dup3(m2, HOST_MNT_FD, O_CLOEXEC) < 0) die("dup");
+  close(mounts);
+  if (dup3(r2, HOST_ROOT_FD, O_CLOEXEC) < 0 || dup3(m2, HOST_MNT_FD, O_CLOEXEC) < 0 || dup3(t2, HOST_MOUNTS_FD, O_CLOEXEC) < 0) die("dup");
   close(r2);
   close(m2);
+  close(t2);
   host_root = HOST_ROOT_FD;
-  leave_host_mounts();
+  enter_slim_namespace();
   sigset_t chld, old;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -706,12 +751,13 @@ static int cmd_serve(void) {
   char *req = NULL;
   size_t rlen = 0, rcap = 0;
   int in_open = 1;
-  struct pollfd *pfd = calloc(2 + 2 * MAX_JOBS, sizeof *pfd);
+  struct pollfd *pfd = calloc(3 + 2 * MAX_JOBS, sizeof *pfd);
   if (!pfd) die("out of memory");
   while (in_open || njobs > 0) {
     int n = 0;
     pfd[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
     pfd[n++] = (struct pollfd){.fd = in_open ? 0 : -1, .events = POLLIN};
+    pfd[n++] = (struct pollfd){.fd = HOST_MOUNTS_FD, .events = POLLPRI};
     for (int i = 0; i < njobs; i++) {
       pfd[n++] = (struct pollfd){.fd = jobs[i].out, .events = POLLIN};
       pfd[n++] = (struct pollfd){.fd = jobs[i].err, .events = POLLIN};
@@ -721,9 +767,10 @@ static int cmd_serve(void) {
       die("poll");
     }
     for (int i = 0; i < njobs; i++) {
-      if (pfd[2 + 2 * i].revents) read_job_fd(&jobs[i], &jobs[i].out, &jobs[i].obuf, &jobs[i].olen, &jobs[i].ocap);
-      if (pfd[3 + 2 * i].revents) read_job_fd(&jobs[i], &jobs[i].err, &jobs[i].ebuf, &jobs[i].elen, &jobs[i].ecap);
+      if (pfd[3 + 2 * i].revents) read_job_fd(&jobs[i], &jobs[i].out, &jobs[i].obuf, &jobs[i].olen, &jobs[i].ocap);
+      if (pfd[4 + 2 * i].revents) read_job_fd(&jobs[i], &jobs[i].err, &jobs[i].ebuf, &jobs[i].elen, &jobs[i].ecap);
     }
+    if (pfd[2].revents) host_mounts_dirty = 1;
     if (pfd[0].revents) {
       struct signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) > 0) {}
@@ -765,7 +812,10 @@ static int cmd_serve(void) {
         }
         argv[k] = NULL;
         if (k != argc || k == 0 || p != end || op > 2) answer(id, -1, NULL, 0, "bad request", 11);
-        else start_job(id, op, (int)argc, argv, end, inlen, &old);
+        else {
+          if (op == 0) refresh_slim_namespace();
+          start_job(id, op, (int)argc, argv, end, inlen, &old);
+        }
         memmove(req, req + total, rlen - total);
         rlen -= total;
       }

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, symlinkSync } from 'node:fs';
+import { copyFileSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -66,6 +66,26 @@ describe('templates', () => {
     const r = await run(rig(), h, ['/bin/bash', '-c', 'echo $BASH_VERSION; test -e /usr/bin/python3 && echo host-usr; echo x > /tmp/f; echo done'], { user: 'root' });
     expect(r.stdout).toMatch(/^\d+\.\d+.*\ndone\n$/);
     await rig().driver.destroy(h.sandboxID);
+  });
+
+  it('runs sandboxes from a template on a filesystem mounted after the driver started', async () => {
+    // The create helper works in a copy of the host's mount table made when it started.
+    const first = await rig().driver.create(rig().spec());
+    await rig().driver.destroy(first.sandboxID);
+    const dir = join(scratch, 'cube-late-mount');
+    mkdirSync(dir);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'cube-late-mount', dir]);
+    try {
+      bashRootfs(dir);
+      writeFileSync(join(dir, 'etc/marker'), 'on the late mount\n');
+      const template = await rig().templates.registerTemplate('late-mount', dir);
+      const h = await rig().driver.create(rig().spec({ template }));
+      const r = await run(rig(), h, ['/bin/bash', '-c', 'read -r line < /etc/marker; echo "$line"'], { user: 'root' });
+      expect(r.stdout).toBe('on the late mount\n');
+      await rig().driver.destroy(h.sandboxID);
+    } finally {
+      execFileSync('umount', [dir]);
+    }
   });
 
   it('leaves nothing behind when a create fails', async () => {
