@@ -21,7 +21,7 @@ import { clusterSecret } from '../cubelet/rpc-wire.js';
 import { nodeRpcHandler, nodeUpgradeHandler } from '../cubelet/rpc-server.js';
 import { CubeError, isCubeError } from '../errors.js';
 import { nodeTag } from '../ids.js';
-import { NsNetworkAgent } from '../network/agent.js';
+import { NsNetworkAgent, type PolicySettings } from '../network/agent.js';
 import { parseRange } from '../network/ipam.js';
 import { NsDriver } from '../runtime/ns/driver.js';
 import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } from '../runtime/sim/nodes.js';
@@ -181,13 +181,25 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
   let cubelet: Cubelet | undefined;
+  const policyOf = (n: typeof net): PolicySettings => ({ allowHostAccess: n.allow_host_access, internetDefault: n.allow_internet_access, denyOut: n.deny_out });
   const network = new NsNetworkAgent({
     nodeTag: tag,
     cidr: net.cidr,
     initNum: net.tap_init_num,
-    allowHostAccess: net.allow_host_access,
+    policy: policyOf(net),
     log,
     onNotice: (n) => cubelet?.report(n.kind, n.message),
+  });
+  // The policy knobs are live: a reload replaces the node's nftables table (sandboxes' own rules kept).
+  let applied = JSON.stringify(policyOf(net));
+  config.on('change', ({ current }) => {
+    const want = policyOf(current.config.cubelet.plugins['io.cubelet.internal.v1.network']);
+    if (JSON.stringify(want) === applied) return;
+    applied = JSON.stringify(want);
+    network.setPolicy(want).then(
+      () => log.info({ policy: want }, 'network policy updated'),
+      (err: unknown) => log.error({ err }, 'network policy update failed: the previous table stays in force'),
+    );
   });
   cubelet = new Cubelet({
     nodeID,

@@ -110,6 +110,14 @@ export const CubeletConfigSchema = z
             tap_init_num: z.number().int().min(0).max(16000).default(32).meta({ restart: true }).describe('network slots (netns + veth) created at start-up and kept warm'),
             cidr: z.string().regex(/^\d+\.\d+\.\d+\.\d+\/\d+$/, { error: 'must be an IPv4 CIDR like 10.213.0.0/16' }).default('10.213.0.0/16').meta({ restart: true }).describe('private range the IPAM carves /30 slots from; must not overlap another node on the same host'),
             allow_host_access: z.boolean().default(false).describe('let sandboxes reach services on host addresses (off: nftables drops it)'),
+            allow_internet_access: z
+              .boolean()
+              .default(true)
+              .describe("internet (NAT through the host) for sandboxes whose create does not say; E2B's allow_internet_access overrides it per sandbox"),
+            deny_out: z
+              .array(z.string().regex(/^((25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(25[0-5]|2[0-4]\d|1?\d?\d)(\/(3[0-2]|[12]?\d))?$/, { error: 'must be an IPv4 address or CIDR like 10.0.0.0/8' }))
+              .default(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16'])
+              .describe("destinations no sandbox reaches, whatever it asks (the host's LAN, cloud metadata); a sandbox's network.allowOut cannot reopen them"),
           })
           .strict()
           .prefault({}),

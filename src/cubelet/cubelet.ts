@@ -10,6 +10,7 @@ import type { NetSlot, NetworkAgent } from '../network/types.js';
 import type { FileStat, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef } from '../runtime/types.js';
 import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, type CpuTimes } from './host-metrics.js';
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
+import { resolveEgress } from '../network/egress.js';
 import { buildNodeView } from './node-view.js';
 import { ProcessTable } from './process-table.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
@@ -77,7 +78,10 @@ export class Cubelet implements NodeApi {
       const meta = await readMeta(h.dir);
       if (meta && meta.sandboxID === h.sandboxID && driver.alive(h)) found.push({ h, meta });
     }
-    await network.start(new Map(found.map((f) => [f.h.sandboxID, f.meta.slotIndex])));
+    await network.start(
+      new Map(found.map((f) => [f.h.sandboxID, f.meta.slotIndex])),
+      new Map(found.flatMap((f) => (f.meta.egress ? [[f.h.sandboxID, f.meta.egress] as const] : []))),
+    );
     const adopted = found.filter((f) => network.slotOf(f.h.sandboxID) !== undefined);
     const { removed } = await driver.cleanup(new Set(adopted.map((f) => f.h.sandboxID)));
     for (const { h, meta } of adopted) {
@@ -120,6 +124,8 @@ export class Cubelet implements NodeApi {
   async createSandbox(req: NodeCreateRequest): Promise<SandboxView> {
     const id = req.sandboxID;
     if (this.entries.has(id)) throw new CubeError('CONFLICT', `sandbox ${id} already exists`);
+    // Checked before anything is made: a bad destination, or one the node's deny list closes.
+    const egress = resolveEgress(req.egress, this.o.config().cubelet.plugins['io.cubelet.internal.v1.network'].deny_out);
     const t0 = performance.now();
     const meta: SandboxMeta = {
       sandboxID: id,
@@ -131,6 +137,7 @@ export class Cubelet implements NodeApi {
       metadata: { ...req.metadata },
       env: { ...req.env },
       paused: false,
+      ...(egress ? { egress } : {}),
     };
     const entry = this.newEntry(meta, 'creating');
     this.entries.set(id, entry);
@@ -158,6 +165,8 @@ export class Cubelet implements NodeApi {
       const template = await this.o.templates.resolve(meta.templateID);
       entry.slot = await network.acquire(id);
       meta.slotIndex = entry.slot.index;
+      // Before the sandbox exists: its first packet already meets its own rules.
+      if (meta.egress) await network.setEgress(id, meta.egress);
       entry.handle = await driver.create({
         sandboxID: id,
         template,

@@ -4,6 +4,7 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SandboxSpecView } from '../api/types.js';
+import type { EgressRules } from '../network/egress.js';
 
 export interface SandboxMeta {
   sandboxID: string;
@@ -15,6 +16,8 @@ export interface SandboxMeta {
   metadata: Record<string, string>;
   env: Record<string, string>;
   paused: boolean;
+  /** The sandbox's own egress rules, re-installed when a restarted daemon re-adopts it. */
+  egress?: EgressRules;
 }
 
 const FILE = 'meta.json';

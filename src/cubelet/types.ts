@@ -3,6 +3,7 @@
 // and scheduler never know which.
 import type { Readable } from 'node:stream';
 import type { NodeView, SandboxView, EventView } from '../api/types.js';
+import type { EgressRequest } from '../network/egress.js';
 import type { ExecRequest, FileStat, SandboxStats } from '../runtime/types.js';
 
 export interface NodeCreateRequest {
@@ -15,7 +16,8 @@ export interface NodeCreateRequest {
   endAt: string;
   env: Record<string, string>;
   metadata: Record<string, string>;
-  allowInternetAccess?: boolean;
+  /** The sandbox's own egress rules (E2B allow_internet_access, network.allowOut/denyOut); absent: the node's defaults. */
+  egress?: EgressRequest;
 }
 
 export type ProcessEvent =

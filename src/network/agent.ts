@@ -11,7 +11,8 @@ import type { NetSlot, NetworkAgent } from './types.js';
 import { SlotAllocator, parseRange, slotAddresses, type Range, type SlotAddresses } from './ipam.js';
 import { NETNS_DIR, hostIfName, netnsName } from './names.js';
 import { Spawner, failedItems } from './iproute.js';
-import { installPolicy, removePolicy } from './nft.js';
+import { destinationElements, type EgressRules } from './egress.js';
+import { enableIpForwarding, installPolicy, removePolicy, sandboxRulesScript, type NodePolicy } from './nft.js';
 import { arpEntries, conntrackMentions, hostIfIndices, netnsIndices } from './host-scan.js';
 import { sharedHelper } from '../runtime/ns/helper.js';
 import { RESET_LINES, expectedState, innerCreateLines, parseSlotState, removeLines, rootCreateLines, type SlotNames } from './slot-script.js';
@@ -29,9 +30,19 @@ export interface NetworkAgentOptions {
   cidr: string;
   /** tap_init_num: free slots kept warm. */
   initNum: number;
-  allowHostAccess: boolean;
+  /** The node's policy knobs (config): live through setPolicy. */
+  policy: PolicySettings;
   log?: Logger;
   onNotice?: (n: PoolNotice) => void;
+}
+
+/** The node-wide part of the network policy, as configured. */
+export interface PolicySettings {
+  allowHostAccess: boolean;
+  /** Internet for sandboxes that do not say (allow_internet_access). */
+  internetDefault: boolean;
+  /** Destinations no sandbox reaches (deny_out): IPv4 addresses or CIDRs. */
+  denyOut: readonly string[];
 }
 
 interface Waiter {
@@ -89,7 +100,9 @@ export class NsNetworkAgent implements NetworkAgent {
   private innerActive = 0;
   private readonly innerQueue: (() => void)[] = [];
   private conntrackTool: boolean | undefined;
-  private allowHostAccess: boolean;
+  private policy: PolicySettings;
+  /** Sandboxes' own egress rules by slot index (installed as set elements of the table). */
+  private readonly egress = new Map<number, EgressRules>();
   private lastAcquire = 0;
 
   constructor(private readonly opts: NetworkAgentOptions) {
@@ -101,7 +114,8 @@ export class NsNetworkAgent implements NetworkAgent {
       throw new CubeError('CONFIG_INVALID', `tap_init_num ${opts.initNum} exceeds the ${this.range.maxIndex} slots of ${this.range.cidr}`);
     }
     this.alloc = new SlotAllocator(this.range);
-    this.allowHostAccess = opts.allowHostAccess;
+    destinationElements(opts.policy.denyOut, 'deny_out');
+    this.policy = opts.policy;
   }
 
   /** Process spawns so far (ip, nft, conntrack): the cost that bounds burst throughput. */
@@ -109,15 +123,25 @@ export class NsNetworkAgent implements NetworkAgent {
     return this.sp.spawns;
   }
 
-  async start(keepSlots: Map<string, number> = new Map()): Promise<void> {
+  /**
+   * `keepSlots`: sandboxes that outlived the daemon, with their slot index; `keepEgress`: the
+   * egress rules those of them had (re-installed with the table, which start replaces).
+   */
+  async start(keepSlots: Map<string, number> = new Map(), keepEgress: Map<string, EgressRules> = new Map()): Promise<void> {
     if (this.running) throw new CubeError('CONFLICT', 'network agent already started');
     this.alloc = new SlotAllocator(this.range);
     this.free = [];
     this.inUse.clear();
     this.draining.clear();
+    this.egress.clear();
     this.refillBlockedUntil = 0;
-    await installPolicy(this.sp, this.tag, this.allowHostAccess, this.range.cidr);
+    if (await enableIpForwarding()) this.opts.log?.info('turned on net.ipv4.ip_forward: sandbox connections are routed (NAT) through the host');
     await this.adoptAndSweep(keepSlots);
+    for (const [sandboxID, rules] of keepEgress) {
+      const slot = this.inUse.get(sandboxID);
+      if (slot) this.egress.set(slot.index, rules);
+    }
+    await this.installTable();
     this.running = true;
     this.drainTimer = setInterval(() => void this.pollDraining(), DRAIN_POLL_MS);
     this.drainTimer.unref();
@@ -187,10 +211,45 @@ export class NsNetworkAgent implements NetworkAgent {
     }
   }
 
-  /** Live switch of the host-access policy (config allow_host_access). */
-  async setAllowHostAccess(allow: boolean): Promise<void> {
-    this.allowHostAccess = allow;
-    if (this.running) await installPolicy(this.sp, this.tag, allow, this.range.cidr);
+  /** Live change of the node's policy (config allow_host_access, allow_internet_access, deny_out). */
+  async setPolicy(policy: PolicySettings): Promise<void> {
+    destinationElements(policy.denyOut, 'deny_out');
+    this.policy = policy;
+    if (this.running) await this.installTable();
+  }
+
+  /** Installs a sandbox's own egress rules on the slot it holds, before anything runs in it. */
+  async setEgress(sandboxID: string, rules: EgressRules): Promise<void> {
+    const slot = this.inUse.get(sandboxID);
+    if (!slot) throw new CubeError('NETWORK_FAILED', `sandbox ${sandboxID} holds no network slot`);
+    await this.dropEgress(slot);
+    const script = sandboxRulesScript(this.tag, slot.hostIf, rules, 'add');
+    if (script) await this.sp.nft(script);
+    this.egress.set(slot.index, rules);
+  }
+
+  private async dropEgress(slot: NetSlot): Promise<void> {
+    const rules = this.egress.get(slot.index);
+    if (!rules) return;
+    this.egress.delete(slot.index);
+    const script = sandboxRulesScript(this.tag, slot.hostIf, rules, 'delete');
+    // Left behind, they would apply to the next tenant of the link name: rebuild the table instead.
+    if (script) await this.sp.nft(script).catch(() => this.installTable());
+  }
+
+  /** The whole table from the current policy and every sandbox's rules, replaced in one transaction. */
+  private async installTable(): Promise<void> {
+    const sandboxes = new Map<string, EgressRules>();
+    for (const [index, rules] of this.egress) sandboxes.set(hostIfName(this.tag, index), rules);
+    const p: NodePolicy = {
+      tag: this.tag,
+      cidr: this.range.cidr,
+      allowHostAccess: this.policy.allowHostAccess,
+      internetDefault: this.policy.internetDefault,
+      denyOut: destinationElements(this.policy.denyOut, 'deny_out'),
+      sandboxes,
+    };
+    await installPolicy(this.sp, p);
   }
 
   async stop(opts: { destroy: boolean }): Promise<void> {
@@ -373,6 +432,7 @@ export class NsNetworkAgent implements NetworkAgent {
   private async reset(slot: NetSlot): Promise<void> {
     let problem: string | undefined;
     try {
+      await this.dropEgress(slot);
       const holders = await sharedHelper().netnsHolders(slot.netnsPath);
       if (holders.length > 0) {
         problem = `processes still in the netns: ${holders.join(' ')}`;

@@ -3,6 +3,7 @@
 // MySQL and remote nodes. Errors are CubeErrors from src/errors.ts.
 import type { ConfigView, EventView, NodeView, ReloadResult, SandboxState, SandboxView, Snapshot, WatchMessage } from '../api/types.js';
 import type { NodeApi } from '../cubelet/types.js';
+import type { EgressRequest } from '../network/egress.js';
 
 export interface CreateSandboxRequest {
   /** 'base' or absent means the configured default template. */
@@ -14,7 +15,8 @@ export interface CreateSandboxRequest {
   diskGiB?: number;
   metadata?: Record<string, string>;
   envVars?: Record<string, string>;
-  allowInternetAccess?: boolean;
+  /** The sandbox's own egress rules; absent: the node's defaults. */
+  egress?: EgressRequest;
   /** Place on this node only (console "launch on the selected node"). */
   nodeID?: string;
   /** Place only on nodes of this runtime driver (ns, microvm, sim). */

@@ -127,7 +127,7 @@ export class LocalControlPlane implements ControlPlane {
         endAt: new Date(Date.now() + timeoutSec * 1000).toISOString(),
         env: secrets.envVars,
         metadata: { ...(req.metadata ?? {}) },
-        ...(req.allowInternetAccess !== undefined ? { allowInternetAccess: req.allowInternetAccess } : {}),
+        ...(req.egress ? { egress: req.egress } : {}),
       });
       this.stats.record(performance.now() - t0);
       await this.audit(req.actor, 'sandbox.create', sandboxID, 'ok', { templateID, cpus, memoryMiB });

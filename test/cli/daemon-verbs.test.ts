@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventView, NodeView, ReloadResult, SandboxView } from '../../src/api/types.js';
 import { CubeClient } from '../../src/cli/client.js';
@@ -172,6 +173,22 @@ describe('cubectl against a real cubed', () => {
     expect(made.runtime).toBe('ns');
     await ok(['sandbox', 'rm', made.sandboxID]);
     expect((await cubectl(['sandbox', 'create', '--runtime', 'kvm'], env)).code).toBe(2);
+  });
+
+  it('sandbox create --no-internet/--allow-out/--deny-out: egress rules on the node, refusals with the reason', async () => {
+    const refused = await cubectl(['sandbox', 'create', '--allow-out', '10.1.2.3'], env);
+    expect(refused.code).toBe(2); // bad input (400), as for a usage error
+    expect(refused.stderr).toMatch(/^cubectl: 130400 network\.allowOut 10\.1\.2\.3 overlaps the node's deny_out 10\.0\.0\.0\/8/);
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+    const made = JSON.parse(await ok(['sandbox', 'create', '--no-internet', '--allow-out', '1.1.1.1,1.0.0.1', '--allow-out', '9.9.9.9', '--json'])) as SandboxView;
+    try {
+      const { stdout } = await execa('nft', ['list', 'table', 'inet', `cube_${d.tag}`]);
+      const block = (set: string) => new RegExp(`set ${set} \\{([^}]*)\\}`).exec(stdout)![1]!;
+      expect(block('sb_allow').match(/\d+\.\d+\.\d+\.\d+/g)).toEqual(['1.0.0.1', '1.1.1.1', '9.9.9.9']);
+      expect(block('sb_internet_off')).toMatch(new RegExp(`elements = \\{ "cube${d.tag}\\d+" $`));
+    } finally {
+      await ok(['sandbox', 'rm', made.sandboxID]);
+    }
   });
 
   it('node cordon refuses new sandboxes until uncordon', async () => {

@@ -17,7 +17,7 @@ import { NsNetworkAgent } from '../../src/network/agent.js';
 import { parseRange } from '../../src/network/ipam.js';
 import { NsDriver } from '../../src/runtime/ns/driver.js';
 import { TemplateStore } from '../../src/runtime/templates.js';
-import { countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
+import { defaultNetworkPolicy, countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
 
 const SECRET = 'test-cluster-secret';
 const nodeID = uniqueNodeID('rpc');
@@ -36,7 +36,7 @@ beforeAll(async () => {
   config = new ConfigStore(dir);
   const log = pino({ level: 'silent' });
   let c: Cubelet | undefined;
-  const network = new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, allowHostAccess: false, log, onNotice: (n) => c?.report(n.kind, n.message) });
+  const network = new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, policy: defaultNetworkPolicy(), log, onNotice: (n) => c?.report(n.kind, n.message) });
   c = new Cubelet({ nodeID, dataDir: dir, driver: new NsDriver({ dataDir: dir, nodeTag: tag, log }), network, templates: new TemplateStore(dir), config: () => config.config, log, poolSlotLimit: parseRange(cidr).maxIndex });
   cubelet = c;
   await cubelet.start();

@@ -13,7 +13,7 @@ import { NsNetworkAgent } from '../../src/network/agent.js';
 import { parseRange } from '../../src/network/ipam.js';
 import { NsDriver } from '../../src/runtime/ns/driver.js';
 import { TemplateStore } from '../../src/runtime/templates.js';
-import { countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
+import { defaultNetworkPolicy, countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
 
 const nodeID = uniqueNodeID('cubelet');
 const tag = nodeTag(nodeID);
@@ -35,7 +35,7 @@ beforeAll(async () => {
     nodeID,
     dataDir,
     driver: new NsDriver({ dataDir, nodeTag: tag, log }),
-    network: new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, allowHostAccess: false, log }),
+    network: new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, policy: defaultNetworkPolicy(), log }),
     templates,
     config: () => config.config,
     log,

@@ -1,7 +1,9 @@
 // The admin API on a real cubed: sandbox lifecycle, auth, rate limit, config set, watch.
+import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NodeView, ReloadResult, SandboxView, WatchMessage } from '../../src/api/types.js';
 import { adminExec, call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { defaultNetworkPolicy } from '../helpers/kernel.js';
 
 let d: TestDaemon;
 beforeAll(async () => {
@@ -117,6 +119,33 @@ describe('config', () => {
     const after = (await api('GET', '/admin/v1/config')).json;
     expect(after.version).toBe(before.version);
     expect(after.master.host.quota.paused_resource_release_ratio).toBe(before.master.host.quota.paused_resource_release_ratio);
+  });
+
+  it('applies the network policy knobs live to the node\'s nftables table, and keeps it on a bad value', async () => {
+    const NET = 'plugins.io.cubelet.internal.v1.network';
+    const table = async () => (await execa('nft', ['list', 'table', 'inet', `cube_${d.tag}`])).stdout;
+    const until = async (ok: (t: string) => boolean) => {
+      for (let i = 0; i < 200; i++) if (ok(await table())) return true;
+      return false;
+    };
+    const before = await table();
+    expect(before).toMatch(/chain egress \{[^}]*\n\s+accept\n/); // internet on by default
+    try {
+      expect((await api('PUT', '/admin/v1/config', { path: `${NET}.deny_out`, value: ['169.254.0.0/16', '198.51.100.0/24'] })).status).toBe(200);
+      expect((await api('PUT', '/admin/v1/config', { path: `${NET}.allow_internet_access`, value: false })).status).toBe(200);
+      expect((await api('PUT', '/admin/v1/config', { path: `${NET}.allow_host_access`, value: true })).status).toBe(200);
+      expect(await until((t) => /198\.51\.100\.0\/24/.test(t) && !/10\.0\.0\.0\/8/.test(t) && /chain egress \{[^}]*counter packets \d+ bytes \d+ drop\n\s+\}/.test(t) && !/chain input \{[^}]*drop/.test(t))).toBe(true);
+      const bad = await api('PUT', '/admin/v1/config', { path: `${NET}.deny_out`, value: ['300.0.0.0/8'] });
+      expect(bad.status).toBe(400);
+      expect(bad.json.message).toMatch(/deny_out\[0\]: must be an IPv4 address or CIDR/);
+      expect(await table()).toMatch(/198\.51\.100\.0\/24/);
+    } finally {
+      const defaults = defaultNetworkPolicy();
+      for (const [k, v] of [['deny_out', defaults.denyOut], ['allow_internet_access', defaults.internetDefault], ['allow_host_access', defaults.allowHostAccess]] as const) {
+        await api('PUT', '/admin/v1/config', { path: `${NET}.${k}`, value: v });
+      }
+    }
+    expect(await until((t) => /10\.0\.0\.0\/8/.test(t) && /chain input \{[^}]*drop/.test(t))).toBe(true);
   });
 });
 

@@ -158,6 +158,15 @@ describe('E2B REST errors', () => {
     const ap = await call('POST', '/v2/sandboxes', { templateID: 'base', autoPause: true });
     expect(ap.status).toBe(400);
     expect(ap.json!.message).toMatch(/autoPause/);
+    // Network options we cannot enforce are refused, not ignored; bad destinations are named.
+    const mask = await call('POST', '/v2/sandboxes', { templateID: 'base', network: { maskRequestHost: 'x.example' } });
+    expect(mask.status).toBe(400);
+    expect(mask.json!.message).toMatch(/network\.maskRequestHost is not supported/);
+    const closed = await call('POST', '/v2/sandboxes', { templateID: 'base', network: { allowPublicTraffic: false } });
+    expect(closed.json!.message).toMatch(/network\.allowPublicTraffic is not supported/);
+    const bad = await call('POST', '/v2/sandboxes', { templateID: 'base', network: { denyOut: ['1.2.3.4/40'] } });
+    expect(bad.status).toBe(400);
+    expect(bad.json!.message).toMatch(/network\.denyOut: "1\.2\.3\.4\/40" is not an IPv4 address or CIDR/);
   });
 
   it('401 with a body without a key, with a wrong key, and Bearer works', async () => {

@@ -1,8 +1,9 @@
 // The real `e2b` npm package, unchanged, against a real cubed: what RL code does with it.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, getSignature, type SandboxOpts } from 'e2b';
+import { ALL_TRAFFIC, AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, getSignature, type SandboxOpts } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startWanHost } from '../helpers/wan.js';
 
 let d: TestDaemon;
 let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
@@ -173,6 +174,23 @@ describe('e2b SDK against cubed', () => {
     expect((await call('/health', {})).status).toBe(204);
     const token = (sbx as unknown as { envdAccessToken: string }).envdAccessToken;
     expect((await call('/filesystem.Filesystem/ListDir', { 'x-access-token': token })).status).toBe(200);
+  });
+
+  it('reaches the internet through the host NAT unless told not to: allowInternetAccess, network.allowOut/denyOut', async () => {
+    const wan = await startWanHost(); // a TEST-NET-2 host standing in for the internet
+    try {
+      const probe = `timeout 3 bash -c 'exec 3<>/dev/tcp/${wan.ip}/${wan.port} && cat <&3'`;
+      const reach = (sbx: Sandbox) => sbx.commands.run(probe).then((r) => r.stdout.trim(), (e: unknown) => (e instanceof CommandExitError ? `refused (${e.exitCode})` : Promise.reject(e)));
+      expect(await reach(await create())).toBe(`from ${wan.hostIp}`);
+      expect(await reach(await create({ allowInternetAccess: false }))).toMatch(/^refused/);
+      expect(await reach(await create({ network: { denyOut: [ALL_TRAFFIC], allowOut: [wan.ip] } }))).toBe(`from ${wan.hostIp}`);
+      expect(await reach(await create({ network: { denyOut: [`${wan.ip}/32`] } }))).toMatch(/^refused/);
+      // Refused at create, with the reason: a destination the node's deny list closes, a domain name.
+      await expect(create({ network: { allowOut: ['10.1.2.3'] } })).rejects.toThrow(/overlaps the node's deny_out 10\.0\.0\.0\/8/);
+      await expect(create({ network: { allowOut: ['example.com'] } })).rejects.toThrow(/domain names are not supported/);
+    } finally {
+      await wan.stop();
+    }
   });
 
   it('watches a directory', async () => {

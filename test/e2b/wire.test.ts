@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SandboxRecord } from '../../src/scheduler/control-plane.js';
-import { NewSandboxSchema, detailJson, e2bState, pageOf, parseBody, parseListQuery, parseMetadataFilter, refuseUnsupported, sandboxIDParam, sandboxJson } from '../../src/api/e2b/wire.js';
+import { NewSandboxSchema, detailJson, e2bState, egressOf, pageOf, parseBody, parseListQuery, parseMetadataFilter, refuseUnsupported, sandboxIDParam, sandboxJson } from '../../src/api/e2b/wire.js';
 
 function rec(id: string, startedAt: string, over: Partial<SandboxRecord> = {}): SandboxRecord {
   return {
@@ -68,8 +68,17 @@ describe('create body', () => {
 
   it('refuses features it does not have instead of ignoring them', () => {
     expect(() => refuseUnsupported({ autoPause: true })).toThrow(/autoPause is not supported/);
-    expect(() => refuseUnsupported({ network: { denyOut: ['0.0.0.0/0'] } })).toThrow(/network.denyOut/);
-    expect(() => refuseUnsupported({ autoPause: false, network: { allowOut: [] } })).not.toThrow();
+    expect(() => refuseUnsupported({ network: { maskRequestHost: 'h' } })).toThrow(/network\.maskRequestHost is not supported/);
+    expect(() => refuseUnsupported({ network: { allowPublicTraffic: false } })).toThrow(/network\.allowPublicTraffic/);
+    expect(() => refuseUnsupported({ autoPause: false, network: { allowOut: [], denyOut: ['0.0.0.0/0'], allowPublicTraffic: true } })).not.toThrow();
+  });
+
+  it('maps allow_internet_access and network.allowOut/denyOut to the egress request, and nothing else', () => {
+    expect(egressOf({})).toEqual({});
+    expect(egressOf({ network: { allowOut: [] } })).toEqual({});
+    expect(egressOf({ allow_internet_access: false, network: { allowOut: ['1.1.1.1'], denyOut: ['0.0.0.0/0'] } })).toEqual({
+      egress: { allowInternet: false, allowOut: ['1.1.1.1'], denyOut: ['0.0.0.0/0'] },
+    });
   });
 });
 

@@ -8,6 +8,8 @@ import { execa } from 'execa';
 import { afterAll } from 'vitest';
 import { nodeTag } from '../../src/ids.js';
 import { NETNS_DIR, SYS_NET_DIR } from '../../src/network/names.js';
+import type { PolicySettings } from '../../src/network/agent.js';
+import { CubeletConfigSchema } from '../../src/config/schema.js';
 
 const TAG_LOCKS = '/tmp/cube-test-tag';
 const CIDR_LOCKS = '/tmp/cube-test-cidr';
@@ -245,4 +247,10 @@ export async function purgeNetwork(tag: string): Promise<void> {
   }
   if (links.length > 0) await execa('ip', ['-force', '-b', '-'], { input: links.map((n) => `link del ${n}`).join('\n'), reject: false });
   await execa('nft', ['delete', 'table', 'inet', `cube_${tag}`], { reject: false });
+}
+
+/** The network policy of a default cubelet.toml, for agents built directly in tests. */
+export function defaultNetworkPolicy(): PolicySettings {
+  const net = CubeletConfigSchema.parse({}).plugins['io.cubelet.internal.v1.network'];
+  return { allowHostAccess: net.allow_host_access, internetDefault: net.allow_internet_access, denyOut: net.deny_out };
 }

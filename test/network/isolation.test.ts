@@ -9,11 +9,11 @@ import { execa, type ResultPromise } from 'execa';
 import { NsNetworkAgent } from '../../src/network/agent.js';
 import type { NetSlot } from '../../src/network/types.js';
 import { nodeTag } from '../../src/ids.js';
-import { purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
+import { defaultNetworkPolicy, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
 
 const cidr = testCidr();
 const tag = nodeTag(uniqueNodeID('isolation'));
-const agent = new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, allowHostAccess: false });
+const agent = new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, policy: defaultNetworkPolicy() });
 let a: NetSlot;
 let b: NetSlot;
 let hostService: Server;
@@ -78,12 +78,12 @@ describe('network isolation policy', () => {
     expect(await tcpFrom(a.netns, b.hostIp, hostPort)).toBe(false);
     expect(await tcpFrom(a.netns, hostAddress(), hostPort)).toBe(false);
 
-    await agent.setAllowHostAccess(true);
+    await agent.setPolicy({ ...defaultNetworkPolicy(), allowHostAccess: true });
     try {
       expect(await tcpFromEventually(a.netns, a.hostIp, hostPort)).toBe(true);
       expect(await tcpFromEventually(a.netns, hostAddress(), hostPort)).toBe(true);
     } finally {
-      await agent.setAllowHostAccess(false);
+      await agent.setPolicy(defaultNetworkPolicy());
     }
     expect(await tcpFrom(a.netns, a.hostIp, hostPort)).toBe(false);
   });
@@ -105,11 +105,11 @@ describe('network isolation policy', () => {
     expect(answer.trim()).toBe('sandbox-reached');
     expect(await tcpFrom(a.netns, b.sandboxIp, port)).toBe(false);
     // Not even with host access allowed: forwarding between slots is always dropped.
-    await agent.setAllowHostAccess(true);
+    await agent.setPolicy({ ...defaultNetworkPolicy(), allowHostAccess: true });
     try {
       expect(await tcpFrom(a.netns, b.sandboxIp, port)).toBe(false);
     } finally {
-      await agent.setAllowHostAccess(false);
+      await agent.setPolicy(defaultNetworkPolicy());
     }
     server.kill('SIGKILL');
     await server;

@@ -7,14 +7,14 @@ import { NsNetworkAgent, type PoolNotice } from '../../src/network/agent.js';
 import type { NetSlot } from '../../src/network/types.js';
 import { nodeTag } from '../../src/ids.js';
 import { CubeError } from '../../src/errors.js';
-import { countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
+import { defaultNetworkPolicy, countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
 
 const cidr = testCidr();
 const tag = nodeTag(uniqueNodeID('pool'));
 const agents: NsNetworkAgent[] = [];
 
 function agent(initNum: number, more: { cidr?: string; onNotice?: (n: PoolNotice) => void } = {}): NsNetworkAgent {
-  const a = new NsNetworkAgent({ nodeTag: tag, cidr: more.cidr ?? cidr, initNum, allowHostAccess: false, ...(more.onNotice ? { onNotice: more.onNotice } : {}) });
+  const a = new NsNetworkAgent({ nodeTag: tag, cidr: more.cidr ?? cidr, initNum, policy: defaultNetworkPolicy(), ...(more.onNotice ? { onNotice: more.onNotice } : {}) });
   agents.push(a);
   return a;
 }

@@ -25,7 +25,10 @@ const CreateBody = z
     runtime: z.enum(['ns', 'microvm', 'sim']).optional(),
     metadata: stringMap.optional(),
     envVars: stringMap.optional(),
-    allowInternetAccess: z.boolean().optional(),
+    egress: z
+      .object({ allowInternet: z.boolean().optional(), allowOut: z.array(z.string()).optional(), denyOut: z.array(z.string()).optional() })
+      .strict()
+      .optional(),
   })
   .strict();
 const ExecBody = z

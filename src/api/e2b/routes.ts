@@ -19,6 +19,7 @@ import {
   pageOf,
   parseBody,
   parseListQuery,
+  egressOf,
   refuseUnsupported,
   sandboxIDParam,
   sandboxJson,
@@ -59,7 +60,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
       ...(b.memoryMB !== undefined ? { memoryMiB: b.memoryMB } : {}),
       ...(b.metadata ? { metadata: b.metadata } : {}),
       ...(b.envVars ? { envVars: b.envVars } : {}),
-      ...(b.allow_internet_access !== undefined ? { allowInternetAccess: b.allow_internet_access } : {}),
+      ...egressOf(b),
       ...(actor(req) ? { actor: actor(req) } : {}),
     });
     sendJson(res, 201, sandboxJson(rec, domain()));

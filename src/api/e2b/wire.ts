@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { CubeError } from '../../errors.js';
 import type { SandboxState } from '../types.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
+import type { EgressRequest } from '../../network/egress.js';
 
 /** envd protocol level we implement; the SDK gates features on it (>= 0.5.7: octet-stream uploads). */
 export const ENVD_VERSION = '0.5.7';
@@ -90,7 +91,13 @@ export const NewSandboxSchema = z.looseObject({
   autoPause: z.boolean().optional(),
   allow_internet_access: z.boolean().optional(),
   secure: z.boolean().optional(),
-  network: z.looseObject({}).optional(),
+  network: z
+    .looseObject({
+      allowOut: z.array(z.string()).optional(),
+      denyOut: z.array(z.string()).optional(),
+      allowPublicTraffic: z.boolean().optional(),
+    })
+    .optional(),
   // Our extension (E2B sizes sandboxes by template): the same names the responses carry.
   cpuCount: z.number().positive().optional(),
   memoryMB: z.number().int().positive().optional(),
@@ -101,12 +108,25 @@ export const TimeoutSchema = z.looseObject({ timeout: seconds });
 export const RefreshSchema = z.looseObject({ duration: seconds.max(3600).optional() });
 export const ConnectSchema = z.looseObject({ timeout: seconds.optional(), autoPause: z.boolean().optional() });
 
+/** network fields we enforce; allowPublicTraffic only as its default (true: ports are public). */
+const NETWORK_SUPPORTED = new Set(['allowOut', 'denyOut']);
+
 /** Features the SDK can ask for that we do not have: refused with a clear reason rather than ignored. */
 export function refuseUnsupported(b: NewSandbox): void {
   if (b.autoPause === true) throw new CubeError('BAD_REQUEST', 'autoPause is not supported: sandboxes are killed when their timeout expires (pause them explicitly)');
-  const net = b.network ?? {};
-  const used = Object.entries(net).filter(([, v]) => v !== undefined && !(Array.isArray(v) && v.length === 0));
-  if (used.length > 0) throw new CubeError('BAD_REQUEST', `network.${used[0]![0]} is not supported: use allow_internet_access`);
+  const net: Record<string, unknown> = b.network ?? {};
+  const used = Object.entries(net).filter(([k, v]) => v !== undefined && !NETWORK_SUPPORTED.has(k) && !(k === 'allowPublicTraffic' && v === true) && !(Array.isArray(v) && v.length === 0));
+  if (used.length > 0) throw new CubeError('BAD_REQUEST', `network.${used[0]![0]} is not supported: use allow_internet_access, network.allowOut and network.denyOut (IPv4 addresses and CIDRs)`);
+}
+
+/** The create's egress request: allow_internet_access and network.allowOut/denyOut, when given. */
+export function egressOf(b: NewSandbox): { egress?: EgressRequest } {
+  const e: EgressRequest = {
+    ...(b.allow_internet_access !== undefined ? { allowInternet: b.allow_internet_access } : {}),
+    ...(b.network?.allowOut?.length ? { allowOut: b.network.allowOut } : {}),
+    ...(b.network?.denyOut?.length ? { denyOut: b.network.denyOut } : {}),
+  };
+  return Object.keys(e).length ? { egress: e } : {};
 }
 
 // ---- listing ----

@@ -1,6 +1,7 @@
 // `cubectl sandbox create|ls|exec|pause|resume|rm`.
 import { Option, type Command } from 'commander';
 import type { SandboxView } from '../../api/types.js';
+import type { EgressRequest } from '../../network/egress.js';
 import { clientFor, examples, ExitError, globals, keyValueArg, numberArg, printJson, table, UsageError } from '../io.js';
 
 const STATES = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'] as const;
@@ -23,7 +24,22 @@ interface CreateOpts {
   runtime?: string;
   env?: Record<string, string>;
   metadata?: Record<string, string>;
+  internet?: boolean;
+  allowOut?: string[];
+  denyOut?: string[];
 }
+
+function egressOpts(o: CreateOpts): { egress?: EgressRequest } {
+  const e: EgressRequest = {
+    ...(o.internet === false ? { allowInternet: false } : {}),
+    ...(o.allowOut?.length ? { allowOut: o.allowOut } : {}),
+    ...(o.denyOut?.length ? { denyOut: o.denyOut } : {}),
+  };
+  return Object.keys(e).length ? { egress: e } : {};
+}
+
+/** Repeatable, comma-separated list options (--allow-out 1.1.1.1,8.8.8.8 --allow-out 9.9.9.9). */
+const listArg = (value: string, previous: string[] = []): string[] => [...previous, ...value.split(',').map((v) => v.trim()).filter(Boolean)];
 
 interface ExecOpts {
   user?: string;
@@ -51,7 +67,14 @@ export function register(program: Command): void {
     .addOption(new Option('--runtime <driver>', 'place it only on a node running this runtime driver').choices(['ns', 'microvm', 'sim']))
     .option('--env <k=v>', 'environment variable for every command in it (repeatable)', keyValueArg)
     .option('--metadata <k=v>', 'metadata label (repeatable)', keyValueArg)
-    .addHelpText('after', `\nJSON (--json): {"sandboxID": ...} plus the SandboxView fields.\n` + examples('cubectl sandbox create', 'cubectl sandbox create --cpus 2 --memory-mib 1024 --timeout 600 --json'))
+    .option('--no-internet', "no internet for it (default: the node's allow_internet_access)")
+    .option('--allow-out <cidr,...>', 'destinations it may reach even without internet or inside its --deny-out (IPv4 addresses or CIDRs; repeatable)', listArg)
+    .option('--deny-out <cidr,...>', 'destinations it may not reach (repeatable; 0.0.0.0/0 for all)', listArg)
+    .addHelpText(
+      'after',
+      `\nEgress: the node's deny_out (private ranges, cloud metadata) is closed to every sandbox; --allow-out\ncannot reopen it (refused with 400). See docs/operations.md, "Sandbox network policy".\n\nJSON (--json): {"sandboxID": ...} plus the SandboxView fields.\n` +
+        examples('cubectl sandbox create', 'cubectl sandbox create --cpus 2 --memory-mib 1024 --timeout 600 --json', 'cubectl sandbox create --deny-out 0.0.0.0/0 --allow-out 151.101.0.0/16'),
+    )
     .action(async (o: CreateOpts, cmd: Command) => {
       const s = await clientFor(cmd).createSandbox({
         ...(o.template === undefined ? {} : { templateID: o.template }),
@@ -63,6 +86,7 @@ export function register(program: Command): void {
         ...(o.runtime === undefined ? {} : { runtime: o.runtime }),
         ...(o.env === undefined ? {} : { envVars: o.env }),
         ...(o.metadata === undefined ? {} : { metadata: o.metadata }),
+        ...egressOpts(o),
       });
       if (globals(cmd).json) printJson(s);
       else process.stdout.write(`${s.sandboxID}\n`);

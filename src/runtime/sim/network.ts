@@ -35,6 +35,11 @@ export class SimNetworkAgent implements NetworkAgent {
     return s;
   }
 
+  /** A simulated sandbox has no network to filter: the rules are only checked to belong to a slot. */
+  async setEgress(sandboxID: string): Promise<void> {
+    if (!this.slots.has(sandboxID)) throw new CubeError('NETWORK_FAILED', `sandbox ${sandboxID} holds no network slot`);
+  }
+
   async release(sandboxID: string): Promise<void> {
     const s = this.slots.get(sandboxID);
     if (!s) return;
