@@ -97,6 +97,7 @@ export type EventKind =
   | 'sandbox.error'
   | 'sandbox.oom'
   | 'sandbox.timeout'
+  | 'sandbox.network'
   | 'schedule.failed'
   | 'config.reloaded'
   | 'config.rejected'

@@ -10,7 +10,7 @@ import type { NetSlot, NetworkAgent } from '../network/types.js';
 import type { FileStat, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef } from '../runtime/types.js';
 import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, type CpuTimes } from './host-metrics.js';
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
-import { resolveEgress } from '../network/egress.js';
+import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
 import { buildNodeView } from './node-view.js';
 import { ProcessTable } from './process-table.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
@@ -278,6 +278,17 @@ export class Cubelet implements NodeApi {
 
   async listSandboxes(): Promise<SandboxView[]> {
     return [...this.entries.values()].map((e) => ({ ...e.view }));
+  }
+
+  async setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView> {
+    const entry = this.ready(sandboxID, 'setEgress');
+    const rules = resolveEgress(req, this.o.config().cubelet.plugins['io.cubelet.internal.v1.network'].deny_out);
+    await this.o.network.setEgress(sandboxID, rules);
+    if (rules) entry.meta.egress = rules;
+    else delete entry.meta.egress;
+    if (entry.handle) await writeMeta(entry.handle.dir, entry.meta);
+    this.emitEvent('sandbox.network', rules ? `egress rules: ${describeEgress(rules)}` : "egress rules cleared: the node's defaults apply", { sandboxID });
+    return { ...entry.view };
   }
 
   async setEndAt(sandboxID: string, endAt: string): Promise<SandboxView> {

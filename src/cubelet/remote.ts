@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { NodeView, SandboxView } from '../api/types.js';
 import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
+import type { EgressRequest } from '../network/egress.js';
 import type { FileStat } from '../runtime/types.js';
 import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
@@ -87,6 +88,9 @@ export class RemoteNode implements NodeApi {
   }
   setEndAt(sandboxID: string, endAt: string): Promise<SandboxView> {
     return this.json('setEndAt', sandboxID, endAt);
+  }
+  setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView> {
+    return this.json('setEgress', sandboxID, req);
   }
   sandboxAddress(sandboxID: string): Promise<string> {
     return this.json('sandboxAddress', sandboxID);

@@ -16,6 +16,7 @@ export const JSON_METHODS = [
   'getSandbox',
   'listSandboxes',
   'setEndAt',
+  'setEgress',
   'sandboxAddress',
   'listProcesses',
   'closeStdin',

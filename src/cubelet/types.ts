@@ -61,6 +61,8 @@ export interface NodeApi {
   getSandbox(sandboxID: string): Promise<SandboxView | undefined>;
   listSandboxes(): Promise<SandboxView[]>;
   setEndAt(sandboxID: string, endAt: string): Promise<SandboxView>;
+  /** Replaces the sandbox's own egress rules (absent fields: the node's defaults), running or paused. */
+  setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView>;
   /** The sandbox's address in the node's private range, for port proxying. */
   sandboxAddress(sandboxID: string): Promise<string>;
 

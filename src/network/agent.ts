@@ -218,14 +218,18 @@ export class NsNetworkAgent implements NetworkAgent {
     if (this.running) await this.installTable();
   }
 
-  /** Installs a sandbox's own egress rules on the slot it holds, before anything runs in it. */
-  async setEgress(sandboxID: string, rules: EgressRules): Promise<void> {
+  /**
+   * Replaces a sandbox's own egress rules on the slot it holds (at create: before anything
+   * runs in it). Old and new go in one nftables transaction, so no packet sees neither.
+   */
+  async setEgress(sandboxID: string, rules: EgressRules | undefined): Promise<void> {
     const slot = this.inUse.get(sandboxID);
     if (!slot) throw new CubeError('NETWORK_FAILED', `sandbox ${sandboxID} holds no network slot`);
-    await this.dropEgress(slot);
-    const script = sandboxRulesScript(this.tag, slot.hostIf, rules, 'add');
+    const old = this.egress.get(slot.index);
+    const script = (old ? sandboxRulesScript(this.tag, slot.hostIf, old, 'delete') : '') + (rules ? sandboxRulesScript(this.tag, slot.hostIf, rules, 'add') : '');
     if (script) await this.sp.nft(script);
-    this.egress.set(slot.index, rules);
+    if (rules) this.egress.set(slot.index, rules);
+    else this.egress.delete(slot.index);
   }
 
   private async dropEgress(slot: NetSlot): Promise<void> {

@@ -67,6 +67,16 @@ function render(ranges: Range[]): string[] {
   return ranges.map(([a, b]) => (a === b ? intToIp(a) : `${intToIp(a)}-${intToIp(b)}`));
 }
 
+/** One line for events and logs: `internet off, allowOut 1.1.1.1, denyOut 0.0.0.0-255.255.255.255`. */
+export function describeEgress(r: EgressRules): string {
+  const parts = [
+    ...(r.internet === undefined ? [] : [`internet ${r.internet ? 'on' : 'off'}`]),
+    ...(r.allowOut.length ? [`allowOut ${r.allowOut.join(' ')}`] : []),
+    ...(r.denyOut.length ? [`denyOut ${r.denyOut.join(' ')}`] : []),
+  ];
+  return parts.join(', ');
+}
+
 /** A destination list as nftables interval elements, validated and merged. */
 export function destinationElements(list: readonly string[], field: string): string[] {
   return render(merge(list.map((s) => parseDestination(s, field))));

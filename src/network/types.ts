@@ -23,8 +23,8 @@ export interface NetworkAgent {
   start(keepSlots?: Map<string, number>, keepEgress?: Map<string, EgressRules>): Promise<void>;
   /** A slot for the sandbox: from the pool, or made on demand (counted) when the pool is empty. */
   acquire(sandboxID: string): Promise<NetSlot>;
-  /** Installs a sandbox's own egress rules on its slot (dropped again when the slot is released). */
-  setEgress(sandboxID: string, rules: EgressRules): Promise<void>;
+  /** Replaces a sandbox's own egress rules on its slot (undefined: none; dropped again when the slot is released). */
+  setEgress(sandboxID: string, rules: EgressRules | undefined): Promise<void>;
   /** Back to the pool after reset; the pool refills in the background. */
   release(sandboxID: string): Promise<void>;
   /** The slot a sandbox holds, if any. */

@@ -56,6 +56,8 @@ export interface ControlPlane {
   /** Resumes a paused sandbox (admission by the release-ratio policy: 130409 when refused). `resumed` says whether it was paused. */
   resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }>;
   setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord>;
+  /** Replaces the sandbox's own egress rules (E2B PUT /sandboxes/{id}/network). */
+  setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxRecord>;
   /** The node that holds a running sandbox (for envd traffic); 130404 when unknown. */
   nodeFor(sandboxID: string): Promise<NodeApi>;
 

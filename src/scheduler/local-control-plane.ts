@@ -15,6 +15,7 @@ import { audit, audited, refusalOf, requireTemplate, resolveCreate, resumeRefusa
 import { CreateStats } from './create-stats.js';
 import { schedule } from './pipeline.js';
 import { snapshotOf, Watchers } from './watchers.js';
+import type { EgressRequest } from '../network/egress.js';
 
 export interface LocalControlPlaneOptions {
   cubelet: Cubelet;
@@ -185,6 +186,11 @@ export class LocalControlPlane implements ControlPlane {
     if (!Number.isInteger(timeoutSec) || timeoutSec < 1) throw new CubeError('BAD_REQUEST', `timeout must be a positive integer of seconds (got ${timeoutSec})`);
     await this.getSandbox(sandboxID);
     return this.withSecrets(await this.cubelet.setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString()));
+  }
+
+  async setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxRecord> {
+    await this.getSandbox(sandboxID);
+    return this.withSecrets(await this.cubelet.setEgress(sandboxID, req));
   }
 
   async nodeFor(sandboxID: string): Promise<NodeApi> {

@@ -185,6 +185,15 @@ describe('e2b SDK against cubed', () => {
       expect(await reach(await create({ allowInternetAccess: false }))).toMatch(/^refused/);
       expect(await reach(await create({ network: { denyOut: [ALL_TRAFFIC], allowOut: [wan.ip] } }))).toBe(`from ${wan.hostIp}`);
       expect(await reach(await create({ network: { denyOut: [`${wan.ip}/32`] } }))).toMatch(/^refused/);
+      // updateNetwork replaces the rules of a running sandbox; omitted fields go back to the defaults.
+      const live = await create();
+      await live.updateNetwork({ denyOut: [ALL_TRAFFIC] });
+      expect(await reach(live)).toMatch(/^refused/);
+      await live.updateNetwork({ allowInternetAccess: false, allowOut: [wan.ip] });
+      expect(await reach(live)).toBe(`from ${wan.hostIp}`);
+      await live.updateNetwork({});
+      expect(await reach(live)).toBe(`from ${wan.hostIp}`);
+      await expect(Sandbox.updateNetwork('zzzzzzzzzzzzzzzzzzzz', {}, opts)).rejects.toBeInstanceOf(SandboxNotFoundError);
       // Refused at create, with the reason: a destination the node's deny list closes, a domain name.
       await expect(create({ network: { allowOut: ['10.1.2.3'] } })).rejects.toThrow(/overlaps the node's deny_out 10\.0\.0\.0\/8/);
       await expect(create({ network: { allowOut: ['example.com'] } })).rejects.toThrow(/domain names are not supported/);

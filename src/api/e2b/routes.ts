@@ -20,6 +20,8 @@ import {
   parseBody,
   parseListQuery,
   egressOf,
+  egressUpdateOf,
+  NetworkUpdateSchema,
   refuseUnsupported,
   sandboxIDParam,
   sandboxJson,
@@ -95,6 +97,13 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   on('POST', ['/sandboxes/:id/timeout'], async (req, res, id) => {
     const b = parseBody(TimeoutSchema, await readJson(req), 'timeout body');
     await ctx.cp.setTimeout(id, b.timeout);
+    sendNoContent(res);
+  });
+
+  on('PUT', ['/sandboxes/:id/network'], async (req, res, id) => {
+    const b = parseBody(NetworkUpdateSchema, await readJson(req), 'network body');
+    await fresh(id);
+    await ctx.cp.setEgress(id, egressUpdateOf(b));
     sendNoContent(res);
   });
 

@@ -105,6 +105,13 @@ export const NewSandboxSchema = z.looseObject({
 export type NewSandbox = z.infer<typeof NewSandboxSchema>;
 
 export const TimeoutSchema = z.looseObject({ timeout: seconds });
+/** PUT /sandboxes/{id}/network: the whole egress configuration, omitted fields cleared. */
+export const NetworkUpdateSchema = z.looseObject({
+  allowOut: z.array(z.string()).optional(),
+  denyOut: z.array(z.string()).optional(),
+  allow_internet_access: z.boolean().optional(),
+});
+export type NetworkUpdate = z.infer<typeof NetworkUpdateSchema>;
 export const RefreshSchema = z.looseObject({ duration: seconds.max(3600).optional() });
 export const ConnectSchema = z.looseObject({ timeout: seconds.optional(), autoPause: z.boolean().optional() });
 
@@ -119,8 +126,15 @@ export function refuseUnsupported(b: NewSandbox): void {
   if (used.length > 0) throw new CubeError('BAD_REQUEST', `network.${used[0]![0]} is not supported: use allow_internet_access, network.allowOut and network.denyOut (IPv4 addresses and CIDRs)`);
 }
 
+/** A network update's egress request: everything it names, the rest back to the node's defaults. */
+export function egressUpdateOf(b: NetworkUpdate): EgressRequest {
+  const extra = Object.entries(b).filter(([k, v]) => v != null && !['allowOut', 'denyOut', 'allow_internet_access'].includes(k));
+  if (extra.length > 0) throw new CubeError('BAD_REQUEST', `network.${extra[0]![0]} is not supported: use allow_internet_access, allowOut and denyOut (IPv4 addresses and CIDRs)`);
+  return egressOf({ ...(b.allow_internet_access !== undefined ? { allow_internet_access: b.allow_internet_access } : {}), network: { ...(b.allowOut ? { allowOut: b.allowOut } : {}), ...(b.denyOut ? { denyOut: b.denyOut } : {}) } }).egress ?? {};
+}
+
 /** The create's egress request: allow_internet_access and network.allowOut/denyOut, when given. */
-export function egressOf(b: NewSandbox): { egress?: EgressRequest } {
+export function egressOf(b: Pick<NewSandbox, 'allow_internet_access' | 'network'>): { egress?: EgressRequest } {
   const e: EgressRequest = {
     ...(b.allow_internet_access !== undefined ? { allowInternet: b.allow_internet_access } : {}),
     ...(b.network?.allowOut?.length ? { allowOut: b.network.allowOut } : {}),

@@ -36,7 +36,7 @@ export class SimNetworkAgent implements NetworkAgent {
   }
 
   /** A simulated sandbox has no network to filter: the rules are only checked to belong to a slot. */
-  async setEgress(sandboxID: string): Promise<void> {
+  async setEgress(sandboxID: string, _rules?: unknown): Promise<void> {
     if (!this.slots.has(sandboxID)) throw new CubeError('NETWORK_FAILED', `sandbox ${sandboxID} holds no network slot`);
   }
 

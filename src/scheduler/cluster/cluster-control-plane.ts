@@ -23,6 +23,7 @@ import { snapshotOf, Watchers } from '../watchers.js';
 import { sweepLostNodes } from './lost-sweep.js';
 import { clusterNodeView, withRecentPlacements, type RecentPlacement } from './node-views.js';
 import { syncNodeSandboxes } from './sandbox-sync.js';
+import type { EgressRequest } from '../../network/egress.js';
 
 export interface ClusterControlPlaneOptions {
   store: ClusterStore;
@@ -286,6 +287,11 @@ export class ClusterControlPlane implements ControlPlane {
     if (!Number.isInteger(timeoutSec) || timeoutSec < 1) throw new CubeError('BAD_REQUEST', `timeout must be a positive integer of seconds (got ${timeoutSec})`);
     const rec = await this.getSandbox(sandboxID);
     return this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString())));
+  }
+
+  async setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxRecord> {
+    const rec = await this.getSandbox(sandboxID);
+    return this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).setEgress(sandboxID, req)));
   }
 
   async nodeFor(sandboxID: string): Promise<NodeApi> {
