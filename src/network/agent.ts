@@ -69,6 +69,15 @@ const REFILL_BACKOFF_MS = 1_000;
 export function refillSlack(initNum: number): number {
   return initNum >= 16 ? Math.floor(initNum / 4) : 0;
 }
+/**
+ * A returned slot's netns is read back in full (one `ip -n` run: links, addresses, routes, rules,
+ * and its neighbours flushed) on its first return and on every VERIFY_EVERY-th release of the
+ * node (the first included). Sandboxes hold no CAP_NET_ADMIN and cannot create a user namespace to gain it
+ * (seccomp), so they cannot change any of that: the sample is defence in depth, and it was the
+ * largest cost of a release (an exec of `ip` and a netns switch per cycle). The host-side checks
+ * (processes in the netns, the host's ARP entry, conntrack) run on every release.
+ */
+export const VERIFY_EVERY = 8;
 /** After this long without an acquire, free slots above tap_init_num (left by a burst) are removed. */
 const TRIM_IDLE_MS = 5_000;
 
@@ -104,6 +113,11 @@ export class NsNetworkAgent implements NetworkAgent {
   /** Sandboxes' own egress rules by slot index (installed as set elements of the table). */
   private readonly egress = new Map<number, EgressRules>();
   private lastAcquire = 0;
+  private releases = 0;
+  /** eth0's MAC per slot index, read at the slot's last full verification. */
+  private readonly eth0Macs = new Map<number, string | undefined>();
+  /** Full verifications of returned slots so far (tests, benchmarks). */
+  verifications = 0;
 
   constructor(private readonly opts: NetworkAgentOptions) {
     if (!/^[0-9a-f]{4}$/.test(opts.nodeTag)) throw new CubeError('CONFIG_INVALID', `node tag "${opts.nodeTag}" must be 4 hex characters`);
@@ -440,12 +454,18 @@ export class NsNetworkAgent implements NetworkAgent {
       const holders = await sharedHelper().netnsHolders(slot.netnsPath);
       if (holders.length > 0) {
         problem = `processes still in the netns: ${holders.join(' ')}`;
-      } else {
+      } else if (this.releases++ % VERIFY_EVERY === 0 || !this.eth0Macs.has(slot.index)) {
+        this.verifications++;
         const r = await this.sp.ipBatch(RESET_LINES, { netns: slot.netns, json: true, ipv4: true });
         const state = r.failedLines.size > 0 ? undefined : parseSlotState(r.stdout);
         if (!state) problem = `reset failed: ${r.stderr.trim()}`;
         else if (state.fingerprint !== expectedState(slot)) problem = 'links, addresses, routes or rules changed by the sandbox';
-        else await this.forgetOnHost(slot, state.eth0Mac);
+        else {
+          this.eth0Macs.set(slot.index, state.eth0Mac);
+          await this.forgetOnHost(slot, state.eth0Mac);
+        }
+      } else {
+        await this.forgetOnHost(slot, this.eth0Macs.get(slot.index));
       }
     } catch (e) {
       problem = (e as Error).message;
@@ -478,6 +498,7 @@ export class NsNetworkAgent implements NetworkAgent {
   }
 
   private async retire(slot: NetSlot): Promise<void> {
+    this.eth0Macs.delete(slot.index); // a new slot at this index gets a new veth
     this.draining.set(slot.index, slot);
     await this.sp.ipBatch(removeLines([slot.netns]));
   }
@@ -491,7 +512,10 @@ export class NsNetworkAgent implements NetworkAgent {
     if (!this.running || this.waiters.length > 0 || this.free.length <= this.opts.initNum) return;
     if (Date.now() - this.lastAcquire < TRIM_IDLE_MS) return;
     const excess = this.free.splice(this.opts.initNum);
-    for (const s of excess) this.draining.set(s.index, s);
+    for (const s of excess) {
+      this.eth0Macs.delete(s.index);
+      this.draining.set(s.index, s);
+    }
     this.track(this.sp.ipBatch(removeLines(excess.map((s) => s.netns))));
   }
 
@@ -543,6 +567,7 @@ export class NsNetworkAgent implements NetworkAgent {
    * the host ends to vanish, and deletes any that did not. Returns the indices still present.
    */
   private async removeSlots(netns: string[], indices: Set<number>): Promise<number[]> {
+    for (const i of indices) this.eth0Macs.delete(i);
     if (netns.length > 0) await this.sp.ipBatch(removeLines(netns));
     const deadline = Date.now() + LINK_GONE_TIMEOUT_MS;
     let left = [...(await hostIfIndices(this.tag))].filter((i) => indices.has(i));

@@ -3,7 +3,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
-import { NsNetworkAgent, type PoolNotice } from '../../src/network/agent.js';
+import { NsNetworkAgent, VERIFY_EVERY, type PoolNotice } from '../../src/network/agent.js';
 import type { NetSlot } from '../../src/network/types.js';
 import { nodeTag } from '../../src/ids.js';
 import { CubeError } from '../../src/errors.js';
@@ -85,6 +85,28 @@ describe('network slot pool', () => {
     expect(existsSync(s.netnsPath)).toBe(false);
     // Its index comes back once the kernel has dropped the host veth; the pool refills.
     await waitFor(() => a.levels().free === 2 && a.levels().creating === 0, 'refill after retirement');
+    await a.stop({ destroy: true });
+  });
+
+  it('reads a returned slot back in full on its first return and every VERIFY_EVERY-th release, and retires it if changed', async () => {
+    const a = agent(1);
+    await a.start();
+    const cycle = async (before?: (s: NetSlot) => Promise<unknown>) => {
+      const s = await a.acquire('again');
+      await before?.(s);
+      await a.release('again');
+      await a.settled();
+      return s;
+    };
+    const first = await cycle();
+    expect(a.verifications).toBe(1);
+    for (let i = 1; i < VERIFY_EVERY; i++) expect((await cycle()).netns).toBe(first.netns); // reused, host-side checks only
+    expect(a.verifications).toBe(1);
+    // The next release is sampled: a change made by the sandbox is found and the slot retired.
+    const tampered = await cycle((s) => execa('ip', ['-n', s.netns, 'addr', 'add', '192.0.2.78/32', 'dev', 'lo']));
+    expect(tampered.netns).toBe(first.netns);
+    expect(a.verifications).toBe(2);
+    expect(existsSync(tampered.netnsPath)).toBe(false);
     await a.stop({ destroy: true });
   });
 
