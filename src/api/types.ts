@@ -25,6 +25,14 @@ export interface SandboxView {
   /** Address of the sandbox inside the node's private range. */
   ip?: string;
   runtime: string;
+  /** What its timeout does (E2B lifecycle); absent: killed. */
+  lifecycle?: SandboxLifecycle;
+}
+
+/** E2B's lifecycle: pause instead of kill at the timeout, and resume on the first request that reaches it. */
+export interface SandboxLifecycle {
+  onTimeout: 'kill' | 'pause';
+  autoResume: boolean;
 }
 
 export interface DensityView {

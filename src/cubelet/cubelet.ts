@@ -138,6 +138,7 @@ export class Cubelet implements NodeApi {
       env: { ...req.env },
       paused: false,
       ...(egress ? { egress } : {}),
+      ...(req.lifecycle ? { lifecycle: { ...req.lifecycle } } : {}),
     };
     const entry = this.newEntry(meta, 'creating');
     this.entries.set(id, entry);
@@ -421,6 +422,7 @@ export class Cubelet implements NodeApi {
       startedAt: meta.startedAt,
       endAt: meta.endAt,
       runtime: this.o.driver.name,
+      ...(meta.lifecycle ? { lifecycle: { ...meta.lifecycle } } : {}),
     };
     const entry: Entry = {
       view,
@@ -462,8 +464,18 @@ export class Cubelet implements NodeApi {
       () => {
         if (Date.parse(entry.view.endAt) > Date.now()) return this.armTimer(entry);
         if (entry.view.state === 'paused') return;
-        this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}`, { sandboxID: entry.view.sandboxID });
-        this.destroySandbox(entry.view.sandboxID).catch((err: unknown) => this.o.log.error({ err, sandboxID: entry.view.sandboxID }, 'destroy on timeout failed'));
+        const id = entry.view.sandboxID;
+        if (entry.meta.lifecycle?.onTimeout === 'pause') {
+          this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}: pausing (lifecycle onTimeout pause)`, { sandboxID: id });
+          // A sandbox busy with another operation is looked at again in a second.
+          this.pauseSandbox(id).catch((err: unknown) => {
+            if (isCubeError(err) && err.kind === 'SANDBOX_BUSY') entry.timer = setTimeout(() => this.armTimer(entry), 1000);
+            else this.o.log.error({ err, sandboxID: id }, 'pause on timeout failed');
+          });
+          return;
+        }
+        this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}`, { sandboxID: id });
+        this.destroySandbox(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'destroy on timeout failed'));
       },
       Math.max(0, Math.min(ms, MAX_TIMER_MS)),
     );

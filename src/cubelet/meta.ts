@@ -3,7 +3,7 @@
 // a sandbox without one was never complete and is cleaned at the next start.
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { SandboxSpecView } from '../api/types.js';
+import type { SandboxLifecycle, SandboxSpecView } from '../api/types.js';
 import type { EgressRules } from '../network/egress.js';
 
 export interface SandboxMeta {
@@ -18,6 +18,7 @@ export interface SandboxMeta {
   paused: boolean;
   /** The sandbox's own egress rules, re-installed when a restarted daemon re-adopts it. */
   egress?: EgressRules;
+  lifecycle?: SandboxLifecycle;
 }
 
 const FILE = 'meta.json';

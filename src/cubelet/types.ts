@@ -2,7 +2,7 @@
 // cluster it calls the same interface through HTTP/JSON (src/cubelet/remote.ts), so the API
 // and scheduler never know which.
 import type { Readable } from 'node:stream';
-import type { NodeView, SandboxView, EventView } from '../api/types.js';
+import type { NodeView, SandboxLifecycle, SandboxView, EventView } from '../api/types.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { ExecRequest, FileStat, SandboxStats } from '../runtime/types.js';
 
@@ -18,6 +18,7 @@ export interface NodeCreateRequest {
   metadata: Record<string, string>;
   /** The sandbox's own egress rules (E2B allow_internet_access, network.allowOut/denyOut); absent: the node's defaults. */
   egress?: EgressRequest;
+  lifecycle?: SandboxLifecycle;
 }
 
 export type ProcessEvent =

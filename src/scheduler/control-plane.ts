@@ -1,7 +1,7 @@
 // The control-plane contract the API serves (E2B REST, admin API, envd routing).
 // Role all: LocalControlPlane (one cubelet, embedded store). Cluster: the same over Redis,
 // MySQL and remote nodes. Errors are CubeErrors from src/errors.ts.
-import type { ConfigView, EventView, NodeView, ReloadResult, SandboxState, SandboxView, Snapshot, WatchMessage } from '../api/types.js';
+import type { ConfigView, EventView, NodeView, ReloadResult, SandboxLifecycle, SandboxState, SandboxView, Snapshot, WatchMessage } from '../api/types.js';
 import type { NodeApi } from '../cubelet/types.js';
 import type { EgressRequest } from '../network/egress.js';
 
@@ -17,6 +17,8 @@ export interface CreateSandboxRequest {
   envVars?: Record<string, string>;
   /** The sandbox's own egress rules; absent: the node's defaults. */
   egress?: EgressRequest;
+  /** What its timeout does; absent: killed. */
+  lifecycle?: SandboxLifecycle;
   /** Place on this node only (console "launch on the selected node"). */
   nodeID?: string;
   /** Place only on nodes of this runtime driver (ns, microvm, sim). */

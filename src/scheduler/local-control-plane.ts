@@ -129,6 +129,7 @@ export class LocalControlPlane implements ControlPlane {
         env: secrets.envVars,
         metadata: { ...(req.metadata ?? {}) },
         ...(req.egress ? { egress: req.egress } : {}),
+        ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}),
       });
       this.stats.record(performance.now() - t0);
       await this.audit(req.actor, 'sandbox.create', sandboxID, 'ok', { templateID, cpus, memoryMiB });

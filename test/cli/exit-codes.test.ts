@@ -36,6 +36,8 @@ describe('cubectl exit codes', () => {
     [['sandbox', 'exec']],
     [['sandbox', 'create', '--cpus', '0']],
     [['sandbox', 'create', '--memory-mib', '1.5']],
+    [['sandbox', 'create', '--auto-resume']],
+    [['sandbox', 'create', '--on-timeout', 'sleep']],
     [['sandbox', 'ls', '--state', 'sleeping']],
     [['sandbox', 'exec', 'sb1', '--env', 'NOEQUALS', '--', 'true']],
     [['node', 'drain', 'n1', '--deadline', '-1']],

@@ -155,9 +155,12 @@ describe('E2B REST errors', () => {
     expect(b.status).toBe(400);
     expect(b.json).toMatchObject({ code: 400, cubeCode: 130400 });
     expect(b.json!.message).toMatch(/timeout/);
-    const ap = await call('POST', '/v2/sandboxes', { templateID: 'base', autoPause: true });
+    const ap = await call('POST', '/v2/sandboxes', { templateID: 'base', autoPause: true, autoPauseMemory: false });
     expect(ap.status).toBe(400);
-    expect(ap.json!.message).toMatch(/autoPause/);
+    expect(ap.json!.message).toMatch(/keepMemory false is not supported/);
+    const ar = await call('POST', '/v2/sandboxes', { templateID: 'base', autoResume: { enabled: true } });
+    expect(ar.status).toBe(400);
+    expect(ar.json!.message).toMatch(/autoResume needs autoPause/);
     // Network options we cannot enforce are refused, not ignored; bad destinations are named.
     const mask = await call('POST', '/v2/sandboxes', { templateID: 'base', network: { maskRequestHost: 'x.example' } });
     expect(mask.status).toBe(400);

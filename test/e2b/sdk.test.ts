@@ -202,6 +202,30 @@ describe('e2b SDK against cubed', () => {
     }
   });
 
+  it('lifecycle onTimeout pause: pauses at the timeout instead of killing; autoResume wakes it on the next request', async () => {
+    const pausedByTimeout = async (sbx: Sandbox) => {
+      for (let i = 0; i < 100; i++) {
+        const info = await sbx.getInfo();
+        if (info.state === 'paused') return info;
+        await sleep(100);
+      }
+      throw new Error(`sandbox ${sbx.sandboxId} was not paused by its timeout`);
+    };
+    const auto = await create({ timeoutMs: 1_000, lifecycle: { onTimeout: 'pause', autoResume: true } });
+    await auto.commands.run('echo kept > /tmp/state');
+    expect((await pausedByTimeout(auto)).lifecycle).toEqual({ onTimeout: 'pause', autoResume: true });
+    // Two requests at once: one resume, both served, memory and files as they were.
+    const [a, b] = await Promise.all([auto.commands.run('cat /tmp/state'), auto.files.read('/tmp/state')]);
+    expect([a.stdout, b]).toEqual(['kept\n', 'kept\n']);
+    expect((await auto.getInfo()).state).toBe('running');
+
+    const manual = await create({ timeoutMs: 1_000, lifecycle: { onTimeout: 'pause' } });
+    await pausedByTimeout(manual);
+    await expect(manual.commands.run('true')).rejects.toThrow(); // 502: paused, not resumed by traffic
+    const again = await Sandbox.connect(manual.sandboxId, opts);
+    expect((await again.commands.run('echo back')).stdout).toBe('back\n');
+  });
+
   it('watches a directory', async () => {
     const sbx = await create();
     await sbx.files.makeDir('watched');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SandboxRecord } from '../../src/scheduler/control-plane.js';
-import { NewSandboxSchema, detailJson, e2bState, egressOf, pageOf, parseBody, parseListQuery, parseMetadataFilter, refuseUnsupported, sandboxIDParam, sandboxJson } from '../../src/api/e2b/wire.js';
+import { NewSandboxSchema, detailJson, e2bState, egressOf, lifecycleOf, pageOf, parseBody, parseListQuery, parseMetadataFilter, refuseUnsupported, sandboxIDParam, sandboxJson } from '../../src/api/e2b/wire.js';
 
 function rec(id: string, startedAt: string, over: Partial<SandboxRecord> = {}): SandboxRecord {
   return {
@@ -67,10 +67,19 @@ describe('create body', () => {
   });
 
   it('refuses features it does not have instead of ignoring them', () => {
-    expect(() => refuseUnsupported({ autoPause: true })).toThrow(/autoPause is not supported/);
+    expect(() => refuseUnsupported({ autoPause: true, autoPauseMemory: false })).toThrow(/keepMemory false is not supported/);
+    expect(() => refuseUnsupported({ autoResume: { enabled: true } })).toThrow(/autoResume needs autoPause/);
+    expect(() => refuseUnsupported({ autoPause: true, autoResume: { enabled: true } })).not.toThrow();
     expect(() => refuseUnsupported({ network: { maskRequestHost: 'h' } })).toThrow(/network\.maskRequestHost is not supported/);
     expect(() => refuseUnsupported({ network: { allowPublicTraffic: false } })).toThrow(/network\.allowPublicTraffic/);
     expect(() => refuseUnsupported({ autoPause: false, network: { allowOut: [], denyOut: ['0.0.0.0/0'], allowPublicTraffic: true } })).not.toThrow();
+  });
+
+  it('maps autoPause and autoResume to the lifecycle, and nothing without autoPause', () => {
+    expect(lifecycleOf({})).toEqual({});
+    expect(lifecycleOf({ autoPause: false })).toEqual({});
+    expect(lifecycleOf({ autoPause: true })).toEqual({ lifecycle: { onTimeout: 'pause', autoResume: false } });
+    expect(lifecycleOf({ autoPause: true, autoResume: { enabled: true } })).toEqual({ lifecycle: { onTimeout: 'pause', autoResume: true } });
   });
 
   it('maps allow_internet_access and network.allowOut/denyOut to the egress request, and nothing else', () => {

@@ -29,6 +29,7 @@ const CreateBody = z
       .object({ allowInternet: z.boolean().optional(), allowOut: z.array(z.string()).optional(), denyOut: z.array(z.string()).optional() })
       .strict()
       .optional(),
+    lifecycle: z.object({ onTimeout: z.enum(['kill', 'pause']), autoResume: z.boolean() }).strict().optional(),
   })
   .strict();
 const ExecBody = z

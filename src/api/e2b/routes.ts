@@ -21,6 +21,7 @@ import {
   parseListQuery,
   egressOf,
   egressUpdateOf,
+  lifecycleOf,
   NetworkUpdateSchema,
   refuseUnsupported,
   sandboxIDParam,
@@ -63,6 +64,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
       ...(b.metadata ? { metadata: b.metadata } : {}),
       ...(b.envVars ? { envVars: b.envVars } : {}),
       ...egressOf(b),
+      ...lifecycleOf(b),
       ...(actor(req) ? { actor: actor(req) } : {}),
     });
     sendJson(res, 201, sandboxJson(rec, domain()));

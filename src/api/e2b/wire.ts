@@ -2,7 +2,7 @@
 // our SandboxRecord. Pure: the routes do the I/O.
 import { z } from 'zod';
 import { CubeError } from '../../errors.js';
-import type { SandboxState } from '../types.js';
+import type { SandboxLifecycle, SandboxState } from '../types.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
 import type { EgressRequest } from '../../network/egress.js';
 
@@ -59,7 +59,7 @@ function common(r: SandboxRecord): Record<string, unknown> {
 
 /** `SandboxDetail` (GET /sandboxes/{id}). */
 export function detailJson(r: SandboxRecord, domain: string): Record<string, unknown> {
-  return { ...sandboxJson(r, domain), ...common(r) };
+  return { ...sandboxJson(r, domain), ...common(r), ...(r.lifecycle ? { lifecycle: { onTimeout: r.lifecycle.onTimeout, autoResume: r.lifecycle.autoResume } } : {}) };
 }
 
 /** `ListedSandbox` (GET /v2/sandboxes, GET /sandboxes). */
@@ -89,6 +89,8 @@ export const NewSandboxSchema = z.looseObject({
   metadata: strings.optional(),
   envVars: strings.optional(),
   autoPause: z.boolean().optional(),
+  autoPauseMemory: z.boolean().optional(),
+  autoResume: z.looseObject({ enabled: z.boolean() }).optional(),
   allow_internet_access: z.boolean().optional(),
   secure: z.boolean().optional(),
   network: z
@@ -120,10 +122,17 @@ const NETWORK_SUPPORTED = new Set(['allowOut', 'denyOut']);
 
 /** Features the SDK can ask for that we do not have: refused with a clear reason rather than ignored. */
 export function refuseUnsupported(b: NewSandbox): void {
-  if (b.autoPause === true) throw new CubeError('BAD_REQUEST', 'autoPause is not supported: sandboxes are killed when their timeout expires (pause them explicitly)');
+  if (b.autoPauseMemory === false) throw new CubeError('BAD_REQUEST', 'onTimeout keepMemory false is not supported: a paused sandbox keeps its memory (frozen processes)');
+  if (b.autoResume?.enabled && b.autoPause !== true) throw new CubeError('BAD_REQUEST', "autoResume needs autoPause (lifecycle onTimeout 'pause')");
   const net: Record<string, unknown> = b.network ?? {};
   const used = Object.entries(net).filter(([k, v]) => v !== undefined && !NETWORK_SUPPORTED.has(k) && !(k === 'allowPublicTraffic' && v === true) && !(Array.isArray(v) && v.length === 0));
   if (used.length > 0) throw new CubeError('BAD_REQUEST', `network.${used[0]![0]} is not supported: use allow_internet_access, network.allowOut and network.denyOut (IPv4 addresses and CIDRs)`);
+}
+
+/** The create's lifecycle: pause instead of kill at the timeout, and resume on traffic. */
+export function lifecycleOf(b: NewSandbox): { lifecycle?: SandboxLifecycle } {
+  if (b.autoPause !== true) return {};
+  return { lifecycle: { onTimeout: 'pause', autoResume: b.autoResume?.enabled === true } };
 }
 
 /** A network update's egress request: everything it names, the rest back to the node's defaults. */

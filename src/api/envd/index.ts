@@ -68,6 +68,31 @@ async function findBySignature(ctx: ApiContext, signed: SignedFileRequest): Prom
   return (await ctx.cp.listSandboxes()).find((s) => s.state === 'running' && checkFileSignature(signed, s.accessToken, now) !== 'mismatch')?.sandboxID;
 }
 
+const AUTO_RESUME_WAIT_MS = 10_000;
+
+/**
+ * E2B autoResume: the first request for a paused sandbox resumes it (with the default timeout
+ * from now). Requests arriving together all wait for the one resume; a resume the node's
+ * release-ratio policy refuses answers 502 with its reason.
+ */
+async function autoResume(ctx: ApiContext, sandboxID: string): Promise<void> {
+  let why = '';
+  await ctx.cp.resumeSandbox(sandboxID, ctx.config().sandbox.default_timeout_sec, 'system:auto-resume').catch((e: unknown) => {
+    why = (e as Error).message; // another request's resume may be under way: wait for it below
+  });
+  const t0 = Date.now();
+  for (;;) {
+    const rec = await recordOf(ctx, sandboxID);
+    if (rec?.state === 'running') return;
+    // Still paused half a second after our resume failed: refused (policy, node), not merely raced.
+    const refused = why !== '' && rec?.state === 'paused' && Date.now() - t0 > 500;
+    if (!rec || (rec.state !== 'resuming' && rec.state !== 'paused') || refused || Date.now() - t0 > AUTO_RESUME_WAIT_MS) {
+      throw gone(sandboxID, `sandbox ${sandboxID} is ${rec?.state ?? 'gone'} and could not be resumed${why ? `: ${why}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /** What a request carries to reach a sandbox: its routing headers, and a /files signature if any. */
 interface Access {
   target?: Target;
@@ -97,7 +122,10 @@ async function resolve(ctx: ApiContext, a: Access): Promise<{ call: Omit<Sandbox
   if (!rec) throw gone(sandboxID, `sandbox ${sandboxID} does not exist`);
   const token = t?.token;
   if (token !== undefined && token !== rec.accessToken) throw new CubeError('UNAUTHORIZED', `X-Access-Token does not match sandbox ${sandboxID}`);
-  if (rec.state !== 'running') throw gone(sandboxID, `sandbox ${sandboxID} is ${rec.state}`);
+  if (rec.state !== 'running') {
+    if (!rec.lifecycle?.autoResume || (rec.state !== 'paused' && rec.state !== 'resuming')) throw gone(sandboxID, `sandbox ${sandboxID} is ${rec.state}`);
+    await autoResume(ctx, sandboxID);
+  }
   const port = t?.port ?? ENVD_PORT;
   if (port === ENVD_PORT && a.envdAuth && token === undefined) {
     if (!a.signed) throw new CubeError('UNAUTHORIZED', `envd of sandbox ${sandboxID} needs its access token (X-Access-Token)`);

@@ -1,6 +1,6 @@
 // `cubectl sandbox create|ls|exec|pause|resume|rm`.
 import { Option, type Command } from 'commander';
-import type { SandboxView } from '../../api/types.js';
+import type { SandboxLifecycle, SandboxView } from '../../api/types.js';
 import type { EgressRequest } from '../../network/egress.js';
 import { clientFor, examples, ExitError, globals, keyValueArg, numberArg, printJson, table, UsageError } from '../io.js';
 
@@ -25,8 +25,15 @@ interface CreateOpts {
   env?: Record<string, string>;
   metadata?: Record<string, string>;
   internet?: boolean;
+  onTimeout?: 'kill' | 'pause';
+  autoResume?: boolean;
   allowOut?: string[];
   denyOut?: string[];
+}
+
+function lifecycleOpts(o: CreateOpts): { lifecycle?: SandboxLifecycle } {
+  if (o.autoResume && o.onTimeout !== 'pause') throw new UsageError('--auto-resume needs --on-timeout pause');
+  return o.onTimeout === 'pause' ? { lifecycle: { onTimeout: 'pause', autoResume: o.autoResume === true } } : {};
 }
 
 function egressOpts(o: CreateOpts): { egress?: EgressRequest } {
@@ -67,6 +74,8 @@ export function register(program: Command): void {
     .addOption(new Option('--runtime <driver>', 'place it only on a node running this runtime driver').choices(['ns', 'microvm', 'sim']))
     .option('--env <k=v>', 'environment variable for every command in it (repeatable)', keyValueArg)
     .option('--metadata <k=v>', 'metadata label (repeatable)', keyValueArg)
+    .addOption(new Option('--on-timeout <action>', 'what its timeout does: kill it, or pause it (resume with `sandbox resume`)').choices(['kill', 'pause']))
+    .option('--auto-resume', 'with --on-timeout pause: the first request that reaches it (envd, a port) resumes it')
     .option('--no-internet', "no internet for it (default: the node's allow_internet_access)")
     .option('--allow-out <cidr,...>', 'destinations it may reach even without internet or inside its --deny-out (IPv4 addresses or CIDRs; repeatable)', listArg)
     .option('--deny-out <cidr,...>', 'destinations it may not reach (repeatable; 0.0.0.0/0 for all)', listArg)
@@ -87,6 +96,7 @@ export function register(program: Command): void {
         ...(o.env === undefined ? {} : { envVars: o.env }),
         ...(o.metadata === undefined ? {} : { metadata: o.metadata }),
         ...egressOpts(o),
+        ...lifecycleOpts(o),
       });
       if (globals(cmd).json) printJson(s);
       else process.stdout.write(`${s.sandboxID}\n`);
