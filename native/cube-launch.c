@@ -471,6 +471,9 @@ static int cmd_exec(int argc, char **argv) {
     return 2;
   }
   char **cmd = &argv[optind];
+  // Non-dumpable before entering: until the command's execve (which resets it), processes of the
+  // sandbox may not open this helper's /proc/PID/exe (the host binary) or its memory (as runc does).
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) die("dumpable");
   // Open everything first, then check the pid is still a sandbox init: the fds pin that process's
   // namespaces even if the pid were reused afterwards.
   static const char *names[] = {"ipc", "uts", "net", "cgroup", "pid", "mnt"};
