@@ -3,6 +3,7 @@
 // be reached at all becomes DaemonUnreachableError.
 import type { ConfigView, EventView, NodeView, ReloadResult, SandboxState, SandboxView, StatsView, WatchMessage } from '../api/types.js';
 import type { ProcessEvent } from '../cubelet/types.js';
+import type { EgressRequest } from '../network/egress.js';
 import type { ExecRequest as RuntimeExecRequest } from '../runtime/types.js';
 import type { CreateSandboxRequest as ControlPlaneCreate } from '../scheduler/control-plane.js';
 
@@ -101,6 +102,10 @@ export class CubeClient {
   }
   async deleteSandbox(id: string): Promise<void> {
     await this.send('DELETE', `/admin/v1/sandboxes/${enc(id)}`);
+  }
+  /** Replaces the sandbox's own egress rules; an empty request goes back to the node's defaults. */
+  setEgress(id: string, req: EgressRequest): Promise<SandboxView> {
+    return this.json('PUT', `/admin/v1/sandboxes/${enc(id)}/egress`, req);
   }
   pause(id: string): Promise<SandboxView> {
     return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/pause`);

@@ -186,6 +186,13 @@ describe('cubectl against a real cubed', () => {
       const block = (set: string) => new RegExp(`set ${set} \\{([^}]*)\\}`).exec(stdout)![1]!;
       expect(block('sb_allow').match(/\d+\.\d+\.\d+\.\d+/g)).toEqual(['1.0.0.1', '1.1.1.1', '9.9.9.9']);
       expect(block('sb_internet_off')).toMatch(new RegExp(`elements = \\{ "cube${d.tag}\\d+" $`));
+      // `sandbox egress` replaces them at once; with no option, back to the node's defaults.
+      expect(await ok(['sandbox', 'egress', made.sandboxID, '--deny-out', '0.0.0.0/0'])).toBe(`${made.sandboxID} running\n`);
+      const after = (await execa('nft', ['list', 'table', 'inet', `cube_${d.tag}`])).stdout;
+      expect(after).not.toMatch(/set sb_internet_off \{[^}]*elements/);
+      expect(after).toMatch(/set sb_deny \{[^}]*elements = \{ "cube[0-9a-f]+" \. 0\.0\.0\.0\/0 \}/); // nft prints the range as the CIDR it is
+      await ok(['sandbox', 'egress', made.sandboxID]);
+      expect((await execa('nft', ['list', 'table', 'inet', `cube_${d.tag}`])).stdout).not.toMatch(/elements = \{ "cube/);
     } finally {
       await ok(['sandbox', 'rm', made.sandboxID]);
     }

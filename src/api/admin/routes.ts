@@ -14,6 +14,7 @@ const P = '/admin/v1';
 const STATES: readonly SandboxState[] = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'];
 
 const stringMap = z.record(z.string(), z.string());
+const EgressBody = z.object({ allowInternet: z.boolean().optional(), allowOut: z.array(z.string()).optional(), denyOut: z.array(z.string()).optional() }).strict();
 const CreateBody = z
   .object({
     templateID: z.string().min(1).optional(),
@@ -25,10 +26,7 @@ const CreateBody = z
     runtime: z.enum(['ns', 'microvm', 'sim']).optional(),
     metadata: stringMap.optional(),
     envVars: stringMap.optional(),
-    egress: z
-      .object({ allowInternet: z.boolean().optional(), allowOut: z.array(z.string()).optional(), denyOut: z.array(z.string()).optional() })
-      .strict()
-      .optional(),
+    egress: EgressBody.optional(),
     lifecycle: z.object({ onTimeout: z.enum(['kill', 'pause']), autoResume: z.boolean() }).strict().optional(),
   })
   .strict();
@@ -95,6 +93,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
     sendNoContent(res);
   });
   on('POST', '/sandboxes/:id/pause', async (req, res, p) => sendJson(res, 200, publicView(await cp.pauseSandbox(p.id!, actor(req)))));
+  on('PUT', '/sandboxes/:id/egress', async (req, res, p) => sendJson(res, 200, publicView(await cp.setEgress(p.id!, await body(req, EgressBody)))));
   on('POST', '/sandboxes/:id/resume', async (req, res, p) => sendJson(res, 200, publicView((await cp.resumeSandbox(p.id!, undefined, actor(req))).sandbox)));
   on('POST', '/sandboxes/:id/exec', async (req, res, p) => serveExec(req, res, ctx, p.id!, await body(req, ExecBody)));
 

@@ -36,6 +36,19 @@ function lifecycleOpts(o: CreateOpts): { lifecycle?: SandboxLifecycle } {
   return o.onTimeout === 'pause' ? { lifecycle: { onTimeout: 'pause', autoResume: o.autoResume === true } } : {};
 }
 
+const EGRESS_HELP = `
+Egress: the node's deny_out (private ranges, cloud metadata) is closed to every sandbox; --allow-out
+cannot reopen it (refused with 400). See docs/operations.md, "Sandbox network policy".
+`;
+
+/** The egress flags shared by create and egress. */
+function egressOptions(c: Command): Command {
+  return c
+    .option('--no-internet', "no internet for it (default: the node's allow_internet_access)")
+    .option('--allow-out <cidr,...>', 'destinations it may reach even without internet or inside its --deny-out (IPv4 addresses or CIDRs; repeatable)', listArg)
+    .option('--deny-out <cidr,...>', 'destinations it may not reach (repeatable; 0.0.0.0/0 for all)', listArg);
+}
+
 function egressOpts(o: CreateOpts): { egress?: EgressRequest } {
   const e: EgressRequest = {
     ...(o.internet === false ? { allowInternet: false } : {}),
@@ -62,7 +75,7 @@ export function register(program: Command): void {
     .description('Create, list, run commands in, pause, resume and remove sandboxes.')
     .addHelpText('after', examples('id=$(cubectl sandbox create)', 'cubectl sandbox exec $id -- sh -c "echo hi"', 'cubectl sandbox rm $id'));
 
-  sandbox
+  const create = sandbox
     .command('create')
     .description('Create a sandbox and print its id. Unset options take sandbox.default_* from cubemaster.yaml. A refused create (130597: no node can take it) says which limit refused it.')
     .option('--template <t>', 'template id (default: sandbox.default_template)')
@@ -75,13 +88,11 @@ export function register(program: Command): void {
     .option('--env <k=v>', 'environment variable for every command in it (repeatable)', keyValueArg)
     .option('--metadata <k=v>', 'metadata label (repeatable)', keyValueArg)
     .addOption(new Option('--on-timeout <action>', 'what its timeout does: kill it, or pause it (resume with `sandbox resume`)').choices(['kill', 'pause']))
-    .option('--auto-resume', 'with --on-timeout pause: the first request that reaches it (envd, a port) resumes it')
-    .option('--no-internet', "no internet for it (default: the node's allow_internet_access)")
-    .option('--allow-out <cidr,...>', 'destinations it may reach even without internet or inside its --deny-out (IPv4 addresses or CIDRs; repeatable)', listArg)
-    .option('--deny-out <cidr,...>', 'destinations it may not reach (repeatable; 0.0.0.0/0 for all)', listArg)
+    .option('--auto-resume', 'with --on-timeout pause: the first request that reaches it (envd, a port) resumes it');
+  egressOptions(create)
     .addHelpText(
       'after',
-      `\nEgress: the node's deny_out (private ranges, cloud metadata) is closed to every sandbox; --allow-out\ncannot reopen it (refused with 400). See docs/operations.md, "Sandbox network policy".\n\nJSON (--json): {"sandboxID": ...} plus the SandboxView fields.\n` +
+      `${EGRESS_HELP}\nJSON (--json): {"sandboxID": ...} plus the SandboxView fields.\n` +
         examples('cubectl sandbox create', 'cubectl sandbox create --cpus 2 --memory-mib 1024 --timeout 600 --json', 'cubectl sandbox create --deny-out 0.0.0.0/0 --allow-out 151.101.0.0/16'),
     )
     .action(async (o: CreateOpts, cmd: Command) => {
@@ -156,6 +167,19 @@ export function register(program: Command): void {
       } finally {
         process.off('SIGINT', stop);
       }
+    });
+
+  egressOptions(
+    sandbox
+      .command('egress')
+      .description("Replace the egress rules of running or paused sandbox ID at once; with no option it goes back to the node's defaults. Prints its state.")
+      .argument('<id>', 'sandbox id'),
+  )
+    .addHelpText('after', `${EGRESS_HELP}` + examples('cubectl sandbox egress $id --no-internet --allow-out 151.101.0.0/16', 'cubectl sandbox egress $id'))
+    .action(async (id: string, o: CreateOpts, cmd: Command) => {
+      const s = await clientFor(cmd).setEgress(id, egressOpts(o).egress ?? {});
+      if (globals(cmd).json) printJson(s);
+      else process.stdout.write(`${id} ${s.state}\n`);
     });
 
   const simple = (name: 'pause' | 'resume' | 'rm', description: string, act: (id: string, cmd: Command) => Promise<SandboxView | undefined>, done: string) =>
