@@ -7,7 +7,9 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventView, NodeView, SandboxView } from '../../src/api/types.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
+import { PLACEMENT_METRICS_MS } from '../../src/scheduler/cluster/cluster-control-plane.js';
 import { startCluster, until, type TestCluster } from '../helpers/cluster.js';
+import { withServicesExclusive } from '../helpers/services-lock.js';
 
 const REDIS_START = ['--daemonize', 'yes', '--bind', '127.0.0.1', '-::1', '--port', '6379', '--save', '', '--appendonly', 'no', '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/ci.log'];
 
@@ -127,6 +129,8 @@ describe('cluster of three compute nodes and two control replicas', () => {
       await execa('fallocate', ['-l', String(Math.floor(Number(stdout.split('\n')[1]) * 0.9)), fill]);
       const view = await until('node 3 over the watermark', async () => (await nodes()).find((n) => n.nodeID === full && n.usage.diskUsedPercent >= 80));
       expect(view).toMatchObject({ healthy: true, schedulable: false, reason: expect.stringMatching(/^disk watermark \d+(\.\d)?% >= 80%$/) });
+      // Placement reads node metrics cached for up to PLACEMENT_METRICS_MS: let every replica's cache turn over.
+      await new Promise((r) => setTimeout(r, PLACEMENT_METRICS_MS * 2));
       const refused = await create(0, { nodeID: full });
       expect(refused.status).toBe(503);
       expect(refused.body.code).toBe(130597);
@@ -176,40 +180,46 @@ describe('cluster of three compute nodes and two control replicas', () => {
   }, 180_000);
 
   it('survives a Redis restart: routes rebuilt from MySQL, nodes heartbeat again', async () => {
-    const made = await burst(3, 3, () => create(1));
-    const ids = made.map((m) => m.body.sandboxID).sort();
-    try {
-      await execa('redis-cli', ['shutdown', 'nosave'], { reject: false });
-      await execa('redis-server', REDIS_START);
-      await until('sandboxes listed again', async () => {
-        const listed = (await sandboxes(0)).map((s) => s.sandboxID).sort();
-        return JSON.stringify(listed) === JSON.stringify(ids) ? true : undefined;
-      });
-      await until('nodes healthy again', async () => ((await nodes(0)).filter((n) => n.healthy).length === 3 ? true : undefined));
-      expect((await create(0)).status).toBe(201);
-    } finally {
-      await ensureServices();
-      await destroyAll();
-    }
-  }, 120_000);
+    // No other test file may be using the services while they restart.
+    await withServicesExclusive(async () => {
+      const made = await burst(3, 3, () => create(1));
+      const ids = made.map((m) => m.body.sandboxID).sort();
+      try {
+        await execa('redis-cli', ['shutdown', 'nosave'], { reject: false });
+        await execa('redis-server', REDIS_START);
+        await until('sandboxes listed again', async () => {
+          const listed = (await sandboxes(0)).map((s) => s.sandboxID).sort();
+          return JSON.stringify(listed) === JSON.stringify(ids) ? true : undefined;
+        });
+        await until('nodes healthy again', async () => ((await nodes(0)).filter((n) => n.healthy).length === 3 ? true : undefined));
+        expect((await create(0)).status).toBe(201);
+      } finally {
+        await ensureServices();
+        await destroyAll();
+      }
+    });
+  }, 600_000); // the wait for other files to let go of the services included
 
   it('survives a MariaDB restart: 503 while it is down, everything back after', async () => {
-    const made = await burst(3, 3, () => create(0));
-    const ids = made.map((m) => m.body.sandboxID).sort();
-    try {
-      await execa('start-stop-daemon', ['--stop', '--oknodo', '--retry', '30', '--exec', '/usr/sbin/mariadbd']);
-      const down = await create(1);
-      expect(down.status).toBe(503);
-      expect([130594, 130597]).toContain(down.body.code);
-      await execa('start-stop-daemon', ['--start', '--oknodo', '--background', '--exec', '/usr/sbin/mariadbd']);
-      await until('MariaDB back and a create succeeds', async () => ((await create(1)).status === 201 ? true : undefined), 60_000);
-      const listed = new Set((await sandboxes(0)).map((s) => s.sandboxID));
-      expect(ids.every((id) => listed.has(id))).toBe(true);
-    } finally {
-      await ensureServices();
-      await destroyAll();
-    }
-  }, 180_000);
+    // No other test file may be using the services while they restart.
+    await withServicesExclusive(async () => {
+      const made = await burst(3, 3, () => create(0));
+      const ids = made.map((m) => m.body.sandboxID).sort();
+      try {
+        await execa('start-stop-daemon', ['--stop', '--oknodo', '--retry', '30', '--exec', '/usr/sbin/mariadbd']);
+        const down = await create(1);
+        expect(down.status).toBe(503);
+        expect([130594, 130597]).toContain(down.body.code);
+        await execa('start-stop-daemon', ['--start', '--oknodo', '--background', '--exec', '/usr/sbin/mariadbd']);
+        await until('MariaDB back and a create succeeds', async () => ((await create(1)).status === 201 ? true : undefined), 60_000);
+        const listed = new Set((await sandboxes(0)).map((s) => s.sandboxID));
+        expect(ids.every((id) => listed.has(id))).toBe(true);
+      } finally {
+        await ensureServices();
+        await destroyAll();
+      }
+    });
+  }, 600_000); // the wait for other files to let go of the services included
 
   it('kill -9 of a compute node: lost within three heartbeats, sandboxes marked lost, back when it returns', async () => {
     const victim = node(2);

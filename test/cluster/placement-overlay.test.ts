@@ -3,12 +3,26 @@
 import { describe, expect, it } from 'vitest';
 import { parseProxyPath, proxyPath } from '../../src/cubelet/rpc-wire.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
-import { withRecentPlacements } from '../../src/scheduler/cluster/node-views.js';
+import { pendingPlacements, withRecentPlacements } from '../../src/scheduler/cluster/node-views.js';
 import { densityParamsFromConfig, footprintMiB } from '../../src/scheduler/density.js';
 import { NOW, node } from '../scheduler/fixtures.js';
 
 const params = densityParamsFromConfig(MasterConfigSchema.parse({}));
 const seen = (ms: number) => node('a', { lastSeen: new Date(NOW + ms).toISOString() });
+
+describe('pendingPlacements', () => {
+  const p = (at: number, nodeID = 'a') => ({ nodeID, cpus: 1, memoryMiB: 512, at: NOW + at });
+  it.each([
+    ['a heartbeat stamped after the node started counting it: done', p(-1), false],
+    ['stamped in the same millisecond: kept (it may predate the sandbox)', p(0), true],
+    ['stamped before: kept', p(1), true],
+    ['still in flight: kept', { ...p(0), at: Infinity }, true],
+    ['a node no longer in the views (removed): done', p(1, 'b'), false],
+    ['older than any heartbeat could be: done', p(-61_000, 'b'), false],
+  ])('%s', (_name, placement, kept) => {
+    expect(pendingPlacements([placement], [seen(0)], NOW)).toEqual(kept ? [placement] : []);
+  });
+});
 
 describe('withRecentPlacements', () => {
   const p = (at: number, nodeID = 'a') => ({ nodeID, cpus: 2, memoryMiB: 1024, at: NOW + at });

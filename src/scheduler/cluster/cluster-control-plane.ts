@@ -21,7 +21,7 @@ import { densityParamsFromConfig } from '../density.js';
 import { schedule } from '../pipeline.js';
 import { snapshotOf, Watchers } from '../watchers.js';
 import { sweepLostNodes } from './lost-sweep.js';
-import { clusterNodeView, withRecentPlacements, type RecentPlacement } from './node-views.js';
+import { clusterNodeView, pendingPlacements, withRecentPlacements, type RecentPlacement } from './node-views.js';
 import { syncNodeSandboxes } from './sandbox-sync.js';
 import type { EgressRequest } from '../../network/egress.js';
 
@@ -44,7 +44,7 @@ const CREATING_GRACE_MS = 120_000;
 /** Per-sandbox operation lock: longer than any node call. */
 const OP_LOCK_MS = 60_000;
 /** How old the node metrics a placement decides on may be (on top of the heartbeat period). */
-const PLACEMENT_METRICS_MS = 250;
+export const PLACEMENT_METRICS_MS = 250;
 /** How long an operation waits for the lock before answering busy. */
 const LOCK_WAIT_MS = 2000;
 
@@ -175,10 +175,7 @@ export class ClusterControlPlane implements ControlPlane {
     const master = this.cfg.config.master;
     const r = resolveCreate(req, master);
     const reported = await this.nodeViews(true);
-    // Placements a node's heartbeat already shows, or older than any heartbeat could be, are done.
-    const horizon = Date.now() - 60_000;
-    const seen = new Map(reported.map((n) => [n.nodeID, Date.parse(n.lastSeen)]));
-    this.recent = this.recent.filter((p) => p.at > horizon && !((seen.get(p.nodeID) ?? Infinity) > p.at));
+    this.recent = pendingPlacements(this.recent, reported, Date.now());
     const nodes = withRecentPlacements(reported, this.recent, densityParamsFromConfig(master));
     requireTemplate(r.templateID, nodes);
     const inFlight = await this.store.live.inFlight(nodes.map((n) => n.nodeID));
@@ -219,7 +216,9 @@ export class ClusterControlPlane implements ControlPlane {
       const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}) });
       const rec = { ...view, ...secrets };
       await this.store.putSandbox(rec);
-      placement.at = Date.now();
+      // The node's clock, like the lastSeen it is compared with: the control's own clock after the
+      // answer would count the sandbox twice (heartbeat and placement) for a heartbeat interval.
+      placement.at = Date.parse(view.startedAt) || Date.now();
       this.stats.record(performance.now() - t0);
       await audit(this.store, req.actor, 'sandbox.create', sandboxID, 'ok', { templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, nodeID });
       return rec;

@@ -11,7 +11,19 @@ export interface RecentPlacement {
   nodeID: string;
   cpus: number;
   memoryMiB: number;
+  /**
+   * When the node started counting it, in the NODE's clock (the sandbox's startedAt, stamped
+   * where its heartbeat's lastSeen is): a heartbeat stamped later includes it. Infinity until
+   * the node answered.
+   */
   at: number;
+}
+
+/** The placements no heartbeat shows yet (pure): those a node reported after, or older than any heartbeat could be, are done. */
+export function pendingPlacements(recent: readonly RecentPlacement[], reported: readonly Pick<NodeView, 'nodeID' | 'lastSeen'>[], now: number): RecentPlacement[] {
+  const horizon = now - 60_000;
+  const seen = new Map(reported.map((n) => [n.nodeID, Date.parse(n.lastSeen)]));
+  return recent.filter((p) => p.at > horizon && !((seen.get(p.nodeID) ?? Infinity) > p.at));
 }
 
 /**
