@@ -69,27 +69,35 @@ async function findBySignature(ctx: ApiContext, signed: SignedFileRequest): Prom
 }
 
 const AUTO_RESUME_WAIT_MS = 10_000;
+const AUTO_RESUME_TRIES = 3;
 
 /**
  * E2B autoResume: the first request for a paused sandbox resumes it (with the default timeout
- * from now). Requests arriving together all wait for the one resume; a resume the node's
- * release-ratio policy refuses answers 502 with its reason.
+ * from now); one still pausing (its timeout just fired) is resumed once the pause is done.
+ * Requests arriving together all wait for the one resume; a resume refused (the node's
+ * release-ratio policy) a few times over answers 502 with the reason.
  */
 async function autoResume(ctx: ApiContext, sandboxID: string): Promise<void> {
-  let why = '';
-  await ctx.cp.resumeSandbox(sandboxID, ctx.config().sandbox.default_timeout_sec, 'system:auto-resume').catch((e: unknown) => {
-    why = (e as Error).message; // another request's resume may be under way: wait for it below
-  });
   const t0 = Date.now();
+  let why = '';
+  let tries = 0;
   for (;;) {
     const rec = await recordOf(ctx, sandboxID);
     if (rec?.state === 'running') return;
-    // Still paused half a second after our resume failed: refused (policy, node), not merely raced.
-    const refused = why !== '' && rec?.state === 'paused' && Date.now() - t0 > 500;
-    if (!rec || (rec.state !== 'resuming' && rec.state !== 'paused') || refused || Date.now() - t0 > AUTO_RESUME_WAIT_MS) {
+    const waiting = rec !== undefined && (rec.state === 'paused' || rec.state === 'pausing' || rec.state === 'resuming');
+    if (!waiting || tries >= AUTO_RESUME_TRIES || Date.now() - t0 > AUTO_RESUME_WAIT_MS) {
       throw gone(sandboxID, `sandbox ${sandboxID} is ${rec?.state ?? 'gone'} and could not be resumed${why ? `: ${why}` : ''}`);
     }
-    await new Promise((r) => setTimeout(r, 50));
+    if (rec.state === 'paused') {
+      tries++;
+      // Losing the race to another request's resume is fine: the loop then sees it running.
+      const ok = await ctx.cp.resumeSandbox(sandboxID, ctx.config().sandbox.default_timeout_sec, 'system:auto-resume').then(
+        () => true,
+        (e: unknown) => ((why = (e as Error).message), false),
+      );
+      if (ok) return;
+    }
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
@@ -123,7 +131,7 @@ async function resolve(ctx: ApiContext, a: Access): Promise<{ call: Omit<Sandbox
   const token = t?.token;
   if (token !== undefined && token !== rec.accessToken) throw new CubeError('UNAUTHORIZED', `X-Access-Token does not match sandbox ${sandboxID}`);
   if (rec.state !== 'running') {
-    if (!rec.lifecycle?.autoResume || (rec.state !== 'paused' && rec.state !== 'resuming')) throw gone(sandboxID, `sandbox ${sandboxID} is ${rec.state}`);
+    if (!rec.lifecycle?.autoResume || !['paused', 'pausing', 'resuming'].includes(rec.state)) throw gone(sandboxID, `sandbox ${sandboxID} is ${rec.state}`);
     await autoResume(ctx, sandboxID);
   }
   const port = t?.port ?? ENVD_PORT;
