@@ -34,6 +34,15 @@ async function withStore(fn: (store: ClusterStore) => Promise<void>): Promise<vo
 storeContract('cluster (Redis + MySQL)', ({ eventRetention }) => open(eventRetention));
 
 describe('cluster store', () => {
+  it('keeps both replicas\' config versions when they number a change the same', async () => {
+    await withStore(async (store) => {
+      await store.putConfigVersion({ version: 7, at: '2026-11-30T09:00:00.000Z', actor: 'replica-a', reason: 'set x', master: { x: 1 }, cubelet: {} });
+      await store.putConfigVersion({ version: 7, at: '2026-11-30T09:00:01.000Z', actor: 'replica-b', reason: 'set y', master: { y: 1 }, cubelet: {} });
+      expect((await store.listConfigVersions()).map((v) => `${v.version} ${v.actor} ${v.reason}`)).toEqual(['7 replica-b set y', '7 replica-a set x']);
+      expect(await store.latestConfigVersion()).toMatchObject({ version: 7, actor: 'replica-b' });
+    });
+  });
+
   it('migrations are idempotent and two replicas share one state', async () => {
     const scope = clusterStateScope();
     const a = new ClusterStore(scope);

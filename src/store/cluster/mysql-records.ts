@@ -15,6 +15,9 @@ const MIGRATIONS: string[] = [
   `CREATE TABLE IF NOT EXISTS config_versions (version INT PRIMARY KEY, at VARCHAR(40) NOT NULL, actor VARCHAR(128) NOT NULL, reason TEXT NOT NULL, master MEDIUMTEXT NOT NULL, cubelet MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
   `CREATE TABLE IF NOT EXISTS audit (id BIGINT PRIMARY KEY AUTO_INCREMENT, at VARCHAR(40) NOT NULL, actor VARCHAR(128) NOT NULL, action VARCHAR(64) NOT NULL, target VARCHAR(255) NOT NULL,
      outcome TEXT NOT NULL, detail TEXT NULL, INDEX by_actor (actor, id)) ENGINE=InnoDB`,
+  // Each control replica numbers the versions of its own config files: two replicas changing
+  // theirs at once produce the same number, which must add a row, not replace the other's.
+  `ALTER TABLE config_versions DROP PRIMARY KEY, ADD PRIMARY KEY (version, actor)`,
 ];
 
 export class MysqlRecords {
@@ -125,7 +128,7 @@ export class MysqlRecords {
   }
 
   async listConfigVersions(limit = 20): Promise<ConfigVersionRecord[]> {
-    const rows = await this.q<mysql.RowDataPacket[]>('SELECT * FROM config_versions ORDER BY version DESC LIMIT ?', [limit]);
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT * FROM config_versions ORDER BY version DESC, at DESC LIMIT ?', [limit]);
     return rows.map((r) => ({ version: r.version, at: r.at, actor: r.actor, reason: r.reason, master: JSON.parse(r.master), cubelet: JSON.parse(r.cubelet) }));
   }
 
