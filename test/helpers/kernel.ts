@@ -15,7 +15,8 @@ const TAG_LOCKS = '/tmp/cube-test-tag';
 const CIDR_LOCKS = '/tmp/cube-test-cidr';
 const CIDR_SECOND_OCTETS = { first: 200, last: 249 };
 
-function alive(pid: number): boolean {
+/** Whether process `pid` exists (EPERM: it does, owned by someone else). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -6,6 +6,7 @@
 // Waits are synchronous (the worker has nothing else to do), markers of dead pids are stale.
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { alive } from './kernel.js';
 
 const DIR = '/tmp/cube-test-services';
 const EXCLUSIVE = join(DIR, 'exclusive');
@@ -13,15 +14,6 @@ const WAIT_MS = 100;
 /** A holder that never lets go (a file that forgot to drop its scope) must not stall the run for ever. */
 const GIVE_UP_MS = 10 * 60_000;
 let seq = 0;
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);

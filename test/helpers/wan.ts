@@ -2,9 +2,13 @@
 // the host by a veth pair (host end cubew<hex>), with an address of TEST-NET-2 (198.51.100.0/24,
 // documentation-only, routed nowhere) and a TCP server that answers with the address it saw
 // the client come from. Sandbox traffic reaches it through the host's forwarding and NAT, as
-// it would reach a real server behind the default route. stop() removes every object.
+// it would reach a real server behind the default route. stop() removes every object; the
+// netns name carries the creating pid so that a killed worker's host is swept (sweepStaleWanHosts).
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { execa, type ResultPromise } from 'execa';
+import { alive } from './kernel.js';
 
 export interface WanHost {
   /** The server's address and port. */
@@ -21,9 +25,24 @@ async function ip(args: string[]): Promise<void> {
   await execa('ip', args);
 }
 
+/** Removes wan hosts whose creating process is gone (their veth goes with the netns). */
+export function sweepStaleWanHosts(): void {
+  let names: string[] = [];
+  try {
+    names = readdirSync('/run/netns');
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(/^cube-wan-(\d+)-[0-9a-f]+$/.exec(name)?.[1] ?? 0);
+    if (pid > 0 && !alive(pid)) execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' });
+  }
+}
+
 export async function startWanHost(): Promise<WanHost> {
+  sweepStaleWanHosts();
   const hex = randomBytes(2).toString('hex');
-  const netns = `cube-wan-${hex}`;
+  const netns = `cube-wan-${process.pid}-${hex}`;
   const link = `cubew${hex}`;
   // A /30 of the range no other test holds right now (a route for it would exist).
   const routes = (await execa('ip', ['-4', 'route', 'show', '198.51.100.0/24', 'root', '198.51.100.0/24'])).stdout;
