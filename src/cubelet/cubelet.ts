@@ -240,11 +240,12 @@ export class Cubelet implements NodeApi {
     return this.freezeOp(sandboxID, 'resume');
   }
 
-  private async freezeOp(sandboxID: string, op: 'pause' | 'resume'): Promise<SandboxView> {
+  /** `reason`: why a pause happened other than on request (shown with the paused state). */
+  private async freezeOp(sandboxID: string, op: 'pause' | 'resume', reason?: string): Promise<SandboxView> {
     const entry = this.ready(sandboxID, op);
     const [during, after, before] = op === 'pause' ? (['pausing', 'paused', 'running'] as const) : (['resuming', 'running', 'paused'] as const);
     const t0 = performance.now();
-    this.setState(entry, during);
+    this.setState(entry, during, reason);
     const run = (async () => {
       try {
         if (op === 'pause') await this.o.driver.pause(entry.handle!);
@@ -260,7 +261,7 @@ export class Cubelet implements NodeApi {
         this.setState(entry, before);
         throw new CubeError(op === 'pause' ? 'PAUSE_FAILED' : 'RESUME_FAILED', `${op} ${sandboxID}: ${(e as Error).message}`, { cause: e });
       }
-      this.setState(entry, after);
+      this.setState(entry, after, reason);
     })();
     entry.op = run;
     try {
@@ -468,7 +469,7 @@ export class Cubelet implements NodeApi {
         if (entry.meta.lifecycle?.onTimeout === 'pause') {
           this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}: pausing (lifecycle onTimeout pause)`, { sandboxID: id });
           // A sandbox busy with another operation is looked at again in a second.
-          this.pauseSandbox(id).catch((err: unknown) => {
+          this.freezeOp(id, 'pause', `paused at its timeout ${entry.view.endAt} (lifecycle onTimeout pause)`).catch((err: unknown) => {
             if (isCubeError(err) && err.kind === 'SANDBOX_BUSY') entry.timer = setTimeout(() => this.armTimer(entry), 1000);
             else this.o.log.error({ err, sandboxID: id }, 'pause on timeout failed');
           });

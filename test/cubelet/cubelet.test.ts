@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SandboxLifecycle } from '../../src/api/types.js';
 import { ConfigStore } from '../../src/config/store.js';
 import { Cubelet } from '../../src/cubelet/cubelet.js';
 import type { NodeEvent, ProcessEvent, ProcessStream } from '../../src/cubelet/types.js';
@@ -60,8 +61,8 @@ afterAll(async () => {
 });
 
 const inMinutes = (m: number) => new Date(Date.now() + m * 60_000).toISOString();
-const create = (over: { memoryMiB?: number; endAt?: string; templateID?: string } = {}) =>
-  cubelet.createSandbox({ sandboxID: newSandboxID(), templateID: over.templateID ?? 'host', cpus: 1, memoryMiB: over.memoryMiB ?? 128, diskGiB: 1, endAt: over.endAt ?? inMinutes(5), env: { FROM_CREATE: 'yes' }, metadata: {} });
+const create = (over: { memoryMiB?: number; endAt?: string; templateID?: string; lifecycle?: SandboxLifecycle } = {}) =>
+  cubelet.createSandbox({ sandboxID: newSandboxID(), templateID: over.templateID ?? 'host', cpus: 1, memoryMiB: over.memoryMiB ?? 128, diskGiB: 1, endAt: over.endAt ?? inMinutes(5), env: { FROM_CREATE: 'yes' }, metadata: {}, ...(over.lifecycle ? { lifecycle: over.lifecycle } : {}) });
 
 async function collect(s: ProcessStream): Promise<{ out: string; err: string; events: ProcessEvent[] }> {
   const evs: ProcessEvent[] = [];
@@ -147,6 +148,20 @@ describe('lifecycle events', () => {
       const resumed = await cubelet.resumeSandbox(sb.sandboxID);
       expect(resumed.state).toBe('running');
       expect(Date.parse(resumed.endAt)).toBeGreaterThan(Date.now() + 60_000);
+    } finally {
+      await cubelet.destroySandbox(sb.sandboxID);
+    }
+  });
+
+  it('lifecycle onTimeout pause: paused at its endAt with the reason, not destroyed; resume clears the reason', async () => {
+    const sb = await create({ endAt: new Date(Date.now() + 300).toISOString(), lifecycle: { onTimeout: 'pause', autoResume: false } });
+    try {
+      await until(async () => (await cubelet.getSandbox(sb.sandboxID))?.state === 'paused');
+      expect(await cubelet.getSandbox(sb.sandboxID)).toMatchObject({ lifecycle: { onTimeout: 'pause', autoResume: false }, reason: expect.stringMatching(/^paused at its timeout .* \(lifecycle onTimeout pause\)$/) });
+      expect(events.some((e) => e.type === 'event' && e.event.kind === 'sandbox.timeout' && e.event.sandboxID === sb.sandboxID && /pausing/.test(e.event.message))).toBe(true);
+      const resumed = await cubelet.resumeSandbox(sb.sandboxID);
+      expect(resumed.state).toBe('running');
+      expect(resumed.reason).toBeUndefined();
     } finally {
       await cubelet.destroySandbox(sb.sandboxID);
     }
