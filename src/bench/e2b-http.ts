@@ -59,7 +59,15 @@ export class E2bHttp {
     return { status: res.status, json };
   }
 
-  async create(body: { templateID: string; timeout?: number; cpuCount?: number; memoryMB?: number; metadata?: Record<string, string> }): Promise<CreatedSandbox> {
+  async create(body: {
+    templateID: string;
+    timeout?: number;
+    cpuCount?: number;
+    memoryMB?: number;
+    metadata?: Record<string, string>;
+    allow_internet_access?: boolean;
+    network?: { allowOut?: string[]; denyOut?: string[] };
+  }): Promise<CreatedSandbox> {
     const { json } = await this.call('POST', '/v2/sandboxes', body);
     const j = json as { sandboxID?: string; envdAccessToken?: string };
     if (!j?.sandboxID) throw new BenchOpError('bad_response', 'create answered without a sandboxID');

@@ -12,7 +12,8 @@ import { SlotAllocator, parseRange, slotAddresses, type Range, type SlotAddresse
 import { NETNS_DIR, hostIfName, netnsName } from './names.js';
 import { Spawner, failedItems } from './iproute.js';
 import { destinationElements, type EgressRules } from './egress.js';
-import { enableIpForwarding, installPolicy, removePolicy, sandboxRulesScript, type NodePolicy } from './nft.js';
+import { NftBatch } from './nft-batch.js';
+import { enableIpForwarding, policyScript, removePolicy, sandboxRulesScript, type NodePolicy } from './nft.js';
 import { arpEntries, conntrackMentions, hostIfIndices, netnsIndices } from './host-scan.js';
 import { sharedHelper } from '../runtime/ns/helper.js';
 import { RESET_LINES, expectedState, innerCreateLines, parseSlotState, removeLines, rootCreateLines, type SlotNames } from './slot-script.js';
@@ -112,6 +113,13 @@ export class NsNetworkAgent implements NetworkAgent {
   private policy: PolicySettings;
   /** Sandboxes' own egress rules by slot index (installed as set elements of the table). */
   private readonly egress = new Map<number, EgressRules>();
+  /**
+   * Every change of the table goes through this one queue, committed together when they arrive
+   * together: sandboxes' rule changes and whole-table replacements stay in order. The egress map
+   * is updated when a change is queued, so a replacement rendered later includes it (adding an
+   * element that is already there is a no-op in nftables).
+   */
+  private readonly rules = new NftBatch((script) => this.sp.nft(script));
   private lastAcquire = 0;
   private releases = 0;
   /** eth0's MAC per slot index, read at the slot's last full verification. */
@@ -234,40 +242,45 @@ export class NsNetworkAgent implements NetworkAgent {
 
   /**
    * Replaces a sandbox's own egress rules on the slot it holds (at create: before anything
-   * runs in it). Old and new go in one nftables transaction, so no packet sees neither.
+   * runs in it). The slot's chain is flushed and refilled in one transaction, so no packet sees neither.
    */
   async setEgress(sandboxID: string, rules: EgressRules | undefined): Promise<void> {
     const slot = this.inUse.get(sandboxID);
     if (!slot) throw new CubeError('NETWORK_FAILED', `sandbox ${sandboxID} holds no network slot`);
     const old = this.egress.get(slot.index);
-    const script = (old ? sandboxRulesScript(this.tag, slot.hostIf, old, 'delete') : '') + (rules ? sandboxRulesScript(this.tag, slot.hostIf, rules, 'add') : '');
-    if (script) await this.sp.nft(script);
-    if (rules) this.egress.set(slot.index, rules);
-    else this.egress.delete(slot.index);
+    if (!old && !rules) return;
+    const script = sandboxRulesScript(this.tag, slot.index, rules);
+    const remember = (r: EgressRules | undefined) => (r ? this.egress.set(slot.index, r) : this.egress.delete(slot.index));
+    remember(rules);
+    try {
+      await this.rules.apply(script);
+    } catch (e) {
+      remember(old);
+      throw e;
+    }
   }
 
   private async dropEgress(slot: NetSlot): Promise<void> {
     const rules = this.egress.get(slot.index);
     if (!rules) return;
     this.egress.delete(slot.index);
-    const script = sandboxRulesScript(this.tag, slot.hostIf, rules, 'delete');
-    // Left behind, they would apply to the next tenant of the link name: rebuild the table instead.
-    if (script) await this.sp.nft(script).catch(() => this.installTable());
+    // Left behind, they would apply to the next tenant of the slot: rebuild the table instead.
+    await this.rules.apply(sandboxRulesScript(this.tag, slot.index, undefined)).catch(() => this.installTable());
   }
 
   /** The whole table from the current policy and every sandbox's rules, replaced in one transaction. */
   private async installTable(): Promise<void> {
-    const sandboxes = new Map<string, EgressRules>();
-    for (const [index, rules] of this.egress) sandboxes.set(hostIfName(this.tag, index), rules);
-    const p: NodePolicy = {
-      tag: this.tag,
-      cidr: this.range.cidr,
-      allowHostAccess: this.policy.allowHostAccess,
-      internetDefault: this.policy.internetDefault,
-      denyOut: destinationElements(this.policy.denyOut, 'deny_out'),
-      sandboxes,
-    };
-    await installPolicy(this.sp, p);
+    await this.rules.apply(() => {
+      const p: NodePolicy = {
+        tag: this.tag,
+        cidr: this.range.cidr,
+        allowHostAccess: this.policy.allowHostAccess,
+        internetDefault: this.policy.internetDefault,
+        denyOut: destinationElements(this.policy.denyOut, 'deny_out'),
+        sandboxes: new Map(this.egress),
+      };
+      return policyScript(p);
+    });
   }
 
   async stop(opts: { destroy: boolean }): Promise<void> {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt, cubectl } from '../cli/run-cli.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { slotRules } from '../helpers/kernel.js';
 
 let d: TestDaemon;
 let dir: string;
@@ -43,6 +44,34 @@ describe('cubectl bench', () => {
     expect(res.config).toMatchObject({ mode, concurrency: 2, count: 4, warmup: 1 });
     if (mode === 'create-exec-delete') expect(res.phases.exec.p50).toBeGreaterThan(0);
     expect(await liveSandboxes()).toEqual([]);
+  });
+
+  it('--network-policy rules creates each sandbox with its own egress rules (no internet, 24 allowOut)', async () => {
+    const file = join(dir, 'rules.json');
+    const seen: string[][] = [];
+    // Sample the node's nftables table while the run goes on: the sandboxes' rules are there.
+    const poll = setInterval(() => {
+      void slotRules(d.tag).then((m) => seen.push(...m.values()), () => undefined);
+    }, 20);
+    try {
+      // Each sandbox lives a second (--lifetime 1): long enough for the sampling to see its rules.
+      const r = await cubectl(['bench', '-m', 'create-delete', '-n', '3', '-c', '3', '--lifetime', '1', '--network-policy', 'rules', '--json', file], env());
+      expect(r.code).toBe(0);
+    } finally {
+      clearInterval(poll);
+    }
+    const res = JSON.parse(readFileSync(file, 'utf8'));
+    expect(res.summary).toMatchObject({ count: 3, success: 3 });
+    expect(res.config.networkPolicy).toBe('rules');
+    expect(seen.some((rules) => rules[0]!.includes('151.101.0.0/24') && rules.at(-1) === 'drop')).toBe(true);
+    expect(await liveSandboxes()).toEqual([]);
+    // Every rule goes with its sandbox's slot, which is reset in the background after the delete.
+    let left = await slotRules(d.tag);
+    for (let i = 0; i < 200 && left.size > 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      left = await slotRules(d.tag);
+    }
+    expect(left.size).toBe(0);
   });
 
   it('groups failures by code and exits 1 (wrong key)', async () => {

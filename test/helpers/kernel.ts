@@ -255,3 +255,17 @@ export function defaultNetworkPolicy(): PolicySettings {
   const net = CubeletConfigSchema.parse({}).plugins['io.cubelet.internal.v1.network'];
   return { allowHostAccess: net.allow_host_access, internetDefault: net.allow_internet_access, denyOut: net.deny_out };
 }
+
+/**
+ * The sandboxes' own egress rules installed on a node: slot index -> the rules of its chain
+ * `sb_<index>` (counters left out), for the chains that hold any.
+ */
+export async function slotRules(tag: string): Promise<Map<number, string[]>> {
+  const { stdout } = await execa('nft', ['list', 'table', 'inet', `cube_${tag}`]);
+  const out = new Map<number, string[]>();
+  for (const m of stdout.matchAll(/^\s*chain sb_(\d+) \{\n([\s\S]*?)^\s*\}/gm)) {
+    const rules = m[2]!.split('\n').map((l) => l.trim().replace(/counter packets \d+ bytes \d+ /, '')).filter(Boolean);
+    if (rules.length) out.set(Number(m[1]), rules);
+  }
+  return out;
+}

@@ -42,11 +42,19 @@ describe('resolveEgress', () => {
     expect(() => resolveEgress({ allowOut: ['0.0.0.0/0'] }, nodeDeny)).toThrow(/deny_out 10\.0\.0\.0\/8/);
   });
 
-  it('becomes set elements keyed by the sandbox link, added and deleted the same way', () => {
-    const r = resolveEgress({ allowInternet: false, allowOut: ['1.1.1.1'] }, nodeDeny)!;
-    expect(sandboxRulesScript('ab12', 'cubeab127', r, 'add')).toBe(
-      'add element inet cube_ab12 sb_allow { "cubeab127" . 1.1.1.1 }\nadd element inet cube_ab12 sb_internet_off { "cubeab127" }\n',
-    );
-    expect(sandboxRulesScript('ab12', 'cubeab127', r, 'delete')).toMatch(/^delete element inet cube_ab12 sb_allow/);
+  it('becomes the rules of the slot chain, reached from the map by the slot link; replaced or flushed whole', () => {
+    const r = resolveEgress({ allowInternet: false, allowOut: ['1.1.1.1', '8.8.8.0/24'], denyOut: ['1.0.0.0/8'] }, nodeDeny)!;
+    expect(sandboxRulesScript('ab12', 7, r).split('\n')).toEqual([
+      'add chain inet cube_ab12 sb_7',
+      'add element inet cube_ab12 sb_jump { "cubeab127" : jump sb_7 }',
+      'flush chain inet cube_ab12 sb_7',
+      'add rule inet cube_ab12 sb_7 ip daddr { 1.1.1.1, 8.8.8.0-8.8.8.255 } accept',
+      'add rule inet cube_ab12 sb_7 ip daddr { 1.0.0.0-1.255.255.255 } counter drop',
+      'add rule inet cube_ab12 sb_7 counter drop',
+      '',
+    ]);
+    // Internet left to the node default: no final verdict, the chain returns.
+    expect(sandboxRulesScript('ab12', 7, resolveEgress({ denyOut: ['9.9.9.9'] }, nodeDeny)!)).not.toMatch(/sb_7 (counter drop|accept)\n/);
+    expect(sandboxRulesScript('ab12', 7, undefined)).toMatch(/flush chain inet cube_ab12 sb_7\n$/);
   });
 });

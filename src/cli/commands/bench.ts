@@ -20,7 +20,18 @@ interface BenchOpts {
   json?: string | true;
   seed: number;
   timeout: number;
+  networkPolicy: 'none' | 'rules';
 }
+
+/**
+ * `--network-policy rules`, after the reference's cube-bench: no internet plus 24 allowOut
+ * destinations per sandbox (public /24s; its 6 L7 rules have no equivalent here). Measures what
+ * a sandbox's own egress rules cost a create (one nftables transaction) and a delete.
+ */
+export const RULES_POLICY = {
+  allow_internet_access: false,
+  network: { allowOut: Array.from({ length: 24 }, (_, i) => `${151 + (i % 3)}.${101 + i}.${i * 7}.0/24`) },
+} as const;
 
 /** `cpus=1,mem=512` -> {cpus: 1, memoryMiB: 512}. */
 export function parseSpec(value: string): { cpus?: number; memoryMiB?: number } {
@@ -98,6 +109,7 @@ export function register(program: Command): void {
     .option('--json [file]', 'write the result as JSON to FILE (or stdout without FILE) for scripts and `bench compare`')
     .option('--seed <n>', 'seed of the steady arrival sequence', numberArg({ int: true }), 42)
     .option('--timeout <ms>', 'per-request timeout', numberArg({ int: true, positive: true }), 60_000)
+    .addOption(new Option('--network-policy <p>', 'none: the node defaults; rules: each sandbox without internet and with 24 allowOut destinations (as cube-bench -np rules, without its L7 rules)').choices(['none', 'rules']).default('none'))
     .addHelpText(
       'after',
       `\nThe API key comes from CUBE_API_KEY, else E2B_API_KEY, else <data-dir>/api-key; the address from --api or CUBE_API_URL.\nJSON: {summary: {count, success, failed, successRate, durationSec, throughputPerSec, latencyMs: {min, avg, std, p50, p90, p95, p99, max}}, phases, errors: {code: count}, histogram, grade, config, startedAt}.\n` +
@@ -117,7 +129,13 @@ export function register(program: Command): void {
       if (!key) throw new UsageError('no API key: set CUBE_API_KEY or E2B_API_KEY, or run where <data-dir>/api-key is readable');
       const http = new E2bHttp({ apiUrl: g.api, apiKey: key, timeoutMs: opts.timeout });
       const created = new Map<string, CreatedSandbox>();
-      const createBody = { templateID: opts.template, timeout: Math.ceil((opts.lifetime ?? 0) + 300), ...(opts.spec?.cpus ? { cpuCount: opts.spec.cpus } : {}), ...(opts.spec?.memoryMiB ? { memoryMB: opts.spec.memoryMiB } : {}) };
+      const createBody = {
+        templateID: opts.template,
+        timeout: Math.ceil((opts.lifetime ?? 0) + 300),
+        ...(opts.spec?.cpus ? { cpuCount: opts.spec.cpus } : {}),
+        ...(opts.spec?.memoryMiB ? { memoryMB: opts.spec.memoryMiB } : {}),
+        ...(opts.networkPolicy === 'rules' ? { allow_internet_access: RULES_POLICY.allow_internet_access, network: { allowOut: [...RULES_POLICY.network.allowOut] } } : {}),
+      };
       const tty = process.stderr.isTTY === true;
       const result = await runBench(
         { mode: opts.mode, concurrency: opts.concurrency, count: opts.count, warmup: opts.warmup, workload: opts.workload, seed: opts.seed, ...(opts.rate !== undefined ? { rate: opts.rate } : {}), ...(opts.lifetime !== undefined ? { lifetimeSec: opts.lifetime } : {}) },
@@ -138,7 +156,7 @@ export function register(program: Command): void {
         tty ? (p) => process.stderr.write(progressBar(p)) : undefined,
       );
       if (tty) process.stderr.write('\n');
-      result.config = { ...result.config, api: g.api, template: opts.template, spec: opts.spec ?? null };
+      result.config = { ...result.config, api: g.api, template: opts.template, spec: opts.spec ?? null, networkPolicy: opts.networkPolicy };
       if (typeof opts.json === 'string') writeFileSync(opts.json, `${JSON.stringify(result, null, 2)}\n`);
       if (opts.json === true || g.json) printJson(result);
       else process.stdout.write(report(result));
