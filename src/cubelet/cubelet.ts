@@ -162,12 +162,15 @@ export class Cubelet implements NodeApi {
     const { driver, network } = this.o;
     const { meta } = entry;
     const id = meta.sandboxID;
+    let rules: Promise<void> | undefined;
     try {
       const template = await this.o.templates.resolve(meta.templateID);
       entry.slot = await network.acquire(id);
       meta.slotIndex = entry.slot.index;
-      // Before the sandbox exists: its first packet already meets its own rules.
-      if (meta.egress) await network.setEgress(id, meta.egress);
+      // Alongside the driver's work (one `nft` run): in place before the create returns, so before
+      // anything runs in the sandbox (its init sends nothing).
+      rules = meta.egress ? network.setEgress(id, meta.egress) : undefined;
+      rules?.catch(() => undefined); // handled below; a rejection before the create ends must not count as unhandled
       entry.handle = await driver.create({
         sandboxID: id,
         template,
@@ -177,9 +180,11 @@ export class Cubelet implements NodeApi {
         netnsPath: entry.slot.netnsPath,
         env: meta.env,
       });
+      await rules;
       await writeMeta(entry.handle.dir, meta);
     } catch (e) {
       // Nothing half-made: undo in reverse order; each undo is idempotent.
+      await rules?.catch(() => undefined); // settled before the slot (and its rules) is released
       await driver.destroy(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'undo of a failed create: driver destroy failed'));
       if (entry.slot) await network.release(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'undo of a failed create: slot release failed'));
       this.entries.delete(id);
