@@ -2,6 +2,7 @@
 // timeouts, OOM and liveness events, and failed creates that leave nothing behind.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { execa } from 'execa';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxLifecycle } from '../../src/api/types.js';
@@ -22,6 +23,7 @@ const dir = mkdtempSync('/tmp/cubed-test-cubelet-');
 const dataDir = join(dir, 'data');
 const cidr = testCidr();
 let cubelet: Cubelet;
+let network: NsNetworkAgent;
 let config: ConfigStore;
 let templates: TemplateStore;
 const events: NodeEvent[] = [];
@@ -31,12 +33,13 @@ beforeAll(async () => {
   mkdirSync(join(dir, 'config'));
   config = new ConfigStore(join(dir, 'config'), { watch: false });
   const log = pino({ level: 'silent' });
+  network = new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, policy: defaultNetworkPolicy(), log });
   templates = new TemplateStore(dataDir);
   cubelet = new Cubelet({
     nodeID,
     dataDir,
     driver: new NsDriver({ dataDir, nodeTag: tag, log }),
-    network: new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, policy: defaultNetworkPolicy(), log }),
+    network,
     templates,
     config: () => config.config,
     log,
@@ -206,5 +209,23 @@ describe('lifecycle events', () => {
     const n = await cubelet.nodeView();
     expect(n.pool.inUse).toBe(0);
     expect((await countKernelObjects(tag)).processes).toBe(0);
+  });
+
+  it('a create whose egress rules cannot be installed fails and leaves nothing (the rules go alongside the driver)', async () => {
+    // Without the node's table, `nft` refuses the slot chain; the driver's create succeeds meanwhile.
+    await execa('nft', ['delete', 'table', 'inet', `cube_${tag}`]);
+    try {
+      const err = await cubelet
+        .createSandbox({ sandboxID: newSandboxID(), templateID: 'host', cpus: 1, memoryMiB: 128, diskGiB: 1, endAt: inMinutes(5), env: {}, metadata: {}, egress: { allowInternet: false } })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(Error);
+      expect(String((err as Error).message)).toMatch(/nft/);
+      expect(await cubelet.listSandboxes()).toEqual([]);
+      await until(async () => (await cubelet.nodeView()).pool.inUse === 0);
+      await until(async () => (await countKernelObjects(tag)).processes === 0);
+    } finally {
+      await network.setPolicy(defaultNetworkPolicy()); // the node's table back
+    }
+    expect((await execa('nft', ['list', 'table', 'inet', `cube_${tag}`])).stdout).toContain('chain egress');
   });
 });
