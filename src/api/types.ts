@@ -27,6 +27,8 @@ export interface SandboxView {
   runtime: string;
   /** What its timeout does (E2B lifecycle); absent: killed. */
   lifecycle?: SandboxLifecycle;
+  /** Its own egress rules as asked for (absent: the node's defaults). */
+  egress?: { allowInternet?: boolean; allowOut?: string[]; denyOut?: string[] };
 }
 
 /** E2B's lifecycle: pause instead of kill at the timeout, and resume on the first request that reaches it. */

@@ -137,7 +137,7 @@ export class Cubelet implements NodeApi {
       metadata: { ...req.metadata },
       env: { ...req.env },
       paused: false,
-      ...(egress ? { egress } : {}),
+      ...(egress ? { egress, egressAsked: req.egress! } : {}),
       ...(req.lifecycle ? { lifecycle: { ...req.lifecycle } } : {}),
     };
     const entry = this.newEntry(meta, 'creating');
@@ -291,9 +291,16 @@ export class Cubelet implements NodeApi {
     const entry = this.ready(sandboxID, 'setEgress');
     const rules = resolveEgress(req, this.o.config().cubelet.plugins['io.cubelet.internal.v1.network'].deny_out);
     await this.o.network.setEgress(sandboxID, rules);
-    if (rules) entry.meta.egress = rules;
-    else delete entry.meta.egress;
+    if (rules) {
+      entry.meta.egress = rules;
+      entry.meta.egressAsked = entry.view.egress = { ...req };
+    } else {
+      delete entry.meta.egress;
+      delete entry.meta.egressAsked;
+      delete entry.view.egress;
+    }
     if (entry.handle) await writeMeta(entry.handle.dir, entry.meta);
+    this.emitSandbox(entry);
     this.emitEvent('sandbox.network', rules ? `egress rules: ${describeEgress(rules)}` : "egress rules cleared: the node's defaults apply", { sandboxID });
     return { ...entry.view };
   }
@@ -429,6 +436,7 @@ export class Cubelet implements NodeApi {
       endAt: meta.endAt,
       runtime: this.o.driver.name,
       ...(meta.lifecycle ? { lifecycle: { ...meta.lifecycle } } : {}),
+      ...(meta.egressAsked ? { egress: { ...meta.egressAsked } } : {}),
     };
     const entry: Entry = {
       view,

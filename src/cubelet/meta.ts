@@ -4,7 +4,7 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SandboxLifecycle, SandboxSpecView } from '../api/types.js';
-import type { EgressRules } from '../network/egress.js';
+import type { EgressRequest, EgressRules } from '../network/egress.js';
 
 export interface SandboxMeta {
   sandboxID: string;
@@ -18,6 +18,8 @@ export interface SandboxMeta {
   paused: boolean;
   /** The sandbox's own egress rules, re-installed when a restarted daemon re-adopts it. */
   egress?: EgressRules;
+  /** The same rules as the create or update asked for them (shown in views). */
+  egressAsked?: EgressRequest;
   lifecycle?: SandboxLifecycle;
 }
 

@@ -191,7 +191,9 @@ describe('e2b SDK against cubed', () => {
       expect(await reach(live)).toMatch(/^refused/);
       await live.updateNetwork({ allowInternetAccess: false, allowOut: [wan.ip] });
       expect(await reach(live)).toBe(`from ${wan.hostIp}`);
+      expect(await live.getInfo()).toMatchObject({ allowInternetAccess: false, network: { allowOut: [wan.ip] } });
       await live.updateNetwork({});
+      expect((await live.getInfo()).allowInternetAccess).toBeUndefined();
       expect(await reach(live)).toBe(`from ${wan.hostIp}`);
       await expect(Sandbox.updateNetwork('zzzzzzzzzzzzzzzzzzzz', {}, opts)).rejects.toBeInstanceOf(SandboxNotFoundError);
       // Refused at create, with the reason: a destination the node's deny list closes, a domain name.

@@ -59,7 +59,14 @@ function common(r: SandboxRecord): Record<string, unknown> {
 
 /** `SandboxDetail` (GET /sandboxes/{id}). */
 export function detailJson(r: SandboxRecord, domain: string): Record<string, unknown> {
-  return { ...sandboxJson(r, domain), ...common(r), ...(r.lifecycle ? { lifecycle: { onTimeout: r.lifecycle.onTimeout, autoResume: r.lifecycle.autoResume } } : {}) };
+  const e = r.egress;
+  return {
+    ...sandboxJson(r, domain),
+    ...common(r),
+    ...(r.lifecycle ? { lifecycle: { onTimeout: r.lifecycle.onTimeout, autoResume: r.lifecycle.autoResume } } : {}),
+    ...(e?.allowInternet !== undefined ? { allowInternetAccess: e.allowInternet } : {}),
+    ...(e?.allowOut || e?.denyOut ? { network: { ...(e.allowOut ? { allowOut: e.allowOut } : {}), ...(e.denyOut ? { denyOut: e.denyOut } : {}) } } : {}),
+  };
 }
 
 /** `ListedSandbox` (GET /v2/sandboxes, GET /sandboxes). */
