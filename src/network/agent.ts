@@ -111,18 +111,18 @@ export class NsNetworkAgent implements NetworkAgent {
   private readonly innerQueue: (() => void)[] = [];
   private conntrackTool: boolean | undefined;
   private policy: PolicySettings;
-  /** Sandboxes' own egress rules by slot index (installed as set elements of the table). */
+  /** Sandboxes' own egress rules by slot index (installed as the rules of the slot's chain). */
   private readonly egress = new Map<number, EgressRules>();
   /**
    * Every change of the table goes through this one queue, committed together when they arrive
    * together: sandboxes' rule changes and whole-table replacements stay in order. The egress map
-   * is updated when a change is queued, so a replacement rendered later includes it (adding an
-   * element that is already there is a no-op in nftables).
+   * is updated when a change is queued, so a replacement rendered later includes it (a slot
+   * script adds its chain and map entry idempotently, then flushes and refills the chain).
    */
   private readonly rules = new NftBatch((script) => this.sp.nft(script));
   private lastAcquire = 0;
   private releases = 0;
-  /** eth0's MAC per slot index, read at the slot's last full verification. */
+  /** eth0's MAC per slot index, read at the slot's last full verification; forgotten when the index is freed. */
   private readonly eth0Macs = new Map<number, string | undefined>();
   /** Full verifications of returned slots so far (tests, benchmarks). */
   verifications = 0;
@@ -511,7 +511,6 @@ export class NsNetworkAgent implements NetworkAgent {
   }
 
   private async retire(slot: NetSlot): Promise<void> {
-    this.eth0Macs.delete(slot.index); // a new slot at this index gets a new veth
     this.draining.set(slot.index, slot);
     await this.sp.ipBatch(removeLines([slot.netns]));
   }
@@ -525,10 +524,7 @@ export class NsNetworkAgent implements NetworkAgent {
     if (!this.running || this.waiters.length > 0 || this.free.length <= this.opts.initNum) return;
     if (Date.now() - this.lastAcquire < TRIM_IDLE_MS) return;
     const excess = this.free.splice(this.opts.initNum);
-    for (const s of excess) {
-      this.eth0Macs.delete(s.index);
-      this.draining.set(s.index, s);
-    }
+    for (const s of excess) this.draining.set(s.index, s);
     this.track(this.sp.ipBatch(removeLines(excess.map((s) => s.netns))));
   }
 
@@ -541,7 +537,7 @@ export class NsNetworkAgent implements NetworkAgent {
     for (const i of [...this.draining.keys()]) {
       if (!links.has(i) && !ns.has(i)) {
         this.draining.delete(i);
-        this.alloc.free(i);
+        this.freeIndex(i);
       }
     }
     this.pump();
@@ -580,7 +576,6 @@ export class NsNetworkAgent implements NetworkAgent {
    * the host ends to vanish, and deletes any that did not. Returns the indices still present.
    */
   private async removeSlots(netns: string[], indices: Set<number>): Promise<number[]> {
-    for (const i of indices) this.eth0Macs.delete(i);
     if (netns.length > 0) await this.sp.ipBatch(removeLines(netns));
     const deadline = Date.now() + LINK_GONE_TIMEOUT_MS;
     let left = [...(await hostIfIndices(this.tag))].filter((i) => indices.has(i));
@@ -592,8 +587,14 @@ export class NsNetworkAgent implements NetworkAgent {
       await this.sp.ipBatch(left.map((i) => `link del ${hostIfName(this.tag, i)}`));
       left = [...(await hostIfIndices(this.tag))].filter((i) => indices.has(i));
     }
-    for (const i of indices) if (!left.includes(i) && this.alloc.isTaken(i) && !this.isHeld(i)) this.alloc.free(i);
+    for (const i of indices) if (!left.includes(i) && this.alloc.isTaken(i) && !this.isHeld(i)) this.freeIndex(i);
     return left;
+  }
+
+  /** The index can be given to a new slot, whose new veth has a new MAC. */
+  private freeIndex(i: number): void {
+    this.eth0Macs.delete(i);
+    this.alloc.free(i);
   }
 
   private isHeld(index: number): boolean {

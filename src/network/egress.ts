@@ -67,6 +67,16 @@ function render(ranges: Range[]): string[] {
   return ranges.map(([a, b]) => (a === b ? intToIp(a) : `${intToIp(a)}-${intToIp(b)}`));
 }
 
+/** An egress request from its three parts, empty lists left out; undefined when nothing is asked (pure). */
+export function egressRequest(allowInternet: boolean | undefined, allowOut: readonly string[] | undefined, denyOut: readonly string[] | undefined): EgressRequest | undefined {
+  const e: EgressRequest = {
+    ...(allowInternet !== undefined ? { allowInternet } : {}),
+    ...(allowOut?.length ? { allowOut: [...allowOut] } : {}),
+    ...(denyOut?.length ? { denyOut: [...denyOut] } : {}),
+  };
+  return Object.keys(e).length ? e : undefined;
+}
+
 /** One line for events and logs: `internet off, allowOut 1.1.1.1, denyOut 0.0.0.0-255.255.255.255`. */
 export function describeEgress(r: EgressRules): string {
   const parts = [

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { CubeError } from '../../errors.js';
 import type { SandboxLifecycle, SandboxState } from '../types.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
-import type { EgressRequest } from '../../network/egress.js';
+import { egressRequest, type EgressRequest } from '../../network/egress.js';
 
 /** envd protocol level we implement; the SDK gates features on it (>= 0.5.7: octet-stream uploads). */
 export const ENVD_VERSION = '0.5.7';
@@ -146,17 +146,13 @@ export function lifecycleOf(b: NewSandbox): { lifecycle?: SandboxLifecycle } {
 export function egressUpdateOf(b: NetworkUpdate): EgressRequest {
   const extra = Object.entries(b).filter(([k, v]) => v != null && !['allowOut', 'denyOut', 'allow_internet_access'].includes(k));
   if (extra.length > 0) throw new CubeError('BAD_REQUEST', `network.${extra[0]![0]} is not supported: use allow_internet_access, allowOut and denyOut (IPv4 addresses and CIDRs)`);
-  return egressOf({ ...(b.allow_internet_access !== undefined ? { allow_internet_access: b.allow_internet_access } : {}), network: { ...(b.allowOut ? { allowOut: b.allowOut } : {}), ...(b.denyOut ? { denyOut: b.denyOut } : {}) } }).egress ?? {};
+  return egressRequest(b.allow_internet_access, b.allowOut, b.denyOut) ?? {};
 }
 
 /** The create's egress request: allow_internet_access and network.allowOut/denyOut, when given. */
 export function egressOf(b: Pick<NewSandbox, 'allow_internet_access' | 'network'>): { egress?: EgressRequest } {
-  const e: EgressRequest = {
-    ...(b.allow_internet_access !== undefined ? { allowInternet: b.allow_internet_access } : {}),
-    ...(b.network?.allowOut?.length ? { allowOut: b.network.allowOut } : {}),
-    ...(b.network?.denyOut?.length ? { denyOut: b.network.denyOut } : {}),
-  };
-  return Object.keys(e).length ? { egress: e } : {};
+  const e = egressRequest(b.allow_internet_access, b.network?.allowOut, b.network?.denyOut);
+  return e ? { egress: e } : {};
 }
 
 // ---- listing ----

@@ -1,7 +1,7 @@
 // `cubectl sandbox create|ls|exec|pause|resume|rm`.
 import { Option, type Command } from 'commander';
 import type { SandboxLifecycle, SandboxView } from '../../api/types.js';
-import type { EgressRequest } from '../../network/egress.js';
+import { egressRequest, type EgressRequest } from '../../network/egress.js';
 import { clientFor, examples, ExitError, globals, keyValueArg, numberArg, printJson, table, UsageError } from '../io.js';
 
 const STATES = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'] as const;
@@ -50,12 +50,8 @@ function egressOptions(c: Command): Command {
 }
 
 function egressOpts(o: CreateOpts): { egress?: EgressRequest } {
-  const e: EgressRequest = {
-    ...(o.internet === false ? { allowInternet: false } : {}),
-    ...(o.allowOut?.length ? { allowOut: o.allowOut } : {}),
-    ...(o.denyOut?.length ? { denyOut: o.denyOut } : {}),
-  };
-  return Object.keys(e).length ? { egress: e } : {};
+  const e = egressRequest(o.internet === false ? false : undefined, o.allowOut, o.denyOut);
+  return e ? { egress: e } : {};
 }
 
 /** Repeatable, comma-separated list options (--allow-out 1.1.1.1,8.8.8.8 --allow-out 9.9.9.9). */
