@@ -101,7 +101,7 @@ export const CubeletConfigSchema = z
       .describe('runtime driver, or the list a node offers (the first is the default; a create picks another with --runtime or the metadata label cube.runtime); sim only for scheduler benchmarks'),
     microvm: z
       .object({
-        boot_timeout_sec: z.number().int().min(5).max(600).default(90).describe('a microVM whose guest agent has not answered by then is a failed create (its console tail is in the error)'),
+        boot_timeout_sec: z.number().int().min(5).max(600).default(90).meta({ restart: true }).describe('a microVM whose guest agent has not answered by then is a failed create (its console tail is in the error)'),
       })
       .strict()
       .prefault({})
