@@ -14,10 +14,12 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(
   || die "Node.js >= 20.18 is required (found $(node --version))"
 
 # System tools cubed shells out to (ip, nft, unshare/nsenter/mount, ps), the C compiler for
-# its launcher, conntrack (flushing a recycled network slot), and tmux for the console.
-# Only what is missing is installed.
+# its launcher, conntrack (flushing a recycled network slot), tmux for the console, and for the
+# microvm runtime QEMU, qemu-img (per-sandbox disk overlays), busybox-static (the guest's
+# initramfs) and e2fsprogs (template images). The guest kernel is not installed: npm run build
+# fetches it with apt-get download (scripts/build-microvm.mjs). Only what is missing is installed.
 missing=()
-for pkg in iproute2 nftables conntrack util-linux procps build-essential tmux; do
+for pkg in iproute2 nftables conntrack util-linux procps build-essential tmux qemu-system-x86 qemu-utils busybox-static e2fsprogs; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$pkg")
 done
 if ((${#missing[@]} > 0)); then

@@ -2,14 +2,26 @@ import { defineConfig } from 'vitest/config';
 
 // Tests create real kernel objects (netns, cgroups, mounts) and start real daemons:
 // files run in separate forks, a few at a time, so two cores are not oversubscribed.
+// The microvm project boots emulated guests (seconds each under TCG): its own, longer timeouts.
+const MICROVM = ['test/microvm/**/*.test.ts'];
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts', 'test/**/*.test.tsx', 'components/**/*.test.tsx', 'src/**/*.test.ts'],
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default'],
     globalSetup: ['test/global-setup.ts'],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'default',
+          include: ['test/**/*.test.ts', 'test/**/*.test.tsx', 'components/**/*.test.tsx', 'src/**/*.test.ts'],
+          exclude: [...MICROVM, '**/node_modules/**'],
+        },
+      },
+      { extends: true, test: { name: 'microvm', include: MICROVM, testTimeout: 240_000, hookTimeout: 240_000 } },
+    ],
   },
 });

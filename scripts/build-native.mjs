@@ -1,14 +1,16 @@
-// Compiles native/cube-launch.c into build/cube-launch (skipped when the binary is newer than the source).
-// Linked statically: the helper runs as host root with an environment chosen inside the sandbox,
-// so no dynamic loader may act on it (see the header of the C file).
+// Compiles the C helpers into build/ (each skipped when its binary is newer than its source):
+// native/cube-launch.c -> build/cube-launch (the ns runtime's launcher, host side) and
+// native/cube-agent.c -> build/cube-agent (the microvm guest agent, packed into the initramfs).
+// Linked statically: cube-launch runs as host root with an environment chosen inside the sandbox,
+// so no dynamic loader may act on it (see the header of the C file); cube-agent runs in a guest
+// whose root filesystem is the template's, which may have no (or another) libc.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, renameSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const src = join(root, 'native', 'cube-launch.c');
-const out = join(root, 'build', 'cube-launch');
+const programs = ['cube-launch', 'cube-agent'];
 
 function mtime(path) {
   try {
@@ -18,21 +20,26 @@ function mtime(path) {
   }
 }
 
-if (mtime(out) >= mtime(src)) process.exit(0);
-
 const cc = process.env.CC || 'cc';
-if (spawnSync(cc, ['--version'], { stdio: 'ignore' }).error) {
-  console.error(`build:native: no C compiler ('${cc}' not found): install one, e.g. apt-get install gcc libc6-dev`);
-  process.exit(1);
+let checked = false;
+for (const name of programs) {
+  const src = join(root, 'native', `${name}.c`);
+  const out = join(root, 'build', name);
+  if (mtime(out) >= mtime(src)) continue;
+  if (!checked && spawnSync(cc, ['--version'], { stdio: 'ignore' }).error) {
+    console.error(`build:native: no C compiler ('${cc}' not found): install one, e.g. apt-get install gcc libc6-dev`);
+    process.exit(1);
+  }
+  checked = true;
+  mkdirSync(dirname(out), { recursive: true });
+  // Built beside and renamed into place: test files may build concurrently while another runs the helper.
+  const tmp = `${out}.${process.pid}.tmp`;
+  const args = ['-O2', '-Wall', '-Wextra', '-static', '-o', tmp, src];
+  const r = spawnSync(cc, args, { stdio: 'inherit' });
+  if (r.status !== 0) {
+    console.error(`build:native: '${cc} ${args.join(' ')}' failed (a static build needs libc6-dev's libc.a)`);
+    process.exit(1);
+  }
+  renameSync(tmp, out);
+  console.log(`build:native: built ${out}`);
 }
-mkdirSync(dirname(out), { recursive: true });
-// Built beside and renamed into place: test files may build concurrently while another runs the helper.
-const tmp = `${out}.${process.pid}.tmp`;
-const args = ['-O2', '-Wall', '-Wextra', '-static', '-o', tmp, src];
-const r = spawnSync(cc, args, { stdio: 'inherit' });
-if (r.status !== 0) {
-  console.error(`build:native: '${cc} ${args.join(' ')}' failed (a static build needs libc6-dev's libc.a)`);
-  process.exit(1);
-}
-renameSync(tmp, out);
-console.log(`build:native: built ${out}`);

@@ -80,7 +80,10 @@ export interface NodeView {
   cordoned: boolean;
   draining: boolean;
   lost: boolean;
+  /** The node's default runtime. */
   runtime: string;
+  /** Every runtime the node offers (a create may name one); `emulated`: microVMs without /dev/kvm (TCG). */
+  runtimes?: { name: string; emulated?: boolean }[];
   capacity: { cpus: number; memoryMiB: number; declared: boolean };
   usage: {
     cpuUtilPercent: number;

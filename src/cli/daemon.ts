@@ -24,6 +24,9 @@ import { nodeTag } from '../ids.js';
 import { NsNetworkAgent, type PolicySettings } from '../network/agent.js';
 import { parseRange } from '../network/ipam.js';
 import { NsDriver } from '../runtime/ns/driver.js';
+import { MicrovmDriver, microvmArtifacts } from '../runtime/microvm/driver.js';
+import { RuntimeSet } from '../runtime/multi.js';
+import type { RuntimeDriver } from '../runtime/types.js';
 import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } from '../runtime/sim/nodes.js';
 import { TemplateStore } from '../runtime/templates.js';
 import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
@@ -45,7 +48,7 @@ interface Flags {
   control?: string;
   advertise?: string;
   sandboxDomain?: string;
-  runtime?: 'ns' | 'sim';
+  runtime?: 'ns' | 'microvm' | 'sim';
   simNodes?: string;
   nodeIdPrefix?: string;
 }
@@ -165,18 +168,25 @@ function openNode(flags: Flags) {
   return { configDir, config, nodeID, dataDir, listen, log, unlock };
 }
 
-/** The runtime in force: --runtime, else cubelet.runtime. */
-function runtimeOf(flags: Flags, config: ConfigStore): 'ns' | 'sim' {
+type Runtimes = 'sim' | ('ns' | 'microvm')[];
+
+/** The runtimes in force: --runtime, else cubelet.runtime (one, or the list a node offers; the first is the default). */
+function runtimeOf(flags: Flags, config: ConfigStore): Runtimes {
   const r = flags.runtime ?? config.config.cubelet.runtime;
-  if (r === 'microvm') throw new UsageError('runtime microvm is not available on this build: use ns (or sim for benchmarks)');
-  return r;
+  if (r === 'sim') return r;
+  const list = [...new Set(typeof r === 'string' ? [r] : r)];
+  if (list.includes('microvm')) {
+    const missing = microvmArtifacts().missing;
+    if (missing) throw new UsageError(`runtime microvm: ${missing}`);
+  }
+  return list;
 }
 
 /**
  * The node agent of roles all and compute: cubelet + network-agent + runtime on `dataDir`.
  * `api` is what the node serves (the cubelet itself, or with simulated usage on a sim node).
  */
-function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: 'ns' | 'sim'): { cubelet: Cubelet; api: Cubelet } {
+function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes): { cubelet: Cubelet; api: Cubelet } {
   if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
@@ -204,7 +214,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
   cubelet = new Cubelet({
     nodeID,
     dataDir,
-    driver: new NsDriver({ dataDir, nodeTag: tag, log }),
+    driver: runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000 }),
     network,
     templates: new TemplateStore(dataDir),
     config: () => config.config,
@@ -212,6 +222,12 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
     poolSlotLimit: parseRange(net.cidr).maxIndex,
   });
   return { cubelet, api: cubelet };
+}
+
+/** One driver, or a RuntimeSet when the node offers several. */
+function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number }): RuntimeDriver {
+  const drivers = runtimes.map((r) => (r === 'ns' ? new NsDriver(o) : new MicrovmDriver(o)));
+  return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
 }
 
 /** SIGTERM/SIGINT run `stop` once (exit 0, or 1 when it fails); a second signal exits at once. */
@@ -378,7 +394,7 @@ export async function main(argv: string[]): Promise<void> {
     .option('--redis-prefix <prefix>', 'control: prefix of every Redis key (default cube:v1:)')
     .option('--control <urls>', 'compute: control replica URL(s), comma-separated')
     .option('--advertise <url>', 'compute: URL control replicas reach this node\'s RPC at (default: http://<listen>)')
-    .addOption(new Option('--runtime <runtime>', 'runtime driver (default: cubelet.runtime, ns); sim is a SIMULATION for benchmarks').choices(['ns', 'sim']))
+    .addOption(new Option('--runtime <runtime>', 'runtime driver (default: cubelet.runtime, ns); sim is a SIMULATION for benchmarks').choices(['ns', 'microvm', 'sim']))
     .option('--sim-nodes <n>', 'compute with --runtime sim: stand for N simulated nodes in this one process')
     .option('--node-id-prefix <prefix>', 'with --sim-nodes: node names are <prefix>0000, <prefix>0001, ... (default sim-)')
     .addHelpText('after', HELP_AFTER)

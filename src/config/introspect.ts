@@ -196,6 +196,8 @@ export function describeRange(s: z.ZodType): string {
       const key = r.def.keyType as z.ZodType;
       return `map from ${key.def.type === 'enum' ? describeRange(key).replace(/^one of /, '') : 'name'} to ${describeRange(unwrap(r.def.valueType as z.ZodType).base)}`;
     }
+    case 'union':
+      return (s as z.ZodUnion).options.map((o) => describeRange(unwrap(o as z.ZodType).base)).join(', or ');
     case 'unknown':
       return 'any value';
     default:

@@ -94,7 +94,18 @@ export const CubeletConfigSchema = z
   .object({
     node_id: z.string().default('').meta({ restart: true }).describe('node name; empty = the host name; --node-id overrides'),
     data_dir: z.string().default('/var/lib/cubed').meta({ restart: true }).describe('sandboxes, templates and embedded state; --data-dir overrides'),
-    runtime: z.enum(['ns', 'microvm', 'sim']).default('ns').meta({ restart: true }).describe('runtime driver (sim only for scheduler benchmarks)'),
+    runtime: z
+      .union([z.enum(['ns', 'microvm', 'sim']), z.array(z.enum(['ns', 'microvm'])).min(1)])
+      .default('ns')
+      .meta({ restart: true })
+      .describe('runtime driver, or the list a node offers (the first is the default; a create picks another with --runtime or the metadata label cube.runtime); sim only for scheduler benchmarks'),
+    microvm: z
+      .object({
+        boot_timeout_sec: z.number().int().min(5).max(600).default(90).meta({ restart: true }).describe('a microVM whose guest agent has not answered by then is a failed create (its console tail is in the error)'),
+      })
+      .strict()
+      .prefault({})
+      .describe('the microvm runtime (QEMU microvm; emulated with TCG where /dev/kvm is missing)'),
     quota: z
       .object({
         cpus: z.number().positive().optional().describe('declared node CPUs (in place of what the host reports)'),

@@ -126,6 +126,7 @@ export class Cubelet implements NodeApi {
     if (this.entries.has(id)) throw new CubeError('CONFLICT', `sandbox ${id} already exists`);
     // Checked before anything is made: a bad destination, or one the node's deny list closes.
     const egress = resolveEgress(req.egress, this.o.config().cubelet.plugins['io.cubelet.internal.v1.network'].deny_out);
+    const runtime = this.runtimeFor(req);
     const t0 = performance.now();
     const meta: SandboxMeta = {
       sandboxID: id,
@@ -139,6 +140,7 @@ export class Cubelet implements NodeApi {
       paused: false,
       ...(egress ? { egress, egressAsked: req.egress! } : {}),
       ...(req.lifecycle ? { lifecycle: { ...req.lifecycle } } : {}),
+      ...(runtime ? { runtime } : {}),
     };
     const entry = this.newEntry(meta, 'creating');
     this.entries.set(id, entry);
@@ -179,6 +181,8 @@ export class Cubelet implements NodeApi {
         pidsMax: this.o.config().master.sandbox.pids_max,
         netnsPath: entry.slot.netnsPath,
         env: meta.env,
+        diskGiB: meta.spec.diskGiB,
+        ...(meta.runtime ? { runtime: meta.runtime } : {}),
       });
       await rules;
       await writeMeta(entry.handle.dir, meta);
@@ -194,6 +198,18 @@ export class Cubelet implements NodeApi {
     entry.view.ip = entry.slot.sandboxIp;
     this.setState(entry, 'running');
     this.armTimer(entry);
+  }
+
+  /**
+   * The runtime a create asks for: its `runtime`, else the metadata label `cube.runtime` (how an
+   * E2B client chooses), else the node's default (undefined). 400 when the node does not offer it.
+   */
+  private runtimeFor(req: NodeCreateRequest): string | undefined {
+    const asked = req.runtime ?? req.metadata['cube.runtime'];
+    if (asked === undefined) return undefined;
+    const offered = this.o.driver.runtimes?.().map((r) => r.name) ?? [this.o.driver.name];
+    if (!offered.includes(asked)) throw new CubeError('BAD_REQUEST', `runtime '${asked}' is not offered by node ${this.nodeID} (it offers ${offered.join(', ')})`);
+    return asked;
   }
 
   async destroySandbox(sandboxID: string): Promise<void> {
@@ -394,6 +410,7 @@ export class Cubelet implements NodeApi {
     return buildNodeView({
       nodeID: this.nodeID,
       runtime: driver.name,
+      runtimes: driver.runtimes?.() ?? [{ name: driver.name }],
       capacity: { cpus: quota?.cpus ?? hostCpus(), memoryMiB: quota?.memory_mib ?? mem.totalMiB, declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined },
       cpuUtilPercent: this.cpuUtil,
       memAvailableMiB: mem.availableMiB,
@@ -434,7 +451,7 @@ export class Cubelet implements NodeApi {
       metadata: { ...meta.metadata },
       startedAt: meta.startedAt,
       endAt: meta.endAt,
-      runtime: this.o.driver.name,
+      runtime: meta.runtime ?? this.o.driver.runtimeOf?.(id) ?? this.o.driver.name,
       ...(meta.lifecycle ? { lifecycle: { ...meta.lifecycle } } : {}),
       ...(meta.egressAsked ? { egress: { ...meta.egressAsked } } : {}),
     };

@@ -21,6 +21,8 @@ export interface SandboxMeta {
   /** The same rules as the create or update asked for them (shown in views). */
   egressAsked?: EgressRequest;
   lifecycle?: SandboxLifecycle;
+  /** The runtime it was created with, when the node offers several. */
+  runtime?: string;
 }
 
 const FILE = 'meta.json';

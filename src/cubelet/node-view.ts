@@ -7,6 +7,7 @@ import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsag
 export interface NodeViewInputs {
   nodeID: string;
   runtime: string;
+  runtimes?: { name: string; emulated?: boolean }[];
   capacity: { cpus: number; memoryMiB: number; declared: boolean };
   cpuUtilPercent: number;
   memAvailableMiB: number;
@@ -66,6 +67,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
     draining: false,
     lost: false,
     runtime: i.runtime,
+    ...(i.runtimes ? { runtimes: i.runtimes } : {}),
     capacity: i.capacity,
     usage: {
       cpuUtilPercent: round1(i.cpuUtilPercent),

@@ -21,6 +21,10 @@ export interface LaunchSpec {
   netnsPath?: string;
   /** Create-time environment: every exec inherits it (the E2B SDK's envVars). */
   env: Record<string, string>;
+  /** Writable layer size (the microvm runtime sizes the sandbox's disk with it). */
+  diskGiB?: number;
+  /** The runtime to create it with, on a node that offers several (runtime/multi.ts); absent: the node's default. */
+  runtime?: string;
 }
 
 export interface SandboxHandle {
@@ -115,4 +119,8 @@ export interface RuntimeDriver {
   scan(): Promise<SandboxHandle[]>;
   /** Removes every kernel object of this node that belongs to no sandbox in `keep`. */
   cleanup(keep: Set<string>): Promise<{ removed: string[] }>;
+  /** The runtimes this driver offers (several for a RuntimeSet); absent: just `name`. */
+  runtimes?(): { name: string; emulated?: boolean }[];
+  /** The runtime a sandbox runs on (a RuntimeSet); absent: `name`. */
+  runtimeOf?(sandboxID: string): string;
 }

@@ -130,6 +130,7 @@ export class LocalControlPlane implements ControlPlane {
         metadata: { ...(req.metadata ?? {}) },
         ...(req.egress ? { egress: req.egress } : {}),
         ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}),
+        ...(req.runtime !== undefined ? { runtime: req.runtime } : {}),
       });
       this.stats.record(performance.now() - t0);
       await this.audit(req.actor, 'sandbox.create', sandboxID, 'ok', { templateID, cpus, memoryMiB });

@@ -29,8 +29,9 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
   for (const { view, inFlightCreates } of nodes) {
     if (req.nodeID !== undefined && view.nodeID !== req.nodeID) continue;
     considered++;
-    if (req.runtime !== undefined && view.runtime !== req.runtime) {
-      rejections.push({ nodeID: view.nodeID, filter: 'runtime', reason: `runtime ${view.runtime}, not ${req.runtime}` });
+    const offered = view.runtimes?.map((r) => r.name) ?? [view.runtime];
+    if (req.runtime !== undefined && !offered.includes(req.runtime)) {
+      rejections.push({ nodeID: view.nodeID, filter: 'runtime', reason: `runtime ${offered.join(', ')}, not ${req.runtime}` });
       continue;
     }
     const pre = prefilter(view, cfg.scheduler.heartbeat_timeout_ms, now);

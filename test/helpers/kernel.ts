@@ -177,7 +177,7 @@ async function countProcesses(tag: string | undefined): Promise<number> {
     pids.map(async (pid) => {
       try {
         const comm = (await readFile(`/proc/${pid}/comm`, 'utf8')).trim();
-        if (comm !== 'cube-init' && comm !== 'cube-launch') return 0;
+        if (comm !== 'cube-init' && comm !== 'cube-launch' && comm !== 'cube-vm') return 0; // cube-vm: a microVM's QEMU
         // A zombie has exited and holds nothing: it waits for the host's pid 1 (inits are
         // reparented there by design) to reap it, which under load takes a moment.
         const stat = await readFile(`/proc/${pid}/stat`, 'utf8');

@@ -62,6 +62,8 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
       ...(b.cpuCount !== undefined ? { cpus: b.cpuCount } : {}),
       ...(b.memoryMB !== undefined ? { memoryMiB: b.memoryMB } : {}),
       ...(b.metadata ? { metadata: b.metadata } : {}),
+      // E2B has no runtime field: the metadata label cube.runtime chooses (ns, microvm).
+      ...(b.metadata?.['cube.runtime'] !== undefined ? { runtime: b.metadata['cube.runtime'] } : {}),
       ...(b.envVars ? { envVars: b.envVars } : {}),
       ...egressOf(b),
       ...lifecycleOf(b),

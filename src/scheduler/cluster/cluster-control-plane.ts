@@ -213,7 +213,7 @@ export class ClusterControlPlane implements ControlPlane {
     const t0 = performance.now();
     await this.store.live.incInFlight(nodeID).catch((e: unknown) => Promise.reject(forget() && e));
     try {
-      const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}) });
+      const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) });
       const rec = { ...view, ...secrets };
       await this.store.putSandbox(rec);
       // The node's clock, like the lastSeen it is compared with: the control's own clock after the

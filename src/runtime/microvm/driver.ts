@@ -1,0 +1,533 @@
+// The `microvm` runtime driver: each sandbox is a QEMU `-M microvm` VM with its own kernel
+// (Debian's cloud kernel, build/microvm), booted from our initramfs onto the template's read-only
+// ext4 image (vda) under an overlay whose upper is the sandbox's own disk (vdb: a qcow2 overlay on a
+// blank ext4 of disk_gib). The guest agent (native/cube-agent.c) answers on virtio-serial; QMP
+// runs the VM's lifecycle. QEMU runs inside the sandbox's pooled netns (its TAP lives there, the
+// netns NATs the guest's fixed address to the slot's address, so egress policy and port routing
+// see the same sandbox address as with the ns runtime) and inside the sandbox's cgroups.
+// Without /dev/kvm the guest is emulated (TCG, about 38x slower on CPU: runtime-probe.md §6).
+import { spawn } from 'node:child_process';
+import { accessSync, constants as fsConstants, existsSync, readFileSync } from 'node:fs';
+import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import { packageRoot } from '../../config/loader.js';
+import { CubeError, toCubeError } from '../../errors.js';
+import { isSandboxID } from '../../ids.js';
+import { splitSandboxPath, sandboxPath } from '../ns/files.js';
+import { Cgroups, keyedValue } from '../ns/cgroups.js';
+import { DEFAULT_PATH, etcHosts, sandboxUser } from '../templates.js';
+import type { ExecProcess, ExecRequest, ExitInfo, FileStat, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats } from '../types.js';
+import { ImageCache, overlayDisk } from './images.js';
+import { AgentConnection, T, fields, parseStats, splitFields } from './protocol.js';
+import { withQmp } from './qmp.js';
+
+export interface MicrovmDriverOptions {
+  dataDir: string;
+  nodeTag: string;
+  log?: Logger;
+  /** A guest that has not answered by then is a failed create (console tail in the error). */
+  bootTimeoutMs?: number;
+  /** Default: build/microvm of this package (npm run build). */
+  buildDir?: string;
+}
+
+/** Where the driver's guest artefacts are, and whether they are built. */
+export function microvmArtifacts(buildDir = join(packageRoot(), 'build', 'microvm')): { kernel: string; initrd: string; missing?: string } {
+  const kernel = join(buildDir, 'vmlinuz');
+  const initrd = join(buildDir, 'initramfs.gz');
+  const missing = [kernel, initrd].filter((p) => !existsSync(p));
+  return { kernel, initrd, ...(missing.length ? { missing: `${missing.join(', ')} missing: build them with 'npm run build' (needs busybox-static and apt-get)` } : {}) };
+}
+
+/** /dev/kvm usable by this process: KVM, else TCG emulation. */
+export function kvmUsable(): boolean {
+  try {
+    accessSync('/dev/kvm', fsConstants.R_OK | fsConstants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export const QEMU = 'qemu-system-x86_64';
+/** The guest's own address on its TAP; the netns translates it to the slot's address both ways. */
+const GUEST_IP = '10.0.2.15';
+const GATEWAY_IP = '10.0.2.2';
+const TAP = 'tap0';
+const NAT_TABLE = 'cube_vm';
+/**
+ * Without these the emulated guest hangs calibrating its TSC (runtime-probe.md §6.2); `quiet`
+ * because every console line costs 30-40 ms on the emulated UART.
+ */
+const TCG_APPEND = 'tsc_early_khz=2000000 no_timer_check lpj=4000000';
+/** QEMU's own memory beside the guest's (TCG translation cache 32 MiB + device model): the cgroup limit adds it. */
+const QEMU_OVERHEAD_MIB = 160;
+/** Unix socket paths are limited to 107 bytes. */
+const SUN_PATH_MAX = 107;
+
+/** What a sandbox's exec and re-adoption need: kept in its directory. */
+interface VmRecord {
+  template: string;
+  env: Record<string, string>;
+  pid: number;
+}
+
+/** The in-netns setup before QEMU starts: TAP, forwarding, NAT of the guest to the slot's address (pure). */
+export function netnsScript(): string {
+  return [
+    `ip link del ${TAP} 2>/dev/null`,
+    `nft delete table ip ${NAT_TABLE} 2>/dev/null`,
+    `ip tuntap add dev ${TAP} mode tap || exit 1`,
+    `ip addr add ${GATEWAY_IP}/24 dev ${TAP} && ip link set ${TAP} up || exit 1`,
+    'echo 1 > /proc/sys/net/ipv4/ip_forward || exit 1',
+    `printf '%s\\n' 'table ip ${NAT_TABLE} {' ` +
+      `'chain pre { type nat hook prerouting priority -100; policy accept; iifname "eth0" dnat to ${GUEST_IP}; }' ` +
+      `'chain post { type nat hook postrouting priority 100; policy accept; oifname "eth0" masquerade; }' '}' | nft -f - || exit 1`,
+  ].join('\n');
+}
+
+/** What the create's setup added to the netns, removed so the slot goes back to the pool as it came (pure). */
+export function netnsUndoScript(): string {
+  return [`ip link del ${TAP} 2>/dev/null`, `nft delete table ip ${NAT_TABLE} 2>/dev/null`, 'echo 0 > /proc/sys/net/ipv4/ip_forward', 'true'].join('\n');
+}
+
+/** QEMU's argv for a sandbox (pure). */
+export function qemuArgs(o: {
+  id: string;
+  dir: string;
+  kernel: string;
+  initrd: string;
+  image: string;
+  disk: string;
+  cpus: number;
+  memoryMiB: number;
+  kvm: boolean;
+  net: boolean;
+}): string[] {
+  const append = ['console=ttyS0', 'quiet', 'panic=-1', ...(o.kvm ? [] : [TCG_APPEND]), ...(o.net ? [`cube.ip=${GUEST_IP}/24`, `cube.gw=${GATEWAY_IP}`] : [])];
+  return [
+    '-name', `cube-${o.id},process=cube-vm`,
+    '-M', 'microvm',
+    '-accel', o.kvm ? 'kvm' : 'tcg,tb-size=32',
+    '-m', String(o.memoryMiB),
+    '-smp', String(Math.max(1, Math.ceil(o.cpus))),
+    '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
+    '-serial', `file:${join(o.dir, 'console.log')}`,
+    '-kernel', o.kernel,
+    '-initrd', o.initrd,
+    '-append', append.join(' '),
+    '-drive', `file=${o.image},format=raw,if=none,readonly=on,id=root`,
+    '-device', 'virtio-blk-device,drive=root',
+    '-drive', `file=${o.disk},format=qcow2,if=none,id=rw,discard=unmap`,
+    '-device', 'virtio-blk-device,drive=rw',
+    ...(o.net ? ['-netdev', `tap,id=n0,ifname=${TAP},script=no,downscript=no,vhost=off`, '-device', 'virtio-net-device,netdev=n0,mac=02:00:0a:00:02:0f'] : []),
+    '-device', 'virtio-serial-device',
+    '-chardev', `socket,id=agent,path=${join(o.dir, 'a.sock')},server=on,wait=off`,
+    '-device', 'virtserialport,chardev=agent,name=cube.agent',
+    '-qmp', `unix:${join(o.dir, 'q.sock')},server=on,wait=off`,
+    '-daemonize', '-pidfile', join(o.dir, 'qemu.pid'),
+  ];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class MicrovmDriver implements RuntimeDriver {
+  readonly name = 'microvm' as const;
+  readonly files: SandboxFiles;
+  readonly kvm = kvmUsable();
+  private readonly root: string;
+  private readonly images: ImageCache;
+  private readonly log: Logger | undefined;
+  private cgroupsOrUndefined?: Cgroups;
+  private readonly records = new Map<string, VmRecord>();
+  private readonly agents = new Map<string, Promise<AgentConnection>>();
+  private readonly netns = new Map<string, string>();
+
+  constructor(private readonly opts: MicrovmDriverOptions) {
+    this.root = join(opts.dataDir, 'microvm', 'sandboxes');
+    this.images = new ImageCache(opts.dataDir);
+    this.log = opts.log?.child({ component: 'runtime-microvm' });
+    this.files = new MicrovmFiles((h) => this.agent(h));
+  }
+
+  private get cgroups(): Cgroups {
+    if (!this.cgroupsOrUndefined) throw new CubeError('INTERNAL', 'microvm driver used before init()');
+    return this.cgroupsOrUndefined;
+  }
+
+  async init(): Promise<void> {
+    const a = microvmArtifacts(this.opts.buildDir);
+    if (a.missing) throw new CubeError('INTERNAL', `microvm runtime: ${a.missing}`);
+    if (!['qemu-img', QEMU, 'mkfs.ext4', 'nsenter'].every(onPath)) {
+      throw new CubeError('INTERNAL', `microvm runtime: ${QEMU}, qemu-img, mkfs.ext4 and nsenter are needed (install.sh installs qemu-system-x86, qemu-utils, e2fsprogs)`);
+    }
+    this.cgroupsOrUndefined = new Cgroups(this.opts.nodeTag);
+    await this.cgroups.init();
+    await mkdir(this.root, { recursive: true });
+  }
+
+  private dir(id: string): string {
+    return join(this.root, id);
+  }
+
+  async create(spec: LaunchSpec): Promise<SandboxHandle> {
+    const id = spec.sandboxID;
+    if (!isSandboxID(id)) throw new CubeError('BAD_REQUEST', `invalid sandbox id '${id}'`);
+    if (!(spec.memoryMiB >= 64 && spec.cpus > 0 && spec.pidsMax > 0)) {
+      throw new CubeError('BAD_REQUEST', `a microVM needs cpus > 0 and at least 64 MiB of memory (got ${spec.cpus} cpus, ${spec.memoryMiB} MiB)`);
+    }
+    const dir = this.dir(id);
+    if (join(dir, 'a.sock').length > SUN_PATH_MAX) throw new CubeError('CREATE_FAILED', `data dir too deep: ${dir}/a.sock exceeds the ${SUN_PATH_MAX}-byte socket path limit`);
+    // Checked before anything is made: a template without a bootable layout is the caller's error.
+    await this.images.templateKey(spec.template);
+    try {
+      await mkdir(dir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new CubeError('CONFLICT', `sandbox ${id} already exists on this node`);
+      throw toCubeError(e, 'CREATE_FAILED');
+    }
+    const t0 = performance.now();
+    try {
+      const a = microvmArtifacts(this.opts.buildDir);
+      const [image, blank] = await Promise.all([this.images.template(spec.template), this.images.blank(spec.diskGiB ?? 1)]);
+      const disk = join(dir, 'disk.qcow2');
+      await Promise.all([
+        overlayDisk(blank, disk, 'raw'),
+        this.cgroups.create(id, { memoryMiB: spec.memoryMiB + QEMU_OVERHEAD_MIB, cpus: spec.cpus, pidsMax: Math.max(spec.pidsMax, 64) }),
+      ]);
+      const args = qemuArgs({ id, dir, kernel: a.kernel, initrd: a.initrd, image, disk, cpus: spec.cpus, memoryMiB: spec.memoryMiB, kvm: this.kvm, net: !!spec.netnsPath });
+      if (spec.netnsPath) {
+        this.netns.set(id, spec.netnsPath);
+        await writeFile(join(dir, 'netns'), spec.netnsPath);
+      }
+      const pid = await this.launch(dir, args, spec.netnsPath, this.cgroups.procsFiles(id));
+      const record: VmRecord = { template: spec.template.name, env: spec.env, pid };
+      await writeFile(join(dir, 'vm.json'), JSON.stringify(record));
+      this.records.set(id, record);
+      const h: SandboxHandle = { sandboxID: id, initPid: pid, dir };
+      await this.waitAgent(h, this.opts.bootTimeoutMs ?? 60_000);
+      await this.identify(h);
+      this.log?.debug({ sandboxID: id, pid, ms: Math.round(performance.now() - t0) }, 'microVM booted');
+      return h;
+    } catch (e) {
+      await this.remove(id).catch((d: unknown) => this.log?.error({ sandboxID: id, err: d }, 'cleanup after failed create failed'));
+      throw toCubeError(e, 'CREATE_FAILED');
+    }
+  }
+
+  /**
+   * Starts QEMU: a shell joins the sandbox's cgroups, sets up the netns (when given, entered with
+   * nsenter) and execs QEMU, which daemonizes once its sockets listen. Resolves with QEMU's pid.
+   */
+  private async launch(dir: string, args: string[], netnsPath: string | undefined, procs: string[]): Promise<number> {
+    // sh -c WRAPPER sh <n> <n cgroup.procs files> <QEMU argv...>
+    const wrapper = [
+      'n=$1; shift; i=0',
+      'while [ $i -lt $n ]; do echo $$ > "$1" || exit 1; shift; i=$((i+1)); done',
+      ...(netnsPath ? [netnsScript()] : []),
+      `exec ${QEMU} "$@"`,
+    ].join('\n');
+    const argv = [...(netnsPath ? [`--net=${netnsPath}`, '--'] : []), 'sh', '-c', wrapper, 'sh', String(procs.length), ...procs, ...args];
+    const cmd = netnsPath ? 'nsenter' : argv.shift()!;
+    const stderr = await new Promise<string>((res, rej) => {
+      const child = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'], cwd: dir });
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      child.once('error', rej);
+      child.once('close', (code) => (code === 0 ? res(err) : rej(new CubeError('CREATE_FAILED', `QEMU did not start (exit ${code}): ${err.trim()}`))));
+    });
+    const pid = Number((await readFile(join(dir, 'qemu.pid'), 'utf8')).trim());
+    if (!Number.isInteger(pid) || pid <= 0) throw new CubeError('CREATE_FAILED', `QEMU wrote no pid file: ${stderr.trim()}`);
+    return pid;
+  }
+
+  /** Connects and pings the agent until it answers (the guest booted) or the deadline passes. */
+  private async waitAgent(h: SandboxHandle, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const conn = await AgentConnection.open(join(h.dir, 'a.sock'));
+    this.agents.set(h.sandboxID, Promise.resolve(conn));
+    const ping = conn.request(T.PING, Buffer.from('boot'), timeoutMs);
+    ping.catch(() => undefined);
+    for (;;) {
+      const done = await Promise.race([ping.then(() => true), sleep(100).then(() => false)]).catch((e: unknown) => {
+        throw new CubeError('CREATE_FAILED', `guest of ${h.sandboxID}: ${(e as Error).message}; console: ${this.consoleTail(h)}`);
+      });
+      if (done) return;
+      if (!this.alive(h)) throw new CubeError('CREATE_FAILED', `QEMU of ${h.sandboxID} exited while the guest booted; console: ${this.consoleTail(h)}`);
+      if (Date.now() > deadline) throw new CubeError('CREATE_FAILED', `guest of ${h.sandboxID} did not come up within ${timeoutMs} ms; console: ${this.consoleTail(h)}`);
+    }
+  }
+
+  /** The guest takes the sandbox's identity: its hostname and the host's clock. */
+  private async identify(h: SandboxHandle): Promise<void> {
+    const conn = await this.agent(h);
+    await conn.request(T.SETUP, fields(`hostname=${h.sandboxID}`, `time=${Date.now()}`));
+    const hosts = Buffer.from(etcHosts(h.sandboxID));
+    await conn.write('/etc/hosts', 0, 0, hosts);
+  }
+
+  /** The last lines the guest printed on its console (for errors). */
+  consoleTail(h: { dir: string }, lines = 15): string {
+    try {
+      const text = readFileSync(join(h.dir, 'console.log'), 'utf8').trim();
+      return text ? text.split('\n').slice(-lines).join(' | ') : '(empty)';
+    } catch {
+      return '(no console log)';
+    }
+  }
+
+  private agent(h: SandboxHandle): Promise<AgentConnection> {
+    const cur = this.agents.get(h.sandboxID);
+    if (cur) {
+      return cur.then((c) => {
+        if (!c.closed) return c;
+        this.agents.delete(h.sandboxID);
+        return this.agent(h);
+      });
+    }
+    if (!this.alive(h)) return Promise.reject(new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`));
+    const p = AgentConnection.open(join(h.dir, 'a.sock'));
+    this.agents.set(h.sandboxID, p);
+    p.catch(() => this.agents.delete(h.sandboxID));
+    return p;
+  }
+
+  async destroy(sandboxID: string): Promise<void> {
+    if (!isSandboxID(sandboxID)) throw new CubeError('BAD_REQUEST', `invalid sandbox id '${sandboxID}'`);
+    await this.remove(sandboxID);
+  }
+
+  /** QEMU killed with its cgroup, the netns as it came, the directory gone. Idempotent. */
+  private async remove(id: string): Promise<void> {
+    try {
+      const conn = this.agents.get(id);
+      this.agents.delete(id);
+      conn?.then((c) => c.close(), () => undefined);
+      await this.cgroups.destroy(id);
+      const netns = this.netns.get(id) ?? (await readFile(join(this.dir(id), 'netns'), 'utf8').catch(() => undefined));
+      if (netns) await undoNetns(netns).catch((e: unknown) => this.log?.warn({ sandboxID: id, err: e }, 'netns undo failed: the slot will be retired'));
+      await rm(this.dir(id), { recursive: true, force: true });
+      this.records.delete(id);
+      this.netns.delete(id);
+    } catch (e) {
+      throw toCubeError(e, 'DESTROY_FAILED');
+    }
+  }
+
+  async pause(h: SandboxHandle): Promise<void> {
+    await withQmp(join(h.dir, 'q.sock'), (q) => q.run('stop')).catch((e: unknown) => {
+      throw toCubeError(e, 'PAUSE_FAILED');
+    });
+  }
+
+  async resume(h: SandboxHandle): Promise<void> {
+    await withQmp(join(h.dir, 'q.sock'), (q) => q.run('cont')).catch((e: unknown) => {
+      throw toCubeError(e, 'RESUME_FAILED');
+    });
+  }
+
+  alive(h: SandboxHandle): boolean {
+    try {
+      const cmdline = readFileSync(`/proc/${h.initPid}/cmdline`, 'utf8');
+      const stat = readFileSync(`/proc/${h.initPid}/stat`, 'utf8');
+      return cmdline.includes(`\0cube-${h.sandboxID},process=cube-vm\0`) && !/\) [ZX] /.test(stat);
+    } catch {
+      return false;
+    }
+  }
+
+  exec(h: SandboxHandle, req: ExecRequest): ExecProcess {
+    if (!req.argv.length || req.argv.some((a) => typeof a !== 'string' || a.includes('\0'))) {
+      throw new CubeError('BAD_REQUEST', 'exec needs a non-empty argv of strings without NUL');
+    }
+    for (const [k, v] of Object.entries(req.env ?? {})) {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || typeof v !== 'string' || v.includes('\0')) {
+        throw new CubeError('BAD_REQUEST', `invalid environment variable '${k}'`);
+      }
+    }
+    if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
+    const userName = req.user ?? 'user';
+    const user = sandboxUser(userName);
+    const env: Record<string, string> = { PATH: DEFAULT_PATH, HOME: user.home, USER: userName, LOGNAME: userName, ...this.records.get(h.sandboxID)?.env, ...req.env };
+    const pty = (req as ExecRequest & { pty?: { cols: number; rows: number } }).pty;
+    const payload = fields(
+      user.uid,
+      user.gid,
+      req.cwd ?? user.home,
+      `${req.stdin || pty ? 's' : ''}${pty ? 'p' : ''}`,
+      pty?.cols ?? 0,
+      pty?.rows ?? 0,
+      req.argv.length,
+      ...req.argv,
+      ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
+    );
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    let timedOut = false;
+    let conn: AgentConnection | undefined;
+    let chan = 0;
+    const pending: [number, Buffer | undefined][] = [];
+    const send = (type: number, data?: Buffer) => {
+      if (conn && chan) conn.send(type, chan, data);
+      else pending.push([type, data]);
+    };
+    const exited = new Promise<ExitInfo>((resolve, reject) => {
+      const fail = (e: Error) => {
+        stdout.end();
+        stderr.end();
+        reject(new CubeError('EXEC_FAILED', `exec in ${h.sandboxID}: ${e.message}`, { cause: e }));
+      };
+      this.agent(h).then((c) => {
+        conn = c;
+        const ch = c.channel(
+          (f) => {
+            if (f.type === T.STDOUT) stdout.write(Buffer.from(f.payload));
+            else if (f.type === T.STDERR) stderr.write(Buffer.from(f.payload));
+            else if (f.type === T.ERROR) {
+              ch.done();
+              fail(new Error(splitFields(f.payload)[1] ?? 'agent error'));
+            } else if (f.type === T.EXIT) {
+              ch.done();
+              clearTimeout(timer);
+              const [code, sig] = splitFields(f.payload).map(Number) as [number, number];
+              stdout.end();
+              stderr.end();
+              resolve({ exitCode: code, ...(sig ? { signal: signalName(sig) } : {}), oomKilled: false, timedOut });
+            }
+          },
+          fail,
+        );
+        chan = ch.chan;
+        c.send(T.EXEC, chan, payload);
+        for (const [type, data] of pending.splice(0)) c.send(type, chan, data);
+      }, fail);
+    });
+    const timer = req.timeoutMs
+      ? setTimeout(() => {
+          timedOut = true;
+          send(T.SIGNAL, fields(9));
+        }, req.timeoutMs)
+      : undefined;
+    const stdin = req.stdin || pty
+      ? new PassThrough().on('data', (d: Buffer) => send(T.STDIN, d)).on('end', () => send(T.STDIN_EOF))
+      : null;
+    const proc: ExecProcess & { resize?: (cols: number, rows: number) => void } = {
+      pid: -1,
+      stdout,
+      stderr,
+      stdin,
+      exited,
+      kill: (signal: NodeJS.Signals = 'SIGKILL') => send(T.SIGNAL, fields(signalNumber(signal))),
+    };
+    if (pty) proc.resize = (cols, rows) => send(T.RESIZE, fields(cols, rows));
+    return proc;
+  }
+
+  async stats(h: SandboxHandle): Promise<SandboxStats> {
+    const id = h.sandboxID;
+    const [usage, limit, cpu, pids] = await Promise.all([
+      this.cgroups.readValue('memory', id, 'memory.usage_in_bytes'),
+      this.cgroups.readValue('memory', id, 'memory.limit_in_bytes'),
+      this.cgroups.readValue('unified', id, 'cpu.stat'),
+      this.cgroups.readValue('pids', id, 'pids.current'),
+    ]).catch((e: unknown) => {
+      throw new CubeError('NOT_FOUND', `sandbox ${id} has no cgroups on this node`, { cause: e });
+    });
+    // The guest's own OOM kills happen inside its kernel; the host cgroup OOM-kills QEMU only.
+    return { memoryBytes: Number(usage), memoryLimitBytes: Number(limit), cpuUsageNs: (keyedValue(cpu, 'usage_usec') ?? 0) * 1000, pids: Number(pids), oomKills: 0 };
+  }
+
+  async scan(): Promise<SandboxHandle[]> {
+    const out: SandboxHandle[] = [];
+    for (const id of await readdir(this.root).catch(() => [] as string[])) {
+      if (!isSandboxID(id)) continue;
+      const dir = this.dir(id);
+      const record = await readFile(join(dir, 'vm.json'), 'utf8').then((t) => JSON.parse(t) as VmRecord, () => undefined);
+      if (!record) continue;
+      const h = { sandboxID: id, initPid: record.pid, dir };
+      if (!this.alive(h)) continue;
+      this.records.set(id, record);
+      const netns = await readFile(join(dir, 'netns'), 'utf8').catch(() => undefined);
+      if (netns) this.netns.set(id, netns);
+      out.push(h);
+    }
+    return out;
+  }
+
+  async cleanup(keep: Set<string>): Promise<{ removed: string[] }> {
+    const removed: string[] = [];
+    for (const id of await readdir(this.root).catch(() => [] as string[])) {
+      if (keep.has(id)) continue;
+      await this.remove(id);
+      removed.push(id);
+    }
+    if (removed.length) this.log?.info({ removed }, 'removed leftover microVMs');
+    return { removed };
+  }
+}
+
+function onPath(cmd: string): boolean {
+  return (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':').some((d) => existsSync(join(d, cmd)));
+}
+
+async function undoNetns(netnsPath: string): Promise<void> {
+  await new Promise<void>((res, rej) => {
+    const child = spawn('nsenter', [`--net=${netnsPath}`, '--', 'sh', '-c', netnsUndoScript()], { stdio: 'ignore' });
+    child.once('error', rej);
+    child.once('close', (code) => (code === 0 ? res() : rej(new Error(`netns undo exited ${code}`))));
+  });
+}
+
+const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGUSR1: 10, SIGUSR2: 12, SIGTERM: 15 };
+function signalNumber(s: NodeJS.Signals): number {
+  return SIGNALS[s] ?? 9;
+}
+function signalName(n: number): string {
+  return Object.entries(SIGNALS).find(([, v]) => v === n)?.[0] ?? `SIG${n}`;
+}
+
+/** The files API over the guest agent; paths normalised as for the ns runtime. */
+class MicrovmFiles implements SandboxFiles {
+  constructor(private readonly agent: (h: SandboxHandle) => Promise<AgentConnection>) {}
+
+  private path(p: string): string {
+    return sandboxPath(splitSandboxPath(p));
+  }
+
+  async stat(h: SandboxHandle, path: string): Promise<FileStat> {
+    const st = parseStats(await (await this.agent(h)).request(T.STAT, fields(this.path(path))))[0];
+    if (!st) throw new CubeError('INTERNAL', `no stat of ${path}`);
+    return st;
+  }
+
+  async list(h: SandboxHandle, path: string, depth = 1): Promise<FileStat[]> {
+    return parseStats(await (await this.agent(h)).request(T.LIST, fields(this.path(path), depth)));
+  }
+
+  async read(h: SandboxHandle, path: string): Promise<Readable> {
+    return (await this.agent(h)).read(this.path(path));
+  }
+
+  async write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string): Promise<FileStat> {
+    const u = sandboxUser(user);
+    return (await this.agent(h)).write(this.path(path), u.uid, u.gid, data);
+  }
+
+  async mkdir(h: SandboxHandle, path: string, user?: string): Promise<boolean> {
+    const u = sandboxUser(user);
+    const r = await (await this.agent(h)).request(T.MKDIR, fields(this.path(path), u.uid, u.gid));
+    return r.toString().startsWith('1');
+  }
+
+  async remove(h: SandboxHandle, path: string): Promise<void> {
+    await (await this.agent(h)).request(T.REMOVE, fields(this.path(path)));
+  }
+
+  async move(h: SandboxHandle, from: string, to: string): Promise<FileStat> {
+    const st = parseStats(await (await this.agent(h)).request(T.RENAME, fields(this.path(from), this.path(to))))[0];
+    if (!st) throw new CubeError('INTERNAL', `no stat of ${to}`);
+    return st;
+  }
+}

@@ -1,0 +1,118 @@
+// Several runtime drivers on one node (cubelet.toml `runtime = ["ns", "microvm"]`): each sandbox
+// is created by the driver its create names (the first one by default), and every later call on
+// it goes to that driver. Scan and cleanup ask every driver, and each cleanup keeps the sandboxes
+// the others re-adopted (they share the node's cgroup parent).
+import { CubeError } from '../errors.js';
+import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats } from './types.js';
+
+export type RuntimeName = RuntimeDriver['name'];
+
+export interface RuntimeInfo {
+  name: string;
+  /** No hardware virtualisation: the microvm runtime emulates the guest CPU (TCG). */
+  emulated?: boolean;
+}
+
+export class RuntimeSet implements RuntimeDriver {
+  readonly name: RuntimeName;
+  readonly files: SandboxFiles;
+  private readonly owner = new Map<string, RuntimeDriver>();
+
+  constructor(private readonly drivers: (RuntimeDriver & { kvm?: boolean })[]) {
+    if (!drivers.length) throw new CubeError('CONFIG_INVALID', 'a node needs at least one runtime');
+    this.name = drivers[0]!.name;
+    const of = (h: SandboxHandle) => this.driverOf(h.sandboxID).files;
+    this.files = {
+      stat: (h, p) => of(h).stat(h, p),
+      list: (h, p, d) => of(h).list(h, p, d),
+      read: (h, p) => of(h).read(h, p),
+      write: (h, p, data, u) => of(h).write(h, p, data, u),
+      mkdir: (h, p, u) => of(h).mkdir(h, p, u),
+      remove: (h, p) => of(h).remove(h, p),
+      move: (h, a, b) => of(h).move(h, a, b),
+    };
+  }
+
+  /** What the node offers, for NodeView.runtimes. */
+  runtimes(): RuntimeInfo[] {
+    return this.drivers.map((d) => ({ name: d.name, ...(d.kvm === false ? { emulated: true } : {}) }));
+  }
+
+  /** The driver a create names (undefined: the node's default); 400 when the node does not offer it. */
+  pick(runtime: string | undefined): RuntimeDriver {
+    if (runtime === undefined) return this.drivers[0]!;
+    const d = this.drivers.find((x) => x.name === runtime);
+    if (!d) throw new CubeError('BAD_REQUEST', `runtime '${runtime}' is not offered by this node (it offers ${this.drivers.map((x) => x.name).join(', ')})`);
+    return d;
+  }
+
+  private driverOf(sandboxID: string): RuntimeDriver {
+    return this.owner.get(sandboxID) ?? this.drivers[0]!;
+  }
+
+  async init(): Promise<void> {
+    for (const d of this.drivers) await d.init();
+  }
+
+  async create(spec: LaunchSpec & { runtime?: string }): Promise<SandboxHandle> {
+    const d = this.pick(spec.runtime);
+    this.owner.set(spec.sandboxID, d);
+    try {
+      return await d.create(spec);
+    } catch (e) {
+      this.owner.delete(spec.sandboxID);
+      throw e;
+    }
+  }
+
+  async destroy(sandboxID: string): Promise<void> {
+    const d = this.owner.get(sandboxID);
+    // Unknown (a create that failed before choosing, a leftover): every driver removes what it has.
+    if (d) await d.destroy(sandboxID);
+    else for (const x of this.drivers) await x.destroy(sandboxID);
+    this.owner.delete(sandboxID);
+  }
+
+  pause(h: SandboxHandle): Promise<void> {
+    return this.driverOf(h.sandboxID).pause(h);
+  }
+
+  resume(h: SandboxHandle): Promise<void> {
+    return this.driverOf(h.sandboxID).resume(h);
+  }
+
+  alive(h: SandboxHandle): boolean {
+    return this.driverOf(h.sandboxID).alive(h);
+  }
+
+  exec(h: SandboxHandle, req: ExecRequest): ExecProcess {
+    return this.driverOf(h.sandboxID).exec(h, req);
+  }
+
+  stats(h: SandboxHandle): Promise<SandboxStats> {
+    return this.driverOf(h.sandboxID).stats(h);
+  }
+
+  /** The runtime a sandbox runs on. */
+  runtimeOf(sandboxID: string): RuntimeName {
+    return this.driverOf(sandboxID).name;
+  }
+
+  async scan(): Promise<SandboxHandle[]> {
+    const out: SandboxHandle[] = [];
+    for (const d of this.drivers) {
+      for (const h of await d.scan()) {
+        this.owner.set(h.sandboxID, d);
+        out.push(h);
+      }
+    }
+    return out;
+  }
+
+  async cleanup(keep: Set<string>): Promise<{ removed: string[] }> {
+    const removed = new Set<string>();
+    for (const d of this.drivers) for (const id of (await d.cleanup(keep)).removed) removed.add(id);
+    for (const id of this.owner.keys()) if (!keep.has(id)) this.owner.delete(id);
+    return { removed: [...removed] };
+  }
+}

@@ -1,0 +1,106 @@
+// The microvm runtime end to end, under emulation here (no /dev/kvm): a real cubed offering
+// ns and microvm, the real e2b SDK. Few tests, since every guest boot costs seconds of TCG.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { microvmUnavailable, registerVmTemplate } from '../helpers/microvm.js';
+
+const unavailable = microvmUnavailable();
+if (unavailable) console.warn(`microvm tests skipped: ${unavailable}`);
+
+let d: TestDaemon;
+let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
+const created: string[] = [];
+const VM = { metadata: { 'cube.runtime': 'microvm' }, timeoutMs: 300_000 } as const;
+
+async function create(): Promise<Sandbox> {
+  const sbx = await Sandbox.create('vmbase', { ...opts, ...VM });
+  created.push(sbx.sandboxId);
+  return sbx;
+}
+
+/** QEMU processes of a sandbox (its -name carries the id). */
+function qemuOf(id: string): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(`cube-${id},process=cube-vm`);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
+  beforeAll(async () => {
+    d = await startDaemon({ cubelet: { runtime: ['ns', 'microvm'] } });
+    registerVmTemplate(d.dataDir, 'vmbase', join(d.dataDir, '..', 'vmbase'));
+    opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
+  });
+
+  afterAll(async () => {
+    try {
+      await Promise.all(created.map((id) => Sandbox.kill(id, opts).catch(() => false)));
+    } finally {
+      await d?.stop();
+    }
+  });
+
+  it('the node offers both runtimes, microvm marked as emulated without /dev/kvm', async () => {
+    const r = await call(d, 'GET', '/admin/v1/nodes');
+    const node = (r.json.nodes ?? r.json)[0];
+    expect(node.runtime).toBe('ns');
+    expect(node.runtimes).toEqual([{ name: 'ns' }, { name: 'microvm', ...(existsSync('/dev/kvm') ? {} : { emulated: true }) }]);
+  });
+
+  it('runs commands and files through the e2b SDK in a guest with its own kernel', async () => {
+    const sbx = await create();
+    const info = await call(d, 'GET', `/admin/v1/sandboxes/${sbx.sandboxId}`);
+    expect(info.json.runtime).toBe('microvm');
+    const uname = await sbx.commands.run('uname -r');
+    expect(uname.stdout.trim()).not.toBe(execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim());
+    expect(uname.stdout).toMatch(/cloud-amd64/);
+    const who = await sbx.commands.run('whoami; pwd; hostname');
+    expect(who.stdout).toBe(`user\n/home/user\n${sbx.sandboxId}\n`);
+    await sbx.files.write('notes/a.txt', 'hello from the host');
+    expect(await sbx.files.read('notes/a.txt')).toBe('hello from the host');
+    const cat = await sbx.commands.run('cat /home/user/notes/a.txt; stat -c %U notes/a.txt');
+    expect(cat.stdout).toBe('hello from the hostuser\n');
+    const failed = await sbx.commands.run('echo partial; exit 3').catch((e: unknown) => e as { exitCode: number });
+    expect(failed).toMatchObject({ exitCode: 3 });
+  });
+
+  it('destroy leaves no QEMU process, TAP or file', async () => {
+    const sbx = await create();
+    const id = sbx.sandboxId;
+    const slot = (await call(d, 'GET', `/admin/v1/sandboxes/${id}`)).json;
+    expect(qemuOf(id)).toHaveLength(1);
+    const dir = join(d.dataDir, 'microvm', 'sandboxes', id);
+    expect(existsSync(dir)).toBe(true);
+    const netns = readFileSync(join(dir, 'netns'), 'utf8');
+    expect(await Sandbox.kill(id, opts)).toBe(true);
+    expect(qemuOf(id)).toEqual([]);
+    expect(existsSync(dir)).toBe(false);
+    // The slot went back to the pool as it came: no TAP, no NAT table in its netns.
+    const links = execFileSync('nsenter', [`--net=${netns}`, '--', 'ip', '-o', 'link'], { encoding: 'utf8' });
+    expect(links).not.toMatch(/tap0/);
+    expect(slot.state).toBe('running');
+  });
+
+  it('survives kill -9 of cubed: the microVM is re-adopted and answers again', async () => {
+    const sbx = await create();
+    await sbx.files.write('/tmp/before', 'kept');
+    const pids = qemuOf(sbx.sandboxId);
+    await d.kill9();
+    await d.restart();
+    expect(qemuOf(sbx.sandboxId)).toEqual(pids);
+    const again = await Sandbox.connect(sbx.sandboxId, opts);
+    const r = await again.commands.run('cat /tmp/before');
+    expect(r.stdout).toBe('kept');
+  });
+});
