@@ -21,9 +21,12 @@
 //     saved root fd), and commands run back in the host's mount namespace.
 //     A third request, `holders NETNS_PATH`, lists the pids whose network namespace it is (a scan
 //     of /proc that costs the daemon's event loop milliseconds per call when done from Node).
-//     Request: u32 len, u32 id, u32 op (0 create, 1 run, 2 holders), u32 argc, u32 stdin_len, argv as
-//     NUL-terminated strings, stdin bytes. Answer: u32 len, u32 id, i32 wait status (-1: not
-//     started), u32 stdout_len, stdout bytes, stderr bytes.
+//     A fourth, `exec`, runs a sandbox command (the code of `cube-launch exec`) in a forked child,
+//     streaming its output back as it comes and taking stdin, signals and pty resizes meanwhile
+//     (ops 3-8, described at start_exec_job), so a command costs the daemon no fork either.
+//     Request: u32 len, u32 id, u32 op (0 create, 1 run, 2 holders, 3-8 exec), u32 argc, u32 stdin_len,
+//     argv as NUL-terminated strings, stdin bytes. Answer: u32 len, u32 id, i32 wait status (-1: not
+//     started; exec jobs also -2 data and -3 closed), u32 stdout_len, stdout bytes, stderr bytes.
 //
 // Linked statically: the helper runs as host root before it enters the sandbox, with an environment
 // the sandbox user chose, so the dynamic loader must never read LD_PRELOAD and friends.
@@ -57,6 +60,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #define MAX_CGROUPS 8
@@ -425,6 +429,14 @@ static int cmd_create(int argc, char **argv) {
 }
 
 static volatile pid_t command_pid = 0;
+// serve's exec jobs with a terminal: the command leads its own session with stdin (the pty slave
+// the helper opened inside the sandbox) as its controlling terminal, instead of only a new group.
+static int exec_on_tty = 0;
+
+static void lead_terminal_session(void) {
+  if (setsid() < 0) die("setsid");
+  if (ioctl(0, TIOCSCTTY, 0) < 0) die("set controlling terminal");
+}
 
 static void forward(int sig) {
   if (command_pid > 0) kill(-command_pid, sig == SIGUSR1 ? SIGKILL : sig);
@@ -503,7 +515,8 @@ static int cmd_exec(int argc, char **argv) {
     // The helper sits outside the sandbox's pid namespace, so it shows as ppid 0; anything else
     // means it already died and the sandbox init adopted us.
     if (getppid() != 0) _exit(EXIT_HELPER);
-    setpgid(0, 0);
+    if (exec_on_tty) lead_terminal_session();
+    else setpgid(0, 0);
     drop_bounding_caps();
     install_seccomp();
     if (uid == 0) {
@@ -522,7 +535,7 @@ static int cmd_exec(int argc, char **argv) {
     _exit(code);
   }
   command_pid = child;
-  setpgid(child, child); // also here, so forwarding never races the child's own setpgid
+  if (!exec_on_tty) setpgid(child, child); // also here, so forwarding never races the child's own setpgid (setsid would fail after it)
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = forward;
@@ -558,9 +571,18 @@ struct job {
   char *obuf, *ebuf;
   size_t olen, ocap, elen, ecap;
   int status, reaped;
+  // Streamed exec jobs (op 3) only: output leaves as it comes; `in` is the command's stdin (a pipe,
+  // or the pty master) fed from `ibuf`, closed once drained when `in_eof` is set; `pty`: `out` is
+  // the pty master (and takes the resizes); exit_sent: the EXIT frame went out.
+  int stream, pty, in, in_eof, exit_sent;
+  char *ibuf;
+  size_t ilen, icap;
 };
 
 #define MAX_JOBS 1024
+enum { OP_CREATE, OP_RUN, OP_HOLDERS, OP_EXEC, OP_INPUT, OP_CLOSE_STDIN, OP_SIGNAL, OP_RESIZE, OP_DETACH };
+#define ANSWER_DATA -2
+#define ANSWER_CLOSED -3
 static struct job jobs[MAX_JOBS];
 static int njobs = 0;
 
@@ -723,8 +745,191 @@ static void read_job_fd(struct job *j, int *fd, char **buf, size_t *len, size_t 
     *fd = -1;
     return;
   }
+  if (j->stream) {
+    if (fd == &j->out) answer(j->id, ANSWER_DATA, tmp, (size_t)r, NULL, 0);
+    else answer(j->id, ANSWER_DATA, NULL, 0, tmp, (size_t)r);
+    return;
+  }
   append(buf, len, cap, tmp, (size_t)r);
-  (void)j;
+}
+
+// ---- serve: streamed exec jobs -------------------------------------------------------------
+// Op 3 runs `cube-launch exec` (cmd_exec) in a forked child of the helper, so a command costs the
+// daemon one frame instead of a fork of itself. Request argv:
+//   [-e K=V]... [-i] [-t COLSxROWS] exec EXEC_OPTIONS... -- ARGV...
+// -e: the command's environment; -i: stdin is a pipe fed by input ops (else /dev/null); -t: a pty
+// of the sandbox's own devpts, opened here, is the command's stdin/stdout/stderr and controlling
+// terminal (output comes back as stdout). Answers for the job's id, in this order: DATA frames
+// (ANSWER_DATA: stdout bytes, stderr bytes) as output comes, one EXIT frame (the wait status of
+// the exec child, which ends the way the command ended) when it is reaped, DATA again while
+// something in the sandbox still holds the output open, and CLOSED (ANSWER_CLOSED) when the output
+// has ended or the client detached; the id is free after it. A refused request gets -1 as before.
+// Control ops name a job by its id, answer nothing and are ignored for unknown ids: 4 input
+// (stdin bytes), 5 close stdin, 6 signal (argv[0] = number; SIGKILL kills the command's whole
+// process group), 7 resize (argv = cols rows), 8 detach (stop reading its output).
+// If this helper dies, each exec child gets SIGUSR1 (its "kill the whole group") from the kernel.
+
+static struct job *stream_job(uint32_t id) {
+  for (int i = 0; i < njobs; i++) if (jobs[i].stream && jobs[i].id == id) return &jobs[i];
+  return NULL;
+}
+
+static void close_job_input(struct job *j) {
+  if (j->in >= 0) close(j->in);
+  j->in = -1;
+  j->ilen = 0;
+}
+
+static void flush_job_input(struct job *j) {
+  while (j->in >= 0 && j->ilen > 0) {
+    ssize_t w = write(j->in, j->ibuf, j->ilen);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) return;
+    if (w < 0) { close_job_input(j); return; } // the command closed its stdin: drop the rest
+    memmove(j->ibuf, j->ibuf + w, j->ilen - (size_t)w);
+    j->ilen -= (size_t)w;
+  }
+  if (j->in_eof) close_job_input(j);
+}
+
+// A pty of the sandbox's devpts instance (through the init's root: its /dev and /dev/pts are mount
+// points the sandbox cannot replace), owned by the command's user, at the given size.
+static int open_sandbox_pty(int pid, unsigned cols, unsigned rows, uid_t uid, gid_t gid, int *slave) {
+  char p[64];
+  snprintf(p, sizeof p, "/proc/%d/root/dev/pts/ptmx", pid);
+  int m = open(p, O_RDWR | O_NOCTTY | O_CLOEXEC | O_NOFOLLOW);
+  if (m < 0) return -1;
+  struct stat st;
+  int unlock = 0;
+  struct winsize ws = {(unsigned short)rows, (unsigned short)cols, 0, 0};
+  struct termios t;
+  if (fstat(m, &st) < 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 5 || minor(st.st_rdev) != 2) { errno = EPERM; goto fail; }
+  if (ioctl(m, TIOCSPTLCK, &unlock) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0) goto fail;
+  *slave = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (*slave < 0) goto fail;
+  if (fchown(*slave, uid, gid) < 0 || tcgetattr(*slave, &t) < 0) { close(*slave); goto fail; }
+  t.c_iflag |= IUTF8; // the sessions run in C.UTF-8: erase a whole character, not a byte
+  if (tcsetattr(*slave, TCSANOW, &t) < 0) { close(*slave); goto fail; }
+  return m;
+fail:;
+  int err = errno;
+  close(m);
+  errno = err;
+  return -1;
+}
+
+static void start_exec_job(uint32_t id, int argc, char **argv, const sigset_t *oldmask) {
+  char *env[1025];
+  int nenv = 0, i = 0, want_stdin = 0, pty = 0;
+  unsigned cols = 0, rows = 0;
+  for (; i < argc && strcmp(argv[i], "exec") != 0; i++) {
+    if (strcmp(argv[i], "-e") == 0 && i + 1 < argc && nenv < 1024) env[nenv++] = argv[++i];
+    else if (strcmp(argv[i], "-i") == 0) want_stdin = 1;
+    else if (strcmp(argv[i], "-t") == 0 && i + 1 < argc && sscanf(argv[++i], "%ux%u", &cols, &rows) == 2 && cols && rows && cols < 65536 && rows < 65536) pty = 1;
+    else { answer(id, -1, NULL, 0, "bad exec request", 16); return; }
+  }
+  env[nenv] = NULL;
+  int pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  for (int k = i + 1; k + 1 < argc && strcmp(argv[k], "--") != 0; k++) {
+    if (strcmp(argv[k], "-p") == 0) pid = atoi(argv[++k]);
+    else if (strcmp(argv[k], "-u") == 0) uid = (uid_t)atoi(argv[++k]);
+    else if (strcmp(argv[k], "-g") == 0) gid = (gid_t)atoi(argv[++k]);
+  }
+  if (i == argc || pid <= 0) { answer(id, -1, NULL, 0, "bad exec request", 16); return; }
+  if (njobs == MAX_JOBS) { answer(id, -1, NULL, 0, "too many jobs", 13); return; }
+  int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, master = -1, slave = -1;
+  if (pty) {
+    master = open_sandbox_pty(pid, cols, rows, uid, gid, &slave);
+    if (master < 0) {
+      char msg[160];
+      int n = snprintf(msg, sizeof msg, "open a pty in the sandbox of %d: %s", pid, strerror(errno));
+      answer(id, -1, NULL, 0, msg, (size_t)n);
+      return;
+    }
+  } else {
+    if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) die("pipe");
+    if (want_stdin && pipe2(pi, O_CLOEXEC) < 0) die("pipe");
+  }
+  pid_t serve_pid = getpid();
+  pid_t child = fork();
+  if (child < 0) die("fork");
+  if (child == 0) {
+    sigprocmask(SIG_SETMASK, oldmask, NULL);
+    prctl(PR_SET_PDEATHSIG, SIGUSR1, 0, 0, 0);
+    if (getppid() != serve_pid) _exit(EXIT_HELPER);
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int in = pty ? slave : pi[0] >= 0 ? pi[0] : null, out = pty ? slave : po[1], err = pty ? slave : pe[1];
+    if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(EXIT_HELPER);
+    syscall(SYS_close_range, 3, ~0U, 0);
+    environ = env;
+    exec_on_tty = pty;
+    optind = 1;
+    exit(cmd_exec(argc - i, argv + i));
+  }
+  struct job *j = &jobs[njobs++];
+  memset(j, 0, sizeof *j);
+  j->pid = child;
+  j->id = id;
+  j->stream = 1;
+  j->pty = pty;
+  if (pty) {
+    close(slave);
+    j->out = master;
+    j->err = -1;
+    j->in = fcntl(master, F_DUPFD_CLOEXEC, 0);
+    if (j->in < 0) die("dup");
+  } else {
+    close(po[1]);
+    close(pe[1]);
+    if (pi[0] >= 0) close(pi[0]);
+    j->out = po[0];
+    j->err = pe[0];
+    j->in = pi[1];
+  }
+  if (j->in >= 0 && fcntl(j->in, F_SETFL, O_NONBLOCK) < 0) die("nonblocking stdin");
+}
+
+static void control_job(uint32_t id, uint32_t op, int argc, char **argv, const char *data, size_t len) {
+  struct job *j = stream_job(id);
+  if (!j) return;
+  switch (op) {
+    case OP_INPUT:
+      if (j->in < 0 || j->in_eof) return;
+      append(&j->ibuf, &j->ilen, &j->icap, data, len);
+      flush_job_input(j);
+      return;
+    case OP_CLOSE_STDIN:
+      j->in_eof = 1;
+      flush_job_input(j);
+      return;
+    case OP_SIGNAL: {
+      int sig = argc == 1 ? atoi(argv[0]) : 0;
+      if (sig > 0 && sig < 65 && !j->reaped) kill(j->pid, sig == SIGKILL ? SIGUSR1 : sig);
+      return;
+    }
+    case OP_RESIZE: {
+      if (argc != 2 || !j->pty || j->out < 0) return;
+      struct winsize ws = {(unsigned short)atoi(argv[1]), (unsigned short)atoi(argv[0]), 0, 0};
+      if (ws.ws_row && ws.ws_col) ioctl(j->out, TIOCSWINSZ, &ws); // the kernel sends SIGWINCH to the foreground group
+      return;
+    }
+    case OP_DETACH:
+      if (j->out >= 0) close(j->out);
+      if (j->err >= 0) close(j->err);
+      j->out = j->err = -1;
+      close_job_input(j);
+      return;
+  }
+}
+
+// Output ended (or detached) and the exec child reaped: the last frame, and the job's fds go.
+static void finish_stream_job(struct job *j) {
+  if (!j->exit_sent) answer(j->id, j->status, NULL, 0, NULL, 0);
+  answer(j->id, ANSWER_CLOSED, NULL, 0, NULL, 0);
+  close_job_input(j);
+  free(j->ibuf);
 }
 
 static int cmd_serve(void) {
@@ -754,7 +959,7 @@ static int cmd_serve(void) {
   char *req = NULL;
   size_t rlen = 0, rcap = 0;
   int in_open = 1;
-  struct pollfd *pfd = calloc(3 + 2 * MAX_JOBS, sizeof *pfd);
+  struct pollfd *pfd = calloc(3 + 3 * MAX_JOBS, sizeof *pfd);
   if (!pfd) die("out of memory");
   while (in_open || njobs > 0) {
     int n = 0;
@@ -764,14 +969,16 @@ static int cmd_serve(void) {
     for (int i = 0; i < njobs; i++) {
       pfd[n++] = (struct pollfd){.fd = jobs[i].out, .events = POLLIN};
       pfd[n++] = (struct pollfd){.fd = jobs[i].err, .events = POLLIN};
+      pfd[n++] = (struct pollfd){.fd = jobs[i].stream && jobs[i].ilen > 0 ? jobs[i].in : -1, .events = POLLOUT};
     }
     if (poll(pfd, (nfds_t)n, -1) < 0) {
       if (errno == EINTR) continue;
       die("poll");
     }
     for (int i = 0; i < njobs; i++) {
-      if (pfd[3 + 2 * i].revents) read_job_fd(&jobs[i], &jobs[i].out, &jobs[i].obuf, &jobs[i].olen, &jobs[i].ocap);
-      if (pfd[4 + 2 * i].revents) read_job_fd(&jobs[i], &jobs[i].err, &jobs[i].ebuf, &jobs[i].elen, &jobs[i].ecap);
+      if (pfd[3 + 3 * i].revents) read_job_fd(&jobs[i], &jobs[i].out, &jobs[i].obuf, &jobs[i].olen, &jobs[i].ocap);
+      if (pfd[4 + 3 * i].revents) read_job_fd(&jobs[i], &jobs[i].err, &jobs[i].ebuf, &jobs[i].elen, &jobs[i].ecap);
+      if (pfd[5 + 3 * i].revents) flush_job_input(&jobs[i]);
     }
     if (pfd[2].revents) host_mounts_dirty = 1;
     if (pfd[0].revents) {
@@ -780,13 +987,22 @@ static int cmd_serve(void) {
       int st;
       pid_t p;
       while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-        for (int i = 0; i < njobs; i++) if (jobs[i].pid == p) { jobs[i].status = st; jobs[i].reaped = 1; }
+        for (int i = 0; i < njobs; i++) {
+          if (jobs[i].pid != p) continue;
+          jobs[i].status = st;
+          jobs[i].reaped = 1;
+          if (jobs[i].stream) {
+            answer(jobs[i].id, st, NULL, 0, NULL, 0); // EXIT: the output may still be draining
+            jobs[i].exit_sent = 1;
+          }
+        }
       }
     }
     for (int i = 0; i < njobs;) {
       struct job *j = &jobs[i];
       if (!job_done(j)) { i++; continue; }
-      answer(j->id, j->status, j->obuf, j->olen, j->ebuf, j->elen);
+      if (j->stream) finish_stream_job(j);
+      else answer(j->id, j->status, j->obuf, j->olen, j->ebuf, j->elen);
       free(j->obuf);
       free(j->ebuf);
       jobs[i] = jobs[--njobs];
@@ -807,14 +1023,17 @@ static int cmd_serve(void) {
         memcpy(hdr, req, sizeof hdr);
         uint32_t id = hdr[1], op = hdr[2], argc = hdr[3], inlen = hdr[4];
         char *p = req + sizeof hdr, *end = req + total - inlen;
-        char *argv[256];
+        char *argv[2048]; // an exec carries its environment as -e pairs
         uint32_t k = 0;
-        for (; k < argc && k < 255 && p < end; k++) {
+        for (; k < argc && k < 2047 && p < end; k++) {
           argv[k] = p;
           p += strnlen(p, (size_t)(end - p)) + 1;
         }
         argv[k] = NULL;
-        if (k != argc || k == 0 || p != end || op > 2) answer(id, -1, NULL, 0, "bad request", 11);
+        if (op >= OP_INPUT && op <= OP_DETACH) {
+          if (k == argc && p == end) control_job(id, op, (int)argc, argv, end, inlen);
+        } else if (k != argc || k == 0 || p != end || op > OP_EXEC) answer(id, -1, NULL, 0, "bad request", 11);
+        else if (op == OP_EXEC) start_exec_job(id, (int)argc, argv, &old);
         else {
           if (op == 0) refresh_slim_namespace();
           start_job(id, op, (int)argc, argv, end, inlen, &old);

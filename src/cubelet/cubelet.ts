@@ -367,6 +367,10 @@ export class Cubelet implements NodeApi {
     this.get(sandboxID).procs.signal(pid, signal);
   }
 
+  async resizeProcess(sandboxID: string, pid: number, cols: number, rows: number): Promise<void> {
+    this.get(sandboxID).procs.resize(pid, cols, rows);
+  }
+
   async statFile(sandboxID: string, path: string): Promise<FileStat> {
     return this.o.driver.files.stat(this.ready(sandboxID, 'files').handle!, path);
   }

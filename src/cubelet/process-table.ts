@@ -42,10 +42,10 @@ export class ProcessTable {
     const proc: Proc = { info, exec, subscribers: new Set() };
     this.procs.set(pid, proc);
     const stream = this.subscribe(proc);
-    const fan = (type: 'stdout' | 'stderr') => (data: Buffer) => {
+    const fan = (type: 'stdout' | 'stderr' | 'pty') => (data: Buffer) => {
       for (const q of proc.subscribers) q.push({ type, data });
     };
-    exec.stdout.on('data', fan('stdout'));
+    exec.stdout.on('data', fan(req.pty ? 'pty' : 'stdout'));
     exec.stderr.on('data', fan('stderr'));
     void Promise.all([
       exec.exited.catch((e: unknown): ExitInfo & { error: string } => ({ exitCode: -1, oomKilled: false, timedOut: false, error: (e as Error).message })),
@@ -80,6 +80,12 @@ export class ProcessTable {
     const stdin = this.get(pid).exec.stdin;
     if (!stdin || stdin.writableEnded) throw new CubeError('CONFLICT', `process ${pid} has no open stdin`);
     stdin.write(data);
+  }
+
+  resize(pid: number, cols: number, rows: number): void {
+    const { exec } = this.get(pid);
+    if (!exec.resize) throw new CubeError('CONFLICT', `process ${pid} has no terminal to resize (start it with a pty)`);
+    exec.resize(cols, rows);
   }
 
   closeStdin(pid: number): void {

@@ -113,6 +113,9 @@ export class RemoteNode implements NodeApi {
   signalProcess(sandboxID: string, pid: number, signal: 'SIGKILL' | 'SIGTERM' | 'SIGINT'): Promise<void> {
     return this.json('signalProcess', sandboxID, pid, signal);
   }
+  resizeProcess(sandboxID: string, pid: number, cols: number, rows: number): Promise<void> {
+    return this.json('resizeProcess', sandboxID, pid, cols, rows);
+  }
   statFile(sandboxID: string, path: string): Promise<FileStat> {
     return this.json('statFile', sandboxID, path);
   }

@@ -21,6 +21,7 @@ export const JSON_METHODS = [
   'listProcesses',
   'closeStdin',
   'signalProcess',
+  'resizeProcess',
   'statFile',
   'listDir',
   'makeDir',
@@ -43,15 +44,15 @@ export function secretMatches(header: string | undefined, secret: string): boole
 
 export type WireProcessEvent =
   | { type: 'start'; pid: number }
-  | { type: 'stdout' | 'stderr'; data: string }
+  | { type: 'stdout' | 'stderr' | 'pty'; data: string }
   | { type: 'end'; exitCode: number; signal?: string; oomKilled: boolean; timedOut: boolean; error?: string };
 
 export function encodeProcessEvent(e: ProcessEvent): WireProcessEvent {
-  return e.type === 'stdout' || e.type === 'stderr' ? { type: e.type, data: e.data.toString('base64') } : e;
+  return e.type === 'stdout' || e.type === 'stderr' || e.type === 'pty' ? { type: e.type, data: e.data.toString('base64') } : e;
 }
 
 export function decodeProcessEvent(e: WireProcessEvent): ProcessEvent {
-  if (e.type === 'stdout' || e.type === 'stderr') return { type: e.type, data: Buffer.from(e.data, 'base64') };
+  if (e.type === 'stdout' || e.type === 'stderr' || e.type === 'pty') return { type: e.type, data: Buffer.from(e.data, 'base64') };
   return e as Extract<ProcessEvent, { type: 'start' | 'end' }>;
 }
 

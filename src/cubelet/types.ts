@@ -27,6 +27,8 @@ export type ProcessEvent =
   | { type: 'start'; pid: number }
   | { type: 'stdout'; data: Buffer }
   | { type: 'stderr'; data: Buffer }
+  /** Output of a process started with a terminal (`pty`): stdout and stderr as the terminal shows them. */
+  | { type: 'pty'; data: Buffer }
   | { type: 'end'; exitCode: number; signal?: string; oomKilled: boolean; timedOut: boolean; error?: string };
 
 export interface ProcessInfo {
@@ -76,6 +78,8 @@ export interface NodeApi {
   sendInput(sandboxID: string, pid: number, data: Buffer): Promise<void>;
   closeStdin(sandboxID: string, pid: number): Promise<void>;
   signalProcess(sandboxID: string, pid: number, signal: 'SIGKILL' | 'SIGTERM' | 'SIGINT'): Promise<void>;
+  /** Resizes the terminal of a process started with `pty`. */
+  resizeProcess(sandboxID: string, pid: number, cols: number, rows: number): Promise<void>;
 
   statFile(sandboxID: string, path: string): Promise<FileStat>;
   listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]>;

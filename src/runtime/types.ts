@@ -48,6 +48,8 @@ export interface ExecRequest {
   timeoutMs?: number;
   /** Keep stdin open as a pipe (otherwise /dev/null). */
   stdin?: boolean;
+  /** Run on a terminal of this size: output on stdout, stdin is the terminal's input. */
+  pty?: { cols: number; rows: number };
 }
 
 export interface ExitInfo {
@@ -60,13 +62,15 @@ export interface ExitInfo {
 }
 
 export interface ExecProcess {
-  /** Host pid of the helper that runs the command (not meaningful inside the sandbox). */
+  /** Host pid of the helper that runs the command, -1 when unknown (not meaningful inside the sandbox). */
   pid: number;
   stdout: Readable;
   stderr: Readable;
   stdin: Writable | null;
   exited: Promise<ExitInfo>;
   kill(signal?: NodeJS.Signals): void;
+  /** Resizes the terminal (only for a `pty` request). */
+  resize?(cols: number, rows: number): void;
 }
 
 export interface FileStat {

@@ -16,6 +16,7 @@ import {
 } from '../../src/api/envd/connect.js';
 import {
   entryInfo,
+  parseInput,
   parseSelector,
   parseSignal,
   parseStartRequest,
@@ -123,10 +124,18 @@ describe('envd messages', () => {
 
   it('parses what commands.run sends', () => {
     const r = parseStartRequest({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo $X'], envs: { X: 'y' }, cwd: 'sub' }, stdin: false });
-    expect(r).toEqual({ argv: ['/bin/bash', '-l', '-c', 'echo $X'], env: { X: 'y' }, cwd: 'sub', stdin: false, pty: false });
+    expect(r).toEqual({ argv: ['/bin/bash', '-l', '-c', 'echo $X'], env: { X: 'y' }, cwd: 'sub', stdin: false });
     expect(() => parseStartRequest({ process: { args: [] } })).toThrow(/cmd is required/);
     expect(() => parseStartRequest({ process: { cmd: 'x', envs: { A: 1 } } })).toThrow(/envs.A must be a string/);
-    expect(parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 80, rows: 24 } } }).pty).toBe(true);
+    expect(parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 80, rows: 24 } } }).pty).toEqual({ cols: 80, rows: 24 });
+    expect(() => parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 80 } } })).toThrow(/cols and rows from 1 to 65535/);
+    expect(() => parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 1e6, rows: 2 } } })).toThrow(/cols and rows/);
+  });
+
+  it('takes process input for a pipe or a terminal', () => {
+    expect(parseInput({ stdin: Buffer.from('a').toString('base64') }).toString()).toBe('a');
+    expect(parseInput({ pty: Buffer.from('b').toString('base64') }).toString()).toBe('b');
+    expect(() => parseInput({})).toThrow(/input.stdin or input.pty/);
   });
 
   it.each([

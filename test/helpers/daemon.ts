@@ -45,6 +45,8 @@ export interface StartDaemonOptions {
   cidr?: string;
   /** Options for node itself, before bin/cubed (e.g. --cpu-prof). */
   nodeArgs?: string[];
+  /** The shipped defaults (benchmarks of what users run): none of the test settings below, only the node id, dirs, listen address and pool CIDR. */
+  shipped?: boolean;
 }
 
 export interface TestDaemon {
@@ -139,16 +141,21 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const apiKey = `e2b_${randomBytes(20).toString('hex')}`;
+  const network = { cidr: opts.cidr ?? testCidr() };
   const cubelet = merge(
-    { node_id: nodeID, data_dir: dataDir, quota: { cpus: 64, memory_mib: 262_144 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, cidr: opts.cidr ?? testCidr() } } },
+    opts.shipped
+      ? { node_id: nodeID, data_dir: dataDir, plugins: { 'io.cubelet.internal.v1.network': network } }
+      : { node_id: nodeID, data_dir: dataDir, quota: { cpus: 64, memory_mib: 262_144 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, ...network } } },
     opts.cubelet,
   );
   const master = merge(
-    {
-      api: { listen: `127.0.0.1:${port}`, rate_limit_per_sec: 1000 },
-      scheduler: { node_max_mem_reserved_in_mb: 1024, filter: { enable_filters: ['mem', 'disk', 'realtime_create_num', 'template_locality', 'mvm_num'] } },
-      sandbox: { default_spec: { cpus: 1, memory_mib: 256, disk_gib: 1 } },
-    },
+    opts.shipped
+      ? { api: { listen: `127.0.0.1:${port}` } }
+      : {
+          api: { listen: `127.0.0.1:${port}`, rate_limit_per_sec: 1000 },
+          scheduler: { node_max_mem_reserved_in_mb: 1024, filter: { enable_filters: ['mem', 'disk', 'realtime_create_num', 'template_locality', 'mvm_num'] } },
+          sandbox: { default_spec: { cpus: 1, memory_mib: 256, disk_gib: 1 } },
+        },
     opts.master,
   );
   writeFileSync(join(configDir, 'cubelet.toml'), toToml(cubelet));

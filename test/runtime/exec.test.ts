@@ -54,6 +54,69 @@ describe('ns driver exec', () => {
     expect(left.stdout.trim()).toBe('0');
   });
 
+  it('runs 20 commands at once through the helper, each with its own output, stdin and exit code', async () => {
+    const rs = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => run(rig(), h, ['sh', '-c', `read x; echo "$x-${i}"; echo e${i} >&2; exit ${i % 4}`], { input: `in${i}\n` })),
+    );
+    rs.forEach((r, i) => expect(r).toMatchObject({ stdout: `in${i}-${i}\n`, stderr: `e${i}\n`, exitCode: i % 4 }));
+  });
+
+  it('streams output while the command runs and answers input as it comes', async () => {
+    const p = rig().driver.exec(h, { argv: ['sh', '-c', 'echo ready; while read l; do echo "got $l"; done'], stdin: true });
+    const lines: string[] = [];
+    let buf = '';
+    const next = () =>
+      new Promise<string>((resolve) => {
+        const take = () => {
+          const i = buf.indexOf('\n');
+          if (i < 0) return p.stdout.once('data', (b: Buffer) => ((buf += b.toString()), take()));
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + 1);
+          resolve(line);
+        };
+        take();
+      });
+    lines.push(await next());
+    p.stdin!.write('one\n');
+    lines.push(await next());
+    p.stdin!.write('two\n');
+    lines.push(await next());
+    p.stdin!.end();
+    expect(await p.exited).toMatchObject({ exitCode: 0 });
+    expect(lines).toEqual(['ready', 'got one', 'got two']);
+  });
+
+  it('gives a pty command a terminal of the sandbox: session leader, sized, resizable, TERM set', async () => {
+    const p = rig().driver.exec(h, { argv: ['bash', '--norc', '--noprofile', '-i'], pty: { cols: 100, rows: 30 } });
+    let out = '';
+    p.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    const until = async (re: RegExp) => {
+      while (!re.test(out)) await new Promise((r) => p.stdout.once('data', r));
+    };
+    p.stdin!.write('echo "size $(stty size) term $TERM lang $LANG tty $(tty) sid $(ps -o sid= $$) pid $$"\n');
+    await until(/size \d+ \d+ term \S+ lang \S+ tty \S+ sid +\d+ pid \d+/);
+    const m = /size (\d+) (\d+) term (\S+) lang (\S+) tty (\S+) sid +(\d+) pid (\d+)/.exec(out)!;
+    expect(m.slice(1, 6)).toEqual(['30', '100', 'xterm-256color', 'C.UTF-8', m[5]]);
+    expect(m[5]).toMatch(/^\/dev\/pts\/\d+$/);
+    expect(m[6]).toBe(m[7]); // the shell leads its session
+    p.resize!(132, 43);
+    p.stdin!.write('echo "now $(stty size)"\n');
+    await until(/now 43 132/);
+    p.stdin!.write('exit 7\n');
+    expect(await p.exited).toMatchObject({ exitCode: 7 });
+    expect(() => rig().driver.exec(h, { argv: ['true'], pty: { cols: 0, rows: 24 } })).toThrow(/pty size/);
+  });
+
+  it('kills a pty session: the shell, and its foreground job through the hangup', async () => {
+    const p = rig().driver.exec(h, { argv: ['bash', '--norc', '-i'], pty: { cols: 80, rows: 24 } });
+    p.stdin!.write('sleep 3132\n');
+    const listing = async () => (await run(rig(), h, ['sh', '-c', 'ps -eo args --no-headers | grep -c "^sleep 3132" || true'])).stdout.trim();
+    while ((await listing()) !== '1') await new Promise((r) => setTimeout(r, 50));
+    p.kill();
+    expect(await p.exited).toMatchObject({ signal: 'SIGKILL' });
+    expect(await listing()).toBe('0');
+  });
+
   it('refuses to exec into a pid that is not this sandbox init', async () => {
     expect(() => rig().driver.exec({ ...h, initPid: process.pid }, { argv: ['true'] })).toThrow(/not running/);
     const direct = await execa(join(import.meta.dirname, '../../build/cube-launch'), ['exec', '-p', String(process.pid), '--', 'true'], { reject: false });

@@ -135,7 +135,7 @@ async function serveExec(req: IncomingMessage, res: ServerResponse, ctx: ApiCont
   });
   for await (const ev of proc.events) {
     if (ev.type === 'end') ended = true;
-    const line = ev.type === 'stdout' || ev.type === 'stderr' ? { type: ev.type, data: ev.data.toString('base64') } : ev;
+    const line = ev.type === 'stdout' || ev.type === 'stderr' || ev.type === 'pty' ? { type: ev.type, data: ev.data.toString('base64') } : ev;
     res.write(`${JSON.stringify(line)}\n`);
   }
   res.end();

@@ -110,6 +110,8 @@ export function processEventJson(ev: ProcessEvent): { event: Record<string, unkn
       return { event: { data: { stdout: ev.data.toString('base64') } } };
     case 'stderr':
       return { event: { data: { stderr: ev.data.toString('base64') } } };
+    case 'pty':
+      return { event: { data: { pty: ev.data.toString('base64') } } };
     case 'end': {
       const st = exitStatus(ev);
       const reasons = [ev.timedOut ? 'timed out (Connect-Timeout-Ms)' : '', ev.oomKilled ? 'killed by the out-of-memory killer' : '', ev.error ?? ''].filter(Boolean);
@@ -167,7 +169,23 @@ export interface StartRequestJson {
   cwd?: string;
   tag?: string;
   stdin: boolean;
-  pty: boolean;
+  pty?: PtySize;
+}
+
+export interface PtySize {
+  cols: number;
+  rows: number;
+}
+
+/** PTY `{size: {cols, rows}}`: both whole numbers 1-65535. */
+export function parsePty(v: unknown, what: string): PtySize {
+  const size = asObject(asObject(v, what).size, `${what}.size`);
+  const cols = Number(size.cols);
+  const rows = Number(size.rows);
+  if (![cols, rows].every((n) => Number.isInteger(n) && n > 0 && n < 65536)) {
+    throw new ConnectError('invalid_argument', `${what}.size needs cols and rows from 1 to 65535 (got ${JSON.stringify(size.cols)}x${JSON.stringify(size.rows)})`);
+  }
+  return { cols, rows };
 }
 
 export function parseStartRequest(msg: unknown): StartRequestJson {
@@ -184,7 +202,7 @@ export function parseStartRequest(msg: unknown): StartRequestJson {
     ...(cwd ? { cwd } : {}),
     ...(tag ? { tag } : {}),
     stdin: o.stdin === true,
-    pty: o.pty !== undefined && o.pty !== null,
+    ...(o.pty !== undefined && o.pty !== null ? { pty: parsePty(o.pty, 'pty') } : {}),
   };
 }
 
@@ -210,12 +228,12 @@ export function parseSignal(v: unknown): 'SIGKILL' | 'SIGTERM' {
   return s;
 }
 
-/** ProcessInput: `{stdin: base64}`; pty input needs a pty, which is not supported. */
+/** ProcessInput: `{stdin: base64}` or `{pty: base64}` (both go to the process's input: its pipe, or its terminal). */
 export function parseInput(v: unknown): Buffer {
   const o = asObject(v, 'input');
-  if (typeof o.stdin === 'string') return Buffer.from(o.stdin, 'base64');
-  if (o.pty !== undefined) throw new ConnectError('unimplemented', 'pty input is not supported: start the process without pty');
-  throw new ConnectError('invalid_argument', 'input.stdin is required');
+  const data = o.stdin ?? o.pty;
+  if (typeof data === 'string') return Buffer.from(data, 'base64');
+  throw new ConnectError('invalid_argument', 'input.stdin or input.pty is required');
 }
 
 export function parseDepth(v: unknown): number {

@@ -5,6 +5,7 @@ import {
   KEEPALIVE_EVENT,
   asObject,
   parseInput,
+  parsePty,
   parseSelector,
   parseSignal,
   parseStartRequest,
@@ -57,8 +58,12 @@ export const processService: Service<SandboxCall> = {
       await call.node.signalProcess(call.sandboxID, await pidOf(call, o.process), signal);
       return {};
     },
-    async Update() {
-      throw new ConnectError('unimplemented', 'pty is not supported, so there is nothing to resize');
+    async Update(call, msg) {
+      const o = asObject(msg, 'UpdateRequest');
+      if (o.pty === undefined || o.pty === null) return {}; // nothing to change
+      const { cols, rows } = parsePty(o.pty, 'pty');
+      await call.node.resizeProcess(call.sandboxID, await pidOf(call, o.process), cols, rows);
+      return {};
     },
     async StreamInput() {
       throw new ConnectError('unimplemented', 'StreamInput (client streaming) is not supported: use SendInput');
@@ -69,7 +74,6 @@ export const processService: Service<SandboxCall> = {
       keepalive: KEEPALIVE_EVENT,
       async run(call, msg, out) {
         const r = parseStartRequest(msg);
-        if (r.pty) throw new ConnectError('unimplemented', 'pty is not supported: run commands without pty');
         // Connect-Timeout-Ms is the process lifetime (as in envd): the node kills it at the deadline.
         const stream = await call.node.startProcess(call.sandboxID, {
           argv: r.argv,
@@ -77,6 +81,7 @@ export const processService: Service<SandboxCall> = {
           cwd: resolvePath(r.cwd, call.user),
           user: call.user,
           stdin: r.stdin,
+          ...(r.pty ? { pty: r.pty } : {}),
           ...(r.tag ? { tag: r.tag } : {}),
           ...(call.timeoutMs !== undefined ? { timeoutMs: call.timeoutMs } : {}),
         });

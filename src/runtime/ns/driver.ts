@@ -2,11 +2,10 @@
 // net namespaces, pivoted into an overlayfs root, limited by per-sandbox cgroups. Creates go to the
 // long-lived `cube-launch serve` helper (native/cube-launch.c, ./helper.ts), which forks the
 // sandbox; its init stays, nothing supervises it from the host.
-import { spawn } from 'node:child_process';
 import { accessSync, constants as fsConstants, readFileSync } from 'node:fs';
 import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
@@ -38,8 +37,6 @@ interface SandboxRecord {
   env: Record<string, string>;
 }
 
-/** cube-launch exec: SIGUSR1 asks the helper to SIGKILL the command's whole process group. */
-const KILL_GROUP = 'SIGUSR1';
 /** How long an exited command's output may still drain (background children can hold the pipes). */
 const DRAIN_MS = 200;
 
@@ -181,51 +178,55 @@ export class NsDriver implements RuntimeDriver {
       ...record?.env,
       ...req.env,
     };
-    const args = ['exec', '-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), '-d', req.cwd ?? user.home];
+    if (req.pty) {
+      const { cols, rows } = req.pty;
+      if (![cols, rows].every((n) => Number.isInteger(n) && n > 0 && n < 65536)) throw new CubeError('BAD_REQUEST', `pty size must be whole numbers 1-65535 (got ${cols}x${rows})`);
+      env.TERM ??= 'xterm-256color';
+      env.LANG ??= 'C.UTF-8';
+    }
+    const args = ['-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), '-d', req.cwd ?? user.home];
     for (const f of this.cgroups.procsFiles(h.sandboxID)) args.push('-c', f);
     args.push('--', ...req.argv);
 
     const oomBefore = this.cgroups.oomKillsSync(h.sandboxID);
-    const child = spawn(this.launcher, args, { env, stdio: [req.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
+    // A child of the long-lived helper runs it (a spawn from here would fork the whole daemon).
+    const job = this.helper.exec(args, { env, stdin: req.stdin === true, ...(req.pty ? { pty: req.pty } : {}) });
     let timedOut = false;
     const timer = req.timeoutMs
       ? setTimeout(() => {
           timedOut = true;
-          child.kill(KILL_GROUP);
+          job.signal('SIGKILL');
         }, req.timeoutMs)
       : undefined;
-    const exited = new Promise<ExitInfo>((resolve, reject) => {
-      child.once('error', (e) => {
+    const exited = job.exited.then(
+      async (end): Promise<ExitInfo> => {
         clearTimeout(timer);
-        reject(new CubeError('EXEC_FAILED', `exec in ${h.sandboxID}: ${e.message}`, { cause: e }));
-      });
-      child.once('exit', (code, signal) => {
-        clearTimeout(timer);
-        const settle = () => {
-          const oomKilled = this.cgroups.oomKillsSync(h.sandboxID) > oomBefore;
-          resolve({
-            exitCode: signal ? 128 + (osConstants.signals[signal] ?? 0) : (code ?? 0),
-            ...(signal ? { signal } : {}),
-            oomKilled,
-            timedOut,
-          });
-        };
-        const drain = setTimeout(settle, DRAIN_MS);
-        child.once('close', () => {
-          clearTimeout(drain);
-          settle();
-        });
-      });
-    });
-    return {
-      pid: child.pid ?? -1,
-      stdout: child.stdout!,
-      stderr: child.stderr!,
-      stdin: child.stdin,
-      exited,
-      kill: (signal: NodeJS.Signals = 'SIGKILL') => {
-        child.kill(signal === 'SIGKILL' ? KILL_GROUP : signal);
+        let drain: NodeJS.Timeout | undefined;
+        await Promise.race([job.closed, new Promise<void>((resolve) => (drain = setTimeout(resolve, DRAIN_MS)))]);
+        clearTimeout(drain);
+        job.detach();
+        return { ...end, oomKilled: this.cgroups.oomKillsSync(h.sandboxID) > oomBefore, timedOut };
       },
+      (e: unknown) => {
+        clearTimeout(timer);
+        throw new CubeError('EXEC_FAILED', `exec in ${h.sandboxID}: ${(e as Error).message}`, { cause: e });
+      },
+    );
+    const stdin =
+      req.stdin || req.pty
+        ? new Writable({
+            write: (chunk: Buffer, _enc, cb) => (job.write(chunk), cb()),
+            final: (cb) => (job.closeStdin(), cb()),
+          })
+        : null;
+    return {
+      pid: -1,
+      stdout: job.stdout,
+      stderr: job.stderr,
+      stdin,
+      exited,
+      kill: (signal: NodeJS.Signals = 'SIGKILL') => job.signal(signal),
+      ...(req.pty ? { resize: (cols: number, rows: number) => job.resize(cols, rows) } : {}),
     };
   }
 

@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { dirname, join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { CubeError } from '../../errors.js';
 
@@ -20,7 +21,42 @@ export interface HelperResult {
 const OP_CREATE = 0;
 const OP_RUN = 1;
 const OP_HOLDERS = 2;
+const OP_EXEC = 3;
+const OP_INPUT = 4;
+const OP_CLOSE_STDIN = 5;
+const OP_SIGNAL = 6;
+const OP_RESIZE = 7;
+const OP_DETACH = 8;
+const ANSWER_REFUSED = -1;
+const ANSWER_DATA = -2;
+const ANSWER_CLOSED = -3;
 const HEADER = 16;
+/** The helper parses at most 2047 strings a request (native/cube-launch.c). */
+const MAX_EXEC_ARGV = 2000;
+
+/** A command `cube-launch exec` runs in a child of the helper, its output streamed as it comes. */
+export interface HelperExecJob {
+  stdout: PassThrough;
+  stderr: PassThrough;
+  /** The exec child's end: the command's exit code, or 128 + signal. Rejects when the helper refused the request or died. */
+  exited: Promise<{ exitCode: number; signal?: NodeJS.Signals }>;
+  /** Output has ended (or was detached); stdout and stderr are ended then. Never rejects. */
+  closed: Promise<void>;
+  write(data: Buffer): void;
+  closeStdin(): void;
+  /** SIGKILL kills the command's whole process group. */
+  signal(sig: NodeJS.Signals): void;
+  resize(cols: number, rows: number): void;
+  /** Stops reading the output (something in the sandbox keeps it open after the command ended). */
+  detach(): void;
+}
+
+interface StreamJob {
+  job: HelperExecJob;
+  exit: (r: { exitCode: number; signal?: NodeJS.Signals }) => void;
+  fail: (e: unknown) => void;
+  close: () => void;
+}
 
 /** build/cube-launch of this package (npm run build:native). */
 export function defaultLauncher(): string {
@@ -40,7 +76,7 @@ export function decodeWaitStatus(status: number): { exitCode: number; signal?: N
 }
 
 /** One request frame (pure). */
-export function encodeRequest(id: number, op: number, argv: readonly string[], input: Buffer): Buffer {
+export function encodeRequest(id: number, op: number, argv: readonly string[], input: Uint8Array): Buffer {
   const args = Buffer.from(argv.map((a) => `${a}\0`).join(''));
   const head = Buffer.alloc(4 + HEADER);
   head.writeUInt32LE(HEADER + args.length + input.length, 0);
@@ -61,6 +97,7 @@ export class LaunchHelper {
   private buf: Buffer = Buffer.alloc(0);
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
+  private readonly streams = new Map<number, StreamJob>();
 
   constructor(readonly path: string = defaultLauncher()) {}
 
@@ -85,15 +122,83 @@ export class LaunchHelper {
     return r.stdout.split('\n').filter(Boolean).map(Number);
   }
 
-  private request(op: number, argv: readonly string[], input: Buffer): Promise<HelperResult> {
+  /**
+   * `cube-launch exec ARGS` (its options, `--`, the command) in a forked child of the helper, with
+   * `env` as the command's environment; `stdin` keeps a pipe open for write(); `pty` gives the command
+   * a terminal of the sandbox (output on stdout, write() types into it).
+   */
+  exec(args: readonly string[], o: { env: Record<string, string>; stdin: boolean; pty?: { cols: number; rows: number } }): HelperExecJob {
+    const argv = Object.entries(o.env).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
+    if (o.stdin) argv.push('-i');
+    if (o.pty) argv.push('-t', `${o.pty.cols}x${o.pty.rows}`);
+    argv.push('exec', ...args);
+    if (argv.some((a) => a.includes('\0'))) throw new CubeError('BAD_REQUEST', 'exec arguments and environment must not contain NUL');
+    if (argv.length > MAX_EXEC_ARGV) throw new CubeError('BAD_REQUEST', `exec takes at most ${MAX_EXEC_ARGV} arguments plus twice the environment variables (got ${argv.length})`);
     const child = this.child ?? this.start();
+    const id = this.takeId();
+    const send = (op: number, a: readonly string[] = [], data: Buffer = Buffer.alloc(0)): void => {
+      if (this.streams.has(id) && this.child === child) child.stdin!.write(encodeRequest(id, op, a, data));
+    };
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    let exit!: StreamJob['exit'];
+    let fail!: StreamJob['fail'];
+    let close!: () => void;
+    const exited = new Promise<{ exitCode: number; signal?: NodeJS.Signals }>((res, rej) => ((exit = res), (fail = rej)));
+    exited.catch(() => {}); // the caller may only await `closed`
+    const closed = new Promise<void>((res) => (close = res));
+    const job: HelperExecJob = {
+      stdout,
+      stderr,
+      exited,
+      closed,
+      write: (data) => send(OP_INPUT, [], data),
+      closeStdin: () => send(OP_CLOSE_STDIN),
+      signal: (sig) => send(OP_SIGNAL, [String(osConstants.signals[sig])]),
+      resize: (cols, rows) => send(OP_RESIZE, [String(cols), String(rows)]),
+      detach: () => send(OP_DETACH),
+    };
+    this.streams.set(id, { job, exit, fail, close });
+    this.refreshRef();
+    child.stdin!.write(encodeRequest(id, OP_EXEC, argv, Buffer.alloc(0)));
+    return job;
+  }
+
+  private takeId(): number {
     const id = this.nextId;
     this.nextId = (this.nextId % 0xffff_fffe) + 1;
+    return id;
+  }
+
+  private request(op: number, argv: readonly string[], input: Buffer): Promise<HelperResult> {
+    const child = this.child ?? this.start();
+    const id = this.takeId();
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      if (this.pending.size === 1) this.ref(true);
+      this.refreshRef();
       child.stdin!.write(encodeRequest(id, op, argv, input));
     });
+  }
+
+  /** One frame for a streamed exec job. */
+  private onStreamFrame(id: number, s: StreamJob, status: number, out: Buffer, err: Buffer): void {
+    if (status === ANSWER_DATA) {
+      if (out.length) s.job.stdout.write(out);
+      if (err.length) s.job.stderr.write(err);
+    } else if (status === ANSWER_CLOSED || status === ANSWER_REFUSED) {
+      if (status === ANSWER_REFUSED) s.fail(new CubeError('EXEC_FAILED', `launch helper refused an exec: ${err.toString()}`));
+      this.endStream(id, s);
+    } else {
+      s.exit(decodeWaitStatus(status));
+    }
+  }
+
+  private endStream(id: number, s: StreamJob): void {
+    this.streams.delete(id);
+    s.job.stdout.end();
+    s.job.stderr.end();
+    s.close();
+    this.refreshRef();
   }
 
   private start(): ChildProcess {
@@ -109,6 +214,10 @@ export class LaunchHelper {
       const err = new CubeError('INTERNAL', `launch helper ${this.path} ${why}${stderr ? `: ${stderr.trim()}` : ''}`);
       for (const p of this.pending.values()) p.reject(err);
       this.pending.clear();
+      for (const [id, s] of this.streams) {
+        s.fail(err);
+        this.endStream(id, s);
+      }
     };
     child.once('error', (e) => gone(`failed: ${e.message}`));
     child.once('exit', (code, signal) => gone(`exited (${signal ?? code})`));
@@ -119,6 +228,10 @@ export class LaunchHelper {
   }
 
   /** Keeps the process alive only while answers are due, so an idle helper never holds it. */
+  private refreshRef(): void {
+    this.ref(this.pending.size + this.streams.size > 0);
+  }
+
   private ref(on: boolean): void {
     const c = this.child;
     if (!c) return;
@@ -135,13 +248,19 @@ export class LaunchHelper {
       const id = this.buf.readUInt32LE(4);
       const status = this.buf.readInt32LE(8);
       const olen = this.buf.readUInt32LE(12);
-      const stdout = this.buf.toString('utf8', 16, 16 + olen);
-      const stderr = this.buf.toString('utf8', 16 + olen, 4 + len);
+      const frame = this.buf;
       this.buf = this.buf.subarray(4 + len);
+      const s = this.streams.get(id);
+      if (s) {
+        this.onStreamFrame(id, s, status, frame.subarray(16, 16 + olen), frame.subarray(16 + olen, 4 + len));
+        continue;
+      }
+      const stdout = frame.toString('utf8', 16, 16 + olen);
+      const stderr = frame.toString('utf8', 16 + olen, 4 + len);
       const p = this.pending.get(id);
       if (!p) continue;
       this.pending.delete(id);
-      if (this.pending.size === 0) this.ref(false);
+      this.refreshRef();
       if (status === -1) p.reject(new CubeError('INTERNAL', `launch helper refused a request: ${stderr}`));
       else p.resolve({ ...decodeWaitStatus(status), stdout, stderr });
     }
