@@ -83,6 +83,7 @@ export const MasterConfigSchema = z
         default_spec: SandboxSpecSchema.prefault({}).describe('spec used when a create names none; also the spec the density figures are computed for'),
         default_template: z.string().min(1).default('host').describe('template used for templateID "base" or when none is named'),
         default_timeout_sec: z.number().int().min(1).default(300).describe('sandbox lifetime when a create names none'),
+        max_timeout_sec: z.number().int().min(1).default(86400).describe('longest lifetime a create, setTimeout or connect may ask for, in seconds (longer is refused with 400)'),
         pids_max: z.number().int().min(8).default(1024).describe('process limit per sandbox (fork bombs stop here)'),
       })
       .strict()

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
+import { checkEnvVars } from '../env.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../templates.js';
 import type {
   ExecProcess,
@@ -165,11 +166,7 @@ export class NsDriver implements RuntimeDriver {
       throw new CubeError('BAD_REQUEST', 'exec needs a non-empty argv of strings without NUL');
     }
     if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
-    for (const [k, v] of Object.entries(req.env ?? {})) {
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || typeof v !== 'string' || v.includes('\0')) {
-        throw new CubeError('BAD_REQUEST', `invalid environment variable '${k}'`);
-      }
-    }
+    checkEnvVars(req.env, 'exec env');
     const userName = req.user ?? 'user';
     const user = sandboxUser(userName);
     const record = this.records.get(h.sandboxID);
