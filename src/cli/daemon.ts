@@ -191,7 +191,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
   let cubelet: Cubelet | undefined;
-  const policyOf = (n: typeof net): PolicySettings => ({ allowHostAccess: n.allow_host_access, internetDefault: n.allow_internet_access, denyOut: n.deny_out });
+  const policyOf = (n: typeof net): PolicySettings => ({ allowHostAccess: n.allow_host_access, internetDefault: n.allow_internet_access, denyOut: n.deny_out, denyHostNetworks: n.deny_host_networks });
   const network = new NsNetworkAgent({
     nodeTag: tag,
     cidr: net.cidr,

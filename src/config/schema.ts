@@ -130,6 +130,10 @@ export const CubeletConfigSchema = z
               .array(z.string().regex(/^((25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(25[0-5]|2[0-4]\d|1?\d?\d)(\/(3[0-2]|[12]?\d))?$/, { error: 'must be an IPv4 address or CIDR like 10.0.0.0/8' }))
               .default(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16'])
               .describe("destinations no sandbox reaches, whatever it asks (the host's LAN, cloud metadata); a sandbox's network.allowOut cannot reopen them"),
+            deny_host_networks: z
+              .boolean()
+              .default(true)
+              .describe("also deny, like deny_out, the host's own connected IPv4 subnets and gateways (read from its routing table when the rules are installed: at start and on a policy change), whatever their range"),
           })
           .strict()
           .prefault({}),

@@ -4,7 +4,7 @@
 // sandbox; its init stays, nothing supervises it from the host.
 import { spawn } from 'node:child_process';
 import { accessSync, constants as fsConstants, readFileSync } from 'node:fs';
-import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -74,7 +74,9 @@ export class NsDriver implements RuntimeDriver {
     }
     this.cgroupsOrUndefined = new Cgroups(this.opts.nodeTag);
     await this.cgroups.init();
-    await mkdir(this.sandboxesDir, { recursive: true });
+    // 0700: what root inside makes (setuid files, secrets) is nobody's on the host but root's.
+    await mkdir(this.sandboxesDir, { recursive: true, mode: 0o700 });
+    await chmod(this.sandboxesDir, 0o700);
   }
 
   private dir(sandboxID: string): string {
@@ -89,7 +91,7 @@ export class NsDriver implements RuntimeDriver {
     }
     const dir = this.dir(id);
     try {
-      await mkdir(dir);
+      await mkdir(dir, { mode: 0o700 });
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new CubeError('CONFLICT', `sandbox ${id} already exists on this node`);
       throw toCubeError(e, 'CREATE_FAILED');
