@@ -311,7 +311,9 @@ static void sandbox_init(const char *id, const char *lower, const char *upper,
   char opts[8192], p[4096];
   int n = snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
   if (n < 0 || (size_t)n >= sizeof opts) { errno = ENAMETOOLONG; die("overlay options"); }
-  if (mount("overlay", m, "overlay", 0, opts) < 0) die("mount overlay on %s", m);
+  // nosuid, nodev: a setuid-root binary or file capability root makes inside never raises a
+  // process, and a device node (should one get there) never opens a host device.
+  if (mount("overlay", m, "overlay", MS_NOSUID | MS_NODEV, opts) < 0) die("mount overlay on %s", m);
   if (bind_usr) {
     mkdir_at(m, "usr", 0755);
     mount_at("/usr", m, "usr", NULL, MS_BIND | MS_REC, NULL);
@@ -320,7 +322,13 @@ static void sandbox_init(const char *id, const char *lower, const char *upper,
   mkdir_at(m, "proc", 0555);
   mount_at("proc", m, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   static const char *proc_ro[] = {"sys", "sysrq-trigger", "bus", "fs", "irq"};
-  static const char *proc_masked[] = {"kcore", "keys", "timer_list", "sched_debug"};
+  // Host data readable by root inside: kernel memory and allocator layout (kcore, kpage*,
+  // slabinfo, pagetypeinfo, vmallocinfo: heap-spraying aids), the host's keys, timers, boot
+  // command line and kernel config.
+  static const char *proc_masked[] = {
+    "kcore", "keys", "timer_list", "sched_debug", "slabinfo", "kpagecount", "kpageflags",
+    "kpagecgroup", "pagetypeinfo", "vmallocinfo", "config.gz", "cmdline", "latency_stats", "timer_stats",
+  };
   for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++) {
     snprintf(p, sizeof p, "%s/proc/%s", m, proc_ro[i]);
     readonly_bind(p);

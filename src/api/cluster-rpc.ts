@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HEARTBEAT_PATH, secretMatches, type Heartbeat, type HeartbeatBatch } from '../cubelet/rpc-wire.js';
 import { CubeError } from '../errors.js';
-import { readJson, sendError, sendJson } from './http.js';
+import { readJson, sendError, sendJson, type ErrorLog } from './http.js';
 
 export const CLUSTER_PREFIX = '/cluster/v1/';
 
@@ -15,7 +15,7 @@ function checkHeartbeat(hb: Heartbeat): void {
   if (hb.view.nodeID !== hb.nodeID) throw new CubeError('BAD_REQUEST', `heartbeat from ${hb.nodeID} carries the view of ${hb.view.nodeID}`);
 }
 
-export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<void> }, secret: string): (req: IncomingMessage, res: ServerResponse) => void {
+export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<void> }, secret: string, log?: ErrorLog): (req: IncomingMessage, res: ServerResponse) => void {
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (!secretMatches(req.headers.authorization, secret)) throw new CubeError('UNAUTHORIZED', 'cluster traffic needs the cluster secret (CUBE_CLUSTER_SECRET)');
     const path = (req.url ?? '/').split('?', 1)[0];
@@ -29,6 +29,6 @@ export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<vo
     sendJson(res, 200, { ok: true });
   };
   return (req, res) => {
-    handle(req, res).catch((e: unknown) => sendError(res, e, 'admin'));
+    handle(req, res).catch((e: unknown) => sendError(res, e, 'admin', log));
   };
 }

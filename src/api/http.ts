@@ -16,8 +16,15 @@ export function sendNoContent(res: ServerResponse, status = 204): void {
   res.end();
 }
 
-export function sendError(res: ServerResponse, e: unknown, flavour: Flavour): void {
+/** Where 5xx causes go (a pino logger in the daemon). */
+export interface ErrorLog {
+  error(obj: object, msg: string): void;
+}
+
+/** Answers with the error's status and body; a 5xx is a bug, so with `log` its cause is logged. */
+export function sendError(res: ServerResponse, e: unknown, flavour: Flavour, log?: ErrorLog): void {
   const err = toCubeError(e);
+  if (log && err.http >= 500) log.error({ err: e, code: err.code }, 'request failed');
   if (res.headersSent) {
     res.destroy(err);
     return;

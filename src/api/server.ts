@@ -70,10 +70,7 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   };
 
   const server = createServer((req, res) => {
-    handle(req, res).catch((e: unknown) => {
-      if (!(e instanceof CubeError) || e.http >= 500) ctx.log.error({ err: e, method: req.method, url: req.url }, 'request failed');
-      sendError(res, e, flavourOf(req.url ?? '/'));
-    });
+    handle(req, res).catch((e: unknown) => sendError(res, e, flavourOf(req.url ?? '/'), ctx.log.child({ method: req.method, url: req.url })));
   });
   server.on('upgrade', (req: IncomingMessage, socket, head) => {
     if (isSandboxTraffic(req, ctx)) {

@@ -191,7 +191,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
   let cubelet: Cubelet | undefined;
-  const policyOf = (n: typeof net): PolicySettings => ({ allowHostAccess: n.allow_host_access, internetDefault: n.allow_internet_access, denyOut: n.deny_out });
+  const policyOf = (n: typeof net): PolicySettings => ({ allowHostAccess: n.allow_host_access, internetDefault: n.allow_internet_access, denyOut: n.deny_out, denyHostNetworks: n.deny_host_networks });
   const network = new NsNetworkAgent({
     nodeTag: tag,
     cidr: net.cidr,
@@ -308,7 +308,7 @@ async function runControl(flags: Flags): Promise<void> {
     apiKeys: [apiKey],
     nodeID: replicaID,
     version: version(),
-    extraRoutes: [{ prefix: CLUSTER_PREFIX, handle: clusterRpcHandler(cp, secret) }],
+    extraRoutes: [{ prefix: CLUSTER_PREFIX, handle: clusterRpcHandler(cp, secret, log.child({ component: 'cluster-rpc' })) }],
   });
   const addr = await api.listen(listen.host, listen.port);
   log.info({ url: `http://${addr.address}:${addr.port}`, configDir, role: 'control' }, 'cubed control ready');
@@ -353,7 +353,7 @@ async function runCompute(flags: Flags): Promise<void> {
     removed += r.removed.length;
   }
   const health = (_req: IncomingMessage, res: ServerResponse) => sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', runtime, nodes: nodes.length, version: version() });
-  const rpc = simCount > 0 ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret)])), (req, res) => (req.url === '/health' ? health(req, res) : sendError(res, new CubeError('NOT_FOUND', `no simulated node at ${req.url}`), 'admin'))) : nodeRpcHandler(nodes[0]!.api, secret);
+  const rpc = simCount > 0 ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret, log.child({ component: 'node-rpc' }))])), (req, res) => (req.url === '/health' ? health(req, res) : sendError(res, new CubeError('NOT_FOUND', `no simulated node at ${req.url}`), 'admin'))) : nodeRpcHandler(nodes[0]!.api, secret, log.child({ component: 'node-rpc' }));
   const upgrade = simCount > 0 ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeUpgradeHandler(n.api, secret)])), (_req: IncomingMessage, socket: Duplex) => rejectUpgrade(socket, 404, { code: 404, message: 'no simulated node there' })) : nodeUpgradeHandler(nodes[0]!.api, secret);
   const server = createServer((req, res) => (req.url === '/health' ? health(req, res) : rpc(req, res)));
   server.on('upgrade', upgrade);

@@ -83,6 +83,7 @@ export const MasterConfigSchema = z
         default_spec: SandboxSpecSchema.prefault({}).describe('spec used when a create names none; also the spec the density figures are computed for'),
         default_template: z.string().min(1).default('host').describe('template used for templateID "base" or when none is named'),
         default_timeout_sec: z.number().int().min(1).default(300).describe('sandbox lifetime when a create names none'),
+        max_timeout_sec: z.number().int().min(1).default(86400).describe('longest lifetime a create, setTimeout or connect may ask for, in seconds (longer is refused with 400)'),
         pids_max: z.number().int().min(8).default(1024).describe('process limit per sandbox (fork bombs stop here)'),
       })
       .strict()
@@ -129,6 +130,10 @@ export const CubeletConfigSchema = z
               .array(z.string().regex(/^((25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(25[0-5]|2[0-4]\d|1?\d?\d)(\/(3[0-2]|[12]?\d))?$/, { error: 'must be an IPv4 address or CIDR like 10.0.0.0/8' }))
               .default(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16'])
               .describe("destinations no sandbox reaches, whatever it asks (the host's LAN, cloud metadata); a sandbox's network.allowOut cannot reopen them"),
+            deny_host_networks: z
+              .boolean()
+              .default(true)
+              .describe("also deny, like deny_out, the host's own connected IPv4 subnets and gateways (read from its routing table when the rules are installed: at start and on a policy change), whatever their range"),
           })
           .strict()
           .prefault({}),

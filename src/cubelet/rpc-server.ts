@@ -4,7 +4,7 @@
 // addresses, which only this node reaches. Every request carries the cluster secret.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { readBody, readJson, sendError, sendJson } from '../api/http.js';
+import { readBody, readJson, sendError, sendJson, type ErrorLog } from '../api/http.js';
 import { proxyHttp, proxyUpgrade, rejectUpgrade } from '../api/proxy.js';
 import { CubeError, errorBody, toCubeError } from '../errors.js';
 import { encodeProcessEvent, JSON_METHODS, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type JsonMethod } from './rpc-wire.js';
@@ -15,7 +15,7 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 const MAX_JSON = 16 << 20;
 const MAX_FILE = 1 << 30;
 
-export function nodeRpcHandler(node: NodeApi, secret: string): Handler {
+export function nodeRpcHandler(node: NodeApi, secret: string, log?: ErrorLog): Handler {
   const jsonMethods = new Set<string>(JSON_METHODS);
   const call = node as unknown as Record<JsonMethod, (...a: unknown[]) => Promise<unknown>>;
 
@@ -68,7 +68,7 @@ export function nodeRpcHandler(node: NodeApi, secret: string): Handler {
   }
 
   return (req, res) => {
-    handle(req, res).catch((e: unknown) => sendError(res, e, 'admin'));
+    handle(req, res).catch((e: unknown) => sendError(res, e, 'admin', log));
   };
 }
 

@@ -14,7 +14,7 @@ import { Spawner, failedItems } from './iproute.js';
 import { destinationElements, type EgressRules } from './egress.js';
 import { NftBatch } from './nft-batch.js';
 import { enableIpForwarding, policyScript, removePolicy, sandboxRulesScript, type NodePolicy } from './nft.js';
-import { arpEntries, conntrackMentions, hostIfIndices, netnsIndices } from './host-scan.js';
+import { arpEntries, conntrackMentions, hostIfIndices, hostNetworks, netnsIndices } from './host-scan.js';
 import { sharedHelper } from '../runtime/ns/helper.js';
 import { RESET_LINES, expectedState, innerCreateLines, parseSlotState, removeLines, rootCreateLines, type SlotNames } from './slot-script.js';
 import { WaitWindow } from './wait-stats.js';
@@ -44,6 +44,8 @@ export interface PolicySettings {
   internetDefault: boolean;
   /** Destinations no sandbox reaches (deny_out): IPv4 addresses or CIDRs. */
   denyOut: readonly string[];
+  /** The host's connected subnets and gateways are denied too (deny_host_networks). */
+  denyHostNetworks: boolean;
 }
 
 interface Waiter {
@@ -270,6 +272,8 @@ export class NsNetworkAgent implements NetworkAgent {
 
   /** The whole table from the current policy and every sandbox's rules, replaced in one transaction. */
   private async installTable(): Promise<void> {
+    // Read when the table is made (start, policy change): one file, no process.
+    const hostNets = this.policy.denyHostNetworks ? destinationElements(await hostNetworks(), 'host networks') : [];
     await this.rules.apply(() => {
       const p: NodePolicy = {
         tag: this.tag,
@@ -277,6 +281,7 @@ export class NsNetworkAgent implements NetworkAgent {
         allowHostAccess: this.policy.allowHostAccess,
         internetDefault: this.policy.internetDefault,
         denyOut: destinationElements(this.policy.denyOut, 'deny_out'),
+        hostNets,
         sandboxes: new Map(this.egress),
       };
       return policyScript(p);

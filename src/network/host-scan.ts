@@ -51,3 +51,33 @@ export async function arpEntries(dev: string): Promise<Map<string, string>> {
   }
   return out;
 }
+
+/**
+ * The host's own IPv4 networks, as a sandbox must not reach them: every connected subnet and
+ * every gateway of the routing table (`/proc/net/route`), leaving out loopback and `cube*`
+ * links (sandbox slots of this and other nodes, which their own rules govern, and test
+ * stand-ins for the internet). Without this, a sandbox's traffic to the host's LAN (other
+ * machines, the router's admin page) is forwarded and NATed like internet traffic. Pure.
+ */
+export function hostNetworksOf(routeTable: string): string[] {
+  const out = new Set<string>();
+  const ipOf = (hex: string) => [0, 1, 2, 3].map((i) => (parseInt(hex, 16) >>> (8 * i)) & 0xff).join('.');
+  for (const line of routeTable.split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 8) continue;
+    const [iface, dest, gw, flags, , , , mask] = f as [string, string, string, string, string, string, string, string];
+    if (iface === 'lo' || iface === '*' || iface.startsWith('cube')) continue;
+    const up = (parseInt(flags, 16) & 0x1) !== 0;
+    if (!up) continue;
+    if (parseInt(gw, 16) !== 0) out.add(ipOf(gw));
+    if (parseInt(gw, 16) === 0 && parseInt(mask, 16) !== 0) {
+      const bits = (parseInt(mask, 16) >>> 0).toString(2).split('').filter((b) => b === '1').length;
+      out.add(`${ipOf(dest)}/${bits}`);
+    }
+  }
+  return [...out].sort();
+}
+
+export async function hostNetworks(): Promise<string[]> {
+  return hostNetworksOf(await readFile('/proc/net/route', 'utf8').catch(() => ''));
+}

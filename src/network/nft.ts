@@ -24,6 +24,8 @@ export interface NodePolicy {
   internetDefault: boolean;
   /** The node's deny list as interval elements (destinationElements). */
   denyOut: readonly string[];
+  /** The host's own networks (hostNetworks), denied like deny_out; empty when allowed. */
+  hostNets: readonly string[];
   /** Rules of sandboxes that asked for their own, by slot index. */
   sandboxes: ReadonlyMap<number, EgressRules>;
 }
@@ -61,6 +63,7 @@ export function policyScript(p: NodePolicy): string {
     `delete table inet ${table}`,
     `table inet ${table} {`,
     `  set deny_out { type ipv4_addr; flags interval;${elements(p.denyOut)} }`,
+    `  set host_nets { type ipv4_addr; flags interval;${elements(p.hostNets)} }`,
     `  map sb_jump { type ifname : verdict;${elements(slots.map(([i]) => jump(p.tag, i)))} }`,
     ...slots.flatMap(([i, r]) => [`  chain ${slotChain(i)} {`, ...sandboxRules(r).map((x) => `    ${x}`), '  }']),
     '  chain input {',
@@ -80,6 +83,7 @@ export function policyScript(p: NodePolicy): string {
     '  }',
     '  chain egress {',
     '    ip daddr @deny_out counter drop',
+    '    ip daddr @host_nets counter drop',
     '    iifname vmap @sb_jump',
     p.internetDefault ? '    accept' : '    counter drop',
     '  }',

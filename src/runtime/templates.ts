@@ -18,10 +18,15 @@ export const SANDBOX_USERS = {
 } as const;
 export type SandboxUser = keyof typeof SANDBOX_USERS;
 
+/** True for 'root' and 'user' only: an own-property test, so 'constructor' or '__proto__' never match. */
+export function isSandboxUser(name: string): name is SandboxUser {
+  return Object.hasOwn(SANDBOX_USERS, name);
+}
+
 export function sandboxUser(name: string | undefined): (typeof SANDBOX_USERS)[SandboxUser] {
-  const u = SANDBOX_USERS[(name ?? 'user') as SandboxUser];
-  if (!u) throw new CubeError('BAD_REQUEST', `unknown user '${name}': use 'root' or 'user'`);
-  return u;
+  const n = name ?? 'user';
+  if (!isSandboxUser(n)) throw new CubeError('BAD_REQUEST', `unknown user ${JSON.stringify(n)}: use 'root' or 'user'`);
+  return SANDBOX_USERS[n];
 }
 
 export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';

@@ -3,8 +3,9 @@
 // policy for resume, and the audit trail of operator actions. Pure apart from the audit helpers,
 // which only write to the StateStore they are given.
 import type { NodeView, SandboxSpecView } from '../api/types.js';
-import type { MasterConfig } from '../config/schema.js';
+import { SandboxSpecSchema, type MasterConfig } from '../config/schema.js';
 import { CubeError, toCubeError } from '../errors.js';
+import { checkEnvVars } from '../runtime/env.js';
 import type { StateStore } from '../store/types.js';
 import type { CreateSandboxRequest } from './control-plane.js';
 import { computeDensity, densityParamsFromConfig, footprintMiB } from './density.js';
@@ -25,9 +26,48 @@ export function resolveCreate(req: CreateSandboxRequest, master: MasterConfig): 
   const memoryMiB = req.memoryMiB ?? master.sandbox.default_spec.memory_mib;
   const diskGiB = req.diskGiB ?? master.sandbox.default_spec.disk_gib;
   const timeoutSec = req.timeoutSec ?? master.sandbox.default_timeout_sec;
-  if (!(cpus > 0) || !(memoryMiB >= 16) || !(diskGiB > 0)) throw new CubeError('BAD_REQUEST', `invalid spec: cpus ${cpus} (> 0), memoryMiB ${memoryMiB} (>= 16), diskGiB ${diskGiB} (> 0)`);
-  if (!Number.isInteger(timeoutSec) || timeoutSec < 1) throw new CubeError('BAD_REQUEST', `timeoutSec must be a positive integer (got ${timeoutSec})`);
+  // The bounds of the config's default_spec are the bounds of any spec: one table.
+  const spec = SandboxSpecSchema.safeParse({ cpus, memory_mib: memoryMiB, disk_gib: diskGiB });
+  if (!spec.success) {
+    const bad = spec.error.issues.map((i) => `${i.path.join('.')} ${JSON.stringify({ cpus, memory_mib: memoryMiB, disk_gib: diskGiB }[String(i.path[0])])}: ${i.message}`);
+    throw new CubeError('BAD_REQUEST', `invalid spec: ${bad.join('; ')}`);
+  }
+  checkTimeout(timeoutSec, master, 1);
+  if (templateID.length > INPUT_LIMITS.templateIDMax) throw new CubeError('BAD_REQUEST', `templateID is ${templateID.length} characters, at most ${INPUT_LIMITS.templateIDMax}`);
+  checkEnvVars(req.envVars, 'envVars');
+  checkMetadata(req.metadata);
   return { templateID, cpus, memoryMiB, diskGiB, timeoutSec };
+}
+
+export const INPUT_LIMITS = {
+  /** The cluster store's template_id column is VARCHAR(128). */
+  templateIDMax: 128,
+  metadataCount: 64,
+  metadataKeyMax: 256,
+  metadataValueMax: 4096,
+  /** Next to the envVars, in the one 64 KiB TEXT column of the sandbox record. */
+  metadataTotalMax: 16 * 1024,
+} as const;
+
+/** A lifetime in whole seconds between `min` and sandbox.max_timeout_sec; 400 otherwise. */
+export function checkTimeout(sec: number, master: MasterConfig, min = 0): void {
+  const max = master.sandbox.max_timeout_sec;
+  if (!Number.isInteger(sec) || sec < min || sec > max) throw new CubeError('BAD_REQUEST', `timeout must be a whole number of seconds from ${min} to ${max} (sandbox.max_timeout_sec), got ${sec}`);
+}
+
+export function checkMetadata(md: Record<string, unknown> | undefined): void {
+  if (md === undefined) return;
+  const L = INPUT_LIMITS;
+  const entries = Object.entries(md);
+  if (entries.length > L.metadataCount) throw new CubeError('BAD_REQUEST', `metadata: ${entries.length} keys, at most ${L.metadataCount}`);
+  let total = 0;
+  for (const [k, v] of entries) {
+    if (typeof v !== 'string') throw new CubeError('BAD_REQUEST', `metadata: value of ${JSON.stringify(k.slice(0, 40))} must be a string`);
+    if (k.length === 0 || k.length > L.metadataKeyMax) throw new CubeError('BAD_REQUEST', `metadata: key of ${k.length} characters, must be 1 to ${L.metadataKeyMax}`);
+    if (v.length > L.metadataValueMax) throw new CubeError('BAD_REQUEST', `metadata: value of ${JSON.stringify(k.slice(0, 40))} is ${v.length} characters, at most ${L.metadataValueMax}`);
+    total += Buffer.byteLength(k) + Buffer.byteLength(v);
+  }
+  if (total > L.metadataTotalMax) throw new CubeError('BAD_REQUEST', `metadata: ${total} bytes, at most ${L.metadataTotalMax}`);
 }
 
 /** 404 unless some node holds the template. */

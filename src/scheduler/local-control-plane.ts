@@ -11,7 +11,7 @@ import { CubeError, toCubeError } from '../errors.js';
 import { newSandboxID, newToken } from '../ids.js';
 import type { NodeRecord, StateStore } from '../store/types.js';
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from './control-plane.js';
-import { audit, audited, refusalOf, requireTemplate, resolveCreate, resumeRefusal } from './admission.js';
+import { audit, audited, checkTimeout, refusalOf, requireTemplate, resolveCreate, resumeRefusal } from './admission.js';
 import { CreateStats } from './create-stats.js';
 import { schedule } from './pipeline.js';
 import { snapshotOf, Watchers } from './watchers.js';
@@ -167,6 +167,7 @@ export class LocalControlPlane implements ControlPlane {
   }
 
   async resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }> {
+    if (timeoutSec !== undefined) checkTimeout(timeoutSec, this.cfg.config.master);
     const rec = await this.getSandbox(sandboxID);
     let resumed = false;
     if (rec.state === 'paused') {
@@ -185,7 +186,7 @@ export class LocalControlPlane implements ControlPlane {
   }
 
   async setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord> {
-    if (!Number.isInteger(timeoutSec) || timeoutSec < 1) throw new CubeError('BAD_REQUEST', `timeout must be a positive integer of seconds (got ${timeoutSec})`);
+    checkTimeout(timeoutSec, this.cfg.config.master, 1);
     await this.getSandbox(sandboxID);
     return this.withSecrets(await this.cubelet.setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString()));
   }

@@ -253,7 +253,7 @@ export async function purgeNetwork(tag: string): Promise<void> {
 /** The network policy of a default cubelet.toml, for agents built directly in tests. */
 export function defaultNetworkPolicy(): PolicySettings {
   const net = CubeletConfigSchema.parse({}).plugins['io.cubelet.internal.v1.network'];
-  return { allowHostAccess: net.allow_host_access, internetDefault: net.allow_internet_access, denyOut: net.deny_out };
+  return { allowHostAccess: net.allow_host_access, internetDefault: net.allow_internet_access, denyOut: net.deny_out, denyHostNetworks: net.deny_host_networks };
 }
 
 /**

@@ -54,7 +54,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   const { cp } = ctx;
   const on = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, h: Handler) =>
     router.on(method, `${P}${path}`, (req, res, params, _store, query) => {
-      Promise.resolve(h(req, res, params, (query ?? {}) as Record<string, string>)).catch((e: unknown) => sendError(res, e, 'admin'));
+      Promise.resolve(h(req, res, params, (query ?? {}) as Record<string, string>)).catch((e: unknown) => sendError(res, e, 'admin', ctx.log));
     });
   const nodeAction = (action: 'cordon' | 'uncordon') => async (req: IncomingMessage, res: ServerResponse, p: Record<string, string | undefined>) =>
     sendJson(res, 200, await cp.nodeAction({ nodeID: p.nodeID!, action, ...opt('actor', actor(req)) }));

@@ -41,7 +41,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
       router.on(method, p, (req, res, params) => {
         const query = new URL(req.url ?? '/', 'http://x').searchParams;
         const run = async (): Promise<void> => fn(req as Req, res, params.id === undefined ? '' : sandboxIDParam(params.id), query);
-        run().catch((e: unknown) => sendError(res, e, 'e2b'));
+        run().catch((e: unknown) => sendError(res, e, 'e2b', ctx.log));
       });
     }
   };

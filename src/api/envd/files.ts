@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { CubeError } from '../../errors.js';
-import { sendError, sendJson } from '../http.js';
+import { sendJson } from '../http.js';
 import { ConnectError } from './connect.js';
 import { homeOf, resolvePath, restFileType, userFromAuthorization } from './messages.js';
 import type { SandboxCall } from './process.js';
@@ -34,7 +34,7 @@ export async function handleFiles(req: IncomingMessage, res: ServerResponse, cal
     else if (req.method === 'POST') await upload(req, res, call, query, user);
     else throw new CubeError('BAD_REQUEST', `${req.method} /files is not supported: GET or POST`);
   } catch (e) {
-    sendError(res, asCube(e), 'e2b');
+    throw asCube(e); // answered (and a 5xx logged) by the envd entry point
   }
 }
 

@@ -154,7 +154,7 @@ export async function handleSandboxTraffic(req: IncomingMessage, res: ServerResp
     await serveEnvd(req, res, call);
   } catch (e) {
     if (e instanceof Refusal) sendJson(res, e.status, e.body);
-    else sendError(res, e, 'e2b');
+    else sendError(res, e, 'e2b', ctx.log);
   }
 }
 

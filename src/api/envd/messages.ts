@@ -3,18 +3,14 @@
 import path from 'node:path/posix';
 import type { ProcessEvent, ProcessInfo } from '../../cubelet/types.js';
 import type { FileStat } from '../../runtime/types.js';
+import { SANDBOX_USERS, isSandboxUser } from '../../runtime/templates.js';
 import { ConnectError } from './connect.js';
 
 export const DEFAULT_USER = 'user';
-const USERS: Record<string, { uid: number; home: string }> = {
-  root: { uid: 0, home: '/root' },
-  user: { uid: 1000, home: '/home/user' },
-};
 
 export function homeOf(user: string): string {
-  const u = USERS[user];
-  if (!u) throw new ConnectError('unauthenticated', `unknown user ${JSON.stringify(user)}: the sandbox has "user" and "root"`);
-  return u.home;
+  if (!isSandboxUser(user)) throw new ConnectError('unauthenticated', `unknown user ${JSON.stringify(user)}: the sandbox has "user" and "root"`);
+  return SANDBOX_USERS[user].home;
 }
 
 /** The user an RPC runs as: `Authorization: Basic base64(user:)`, else the default user. */
@@ -38,7 +34,7 @@ export function resolvePath(p: string | undefined, user: string): string {
   return path.resolve(home, p);
 }
 
-const nameOfUid = (id: number): string => Object.entries(USERS).find(([, u]) => u.uid === id)?.[0] ?? String(id);
+const nameOfUid = (id: number): string => Object.entries(SANDBOX_USERS).find(([, u]) => u.uid === id)?.[0] ?? String(id);
 
 const TYPE_NAMES: Record<FileStat['type'], string> = {
   file: 'FILE_TYPE_FILE',

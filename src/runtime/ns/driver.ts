@@ -3,12 +3,13 @@
 // long-lived `cube-launch serve` helper (native/cube-launch.c, ./helper.ts), which forks the
 // sandbox; its init stays, nothing supervises it from the host.
 import { accessSync, constants as fsConstants, readFileSync } from 'node:fs';
-import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
+import { checkEnvVars } from '../env.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../templates.js';
 import type {
   ExecProcess,
@@ -70,7 +71,9 @@ export class NsDriver implements RuntimeDriver {
     }
     this.cgroupsOrUndefined = new Cgroups(this.opts.nodeTag);
     await this.cgroups.init();
-    await mkdir(this.sandboxesDir, { recursive: true });
+    // 0700: what root inside makes (setuid files, secrets) is nobody's on the host but root's.
+    await mkdir(this.sandboxesDir, { recursive: true, mode: 0o700 });
+    await chmod(this.sandboxesDir, 0o700);
   }
 
   private dir(sandboxID: string): string {
@@ -85,7 +88,7 @@ export class NsDriver implements RuntimeDriver {
     }
     const dir = this.dir(id);
     try {
-      await mkdir(dir);
+      await mkdir(dir, { mode: 0o700 });
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new CubeError('CONFLICT', `sandbox ${id} already exists on this node`);
       throw toCubeError(e, 'CREATE_FAILED');
@@ -162,11 +165,7 @@ export class NsDriver implements RuntimeDriver {
       throw new CubeError('BAD_REQUEST', 'exec needs a non-empty argv of strings without NUL');
     }
     if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
-    for (const [k, v] of Object.entries(req.env ?? {})) {
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || typeof v !== 'string' || v.includes('\0')) {
-        throw new CubeError('BAD_REQUEST', `invalid environment variable '${k}'`);
-      }
-    }
+    checkEnvVars(req.env, 'exec env');
     const userName = req.user ?? 'user';
     const user = sandboxUser(userName);
     const record = this.records.get(h.sandboxID);

@@ -13,7 +13,7 @@ import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID, newToken } from '../../ids.js';
 import type { ClusterStore } from '../../store/cluster/index.js';
 import type { NodeRecord } from '../../store/types.js';
-import { audit, audited, refusalOf, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
+import { audit, audited, checkTimeout, refusalOf, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from '../control-plane.js';
 import { CreateStats } from '../create-stats.js';
 import { publicView } from '../local-control-plane.js';
@@ -261,6 +261,7 @@ export class ClusterControlPlane implements ControlPlane {
   }
 
   async resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }> {
+    if (timeoutSec !== undefined) checkTimeout(timeoutSec, this.cfg.config.master);
     const rec = await this.getSandbox(sandboxID);
     const node = await this.remote(rec.nodeID);
     return this.locked(sandboxID, async () => {
@@ -283,7 +284,7 @@ export class ClusterControlPlane implements ControlPlane {
   }
 
   async setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord> {
-    if (!Number.isInteger(timeoutSec) || timeoutSec < 1) throw new CubeError('BAD_REQUEST', `timeout must be a positive integer of seconds (got ${timeoutSec})`);
+    checkTimeout(timeoutSec, this.cfg.config.master, 1);
     const rec = await this.getSandbox(sandboxID);
     return this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString())));
   }
