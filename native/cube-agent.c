@@ -502,7 +502,7 @@ static void do_file(uint8_t type, uint32_t chan, char *payload, uint32_t len) {
   }
 }
 
-/* hostname=..., time=<unix ms>: the identity a restored clone takes over from its snapshot. */
+/* hostname=..., time=<unix ms>, hosts=<contents of /etc/hosts>: the identity a restored clone takes over from its snapshot. */
 static void do_setup(uint32_t chan, char *payload, uint32_t len) {
   char *f[32];
   int n = split(payload, len, f, 32);
@@ -513,6 +513,11 @@ static void do_setup(uint32_t chan, char *payload, uint32_t len) {
       long long ms = atoll(f[i] + 5);
       struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
       if (clock_settime(CLOCK_REALTIME, &ts) < 0) return send_error(chan, errno, "clock_settime");
+    } else if (!strncmp(f[i], "hosts=", 6)) {
+      int fd = open("/etc/hosts", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) return send_error(chan, errno, "/etc/hosts");
+      write_all(fd, f[i] + 6, strlen(f[i] + 6));
+      close(fd);
     }
   }
   send_frame(T_OK, chan, NULL, 0);

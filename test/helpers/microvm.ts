@@ -17,6 +17,7 @@ export function registerVmTemplate(dataDir: string, name: string, dir: string): 
   const r = (p: string) => join(dir, p);
   for (const d of ['bin', 'etc', 'home/user', 'root', 'tmp', 'proc', 'sys', 'dev', 'usr/bin', 'var/tmp']) mkdirSync(r(d), { recursive: true });
   chownSync(r('home/user'), 1000, 1000);
+  for (const t of ['tmp', 'var/tmp']) chmodSync(r(t), 0o1777);
   copyFileSync('/bin/busybox', r('bin/busybox'));
   const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' }).split('\n').filter((a) => a && a !== 'busybox');
   for (const a of applets) symlinkSync('busybox', r(`bin/${a}`));

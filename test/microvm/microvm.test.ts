@@ -73,6 +73,29 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(cat.stdout).toBe('hello from the hostuser\n');
     const failed = await sbx.commands.run('echo partial; exit 3').catch((e: unknown) => e as { exitCode: number });
     expect(failed).toMatchObject({ exitCode: 3 });
+    // The guest serves on the sandbox's address: the netns forwards the slot's address to it.
+    await sbx.commands.run('mkdir -p /tmp/www && echo served > /tmp/www/index.html && httpd -p 8080 -h /tmp/www');
+    const ip = info.json.ip as string;
+    const page = await fetch(`http://${ip}:8080/index.html`).then((r) => r.text());
+    expect(page).toBe('served\n');
+  });
+
+  it('creates clones from the per-shape memory snapshot, each with its own identity, clock and disk', async () => {
+    const snapshots = join(d.dataDir, 'microvm', 'snapshots');
+    const [key] = readdirSync(snapshots).filter((n) => !n.includes('.tmp'));
+    expect(key).toBeDefined();
+    expect(readdirSync(join(snapshots, key!)).sort()).toEqual(['console.log', 'disk.qcow2', 'ram', 'state']);
+    const [a, b] = await Promise.all([create(), create()]);
+    await a.files.write('/tmp/mine', 'a');
+    const [ra, rb] = await Promise.all([a.commands.run('hostname; date +%s; cat /tmp/mine'), b.commands.run('hostname; date +%s; cat /tmp/mine 2>&1 || true')]);
+    const [hostA, clockA, mine] = ra.stdout.split('\n');
+    const [hostB, clockB, missing] = rb.stdout.split('\n');
+    expect([hostA, hostB, mine]).toEqual([a.sandboxId, b.sandboxId, 'a']);
+    expect(missing).toMatch(/No such file/);
+    // A clone's clock starts where the snapshot's stopped; each took the host's (a minute of slack for a loaded host).
+    for (const c of [clockA, clockB]) expect(Math.abs(Number(c) - Date.now() / 1000)).toBeLessThan(60);
+    const log = readFileSync(join(d.dataDir, '..', 'daemon.log'), 'utf8');
+    expect(log).toContain('memory snapshot made');
   });
 
   it('destroy leaves no QEMU process, TAP or file', async () => {
@@ -87,7 +110,7 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(qemuOf(id)).toEqual([]);
     expect(existsSync(dir)).toBe(false);
     // The slot went back to the pool as it came: no TAP, no NAT table in its netns.
-    const links = execFileSync('nsenter', [`--net=${netns}`, '--', 'ip', '-o', 'link'], { encoding: 'utf8' });
+    const links = execFileSync('nsenter', [`--net=${netns}`, '--', 'ip', '-o', 'link'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
     expect(links).not.toMatch(/tap0/);
     expect(slot.state).toBe('running');
   });

@@ -7,8 +7,9 @@
 // see the same sandbox address as with the ns runtime) and inside the sandbox's cgroups.
 // Without /dev/kvm the guest is emulated (TCG, about 38x slower on CPU: runtime-probe.md §6).
 import { spawn } from 'node:child_process';
-import { accessSync, constants as fsConstants, existsSync, readFileSync } from 'node:fs';
-import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { accessSync, constants as fsConstants, existsSync, readFileSync, statSync } from 'node:fs';
+import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
@@ -31,6 +32,8 @@ export interface MicrovmDriverOptions {
   bootTimeoutMs?: number;
   /** Default: build/microvm of this package (npm run build). */
   buildDir?: string;
+  /** Create from per-shape memory snapshots (default true); false: every create boots cold. */
+  snapshots?: boolean;
 }
 
 /** Where the driver's guest artefacts are, and whether they are built. */
@@ -93,23 +96,27 @@ export function netnsUndoScript(): string {
   return [`ip link del ${TAP} 2>/dev/null`, `nft delete table ip ${NAT_TABLE} 2>/dev/null`, 'echo 0 > /proc/sys/net/ipv4/ip_forward', 'true'].join('\n');
 }
 
-/** QEMU's argv for a sandbox (pure). */
-export function qemuArgs(o: {
-  id: string;
-  dir: string;
+export interface VmShape {
   kernel: string;
   initrd: string;
   image: string;
-  disk: string;
   cpus: number;
   memoryMiB: number;
   kvm: boolean;
-  net: boolean;
-}): string[] {
-  const append = ['console=ttyS0', 'quiet', 'panic=-1', ...(o.kvm ? [] : [TCG_APPEND]), ...(o.net ? [`cube.ip=${GUEST_IP}/24`, `cube.gw=${GATEWAY_IP}`] : [])];
+}
+
+/**
+ * QEMU's argv (pure). `net`: the TAP of the netns QEMU runs in, or a hub port with nothing on it
+ * (a snapshot's source VM, which needs the same devices as its clones but no network).
+ * `ram`: guest memory in a file: shared (the snapshot source writes it) or private (a clone's
+ * copy-on-write view of it). `incoming`: wait for a migrate-incoming (a clone).
+ */
+export function qemuArgs(o: VmShape & { id: string; dir: string; disk: string; net: 'tap' | 'hub'; ram?: { path: string; shared: boolean }; incoming?: boolean }): string[] {
+  const append = ['console=ttyS0', 'quiet', 'panic=-1', ...(o.kvm ? [] : [TCG_APPEND]), `cube.ip=${GUEST_IP}/24`, `cube.gw=${GATEWAY_IP}`];
   return [
     '-name', `cube-${o.id},process=cube-vm`,
-    '-M', 'microvm',
+    '-M', o.ram ? 'microvm,memory-backend=mem' : 'microvm',
+    ...(o.ram ? ['-object', `memory-backend-file,id=mem,size=${o.memoryMiB}M,mem-path=${o.ram.path},share=${o.ram.shared ? 'on' : 'off'}`] : []),
     '-accel', o.kvm ? 'kvm' : 'tcg,tb-size=32',
     '-m', String(o.memoryMiB),
     '-smp', String(Math.max(1, Math.ceil(o.cpus))),
@@ -122,11 +129,13 @@ export function qemuArgs(o: {
     '-device', 'virtio-blk-device,drive=root',
     '-drive', `file=${o.disk},format=qcow2,if=none,id=rw,discard=unmap`,
     '-device', 'virtio-blk-device,drive=rw',
-    ...(o.net ? ['-netdev', `tap,id=n0,ifname=${TAP},script=no,downscript=no,vhost=off`, '-device', 'virtio-net-device,netdev=n0,mac=02:00:0a:00:02:0f'] : []),
+    '-netdev', o.net === 'tap' ? `tap,id=n0,ifname=${TAP},script=no,downscript=no,vhost=off` : 'hubport,id=n0,hubid=0',
+    '-device', 'virtio-net-device,netdev=n0,mac=02:00:0a:00:02:0f',
     '-device', 'virtio-serial-device',
     '-chardev', `socket,id=agent,path=${join(o.dir, 'a.sock')},server=on,wait=off`,
     '-device', 'virtserialport,chardev=agent,name=cube.agent',
     '-qmp', `unix:${join(o.dir, 'q.sock')},server=on,wait=off`,
+    ...(o.incoming ? ['-incoming', 'defer'] : []),
     '-daemonize', '-pidfile', join(o.dir, 'qemu.pid'),
   ];
 }
@@ -144,6 +153,8 @@ export class MicrovmDriver implements RuntimeDriver {
   private readonly records = new Map<string, VmRecord>();
   private readonly agents = new Map<string, Promise<AgentConnection>>();
   private readonly netns = new Map<string, string>();
+  /** Memory snapshots by shape key: made or being made. */
+  private readonly snapshots = new Map<string, Promise<string>>();
 
   constructor(private readonly opts: MicrovmDriverOptions) {
     this.root = join(opts.dataDir, 'microvm', 'sandboxes');
@@ -191,29 +202,108 @@ export class MicrovmDriver implements RuntimeDriver {
     const t0 = performance.now();
     try {
       const a = microvmArtifacts(this.opts.buildDir);
-      const [image, blank] = await Promise.all([this.images.template(spec.template), this.images.blank(spec.diskGiB ?? 1)]);
+      const diskGiB = spec.diskGiB ?? 1;
+      const [image, blank] = await Promise.all([this.images.template(spec.template), this.images.blank(diskGiB)]);
+      const shape: VmShape = { kernel: a.kernel, initrd: a.initrd, image, cpus: spec.cpus, memoryMiB: spec.memoryMiB, kvm: this.kvm };
+      const snap = this.opts.snapshots === false ? undefined : await this.snapshot(shape, blank, diskGiB);
       const disk = join(dir, 'disk.qcow2');
       await Promise.all([
-        overlayDisk(blank, disk, 'raw'),
+        snap ? overlayDisk(join(snap, 'disk.qcow2'), disk, 'qcow2') : overlayDisk(blank, disk, 'raw'),
         this.cgroups.create(id, { memoryMiB: spec.memoryMiB + QEMU_OVERHEAD_MIB, cpus: spec.cpus, pidsMax: Math.max(spec.pidsMax, 64) }),
       ]);
-      const args = qemuArgs({ id, dir, kernel: a.kernel, initrd: a.initrd, image, disk, cpus: spec.cpus, memoryMiB: spec.memoryMiB, kvm: this.kvm, net: !!spec.netnsPath });
+      const net = spec.netnsPath ? 'tap' : 'hub';
+      const args = qemuArgs({ ...shape, id, dir, disk, net, ...(snap ? { ram: { path: join(snap, 'ram'), shared: false }, incoming: true } : {}) });
       if (spec.netnsPath) {
         this.netns.set(id, spec.netnsPath);
         await writeFile(join(dir, 'netns'), spec.netnsPath);
       }
+      const tPrepared = performance.now();
       const pid = await this.launch(dir, args, spec.netnsPath, this.cgroups.procsFiles(id));
+      const tLaunched = performance.now();
       const record: VmRecord = { template: spec.template.name, env: spec.env, pid };
       await writeFile(join(dir, 'vm.json'), JSON.stringify(record));
       this.records.set(id, record);
       const h: SandboxHandle = { sandboxID: id, initPid: pid, dir };
+      if (snap) await restore(join(dir, 'q.sock'), join(snap, 'state'));
+      const tRestored = performance.now();
       await this.waitAgent(h, this.opts.bootTimeoutMs ?? 60_000);
+      const tAgent = performance.now();
       await this.identify(h);
-      this.log?.debug({ sandboxID: id, pid, ms: Math.round(performance.now() - t0) }, 'microVM booted');
+      const ms = (a: number, b: number) => Math.round(b - a);
+      const now = performance.now();
+      this.log?.debug(
+        { sandboxID: id, pid, fromSnapshot: !!snap, ms: ms(t0, now), prepareMs: ms(t0, tPrepared), launchMs: ms(tPrepared, tLaunched), restoreMs: ms(tLaunched, tRestored), agentMs: ms(tRestored, tAgent), identifyMs: ms(tAgent, now) },
+        'microVM up',
+      );
       return h;
     } catch (e) {
       await this.remove(id).catch((d: unknown) => this.log?.error({ sandboxID: id, err: d }, 'cleanup after failed create failed'));
       throw toCubeError(e, 'CREATE_FAILED');
+    }
+  }
+
+  /**
+   * The memory snapshot of a VM of this shape, booted and saved on first use (concurrent creates
+   * share the one boot): guest RAM in a file the clones map privately, and the device state,
+   * which with x-ignore-shared holds no RAM (57 KB, saved in 25 ms: runtime-probe.md §6.4).
+   * Undefined (cold boot) when it cannot be made; the reason is logged.
+   */
+  private snapshot(shape: VmShape, blank: string, diskGiB: number): Promise<string | undefined> {
+    const stamp = [shape.kernel, shape.initrd].map((f) => statSync(f).mtimeMs).join(':');
+    const key = createHash('sha256').update(JSON.stringify({ ...shape, diskGiB, stamp })).digest('hex').slice(0, 16);
+    const final = join(this.opts.dataDir, 'microvm', 'snapshots', key);
+    let p = this.snapshots.get(key);
+    if (!p) {
+      p = existsSync(join(final, 'state')) ? Promise.resolve(final) : this.makeSnapshot(shape, blank, final);
+      this.snapshots.set(key, p);
+      p.catch(() => undefined);
+    }
+    return p.catch((e: unknown) => {
+      this.snapshots.delete(key);
+      this.log?.warn({ err: e, key }, 'memory snapshot could not be made: this create boots cold');
+      return undefined;
+    });
+  }
+
+  private async makeSnapshot(shape: VmShape, blank: string, final: string): Promise<string> {
+    const t0 = performance.now();
+    const dir = `${final}.${process.pid}.tmp`;
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+    let pid = 0;
+    try {
+      await overlayDisk(blank, join(dir, 'disk.qcow2'), 'raw');
+      const args = qemuArgs({ ...shape, id: 'snapshot', dir, disk: join(dir, 'disk.qcow2'), net: 'hub', ram: { path: join(dir, 'ram'), shared: true } });
+      pid = await this.launch(dir, args, undefined, []);
+      const conn = await AgentConnection.open(join(dir, 'a.sock'));
+      try {
+        await conn.request(T.PING, Buffer.from('boot'), this.opts.bootTimeoutMs ?? 60_000).catch((e: unknown) => {
+          throw new Error(`snapshot source did not come up: ${(e as Error).message}; console: ${this.consoleTail({ dir })}`);
+        });
+      } finally {
+        conn.close();
+      }
+      await withQmp(join(dir, 'q.sock'), async (q) => {
+        await q.run('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+        await q.run('stop');
+        await q.run('migrate', { uri: `exec:cat > ${join(dir, 'state')}` });
+        for (;;) {
+          const m = await q.run<{ status?: string; 'error-desc'?: string }>('query-migrate');
+          if (m.status === 'completed') break;
+          if (m.status === 'failed' || m.status === 'cancelled') throw new Error(`saving the device state: ${m['error-desc'] ?? m.status}`);
+          await sleep(10);
+        }
+        await q.run('quit').catch(() => undefined);
+      });
+      await waitGone(pid);
+      await rm(final, { recursive: true, force: true });
+      await rename(dir, final);
+      this.log?.info({ snapshot: final, ms: Math.round(performance.now() - t0) }, 'memory snapshot made');
+      return final;
+    } catch (e) {
+      if (pid) killPid(pid);
+      await rm(dir, { recursive: true, force: true });
+      throw e;
     }
   }
 
@@ -260,12 +350,10 @@ export class MicrovmDriver implements RuntimeDriver {
     }
   }
 
-  /** The guest takes the sandbox's identity: its hostname and the host's clock. */
+  /** The guest takes the sandbox's identity (hostname, /etc/hosts naming it, the host's clock) in one round trip. */
   private async identify(h: SandboxHandle): Promise<void> {
     const conn = await this.agent(h);
-    await conn.request(T.SETUP, fields(`hostname=${h.sandboxID}`, `time=${Date.now()}`));
-    const hosts = Buffer.from(etcHosts(h.sandboxID));
-    await conn.write('/etc/hosts', 0, 0, hosts);
+    await conn.request(T.SETUP, fields(`hostname=${h.sandboxID}`, `hosts=${etcHosts(h.sandboxID)}`, `time=${Date.now()}`));
   }
 
   /** The last lines the guest printed on its console (for errors). */
@@ -466,6 +554,36 @@ export class MicrovmDriver implements RuntimeDriver {
     if (removed.length) this.log?.info({ removed }, 'removed leftover microVMs');
     return { removed };
   }
+}
+
+/** Loads a clone's device state (its RAM is the snapshot's file, mapped privately) and runs it. */
+async function restore(qmpSock: string, state: string): Promise<void> {
+  await withQmp(qmpSock, async (q) => {
+    await q.run('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+    await q.run('migrate-incoming', { uri: `exec:cat ${state}` });
+    // The source was stopped when saved, so the clone stays paused until `cont` (runtime-probe.md §6.4).
+    for (;;) {
+      const s = await q.run<{ status: string }>('query-status');
+      if (s.status === 'paused' || s.status === 'postmigrate' || s.status === 'prelaunch') break;
+      if (s.status !== 'inmigrate') throw new CubeError('CREATE_FAILED', `restoring the memory snapshot: VM is ${s.status}`);
+      await sleep(5);
+    }
+    await q.run('cont');
+  });
+}
+
+function killPid(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+async function waitGone(pid: number, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (existsSync(`/proc/${pid}`) && Date.now() < deadline) await sleep(10);
+  killPid(pid);
 }
 
 function onPath(cmd: string): boolean {
