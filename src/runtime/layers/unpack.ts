@@ -15,6 +15,7 @@ import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { extract, type Headers } from 'tar-stream';
 import { CubeError, isCubeError } from '../../errors.js';
+import { nativeBinary } from '../ns/helper.js';
 
 export interface UnpackResult {
   /** sha256:<hex> of the tar as read (the OCI diff_id). */
@@ -52,7 +53,6 @@ export function whiteoutOf(path: string): Whiteout | undefined {
   return { kind: 'whiteout', path: dir ? `${dir}/${target}` : target };
 }
 
-const LAYER_TOOL = join(import.meta.dirname, '..', '..', '..', 'build', 'cube-layer');
 
 /** Unpacks the tar `input` into `root` (an empty directory that exists). */
 export async function unpackLayer(input: Readable, root: string, opts: { layerTool?: string } = {}): Promise<UnpackResult> {
@@ -86,7 +86,7 @@ export async function unpackLayer(input: Readable, root: string, opts: { layerTo
     if (err.code && /^E[A-Z]+$/.test(err.code) && err.syscall) throw e; // a host error, not the archive's
     throw new CubeError('IMAGE_INVALID', `corrupt or truncated layer tar: ${err.message}`, { cause: e });
   }
-  if (ops.length) await runLayerTool(opts.layerTool ?? LAYER_TOOL, root, ops);
+  if (ops.length) await runLayerTool(opts.layerTool ?? nativeBinary('cube-layer'), root, ops);
   await u.finish();
   r.diffID = `sha256:${hash.digest('hex')}`;
   return r;
