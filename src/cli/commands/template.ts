@@ -29,7 +29,8 @@ export function register(program: Command): void {
   template
     .command('ls')
     .summary('list templates')
-    .addHelpText('after', '\nJSON (--json): an array of {templateID, nodes, record?} (record: src/runtime/templates.ts TemplateRecord).\n')
+    .description('List the templates the nodes hold: digest, number of layers, where they came from, whether they have a start command, when they were made.')
+    .addHelpText('after', '\nJSON (--json): an array of {templateID, nodes, record?} (record: src/runtime/templates.ts TemplateRecord).\n' + examples('cubectl template ls', 'cubectl template ls --json | jq ".[].record.layers"'))
     .action(async (_o: unknown, cmd: Command) => {
       const list = await clientFor(cmd).templates();
       if (globals(cmd).json) printJson(list);
@@ -39,11 +40,15 @@ export function register(program: Command): void {
   template
     .command('inspect <name>')
     .summary('show a template: layers, config, digest')
+    .description('Show a template record as JSON: its layers (diff_ids, lowest first), config (env, workdir, user, start and ready commands), digest, source and the image entrypoint and command.')
+    .addHelpText('after', examples('cubectl template inspect python', 'cubectl template inspect app:v2'))
     .action(async (name: string, _o: unknown, cmd: Command) => printJson(await clientFor(cmd).template(name)));
 
   template
     .command('rm <name>')
     .summary('remove a template (refused while a sandbox or a template built from it uses it)')
+    .description('Remove a template; refused with 409 while a sandbox runs from it or another template was built from it. Layers no other template holds leave the layer store.')
+    .addHelpText('after', examples('cubectl template rm python', 'cubectl template rm app:v2'))
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const r = await clientFor(cmd).deleteTemplate(name);
       if (globals(cmd).json) printJson(r);
