@@ -16,10 +16,12 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(
 # System tools cubed shells out to (ip, nft, unshare/nsenter/mount, ps), the C compiler for
 # its launcher, conntrack (flushing a recycled network slot), tmux for the console, and for the
 # microvm runtime QEMU, qemu-img (per-sandbox disk overlays), busybox-static (the guest's
-# initramfs) and e2fsprogs (template images). The guest kernel is not installed: npm run build
-# fetches it with apt-get download (scripts/build-microvm.mjs). Only what is missing is installed.
+# initramfs; the tests also build their images around it), e2fsprogs (template images) and skopeo
+# (pulls images from a registry, where one is reachable, for `cubectl template import`). The guest
+# kernel is not installed: npm run build fetches it with apt-get download
+# (scripts/build-microvm.mjs). Only what is missing is installed.
 missing=()
-for pkg in iproute2 nftables conntrack util-linux procps build-essential tmux qemu-system-x86 qemu-utils busybox-static e2fsprogs; do
+for pkg in iproute2 nftables conntrack util-linux procps build-essential tmux qemu-system-x86 qemu-utils busybox-static e2fsprogs skopeo; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$pkg")
 done
 if ((${#missing[@]} > 0)); then

@@ -1,6 +1,8 @@
 // cube-launch: the one native helper of the `ns` runtime driver.
 //
-//   cube-launch create -i ID -l LOWER -u UPPER -w WORK -m MERGED [-U] [-t TMPFS_MIB] [-n NETNS] [-c CGROUP_PROCS]...
+//   cube-launch create -i ID -l LOWER -u UPPER -w WORK -m MERGED [-L LAYERS_DIR] [-U] [-t TMPFS_MIB] [-n NETNS] [-c CGROUP_PROCS]...
+//     LOWER is overlayfs' lowerdir (a:b:c, top first); with -L its relative entries resolve in
+//     LAYERS_DIR, so a stack of 64-hex layer names fits the kernel's one-page option limit.
 //     Builds a sandbox and prints the host pid of its init ("cube-init"), then exits: no supervisor
 //     process stays behind. The init is pid 1 of a new pid namespace, never execs and only reaps.
 //   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-c CGROUP_PROCS]... -- ARGV...
@@ -304,10 +306,11 @@ static void init_loop(void) {
   }
 }
 
-static void sandbox_init(const char *id, const char *lower, const char *upper,
+static void sandbox_init(const char *id, const char *lower, const char *lower_base, const char *upper,
                          const char *work, const char *m, int bind_usr, int tmp_mib, int ready) {
   report_fd = ready;
   if (setsid() < 0) die("setsid"); // pid-ns init must lead its own session
+  if (lower_base && chdir(lower_base) < 0) die("chdir %s", lower_base);
   char opts[8192], p[4096];
   int n = snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
   if (n < 0 || (size_t)n >= sizeof opts) { errno = ENAMETOOLONG; die("overlay options"); }
@@ -365,13 +368,14 @@ static void sandbox_init(const char *id, const char *lower, const char *upper,
 }
 
 static int cmd_create(int argc, char **argv) {
-  const char *id = NULL, *lower = NULL, *upper = NULL, *work = NULL, *merged = NULL, *netns = NULL;
+  const char *id = NULL, *lower = NULL, *lower_base = NULL, *upper = NULL, *work = NULL, *merged = NULL, *netns = NULL;
   const char *cgroups[MAX_CGROUPS];
   int ncg = 0, bind_usr = 0, tmp_mib = 64, opt;
-  while ((opt = getopt(argc, argv, "i:l:u:w:m:n:c:t:U")) != -1) {
+  while ((opt = getopt(argc, argv, "i:l:L:u:w:m:n:c:t:U")) != -1) {
     switch (opt) {
       case 'i': id = optarg; break;
       case 'l': lower = optarg; break;
+      case 'L': lower_base = optarg; break;
       case 'u': upper = optarg; break;
       case 'w': work = optarg; break;
       case 'm': merged = optarg; break;
@@ -413,7 +417,7 @@ static int cmd_create(int argc, char **argv) {
   if (pid < 0) die("fork");
   if (pid == 0) {
     close(pipefd[0]);
-    sandbox_init(id, lower, upper, work, merged, bind_usr, tmp_mib, pipefd[1]);
+    sandbox_init(id, lower, lower_base, upper, work, merged, bind_usr, tmp_mib, pipefd[1]);
   }
   close(pipefd[1]);
   char buf[1024];

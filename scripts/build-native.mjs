@@ -1,6 +1,7 @@
 // Compiles the C helpers into build/ (each skipped when its binary is newer than its source):
 // native/cube-launch.c -> build/cube-launch (the ns runtime's launcher, host side) and
-// native/cube-agent.c -> build/cube-agent (the microvm guest agent, packed into the initramfs).
+// native/cube-agent.c -> build/cube-agent (the microvm guest agent, packed into the initramfs),
+// native/cube-layer.c -> build/cube-layer (overlayfs whiteouts and opaque dirs for the layer store).
 // Linked statically: cube-launch runs as host root with an environment chosen inside the sandbox,
 // so no dynamic loader may act on it (see the header of the C file); cube-agent runs in a guest
 // whose root filesystem is the template's, which may have no (or another) libc.
@@ -10,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const programs = ['cube-launch', 'cube-agent'];
+const programs = ['cube-launch', 'cube-agent', 'cube-layer'];
 
 function mtime(path) {
   try {

@@ -20,6 +20,10 @@ export const ErrorTable = {
   NODE_UNREACHABLE: { code: 130596, http: 503, name: 'node unreachable' },
   NO_NODE: { code: 130597, http: 503, name: 'no node available' },
   CONFIG_INVALID: { code: 130483, http: 400, name: 'invalid config' },
+  IMAGE_INVALID: { code: 130420, http: 400, name: 'invalid image archive' },
+  LAYER_DIGEST_MISMATCH: { code: 130421, http: 400, name: 'layer digest mismatch' },
+  TEMPLATE_START_FAILED: { code: 130422, http: 422, name: 'template start command failed' },
+  STORE_FULL: { code: 130598, http: 503, name: 'template store full' },
 } as const;
 
 export type ErrorKind = keyof typeof ErrorTable;

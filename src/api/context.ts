@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type Router from 'find-my-way';
 import type { MasterConfig } from '../config/schema.js';
+import type { TemplateStore } from '../runtime/templates.js';
 import type { ControlPlane } from '../scheduler/control-plane.js';
 
 export interface ApiContext {
@@ -10,6 +11,8 @@ export interface ApiContext {
   log: Logger;
   /** The master config in force (follows hot reload). */
   config(): MasterConfig;
+  /** The node's template store where this daemon holds one (role all on the ns runtime): import and rm. */
+  templates?: TemplateStore;
 }
 
 /** Identity of an authenticated caller (API key id, never the key itself), for audit records. */

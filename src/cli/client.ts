@@ -2,7 +2,9 @@
 // Errors: the daemon's JSON `{code, message}` becomes CubeClientError; a daemon that cannot
 // be reached at all becomes DaemonUnreachableError.
 import type { ConfigView, EventView, NodeView, ReloadResult, SandboxState, SandboxView, StatsView, WatchMessage } from '../api/types.js';
+import type { TemplateListing } from '../api/admin/templates.js';
 import type { ProcessEvent } from '../cubelet/types.js';
+import type { TemplateRecord } from '../runtime/templates.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { ExecRequest as RuntimeExecRequest } from '../runtime/types.js';
 import type { CreateSandboxRequest as ControlPlaneCreate } from '../scheduler/control-plane.js';
@@ -59,6 +61,23 @@ export interface ClientOptions {
 }
 
 type Query = Record<string, string | number | undefined>;
+
+/** A request body sent as it is (not JSON), streamed. */
+class RawBody {
+  constructor(
+    readonly data: AsyncIterable<Uint8Array>,
+    readonly contentType: string,
+  ) {}
+}
+
+/** Template config given with an import (the image has no start or ready command). */
+export interface ImportTemplateOptions {
+  startCmd?: string;
+  readyCmd?: string;
+  readyTimeoutSec?: number;
+  workdir?: string;
+  user?: 'root' | 'user';
+}
 
 export class CubeClient {
   readonly baseUrl: string;
@@ -140,8 +159,19 @@ export class CubeClient {
   stats(): Promise<StatsView> {
     return this.json('GET', '/admin/v1/stats');
   }
-  templates(): Promise<{ templateID: string; nodes: string[] }[]> {
+  templates(): Promise<TemplateListing[]> {
     return this.json('GET', '/admin/v1/templates');
+  }
+  template(name: string): Promise<TemplateRecord> {
+    return this.json('GET', `/admin/v1/templates/${enc(name)}`);
+  }
+  deleteTemplate(name: string): Promise<TemplateRecord> {
+    return this.json('DELETE', `/admin/v1/templates/${enc(name)}`);
+  }
+  /** Streams an image archive (docker-archive or oci-archive tar, plain or gzipped) to the daemon, which imports it. */
+  async importTemplate(name: string, archive: AsyncIterable<Uint8Array>, opts: ImportTemplateOptions = {}): Promise<TemplateRecord> {
+    const res = await this.send('POST', '/admin/v1/templates/import', new RawBody(archive, 'application/x-tar'), { name, ...opts });
+    return (await res.json()) as TemplateRecord;
   }
 
   /** The watch stream: a snapshot first, then deltas, until the signal aborts or the daemon stops. */
@@ -169,10 +199,18 @@ export class CubeClient {
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.apiKey) headers['x-api-key'] = this.apiKey;
-    if (body !== undefined) headers['content-type'] = 'application/json';
+    const init: RequestInit & { duplex?: 'half' } = { method, headers, ...(signal ? { signal } : {}) };
+    if (body instanceof RawBody) {
+      headers['content-type'] = body.contentType;
+      init.body = body.data as unknown as NonNullable<RequestInit['body']>; // streamed: fetch takes an async iterable with duplex 'half'
+      init.duplex = 'half';
+    } else if (body !== undefined) {
+      headers['content-type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
     let res: Response;
     try {
-      res = await fetch(url, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }), ...(signal ? { signal } : {}) });
+      res = await fetch(url, init);
     } catch (e) {
       if (signal?.aborted) throw e;
       const cause = (e as { cause?: { code?: string; message?: string } }).cause;

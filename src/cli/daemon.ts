@@ -28,6 +28,7 @@ import { MicrovmDriver, microvmArtifacts } from '../runtime/microvm/driver.js';
 import { RuntimeSet } from '../runtime/multi.js';
 import type { RuntimeDriver } from '../runtime/types.js';
 import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } from '../runtime/sim/nodes.js';
+import { cleanScratch } from '../runtime/layers/import.js';
 import { TemplateStore } from '../runtime/templates.js';
 import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
 import { LocalControlPlane } from '../scheduler/local-control-plane.js';
@@ -186,7 +187,7 @@ function runtimeOf(flags: Flags, config: ConfigStore): Runtimes {
  * The node agent of roles all and compute: cubelet + network-agent + runtime on `dataDir`.
  * `api` is what the node serves (the cubelet itself, or with simulated usage on a sim node).
  */
-function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes): { cubelet: Cubelet; api: Cubelet } {
+function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new TemplateStore(dataDir)): { cubelet: Cubelet; api: Cubelet } {
   if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
@@ -216,7 +217,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
     dataDir,
     driver: runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000 }),
     network,
-    templates: new TemplateStore(dataDir),
+    templates,
     config: () => config.config,
     log: log.child({ component: 'cubelet' }),
     poolSlotLimit: parseRange(net.cidr).maxIndex,
@@ -261,12 +262,16 @@ async function runAll(flags: Flags): Promise<void> {
 
   const store = new EmbeddedStore({ path: join(dataDir, 'cubed.db') });
   await store.init();
-  const { cubelet, api: node } = buildCubelet(nodeID, dataDir, config, log, runtimeOf(flags, config));
+  const runtime = runtimeOf(flags, config);
+  // One store for the node and the admin API (template import and rm): it caches the index.
+  const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
+  if (templates) await cleanScratch(dataDir);
+  const { cubelet, api: node } = buildCubelet(nodeID, dataDir, config, log, runtime, templates);
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
   const cp = new LocalControlPlane({ cubelet: node, store, config, log: log.child({ component: 'control-plane' }) });
   await cp.start();
-  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags) }, apiKeys: [apiKey.key], nodeID, version: version() });
+  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}) }, apiKeys: [apiKey.key], nodeID, version: version() });
   const addr = await api.listen(listen.host, listen.port);
   log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');
 

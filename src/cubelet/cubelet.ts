@@ -13,6 +13,7 @@ import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
 import { buildNodeView } from './node-view.js';
 import { ProcessTable } from './process-table.js';
+import { runStartCommand } from './start-cmd.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
@@ -173,6 +174,7 @@ export class Cubelet implements NodeApi {
       // anything runs in the sandbox (its init sends nothing).
       rules = meta.egress ? network.setEgress(id, meta.egress) : undefined;
       rules?.catch(() => undefined); // handled below; a rejection before the create ends must not count as unhandled
+      if (template.config?.workdir) meta.workdir = template.config.workdir;
       entry.handle = await driver.create({
         sandboxID: id,
         template,
@@ -180,11 +182,15 @@ export class Cubelet implements NodeApi {
         memoryMiB: meta.spec.memoryMiB,
         pidsMax: this.o.config().master.sandbox.pids_max,
         netnsPath: entry.slot.netnsPath,
-        env: meta.env,
+        env: { ...template.config?.env, ...meta.env },
         diskGiB: meta.spec.diskGiB,
         ...(meta.runtime ? { runtime: meta.runtime } : {}),
       });
       await rules;
+      if (template.config?.startCmd) {
+        const { readyAfterMs } = await runStartCommand(template.config, { start: (r) => this.spawnIn(entry, r), exec: (r) => driver.exec(entry.handle!, { ...r, env: { ...meta.env, ...r.env } }) });
+        this.o.log.debug({ sandboxID: id, readyAfterMs }, 'start command ready');
+      }
       await writeMeta(entry.handle.dir, meta);
     } catch (e) {
       // Nothing half-made: undo in reverse order; each undo is idempotent.
@@ -341,10 +347,14 @@ export class Cubelet implements NodeApi {
   async startProcess(sandboxID: string, req: StartProcessRequest): Promise<ProcessStream> {
     const entry = this.ready(sandboxID, 'exec');
     try {
-      return entry.procs.start(req, (r) => this.o.driver.exec(entry.handle!, { ...r, env: { ...entry.meta.env, ...(r.env ?? {}) } }));
+      return this.spawnIn(entry, req.cwd === undefined && entry.meta.workdir ? { ...req, cwd: entry.meta.workdir } : req);
     } catch (e) {
       throw isCubeError(e) ? e : new CubeError('EXEC_FAILED', `exec in ${sandboxID}: ${(e as Error).message}`, { cause: e });
     }
+  }
+
+  private spawnIn(entry: Entry, req: StartProcessRequest): ProcessStream {
+    return entry.procs.start(req, (r) => this.o.driver.exec(entry.handle!, { ...r, env: { ...entry.meta.env, ...(r.env ?? {}) } }));
   }
 
   async connectProcess(sandboxID: string, sel: { pid?: number; tag?: string }): Promise<ProcessStream> {

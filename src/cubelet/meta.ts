@@ -23,6 +23,8 @@ export interface SandboxMeta {
   lifecycle?: SandboxLifecycle;
   /** The runtime it was created with, when the node offers several. */
   runtime?: string;
+  /** The template's working directory: the default cwd of commands. */
+  workdir?: string;
 }
 
 const FILE = 'meta.json';

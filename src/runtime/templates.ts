@@ -1,13 +1,15 @@
 // Templates: the read-only lower layers of sandbox root filesystems.
 // `host` is generated once from nothing but links into the host's /usr (bind-mounted read-only by
 // the launcher) and a generated /etc, so it works on a fresh machine with no download and shows
-// none of the host's /etc, /root, /home, /var or data. Other templates are directories (e.g. made
-// by debootstrap) registered by name in <dataDir>/templates/index.json.
+// none of the host's /etc, /root, /home, /var or data. Other templates are records in
+// <dataDir>/templates/index.json: a stack of content-addressed layers from the node's layer store
+// (imported images, builds; see ./layers/) or a directory (e.g. made by debootstrap) and a config.
 import { existsSync } from 'node:fs';
 import { chmod, chown, copyFile, lstat, mkdir, readFile, readdir, readlink, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import { isAbsolute, join } from 'node:path';
 import { CubeError } from '../errors.js';
-import type { TemplateRef } from './types.js';
+import type { TemplateConfig, TemplateRef } from './types.js';
 
 export const HOST_TEMPLATE = 'host';
 
@@ -62,69 +64,220 @@ export function hostEtc(): Record<string, [string, number]> {
   };
 }
 
-interface IndexEntry {
-  rootfs: string;
-  registeredAt: string;
+/**
+ * A template as stored: what `cubectl template inspect` shows and what the cluster store will
+ * keep per template (one shape for both). `layers` are layer digests (`sha256:<hex>`, resolved in
+ * the node's layer store) or, for directory templates, absolute directories; LOWEST first.
+ */
+export interface TemplateRecord {
+  /** name:tag */
+  ref: string;
+  name: string;
+  tag: string;
+  digest: string;
+  layers: string[];
+  config: TemplateConfig;
+  created: string;
+  /** docker-archive, oci, directory or build. */
+  source: string;
+  /** The template this one was built from (rm of that one is refused while this one exists). */
+  parent?: string;
+  /** Unpacked bytes of the layers (shared layers count in every template). */
+  sizeBytes?: number;
+  /** The image's own entrypoint and command, kept for inspect (never run implicitly). */
+  image?: { entrypoint?: string[]; cmd?: string[] };
 }
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+const TAG_RE = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
+export const DEFAULT_TAG = 'latest';
+
+/** NAME[:TAG] -> parts, checked (pure). */
+export function parseTemplateRef(ref: string): { name: string; tag: string; ref: string } {
+  const i = ref.lastIndexOf(':');
+  const name = i < 0 ? ref : ref.slice(0, i);
+  const tag = i < 0 ? DEFAULT_TAG : ref.slice(i + 1);
+  if (!NAME_RE.test(name)) throw new CubeError('BAD_REQUEST', `template name '${name}' must match ${NAME_RE}`);
+  if (!TAG_RE.test(tag)) throw new CubeError('BAD_REQUEST', `template tag '${tag}' must match ${TAG_RE}`);
+  return { name, tag, ref: `${name}:${tag}` };
+}
+
+/** The name a template is listed and created by: NAME for the latest tag, else NAME:TAG (pure). */
+export function displayName(r: { name: string; tag: string }): string {
+  return r.tag === DEFAULT_TAG ? r.name : `${r.name}:${r.tag}`;
+}
+
+/** Content digest of a template: its layers and config, canonical JSON (pure). */
+export function templateDigest(layers: readonly string[], config: TemplateConfig): string {
+  const canon = JSON.stringify({ layers, config: { ...config, env: Object.fromEntries(Object.entries(config.env).sort(([a], [b]) => a.localeCompare(b))) } });
+  return `sha256:${createHash('sha256').update(canon).digest('hex')}`;
+}
+
+export const DEFAULT_CONFIG: TemplateConfig = { env: {}, workdir: '', user: 'user' };
+
+/** Where the node keeps layers: `<dataDir>/layers/sha256/<hex>` (unpacked, never written after). */
+export function layerDir(dataDir: string, digest: string): string {
+  const m = /^sha256:([0-9a-f]{64})$/.exec(digest);
+  if (!m) throw new CubeError('INTERNAL', `not a layer digest: ${digest}`);
+  return join(dataDir, 'layers', 'sha256', m[1]!);
+}
 
 export class TemplateStore {
   private readonly dir: string;
   private hostReady?: Promise<void>;
+  private index?: Promise<Map<string, TemplateRecord>>;
+  /** Writers one at a time (imports, builds, rm): see exclusive(). */
+  private writing: Promise<unknown> = Promise.resolve();
 
-  constructor(dataDir: string) {
+  constructor(readonly dataDir: string) {
     this.dir = join(dataDir, 'templates');
   }
 
-  /** The template to launch `name` from; unknown names are NOT_FOUND. */
+  /** The template to launch `name` (NAME or NAME:TAG) from; unknown names are NOT_FOUND. */
   async resolve(name: string): Promise<TemplateRef> {
     if (name === HOST_TEMPLATE) {
       await this.ensureHost();
-      return { name, rootfs: this.hostRootfs(), bindHostUsr: true };
+      return this.hostRef();
     }
-    const entry = (await this.readIndex())[name];
-    if (!entry) throw new CubeError('NOT_FOUND', `template '${name}' not found`);
-    return { name, rootfs: entry.rootfs, bindHostUsr: false };
+    return this.toRef(await this.get(name));
+  }
+
+  /** The record of NAME[:TAG]; NOT_FOUND when unknown. */
+  async get(name: string): Promise<TemplateRecord> {
+    let ref: string;
+    try {
+      ref = parseTemplateRef(name).ref;
+    } catch {
+      ref = name; // not a valid name: nothing can be stored under it
+    }
+    const rec = (await this.records()).get(ref);
+    if (!rec) throw new CubeError('NOT_FOUND', `template '${name}' not found`);
+    return rec;
   }
 
   async listTemplates(): Promise<TemplateRef[]> {
-    const index = await this.readIndex();
-    return [
-      { name: HOST_TEMPLATE, rootfs: this.hostRootfs(), bindHostUsr: true },
-      ...Object.entries(index).map(([name, e]) => ({ name, rootfs: e.rootfs, bindHostUsr: false })),
-    ];
+    return [this.hostRef(), ...[...(await this.records()).values()].map((r) => this.toRef(r))];
+  }
+
+  async listRecords(): Promise<TemplateRecord[]> {
+    return [...(await this.records()).values()];
   }
 
   /** Registers a root filesystem directory (e.g. made by debootstrap) under `name`. */
   async registerTemplate(name: string, rootfs: string): Promise<TemplateRef> {
-    if (!NAME_RE.test(name)) throw new CubeError('BAD_REQUEST', `template name '${name}' must match ${NAME_RE}`);
+    const { ref } = parseTemplateRef(name);
     if (name === HOST_TEMPLATE) throw new CubeError('CONFLICT', `template name '${HOST_TEMPLATE}' is reserved`);
     if (!isAbsolute(rootfs)) throw new CubeError('BAD_REQUEST', `template directory must be an absolute path: ${rootfs}`);
     const st = await stat(rootfs).catch(() => undefined);
     if (!st?.isDirectory()) throw new CubeError('BAD_REQUEST', `template directory ${rootfs} does not exist`);
     const hasShell = await Promise.all(['bin/sh', 'usr/bin/sh'].map((p) => lstat(join(rootfs, p)).then(() => true, () => false)));
     if (!hasShell.some(Boolean)) throw new CubeError('BAD_REQUEST', `${rootfs} does not look like a root filesystem (no bin/sh)`);
-    const index = await this.readIndex();
-    index[name] = { rootfs, registeredAt: new Date().toISOString() };
+    const rec = await this.put({ ...parseTemplateRef(ref), layers: [rootfs], config: { ...DEFAULT_CONFIG }, source: 'directory' });
+    return this.toRef(rec);
+  }
+
+  /** Stores a record (replacing one of the same NAME:TAG); `layers` must already be in the store. */
+  put(r: Omit<TemplateRecord, 'digest' | 'created'>): Promise<TemplateRecord> {
+    return this.exclusive(() => this.putLocked(r));
+  }
+
+  /** put() for a caller inside exclusive(). */
+  async putLocked(r: Omit<TemplateRecord, 'digest' | 'created'>): Promise<TemplateRecord> {
+    if (r.name === HOST_TEMPLATE) throw new CubeError('CONFLICT', `template name '${HOST_TEMPLATE}' is reserved`);
+    const rec: TemplateRecord = { ...r, digest: templateDigest(r.layers, r.config), created: new Date().toISOString() };
+    const index = await this.records();
+    index.set(rec.ref, rec);
+    await this.save(index);
+    return rec;
+  }
+
+  /**
+   * Removes NAME[:TAG]; `inUse` names the sandboxes still running from it (409 when any). Layers
+   * no other template holds leave the store (renamed aside, then deleted in the background).
+   */
+  remove(name: string, inUse: (rec: TemplateRecord) => Promise<string[]>): Promise<TemplateRecord> {
+    return this.exclusive(async () => {
+      const index = await this.records();
+      const rec = await this.get(name);
+      const children = [...index.values()].filter((c) => c.parent === rec.ref).map((c) => c.ref);
+      if (children.length) throw new CubeError('CONFLICT', `template ${rec.ref} is the parent of ${children.join(', ')}: remove those first`);
+      const users = await inUse(rec);
+      if (users.length) throw new CubeError('CONFLICT', `template ${rec.ref} is in use by ${users.length} sandbox(es): ${users.slice(0, 5).join(', ')}${users.length > 5 ? ', ...' : ''}`);
+      index.delete(rec.ref);
+      await this.save(index);
+      await this.dropUnusedLayers(rec.layers);
+      return rec;
+    });
+  }
+
+  /** Of `layers`, removes those no template holds (for a caller inside exclusive()). */
+  async dropUnusedLayers(layers: readonly string[]): Promise<void> {
+    const kept = new Set([...(await this.records()).values()].flatMap((t) => t.layers));
+    await Promise.all(layers.filter((l) => l.startsWith('sha256:') && !kept.has(l)).map((l) => removeLayer(this.dataDir, l)));
+  }
+
+  /**
+   * Runs `f` while no other writer of the store runs: imports and builds hold it while they add
+   * layers, so a removal never deletes a layer a template is about to take. Reads do not wait.
+   */
+  exclusive<T>(f: () => Promise<T>): Promise<T> {
+    const run = this.writing.then(f);
+    this.writing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async save(index: Map<string, TemplateRecord>): Promise<void> {
     await mkdir(this.dir, { recursive: true });
     const tmp = join(this.dir, `index.json.${process.pid}.tmp`);
-    await writeFile(tmp, JSON.stringify(index, null, 2) + '\n');
+    await writeFile(tmp, JSON.stringify(Object.fromEntries(index), null, 2) + '\n');
     await rename(tmp, join(this.dir, 'index.json'));
-    return { name, rootfs, bindHostUsr: false };
+  }
+
+  private hostRef(): TemplateRef {
+    return { name: HOST_TEMPLATE, layers: [this.hostRootfs()], bindHostUsr: true };
+  }
+
+  private toRef(r: TemplateRecord): TemplateRef {
+    return {
+      name: displayName(r),
+      digest: r.digest,
+      layers: r.layers.map((l) => (l.startsWith('sha256:') ? layerDir(this.dataDir, l) : l)),
+      bindHostUsr: false,
+      config: r.config,
+    };
   }
 
   private hostRootfs(): string {
     return join(this.dir, HOST_TEMPLATE, 'rootfs');
   }
 
-  private async readIndex(): Promise<Record<string, IndexEntry>> {
+  // Read once, then kept: listTemplates is on the create path (the node view).
+  private records(): Promise<Map<string, TemplateRecord>> {
+    this.index ??= this.readIndex().catch((e: unknown) => {
+      this.index = undefined;
+      throw e;
+    });
+    return this.index;
+  }
+
+  private async readIndex(): Promise<Map<string, TemplateRecord>> {
+    let raw: Record<string, TemplateRecord | { rootfs: string; registeredAt: string }>;
     try {
-      return JSON.parse(await readFile(join(this.dir, 'index.json'), 'utf8')) as Record<string, IndexEntry>;
+      raw = JSON.parse(await readFile(join(this.dir, 'index.json'), 'utf8')) as typeof raw;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return {};
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return new Map();
       throw new CubeError('INTERNAL', `templates index unreadable: ${(e as Error).message}`, { cause: e });
     }
+    const out = new Map<string, TemplateRecord>();
+    for (const [key, v] of Object.entries(raw)) {
+      if ('ref' in v) out.set(key, v);
+      else {
+        // Written before layers existed: a directory template named without a tag.
+        const p = parseTemplateRef(key);
+        out.set(p.ref, { ...p, layers: [v.rootfs], config: { ...DEFAULT_CONFIG }, source: 'directory', digest: templateDigest([v.rootfs], DEFAULT_CONFIG), created: v.registeredAt });
+      }
+    }
+    return out;
   }
 
   private ensureHost(): Promise<void> {
@@ -136,6 +289,20 @@ export class TemplateStore {
         });
     return this.hostReady;
   }
+}
+
+/** Moves a layer out of the store, then deletes it in the background (never a walk on the create path). */
+export async function removeLayer(dataDir: string, digest: string): Promise<void> {
+  const trash = join(dataDir, 'layers', 'trash');
+  await mkdir(trash, { recursive: true });
+  const to = join(trash, `${digest.slice(7)}.${process.pid}.${Date.now()}`);
+  try {
+    await rename(layerDir(dataDir, digest), to);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw e;
+  }
+  void rm(to, { recursive: true, force: true }).catch(() => undefined);
 }
 
 /** Builds `<dir>/rootfs` in a scratch directory and renames it into place, so a crash leaves no half template. */

@@ -3,12 +3,31 @@
 // the network slot comes from the network-agent and is only joined here.
 import type { Readable, Writable } from 'node:stream';
 
+/** What a template sets for every sandbox made from it (from the image config or the build steps). */
+export interface TemplateConfig {
+  /** Environment every process of the sandbox starts with (under the create-time envVars). */
+  env: Record<string, string>;
+  /** Default working directory of commands ('' = the user's home). */
+  workdir: string;
+  /** Default user of commands and of the start command: 'root' or 'user'. */
+  user: string;
+  /** Run in the background at create (sh -c); the sandbox is running once readyCmd exits 0. */
+  startCmd?: string;
+  /** Polled (sh -c) until it exits 0, bounded by readyTimeoutSec; absent = running once the start command is launched. */
+  readyCmd?: string;
+  /** Default 60 (E2B's build default for a ready check). */
+  readyTimeoutSec?: number;
+}
+
 export interface TemplateRef {
   name: string;
-  /** Read-only lower directory of the overlay. */
-  rootfs: string;
+  /** sha256 of the template's layers and config (absent for `host` and directory templates). */
+  digest?: string;
+  /** Read-only directories stacked as the overlay's lower layers, LOWEST first. */
+  layers: string[];
   /** Host /usr is bind-mounted read-only at /usr (the `host` template). */
   bindHostUsr: boolean;
+  config?: TemplateConfig;
 }
 
 export interface LaunchSpec {

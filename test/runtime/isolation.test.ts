@@ -33,7 +33,7 @@ describe('ns driver isolation', () => {
     expect(r.stdout).toContain('rc=1');
     expect(r.stderr).toMatch(/Read-only file system/);
     expect(r.stdout).toContain('changed');
-    expect(await readFile(join(rig().host.rootfs, 'etc/hosts'), 'utf8')).toContain('localhost');
+    expect(await readFile(join(rig().host.layers[0]!, 'etc/hosts'), 'utf8')).toContain('localhost');
     expect(await readFile(join(h.dir, 'upper/etc/hosts'), 'utf8')).toBe('changed\n');
   });
 

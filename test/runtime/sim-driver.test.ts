@@ -14,7 +14,7 @@ import type { ExecRequest, LaunchSpec, SandboxHandle } from '../../src/runtime/t
 const dataDir = mkdtempSync('/tmp/cubed-test-sim-');
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
-const spec = (over: Partial<LaunchSpec> = {}): LaunchSpec => ({ sandboxID: newSandboxID(), template: { name: 'host', rootfs: '(simulated)', bindHostUsr: false }, cpus: 1, memoryMiB: 256, pidsMax: 64, env: { GREETING: 'hi' }, ...over });
+const spec = (over: Partial<LaunchSpec> = {}): LaunchSpec => ({ sandboxID: newSandboxID(), template: { name: 'host', layers: ['/(simulated)'], bindHostUsr: false }, cpus: 1, memoryMiB: 256, pidsMax: 64, env: { GREETING: 'hi' }, ...over });
 
 async function run(d: SimDriver, h: SandboxHandle, req: ExecRequest, stdin?: string) {
   const p = d.exec(h, req);

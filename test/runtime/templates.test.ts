@@ -41,7 +41,7 @@ describe('templates', () => {
   });
 
   it('generates the host template once with nothing of the host outside /usr', async () => {
-    const root = rig().host.rootfs;
+    const root = rig().host.layers[0]!;
     expect((await stat(join(root, 'home/user'))).uid).toBe(1000);
     expect((await stat(join(root, 'root'))).mode & 0o777).toBe(0o700);
     expect(await readFile(join(root, 'etc/shadow'), 'utf8')).not.toBe(await readFile('/etc/shadow', 'utf8'));
@@ -60,7 +60,7 @@ describe('templates', () => {
     expect((await store.listTemplates()).map((t) => t.name)).toEqual(['host', 'bash-only']);
     await expect(store.resolve('nope')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
     const template = await store.resolve('bash-only');
-    expect(template).toEqual({ name: 'bash-only', rootfs: dir, bindHostUsr: false });
+    expect(template).toMatchObject({ name: 'bash-only', layers: [dir], bindHostUsr: false });
 
     const h = await rig().driver.create(rig().spec({ template }));
     const r = await run(rig(), h, ['/bin/bash', '-c', 'echo $BASH_VERSION; test -e /usr/bin/python3 && echo host-usr; echo x > /tmp/f; echo done'], { user: 'root' });
@@ -89,7 +89,7 @@ describe('templates', () => {
   });
 
   it('leaves nothing behind when a create fails', async () => {
-    const spec = rig().spec({ template: { name: 'gone', rootfs: join(scratch, 'missing'), bindHostUsr: false } });
+    const spec = rig().spec({ template: { name: 'gone', layers: [join(scratch, 'missing')], bindHostUsr: false } });
     await expect(rig().driver.create(spec)).rejects.toMatchObject({ kind: 'CREATE_FAILED', message: expect.stringMatching(/mount overlay/) });
     const leaks = findLeaks(rig().tag, rig().dataDir);
     expect([...leaks.cgroups, ...leaks.dirs].filter((x) => x.includes(spec.sandboxID))).toEqual([]);

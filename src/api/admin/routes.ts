@@ -8,6 +8,7 @@ import { publicView } from '../../scheduler/local-control-plane.js';
 import type { SandboxState } from '../types.js';
 import type { ApiContext, ApiRouter, Caller, Handler } from '../context.js';
 import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
+import { registerTemplateRoutes } from './templates.js';
 import { serveWatch } from './watch.js';
 
 const P = '/admin/v1';
@@ -114,7 +115,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
     sendJson(res, 200, await cp.events({ ...opt('sinceID', num('since', q.since)), ...opt('limit', num('limit', q.limit)) }));
   });
   on('GET', '/stats', async (_req, res) => sendJson(res, 200, (await cp.snapshot()).stats));
-  on('GET', '/templates', async (_req, res) => sendJson(res, 200, await cp.templates()));
+  registerTemplateRoutes(on, ctx);
   on('GET', '/watch', (req, res) => serveWatch(req, res, ctx));
 }
 

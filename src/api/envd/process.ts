@@ -78,7 +78,8 @@ export const processService: Service<SandboxCall> = {
         const stream = await call.node.startProcess(call.sandboxID, {
           argv: r.argv,
           env: r.env,
-          cwd: resolvePath(r.cwd, call.user),
+          // No cwd: the node's default (the template's workdir, else the user's home).
+          ...(r.cwd ? { cwd: resolvePath(r.cwd, call.user) } : {}),
           user: call.user,
           stdin: r.stdin,
           ...(r.pty ? { pty: r.pty } : {}),

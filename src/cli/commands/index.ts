@@ -7,5 +7,6 @@ import { register as events } from './events.js';
 import { register as node } from './node.js';
 import { register as nodes } from './nodes.js';
 import { register as sandbox } from './sandbox.js';
+import { register as template } from './template.js';
 
-export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, config, events, bench];
+export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, template, config, events, bench];

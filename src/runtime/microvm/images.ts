@@ -1,6 +1,6 @@
 // Disk images of the microvm runtime, cached under <dataDir>/microvm/images:
 // - a template's root filesystem flattened into a read-only ext4 image (`mkfs.ext4 -d`), made once
-//   per template digest (today: name, rootfs path and its mtime, until templates carry a digest);
+//   per template digest (a directory template without one: name, path and its mtime);
 // - a blank ext4 of N GiB (sparse, no journal: a sandbox's disk is disposable) per size, the
 //   backing file of every sandbox's writable disk, which is a qcow2 overlay on it (one
 //   `qemu-img create`, about 10 ms, instead of a mkfs per sandbox).
@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { CubeError } from '../../errors.js';
 import type { TemplateRef } from '../types.js';
 
@@ -33,28 +33,32 @@ export class ImageCache {
     this.dir = join(dataDir, 'microvm', 'images');
   }
 
-  /** A stable key of what the template's image holds. */
+  /** A stable key of what the template's image holds: its digest, else (a directory template) its path and mtime. */
   async templateKey(t: TemplateRef): Promise<string> {
     if (t.bindHostUsr) {
       throw new CubeError(
         'BAD_REQUEST',
-        `template '${t.name}' borrows the host's /usr and has no bootable root filesystem of its own: the microvm runtime needs an image template (a registered root filesystem directory)`,
+        `template '${t.name}' borrows the host's /usr and has no bootable root filesystem of its own: the microvm runtime needs an image template (imported, or a registered root filesystem directory)`,
       );
     }
-    const st = await stat(t.rootfs).catch(() => undefined);
-    if (!st?.isDirectory()) throw new CubeError('BAD_REQUEST', `template '${t.name}': ${t.rootfs} is not a directory`);
-    return createHash('sha256').update(`${t.name}\0${t.rootfs}\0${st.mtimeMs}`).digest('hex').slice(0, 16);
+    if (t.digest) return t.digest.slice(7, 23);
+    const rootfs = t.layers[0]!;
+    const st = await stat(rootfs).catch(() => undefined);
+    if (!st?.isDirectory()) throw new CubeError('BAD_REQUEST', `template '${t.name}': ${rootfs} is not a directory`);
+    return createHash('sha256').update(`${t.name}\0${t.layers.join('\0')}\0${st.mtimeMs}`).digest('hex').slice(0, 16);
   }
 
-  /** The template's read-only ext4 image, made on first use. */
+  /** The template's read-only ext4 image, made on first use (a layer stack is flattened through a read-only overlay mount). */
   async template(t: TemplateRef): Promise<string> {
     const key = await this.templateKey(t);
     return this.once(`tmpl-${key}.ext4`, async (tmp) => {
-      // Room for the files, their inodes and ext4's own metadata.
-      const used = Number((await run('du', ['-sb', '--apparent-size', t.rootfs])).split(/\s/)[0]);
-      const bytes = Math.ceil((used * 1.3 + 64 * 1024 * 1024) / (1024 * 1024)) * 1024 * 1024;
-      await run('truncate', ['-s', String(bytes), tmp]);
-      await run('mkfs.ext4', ['-q', '-F', '-O', '^has_journal', '-m', '0', '-N', String(Math.max(16384, Math.ceil(bytes / 8192))), '-d', t.rootfs, tmp]);
+      await withFlatRoot(t.layers, join(this.dir, `cube-mnt-${key}`), async (root) => {
+        // Room for the files, their inodes and ext4's own metadata.
+        const used = Number((await run('du', ['-sb', '--apparent-size', root])).split(/\s/)[0]);
+        const bytes = Math.ceil((used * 1.3 + 64 * 1024 * 1024) / (1024 * 1024)) * 1024 * 1024;
+        await run('truncate', ['-s', String(bytes), tmp]);
+        await run('mkfs.ext4', ['-q', '-F', '-O', '^has_journal', '-m', '0', '-N', String(Math.max(16384, Math.ceil(bytes / 8192))), '-d', root, tmp]);
+      });
     });
   }
 
@@ -97,3 +101,23 @@ export async function overlayDisk(base: string, path: string, format: 'raw' | 'q
   await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', format, '-b', base, path]);
 }
 
+
+/**
+ * Runs `f` on one directory holding the template's root: the only layer itself, or the layers
+ * (LOWEST first) mounted as a read-only overlay at `mnt` (lowerdir only, names relative to their
+ * shared parent so a deep stack fits the option page), unmounted afterwards.
+ */
+async function withFlatRoot<T>(layers: string[], mnt: string, f: (root: string) => Promise<T>): Promise<T> {
+  if (layers.length === 1) return f(layers[0]!);
+  const top = [...layers].reverse();
+  const parent = dirname(top[0]!);
+  const shared = top.every((l) => dirname(l) === parent);
+  await mkdir(mnt, { recursive: true });
+  await run('mount', ['-t', 'overlay', 'cube-template', '-o', `ro,lowerdir=${shared ? top.map((l) => basename(l)).join(':') : top.join(':')}`, mnt], shared ? { cwd: parent } : {});
+  try {
+    return await f(mnt);
+  } finally {
+    await run('umount', [mnt]).catch(() => run('umount', ['-l', mnt]));
+    await rm(mnt, { recursive: true, force: true });
+  }
+}

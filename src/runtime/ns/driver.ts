@@ -23,6 +23,7 @@ import type {
 import { Cgroups, keyedValue } from './cgroups.js';
 import { NsFiles } from './files.js';
 import { LaunchHelper, sharedHelper } from './helper.js';
+import { lowerArgs } from './lowerdir.js';
 
 export interface NsDriverOptions {
   dataDir: string;
@@ -103,7 +104,7 @@ export class NsDriver implements RuntimeDriver {
         writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
         this.cgroups.create(id, spec),
       ]);
-      const args = ['-i', id, '-l', spec.template.rootfs, '-u', join(dir, 'upper'), '-w', join(dir, 'work'), '-m', join(dir, 'merged')];
+      const args = ['-i', id, ...lowerArgs(spec.template.layers, join(dir, 'upper'), join(dir, 'work')), '-u', join(dir, 'upper'), '-w', join(dir, 'work'), '-m', join(dir, 'merged')];
       args.push('-t', String(spec.memoryMiB));
       if (spec.template.bindHostUsr) args.push('-U');
       if (spec.netnsPath) args.push('-n', spec.netnsPath);

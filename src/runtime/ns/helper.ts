@@ -60,11 +60,16 @@ interface StreamJob {
 
 /** build/cube-launch of this package (npm run build:native). */
 export function defaultLauncher(): string {
+  return nativeBinary('cube-launch');
+}
+
+/** build/<name> of this package, found from src/ and dist/ alike (npm run build:native). */
+export function nativeBinary(name: string): string {
   for (let dir = dirname(fileURLToPath(import.meta.url)), i = 0; i < 6; i++, dir = dirname(dir)) {
-    const p = join(dir, 'build', 'cube-launch');
+    const p = join(dir, 'build', name);
     if (existsSync(p)) return p;
   }
-  return join(process.cwd(), 'build', 'cube-launch');
+  return join(process.cwd(), 'build', name);
 }
 
 /** The answer frame's wait status as exit code and signal (pure). */

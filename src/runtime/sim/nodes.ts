@@ -43,7 +43,7 @@ class SimTemplates implements TemplateCatalog {
 
   async resolve(name: string): Promise<TemplateRef> {
     if (!this.names.includes(name)) throw new CubeError('NOT_FOUND', `template '${name}' not found on this node (simulated templates: ${this.names.join(', ')})`);
-    return { name, rootfs: '(simulated)', bindHostUsr: false };
+    return { name, layers: ['/(simulated)'], bindHostUsr: false };
   }
 
   async listTemplates(): Promise<TemplateRef[]> {

@@ -1,0 +1,100 @@
+// /admin/v1/templates: list, inspect, import (an image archive streamed as the request body,
+// spooled under the data dir, then unpacked into the layer store) and rm (refused while a
+// sandbox or a template built from it uses it).
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { CubeError } from '../../errors.js';
+import { importImage, scratchDir } from '../../runtime/layers/import.js';
+import { parseTemplateRef, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
+import type { TemplateConfig } from '../../runtime/types.js';
+import type { ApiContext, Handler } from '../context.js';
+import { sendJson } from '../http.js';
+
+type On = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, h: Handler) => void;
+
+/** One row of GET /admin/v1/templates: the nodes holding it and, where this daemon stores it, its record. */
+export interface TemplateListing {
+  templateID: string;
+  nodes: string[];
+  record?: TemplateRecord;
+}
+
+export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
+  const store = (): TemplateStore => {
+    if (!ctx.templates) throw new CubeError('BAD_REQUEST', 'this daemon keeps no template store (role all on the ns runtime does): templates are managed there');
+    return ctx.templates;
+  };
+
+  on('GET', '/templates', async (_req, res) => {
+    const records = ctx.templates ? await ctx.templates.listRecords() : [];
+    const byName = new Map(records.map((r) => [r.tag === 'latest' ? r.name : r.ref, r]));
+    const list: TemplateListing[] = (await ctx.cp.templates()).map((t) => {
+      const record = byName.get(t.templateID);
+      return { ...t, ...(record ? { record } : {}) };
+    });
+    sendJson(res, 200, list);
+  });
+  on('GET', '/templates/:name', async (_req, res, p) => sendJson(res, 200, await store().get(p.name!)));
+  on('DELETE', '/templates/:name', async (_req, res, p) => {
+    const removed = await store().remove(p.name!, async (rec) => {
+      const live = await ctx.cp.listSandboxes();
+      return live.filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, rec.ref)).map((s) => s.sandboxID);
+    });
+    sendJson(res, 200, removed);
+  });
+  on('POST', '/templates/import', async (req, res, _p, q) => {
+    const s = store();
+    if (!q.name) throw new CubeError('BAD_REQUEST', 'name is required (NAME[:TAG])');
+    const ref = parseTemplateRef(q.name).ref;
+    const config = configOverrides(q);
+    const dir = scratchDir(s.dataDir);
+    await mkdir(dir, { recursive: true });
+    const file = join(dir, `upload-${randomBytes(6).toString('hex')}`);
+    try {
+      await pipeline(req, createWriteStream(file, { flags: 'wx', mode: 0o600 })).catch((e: unknown) => {
+        const err = e as NodeJS.ErrnoException;
+        if (err.code === 'ENOSPC' || err.code === 'EDQUOT') throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });
+        throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
+      });
+      const t0 = performance.now();
+      const rec = await importImage(s, file, { ref, config });
+      ctx.log.info({ template: rec.ref, digest: rec.digest, layers: rec.layers.length, ms: Math.round(performance.now() - t0) }, 'template imported');
+      sendJson(res, 201, rec);
+    } finally {
+      await rm(file, { force: true });
+    }
+  });
+}
+
+/** Whether a sandbox's templateID names the template `ref` (NAME means NAME:latest) (pure). */
+export function sameTemplate(templateID: string, ref: string): boolean {
+  try {
+    return parseTemplateRef(templateID).ref === ref;
+  } catch {
+    return false;
+  }
+}
+
+/** Config given with the import (query string): start and ready commands, workdir, user, env. */
+function configOverrides(q: Record<string, string>): Partial<TemplateConfig> {
+  const out: Partial<TemplateConfig> = {};
+  if (q.startCmd) out.startCmd = q.startCmd;
+  if (q.readyCmd) out.readyCmd = q.readyCmd;
+  if (q.readyTimeoutSec !== undefined) {
+    const n = Number(q.readyTimeoutSec);
+    if (!Number.isInteger(n) || n < 1 || n > 3600) throw new CubeError('BAD_REQUEST', `readyTimeoutSec must be an integer from 1 to 3600 (got ${q.readyTimeoutSec})`);
+    out.readyTimeoutSec = n;
+  }
+  if (q.workdir !== undefined) {
+    if (q.workdir !== '' && !q.workdir.startsWith('/')) throw new CubeError('BAD_REQUEST', `workdir must be an absolute path (got ${q.workdir})`);
+    out.workdir = q.workdir;
+  }
+  if (q.user !== undefined) {
+    if (q.user !== 'root' && q.user !== 'user') throw new CubeError('BAD_REQUEST', `user must be 'root' or 'user' (got ${q.user})`);
+    out.user = q.user;
+  }
+  return out;
+}

@@ -1,0 +1,135 @@
+// `cubectl template ls|inspect|import|rm`.
+import { createReadStream } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import type { Command } from 'commander';
+import { pack } from 'tar-stream';
+import type { TemplateListing } from '../../api/admin/templates.js';
+import type { ImportTemplateOptions } from '../client.js';
+import { clientFor, examples, globals, numberArg, printJson, table, UsageError } from '../io.js';
+
+export function templatesTable(list: TemplateListing[]): string {
+  if (list.length === 0) return 'no templates\n';
+  return table(
+    ['template', 'digest', 'layers', 'source', 'start', 'created', 'nodes'],
+    list.map((t) => {
+      const r = t.record;
+      return [t.templateID, r ? r.digest.slice(7, 19) : '-', r ? r.layers.length : t.templateID === 'host' ? 'host /usr' : '-', r?.source ?? '-', r?.config.startCmd ? 'yes' : '-', r?.created ?? '-', t.nodes.join(',')];
+    }),
+  );
+}
+
+export function register(program: Command): void {
+  const template = program
+    .command('template')
+    .summary('ls, inspect, import, rm templates')
+    .description('List, inspect, import (docker save tarballs, OCI archives and layouts) and remove templates.')
+    .addHelpText('after', examples('docker save python:3.12-slim -o py.tar && cubectl template import py.tar --name python', 'cubectl template ls', 'cubectl template rm python'));
+
+  template
+    .command('ls')
+    .summary('list templates')
+    .description('List the templates the nodes hold: digest, number of layers, where they came from, whether they have a start command, when they were made.')
+    .addHelpText('after', '\nJSON (--json): an array of {templateID, nodes, record?} (record: src/runtime/templates.ts TemplateRecord).\n' + examples('cubectl template ls', 'cubectl template ls --json | jq ".[].record.layers"'))
+    .action(async (_o: unknown, cmd: Command) => {
+      const list = await clientFor(cmd).templates();
+      if (globals(cmd).json) printJson(list);
+      else process.stdout.write(templatesTable(list));
+    });
+
+  template
+    .command('inspect <name>')
+    .summary('show a template: layers, config, digest')
+    .description('Show a template record as JSON: its layers (diff_ids, lowest first), config (env, workdir, user, start and ready commands), digest, source and the image entrypoint and command.')
+    .addHelpText('after', examples('cubectl template inspect python', 'cubectl template inspect app:v2'))
+    .action(async (name: string, _o: unknown, cmd: Command) => printJson(await clientFor(cmd).template(name)));
+
+  template
+    .command('rm <name>')
+    .summary('remove a template (refused while a sandbox or a template built from it uses it)')
+    .description('Remove a template; refused with 409 while a sandbox runs from it or another template was built from it. Layers no other template holds leave the layer store.')
+    .addHelpText('after', examples('cubectl template rm python', 'cubectl template rm app:v2'))
+    .action(async (name: string, _o: unknown, cmd: Command) => {
+      const r = await clientFor(cmd).deleteTemplate(name);
+      if (globals(cmd).json) printJson(r);
+      else process.stdout.write(`removed ${r.ref}\n`);
+    });
+
+  template
+    .command('import <path>')
+    .summary('import an image: docker save tarball, oci-archive or OCI layout directory')
+    .description(
+      'Imports an image as a template: a `docker save` tarball (docker-archive), an OCI archive or an OCI image layout directory (for example from `skopeo copy docker://debian:12 oci:dir` where a registry is reachable). The archive streams to cubed, which unpacks each layer once into its layer store (whiteouts honoured, nothing written outside the layer) and keeps Env, WorkingDir and User. Start and ready commands are given here.',
+    )
+    .requiredOption('--name <name[:tag]>', 'template name (tag default latest)')
+    .option('--start-cmd <cmd>', 'run in the background (sh -c) when a sandbox starts')
+    .option('--ready-cmd <cmd>', 'the sandbox is running once this exits 0 (polled; default: as soon as the start command runs)')
+    .option('--ready-timeout <sec>', 'give up on the ready command after this long (default 60)', numberArg({ int: true, min: 1, max: 3600 }))
+    .option('--workdir <dir>', "default working directory (default: the image's WorkingDir)")
+    .option('--user <user>', "default user, root or user (default: the image's User: root when it is root or unset)")
+    .addHelpText('after', examples('cubectl template import app.tar --name app:v1 --start-cmd "python -m http.server 8000" --ready-cmd "nc -z 127.0.0.1 8000"'))
+    .action(async (path: string, o: { name: string; startCmd?: string; readyCmd?: string; readyTimeout?: number; workdir?: string; user?: string }, cmd: Command) => {
+      if (o.user !== undefined && o.user !== 'root' && o.user !== 'user') throw new UsageError(`--user must be root or user (got ${o.user})`);
+      const st = await stat(path).catch(() => undefined);
+      if (!st) throw new UsageError(`${path}: no such file or directory`);
+      const opts: ImportTemplateOptions = {
+        ...(o.startCmd ? { startCmd: o.startCmd } : {}),
+        ...(o.readyCmd ? { readyCmd: o.readyCmd } : {}),
+        ...(o.readyTimeout ? { readyTimeoutSec: o.readyTimeout } : {}),
+        ...(o.workdir !== undefined ? { workdir: o.workdir } : {}),
+        ...(o.user ? { user: o.user as 'root' | 'user' } : {}),
+      };
+      const total = st.isDirectory() ? undefined : st.size;
+      const body = withProgress(st.isDirectory() ? tarDirectory(path) : createReadStream(path), total, o.name, process.stderr.isTTY === true && !globals(cmd).json);
+      const rec = await clientFor(cmd).importTemplate(o.name, body, opts);
+      if (process.stderr.isTTY && !globals(cmd).json) process.stderr.write('\n');
+      if (globals(cmd).json) printJson(rec);
+      else process.stdout.write(`imported ${rec.ref} ${rec.digest} (${rec.layers.length} layers, ${rec.source})\n`);
+    });
+}
+
+/** Upload progress on a TTY: bytes sent (of the file's size), then "unpacking" while cubed works. */
+async function* withProgress(src: AsyncIterable<Buffer | Uint8Array>, total: number | undefined, name: string, tty: boolean): AsyncGenerator<Uint8Array> {
+  let sent = 0;
+  let shown = 0;
+  const mib = (n: number) => (n / 2 ** 20).toFixed(1);
+  for await (const chunk of src) {
+    sent += chunk.length;
+    if (tty && (sent - shown > 4 << 20 || sent === total)) {
+      shown = sent;
+      process.stderr.write(`\rimporting ${name}: sent ${mib(sent)}${total ? `/${mib(total)}` : ''} MiB`);
+    }
+    yield chunk;
+  }
+  if (tty) process.stderr.write(`\rimporting ${name}: sent ${mib(sent)} MiB, unpacking layers...`);
+}
+
+/** An OCI layout directory as a tar stream (regular files and directories; the daemon reads it as an oci-archive). */
+async function* tarDirectory(dir: string): AsyncGenerator<Buffer> {
+  const p = pack();
+  const writing = (async () => {
+    const walk = async (d: string): Promise<void> => {
+      for (const e of (await readdir(d, { withFileTypes: true })).sort((a, b) => a.name.localeCompare(b.name))) {
+        const abs = join(d, e.name);
+        const name = relative(dir, abs);
+        if (e.isDirectory()) {
+          p.entry({ name: `${name}/`, type: 'directory', mode: 0o755 });
+          await walk(abs);
+        } else if (e.isFile()) {
+          const size = (await stat(abs)).size;
+          await new Promise<void>((resolve, reject) => {
+            const entry = p.entry({ name, size, mode: 0o644 }, (err) => (err ? reject(err) : resolve()));
+            const rs = createReadStream(abs);
+            rs.once('error', reject);
+            rs.pipe(entry);
+          });
+        }
+      }
+    };
+    await walk(dir);
+    p.finalize();
+  })();
+  writing.catch((e: unknown) => p.destroy(e as Error));
+  for await (const chunk of p) yield chunk as Buffer;
+  await writing;
+}

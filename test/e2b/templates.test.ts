@@ -1,0 +1,141 @@
+// Templates from images against a real cubed: `cubectl template import` of a locally made
+// docker-archive and OCI layout (two layers, a whiteout, an opaque dir), sandboxes from them
+// through the real `e2b` SDK, hostile archives refused, rm refused while in use, and start/ready
+// commands that succeed, fail and time out.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cubectl } from '../cli/run-cli.js';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { busyboxLayer, dockerArchive, ociLayoutDir, tarOf } from '../helpers/images.js';
+
+let d: TestDaemon;
+let scratch: string;
+let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
+let env: Record<string, string>;
+const created: string[] = [];
+
+async function create(template: string): Promise<Sandbox> {
+  const sbx = await Sandbox.create(template, { ...opts, timeoutMs: 120_000 });
+  created.push(sbx.sandboxId);
+  return sbx;
+}
+
+async function layers(): Promise<Buffer[]> {
+  const base = await tarOf([...busyboxLayer(), { name: 'etc/motd', content: 'hello\n' }, { name: 'opt/', type: 'directory' }, { name: 'opt/old', content: 'old\n' }]);
+  const top = await tarOf([
+    { name: 'etc/.wh.motd' },
+    { name: 'opt/', type: 'directory' },
+    { name: 'opt/.wh..wh..opq' },
+    { name: 'opt/new', content: 'new\n' },
+    { name: 'app/', type: 'directory', uid: 1000, gid: 1000 },
+  ]);
+  return [base, top];
+}
+
+const CONFIG = { Env: ['GREETING=from-image', 'PATH=/bin:/usr/bin'], WorkingDir: '/app' };
+
+beforeAll(async () => {
+  d = await startDaemon();
+  opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
+  env = { CUBE_API_URL: d.url, CUBE_API_KEY: d.apiKey };
+  scratch = await mkdtemp(join(tmpdir(), 'cubed-test-templates-'));
+  const l = await layers();
+  await writeFile(join(scratch, 'image.tar'), await dockerArchive(l, CONFIG));
+  await ociLayoutDir(join(scratch, 'layout'), l, CONFIG, { gzip: true });
+  await writeFile(join(scratch, 'base.tar'), await dockerArchive([await tarOf(busyboxLayer())], {}));
+});
+
+afterAll(async () => {
+  try {
+    await Promise.all(created.map((id) => Sandbox.kill(id, opts).catch(() => false)));
+  } finally {
+    await d?.stop();
+    await rm(scratch, { recursive: true, force: true });
+  }
+});
+
+describe('templates from images', () => {
+  it('imports a docker-archive and an OCI layout with cubectl and runs e2b sandboxes from them', async () => {
+    const a = await cubectl(['template', 'import', join(scratch, 'image.tar'), '--name', 'img'], env);
+    expect(a.stderr).toBe('');
+    expect(a).toMatchObject({ code: 0, stdout: expect.stringMatching(/^imported img:latest sha256:[0-9a-f]{64} \(3 layers, docker-archive\)\n$/) });
+    const b = await cubectl(['template', 'import', join(scratch, 'layout'), '--name', 'img:oci', '--json'], env);
+    expect(b.code).toBe(0);
+    expect(JSON.parse(b.stdout)).toMatchObject({ ref: 'img:oci', source: 'oci', config: { workdir: '/app', env: { GREETING: 'from-image' } } });
+    const ls = JSON.parse((await cubectl(['template', 'ls', '--json'], env)).stdout) as { templateID: string; record?: { layers: string[] } }[];
+    expect(ls.map((t) => t.templateID).sort()).toEqual(['host', 'img', 'img:oci']);
+    expect(ls.find((t) => t.templateID === 'img')!.record!.layers).toEqual(ls.find((t) => t.templateID === 'img:oci')!.record!.layers);
+
+    for (const name of ['img', 'img:oci']) {
+      const sbx = await create(name);
+      const r = await sbx.commands.run('cat /opt/new; ls /opt; test -e /etc/motd || echo motd-gone; echo $GREETING; pwd; id -u');
+      expect(r).toMatchObject({ exitCode: 0, stdout: 'new\nnew\nmotd-gone\nfrom-image\n/app\n1000\n' });
+      const root = await sbx.commands.run('id -u; echo $HOME', { user: 'root' });
+      expect(root.stdout).toBe('0\n/root\n');
+      await sbx.kill();
+    }
+  });
+
+  it('refuses hostile and broken archives with a code, registering nothing', async () => {
+    const cases: [string, Buffer, RegExp][] = [
+      ['escape.tar', await dockerArchive([await tarOf([{ name: '../../../tmp/cube-escaped', content: 'x' }])], {}), /130420 .*escapes the layer root/],
+      ['link.tar', await dockerArchive([await tarOf([{ name: 'l', type: 'symlink', linkname: '/' }, { name: 'l/tmp/cube-escaped', content: 'x' }])], {}), /130420 .*passes through the symlink 'l'/],
+      ['digest.tar', await dockerArchive(await layers(), {}, { diffIDs: [`sha256:${'1'.repeat(64)}`, `sha256:${'2'.repeat(64)}`] }), /130421 .*layer 1 \(sha256:1{64}\)/],
+      ['short.tar', (await dockerArchive(await layers(), {})).subarray(0, 700_000), /13042[01] /],
+    ];
+    for (const [file, data, message] of cases) {
+      await writeFile(join(scratch, file), data);
+      const r = await cubectl(['template', 'import', join(scratch, file), '--name', 'bad'], env);
+      expect(r.code, file).toBe(2); // a 400: the input is at fault
+      expect(r.stderr, file).toMatch(message);
+    }
+    const ls = JSON.parse((await cubectl(['template', 'ls', '--json'], env)).stdout) as { templateID: string }[];
+    expect(ls.map((t) => t.templateID)).not.toContain('bad');
+    await expect(Sandbox.create('bad', opts)).rejects.toThrow(/not found/);
+  });
+
+  it('refuses rm while a sandbox uses the template, then removes it', async () => {
+    const sbx = await create('img');
+    const refused = await cubectl(['template', 'rm', 'img'], env);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(new RegExp(`130409 template img:latest is in use by 1 sandbox\\(es\\): ${sbx.sandboxId}`));
+    await sbx.kill();
+    const ok = await cubectl(['template', 'rm', 'img'], env);
+    expect(ok).toMatchObject({ code: 0, stdout: 'removed img:latest\n' });
+    expect((await cubectl(['template', 'inspect', 'img'], env)).stderr).toMatch(/130404/);
+    // img:oci shares every layer: it still runs.
+    const again = await create('img:oci');
+    expect((await again.commands.run('cat /opt/new')).stdout).toBe('new\n');
+    await again.kill();
+  });
+});
+
+describe('start and ready commands', () => {
+  const importWith = async (name: string, ...flags: string[]) => {
+    const r = await cubectl(['template', 'import', join(scratch, 'base.tar'), '--name', name, ...flags], env);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+  };
+
+  it('runs the start command in the background and is running only once the ready command passes', async () => {
+    await importWith('svc', '--start-cmd', 'echo starting; sleep 1; id -u > /tmp/started-as; pwd >> /tmp/started-as; echo $MARK >> /tmp/started-as; exec sleep 1000', '--ready-cmd', 'test -s /tmp/started-as', '--workdir', '/home/user', '--user', 'user');
+    const sbx = await Sandbox.create('svc', { ...opts, envs: { MARK: 'create-env' } });
+    created.push(sbx.sandboxId);
+    expect((await sbx.commands.run('cat /tmp/started-as')).stdout).toBe('1000\n/home/user\ncreate-env\n');
+    const procs = await sbx.commands.list();
+    expect(procs.find((p) => p.tag === 'start')).toMatchObject({ cmd: '/bin/sh' });
+    await sbx.kill();
+  });
+
+  it('fails the create with the output tail when the start command fails, and leaves nothing', async () => {
+    await importWith('svc-bad', '--start-cmd', 'echo boom-output >&2; exit 7', '--ready-cmd', 'false');
+    await expect(Sandbox.create('svc-bad', opts)).rejects.toThrow(/130422 .*start command exited 7.*boom-output/);
+    await importWith('svc-slow', '--start-cmd', 'echo waiting-forever; exec sleep 1000', '--ready-cmd', 'false', '--ready-timeout', '1');
+    await expect(Sandbox.create('svc-slow', opts)).rejects.toThrow(/130422 .*did not exit 0 within 1 s.*waiting-forever/);
+    const left = await fetch(`${d.url}/admin/v1/sandboxes`, { headers: { 'x-api-key': d.apiKey } }).then((r) => r.json() as Promise<{ templateID: string }[]>);
+    expect(left.filter((s) => s.templateID.startsWith('svc-'))).toEqual([]);
+  });
+});
