@@ -533,8 +533,9 @@ export class Cubelet implements NodeApi {
       const h = entry.handle;
       if (!h || (entry.view.state !== 'running' && entry.view.state !== 'paused')) continue;
       if (!this.o.driver.alive(h)) {
-        this.setState(entry, 'error', 'sandbox init process died');
-        this.emitEvent('sandbox.error', 'sandbox init process died', { sandboxID: entry.view.sandboxID });
+        const reason = this.o.driver.deathReason?.(h) ?? 'sandbox init process died';
+        this.setState(entry, 'error', reason);
+        this.emitEvent('sandbox.error', reason, { sandboxID: entry.view.sandboxID });
         continue;
       }
       if (entry.view.state !== 'running') continue;

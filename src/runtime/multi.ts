@@ -89,6 +89,10 @@ export class RuntimeSet implements RuntimeDriver {
     return this.driverOf(h.sandboxID).exec(h, req);
   }
 
+  deathReason(h: SandboxHandle): string | undefined {
+    return this.driverOf(h.sandboxID).deathReason?.(h);
+  }
+
   stats(h: SandboxHandle): Promise<SandboxStats> {
     return this.driverOf(h.sandboxID).stats(h);
   }

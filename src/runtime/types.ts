@@ -146,4 +146,6 @@ export interface RuntimeDriver {
   runtimes?(): { name: string; emulated?: boolean }[];
   /** The runtime a sandbox runs on (a RuntimeSet); absent: `name`. */
   runtimeOf?(sandboxID: string): string;
+  /** Why a sandbox that is no longer alive() died, when the driver can tell (e.g. a VM's console tail). */
+  deathReason?(h: SandboxHandle): string | undefined;
 }

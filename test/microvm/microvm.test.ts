@@ -115,6 +115,23 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(slot.state).toBe('running');
   });
 
+  it('a microVM whose QEMU dies is marked error with the reason and an event; destroy still cleans it', async () => {
+    const sbx = await create();
+    const [pid] = qemuOf(sbx.sandboxId);
+    process.kill(pid!, 'SIGKILL');
+    let view: { state: string; reason?: string } = { state: 'running' };
+    for (let i = 0; i < 100 && view.state !== 'error'; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      view = (await call(d, 'GET', `/admin/v1/sandboxes/${sbx.sandboxId}`)).json;
+    }
+    expect(view.state).toBe('error');
+    expect(view.reason).toMatch(/QEMU \(pid \d+\) exited/);
+    const events = (await call(d, 'GET', '/admin/v1/events?limit=1000')).json as { kind: string; sandboxID?: string; message: string }[];
+    expect(events.find((e) => e.sandboxID === sbx.sandboxId && e.kind === 'sandbox.error')?.message).toMatch(/QEMU \(pid \d+\) exited/);
+    expect((await call(d, 'DELETE', `/admin/v1/sandboxes/${sbx.sandboxId}`)).status).toBeLessThan(300);
+    expect(existsSync(join(d.dataDir, 'microvm', 'sandboxes', sbx.sandboxId))).toBe(false);
+  });
+
   it('survives kill -9 of cubed: the microVM is re-adopted and answers again', async () => {
     const sbx = await create();
     await sbx.files.write('/tmp/before', 'kept');

@@ -6,9 +6,9 @@ import { clientFor, examples, globals, printJson, table } from '../io.js';
 export function register(program: Command): void {
   program
     .command('nodes')
-    .summary('list nodes: health, schedulable and why not, density, disk, pool')
+    .summary('list nodes: health, schedulable and why not, runtimes, density, disk, pool')
     .description(
-      'List the nodes: health, whether the scheduler may place sandboxes there and why not (cordoned, draining, disk watermark, ...), sandboxes running/paused, the density ceiling and headroom for the default spec, disk use against the watermark, and the network pool.',
+      'List the nodes: health, whether the scheduler may place sandboxes there and why not (cordoned, draining, disk watermark, ...), the runtimes they offer (microvm without /dev/kvm shows "emulated: tcg"), sandboxes running/paused, the density ceiling and headroom for the default spec, disk use against the watermark, and the network pool.',
     )
     .addHelpText('after', `\nJSON (--json): an array of NodeView (src/api/types.ts): nodeID, healthy, schedulable, reason, density {...}, ...\n` + examples('cubectl nodes', 'cubectl nodes --json | jq ".[] | {nodeID, schedulable, reason}"'))
     .action(async (_opts: unknown, cmd: Command) => {
@@ -22,14 +22,20 @@ export function nodeStatus(n: NodeView): string {
   return n.lost ? 'lost' : !n.healthy ? 'unhealthy' : n.draining ? 'draining' : n.cordoned ? 'cordoned' : 'healthy';
 }
 
+/** The runtimes a node offers, the default first: "ns, microvm (emulated: tcg)" (pure). */
+export function runtimesLabel(n: Pick<NodeView, 'runtime' | 'runtimes'>): string {
+  return (n.runtimes ?? [{ name: n.runtime }]).map((r) => (r.emulated ? `${r.name} (emulated: tcg)` : r.name)).join(', ');
+}
+
 export function nodesTable(nodes: NodeView[]): string {
   if (nodes.length === 0) return 'no nodes\n';
   return table(
-    ['node', 'status', 'sched', 'running', 'paused', 'ceiling', 'headroom', 'bottleneck', 'disk', 'pool', 'reason'],
+    ['node', 'status', 'sched', 'runtimes', 'running', 'paused', 'ceiling', 'headroom', 'bottleneck', 'disk', 'pool', 'reason'],
     nodes.map((n) => [
       n.nodeID,
       nodeStatus(n),
       n.schedulable ? 'yes' : 'no',
+      runtimesLabel(n),
       n.sandboxes.running,
       n.sandboxes.paused,
       n.density.effectiveCeiling,

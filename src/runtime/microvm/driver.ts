@@ -426,6 +426,10 @@ export class MicrovmDriver implements RuntimeDriver {
     }
   }
 
+  deathReason(h: SandboxHandle): string {
+    return `the microVM's QEMU (pid ${h.initPid}) exited; guest console: ${this.consoleTail(h, 5)}`;
+  }
+
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess {
     if (!req.argv.length || req.argv.some((a) => typeof a !== 'string' || a.includes('\0'))) {
       throw new CubeError('BAD_REQUEST', 'exec needs a non-empty argv of strings without NUL');

@@ -1,0 +1,85 @@
+// The pure parts of the microvm runtime: QEMU's argv, the netns setup, the agent's wire format,
+// the runtime set's choice and the runtimes label (no VM is booted here).
+import { describe, expect, it } from 'vitest';
+import { runtimesLabel } from '../../src/cli/commands/nodes.js';
+import { netnsScript, netnsUndoScript, qemuArgs } from '../../src/runtime/microvm/driver.js';
+import { FrameDecoder, T, encodeFrame, fields, parseStats, splitFields } from '../../src/runtime/microvm/protocol.js';
+import { RuntimeSet } from '../../src/runtime/multi.js';
+import type { RuntimeDriver } from '../../src/runtime/types.js';
+
+const shape = { kernel: '/k', initrd: '/i', image: '/img', cpus: 2, memoryMiB: 256, kvm: false };
+
+describe('qemuArgs', () => {
+  it('emulates with the timer arguments the probe needed, names the process, joins the TAP', () => {
+    const a = qemuArgs({ ...shape, id: 'abc', dir: '/d', disk: '/d/disk.qcow2', net: 'tap' });
+    const at = (flag: string) => a[a.indexOf(flag) + 1];
+    expect(at('-accel')).toBe('tcg,tb-size=32');
+    expect(at('-append')).toContain('tsc_early_khz=2000000 no_timer_check lpj=4000000');
+    expect(at('-name')).toBe('cube-abc,process=cube-vm');
+    expect(at('-smp')).toBe('2');
+    expect(at('-netdev')).toBe('tap,id=n0,ifname=tap0,script=no,downscript=no,vhost=off');
+    expect(a).not.toContain('-incoming');
+    expect(a.join(' ')).toContain('file=/img,format=raw,if=none,readonly=on');
+  });
+
+  it('a KVM host drops the TCG timer workaround; a clone maps the snapshot RAM privately and waits for its state', () => {
+    const a = qemuArgs({ ...shape, kvm: true, id: 'x', dir: '/d', disk: '/d/disk.qcow2', net: 'hub', ram: { path: '/s/ram', shared: false }, incoming: true });
+    const at = (flag: string) => a[a.indexOf(flag) + 1];
+    expect(at('-accel')).toBe('kvm');
+    expect(at('-append')).not.toContain('lpj=');
+    expect(at('-M')).toBe('microvm,memory-backend=mem');
+    expect(at('-object')).toBe('memory-backend-file,id=mem,size=256M,mem-path=/s/ram,share=off');
+    expect(at('-incoming')).toBe('defer');
+    expect(at('-netdev')).toBe('hubport,id=n0,hubid=0');
+  });
+
+  it('the netns setup is undone by its undo script (tap, NAT table, forwarding)', () => {
+    expect(netnsScript()).toMatch(/ip tuntap add dev tap0 mode tap/);
+    expect(netnsScript()).toMatch(/table ip cube_vm/);
+    expect(netnsUndoScript()).toMatch(/ip link del tap0/);
+    expect(netnsUndoScript()).toMatch(/nft delete table ip cube_vm/);
+    expect(netnsUndoScript()).toMatch(/ip_forward/);
+  });
+});
+
+describe('agent wire format', () => {
+  it('decodes frames split at every byte', () => {
+    const all = Buffer.concat([encodeFrame(T.STDOUT, 7, 'hello'), encodeFrame(T.EXIT, 7, fields(3, 0))]);
+    for (let cut = 0; cut <= all.length; cut++) {
+      const dec = new FrameDecoder();
+      const got = [...dec.push(all.subarray(0, cut)), ...dec.push(all.subarray(cut))];
+      expect(got.map((f) => [f.type, f.chan, f.payload.toString()])).toEqual([
+        [T.STDOUT, 7, 'hello'],
+        [T.EXIT, 7, '3\0' + '0\0'],
+      ]);
+    }
+  });
+
+  it('refuses NUL inside a field and parses stat records', () => {
+    expect(() => fields('a\0b')).toThrow(/NUL/);
+    expect(splitFields(fields('x', 1))).toEqual(['x', '1']);
+    const rec = fields('l', 4, 511, 1000, 1000, 1_700_000_000_000, '/home/user/ln', 'target') as Buffer;
+    const dir = fields('d', 4096, 493, 0, 0, 0, '/', '');
+    expect(parseStats(Buffer.concat([rec, dir]))).toEqual([
+      { name: 'ln', path: '/home/user/ln', type: 'symlink', size: 4, mode: 511, uid: 1000, gid: 1000, mtime: new Date(1_700_000_000_000), symlinkTarget: 'target' },
+      { name: '/', path: '/', type: 'dir', size: 4096, mode: 493, uid: 0, gid: 0, mtime: new Date(0) },
+    ]);
+  });
+});
+
+describe('runtimes of a node', () => {
+  const fake = (name: 'ns' | 'microvm', kvm?: boolean) => ({ name, kvm }) as unknown as RuntimeDriver & { kvm?: boolean };
+
+  it('the first is the default, others by name, an unknown one is a 400 naming what is offered', () => {
+    const set = new RuntimeSet([fake('ns'), fake('microvm', false)]);
+    expect(set.pick(undefined).name).toBe('ns');
+    expect(set.pick('microvm').name).toBe('microvm');
+    expect(() => set.pick('sim')).toThrow(/offers ns, microvm/);
+    expect(set.runtimes()).toEqual([{ name: 'ns' }, { name: 'microvm', emulated: true }]);
+  });
+
+  it('labels emulated microVMs in cubectl nodes', () => {
+    expect(runtimesLabel({ runtime: 'ns', runtimes: [{ name: 'ns' }, { name: 'microvm', emulated: true }] })).toBe('ns, microvm (emulated: tcg)');
+    expect(runtimesLabel({ runtime: 'ns' })).toBe('ns');
+  });
+});
