@@ -3,11 +3,28 @@
 // test ranges and benchmark-sized settings: a declared quota large enough for 1000 sandboxes,
 // a rate limit that never throttles, a 256 MiB default spec. Needs `npm run build` first.
 // On its own it keeps one daemon up for `cubectl bench` (prints the env to export; Ctrl-C stops it):
-//   npx tsx bench/daemon.ts [--tap-init 32] [--cidr 10.198.0.0/16] [--cpu-prof-dir DIR]
+//   npx tsx bench/daemon.ts [--tap-init 32] [--cidr 10.198.0.0/16] [--cpu-prof-dir DIR] [--shipped]
+// --shipped runs the shipped defaults instead (capacity read from the host, the default spec,
+// limits and filters of src/config/schema.ts): what a user gets, only dirs, port and CIDR differ.
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { CubeletConfigSchema, MasterConfigSchema } from '../src/config/schema.js';
 import { startDaemon, type StartDaemonOptions, type TestDaemon, type Tree } from '../test/helpers/daemon.js';
+
+/** startDaemon's test settings put back to the shipped defaults. */
+export function shippedSettings(): { cubelet: Tree; master: Tree } {
+  const m = MasterConfigSchema.parse({});
+  const c = CubeletConfigSchema.parse({});
+  return {
+    cubelet: { quota: undefined, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: c.plugins['io.cubelet.internal.v1.network'].tap_init_num } } },
+    master: {
+      api: { rate_limit_per_sec: m.api.rate_limit_per_sec },
+      scheduler: { node_max_mem_reserved_in_mb: m.scheduler.node_max_mem_reserved_in_mb, filter: { enable_filters: m.scheduler.filter.enable_filters } },
+      sandbox: { default_spec: m.sandbox.default_spec },
+    },
+  };
+}
 
 export function startBenchDaemon(o: { cidr: string; tapInit: number; cubelet?: Tree; master?: Tree; nodeArgs?: string[] }): Promise<TestDaemon> {
   const opts: StartDaemonOptions = {
@@ -22,10 +39,13 @@ export function startBenchDaemon(o: { cidr: string; tapInit: number; cubelet?: T
 
 if (import.meta.filename === resolve(process.argv[1] ?? '')) {
   const { values } = parseArgs({
-    options: { 'tap-init': { type: 'string', default: '32' }, cidr: { type: 'string', default: '10.198.0.0/16' }, 'cpu-prof-dir': { type: 'string' } },
+    options: { 'tap-init': { type: 'string', default: '32' }, cidr: { type: 'string', default: '10.198.0.0/16' }, 'cpu-prof-dir': { type: 'string' }, shipped: { type: 'boolean', default: false } },
   });
   const prof = values['cpu-prof-dir'];
-  const d = await startBenchDaemon({ cidr: values.cidr!, tapInit: Number(values['tap-init']), ...(prof ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${prof}`] } : {}) });
+  const nodeArgs = prof ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${prof}`] } : {};
+  const d = values.shipped
+    ? await startDaemon({ nodeID: `bench-${process.pid}-${randomBytes(3).toString('hex')}`, cidr: values.cidr!, ...shippedSettings(), ...nodeArgs })
+    : await startBenchDaemon({ cidr: values.cidr!, tapInit: Number(values['tap-init']), ...nodeArgs });
   console.log(`export CUBE_API_URL=${d.url} CUBE_API_KEY=${d.apiKey}   # cubed pid ${d.pid}, tag ${d.tag}`);
   let stopping = false;
   const stop = () => {

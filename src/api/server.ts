@@ -1,6 +1,7 @@
 // The HTTP front door (node:http + find-my-way). Order per request: /health and /metrics
 // (no key), sandbox traffic (envd protocol, authorised by the sandbox's token, not a key),
-// then API-key auth, the per-key rate limit, and the routes (E2B REST and /admin/v1).
+// then API-key auth (failures limited per source address), the per-key limits (creates in
+// flight, and an optional request rate) and the routes (E2B REST and /admin/v1).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Router from 'find-my-way';
@@ -12,7 +13,7 @@ import { registerE2bRoutes } from './e2b/routes.js';
 import { handleSandboxTraffic, handleSandboxUpgrade, isSandboxTraffic } from './envd/index.js';
 import { sendError, sendJson, type Flavour } from './http.js';
 import { createMetrics } from './metrics.js';
-import { RateLimiter } from './rate-limit.js';
+import { ConcurrencyLimiter, isCreateLike, RateLimiter } from './rate-limit.js';
 
 export interface ApiServerOptions {
   ctx: ApiContext;
@@ -46,12 +47,14 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   registerE2bRoutes(router, ctx);
   const keys = new ApiKeys(o.apiKeys);
   const limiter = new RateLimiter(() => ctx.config().api.rate_limit_per_sec);
+  const failures = new RateLimiter(() => ctx.config().api.auth_failures_per_sec);
+  const creates = new ConcurrencyLimiter(() => ctx.config().api.create_concurrency_per_key);
   const metrics = createMetrics(ctx.cp);
 
   const handle = async (req: IncomingMessage & { caller?: Caller }, res: ServerResponse): Promise<void> => {
     const url = req.url ?? '/';
     const path = url.split('?', 1)[0]!;
-    if (isSandboxTraffic(req, ctx)) return handleSandboxTraffic(req, res, ctx);
+    if (isSandboxTraffic(req, ctx)) return handleSandboxTraffic(req, res, ctx, failures);
     const extra = o.extraRoutes?.find((r) => path.startsWith(r.prefix));
     if (extra) return extra.handle(req, res);
     if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok', nodeID: o.nodeID, version: o.version });
@@ -62,9 +65,19 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
       res.end(text);
       return;
     }
-    if (!caller) throw new CubeError('UNAUTHORIZED', 'missing or invalid API key (send X-API-Key: <key> or Authorization: Bearer <key>)');
+    if (!caller) {
+      const from = req.socket.remoteAddress ?? '';
+      const blocked = failures.take(from);
+      if (blocked > 0) throw new CubeError('RATE_LIMITED', `more than ${ctx.config().api.auth_failures_per_sec} failed authentications per second from ${from}`, { retryAfter: blocked });
+      throw new CubeError('UNAUTHORIZED', 'missing or invalid API key (send X-API-Key: <key> or Authorization: Bearer <key>)');
+    }
     const wait = limiter.take(caller.keyID);
     if (wait > 0) throw new CubeError('RATE_LIMITED', `more than ${ctx.config().api.rate_limit_per_sec} requests per second for this API key`, { retryAfter: wait });
+    if (isCreateLike(req.method, path)) {
+      const release = creates.acquire(caller.keyID);
+      if (!release) throw new CubeError('CONCURRENCY_LIMITED', `${creates.inFlight(caller.keyID)} creates already in flight for this API key (api.create_concurrency_per_key)`, { retryAfter: 1 });
+      res.once('close', release);
+    }
     req.caller = caller;
     router.lookup(req, res);
   };
@@ -74,7 +87,7 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   });
   server.on('upgrade', (req: IncomingMessage, socket, head) => {
     if (isSandboxTraffic(req, ctx)) {
-      handleSandboxUpgrade(req, socket, head, ctx).catch((err: unknown) => {
+      handleSandboxUpgrade(req, socket, head, ctx, failures).catch((err: unknown) => {
         ctx.log.warn({ err }, 'sandbox upgrade failed');
         socket.destroy();
       });

@@ -86,7 +86,10 @@ export interface NodeView {
   runtimes?: { name: string; emulated?: boolean }[];
   capacity: { cpus: number; memoryMiB: number; declared: boolean };
   usage: {
+    /** The whole host's CPU use, percent (everything on the machine). */
     cpuUtilPercent: number;
+    /** What the node's sandboxes use (their cgroups), percent of the node's CPUs; the cpu filter gates on it. Absent from nodes that cannot tell: the host figure applies. */
+    sandboxCpuUtilPercent?: number;
     memAvailableMiB: number;
     diskUsedPercent: number;
     diskWatermarkPercent: number;

@@ -24,7 +24,24 @@ export const MasterConfigSchema = z
     api: z
       .object({
         listen: z.string().default('127.0.0.1:3000').meta({ restart: true }).describe('address:port of the API (E2B REST, admin, envd); --listen overrides'),
-        rate_limit_per_sec: z.number().int().min(1).default(100).describe('requests per second per API key; excess gets 429 with Retry-After'),
+        rate_limit_per_sec: z
+          .number()
+          .int()
+          .min(0)
+          .default(0)
+          .describe('requests per second per API key, 0 = unlimited (the default: what is scarce is limited instead, below); excess gets 429 with Retry-After'),
+        create_concurrency_per_key: z
+          .number()
+          .int()
+          .min(1)
+          .default(64)
+          .describe('creates (and resumes) in flight at once per API key; one more gets 429 with Retry-After, which the E2B SDK retries'),
+        auth_failures_per_sec: z
+          .number()
+          .int()
+          .min(1)
+          .default(20)
+          .describe('requests with a missing or wrong API key, access token or signature allowed per second per source address (burst of the same size); beyond that 429 with Retry-After, before any lookup'),
         sandbox_domain: z.string().default('').describe('domain for <port>-<sandboxID>.<domain> routing; empty = not advertised'),
       })
       .strict()
@@ -34,7 +51,7 @@ export const MasterConfigSchema = z
         priority_select_num: z.number().int().min(1).default(3).describe('pick at random among the top N scored nodes (spreads load, avoids hot spots)'),
         node_max_mvm_num: z.number().int().min(1).default(3000).describe('hard cap of sandboxes per node (running + paused)'),
         node_max_mem_reserved_in_mb: z.number().int().min(0).default(10240).describe('host memory kept out of the sandbox budget, MiB'),
-        node_max_cpu_util: z.number().gt(0).max(100).default(80).describe('CPU utilisation cap in percent: applied to the oversold CPU quota, and a node whose CPU use (averaged over about 30 s) is at or above it takes no new sandboxes'),
+        node_max_cpu_util: z.number().gt(0).max(100).default(80).describe("CPU utilisation cap in percent: applied to the oversold CPU quota, and a node whose sandboxes' CPU use (their cgroups, averaged over about 30 s; other processes on the host do not count) is at or above it takes no new sandboxes until it drops (503 with Retry-After)"),
         disk_usage_max_percent: z.number().gt(0).max(100).default(80).describe('disk watermark: a node whose data disk is at or above it takes no new sandboxes'),
         realtime_create_num: z.number().int().min(1).default(100).describe('in-flight creates allowed per node'),
         heartbeat_timeout_ms: z.number().int().min(100).default(3000).describe('a node whose metrics are older than this is filtered out and, in a cluster, marked lost'),
@@ -75,6 +92,30 @@ export const MasterConfigSchema = z
           })
           .strict()
           .prefault({}),
+        detected: z
+          .object({
+            cpu_oversell_ratio: z
+              .number()
+              .min(1)
+              .max(100)
+              .default(16)
+              .describe('CPU oversell factor of a node whose capacity is read from the host (no [quota] in cubelet.toml): a sandbox\'s vCPUs are a cap, not a reservation, and the live gate on what sandboxes use keeps the node under node_max_cpu_util'),
+            mem_oversell_ratio: z
+              .number()
+              .min(1)
+              .max(100)
+              .default(6)
+              .describe('memory oversell factor of a node whose capacity is read from the host; such a node also takes no sandbox while MemAvailable is under its reserve'),
+            mem_reserved_percent: z
+              .number()
+              .gt(0)
+              .max(90)
+              .default(25)
+              .describe('host memory reserve of such a node: the smaller of scheduler.node_max_mem_reserved_in_mb and this share of its memory'),
+          })
+          .strict()
+          .prefault({})
+          .describe('a development box: nodes whose capacity is not declared; declared nodes keep the reference model (host.quota, node_max_mem_reserved_in_mb)'),
       })
       .strict()
       .prefault({}),

@@ -8,7 +8,7 @@ import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
 import type { FileStat, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef } from '../runtime/types.js';
-import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, type CpuTimes } from './host-metrics.js';
+import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, sandboxCpuPercent, type CpuTimes } from './host-metrics.js';
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
 import { buildNodeView } from './node-view.js';
@@ -65,6 +65,9 @@ export class Cubelet implements NodeApi {
   private cpuUtil = 0;
   private cpuSampled = false;
   private cpuAt = Date.now();
+  /** The sandboxes' CPU time (driver.cpuUsageUsec) at cpuAt, and their smoothed use in percent of the node's CPUs. */
+  private sandboxCpuPrev: number | undefined;
+  private sandboxCpuUtil: number | undefined;
 
   constructor(private readonly o: CubeletOptions) {
     this.nodeID = o.nodeID;
@@ -420,13 +423,15 @@ export class Cubelet implements NodeApi {
     const cfg = config();
     const quota = cfg.cubelet.quota;
     const mem = readMeminfo();
-    this.sampleCpu();
+    const cpus = quota?.cpus ?? hostCpus();
+    this.sampleCpu(cpus);
     return buildNodeView({
       nodeID: this.nodeID,
       runtime: driver.name,
       runtimes: driver.runtimes?.() ?? [{ name: driver.name }],
-      capacity: { cpus: quota?.cpus ?? hostCpus(), memoryMiB: quota?.memory_mib ?? mem.totalMiB, declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined },
+      capacity: { cpus, memoryMiB: quota?.memory_mib ?? mem.totalMiB, declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined },
       cpuUtilPercent: this.cpuUtil,
+      ...(this.sandboxCpuUtil !== undefined ? { sandboxCpuUtilPercent: this.sandboxCpuUtil } : {}),
       memAvailableMiB: mem.availableMiB,
       diskUsedPercent: await diskUsedPercent(dataDir),
       master: cfg.master,
@@ -438,17 +443,23 @@ export class Cubelet implements NodeApi {
     });
   }
 
-  // CPU utilisation, smoothed with a 30 s time constant (like a load average): the cpu filter
-  // gates placement on it, and a half-second spike (a build, a burst of creates) must not take
-  // the node out of scheduling. Samples come at least half a second apart.
-  private sampleCpu(): void {
+  // CPU utilisation of the host and of the node's sandboxes (their cgroups' CPU time over the
+  // node's CPUs), smoothed with a 30 s time constant (like a load average): the cpu filter gates
+  // placement on the sandboxes' figure, and a half-second spike (a burst of creates) must not
+  // take the node out of scheduling. Samples come at least half a second apart.
+  private sampleCpu(cpus: number): void {
     const now = Date.now();
     const dt = now - this.cpuAt;
     if (dt < 500) return;
     const cur = readCpuTimes();
-    const sample = cpuUtilPercent(this.cpuPrev, cur);
     const alpha = this.cpuSampled ? 1 - Math.exp(-dt / CPU_SMOOTHING_MS) : 1;
-    this.cpuUtil += alpha * (sample - this.cpuUtil);
+    this.cpuUtil += alpha * (cpuUtilPercent(this.cpuPrev, cur) - this.cpuUtil);
+    const used = this.o.driver.cpuUsageUsec?.();
+    if (used !== undefined && this.sandboxCpuPrev !== undefined) {
+      const sample = sandboxCpuPercent(used - this.sandboxCpuPrev, dt, cpus);
+      this.sandboxCpuUtil = this.sandboxCpuUtil === undefined ? sample : this.sandboxCpuUtil + alpha * (sample - this.sandboxCpuUtil);
+    }
+    this.sandboxCpuPrev = used;
     this.cpuSampled = true;
     this.cpuPrev = cur;
     this.cpuAt = now;

@@ -23,6 +23,12 @@ export function cpuUtilPercent(prev: CpuTimes, cur: CpuTimes): number {
   return dt > 0 ? Math.max(0, Math.min(100, ((cur.busy - prev.busy) / dt) * 100)) : 0;
 }
 
+/** CPU time used over a wall-clock interval as percent of `cpus` CPUs, clamped to 0-100. */
+export function sandboxCpuPercent(usedUsec: number, wallMs: number, cpus: number): number {
+  if (!(wallMs > 0 && cpus > 0)) return 0;
+  return Math.max(0, Math.min(100, (usedUsec / (wallMs * 1000 * cpus)) * 100));
+}
+
 /** MiB values of /proc/meminfo fields. */
 export function parseMeminfo(text: string): { totalMiB: number; availableMiB: number } {
   const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? 0);

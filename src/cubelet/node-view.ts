@@ -10,6 +10,8 @@ export interface NodeViewInputs {
   runtimes?: { name: string; emulated?: boolean }[];
   capacity: { cpus: number; memoryMiB: number; declared: boolean };
   cpuUtilPercent: number;
+  /** The node's sandboxes' CPU use in percent of its CPUs, when the driver can tell. */
+  sandboxCpuUtilPercent?: number;
   memAvailableMiB: number;
   diskUsedPercent: number;
   master: MasterConfig;
@@ -71,6 +73,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
     capacity: i.capacity,
     usage: {
       cpuUtilPercent: round1(i.cpuUtilPercent),
+      ...(i.sandboxCpuUtilPercent !== undefined ? { sandboxCpuUtilPercent: round1(i.sandboxCpuUtilPercent) } : {}),
       memAvailableMiB: i.memAvailableMiB,
       diskUsedPercent: i.diskUsedPercent,
       diskWatermarkPercent: diskMax,

@@ -102,6 +102,15 @@ export class RuntimeSet implements RuntimeDriver {
     return this.driverOf(sandboxID).name;
   }
 
+  /** The drivers share the node's cgroup parent: the first that can tell covers them all. */
+  cpuUsageUsec(): number | undefined {
+    for (const d of this.drivers) {
+      const u = d.cpuUsageUsec?.();
+      if (u !== undefined) return u;
+    }
+    return undefined;
+  }
+
   async scan(): Promise<SandboxHandle[]> {
     const out: SandboxHandle[] = [];
     for (const d of this.drivers) {

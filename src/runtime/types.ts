@@ -137,6 +137,8 @@ export interface RuntimeDriver {
   alive(h: SandboxHandle): boolean;
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess;
   stats(h: SandboxHandle): Promise<SandboxStats>;
+  /** CPU time all of this node's sandboxes have used, microseconds, monotonic (the live cpu gate); absent when the driver cannot tell. */
+  cpuUsageUsec?(): number | undefined;
   files: SandboxFiles;
   /** Sandboxes this node's kernel objects still hold (for re-adoption after a restart). */
   scan(): Promise<SandboxHandle[]>;

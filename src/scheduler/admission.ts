@@ -8,7 +8,8 @@ import { CubeError, toCubeError } from '../errors.js';
 import { checkEnvVars } from '../runtime/env.js';
 import type { StateStore } from '../store/types.js';
 import type { CreateSandboxRequest } from './control-plane.js';
-import { computeDensity, densityParamsFromConfig, footprintMiB } from './density.js';
+import { computeDensity, densityParamsFromConfig, DensityInputError, footprintMiB, paramsForNode, type DensityParams, type SpecShape } from './density.js';
+import { fmt } from './plugin.js';
 import { describeRejections, type ScheduleResult } from './pipeline.js';
 
 export interface ResolvedCreate {
@@ -75,6 +76,51 @@ export function requireTemplate(templateID: string, nodes: NodeView[]): void {
   if (nodes.some((n) => n.templates.includes(templateID))) return;
   const known = [...new Set(nodes.flatMap((n) => n.templates))].sort();
   throw new CubeError('NOT_FOUND', `template ${templateID} not found (available: ${known.join(', ') || 'none'})`);
+}
+
+/**
+ * 400 when the spec fits on no registered node even empty (more vCPUs than a node's oversold
+ * CPU quota, a footprint larger than its memory quota, or above node_max_mvm_num zero): waiting
+ * cannot help, so the answer must not say "retry". The message names the limit and its numbers
+ * for the largest node. Nodes that are down still count: they may come back.
+ */
+export function requireFits(spec: SpecShape, nodes: NodeView[], master: MasterConfig): void {
+  if (nodes.length === 0) return;
+  const params = densityParamsFromConfig(master);
+  const why: string[] = [];
+  for (const n of nodes) {
+    const limit = neverFitsOn(spec, n, params);
+    if (limit === undefined) return;
+    why.push(`${n.nodeID}: ${limit}`);
+  }
+  throw new CubeError('BAD_REQUEST', `a sandbox of ${fmt(spec.cpus)} vCPU / ${fmt(spec.memoryMiB)} MiB can never fit, even on an empty node: ${why.join('; ')}`);
+}
+
+/** Why an empty node could not hold one sandbox of `spec`, or undefined when it could. */
+export function neverFitsOn(spec: SpecShape, node: NodeView, params: DensityParams): string | undefined {
+  let d;
+  try {
+    d = computeDensity(node.capacity, params, spec);
+  } catch (e) {
+    if (e instanceof DensityInputError) return e.message;
+    throw e;
+  }
+  const p = paramsForNode(node.capacity, params);
+  if (d.cpuCeiling < 1)
+    return `${fmt(spec.cpus)} vCPU > cpu quota ${fmt(d.cpuQuota)} (${fmt(node.capacity.cpus)} cpus x ${fmt(p.cpuOversellRatio)} cpu oversell x ${fmt(p.cpuUtilCapPercent)}% node_max_cpu_util)`;
+  if (d.paperCeiling < 1)
+    return `footprint ${fmt(d.footprintMiB)} MiB > memory quota ${fmt(d.memQuotaMiB)} MiB ((${fmt(node.capacity.memoryMiB)} - ${fmt(p.memReservedMiB)} reserved) x ${fmt(p.memOversellRatio)} mem oversell)`;
+  return undefined;
+}
+
+/**
+ * The error for a refused placement. Every node only short of create slots (realtime_create_num):
+ * 429 with Retry-After, which the E2B SDK retries by itself; otherwise 130597 (503, Retry-After:
+ * capacity comes back as sandboxes end or their CPU use drops; the SDK raises ServiceBusyError).
+ */
+export function refusalError(placed: ScheduleResult, message: string): CubeError {
+  const slotsOnly = !placed.ok && placed.rejections.length > 0 && placed.rejections.every((r) => r.filter === 'realtime_create_num');
+  return slotsOnly ? new CubeError('CONCURRENCY_LIMITED', message, { retryAfter: 1 }) : new CubeError('NO_NODE', message, { retryAfter: 1 });
 }
 
 /**

@@ -4,6 +4,16 @@
 export interface NodeCapacity {
   cpus: number;
   memoryMiB: number;
+  /** False when read from the host (a development box): `DensityParams.detected` applies. Absent = declared. */
+  declared?: boolean;
+}
+
+/** host.detected: the quotas of a node whose capacity is read from the host. */
+export interface DetectedParams {
+  cpuOversellRatio: number;
+  memOversellRatio: number;
+  /** The reserve is min(memReservedMiB, this share of the node's memory). */
+  memReservedPercent: number;
 }
 
 export interface DensityParams {
@@ -23,6 +33,8 @@ export interface DensityParams {
   releaseRatio: number;
   /** scheduler.node_max_mvm_num */
   maxSandboxes: number;
+  /** host.detected; absent = every node follows the reference model. */
+  detected?: DetectedParams;
 }
 
 export interface SpecShape {
@@ -100,7 +112,24 @@ export function footprintMiB(spec: SpecShape, params: Pick<DensityParams, 'overh
   return spec.memoryMiB + params.overheadBaseMiB + spec.memoryMiB / params.overheadCoefficient;
 }
 
-export function computeDensity(node: NodeCapacity, params: DensityParams, spec: SpecShape): Density {
+/**
+ * The parameters in force on `node`: the reference model for a declared node; for one read from
+ * the host, host.detected's oversell ratios and a reserve scaled to its memory (10 GiB of a 16 GiB
+ * laptop leaves room for one 4 GiB sandbox; the reference reserve is sized for a 251 GiB host).
+ */
+export function paramsForNode(node: NodeCapacity, params: DensityParams): DensityParams {
+  const d = params.detected;
+  if (node.declared !== false || d === undefined) return params;
+  return {
+    ...params,
+    cpuOversellRatio: d.cpuOversellRatio,
+    memOversellRatio: d.memOversellRatio,
+    memReservedMiB: Math.min(params.memReservedMiB, Math.floor((node.memoryMiB * d.memReservedPercent) / 100)),
+  };
+}
+
+export function computeDensity(node: NodeCapacity, nodeParams: DensityParams, spec: SpecShape): Density {
+  const params = paramsForNode(node, nodeParams);
   validateDensityInput(node, params, spec);
   const footprint = footprintMiB(spec, params);
   const memBudgetMiB = node.memoryMiB - params.memReservedMiB;
@@ -155,8 +184,9 @@ export function headroomFromUsage(node: NodeCapacity, params: DensityParams, spe
 /** Density parameters from the master config (the shape in src/config/schema.ts). */
 export function densityParamsFromConfig(master: {
   scheduler: { node_max_mem_reserved_in_mb: number; node_max_cpu_util: number; node_max_mvm_num: number; overhead: { vm_memory_overhead_base_mib: number; vm_memory_overhead_coefficient: number } };
-  host: { quota: { mem_oversell_ratio: number; cpu_oversell_ratio: number; paused_resource_release_ratio: number } };
+  host: { quota: { mem_oversell_ratio: number; cpu_oversell_ratio: number; paused_resource_release_ratio: number }; detected?: { cpu_oversell_ratio: number; mem_oversell_ratio: number; mem_reserved_percent: number } };
 }): DensityParams {
+  const d = master.host.detected;
   return {
     memReservedMiB: master.scheduler.node_max_mem_reserved_in_mb,
     memOversellRatio: master.host.quota.mem_oversell_ratio,
@@ -166,5 +196,6 @@ export function densityParamsFromConfig(master: {
     overheadCoefficient: master.scheduler.overhead.vm_memory_overhead_coefficient,
     releaseRatio: master.host.quota.paused_resource_release_ratio,
     maxSandboxes: master.scheduler.node_max_mvm_num,
+    ...(d ? { detected: { cpuOversellRatio: d.cpu_oversell_ratio, memOversellRatio: d.mem_oversell_ratio, memReservedPercent: d.mem_reserved_percent } } : {}),
   };
 }

@@ -11,7 +11,7 @@ import { CubeError, toCubeError } from '../errors.js';
 import { newSandboxID, newToken } from '../ids.js';
 import type { NodeRecord, StateStore } from '../store/types.js';
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from './control-plane.js';
-import { audit, audited, checkTimeout, refusalOf, requireTemplate, resolveCreate, resumeRefusal } from './admission.js';
+import { audit, audited, checkTimeout, refusalError, refusalOf, requireFits, requireTemplate, resolveCreate, resumeRefusal } from './admission.js';
 import { CreateStats } from './create-stats.js';
 import { schedule } from './pipeline.js';
 import { snapshotOf, Watchers } from './watchers.js';
@@ -106,12 +106,13 @@ export class LocalControlPlane implements ControlPlane {
     const { templateID, cpus, memoryMiB, diskGiB, timeoutSec } = resolveCreate(req, master);
     const node = await this.nodeView();
     requireTemplate(templateID, [node]);
+    requireFits({ cpus, memoryMiB }, [node], master);
     const placed = schedule({ templateID, cpus, memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, [{ view: node, inFlightCreates: this.inFlight }], master, Date.now());
     const refusal = refusalOf(placed, [node]);
     if (refusal !== undefined) {
       await this.appendEvent({ kind: 'schedule.failed', nodeID: node.nodeID, code: 130597, message: refusal });
       await this.audit(req.actor, 'sandbox.create', templateID, refusal);
-      throw new CubeError('NO_NODE', refusal);
+      throw refusalError(placed, refusal);
     }
     const sandboxID = newSandboxID();
     const secrets: Secrets = { accessToken: newToken(), envVars: { ...(req.envVars ?? {}) } };

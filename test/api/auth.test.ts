@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ApiKeys, keyID, presentedKey, resolveApiKey } from '../../src/api/auth.js';
-import { RateLimiter } from '../../src/api/rate-limit.js';
+import { ConcurrencyLimiter, isCreateLike, RateLimiter } from '../../src/api/rate-limit.js';
 
 const req = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
 
@@ -53,4 +53,59 @@ describe('rate limiter', () => {
     rate = 0.5;
     expect(rl.take('a', t + 400)).toBe(2);
   });
+});
+
+describe('rate limiter: unlimited, peeking, bounded', () => {
+  it('rate 0 admits everything', () => {
+    const rl = new RateLimiter(() => 0);
+    for (let i = 0; i < 1000; i++) expect(rl.take('a', 1)).toBe(0);
+  });
+  it('wait() tells without taking', () => {
+    const rl = new RateLimiter(() => 2);
+    expect(rl.wait('a', 0)).toBe(0);
+    expect([rl.take('a', 0), rl.take('a', 0)]).toEqual([0, 0]);
+    expect(rl.wait('a', 0)).toBe(1);
+    expect(rl.wait('a', 0)).toBe(1);
+    expect(rl.wait('a', 600)).toBe(0);
+  });
+  it('keeps at most maxKeys buckets under a flood from many addresses, and still limits a flooding one', () => {
+    const rl = new RateLimiter(() => 1, 100);
+    for (let i = 0; i < 10_000; i++) rl.take(`10.0.${i >> 8}.${i & 255}`, 0);
+    expect((rl as unknown as { buckets: Map<string, unknown> }).buckets.size).toBeLessThanOrEqual(100);
+    expect([rl.take('x', 0), rl.take('x', 0)]).toEqual([0, 1]);
+  });
+});
+
+describe('concurrency limiter', () => {
+  it('admits `limit` at once per key; a release frees one slot, once', () => {
+    let limit = 2;
+    const cl = new ConcurrencyLimiter(() => limit);
+    const r1 = cl.acquire('a')!;
+    const r2 = cl.acquire('a')!;
+    expect(cl.acquire('a')).toBeUndefined();
+    expect(cl.acquire('b')).toBeDefined();
+    r1();
+    r1();
+    expect(cl.inFlight('a')).toBe(1);
+    expect(cl.acquire('a')).toBeDefined();
+    expect(cl.acquire('a')).toBeUndefined();
+    limit = 3;
+    expect(cl.acquire('a')).toBeDefined();
+    r2();
+    expect(cl.inFlight('a')).toBe(2);
+  });
+  it.each([
+    ['POST', '/sandboxes', true],
+    ['POST', '/v2/sandboxes', true],
+    ['POST', '/sandboxes/abc/resume', true],
+    ['POST', '/sandboxes/abc/connect', true],
+    ['POST', '/v2/sandboxes/abc/connect', true],
+    ['POST', '/admin/v1/sandboxes', true],
+    ['POST', '/admin/v1/sandboxes/abc/resume', true],
+    ['GET', '/sandboxes', false],
+    ['DELETE', '/sandboxes/abc', false],
+    ['POST', '/sandboxes/abc/pause', false],
+    ['POST', '/sandboxes/abc/timeout', false],
+    ['POST', '/admin/v1/sandboxes/abc/exec', false],
+  ])('%s %s takes a create slot: %s', (method, path, want) => expect(isCreateLike(method, path)).toBe(want));
 });

@@ -1,7 +1,7 @@
 // Admission rules shared by role all and the cluster: request defaults, template check,
 // 130597 text, release-ratio resume policy.
 import { describe, expect, it } from 'vitest';
-import { refusalOf, requireTemplate, resolveCreate, resumeRefusal } from '../../src/scheduler/admission.js';
+import { refusalError, refusalOf, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../../src/scheduler/admission.js';
 import { config, node } from './fixtures.js';
 
 describe('resolveCreate', () => {
@@ -42,5 +42,42 @@ describe('resumeRefusal', () => {
   });
   it('refuses with the numbers when it does not', () => {
     expect(resumeRefusal(spec, small(11000), master)).toBe('resume rejected by paused_resource_release_ratio policy: need 2101MB + used 11000MB > mem quota 12288MB');
+  });
+});
+
+describe('requireFits: a request no node could ever hold is a 400 naming the limit', () => {
+  const master = config();
+  const dev = (id: string) => node(id, { capacity: { cpus: 2, memoryMiB: 24576, declared: false } });
+  it.each([
+    ['fits on the reference node', { cpus: 1, memoryMiB: 4096 }, [node('a')], undefined],
+    ['fits on one of two nodes', { cpus: 200, memoryMiB: 4096 }, [dev('a'), node('b')], undefined],
+    ['fits on a full node later (usage does not count)', { cpus: 1, memoryMiB: 4096 }, [node('a', { usage: { quotaCpuUsed: 307, quotaMemUsedMiB: 493568 } })], undefined],
+    [
+      'cpuCount 1000 on a 2-core box',
+      { cpus: 1000, memoryMiB: 512 },
+      [dev('a')],
+      'a sandbox of 1000 vCPU / 512 MiB can never fit, even on an empty node: a: 1000 vCPU > cpu quota 25.6 (2 cpus x 16 cpu oversell x 80% node_max_cpu_util)',
+    ],
+    [
+      '1 TiB of memory on the reference node',
+      { cpus: 1, memoryMiB: 1 << 20 },
+      [node('a')],
+      'a sandbox of 1 vCPU / 1048576 MiB can never fit, even on an empty node: a: footprint 1065002 MiB > memory quota 493568 MiB ((257024 - 10240 reserved) x 2 mem oversell)',
+    ],
+    ['no node registered: left to the scheduler (130597)', { cpus: 1000, memoryMiB: 512 }, [], undefined],
+  ])('%s', (_name, spec, nodes, want) => {
+    if (want === undefined) expect(() => requireFits(spec, nodes, master)).not.toThrow();
+    else expect(() => requireFits(spec, nodes, master)).toThrow(expect.objectContaining({ kind: 'BAD_REQUEST', http: 400, message: want }));
+  });
+});
+
+describe('refusalError: a transient shortage says when to retry', () => {
+  const rej = (filter: string) => ({ nodeID: 'a', filter, reason: 'x' });
+  it.each([
+    ['only create slots short: 429, which the SDK retries', [rej('realtime_create_num')], { kind: 'CONCURRENCY_LIMITED', http: 429, retryAfter: 1 }],
+    ['capacity: 503 with Retry-After', [rej('mem')], { kind: 'NO_NODE', http: 503, retryAfter: 1 }],
+    ['mixed: capacity wins', [rej('realtime_create_num'), { ...rej('cpu'), nodeID: 'b' }], { kind: 'NO_NODE', http: 503, retryAfter: 1 }],
+  ])('%s', (_name, rejections, want) => {
+    expect(refusalError({ ok: false, rejections }, 'no node available: ...')).toMatchObject(want);
   });
 });

@@ -9,7 +9,37 @@ const p = (over: Partial<DensityParams> = {}): DensityParams => ({ ...DEFAULTS, 
 
 describe('density parameters from the config', () => {
   it('are the CubeSandbox defaults', () => {
-    expect(DEFAULTS).toEqual({ memReservedMiB: 10240, memOversellRatio: 2, cpuOversellRatio: 3, cpuUtilCapPercent: 80, overheadBaseMiB: 42, overheadCoefficient: 64, releaseRatio: 0, maxSandboxes: 3000 });
+    expect(DEFAULTS).toEqual({
+      memReservedMiB: 10240,
+      memOversellRatio: 2,
+      cpuOversellRatio: 3,
+      cpuUtilCapPercent: 80,
+      overheadBaseMiB: 42,
+      overheadCoefficient: 64,
+      releaseRatio: 0,
+      maxSandboxes: 3000,
+      detected: { cpuOversellRatio: 16, memOversellRatio: 6, memReservedPercent: 25 },
+    });
+  });
+});
+
+describe('nodes whose capacity is read from the host (host.detected)', () => {
+  const DEV = { cpus: 2, memoryMiB: 24 * 1024, declared: false };
+  it.each([
+    // 2 x 16 x 0.8 = 25.6 one-vCPU sandboxes; reserve min(10240, 25% of 24576 = 6144); (24576 - 6144) x 6 / 562 = 196.
+    ['2-core 24 GiB box, small sandboxes', DEV, { cpus: 1, memoryMiB: 512 }, { cpuQuota: 25.6, cpuCeiling: 25, memBudgetMiB: 18432, paperCeiling: 196, effectiveCeiling: 25, bottleneck: 'cpu' }],
+    ['2-core 24 GiB box, the default spec', DEV, REF_SPEC, { paperCeiling: 26, safetyBoundary: 4, effectiveCeiling: 25 }],
+    ['2-core 8 GiB laptop, small sandboxes', { cpus: 2, memoryMiB: 8192, declared: false }, { cpus: 1, memoryMiB: 512 }, { memBudgetMiB: 6144, paperCeiling: 65, effectiveCeiling: 25 }],
+    // The reserve is never raised above node_max_mem_reserved_in_mb: 25% of 251 GiB is 64256 > 10240.
+    ['a large undeclared host keeps the 10 GiB reserve', { ...REF_NODE, declared: false }, REF_SPEC, { memBudgetMiB: 246784, paperCeiling: 352, cpuCeiling: 1638 }],
+    ['declared: the reference model, unchanged', { ...REF_NODE, declared: true }, REF_SPEC, { paperCeiling: 117, safetyBoundary: 58, cpuCeiling: 307 }],
+  ] as const)('%s', (_name, node, spec, expected) => {
+    expect(computeDensity(node, DEFAULTS, spec)).toMatchObject(expected);
+  });
+
+  it('without host.detected every node follows the reference model', () => {
+    const { detected: _, ...reference } = DEFAULTS;
+    expect(computeDensity({ ...REF_NODE, declared: false }, reference, REF_SPEC)).toMatchObject({ paperCeiling: 117, cpuCeiling: 307 });
   });
 });
 

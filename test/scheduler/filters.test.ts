@@ -34,6 +34,10 @@ describe('cpu', () => {
     ['live util at the cap', node('a', { usage: { cpuUtilPercent: 80 } }), {}, 'cpu util 80% >= 80%'],
     ['cap raised by config', node('a', { usage: { cpuUtilPercent: 80 } }), { scheduler: { node_max_cpu_util: 90 } }, undefined],
     ['oversell 1 shrinks the quota', node('a', { usage: { quotaCpuUsed: 102 } }), { host: { quota: { cpu_oversell_ratio: 1 } } }, 'cpu quota 102+1 > 102.4'],
+    ['a busy host with idle sandboxes passes: only the sandboxes count', node('a', { usage: { cpuUtilPercent: 100, sandboxCpuUtilPercent: 5 } }), {}, undefined],
+    ['sandboxes using 80% of the node close it', node('a', { usage: { cpuUtilPercent: 85, sandboxCpuUtilPercent: 80 } }), {}, 'sandbox cpu use 80% >= 80%'],
+    ['2-core box read from the host: 25 one-vCPU sandboxes', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { quotaCpuUsed: 24.5 } }), {}, undefined],
+    ['... and not 26', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { quotaCpuUsed: 25 } }), {}, 'cpu quota 25+1 > 25.6'],
   ])('%s', (_name, n, cfg, want) => {
     expect(FILTERS.cpu(ctx(n, { cfg }))).toBe(want);
   });
@@ -48,6 +52,10 @@ describe('mem', () => {
     ['no oversell: the safety boundary', node('a', { usage: { quotaMemUsedMiB: 58 * 4202 } }), { host: { quota: { mem_oversell_ratio: 1 } } }, 'mem 58/58 (243716+4202 > 246784 MiB)'],
     ['paused count (1 - r): 200 paused at r=0.75 fit', node('a', { usage: { quotaMemUsedMiB: 200 * 4202 * 0.25 } }), { host: { quota: { paused_resource_release_ratio: 0.75 } } }, undefined],
     ['bigger reserve', node('a', { usage: { quotaMemUsedMiB: 116 * 4202 } }), { scheduler: { node_max_mem_reserved_in_mb: 20480 } }, 'mem 116/112 (487432+4202 > 473088 MiB)'],
+    // 24 GiB read from the host: reserve 6144 MiB, and MemAvailable must stay above it.
+    ['host-read node with memory to spare', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { memAvailableMiB: 9000 } }), {}, undefined],
+    ['host-read node short of real memory', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { memAvailableMiB: 6000 } }), {}, 'memory available 6000 MiB < reserve 6144 MiB'],
+    ['a declared node is not gated on MemAvailable', node('a', { usage: { memAvailableMiB: 100 } }), {}, undefined],
   ])('%s', (_name, n, cfg, want) => {
     expect(FILTERS.mem(ctx(n, { cfg }))).toBe(want);
   });

@@ -11,6 +11,7 @@ import type { SandboxRecord } from '../../scheduler/control-plane.js';
 import type { ApiContext } from '../context.js';
 import { sendError, sendJson, sendNoContent } from '../http.js';
 import { proxyHttp, proxyUpgrade, rejectUpgrade, upstreamOf } from '../proxy.js';
+import type { RateLimiter } from '../rate-limit.js';
 import { ConnectError, errorJson, httpStatusOf } from './connect.js';
 import { handleFiles } from './files.js';
 import { filesystemService } from './filesystem.js';
@@ -34,6 +35,8 @@ class Refusal extends Error {
   constructor(
     readonly status: number,
     readonly body: Record<string, unknown>,
+    /** The request presented a token no sandbox has (counts against its address). */
+    readonly badToken = false,
   ) {
     super(String(body.message));
   }
@@ -41,17 +44,48 @@ class Refusal extends Error {
 
 const gone = (sandboxID: string, why: string): Refusal => new Refusal(502, { sandboxId: sandboxID, message: `The sandbox was not found: ${why}`, code: 502 });
 
-/** token → sandboxID, for SDKs that send only X-Access-Token; rebuilt from the list on a miss. */
-const tokenIndex = new WeakMap<ApiContext, Map<string, string>>();
+/**
+ * token → sandboxID, for SDKs that send only X-Access-Token; rebuilt from the list on a miss.
+ * Misses arriving together share one rebuild, and a source address past its failure budget
+ * gets no lookup at all (guarded), so a flood of wrong tokens costs no listing each.
+ */
+const tokenIndex = new WeakMap<ApiContext, { map: Map<string, string>; rebuild?: Promise<Map<string, string>> }>();
 
 async function findByToken(ctx: ApiContext, token: string): Promise<string | undefined> {
   let index = tokenIndex.get(ctx);
-  const hit = index?.get(token);
+  const hit = index?.map.get(token);
   if (hit) return hit;
-  index = new Map((await ctx.cp.listSandboxes()).map((s) => [s.accessToken, s.sandboxID]));
-  tokenIndex.set(ctx, index);
-  return index.get(token);
+  if (!index) tokenIndex.set(ctx, (index = { map: new Map() }));
+  const idx = index;
+  idx.rebuild ??= ctx.cp
+    .listSandboxes()
+    .then((all) => (idx.map = new Map(all.map((s) => [s.accessToken, s.sandboxID]))))
+    .finally(() => (idx.rebuild = undefined));
+  return (await idx.rebuild).get(token);
 }
+
+/** Failed authentications per source address (api.auth_failures_per_sec). */
+interface FailureGuard {
+  /** Throws 429 when the address is past its budget (before an expensive lookup). */
+  check(): void;
+  /** Counts one failure; true when the address is now past its budget. */
+  failed(): boolean;
+}
+
+function guardOf(req: IncomingMessage, failures: RateLimiter, ctx: ApiContext): FailureGuard {
+  const from = req.socket.remoteAddress ?? '';
+  const limited = (wait: number) => new CubeError('RATE_LIMITED', `more than ${ctx.config().api.auth_failures_per_sec} failed sandbox authentications per second from ${from}`, { retryAfter: wait });
+  return {
+    check: () => {
+      const wait = failures.wait(from);
+      if (wait > 0) throw limited(wait);
+    },
+    failed: () => failures.take(from) > 0,
+  };
+}
+
+/** An answer for an unknown token or a wrong token or signature: those count against the address. */
+const isAuthFailure = (e: unknown): boolean => (e instanceof Refusal && e.badToken) || (e instanceof CubeError && e.kind === 'UNAUTHORIZED');
 
 async function recordOf(ctx: ApiContext, sandboxID: string): Promise<SandboxRecord | undefined> {
   try {
@@ -117,14 +151,15 @@ function accessOf(req: IncomingMessage, ctx: ApiContext): Access {
 }
 
 /** The live sandbox a request is for, its node, and the port it wants; a Refusal otherwise. */
-async function resolve(ctx: ApiContext, a: Access): Promise<{ call: Omit<SandboxCall, 'user'>; port: number }> {
+async function resolve(ctx: ApiContext, a: Access, guard: FailureGuard): Promise<{ call: Omit<SandboxCall, 'user'>; port: number }> {
   const t = a.target;
   if (!t && !a.signed) throw new CubeError('BAD_REQUEST', 'not sandbox traffic: no E2b-Sandbox-Id, X-Access-Token, sandbox Host or signed /files URL');
   if (t && Number.isNaN(t.port)) throw new CubeError('BAD_REQUEST', 'E2b-Sandbox-Port must be a port number');
+  if (t?.by !== 'id') guard.check();
   const sandboxID = t?.by === 'id' ? t.sandboxID : t?.by === 'token' ? await findByToken(ctx, t.token) : await findBySignature(ctx, a.signed!);
   if (!sandboxID) {
     if (!t) throw new CubeError('UNAUTHORIZED', 'the /files signature matches no running sandbox (wrong, or signed for another path, operation or user)');
-    throw gone('(unknown)', 'no sandbox has this access token');
+    throw new Refusal(502, { sandboxId: '(unknown)', message: 'The sandbox was not found: no sandbox has this access token', code: 502 }, true);
   }
   const rec = await recordOf(ctx, sandboxID);
   if (!rec) throw gone(sandboxID, `sandbox ${sandboxID} does not exist`);
@@ -144,9 +179,20 @@ async function resolve(ctx: ApiContext, a: Access): Promise<{ call: Omit<Sandbox
   return { call: { node: await ctx.cp.nodeFor(sandboxID), sandboxID }, port };
 }
 
-export async function handleSandboxTraffic(req: IncomingMessage, res: ServerResponse, ctx: ApiContext): Promise<void> {
+/** Resolves the request's sandbox; failed authentications are counted, and past the budget answered with 429. */
+async function resolveGuarded(req: IncomingMessage, ctx: ApiContext, failures: RateLimiter): ReturnType<typeof resolve> {
+  const guard = guardOf(req, failures, ctx);
   try {
-    const { call, port } = await resolve(ctx, accessOf(req, ctx));
+    return await resolve(ctx, accessOf(req, ctx), guard);
+  } catch (e) {
+    if (isAuthFailure(e) && guard.failed()) guard.check();
+    throw e;
+  }
+}
+
+export async function handleSandboxTraffic(req: IncomingMessage, res: ServerResponse, ctx: ApiContext, failures: RateLimiter): Promise<void> {
+  try {
+    const { call, port } = await resolveGuarded(req, ctx, failures);
     if (port !== ENVD_PORT) {
       await proxyHttp(req, res, call.sandboxID, port, await upstreamOf(call.node, call.sandboxID, port, req.url ?? '/'));
       return;
@@ -174,9 +220,9 @@ async function serveEnvd(req: IncomingMessage, res: ServerResponse, call: Omit<S
   }
 }
 
-export async function handleSandboxUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, ctx: ApiContext): Promise<void> {
+export async function handleSandboxUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, ctx: ApiContext, failures: RateLimiter): Promise<void> {
   try {
-    const { call, port } = await resolve(ctx, accessOf(req, ctx));
+    const { call, port } = await resolveGuarded(req, ctx, failures);
     if (port === ENVD_PORT) throw new CubeError('BAD_REQUEST', `port ${ENVD_PORT} (envd) takes no upgrades`);
     proxyUpgrade(req, socket, head, call.sandboxID, port, await upstreamOf(call.node, call.sandboxID, port, req.url ?? '/'));
   } catch (e) {

@@ -531,6 +531,11 @@ export class MicrovmDriver implements RuntimeDriver {
     return { memoryBytes: Number(usage), memoryLimitBytes: Number(limit), cpuUsageNs: (keyedValue(cpu, 'usage_usec') ?? 0) * 1000, pids: Number(pids), oomKills: 0 };
   }
 
+  /** QEMU runs in the sandbox's cgroups: the node parent's CPU time is the guests' (live cpu gate). */
+  cpuUsageUsec(): number | undefined {
+    return this.cgroupsOrUndefined?.usageUsec();
+  }
+
   async scan(): Promise<SandboxHandle[]> {
     const out: SandboxHandle[] = [];
     for (const id of await readdir(this.root).catch(() => [] as string[])) {

@@ -163,6 +163,20 @@ export class Cgroups {
     return readFile(join(this.dir(h, sandboxID), file), 'utf8');
   }
 
+  /**
+   * CPU time of every sandbox under the node's parent, alive or gone (cgroup2 folds a removed
+   * child's time into its parent), from the parent's cpu.stat: one small read per sample.
+   * 0 while the parent is gone (a full cleanup removes it; it comes back with the next sandbox).
+   */
+  usageUsec(): number {
+    try {
+      return keyedValue(readFileSync(join(this.parents.unified, 'cpu.stat'), 'utf8'), 'usage_usec') ?? 0;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+      throw e;
+    }
+  }
+
   /** memory.oom_control's oom_kill counter, read synchronously so an exec can sample it as it starts. */
   oomKillsSync(sandboxID: string): number {
     try {

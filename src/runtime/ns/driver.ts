@@ -250,6 +250,10 @@ export class NsDriver implements RuntimeDriver {
     };
   }
 
+  cpuUsageUsec(): number | undefined {
+    return this.cgroupsOrUndefined?.usageUsec();
+  }
+
   async scan(): Promise<SandboxHandle[]> {
     const out: SandboxHandle[] = [];
     for (const id of await this.cgroups.list()) {

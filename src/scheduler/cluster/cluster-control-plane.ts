@@ -13,7 +13,7 @@ import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID, newToken } from '../../ids.js';
 import type { ClusterStore } from '../../store/cluster/index.js';
 import type { NodeRecord } from '../../store/types.js';
-import { audit, audited, checkTimeout, refusalOf, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
+import { audit, audited, checkTimeout, refusalError, refusalOf, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from '../control-plane.js';
 import { CreateStats } from '../create-stats.js';
 import { publicView } from '../local-control-plane.js';
@@ -178,6 +178,7 @@ export class ClusterControlPlane implements ControlPlane {
     this.recent = pendingPlacements(this.recent, reported, Date.now());
     const nodes = withRecentPlacements(reported, this.recent, densityParamsFromConfig(master));
     requireTemplate(r.templateID, nodes);
+    requireFits(r, nodes, master);
     const inFlight = await this.store.live.inFlight(nodes.map((n) => n.nodeID));
     const d0 = performance.now();
     const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, nodes.map((view) => ({ view, inFlightCreates: inFlight.get(view.nodeID) ?? 0 })), master, Date.now());
@@ -187,7 +188,7 @@ export class ClusterControlPlane implements ControlPlane {
       const message = refusal ?? 'no node available';
       await this.appendEvent({ kind: 'schedule.failed', code: 130597, message });
       await audit(this.store, req.actor, 'sandbox.create', r.templateID, message);
-      throw new CubeError('NO_NODE', message);
+      throw refusalError(placed, message);
     }
     const nodeID = placed.nodeID;
     // Counted from the decision on (synchronously, before any await) so that concurrent decisions see it.
