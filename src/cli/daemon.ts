@@ -87,7 +87,8 @@ API key:
 
 Data dir (default /var/lib/cubed):
   cubed.db (records, events, audit), api-key, sandboxes/<id>/ (overlay upper dirs and
-  meta.json), templates/. One daemon per data dir (cubed.pid).
+  meta.json), templates/, microvm/ (microVM disks, sockets, template images, memory
+  snapshots). One daemon per data dir (cubed.pid).
 
 Signals:
   SIGTERM, SIGINT   graceful stop: the API closes, sandboxes keep running and are re-adopted
@@ -399,7 +400,7 @@ export async function main(argv: string[]): Promise<void> {
     .option('--redis-prefix <prefix>', 'control: prefix of every Redis key (default cube:v1:)')
     .option('--control <urls>', 'compute: control replica URL(s), comma-separated')
     .option('--advertise <url>', 'compute: URL control replicas reach this node\'s RPC at (default: http://<listen>)')
-    .addOption(new Option('--runtime <runtime>', 'runtime driver (default: cubelet.runtime, ns); sim is a SIMULATION for benchmarks').choices(['ns', 'microvm', 'sim']))
+    .addOption(new Option('--runtime <runtime>', 'runtime driver (default: cubelet.runtime, ns); microvm: a QEMU microVM per sandbox (npm run build makes its kernel and initramfs); sim is a SIMULATION for benchmarks').choices(['ns', 'microvm', 'sim']))
     .option('--sim-nodes <n>', 'compute with --runtime sim: stand for N simulated nodes in this one process')
     .option('--node-id-prefix <prefix>', 'with --sim-nodes: node names are <prefix>0000, <prefix>0001, ... (default sim-)')
     .addHelpText('after', HELP_AFTER)

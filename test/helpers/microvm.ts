@@ -5,15 +5,18 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { microvmArtifacts } from '../../src/runtime/microvm/driver.js';
-import { hostEtc } from '../../src/runtime/templates.js';
+import { TemplateStore, hostEtc } from '../../src/runtime/templates.js';
 
 /** Why microvm tests cannot run here, or undefined when they can. */
 export function microvmUnavailable(): string | undefined {
   return microvmArtifacts().missing;
 }
 
-/** Builds a small bootable root filesystem in `dir` and registers it as template `name` in `dataDir`. */
-export function registerVmTemplate(dataDir: string, name: string, dir: string): void {
+/**
+ * Builds a small bootable root filesystem in `dir` and registers it as directory template `name`
+ * in `dataDir` (a running daemon reads its template index at start: restart it afterwards).
+ */
+export async function registerVmTemplate(dataDir: string, name: string, dir: string): Promise<void> {
   const r = (p: string) => join(dir, p);
   for (const d of ['bin', 'etc', 'home/user', 'root', 'tmp', 'proc', 'sys', 'dev', 'usr/bin', 'var/tmp']) mkdirSync(r(d), { recursive: true });
   chownSync(r('home/user'), 1000, 1000);
@@ -29,9 +32,6 @@ export function registerVmTemplate(dataDir: string, name: string, dir: string): 
     copyFileSync(lib, r(lib.slice(1)));
   }
   for (const [file, [content, mode]] of Object.entries(hostEtc())) writeFileSync(r(`etc/${file}`), content, { mode });
-  const templates = join(dataDir, 'templates');
-  mkdirSync(templates, { recursive: true });
-  const index = join(templates, 'index.json');
-  writeFileSync(index, JSON.stringify({ [name]: { rootfs: dir, registeredAt: new Date().toISOString() } }));
   if (!existsSync(r('bin/sh'))) throw new Error('template without /bin/sh');
+  await new TemplateStore(dataDir).registerTemplate(name, dir);
 }

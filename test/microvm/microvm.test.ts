@@ -14,7 +14,8 @@ if (unavailable) console.warn(`microvm tests skipped: ${unavailable}`);
 let d: TestDaemon;
 let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
 const created: string[] = [];
-const VM = { metadata: { 'cube.runtime': 'microvm' }, timeoutMs: 300_000 } as const;
+// The first create of a shape builds the template image and boots the snapshot source: minutes under load.
+const VM = { metadata: { 'cube.runtime': 'microvm' }, timeoutMs: 300_000, requestTimeoutMs: 240_000 } as const;
 
 async function create(): Promise<Sandbox> {
   const sbx = await Sandbox.create('vmbase', { ...opts, ...VM });
@@ -39,7 +40,8 @@ function qemuOf(id: string): number[] {
 describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
   beforeAll(async () => {
     d = await startDaemon({ cubelet: { runtime: ['ns', 'microvm'] } });
-    registerVmTemplate(d.dataDir, 'vmbase', join(d.dataDir, '..', 'vmbase'));
+    await registerVmTemplate(d.dataDir, 'vmbase', join(d.dataDir, '..', 'vmbase'));
+    await d.restart();
     opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
   });
 
