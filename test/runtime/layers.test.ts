@@ -1,6 +1,8 @@
 // The layer store: pure path rules, image archives imported into the store (docker-archive,
 // oci-archive, gzipped layers), hostile archives refused with nothing registered or written
 // outside, and sandboxes of the ns runtime mounting the layers as an overlay stack.
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { lstat, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -98,6 +100,7 @@ describe('importing images into the layer store', () => {
     expect(await layerDirs()).toHaveLength(3);
     expect(existsSync(join(rig().dataDir, 'layers', 'tmp')) ? await readdir(join(rig().dataDir, 'layers', 'tmp')) : []).toEqual([]);
 
+    expect((await lstat(join(rig().dataDir, 'layers'))).mode & 0o777).toBe(0o700); // host users cannot reach into layers
     const top = (await store.resolve('bb')).layers[1]!;
     expect((await lstat(join(top, 'etc/motd'))).isCharacterDevice()).toBe(true);
     expect((await lstat(join(top, 'app'))).uid).toBe(1000);
@@ -157,6 +160,23 @@ describe('importing images into the layer store', () => {
     await expect(importImage(store, f4, { ref: 'garbage' })).rejects.toMatchObject({ kind: 'IMAGE_INVALID' });
     for (const n of ['mismatch', 'truncated', 'plain', 'garbage']) await expect(store.get(n)).rejects.toMatchObject({ kind: 'NOT_FOUND' });
     expect(await readdir(join(rig().dataDir, 'layers', 'tmp'))).toEqual([]);
+  });
+
+  it('answers STORE_FULL when the filesystem of the store fills up, leaving nothing', async () => {
+    const dir = join(scratch, 'cube-full-store');
+    mkdirSync(dir);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'cube-full-store', dir]);
+    try {
+      const small = new TemplateStore(dir);
+      const big = await tarOf([...busyboxLayer(), { name: 'fill', content: randomBytes(6 << 20) }]);
+      const f = await file('big.tar', await dockerArchive([big], {}));
+      await expect(importImage(small, f, { ref: 'big' })).rejects.toMatchObject({ kind: 'STORE_FULL', http: 503 });
+      await expect(small.get('big')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+      expect(await readdir(join(dir, 'layers', 'tmp'))).toEqual([]);
+      expect(await readdir(join(dir, 'layers', 'sha256')).catch(() => [])).toEqual([]);
+    } finally {
+      execFileSync('umount', [dir]);
+    }
   });
 
   it('removes a template and the layers no other template holds', async () => {
