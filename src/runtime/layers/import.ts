@@ -70,7 +70,10 @@ export function importImage(store: TemplateStore, file: string, opts: ImportOpti
       const seen = new Set<string>();
       let sizeBytes = 0;
       let n = 0;
-      await eachEntry(file, async (name, _size, body) => {
+      // A second read of the archive only when some layer is new to the store.
+      const needed = plan.layers.some((l) => !have.has(l.diffID));
+      if (!needed) for (const l of plan.layers) if (plan.entries.has(l.entry)) seen.add(l.entry);
+      if (needed) await eachEntry(file, async (name, _size, body) => {
         const l = byEntry.get(name);
         if (!l || seen.has(name)) return;
         seen.add(name);
