@@ -189,7 +189,12 @@ describe('importing images into the layer store', () => {
     expect(await layerDirs()).toContain(only.layers[1]!.slice(7)); // the base layer: bb still holds it
     const persisted = new TemplateStore(rig().dataDir);
     expect((await persisted.listTemplates()).map((t) => t.name).sort()).toEqual(['bb', 'bb:oci', 'host']);
-    mkdirSync(join(scratch, 'unused'));
-    expect(await readFile(join(rig().dataDir, 'templates', 'index.json'), 'utf8')).not.toContain('only:latest');
+    const indexFile = join(rig().dataDir, 'templates', 'index.json');
+    expect(await readFile(indexFile, 'utf8')).not.toContain('only:latest');
+    // An edit of index.json from outside (an operator registering a directory) is seen by a running store.
+    const index = JSON.parse(await readFile(indexFile, 'utf8')) as Record<string, unknown>;
+    await new Promise((r) => setTimeout(r, 20)); // a distinct mtime
+    await writeFile(indexFile, JSON.stringify({ ...index, ext: { rootfs: scratch, registeredAt: new Date().toISOString() } }));
+    expect((await store.resolve('ext')).layers).toEqual([scratch]);
   });
 });
