@@ -4,7 +4,7 @@
 // none of the host's /etc, /root, /home, /var or data. Other templates are records in
 // <dataDir>/templates/index.json: a stack of content-addressed layers from the node's layer store
 // (imported images, builds; see ./layers/) or a directory (e.g. made by debootstrap) and a config.
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { chmod, chown, copyFile, lstat, mkdir, readFile, readdir, readlink, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import { isAbsolute, join } from 'node:path';
@@ -126,6 +126,7 @@ export class TemplateStore {
   private readonly dir: string;
   private hostReady?: Promise<void>;
   private index?: Promise<Map<string, TemplateRecord>>;
+  private indexMtime = -1;
   /** Writers one at a time (imports, builds, rm): see exclusive(). */
   private writing: Promise<unknown> = Promise.resolve();
 
@@ -231,6 +232,7 @@ export class TemplateStore {
     const tmp = join(this.dir, `index.json.${process.pid}.tmp`);
     await writeFile(tmp, JSON.stringify(Object.fromEntries(index), null, 2) + '\n');
     await rename(tmp, join(this.dir, 'index.json'));
+    this.indexMtime = statSync(join(this.dir, 'index.json')).mtimeMs; // our own write: the cache is current
   }
 
   private hostRef(): TemplateRef {
@@ -252,11 +254,18 @@ export class TemplateStore {
   }
 
   // Read once, then kept: listTemplates is on the create path (the node view).
+  // Kept in memory and re-read when index.json's mtime changes: an operator (or a test) may
+  // register a directory template by editing the file while cubed runs. One stat per call.
   private records(): Promise<Map<string, TemplateRecord>> {
-    this.index ??= this.readIndex().catch((e: unknown) => {
-      this.index = undefined;
-      throw e;
-    });
+    const mtime = statSync(join(this.dir, 'index.json'), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+    if (this.index && mtime !== this.indexMtime) this.index = undefined;
+    if (!this.index) {
+      this.indexMtime = mtime;
+      this.index = this.readIndex().catch((e: unknown) => {
+        this.index = undefined;
+        throw e;
+      });
+    }
     return this.index;
   }
 

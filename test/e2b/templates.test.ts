@@ -79,6 +79,16 @@ describe('templates from images', () => {
     }
   });
 
+  it('pulls through skopeo for image references (oci:DIR here: no registry is reachable)', async () => {
+    const r = await cubectl(['template', 'import', `oci:${join(scratch, 'layout')}`, '--name', 'pulled'], env);
+    expect(r.stderr).toBe('');
+    expect(r).toMatchObject({ code: 0, stdout: expect.stringMatching(/^imported pulled:latest sha256:[0-9a-f]{64} \(3 layers, oci\)\n$/) });
+    const missing = await cubectl(['template', 'import', `docker-archive:${join(scratch, 'nope.tar')}`, '--name', 'nope'], env);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/skopeo copy docker-archive:.*nope\.tar/);
+    expect((await cubectl(['template', 'rm', 'pulled'], env)).code).toBe(0);
+  });
+
   it('refuses hostile and broken archives with a code, registering nothing', async () => {
     const cases: [string, Buffer, RegExp][] = [
       ['escape.tar', await dockerArchive([await tarOf([{ name: '../../../tmp/cube-escaped', content: 'x' }])], {}), /130420 .*escapes the layer root/],

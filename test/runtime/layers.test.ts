@@ -1,6 +1,8 @@
 // The layer store: pure path rules, image archives imported into the store (docker-archive,
 // oci-archive, gzipped layers), hostile archives refused with nothing registered or written
 // outside, and sandboxes of the ns runtime mounting the layers as an overlay stack.
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { lstat, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -98,6 +100,7 @@ describe('importing images into the layer store', () => {
     expect(await layerDirs()).toHaveLength(3);
     expect(existsSync(join(rig().dataDir, 'layers', 'tmp')) ? await readdir(join(rig().dataDir, 'layers', 'tmp')) : []).toEqual([]);
 
+    expect((await lstat(join(rig().dataDir, 'layers'))).mode & 0o777).toBe(0o700); // host users cannot reach into layers
     const top = (await store.resolve('bb')).layers[1]!;
     expect((await lstat(join(top, 'etc/motd'))).isCharacterDevice()).toBe(true);
     expect((await lstat(join(top, 'app'))).uid).toBe(1000);
@@ -159,6 +162,23 @@ describe('importing images into the layer store', () => {
     expect(await readdir(join(rig().dataDir, 'layers', 'tmp'))).toEqual([]);
   });
 
+  it('answers STORE_FULL when the filesystem of the store fills up, leaving nothing', async () => {
+    const dir = join(scratch, 'cube-full-store');
+    mkdirSync(dir);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'cube-full-store', dir]);
+    try {
+      const small = new TemplateStore(dir);
+      const big = await tarOf([...busyboxLayer(), { name: 'fill', content: randomBytes(6 << 20) }]);
+      const f = await file('big.tar', await dockerArchive([big], {}));
+      await expect(importImage(small, f, { ref: 'big' })).rejects.toMatchObject({ kind: 'STORE_FULL', http: 503 });
+      await expect(small.get('big')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+      expect(await readdir(join(dir, 'layers', 'tmp'))).toEqual([]);
+      expect(await readdir(join(dir, 'layers', 'sha256')).catch(() => [])).toEqual([]);
+    } finally {
+      execFileSync('umount', [dir]);
+    }
+  });
+
   it('removes a template and the layers no other template holds', async () => {
     const only = await importImage(store, await file('only.tar', await dockerArchive([await tarOf([...busyboxLayer(), { name: 'only-here', content: '1' }])], {})), { ref: 'only' });
     const unique = only.layers[0]!;
@@ -169,7 +189,12 @@ describe('importing images into the layer store', () => {
     expect(await layerDirs()).toContain(only.layers[1]!.slice(7)); // the base layer: bb still holds it
     const persisted = new TemplateStore(rig().dataDir);
     expect((await persisted.listTemplates()).map((t) => t.name).sort()).toEqual(['bb', 'bb:oci', 'host']);
-    mkdirSync(join(scratch, 'unused'));
-    expect(await readFile(join(rig().dataDir, 'templates', 'index.json'), 'utf8')).not.toContain('only:latest');
+    const indexFile = join(rig().dataDir, 'templates', 'index.json');
+    expect(await readFile(indexFile, 'utf8')).not.toContain('only:latest');
+    // An edit of index.json from outside (an operator registering a directory) is seen by a running store.
+    const index = JSON.parse(await readFile(indexFile, 'utf8')) as Record<string, unknown>;
+    await new Promise((r) => setTimeout(r, 20)); // a distinct mtime
+    await writeFile(indexFile, JSON.stringify({ ...index, ext: { rootfs: scratch, registeredAt: new Date().toISOString() } }));
+    expect((await store.resolve('ext')).layers).toEqual([scratch]);
   });
 });

@@ -7,7 +7,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { CubeError } from '../../errors.js';
-import { importImage, scratchDir } from '../../runtime/layers/import.js';
+import { ensureStoreDir, importImage, scratchDir } from '../../runtime/layers/import.js';
 import { parseTemplateRef, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
 import type { TemplateConfig } from '../../runtime/types.js';
 import type { ApiContext, Handler } from '../context.js';
@@ -50,6 +50,7 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     if (!q.name) throw new CubeError('BAD_REQUEST', 'name is required (NAME[:TAG])');
     const ref = parseTemplateRef(q.name).ref;
     const config = configOverrides(q);
+    await ensureStoreDir(s.dataDir);
     const dir = scratchDir(s.dataDir);
     await mkdir(dir, { recursive: true });
     const file = join(dir, `upload-${randomBytes(6).toString('hex')}`);

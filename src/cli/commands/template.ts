@@ -1,8 +1,10 @@
 // `cubectl template ls|inspect|import|rm`.
 import { createReadStream } from 'node:fs';
-import { readdir, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import type { Command } from 'commander';
+import { execa } from 'execa';
 import { pack } from 'tar-stream';
 import type { TemplateListing } from '../../api/admin/templates.js';
 import type { ImportTemplateOptions } from '../client.js';
@@ -59,7 +61,7 @@ export function register(program: Command): void {
     .command('import <path>')
     .summary('import an image: docker save tarball, oci-archive or OCI layout directory')
     .description(
-      'Imports an image as a template: a `docker save` tarball (docker-archive), an OCI archive or an OCI image layout directory (for example from `skopeo copy docker://debian:12 oci:dir` where a registry is reachable). The archive streams to cubed, which unpacks each layer once into its layer store (whiteouts honoured, nothing written outside the layer) and keeps Env, WorkingDir and User. Start and ready commands are given here.',
+      'Imports an image as a template: a `docker save` tarball (docker-archive), an OCI archive, an OCI image layout directory, or an image reference skopeo understands (docker://REF from a registry, oci:DIR, docker-archive:FILE, ...), copied by skopeo to a temporary OCI archive first. The archive streams to cubed, which unpacks each layer once into its layer store (whiteouts honoured, nothing written outside the layer) and keeps Env, WorkingDir and User. Start and ready commands are given here.',
     )
     .requiredOption('--name <name[:tag]>', 'template name (tag default latest)')
     .option('--start-cmd <cmd>', 'run in the background (sh -c) when a sandbox starts')
@@ -67,11 +69,24 @@ export function register(program: Command): void {
     .option('--ready-timeout <sec>', 'give up on the ready command after this long (default 60)', numberArg({ int: true, min: 1, max: 3600 }))
     .option('--workdir <dir>', "default working directory (default: the image's WorkingDir)")
     .option('--user <user>', "default user, root or user (default: the image's User: root when it is root or unset)")
-    .addHelpText('after', examples('cubectl template import app.tar --name app:v1 --start-cmd "python -m http.server 8000" --ready-cmd "nc -z 127.0.0.1 8000"'))
-    .action(async (path: string, o: { name: string; startCmd?: string; readyCmd?: string; readyTimeout?: number; workdir?: string; user?: string }, cmd: Command) => {
+    .addHelpText(
+      'after',
+      examples(
+        'cubectl template import app.tar --name app:v1 --start-cmd "python -m http.server 8000" --ready-cmd "nc -z 127.0.0.1 8000"',
+        'cubectl template import docker://python:3.12-slim --name python   # pulled with skopeo where a registry is reachable',
+      ),
+    )
+    .action(async (source: string, o: { name: string; startCmd?: string; readyCmd?: string; readyTimeout?: number; workdir?: string; user?: string }, cmd: Command) => {
       if (o.user !== undefined && o.user !== 'root' && o.user !== 'user') throw new UsageError(`--user must be root or user (got ${o.user})`);
-      const st = await stat(path).catch(() => undefined);
-      if (!st) throw new UsageError(`${path}: no such file or directory`);
+      let path = source;
+      let st = await stat(path).catch(() => undefined);
+      let pulled: { file: string; cleanup: () => Promise<void> } | undefined;
+      if (!st && SKOPEO_SOURCE.test(path)) {
+        pulled = await skopeoCopy(path, process.stderr.isTTY === true && !globals(cmd).json);
+        path = pulled.file;
+        st = await stat(path);
+      }
+      if (!st) throw new UsageError(`${path}: no such file or directory (or give an image as docker://REF, oci:DIR, ... to pull it through skopeo)`);
       const opts: ImportTemplateOptions = {
         ...(o.startCmd ? { startCmd: o.startCmd } : {}),
         ...(o.readyCmd ? { readyCmd: o.readyCmd } : {}),
@@ -81,7 +96,9 @@ export function register(program: Command): void {
       };
       const total = st.isDirectory() ? undefined : st.size;
       const body = withProgress(st.isDirectory() ? tarDirectory(path) : createReadStream(path), total, o.name, process.stderr.isTTY === true && !globals(cmd).json);
-      const rec = await clientFor(cmd).importTemplate(o.name, body, opts);
+      const rec = await clientFor(cmd)
+        .importTemplate(o.name, body, opts)
+        .finally(() => pulled?.cleanup());
       if (process.stderr.isTTY && !globals(cmd).json) process.stderr.write('\n');
       if (globals(cmd).json) printJson(rec);
       else process.stdout.write(`imported ${rec.ref} ${rec.digest} (${rec.layers.length} layers, ${rec.source})\n`);
@@ -132,4 +149,24 @@ async function* tarDirectory(dir: string): AsyncGenerator<Buffer> {
   writing.catch((e: unknown) => p.destroy(e as Error));
   for await (const chunk of p) yield chunk as Buffer;
   await writing;
+}
+
+/** Image references skopeo copies (containers-transports(5)); a path that exists is never one. */
+const SKOPEO_SOURCE = /^(docker|oci|oci-archive|docker-archive|docker-daemon|dir|containers-storage):/;
+
+/** `skopeo copy SOURCE oci-archive:TMP`: the one way cubectl pulls (no registry client of its own). */
+async function skopeoCopy(source: string, tty: boolean): Promise<{ file: string; cleanup: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'cube-pull-'));
+  const file = join(dir, 'image.tar');
+  const cleanup = () => rm(dir, { recursive: true, force: true });
+  if (tty) process.stderr.write(`pulling ${source} with skopeo...\n`);
+  try {
+    await execa('skopeo', ['copy', '--quiet', source, `oci-archive:${file}`]);
+  } catch (e) {
+    await cleanup();
+    const err = e as { code?: string; stderr?: string; message: string };
+    if (err.code === 'ENOENT') throw new UsageError('skopeo is not installed (install.sh installs it): it is how cubectl pulls images');
+    throw new UsageError(`skopeo copy ${source}: ${(err.stderr ?? err.message).trim().split('\n').pop()}`);
+  }
+  return { file, cleanup };
 }

@@ -34,6 +34,8 @@ export interface ImagePlan {
   layers: LayerPlan[];
   /** The name the archive gives the image (RepoTags or the OCI ref annotation), if any. */
   refName?: string;
+  /** Every file entry of the archive. */
+  entries: Set<string>;
 }
 
 const SMALL = 4 << 20;
@@ -150,7 +152,7 @@ export async function planImport(file: string): Promise<ImagePlan> {
     const diffIDs = config.rootfs?.diff_ids ?? [];
     if (diffIDs.length !== m.Layers.length) throw new CubeError('IMAGE_INVALID', `the image config lists ${diffIDs.length} layer digests for ${m.Layers.length} layers`);
     const layers = m.Layers.map((entry, i) => ({ entry: clean(entry), diffID: checkDigest(diffIDs[i]!, `layer ${i + 1}`) }));
-    return { format: 'docker-archive', config, layers, ...(m.RepoTags?.[0] ? { refName: m.RepoTags[0] } : {}) };
+    return { format: 'docker-archive', config, layers, entries: names, ...(m.RepoTags?.[0] ? { refName: m.RepoTags[0] } : {}) };
   }
   if (names.has('index.json')) {
     type Desc = { mediaType?: string; digest: string; platform?: { os?: string; architecture?: string }; annotations?: Record<string, string> };
@@ -172,7 +174,7 @@ export async function planImport(file: string): Promise<ImagePlan> {
       const blobDigest = checkDigest(l.digest, `layer ${i + 1}`);
       return { entry: `blobs/sha256/${blobDigest.slice(7)}`, diffID: checkDigest(diffIDs[i]!, `layer ${i + 1}`), blobDigest };
     });
-    return { format: 'oci', config, layers, ...(refName ? { refName } : {}) };
+    return { format: 'oci', config, layers, entries: names, ...(refName ? { refName } : {}) };
   }
   throw new CubeError('IMAGE_INVALID', 'not an image archive: neither manifest.json (docker save) nor index.json (OCI layout) at its top');
 }

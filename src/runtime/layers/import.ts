@@ -4,7 +4,7 @@
 // nothing; layers already in the store are shared, not unpacked again.
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pack } from 'tar-stream';
@@ -44,11 +44,22 @@ export async function cleanScratch(dataDir: string): Promise<void> {
   }
 }
 
+/**
+ * `<dataDir>/layers`, mode 0700: layers hold the images' own modes (world-writable /tmp dirs and
+ * all), which host users must not reach to change what every sandbox of a template sees.
+ */
+export async function ensureStoreDir(dataDir: string): Promise<void> {
+  const dir = join(dataDir, 'layers');
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await chmod(dir, 0o700);
+}
+
 /** Imports the archive `file` (docker-archive, oci-archive; plain or gzipped) as template `opts.ref`. */
 export function importImage(store: TemplateStore, file: string, opts: ImportOptions): Promise<TemplateRecord> {
   const target = parseTemplateRef(opts.ref);
   if (target.name === HOST_TEMPLATE) throw new CubeError('CONFLICT', `template name '${HOST_TEMPLATE}' is reserved`);
   return store.exclusive(async () => {
+    await ensureStoreDir(store.dataDir);
     opts.onProgress?.({ phase: 'plan' });
     const plan = await planImport(file);
     const added: string[] = [];
@@ -59,7 +70,10 @@ export function importImage(store: TemplateStore, file: string, opts: ImportOpti
       const seen = new Set<string>();
       let sizeBytes = 0;
       let n = 0;
-      await eachEntry(file, async (name, _size, body) => {
+      // A second read of the archive only when some layer is new to the store.
+      const needed = plan.layers.some((l) => !have.has(l.diffID));
+      if (!needed) for (const l of plan.layers) if (plan.entries.has(l.entry)) seen.add(l.entry);
+      if (needed) await eachEntry(file, async (name, _size, body) => {
         const l = byEntry.get(name);
         if (!l || seen.has(name)) return;
         seen.add(name);
