@@ -42,15 +42,15 @@ const cmds = values.cmd?.length ? values.cmd : ['true'];
 const fileBytes = Number(values['file-bytes']);
 const SC_CLK_TCK = 100;
 
-/** utime+stime+cutime+cstime of `root` and every live descendant, in ms (children reaped earlier are in their parent's c-times). */
-function treeCpuMs(root: number): number {
-  const stats = new Map<number, { ppid: number; ticks: number }>();
+/** utime+stime+cutime+cstime of `root` and every live descendant, in ms (children reaped earlier are in their parent's c-times), and of `root` alone (utime+stime). */
+function treeCpuMs(root: number): { tree: number; own: number } {
+  const stats = new Map<number, { ppid: number; ticks: number; own: number }>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
       const s = readFileSync(`/proc/${name}/stat`, 'utf8');
       const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-      stats.set(Number(name), { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]) });
+      stats.set(Number(name), { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]), own: Number(f[11]) + Number(f[12]) });
     } catch {
       // gone meanwhile
     }
@@ -61,7 +61,7 @@ function treeCpuMs(root: number): number {
   };
   let ticks = 0;
   for (const [pid, s] of stats) if (inTree(pid)) ticks += s.ticks;
-  return (ticks * 1000) / SC_CLK_TCK;
+  return { tree: (ticks * 1000) / SC_CLK_TCK, own: (stats.get(root)?.own ?? 0) * 1000 / SC_CLK_TCK };
 }
 
 /** The host pid of a sandbox's init (comm cube-init, in the sandbox's cgroup). */
@@ -160,7 +160,7 @@ try {
   await runPool(warmup, () => {}, noteError);
   errors.clear();
   const samples: Record<string, number[]> = {};
-  const cpu0 = d ? treeCpuMs(d.pid) : 0;
+  const cpu0 = d ? treeCpuMs(d.pid) : { tree: 0, own: 0 };
   const client0 = process.cpuUsage();
   const t0 = performance.now();
   let ok = 0;
@@ -174,7 +174,7 @@ try {
   );
   const secs = (performance.now() - t0) / 1000;
   const client = process.cpuUsage(client0);
-  const daemonMs = d ? treeCpuMs(d.pid) - cpu0 : NaN;
+  const cpu1 = d ? treeCpuMs(d.pid) : { tree: NaN, own: NaN };
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   const config = !own ? url : values.shipped ? 'shipped default config' : 'benchmark daemon (bench/daemon.ts)';
   console.log(`e2b rollouts: ${ok}/${count} ok, c=${conc}, commands ${JSON.stringify(cmds)}${fileBytes ? `, file ${fileBytes} B` : ''}, ${config} (load ${load})`);
@@ -184,7 +184,8 @@ try {
     console.log(`  ${k.padEnd(14)} p50 ${s.p50.toFixed(1).padStart(7)} ms  p99 ${s.p99.toFixed(1).padStart(7)} ms`);
   }
   const per = (ms: number): string => (ok ? `${(ms / ok).toFixed(2)} ms` : '-');
-  console.log(`  CPU per rollout: daemon tree ${d ? per(daemonMs) : 'n/a (external daemon)'}, client ${per((client.user + client.system) / 1000)}`);
+  const daemon = d ? `daemon tree ${per(cpu1.tree - cpu0.tree)} (cubed itself ${per(cpu1.own - cpu0.own)}, its helpers and their children the rest)` : 'daemon n/a (external)';
+  console.log(`  CPU per rollout: ${daemon}, client ${per((client.user + client.system) / 1000)}`);
   for (const [k, n] of errors) console.log(`  failed x${n}: ${k}`);
 } finally {
   await d?.stop();

@@ -26,9 +26,14 @@ function pidsRunning(argv: string[]): number[] {
   return out;
 }
 
+/** 0 when the process is gone (helpers of other tests come and go meanwhile). */
 const ppidOf = (pid: number): number => {
-  const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[1]);
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return 0;
+  }
 };
 
 async function until(check: () => boolean): Promise<void> {

@@ -128,8 +128,10 @@ describe('envd messages', () => {
     expect(() => parseStartRequest({ process: { args: [] } })).toThrow(/cmd is required/);
     expect(() => parseStartRequest({ process: { cmd: 'x', envs: { A: 1 } } })).toThrow(/envs.A must be a string/);
     expect(parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 80, rows: 24 } } }).pty).toEqual({ cols: 80, rows: 24 });
-    expect(() => parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 80 } } })).toThrow(/cols and rows from 1 to 65535/);
-    expect(() => parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 1e6, rows: 2 } } })).toThrow(/cols and rows/);
+    expect(parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 100 } } }).pty).toEqual({ cols: 100, rows: 24 });
+    expect(parseStartRequest({ process: { cmd: 'x' }, pty: {} }).pty).toEqual({ cols: 80, rows: 24 });
+    expect(() => parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 1e6, rows: 2 } } })).toThrow(/cols and rows from 0 to 65535/);
+    expect(() => parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: -1, rows: 2 } } })).toThrow(/cols and rows/);
   });
 
   it('takes process input for a pipe or a terminal', () => {

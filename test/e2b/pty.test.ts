@@ -1,6 +1,9 @@
-// Terminals through the real `e2b` SDK (sandbox.pty.*): the pty lives inside the sandbox, its
-// output comes back as envd `data.pty` events, input and resizes go to it.
+// Terminals through the real `e2b` SDK (sandbox.pty.*) and the real `@e2b/cli` (`e2b sandbox
+// connect`): the pty lives inside the sandbox, its output comes back as envd `data.pty` events,
+// input and resizes go to it.
+import { join } from 'node:path';
 import { Sandbox } from 'e2b';
+import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
@@ -76,10 +79,32 @@ describe('e2b SDK pty', () => {
     expect(end.exitCode).toBe(4);
   });
 
-  it('refuses a resize of a process without a terminal and a pty of no size', async () => {
+  it('refuses a resize of a process without a terminal and a pty too large; size 0 is a console 80x24', async () => {
     const plain = await sbx.commands.run('sleep 30', { background: true, timeoutMs: 0 });
     await expect(sbx.pty.resize(plain.pid, { cols: 80, rows: 24 })).rejects.toThrow(/no terminal/);
     await plain.kill();
-    await expect(sbx.pty.create({ cols: 0, rows: 24, onData: () => {} })).rejects.toThrow(/cols and rows/);
+    await expect(sbx.pty.create({ cols: 70_000, rows: 24, onData: () => {} })).rejects.toThrow(/cols and rows/);
+    const s = screen();
+    const term = await sbx.pty.create({ cols: 0, rows: 0, onData: s.onData, timeoutMs: 0 });
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo "zero $(stty size)"; exit\n'));
+    await s.until(/zero 24 80/);
+    await term.wait();
+  });
+
+  it("serves the CLI's `e2b sandbox connect` on a real terminal (under script)", async () => {
+    const cli = join(import.meta.dirname, '../../node_modules/@e2b/cli/dist/index.js');
+    const p = execa('script', ['-qfec', `stty cols 100 rows 30; ${process.execPath} ${cli} sandbox connect ${sbx.sandboxId}`, '/dev/null'], {
+      env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url },
+      reject: false,
+    });
+    const s = screen();
+    p.stdout!.on('data', s.onData);
+    await s.until(/Terminal connecting to sandbox[^]*\$ $/);
+    p.stdin!.write('echo "hi $((6*7)) $(stty size) $(whoami)"\r');
+    await s.until(/hi 42 30 100 user/);
+    p.stdin!.write('exit\r');
+    const r = await p;
+    expect(r.exitCode).toBe(0);
+    expect(s.text).toMatch(/Closing terminal connection/);
   });
 });

@@ -173,15 +173,18 @@ export interface PtySize {
   rows: number;
 }
 
-/** PTY `{size: {cols, rows}}`: both whole numbers 1-65535. */
+/** What a terminal of size 0 (proto3 JSON leaves zeros out: `size: {}`) gets, as a console would. */
+export const DEFAULT_PTY: PtySize = { cols: 80, rows: 24 };
+
+/** PTY `{size: {cols, rows}}`: whole numbers up to 65535; 0 or absent takes DEFAULT_PTY's. */
 export function parsePty(v: unknown, what: string): PtySize {
   const size = asObject(asObject(v, what).size, `${what}.size`);
-  const cols = Number(size.cols);
-  const rows = Number(size.rows);
-  if (![cols, rows].every((n) => Number.isInteger(n) && n > 0 && n < 65536)) {
-    throw new ConnectError('invalid_argument', `${what}.size needs cols and rows from 1 to 65535 (got ${JSON.stringify(size.cols)}x${JSON.stringify(size.rows)})`);
+  const cols = Number(size.cols ?? 0);
+  const rows = Number(size.rows ?? 0);
+  if (![cols, rows].every((n) => Number.isInteger(n) && n >= 0 && n < 65536)) {
+    throw new ConnectError('invalid_argument', `${what}.size needs cols and rows from 0 to 65535 (got ${JSON.stringify(size.cols)}x${JSON.stringify(size.rows)})`);
   }
-  return { cols, rows };
+  return { cols: cols || DEFAULT_PTY.cols, rows: rows || DEFAULT_PTY.rows };
 }
 
 export function parseStartRequest(msg: unknown): StartRequestJson {
