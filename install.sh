@@ -21,7 +21,7 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(
 # kernel is not installed: npm run build fetches it with apt-get download
 # (scripts/build-microvm.mjs). Only what is missing is installed.
 missing=()
-for pkg in iproute2 nftables conntrack util-linux procps build-essential tmux qemu-system-x86 qemu-utils busybox-static e2fsprogs skopeo; do
+for pkg in iproute2 nftables conntrack util-linux procps build-essential tmux qemu-system-x86 qemu-utils busybox-static e2fsprogs skopeo mmdebstrap; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$pkg")
 done
 if ((${#missing[@]} > 0)); then

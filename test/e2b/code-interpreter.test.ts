@@ -1,0 +1,108 @@
+// The real @e2b/code-interpreter package, unchanged, against cubed with the code-interpreter-v1
+// template built by its recipe (recipes/code-interpreter: Debian's python3-ipykernel plus our
+// server on port 49999). The recipe's image is cached under /var/cache/cubed/templates, so only
+// the first run on a machine pays for mmdebstrap.
+import { execFile } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { Sandbox } from '@e2b/code-interpreter';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const run = promisify(execFile);
+let d: TestDaemon;
+let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
+const created: Sandbox[] = [];
+
+async function create(): Promise<Sandbox> {
+  const sbx = await Sandbox.create({ ...opts, timeoutMs: 300_000 });
+  created.push(sbx);
+  return sbx;
+}
+
+beforeAll(async () => {
+  d = await startDaemon();
+  opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
+  // One command builds (or takes from the cache) and imports the template, as an operator would.
+  await run(process.execPath, [join(ROOT, 'recipes/code-interpreter/build.mjs'), '--import'], {
+    env: { ...process.env, CUBE_API_URL: d.url, CUBE_API_KEY: d.apiKey },
+    maxBuffer: 16 * 2 ** 20,
+  });
+}, 1_200_000);
+
+afterAll(async () => {
+  try {
+    await Promise.all(created.map((s) => s.kill().catch(() => false)));
+  } finally {
+    await d?.stop();
+  }
+}, 180_000);
+
+describe('@e2b/code-interpreter against code-interpreter-v1', () => {
+  it('runs code in the default context, keeps state, reports results and errors', async () => {
+    const sbx = await create();
+    const first = await sbx.runCode('print(1+1)');
+    expect(first.error).toBeUndefined();
+    expect(first.logs.stdout).toEqual(['2\n']);
+
+    await sbx.runCode('x = 41');
+    const next = await sbx.runCode('x + 1');
+    expect(next.text).toBe('42');
+    expect(next.executionCount).toBeGreaterThan(first.executionCount ?? 0);
+
+    const failed = await sbx.runCode('1/0');
+    expect(failed.error?.name).toBe('ZeroDivisionError');
+    expect(failed.error?.value).toBe('division by zero');
+
+    const env = await sbx.runCode('import os; os.environ.get("ROLLOUT")', { envs: { ROLLOUT: 'r7' } });
+    expect(env.text).toBe("'r7'");
+    const after = await sbx.runCode('import os; os.environ.get("ROLLOUT")');
+    expect(after.text).toBeUndefined(); // None has no text result: the variable was for that run only
+
+    const html = await sbx.runCode('from IPython.display import HTML, display\ndisplay(HTML("<b>hi</b>"))');
+    expect(html.results.some((r) => r.html === '<b>hi</b>' && !r.isMainResult)).toBe(true);
+  });
+
+  it('streams output while the code runs', async () => {
+    const sbx = await create();
+    // The cell waits for a file the test writes only after it has seen the first line: buffered
+    // output (sent at the end) would never let it finish.
+    const seen: string[] = [];
+    let released = false;
+    const exec = await sbx.runCode(
+      'import os, time\nprint("waiting", flush=True)\nwhile not os.path.exists("/tmp/go"):\n    time.sleep(0.05)\nprint("released")',
+      {
+        timeoutMs: 120_000,
+        onStdout: async (m) => {
+          seen.push(m.line);
+          if (!released && m.line.includes('waiting')) {
+            released = true;
+            await sbx.files.write('/tmp/go', 'go');
+          }
+        },
+      },
+    );
+    expect(exec.error).toBeUndefined();
+    expect(seen.join('')).toBe('waiting\nreleased\n');
+  });
+
+  it('creates, lists, restarts and removes contexts; refuses a language it has no kernel for', async () => {
+    const sbx = await create();
+    const ctx = await sbx.createCodeContext({ cwd: '/tmp' });
+    expect(ctx).toMatchObject({ language: 'python', cwd: '/tmp' });
+    const cwd = await sbx.runCode('import os; os.getcwd()', { context: ctx });
+    expect(cwd.text).toBe("'/tmp'");
+
+    await sbx.runCode('y = 1', { context: ctx });
+    await sbx.restartCodeContext(ctx);
+    const gone = await sbx.runCode('y', { context: ctx });
+    expect(gone.error?.name).toBe('NameError');
+
+    expect((await sbx.listCodeContexts()).map((c) => c.id)).toContain(ctx.id);
+    await sbx.removeCodeContext(ctx);
+    expect((await sbx.listCodeContexts()).map((c) => c.id)).not.toContain(ctx.id);
+
+    await expect(sbx.runCode('1', { language: 'r' })).rejects.toThrow(/400/);
+  });
+});
