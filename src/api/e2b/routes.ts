@@ -23,6 +23,8 @@ import {
   egressUpdateOf,
   lifecycleOf,
   NetworkUpdateSchema,
+  PauseSchema,
+  refuseMemoryless,
   refuseUnsupported,
   sandboxIDParam,
   sandboxJson,
@@ -120,6 +122,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
 
   on('POST', ['/sandboxes/:id/pause'], async (req, res, id) => {
+    refuseMemoryless(parseBody(PauseSchema, await readJson(req), 'pause body'), 'pause');
     const rec = await fresh(id);
     if (rec.state === 'paused' || rec.state === 'pausing') throw new CubeError('CONFLICT', `sandbox ${id} is already ${rec.state}`);
     await ctx.cp.pauseSandbox(id, actor(req));
@@ -129,6 +132,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   // connect: 200 when it was running (lifetime only extended), 201 when it was resumed.
   on('POST', ['/sandboxes/:id/connect', '/v2/sandboxes/:id/connect'], async (req, res, id) => {
     const b = parseBody(ConnectSchema, await readJson(req), 'connect body');
+    refuseMemoryless(b, 'resume');
     const timeout = b.timeout ?? ctx.config().sandbox.default_timeout_sec;
     const rec = await fresh(id);
     if (rec.state === 'running') {
@@ -142,6 +146,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   // e2b 2.0-2.5: resume a paused sandbox; 409 when it is already running.
   on('POST', ['/sandboxes/:id/resume'], async (req, res, id) => {
     const b = parseBody(ConnectSchema, await readJson(req), 'resume body');
+    refuseMemoryless(b, 'resume');
     const rec = await fresh(id);
     if (rec.state === 'running') throw new CubeError('CONFLICT', `sandbox ${id} is already running`);
     const r = await ctx.cp.resumeSandbox(id, b.timeout ?? ctx.config().sandbox.default_timeout_sec, actor(req));
