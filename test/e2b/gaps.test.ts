@@ -3,6 +3,7 @@
 import { readdirSync } from 'node:fs';
 import { Sandbox, SandboxError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { metricOf, within } from '../../src/api/e2b/metrics.js';
 import { contentDisposition } from '../../src/api/envd/files.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
@@ -74,5 +75,45 @@ describe('options cubed cannot honour are refused, not ignored', () => {
     const e = await Sandbox.connect(sbx.sandboxId, { ...opts, onResume: 'reboot' }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(SandboxError);
     expect((e as Error).message).toMatch(/^400: .*resume without memory is not supported/);
+  });
+});
+
+describe('metrics', () => {
+  const stats = (cpuUsageNs: number) => ({ memoryBytes: 10, memoryLimitBytes: 100, cpuUsageNs, pids: 1, oomKills: 0, memoryCacheBytes: 4, diskUsedBytes: 4096 });
+  it('one sample from two readings: CPU over the interval, cache and disk as read', () => {
+    // 1 s of wall time, 0.5 s of CPU on a 1-vCPU sandbox: 50%.
+    expect(metricOf({ at: 1_000_000, cpuUsageNs: 0 }, stats(5e8), 1_001_000, { cpus: 1, diskGiB: 1 })).toEqual({
+      timestamp: new Date(1_001_000).toISOString(),
+      timestampUnix: 1001,
+      cpuCount: 1,
+      cpuUsedPct: 50,
+      memUsed: 10,
+      memTotal: 100,
+      memCache: 4,
+      diskUsed: 4096,
+      diskTotal: 1024 ** 3,
+    });
+  });
+  it('filters by [start, end] in unix seconds', () => {
+    const m = (t: number) => metricOf({ at: 0, cpuUsageNs: 0 }, stats(0), t * 1000, { cpus: 1, diskGiB: 1 });
+    const all = [m(10), m(15), m(20)];
+    expect(within(all).length).toBe(3);
+    expect(within(all, 15).map((x) => x.timestampUnix)).toEqual([15, 20]);
+    expect(within(all, 11, 19).map((x) => x.timestampUnix)).toEqual([15]);
+  });
+
+  it('getMetrics keeps a history with memCache and diskUsed, and honours start/end', async () => {
+    await sbx.files.write('blob.bin', 'x'.repeat(1 << 20));
+    const first = await sbx.getMetrics();
+    expect(first.length).toBeGreaterThanOrEqual(1);
+    await new Promise((r) => setTimeout(r, 11_000));
+    const later = await sbx.getMetrics();
+    expect(later.length).toBeGreaterThanOrEqual(2);
+    const last = later.at(-1)!;
+    expect(last.memCache).toBeTypeOf('number');
+    expect(last.diskUsed).toBeGreaterThanOrEqual(1 << 20);
+    expect(last.diskTotal).toBeGreaterThan(last.diskUsed);
+    expect(await sbx.getMetrics({ start: new Date(Date.now() + 3_600_000) })).toEqual([]);
+    expect(await sbx.getMetrics({ end: new Date(later[0]!.timestamp.getTime()) })).toHaveLength(1);
   });
 });

@@ -1,7 +1,6 @@
 // The E2B control-plane REST API (both path families: e2b >= 2.51 calls /v2/..., older SDKs
 // /sandboxes and /resume). Auth and rate limit are done by the server before these run.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { HTTPMethod } from 'find-my-way';
 import { CubeError } from '../../errors.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
@@ -29,14 +28,13 @@ import {
   sandboxIDParam,
   sandboxJson,
 } from './wire.js';
+import { MetricsHistory } from './metrics.js';
 
 type Req = IncomingMessage & { caller?: Caller };
 type Route = (req: Req, res: ServerResponse, id: string, query: URLSearchParams) => Promise<void>;
 
-/** Interval over which getMetrics measures CPU use (two cgroup samples). */
-const CPU_SAMPLE_MS = 200;
-
 export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
+  const history = new MetricsHistory();
   const domain = (): string => ctx.config().api.sandbox_domain;
   const on = (method: HTTPMethod, paths: string[], fn: Route): void => {
     for (const p of paths) {
@@ -153,8 +151,20 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     sendJson(res, 201, sandboxJson(r.sandbox, domain()));
   });
 
-  on('GET', ['/sandboxes/:id/metrics'], async (_req, res, id) => {
-    sendJson(res, 200, await metrics(ctx, await fresh(id)));
+  on('GET', ['/sandboxes/:id/metrics'], async (_req, res, id, query) => {
+    const rec = await fresh(id);
+    const node = await ctx.cp.nodeFor(id);
+    // None for a paused sandbox or a node that cannot measure.
+    if (rec.state !== 'running' || !node.sandboxStats) return sendJson(res, 200, []);
+    const sec = (k: string): number | undefined => {
+      const v = query.get(k);
+      if (v === null || v === '') return undefined;
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0) throw new CubeError('BAD_REQUEST', `${k} must be unix seconds (got ${JSON.stringify(v)})`);
+      return n;
+    };
+    const read = () => node.sandboxStats!(id);
+    sendJson(res, 200, await history.query(id, { cpus: rec.spec.cpus, diskGiB: rec.spec.diskGiB }, read, sec('start'), sec('end')));
   });
 
   on('GET', ['/templates'], async (_req, res) => {
@@ -184,27 +194,4 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
 async function extendTo(ctx: ApiContext, rec: SandboxRecord, seconds: number): Promise<SandboxRecord> {
   if (Date.now() + seconds * 1000 <= Date.parse(rec.endAt)) return rec;
   return ctx.cp.setTimeout(rec.sandboxID, seconds);
-}
-
-/** One `SandboxMetric` sample measured now; none for a paused sandbox or a node that cannot measure. */
-async function metrics(ctx: ApiContext, rec: SandboxRecord): Promise<Record<string, unknown>[]> {
-  if (rec.state !== 'running') return [];
-  const node = await ctx.cp.nodeFor(rec.sandboxID);
-  if (!node.sandboxStats) return [];
-  const a = await node.sandboxStats(rec.sandboxID);
-  await sleep(CPU_SAMPLE_MS);
-  const b = await node.sandboxStats(rec.sandboxID);
-  const now = new Date();
-  const cpuUsedPct = Math.max(0, ((b.cpuUsageNs - a.cpuUsageNs) / (CPU_SAMPLE_MS * 1e6 * rec.spec.cpus)) * 100);
-  return [
-    {
-      timestamp: now.toISOString(),
-      timestampUnix: Math.floor(now.getTime() / 1000),
-      cpuCount: rec.spec.cpus,
-      cpuUsedPct: Math.round(cpuUsedPct * 100) / 100,
-      memUsed: b.memoryBytes,
-      memTotal: b.memoryLimitBytes,
-      diskTotal: Math.round(rec.spec.diskGiB * 1024 ** 3),
-    },
-  ];
 }
