@@ -1,6 +1,7 @@
 // Smaller E2B gaps, with the real `e2b` SDK unchanged: non-ASCII file names, what getInfo always
 // reports, and options cubed cannot honour refused with a 400 that says so.
 import { readdirSync } from 'node:fs';
+import { execa } from 'execa';
 import { Sandbox, SandboxError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricOf, within } from '../../src/api/e2b/metrics.js';
@@ -115,5 +116,21 @@ describe('metrics', () => {
     expect(last.diskTotal).toBeGreaterThan(last.diskUsed);
     expect(await sbx.getMetrics({ start: new Date(Date.now() + 3_600_000) })).toEqual([]);
     expect(await sbx.getMetrics({ end: new Date(later[0]!.timestamp.getTime()) })).toHaveLength(1);
+  });
+});
+
+describe('the e2b CLI', () => {
+  const cli = (...args: string[]) =>
+    execa('node', ['node_modules/@e2b/cli/dist/index.js', ...args], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });
+
+  it('sandbox logs shows the lifecycle events', async () => {
+    const r = await cli('sandbox', 'logs', sbx.sandboxId);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/sandbox\.created/);
+  });
+
+  it('snapshot list answers (empty), not 404', async () => {
+    const r = await cli('sandbox', 'snapshot', 'list');
+    expect(r.exitCode, r.stderr).toBe(0);
   });
 });

@@ -167,6 +167,29 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     sendJson(res, 200, await history.query(id, { cpus: rec.spec.cpus, diskGiB: rec.spec.diskGiB }, read, sec('start'), sec('end')));
   });
 
+  // A sandbox's logs, as the CLI's `sandbox logs` reads them: its lifecycle events (create,
+  // pause, resume, timeout, OOM, network changes, destroy) from the event stream, oldest first.
+  // Kept after the sandbox is gone, for as long as the event stream holds them (10 000 events).
+  // Its processes' output is not recorded here (commands stream it to their caller).
+  on('GET', ['/sandboxes/:id/logs', '/v2/sandboxes/:id/logs'], async (_req, res, id, query) => {
+    const start = Number(query.get('start') ?? 0);
+    const limit = Math.min(Number(query.get('limit') ?? 1000) || 1000, 10_000);
+    const events = (await ctx.cp.events({ limit: 10_000 })).filter((e) => e.sandboxID === id && Date.parse(e.at) >= start).slice(-limit);
+    const entries = events.map((e) => ({
+      timestamp: e.at,
+      level: e.code !== undefined ? 'error' : 'info',
+      message: `${e.kind}: ${e.message}`,
+      fields: { logger: 'lifecycle', kind: e.kind, ...(e.code !== undefined ? { code: String(e.code) } : {}), ...(e.nodeID ? { nodeID: e.nodeID } : {}) },
+    }));
+    sendJson(res, 200, {
+      logs: entries.map((x) => ({ timestamp: x.timestamp, line: JSON.stringify({ level: x.level, message: x.message, ...x.fields }) })),
+      logEntries: entries,
+    });
+  });
+
+  // Snapshots are not taken yet (issue 13 item 2): the list is truthfully empty rather than a 404.
+  on('GET', ['/snapshots'], async (_req, res) => sendJson(res, 200, []));
+
   on('GET', ['/templates'], async (_req, res) => {
     const cfg = ctx.config().sandbox;
     const spec = cfg.default_spec;
