@@ -123,6 +123,10 @@ export interface SandboxStats {
   cpuUsageNs: number;
   pids: number;
   oomKills: number;
+  /** Page cache charged to the sandbox (part of memoryBytes), when the driver can tell. */
+  memoryCacheBytes?: number;
+  /** Bytes the sandbox's writable layer holds, when the driver can tell. */
+  diskUsedBytes?: number;
 }
 
 export interface RuntimeDriver {

@@ -1,7 +1,6 @@
 // The E2B control-plane REST API (both path families: e2b >= 2.51 calls /v2/..., older SDKs
 // /sandboxes and /resume). Auth and rate limit are done by the server before these run.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { HTTPMethod } from 'find-my-way';
 import { CubeError } from '../../errors.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
@@ -23,18 +22,19 @@ import {
   egressUpdateOf,
   lifecycleOf,
   NetworkUpdateSchema,
+  PauseSchema,
+  refuseMemoryless,
   refuseUnsupported,
   sandboxIDParam,
   sandboxJson,
 } from './wire.js';
+import { MetricsHistory } from './metrics.js';
 
 type Req = IncomingMessage & { caller?: Caller };
 type Route = (req: Req, res: ServerResponse, id: string, query: URLSearchParams) => Promise<void>;
 
-/** Interval over which getMetrics measures CPU use (two cgroup samples). */
-const CPU_SAMPLE_MS = 200;
-
 export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
+  const history = new MetricsHistory();
   const domain = (): string => ctx.config().api.sandbox_domain;
   const on = (method: HTTPMethod, paths: string[], fn: Route): void => {
     for (const p of paths) {
@@ -120,6 +120,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
 
   on('POST', ['/sandboxes/:id/pause'], async (req, res, id) => {
+    refuseMemoryless(parseBody(PauseSchema, await readJson(req), 'pause body'), 'pause');
     const rec = await fresh(id);
     if (rec.state === 'paused' || rec.state === 'pausing') throw new CubeError('CONFLICT', `sandbox ${id} is already ${rec.state}`);
     await ctx.cp.pauseSandbox(id, actor(req));
@@ -129,6 +130,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   // connect: 200 when it was running (lifetime only extended), 201 when it was resumed.
   on('POST', ['/sandboxes/:id/connect', '/v2/sandboxes/:id/connect'], async (req, res, id) => {
     const b = parseBody(ConnectSchema, await readJson(req), 'connect body');
+    refuseMemoryless(b, 'resume');
     const timeout = b.timeout ?? ctx.config().sandbox.default_timeout_sec;
     const rec = await fresh(id);
     if (rec.state === 'running') {
@@ -142,15 +144,51 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   // e2b 2.0-2.5: resume a paused sandbox; 409 when it is already running.
   on('POST', ['/sandboxes/:id/resume'], async (req, res, id) => {
     const b = parseBody(ConnectSchema, await readJson(req), 'resume body');
+    refuseMemoryless(b, 'resume');
     const rec = await fresh(id);
     if (rec.state === 'running') throw new CubeError('CONFLICT', `sandbox ${id} is already running`);
     const r = await ctx.cp.resumeSandbox(id, b.timeout ?? ctx.config().sandbox.default_timeout_sec, actor(req));
     sendJson(res, 201, sandboxJson(r.sandbox, domain()));
   });
 
-  on('GET', ['/sandboxes/:id/metrics'], async (_req, res, id) => {
-    sendJson(res, 200, await metrics(ctx, await fresh(id)));
+  on('GET', ['/sandboxes/:id/metrics'], async (_req, res, id, query) => {
+    const rec = await fresh(id);
+    const node = await ctx.cp.nodeFor(id);
+    // None for a paused sandbox or a node that cannot measure.
+    if (rec.state !== 'running' || !node.sandboxStats) return sendJson(res, 200, []);
+    const sec = (k: string): number | undefined => {
+      const v = query.get(k);
+      if (v === null || v === '') return undefined;
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0) throw new CubeError('BAD_REQUEST', `${k} must be unix seconds (got ${JSON.stringify(v)})`);
+      return n;
+    };
+    const read = () => node.sandboxStats!(id);
+    sendJson(res, 200, await history.query(id, { cpus: rec.spec.cpus, diskGiB: rec.spec.diskGiB }, read, sec('start'), sec('end')));
   });
+
+  // A sandbox's logs, as the CLI's `sandbox logs` reads them: its lifecycle events (create,
+  // pause, resume, timeout, OOM, network changes, destroy) from the event stream, oldest first.
+  // Kept after the sandbox is gone, for as long as the event stream holds them (10 000 events).
+  // Its processes' output is not recorded here (commands stream it to their caller).
+  on('GET', ['/sandboxes/:id/logs', '/v2/sandboxes/:id/logs'], async (_req, res, id, query) => {
+    const start = Number(query.get('start') ?? 0);
+    const limit = Math.min(Number(query.get('limit') ?? 1000) || 1000, 10_000);
+    const events = (await ctx.cp.events({ limit: 10_000 })).filter((e) => e.sandboxID === id && Date.parse(e.at) >= start).slice(-limit);
+    const entries = events.map((e) => ({
+      timestamp: e.at,
+      level: e.code !== undefined ? 'error' : 'info',
+      message: `${e.kind}: ${e.message}`,
+      fields: { logger: 'lifecycle', kind: e.kind, ...(e.code !== undefined ? { code: String(e.code) } : {}), ...(e.nodeID ? { nodeID: e.nodeID } : {}) },
+    }));
+    sendJson(res, 200, {
+      logs: entries.map((x) => ({ timestamp: x.timestamp, line: JSON.stringify({ level: x.level, message: x.message, ...x.fields }) })),
+      logEntries: entries,
+    });
+  });
+
+  // Snapshots are not taken yet (issue 13 item 2): the list is truthfully empty rather than a 404.
+  on('GET', ['/snapshots'], async (_req, res) => sendJson(res, 200, []));
 
   on('GET', ['/templates'], async (_req, res) => {
     const cfg = ctx.config().sandbox;
@@ -179,27 +217,4 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
 async function extendTo(ctx: ApiContext, rec: SandboxRecord, seconds: number): Promise<SandboxRecord> {
   if (Date.now() + seconds * 1000 <= Date.parse(rec.endAt)) return rec;
   return ctx.cp.setTimeout(rec.sandboxID, seconds);
-}
-
-/** One `SandboxMetric` sample measured now; none for a paused sandbox or a node that cannot measure. */
-async function metrics(ctx: ApiContext, rec: SandboxRecord): Promise<Record<string, unknown>[]> {
-  if (rec.state !== 'running') return [];
-  const node = await ctx.cp.nodeFor(rec.sandboxID);
-  if (!node.sandboxStats) return [];
-  const a = await node.sandboxStats(rec.sandboxID);
-  await sleep(CPU_SAMPLE_MS);
-  const b = await node.sandboxStats(rec.sandboxID);
-  const now = new Date();
-  const cpuUsedPct = Math.max(0, ((b.cpuUsageNs - a.cpuUsageNs) / (CPU_SAMPLE_MS * 1e6 * rec.spec.cpus)) * 100);
-  return [
-    {
-      timestamp: now.toISOString(),
-      timestampUnix: Math.floor(now.getTime() / 1000),
-      cpuCount: rec.spec.cpus,
-      cpuUsedPct: Math.round(cpuUsedPct * 100) / 100,
-      memUsed: b.memoryBytes,
-      memTotal: b.memoryLimitBytes,
-      diskTotal: Math.round(rec.spec.diskGiB * 1024 ** 3),
-    },
-  ];
 }

@@ -63,9 +63,12 @@ export function detailJson(r: SandboxRecord, domain: string): Record<string, unk
   return {
     ...sandboxJson(r, domain),
     ...common(r),
-    ...(r.lifecycle ? { lifecycle: { onTimeout: r.lifecycle.onTimeout, autoResume: r.lifecycle.autoResume } } : {}),
+    // Always there, as E2B answers them: what was asked, or what is in force when nothing was
+    // (killed at the timeout; the node's egress defaults, of which only its allow_internet_access
+    // is not known here; ports public).
+    lifecycle: { onTimeout: r.lifecycle?.onTimeout ?? 'kill', autoResume: r.lifecycle?.autoResume ?? false },
     ...(e?.allowInternet !== undefined ? { allowInternetAccess: e.allowInternet } : {}),
-    ...(e?.allowOut || e?.denyOut ? { network: { ...(e.allowOut ? { allowOut: e.allowOut } : {}), ...(e.denyOut ? { denyOut: e.denyOut } : {}) } } : {}),
+    network: { allowOut: e?.allowOut ?? [], denyOut: e?.denyOut ?? [], allowPublicTraffic: true },
   };
 }
 
@@ -107,6 +110,7 @@ export const NewSandboxSchema = z.looseObject({
       allowPublicTraffic: z.boolean().optional(),
     })
     .optional(),
+  volumeMounts: z.array(z.unknown()).optional(),
   // Our extension (E2B sizes sandboxes by template): the same names the responses carry.
   cpuCount: z.number().positive().optional(),
   memoryMB: z.number().int().positive().optional(),
@@ -122,7 +126,16 @@ export const NetworkUpdateSchema = z.looseObject({
 });
 export type NetworkUpdate = z.infer<typeof NetworkUpdateSchema>;
 export const RefreshSchema = z.looseObject({ duration: seconds.max(3600).optional() });
-export const ConnectSchema = z.looseObject({ timeout: seconds.optional(), autoPause: z.boolean().optional() });
+/** connect and resume; `memory: false` is the SDK's onResume 'reboot'. */
+export const ConnectSchema = z.looseObject({ timeout: seconds.optional(), autoPause: z.boolean().optional(), memory: z.boolean().optional() });
+/** pause; `memory: false` is the SDK's pause({ keepMemory: false }). */
+export const PauseSchema = z.looseObject({ memory: z.boolean().optional() });
+
+/** pause({ keepMemory: false }) and connect({ onResume: 'reboot' }) ask for a filesystem-only snapshot, which we do not take. */
+export function refuseMemoryless(b: { memory?: boolean | undefined }, what: string): void {
+  if (b.memory === false)
+    throw new CubeError('BAD_REQUEST', `${what} without memory is not supported: a paused sandbox keeps its memory (frozen processes), so there is no filesystem-only state to ${what === 'pause' ? 'keep' : 'reboot from'}`);
+}
 
 /** network fields we enforce; allowPublicTraffic only as its default (true: ports are public). */
 const NETWORK_SUPPORTED = new Set(['allowOut', 'denyOut']);
@@ -131,6 +144,7 @@ const NETWORK_SUPPORTED = new Set(['allowOut', 'denyOut']);
 export function refuseUnsupported(b: NewSandbox): void {
   if (b.autoPauseMemory === false) throw new CubeError('BAD_REQUEST', 'onTimeout keepMemory false is not supported: a paused sandbox keeps its memory (frozen processes)');
   if (b.autoResume?.enabled && b.autoPause !== true) throw new CubeError('BAD_REQUEST', "autoResume needs autoPause (lifecycle onTimeout 'pause')");
+  if (b.volumeMounts && b.volumeMounts.length > 0) throw new CubeError('BAD_REQUEST', 'volumeMounts are not supported: cubed has no volumes; copy files in with sandbox.files.write');
   const net: Record<string, unknown> = b.network ?? {};
   const used = Object.entries(net).filter(([k, v]) => v !== undefined && !NETWORK_SUPPORTED.has(k) && !(k === 'allowPublicTraffic' && v === true) && !(Array.isArray(v) && v.length === 0));
   if (used.length > 0) throw new CubeError('BAD_REQUEST', `network.${used[0]![0]} is not supported: use allow_internet_access, network.allowOut and network.denyOut (IPv4 addresses and CIDRs)`);

@@ -44,16 +44,33 @@ function requiredPath(query: URLSearchParams): string {
   return p;
 }
 
+/**
+ * `inline` with the name twice (RFC 6266): `filename` in printable ASCII (others become `_`, for
+ * old clients) and `filename*=UTF-8''…` percent-encoded (RFC 5987) with the real name. Node
+ * refuses raw non-Latin-1 header bytes, so a CJK or emoji name must never reach the header raw.
+ */
+export function contentDisposition(name: string): string {
+  const ascii = name.replace(/[^\x20-\x7e]|["\\]/gu, '_');
+  const encoded = encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return `inline; filename="${ascii}"; filename*=UTF-8''${encoded}`;
+}
+
 async function download(res: ServerResponse, call: SandboxCall, p: string): Promise<void> {
   const st = await call.node.statFile(call.sandboxID, p);
   if (st.type === 'dir') throw new CubeError('BAD_REQUEST', `${p} is a directory`);
-  const body = await call.node.readFile(call.sandboxID, p);
-  res.writeHead(200, {
+  const headers = {
     'content-type': 'application/octet-stream',
-    'content-disposition': `inline; filename=${JSON.stringify(path.basename(p))}`,
+    'content-disposition': contentDisposition(path.basename(p)),
     // The size is only trusted when it is 0 (the SDK short-cuts empty files on it); otherwise chunked, since the file may change between stat and read.
     ...(st.size === 0 ? { 'content-length': '0' } : {}),
-  });
+  };
+  const body = await call.node.readFile(call.sandboxID, p);
+  try {
+    res.writeHead(200, headers);
+  } catch (e) {
+    body.destroy(); // the file handle behind it closes now, not never
+    throw e;
+  }
   await pipeline(body, res);
 }
 

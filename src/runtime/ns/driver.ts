@@ -3,7 +3,7 @@
 // long-lived `cube-launch serve` helper (native/cube-launch.c, ./helper.ts), which forks the
 // sandbox; its init stays, nothing supervises it from the host.
 import { accessSync, constants as fsConstants, readFileSync } from 'node:fs';
-import { chmod, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
@@ -232,12 +232,13 @@ export class NsDriver implements RuntimeDriver {
 
   async stats(h: SandboxHandle): Promise<SandboxStats> {
     const id = h.sandboxID;
-    const [usage, limit, cpu, pids, oom] = await Promise.all([
+    const [usage, limit, cpu, pids, oom, memStat] = await Promise.all([
       this.cgroups.readValue('memory', id, 'memory.usage_in_bytes'),
       this.cgroups.readValue('memory', id, 'memory.limit_in_bytes'),
       this.cgroups.readValue('unified', id, 'cpu.stat'),
       this.cgroups.readValue('pids', id, 'pids.current'),
       this.cgroups.readValue('memory', id, 'memory.oom_control'),
+      this.cgroups.readValue('memory', id, 'memory.stat'),
     ]).catch((e: unknown) => {
       throw new CubeError('NOT_FOUND', `sandbox ${id} has no cgroups on this node`, { cause: e });
     });
@@ -247,6 +248,8 @@ export class NsDriver implements RuntimeDriver {
       cpuUsageNs: (keyedValue(cpu, 'usage_usec') ?? 0) * 1000,
       pids: Number(pids),
       oomKills: keyedValue(oom, 'oom_kill') ?? 0,
+      memoryCacheBytes: keyedValue(memStat, 'cache') ?? 0,
+      diskUsedBytes: await diskUsage(join(this.dir(id), 'upper')),
     };
   }
 
@@ -284,4 +287,24 @@ export class NsDriver implements RuntimeDriver {
     if (removed.length) this.log?.info({ removed }, 'removed leftover sandboxes');
     return { removed };
   }
+}
+
+/**
+ * Bytes allocated under `dir` (st_blocks, so sparse files count what they hold), by walking it:
+ * only on the metrics path, never on create. Entries that vanish mid-walk are skipped.
+ */
+async function diskUsage(dir: string): Promise<number> {
+  let total = 0;
+  const walk = async (d: string): Promise<void> => {
+    const entries = await readdir(d, { withFileTypes: true }).catch(() => []);
+    for (const e of entries) {
+      const p = join(d, e.name);
+      const st = await lstat(p).catch(() => undefined);
+      if (!st) continue;
+      total += st.blocks * 512;
+      if (e.isDirectory()) await walk(p);
+    }
+  };
+  await walk(dir);
+  return total;
 }

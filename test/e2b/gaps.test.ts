@@ -1,0 +1,136 @@
+// Smaller E2B gaps, with the real `e2b` SDK unchanged: non-ASCII file names, what getInfo always
+// reports, and options cubed cannot honour refused with a 400 that says so.
+import { readdirSync } from 'node:fs';
+import { execa } from 'execa';
+import { Sandbox, SandboxError } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { metricOf, within } from '../../src/api/e2b/metrics.js';
+import { contentDisposition } from '../../src/api/envd/files.js';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+
+let d: TestDaemon;
+let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
+let sbx: Sandbox;
+
+beforeAll(async () => {
+  d = await startDaemon();
+  opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
+  sbx = await Sandbox.create({ ...opts, timeoutMs: 300_000 });
+});
+
+afterAll(async () => {
+  try {
+    await sbx?.kill();
+  } finally {
+    await d?.stop();
+  }
+});
+
+const openFds = () => readdirSync(`/proc/${d.pid}/fd`).length;
+
+describe('file names beyond ASCII', () => {
+  it.each([
+    ['plain.txt', `inline; filename="plain.txt"; filename*=UTF-8''plain.txt`],
+    ['日本語.txt', `inline; filename="___.txt"; filename*=UTF-8''%E6%97%A5%E6%9C%AC%E8%AA%9E.txt`],
+    ['a "quoted" \\ name\'s (1).txt', `inline; filename="a _quoted_ _ name's (1).txt"; filename*=UTF-8''a%20%22quoted%22%20%5C%20name%27s%20%281%29.txt`],
+  ])('content-disposition of %s', (name, want) => expect(contentDisposition(name)).toBe(want));
+
+  it('reads and downloads CJK and emoji names, and keeps no file handle open per read', async () => {
+    const name = '数据-🎉-файл.txt';
+    await sbx.files.write(name, 'héllo 世界\n');
+    expect(await sbx.files.read(name)).toBe('héllo 世界\n');
+    const before = openFds();
+    for (let i = 0; i < 30; i++) expect(await sbx.files.read(name)).toBe('héllo 世界\n');
+    const r = await fetch(await sbx.downloadUrl(name));
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-disposition')).toBe(`inline; filename="__-_-____.txt"; filename*=UTF-8''${encodeURIComponent(name)}`);
+    expect(await r.text()).toBe('héllo 世界\n');
+    // Keep-alive sockets come and go; 30 leaked handles do not.
+    expect(openFds() - before).toBeLessThan(10);
+  });
+});
+
+describe('getInfo', () => {
+  it('reports lifecycle and network even when the create named neither', async () => {
+    const info = await sbx.getInfo();
+    expect(info.lifecycle).toEqual({ onTimeout: 'kill', autoResume: false });
+    expect(info.network).toMatchObject({ allowOut: [], denyOut: [], allowPublicTraffic: true });
+  });
+});
+
+describe('options cubed cannot honour are refused, not ignored', () => {
+  it('volumeMounts', async () => {
+    const e = await Sandbox.create({ ...opts, volumeMounts: { '/data': 'vol1' } }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(SandboxError);
+    expect((e as Error).message).toMatch(/^400: .*volumeMounts are not supported/);
+  });
+
+  it('pause({ keepMemory: false }) leaves the sandbox running', async () => {
+    const e = await sbx.pause({ keepMemory: false }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(SandboxError);
+    expect((e as Error).message).toMatch(/^400: .*pause without memory is not supported/);
+    expect((await sbx.getInfo()).state).toBe('running');
+  });
+
+  it("connect({ onResume: 'reboot' })", async () => {
+    const e = await Sandbox.connect(sbx.sandboxId, { ...opts, onResume: 'reboot' }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(SandboxError);
+    expect((e as Error).message).toMatch(/^400: .*resume without memory is not supported/);
+  });
+});
+
+describe('metrics', () => {
+  const stats = (cpuUsageNs: number) => ({ memoryBytes: 10, memoryLimitBytes: 100, cpuUsageNs, pids: 1, oomKills: 0, memoryCacheBytes: 4, diskUsedBytes: 4096 });
+  it('one sample from two readings: CPU over the interval, cache and disk as read', () => {
+    // 1 s of wall time, 0.5 s of CPU on a 1-vCPU sandbox: 50%.
+    expect(metricOf({ at: 1_000_000, cpuUsageNs: 0 }, stats(5e8), 1_001_000, { cpus: 1, diskGiB: 1 })).toEqual({
+      timestamp: new Date(1_001_000).toISOString(),
+      timestampUnix: 1001,
+      cpuCount: 1,
+      cpuUsedPct: 50,
+      memUsed: 10,
+      memTotal: 100,
+      memCache: 4,
+      diskUsed: 4096,
+      diskTotal: 1024 ** 3,
+    });
+  });
+  it('filters by [start, end] in unix seconds', () => {
+    const m = (t: number) => metricOf({ at: 0, cpuUsageNs: 0 }, stats(0), t * 1000, { cpus: 1, diskGiB: 1 });
+    const all = [m(10), m(15), m(20)];
+    expect(within(all).length).toBe(3);
+    expect(within(all, 15).map((x) => x.timestampUnix)).toEqual([15, 20]);
+    expect(within(all, 11, 19).map((x) => x.timestampUnix)).toEqual([15]);
+  });
+
+  it('getMetrics keeps a history with memCache and diskUsed, and honours start/end', async () => {
+    await sbx.files.write('blob.bin', 'x'.repeat(1 << 20));
+    const first = await sbx.getMetrics();
+    expect(first.length).toBeGreaterThanOrEqual(1);
+    await new Promise((r) => setTimeout(r, 11_000));
+    const later = await sbx.getMetrics();
+    expect(later.length).toBeGreaterThanOrEqual(2);
+    const last = later.at(-1)!;
+    expect(last.memCache).toBeTypeOf('number');
+    expect(last.diskUsed).toBeGreaterThanOrEqual(1 << 20);
+    expect(last.diskTotal).toBeGreaterThan(last.diskUsed);
+    expect(await sbx.getMetrics({ start: new Date(Date.now() + 3_600_000) })).toEqual([]);
+    expect(await sbx.getMetrics({ end: new Date(later[0]!.timestamp.getTime()) })).toHaveLength(1);
+  });
+});
+
+describe('the e2b CLI', () => {
+  const cli = (...args: string[]) =>
+    execa('node', ['node_modules/@e2b/cli/dist/index.js', ...args], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });
+
+  it('sandbox logs shows the lifecycle events', async () => {
+    const r = await cli('sandbox', 'logs', sbx.sandboxId);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/sandbox\.created/);
+  });
+
+  it('snapshot list answers (empty), not 404', async () => {
+    const r = await cli('sandbox', 'snapshot', 'list');
+    expect(r.exitCode, r.stderr).toBe(0);
+  });
+});
