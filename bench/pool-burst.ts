@@ -26,7 +26,7 @@ interface Round {
 }
 
 async function round(mode: 'warm' | 'cold'): Promise<Round> {
-  const agent = new NsNetworkAgent({ nodeTag: tag, cidr: values.cidr!, initNum: mode === 'warm' ? burst : 0, allowHostAccess: false });
+  const agent = new NsNetworkAgent({ nodeTag: tag, cidr: values.cidr!, initNum: mode === 'warm' ? burst : 0, policy: { allowHostAccess: false, internetDefault: true, denyOut: [], denyHostNetworks: true } });
   try {
     await agent.start();
     const spawns0 = agent.spawns;

@@ -5,7 +5,7 @@
 //     LAYERS_DIR, so a stack of 64-hex layer names fits the kernel's one-page option limit.
 //     Builds a sandbox and prints the host pid of its init ("cube-init"), then exits: no supervisor
 //     process stays behind. The init is pid 1 of a new pid namespace, never execs and only reaps.
-//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-c CGROUP_PROCS]... -- ARGV...
+//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-R] [-c CGROUP_PROCS]... -- ARGV...
 //     Runs ARGV inside the sandbox of INIT_PID with the environment this helper was started with,
 //     waits for it and ends the way it ended (same exit code, or the same signal).
 //     SIGTERM/SIGINT/SIGHUP/SIGQUIT go to the command's process group; SIGUSR1 means "SIGKILL the
@@ -117,15 +117,19 @@ static void set_loopback_up(void) {
   close(s);
 }
 
-// Capabilities a sandbox root keeps (Docker's default set without CAP_MKNOD). Everything else
-// (SYS_ADMIN, NET_ADMIN, SYS_MODULE, DAC_READ_SEARCH, SYS_PTRACE, ...) is dropped from the bounding
-// set, so no process started in the sandbox can ever gain it.
+// Capabilities a sandbox root keeps (Docker's default set without CAP_MKNOD and CAP_NET_RAW).
+// Everything else (SYS_ADMIN, NET_ADMIN, SYS_MODULE, DAC_READ_SEARCH, SYS_PTRACE, ...) is dropped
+// from the bounding set, so no process started in the sandbox can ever gain it. NET_RAW (raw
+// and packet sockets: forged ARP and addresses on the slot link) only for a sandbox that asks
+// (`exec -R`, the create's metadata label cube.net_raw=true).
 static const int kept_caps[] = {
-  CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FSETID, CAP_FOWNER, CAP_NET_RAW, CAP_SETGID, CAP_SETUID,
+  CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FSETID, CAP_FOWNER, CAP_SETGID, CAP_SETUID,
   CAP_SETFCAP, CAP_SETPCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT, CAP_KILL, CAP_AUDIT_WRITE,
 };
+static int keep_net_raw = 0;
 
 static int cap_kept(int cap) {
+  if (cap == CAP_NET_RAW) return keep_net_raw;
   for (size_t i = 0; i < sizeof kept_caps / sizeof kept_caps[0]; i++)
     if (kept_caps[i] == cap) return 1;
   return 0;
@@ -147,8 +151,8 @@ static void limit_own_caps(void) {
   struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
   struct __user_cap_data_struct data[2];
   memset(data, 0, sizeof data);
-  for (size_t i = 0; i < sizeof kept_caps / sizeof kept_caps[0]; i++) {
-    int c = kept_caps[i];
+  for (int c = 0; c < 64; c++) {
+    if (!cap_kept(c)) continue;
     data[c / 32].effective |= 1u << (c % 32);
     data[c / 32].permitted |= 1u << (c % 32);
   }
@@ -477,8 +481,9 @@ static int cmd_exec(int argc, char **argv) {
   int ncg = 0, pid = 0, opt;
   uid_t uid = 0;
   gid_t gid = 0;
-  while ((opt = getopt(argc, argv, "+p:u:g:d:c:")) != -1) {
+  while ((opt = getopt(argc, argv, "+p:u:g:d:c:R")) != -1) {
     switch (opt) {
+      case 'R': keep_net_raw = 1; break;
       case 'p': pid = atoi(optarg); break;
       case 'u': uid = (uid_t)atoi(optarg); break;
       case 'g': gid = (gid_t)atoi(optarg); break;

@@ -188,6 +188,7 @@ export class Cubelet implements NodeApi {
         env: { ...template.config?.env, ...meta.env },
         diskGiB: meta.spec.diskGiB,
         ...(meta.runtime ? { runtime: meta.runtime } : {}),
+        ...(meta.metadata['cube.net_raw'] === 'true' ? { netRaw: true } : {}),
       });
       await rules;
       if (template.config?.startCmd) {

@@ -13,7 +13,7 @@ import { NETNS_DIR, hostIfName, netnsName } from './names.js';
 import { Spawner, failedItems } from './iproute.js';
 import { destinationElements, type EgressRules } from './egress.js';
 import { NftBatch } from './nft-batch.js';
-import { enableIpForwarding, policyScript, removePolicy, sandboxRulesScript, type NodePolicy } from './nft.js';
+import { enableIpForwarding, linkElementsScript, linkFilterScript, policyScript, removePolicy, sandboxRulesScript, type NodePolicy } from './nft.js';
 import { arpEntries, conntrackMentions, hostIfIndices, hostNetworks, netnsIndices } from './host-scan.js';
 import { sharedHelper } from '../runtime/ns/helper.js';
 import { RESET_LINES, expectedState, innerCreateLines, parseSlotState, removeLines, rootCreateLines, type SlotNames } from './slot-script.js';
@@ -166,6 +166,7 @@ export class NsNetworkAgent implements NetworkAgent {
       if (slot) this.egress.set(slot.index, rules);
     }
     await this.installTable();
+    await this.rules.apply(linkFilterScript(this.tag, [...this.inUse.values()]));
     this.running = true;
     this.drainTimer = setInterval(() => void this.pollDraining(), DRAIN_POLL_MS);
     this.drainTimer.unref();
@@ -401,6 +402,14 @@ export class NsNetworkAgent implements NetworkAgent {
       this.batchRunning = false;
     }
     this.pump(); // demand that arrived during this batch gets the next one
+    // The link filter knows a slot before anything can run behind it.
+    const made = slots.filter((s) => !failed.has(s));
+    if (made.length) {
+      await this.rules.apply(linkElementsScript(this.tag, made)).catch((e: unknown) => {
+        made.forEach((s) => failed.add(s));
+        reason = `link filter: ${(e as Error).message}`;
+      });
+    }
     const inner = slots.filter((s) => !failed.has(s)).map((s) => this.configureInside(s));
     if (failed.size > 0) await this.creationFailed([...failed], reason, forDemand);
     await Promise.all(inner);

@@ -116,9 +116,40 @@ export function sandboxRulesScript(tag: string, index: number, r: EgressRules | 
   ].join('\n');
 }
 
+/**
+ * The link filter, a table of family `arp`: on a slot's host-side link only ARP whose sender
+ * address is the slot's own passes. Root inside a sandbox keeps raw sockets when it asks for
+ * them; without this, a forged ARP request makes the host learn a neighbour entry for any
+ * address (the neighbour table is host-wide, and its gc_thresh3 limit then cuts every sandbox's
+ * network). The set holds a (link, address) pair per slot ever made, added with the slot's
+ * creation batch (one nft call per batch, off the create path); pairs are fixed by the slot
+ * index, so they are never deleted (which would rebuild the set per element).
+ */
+export function linkFilterScript(tag: string, slots: readonly { hostIf: string; sandboxIp: string }[]): string {
+  const table = nftTableName(tag);
+  return [
+    `table arp ${table}`,
+    `delete table arp ${table}`,
+    `table arp ${table} {`,
+    `  set slot_addr { type ifname . ipv4_addr;${elements(slots.map(linkPair))} }`,
+    '  chain input {',
+    '    type filter hook input priority -10; policy accept;',
+    `    iifname "${hostIfPattern(tag)}" iifname . arp saddr ip != @slot_addr counter drop`,
+    '  }',
+    '}',
+    '',
+  ].join('\n');
+}
+
+const linkPair = (s: { hostIf: string; sandboxIp: string }) => `"${s.hostIf}" . ${s.sandboxIp}`;
+
+export function linkElementsScript(tag: string, slots: readonly { hostIf: string; sandboxIp: string }[]): string {
+  return slots.length ? `add element arp ${nftTableName(tag)} slot_addr { ${slots.map(linkPair).join(', ')} }\n` : '';
+}
+
 export function removeScript(tag: string): string {
   const table = nftTableName(tag);
-  return `table inet ${table}\ndelete table inet ${table}\n`;
+  return `table inet ${table}\ndelete table inet ${table}\ntable arp ${table}\ndelete table arp ${table}\n`;
 }
 
 export async function removePolicy(sp: Spawner, tag: string): Promise<void> {

@@ -44,6 +44,8 @@ export interface LaunchSpec {
   diskGiB?: number;
   /** The runtime to create it with, on a node that offers several (runtime/multi.ts); absent: the node's default. */
   runtime?: string;
+  /** Root inside keeps CAP_NET_RAW (raw and packet sockets); off unless asked (metadata cube.net_raw=true). */
+  netRaw?: boolean;
 }
 
 export interface SandboxHandle {

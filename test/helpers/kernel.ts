@@ -248,6 +248,7 @@ export async function purgeNetwork(tag: string): Promise<void> {
   }
   if (links.length > 0) await execa('ip', ['-force', '-b', '-'], { input: links.map((n) => `link del ${n}`).join('\n'), reject: false });
   await execa('nft', ['delete', 'table', 'inet', `cube_${tag}`], { reject: false });
+  await execa('nft', ['delete', 'table', 'arp', `cube_${tag}`], { reject: false });
 }
 
 /** The network policy of a default cubelet.toml, for agents built directly in tests. */

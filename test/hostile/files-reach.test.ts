@@ -5,12 +5,10 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { hostNetworksOf } from '../../src/network/host-scan.js';
-import { NsNetworkAgent } from '../../src/network/agent.js';
-import { nodeTag } from '../../src/ids.js';
 import type { SandboxHandle } from '../../src/runtime/types.js';
-import { defaultNetworkPolicy, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
+import { useNetAgent } from './agent.js';
 import { run, useRig } from '../runtime/harness.js';
 
 describe('files made inside a sandbox', () => {
@@ -69,16 +67,7 @@ describe("the host's own networks", () => {
   });
 
   describe('against the real kernel', () => {
-    const cidr = testCidr();
-    const tag = nodeTag(uniqueNodeID('hostile-lan'));
-    const agent = new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 1, policy: defaultNetworkPolicy() });
-    beforeAll(async () => {
-      await agent.start();
-    });
-    afterAll(async () => {
-      await agent.stop({ destroy: true }).catch(() => undefined);
-      await purgeNetwork(tag);
-    });
+    const agent = useNetAgent('hostile-lan');
 
     it("a sandbox's connection to the host's gateway and LAN is dropped before it is forwarded", async () => {
       const targets = hostNetworksOf(readFileSync('/proc/net/route', 'utf8'))

@@ -43,7 +43,7 @@ describe('network slot pool', () => {
     const a = agent(4);
     await a.start();
     expect(a.levels()).toMatchObject({ free: 4, inUse: 0, creating: 0, total: 4, target: 4, inFlight: 0, onDemand: 0 });
-    expect(await countKernelObjects(tag)).toMatchObject({ netns: 4, links: 4, nftTables: 1 });
+    expect(await countKernelObjects(tag)).toMatchObject({ netns: 4, links: 4, nftTables: 2 }); // inet (policy) and arp (link filter)
 
     const s = await a.acquire('sbx-a');
     expect(s.netns).toBe(`cube-${tag}-${s.index}`);
@@ -182,7 +182,7 @@ describe('network slot pool', () => {
     const s = await a.acquire('survivor');
     await a.settled();
     await a.stop({ destroy: false });
-    expect(await countKernelObjects(tag)).toMatchObject({ netns: 1, links: 1, nftTables: 1 });
+    expect(await countKernelObjects(tag)).toMatchObject({ netns: 1, links: 1, nftTables: 2 }); // inet (policy) and arp (link filter)
     expect(existsSync(s.netnsPath)).toBe(true);
 
     const b = agent(3);
@@ -215,7 +215,7 @@ describe('network slot pool', () => {
     // The dropped slot's netns was removed (its index may have been recreated fresh).
     expect(await marked(drop.netns)).toBe(false);
     expect(next.levels()).toMatchObject({ inUse: 1, free: 2, total: 3 });
-    expect(await countKernelObjects(tag)).toMatchObject({ netns: 3, links: 3, nftTables: 1 });
+    expect(await countKernelObjects(tag)).toMatchObject({ netns: 3, links: 3, nftTables: 2 }); // inet (policy) and arp (link filter)
     await next.stop({ destroy: true });
     expect(await countKernelObjects(tag)).toMatchObject({ netns: 0, links: 0, nftTables: 0 });
   });

@@ -37,6 +37,7 @@ export interface NsDriverOptions {
 interface SandboxRecord {
   template: string;
   env: Record<string, string>;
+  netRaw?: boolean;
 }
 
 /** How long an exited command's output may still drain (background children can hold the pipes). */
@@ -94,7 +95,7 @@ export class NsDriver implements RuntimeDriver {
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new CubeError('CONFLICT', `sandbox ${id} already exists on this node`);
       throw toCubeError(e, 'CREATE_FAILED');
     }
-    const record: SandboxRecord = { template: spec.template.name, env: spec.env };
+    const record: SandboxRecord = { template: spec.template.name, env: spec.env, ...(spec.netRaw ? { netRaw: true } : {}) };
     try {
       await Promise.all([
         // Written straight into the upper layer, so the sandbox's hostname resolves.
@@ -185,6 +186,7 @@ export class NsDriver implements RuntimeDriver {
       env.LANG ??= 'C.UTF-8';
     }
     const args = ['-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), '-d', req.cwd ?? user.home];
+    if (record?.netRaw) args.push('-R');
     for (const f of this.cgroups.procsFiles(h.sandboxID)) args.push('-c', f);
     args.push('--', ...req.argv);
 
