@@ -27,9 +27,13 @@ export async function upstreamOf(node: NodeApi, sandboxID: string, port: number,
   return { host: await node.sandboxAddress(sandboxID), port, path, headers: {} };
 }
 
+/** @e2b/code-interpreter's port: nothing there usually means the sandbox is not from that template. */
+const CODE_INTERPRETER_PORT = 49999;
+
 function unreachable(sandboxID: string, port: number, up: PortUpstream, e: Error): CubeError {
   const via = up.port === port ? '' : ` (through its node's port proxy at ${up.host}:${up.port})`;
-  return new CubeError('NODE_UNREACHABLE', `sandbox ${sandboxID} has nothing listening on port ${port}${via}: ${e.message}`, { details: { sandboxID, port } });
+  const hint = port === CODE_INTERPRETER_PORT ? ' (the code interpreter runs in sandboxes of the code-interpreter-v1 template: build it with npm run template:code-interpreter)' : '';
+  return new CubeError('NODE_UNREACHABLE', `sandbox ${sandboxID} has nothing listening on port ${port}${via}: ${e.message}${hint}`, { details: { sandboxID, port } });
 }
 
 const badGatewayBody = (err: CubeError): object => ({ ...errorBody(err, 'e2b'), code: 502 });
