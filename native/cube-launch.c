@@ -237,6 +237,18 @@ static void install_seccomp(void) {
   if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) die("install seccomp filter");
 }
 
+// When the host runs out of memory, its OOM killer takes sandbox processes first: +500 here,
+// while cubed runs at -900 (0 where the host withholds CAP_SYS_RESOURCE). Without that
+// capability a process inside may lower its score only down to 0 (-100 is refused, measured),
+// so never below the daemon's.
+#define SANDBOX_OOM_SCORE_ADJ "500"
+
+static void raise_oom_score(void) {
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, SANDBOX_OOM_SCORE_ADJ, strlen(SANDBOX_OOM_SCORE_ADJ)) < 0) die("oom_score_adj");
+  close(fd);
+}
+
 static void mkdir_at(const char *root, const char *rel, mode_t mode) {
   char p[4096];
   snprintf(p, sizeof p, "%s/%s", root, rel);
@@ -356,6 +368,7 @@ static void sandbox_init(const char *id, const char *lower, const char *lower_ba
   if (chdir("/") < 0) die("chdir /");
   if (umount2("/.oldroot", MNT_DETACH) < 0) die("umount old root");
   if (rmdir("/.oldroot") < 0) die("rmdir old root");
+  raise_oom_score();
   drop_bounding_caps();
   int null = open("/dev/null", O_RDWR);
   if (null < 0) die("open /dev/null");
@@ -534,6 +547,7 @@ static int cmd_exec(int argc, char **argv) {
     if (getppid() != 0) _exit(EXIT_HELPER);
     if (exec_on_tty) lead_terminal_session();
     else setpgid(0, 0);
+    raise_oom_score();
     drop_bounding_caps();
     install_seccomp();
     if (uid == 0) {

@@ -167,7 +167,22 @@ function openNode(flags: Flags) {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const log: Logger = pino({ level: process.env.CUBE_LOG_LEVEL ?? 'info', base: { nodeID } });
   const unlock = takePidLock(dataDir);
+  protectFromOomKiller(log);
   return { configDir, config, nodeID, dataDir, listen, log, unlock };
+}
+
+/**
+ * The node's agent is the last thing the host's OOM killer should take: -900 for cubed (and the
+ * launch helper it starts), while every sandbox process runs at +500 (cube-launch).
+ */
+const DAEMON_OOM_SCORE_ADJ = -900;
+function protectFromOomKiller(log: Logger): void {
+  try {
+    writeFileSync('/proc/self/oom_score_adj', `${DAEMON_OOM_SCORE_ADJ}\n`);
+  } catch (err) {
+    // Without CAP_SYS_RESOURCE (some containers) it stays at 0: still below the sandboxes' +500.
+    log.warn({ err }, 'could not lower the daemon\'s oom_score_adj below 0 (no CAP_SYS_RESOURCE): sandboxes (+500) still go first');
+  }
 }
 
 type Runtimes = 'sim' | ('ns' | 'microvm')[];
