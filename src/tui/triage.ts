@@ -72,14 +72,25 @@ function createsRefused(stats: StatsView | null | undefined): Finding | null {
 }
 
 function cpuStarvation(n: NodeView, cap: number): Finding | null {
-  const used = n.usage.cpuUtilPercent;
-  if (used < cap - CPU_NEAR_POINTS) return null;
-  const over = used >= cap;
+  const host = n.usage.cpuUtilPercent;
+  // What the cpu filter gates on: the sandboxes' own CPU where the node reports it, else the host's.
+  const sbx = n.usage.sandboxCpuUtilPercent;
+  const gate = sbx ?? host;
+  if (gate >= cap) {
+    return {
+      nodeID: n.nodeID,
+      bottleneck: 'cpu-starvation',
+      severity: 'bad',
+      evidence: `${sbx === undefined ? 'host cpu' : 'sandbox cpu use'} ${percent(gate)} >= node_max_cpu_util ${percent(cap)}: the cpu filter refuses every create here`,
+      fix: REFUSAL_FIX.cpu!,
+    };
+  }
+  if (host < cap - CPU_NEAR_POINTS) return null;
   return {
     nodeID: n.nodeID,
     bottleneck: 'cpu-starvation',
-    severity: over ? 'bad' : 'warn',
-    evidence: over ? `host cpu ${percent(used)} >= node_max_cpu_util ${percent(cap)}: the cpu filter refuses every create here` : `host cpu ${percent(used)}, node_max_cpu_util ${percent(cap)}: creates and exec slow down`,
+    severity: 'warn',
+    evidence: `host cpu ${percent(host)}${sbx === undefined ? '' : ` (sandboxes ${percent(sbx)})`}, node_max_cpu_util ${percent(cap)}: creates and exec slow down`,
     fix: REFUSAL_FIX.cpu!,
   };
 }

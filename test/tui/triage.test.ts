@@ -47,6 +47,12 @@ describe('triage', () => {
     expect(f!.fix).toMatch(/node_max_cpu_util/);
   });
 
+  it('gates on the sandboxes\' cpu where the node reports it, as the cpu filter does; a busy host alone is a WARN', () => {
+    const busy = (sbx: number) => ({ ...node({ cpu: 99 }), usage: { ...node({ cpu: 99 }).usage, sandboxCpuUtilPercent: sbx } });
+    expect(triage([busy(85)])[0]).toMatchObject({ bottleneck: 'cpu-starvation', severity: 'bad', evidence: 'sandbox cpu use 85% >= node_max_cpu_util 80%: the cpu filter refuses every create here' });
+    expect(triage([busy(5)])[0]).toMatchObject({ bottleneck: 'cpu-starvation', severity: 'warn', evidence: 'host cpu 99% (sandboxes 5%), node_max_cpu_util 80%: creates and exec slow down' });
+  });
+
   it('uses the cpu cap in force', () => {
     expect(triage([node({ cpu: 55 })], { cpuCapPercent: 60 })[0]).toMatchObject({ bottleneck: 'cpu-starvation', severity: 'warn' });
     expect(triage([node({ cpu: 55 })], { cpuCapPercent: 90 })).toEqual([]);
