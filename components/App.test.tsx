@@ -149,6 +149,67 @@ describe('App', () => {
     expect(actions.calls).toEqual([]);
   });
 
+  it('handles the keys of one read in order: jjj moves three rows', async () => {
+    const { r, store } = await setup();
+    r.stdin.write('2');
+    await waitForFrame(r.lastFrame, (f) => f.includes('sb-0001'));
+    r.stdin.write('jjj');
+    await waitForFrame(r.lastFrame, () => store.getState().ui.selected.sandboxes === 'sb-0004');
+  });
+
+  it('ctrl-u, a value and Enter in one read apply the new value, not the old one', async () => {
+    const { r, actions } = await setup();
+    r.stdin.write('r');
+    await waitForFrame(r.lastFrame, (f) => f.includes('> 0.75_'));
+    r.stdin.write('\x150.5\r');
+    await waitForFrame(r.lastFrame, () => actions.calls.length === 1);
+    expect(actions.calls).toEqual(['setReleaseRatio 0.5 "node-a"']);
+  });
+
+  it(':q! quits, typed at once', async () => {
+    const { r, quits } = await setup();
+    r.stdin.write(':q!\r');
+    await waitForFrame(r.lastFrame, () => quits() === 1);
+  });
+
+  it('the drain dialog says sandboxes are not migrated and offers evict with a deadline', async () => {
+    const { r, actions } = await setup();
+    r.stdin.write('d');
+    const f = await waitForFrame(r.lastFrame, (x) => x.includes('Drain node node-a?'));
+    expect(f).toContain('Its 3 sandbox(es) are NOT migrated');
+    expect(f).toContain('e: evict after a deadline');
+    r.stdin.write('e');
+    await waitForFrame(r.lastFrame, (x) => x.includes('> 300_'));
+    expect(r.lastFrame()).toContain('destroy what is left at 300s (not migrated)');
+    r.stdin.write('\x1560\r');
+    await waitForFrame(r.lastFrame, () => actions.calls.length === 1);
+    expect(actions.calls).toEqual(['drain "node-a" {"evict":true,"deadlineSec":60}']);
+  });
+
+  it('enter describes the selected node with every scheduler rule; j scrolls, esc closes', async () => {
+    const { r } = await setup();
+    r.stdin.write('j');
+    r.stdin.write('\r');
+    const f = await waitForFrame(r.lastFrame, (x) => x.startsWith('LIVE') && x.includes('node node-b'));
+    expect(f).toMatch(/node node-b  1-\d+ of \d+, j\/k scroll/);
+    expect(f).toContain('Node node-b at 127.0.0.1:3000');
+    r.stdin.write('G');
+    const end = await waitForFrame(r.lastFrame, (x) => x.includes('Recent events'));
+    expect(end).toContain('REFUSE prefilter: cordoned');
+    r.stdin.write('\x1b');
+    await waitForFrame(r.lastFrame, (x) => /^NODE +STATE/m.test(x));
+  });
+
+  it('? help scrolls at 80x24 and closes', async () => {
+    const { r } = await setup();
+    r.stdin.write('?');
+    await waitForFrame(r.lastFrame, (x) => /Keys  1-\d+ of \d+, j\/k scroll/.test(x));
+    r.stdin.write('jj');
+    await waitForFrame(r.lastFrame, (x) => /Keys  3-\d+ of \d+/.test(x));
+    r.stdin.write('?');
+    await waitForFrame(r.lastFrame, (x) => /^NODE +STATE/m.test(x));
+  });
+
   it('q quits', async () => {
     const { r, quits } = await setup();
     r.stdin.write('q');

@@ -1,7 +1,7 @@
 // The console's frame: header, view tabs, the active view, then the dialog or status line.
 // The root is at most rows-1 high (a full-height frame makes Ink 6.8 clear the screen on
 // every update) and every line is cut to the width. Keys go to handleKey (commands.ts).
-import React, { useMemo, useRef } from 'react';
+import React, { useCallback, useMemo, useRef } from 'react';
 import { Box, useApp, useInput } from 'ink';
 import type { Actions } from '../src/tui/actions.js';
 import { handleKey, type CommandContext } from '../src/tui/commands.js';
@@ -11,6 +11,7 @@ import type { ConsoleStore } from '../src/tui/store.js';
 import type { ViewName } from '../src/tui/views.js';
 import { CommandBar } from './CommandBar.js';
 import { Confirm, confirmHeight } from './Confirm.js';
+import { Describe } from './Describe.js';
 import { ConfigView } from './ConfigView.js';
 import { EventsView } from './EventsView.js';
 import { Header } from './Header.js';
@@ -57,10 +58,14 @@ function Frame({ store, actions, onQuit }: AppProps) {
   const busy = useConsole((s) => s.ui.busy);
   const skin = useConsole((s) => s.settings.skin);
   const height = Math.max(6, rows - 1);
-  const bottom = overlay?.kind === 'confirm' ? confirmHeight(overlay) : overlay?.kind === 'prompt' ? PROMPT_HEIGHT : statusHeight(busy ? 0 : (flash?.detail.length ?? 0));
+  const bottom = overlay?.kind === 'confirm' ? confirmHeight(overlay) : overlay?.kind === 'prompt' ? PROMPT_HEIGHT : statusHeight(flash, busy !== '', columns);
   const bodyHeight = Math.max(2, height - HEADER_HEIGHT - bottom);
   const pageRef = useRef(bodyHeight);
   pageRef.current = bodyHeight - 1;
+  const paneMaxRef = useRef(0);
+  const onPaneMax = useCallback((max: number) => {
+    paneMaxRef.current = max;
+  }, []);
   const ctx = useMemo<CommandContext>(
     () => ({
       store,
@@ -70,6 +75,7 @@ function Frame({ store, actions, onQuit }: AppProps) {
         exit();
       },
       pageSize: () => pageRef.current,
+      paneMax: () => paneMaxRef.current,
     }),
     [store, actions, onQuit, exit],
   );
@@ -80,7 +86,13 @@ function Frame({ store, actions, onQuit }: AppProps) {
       <Header width={columns} />
       <CommandBar width={columns} />
       <Box flexDirection="column" height={bodyHeight} overflow="hidden">
-        {overlay?.kind === 'help' ? <Help height={bodyHeight} width={columns} /> : <Body height={bodyHeight} width={columns} />}
+        {overlay?.kind === 'help' ? (
+          <Help height={bodyHeight} width={columns} offset={overlay.offset} onMax={onPaneMax} />
+        ) : overlay?.kind === 'describe' ? (
+          <Describe pane={overlay} height={bodyHeight} width={columns} onMax={onPaneMax} />
+        ) : (
+          <Body height={bodyHeight} width={columns} />
+        )}
       </Box>
       {overlay?.kind === 'confirm' ? <Confirm confirm={overlay} width={columns} skin={skin} /> : overlay?.kind === 'prompt' ? <Prompt prompt={overlay} width={columns} skin={skin} /> : <StatusLine width={columns} />}
     </Box>

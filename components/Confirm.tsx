@@ -1,4 +1,5 @@
-// A yes/no question before a dangerous action; only y or enter confirms.
+// A yes/no question before a dangerous action; only y or enter confirms (or the one
+// alternative the dialog offers, named in its hint line).
 import React from 'react';
 import { Box, Text } from 'ink';
 import { cut } from '../src/tui/format.js';
@@ -18,7 +19,7 @@ export function Confirm({ confirm, width, skin }: { confirm: ConfirmState; width
       {confirm.lines.map((l, i) => (
         <Text key={i}>{cut(`  ${l}`, width)}</Text>
       ))}
-      <Text color={colorOf(skin, 'dim')}>{cut('y/enter: yes   n/esc: no', width)}</Text>
+      <Text color={colorOf(skin, 'dim')}>{cut(`y/enter: yes   ${confirm.alt ? `${confirm.alt.key}: ${confirm.alt.label}   ` : ''}n/esc: no`, width)}</Text>
     </Box>
   );
 }

@@ -20,18 +20,23 @@ const clock = (iso: string) => {
   return Number.isNaN(d.getTime()) ? '-' : d.toTimeString().slice(0, 8);
 };
 
+const message = (e: EventView): string => (e.durationMs === undefined ? e.message : `${e.message} (${millis(e.durationMs)})`);
+
 export const EVENT_COLUMNS: readonly Column<EventView>[] = [
   { title: 'TIME', width: 8, cell: (e) => clock(e.at) },
   { title: 'KIND', width: 17, cell: (e) => e.kind },
   { title: 'NODE', width: 12, cell: (e) => e.nodeID ?? '' },
   { title: 'SANDBOX', width: 14, cell: (e) => e.sandboxID ?? '' },
   { title: 'CODE', width: 6, shed: 1, cell: (e) => (e.code === undefined ? '' : String(e.code)) },
-  { title: 'MESSAGE', width: 'flex', min: 20, cell: (e) => (e.durationMs === undefined ? e.message : `${e.message} (${millis(e.durationMs)})`) },
+  { title: 'MESSAGE', width: 'flex', min: 20, cell: message },
 ];
+
+/** The selected event whole: the message of a 130597 names every node and rule, which no column holds. */
+export const eventDetail = (e: EventView): string => `${e.at} ${e.kind}${e.code === undefined ? '' : ` ${e.code}`}${e.nodeID ? ` ${e.nodeID}` : ''}${e.sandboxID ? ` ${e.sandboxID}` : ''}: ${message(e)}`;
 
 export function EventsView({ height, width }: { height: number; width: number }) {
   const { data, filter, selected, skin } = useViewState('events');
   const events = data.events;
   const rows = useMemo(() => eventRows(events, filter), [events, filter]);
-  return <Table columns={EVENT_COLUMNS} rows={rows} rowKey={(e) => String(e.id)} selectedID={selected} height={height} width={width} skin={skin} rowTone={eventTone} empty={filter ? `no event matches "${filter}"` : 'no events yet'} />;
+  return <Table columns={EVENT_COLUMNS} rows={rows} rowKey={(e) => String(e.id)} selectedID={selected} height={height} width={width} skin={skin} rowTone={eventTone} detail={eventDetail} empty={filter ? `no event matches "${filter}"` : 'no events yet'} />;
 }

@@ -4,32 +4,33 @@ import { render } from 'ink-testing-library';
 import { storeFrom, withStore } from '../test/tui/console.js';
 import { KEYMAP } from '../src/tui/keymap.js';
 import { Help, helpLines } from './Help.js';
-import { helpSections } from '../src/tui/keymap.js';
+import { paneLines } from './Pane.js';
 
 describe('Help', () => {
   it('lists every binding of the keymap, dangerous ones only when writable', () => {
-    const all = helpLines(false).map((l) => l.text).join('\n');
+    const all = helpLines(false).join('\n');
     for (const b of KEYMAP) expect(all).toContain(b.help);
-    const ro = helpLines(true).map((l) => l.text).join('\n');
+    const ro = helpLines(true).join('\n');
     for (const b of KEYMAP) (b.dangerous ? expect(ro).not : expect(ro)).toContain(b.help);
   });
 
-  it('flows into columns to fit the height, every line within the width', () => {
-    const { lastFrame } = render(withStore(storeFrom(), <Help height={18} width={100} />));
-    const lines = lastFrame()!.split('\n');
-    expect(lines.length).toBeLessThanOrEqual(18);
-    expect(lines[0]).toMatch(/^Keys   esc or \? closes/);
-    expect(lastFrame()).toMatch(/General .*Navigation|Navigation .*General/s);
-    for (const l of lines) expect(l.length).toBeLessThanOrEqual(100);
+  it('at 80 columns wraps descriptions under their column and scrolls instead of cutting', () => {
+    const lines = paneLines(helpLines(false), 80, 17);
+    for (const l of lines) expect(l.length).toBeLessThanOrEqual(80);
+    // Every word of every description is on screen somewhere (nothing cut to 8 characters).
+    const words = new Set(lines.join(' ').split(/\s+/));
+    for (const b of KEYMAP) for (const w of b.help.split(' ')) expect(words).toContain(w);
+    const cont = lines.find((l) => l.startsWith(' '.repeat(17)) && l.trim().length > 0);
+    expect(cont).toBeDefined();
   });
 
-  it('wraps long descriptions instead of cutting them (100 columns, the width of the test renderer)', () => {
-    const { lastFrame } = render(withStore(storeFrom(), <Help height={35} width={100} />));
-    const frame = lastFrame()!;
-    const lines = frame.split('\n');
-    expect(lines.length).toBeLessThanOrEqual(35);
-    for (const l of lines) expect(l.length).toBeLessThanOrEqual(100);
-    const shown = new Set(frame.split(/\s+/));
-    for (const s of helpSections(false)) for (const r of s.rows) for (const w of r.help.split(' ')) expect(shown).toContain(w);
+  it('shows a window with its position, and the end when scrolled past it', () => {
+    const top = render(withStore(storeFrom(), <Help height={10} width={80} offset={0} />)).lastFrame()!;
+    const total = paneLines(helpLines(false), 80, 17).length;
+    expect(top.split('\n')[0]).toBe(`Keys  1-9 of ${total}, j/k scroll   esc closes`);
+    expect(top.split('\n')[1]).toBe('General');
+    const end = render(withStore(storeFrom(), <Help height={10} width={80} offset={9999} />)).lastFrame()!;
+    expect(end.split('\n')[0]).toBe(`Keys  ${total - 8}-${total} of ${total}, j/k scroll   esc closes`);
+    for (const l of end.split('\n')) expect(l.length).toBeLessThanOrEqual(80);
   });
 });

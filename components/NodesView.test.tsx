@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { render } from 'ink-testing-library';
 import { storeFrom, withStore } from '../test/tui/console.js';
 import { loadStream } from '../test/tui/replay.js';
-import { nodeColumns, NodesView } from './NodesView.js';
-import { columnWidths } from './Table.js';
+import { nodeColumns, nodeDetail, NodesView } from './NodesView.js';
+import { columnWidths, fitColumns } from './Table.js';
 
 // ink-testing-library's terminal is 100 columns wide: render at 100, read the cut-off
 // columns through their cell functions.
@@ -15,27 +15,43 @@ describe('NodesView', () => {
   it('shows health and schedulability apart, with the reason, and density against ceiling and safety boundary', () => {
     const store = storeFrom(loadStream('watch-handwritten.ndjson').slice(0, 1));
     const { lastFrame } = render(withStore(store, <NodesView height={6} width={100} />));
-    expect(line(lastFrame()!, 'node-a')).toMatch(/^node-a +HEALTHY +yes +3 \/ 117 \(58 safe\) \.{6} memory +1\/0Mi +41%\/80%/);
-    expect(line(lastFrame()!, 'node-b')).toMatch(/^node-b +HEALTHY +no: disk waterm +0 \/ 117 \(58 safe\)/);
+    expect(line(lastFrame()!, 'node-a')).toMatch(/^node-a +HEALTHY +yes +24% 146\.5Gi +3 \/ 117 \(58 safe\) +114 memory +1\/0Mi +41%\/80% +30\/32$/);
+    expect(line(lastFrame()!, 'node-b')).toMatch(/^node-b +HEALTHY +no: disk 83 +24% 146\.5Gi +0 \/ 117 \(58 safe\) +117 /);
     const b = store.getState().data.nodes['node-b']!;
-    expect(NODE_COLUMNS.find((c) => c.title === 'SCHEDULABLE')!.cell(b)).toBe('no: disk watermark 83% >= 80%');
+    expect(NODE_COLUMNS.find((c) => c.title === 'SCHEDULABLE')!.cell(b)).toBe('no: disk 83% >= 80%');
+    // The selected row's verdict, whole, on a line of its own.
+    expect(lastFrame()).toContain('node-a schedulable | host cpu 24%, MemAvailable 146.5Gi, disk 41% (mark 80%), headroom 114');
     for (const l of lastFrame()!.split('\n')) expect(l.length).toBeLessThanOrEqual(100);
   });
 
-  it('at 80 columns leaves out the gauge, sparkline and bottleneck (paused/freed next), never disk or pool', () => {
+  it('at 80 columns keeps host cpu, MemAvailable, density, headroom, disk and pool whole; the selected verdict wraps below', () => {
     const store = storeFrom();
-    const { lastFrame } = render(withStore(store, <NodesView height={6} width={80} />));
+    store.setState((s) => ({ ui: { ...s.ui, selected: { nodes: 'node-b' } } }));
+    const { lastFrame } = render(withStore(store, <NodesView height={7} width={80} />));
     const [header, ...rows] = lastFrame()!.split('\n');
-    expect(header!.split(/ +/)).toEqual(['NODE', 'STATE', 'SCHEDULABLE', 'DENSITY', 'PAUS/FREE', 'DISK/MARK', 'POOL']);
+    expect(header!.split(/ +/)).toEqual(['NODE', 'STATE', 'SCHEDULA', 'CPU', 'MEMAV', 'DENSITY', 'HEAD', 'DISK/MARK', 'POOL']);
     for (const l of [header!, ...rows]) expect(l.length).toBeLessThanOrEqual(80);
-    expect(line(lastFrame()!, 'node-a')).toMatch(/3 \/ 117 \(58 safe\) +1\/3\.1Gi +\d+%\/80% +\d+\/\d+$/);
+    expect(line(lastFrame()!, 'node-a')).toMatch(/3 \/ 117 \(58 safe\) +115 +\d+%\/80% +0\/32$/);
+    expect(rows.slice(-2).join(' ')).toMatch(/^node-b NOT schedulable \(prefilter\): cordoned \| host cpu 24%, MemAvailable 146\.5Gi, disk 83% \(mark 80%\), headroom 117 sandboxes of 4\.1Gi$/);
+  });
+
+  it('cuts a long node id before it lets POOL go at 80 columns', () => {
+    const cols = nodeColumns(40, 80);
+    expect(cols[0]!.width).toBeLessThan(40);
+    expect(cols.filter((c) => c.shed === undefined).reduce((w, c) => w + 1 + (c.width === 'flex' ? c.min! : c.width), -1)).toBeLessThanOrEqual(80);
+  });
+
+  it('names the rule and shows MemAvailable against the real MemTotal in the detail', () => {
+    const a = storeFrom().getState().data.nodes['node-a']!;
+    const hot = { ...a, schedulable: false, reason: 'cpu util 94.8% >= 80%', refusedBy: 'cpu', usage: { ...a.usage, cpuUtilPercent: 94.8, memTotalMiB: 257024 } };
+    expect(nodeDetail(hot)).toMatch(/^node-a NOT schedulable \(cpu\): cpu util 94\.8% >= 80% \| host cpu 95%, MemAvailable 146\.5Gi of 251\.0Gi/);
   });
 
   it('after the deltas: what the release ratio frees, the disk against its watermark, the empty pool', () => {
     const store = storeFrom();
     const { lastFrame } = render(withStore(store, <NodesView height={6} width={100} />));
     expect(line(lastFrame()!, 'node-a')).toMatch(/3 \/ 117 \(58 safe\) .* 1\/3\.1Gi/);
-    expect(lastFrame()).toMatch(/node-b +HEALTHY +no: cordoned /);
+    expect(lastFrame()).toMatch(/node-b +HEALTHY +no: cord/);
     const a = store.getState().data.nodes['node-a']!;
     const b = store.getState().data.nodes['node-b']!;
     const cell = (title: string, n: typeof a) => NODE_COLUMNS.find((c) => c.title === title)!.cell(n);
@@ -52,15 +68,15 @@ describe('NodesView', () => {
     expect([at(57), at(58), at(116), at(117)]).toEqual(['ok', 'warn', 'warn', 'bad']);
   });
 
-  it('fits 120 columns with the whole disk-watermark reason', () => {
+  it('fits every column at 120 (the whole reason is on the detail line)', () => {
+    expect(fitColumns(NODE_COLUMNS, 120)).toHaveLength(NODE_COLUMNS.length);
     const w = columnWidths(NODE_COLUMNS, 120);
     expect(w.reduce((a, b) => a + b + 1, -1)).toBe(120);
-    expect(w[2]).toBeGreaterThanOrEqual('no: disk watermark 83% >= 80%'.length);
   });
 
   it('sizes the NODE column to the longest id, up to a cap', () => {
     expect(nodeColumns(19)[0]!.width).toBe(19);
-    expect(nodeColumns(60)[0]!.width).toBe(24);
+    expect(nodeColumns(60, 200)[0]!.width).toBe(24);
   });
 
   it('filters rows', () => {

@@ -1,8 +1,9 @@
-// One row a node: health and schedulability (with the reason), density against the ceiling
-// and the safety boundary, what pausing frees, disk against the watermark, the NIC pool.
+// One row a node: health and schedulability (the scheduler's verdict and reason), host CPU use
+// and MemAvailable, density against the ceiling and the safety boundary, headroom, what pausing
+// frees, disk against the watermark, the NIC pool.
 import React, { useMemo } from 'react';
 import type { NodeView } from '../src/api/types.js';
-import { densityLevel, densityText, gauge, mib, sparkline } from '../src/tui/format.js';
+import { densityLevel, densityText, gauge, mib, percent, sparkline } from '../src/tui/format.js';
 import { nodeRows } from '../src/tui/selectors.js';
 import { useViewState } from '../src/tui/react.js';
 import type { Tone } from '../src/tui/skins.js';
@@ -19,6 +20,16 @@ export function schedulable(n: NodeView): string {
   return n.schedulable ? 'yes' : `no: ${n.reason || 'unknown'}`;
 }
 
+/**
+ * The selected node's line of its own: the scheduler's full verdict (with the rule that gave it),
+ * then the host numbers the filters read and the headroom left for the default spec.
+ */
+export function nodeDetail(n: NodeView): string {
+  const verdict = n.schedulable ? 'schedulable' : `NOT schedulable (${n.refusedBy ?? 'rule'}): ${n.reason || 'unknown'}`;
+  const total = n.usage.memTotalMiB;
+  return `${n.nodeID} ${verdict} | host cpu ${percent(n.usage.cpuUtilPercent)}, MemAvailable ${mib(n.usage.memAvailableMiB)}${total ? ` of ${mib(total)}` : ''}, disk ${percent(n.usage.diskUsedPercent)} (mark ${n.usage.diskWatermarkPercent}%), headroom ${n.density.headroom} sandboxes of ${mib(n.density.footprintMiB)}`;
+}
+
 const GAUGE = 6;
 
 /** The NODE column fits the longest id up to this; longer ids are cut. */
@@ -26,15 +37,18 @@ export const NODE_ID_MAX = 24;
 
 // Only problems are coloured (and the density gauge): fewer colour spans is cheaper for Ink
 // to draw, and the eye goes to what is wrong.
-// At 120 columns with ids up to 12 characters every column fits whole, the schedulability
-// reason included (`no: disk watermark 83% >= 80%`); narrower terminals cut the reason first,
-// then leave out the columns that repeat or decorate others (the wait sparkline, the load gauge
-// beside DENSITY, the bottleneck, paused/freed): at 80 columns the disk and pool columns stay.
-export const nodeColumns = (idWidth: number): Column<NodeView>[] => [
-  { title: 'NODE', width: Math.min(NODE_ID_MAX, Math.max(4, idWidth)), cell: (n) => n.nodeID },
+// At 120 columns with ids up to 12 characters every column fits, and the selected node's full
+// verdict has a line of its own under the table (nodeDetail); narrower terminals cut the
+// reason first, then leave out the columns that repeat or decorate others (the wait sparkline,
+// the load gauge beside DENSITY, the bottleneck, paused/freed), then cut long node ids: at 80
+// columns CPU, MEMAVAIL, DENSITY, HEAD, DISK/MARK and POOL stay whole.
+const COLUMNS: Column<NodeView>[] = [
   { title: 'STATE', width: 9, cell: nodeState, tone: (n): Tone | undefined => (n.healthy && !n.lost ? undefined : 'bad') },
-  { title: 'SCHEDULABLE', width: 'flex', min: 10, cell: schedulable, tone: (n) => (n.schedulable ? undefined : 'warn') },
+  { title: 'SCHEDULABLE', width: 'flex', min: 6, cell: schedulable, tone: (n) => (n.schedulable ? undefined : 'warn') },
+  { title: 'CPU', width: 4, align: 'right', cell: (n) => percent(n.usage.cpuUtilPercent) },
+  { title: 'MEMAV', width: 7, align: 'right', cell: (n) => mib(n.usage.memAvailableMiB) },
   { title: 'DENSITY', width: 18, align: 'right', cell: (n) => densityText(live(n), n.density.effectiveCeiling, n.density.safetyBoundary), tone: level },
+  { title: 'HEAD', width: 4, align: 'right', cell: (n) => String(n.density.headroom), tone: (n) => (n.density.headroom <= 0 ? 'bad' : undefined) },
   { title: 'LOAD', width: GAUGE, shed: 3, cell: (n) => gauge(live(n), n.density.effectiveCeiling, GAUGE), tone: level },
   { title: 'BOUND', width: 6, shed: 2, cell: (n) => n.density.bottleneck },
   { title: 'PAUS/FREE', width: 9, shed: 1, align: 'right', cell: (n) => `${n.sandboxes.paused}/${mib(n.density.releasedMiB)}` },
@@ -43,9 +57,18 @@ export const nodeColumns = (idWidth: number): Column<NodeView>[] => [
   { title: 'WAITS', width: 6, shed: 4, cell: (n) => sparkline(n.pool.recentWaitsMs, 6) },
 ];
 
+/** What the columns that are never left out take (with one separator each), NODE aside. */
+const KEPT_WIDTH = COLUMNS.filter((c) => c.shed === undefined).reduce((w, c) => w + 1 + (c.width === 'flex' ? (c.min ?? 8) : c.width), 0);
+
+/** NODE first, as wide as the longest id up to NODE_ID_MAX, and cut further when the kept columns would not fit `width`. */
+export const nodeColumns = (idWidth: number, width = 120): Column<NodeView>[] => [
+  { title: 'NODE', width: Math.max(4, Math.min(NODE_ID_MAX, idWidth, width - KEPT_WIDTH)), cell: (n) => n.nodeID },
+  ...COLUMNS,
+];
+
 export function NodesView({ height, width }: { height: number; width: number }) {
   const { data, filter, selected, skin } = useViewState('nodes');
   const idWidth = data.nodeOrder.reduce((w, id) => Math.max(w, id.length), 0);
-  const columns = useMemo(() => nodeColumns(idWidth), [idWidth]);
-  return <Table columns={columns} rows={nodeRows(data, filter)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} empty="no nodes (is the daemon up?)" />;
+  const columns = useMemo(() => nodeColumns(idWidth, width), [idWidth, width]);
+  return <Table columns={columns} rows={nodeRows(data, filter)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} detail={nodeDetail} empty="no nodes (is the daemon up?)" />;
 }

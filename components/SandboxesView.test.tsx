@@ -13,7 +13,9 @@ describe('SandboxesView', () => {
     const lines = lastFrame()!.split('\n');
     expect(lines[0]).toMatch(/^SANDBOX +TEMPLATE +NODE +STATE +AGE +CPU +MEM +LEFT +REASON$/);
     expect(lines[1]).toMatch(/^sb-0001 +host +node-a +running +2m +1 +4\.0Gi +3m00s$/);
-    expect(lines.slice(1).map((l) => l.split(' ')[0])).toEqual(['sb-0001', 'sb-0003', 'sb-0004']);
+    expect(lines.slice(1, 4).map((l) => l.split(' ')[0])).toEqual(['sb-0001', 'sb-0003', 'sb-0004']);
+    // The selected sandbox, whole, on the lines under the rows.
+    expect(lines.slice(4).join(' ')).toMatch(/^sb-0001 running \| host on node-a, 1 cpu 4\.0Gi, ip \S+, ends 2026-11-30T05:43:00/);
   });
 
   it('at 80 columns leaves out cpu, memory and template first', () => {
@@ -28,8 +30,9 @@ describe('SandboxesView', () => {
     const store = storeFrom();
     setUi(store, { filter: { sandboxes: 'paused' } });
     const { lastFrame, rerender } = render(withStore(store, <SandboxesView height={6} width={100} now={NOW} />));
-    expect(lastFrame()!.split('\n').slice(1)).toHaveLength(1);
-    expect(lastFrame()).toContain('sb-0003');
+    expect(lastFrame()!.split('\n').filter((l) => /^sb-\d{4} /.test(l))).toHaveLength(2);
+    expect(lastFrame()).toMatch(/^sb-0003 +host/m);
+    expect(lastFrame()).toMatch(/^sb-0003 paused \|/m);
     setUi(store, { filter: { sandboxes: 'zzz' } });
     rerender(withStore(store, <SandboxesView height={6} width={100} now={NOW} />));
     expect(lastFrame()).toContain('no sandbox matches "zzz"');

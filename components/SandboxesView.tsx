@@ -24,6 +24,12 @@ export function sandboxColumns(now: number): Column<SandboxView>[] {
   ];
 }
 
+/** The selected sandbox's line of its own: state and why, where, spec, address, egress. */
+export function sandboxDetail(x: SandboxView): string {
+  const egress = x.egress ? ` egress ${x.egress.allowInternet === false ? 'no internet' : 'internet'}${x.egress.allowOut?.length ? ` allow ${x.egress.allowOut.join(',')}` : ''}${x.egress.denyOut?.length ? ` deny ${x.egress.denyOut.join(',')}` : ''}` : '';
+  return `${x.sandboxID} ${x.state}${x.reason ? `: ${x.reason}` : ''} | ${x.templateID} on ${x.nodeID}, ${x.spec.cpus} cpu ${mib(x.spec.memoryMiB)}, ip ${x.ip ?? '-'}, ends ${x.endAt}${egress}`;
+}
+
 export function SandboxesView({ height, width, now: fixedNow }: { height: number; width: number; now?: number }) {
   const { data, filter, selected, skin } = useViewState('sandboxes');
   const markedList = useConsole((s) => s.ui.marked);
@@ -33,5 +39,5 @@ export function SandboxesView({ height, width, now: fixedNow }: { height: number
   const columns = useMemo(() => sandboxColumns(now), [now]);
   const marked = useMemo(() => new Set(markedList), [markedList]);
   const rows = useMemo(() => sandboxRows(data, filter), [data, filter]);
-  return <Table columns={columns} rows={rows} rowKey={(x) => x.sandboxID} selectedID={selected} marked={marked} height={height} width={width} skin={skin} empty={filter ? `no sandbox matches "${filter}"` : 'no sandboxes'} />;
+  return <Table columns={columns} rows={rows} rowKey={(x) => x.sandboxID} selectedID={selected} marked={marked} height={height} width={width} skin={skin} detail={sandboxDetail} empty={filter ? `no sandbox matches "${filter}"` : 'no sandboxes'} />;
 }

@@ -2,8 +2,8 @@
 // row is one pre-formatted line (cells padded to their widths, the line cut to the
 // terminal width), and a row re-renders only when its data, widths or selection change.
 import React, { memo, useMemo } from 'react';
-import { Text } from 'ink';
-import { cut, fit } from '../src/tui/format.js';
+import { Box, Text } from 'ink';
+import { cut, fit, wrap } from '../src/tui/format.js';
 import { colorOf, type Skin, type Tone } from '../src/tui/skins.js';
 
 export interface Column<T> {
@@ -34,7 +34,15 @@ export interface TableProps<T> {
   /** Tone of a whole row (cells with their own tone keep it). */
   rowTone?: (row: T) => Tone | undefined;
   empty?: string;
+  /**
+   * The selected row's full text (a refusal reason, an event message, triage evidence and its
+   * fix), wrapped on DETAIL_LINES lines of its own under the rows: columns get cut at 80, this never is.
+   */
+  detail?: (row: T) => string;
 }
+
+/** Lines the selected row's detail takes under the table. */
+export const DETAIL_LINES = 2;
 
 /** Width the columns need at least: fixed widths, the flex column's minimum, one space between. */
 function neededWidth<T>(columns: readonly Column<T>[]): number {
@@ -103,16 +111,19 @@ function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTo
 
 const Row = memo(RowLine) as typeof RowLine;
 
-export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty }: TableProps<T>) {
+export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty, detail }: TableProps<T>) {
   const columns = useMemo(() => fitColumns(all, width), [all, width]);
   const widths = useMemo(() => columnWidths(columns, width), [columns, width]);
-  const bodyHeight = Math.max(1, height - 1);
+  const detailLines = detail && height > DETAIL_LINES + 2 ? DETAIL_LINES : 0;
+  const bodyHeight = Math.max(1, height - 1 - detailLines);
   const found = selectedID === undefined ? -1 : rows.findIndex((r) => rowKey(r) === selectedID);
   const selected = found < 0 ? 0 : found;
   const start = windowStart(rows.length, selected, bodyHeight);
   const visible = rows.slice(start, start + bodyHeight);
   const header = cut(columns.map((c, i) => fit(c.title, widths[i]!, c.align)).join(' '), width);
   const position = rows.length > bodyHeight ? ` ${start + 1}-${start + visible.length} of ${rows.length}` : '';
+  const current = rows[selected];
+  const detailText = detailLines && current !== undefined ? wrap(detail!(current), width, detailLines) : [];
   return (
     <>
       <Text bold color={colorOf(skin, 'title')} wrap="truncate">
@@ -125,6 +136,15 @@ export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, heigh
           const key = rowKey(r);
           return <Row key={key} row={r} columns={columns} widths={widths} width={width} selected={start + i === selected} marked={marked?.has(key) ?? false} skin={skin} rowTone={rowTone} />;
         })
+      )}
+      {detailLines > 0 && (
+        <Box flexDirection="column" marginTop={Math.max(0, bodyHeight - Math.max(1, visible.length))} height={detailLines}>
+          {detailText.map((l, i) => (
+            <Text key={i} color={colorOf(skin, 'accent')} wrap="truncate">
+              {l}
+            </Text>
+          ))}
+        </Box>
       )}
     </>
   );

@@ -64,6 +64,8 @@ export interface PoolView {
   inFlight: number;
   /** Allocations served by creating a slot on demand because the pool was empty. */
   onDemand: number;
+  /** The same over the last 5 minutes (the waits' percentiles cover that window too); absent from older nodes. */
+  onDemandRecent?: number;
   waitP50Ms: number;
   waitP99Ms: number;
   /** Recent allocation waits in ms, oldest first (for a sparkline), at most 32. */
@@ -75,8 +77,10 @@ export interface NodeView {
   address?: string;
   healthy: boolean;
   schedulable: boolean;
-  /** Why the node is not schedulable ('' when it is): e.g. "disk watermark 83% >= 80%". */
+  /** Why the node is not schedulable ('' when it is), in the scheduler's words: e.g. "disk 83% >= 80%". */
   reason: string;
+  /** The scheduler rule that refuses the default spec here (a filter name, 'prefilter', 'pool'); absent when schedulable. */
+  refusedBy?: string;
   cordoned: boolean;
   draining: boolean;
   lost: boolean;
@@ -91,6 +95,8 @@ export interface NodeView {
     /** What the node's sandboxes use (their cgroups), percent of the node's CPUs; the cpu filter gates on it. Absent from nodes that cannot tell: the host figure applies. */
     sandboxCpuUtilPercent?: number;
     memAvailableMiB: number;
+    /** The host's real MemTotal (capacity.memoryMiB may be a declared quota); absent from older nodes. */
+    memTotalMiB?: number;
     diskUsedPercent: number;
     diskWatermarkPercent: number;
     /** Sum of spec memory / cpus over running sandboxes and (1 - r) of paused ones. */
@@ -173,6 +179,8 @@ export interface StatsView {
   decisionsLastMinute?: number;
   decisionP50Ms?: number;
   decisionP99Ms?: number;
+  /** Creates and resumes refused in the last 60 s, by code and by the rule that refused (a filter name, 'pool', 'release_ratio'). */
+  refusedLastMinute?: { code: number; rule: string; count: number }[];
 }
 
 export interface Snapshot {

@@ -38,6 +38,24 @@ export function globals(cmd: Command): Globals {
   return { api: o.api ?? process.env.CUBE_API_URL ?? DEFAULT_API, json: o.json === true, dataDir: o.dataDir ?? DEFAULT_DATA_DIR };
 }
 
+/**
+ * `--api` / CUBE_API_URL as a list: one URL, or several comma-separated control-plane replicas
+ * (any serves any request). Each must be http(s); the origins come back in the given order.
+ */
+export function apiUrls(spec: string): string[] {
+  const urls = spec.split(',').map((u) => u.trim()).filter(Boolean);
+  if (urls.length === 0) throw new UsageError('no API URL given (e.g. http://127.0.0.1:3000, or several separated by commas)');
+  return urls.map((u) => {
+    try {
+      const url = new URL(u);
+      if (url.protocol === 'http:' || url.protocol === 'https:') return url.origin;
+    } catch {
+      // reported below
+    }
+    throw new UsageError(`"${u}" is not an http(s) URL such as http://127.0.0.1:3000`);
+  });
+}
+
 /** CUBE_API_KEY, else E2B_API_KEY, else the key file cubed wrote into its data dir (when readable). */
 export function apiKey(dataDir: string): string | undefined {
   const env = process.env.CUBE_API_KEY || process.env.E2B_API_KEY;

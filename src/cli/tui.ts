@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { SKIN_NAMES, type SkinName } from '../tui/skins.js';
-import { apiKey, DEFAULT_API, DEFAULT_DATA_DIR, EXIT } from './io.js';
+import { apiKey, apiUrls, DEFAULT_API, DEFAULT_DATA_DIR, EXIT } from './io.js';
 
 const KEY_FILE = join(DEFAULT_DATA_DIR, 'api-key');
 
@@ -18,11 +18,15 @@ Press ? inside the console for every key; docs/console.md has the same list.
 Connection:
   The console reads one watch stream (GET /admin/v1/watch) and repaints at most once
   per --refresh. When the stream drops, the header turns STALE with the reason and the
-  console reconnects with backoff. With no --api it connects to ${DEFAULT_API}; if
-  nothing answers there and it runs as root, it starts the bundled daemon (bin/cubed)
-  in the background, logging to /var/log/cubed.log (or ${DEFAULT_DATA_DIR}/cubed.log), and says so.
+  console reconnects with backoff. With no --api and no CUBE_API_URL it connects to
+  ${DEFAULT_API}; if nothing answers there and it runs as root, it
+  starts the bundled daemon (bin/cubed) in the background, logging to /var/log/cubed.log (or
+  ${DEFAULT_DATA_DIR}/cubed.log), and says so on the screen's last line. Several
+  comma-separated URLs are control-plane replicas: the console starts on the first that
+  answers and moves to the next when its stream drops.
 
 Environment:
+  CUBE_API_URL   same as --api (the flag wins)
   CUBE_API_KEY   API key (else E2B_API_KEY, else ${KEY_FILE} when readable)
   NO_COLOR       any value: no colours, whatever --skin says
 
@@ -37,7 +41,7 @@ Examples:
 `;
 
 interface Flags {
-  api?: string;
+  api?: string[];
   readonly: boolean;
   refresh: number;
   skin: SkinName;
@@ -49,13 +53,11 @@ function parseRefresh(v: string): number {
   return n;
 }
 
-function parseUrl(v: string): string {
+function parseUrls(v: string): string[] {
   try {
-    const u = new URL(v);
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error();
-    return u.origin;
-  } catch {
-    throw new InvalidArgumentError('an http(s) URL such as http://127.0.0.1:3000');
+    return apiUrls(v);
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message);
   }
 }
 
@@ -103,7 +105,7 @@ async function startBundledDaemon(baseUrl: string): Promise<string> {
 async function main(argv: string[]): Promise<void> {
   const program = new Command('cubectl-tui')
     .description('Operations console for cubed: nodes, density, sandboxes, NIC pool, events, config, bottleneck triage')
-    .option('--api <url>', `admin API address (default ${DEFAULT_API})`, parseUrl)
+    .option('--api <urls>', `admin API address; several comma-separated replicas are tried in turn (env CUBE_API_URL; default ${DEFAULT_API})`, parseUrls)
     .option('--readonly', 'bind no key that changes anything (they vanish from help too)', false)
     .option('--refresh <ms>', 'repaint at most once per this many milliseconds', parseRefresh, 250)
     .addOption(new Option('--skin <name>', 'colours').choices(SKIN_NAMES).default('dark'))
@@ -112,29 +114,38 @@ async function main(argv: string[]): Promise<void> {
     .exitOverride((err) => process.exit(err.exitCode === 0 ? EXIT.OK : EXIT.USAGE));
   program.parse(argv);
   const flags = program.opts<Flags>();
+  const env = process.env.CUBE_API_URL;
+  let urls: string[];
+  try {
+    urls = flags.api ?? apiUrls(env ?? DEFAULT_API);
+  } catch (e) {
+    process.stderr.write(`cubectl-tui: CUBE_API_URL: ${(e as Error).message}\n`);
+    process.exit(EXIT.USAGE);
+  }
   if (!process.stdout.isTTY || !process.stdin.isTTY) {
     process.stderr.write('cubectl-tui: needs a terminal (stdin and stdout must be a TTY); use cubectl --json for scripts\n');
     process.exit(EXIT.USAGE);
   }
-  const baseUrl = flags.api ?? DEFAULT_API;
-  const down = await healthy(baseUrl);
-  if (down !== null) {
-    if (!flags.api && process.getuid?.() === 0) {
+  // The first replica that answers; the console fails over to the others when its stream drops.
+  const answers = await Promise.all(urls.map(healthy));
+  const up = answers.findIndex((a) => a === null);
+  let note = '';
+  if (up < 0) {
+    const down = urls.map((u, i) => `${u} (${answers[i]})`).join(', ');
+    if (!flags.api && !env && process.getuid?.() === 0) {
       try {
-        process.stderr.write(`${await startBundledDaemon(baseUrl)}\n`);
+        note = await startBundledDaemon(urls[0]!);
       } catch (e) {
         process.stderr.write(`cubectl-tui: ${(e as Error).message}\n`);
         process.exit(EXIT.UNREACHABLE);
       }
-    } else {
-      // Start anyway: the header shows the reason and the console reconnects when the daemon comes up.
-      process.stderr.write(`cubectl-tui: ${baseUrl} does not answer (${down}); retrying in the console\n`);
-    }
-  }
+    } else note = `${down} does not answer; retrying`;
+  } else if (up > 0) urls = [...urls.slice(up), ...urls.slice(0, up)];
   delete process.env.CI;
   delete process.env.CONTINUOUS_INTEGRATION;
   const { runConsole } = await import('../tui/run.js');
-  await runConsole({ target: { baseUrl, apiKey: apiKey(DEFAULT_DATA_DIR) ?? '' }, readonly: flags.readonly, refreshMs: flags.refresh, skin: flags.skin });
+  // Said on screen (stderr is hidden under the alternate screen): where the daemon came from.
+  await runConsole({ target: { baseUrl: urls[0]!, urls, apiKey: apiKey(DEFAULT_DATA_DIR) ?? '' }, readonly: flags.readonly, refreshMs: flags.refresh, skin: flags.skin, note });
 }
 
 main(process.argv).catch((e: unknown) => {

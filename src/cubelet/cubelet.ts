@@ -434,6 +434,7 @@ export class Cubelet implements NodeApi {
       cpuUtilPercent: this.cpuUtil,
       ...(this.sandboxCpuUtil !== undefined ? { sandboxCpuUtilPercent: this.sandboxCpuUtil } : {}),
       memAvailableMiB: mem.availableMiB,
+      memTotalMiB: mem.totalMiB,
       diskUsedPercent: await diskUsedPercent(dataDir),
       master: cfg.master,
       sandboxes: [...this.entries.values()].map((e) => e.view),

@@ -1,5 +1,5 @@
 // The node as the admin API shows it, computed from plain inputs (pure): capacity, usage,
-// density for the default spec with live counts, and whether the node takes new sandboxes.
+// density for the default spec with live counts, and the one refusal only the node can see.
 import type { NodeView, PoolView, SandboxSpecView, SandboxState } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
 import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsage } from '../scheduler/density.js';
@@ -13,6 +13,8 @@ export interface NodeViewInputs {
   /** The node's sandboxes' CPU use in percent of its CPUs, when the driver can tell. */
   sandboxCpuUtilPercent?: number;
   memAvailableMiB: number;
+  /** The host's MemTotal (what MemAvailable is a share of). */
+  memTotalMiB?: number;
   diskUsedPercent: number;
   master: MasterConfig;
   sandboxes: { state: SandboxState; spec: SandboxSpecView }[];
@@ -22,6 +24,9 @@ export interface NodeViewInputs {
   templates: string[];
   now: Date;
 }
+
+/** The refusal the node reports for itself: the scheduler's filters do not see pool levels (admission's refusalOf applies it). */
+export const POOL_EXHAUSTED = 'pool exhausted';
 
 // States that hold a sandbox's full resources; paused ones hold (1 - r).
 const HOLDING: readonly SandboxState[] = ['creating', 'running', 'pausing', 'resuming'];
@@ -52,14 +57,9 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
   const d = computeDensity(i.capacity, params, spec);
   const h = headroomFromUsage(i.capacity, params, spec, { memUsedMiB: memUsed, cpuUsed, releasedMiB: released, count: counts.total });
   const diskMax = i.master.scheduler.disk_usage_max_percent;
-  const reason = unschedulableReason({
-    diskUsedPercent: i.diskUsedPercent,
-    diskMaxPercent: diskMax,
-    poolExhausted: i.pool.free === 0 && i.pool.total >= i.poolSlotLimit,
-    headroom: h.headroom,
-    limitedBy: h.limitedBy,
-    ceiling: d.effectiveCeiling,
-  });
+  // The node reports only what the scheduler's filters cannot see; the control plane puts the
+  // pipeline's verdict for the default spec on top (scheduler/schedulable.ts).
+  const reason = i.pool.free === 0 && i.pool.total >= i.poolSlotLimit ? POOL_EXHAUSTED : '';
   return {
     nodeID: i.nodeID,
     healthy: true,
@@ -75,6 +75,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
       cpuUtilPercent: round1(i.cpuUtilPercent),
       ...(i.sandboxCpuUtilPercent !== undefined ? { sandboxCpuUtilPercent: round1(i.sandboxCpuUtilPercent) } : {}),
       memAvailableMiB: i.memAvailableMiB,
+      ...(i.memTotalMiB !== undefined ? { memTotalMiB: i.memTotalMiB } : {}),
       diskUsedPercent: i.diskUsedPercent,
       diskWatermarkPercent: diskMax,
       quotaMemUsedMiB: round1(memUsed),
@@ -100,23 +101,6 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
 }
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
-
-export interface SchedulabilityInputs {
-  diskUsedPercent: number;
-  diskMaxPercent: number;
-  poolExhausted: boolean;
-  headroom: number;
-  limitedBy: 'memory' | 'cpu' | 'mvm_num';
-  ceiling: number;
-}
-
-/** '' when the node takes new sandboxes, else the first reason in the order an operator acts on them (operator flags come on top: withOperatorFlags). */
-export function unschedulableReason(s: SchedulabilityInputs): string {
-  if (s.diskUsedPercent >= s.diskMaxPercent) return `disk watermark ${s.diskUsedPercent}% >= ${s.diskMaxPercent}%`;
-  if (s.poolExhausted) return 'pool exhausted';
-  if (s.headroom <= 0) return s.limitedBy === 'mvm_num' ? `sandbox cap reached (${s.ceiling})` : `${s.limitedBy === 'memory' ? 'memory' : 'cpu'} ceiling reached`;
-  return '';
-}
 
 /**
  * The node's own view (built with no operator flags) with the registry's cordon/drain applied:

@@ -17,7 +17,7 @@ import { enableIpForwarding, linkElementsScript, linkFilterScript, policyScript,
 import { arpEntries, conntrackMentions, hostIfIndices, hostNetworks, netnsIndices } from './host-scan.js';
 import { sharedHelper } from '../runtime/ns/helper.js';
 import { RESET_LINES, expectedState, innerCreateLines, parseSlotState, removeLines, rootCreateLines, type SlotNames } from './slot-script.js';
-import { WaitWindow } from './wait-stats.js';
+import { RecentCount, WaitWindow } from './wait-stats.js';
 
 export interface PoolNotice {
   kind: 'pool.exhausted';
@@ -101,6 +101,7 @@ export class NsNetworkAgent implements NetworkAgent {
   private creating = 0;
   private resetting = 0;
   private onDemand = 0;
+  private readonly onDemandRecent = new RecentCount();
   private readonly waits = new WaitWindow();
   private batchRunning = false;
   private pumpScheduled = false;
@@ -188,6 +189,7 @@ export class NsNetworkAgent implements NetworkAgent {
       return slot;
     }
     this.onDemand++;
+    this.onDemandRecent.record();
     const p = new Promise<NetSlot>((resolve, reject) => this.waiters.push({ sandboxID, t0, resolve, reject }));
     this.pending.set(sandboxID, p);
     const forget = () => this.pending.delete(sandboxID);
@@ -223,6 +225,7 @@ export class NsNetworkAgent implements NetworkAgent {
       target: this.opts.initNum,
       inFlight: this.waiters.length,
       onDemand: this.onDemand,
+      onDemandRecent: this.onDemandRecent.count(),
       ...this.waits.summary(),
     };
   }

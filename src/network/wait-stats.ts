@@ -1,26 +1,47 @@
-// Allocation wait times for the pool gauges: percentiles over a bounded window and the
-// last few values for the console's sparkline. Pure.
+// Allocation wait times for the pool gauges: percentiles over the last RECENT_MS (bounded),
+// and the last few values for the console's sparkline; on-demand allocations counted over the
+// same window. Windowed so that a stall that is over stops showing (triage read counts since
+// start: a NIC stall stayed WARN until a restart). Pure apart from the clock default.
 import { percentile } from '../bench/stats.js';
 
+/** What "recent" means for pool waits and on-demand allocations (triage and /metrics read it). */
+export const RECENT_MS = 5 * 60_000;
+
 export class WaitWindow {
-  private readonly values: number[] = [];
+  private readonly values: { at: number; ms: number }[] = [];
 
   constructor(
     private readonly size = 1024,
     private readonly recentSize = 32,
   ) {}
 
-  record(ms: number): void {
-    this.values.push(Math.round(ms * 100) / 100);
+  record(ms: number, at = Date.now()): void {
+    this.values.push({ at, ms: Math.round(ms * 100) / 100 });
     if (this.values.length > this.size) this.values.shift();
   }
 
-  summary(): { waitP50Ms: number; waitP99Ms: number; recentWaitsMs: number[] } {
-    const sorted = [...this.values].sort((a, b) => a - b);
+  summary(now = Date.now()): { waitP50Ms: number; waitP99Ms: number; recentWaitsMs: number[] } {
+    const from = now - RECENT_MS;
+    const sorted = this.values.filter((v) => v.at >= from).map((v) => v.ms).sort((a, b) => a - b);
     return {
       waitP50Ms: percentile(sorted, 50),
       waitP99Ms: percentile(sorted, 99),
-      recentWaitsMs: this.values.slice(-this.recentSize),
+      recentWaitsMs: this.values.slice(-this.recentSize).map((v) => v.ms),
     };
+  }
+}
+
+/** How many times something happened in the last RECENT_MS. */
+export class RecentCount {
+  private at: number[] = [];
+
+  record(at = Date.now()): void {
+    this.at.push(at);
+  }
+
+  count(now = Date.now()): number {
+    const from = now - RECENT_MS;
+    if (this.at.length > 0 && this.at[0]! < from) this.at = this.at.filter((t) => t >= from);
+    return this.at.length;
   }
 }

@@ -4,6 +4,7 @@
 // which only write to the StateStore they are given.
 import type { NodeView, SandboxSpecView } from '../api/types.js';
 import { SandboxSpecSchema, type MasterConfig } from '../config/schema.js';
+import { POOL_EXHAUSTED } from '../cubelet/node-view.js';
 import { CubeError, toCubeError } from '../errors.js';
 import { checkEnvVars } from '../runtime/env.js';
 import type { StateStore } from '../store/types.js';
@@ -130,7 +131,12 @@ export function refusalError(placed: ScheduleResult, message: string): CubeError
 export function refusalOf(placed: ScheduleResult, nodes: NodeView[]): string | undefined {
   if (!placed.ok) return `no node available: ${describeRejections(placed.rejections)}`;
   const node = nodes.find((n) => n.nodeID === placed.nodeID);
-  return node?.reason === 'pool exhausted' ? `no node available: ${node.nodeID}: pool exhausted` : undefined;
+  return node?.reason === POOL_EXHAUSTED ? `no node available: ${node.nodeID}: ${POOL_EXHAUSTED}` : undefined;
+}
+
+/** The rule behind a refused placement, for counting refusals by rule: the first node's filter, or the pool. */
+export function refusalRule(placed: ScheduleResult): string {
+  return placed.ok ? 'pool' : (placed.rejections[0]?.filter ?? 'no node');
 }
 
 /**

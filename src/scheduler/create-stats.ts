@@ -8,6 +8,7 @@ const WINDOW_MS = 60_000;
 export class CreateStats {
   private samples: { at: number; ms: number }[] = [];
   private decisions: { at: number; ms: number }[] = [];
+  private refusals: { at: number; code: number; rule: string }[] = [];
 
   record(ms: number, at = Date.now()): void {
     this.samples.push({ at, ms });
@@ -17,10 +18,16 @@ export class CreateStats {
     this.decisions.push({ at, ms });
   }
 
+  /** A create (130597) or resume (130409) refused, with the rule that refused: triage marks creates being refused BAD. */
+  recordRefusal(code: number, rule: string, at = Date.now()): void {
+    this.refusals.push({ at, code, rule });
+  }
+
   view(now = Date.now()): StatsView {
     const from = now - WINDOW_MS;
     this.samples = this.samples.filter((s) => s.at >= from);
     this.decisions = this.decisions.filter((s) => s.at >= from);
+    this.refusals = this.refusals.filter((s) => s.at >= from);
     const sorted = this.samples.map((s) => s.ms).sort((a, b) => a - b);
     const r1 = (x: number) => Math.round(x * 10) / 10;
     const view: StatsView = {
@@ -29,6 +36,16 @@ export class CreateStats {
       createP50Ms: r1(percentile(sorted, 50)),
       createP99Ms: r1(percentile(sorted, 99)),
     };
+    if (this.refusals.length > 0) {
+      const by = new Map<string, { code: number; rule: string; count: number }>();
+      for (const r of this.refusals) {
+        const k = `${r.code}/${r.rule}`;
+        const e = by.get(k) ?? { code: r.code, rule: r.rule, count: 0 };
+        e.count++;
+        by.set(k, e);
+      }
+      view.refusedLastMinute = [...by.values()].sort((a, b) => b.count - a.count);
+    }
     if (this.decisions.length === 0) return view;
     // Decisions take well under a millisecond: three decimals.
     const d = this.decisions.map((s) => s.ms).sort((a, b) => a - b);

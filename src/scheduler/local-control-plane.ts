@@ -11,9 +11,10 @@ import { CubeError, toCubeError } from '../errors.js';
 import { newSandboxID, newToken } from '../ids.js';
 import type { NodeRecord, StateStore } from '../store/types.js';
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from './control-plane.js';
-import { audit, audited, checkTimeout, refusalError, refusalOf, requireFits, requireTemplate, resolveCreate, resumeRefusal } from './admission.js';
+import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from './admission.js';
 import { CreateStats } from './create-stats.js';
 import { schedule } from './pipeline.js';
+import { withSchedulability } from './schedulable.js';
 import { snapshotOf, Watchers } from './watchers.js';
 import type { EgressRequest } from '../network/egress.js';
 
@@ -110,9 +111,11 @@ export class LocalControlPlane implements ControlPlane {
     const placed = schedule({ templateID, cpus, memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, [{ view: node, inFlightCreates: this.inFlight }], master, Date.now());
     const refusal = refusalOf(placed, [node]);
     if (refusal !== undefined) {
+      const err = refusalError(placed, refusal);
+      this.stats.recordRefusal(err.code, refusalRule(placed));
       await this.appendEvent({ kind: 'schedule.failed', nodeID: node.nodeID, code: 130597, message: refusal });
       await this.audit(req.actor, 'sandbox.create', templateID, refusal);
-      throw refusalError(placed, refusal);
+      throw err;
     }
     const sandboxID = newSandboxID();
     const secrets: Secrets = { accessToken: newToken(), envVars: { ...(req.envVars ?? {}) } };
@@ -183,7 +186,9 @@ export class LocalControlPlane implements ControlPlane {
 
   private async admitResume(rec: SandboxRecord): Promise<void> {
     const refusal = resumeRefusal(rec.spec, await this.cubelet.nodeView(), this.cfg.config.master);
-    if (refusal !== undefined) throw new CubeError('CONFLICT', refusal);
+    if (refusal === undefined) return;
+    this.stats.recordRefusal(130409, 'release_ratio');
+    throw new CubeError('CONFLICT', refusal);
   }
 
   async setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord> {
@@ -288,7 +293,7 @@ export class LocalControlPlane implements ControlPlane {
   }
 
   private async nodeView(): Promise<NodeView> {
-    return withOperatorFlags(await this.cubelet.nodeView(), this.flags);
+    return withSchedulability(withOperatorFlags(await this.cubelet.nodeView(), this.flags), this.inFlight, this.cfg.config.master, Date.now());
   }
 
   private async tick(): Promise<void> {

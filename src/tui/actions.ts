@@ -1,7 +1,7 @@
 // Every write the console makes to the admin API, each reporting its outcome in the flash
 // line. Confirmation and prompts are opened by commands.ts; these run after them.
 import type { NodeView, SandboxView } from '../api/types.js';
-import { CubeClient } from '../cli/client.js';
+import { CubeClient, type DrainOptions } from '../cli/client.js';
 import type { MasterConfig } from '../config/schema.js';
 import { computeDensity, computeHeadroom, densityParamsFromConfig } from '../scheduler/density.js';
 import { densityText, inline, mib, ratio } from './format.js';
@@ -12,6 +12,8 @@ export const RELEASE_RATIO_PATH = 'host.quota.paused_resource_release_ratio';
 /** Where the admin API is and the key to it. */
 export interface ApiTarget {
   baseUrl: string;
+  /** Control-plane replicas, baseUrl first: the watch moves to the next when its stream drops. */
+  urls?: string[];
   apiKey: string;
 }
 
@@ -38,6 +40,15 @@ export function previewReleaseRatio(n: NodeView, master: MasterConfig, r: number
   const d = computeDensity(n.capacity, params, spec);
   const h = computeHeadroom(n.capacity, params, spec, { running: n.sandboxes.running, paused: n.sandboxes.paused });
   return `${n.nodeID}: all paused ${n.density.allPausedCeiling} -> ${d.allPausedCeiling}, frees ${mib(n.density.releasedMiB)} -> ${mib(h.releasedMiB)}, headroom ${n.density.headroom} -> ${h.headroom}`;
+}
+
+/** The evict deadline the drain prompt offers: long enough for a rollout step to finish. */
+export const DRAIN_DEADLINE_SEC = 300;
+
+export function parseDeadline(text: string): number | string {
+  const t = text.trim();
+  if (!/^\d+$/.test(t)) return 'whole seconds, e.g. 300 (0 destroys at once)';
+  return Number(t);
 }
 
 export function parseRatio(text: string): number | string {
@@ -78,14 +89,20 @@ export interface Actions {
   setReleaseRatio(r: number, nodeID?: string): Promise<void>;
   cordon(nodeID: string): Promise<void>;
   uncordon(nodeID: string): Promise<void>;
-  drain(nodeID: string): Promise<void>;
+  drain(nodeID: string, opts?: DrainOptions): Promise<void>;
   launch(spec: LaunchSpec): Promise<void>;
   destroy(ids: string[]): Promise<void>;
   togglePause(sb: SandboxView): Promise<void>;
 }
 
 export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
-  const api = new CubeClient(target);
+  // Actions go where the watch stream is connected (it fails over between replicas).
+  let client: CubeClient | null = null;
+  const api = (): CubeClient => {
+    const url = store.getState().settings.apiUrl;
+    if (client?.baseUrl !== url) client = new CubeClient({ baseUrl: url, apiKey: target.apiKey });
+    return client;
+  };
   /** One action at a time, its name in the footer while it runs; failures land in the flash. */
   const run = async (what: string, fn: () => Promise<void>): Promise<void> => {
     if (store.getState().ui.busy) {
@@ -102,16 +119,16 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
     }
   };
 
-  const nodeAction = (verb: 'cordon' | 'uncordon' | 'drain', past: string) => (nodeID: string) =>
+  const nodeAction = (verb: 'cordon' | 'uncordon', past: string) => (nodeID: string) =>
     run(`${verb} ${nodeID}`, async () => {
-      const n = await api[verb](nodeID);
+      const n = await api()[verb](nodeID);
       flash(store, `${nodeID} ${past}: ${n.schedulable ? 'schedulable' : `not schedulable (${n.reason})`}`);
     });
 
   return {
     reload: () =>
       run('reload config', async () => {
-        const r = await api.reloadConfig();
+        const r = await api().reloadConfig();
         if (!r.ok) {
           const errs = (r.error ?? []).map((e) => `${e.path}: ${e.message}`);
           flash(store, `reload rejected, config v${r.version} kept`, 'bad', errs);
@@ -122,22 +139,27 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
       }),
     setReleaseRatio: (r, nodeID) =>
       run('set release ratio', async () => {
-        const res = await api.setConfig(RELEASE_RATIO_PATH, r);
+        const res = await api().setConfig(RELEASE_RATIO_PATH, r);
         if (!res.ok) {
           flash(store, `release ratio ${r} rejected`, 'bad', (res.error ?? []).map((e) => `${e.path}: ${e.message}`));
           return;
         }
         // The daemon's own numbers after the change, not our preview.
-        const nodes = await api.nodes();
+        const nodes = await api().nodes();
         const shown = nodes.filter((n) => !nodeID || n.nodeID === nodeID).slice(0, 3);
         flash(store, `release ratio ${ratio(r)} applied (config v${res.version})`, 'ok', shown.map(densitySummary));
       }),
     cordon: nodeAction('cordon', 'cordoned'),
     uncordon: nodeAction('uncordon', 'uncordoned'),
-    drain: nodeAction('drain', 'draining'),
+    drain: (nodeID, opts = {}) =>
+      run(`drain ${nodeID}`, async () => {
+        const n = await api().drain(nodeID, opts);
+        const left = `${n.sandboxes.total} sandbox(es)`;
+        flash(store, opts.evict ? `${nodeID} draining: ${left} destroyed in ${opts.deadlineSec ?? 0}s unless they end first` : `${nodeID} draining: takes no new sandbox; ${left} run until they end (not migrated)`);
+      }),
     launch: (spec) =>
       run('launch', async () => {
-        const sb = await api.createSandbox({
+        const sb = await api().createSandbox({
           templateID: spec.templateID,
           cpus: spec.cpus,
           memoryMiB: spec.memoryMiB,
@@ -151,7 +173,7 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
         const failed: string[] = [];
         for (const id of ids) {
           try {
-            await api.deleteSandbox(id);
+            await api().deleteSandbox(id);
           } catch (e) {
             failed.push(`${id}: ${errText(e)}`);
           }
@@ -163,7 +185,7 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
     togglePause: (sb) => {
       const verb = sb.state === 'paused' ? 'resume' : 'pause';
       return run(`${verb} ${sb.sandboxID}`, async () => {
-        const after = await api[verb](sb.sandboxID);
+        const after = await api()[verb](sb.sandboxID);
         flash(store, `${sb.sandboxID} ${after.state}`);
       });
     },

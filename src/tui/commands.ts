@@ -1,8 +1,8 @@
 // What each key does: navigation and overlays change `ui`; dangerous commands open a
 // confirm or prompt whose answer calls actions.ts. Modal overlays take every key first.
 import type { MasterConfig } from '../config/schema.js';
-import { formatLaunch, parseLaunch, parseRatio, previewReleaseRatio, type Actions } from './actions.js';
-import { resolveKey, type CommandId } from './keymap.js';
+import { DRAIN_DEADLINE_SEC, formatLaunch, parseDeadline, parseLaunch, parseRatio, previewReleaseRatio, type Actions } from './actions.js';
+import { resolveKey, splitKeys, type CommandId } from './keymap.js';
 import { launchDefaultsOf, releaseRatioOf } from './model.js';
 import { rowIDs, selectedNodeID } from './selectors.js';
 import { flash, setUi, type ConsoleState, type ConsoleStore, type Prompt } from './store.js';
@@ -14,6 +14,8 @@ export interface CommandContext {
   quit: () => void;
   /** Rows a page key moves (the table's visible height). */
   pageSize: () => number;
+  /** The farthest a help/describe pane scrolls (its wrapped length minus its height), as last drawn. */
+  paneMax?: () => number;
 }
 
 function currentIDs(s: ConsoleState): string[] {
@@ -65,7 +67,16 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
   }
   switch (id) {
     case 'help':
-      return setUi(store, { overlay: { kind: 'help' } });
+      return setUi(store, { overlay: { kind: 'help', offset: 0 } });
+    case 'describe': {
+      if (s.ui.view === 'sandboxes') {
+        const sb = selectedSandbox(s);
+        return sb ? setUi(store, { overlay: { kind: 'describe', offset: 0, target: { kind: 'sandbox', id: sb.sandboxID } } }) : flash(store, 'no sandbox selected', 'warn');
+      }
+      const nodeID = needNode(ctx);
+      if (nodeID && nodeID !== 'all') setUi(store, { overlay: { kind: 'describe', offset: 0, target: { kind: 'node', id: nodeID } } });
+      return;
+    }
     case 'quit':
       return ctx.quit();
     case 'command':
@@ -134,12 +145,30 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
       const nodeID = needNode(ctx);
       if (!nodeID) return;
       const n = s.data.nodes[nodeID];
+      const count = n ? String(n.sandboxes.total) : '?';
       return setUi(store, {
         overlay: {
           kind: 'confirm',
           title: `Drain node ${nodeID}?`,
-          lines: [`It stops taking sandboxes; ${n ? n.sandboxes.total : '?'} sandbox(es) on it finish or are moved.`],
+          lines: [`No new sandbox is placed on it. Its ${count} sandbox(es) are NOT migrated:`, 'y: they run until they end or time out; e: destroyed after a deadline.'],
           run: () => actions.drain(nodeID),
+          alt: {
+            key: 'e',
+            label: 'evict after a deadline',
+            run: () =>
+              prompt(ctx, {
+                title: `evict: seconds until ${count} sandbox(es) on ${nodeID} are DESTROYED`,
+                value: String(DRAIN_DEADLINE_SEC),
+                describe: (v) => {
+                  const sec = parseDeadline(v);
+                  return typeof sec === 'string' ? { text: sec, valid: false } : { text: `enter: drain now, destroy what is left at ${sec}s (not migrated)`, valid: true };
+                },
+                submit: async (v) => {
+                  const sec = parseDeadline(v);
+                  if (typeof sec === 'number') await actions.drain(nodeID, { evict: true, deadlineSec: sec });
+                },
+              }),
+          },
         },
       });
     }
@@ -180,10 +209,31 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
   }
 }
 
-/** Runs a `:` command line: a view name, or q/quit. */
+/** How far a key scrolls a help or describe pane (the navigation keys of the tables); null: not a scroll key. */
+function paneStep(name: string, page: number): number | null {
+  const b = resolveKey(name, 'nodes', true);
+  switch (b?.id) {
+    case 'up':
+      return -1;
+    case 'down':
+      return 1;
+    case 'pageUp':
+      return -page;
+    case 'pageDown':
+      return page;
+    case 'top':
+      return -Number.MAX_SAFE_INTEGER;
+    case 'bottom':
+      return Number.MAX_SAFE_INTEGER;
+    default:
+      return name === 'space' ? page : null;
+  }
+}
+
+/** Runs a `:` command line: a view name, or q/quit (with or without vi's `!`). */
 export function runCommandLine(ctx: CommandContext, text: string): void {
   const word = text.trim();
-  if (word === 'q' || word === 'quit') return ctx.quit();
+  if (/^(q|quit)!?$/.test(word)) return ctx.quit();
   const view = resolveView(word);
   if (view) setUi(ctx.store, { view, overlay: null });
   else setUi(ctx.store, { overlay: null, flash: { text: `unknown command ":${word}" (try :nodes :sandboxes :pool :events :config :triage :q)`, level: 'warn', detail: [] } });
@@ -199,19 +249,22 @@ export function editLine(text: string, name: string, input: string): string | nu
 }
 
 /**
- * A paste arrives as one chunk, its Enter included (`0.75\r`), which Ink reports as neither
- * text nor Enter: it is replayed as typed, up to its first line end. What follows that Enter
- * is dropped: the overlay it submits is closed, and pasted text must not fire view keys.
+ * Keys that arrived in one read are handled one by one, in order (`jjj` moves three rows;
+ * ctrl-u, `0.75`, Enter applies 0.75). An Enter that submits or closes a dialog ends the
+ * chunk: what was pasted after a line end never reaches the view's keys (a pasted `d` then `y`
+ * must not drain a node).
  */
-function replayPaste(ctx: CommandContext, input: string): void {
-  const end = /\r\n|\r|\n/.exec(input)!;
-  if (end.index > 0) handleKey(ctx, input.slice(0, end.index), input.slice(0, end.index));
-  if (ctx.store.getState().ui.overlay !== null) handleKey(ctx, 'enter', '\r');
+function handleChunk(ctx: CommandContext, chunk: string): void {
+  for (const k of splitKeys(chunk)) {
+    const open = ctx.store.getState().ui.overlay !== null;
+    handleKey(ctx, k.name, k.input);
+    if (k.name === 'enter' && open && ctx.store.getState().ui.overlay === null) return;
+  }
 }
 
 /** Routes one keypress: the overlay first (modal), then the keymap. */
 export function handleKey(ctx: CommandContext, name: string, input: string): void {
-  if (input.length > 1 && /[\r\n]/.test(input)) return replayPaste(ctx, input);
+  if (input.length > 1 && !input.startsWith('\x1b')) return handleChunk(ctx, input);
   const { store } = ctx;
   const s = store.getState();
   const ov = s.ui.overlay;
@@ -223,12 +276,20 @@ export function handleKey(ctx: CommandContext, name: string, input: string): voi
   if (name === 'ctrl-c') return ctx.quit();
   switch (ov.kind) {
     case 'help':
-      if (name === 'escape' || name === '?' || name === 'q' || name === 'enter') setUi(store, { overlay: null });
+    case 'describe': {
+      if (name === 'escape' || name === '?' || name === 'q' || name === 'enter') return setUi(store, { overlay: null });
+      const step = paneStep(name, ctx.pageSize());
+      const max = ctx.paneMax?.() ?? Number.MAX_SAFE_INTEGER;
+      if (step !== null) setUi(store, { overlay: { ...ov, offset: Math.max(0, Math.min(max, ov.offset + step)) } });
       return;
+    }
     case 'confirm':
       if (name === 'y' || name === 'enter') {
         setUi(store, { overlay: null });
         void ov.run();
+      } else if (ov.alt && name === ov.alt.key) {
+        setUi(store, { overlay: null });
+        ov.alt.run();
       } else if (name === 'n' || name === 'escape') setUi(store, { overlay: null });
       return;
     case 'command':

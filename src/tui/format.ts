@@ -13,6 +13,46 @@ export function cut(s: string, width: number): string {
   return s.length > width ? s.slice(0, Math.max(0, width)) : s;
 }
 
+/**
+ * Word-wraps `s` to `width` columns in at most `maxLines` lines (a word longer than a line is
+ * split); what does not fit ends the last line with `...`. Outcome messages and the selected
+ * row's reason go through here so the decisive text is never cut at 80 columns.
+ */
+export function wrap(s: string, width: number, maxLines = Infinity): string[] {
+  if (width <= 0 || maxLines <= 0) return [];
+  const lines: string[] = [];
+  let line = '';
+  for (const word of s.split(/\s+/).filter(Boolean)) {
+    let w = word;
+    while (w.length > 0) {
+      const room = line ? width - line.length - 1 : width;
+      if (w.length <= room) {
+        line = line ? `${line} ${w}` : w;
+        w = '';
+      } else if (line && w.length <= width) {
+        lines.push(line);
+        line = '';
+      } else {
+        const take = Math.max(1, room);
+        lines.push(line ? `${line} ${w.slice(0, take)}` : w.slice(0, take));
+        line = '';
+        w = w.slice(take);
+      }
+    }
+  }
+  if (line || lines.length === 0) lines.push(line);
+  if (lines.length <= maxLines) return lines;
+  const kept = lines.slice(0, maxLines);
+  const last = kept[maxLines - 1]!;
+  kept[maxLines - 1] = last.length + 3 <= width ? `${last}...` : `${last.slice(0, Math.max(0, width - 3))}...`;
+  return kept;
+}
+
+/** `95%` (whole points; the cpu filter's threshold is in whole points too). */
+export function percent(n: number): string {
+  return Number.isFinite(n) ? `${Math.round(n)}%` : '-';
+}
+
 /** Compact duration: 42s, 5m, 3h, 2d (largest unit only, as k9s AGE). */
 export function shortDuration(ms: number): string {
   const s = Math.max(0, Math.floor(ms / 1000));

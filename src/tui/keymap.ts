@@ -8,7 +8,7 @@ export type CommandId =
   | 'help' | 'quit' | 'command' | 'filter' | 'back'
   | 'up' | 'down' | 'pageUp' | 'pageDown' | 'top' | 'bottom'
   | 'nextView' | 'prevView' | `view:${ViewName}`
-  | 'mark' | 'reload' | 'releaseRatio' | 'cordon' | 'uncordon' | 'drain' | 'launch' | 'destroy' | 'pause';
+  | 'describe' | 'mark' | 'reload' | 'releaseRatio' | 'cordon' | 'uncordon' | 'drain' | 'launch' | 'destroy' | 'pause';
 
 export type Group = 'general' | 'navigation' | 'views' | 'actions';
 
@@ -29,7 +29,7 @@ const viewKeys: Binding[] = VIEWS.map((v, i) => ({ id: `view:${v}` as const, key
 
 export const KEYMAP: readonly Binding[] = [
   { id: 'help', hint: 'help', keys: ['?'], help: 'this help', group: 'general' },
-  { id: 'command', hint: 'command', keys: [':'], help: 'command mode: :nodes :sandboxes :pool :events :config :triage :q', group: 'general' },
+  { id: 'command', hint: 'command', keys: [':'], help: 'command mode: :nodes :sandboxes :pool :events :config :triage :q (:q! too)', group: 'general' },
   { id: 'filter', hint: 'filter', keys: ['/'], help: 'filter the rows of this view (substring, case-insensitive)', group: 'general', views: ['nodes', 'sandboxes', 'pool', 'events', 'config'] },
   { id: 'back', keys: ['escape'], help: 'clear the filter / close a dialog', group: 'general' },
   { id: 'quit', hint: 'quit', keys: ['q', 'ctrl-c'], help: 'quit (restores the terminal)', group: 'general' },
@@ -42,7 +42,8 @@ export const KEYMAP: readonly Binding[] = [
   { id: 'nextView', hint: 'view', keys: ['tab'], help: 'next view', group: 'views' },
   { id: 'prevView', keys: ['shift-tab'], help: 'previous view', group: 'views' },
   ...viewKeys,
-  { id: 'mark', hint: 'mark', keys: ['space'], help: 'mark / unmark the sandbox (ctrl-d acts on all marked)', group: 'actions', views: ['sandboxes'] },
+  { id: 'describe', hint: 'describe', keys: ['enter'], help: 'describe the selected node or sandbox: quota, density, every scheduler rule, spec, egress, events (j/k scroll, esc closes)', group: 'actions', views: ['nodes', 'pool', 'triage', 'sandboxes'] },
+  { id: 'mark', hint: 'mark', keys: ['space'], help: 'mark / unmark the sandbox and move to the next row (ctrl-d acts on all marked)', group: 'actions', views: ['sandboxes'] },
   { id: 'reload', hint: 'reload', keys: ['R'], help: 'hot-reload the config files from disk (shows the diff or the validation error)', group: 'actions', dangerous: true },
   { id: 'releaseRatio', hint: 'ratio', keys: ['r'], help: 'edit paused_resource_release_ratio (0..1, persisted, applied live)', group: 'actions', dangerous: true },
   { id: 'cordon', hint: 'cordon', keys: ['c'], help: 'cordon the node (no new sandboxes)', group: 'actions', views: ['nodes', 'pool', 'triage'], dangerous: true },
@@ -76,16 +77,51 @@ export function keyName(input: string, key: Key): string {
   return input;
 }
 
+/**
+ * Keys that arrived in one read, as separate keypresses in order. Ink 6.8 splits escape
+ * sequences but hands any other run of bytes over as one input (`jjj` typed fast or sent by
+ * tmux, ctrl-u + `0.75` + Enter together), which no binding matches. Pure.
+ */
+export function splitKeys(chunk: string): { name: string; input: string }[] {
+  const out: { name: string; input: string }[] = [];
+  for (let i = 0; i < chunk.length; i++) {
+    const c = chunk[i]!;
+    const code = c.charCodeAt(0);
+    if (c === '\r' || c === '\n') {
+      if (c === '\r' && chunk[i + 1] === '\n') i++;
+      out.push({ name: 'enter', input: '\r' });
+    } else if (c === '\t') out.push({ name: 'tab', input: c });
+    else if (c === '\x7f' || c === '\b') out.push({ name: 'backspace', input: c });
+    else if (c === ' ') out.push({ name: 'space', input: c });
+    else if (code >= 1 && code <= 26) out.push({ name: `ctrl-${String.fromCharCode(code + 96)}`, input: String.fromCharCode(code + 96) });
+    else if (code >= 0x20) out.push({ name: c, input: c });
+  }
+  return out;
+}
+
 export function resolveKey(name: string, view: ViewName, readonly: boolean): Binding | null {
   return bindings(readonly).find((b) => b.keys.includes(name) && (!b.views || b.views.includes(view))) ?? null;
 }
 
-/** The footer's key hints for a view: `? help  : command ...`. */
-export function hintLine(view: ViewName, readonly: boolean): string {
-  return bindings(readonly)
-    .filter((b) => b.hint && (!b.views || b.views.includes(view)))
-    .map((b) => `${b.keys[0]} ${b.hint}`)
-    .join('  ');
+/**
+ * The footer's key hints for a view: `? help  : command ...`. With a width, only whole hints
+ * that fit (the view's own actions before the general ones past `? help`), never a cut word.
+ */
+export function hintLine(view: ViewName, readonly: boolean, width = Infinity): string {
+  const hints = bindings(readonly).filter((b) => b.hint && (!b.views || b.views.includes(view)));
+  const text = (b: Binding) => `${b.keys[0]} ${b.hint}`;
+  const all = hints.map(text).join('  ');
+  if (all.length <= width) return all;
+  const [help, ...rest] = hints;
+  const ordered = [...rest.filter((b) => b.views), ...rest.filter((b) => !b.views)];
+  const shown = new Set<Binding>(help ? [help] : []);
+  let used = help ? text(help).length : 0;
+  for (const b of ordered) {
+    if (used + 2 + text(b).length > width) continue;
+    shown.add(b);
+    used += 2 + text(b).length;
+  }
+  return hints.filter((b) => shown.has(b)).map(text).join('  ');
 }
 
 const GROUP_TITLES: Record<Group, string> = { general: 'General', navigation: 'Navigation', views: 'Views', actions: 'Actions' };

@@ -5,7 +5,7 @@ import { render } from 'ink';
 import { App } from '../../components/App.js';
 import { createActions, type ApiTarget } from './actions.js';
 import { ScreenSink } from './screen.js';
-import { createConsoleStore } from './store.js';
+import { createConsoleStore, flash } from './store.js';
 import type { SkinName } from './skins.js';
 import { startWatch } from './watch.js';
 
@@ -14,6 +14,8 @@ export interface RunOptions {
   readonly: boolean;
   refreshMs: number;
   skin: SkinName;
+  /** Said on the last line at start (the bundled daemon was started, no replica answered). */
+  note?: string;
 }
 
 // Alt screen on, autowrap off, mouse reporting off (SREs select text with the mouse).
@@ -23,6 +25,7 @@ const LEAVE = '\x1b[?7h\x1b[?25h\x1b[?1049l';
 export async function runConsole(opts: RunOptions): Promise<void> {
   const store = createConsoleStore({ apiUrl: opts.target.baseUrl, readonly: opts.readonly, skin: opts.skin });
   const actions = createActions(opts.target, store);
+  if (opts.note) flash(store, opts.note, 'warn');
   const watch = startWatch(opts.target, store, { refreshMs: opts.refreshMs });
   // debug: Ink hands every whole frame to the sink, which writes only what changed.
   const screen = new ScreenSink(process.stdout);

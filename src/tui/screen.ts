@@ -10,13 +10,18 @@ const ESC = '\x1b[';
 const BEGIN_SYNC = `${ESC}?2026h`;
 const END_SYNC = `${ESC}?2026l`;
 
-/** The bytes that turn the screen showing `prev` into `next` (rows are 1-based). */
+/**
+ * The bytes that turn the screen showing `prev` into `next` (rows are 1-based). Each changed
+ * row is erased before it is written, not after: with autowrap off, a line as wide as the
+ * terminal leaves the cursor ON its last column, and an erase-to-end written after it took
+ * that character (tmux at 80 columns showed `POO` and `1-18 of 3`).
+ */
 export function diffFrame(prev: readonly string[], next: readonly string[]): string {
   let out = '';
   for (let i = 0; i < next.length; i++) {
-    if (next[i] !== prev[i]) out += `${ESC}${i + 1};1H${next[i]}${ESC}K`;
+    if (next[i] !== prev[i]) out += `${ESC}${i + 1};1H${ESC}2K${next[i]}`;
   }
-  for (let i = next.length; i < prev.length; i++) out += `${ESC}${i + 1};1H${ESC}K`;
+  for (let i = next.length; i < prev.length; i++) out += `${ESC}${i + 1};1H${ESC}2K`;
   return out;
 }
 

@@ -50,7 +50,8 @@ export function configRows(d: DataState, filter?: string): ConfigRow[] {
 }
 
 export function triageRows(d: DataState): Finding[] {
-  return triage(nodeRows(d));
+  const cap = (d.config?.master as { scheduler?: { node_max_cpu_util?: unknown } } | undefined)?.scheduler?.node_max_cpu_util;
+  return triage(nodeRows(d), { stats: d.stats, ...(typeof cap === 'number' ? { cpuCapPercent: cap } : {}) });
 }
 
 export const findingID = (f: Finding): string => `${f.nodeID}/${f.bottleneck}`;

@@ -24,6 +24,8 @@ export interface Confirm {
   title: string;
   lines: string[];
   run: () => Promise<void>;
+  /** A second way to say yes (drain: `e` evicts after a deadline); its key and label go in the hint line. */
+  alt?: { key: string; label: string; run: () => void };
 }
 
 export interface Prompt {
@@ -35,7 +37,15 @@ export interface Prompt {
   submit: (value: string) => Promise<void>;
 }
 
-export type Overlay = null | { kind: 'help' } | { kind: 'command'; text: string } | { kind: 'filter'; text: string } | Confirm | Prompt;
+/** A full-body text (help, describe) scrolled by `offset` lines. */
+export interface Pane {
+  kind: 'help' | 'describe';
+  offset: number;
+  /** describe: what is described (its lines are recomputed from live data on each render). */
+  target?: { kind: 'node' | 'sandbox'; id: string };
+}
+
+export type Overlay = null | Pane | { kind: 'command'; text: string } | { kind: 'filter'; text: string } | Confirm | Prompt;
 
 export interface Flash {
   text: string;

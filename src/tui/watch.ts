@@ -33,13 +33,16 @@ export function startWatch(target: ApiTarget, store: ConsoleStore, opts: WatchOp
     applyBatch(store, batch);
   }, opts.refreshMs);
   let retry: NodeJS.Timeout | null = null;
+  // Replicas in turn: a stream that drops moves to the next (any control replica serves any request).
+  const urls = target.urls?.length ? target.urls : [target.baseUrl];
+  let at = 0;
 
   const connectOnce = async (): Promise<void> => {
     abort = new AbortController();
     const ac = abort;
     let silence = setTimeout(() => ac.abort(new Error(`no data for ${silenceMs / 1000}s`)), silenceMs);
     try {
-      const res = await fetch(new URL('/admin/v1/watch', target.baseUrl), { headers: { ...(target.apiKey ? { 'x-api-key': target.apiKey } : {}), accept: 'text/event-stream' }, signal: ac.signal });
+      const res = await fetch(new URL('/admin/v1/watch', urls[at]!), { headers: { ...(target.apiKey ? { 'x-api-key': target.apiKey } : {}), accept: 'text/event-stream' }, signal: ac.signal });
       if (!res.ok || !res.body) throw new Error(`watch: HTTP ${res.status} ${(await res.text()).slice(0, 200)}`);
       const parser = new SseParser();
       const decoder = new TextDecoder();
@@ -70,6 +73,10 @@ export function startWatch(target: ApiTarget, store: ConsoleStore, opts: WatchOp
       const attempt = conn.attempt + 1;
       // Stale since the stream went down, not since the last failed retry.
       setConn(store, { state: 'stale', error: reason, attempt, since: conn.state === 'live' ? Date.now() : conn.since });
+      if (urls.length > 1) {
+        at = (at + 1) % urls.length;
+        store.setState((s) => ({ settings: { ...s.settings, apiUrl: urls[at]! } }));
+      }
       retry = setTimeout(loop, backoffDelay(attempt, minMs, maxMs));
     });
   };

@@ -128,7 +128,7 @@ describe('cluster of three compute nodes and two control replicas', () => {
       const { stdout } = await execa('df', ['--output=size', '-B1', loopMnt]);
       await execa('fallocate', ['-l', String(Math.floor(Number(stdout.split('\n')[1]) * 0.9)), fill]);
       const view = await until('node 3 over the watermark', async () => (await nodes()).find((n) => n.nodeID === full && n.usage.diskUsedPercent >= 80));
-      expect(view).toMatchObject({ healthy: true, schedulable: false, reason: expect.stringMatching(/^disk watermark \d+(\.\d)?% >= 80%$/) });
+      expect(view).toMatchObject({ healthy: true, schedulable: false, reason: expect.stringMatching(/^disk \d+(\.\d)?% >= 80%$/), refusedBy: 'disk' });
       // Placement reads node metrics cached for up to PLACEMENT_METRICS_MS: let every replica's cache turn over.
       await new Promise((r) => setTimeout(r, PLACEMENT_METRICS_MS * 2));
       const refused = await create(0, { nodeID: full });

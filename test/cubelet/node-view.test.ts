@@ -2,20 +2,22 @@ import { describe, expect, it } from 'vitest';
 import type { PoolView } from '../../src/api/types.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
 import { parseMeminfo, parseProcStat, cpuUtilPercent } from '../../src/cubelet/host-metrics.js';
-import { buildNodeView, unschedulableReason, withOperatorFlags } from '../../src/cubelet/node-view.js';
+import { buildNodeView, withOperatorFlags } from '../../src/cubelet/node-view.js';
+import { withSchedulability } from '../../src/scheduler/schedulable.js';
 
 const pool: PoolView = { free: 4, inUse: 0, creating: 0, total: 4, target: 4, inFlight: 0, onDemand: 0, waitP50Ms: 0, waitP99Ms: 0, recentWaitsMs: [] };
 const spec = { cpus: 1, memoryMiB: 4096, diskGiB: 10 };
 // The reference node of design.md: 128 cores, 251 GiB, default spec 1 vCPU / 4096 MiB.
-const view = (over: { ratio?: number; running?: number; paused?: number; disk?: number; pool?: Partial<PoolView> } = {}) =>
+const master = (ratio = 0) => MasterConfigSchema.parse({ host: { quota: { paused_resource_release_ratio: ratio } } });
+const view = (over: { ratio?: number; running?: number; paused?: number; disk?: number; cpu?: number; pool?: Partial<PoolView> } = {}) =>
   buildNodeView({
     nodeID: 'n1',
     runtime: 'ns',
     capacity: { cpus: 128, memoryMiB: 251 * 1024, declared: true },
-    cpuUtilPercent: 10,
+    cpuUtilPercent: over.cpu ?? 10,
     memAvailableMiB: 1000,
     diskUsedPercent: over.disk ?? 10,
-    master: MasterConfigSchema.parse({ host: { quota: { paused_resource_release_ratio: over.ratio ?? 0 } } }),
+    master: master(over.ratio),
     sandboxes: [
       ...Array.from({ length: over.running ?? 0 }, () => ({ state: 'running' as const, spec })),
       ...Array.from({ length: over.paused ?? 0 }, () => ({ state: 'paused' as const, spec })),
@@ -25,6 +27,8 @@ const view = (over: { ratio?: number; running?: number; paused?: number; disk?: 
     templates: ['host'],
     now: new Date(0),
   });
+/** What operators see: the node's view with the scheduler's verdict for the default spec. */
+const shown = (over: Parameters<typeof view>[0] = {}) => withSchedulability(view(over), 0, master(over.ratio), 0);
 
 describe('node view', () => {
   it('reproduces the reference density numbers', () => {
@@ -32,31 +36,38 @@ describe('node view', () => {
     expect(view({ ratio: 0.75 }).density.allPausedCeiling).toBe(469);
   });
 
+  // The verdict is the pipeline's (the words a refused create says), never the node's own partial check.
   it.each([
-    [{ running: 100 }, 17, 0, true, ''],
-    [{ running: 100, paused: 20, ratio: 0 }, 0, 0, false, 'memory ceiling reached'],
-    [{ running: 100, paused: 20, ratio: 0.75 }, 12, 63030, true, ''],
-    [{ running: 100, paused: 20, ratio: 1 }, 17, 84040, true, ''],
-    [{ disk: 83 }, 117, 0, false, 'disk watermark 83% >= 80%'],
-    [{ pool: { free: 0, total: 16383 } }, 117, 0, false, 'pool exhausted'],
-  ] as const)('%o: headroom %i, released %i MiB, schedulable %s (%s)', (over, headroom, released, schedulable, reason) => {
-    const v = view(over);
+    [{ running: 100 }, 17, 0, true, '', undefined],
+    [{ running: 100, paused: 20, ratio: 0 }, 0, 0, false, 'mem 120/117 (504240+4202 > 493568 MiB)', 'mem'],
+    [{ running: 100, paused: 20, ratio: 0.75 }, 12, 63030, true, '', undefined],
+    [{ running: 100, paused: 20, ratio: 1 }, 17, 84040, true, '', undefined],
+    [{ disk: 83 }, 117, 0, false, 'disk 83% >= 80%', 'disk'],
+    [{ cpu: 94.8 }, 117, 0, false, 'cpu util 94.8% >= 80%', 'cpu'],
+    [{ pool: { free: 0, total: 16383 } }, 117, 0, false, 'pool exhausted', 'pool'],
+  ] as const)('%o: headroom %i, released %i MiB, schedulable %s (%s)', (over, headroom, released, schedulable, reason, by) => {
+    const v = shown(over);
     expect(v.density.headroom).toBe(headroom);
     expect(v.density.releasedMiB).toBe(released);
-    expect([v.schedulable, v.reason]).toEqual([schedulable, reason]);
+    expect([v.schedulable, v.reason, v.refusedBy]).toEqual([schedulable, reason, by]);
   });
 
-  it('operator flags come on top of the node\'s own reason and go away with it', () => {
+  it('the node itself reports only the pool refusal the filters cannot see', () => {
+    expect([view({ cpu: 99, disk: 99 }).schedulable, view({ pool: { free: 0, total: 16383 } }).reason]).toEqual([true, 'pool exhausted']);
+  });
+
+  it('operator flags come first and keep their words; the verdict comes back with them gone', () => {
     const disk = view({ disk: 90 });
-    expect(withOperatorFlags(disk, { cordoned: true, draining: false })).toMatchObject({ schedulable: false, reason: 'cordoned', cordoned: true });
-    expect(withOperatorFlags(disk, { cordoned: false, draining: true }).reason).toBe('draining');
-    expect(withOperatorFlags(disk, { cordoned: false, draining: false }).reason).toBe('disk watermark 90% >= 80%');
-    expect(withOperatorFlags(view(), { cordoned: false, draining: false }).schedulable).toBe(true);
+    const verdict = (flags: { cordoned: boolean; draining: boolean }) => withSchedulability(withOperatorFlags(disk, flags), 0, master(), 0);
+    expect(verdict({ cordoned: true, draining: false })).toMatchObject({ schedulable: false, reason: 'cordoned', cordoned: true, refusedBy: 'prefilter' });
+    expect(verdict({ cordoned: false, draining: true }).reason).toBe('draining');
+    expect(verdict({ cordoned: false, draining: false })).toMatchObject({ schedulable: false, reason: 'disk 90% >= 80%', refusedBy: 'disk' });
+    expect(verdict({ cordoned: false, draining: false }).cordoned).toBe(false);
+    expect(withSchedulability(withOperatorFlags(view(), { cordoned: false, draining: false }), 0, master(), 0)).not.toHaveProperty('refusedBy');
   });
 
-  it('names the limit a full node hits', () => {
-    expect(unschedulableReason({ diskUsedPercent: 1, diskMaxPercent: 80, poolExhausted: false, headroom: 0, limitedBy: 'mvm_num', ceiling: 3000 })).toBe('sandbox cap reached (3000)');
-    expect(unschedulableReason({ diskUsedPercent: 1, diskMaxPercent: 80, poolExhausted: false, headroom: 0, limitedBy: 'cpu', ceiling: 9 })).toBe('cpu ceiling reached');
+  it('creates in flight at realtime_create_num make the node refuse, as the scheduler would', () => {
+    expect(withSchedulability(view(), 100, master(), 0)).toMatchObject({ schedulable: false, refusedBy: 'realtime_create_num', reason: 'creates in flight 100 >= 100' });
   });
 });
 

@@ -26,7 +26,7 @@ describe('admission', () => {
     const c = await create();
     expect([b.status, c.status]).toEqual([201, 201]);
     const n = await node();
-    expect(n).toMatchObject({ schedulable: false, reason: 'memory ceiling reached' });
+    expect(n).toMatchObject({ schedulable: false, refusedBy: 'mem', reason: expect.stringMatching(/^mem 2\/2 /) });
 
     const refused = await create();
     expect(refused.status).toBe(503);
@@ -50,7 +50,7 @@ describe('admission', () => {
       const n = await node();
       expect(n.healthy).toBe(true);
       expect(n.schedulable).toBe(false);
-      expect(n.reason).toMatch(/^disk watermark \d+(\.\d)?% >= 1%$/);
+      expect(n.reason).toMatch(/^disk \d+(\.\d)?% >= 1%$/);
       const r = await create();
       expect(r.status).toBe(503);
       expect(r.json.message).toMatch(new RegExp(`${d.nodeID}: disk \\d+(\\.\\d)?% >= 1%`));

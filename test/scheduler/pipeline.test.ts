@@ -126,8 +126,9 @@ describe('describeRejections', () => {
 describe('schedulability', () => {
   it.each([
     ['fresh node', node('a'), { schedulable: true, reason: '' }],
-    ['over the disk watermark: healthy, not schedulable', node('a', { usage: { diskUsedPercent: 83 } }), { schedulable: false, reason: 'disk 83% >= 80%' }],
-    ['cordoned', node('a', { cordoned: true }), { schedulable: false, reason: 'cordoned' }],
+    ['over the disk watermark: healthy, not schedulable', node('a', { usage: { diskUsedPercent: 83 } }), { schedulable: false, reason: 'disk 83% >= 80%', refusedBy: 'disk' }],
+    ['cordoned', node('a', { cordoned: true }), { schedulable: false, reason: 'cordoned', refusedBy: 'prefilter' }],
+    ['host cpu over node_max_cpu_util (the verdict a create gets)', node('a', { usage: { cpuUtilPercent: 94.8 } }), { schedulable: false, reason: 'cpu util 94.8% >= 80%', refusedBy: 'cpu' }],
   ])('%s', (_name, n, want) => {
     expect(schedulability(n, 0, config(), NOW)).toEqual(want);
   });

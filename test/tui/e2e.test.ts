@@ -1,38 +1,12 @@
 // The real console (bin/cubectl-tui, built) in tmux against a real cubed: a sandbox created
 // through the API appears; `r` changes the release ratio and the density shown; `d` drains
 // the node after the confirmation. Needs `npm run build`. Conditions are polled (bounded).
-import { execFileSync } from 'node:child_process';
-import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CubeClient } from '../../src/cli/client.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { BIN, tmuxConsole } from './tmux.js';
 
-const BIN = resolve(import.meta.dirname, '../../bin/cubectl-tui');
-const SESSION = `cube-tui-e2e-${process.pid}`;
-
-const tmux = (...args: string[]) => execFileSync('tmux', args, { encoding: 'utf8' });
-const screen = () => tmux('capture-pane', '-p', '-t', SESSION);
-const keys = (...k: string[]) => tmux('send-keys', '-t', SESSION, ...k);
-
-async function until(what: string, pred: (s: string) => boolean, timeoutMs = 20_000): Promise<string> {
-  const end = Date.now() + timeoutMs;
-  let s = '';
-  for (;;) {
-    s = screen();
-    if (pred(s)) return s;
-    if (Date.now() > end) throw new Error(`console never showed ${what}; screen:\n${s}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-const alive = () => {
-  try {
-    tmux('has-session', '-t', SESSION);
-    return true;
-  } catch {
-    return false;
-  }
-};
+const { start, keys, until, ended, kill } = tmuxConsole(`cube-tui-e2e-${process.pid}`);
 
 const row = (s: string, start: string) => s.split('\n').find((l) => l.startsWith(start)) ?? '';
 
@@ -49,7 +23,7 @@ afterAll(async () => {
 
 describe('cubectl-tui in tmux against a real cubed', () => {
   it('shows a new sandbox, applies a release ratio with the new density, drains the node', async () => {
-    tmux('new-session', '-d', '-s', SESSION, '-x', '120', '-y', '40', '-e', `CUBE_API_KEY=${d.apiKey}`, '-e', 'TERM=xterm-256color', `${process.execPath} ${BIN} --api ${d.url} --skin mono`);
+    start(120, 40, { CUBE_API_KEY: d.apiKey, TERM: 'xterm-256color' }, `${process.execPath} ${BIN} --api ${d.url} --skin mono`);
     try {
       let s = await until('the node, live', (x) => x.includes('LIVE') && x.includes(d.nodeID));
       expect(row(s, d.nodeID)).toMatch(/HEALTHY +yes/);
@@ -63,7 +37,7 @@ describe('cubectl-tui in tmux against a real cubed', () => {
 
       keys('1');
       // One paused sandbox; with ratio 0 pausing frees nothing.
-      s = await until('the node counting it paused', (x) => /HEALTHY +yes +1 \//.test(row(x, d.nodeID)) && row(x, d.nodeID).includes(' 1/0Mi '));
+      s = await until('the node counting it paused', (x) => /HEALTHY +yes .* 1 \//.test(row(x, d.nodeID)) && row(x, d.nodeID).includes(' 1/0Mi '));
       keys('r');
       await until('the ratio prompt', (x) => x.includes('paused_resource_release_ratio (now 0)'));
       keys('C-u');
@@ -82,22 +56,14 @@ describe('cubectl-tui in tmux against a real cubed', () => {
       keys('d');
       await until('the drain confirmation', (x) => x.includes(`Drain node ${d.nodeID}?`));
       keys('y');
-      s = await until('the node draining', (x) => /HEALTHY +no: draining/.test(row(x, d.nodeID)));
+      s = await until('the node draining', (x) => /HEALTHY +no: drain/.test(row(x, d.nodeID)));
       expect((await api.node(d.nodeID)).draining).toBe(true);
 
       // q ends the console, and with it the session's only pane.
       keys('q');
-      const end = Date.now() + 10_000;
-      while (alive()) {
-        if (Date.now() > end) throw new Error(`q did not end the console; screen:\n${screen()}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await ended('q');
     } finally {
-      try {
-        tmux('kill-session', '-t', SESSION);
-      } catch {
-        // already gone
-      }
+      kill();
     }
   });
 });

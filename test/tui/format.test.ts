@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { age, cut, densityLevel, densityText, fit, gauge, inline, mib, millis, shortDuration, sparkline, timeLeft } from '../../src/tui/format.js';
+import { age, cut, densityLevel, densityText, fit, gauge, inline, mib, millis, shortDuration, sparkline, timeLeft, wrap } from '../../src/tui/format.js';
 
 const NOW = Date.parse('2026-11-30T06:00:00.000Z');
 
@@ -75,5 +75,19 @@ describe('format', () => {
     expect(inline(0.75)).toBe('0.75');
     expect(inline(['a', 'b'])).toBe('["a","b"]');
     expect(inline(undefined)).toBe('-');
+  });
+});
+
+describe('wrap', () => {
+  it.each([
+    ['no node available: n1: cpu util 94.8% >= 80%', 20, 9, ['no node available:', 'n1: cpu util 94.8%', '>= 80%']],
+    ['short', 20, 9, ['short']],
+    ['', 20, 9, ['']],
+    ['abcdefghij klm', 4, 9, ['abcd', 'efgh', 'ij', 'klm']],
+    ['one two three four five', 9, 2, ['one two', 'three...']],
+  ] as const)('%j at %i columns, %i lines', (text, width, lines, want) => {
+    const got = wrap(text, width, lines);
+    expect(got).toEqual(want);
+    for (const l of got) expect(l.length).toBeLessThanOrEqual(width);
   });
 });

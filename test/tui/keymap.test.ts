@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { Key } from 'ink';
-import { bindings, helpSections, hintLine, KEYMAP, keyName, keymapMarkdown, resolveKey } from '../../src/tui/keymap.js';
+import { bindings, helpSections, hintLine, KEYMAP, keyName, keymapMarkdown, resolveKey, splitKeys } from '../../src/tui/keymap.js';
 import { resolveView } from '../../src/tui/views.js';
 
 const key = (k: Partial<Key>): Key => ({ upArrow: false, downArrow: false, leftArrow: false, rightArrow: false, pageDown: false, pageUp: false, home: false, end: false, return: false, escape: false, ctrl: false, shift: false, tab: false, backspace: false, delete: false, meta: false, super: false, hyper: false, capsLock: false, numLock: false, ...k });
@@ -29,6 +29,11 @@ describe('keymap', () => {
     for (const b of dangerous) expect(helpText).not.toContain(b.help);
     expect(hintLine('nodes', true)).not.toMatch(/drain|reload/);
     expect(hintLine('nodes', false)).toMatch(/d drain/);
+    // At 80 columns whole hints only: help first, then the view's own actions.
+    const narrow = hintLine('sandboxes', false, 80);
+    expect(narrow.length).toBeLessThanOrEqual(80);
+    expect(narrow).toMatch(/^\? help .*space mark .*ctrl-d destroy/);
+    expect(narrow.split('  ').every((h) => hintLine('sandboxes', false).split('  ').includes(h))).toBe(true);
     expect(bindings(false).length).toBe(KEYMAP.length);
   });
 
@@ -64,5 +69,17 @@ describe('keymap', () => {
   it('docs/console.md carries the key reference generated from the keymap', () => {
     const doc = readFileSync(new URL('../../docs/console.md', import.meta.url), 'utf8');
     expect(doc).toContain(keymapMarkdown());
+  });
+});
+
+describe('splitKeys', () => {
+  it.each([
+    ['jjj', ['j', 'j', 'j']],
+    ['\x150.75\r', ['ctrl-u', '0', '.', '7', '5', 'enter']],
+    [':q!\r\n', [':', 'q', '!', 'enter']],
+    ['a b\t\x7f\x04', ['a', 'space', 'b', 'tab', 'backspace', 'ctrl-d']],
+    ['\x00x', ['x']],
+  ])('%j', (chunk, names) => {
+    expect(splitKeys(chunk).map((k) => k.name)).toEqual(names);
   });
 });

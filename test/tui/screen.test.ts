@@ -3,10 +3,10 @@ import { diffFrame, ScreenSink } from '../../src/tui/screen.js';
 
 describe('diffFrame', () => {
   it.each([
-    ['first frame writes every line at its row', [], ['a', 'b'], '\x1b[1;1Ha\x1b[K\x1b[2;1Hb\x1b[K'],
+    ['first frame writes every line at its row', [], ['a', 'b'], '\x1b[1;1H\x1b[2Ka\x1b[2;1H\x1b[2Kb'],
     ['an unchanged frame writes nothing', ['a', 'b'], ['a', 'b'], ''],
-    ['only the changed line', ['a', 'b', 'c'], ['a', 'B', 'c'], '\x1b[2;1HB\x1b[K'],
-    ['a shorter frame blanks the rows it left', ['a', 'b', 'c'], ['a'], '\x1b[2;1H\x1b[K\x1b[3;1H\x1b[K'],
+    ['only the changed line', ['a', 'b', 'c'], ['a', 'B', 'c'], '\x1b[2;1H\x1b[2KB'],
+    ['a shorter frame blanks the rows it left', ['a', 'b', 'c'], ['a'], '\x1b[2;1H\x1b[2K\x1b[3;1H\x1b[2K'],
   ])('%s', (_name, prev, next, want) => expect(diffFrame(prev, next)).toBe(want));
 });
 
@@ -17,7 +17,7 @@ describe('ScreenSink', () => {
     sink.write('head\nrow 1\nrow 2\n');
     sink.write('head\nrow 1\nrow two\n');
     sink.write('head\nrow 1\nrow two\n');
-    expect(written).toEqual(['\x1b[?2026h\x1b[1;1Hhead\x1b[K\x1b[2;1Hrow 1\x1b[K\x1b[3;1Hrow 2\x1b[K\x1b[?2026l', '\x1b[?2026h\x1b[3;1Hrow two\x1b[K\x1b[?2026l']);
+    expect(written).toEqual(['\x1b[?2026h\x1b[1;1H\x1b[2Khead\x1b[2;1H\x1b[2Krow 1\x1b[3;1H\x1b[2Krow 2\x1b[?2026l', '\x1b[?2026h\x1b[3;1H\x1b[2Krow two\x1b[?2026l']);
     expect(sink.bytesWritten).toBe(written.join('').length);
     sink.close();
     sink.write('gone\n');
@@ -39,6 +39,6 @@ describe('ScreenSink on resize', () => {
     sink.write('a\nb\n');
     expect(told).toBe(1);
     expect(sink.columns).toBe(80);
-    expect(term.written.slice(1)).toEqual(['\x1b[2J', '\x1b[?2026h\x1b[1;1Ha\x1b[K\x1b[2;1Hb\x1b[K\x1b[?2026l']);
+    expect(term.written.slice(1)).toEqual(['\x1b[2J', '\x1b[?2026h\x1b[1;1H\x1b[2Ka\x1b[2;1H\x1b[2Kb\x1b[?2026l']);
   });
 });

@@ -13,7 +13,7 @@ import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID, newToken } from '../../ids.js';
 import type { ClusterStore } from '../../store/cluster/index.js';
 import type { NodeRecord } from '../../store/types.js';
-import { audit, audited, checkTimeout, refusalError, refusalOf, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
+import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from '../control-plane.js';
 import { CreateStats } from '../create-stats.js';
 import { publicView } from '../local-control-plane.js';
@@ -21,6 +21,7 @@ import { densityParamsFromConfig } from '../density.js';
 import { schedule } from '../pipeline.js';
 import { snapshotOf, Watchers } from '../watchers.js';
 import { sweepLostNodes } from './lost-sweep.js';
+import { withSchedulability } from '../schedulable.js';
 import { clusterNodeView, pendingPlacements, withRecentPlacements, type RecentPlacement } from './node-views.js';
 import { syncNodeSandboxes } from './sandbox-sync.js';
 import type { EgressRequest } from '../../network/egress.js';
@@ -186,9 +187,11 @@ export class ClusterControlPlane implements ControlPlane {
     const refusal = refusalOf(placed, nodes);
     if (refusal !== undefined || !placed.ok) {
       const message = refusal ?? 'no node available';
+      const err = refusalError(placed, message);
+      this.stats.recordRefusal(err.code, refusalRule(placed));
       await this.appendEvent({ kind: 'schedule.failed', code: 130597, message });
       await audit(this.store, req.actor, 'sandbox.create', r.templateID, message);
-      throw refusalError(placed, message);
+      throw err;
     }
     const nodeID = placed.nodeID;
     // Counted from the decision on (synchronously, before any await) so that concurrent decisions see it.
@@ -271,6 +274,7 @@ export class ClusterControlPlane implements ControlPlane {
       if (rec.state === 'paused') {
         const refusal = resumeRefusal(rec.spec, await node.nodeView(), this.cfg.config.master);
         if (refusal !== undefined) {
+          this.stats.recordRefusal(130409, 'release_ratio');
           await audit(this.store, actor, 'sandbox.resume', sandboxID, refusal);
           throw new CubeError('CONFLICT', refusal);
         }
@@ -308,8 +312,12 @@ export class ClusterControlPlane implements ControlPlane {
 
   // --- nodes
 
-  listNodes(): Promise<NodeView[]> {
-    return this.nodeViews(false);
+  /** What operators see: each node with the scheduler's verdict for the default spec (placement reads nodeViews directly). */
+  async listNodes(): Promise<NodeView[]> {
+    const views = await this.nodeViews(false);
+    const inFlight = await this.store.live.inFlight(views.map((n) => n.nodeID));
+    const now = Date.now();
+    return views.map((v) => withSchedulability(v, inFlight.get(v.nodeID) ?? 0, this.cfg.config.master, now));
   }
 
   /**

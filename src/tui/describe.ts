@@ -1,0 +1,64 @@
+// What Enter shows (k9s `d`): a node or a sandbox described in full, as plain lines the
+// Describe pane wraps and scrolls. Pure: the store's data and the config in force in, lines
+// out. The node's rules are the scheduler's own (ruleVerdicts), so describe and placement agree.
+import type { EventView, NodeView, SandboxView } from '../api/types.js';
+import type { MasterConfig } from '../config/schema.js';
+import { ruleVerdicts } from '../scheduler/schedulable.js';
+import { mib, percent, ratio } from './format.js';
+
+/** Events about the target shown, newest first. */
+export const DESCRIBE_EVENTS = 10;
+
+const recent = (events: readonly EventView[], match: (e: EventView) => boolean): string[] => {
+  const out: string[] = [];
+  for (let i = events.length - 1; i >= 0 && out.length < DESCRIBE_EVENTS; i--) {
+    const e = events[i]!;
+    if (match(e)) out.push(`  ${e.at.slice(11, 19)} ${e.kind}${e.code === undefined ? '' : ` ${e.code}`}: ${e.message}`);
+  }
+  return out.length ? out : ['  none in the console buffer'];
+};
+
+export function describeNode(n: NodeView, master: MasterConfig | null, events: readonly EventView[], now: number): string[] {
+  const d = n.density;
+  const u = n.usage;
+  const lines = [
+    `Node ${n.nodeID}${n.address ? ` at ${n.address}` : ''}, runtime ${n.runtime}, last seen ${n.lastSeen}`,
+    `State: ${n.lost ? 'LOST' : n.healthy ? 'HEALTHY' : 'UNHEALTHY'}${n.cordoned ? ', cordoned' : ''}${n.draining ? ', draining' : ''}; ${n.schedulable ? 'schedulable' : `NOT schedulable (${n.refusedBy ?? 'rule'}): ${n.reason}`}`,
+    '',
+    'Quota',
+    `  capacity ${n.capacity.cpus} cpus, ${mib(n.capacity.memoryMiB)} (${n.capacity.declared ? 'declared in cubelet.toml [quota]' : 'the host'})`,
+    `  in use: ${u.quotaCpuUsed} cpus, ${mib(u.quotaMemUsedMiB)} (running at full footprint, paused at 1 - ratio)`,
+    `  host: cpu ${percent(u.cpuUtilPercent)}, MemAvailable ${mib(u.memAvailableMiB)}${u.memTotalMiB ? ` of ${mib(u.memTotalMiB)}` : ''}, disk ${percent(u.diskUsedPercent)} (watermark ${u.diskWatermarkPercent}%)`,
+    '',
+    'Density for the default spec',
+    `  footprint ${mib(d.footprintMiB)} per sandbox (memory + overhead)`,
+    `  paper ceiling ${d.paperCeiling} (memory quota / footprint), safety boundary ${d.safetyBoundary} (no oversell), cpu ceiling ${d.cpuCeiling}`,
+    `  effective ceiling ${d.effectiveCeiling}, set by ${d.bottleneck}; all paused ${d.allPausedCeiling} at release ratio ${ratio(d.releaseRatio)} (frees ${mib(d.releasedMiB)} now)`,
+    `  live ${n.sandboxes.running} running + ${n.sandboxes.paused} paused (+${n.sandboxes.creating} creating), headroom ${d.headroom}`,
+    '',
+    `NIC pool: ${n.pool.free}/${n.pool.total} free, target ${n.pool.target}, ${n.pool.inFlight} waiting, wait p50 ${n.pool.waitP50Ms}ms p99 ${n.pool.waitP99Ms}ms`,
+    '',
+    'Scheduler rules for the default spec (prefilter, then the enabled filters)',
+  ];
+  if (master) {
+    for (const v of ruleVerdicts(n, 0, master, now)) lines.push(`  ${v.refusal === undefined ? 'pass' : 'REFUSE'} ${v.rule}${v.refusal === undefined ? '' : `: ${v.refusal}`}`);
+  } else lines.push('  config not received yet');
+  lines.push('', `Templates: ${n.templates.join(', ') || 'none'}`, '', 'Recent events');
+  return [...lines, ...recent(events, (e) => e.nodeID === n.nodeID)];
+}
+
+export function describeSandbox(x: SandboxView, events: readonly EventView[]): string[] {
+  const eg = x.egress;
+  const lines = [
+    `Sandbox ${x.sandboxID}, template ${x.templateID}, on node ${x.nodeID} (${x.runtime})`,
+    `State: ${x.state}${x.reason ? `: ${x.reason}` : ''}`,
+    `Spec: ${x.spec.cpus} cpus, ${mib(x.spec.memoryMiB)}, disk ${x.spec.diskGiB} GiB`,
+    `Address: ${x.ip ?? '-'}`,
+    `Started ${x.startedAt}, ends ${x.endAt}${x.lifecycle ? ` (on timeout: ${x.lifecycle.onTimeout}${x.lifecycle.autoResume ? ', auto-resume' : ''})` : ''}`,
+    `Egress: ${eg ? `internet ${eg.allowInternet === false ? 'denied' : 'allowed'}; allow ${eg.allowOut?.join(', ') || '-'}; deny ${eg.denyOut?.join(', ') || '-'}` : "the node's defaults"}`,
+    `Metadata: ${Object.entries(x.metadata).map(([k, v]) => `${k}=${v}`).join(' ') || '-'}`,
+    '',
+    'State history and events',
+  ];
+  return [...lines, ...recent(events, (e) => e.sandboxID === x.sandboxID)];
+}
