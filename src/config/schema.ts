@@ -34,8 +34,8 @@ export const MasterConfigSchema = z
           .number()
           .int()
           .min(1)
-          .default(64)
-          .describe('creates (and resumes) in flight at once per API key; one more gets 429 with Retry-After, which the E2B SDK retries'),
+          .default(256)
+          .describe('creates (and resumes) in flight at once per API key; one more gets 429 with Retry-After, which the E2B SDK retries. Above scheduler.realtime_create_num (100 per node), so a burst one node takes is never refused by the key limit'),
         auth_failures_per_sec: z
           .number()
           .int()

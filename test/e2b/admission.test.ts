@@ -106,7 +106,7 @@ describe('admission on a development box', () => {
       expect(new Set(sdk.map((s) => s.sandboxId)).size).toBe(3);
       await Promise.all(sdk.map(kill));
     } finally {
-      await setConfig('api.create_concurrency_per_key', 64);
+      await setConfig('api.create_concurrency_per_key', 256);
       await Promise.all([...created].map((id) => Sandbox.kill(id, opts).then(() => created.delete(id))));
     }
   });
