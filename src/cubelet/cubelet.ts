@@ -113,6 +113,7 @@ export class Cubelet implements NodeApi {
       await this.o.driver.cleanup(new Set());
     }
     await this.o.network.stop({ destroy: opts.destroy });
+    await this.o.driver.close?.(opts);
   }
 
   /** Notices from the node's other agents (e.g. the network pool running dry) as node events. */
