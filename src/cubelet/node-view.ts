@@ -1,6 +1,6 @@
 // The node as the admin API shows it, computed from plain inputs (pure): capacity, usage,
 // density for the default spec with live counts, and whether the node takes new sandboxes.
-import type { NodeView, PoolView, SandboxSpecView, SandboxState } from '../api/types.js';
+import type { NodeView, PoolView, SandboxSpecView, SandboxState, StoreView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
 import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsage } from '../scheduler/density.js';
 
@@ -13,7 +13,10 @@ export interface NodeViewInputs {
   /** The node's sandboxes' CPU use in percent of its CPUs, when the driver can tell. */
   sandboxCpuUtilPercent?: number;
   memAvailableMiB: number;
+  /** Used percent of the data dir's filesystem. */
   diskUsedPercent: number;
+  /** The sandbox store, when the runtime keeps one: the watermark applies to the fuller of it and the data dir. */
+  store?: StoreView;
   master: MasterConfig;
   sandboxes: { state: SandboxState; spec: SandboxSpecView }[];
   pool: PoolView;
@@ -52,8 +55,9 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
   const d = computeDensity(i.capacity, params, spec);
   const h = headroomFromUsage(i.capacity, params, spec, { memUsedMiB: memUsed, cpuUsed, releasedMiB: released, count: counts.total });
   const diskMax = i.master.scheduler.disk_usage_max_percent;
+  const diskUsed = Math.max(i.diskUsedPercent, i.store?.usedPercent ?? 0);
   const reason = unschedulableReason({
-    diskUsedPercent: i.diskUsedPercent,
+    diskUsedPercent: diskUsed,
     diskMaxPercent: diskMax,
     poolExhausted: i.pool.free === 0 && i.pool.total >= i.poolSlotLimit,
     headroom: h.headroom,
@@ -75,8 +79,9 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
       cpuUtilPercent: round1(i.cpuUtilPercent),
       ...(i.sandboxCpuUtilPercent !== undefined ? { sandboxCpuUtilPercent: round1(i.sandboxCpuUtilPercent) } : {}),
       memAvailableMiB: i.memAvailableMiB,
-      diskUsedPercent: i.diskUsedPercent,
+      diskUsedPercent: diskUsed,
       diskWatermarkPercent: diskMax,
+      ...(i.store ? { store: i.store } : {}),
       quotaMemUsedMiB: round1(memUsed),
       quotaCpuUsed: round1(cpuUsed),
     },

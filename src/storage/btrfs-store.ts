@@ -18,6 +18,7 @@
 import { chmod, mkdir, open, readFile, readdir, rename, rm, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import type { StoreView } from '../api/types.js';
 import { CubeError } from '../errors.js';
 
 export const BTRFS_MAGIC = 0x9123683e;
@@ -34,15 +35,7 @@ const POOL_RETRY_MS = 5000;
 /** How old the cached usage may be when a create checks the store has room. */
 const USAGE_MAX_AGE_MS = 1000;
 
-export interface StoreUsage {
-  /** 'btrfs': the data dir's own filesystem; 'loop': the image under the data dir. */
-  kind: 'btrfs' | 'loop';
-  path: string;
-  sizeBytes: number;
-  freeBytes: number;
-  /** As df computes it: used / (used + available). */
-  usedPercent: number;
-}
+export type StoreUsage = StoreView;
 
 /** What the store needs of the launch helper (src/runtime/ns/helper.ts): host commands and `store` requests. */
 export interface StoreHelper {

@@ -1,7 +1,7 @@
 // Which of the three bottlenecks that look alike from outside is active on which node,
 // with the numbers that prove it. Pure: NodeView in, findings out.
 import type { NodeView } from '../api/types.js';
-import { mib, millis } from './format.js';
+import { mib, millis, storeFree } from './format.js';
 
 export type Bottleneck = 'memory-oversell' | 'disk-watermark' | 'nic-stall';
 
@@ -49,7 +49,9 @@ function diskWatermark(n: NodeView): Finding | null {
     nodeID: n.nodeID,
     bottleneck: 'disk-watermark',
     severity: over ? 'bad' : 'warn',
-    evidence: over ? `disk ${Math.round(used)}% >= watermark ${mark}%: healthy but takes no new sandboxes` : `disk ${Math.round(used)}%, watermark ${mark}% (${Math.round(mark - used)} points left)`,
+    evidence:
+      (over ? `disk ${Math.round(used)}% >= watermark ${mark}%: healthy but takes no new sandboxes` : `disk ${Math.round(used)}%, watermark ${mark}% (${Math.round(mark - used)} points left)`) +
+      (n.usage.store ? `; sandbox store ${storeFree(n)} free` : ''),
   };
 }
 

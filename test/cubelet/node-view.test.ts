@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { PoolView } from '../../src/api/types.js';
+import type { PoolView, StoreView } from '../../src/api/types.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
 import { parseMeminfo, parseProcStat, cpuUtilPercent } from '../../src/cubelet/host-metrics.js';
 import { buildNodeView, unschedulableReason, withOperatorFlags } from '../../src/cubelet/node-view.js';
@@ -7,7 +7,7 @@ import { buildNodeView, unschedulableReason, withOperatorFlags } from '../../src
 const pool: PoolView = { free: 4, inUse: 0, creating: 0, total: 4, target: 4, inFlight: 0, onDemand: 0, waitP50Ms: 0, waitP99Ms: 0, recentWaitsMs: [] };
 const spec = { cpus: 1, memoryMiB: 4096, diskGiB: 10 };
 // The reference node of design.md: 128 cores, 251 GiB, default spec 1 vCPU / 4096 MiB.
-const view = (over: { ratio?: number; running?: number; paused?: number; disk?: number; pool?: Partial<PoolView> } = {}) =>
+const view = (over: { ratio?: number; running?: number; paused?: number; disk?: number; store?: StoreView; pool?: Partial<PoolView> } = {}) =>
   buildNodeView({
     nodeID: 'n1',
     runtime: 'ns',
@@ -15,6 +15,7 @@ const view = (over: { ratio?: number; running?: number; paused?: number; disk?: 
     cpuUtilPercent: 10,
     memAvailableMiB: 1000,
     diskUsedPercent: over.disk ?? 10,
+    ...(over.store ? { store: over.store } : {}),
     master: MasterConfigSchema.parse({ host: { quota: { paused_resource_release_ratio: over.ratio ?? 0 } } }),
     sandboxes: [
       ...Array.from({ length: over.running ?? 0 }, () => ({ state: 'running' as const, spec })),
@@ -52,6 +53,17 @@ describe('node view', () => {
     expect(withOperatorFlags(disk, { cordoned: false, draining: true }).reason).toBe('draining');
     expect(withOperatorFlags(disk, { cordoned: false, draining: false }).reason).toBe('disk watermark 90% >= 80%');
     expect(withOperatorFlags(view(), { cordoned: false, draining: false }).schedulable).toBe(true);
+  });
+
+  it('puts the disk watermark on the fuller of the sandbox store and the data dir', () => {
+    const store = (usedPercent: number): StoreView => ({ kind: 'loop', path: '/d/store', sizeBytes: 100 * 2 ** 30, freeBytes: (100 - usedPercent) * 2 ** 30, usedPercent });
+    const full = view({ disk: 20, store: store(85) });
+    expect(full.usage).toMatchObject({ diskUsedPercent: 85, diskWatermarkPercent: 80, store: { kind: 'loop', usedPercent: 85 } });
+    expect(full).toMatchObject({ schedulable: false, reason: 'disk watermark 85% >= 80%' });
+    // A sparse image cannot grow on a full host disk: the data dir's filesystem counts too.
+    expect(view({ disk: 90, store: store(5) })).toMatchObject({ schedulable: false, reason: 'disk watermark 90% >= 80%' });
+    expect(view({ disk: 20, store: store(30) })).toMatchObject({ schedulable: true, usage: { diskUsedPercent: 30 } });
+    expect(view({ disk: 20 }).usage.store).toBeUndefined();
   });
 
   it('names the limit a full node hits', () => {

@@ -21,6 +21,7 @@ describe('triage', () => {
     ['above the safety boundary and MemAvailable low', node({ live: 100, memAvail: 9000 }), 'memory-oversell', 'bad', /100 live > 58 safe.*MemAvailable 8\.8Gi = 4% of 251\.0Gi \(low\)/],
     ['disk over the watermark', node({ disk: 83.4 }), 'disk-watermark', 'bad', /disk 83% >= watermark 80%: healthy but takes no new sandboxes/],
     ['disk close to the watermark', node({ disk: 77 }), 'disk-watermark', 'warn', /disk 77%, watermark 80% \(3 points left\)/],
+    ['sandbox store over the watermark', { ...node({ disk: 85 }), usage: { ...node({ disk: 85 }).usage, store: { kind: 'loop', path: '/d/store', sizeBytes: 40 * 2 ** 30, freeBytes: 6 * 2 ** 30, usedPercent: 85 } } }, 'disk-watermark', 'bad', /disk 85% >= watermark 80%: .*; sandbox store 6\.0Gi\/40\.0Gi free/],
     ['pool empty with waiters', node({ pool: { free: 0, inFlight: 5, onDemand: 12, waitP99Ms: 40 } }), 'nic-stall', 'bad', /pool 0\/32 free, 5 waiting, 12 on-demand, wait p99 40ms/],
     ['slow allocations with free slots', node({ pool: { free: 6, waitP99Ms: 250 } }), 'nic-stall', 'warn', /wait p99 250ms/],
   ] as const)('%s', (_name, n, bottleneck, severity, evidence) => {
