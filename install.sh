@@ -14,14 +14,15 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(
   || die "Node.js >= 20.18 is required (found $(node --version))"
 
 # System tools cubed shells out to (ip, nft, unshare/nsenter/mount, ps), the C compiler for
-# its launcher, conntrack (flushing a recycled network slot), tmux for the console, and for the
+# its launcher, conntrack (flushing a recycled network slot), btrfs-progs (mkfs.btrfs for the
+# sandbox store image when the data dir is not on btrfs), tmux for the console, and for the
 # microvm runtime QEMU, qemu-img (per-sandbox disk overlays), busybox-static (the guest's
 # initramfs; the tests also build their images around it), e2fsprogs (template images) and skopeo
 # (pulls images from a registry, where one is reachable, for `cubectl template import`). The guest
 # kernel is not installed: npm run build fetches it with apt-get download
 # (scripts/build-microvm.mjs). Only what is missing is installed.
 missing=()
-for pkg in iproute2 nftables conntrack util-linux procps build-essential tmux qemu-system-x86 qemu-utils busybox-static e2fsprogs skopeo mmdebstrap; do
+for pkg in iproute2 nftables conntrack util-linux procps build-essential btrfs-progs tmux qemu-system-x86 qemu-utils busybox-static e2fsprogs skopeo mmdebstrap; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$pkg")
 done
 if ((${#missing[@]} > 0)); then

@@ -1,7 +1,7 @@
-// Sandboxes: id, template, node, state, age, spec, timeout left; `/` filters, space marks.
+// Sandboxes: id, template, node, state, age, spec, disk use, timeout left; `/` filters, space marks.
 import React, { useMemo } from 'react';
 import type { SandboxView } from '../src/api/types.js';
-import { age, mib, timeLeft } from '../src/tui/format.js';
+import { age, diskUse, mib, timeLeft } from '../src/tui/format.js';
 import { sandboxRows } from '../src/tui/selectors.js';
 import { useConsole, useNow, useViewState } from '../src/tui/react.js';
 import type { Tone } from '../src/tui/skins.js';
@@ -19,6 +19,7 @@ export function sandboxColumns(now: number): Column<SandboxView>[] {
     { title: 'AGE', width: 5, align: 'right', cell: (x) => age(x.startedAt, now) },
     { title: 'CPU', width: 4, shed: 3, align: 'right', cell: (x) => String(x.spec.cpus) },
     { title: 'MEM', width: 7, shed: 2, align: 'right', cell: (x) => mib(x.spec.memoryMiB) },
+    { title: 'DISK', width: 13, shed: 4, align: 'right', cell: diskUse },
     { title: 'LEFT', width: 8, align: 'right', cell: (x) => timeLeft(x.endAt, now) },
     { title: 'REASON', width: 16, cell: (x) => x.reason ?? '' },
   ];

@@ -1,10 +1,12 @@
 // cube-launch: the one native helper of the `ns` runtime driver.
 //
-//   cube-launch create -i ID -l LOWER -u UPPER -w WORK -m MERGED [-L LAYERS_DIR] [-U] [-t TMPFS_MIB] [-n NETNS] [-c CGROUP_PROCS]...
+//   cube-launch create -i ID -l LOWER -u UPPER -w WORK -m MERGED [-L LAYERS_DIR] [-U] [-t TMPFS_MIB] [-q LIMIT_BYTES] [-n NETNS] [-c CGROUP_PROCS]...
 //     LOWER is overlayfs' lowerdir (a:b:c, top first); with -L its relative entries resolve in
 //     LAYERS_DIR, so a stack of 64-hex layer names fits the kernel's one-page option limit.
 //     Builds a sandbox and prints the host pid of its init ("cube-init"), then exits: no supervisor
 //     process stays behind. The init is pid 1 of a new pid namespace, never execs and only reaps.
+//     -q: UPPER is in a btrfs subvolume of the sandbox store; its exclusive quota-group limit is set
+//     first (in this request, so the store's pooled subvolumes cost the create no extra round trip).
 //   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-R] [-c CGROUP_PROCS]... -- ARGV...
 //     Runs ARGV inside the sandbox of INIT_PID with the environment this helper was started with,
 //     waits for it and ends the way it ended (same exit code, or the same signal).
@@ -26,7 +28,10 @@
 //     A fourth, `exec`, runs a sandbox command (the code of `cube-launch exec`) in a forked child,
 //     streaming its output back as it comes and taking stdin, signals and pty resizes meanwhile
 //     (ops 3-8, described at start_exec_job), so a command costs the daemon no fork either.
-//     Request: u32 len, u32 id, u32 op (0 create, 1 run, 2 holders, 3-8 exec), u32 argc, u32 stdin_len,
+//     A fifth, `store ...`, issues the btrfs ioctls of the sandbox store (src/storage/): subvolume
+//     create/snapshot/delete and quota-group limits, in a forked child (op 9; no exec: `btrfs`
+//     would cost a spawn).
+//     Request: u32 len, u32 id, u32 op (0 create, 1 run, 2 holders, 3-8 exec, 9 store), u32 argc, u32 stdin_len,
 //     argv as NUL-terminated strings, stdin bytes. Answer: u32 len, u32 id, i32 wait status (-1: not
 //     started; exec jobs also -2 data and -3 closed), u32 stdout_len, stdout bytes, stderr bytes.
 //
@@ -38,6 +43,8 @@
 #include <dirent.h>
 #include <grp.h>
 #include <linux/audit.h>
+#include <linux/btrfs.h>
+#include <linux/magic.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -60,6 +67,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -384,12 +392,16 @@ static void sandbox_init(const char *id, const char *lower, const char *lower_ba
   init_loop();
 }
 
+static int limit_fd(int fd, uint64_t bytes);
+
 static int cmd_create(int argc, char **argv) {
   const char *id = NULL, *lower = NULL, *lower_base = NULL, *upper = NULL, *work = NULL, *merged = NULL, *netns = NULL;
   const char *cgroups[MAX_CGROUPS];
   int ncg = 0, bind_usr = 0, tmp_mib = 64, opt;
-  while ((opt = getopt(argc, argv, "i:l:L:u:w:m:n:c:t:U")) != -1) {
+  uint64_t disk_limit = 0;
+  while ((opt = getopt(argc, argv, "i:l:L:u:w:m:n:c:t:q:U")) != -1) {
     switch (opt) {
+      case 'q': disk_limit = strtoull(optarg, NULL, 10); break;
       case 'i': id = optarg; break;
       case 'l': lower = optarg; break;
       case 'L': lower_base = optarg; break;
@@ -409,6 +421,11 @@ static int cmd_create(int argc, char **argv) {
   if (!id || !lower || !upper || !work || !merged || optind != argc || tmp_mib <= 0) {
     fprintf(stderr, "cube-launch: create needs -i -l -u -w -m and no command\n");
     return 2;
+  }
+  if (disk_limit > 0) {
+    int fd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || limit_fd(fd, disk_limit) < 0) die("limit the writable layer %s", upper);
+    close(fd);
   }
   // If the daemon dies before the sandbox exists, nothing is left half-made (the init, once
   // forked, does not inherit this: it lives on for cleanup() or re-adoption to find).
@@ -593,6 +610,157 @@ static int cmd_exec(int argc, char **argv) {
   return 128 + sig;
 }
 
+// ---- store: btrfs subvolumes and quota groups (src/storage/btrfs-store.ts) -------------------
+//   store subvol PATH LIMIT_BYTES           a subvolume with an exclusive limit (0: none); prints its id
+//   store snapshot SRC PATH LIMIT_BYTES     a writable snapshot of subvolume SRC, limited; prints its id
+//   store delete PATH                       deletes the subvolume (gone already: fine); exit 3: not one
+//   store ids PATH...                       subvolume id per path, 0 when not a subvolume
+//   store quota PATH                        enables quota groups (simple quotas where the kernel has them)
+//   store fsid PATH                         the filesystem's uuid (its directory in /sys/fs/btrfs)
+// The exclusive limit counts data and metadata the subvolume alone holds, so both a writer and a
+// file flood stop at it (EDQUOT); a referenced limit would also count what a snapshot shares.
+
+#ifndef BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA
+#define BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA 4
+#endif
+#define EXIT_NOT_SUBVOL 3
+
+static int open_dir(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) die("open %s", path);
+  return fd;
+}
+
+// The parent directory of PATH, opened; its last component in `name`.
+static int open_parent(const char *path, char name[BTRFS_PATH_NAME_MAX + 1]) {
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  size_t n = slash == path ? 1 : (size_t)(slash ? slash - path : 0);
+  if (!slash || !slash[1] || strlen(slash + 1) > BTRFS_PATH_NAME_MAX || n >= sizeof dir) {
+    errno = EINVAL;
+    die("bad store path %s", path);
+  }
+  memcpy(dir, path, n);
+  dir[n] = '\0';
+  strcpy(name, slash + 1);
+  return open_dir(dir);
+}
+
+// A subvolume's root directory is inode 256 of a btrfs tree.
+static int is_subvol(int fd) {
+  struct stat st;
+  struct statfs sf;
+  return fstat(fd, &st) == 0 && fstatfs(fd, &sf) == 0 && sf.f_type == BTRFS_SUPER_MAGIC && st.st_ino == 256;
+}
+
+static uint64_t subvol_id(int fd) {
+  struct btrfs_ioctl_ino_lookup_args a;
+  memset(&a, 0, sizeof a);
+  a.objectid = 256;
+  return ioctl(fd, BTRFS_IOC_INO_LOOKUP, &a) < 0 ? 0 : a.treeid;
+}
+
+// The exclusive limit of the subvolume that holds fd (qgroupid 0 means that one).
+static int limit_fd(int fd, uint64_t bytes) {
+  struct btrfs_ioctl_qgroup_limit_args l;
+  memset(&l, 0, sizeof l);
+  l.lim.flags = BTRFS_QGROUP_LIMIT_MAX_EXCL;
+  l.lim.max_excl = bytes;
+  return ioctl(fd, BTRFS_IOC_QGROUP_LIMIT, &l);
+}
+
+static int destroy_at(int dfd, const char *name) {
+  struct btrfs_ioctl_vol_args a;
+  memset(&a, 0, sizeof a);
+  strcpy(a.name, name);
+  return ioctl(dfd, BTRFS_IOC_SNAP_DESTROY, &a);
+}
+
+// Undoes a half-made subvolume, then fails with the error that stopped it.
+static void undo_and_die(int dfd, const char *name, const char *what, const char *path) {
+  int err = errno;
+  if (destroy_at(dfd, name) < 0) {}
+  errno = err;
+  die("%s %s", what, path);
+}
+
+static int store_subvol(const char *path, const char *src, uint64_t limit) {
+  char name[BTRFS_PATH_NAME_MAX + 1];
+  int dfd = open_parent(path, name);
+  if (src) {
+    struct btrfs_ioctl_vol_args_v2 a;
+    memset(&a, 0, sizeof a);
+    a.fd = open_dir(src);
+    strcpy(a.name, name);
+    if (ioctl(dfd, BTRFS_IOC_SNAP_CREATE_V2, &a) < 0) die("snapshot %s to %s", src, path);
+    close((int)a.fd);
+  } else {
+    struct btrfs_ioctl_vol_args a;
+    memset(&a, 0, sizeof a);
+    strcpy(a.name, name);
+    if (ioctl(dfd, BTRFS_IOC_SUBVOL_CREATE, &a) < 0) die("create subvolume %s", path);
+  }
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) undo_and_die(dfd, name, "open", path);
+  if (limit > 0 && limit_fd(fd, limit) < 0) undo_and_die(dfd, name, "limit", path);
+  printf("%llu\n", (unsigned long long)subvol_id(fd));
+  return fflush(stdout) == 0 ? 0 : EXIT_HELPER;
+}
+
+static int store_delete(const char *path) {
+  char name[BTRFS_PATH_NAME_MAX + 1];
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return 0;
+  if (fd < 0 || !is_subvol(fd)) {
+    fprintf(stderr, "cube-launch: %s is not a subvolume\n", path);
+    return EXIT_NOT_SUBVOL;
+  }
+  close(fd);
+  if (destroy_at(open_parent(path, name), name) < 0 && errno != ENOENT) die("delete subvolume %s", path);
+  return 0;
+}
+
+static int store_quota(const char *path) {
+  int fd = open_dir(path);
+  struct btrfs_ioctl_quota_ctl_args q;
+  memset(&q, 0, sizeof q);
+  q.cmd = BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA;
+  if (ioctl(fd, BTRFS_IOC_QUOTA_CTL, &q) == 0) return 0;
+  q.cmd = BTRFS_QUOTA_CTL_ENABLE;
+  if (ioctl(fd, BTRFS_IOC_QUOTA_CTL, &q) < 0) die("enable quota on %s", path);
+  return 0;
+}
+
+static int store_fsid(const char *path) {
+  int fd = open_dir(path);
+  struct btrfs_ioctl_fs_info_args a;
+  memset(&a, 0, sizeof a);
+  if (ioctl(fd, BTRFS_IOC_FS_INFO, &a) < 0) die("filesystem info of %s", path);
+  const unsigned char *u = a.fsid;
+  for (int i = 0; i < 16; i++) printf("%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
+  printf("\n");
+  return fflush(stdout) == 0 ? 0 : EXIT_HELPER;
+}
+
+static int store_cmd(int argc, char **argv) {
+  const char *c = argv[0];
+  if (strcmp(c, "fsid") == 0 && argc == 2) return store_fsid(argv[1]);
+  if (strcmp(c, "subvol") == 0 && argc == 3) return store_subvol(argv[1], NULL, strtoull(argv[2], NULL, 10));
+  if (strcmp(c, "snapshot") == 0 && argc == 4) return store_subvol(argv[2], argv[1], strtoull(argv[3], NULL, 10));
+  if (strcmp(c, "delete") == 0 && argc == 2) return store_delete(argv[1]);
+  if (strcmp(c, "quota") == 0 && argc == 2) return store_quota(argv[1]);
+  if (strcmp(c, "ids") == 0) {
+    for (int i = 1; i < argc; i++) {
+      int fd = open(argv[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      printf("%llu\n", (unsigned long long)(fd >= 0 && is_subvol(fd) ? subvol_id(fd) : 0));
+      if (fd >= 0) close(fd);
+    }
+    return fflush(stdout) == 0 ? 0 : EXIT_HELPER;
+  }
+  fprintf(stderr, "cube-launch: bad store request %s\n", c);
+  return 2;
+}
+
 // ---- serve -------------------------------------------------------------------------------
 
 struct job {
@@ -611,7 +779,7 @@ struct job {
 };
 
 #define MAX_JOBS 1024
-enum { OP_CREATE, OP_RUN, OP_HOLDERS, OP_EXEC, OP_INPUT, OP_CLOSE_STDIN, OP_SIGNAL, OP_RESIZE, OP_DETACH };
+enum { OP_CREATE, OP_RUN, OP_HOLDERS, OP_EXEC, OP_INPUT, OP_CLOSE_STDIN, OP_SIGNAL, OP_RESIZE, OP_DETACH, OP_STORE };
 #define ANSWER_DATA -2
 #define ANSWER_CLOSED -3
 static struct job jobs[MAX_JOBS];
@@ -750,6 +918,7 @@ static void start_job(uint32_t id, uint32_t op, int argc, char **argv, const cha
     }
     if (op == 2) exit(netns_holders(argv[0]));
     if (setns(HOST_MNT_FD, CLONE_NEWNS) < 0) die("join host mount namespace");
+    if (op == OP_STORE) exit(store_cmd(argc, argv));
     execvp(argv[0], argv);
     fprintf(stderr, "cube-launch: %s: %s\n", argv[0], strerror(errno));
     _exit(errno == ENOENT ? 127 : 126);
@@ -1063,7 +1232,7 @@ static int cmd_serve(void) {
         argv[k] = NULL;
         if (op >= OP_INPUT && op <= OP_DETACH) {
           if (k == argc && p == end) control_job(id, op, (int)argc, argv, end, inlen);
-        } else if (k != argc || k == 0 || p != end || op > OP_EXEC) answer(id, -1, NULL, 0, "bad request", 11);
+        } else if (k != argc || k == 0 || p != end || op > OP_STORE) answer(id, -1, NULL, 0, "bad request", 11);
         else if (op == OP_EXEC) start_exec_job(id, (int)argc, argv, &old);
         else {
           if (op == 0) refresh_slim_namespace();

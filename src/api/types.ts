@@ -29,6 +29,8 @@ export interface SandboxView {
   lifecycle?: SandboxLifecycle;
   /** Its own egress rules as asked for (absent: the node's defaults). */
   egress?: { allowInternet?: boolean; allowOut?: string[]; denyOut?: string[] };
+  /** Bytes its writable layer holds (quota-group exclusive, sampled every few seconds); absent: not measured yet or no store. */
+  diskUsedBytes?: number;
 }
 
 /** E2B's lifecycle: pause instead of kill at the timeout, and resume on the first request that reaches it. */
@@ -72,6 +74,18 @@ export interface PoolView {
   recentWaitsMs: number[];
 }
 
+/** The sandbox store of a node (src/storage/btrfs-store.ts). */
+export interface StoreView {
+  /** 'btrfs': the data dir's own filesystem; 'loop': a sparse image under the data dir. */
+  kind: 'btrfs' | 'loop';
+  /** Its mount point on the node (<data-dir>/store). */
+  path: string;
+  sizeBytes: number;
+  freeBytes: number;
+  /** As df computes it: used / (used + available). */
+  usedPercent: number;
+}
+
 export interface NodeView {
   nodeID: string;
   address?: string;
@@ -97,8 +111,11 @@ export interface NodeView {
     memAvailableMiB: number;
     /** The host's real MemTotal (capacity.memoryMiB may be a declared quota); absent from older nodes. */
     memTotalMiB?: number;
+    /** Of the sandbox store (and of the data dir's filesystem holding its image, whichever is fuller): what the disk filter compares with the watermark. */
     diskUsedPercent: number;
     diskWatermarkPercent: number;
+    /** The store of sandbox writable layers (src/storage/); absent on runtimes without one. */
+    store?: StoreView;
     /** Sum of spec memory / cpus over running sandboxes and (1 - r) of paused ones. */
     quotaMemUsedMiB: number;
     quotaCpuUsed: number;

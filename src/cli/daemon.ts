@@ -231,7 +231,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
   cubelet = new Cubelet({
     nodeID,
     dataDir,
-    driver: runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000 }),
+    driver: runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, storeImageGiB: config.config.cubelet.storage.image_gib }),
     network,
     templates,
     config: () => config.config,
@@ -242,7 +242,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
 }
 
 /** One driver, or a RuntimeSet when the node offers several. */
-function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number }): RuntimeDriver {
+function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; storeImageGiB: number }): RuntimeDriver {
   const drivers = runtimes.map((r) => (r === 'ns' ? new NsDriver(o) : new MicrovmDriver(o)));
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
 }

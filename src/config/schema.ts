@@ -12,7 +12,7 @@ export const SandboxSpecSchema = z
   .object({
     cpus: z.number().positive().max(256).default(1).describe('vCPUs per sandbox (cfs quota = cpus x period)'),
     memory_mib: z.number().int().min(16).max(1048576).default(4096).describe('memory limit per sandbox in MiB'),
-    disk_gib: z.number().positive().max(4096).default(10).describe('writable layer size in GiB (accounting; enforced where the filesystem allows)'),
+    disk_gib: z.number().positive().max(4096).default(10).describe('writable layer size in GiB, enforced: the exclusive btrfs quota-group limit of the sandbox\'s subvolume (data and metadata), so a writer or a file flood gets EDQUOT inside the sandbox'),
   })
   .strict();
 
@@ -148,6 +148,19 @@ export const CubeletConfigSchema = z
       .strict()
       .prefault({})
       .describe('the microvm runtime (QEMU microvm; emulated with TCG where /dev/kvm is missing)'),
+    storage: z
+      .object({
+        image_gib: z
+          .number()
+          .min(0)
+          .default(0)
+          .meta({ restart: true })
+          .describe(
+            "size of the sparse btrfs image made at <data_dir>/store.img and loop-mounted at <data_dir>/store when the data dir is not on btrfs (sandbox writable layers, each limited to its disk_gib); 0 = half the data dir filesystem's free space when the image is made. Production: put the data dir on a btrfs device instead",
+          ),
+      })
+      .strict()
+      .prefault({}),
     quota: z
       .object({
         cpus: z.number().positive().optional().describe('declared node CPUs (in place of what the host reports)'),

@@ -18,6 +18,8 @@ import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 const CPU_SMOOTHING_MS = 30_000;
+/** How often each sandbox's disk use is read (one sysfs file per sandbox; a change of 1 MiB or 1% of its limit is published). */
+const DISK_SAMPLE_MS = 5_000;
 
 /** Where templates come from (TemplateStore in src/runtime/templates.ts). */
 export interface TemplateCatalog {
@@ -61,6 +63,7 @@ export class Cubelet implements NodeApi {
   private readonly entries = new Map<string, Entry>();
   private readonly listeners = new Set<(e: NodeEvent) => void>();
   private watchTimer?: NodeJS.Timeout;
+  private diskTimer?: NodeJS.Timeout;
   private cpuPrev: CpuTimes = readCpuTimes();
   private cpuUtil = 0;
   private cpuSampled = false;
@@ -101,18 +104,24 @@ export class Cubelet implements NodeApi {
     const period = this.o.watchIntervalMs ?? 1000;
     this.watchTimer = setInterval(() => void this.watch(), period);
     this.watchTimer.unref();
+    if (driver.storage) {
+      this.diskTimer = setInterval(() => void this.sampleDisk(), DISK_SAMPLE_MS);
+      this.diskTimer.unref();
+    }
     return { adopted: adopted.map((f) => f.h.sandboxID), removed };
   }
 
   /** Graceful: sandboxes keep running for the next start. destroy: nothing of this node stays on the host. */
   async stop(opts: { destroy: boolean }): Promise<void> {
     clearInterval(this.watchTimer);
+    clearInterval(this.diskTimer);
     for (const e of this.entries.values()) clearTimeout(e.timer);
     if (opts.destroy) {
       await Promise.allSettled([...this.entries.keys()].map((id) => this.destroySandbox(id)));
       await this.o.driver.cleanup(new Set());
     }
     await this.o.network.stop({ destroy: opts.destroy });
+    await this.o.driver.close?.(opts);
   }
 
   /** Notices from the node's other agents (e.g. the network pool running dry) as node events. */
@@ -436,6 +445,7 @@ export class Cubelet implements NodeApi {
       memAvailableMiB: mem.availableMiB,
       memTotalMiB: mem.totalMiB,
       diskUsedPercent: await diskUsedPercent(dataDir),
+      ...(driver.storage ? { store: await driver.storage.usage() } : {}),
       master: cfg.master,
       sandboxes: [...this.entries.values()].map((e) => e.view),
       pool: network.levels(),
@@ -562,6 +572,26 @@ export class Cubelet implements NodeApi {
       } catch (err) {
         this.o.log.debug({ err, sandboxID: entry.view.sandboxID }, 'stats failed');
       }
+    }
+  }
+
+  // Disk use of the running and paused sandboxes (their writable layers' quota groups), published
+  // when it moved by at least 1 MiB or 1% of the sandbox's limit, so a busy writer is not an event a second.
+  private async sampleDisk(): Promise<void> {
+    const live = [...this.entries.values()].filter((e) => e.handle && (e.view.state === 'running' || e.view.state === 'paused'));
+    if (!live.length || !this.o.driver.storage) return;
+    try {
+      const used = await this.o.driver.storage.diskUsed(live.map((e) => e.view.sandboxID));
+      for (const e of live) {
+        const bytes = used.get(e.view.sandboxID);
+        if (bytes === undefined || !this.entries.has(e.view.sandboxID)) continue;
+        const step = Math.max(1024 ** 2, (e.view.spec.diskGiB * 1024 ** 3) / 100);
+        if (e.view.diskUsedBytes !== undefined && Math.abs(bytes - e.view.diskUsedBytes) < step) continue;
+        e.view.diskUsedBytes = bytes;
+        this.emitSandbox(e);
+      }
+    } catch (err) {
+      this.o.log.debug({ err }, 'disk use sample failed');
     }
   }
 

@@ -1,6 +1,6 @@
 // The node as the admin API shows it, computed from plain inputs (pure): capacity, usage,
 // density for the default spec with live counts, and the one refusal only the node can see.
-import type { NodeView, PoolView, SandboxSpecView, SandboxState } from '../api/types.js';
+import type { NodeView, PoolView, SandboxSpecView, SandboxState, StoreView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
 import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsage } from '../scheduler/density.js';
 
@@ -15,7 +15,10 @@ export interface NodeViewInputs {
   memAvailableMiB: number;
   /** The host's MemTotal (what MemAvailable is a share of). */
   memTotalMiB?: number;
+  /** Used percent of the data dir's filesystem. */
   diskUsedPercent: number;
+  /** The sandbox store, when the runtime keeps one: the watermark applies to the fuller of it and the data dir. */
+  store?: StoreView;
   master: MasterConfig;
   sandboxes: { state: SandboxState; spec: SandboxSpecView }[];
   pool: PoolView;
@@ -57,6 +60,8 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
   const d = computeDensity(i.capacity, params, spec);
   const h = headroomFromUsage(i.capacity, params, spec, { memUsedMiB: memUsed, cpuUsed, releasedMiB: released, count: counts.total });
   const diskMax = i.master.scheduler.disk_usage_max_percent;
+  // The watermark applies to the fuller of the sandbox store and the data dir's filesystem.
+  const diskUsed = Math.max(i.diskUsedPercent, i.store?.usedPercent ?? 0);
   // The node reports only what the scheduler's filters cannot see; the control plane puts the
   // pipeline's verdict for the default spec on top (scheduler/schedulable.ts).
   const reason = i.pool.free === 0 && i.pool.total >= i.poolSlotLimit ? POOL_EXHAUSTED : '';
@@ -76,8 +81,9 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
       ...(i.sandboxCpuUtilPercent !== undefined ? { sandboxCpuUtilPercent: round1(i.sandboxCpuUtilPercent) } : {}),
       memAvailableMiB: i.memAvailableMiB,
       ...(i.memTotalMiB !== undefined ? { memTotalMiB: i.memTotalMiB } : {}),
-      diskUsedPercent: i.diskUsedPercent,
+      diskUsedPercent: diskUsed,
       diskWatermarkPercent: diskMax,
+      ...(i.store ? { store: i.store } : {}),
       quotaMemUsedMiB: round1(memUsed),
       quotaCpuUsed: round1(cpuUsed),
     },

@@ -3,7 +3,7 @@
 // it goes to that driver. Scan and cleanup ask every driver, and each cleanup keeps the sandboxes
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
-import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats } from './types.js';
+import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats, SandboxStorage } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
 
@@ -16,11 +16,15 @@ export interface RuntimeInfo {
 export class RuntimeSet implements RuntimeDriver {
   readonly name: RuntimeName;
   readonly files: SandboxFiles;
+  /** The node's store of writable layers (the ns driver's). */
+  readonly storage?: SandboxStorage;
   private readonly owner = new Map<string, RuntimeDriver>();
 
   constructor(private readonly drivers: (RuntimeDriver & { kvm?: boolean })[]) {
     if (!drivers.length) throw new CubeError('CONFIG_INVALID', 'a node needs at least one runtime');
     this.name = drivers[0]!.name;
+    const storage = drivers.find((d) => d.storage)?.storage;
+    if (storage) this.storage = storage;
     const of = (h: SandboxHandle) => this.driverOf(h.sandboxID).files;
     this.files = {
       stat: (h, p) => of(h).stat(h, p),
@@ -120,6 +124,10 @@ export class RuntimeSet implements RuntimeDriver {
       }
     }
     return out;
+  }
+
+  async close(opts: { destroy: boolean }): Promise<void> {
+    for (const d of this.drivers) await d.close?.(opts);
   }
 
   async cleanup(keep: Set<string>): Promise<{ removed: string[] }> {

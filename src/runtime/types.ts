@@ -2,6 +2,7 @@
 // Drivers own kernel objects for the sandbox's processes, root filesystem and cgroups;
 // the network slot comes from the network-agent and is only joined here.
 import type { Readable, Writable } from 'node:stream';
+import type { StoreUsage } from '../storage/btrfs-store.js';
 
 /** What a template sets for every sandbox made from it (from the image config or the build steps). */
 export interface TemplateConfig {
@@ -40,7 +41,7 @@ export interface LaunchSpec {
   netnsPath?: string;
   /** Create-time environment: every exec inherits it (the E2B SDK's envVars). */
   env: Record<string, string>;
-  /** Writable layer size (the microvm runtime sizes the sandbox's disk with it). */
+  /** Writable layer size, GiB: the ns runtime's quota-group limit (absent: the default spec's 10), the microvm runtime's disk size. */
   diskGiB?: number;
   /** The runtime to create it with, on a node that offers several (runtime/multi.ts); absent: the node's default. */
   runtime?: string;
@@ -156,4 +157,14 @@ export interface RuntimeDriver {
   runtimeOf?(sandboxID: string): string;
   /** Why a sandbox that is no longer alive() died, when the driver can tell (e.g. a VM's console tail). */
   deathReason?(h: SandboxHandle): string | undefined;
+  /** The store of writable layers (src/storage/), for drivers that keep one. */
+  storage?: SandboxStorage;
+  /** At daemon stop, after cleanup: destroy = nothing of the node's store stays (unmounted, image deleted). */
+  close?(opts: { destroy: boolean }): Promise<void>;
+}
+
+export interface SandboxStorage {
+  usage(): Promise<StoreUsage>;
+  /** Bytes each sandbox's writable layer holds on its own (quota-group exclusive), read without spawning. */
+  diskUsed(sandboxIDs: Iterable<string>): Promise<Map<string, number>>;
 }

@@ -1,5 +1,6 @@
 // Pure text helpers for the console: every cell is pre-formatted to a fixed width here,
 // so the Table renders one string per row and Ink never wraps a line.
+import type { NodeView, SandboxView } from '../api/types.js';
 
 /** Pads or cuts `s` to exactly `width` columns (ASCII ids and numbers: one char = one column). */
 export function fit(s: string, width: number, align: 'left' | 'right' = 'left'): string {
@@ -84,6 +85,17 @@ export function mib(n: number): string {
   if (Math.abs(n) < 1024) return `${Math.round(n)}Mi`;
   if (Math.abs(n) < 1024 * 1024) return `${(n / 1024).toFixed(1)}Gi`;
   return `${(n / 1024 / 1024).toFixed(1)}Ti`;
+}
+
+/** Free of size of the node's sandbox store: `12.3Gi/40.0Gi` ('-' on runtimes without one). */
+export function storeFree(n: NodeView): string {
+  const s = n.usage.store;
+  return s ? `${mib(s.freeBytes / 2 ** 20)}/${mib(s.sizeBytes / 2 ** 20)}` : '-';
+}
+
+/** Writable layer use of its limit: `1.2Gi/10Gi` ('-' until measured). */
+export function diskUse(x: SandboxView): string {
+  return x.diskUsedBytes === undefined ? `-/${x.spec.diskGiB}Gi` : `${mib(x.diskUsedBytes / 2 ** 20)}/${x.spec.diskGiB}Gi`;
 }
 
 export function millis(n: number): string {

@@ -4,7 +4,7 @@
 // allocations in the last 5 minutes, host CPU averaged over about 30 s), so a problem that
 // is over stops showing without a restart.
 import type { NodeView, StatsView } from '../api/types.js';
-import { mib, millis, percent } from './format.js';
+import { mib, millis, percent, storeFree } from './format.js';
 
 export type Bottleneck = 'creates-refused' | 'cpu-starvation' | 'memory-oversell' | 'disk-watermark' | 'nic-stall';
 
@@ -122,7 +122,9 @@ function diskWatermark(n: NodeView): Finding | null {
     nodeID: n.nodeID,
     bottleneck: 'disk-watermark',
     severity: over ? 'bad' : 'warn',
-    evidence: over ? `disk ${Math.round(used)}% >= watermark ${mark}%: healthy but takes no new sandboxes` : `disk ${Math.round(used)}%, watermark ${mark}% (${Math.round(mark - used)} points left)`,
+    evidence:
+      (over ? `disk ${Math.round(used)}% >= watermark ${mark}%: healthy but takes no new sandboxes` : `disk ${Math.round(used)}%, watermark ${mark}% (${Math.round(mark - used)} points left)`) +
+      (n.usage.store ? `; sandbox store ${storeFree(n)} free` : ''),
     fix: REFUSAL_FIX.disk!,
   };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { PoolView } from '../../src/api/types.js';
+import type { PoolView, StoreView } from '../../src/api/types.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
 import { parseMeminfo, parseProcStat, cpuUtilPercent } from '../../src/cubelet/host-metrics.js';
 import { buildNodeView, withOperatorFlags } from '../../src/cubelet/node-view.js';
@@ -9,7 +9,7 @@ const pool: PoolView = { free: 4, inUse: 0, creating: 0, total: 4, target: 4, in
 const spec = { cpus: 1, memoryMiB: 4096, diskGiB: 10 };
 // The reference node of design.md: 128 cores, 251 GiB, default spec 1 vCPU / 4096 MiB.
 const master = (ratio = 0) => MasterConfigSchema.parse({ host: { quota: { paused_resource_release_ratio: ratio } } });
-const view = (over: { ratio?: number; running?: number; paused?: number; disk?: number; cpu?: number; pool?: Partial<PoolView> } = {}) =>
+const view = (over: { ratio?: number; running?: number; paused?: number; disk?: number; cpu?: number; store?: StoreView; pool?: Partial<PoolView> } = {}) =>
   buildNodeView({
     nodeID: 'n1',
     runtime: 'ns',
@@ -17,6 +17,7 @@ const view = (over: { ratio?: number; running?: number; paused?: number; disk?: 
     cpuUtilPercent: over.cpu ?? 10,
     memAvailableMiB: 1000,
     diskUsedPercent: over.disk ?? 10,
+    ...(over.store ? { store: over.store } : {}),
     master: master(over.ratio),
     sandboxes: [
       ...Array.from({ length: over.running ?? 0 }, () => ({ state: 'running' as const, spec })),
@@ -68,6 +69,18 @@ describe('node view', () => {
 
   it('creates in flight at realtime_create_num make the node refuse, as the scheduler would', () => {
     expect(withSchedulability(view(), 100, master(), 0)).toMatchObject({ schedulable: false, refusedBy: 'realtime_create_num', reason: 'creates in flight 100 >= 100' });
+  });
+
+  it('puts the disk watermark on the fuller of the sandbox store and the data dir', () => {
+    const store = (usedPercent: number): StoreView => ({ kind: 'loop', path: '/d/store', sizeBytes: 100 * 2 ** 30, freeBytes: (100 - usedPercent) * 2 ** 30, usedPercent });
+    const verdict = (v: ReturnType<typeof view>) => withSchedulability(v, 0, master(), 0);
+    const full = view({ disk: 20, store: store(85) });
+    expect(full.usage).toMatchObject({ diskUsedPercent: 85, diskWatermarkPercent: 80, store: { kind: 'loop', usedPercent: 85 } });
+    expect(verdict(full)).toMatchObject({ schedulable: false, reason: 'disk 85% >= 80%', refusedBy: 'disk' });
+    // A sparse image cannot grow on a full host disk: the data dir's filesystem counts too.
+    expect(verdict(view({ disk: 90, store: store(5) }))).toMatchObject({ schedulable: false, reason: 'disk 90% >= 80%' });
+    expect(verdict(view({ disk: 20, store: store(30) }))).toMatchObject({ schedulable: true, usage: { diskUsedPercent: 30 } });
+    expect(view({ disk: 20 }).usage.store).toBeUndefined();
   });
 });
 

@@ -24,6 +24,7 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { execa } from 'execa';
 import { stringify as toToml } from 'smol-toml';
 import { stringify as toYaml } from 'yaml';
 import { nodeTag } from '../../src/ids.js';
@@ -125,6 +126,14 @@ export async function settledKernelObjects(tag: string, graceMs = 10_000): Promi
   }
 }
 
+/** Unmounts a sandbox store --destroy-on-exit left mounted under the data dir (a leak); whether there was one. */
+export async function unmountStore(dataDir: string): Promise<boolean> {
+  const store = join(dataDir, 'store');
+  if (!readFileSync('/proc/self/mounts', 'utf8').split('\n').some((l) => l.split(' ')[1] === store)) return false;
+  await execa('umount', ['-l', store], { reject: false });
+  return true;
+}
+
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const c of live) c.kill('SIGKILL');
@@ -206,7 +215,7 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
       try {
         await term(await launch(['--destroy-on-exit']));
       } finally {
-        const left = await settledKernelObjects(tag);
+        const left: Record<string, number> = { ...(await settledKernelObjects(tag)), store: (await unmountStore(dataDir)) ? 1 : 0 };
         const leaked = Object.entries(left).filter(([, n]) => n > 0);
         if (leaked.length > 0) await purgeNetwork(tag);
         if (leaked.length === 0) rmSync(dir, { recursive: true, force: true });

@@ -14,6 +14,8 @@ import { TemplateStore } from '../../src/runtime/templates.js';
 import type { ExecRequest, ExitInfo, LaunchSpec, SandboxHandle, TemplateRef } from '../../src/runtime/types.js';
 
 const repo = join(import.meta.dirname, '..', '..');
+/** The loop-mounted store of a test's data dir (sparse: only what sandboxes write takes host space). */
+export const STORE_IMAGE_GIB = 2;
 
 export interface Rig {
   tag: string;
@@ -31,7 +33,7 @@ export async function makeRig(name: string): Promise<Rig> {
   await execa('node', [join(repo, 'scripts', 'build-native.mjs')]);
   const tag = nodeTag(`test-runtime-${name}`);
   const dataDir = await mkdtemp(join(tmpdir(), `cubed-test-runtime-${name}-`));
-  const driver = new NsDriver({ dataDir, nodeTag: tag });
+  const driver = new NsDriver({ dataDir, nodeTag: tag, storeImageGiB: STORE_IMAGE_GIB });
   await driver.init();
   await driver.cleanup(new Set()); // leftovers of an earlier run that died
   await driver.init();
@@ -44,9 +46,10 @@ export async function makeRig(name: string): Promise<Rig> {
     templates,
     host,
     cgroups: new Cgroups(tag),
-    spec: (over = {}) => ({ sandboxID: newSandboxID(), template: host, cpus: 1, memoryMiB: 128, pidsMax: 64, env: {}, ...over }),
+    spec: (over = {}) => ({ sandboxID: newSandboxID(), template: host, cpus: 1, memoryMiB: 128, pidsMax: 64, diskGiB: 1, env: {}, ...over }),
     async teardown() {
       await driver.cleanup(new Set());
+      await driver.close({ destroy: true });
       // Killed processes stay zombies until their parent (host pid 1 or this process) reaps them.
       let leaks = findLeaks(tag, dataDir);
       for (let i = 0; i < 40 && leaks.processes.length; i++) {

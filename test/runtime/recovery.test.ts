@@ -32,6 +32,9 @@ describe('ns driver scan and cleanup after a crash', () => {
     const half = newSandboxID();
     await mkdir(join(rig().dataDir, 'sandboxes', half, 'upper'), { recursive: true });
     await mkdir(rig().cgroups.dir('memory', half));
+    // One killed between taking its subvolume and anything else: a writable layer and nothing more.
+    const orphan = newSandboxID();
+    await rig().driver.storage.create(orphan, 1024 ** 2);
 
     const restarted = new NsDriver({ dataDir: rig().dataDir, nodeTag: rig().tag });
     await restarted.init();
@@ -45,10 +48,14 @@ describe('ns driver scan and cleanup after a crash', () => {
 
     const { removed } = await restarted.cleanup(new Set([keep.sandboxID]));
     expect(removed).toContain(half);
+    expect(removed).toContain(orphan);
     expect(removed).not.toContain(keep.sandboxID);
     expect((await restarted.scan()).map((h) => h.sandboxID)).toEqual([keep.sandboxID]);
     const leaks = findLeaks(rig().tag, rig().dataDir);
     expect(leaks.dirs).toEqual([keep.sandboxID]);
+    // The writable layers too: the kept sandbox's subvolume stays, the half-made ones are deleted.
+    expect(await restarted.storage.list()).toEqual([keep.sandboxID]);
+    expect((await restarted.storage.diskUsed([keep.sandboxID])).has(keep.sandboxID)).toBe(true);
     expect(leaks.cgroups.sort()).toEqual(['cpu', 'memory', 'pids', 'unified'].map((h) => `${h}/${keep.sandboxID}`));
   });
 });

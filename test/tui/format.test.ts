@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { age, cut, densityLevel, densityText, fit, gauge, inline, mib, millis, shortDuration, sparkline, timeLeft, wrap } from '../../src/tui/format.js';
+import type { NodeView, SandboxView } from '../../src/api/types.js';
+import { age, cut, densityLevel, densityText, diskUse, fit, gauge, inline, mib, millis, shortDuration, sparkline, storeFree, timeLeft, wrap } from '../../src/tui/format.js';
 
 const NOW = Date.parse('2026-11-30T06:00:00.000Z');
 
@@ -75,6 +76,15 @@ describe('format', () => {
     expect(inline(0.75)).toBe('0.75');
     expect(inline(['a', 'b'])).toBe('["a","b"]');
     expect(inline(undefined)).toBe('-');
+  });
+
+  it('shows the store free of its size and a sandbox disk use of its limit', () => {
+    const usage = { store: { kind: 'loop', path: '/d/store', sizeBytes: 40 * 2 ** 30, freeBytes: 12.3 * 2 ** 30, usedPercent: 69 } } as unknown as NodeView['usage'];
+    expect(storeFree({ usage } as NodeView)).toBe('12.3Gi/40.0Gi');
+    expect(storeFree({ usage: {} } as NodeView)).toBe('-');
+    const spec = { cpus: 1, memoryMiB: 256, diskGiB: 10 };
+    expect(diskUse({ spec, diskUsedBytes: 300 * 2 ** 20 } as SandboxView)).toBe('300Mi/10Gi');
+    expect(diskUse({ spec } as SandboxView)).toBe('-/10Gi');
   });
 });
 

@@ -24,6 +24,7 @@ describe('triage', () => {
     ['above the boundary with the ceiling reached', node({ live: 117, headroom: 0 }), 'memory-oversell', 'bad', /headroom 0/, /release_ratio/],
     ['disk over the watermark', node({ disk: 83.4 }), 'disk-watermark', 'bad', /disk 83% >= watermark 80%: healthy but takes no new sandboxes/, /free disk .* or move scheduler\.disk_usage_max_percent/],
     ['disk close to the watermark', node({ disk: 77 }), 'disk-watermark', 'warn', /disk 77%, watermark 80% \(3 points left\)/, /free disk/],
+    ['sandbox store over the watermark', { ...node({ disk: 85 }), usage: { ...node({ disk: 85 }).usage, store: { kind: 'loop', path: '/d/store', sizeBytes: 40 * 2 ** 30, freeBytes: 6 * 2 ** 30, usedPercent: 85 } } }, 'disk-watermark', 'bad', /disk 85% >= watermark 80%: .*; sandbox store 6\.0Gi\/40\.0Gi free/, /free disk/],
     ['pool empty with waiters', node({ pool: { free: 0, inFlight: 5, onDemand: 12, onDemandRecent: 3, waitP99Ms: 40 } }), 'nic-stall', 'bad', /pool 0\/32 free, 5 waiting, 3 on-demand in 5m, wait p99 40ms/, /raise network tap_init_num in cubelet\.toml above 32 \(restart needed\)/],
     ['slow allocations with free slots', node({ pool: { free: 6, waitP99Ms: 250 } }), 'nic-stall', 'bad', /wait p99 250ms/, /tap_init_num/],
     ['on-demand allocations in the window, nothing waiting now', node({ pool: { free: 6, onDemandRecent: 2 } }), 'nic-stall', 'warn', /2 on-demand in 5m/, /restart needed/],

@@ -1,6 +1,7 @@
 // `cubectl nodes`: every node with health, schedulability (and why not), load and density.
 import type { Command } from 'commander';
 import type { NodeView } from '../../api/types.js';
+import { storeFree } from '../../tui/format.js';
 import { clientFor, examples, globals, printJson, table } from '../io.js';
 
 export function register(program: Command): void {
@@ -30,7 +31,7 @@ export function runtimesLabel(n: Pick<NodeView, 'runtime' | 'runtimes'>): string
 export function nodesTable(nodes: NodeView[]): string {
   if (nodes.length === 0) return 'no nodes\n';
   return table(
-    ['node', 'status', 'sched', 'runtimes', 'running', 'paused', 'ceiling', 'headroom', 'bottleneck', 'disk', 'pool', 'reason'],
+    ['node', 'status', 'sched', 'runtimes', 'running', 'paused', 'ceiling', 'headroom', 'bottleneck', 'disk', 'store free', 'pool', 'reason'],
     nodes.map((n) => [
       n.nodeID,
       nodeStatus(n),
@@ -42,6 +43,7 @@ export function nodesTable(nodes: NodeView[]): string {
       n.density.headroom,
       n.density.bottleneck,
       `${Math.round(n.usage.diskUsedPercent)}%/${n.usage.diskWatermarkPercent}%`,
+      storeFree(n),
       `${n.pool.free}/${n.pool.total}`,
       n.reason || '-',
     ]),

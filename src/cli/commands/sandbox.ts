@@ -2,6 +2,7 @@
 import { Option, type Command } from 'commander';
 import type { SandboxLifecycle, SandboxView } from '../../api/types.js';
 import { egressRequest, type EgressRequest } from '../../network/egress.js';
+import { diskUse } from '../../tui/format.js';
 import { clientFor, examples, ExitError, globals, keyValueArg, numberArg, printJson, table, UsageError } from '../io.js';
 
 const STATES = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'] as const;
@@ -9,8 +10,8 @@ const STATES = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroy
 export function sandboxesTable(list: SandboxView[]): string {
   if (list.length === 0) return 'no sandboxes\n';
   return table(
-    ['sandbox', 'state', 'node', 'template', 'cpus', 'mem', 'ip', 'started', 'ends', 'reason'],
-    list.map((s) => [s.sandboxID, s.state, s.nodeID, s.templateID, s.spec.cpus, `${s.spec.memoryMiB}M`, s.ip ?? '-', s.startedAt, s.endAt, s.reason ?? '']),
+    ['sandbox', 'state', 'node', 'template', 'cpus', 'mem', 'disk', 'ip', 'started', 'ends', 'reason'],
+    list.map((s) => [s.sandboxID, s.state, s.nodeID, s.templateID, s.spec.cpus, `${s.spec.memoryMiB}M`, diskUse(s), s.ip ?? '-', s.startedAt, s.endAt, s.reason ?? '']),
   );
 }
 

@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
 import { checkEnvVars } from '../env.js';
+import { BtrfsStore } from '../../storage/btrfs-store.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../templates.js';
 import type {
   ExecProcess,
@@ -31,6 +32,8 @@ export interface NsDriverOptions {
   log?: Logger;
   /** Default: build/cube-launch of this package (npm run build:native). */
   launcherPath?: string;
+  /** The store's loop image size when the data dir is not on btrfs (cubelet storage.image_gib; 0 = auto). */
+  storeImageGiB?: number;
 }
 
 /** What a sandbox's exec needs after a daemon restart: kept next to its upper dir. */
@@ -42,6 +45,9 @@ interface SandboxRecord {
 
 /** How long an exited command's output may still drain (background children can hold the pipes). */
 const DRAIN_MS = 200;
+const GIB = 1024 ** 3;
+/** A LaunchSpec without diskGiB gets the default spec's. */
+const DEFAULT_DISK_GIB = 10;
 
 export class NsDriver implements RuntimeDriver {
   readonly name = 'ns' as const;
@@ -52,12 +58,15 @@ export class NsDriver implements RuntimeDriver {
   private readonly log: Logger | undefined;
   private cgroupsOrUndefined?: Cgroups;
   private readonly records = new Map<string, SandboxRecord>();
+  /** Writable layers: one btrfs subvolume per sandbox, limited to its disk size. */
+  readonly storage: BtrfsStore;
 
   constructor(private readonly opts: NsDriverOptions) {
     this.sandboxesDir = join(opts.dataDir, 'sandboxes');
     this.helper = opts.launcherPath ? new LaunchHelper(opts.launcherPath) : sharedHelper();
     this.launcher = this.helper.path;
     this.log = opts.log?.child({ component: 'runtime-ns' });
+    this.storage = new BtrfsStore({ dataDir: opts.dataDir, helper: this.helper, imageGiB: opts.storeImageGiB ?? 0, ...(opts.log ? { log: opts.log } : {}) });
   }
 
   private get cgroups(): Cgroups {
@@ -76,6 +85,11 @@ export class NsDriver implements RuntimeDriver {
     // 0700: what root inside makes (setuid files, secrets) is nobody's on the host but root's.
     await mkdir(this.sandboxesDir, { recursive: true, mode: 0o700 });
     await chmod(this.sandboxesDir, 0o700);
+    await this.storage.open();
+  }
+
+  async close(opts: { destroy: boolean }): Promise<void> {
+    await this.storage.close(opts);
   }
 
   private dir(sandboxID: string): string {
@@ -96,17 +110,24 @@ export class NsDriver implements RuntimeDriver {
       throw toCubeError(e, 'CREATE_FAILED');
     }
     const record: SandboxRecord = { template: spec.template.name, env: spec.env, ...(spec.netRaw ? { netRaw: true } : {}) };
+    // upper/ and work/ in the sandbox's subvolume (its disk limit); merged/ and the records stay in
+    // `dir`, outside the limit, so a full sandbox can still be paused or have its timeout changed.
+    const layer = this.storage.dir(id);
     try {
+      this.storage.assertRoom();
       await Promise.all([
         // Written straight into the upper layer, so the sandbox's hostname resolves.
-        mkdir(join(dir, 'upper', 'etc'), { recursive: true }).then(() => writeFile(join(dir, 'upper', 'etc', 'hosts'), etcHosts(id))),
-        mkdir(join(dir, 'work')),
+        this.storage
+          .take(id)
+          .then(() => mkdir(join(layer, 'upper', 'etc')))
+          .then(() => writeFile(join(layer, 'upper', 'etc', 'hosts'), etcHosts(id))),
         mkdir(join(dir, 'merged')),
         writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
         this.cgroups.create(id, spec),
       ]);
-      const args = ['-i', id, ...lowerArgs(spec.template.layers, join(dir, 'upper'), join(dir, 'work')), '-u', join(dir, 'upper'), '-w', join(dir, 'work'), '-m', join(dir, 'merged')];
+      const args = ['-i', id, ...lowerArgs(spec.template.layers, join(layer, 'upper'), join(layer, 'work')), '-u', join(layer, 'upper'), '-w', join(layer, 'work'), '-m', join(dir, 'merged')];
       args.push('-t', String(spec.memoryMiB));
+      args.push('-q', String(Math.floor((spec.diskGiB ?? DEFAULT_DISK_GIB) * GIB)));
       if (spec.template.bindHostUsr) args.push('-U');
       if (spec.netnsPath) args.push('-n', spec.netnsPath);
       for (const f of this.cgroups.procsFiles(id)) args.push('-c', f);
@@ -129,11 +150,11 @@ export class NsDriver implements RuntimeDriver {
     await this.remove(sandboxID);
   }
 
-  /** Kills, removes cgroups and the directory of any name found under this node's parents. */
+  /** Kills, removes cgroups, the subvolume (a delete, no walk of its files) and the directory of any name found under this node's parents. */
   private async remove(sandboxID: string): Promise<void> {
     try {
       await this.cgroups.destroy(sandboxID);
-      await rm(this.dir(sandboxID), { recursive: true, force: true });
+      await Promise.all([this.storage.remove(sandboxID), rm(this.dir(sandboxID), { recursive: true, force: true })]);
       this.records.delete(sandboxID);
     } catch (e) {
       throw toCubeError(e, 'DESTROY_FAILED');
@@ -279,6 +300,7 @@ export class NsDriver implements RuntimeDriver {
   async cleanup(keep: Set<string>): Promise<{ removed: string[] }> {
     const ids = await this.cgroups.list();
     for (const name of await readdir(this.sandboxesDir).catch(() => [] as string[])) ids.add(name);
+    for (const name of await this.storage.list()) ids.add(name);
     const removed: string[] = [];
     for (const id of ids) {
       if (keep.has(id)) continue;

@@ -30,6 +30,7 @@ const OP_DETACH = 8;
 const ANSWER_REFUSED = -1;
 const ANSWER_DATA = -2;
 const ANSWER_CLOSED = -3;
+const OP_STORE = 9;
 const HEADER = 16;
 /** The helper parses at most 2047 strings a request (native/cube-launch.c). */
 const MAX_EXEC_ARGV = 2000;
@@ -125,6 +126,11 @@ export class LaunchHelper {
       throw new CubeError('NETWORK_FAILED', `listing the processes in ${netnsPath}: ${r.stderr.trim()}`);
     }
     return r.stdout.split('\n').filter(Boolean).map(Number);
+  }
+
+  /** A btrfs request of the sandbox store (`store ...` in native/cube-launch.c), run in the host's mount namespace. */
+  store(argv: readonly string[]): Promise<HelperResult> {
+    return this.request(OP_STORE, argv, Buffer.alloc(0));
   }
 
   /**

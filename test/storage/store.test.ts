@@ -1,0 +1,116 @@
+// The btrfs sandbox store on a real loop image under the test's own data dir, removed at the end
+// (close({ destroy: true }) in afterAll, plus a lazy unmount if a test died half-way).
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isCubeError } from '../../src/errors.js';
+import { LaunchHelper } from '../../src/runtime/ns/helper.js';
+import { BtrfsStore, POOL_TARGET, STORE_MIN_FREE_BYTES, imageBytes, isFullError, usedPercentOf } from '../../src/storage/btrfs-store.js';
+
+const repo = join(import.meta.dirname, '..', '..');
+const MIB = 1024 ** 2;
+const GIB = 1024 ** 3;
+
+describe('store arithmetic', () => {
+  it('sizes the image from the config or half the free space', () => {
+    expect(imageBytes(4, 100 * GIB)).toBe(4 * GIB);
+    expect(imageBytes(0, 100 * GIB)).toBe(50 * GIB);
+    expect(imageBytes(0, 1.5 * GIB)).toBe(GIB); // at least 1 GiB
+    expect(usedPercentOf({ blocks: 100, bfree: 40, bavail: 30 })).toBe(66.7);
+    expect(isFullError('cube-launch: create subvolume /x: No space left on device')).toBe(true);
+    expect(isFullError('cube-launch: open /x: Permission denied')).toBe(false);
+  });
+});
+
+describe('btrfs store on a loop image', () => {
+  let dataDir = '';
+  let store: BtrfsStore;
+  const helper = new LaunchHelper(join(repo, 'build', 'cube-launch'));
+  const reopen = () => new BtrfsStore({ dataDir, helper, imageGiB: 1 });
+
+  beforeAll(async () => {
+    await execa('node', [join(repo, 'scripts', 'build-native.mjs')]);
+    dataDir = await mkdtemp(join(tmpdir(), 'cubed-test-storage-'));
+    store = reopen();
+    await store.open();
+  });
+
+  afterAll(async () => {
+    try {
+      await store.close({ destroy: true });
+    } finally {
+      const mp = join(dataDir, 'store');
+      if ((await readFile('/proc/self/mounts', 'utf8')).split('\n').some((l) => l.split(' ')[1] === mp)) await execa('umount', ['-l', mp], { reject: false });
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('mounts a sparse image under the data dir and fills its pool', async () => {
+    const u = await store.usage();
+    expect(u).toMatchObject({ kind: 'loop', path: join(dataDir, 'store'), sizeBytes: GIB });
+    expect((await stat(join(dataDir, 'store.img'))).blocks * 512).toBeLessThan(GIB / 4); // sparse
+    for (let i = 0; i < 200 && store.pooled < POOL_TARGET; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(store.pooled).toBe(POOL_TARGET);
+  });
+
+  it('gives each sandbox its own subvolume, counts its bytes, snapshots and deletes it', async () => {
+    const dir = await store.take('sb-one');
+    expect((await stat(dir)).ino).toBe(256);
+    expect((await stat(join(dir, 'upper'))).isDirectory()).toBe(true);
+    await writeFile(join(dir, 'upper', 'data'), Buffer.alloc(4 * MIB, 1));
+    await execa('sync', ['-f', join(dir, 'upper', 'data')]);
+    const used = (await store.diskUsed(['sb-one', 'unknown'])).get('sb-one')!;
+    expect(used).toBeGreaterThanOrEqual(4 * MIB);
+    expect(used).toBeLessThan(5 * MIB);
+
+    const snap = await store.snapshot('sb-one', 'sb-two', GIB);
+    expect((await readFile(join(snap, 'upper', 'data'))).equals(Buffer.alloc(4 * MIB, 1))).toBe(true); // (toEqual on 4 MiB takes minutes)
+    expect((await store.list()).sort()).toEqual(['sb-one', 'sb-two']);
+    await store.remove('sb-one');
+    await store.remove('sb-one'); // idempotent
+    await store.remove('sb-two');
+    expect(await store.list()).toEqual([]);
+  });
+
+  it('re-uses the mount, its pool and its subvolumes after a restart', async () => {
+    await store.create('sb-kept', 64 * MIB);
+    await store.close({ destroy: false });
+    store = reopen();
+    await store.open();
+    expect(await store.list()).toEqual(['sb-kept']);
+    expect((await store.diskUsed(['sb-kept'])).has('sb-kept')).toBe(true);
+    expect(store.pooled).toBeGreaterThan(0);
+    expect((await readFile('/proc/self/mounts', 'utf8')).split('\n').filter((l) => l.split(' ')[1] === join(dataDir, 'store'))).toHaveLength(1);
+    await store.remove('sb-kept');
+  });
+
+  it('refuses new sandboxes with 503 and the numbers when the store is full', async () => {
+    const fill = join(dataDir, 'store', 'fill');
+    await execa('fallocate', ['-l', `${Math.floor((GIB - STORE_MIN_FREE_BYTES) / MIB)}M`, fill], { reject: false });
+    await execa('sync', ['-f', join(dataDir, 'store')]);
+    const u = await store.usage();
+    expect(u.freeBytes).toBeLessThan(STORE_MIN_FREE_BYTES);
+    let err: unknown;
+    try {
+      store.assertRoom();
+    } catch (e) {
+      err = e;
+    }
+    expect(isCubeError(err) && err.kind === 'STORE_FULL' && err.http === 503).toBe(true);
+    expect((err as Error).message).toMatch(/sandbox store .* is full: \d+ MiB free of \d+ MiB/);
+    await rm(fill);
+    await execa('sync', ['-f', join(dataDir, 'store')]);
+    for (let i = 0; i < 50 && (await store.usage()).freeBytes < STORE_MIN_FREE_BYTES; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(() => store.assertRoom()).not.toThrow();
+  });
+
+  it('removes the mount and the image when destroyed', async () => {
+    await store.close({ destroy: true });
+    await expect(stat(join(dataDir, 'store.img'))).rejects.toMatchObject({ code: 'ENOENT' });
+    expect((await readFile('/proc/self/mounts', 'utf8')).includes(join(dataDir, 'store'))).toBe(false);
+    const { stdout } = await execa('losetup', ['-a']);
+    expect(stdout).not.toContain(dataDir);
+  });
+});
