@@ -57,7 +57,7 @@ describe('sandbox store through cubed', () => {
         await new Promise((r) => setTimeout(r, 200));
         n = await node();
       }
-      expect(n).toMatchObject({ schedulable: false, reason: expect.stringMatching(/^disk watermark \d+(\.\d)?% >= 80%$/) });
+      expect(n).toMatchObject({ schedulable: false, reason: expect.stringMatching(/^disk \d+(\.\d)?% >= 80%$/) });
       const c = await api('POST', '/admin/v1/sandboxes', { templateID: 'base', timeoutSec: 60 });
       expect(c.status).toBe(503);
       expect(c.text).toMatch(/disk/);
