@@ -5,6 +5,7 @@
 // Admission rules are the ones role all applies (admission.ts), through the same pipeline.
 import type { Logger } from 'pino';
 import type { ConfigView, EventKind, EventView, NodeView, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../../api/types.js';
+import type { Config } from '../../config/schema.js';
 import type { ConfigStore } from '../../config/store.js';
 import { answeredAt, RemoteNode } from '../../cubelet/remote.js';
 import type { Heartbeat } from '../../cubelet/rpc-wire.js';
@@ -85,6 +86,8 @@ export class ClusterControlPlane implements ControlPlane {
    */
   private blindAt = 0;
   private lastTickAt = 0;
+  /** True while the store's config is being put in force here (not a change of this replica's own). */
+  private adopting = false;
   private evicting?: Promise<void>;
   private metricsCache?: { at: number; ids: Set<string>; read: Promise<[Map<string, NodeView>, Set<string>]> };
 
@@ -95,17 +98,24 @@ export class ClusterControlPlane implements ControlPlane {
   }
 
   async start(): Promise<void> {
-    this.cfg.resumeNumbering((await this.store.latestConfigVersion())?.version ?? 0);
-    const v = this.cfg.versionInfo;
-    await this.store.putConfigVersion({ version: v.version, at: v.loadedAt, actor: this.o.replicaID, reason: 'start', master: v.config.master, cubelet: v.config.cubelet });
+    await this.followConfig();
     this.unsubs.push(
-      this.cfg.on('change', ({ current, changes }) => {
-        const what = changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ');
-        void this.store
-          .putConfigVersion({ version: current.version, at: current.loadedAt, actor: this.o.replicaID, reason: changes.map((c) => c.path).join(', '), master: current.config.master, cubelet: current.config.cubelet })
-          .then(() => this.appendEvent({ kind: 'config.reloaded', message: `config version ${current.version} on ${this.o.replicaID}: ${what}` }))
-          .catch((err: unknown) => this.log.error({ err }, 'recording the config change failed'));
+      this.cfg.on('change', ({ current, previous, changes }) => {
         this.broadcast({ type: 'config', config: this.cfg.view(), changes });
+        if (this.adopting) return;
+        // This replica's files changed (reload, or the watcher): offered to the cluster like a
+        // `config set`, over the version they replaced; when another change came first, the
+        // cluster's version is put back in force here.
+        const what = changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ');
+        const rec = { version: current.version, at: current.loadedAt, actor: this.o.replicaID, reason: `files of ${this.o.replicaID}: ${changes.map((c) => c.path).join(', ')}`, master: current.config.master, cubelet: current.config.cubelet };
+        void this.store.mysql
+          .casConfigHead(rec, previous.version)
+          .then(async (won) => {
+            if (won) return this.appendEvent({ kind: 'config.reloaded', message: `config version ${current.version} from the files of ${this.o.replicaID}: ${what}` });
+            await this.appendEvent({ kind: 'config.rejected', code: 130409, message: `the files of ${this.o.replicaID} changed (${what}) but the cluster's config moved on first; the cluster's version stays` });
+            return this.followConfig();
+          })
+          .catch((err: unknown) => this.log.error({ err }, 'offering the config change to the cluster failed'));
       }),
       this.cfg.on('rejected', ({ errors, kept }) => {
         void this.appendEvent({ kind: 'config.rejected', code: 130483, message: `config rejected on ${this.o.replicaID}, version ${kept.version} stays: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}` }).catch(() => undefined);
@@ -534,8 +544,60 @@ export class ClusterControlPlane implements ControlPlane {
     return r;
   }
 
+  /**
+   * Sets one key of the cluster's config: compare-and-set over the version this replica runs, so
+   * of two concurrent sets (on any replicas) one wins and the other answers 409 with the version
+   * in force; never both "ok" with one lost. The files are not written: they only seed an empty
+   * store (GET /admin/v1/config exports what is in force).
+   */
   setConfig(path: string, value: unknown, actor?: string): Promise<ReloadResult> {
-    return audited(this.store, actor, 'config.set', path, () => this.cfg.set(path, value), { value, replica: this.o.replicaID });
+    return audited(
+      this.store,
+      actor,
+      'config.set',
+      path,
+      async () => {
+        const expected = this.cfg.versionInfo.version;
+        const next = this.cfg.withValue(path, value);
+        const rec = { version: expected + 1, at: new Date().toISOString(), actor: actor ?? 'system', reason: `set ${path}`, master: next.master, cubelet: next.cubelet };
+        if (!(await this.store.mysql.casConfigHead(rec, expected))) {
+          const head = await this.store.mysql.configHead();
+          throw new CubeError('CONFLICT', `config changed meanwhile: version ${head?.version ?? '?'} (${head?.reason ?? '?'}, by ${head?.actor ?? '?'}) is in force, ${path} was not set; read it and set again`);
+        }
+        return this.adoptConfig(rec.version, next);
+      },
+      { value, replica: this.o.replicaID },
+    );
+  }
+
+  /**
+   * Puts the cluster's config (the store's) in force on this replica; an empty store is seeded
+   * from this replica's files. Runs at start and on every tick, so every replica runs the
+   * version in force within a tick.
+   */
+  private async followConfig(): Promise<void> {
+    const head = await this.store.mysql.configHead();
+    if (head) {
+      if (head.version !== this.cfg.versionInfo.version) await this.adoptConfig(head.version, { master: head.master, cubelet: head.cubelet } as Config);
+      return;
+    }
+    const v = this.cfg.versionInfo;
+    const version = ((await this.store.latestConfigVersion())?.version ?? 0) + 1;
+    const seeded = await this.store.mysql.casConfigHead({ version, at: v.loadedAt, actor: this.o.replicaID, reason: `seeded from the files of ${this.o.replicaID}`, master: v.config.master, cubelet: v.config.cubelet }, 0);
+    if (seeded) await this.adoptConfig(version, v.config);
+    else await this.followConfig();
+  }
+
+  private async adoptConfig(version: number, config: Config): Promise<ReloadResult> {
+    this.adopting = true;
+    let r: ReloadResult;
+    try {
+      r = await this.cfg.adopt(version, config);
+    } finally {
+      this.adopting = false;
+    }
+    if (r.changes.length > 0) await this.appendEvent({ kind: 'config.reloaded', message: `config version ${version} in force on ${this.o.replicaID}: ${r.changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ')}` });
+    return r;
   }
 
   templates(): Promise<{ templateID: string; nodes: string[] }[]> {
@@ -564,6 +626,7 @@ export class ClusterControlPlane implements ControlPlane {
     this.lastTickAt = now;
     try {
       await sweepLostNodes(this.store, this.cfg.config.master, now, this.o.replicaID, this.missingSince, this.blindAt);
+      await this.followConfig();
       // Evictions take as long as their destroys: beside the tick, one run at a time.
       this.evicting ??= this.evictDue()
         .catch((err: unknown) => this.log.warn({ err: toCubeError(err).message }, 'drain eviction failed'))

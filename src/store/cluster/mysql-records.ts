@@ -23,6 +23,8 @@ const MIGRATIONS: string[] = [
   `ALTER TABLE sandbox_history ADD COLUMN generation BIGINT NOT NULL DEFAULT 0`,
   // The event history (Redis holds the stream clients read, and loses it when it restarts).
   `CREATE TABLE IF NOT EXISTS events (id BIGINT PRIMARY KEY, body MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
+  // The cluster's config in force: one row, changed only by compare-and-set on its version.
+  `CREATE TABLE IF NOT EXISTS config_head (id TINYINT PRIMARY KEY, version INT NOT NULL, at VARCHAR(40) NOT NULL, actor VARCHAR(128) NOT NULL, reason TEXT NOT NULL, master MEDIUMTEXT NOT NULL, cubelet MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
 ];
 
 export class MysqlRecords {
@@ -165,6 +167,28 @@ export class MysqlRecords {
 
   async putConfigVersion(rec: ConfigVersionRecord): Promise<void> {
     await this.q('REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', [rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet)]);
+  }
+
+  /** The cluster's config in force (undefined until a replica seeded it from its files). */
+  async configHead(): Promise<ConfigVersionRecord | undefined> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT * FROM config_head WHERE id = 1');
+    const r = rows[0];
+    return r ? { version: r.version, at: r.at, actor: r.actor, reason: r.reason, master: JSON.parse(r.master), cubelet: JSON.parse(r.cubelet) } : undefined;
+  }
+
+  /**
+   * Makes `rec` the config in force if the one in force is still version `expected` (0: none
+   * yet), and records it in the history; false when another change came first.
+   */
+  async casConfigHead(rec: ConfigVersionRecord, expected: number): Promise<boolean> {
+    const args = [rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet)];
+    const r =
+      expected === 0
+        ? await this.q<mysql.ResultSetHeader>('INSERT IGNORE INTO config_head (id, version, at, actor, reason, master, cubelet) VALUES (1, ?, ?, ?, ?, ?, ?)', args)
+        : await this.q<mysql.ResultSetHeader>('UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ? WHERE id = 1 AND version = ?', [...args, expected]);
+    if (r.affectedRows !== 1) return false;
+    await this.putConfigVersion(rec);
+    return true;
   }
 
   async listConfigVersions(limit = 20): Promise<ConfigVersionRecord[]> {
