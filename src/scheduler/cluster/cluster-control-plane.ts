@@ -54,6 +54,8 @@ const CREATING_GRACE_MS = 120_000;
 const OP_LEASE_MS = 3000;
 /** How old the node metrics a placement decides on may be (on top of the heartbeat period). */
 export const PLACEMENT_METRICS_MS = 250;
+/** One replica at a time copies the event stream into MySQL (ClusterStore.archiveEvents). */
+const ARCHIVE_LEASE = 'event-archive';
 /** Nodes a create tries before it gives up on unreachable ones (130596). */
 const CREATE_ATTEMPTS = 3;
 /** Drain evictions: one replica carries out the due ones; a replica that dies mid-way hands over within this. */
@@ -627,6 +629,7 @@ export class ClusterControlPlane implements ControlPlane {
     try {
       await sweepLostNodes(this.store, this.cfg.config.master, now, this.o.replicaID, this.missingSince, this.blindAt);
       await this.followConfig();
+      if (await this.store.live.holdLease(ARCHIVE_LEASE, this.o.replicaID, 5000)) await this.store.archiveEvents();
       // Evictions take as long as their destroys: beside the tick, one run at a time.
       this.evicting ??= this.evictDue()
         .catch((err: unknown) => this.log.warn({ err: toCubeError(err).message }, 'drain eviction failed'))

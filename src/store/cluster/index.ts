@@ -10,6 +10,8 @@ import { MysqlRecords } from './mysql-records.js';
 import { RedisLive } from './redis-live.js';
 import { isConnectionError, unavailable } from './retry.js';
 
+/** How far back archiveEvents looks behind the last id it archived. */
+const ARCHIVE_OVERLAP = 500;
 /** A registry copy is trusted at most this long even when its version did not move (edits made outside cubed). */
 const REGISTRY_MAX_AGE_MS = 5000;
 
@@ -30,6 +32,7 @@ export class ClusterStore implements StateStore {
   /** Events Redis numbered but MySQL did not take yet (it was down): written with the next append. */
   private unsaved: EventView[] = [];
   private appended = 0;
+  private archivedTo = 0;
   private registry?: { version: string; at: number; recs: Promise<NodeRecord[]> };
 
   constructor(opts: ClusterStoreOptions) {
@@ -181,6 +184,18 @@ export class ClusterStore implements StateStore {
       this.unsaved = [...batch, ...this.unsaved].slice(-this.eventRetention);
       throw e;
     }
+  }
+
+  /**
+   * Copies what the event stream holds into MySQL (ids already there are skipped): a replica
+   * killed between numbering an event in Redis and writing it to MySQL leaves it in the stream
+   * only. Reads back ARCHIVE_OVERLAP ids each time, since such an event may sit below ids other
+   * replicas wrote after it. Call it periodically from one replica.
+   */
+  async archiveEvents(): Promise<void> {
+    const events = await this.live.listEvents({ sinceID: Math.max(0, this.archivedTo - ARCHIVE_OVERLAP), limit: 10_000 });
+    await this.mysql.putEvents(events);
+    this.archivedTo = Math.max(this.archivedTo, events.at(-1)?.id ?? 0);
   }
 
   async listEvents(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]> {
