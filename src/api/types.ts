@@ -97,6 +97,8 @@ export interface NodeView {
   refusedBy?: string;
   cordoned: boolean;
   draining: boolean;
+  /** ISO 8601: a pending `drain --evict` destroys the node's sandboxes at this time (cluster: kept in the store, carried out by any replica). */
+  evictAt?: string;
   lost: boolean;
   /** The node's default runtime. */
   runtime: string;

@@ -55,10 +55,28 @@ export interface Health {
 }
 
 export interface ClientOptions {
-  /** e.g. http://127.0.0.1:3000 */
+  /** e.g. http://127.0.0.1:3000, or several control replicas comma-separated (tried in turn). */
   baseUrl: string;
   apiKey?: string;
 }
+
+/** The control URLs of a comma-separated list (as `cubed --control` takes them), without trailing slashes. */
+export function controlUrls(list: string): string[] {
+  return list
+    .split(',')
+    .map((u) => u.trim().replace(/\/+$/, ''))
+    .filter((u) => u !== '');
+}
+
+/**
+ * Whether a request that failed this way may go to the next replica: any failure for reads; for
+ * writes only when the connection was never made (the request cannot have been acted on).
+ */
+function mayFailOver(method: string, code: string | undefined): boolean {
+  if (method === 'GET' || method === 'HEAD') return true;
+  return code !== undefined && NEVER_SENT.has(code);
+}
+const NEVER_SENT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
 
 type Query = Record<string, string | number | undefined>;
 
@@ -80,12 +98,20 @@ export interface ImportTemplateOptions {
 }
 
 export class CubeClient {
-  readonly baseUrl: string;
+  private readonly urls: string[];
+  /** The replica that answered last: requests go there first. */
+  private current = 0;
   private readonly apiKey: string | undefined;
 
   constructor(opts: ClientOptions) {
-    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.urls = controlUrls(opts.baseUrl);
+    if (this.urls.length === 0) throw new Error(`no control URL in ${JSON.stringify(opts.baseUrl)}`);
     this.apiKey = opts.apiKey;
+  }
+
+  /** The control URL requests go to first (the one that answered last). */
+  get baseUrl(): string {
+    return this.urls[this.current]!;
   }
 
   health(): Promise<Health> {
@@ -194,9 +220,8 @@ export class CubeClient {
     return (await res.json()) as T;
   }
 
+  /** One request, to each control replica in turn (from the last that answered) while they cannot be reached. */
   private async send(method: string, path: string, body?: unknown, query?: Query, signal?: AbortSignal): Promise<Response> {
-    const url = new URL(this.baseUrl + path);
-    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.apiKey) headers['x-api-key'] = this.apiKey;
     const init: RequestInit & { duplex?: 'half' } = { method, headers, ...(signal ? { signal } : {}) };
@@ -208,13 +233,24 @@ export class CubeClient {
       headers['content-type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
-    let res: Response;
-    try {
-      res = await fetch(url, init);
-    } catch (e) {
-      if (signal?.aborted) throw e;
-      const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-      throw new DaemonUnreachableError(this.baseUrl, cause?.code ?? cause?.message ?? (e as Error).message);
+    let res: Response | undefined;
+    const failed: string[] = [];
+    for (let i = 0; res === undefined; i++) {
+      const k = (this.current + i) % this.urls.length;
+      const url = new URL(this.urls[k]! + path);
+      for (const [q, v] of Object.entries(query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(q, String(v));
+      try {
+        res = await fetch(url, init);
+        this.current = k;
+      } catch (e) {
+        if (signal?.aborted) throw e;
+        const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+        failed.push(`${this.urls[k]}: ${cause?.code ?? cause?.message ?? (e as Error).message}`);
+        // A streamed body is read once: it is not sent again.
+        if (i + 1 >= this.urls.length || body instanceof RawBody || !mayFailOver(method, cause?.code)) {
+          throw new DaemonUnreachableError(this.urls.length === 1 ? this.urls[0]! : this.urls.join(','), failed.length === 1 ? (cause?.code ?? cause?.message ?? (e as Error).message) : failed.join('; '));
+        }
+      }
     }
     if (res.ok) return res;
     const text = await res.text();

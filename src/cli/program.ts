@@ -10,7 +10,7 @@ import { DEFAULT_API, DEFAULT_DATA_DIR, EXIT, ExitError, UsageError } from './io
 export function buildProgram(): Command {
   const program = new Command('cubectl')
     .description('Operate cubed: nodes, sandboxes, config and events through its admin API, and the density model offline.')
-    .option('--api <url>', `cubed API address (env CUBE_API_URL; default ${DEFAULT_API})`)
+    .option('--api <url>', `cubed API address, or several control replicas comma-separated, tried in turn (env CUBE_API_URL; default ${DEFAULT_API})`)
     .option('--json', 'machine-readable output (JSON) instead of text')
     .option('--data-dir <dir>', `where to find the api-key file cubed wrote, when CUBE_API_KEY and E2B_API_KEY are unset (default ${DEFAULT_DATA_DIR})`)
     .exitOverride()

@@ -11,7 +11,7 @@ import { CubeError } from '../errors.js';
 import { diffConfig } from './diff.js';
 import { setInText } from './edit.js';
 import { formatPath, resolvePath, type ConfigFile } from './introspect.js';
-import { configPaths, FILE_NAMES, formatIssues, loadConfig, parseConfigText, readIfExists, type ConfigIssue } from './loader.js';
+import { configPaths, FILE_NAMES, formatIssues, loadConfig, parseConfigText, readIfExists, validate, type ConfigIssue } from './loader.js';
 import type { Config } from './schema.js';
 
 export interface ConfigVersion {
@@ -102,13 +102,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
    */
   set(path: string, value: unknown): Promise<ReloadResult> {
     return this.serial(async () => {
-      let resolved;
-      try {
-        resolved = resolvePath(path);
-      } catch (e) {
-        throw invalid([issueOf((e as Error).message)]);
-      }
-      const { file, segs } = resolved;
+      const { file, segs } = resolved(path);
       const onDisk = readIfExists(this.files[file]);
       let edit;
       try {
@@ -121,6 +115,40 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
       await writeAtomic(this.files[file], edit.text);
       this.seen[file] = edit.text;
       return this.apply({ ...this.current.config, [file]: parsed.value });
+    });
+  }
+
+  /**
+   * The config in force with one key set (e.g. `host.quota.paused_resource_release_ratio`),
+   * validated as a whole; nothing is written or applied. Throws CONFIG_INVALID like set().
+   */
+  withValue(path: string, value: unknown): Config {
+    const { file, segs } = resolved(path);
+    const tree = structuredClone(this.current.config[file]) as Record<string, unknown>;
+    let node = tree;
+    for (const seg of segs.slice(0, -1)) {
+      if (typeof node[seg] !== 'object' || node[seg] === null) node[seg] = {};
+      node = node[seg] as Record<string, unknown>;
+    }
+    node[segs.at(-1)!] = value;
+    const checked = validate(file, tree);
+    if (!checked.ok) throw invalid(checked.errors);
+    return { ...this.current.config, [file]: checked.value };
+  }
+
+  /**
+   * Puts `config` in force as `version` (a cluster's replicas follow the version in the store):
+   * 'change' fires when it differs from what is in force.
+   */
+  adopt(version: number, config: Config): Promise<ReloadResult> {
+    return this.serial(async () => {
+      const changes = diffConfig(this.current.config, config);
+      if (changes.length === 0 && version === this.current.version) return { ok: true, version, changes };
+      const previous = this.current;
+      this.prev = previous;
+      this.current = this.version(version, config);
+      if (changes.length > 0) this.emit('change', { current: this.current, previous, changes });
+      return { ok: true, version, changes };
     });
   }
 
@@ -227,6 +255,15 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
 }
 
 /** "a.b: reason" -> {path, message}. */
+/** The file and key path of a dotted key; CONFIG_INVALID when there is no such key. */
+function resolved(path: string): ReturnType<typeof resolvePath> {
+  try {
+    return resolvePath(path);
+  } catch (e) {
+    throw invalid([issueOf((e as Error).message)]);
+  }
+}
+
 function issueOf(line: string): ConfigIssue {
   const i = line.indexOf(': ');
   return i < 0 ? { path: '', message: line } : { path: line.slice(0, i), message: line.slice(i + 2) };

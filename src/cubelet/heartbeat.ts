@@ -79,8 +79,9 @@ export class HeartbeatSender {
       }
       const heartbeats = await Promise.all(
         this.o.nodes.map(async ({ node, address }): Promise<Heartbeat> => {
+          const at = Date.now();
           const [view, sandboxes] = await Promise.all([node.nodeView(), node.listSandboxes()]);
-          return { nodeID: node.nodeID, address, view, sandboxes, events: byNode.get(node.nodeID) ?? [] };
+          return { nodeID: node.nodeID, address, view, sandboxes, events: byNode.get(node.nodeID) ?? [], at };
         }),
       );
       batch = { heartbeats };

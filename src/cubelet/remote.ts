@@ -10,6 +10,14 @@ import type { FileStat } from '../runtime/types.js';
 import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
+/** The node's clock when it answered, per result object (rpc-server.ts adds it to every answer). */
+const answered = new WeakMap<object, number>();
+
+/** When (node clock, ms) the node produced this answer; undefined for in-process nodes and older nodes. */
+export function answeredAt(result: object): number | undefined {
+  return answered.get(result);
+}
+
 const KIND_BY_CODE = new Map<number, ErrorKind>(Object.entries(ErrorTable).map(([kind, v]) => [v.code, kind as ErrorKind]));
 
 export class RemoteNode implements NodeApi {
@@ -47,7 +55,9 @@ export class RemoteNode implements NodeApi {
 
   private async json<T>(method: JsonMethod | 'sendInput', ...args: unknown[]): Promise<T> {
     const res = await this.request(method, { body: JSON.stringify({ args }) });
-    return reviveStats(((await res.json()) as { result: T }).result);
+    const { result, at } = (await res.json()) as { result: T; at?: number };
+    if (typeof result === 'object' && result !== null && typeof at === 'number') answered.set(result, at);
+    return reviveStats(result);
   }
 
   private async ndjson(res: Response): Promise<AsyncIterable<string>> {

@@ -64,7 +64,9 @@ export function nodeRpcHandler(node: NodeApi, secret: string, log?: ErrorLog): H
     if (method === 'connectProcess') return streamProcess(res, node.connectProcess(...(args as Parameters<NodeApi['connectProcess']>)));
     if (!jsonMethods.has(method)) throw new CubeError('NOT_FOUND', `no node method ${method}`);
     const result = await call[method as JsonMethod](...args);
-    sendJson(res, 200, { result: result ?? null });
+    // `at`: this node's clock once the call is done; the control plane orders the node's later
+    // heartbeat lists against it (rpc-wire.ts Heartbeat.at).
+    sendJson(res, 200, { result: result ?? null, at: Date.now() });
   }
 
   return (req, res) => {

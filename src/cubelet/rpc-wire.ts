@@ -100,6 +100,11 @@ export interface Heartbeat {
   view: NodeView;
   sandboxes: SandboxView[];
   events: Omit<EventView, 'id'>[];
+  /**
+   * The node's clock (ms) just before it listed `sandboxes`. A record written from a node answer
+   * stamped later (SandboxRecord.nodeAt) is newer than this list. Absent from older nodes.
+   */
+  at?: number;
 }
 
 /** What a heartbeat request carries: one node's heartbeat, or several from a process that stands for many (sim runtime). */

@@ -31,6 +31,14 @@ export interface SandboxRecord extends SandboxView {
   /** Token the envd protocol checks (X-Access-Token); unique per sandbox. */
   accessToken: string;
   envVars: Record<string, string>;
+  /** Set by the store: bumped by every write, so a writer can say "only if nobody wrote since I read". */
+  generation?: number;
+  /**
+   * The node's clock (ms) when it answered the control-side operation this record was last
+   * written from: a heartbeat list the node took before then is older than the record and must not
+   * overwrite it.
+   */
+  nodeAt?: number;
 }
 
 export interface ListFilter {

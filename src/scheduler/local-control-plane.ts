@@ -369,6 +369,6 @@ export class LocalControlPlane implements ControlPlane {
 
 /** A record without what only the sandbox's owner may see (token, env). */
 export function publicView(rec: SandboxRecord): SandboxView {
-  const { accessToken: _t, envVars: _e, ...view } = rec;
+  const { accessToken: _t, envVars: _e, generation: _g, nodeAt: _n, ...view } = rec;
   return view;
 }

@@ -4,7 +4,7 @@ import Database from 'better-sqlite3';
 import type { EventView, SandboxState } from '../api/types.js';
 import type { ListFilter, SandboxRecord } from '../scheduler/control-plane.js';
 import { CubeError } from '../errors.js';
-import { matchesFilter, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
+import { matchesFilter, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
 
 // Append-only list: a migration, once released, never changes; new ones go at the end.
 const MIGRATIONS: string[] = [
@@ -15,6 +15,7 @@ const MIGRATIONS: string[] = [
    CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL, outcome TEXT NOT NULL, detail TEXT);
    CREATE INDEX audit_actor ON audit(actor);
    CREATE TABLE nodes (node_id TEXT PRIMARY KEY, record TEXT NOT NULL);`,
+  `ALTER TABLE sandboxes ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 export interface EmbeddedStoreOptions {
@@ -72,9 +73,22 @@ export class EmbeddedStore implements StateStore {
     return st;
   }
 
-  async putSandbox(rec: SandboxRecord): Promise<void> {
-    this.q('INSERT INTO sandboxes (id, state, node_id, template_id, record) VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET state=excluded.state, node_id=excluded.node_id, template_id=excluded.template_id, record=excluded.record')
-      .run(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, JSON.stringify(rec));
+  async putSandbox(rec: SandboxRecord): Promise<number> {
+    const row = this.q('INSERT INTO sandboxes (id, state, node_id, template_id, record, generation) VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT(id) DO UPDATE SET state=excluded.state, node_id=excluded.node_id, template_id=excluded.template_id, record=excluded.record, generation=generation+1 RETURNING generation')
+      .get(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, recordJson(rec)) as { generation: number };
+    return row.generation;
+  }
+
+  async putSandboxIf(rec: SandboxRecord, generation: number): Promise<number> {
+    const row =
+      generation === 0
+        ? this.q('INSERT INTO sandboxes (id, state, node_id, template_id, record, generation) VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT(id) DO NOTHING RETURNING generation').get(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, recordJson(rec))
+        : this.q('UPDATE sandboxes SET state=?, node_id=?, template_id=?, record=?, generation=generation+1 WHERE id=? AND generation=? RETURNING generation').get(rec.state, rec.nodeID, rec.templateID, recordJson(rec), rec.sandboxID, generation);
+    return (row as { generation: number } | undefined)?.generation ?? 0;
+  }
+
+  async deleteSandboxIf(sandboxID: string, generation: number): Promise<boolean> {
+    return this.q('DELETE FROM sandboxes WHERE id = ? AND generation = ?').run(sandboxID, generation).changes > 0;
   }
 
   async updateSandboxState(sandboxID: string, state: SandboxState, reason?: string): Promise<boolean> {
@@ -88,13 +102,13 @@ export class EmbeddedStore implements StateStore {
   }
 
   async getSandbox(sandboxID: string): Promise<SandboxRecord | undefined> {
-    const row = this.q('SELECT record FROM sandboxes WHERE id = ?').get(sandboxID) as { record: string } | undefined;
-    return row ? (JSON.parse(row.record) as SandboxRecord) : undefined;
+    const row = this.q('SELECT record, generation FROM sandboxes WHERE id = ?').get(sandboxID) as { record: string; generation: number } | undefined;
+    return row ? { ...(JSON.parse(row.record) as SandboxRecord), generation: row.generation } : undefined;
   }
 
   async listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]> {
-    const rows = this.q('SELECT record FROM sandboxes ORDER BY rowid').all() as { record: string }[];
-    return rows.map((r) => JSON.parse(r.record) as SandboxRecord).filter((r) => matchesFilter(r, filter));
+    const rows = this.q('SELECT record, generation FROM sandboxes ORDER BY rowid').all() as { record: string; generation: number }[];
+    return rows.map((r) => ({ ...(JSON.parse(r.record) as SandboxRecord), generation: r.generation })).filter((r) => matchesFilter(r, filter));
   }
 
   async deleteSandbox(sandboxID: string): Promise<void> {
@@ -175,3 +189,4 @@ export class EmbeddedStore implements StateStore {
     this.q('DELETE FROM nodes WHERE node_id = ?').run(nodeID);
   }
 }
+

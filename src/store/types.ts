@@ -36,6 +36,8 @@ export interface NodeRecord {
   address?: string;
   cordoned: boolean;
   draining: boolean;
+  /** ISO 8601: when a pending drain --evict destroys the node's sandboxes (whichever replica is alive does it). */
+  evictAt?: string;
   /** ISO 8601 of registration. */
   joinedAt: string;
 }
@@ -45,7 +47,16 @@ export interface StateStore {
   init(): Promise<void>;
   close(): Promise<void>;
 
-  putSandbox(rec: SandboxRecord): Promise<void>;
+  /** Inserts or replaces the record; returns its new generation (the record's own `generation` is ignored). */
+  putSandbox(rec: SandboxRecord): Promise<number>;
+  /**
+   * Compare-and-set: writes only if the live record's generation is still `generation` (0: only
+   * if there is no live record; the cluster backend also refuses an id its history holds as deleted). Returns the new generation, 0 when another
+   * write (or a delete) came first.
+   */
+  putSandboxIf(rec: SandboxRecord, generation: number): Promise<number>;
+  /** Deletes only if the live record's generation is still `generation`; false otherwise. */
+  deleteSandboxIf(sandboxID: string, generation: number): Promise<boolean>;
   /** Sets the state (and reason) of an existing record; false when there is none. */
   updateSandboxState(sandboxID: string, state: SandboxState, reason?: string): Promise<boolean>;
   getSandbox(sandboxID: string): Promise<SandboxRecord | undefined>;
@@ -78,4 +89,10 @@ export function matchesFilter(rec: SandboxRecord, f: ListFilter = {}): boolean {
   if (f.templateID && rec.templateID !== f.templateID) return false;
   if (f.metadata) for (const [k, v] of Object.entries(f.metadata)) if (rec.metadata[k] !== v) return false;
   return true;
+}
+
+/** The record as a backend stores it: its generation lives beside it (a column), not in it. */
+export function recordJson(rec: SandboxRecord): string {
+  const { generation: _g, ...rest } = rec;
+  return JSON.stringify(rest);
 }

@@ -56,6 +56,13 @@ describe('sweepLostNodes', () => {
       expect(await sweepLostNodes(store, cfg, NOW + 3000, 'replica-b-not-first', missing)).toEqual([]);
       expect(await sweepLostNodes(store, cfg, NOW + 3001, 'replica-b-not-first', missing)).toEqual(['no-metrics']);
       expect((await store.listEvents()).at(-1)!.message).toBe('node no-metrics lost (no metrics for 3.0s); 0 sandbox(es) marked lost');
+
+      // A store outage seen by this replica pauses detection: silence counts from the last failure.
+      const t = NOW + 3001;
+      await store.putNode({ nodeID: 'outage', cordoned: false, draining: false, joinedAt: ago(60_000) });
+      await store.live.putNodeMetrics({ nodeID: 'outage', lastSeen: new Date(t - 5000).toISOString() } as NodeView, 60_000);
+      expect(await sweepLostNodes(store, cfg, t, 'replica-b-not-first', missing, t - 1000)).toEqual([]);
+      expect(await sweepLostNodes(store, cfg, t + 2500, 'replica-b-not-first', missing, t - 1000)).toEqual(['outage']);
     } finally {
       await store.close();
       await scope.drop();

@@ -5,10 +5,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventView, NodeView, SandboxView } from '../../src/api/types.js';
+import type { EventView, NodeView } from '../../src/api/types.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
 import { PLACEMENT_METRICS_MS } from '../../src/scheduler/cluster/cluster-control-plane.js';
-import { startCluster, until, type TestCluster } from '../helpers/cluster.js';
+import { burst, startCluster, until, type TestCluster } from '../helpers/cluster.js';
 import { withServicesExclusive } from '../helpers/services-lock.js';
 
 const REDIS_START = ['--daemonize', 'yes', '--bind', '127.0.0.1', '-::1', '--port', '6379', '--save', '', '--appendonly', 'no', '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/ci.log'];
@@ -19,15 +19,9 @@ const loopImg = join(loopDir, 'disk.img');
 const loopMnt = join(loopDir, 'cube-disk');
 let mounted = false;
 
-async function nodes(i = 1): Promise<NodeView[]> {
-  return (await c.api<NodeView[]>(i, '/admin/v1/nodes')).body;
-}
-async function sandboxes(i = 1): Promise<SandboxView[]> {
-  return (await c.api<SandboxView[]>(i, '/admin/v1/sandboxes')).body;
-}
-async function create(i: number, body: Record<string, unknown> = {}): Promise<{ status: number; body: SandboxView & { code?: number; message?: string } }> {
-  return c.api(i, '/admin/v1/sandboxes', { body: { templateID: 'host', timeoutSec: 600, ...body } });
-}
+const nodes = (i = 1) => c.nodes(i);
+const sandboxes = (i = 1) => c.sandboxes(i);
+const create = (i: number, body: Record<string, unknown> = {}) => c.create(i, body);
 async function destroyAll(): Promise<void> {
   const failed: string[] = [];
   await until('no sandbox left', async () => {
@@ -40,15 +34,6 @@ async function destroyAll(): Promise<void> {
   });
   // A refused destroy is a finding even when a retry succeeded.
   expect(failed).toEqual([]);
-}
-/** Runs `n` calls of `fn` with at most `width` at once. */
-async function burst<T>(n: number, width: number, fn: (k: number) => Promise<T>): Promise<T[]> {
-  const out: T[] = [];
-  let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    for (let k = next++; k < n; k = next++) out[k] = await fn(k);
-  }));
-  return out;
 }
 const node = (i: number) => c.computes[i - 1]!;
 

@@ -39,3 +39,15 @@ describe('syncNodeSandboxes', () => {
     expect(syncNodeSandboxes(records, onNode, NOW, 120_000)).toEqual(want);
   });
 });
+
+describe('syncNodeSandboxes with the node clock of the list', () => {
+  const LISTED = 1_000_000;
+  it.each([
+    ['a list taken before the create answered does not turn running back into creating', [rec('s1', { nodeAt: LISTED + 5 })], [view('s1', { state: 'creating' })], []],
+    ['nor drop a record written after it', [rec('s1', { nodeAt: LISTED })], [], []],
+    ['a list taken after the answer updates, stamped with its time', [rec('s1', { nodeAt: LISTED - 5 })], [view('s1', { state: 'paused' })], [{ type: 'update', rec: rec('s1', { state: 'paused', nodeAt: LISTED }) }]],
+    ['a record without a stamp follows the list', [rec('s1')], [], [{ type: 'gone', rec: rec('s1') }]],
+  ])('%s', (_name, records, onNode, want) => {
+    expect(syncNodeSandboxes(records, onNode, NOW, 120_000, LISTED)).toEqual(want);
+  });
+});

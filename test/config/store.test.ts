@@ -224,3 +224,26 @@ describe('ConfigStore', () => {
     expect(versions).toEqual([2, 3]);
   });
 });
+
+describe('following a config kept elsewhere (a cluster\'s store)', () => {
+  it('withValue validates one key over the config in force and changes nothing', () => {
+    store = new ConfigStore(dir, { watch: false });
+    const before = readFileSync(master(), 'utf8');
+    const next = store.withValue('host.quota.paused_resource_release_ratio', 0.25);
+    expect(next.master.host.quota.paused_resource_release_ratio).toBe(0.25);
+    expect(store.config.master.host.quota.paused_resource_release_ratio).not.toBe(0.25);
+    expect(readFileSync(master(), 'utf8')).toBe(before);
+    expect(() => store!.withValue('host.quota.paused_resource_release_ratio', 7)).toThrow(CubeError);
+    expect(() => store!.withValue('no.such.key', 1)).toThrow(/no\.such\.key|unknown/);
+  });
+
+  it('adopt puts a given version in force and reports what changed', async () => {
+    store = new ConfigStore(dir, { watch: false });
+    const changed = next(store, 'change');
+    const r = await store.adopt(17, store.withValue('host.quota.paused_resource_release_ratio', 0.25));
+    expect(r).toMatchObject({ ok: true, version: 17, changes: [{ path: 'host.quota.paused_resource_release_ratio', to: 0.25 }] });
+    expect((await changed).current.version).toBe(17);
+    expect(store.versionInfo.version).toBe(17);
+    expect((await store.adopt(17, store.config)).changes).toEqual([]);
+  });
+});

@@ -16,6 +16,7 @@ import { join, resolve } from 'node:path';
 import { execa } from 'execa';
 import { stringify as toToml } from 'smol-toml';
 import { stringify as toYaml } from 'yaml';
+import type { NodeView, SandboxView } from '../../src/api/types.js';
 import { nodeTag } from '../../src/ids.js';
 import { clusterStateScope } from './cluster-state.js';
 import { exited, freePort, merge, settledKernelObjects, waitHealthy, type Tree } from './daemon.js';
@@ -60,6 +61,12 @@ export interface TestCluster {
   sim?: ClusterProcess;
   /** Calls the API of control replica `i` with the key; JSON body in and out. */
   api<T = unknown>(i: number, path: string, init?: { method?: string; body?: unknown }): Promise<{ status: number; body: T }>;
+  /** GET /admin/v1/nodes on replica `i`. */
+  nodes(i: number): Promise<NodeView[]>;
+  /** GET /admin/v1/sandboxes on replica `i`. */
+  sandboxes(i: number): Promise<SandboxView[]>;
+  /** POST /admin/v1/sandboxes on replica `i`: template host, 600 s, `body` over that. */
+  create(i: number, body?: Record<string, unknown>): Promise<{ status: number; body: SandboxView & { code?: number; message?: string } }>;
   stop(): Promise<void>;
 }
 
@@ -153,6 +160,15 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
       });
       const text = await res.text();
       return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
+    },
+    async nodes(i) {
+      return (await cluster.api<NodeView[]>(i, '/admin/v1/nodes')).body;
+    },
+    async sandboxes(i) {
+      return (await cluster.api<SandboxView[]>(i, '/admin/v1/sandboxes')).body;
+    },
+    create(i, body = {}) {
+      return cluster.api(i, '/admin/v1/sandboxes', { body: { templateID: 'host', timeoutSec: 600, ...body } });
     },
     async stop() {
       const problems: string[] = [];
@@ -253,6 +269,18 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
     await cluster.stop().catch(() => undefined);
     throw new Error(`startCluster: ${(e as Error).message}\n${logs.join('\n')}`);
   }
+}
+
+/** Runs `n` calls of `fn` with at most `width` at once. */
+export async function burst<T>(n: number, width: number, fn: (k: number) => Promise<T>): Promise<T[]> {
+  const out: T[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      for (let k = next++; k < n; k = next++) out[k] = await fn(k);
+    }),
+  );
+  return out;
 }
 
 /** Polls `probe` until it returns a value (not undefined) or the time is up. */

@@ -82,6 +82,14 @@ describe('schedule', () => {
     expect([...picked].sort()).toEqual(['a', 'b', 'c']);
   });
 
+  it('ties go to random nodes, not the first listed: 200 picks on 1000 identical nodes land on >= 150', () => {
+    const nodes = Array.from({ length: 1000 }, (_, i) => cand(node(`n${i}`)));
+    const cfg = config({ scheduler: { priority_select_num: 5 } });
+    const picked = new Set(Array.from({ length: 200 }, () => (schedule(REQ, nodes, cfg, NOW) as { nodeID: string }).nodeID));
+    // Uniform picks give ~181 distinct (birthday bound); arrival order gave 5.
+    expect(picked.size).toBeGreaterThanOrEqual(150);
+  });
+
   it('pins to the requested node, and says so when it is unknown', () => {
     const nodes = [cand(node('a')), cand(node('b', { usage: { diskUsedPercent: 95 } }))];
     expect(schedule({ ...REQ, nodeID: 'a' }, nodes, config(), NOW, last)).toMatchObject({ ok: true, nodeID: 'a' });

@@ -135,6 +135,25 @@ describe('cluster store', () => {
       expect(list).toEqual(['keep']);
       const after = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'after' });
       expect(after.id).toBeGreaterThan(before.id);
+      // The history came back from MySQL with its ids.
+      expect((await store.listEvents({ limit: 10 })).map((e) => [e.id, e.message])).toEqual([[before.id, 'before'], [after.id, 'after']]);
+    }));
+
+  it('events keep their ids across a Redis that comes back empty, even for a replica that never saw them', () =>
+    withStore(async (store) => {
+      const first = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'one' });
+      await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'two' });
+      const admin = new Redis(REDIS_URL);
+      try {
+        const keys = await admin.keys(`${(store.live as unknown as { prefix: string }).prefix}*`);
+        if (keys.length) await admin.del(...keys);
+      } finally {
+        admin.disconnect();
+      }
+      // No reconnect seen (the keys just vanished): the append itself notices the missing counter.
+      const three = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'three' });
+      expect(three.id).toBe(first.id + 2);
+      expect((await store.listEvents({ limit: 10 })).map((e) => e.message)).toEqual(['one', 'two', 'three']);
     }));
 
   it('an unreachable backend answers 503 STATE_UNAVAILABLE, not a hang', async () => {

@@ -57,6 +57,26 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect(await store.getSandbox('a')).toBeUndefined();
     });
 
+    it('bumps a generation on every write; compare-and-set writes and deletes lose to a newer write', async () => {
+      const g1 = await store.putSandbox(sandboxRecord('a', { state: 'creating' }));
+      expect((await store.getSandbox('a'))?.generation).toBe(g1);
+      // A reader that read g1 and writes late loses to the write made since.
+      const g2 = await store.putSandboxIf(sandboxRecord('a', { state: 'running' }), g1);
+      expect(g2).toBeGreaterThan(g1);
+      expect(await store.putSandboxIf(sandboxRecord('a', { state: 'creating' }), g1)).toBe(0);
+      expect(await store.deleteSandboxIf('a', g1)).toBe(false);
+      expect(await store.getSandbox('a')).toMatchObject({ state: 'running', generation: g2 });
+      expect((await store.listSandboxes())[0]?.generation).toBe(g2);
+      // 0: only when there is no live record.
+      expect(await store.putSandboxIf(sandboxRecord('a', { state: 'creating' }), 0)).toBe(0);
+      expect(await store.putSandboxIf(sandboxRecord('b'), 0)).toBeGreaterThan(0);
+      expect(await store.deleteSandboxIf('a', g2)).toBe(true);
+      expect(await store.getSandbox('a')).toBeUndefined();
+      // A deleted record is not brought back by a late compare-and-set.
+      expect(await store.putSandboxIf(sandboxRecord('a', { state: 'creating' }), g2)).toBe(0);
+      expect(await store.getSandbox('a')).toBeUndefined();
+    });
+
     it('appends events with increasing ids, lists since an id and keeps only the retention', async () => {
       const ids: number[] = [];
       for (let i = 0; i < 8; i++) ids.push((await store.appendEvent({ at: new Date().toISOString(), kind: 'sandbox.created', sandboxID: `s${i}`, message: `m${i}` })).id);

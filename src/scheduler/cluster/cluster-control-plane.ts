@@ -5,13 +5,15 @@
 // Admission rules are the ones role all applies (admission.ts), through the same pipeline.
 import type { Logger } from 'pino';
 import type { ConfigView, EventKind, EventView, NodeView, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../../api/types.js';
+import type { Config } from '../../config/schema.js';
 import type { ConfigStore } from '../../config/store.js';
-import { RemoteNode } from '../../cubelet/remote.js';
+import { answeredAt, RemoteNode } from '../../cubelet/remote.js';
 import type { Heartbeat } from '../../cubelet/rpc-wire.js';
 import type { NodeApi } from '../../cubelet/types.js';
 import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID, newToken } from '../../ids.js';
 import type { ClusterStore } from '../../store/cluster/index.js';
+import { isConnectionError } from '../../store/cluster/retry.js';
 import type { NodeRecord } from '../../store/types.js';
 import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from '../control-plane.js';
@@ -42,10 +44,23 @@ export interface ClusterControlPlaneOptions {
 const METRICS_TTL_MS = 10 * 60_000;
 /** A create whose record says `creating` this long without the node listing it is over. */
 const CREATING_GRACE_MS = 120_000;
-/** Per-sandbox operation lock: longer than any node call. */
-const OP_LOCK_MS = 60_000;
+/**
+ * Per-sandbox operation lock: a lease its holder renews every OP_LEASE_MS / 3 while the
+ * operation runs, so one held by a replica that was killed ends within OP_LEASE_MS (it was a
+ * 60 s lock: the survivor answered busy for a minute). A holder that could not renew in time
+ * (its Redis calls stalled) may overlap with the next: record writes are compare-and-set on
+ * the record's generation, so the later of the two cannot overwrite with stale data.
+ */
+const OP_LEASE_MS = 3000;
 /** How old the node metrics a placement decides on may be (on top of the heartbeat period). */
 export const PLACEMENT_METRICS_MS = 250;
+/** One replica at a time copies the event stream into MySQL (ClusterStore.archiveEvents). */
+const ARCHIVE_LEASE = 'event-archive';
+/** Nodes a create tries before it gives up on unreachable ones (130596). */
+const CREATE_ATTEMPTS = 3;
+/** Drain evictions: one replica carries out the due ones; a replica that dies mid-way hands over within this. */
+const EVICT_LEASE = 'drain-evict';
+const EVICT_LEASE_MS = 10_000;
 /** How long an operation waits for the lock before answering busy. */
 const LOCK_WAIT_MS = 2000;
 
@@ -64,6 +79,18 @@ export class ClusterControlPlane implements ControlPlane {
   private seen = { eventID: -1, nodes: new Map<string, string>(), sandboxes: new Map<string, string>(), stats: '' };
   private recent: RecentPlacement[] = [];
   private readonly syncing = new Set<string>();
+  /** Nodes whose template list is still to be written (a write failed: MySQL down). */
+  private readonly templatesDirty = new Set<string>();
+  /**
+   * When this replica last could not watch the nodes (Redis or MySQL failed, or its own ticks
+   * stalled: an overloaded process cannot tell a silent node from its own lag): lost detection
+   * counts silence from then on (lost-sweep.ts).
+   */
+  private blindAt = 0;
+  private lastTickAt = 0;
+  /** True while the store's config is being put in force here (not a change of this replica's own). */
+  private adopting = false;
+  private evicting?: Promise<void>;
   private metricsCache?: { at: number; ids: Set<string>; read: Promise<[Map<string, NodeView>, Set<string>]> };
 
   constructor(private readonly o: ClusterControlPlaneOptions) {
@@ -73,17 +100,24 @@ export class ClusterControlPlane implements ControlPlane {
   }
 
   async start(): Promise<void> {
-    this.cfg.resumeNumbering((await this.store.latestConfigVersion())?.version ?? 0);
-    const v = this.cfg.versionInfo;
-    await this.store.putConfigVersion({ version: v.version, at: v.loadedAt, actor: this.o.replicaID, reason: 'start', master: v.config.master, cubelet: v.config.cubelet });
+    await this.followConfig();
     this.unsubs.push(
-      this.cfg.on('change', ({ current, changes }) => {
-        const what = changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ');
-        void this.store
-          .putConfigVersion({ version: current.version, at: current.loadedAt, actor: this.o.replicaID, reason: changes.map((c) => c.path).join(', '), master: current.config.master, cubelet: current.config.cubelet })
-          .then(() => this.appendEvent({ kind: 'config.reloaded', message: `config version ${current.version} on ${this.o.replicaID}: ${what}` }))
-          .catch((err: unknown) => this.log.error({ err }, 'recording the config change failed'));
+      this.cfg.on('change', ({ current, previous, changes }) => {
         this.broadcast({ type: 'config', config: this.cfg.view(), changes });
+        if (this.adopting) return;
+        // This replica's files changed (reload, or the watcher): offered to the cluster like a
+        // `config set`, over the version they replaced; when another change came first, the
+        // cluster's version is put back in force here.
+        const what = changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ');
+        const rec = { version: current.version, at: current.loadedAt, actor: this.o.replicaID, reason: `files of ${this.o.replicaID}: ${changes.map((c) => c.path).join(', ')}`, master: current.config.master, cubelet: current.config.cubelet };
+        void this.store.mysql
+          .casConfigHead(rec, previous.version)
+          .then(async (won) => {
+            if (won) return this.appendEvent({ kind: 'config.reloaded', message: `config version ${current.version} from the files of ${this.o.replicaID}: ${what}` });
+            await this.appendEvent({ kind: 'config.rejected', code: 130409, message: `the files of ${this.o.replicaID} changed (${what}) but the cluster's config moved on first; the cluster's version stays` });
+            return this.followConfig();
+          })
+          .catch((err: unknown) => this.log.error({ err }, 'offering the config change to the cluster failed'));
       }),
       this.cfg.on('rejected', ({ errors, kept }) => {
         void this.appendEvent({ kind: 'config.rejected', code: 130483, message: `config rejected on ${this.o.replicaID}, version ${kept.version} stays: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}` }).catch(() => undefined);
@@ -112,12 +146,12 @@ export class ClusterControlPlane implements ControlPlane {
    */
   async heartbeats(hbs: Heartbeat[]): Promise<void> {
     const ids = hbs.map((hb) => hb.nodeID);
-    const [recs, previous, lost, records] = await Promise.all([
-      hbs.length === 1 ? this.store.getNode(ids[0]!).then((r) => (r ? [r] : [])) : this.store.listNodes(),
-      this.store.live.getNodeMetrics(ids),
-      this.store.live.lostNodes(ids),
-      this.store.listSandboxes(hbs.length === 1 ? { nodeID: ids[0]! } : undefined),
-    ]);
+    // Liveness first, and in Redis alone: a MySQL outage must not make a healthy node look
+    // silent. What follows (registry, templates, events, records) may fail with MySQL; the node
+    // then sends its notices again with the next heartbeat.
+    const [previous, lost] = await Promise.all([this.store.live.getNodeMetrics(ids), this.store.live.lostNodes(ids)]);
+    await Promise.all(hbs.map((hb) => this.store.live.putNodeMetrics(hb.view, METRICS_TTL_MS)));
+    const [recs, records] = await Promise.all([this.store.listNodes(), this.store.listSandboxes(hbs.length === 1 ? { nodeID: ids[0]! } : undefined)]);
     const byID = new Map(recs.map((r) => [r.nodeID, r]));
     await Promise.all(
       hbs.map(async (hb) => {
@@ -129,9 +163,13 @@ export class ClusterControlPlane implements ControlPlane {
           await this.store.putNode(rec);
           if (fresh) await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} registered at ${hb.address} (${hb.view.capacity.cpus} cpus, ${hb.view.capacity.memoryMiB} MiB, templates ${hb.view.templates.join(', ') || 'none'})` });
         }
-        await this.store.live.putNodeMetrics(hb.view, METRICS_TTL_MS);
-        // The template registry changes only when the node's list does (or Redis lost the last metrics).
-        if (previous.get(nodeID)?.templates.join('\0') !== hb.view.templates.join('\0')) await this.store.mysql.setNodeTemplates(nodeID, hb.view.templates);
+        // The template registry changes only when the node's list does (or Redis lost the last
+        // metrics, or the last write failed).
+        if (this.templatesDirty.has(nodeID) || previous.get(nodeID)?.templates.join('\0') !== hb.view.templates.join('\0')) {
+          this.templatesDirty.add(nodeID);
+          await this.store.mysql.setNodeTemplates(nodeID, hb.view.templates);
+          this.templatesDirty.delete(nodeID);
+        }
         if (lost.has(nodeID)) {
           await this.store.live.clearNodeLost(nodeID);
           await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} is back after being lost; its sandboxes are reconciled with what it still holds` });
@@ -147,23 +185,25 @@ export class ClusterControlPlane implements ControlPlane {
     for (const hb of hbs) {
       if (this.syncing.has(hb.nodeID)) continue;
       this.syncing.add(hb.nodeID);
-      void this.syncSandboxes(hb.nodeID, held.get(hb.nodeID) ?? [], hb.sandboxes)
+      void this.syncSandboxes(hb.nodeID, held.get(hb.nodeID) ?? [], hb.sandboxes, hb.at)
         .catch((err: unknown) => this.log.warn({ err, nodeID: hb.nodeID }, 'sandbox reconcile failed'))
         .finally(() => this.syncing.delete(hb.nodeID));
     }
   }
 
-  private async syncSandboxes(nodeID: string, records: SandboxRecord[], onNode: SandboxView[]): Promise<void> {
-    for (const a of syncNodeSandboxes(records, onNode, Date.now(), CREATING_GRACE_MS)) {
+  private async syncSandboxes(nodeID: string, records: SandboxRecord[], onNode: SandboxView[], listedAt: number | undefined): Promise<void> {
+    for (const a of syncNodeSandboxes(records, onNode, Date.now(), CREATING_GRACE_MS, listedAt)) {
       const sandboxID = a.type === 'unknown' ? a.view.sandboxID : a.rec.sandboxID;
-      // An operation in progress writes its own outcome; this heartbeat may predate it.
+      // An operation in progress writes its own outcome; this heartbeat may predate it. Writes
+      // are compare-and-set on the generation read with `records`: a record written since (an
+      // operation that finished, a delete) is newer than this report and stays.
       await this.withLock(sandboxID, async () => {
-        if (a.type === 'update') await this.store.putSandbox(a.rec);
-        else if (a.type === 'gone') await this.store.deleteSandbox(sandboxID);
+        if (a.type === 'update') await this.store.putSandboxIf(a.rec, a.rec.generation ?? 0);
+        else if (a.type === 'gone') await this.store.deleteSandboxIf(sandboxID, a.rec.generation ?? 0);
         else if (await this.store.mysql.wasDeleted(sandboxID)) await this.remote(nodeID).then((n) => n.destroySandbox(sandboxID));
-        else {
-          // Created on the node but its record was never written (a replica died in between): adopt it.
-          await this.store.putSandbox({ ...a.view, accessToken: newToken(), envVars: {} });
+        // Created on the node but its record was never written (a replica died in between): adopt
+        // it, unless a record appeared meanwhile (a create that was still writing it).
+        else if ((await this.store.putSandboxIf({ ...a.view, accessToken: newToken(), envVars: {} }, 0)) > 0) {
           await this.appendEvent({ kind: 'sandbox.created', nodeID, sandboxID, message: `adopted from node ${nodeID} (its record was missing; new access token)` });
         }
       }).catch((err: unknown) => this.log.warn({ err, sandboxID, action: a.type }, 'sandbox reconcile step failed'));
@@ -172,13 +212,32 @@ export class ClusterControlPlane implements ControlPlane {
 
   // --- sandboxes
 
+  /**
+   * Places and creates a sandbox. A node that cannot be reached (it died and is not marked lost
+   * yet) costs one attempt: the create is placed again without it, up to CREATE_ATTEMPTS nodes,
+   * unless the request pinned its node.
+   */
   async createSandbox(req: CreateSandboxRequest): Promise<SandboxRecord> {
+    const unreachable = new Set<string>();
+    for (;;) {
+      try {
+        return await this.createOnce(req, unreachable);
+      } catch (e) {
+        if (!(e instanceof UnreachableNode)) throw e;
+        unreachable.add(e.nodeID);
+        if (req.nodeID !== undefined || unreachable.size >= CREATE_ATTEMPTS) throw e.cause;
+        this.log.warn({ nodeID: e.nodeID, err: e.cause.message }, 'create: node unreachable, placing on another');
+      }
+    }
+  }
+
+  private async createOnce(req: CreateSandboxRequest, unreachable: ReadonlySet<string>): Promise<SandboxRecord> {
     const master = this.cfg.config.master;
     const r = resolveCreate(req, master);
-    const reported = await this.nodeViews(true);
+    const reported = (await this.nodeViews(true)).filter((n) => !unreachable.has(n.nodeID));
     this.recent = pendingPlacements(this.recent, reported, Date.now());
     const nodes = withRecentPlacements(reported, this.recent, densityParamsFromConfig(master));
-    requireTemplate(r.templateID, nodes);
+    await this.requireTemplate(r.templateID, nodes);
     requireFits(r, nodes, master);
     const inFlight = await this.store.live.inFlight(nodes.map((n) => n.nodeID));
     const d0 = performance.now();
@@ -213,13 +272,15 @@ export class ClusterControlPlane implements ControlPlane {
     // Recorded before the node creates it: a replica dying now leaves a record the node's
     // heartbeats settle (running, or gone), never a sandbox nobody knows of.
     const pending: SandboxRecord = { sandboxID, templateID: r.templateID, nodeID, state: 'creating', spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB }, metadata, startedAt: new Date(now).toISOString(), endAt, runtime: nodes.find((n) => n.nodeID === nodeID)?.runtime ?? 'unknown', ...secrets };
-    await this.store.putSandbox(pending).catch((e: unknown) => Promise.reject(forget() && e));
+    const pendingGen = await this.store.putSandbox(pending).catch((e: unknown) => Promise.reject(forget() && e));
     const t0 = performance.now();
     await this.store.live.incInFlight(nodeID).catch((e: unknown) => Promise.reject(forget() && e));
     try {
       const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) });
-      const rec = { ...view, ...secrets };
-      await this.store.putSandbox(rec);
+      // Over the pending record (or a heartbeat's update of it); a destroy that came meanwhile
+      // wins, and the node's copy goes.
+      const rec = await this.writeOver({ ...view, ...secrets, ...nodeStamp(view) }, pendingGen);
+      if (!rec) throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} was destroyed while it was being created`);
       // The node's clock, like the lastSeen it is compared with: the control's own clock after the
       // answer would count the sandbox twice (heartbeat and placement) for a heartbeat interval.
       placement.at = Date.parse(view.startedAt) || Date.now();
@@ -233,9 +294,27 @@ export class ClusterControlPlane implements ControlPlane {
       await this.store.deleteSandbox(sandboxID).catch((err: unknown) => this.log.error({ err, sandboxID }, 'could not mark a failed create deleted'));
       await node.destroySandbox(sandboxID).catch(() => undefined);
       await audit(this.store, req.actor, 'sandbox.create', sandboxID, toCubeError(e).message, { nodeID }).catch(() => undefined);
+      // Unreachable: it never answered, so the create may be tried on another node.
+      if (e instanceof CubeError && e.kind === 'NODE_UNREACHABLE') throw new UnreachableNode(nodeID, e);
       throw e;
     } finally {
       await this.store.live.decInFlight(nodeID).catch(() => undefined);
+    }
+  }
+
+  /**
+   * 404 only when no node holds the template. Nodes whose reports are missing (Redis came back
+   * empty and they have not heartbeat since) may hold it: the template registry in MySQL says,
+   * and the answer is then a retryable 503, never a 404 for a template that exists.
+   */
+  private async requireTemplate(templateID: string, nodes: NodeView[]): Promise<void> {
+    try {
+      requireTemplate(templateID, nodes);
+    } catch (e) {
+      const holders = (await this.store.mysql.listTemplates()).find((t) => t.templateID === templateID)?.nodes ?? [];
+      const waiting = holders.filter((id) => nodes.some((n) => n.nodeID === id && !n.lost));
+      if (waiting.length === 0) throw e;
+      throw new CubeError('STATE_UNAVAILABLE', `template ${templateID} is on ${waiting.join(', ')}, whose reports are not in yet (the live store restarted); retry`, { retryAfter: 1 });
     }
   }
 
@@ -253,8 +332,17 @@ export class ClusterControlPlane implements ControlPlane {
     const rec = await this.getSandbox(sandboxID);
     await audited(this.store, actor, 'sandbox.destroy', sandboxID, () =>
       this.locked(sandboxID, async () => {
-        await (await this.remote(rec.nodeID)).destroySandbox(sandboxID);
+        // A node that cannot be reached (down, or lost) destroys it when it is back: the history
+        // holds the record as deleted, and the node's first heartbeat that lists the sandbox
+        // has it destroyed (syncSandboxes). The client's delete is done now either way.
+        const unreachable = await this.remote(rec.nodeID)
+          .then((n) => n.destroySandbox(sandboxID))
+          .then(
+            () => false,
+            (e: unknown) => (e instanceof CubeError && e.kind === 'NODE_UNREACHABLE' ? true : Promise.reject(e)),
+          );
         await this.store.deleteSandbox(sandboxID);
+        if (unreachable) await this.appendEvent({ kind: 'sandbox.destroyed', nodeID: rec.nodeID, sandboxID, message: `sandbox ${sandboxID} deleted while node ${rec.nodeID} is unreachable: destroyed there when it is back` });
       }),
     );
   }
@@ -303,11 +391,30 @@ export class ClusterControlPlane implements ControlPlane {
     return this.remote((await this.getSandbox(sandboxID)).nodeID);
   }
 
-  /** Writes the node's answer over the record (keeping its secrets) and returns it. */
+  /**
+   * Writes the node's answer over the record (keeping its secrets) and returns it. The answer is
+   * the newest the node said; a heartbeat reconcile that wrote since `rec` was read is retried
+   * over, a delete is not undone.
+   */
   private async record(rec: SandboxRecord, view: SandboxView): Promise<SandboxRecord> {
-    const out = { ...view, accessToken: rec.accessToken, envVars: rec.envVars };
-    await this.store.putSandbox(out);
-    return out;
+    const out: SandboxRecord = { ...view, accessToken: rec.accessToken, envVars: rec.envVars, ...nodeStamp(view) };
+    return (await this.writeOver(out, rec.generation ?? 0)) ?? out;
+  }
+
+  /**
+   * Writes `out` over the live record, starting from the generation the caller read; when a
+   * heartbeat reconcile wrote in between, over that one (a node answer is newer than any list
+   * taken before it). Undefined when the record was deleted meanwhile: a delete is not undone.
+   */
+  private async writeOver(out: SandboxRecord, generation: number): Promise<SandboxRecord | undefined> {
+    for (let g = generation, tries = 0; tries < 5; tries++) {
+      const written = await this.store.putSandboxIf(out, g);
+      if (written > 0) return { ...out, generation: written };
+      const cur = await this.store.getSandbox(out.sandboxID);
+      if (!cur || cur.state === 'gone') return undefined;
+      g = cur.generation ?? 0;
+    }
+    throw new CubeError('SANDBOX_BUSY', `sandbox ${out.sandboxID}: its record kept changing while this operation wrote it`, { retryAfter: 1 });
   }
 
   // --- nodes
@@ -374,16 +481,16 @@ export class ClusterControlPlane implements ControlPlane {
           await this.appendEvent({ kind: 'node.cordoned', nodeID, message: `node ${nodeID} cordoned` });
           break;
         case 'uncordon':
-          await this.store.putNode({ ...rec, cordoned: false, draining: false });
+          await this.store.putNode({ ...withoutEviction(rec), cordoned: false, draining: false });
           await this.appendEvent({ kind: 'node.uncordoned', nodeID, message: `node ${nodeID} uncordoned` });
           break;
         case 'drain': {
-          await this.store.putNode({ ...rec, draining: true });
           const evict = a.evict === true;
           const deadlineSec = a.deadlineSec ?? 0;
-          await this.appendEvent({ kind: 'node.draining', nodeID, message: evict ? `node ${nodeID} draining: sandboxes destroyed after ${deadlineSec}s` : `node ${nodeID} draining: waiting for sandboxes to end` });
-          // Held by this replica: if it dies before the deadline, drain again to evict.
-          if (evict) setTimeout(() => void this.evict(nodeID), deadlineSec * 1000).unref();
+          // The deadline lives in the registry: whichever replica is alive then evicts (evictDue).
+          const evictAt = evict ? new Date(Date.now() + deadlineSec * 1000).toISOString() : undefined;
+          await this.store.putNode({ ...withoutEviction(rec), draining: true, ...(evictAt !== undefined ? { evictAt } : {}) });
+          await this.appendEvent({ kind: 'node.draining', nodeID, message: evict ? `node ${nodeID} draining: sandboxes destroyed after ${deadlineSec}s (at ${evictAt})` : `node ${nodeID} draining: waiting for sandboxes to end` });
           break;
         }
         case 'delete': {
@@ -404,13 +511,26 @@ export class ClusterControlPlane implements ControlPlane {
     });
   }
 
+  /**
+   * Carries out the drain evictions whose deadline passed (one replica at a time, under a lease).
+   * The deadline is cleared once the node holds no record: a failed destroy is tried again.
+   */
+  private async evictDue(): Promise<void> {
+    const due = (await this.store.listNodes()).filter((n) => n.evictAt !== undefined && Date.parse(n.evictAt) <= Date.now());
+    if (due.length === 0 || !(await this.store.live.holdLease(EVICT_LEASE, this.o.replicaID, EVICT_LEASE_MS))) return;
+    for (const n of due) {
+      await this.evict(n.nodeID);
+      if ((await this.store.listSandboxes({ nodeID: n.nodeID })).length > 0) continue;
+      const cur = await this.store.getNode(n.nodeID);
+      if (cur?.evictAt !== undefined) await this.store.putNode(withoutEviction(cur));
+      await this.appendEvent({ kind: 'node.draining', nodeID: n.nodeID, message: `node ${n.nodeID}: drain deadline ${n.evictAt} reached, its sandboxes were destroyed (by ${this.o.replicaID})` });
+    }
+  }
+
   private async evict(nodeID: string): Promise<void> {
     for (const s of await this.store.listSandboxes({ nodeID }).catch(() => [])) {
-      await this.destroySandbox(s.sandboxID, 'system:drain').catch(async (err: unknown) => {
-        // A lost node cannot destroy anything: its lost records go, the history keeps them.
-        if (s.state === 'lost') await this.store.deleteSandbox(s.sandboxID).catch(() => undefined);
-        else this.log.error({ err, sandboxID: s.sandboxID }, 'drain eviction failed');
-      });
+      // A lost node's sandboxes are deleted too: destroyed there if it comes back (destroySandbox).
+      await this.destroySandbox(s.sandboxID, 'system:drain').catch((err: unknown) => this.log.error({ err, sandboxID: s.sandboxID }, 'drain eviction failed'));
     }
   }
 
@@ -426,8 +546,60 @@ export class ClusterControlPlane implements ControlPlane {
     return r;
   }
 
+  /**
+   * Sets one key of the cluster's config: compare-and-set over the version this replica runs, so
+   * of two concurrent sets (on any replicas) one wins and the other answers 409 with the version
+   * in force; never both "ok" with one lost. The files are not written: they only seed an empty
+   * store (GET /admin/v1/config exports what is in force).
+   */
   setConfig(path: string, value: unknown, actor?: string): Promise<ReloadResult> {
-    return audited(this.store, actor, 'config.set', path, () => this.cfg.set(path, value), { value, replica: this.o.replicaID });
+    return audited(
+      this.store,
+      actor,
+      'config.set',
+      path,
+      async () => {
+        const expected = this.cfg.versionInfo.version;
+        const next = this.cfg.withValue(path, value);
+        const rec = { version: expected + 1, at: new Date().toISOString(), actor: actor ?? 'system', reason: `set ${path}`, master: next.master, cubelet: next.cubelet };
+        if (!(await this.store.mysql.casConfigHead(rec, expected))) {
+          const head = await this.store.mysql.configHead();
+          throw new CubeError('CONFLICT', `config changed meanwhile: version ${head?.version ?? '?'} (${head?.reason ?? '?'}, by ${head?.actor ?? '?'}) is in force, ${path} was not set; read it and set again`);
+        }
+        return this.adoptConfig(rec.version, next);
+      },
+      { value, replica: this.o.replicaID },
+    );
+  }
+
+  /**
+   * Puts the cluster's config (the store's) in force on this replica; an empty store is seeded
+   * from this replica's files. Runs at start and on every tick, so every replica runs the
+   * version in force within a tick.
+   */
+  private async followConfig(): Promise<void> {
+    const head = await this.store.mysql.configHead();
+    if (head) {
+      if (head.version !== this.cfg.versionInfo.version) await this.adoptConfig(head.version, { master: head.master, cubelet: head.cubelet } as Config);
+      return;
+    }
+    const v = this.cfg.versionInfo;
+    const version = ((await this.store.latestConfigVersion())?.version ?? 0) + 1;
+    const seeded = await this.store.mysql.casConfigHead({ version, at: v.loadedAt, actor: this.o.replicaID, reason: `seeded from the files of ${this.o.replicaID}`, master: v.config.master, cubelet: v.config.cubelet }, 0);
+    if (seeded) await this.adoptConfig(version, v.config);
+    else await this.followConfig();
+  }
+
+  private async adoptConfig(version: number, config: Config): Promise<ReloadResult> {
+    this.adopting = true;
+    let r: ReloadResult;
+    try {
+      r = await this.cfg.adopt(version, config);
+    } finally {
+      this.adopting = false;
+    }
+    if (r.changes.length > 0) await this.appendEvent({ kind: 'config.reloaded', message: `config version ${version} in force on ${this.o.replicaID}: ${r.changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ')}` });
+    return r;
   }
 
   templates(): Promise<{ templateID: string; nodes: string[] }[]> {
@@ -450,10 +622,21 @@ export class ClusterControlPlane implements ControlPlane {
   private async tick(): Promise<void> {
     if (this.ticking) return;
     this.ticking = true;
+    const now = Date.now();
+    const timeout = this.cfg.config.master.scheduler.heartbeat_timeout_ms;
+    if (this.lastTickAt > 0 && now - this.lastTickAt > timeout / 2) this.blindAt = now;
+    this.lastTickAt = now;
     try {
-      await sweepLostNodes(this.store, this.cfg.config.master, Date.now(), this.o.replicaID, this.missingSince);
+      await sweepLostNodes(this.store, this.cfg.config.master, now, this.o.replicaID, this.missingSince, this.blindAt);
+      await this.followConfig();
+      if (await this.store.live.holdLease(ARCHIVE_LEASE, this.o.replicaID, 5000)) await this.store.archiveEvents();
+      // Evictions take as long as their destroys: beside the tick, one run at a time.
+      this.evicting ??= this.evictDue()
+        .catch((err: unknown) => this.log.warn({ err: toCubeError(err).message }, 'drain eviction failed'))
+        .finally(() => (this.evicting = undefined));
       if (this.watchers.size > 0) await this.sendDeltas();
     } catch (err) {
+      if (isConnectionError(err)) this.blindAt = Date.now();
       this.log.warn({ err: toCubeError(err).message }, 'control tick failed');
     } finally {
       this.ticking = false;
@@ -492,29 +675,57 @@ export class ClusterControlPlane implements ControlPlane {
    * record) is waited out; 130490 (busy) when another operation keeps it longer.
    */
   private async locked<T>(sandboxID: string, fn: () => Promise<T>): Promise<T> {
-    let token = await this.store.live.acquireLock(sandboxID, OP_LOCK_MS);
+    let token = await this.store.live.acquireLock(sandboxID, OP_LEASE_MS);
     for (const until = Date.now() + LOCK_WAIT_MS; token === undefined && Date.now() < until; ) {
       await new Promise((r) => setTimeout(r, 25));
-      token = await this.store.live.acquireLock(sandboxID, OP_LOCK_MS);
+      token = await this.store.live.acquireLock(sandboxID, OP_LEASE_MS);
     }
     if (token === undefined) throw new CubeError('SANDBOX_BUSY', `sandbox ${sandboxID} has another operation in progress`, { retryAfter: 1 });
-    try {
-      return await fn();
-    } finally {
-      await this.store.live.releaseLock(sandboxID, token).catch(() => undefined);
-    }
+    return this.holding(sandboxID, token, fn);
   }
 
   /** Like locked(), but a held lock means "skip": the holder writes the outcome. */
   private async withLock(sandboxID: string, fn: () => Promise<void>): Promise<void> {
-    const token = await this.store.live.acquireLock(sandboxID, OP_LOCK_MS);
-    if (token === undefined) return;
+    const token = await this.store.live.acquireLock(sandboxID, OP_LEASE_MS);
+    if (token !== undefined) await this.holding(sandboxID, token, fn);
+  }
+
+  /** Runs `fn` renewing the lease `token` holds, and releases it after. */
+  private async holding<T>(sandboxID: string, token: string, fn: () => Promise<T>): Promise<T> {
+    const renew = setInterval(() => {
+      void this.store.live.renewLock(sandboxID, token, OP_LEASE_MS).then(
+        (held) => held || this.log.warn({ sandboxID, token }, 'operation lease lapsed before the operation ended'),
+        () => undefined,
+      );
+    }, OP_LEASE_MS / 3);
     try {
-      await fn();
+      return await fn();
     } finally {
+      clearInterval(renew);
       await this.store.live.releaseLock(sandboxID, token).catch(() => undefined);
     }
   }
+}
+
+/** A create's node did not answer (internal: createSandbox tries another). */
+class UnreachableNode extends Error {
+  constructor(
+    readonly nodeID: string,
+    override readonly cause: CubeError,
+  ) {
+    super(cause.message);
+  }
+}
+
+function withoutEviction(rec: NodeRecord): NodeRecord {
+  const { evictAt: _e, ...rest } = rec;
+  return rest;
+}
+
+/** The node-clock time of a node's answer (remote nodes stamp theirs), for SandboxRecord.nodeAt. */
+function nodeStamp(view: SandboxView): { nodeAt?: number } {
+  const at = answeredAt(view);
+  return at === undefined ? {} : { nodeAt: at };
 }
 
 /** Calls `changed` for entries whose key is new or different and `removed` for those gone; updates `seen`. */

@@ -18,9 +18,13 @@ export function isLost(lastSeen: string | undefined, now: number, heartbeatTimeo
  * Returns the nodes this call newly marked lost (empty when another replica holds the lease).
  * A node without metrics (Redis restarted empty, or they expired) counts as silent from the
  * first sweep that saw them missing (`missingSince`, kept by the caller), so a Redis restart
- * does not make every node lost before its next heartbeat.
+ * does not make every node lost before its next heartbeat. Silence counts only from
+ * `blindAt` on (the last time the caller could not watch: it saw Redis or MySQL fail, or its
+ * own ticks stalled): heartbeats that could not be recorded or read meanwhile are not the
+ * node's fault, so an outage pauses lost detection until the nodes have had a heartbeat
+ * timeout to report again.
  */
-export async function sweepLostNodes(store: ClusterStore, cfg: MasterConfig, now: number, holder: string, missingSince = new Map<string, number>()): Promise<string[]> {
+export async function sweepLostNodes(store: ClusterStore, cfg: MasterConfig, now: number, holder: string, missingSince = new Map<string, number>(), blindAt = 0): Promise<string[]> {
   const timeout = cfg.scheduler.heartbeat_timeout_ms;
   if (!(await store.live.holdLease(LOST_SWEEP_LEASE, holder, 2 * timeout))) return [];
   const ids = (await store.listNodes()).map((n) => n.nodeID);
@@ -31,7 +35,7 @@ export async function sweepLostNodes(store: ClusterStore, cfg: MasterConfig, now
     if (reported !== undefined) missingSince.delete(id);
     else if (!missingSince.has(id)) missingSince.set(id, now);
     const lastSeen = reported ?? new Date(missingSince.get(id)!).toISOString();
-    if (!isLost(lastSeen, now, timeout)) continue;
+    if (!isLost(lastSeen, now, timeout) || !isLost(new Date(blindAt).toISOString(), now, timeout)) continue;
     // Sandboxes first: if this fails half-way the marker is not set and the next sweep redoes it.
     const marked = await store.markNodeSandboxes(id, 'lost', `node ${id} stopped heartbeating`);
     if (!(await store.live.markNodeLost(id))) continue;

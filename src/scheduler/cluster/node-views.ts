@@ -50,7 +50,8 @@ export function withRecentPlacements(views: NodeView[], recent: readonly RecentP
 }
 
 export function clusterNodeView(rec: NodeRecord, metrics: NodeView | undefined, lost: boolean, now: number, heartbeatTimeoutMs: number): NodeView {
-  const base = withOperatorFlags(metrics ?? silentNode(rec), rec);
+  const flagged = withOperatorFlags(metrics ?? silentNode(rec), rec);
+  const base: NodeView = rec.evictAt !== undefined && rec.draining ? { ...flagged, evictAt: rec.evictAt, reason: flagged.reason === 'draining' ? `draining: sandboxes evicted at ${rec.evictAt}` : flagged.reason } : flagged;
   const view: NodeView = rec.address !== undefined ? { ...base, address: rec.address } : base;
   const age = metrics ? now - Date.parse(metrics.lastSeen) : Infinity;
   if (!lost && age <= heartbeatTimeoutMs) return view;

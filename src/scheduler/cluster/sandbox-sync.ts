@@ -14,10 +14,16 @@ export type SyncAction =
   | { type: 'gone'; rec: SandboxRecord };
 
 /**
- * `records`: live records placed on this node; `onNode`: the node's list. A record still
- * `creating` for less than `creatingGraceMs` may not be on the node yet and is left alone.
+ * `records`: live records placed on this node; `onNode`: the node's list, taken at `listedAt`
+ * on the node's clock (undefined: an older node that does not say). A record written from a node
+ * answer the node gave after that (`nodeAt` >= `listedAt`) is newer than the list and left alone,
+ * so a list taken mid-create never turns a running sandbox back into `creating`. A record still
+ * `creating` for less than `creatingGraceMs` may not be on the node yet and is left alone too.
+ * The caller writes the actions with compare-and-set on the records' generations, so a record
+ * changed after `records` was read is not overwritten either.
  */
-export function syncNodeSandboxes(records: SandboxRecord[], onNode: SandboxView[], now: number, creatingGraceMs: number): SyncAction[] {
+export function syncNodeSandboxes(records: SandboxRecord[], onNode: SandboxView[], now: number, creatingGraceMs: number, listedAt?: number): SyncAction[] {
+  const newer = (r: SandboxRecord) => listedAt !== undefined && r.nodeAt !== undefined && r.nodeAt >= listedAt;
   const byID = new Map(records.map((r) => [r.sandboxID, r]));
   const out: SyncAction[] = [];
   for (const view of onNode) {
@@ -27,11 +33,13 @@ export function syncNodeSandboxes(records: SandboxRecord[], onNode: SandboxView[
       out.push({ type: 'unknown', view });
       continue;
     }
+    if (newer(rec)) continue;
     const { reason: _r, ...withoutReason } = rec;
     const merged: SandboxRecord = { ...withoutReason, ...view, accessToken: rec.accessToken, envVars: rec.envVars };
-    if (!sameView(merged, rec)) out.push({ type: 'update', rec: merged });
+    if (!sameView(merged, rec)) out.push({ type: 'update', rec: listedAt === undefined ? merged : { ...merged, nodeAt: listedAt } });
   }
   for (const rec of byID.values()) {
+    if (newer(rec)) continue;
     if (rec.state === 'creating' && now - Date.parse(rec.startedAt) < creatingGraceMs) continue;
     out.push({ type: 'gone', rec });
   }

@@ -10,6 +10,8 @@ import { MysqlRecords } from './mysql-records.js';
 import { RedisLive } from './redis-live.js';
 import { isConnectionError, unavailable } from './retry.js';
 
+/** How far back archiveEvents looks behind the last id it archived. */
+const ARCHIVE_OVERLAP = 500;
 /** A registry copy is trusted at most this long even when its version did not move (edits made outside cubed). */
 const REGISTRY_MAX_AGE_MS = 5000;
 
@@ -26,12 +28,17 @@ export class ClusterStore implements StateStore {
   readonly live: RedisLive;
   private routesDirty = false;
   private reconciling?: Promise<void>;
-  private lastEventID = 0;
+  private readonly eventRetention: number;
+  /** Events Redis numbered but MySQL did not take yet (it was down): written with the next append. */
+  private unsaved: EventView[] = [];
+  private appended = 0;
+  private archivedTo = 0;
   private registry?: { version: string; at: number; recs: Promise<NodeRecord[]> };
 
   constructor(opts: ClusterStoreOptions) {
     this.mysql = new MysqlRecords(opts.mysqlURL);
-    this.live = new RedisLive(opts.redisURL, opts.keyPrefix ?? 'cube:v1:', opts.eventRetention ?? 10_000);
+    this.eventRetention = opts.eventRetention ?? 10_000;
+    this.live = new RedisLive(opts.redisURL, opts.keyPrefix ?? 'cube:v1:', this.eventRetention);
     // 'ready' after a reconnect: Redis may have restarted empty.
     let connected = false;
     this.live.redis.on('ready', () => {
@@ -57,7 +64,7 @@ export class ClusterStore implements StateStore {
       try {
         this.routesDirty = false;
         await this.live.replaceRoutes(await this.mysql.liveSandboxes());
-        if (this.lastEventID > 0) await this.live.raiseEventSeq(this.lastEventID);
+        await this.restoreEvents();
       } catch (e) {
         this.routesDirty = true;
         throw e;
@@ -83,19 +90,33 @@ export class ClusterStore implements StateStore {
     }
   }
 
-  async putSandbox(rec: SandboxRecord): Promise<void> {
+  async putSandbox(rec: SandboxRecord): Promise<number> {
+    let generation = 0;
     await this.writeThrough(
-      () => this.mysql.putSandbox(rec),
-      () => this.live.putRoute(rec),
+      async () => void (generation = await this.mysql.putSandbox(rec)),
+      () => this.live.putRoute({ ...rec, generation }),
     );
+    return generation;
   }
 
+  async putSandboxIf(rec: SandboxRecord, expected: number): Promise<number> {
+    const generation = await this.mysql.putSandboxIf(rec, expected);
+    if (generation > 0) await this.writeThrough(async () => undefined, () => this.live.putRoute({ ...rec, generation }));
+    return generation;
+  }
+
+  async deleteSandboxIf(sandboxID: string, generation: number): Promise<boolean> {
+    const done = await this.mysql.markSandboxDeleted(sandboxID, generation);
+    if (done) await this.writeThrough(async () => undefined, () => this.live.deleteRoute(sandboxID));
+    return done;
+  }
+
+  /** Sets state and reason unless another write comes first (then false, as for a missing record). */
   async updateSandboxState(sandboxID: string, state: SandboxState, reason?: string): Promise<boolean> {
     const found = await this.getSandbox(sandboxID);
     if (!found) return false;
     const { reason: _previous, ...rest } = found;
-    await this.putSandbox(reason === undefined ? { ...rest, state } : { ...rest, state, reason });
-    return true;
+    return (await this.putSandboxIf(reason === undefined ? { ...rest, state } : { ...rest, state, reason }, found.generation ?? 0)) > 0;
   }
 
   async getSandbox(sandboxID: string): Promise<SandboxRecord | undefined> {
@@ -112,7 +133,7 @@ export class ClusterStore implements StateStore {
 
   async deleteSandbox(sandboxID: string): Promise<void> {
     await this.writeThrough(
-      () => this.mysql.markSandboxDeleted(sandboxID),
+      async () => void (await this.mysql.markSandboxDeleted(sandboxID)),
       () => this.live.deleteRoute(sandboxID),
     );
   }
@@ -120,20 +141,66 @@ export class ClusterStore implements StateStore {
   /** Marks every sandbox of a node (e.g. lost: never silently dropped). */
   async markNodeSandboxes(nodeID: string, state: SandboxState, reason: string): Promise<SandboxRecord[]> {
     const recs = (await this.mysql.liveSandboxes()).filter((r) => r.nodeID === nodeID && r.state !== state);
-    for (const rec of recs) await this.putSandbox({ ...rec, state, reason });
-    return recs.map((r) => ({ ...r, state, reason }));
+    const marked: SandboxRecord[] = [];
+    // A record written meanwhile (an operation, the node's own report) is newer than this verdict.
+    for (const rec of recs) if ((await this.putSandboxIf({ ...rec, state, reason }, rec.generation ?? 0)) > 0) marked.push({ ...rec, state, reason });
+    return marked;
   }
 
+  /** A Redis without the event counter (restarted empty) gets the stream and counter back from MySQL. */
+  private async restoreEvents(): Promise<void> {
+    if (await this.live.hasEventSeq()) return;
+    await this.flushEvents();
+    const { maxID, events } = await this.mysql.latestEvents(this.eventRetention);
+    await this.live.restoreEvents(maxID, events);
+  }
+
+  /**
+   * Redis numbers the event (one counter: every replica's events in one order) and streams it;
+   * MySQL keeps it, so a Redis restart loses neither the history nor the numbering. With MySQL
+   * away the event is kept here and written with a later one.
+   */
   async appendEvent(e: Omit<EventView, 'id'>): Promise<EventView> {
-    const ev = await this.live.appendEvent(e);
-    this.lastEventID = Math.max(this.lastEventID, ev.id);
+    let ev = await this.live.appendEvent(e);
+    if (!ev) {
+      await this.restoreEvents();
+      ev = await this.live.appendEvent(e);
+      if (!ev) throw unavailable('Redis', new Error('event counter missing after restoring it'));
+    }
+    this.unsaved.push(ev);
+    await this.flushEvents().catch(() => undefined);
+    if (++this.appended % 1000 === 0) await this.mysql.pruneEvents(this.eventRetention).catch(() => undefined);
     return ev;
   }
 
+  private async flushEvents(): Promise<void> {
+    if (this.unsaved.length === 0) return;
+    const batch = this.unsaved;
+    this.unsaved = [];
+    try {
+      await this.mysql.putEvents(batch);
+    } catch (e) {
+      // Kept (the newest, up to the retention) for the next append.
+      this.unsaved = [...batch, ...this.unsaved].slice(-this.eventRetention);
+      throw e;
+    }
+  }
+
+  /**
+   * Copies what the event stream holds into MySQL (ids already there are skipped): a replica
+   * killed between numbering an event in Redis and writing it to MySQL leaves it in the stream
+   * only. Reads back ARCHIVE_OVERLAP ids each time, since such an event may sit below ids other
+   * replicas wrote after it. Call it periodically from one replica.
+   */
+  async archiveEvents(): Promise<void> {
+    const events = await this.live.listEvents({ sinceID: Math.max(0, this.archivedTo - ARCHIVE_OVERLAP), limit: 10_000 });
+    await this.mysql.putEvents(events);
+    this.archivedTo = Math.max(this.archivedTo, events.at(-1)?.id ?? 0);
+  }
+
   async listEvents(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]> {
-    const evs = await this.live.listEvents(opts);
-    for (const e of evs) this.lastEventID = Math.max(this.lastEventID, e.id);
-    return evs;
+    await this.routes();
+    return this.live.listEvents(opts);
   }
 
   putConfigVersion(rec: ConfigVersionRecord): Promise<void> {

@@ -1,8 +1,9 @@
 // The durable half of the cluster store: nodes registry, templates, sandbox history (the source
 // of truth for which sandboxes exist), config versions and the audit trail.
 import mysql from 'mysql2/promise';
+import type { EventView } from '../../api/types.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
-import type { AuditRecord, ConfigVersionRecord, NodeRecord } from '../types.js';
+import { recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
 import { withRetry } from './retry.js';
 
 // Append-only: a released migration never changes; new ones go at the end.
@@ -18,6 +19,12 @@ const MIGRATIONS: string[] = [
   // Each control replica numbers the versions of its own config files: two replicas changing
   // theirs at once produce the same number, which must add a row, not replace the other's.
   `ALTER TABLE config_versions DROP PRIMARY KEY, ADD PRIMARY KEY (version, actor)`,
+  // Bumped by every write: writers that read a record first write it back only if it did not move.
+  `ALTER TABLE sandbox_history ADD COLUMN generation BIGINT NOT NULL DEFAULT 0`,
+  // The event history (Redis holds the stream clients read, and loses it when it restarts).
+  `CREATE TABLE IF NOT EXISTS events (id BIGINT PRIMARY KEY, body MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
+  // The cluster's config in force: one row, changed only by compare-and-set on its version.
+  `CREATE TABLE IF NOT EXISTS config_head (id TINYINT PRIMARY KEY, version INT NOT NULL, at VARCHAR(40) NOT NULL, actor VARCHAR(128) NOT NULL, reason TEXT NOT NULL, master MEDIUMTEXT NOT NULL, cubelet MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
 ];
 
 export class MysqlRecords {
@@ -92,23 +99,40 @@ export class MysqlRecords {
     );
   }
 
-  async putSandbox(rec: SandboxRecord): Promise<void> {
-    await this.q('INSERT INTO sandbox_history (sandbox_id, node_id, template_id, state, record) VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE node_id=VALUES(node_id), template_id=VALUES(template_id), state=VALUES(state), record=VALUES(record), deleted_at=NULL', [
-      rec.sandboxID,
-      rec.nodeID,
-      rec.templateID,
-      rec.state,
-      JSON.stringify(rec),
-    ]);
+  /** Inserts or replaces (a deleted id comes back live); returns the new generation. */
+  async putSandbox(rec: SandboxRecord): Promise<number> {
+    const r = await this.q<mysql.ResultSetHeader>(
+      'INSERT INTO sandbox_history (sandbox_id, node_id, template_id, state, record, generation) VALUES (?, ?, ?, ?, ?, 1) ON DUPLICATE KEY UPDATE node_id=VALUES(node_id), template_id=VALUES(template_id), state=VALUES(state), record=VALUES(record), deleted_at=NULL, generation=LAST_INSERT_ID(generation + 1)',
+      [rec.sandboxID, rec.nodeID, rec.templateID, rec.state, recordJson(rec)],
+    );
+    // 1 row: inserted (generation 1); 2: updated, and LAST_INSERT_ID carries the new generation.
+    return r.affectedRows === 1 ? 1 : Number(r.insertId);
   }
 
-  async markSandboxDeleted(sandboxID: string): Promise<void> {
-    await this.q("UPDATE sandbox_history SET deleted_at = CURRENT_TIMESTAMP(3), state = 'gone' WHERE sandbox_id = ? AND deleted_at IS NULL", [sandboxID]);
+  /** See StateStore.putSandboxIf; generation 0 refuses any id the history holds, deleted ones too. */
+  async putSandboxIf(rec: SandboxRecord, generation: number): Promise<number> {
+    if (generation === 0) {
+      const r = await this.q<mysql.ResultSetHeader>('INSERT IGNORE INTO sandbox_history (sandbox_id, node_id, template_id, state, record, generation) VALUES (?, ?, ?, ?, ?, 1)', [rec.sandboxID, rec.nodeID, rec.templateID, rec.state, recordJson(rec)]);
+      return r.affectedRows === 1 ? 1 : 0;
+    }
+    const r = await this.q<mysql.ResultSetHeader>(
+      'UPDATE sandbox_history SET node_id=?, template_id=?, state=?, record=?, generation=LAST_INSERT_ID(generation + 1) WHERE sandbox_id=? AND generation=? AND deleted_at IS NULL',
+      [rec.nodeID, rec.templateID, rec.state, recordJson(rec), rec.sandboxID, generation],
+    );
+    return r.affectedRows === 1 ? Number(r.insertId) : 0;
+  }
+
+  async markSandboxDeleted(sandboxID: string, generation?: number): Promise<boolean> {
+    const r =
+      generation === undefined
+        ? await this.q<mysql.ResultSetHeader>("UPDATE sandbox_history SET deleted_at = CURRENT_TIMESTAMP(3), state = 'gone', generation = generation + 1 WHERE sandbox_id = ? AND deleted_at IS NULL", [sandboxID])
+        : await this.q<mysql.ResultSetHeader>("UPDATE sandbox_history SET deleted_at = CURRENT_TIMESTAMP(3), state = 'gone', generation = generation + 1 WHERE sandbox_id = ? AND generation = ? AND deleted_at IS NULL", [sandboxID, generation]);
+    return r.affectedRows === 1;
   }
 
   async getLiveSandbox(sandboxID: string): Promise<SandboxRecord | undefined> {
-    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM sandbox_history WHERE sandbox_id = ? AND deleted_at IS NULL', [sandboxID]);
-    return rows[0] ? (JSON.parse(rows[0].record as string) as SandboxRecord) : undefined;
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record, generation FROM sandbox_history WHERE sandbox_id = ? AND deleted_at IS NULL', [sandboxID]);
+    return rows[0] ? rowRecord(rows[0]) : undefined;
   }
 
   /** Whether the history holds this sandbox as deleted (and not live again). */
@@ -119,12 +143,52 @@ export class MysqlRecords {
 
   /** Every sandbox not deleted, in creation order: what the routes must hold. */
   async liveSandboxes(): Promise<SandboxRecord[]> {
-    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM sandbox_history WHERE deleted_at IS NULL ORDER BY seq');
-    return rows.map((r) => JSON.parse(r.record as string) as SandboxRecord);
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record, generation FROM sandbox_history WHERE deleted_at IS NULL ORDER BY seq');
+    return rows.map(rowRecord);
+  }
+
+  /** Idempotent (by id): a retry after a lost answer writes nothing twice. */
+  async putEvents(events: EventView[]): Promise<void> {
+    if (events.length === 0) return;
+    await this.q('INSERT IGNORE INTO events (id, body) VALUES ?', [events.map(({ id, ...e }) => [id, JSON.stringify(e)])]);
+  }
+
+  /** Drops events older than the newest `keep`. */
+  async pruneEvents(keep: number): Promise<void> {
+    await this.q('DELETE FROM events WHERE id <= (SELECT m FROM (SELECT COALESCE(MAX(id), 0) - ? AS m FROM events) AS t)', [keep]);
+  }
+
+  /** The newest `limit` events, oldest first, and the highest id ever recorded. */
+  async latestEvents(limit: number): Promise<{ maxID: number; events: EventView[] }> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT id, body FROM events ORDER BY id DESC LIMIT ?', [limit]);
+    const events = rows.reverse().map((r) => ({ ...(JSON.parse(r.body as string) as Omit<EventView, 'id'>), id: Number(r.id) }));
+    return { maxID: events.at(-1)?.id ?? 0, events };
   }
 
   async putConfigVersion(rec: ConfigVersionRecord): Promise<void> {
     await this.q('REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', [rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet)]);
+  }
+
+  /** The cluster's config in force (undefined until a replica seeded it from its files). */
+  async configHead(): Promise<ConfigVersionRecord | undefined> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT * FROM config_head WHERE id = 1');
+    const r = rows[0];
+    return r ? { version: r.version, at: r.at, actor: r.actor, reason: r.reason, master: JSON.parse(r.master), cubelet: JSON.parse(r.cubelet) } : undefined;
+  }
+
+  /**
+   * Makes `rec` the config in force if the one in force is still version `expected` (0: none
+   * yet), and records it in the history; false when another change came first.
+   */
+  async casConfigHead(rec: ConfigVersionRecord, expected: number): Promise<boolean> {
+    const args = [rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet)];
+    const r =
+      expected === 0
+        ? await this.q<mysql.ResultSetHeader>('INSERT IGNORE INTO config_head (id, version, at, actor, reason, master, cubelet) VALUES (1, ?, ?, ?, ?, ?, ?)', args)
+        : await this.q<mysql.ResultSetHeader>('UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ? WHERE id = 1 AND version = ?', [...args, expected]);
+    if (r.affectedRows !== 1) return false;
+    await this.putConfigVersion(rec);
+    return true;
   }
 
   async listConfigVersions(limit = 20): Promise<ConfigVersionRecord[]> {
@@ -184,4 +248,8 @@ export class MysqlRecords {
     for (const r of rows) by.set(r.template_id as string, [...(by.get(r.template_id as string) ?? []), r.node_id as string]);
     return [...by].map(([templateID, nodes]) => ({ templateID, nodes }));
   }
+}
+
+function rowRecord(r: mysql.RowDataPacket): SandboxRecord {
+  return { ...(JSON.parse(r.record as string) as SandboxRecord), generation: Number(r.generation) };
 }

@@ -3,20 +3,45 @@
 // release, leader leases, and the events stream. Keys: `<prefix><scope>:<what>[:<id>]`.
 import { Redis } from 'ioredis';
 import type { EventView, NodeView } from '../../api/types.js';
-import { newToken } from '../../ids.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
 import { withRetry } from './retry.js';
 
-// Atomic: ids come from one counter so every replica's events interleave in one order.
-const APPEND_EVENT = `local id = redis.call('INCR', KEYS[2])
+// Atomic: ids come from one counter so every replica's events interleave in one order. No
+// counter means Redis came back empty: -1, and the caller restores the stream and the counter
+// from MySQL first (restoreEvents), so an id is never handed out twice.
+const APPEND_EVENT = `if redis.call('EXISTS', KEYS[2]) == 0 then return -1 end
+local id = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[2], id .. '-0', 'e', ARGV[1])
 return id`;
+// Once, by whichever replica comes first: the stream's last events and the counter from MySQL.
+// ARGV: the highest id MySQL holds, then id, body pairs oldest first.
+const RESTORE_EVENTS = `if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+for i = 2, #ARGV, 2 do redis.call('XADD', KEYS[1], ARGV[i] .. '-0', 'e', ARGV[i + 1]) end
+redis.call('SET', KEYS[2], ARGV[1])
+return 1`;
 const RELEASE_IF_OWNER = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+const RENEW_IF_OWNER = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
+// A lock's token is a fencing number: every acquisition gets a larger one than any before it.
+const ACQUIRE_FENCED = `if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], fence, 'PX', ARGV[1])
+return fence`;
 const HOLD_LEASE = `local cur = redis.call('GET', KEYS[1])
 if cur == false then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
 if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
 return 0`;
-const RAISE_TO = `local cur = tonumber(redis.call('GET', KEYS[1]) or '0') if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return 1`;
+// Routes are written after MySQL, by several replicas: an older generation arriving late, or a
+// write after the delete (its tombstone), must not overwrite what is there.
+const PUT_ROUTE_IF_NEWER = `if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  local g = cjson.decode(cur).generation
+  if g and tonumber(g) >= tonumber(ARGV[3]) then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1`;
+/** How long a deleted sandbox's tombstone keeps late route writes out (longer than any in-flight write). */
+const TOMBSTONE_MS = 10 * 60_000;
 const DECR_FLOOR = `local v = redis.call('DECR', KEYS[1]) if v <= 0 then redis.call('DEL', KEYS[1]) return 0 end return v`;
 
 export class RedisLive {
@@ -32,9 +57,12 @@ export class RedisLive {
     this.redis.on('error', () => undefined); // reported through the failing commands
     this.redis.defineCommand('cubeAppendEvent', { numberOfKeys: 2, lua: APPEND_EVENT });
     this.redis.defineCommand('cubeReleaseIfOwner', { numberOfKeys: 1, lua: RELEASE_IF_OWNER });
+    this.redis.defineCommand('cubeRenewIfOwner', { numberOfKeys: 1, lua: RENEW_IF_OWNER });
+    this.redis.defineCommand('cubeAcquireFenced', { numberOfKeys: 2, lua: ACQUIRE_FENCED });
     this.redis.defineCommand('cubeHoldLease', { numberOfKeys: 1, lua: HOLD_LEASE });
-    this.redis.defineCommand('cubeRaiseTo', { numberOfKeys: 1, lua: RAISE_TO });
+    this.redis.defineCommand('cubeRestoreEvents', { numberOfKeys: 2, lua: RESTORE_EVENTS });
     this.redis.defineCommand('cubeDecrFloor', { numberOfKeys: 1, lua: DECR_FLOOR });
+    this.redis.defineCommand('cubePutRouteIfNewer', { numberOfKeys: 2, lua: PUT_ROUTE_IF_NEWER });
   }
 
   private k(...parts: string[]): string {
@@ -54,8 +82,9 @@ export class RedisLive {
   }
 
   // --- sandbox routes
-  async putRoute(rec: SandboxRecord): Promise<void> {
-    await this.run((r) => r.hset(this.k('shared', 'sandboxes'), rec.sandboxID, JSON.stringify(rec)));
+  /** Writes the route unless a newer generation is there or the sandbox was deleted. */
+  async putRoute(rec: SandboxRecord & { generation: number }): Promise<void> {
+    await this.run((r) => r.cubePutRouteIfNewer!(this.k('shared', 'sandboxes'), this.k('shared', 'deleted', rec.sandboxID), rec.sandboxID, JSON.stringify(rec), rec.generation));
   }
 
   async getRoute(sandboxID: string): Promise<SandboxRecord | undefined> {
@@ -69,7 +98,7 @@ export class RedisLive {
   }
 
   async deleteRoute(sandboxID: string): Promise<void> {
-    await this.run((r) => r.hdel(this.k('shared', 'sandboxes'), sandboxID));
+    await this.run(() => this.redis.multi().set(this.k('shared', 'deleted', sandboxID), '1', 'PX', TOMBSTONE_MS).hdel(this.k('shared', 'sandboxes'), sandboxID).exec());
   }
 
   /** Makes the routes exactly `live` (after a Redis restart or a half-done write). */
@@ -142,12 +171,19 @@ export class RedisLive {
     return new Map(nodeIDs.map((id, i) => [id, Number(vals[i] ?? 0)]));
   }
 
-  // --- per-sandbox operation locks
-  /** Returns the token to release with, or undefined when another operation holds the lock. */
+  // --- per-sandbox operation locks: leases of `ttlMs` that their holder renews while it works
+  /**
+   * Returns the token to renew and release with (a fencing number, larger than any token handed
+   * out before), or undefined when another operation holds the lock.
+   */
   async acquireLock(sandboxID: string, ttlMs: number): Promise<string | undefined> {
-    const token = newToken();
-    const ok = await this.run((r) => r.set(this.k('master', 'lock', 'sandbox', sandboxID), token, 'PX', ttlMs, 'NX'));
-    return ok === 'OK' ? token : undefined;
+    const fence = await this.run((r) => r.cubeAcquireFenced!(this.k('master', 'lock', 'sandbox', sandboxID), this.k('master', 'lock', 'fence'), ttlMs), false);
+    return fence === null || fence === undefined ? undefined : String(fence);
+  }
+
+  /** Extends the lease by `ttlMs` if `token` still holds it; false when it lapsed (and may be someone else's). */
+  async renewLock(sandboxID: string, token: string, ttlMs: number): Promise<boolean> {
+    return (await this.run((r) => r.cubeRenewIfOwner!(this.k('master', 'lock', 'sandbox', sandboxID), token, ttlMs))) === 1;
   }
 
   /** Releases only if `token` still owns the lock (an expired lock taken by someone else stays theirs). */
@@ -161,15 +197,22 @@ export class RedisLive {
     return (await this.run((r) => r.cubeHoldLease!(this.k('shared', 'lease', name), holder, ttlMs))) === 1;
   }
 
-  // --- events
-  async appendEvent(e: Omit<EventView, 'id'>): Promise<EventView> {
+  // --- events (MySQL keeps them; this is the stream clients read and the id counter)
+  /** The new event's id, or undefined when Redis lost the counter (restoreEvents first). */
+  async appendEvent(e: Omit<EventView, 'id'>): Promise<EventView | undefined> {
     const id = Number(await this.run((r) => r.cubeAppendEvent!(this.k('shared', 'events'), this.k('shared', 'events', 'seq'), JSON.stringify(e), this.eventRetention), false));
-    return { ...e, id };
+    return id < 0 ? undefined : { ...e, id };
   }
 
-  /** After a Redis restart the counter starts again: lift it past ids clients have already seen. */
-  async raiseEventSeq(min: number): Promise<void> {
-    await this.run((r) => r.cubeRaiseTo!(this.k('shared', 'events', 'seq'), min));
+  /** Whether the id counter is there (false: Redis restarted empty, or a new cluster). */
+  async hasEventSeq(): Promise<boolean> {
+    return (await this.run((r) => r.exists(this.k('shared', 'events', 'seq')))) === 1;
+  }
+
+  /** Restores the stream and the counter (`maxID`: the highest id ever handed out) unless another replica did. */
+  async restoreEvents(maxID: number, events: EventView[]): Promise<void> {
+    const args = events.flatMap(({ id, ...e }) => [String(id), JSON.stringify(e)]);
+    await this.run((r) => r.cubeRestoreEvents!(this.k('shared', 'events'), this.k('shared', 'events', 'seq'), String(maxID), ...args));
   }
 
   async listEvents(opts: { sinceID?: number; limit?: number } = {}): Promise<EventView[]> {
