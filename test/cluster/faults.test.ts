@@ -7,7 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigView, EventView, NodeView, ReloadResult } from '../../src/api/types.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
 import { burst, startCluster, until, type TestCluster } from '../helpers/cluster.js';
-import { withServicesExclusive } from '../helpers/services-lock.js';
+import { holdServicesRestarter, withServicesExclusive } from '../helpers/services-lock.js';
+
+// Before the cluster takes the services shared: files that restart them run one at a time.
+const releaseRestarter = holdServicesRestarter();
 
 let c: TestCluster;
 
@@ -43,7 +46,11 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  await c?.stop();
+  try {
+    await c?.stop();
+  } finally {
+    releaseRestarter();
+  }
 }, 300_000);
 
 describe('cluster faults', () => {

@@ -9,7 +9,10 @@ import type { EventView, NodeView } from '../../src/api/types.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
 import { PLACEMENT_METRICS_MS } from '../../src/scheduler/cluster/cluster-control-plane.js';
 import { burst, startCluster, until, type TestCluster } from '../helpers/cluster.js';
-import { withServicesExclusive } from '../helpers/services-lock.js';
+import { holdServicesRestarter, withServicesExclusive } from '../helpers/services-lock.js';
+
+// Before the cluster takes the services shared: files that restart them run one at a time.
+const releaseRestarter = holdServicesRestarter();
 
 const REDIS_START = ['--daemonize', 'yes', '--bind', '127.0.0.1', '-::1', '--port', '6379', '--save', '', '--appendonly', 'no', '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/ci.log'];
 
@@ -57,11 +60,15 @@ beforeAll(async () => {
 
 afterAll(async () => {
   try {
-    await c?.stop();
+    try {
+      await c?.stop();
+    } finally {
+      if (mounted) await execa('umount', ['-d', loopMnt], { reject: false });
+      rmSync(loopDir, { recursive: true, force: true });
+      await ensureServices();
+    }
   } finally {
-    if (mounted) await execa('umount', ['-d', loopMnt], { reject: false });
-    rmSync(loopDir, { recursive: true, force: true });
-    await ensureServices();
+    releaseRestarter();
   }
 }, 300_000);
 

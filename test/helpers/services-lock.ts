@@ -59,6 +59,42 @@ export function holdServicesShared(): () => void {
   }
 }
 
+/**
+ * For a file that restarts the services while it holds them shared (its cluster stays up): two
+ * such files in parallel would each wait for the other's shared hold to end before restarting,
+ * a deadlock only GIVE_UP_MS breaks. They take this first, in beforeAll, so they run one at a
+ * time; returns the release (also done at exit).
+ */
+export function holdServicesRestarter(): () => void {
+  mkdirSync(DIR, { recursive: true });
+  const path = join(DIR, 'restarter');
+  for (;;) {
+    try {
+      writeFileSync(path, String(process.pid), { flag: 'wx' });
+      break;
+    } catch {
+      let owner = 0;
+      try {
+        owner = Number(readFileSync(path, 'utf8'));
+      } catch {
+        continue; // just released
+      }
+      if (owner === process.pid) break;
+      if (owner > 0 && !alive(owner)) rmSync(path, { force: true });
+      else sleepSync(WAIT_MS);
+    }
+  }
+  const release = () => {
+    try {
+      if (Number(readFileSync(path, 'utf8')) === process.pid) rmSync(path, { force: true });
+    } catch {
+      // already gone
+    }
+  };
+  process.once('exit', release);
+  return release;
+}
+
 /** Runs `fn` while no other process uses the services (this process's own holds do not count). */
 export async function withServicesExclusive<T>(fn: () => Promise<T>): Promise<T> {
   mkdirSync(DIR, { recursive: true });
