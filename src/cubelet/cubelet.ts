@@ -441,7 +441,9 @@ export class Cubelet implements NodeApi {
       runtimes: driver.runtimes?.() ?? [{ name: driver.name }],
       capacity: { cpus, memoryMiB: quota?.memory_mib ?? mem.totalMiB, declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined },
       cpuUtilPercent: this.cpuUtil,
-      ...(this.sandboxCpuUtil !== undefined ? { sandboxCpuUtilPercent: this.sandboxCpuUtil } : {}),
+      // A driver that can tell reports from the start (0 before its first two samples): the host's
+      // figure must never gate a node whose sandboxes can be measured, not even for its first second.
+      ...(this.o.driver.cpuUsageUsec ? { sandboxCpuUtilPercent: this.sandboxCpuUtil ?? 0 } : {}),
       memAvailableMiB: mem.availableMiB,
       memTotalMiB: mem.totalMiB,
       diskUsedPercent: await diskUsedPercent(dataDir),

@@ -117,8 +117,10 @@ describe('cluster of three compute nodes and two control replicas', () => {
     const full = node(3).nodeID;
     const fill = join(loopMnt, 'cube-fill');
     try {
-      const { stdout } = await execa('df', ['--output=size', '-B1', loopMnt]);
-      await execa('fallocate', ['-l', String(Math.floor(Number(stdout.split('\n')[1]) * 0.9)), fill]);
+      // Up to 90% used, counting what is there already (the node's sandbox store image).
+      const { stdout } = await execa('df', ['--output=size,used', '-B1', loopMnt]);
+      const [size, used] = stdout.split('\n')[1]!.trim().split(/\s+/).map(Number) as [number, number];
+      await execa('fallocate', ['-l', String(Math.floor(size * 0.9 - used)), fill]);
       const view = await until('node 3 over the watermark', async () => (await nodes()).find((n) => n.nodeID === full && n.usage.diskUsedPercent >= 80));
       expect(view).toMatchObject({ healthy: true, schedulable: false, reason: expect.stringMatching(/^disk \d+(\.\d)?% >= 80%$/), refusedBy: 'disk' });
       // Placement reads node metrics cached for up to PLACEMENT_METRICS_MS: let every replica's cache turn over.

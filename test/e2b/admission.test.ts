@@ -116,8 +116,10 @@ describe('admission on a development box', () => {
     // each gets ~4% of the node, so the cap goes down to 3% (the idle sandboxes use ~0), and the
     // oversell up so that the static quota (2 x 100 x 3% = 6) still holds them.
     await setConfig('host.detected.cpu_oversell_ratio', 100);
-    await setConfig('scheduler.node_max_cpu_util', 3);
+    // Created before the cap goes down: what earlier tests' sandboxes used still decays in the
+    // ~30 s average, and would refuse the burners themselves.
     const burners = await Promise.all([create(), create(), create()]);
+    await setConfig('scheduler.node_max_cpu_util', 3);
     try {
       await Promise.all(burners.map((s) => s.commands.run('while :; do :; done', { background: true })));
       let refused: { status: number; json: { message: string } } | undefined;

@@ -119,7 +119,10 @@ export function findLeaks(tag: string, dataDir: string): Leaks {
       // exited meanwhile
     }
   }
-  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(dataDir));
+  // The sandbox store stays mounted for the rig's lifetime (closed at teardown): not a sandbox's leak.
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .filter((l) => l.includes(dataDir) && !l.includes(` ${join(dataDir, 'store')} `));
   let dirs: string[] = [];
   try {
     dirs = readdirSync(join(dataDir, 'sandboxes'));

@@ -34,7 +34,7 @@ describe('ns driver isolation', () => {
     expect(r.stderr).toMatch(/Read-only file system/);
     expect(r.stdout).toContain('changed');
     expect(await readFile(join(rig().host.layers[0]!, 'etc/hosts'), 'utf8')).toContain('localhost');
-    expect(await readFile(join(h.dir, 'upper/etc/hosts'), 'utf8')).toBe('changed\n');
+    expect(await readFile(join(rig().driver.storage.dir(h.sandboxID), 'upper/etc/hosts'), 'utf8')).toBe('changed\n');
   });
 
   it('has its own /etc/shadow and none of the host /root, /home, /var or data dir', async () => {
