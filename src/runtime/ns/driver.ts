@@ -272,8 +272,9 @@ export class NsDriver implements RuntimeDriver {
       pids: Number(pids),
       oomKills: keyedValue(oom, 'oom_kill') ?? 0,
       memoryCacheBytes: keyedValue(memStat, 'cache') ?? 0,
-      // The sandbox's subvolume's exclusive bytes (its disk limit counts the same): one sysfs read.
-      diskUsedBytes: (await this.storage.diskUsed([id])).get(id) ?? 0,
+      // Walked, not the quota group's figure: btrfs updates that at its next commit (up to 30 s),
+      // and a client that just wrote a file expects to see it. Only on this metrics path.
+      diskUsedBytes: await diskUsage(join(this.storage.dir(id), 'upper')),
     };
   }
 
@@ -314,3 +315,22 @@ export class NsDriver implements RuntimeDriver {
   }
 }
 
+/**
+ * Bytes allocated under `dir` (st_blocks, so sparse files count what they hold), by walking it:
+ * only on the metrics path, never on create. Entries that vanish mid-walk are skipped.
+ */
+async function diskUsage(dir: string): Promise<number> {
+  let total = 0;
+  const walk = async (d: string): Promise<void> => {
+    const entries = await readdir(d, { withFileTypes: true }).catch(() => []);
+    for (const e of entries) {
+      const p = join(d, e.name);
+      const st = await lstat(p).catch(() => undefined);
+      if (!st) continue;
+      total += st.blocks * 512;
+      if (e.isDirectory()) await walk(p);
+    }
+  };
+  await walk(dir);
+  return total;
+}
