@@ -200,6 +200,8 @@ export interface StatsView {
   decisionP99Ms?: number;
   /** Creates and resumes refused in the last 60 s, by code and by the rule that refused (a filter name, 'pool', 'release_ratio'). */
   refusedLastMinute?: { code: number; rule: string; count: number }[];
+  /** The same counted since this process started (cubed_refused_total on /metrics). */
+  refusedSinceStart?: { code: number; rule: string; count: number }[];
 }
 
 export interface Snapshot {
