@@ -86,6 +86,27 @@ export interface StoreView {
   usedPercent: number;
 }
 
+export interface PauseOptions {
+  /**
+   * Free the sandbox's memory where the runtime can (microvm: guest memory written to a file
+   * under the data dir and QEMU ended; resume restores it). Runtimes whose pause keeps the
+   * memory (ns: a frozen cgroup) ignore it. AutoPause and the E2B pause ask for it.
+   */
+  release?: boolean;
+}
+
+/** A runtime a node offers. */
+export interface RuntimeInfo {
+  name: string;
+  /** No usable hardware virtualisation: the guest CPU is emulated (microvm under TCG). */
+  emulated?: boolean;
+  /**
+   * A releasing pause (AutoPause, the E2B pause) frees the sandbox's memory, so the release ratio
+   * is backed by memory the host got back; absent: pause keeps the memory and the ratio is accounting only.
+   */
+  releaseBacked?: boolean;
+}
+
 export interface NodeView {
   nodeID: string;
   address?: string;
@@ -102,8 +123,8 @@ export interface NodeView {
   lost: boolean;
   /** The node's default runtime. */
   runtime: string;
-  /** Every runtime the node offers (a create may name one); `emulated`: microVMs without /dev/kvm (TCG). */
-  runtimes?: { name: string; emulated?: boolean }[];
+  /** Every runtime the node offers (a create may name one). */
+  runtimes?: RuntimeInfo[];
   capacity: { cpus: number; memoryMiB: number; declared: boolean };
   usage: {
     /** The whole host's CPU use, percent (everything on the machine). */

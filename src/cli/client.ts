@@ -1,7 +1,7 @@
 // A small typed client for the admin API (/admin/v1), used by cubectl and the console.
 // Errors: the daemon's JSON `{code, message}` becomes CubeClientError; a daemon that cannot
 // be reached at all becomes DaemonUnreachableError.
-import type { ConfigView, EventView, NodeView, ReloadResult, SandboxState, SandboxView, StatsView, WatchMessage } from '../api/types.js';
+import type { ConfigView, EventView, NodeView, PauseOptions, ReloadResult, SandboxState, SandboxView, StatsView, WatchMessage } from '../api/types.js';
 import type { TemplateListing } from '../api/admin/templates.js';
 import type { ProcessEvent } from '../cubelet/types.js';
 import type { TemplateRecord } from '../runtime/templates.js';
@@ -152,8 +152,9 @@ export class CubeClient {
   setEgress(id: string, req: EgressRequest): Promise<SandboxView> {
     return this.json('PUT', `/admin/v1/sandboxes/${enc(id)}/egress`, req);
   }
-  pause(id: string): Promise<SandboxView> {
-    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/pause`);
+  /** `release`: free the memory where the runtime can (a microVM's goes to a file, QEMU ends). */
+  pause(id: string, opts: PauseOptions = {}): Promise<SandboxView> {
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/pause`, opts);
   }
   resume(id: string): Promise<SandboxView> {
     return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/resume`);

@@ -3,7 +3,7 @@
 // restart reconciliation. Every create either completes or leaves nothing behind.
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { EventKind, EventView, NodeView, SandboxState, SandboxView } from '../api/types.js';
+import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, SandboxView } from '../api/types.js';
 import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
@@ -272,8 +272,8 @@ export class Cubelet implements NodeApi {
     this.emit({ type: 'sandbox.removed', sandboxID: id });
   }
 
-  async pauseSandbox(sandboxID: string): Promise<SandboxView> {
-    return this.freezeOp(sandboxID, 'pause');
+  async pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView> {
+    return this.freezeOp(sandboxID, 'pause', undefined, opts);
   }
 
   async resumeSandbox(sandboxID: string): Promise<SandboxView> {
@@ -281,14 +281,14 @@ export class Cubelet implements NodeApi {
   }
 
   /** `reason`: why a pause happened other than on request (shown with the paused state). */
-  private async freezeOp(sandboxID: string, op: 'pause' | 'resume', reason?: string): Promise<SandboxView> {
+  private async freezeOp(sandboxID: string, op: 'pause' | 'resume', reason?: string, opts?: PauseOptions): Promise<SandboxView> {
     const entry = this.ready(sandboxID, op);
     const [during, after, before] = op === 'pause' ? (['pausing', 'paused', 'running'] as const) : (['resuming', 'running', 'paused'] as const);
     const t0 = performance.now();
     this.setState(entry, during, reason);
     const run = (async () => {
       try {
-        if (op === 'pause') await this.o.driver.pause(entry.handle!);
+        if (op === 'pause') await this.o.driver.pause(entry.handle!, opts);
         else await this.o.driver.resume(entry.handle!);
         entry.meta.paused = op === 'pause';
         // A paused sandbox does not time out; one resumed past its end gets a fresh default lifetime.
@@ -538,7 +538,7 @@ export class Cubelet implements NodeApi {
         if (entry.meta.lifecycle?.onTimeout === 'pause') {
           this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}: pausing (lifecycle onTimeout pause)`, { sandboxID: id });
           // A sandbox busy with another operation is looked at again in a second.
-          this.freezeOp(id, 'pause', `paused at its timeout ${entry.view.endAt} (lifecycle onTimeout pause)`).catch((err: unknown) => {
+          this.freezeOp(id, 'pause', `paused at its timeout ${entry.view.endAt} (lifecycle onTimeout pause)`, { release: true }).catch((err: unknown) => {
             if (isCubeError(err) && err.kind === 'SANDBOX_BUSY') entry.timer = setTimeout(() => this.armTimer(entry), 1000);
             else this.o.log.error({ err, sandboxID: id }, 'pause on timeout failed');
           });

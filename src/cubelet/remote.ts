@@ -3,7 +3,7 @@
 import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import type { NodeView, SandboxView } from '../api/types.js';
+import type { NodeView, PauseOptions, SandboxView } from '../api/types.js';
 import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { FileStat } from '../runtime/types.js';
@@ -84,8 +84,8 @@ export class RemoteNode implements NodeApi {
   destroySandbox(sandboxID: string): Promise<void> {
     return this.json('destroySandbox', sandboxID);
   }
-  pauseSandbox(sandboxID: string): Promise<SandboxView> {
-    return this.json('pauseSandbox', sandboxID);
+  pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView> {
+    return this.json('pauseSandbox', sandboxID, opts);
   }
   resumeSandbox(sandboxID: string): Promise<SandboxView> {
     return this.json('resumeSandbox', sandboxID);

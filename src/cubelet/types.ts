@@ -2,7 +2,7 @@
 // cluster it calls the same interface through HTTP/JSON (src/cubelet/remote.ts), so the API
 // and scheduler never know which.
 import type { Readable } from 'node:stream';
-import type { NodeView, SandboxLifecycle, SandboxView, EventView } from '../api/types.js';
+import type { NodeView, PauseOptions, SandboxLifecycle, SandboxView, EventView } from '../api/types.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { ExecRequest, FileStat, SandboxStats } from '../runtime/types.js';
 
@@ -61,7 +61,7 @@ export interface NodeApi {
   createSandbox(req: NodeCreateRequest): Promise<SandboxView>;
   /** Idempotent: a missing sandbox is not an error. */
   destroySandbox(sandboxID: string): Promise<void>;
-  pauseSandbox(sandboxID: string): Promise<SandboxView>;
+  pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView>;
   resumeSandbox(sandboxID: string): Promise<SandboxView>;
   getSandbox(sandboxID: string): Promise<SandboxView | undefined>;
   listSandboxes(): Promise<SandboxView[]>;

@@ -3,15 +3,10 @@
 // it goes to that driver. Scan and cleanup ask every driver, and each cleanup keeps the sandboxes
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
+import type { PauseOptions, RuntimeInfo } from '../api/types.js';
 import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats, SandboxStorage } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
-
-export interface RuntimeInfo {
-  name: string;
-  /** No hardware virtualisation: the microvm runtime emulates the guest CPU (TCG). */
-  emulated?: boolean;
-}
 
 export class RuntimeSet implements RuntimeDriver {
   readonly name: RuntimeName;
@@ -20,7 +15,7 @@ export class RuntimeSet implements RuntimeDriver {
   readonly storage?: SandboxStorage;
   private readonly owner = new Map<string, RuntimeDriver>();
 
-  constructor(private readonly drivers: (RuntimeDriver & { kvm?: boolean })[]) {
+  constructor(private readonly drivers: RuntimeDriver[]) {
     if (!drivers.length) throw new CubeError('CONFIG_INVALID', 'a node needs at least one runtime');
     this.name = drivers[0]!.name;
     const storage = drivers.find((d) => d.storage)?.storage;
@@ -39,7 +34,7 @@ export class RuntimeSet implements RuntimeDriver {
 
   /** What the node offers, for NodeView.runtimes. */
   runtimes(): RuntimeInfo[] {
-    return this.drivers.map((d) => ({ name: d.name, ...(d.kvm === false ? { emulated: true } : {}) }));
+    return this.drivers.flatMap((d) => d.runtimes?.() ?? [{ name: d.name }]);
   }
 
   /** The driver a create names (undefined: the node's default); 400 when the node does not offer it. */
@@ -77,8 +72,8 @@ export class RuntimeSet implements RuntimeDriver {
     this.owner.delete(sandboxID);
   }
 
-  pause(h: SandboxHandle): Promise<void> {
-    return this.driverOf(h.sandboxID).pause(h);
+  pause(h: SandboxHandle, opts?: PauseOptions): Promise<void> {
+    return this.driverOf(h.sandboxID).pause(h, opts);
   }
 
   resume(h: SandboxHandle): Promise<void> {

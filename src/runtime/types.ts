@@ -2,6 +2,7 @@
 // Drivers own kernel objects for the sandbox's processes, root filesystem and cgroups;
 // the network slot comes from the network-agent and is only joined here.
 import type { Readable, Writable } from 'node:stream';
+import type { PauseOptions, RuntimeInfo } from '../api/types.js';
 import type { StoreUsage } from '../storage/btrfs-store.js';
 
 /** What a template sets for every sandbox made from it (from the image config or the build steps). */
@@ -139,7 +140,8 @@ export interface RuntimeDriver {
   create(spec: LaunchSpec): Promise<SandboxHandle>;
   /** Kills every process, removes cgroups and the per-sandbox directory. Idempotent. */
   destroy(sandboxID: string): Promise<void>;
-  pause(h: SandboxHandle): Promise<void>;
+  pause(h: SandboxHandle, opts?: PauseOptions): Promise<void>;
+  /** Resumes either kind of pause (the driver knows which one holds the sandbox). */
   resume(h: SandboxHandle): Promise<void>;
   alive(h: SandboxHandle): boolean;
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess;
@@ -152,7 +154,7 @@ export interface RuntimeDriver {
   /** Removes every kernel object of this node that belongs to no sandbox in `keep`. */
   cleanup(keep: Set<string>): Promise<{ removed: string[] }>;
   /** The runtimes this driver offers (several for a RuntimeSet); absent: just `name`. */
-  runtimes?(): { name: string; emulated?: boolean }[];
+  runtimes?(): RuntimeInfo[];
   /** The runtime a sandbox runs on (a RuntimeSet); absent: `name`. */
   runtimeOf?(sandboxID: string): string;
   /** Why a sandbox that is no longer alive() died, when the driver can tell (e.g. a VM's console tail). */

@@ -123,7 +123,8 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     refuseMemoryless(parseBody(PauseSchema, await readJson(req), 'pause body'), 'pause');
     const rec = await fresh(id);
     if (rec.state === 'paused' || rec.state === 'pausing') throw new CubeError('CONFLICT', `sandbox ${id} is already ${rec.state}`);
-    await ctx.cp.pauseSandbox(id, actor(req));
+    // The SDK's pause() gives the memory back where the runtime can (a microVM's goes to disk).
+    await ctx.cp.pauseSandbox(id, actor(req), { release: true });
     sendNoContent(res);
   });
 

@@ -4,7 +4,7 @@
 // records learn sandbox states (the node is their one writer) and how a lost node is noticed.
 // Admission rules are the ones role all applies (admission.ts), through the same pipeline.
 import type { Logger } from 'pino';
-import type { ConfigView, EventKind, EventView, NodeView, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../../api/types.js';
+import type { ConfigView, EventKind, EventView, NodeView, PauseOptions, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../../api/types.js';
 import type { Config } from '../../config/schema.js';
 import type { ConfigStore } from '../../config/store.js';
 import { answeredAt, RemoteNode } from '../../cubelet/remote.js';
@@ -347,9 +347,9 @@ export class ClusterControlPlane implements ControlPlane {
     );
   }
 
-  async pauseSandbox(sandboxID: string, actor?: string): Promise<SandboxRecord> {
+  async pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord> {
     const rec = await this.getSandbox(sandboxID);
-    return audited(this.store, actor, 'sandbox.pause', sandboxID, () => this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).pauseSandbox(sandboxID))));
+    return audited(this.store, actor, 'sandbox.pause', sandboxID, () => this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).pauseSandbox(sandboxID, opts))));
   }
 
   async resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }> {
