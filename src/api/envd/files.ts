@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { CubeError } from '../../errors.js';
 import { sendJson } from '../http.js';
-import { ConnectError } from './connect.js';
+import { Code, ConnectError } from './connect.js';
 import { homeOf, resolvePath, restFileType, userFromAuthorization } from './messages.js';
 import type { SandboxCall } from './process.js';
 
@@ -22,7 +22,7 @@ function userOf(req: IncomingMessage, query: URLSearchParams): string {
 
 /** messages.ts speaks Connect errors; on these plain HTTP routes they become their CubeError twin. */
 function asCube(e: unknown): unknown {
-  if (e instanceof ConnectError) return new CubeError(e.code === 'unauthenticated' ? 'UNAUTHORIZED' : 'BAD_REQUEST', e.message);
+  if (e instanceof ConnectError) return new CubeError(e.code === Code.Unauthenticated ? 'UNAUTHORIZED' : 'BAD_REQUEST', e.rawMessage);
   return e;
 }
 
