@@ -29,6 +29,7 @@ import { RuntimeSet } from '../runtime/multi.js';
 import type { RuntimeDriver } from '../runtime/types.js';
 import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } from '../runtime/sim/nodes.js';
 import { cleanScratch } from '../runtime/layers/import.js';
+import { TemplateBuilder } from '../cubelet/template-build.js';
 import { TemplateStore } from '../runtime/templates.js';
 import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
 import { LocalControlPlane } from '../scheduler/local-control-plane.js';
@@ -203,7 +204,7 @@ function runtimeOf(flags: Flags, config: ConfigStore): Runtimes {
  * The node agent of roles all and compute: cubelet + network-agent + runtime on `dataDir`.
  * `api` is what the node serves (the cubelet itself, or with simulated usage on a sim node).
  */
-function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new TemplateStore(dataDir)): { cubelet: Cubelet; api: Cubelet } {
+function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new TemplateStore(dataDir)): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
   if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
@@ -228,17 +229,20 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
       (err: unknown) => log.error({ err }, 'network policy update failed: the previous table stays in force'),
     );
   });
+  const driver = runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, storeImageGiB: config.config.cubelet.storage.image_gib });
   cubelet = new Cubelet({
     nodeID,
     dataDir,
-    driver: runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, storeImageGiB: config.config.cubelet.storage.image_gib }),
+    driver,
     network,
     templates,
     config: () => config.config,
     log: log.child({ component: 'cubelet' }),
     poolSlotLimit: parseRange(net.cidr).maxIndex,
   });
-  return { cubelet, api: cubelet };
+  // Build steps run on the ns runtime (their writable layer becomes a template layer).
+  const builds = runtime.includes('ns') ? new TemplateBuilder({ dataDir, templates, driver, network, config: () => config.config, log: log.child({ component: 'template-build' }) }) : undefined;
+  return { cubelet, api: cubelet, ...(builds ? { builds } : {}) };
 }
 
 /** One driver, or a RuntimeSet when the node offers several. */
@@ -282,12 +286,12 @@ async function runAll(flags: Flags): Promise<void> {
   // One store for the node and the admin API (template import and rm): it caches the index.
   const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
   if (templates) await cleanScratch(dataDir);
-  const { cubelet, api: node } = buildCubelet(nodeID, dataDir, config, log, runtime, templates);
+  const { cubelet, api: node, builds } = buildCubelet(nodeID, dataDir, config, log, runtime, templates);
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
   const cp = new LocalControlPlane({ cubelet: node, store, config, log: log.child({ component: 'control-plane' }) });
   await cp.start();
-  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}) }, apiKeys: [apiKey.key], nodeID, version: version() });
+  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}), ...(templates && builds ? { builds } : {}) }, apiKeys: [apiKey.key], nodeID, version: version() });
   const addr = await api.listen(listen.host, listen.port);
   log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');
 

@@ -25,7 +25,7 @@ export class RuntimeSet implements RuntimeDriver {
       stat: (h, p) => of(h).stat(h, p),
       list: (h, p, d) => of(h).list(h, p, d),
       read: (h, p) => of(h).read(h, p),
-      write: (h, p, data, u) => of(h).write(h, p, data, u),
+      write: (h, p, data, u, m) => of(h).write(h, p, data, u, m),
       mkdir: (h, p, u) => of(h).mkdir(h, p, u),
       remove: (h, p) => of(h).remove(h, p),
       move: (h, a, b) => of(h).move(h, a, b),

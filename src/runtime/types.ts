@@ -114,8 +114,8 @@ export interface SandboxFiles {
   stat(h: SandboxHandle, path: string): Promise<FileStat>;
   list(h: SandboxHandle, path: string, depth?: number): Promise<FileStat[]>;
   read(h: SandboxHandle, path: string): Promise<Readable>;
-  /** Creates parent directories; owned by `user` (default 'user'). */
-  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string): Promise<FileStat>;
+  /** Creates parent directories; owned by `user` (default 'user'); `mode` (default 0644, the ns runtime's template builds set it) applies to the file. */
+  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number): Promise<FileStat>;
   mkdir(h: SandboxHandle, path: string, user?: string): Promise<boolean>;
   remove(h: SandboxHandle, path: string): Promise<void>;
   move(h: SandboxHandle, from: string, to: string): Promise<FileStat>;
@@ -169,4 +169,6 @@ export interface SandboxStorage {
   usage(): Promise<StoreUsage>;
   /** Bytes each sandbox's writable layer holds on its own (quota-group exclusive), read without spawning. */
   diskUsed(sandboxIDs: Iterable<string>): Promise<Map<string, number>>;
+  /** The sandbox's overlay upper dir: what a template build step captures as a layer. */
+  upperDir(sandboxID: string): string;
 }

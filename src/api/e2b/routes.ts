@@ -190,28 +190,6 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
 
   // Snapshots are not taken yet (issue 13 item 2): the list is truthfully empty rather than a 404.
   on('GET', ['/snapshots'], async (_req, res) => sendJson(res, 200, []));
-
-  on('GET', ['/templates'], async (_req, res) => {
-    const cfg = ctx.config().sandbox;
-    const spec = cfg.default_spec;
-    const list = await ctx.cp.templates();
-    sendJson(
-      res,
-      200,
-      list.map((t) => ({
-        templateID: t.templateID,
-        buildID: t.templateID,
-        aliases: t.templateID === cfg.default_template ? [t.templateID, 'base'] : [t.templateID],
-        public: true,
-        cpuCount: spec.cpus,
-        memoryMB: spec.memory_mib,
-        diskSizeMB: Math.round(spec.disk_gib * 1024),
-        envdVersion: ENVD_VERSION,
-        buildStatus: 'ready',
-        nodes: t.nodes,
-      })),
-    );
-  });
 }
 
 /** Sets the end to now + seconds only when that is later than the current end. */

@@ -119,13 +119,13 @@ export class NsDriver implements RuntimeDriver {
         // Written straight into the upper layer, so the sandbox's hostname resolves.
         this.storage
           .take(id)
-          .then(() => mkdir(join(layer, 'upper', 'etc')))
-          .then(() => writeFile(join(layer, 'upper', 'etc', 'hosts'), etcHosts(id))),
+          .then(() => mkdir(join(this.storage.upperDir(id), 'etc')))
+          .then(() => writeFile(join(this.storage.upperDir(id), 'etc', 'hosts'), etcHosts(id))),
         mkdir(join(dir, 'merged')),
         writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
         this.cgroups.create(id, spec),
       ]);
-      const args = ['-i', id, ...lowerArgs(spec.template.layers, join(layer, 'upper'), join(layer, 'work')), '-u', join(layer, 'upper'), '-w', join(layer, 'work'), '-m', join(dir, 'merged')];
+      const args = ['-i', id, ...lowerArgs(spec.template.layers, this.storage.upperDir(id), join(layer, 'work')), '-u', this.storage.upperDir(id), '-w', join(layer, 'work'), '-m', join(dir, 'merged')];
       args.push('-t', String(spec.memoryMiB));
       args.push('-q', String(Math.floor((spec.diskGiB ?? DEFAULT_DISK_GIB) * GIB)));
       if (spec.template.bindHostUsr) args.push('-U');
@@ -274,7 +274,7 @@ export class NsDriver implements RuntimeDriver {
       memoryCacheBytes: keyedValue(memStat, 'cache') ?? 0,
       // Walked, not the quota group's figure: btrfs updates that at its next commit (up to 30 s),
       // and a client that just wrote a file expects to see it. Only on this metrics path.
-      diskUsedBytes: await diskUsage(join(this.storage.dir(id), 'upper')),
+      diskUsedBytes: await diskUsage(this.storage.upperDir(id)),
     };
   }
 
