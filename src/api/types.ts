@@ -147,6 +147,8 @@ export interface NodeView {
   density: DensityView;
   pool: PoolView;
   templates: string[];
+  /** Templates whose sandboxes run on a runtime of their own when the create names none: name -> runtime. */
+  templateRuntimes?: Record<string, string>;
   /** ISO 8601 of the last heartbeat/metrics update. */
   lastSeen: string;
 }

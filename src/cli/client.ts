@@ -6,7 +6,7 @@ import type { TemplateListing } from '../api/admin/templates.js';
 import type { ProcessEvent } from '../cubelet/types.js';
 import type { TemplateRecord } from '../runtime/templates.js';
 import type { EgressRequest } from '../network/egress.js';
-import type { ExecRequest as RuntimeExecRequest } from '../runtime/types.js';
+import type { ExecRequest as RuntimeExecRequest, TemplateRuntime } from '../runtime/types.js';
 import type { CreateSandboxRequest as ControlPlaneCreate } from '../scheduler/control-plane.js';
 
 export class CubeClientError extends Error {
@@ -95,6 +95,8 @@ export interface ImportTemplateOptions {
   readyTimeoutSec?: number;
   workdir?: string;
   user?: 'root' | 'user';
+  /** The runtime its sandboxes run on when the create names none. */
+  runtime?: TemplateRuntime;
 }
 
 export class CubeClient {

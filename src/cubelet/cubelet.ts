@@ -180,6 +180,9 @@ export class Cubelet implements NodeApi {
     let rules: Promise<void> | undefined;
     try {
       const template = await this.o.templates.resolve(meta.templateID);
+      if (meta.runtime === undefined && template.config?.runtime !== undefined) {
+        meta.runtime = entry.view.runtime = this.offered(template.config.runtime, `the default runtime of template ${template.name}`);
+      }
       entry.slot = await network.acquire(id);
       meta.slotIndex = entry.slot.index;
       // Alongside the driver's work (one `nft` run): in place before the create returns, so before
@@ -221,14 +224,18 @@ export class Cubelet implements NodeApi {
 
   /**
    * The runtime a create asks for: its `runtime`, else the metadata label `cube.runtime` (how an
-   * E2B client chooses), else the node's default (undefined). 400 when the node does not offer it.
+   * E2B client chooses), else undefined: the template's default (runCreate), else the node's.
+   * 400 when the node does not offer it.
    */
   private runtimeFor(req: NodeCreateRequest): string | undefined {
     const asked = req.runtime ?? req.metadata['cube.runtime'];
-    if (asked === undefined) return undefined;
+    return asked === undefined ? undefined : this.offered(asked, `runtime '${asked}'`);
+  }
+
+  private offered(runtime: string, what: string): string {
     const offered = this.o.driver.runtimes?.().map((r) => r.name) ?? [this.o.driver.name];
-    if (!offered.includes(asked)) throw new CubeError('BAD_REQUEST', `runtime '${asked}' is not offered by node ${this.nodeID} (it offers ${offered.join(', ')})`);
-    return asked;
+    if (!offered.includes(runtime)) throw new CubeError('BAD_REQUEST', `${what} is not offered by node ${this.nodeID} (it offers ${offered.join(', ')})`);
+    return runtime;
   }
 
   async destroySandbox(sandboxID: string): Promise<void> {
@@ -452,7 +459,7 @@ export class Cubelet implements NodeApi {
       sandboxes: [...this.entries.values()].map((e) => e.view),
       pool: network.levels(),
       poolSlotLimit: this.o.poolSlotLimit,
-      templates: (await this.o.templates.listTemplates()).map((t) => t.name),
+      ...templateFacts(await this.o.templates.listTemplates()),
       now: new Date(),
     });
   }
@@ -620,4 +627,12 @@ export class Cubelet implements NodeApi {
       }
     }
   }
+}
+
+/** The node view's template names, and the default runtime of those that name one (pure). */
+export function templateFacts(templates: TemplateRef[]): { templates: string[]; templateRuntimes: Record<string, string> } {
+  return {
+    templates: templates.map((t) => t.name),
+    templateRuntimes: Object.fromEntries(templates.flatMap((t) => (t.config?.runtime ? [[t.name, t.config.runtime]] : []))),
+  };
 }

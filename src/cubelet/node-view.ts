@@ -25,6 +25,7 @@ export interface NodeViewInputs {
   /** Slots the node's address range can hold at most. */
   poolSlotLimit: number;
   templates: string[];
+  templateRuntimes?: Record<string, string>;
   now: Date;
 }
 
@@ -102,6 +103,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
     },
     pool: i.pool,
     templates: i.templates,
+    ...(i.templateRuntimes && Object.keys(i.templateRuntimes).length ? { templateRuntimes: i.templateRuntimes } : {}),
     lastSeen: i.now.toISOString(),
   };
 }

@@ -3,6 +3,7 @@
 // the network slot comes from the network-agent and is only joined here.
 import type { Readable, Writable } from 'node:stream';
 import type { PauseOptions, RuntimeInfo } from '../api/types.js';
+import { CubeError } from '../errors.js';
 import type { StoreUsage } from '../storage/btrfs-store.js';
 
 /** What a template sets for every sandbox made from it (from the image config or the build steps). */
@@ -19,6 +20,19 @@ export interface TemplateConfig {
   readyCmd?: string;
   /** Default 60 (E2B's build default for a ready check). */
   readyTimeoutSec?: number;
+  /** The runtime its sandboxes run on when the create names none (absent: the node's default); see TEMPLATE_RUNTIMES. */
+  runtime?: TemplateRuntime;
+}
+
+/** Runtimes a template may name as its default (sim is a benchmark node's, not a template's). */
+export const TEMPLATE_RUNTIMES = ['ns', 'microvm'] as const;
+export type TemplateRuntime = (typeof TEMPLATE_RUNTIMES)[number];
+
+/** A template's default runtime as given (import query, CLI option), checked (pure). */
+export function templateRuntime(name: string): TemplateRuntime {
+  const r = TEMPLATE_RUNTIMES.find((x) => x === name);
+  if (!r) throw new CubeError('BAD_REQUEST', `runtime must be one of ${TEMPLATE_RUNTIMES.join(', ')} (got ${name})`);
+  return r;
 }
 
 export interface TemplateRef {

@@ -18,8 +18,8 @@ const created: string[] = [];
 // The first create of a shape builds the template image and boots the snapshot source: minutes under load.
 const VM = { metadata: { 'cube.runtime': 'microvm' }, timeoutMs: 300_000, requestTimeoutMs: 240_000 } as const;
 
-async function create(): Promise<Sandbox> {
-  const sbx = await Sandbox.create('vmbase', { ...opts, ...VM });
+async function create(o: { templateDefault?: boolean } = {}): Promise<Sandbox> {
+  const sbx = await Sandbox.create('vmbase', { ...opts, ...VM, ...(o.templateDefault ? { metadata: {} } : {}) });
   created.push(sbx.sandboxId);
   return sbx;
 }
@@ -41,7 +41,8 @@ function qemuOf(id: string): number[] {
 describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
   beforeAll(async () => {
     d = await startDaemon({ cubelet: { runtime: ['ns', 'microvm'] } });
-    await registerVmTemplate(d.dataDir, 'vmbase', join(d.dataDir, '..', 'vmbase'));
+    // The template names microvm as its default runtime: creates without cube.runtime boot a VM too.
+    await registerVmTemplate(d.dataDir, 'vmbase', join(d.dataDir, '..', 'vmbase'), { runtime: 'microvm' });
     await d.restart();
     opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
   });
@@ -130,10 +131,11 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(Number(c2)).toBeGreaterThan(Number(c1));
   });
 
-  it('destroy leaves no QEMU process, TAP or file', async () => {
-    const sbx = await create();
+  it("destroy leaves no QEMU process, TAP or file (a create naming no runtime takes the template's microvm)", async () => {
+    const sbx = await create({ templateDefault: true });
     const id = sbx.sandboxId;
     const slot = (await call(d, 'GET', `/admin/v1/sandboxes/${id}`)).json;
+    expect(slot.runtime).toBe('microvm');
     expect(qemuOf(id)).toHaveLength(1);
     const dir = join(d.dataDir, 'microvm', 'sandboxes', id);
     expect(existsSync(dir)).toBe(true);

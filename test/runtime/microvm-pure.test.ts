@@ -6,7 +6,8 @@ import { FrameDecoder, T, encodeFrame, fields, parseStats, splitFields } from '.
 import { RuntimeSet } from '../../src/runtime/multi.js';
 import { runtimesLabel } from '../../src/tui/format.js';
 import type { RuntimeInfo } from '../../src/api/types.js';
-import type { RuntimeDriver } from '../../src/runtime/types.js';
+import { templateRuntime, type RuntimeDriver } from '../../src/runtime/types.js';
+import { templateFacts } from '../../src/cubelet/cubelet.js';
 
 const shape = { kernel: '/k', initrd: '/i', image: '/img', cpus: 2, memoryMiB: 256, kvm: false };
 
@@ -98,5 +99,17 @@ describe('runtimes of a node', () => {
     [undefined, 'ns'],
   ])('labels %j in cubectl nodes and the console as %s', (runtimes, label) => {
     expect(runtimesLabel({ runtime: 'ns', ...(runtimes ? { runtimes } : {}) })).toBe(label);
+  });
+});
+
+describe("a template's default runtime", () => {
+  it('is one of the runtimes a template may name', () => {
+    expect(templateRuntime('microvm')).toBe('microvm');
+    expect(() => templateRuntime('sim')).toThrow(/one of ns, microvm \(got sim\)/);
+  });
+
+  it('reaches the node view for the templates that name one', () => {
+    const t = (name: string, runtime?: 'ns' | 'microvm') => ({ name, layers: [], bindHostUsr: false, config: { env: {}, workdir: '', user: 'user', ...(runtime ? { runtime } : {}) } });
+    expect(templateFacts([t('host'), t('vm', 'microvm'), t('plain:v2', 'ns')])).toEqual({ templates: ['host', 'vm', 'plain:v2'], templateRuntimes: { vm: 'microvm', 'plain:v2': 'ns' } });
   });
 });
