@@ -7,7 +7,7 @@
 //     process stays behind. The init is pid 1 of a new pid namespace, never execs and only reaps.
 //     -q: UPPER is in a btrfs subvolume of the sandbox store; its exclusive quota-group limit is set
 //     first (in this request, so the store's pooled subvolumes cost the create no extra round trip).
-//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-R] [-c CGROUP_PROCS]... -- ARGV...
+//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-R] [-N NOFILE] [-c CGROUP_PROCS]... -- ARGV...
 //     Runs ARGV inside the sandbox of INIT_PID with the environment this helper was started with,
 //     waits for it and ends the way it ended (same exit code, or the same signal).
 //     SIGTERM/SIGINT/SIGHUP/SIGQUIT go to the command's process group; SIGUSR1 means "SIGKILL the
@@ -647,9 +647,11 @@ static int cmd_exec(int argc, char **argv) {
   int ncg = 0, pid = 0, opt;
   uid_t uid = 0;
   gid_t gid = 0;
-  while ((opt = getopt(argc, argv, "+p:u:g:d:c:R")) != -1) {
+  rlim_t nofile = 0;
+  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:")) != -1) {
     switch (opt) {
       case 'R': keep_net_raw = 1; break;
+      case 'N': nofile = (rlim_t)strtoull(optarg, NULL, 10); break;
       case 'p': pid = atoi(optarg); break;
       case 'u': uid = (uid_t)atoi(optarg); break;
       case 'g': gid = (gid_t)atoi(optarg); break;
@@ -701,6 +703,12 @@ static int cmd_exec(int argc, char **argv) {
     if (exec_on_tty) lead_terminal_session();
     else setpgid(0, 0);
     raise_oom_score();
+    // -N: the sandbox's open-file limit (soft = hard, at most the helper's own hard limit), which
+    // no process inside can raise again (src/runtime/ns/host-limits.ts sizes it against fs.file-max).
+    if (nofile) {
+      struct rlimit rl = { nofile, nofile };
+      if (setrlimit(RLIMIT_NOFILE, &rl) < 0) die("RLIMIT_NOFILE %llu", (unsigned long long)nofile);
+    }
     drop_bounding_caps();
     install_seccomp();
     if (uid == 0) {
