@@ -757,6 +757,7 @@ static int cmd_exec(int argc, char **argv) {
 // ---- store: btrfs subvolumes and quota groups (src/storage/btrfs-store.ts) -------------------
 //   store subvol PATH LIMIT_BYTES           a subvolume with an exclusive limit (0: none); prints its id
 //   store snapshot SRC PATH LIMIT_BYTES     a writable snapshot of subvolume SRC, limited; prints its id
+//   store keep SRC PATH                     a read-only snapshot of subvolume SRC (a kept sandbox snapshot); prints its id
 //   store delete PATH                       deletes the subvolume (gone already: fine); exit 3: not one
 //   store ids PATH...                       subvolume id per path, 0 when not a subvolume
 //   store quota PATH                        enables quota groups (simple quotas where the kernel has them)
@@ -828,13 +829,14 @@ static void undo_and_die(int dfd, const char *name, const char *what, const char
   die("%s %s", what, path);
 }
 
-static int store_subvol(const char *path, const char *src, uint64_t limit) {
+static int store_subvol(const char *path, const char *src, uint64_t limit, int readonly) {
   char name[BTRFS_PATH_NAME_MAX + 1];
   int dfd = open_parent(path, name);
   if (src) {
     struct btrfs_ioctl_vol_args_v2 a;
     memset(&a, 0, sizeof a);
     a.fd = open_dir(src);
+    if (readonly) a.flags = BTRFS_SUBVOL_RDONLY;
     strcpy(a.name, name);
     if (ioctl(dfd, BTRFS_IOC_SNAP_CREATE_V2, &a) < 0) die("snapshot %s to %s", src, path);
     close((int)a.fd);
@@ -889,8 +891,9 @@ static int store_fsid(const char *path) {
 static int store_cmd(int argc, char **argv) {
   const char *c = argv[0];
   if (strcmp(c, "fsid") == 0 && argc == 2) return store_fsid(argv[1]);
-  if (strcmp(c, "subvol") == 0 && argc == 3) return store_subvol(argv[1], NULL, strtoull(argv[2], NULL, 10));
-  if (strcmp(c, "snapshot") == 0 && argc == 4) return store_subvol(argv[2], argv[1], strtoull(argv[3], NULL, 10));
+  if (strcmp(c, "subvol") == 0 && argc == 3) return store_subvol(argv[1], NULL, strtoull(argv[2], NULL, 10), 0);
+  if (strcmp(c, "snapshot") == 0 && argc == 4) return store_subvol(argv[2], argv[1], strtoull(argv[3], NULL, 10), 0);
+  if (strcmp(c, "keep") == 0 && argc == 3) return store_subvol(argv[2], argv[1], 0, 1);
   if (strcmp(c, "delete") == 0 && argc == 2) return store_delete(argv[1]);
   if (strcmp(c, "quota") == 0 && argc == 2) return store_quota(argv[1]);
   if (strcmp(c, "ids") == 0) {

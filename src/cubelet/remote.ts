@@ -8,7 +8,7 @@ import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { FileStat } from '../runtime/types.js';
 import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
-import type { NodeApi, NodeCreateRequest, NodeEvent, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 /** The node's clock when it answered, per result object (rpc-server.ts adds it to every answer). */
 const answered = new WeakMap<object, number>();
@@ -101,6 +101,15 @@ export class RemoteNode implements NodeApi {
   }
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView> {
     return this.json('setEgress', sandboxID, req);
+  }
+  snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
+    return this.json('snapshotSandbox', sandboxID, snapshotID);
+  }
+  async deleteSnapshot(snapshotID: string): Promise<void> {
+    await this.json('deleteSnapshot', snapshotID);
+  }
+  listSnapshots(): Promise<string[]> {
+    return this.json('listSnapshots');
   }
   sandboxAddress(sandboxID: string): Promise<string> {
     return this.json('sandboxAddress', sandboxID);

@@ -2,7 +2,7 @@
 // Drivers own kernel objects for the sandbox's processes, root filesystem and cgroups;
 // the network slot comes from the network-agent and is only joined here.
 import type { Readable, Writable } from 'node:stream';
-import type { PauseOptions, RuntimeInfo } from '../api/types.js';
+import type { PauseOptions, RuntimeInfo, SnapshotKeeps } from '../api/types.js';
 import { CubeError } from '../errors.js';
 import type { StoreUsage } from '../storage/btrfs-store.js';
 
@@ -62,6 +62,8 @@ export interface LaunchSpec {
   runtime?: string;
   /** Root inside keeps CAP_NET_RAW (raw and packet sockets); off unless asked (metadata cube.net_raw=true). */
   netRaw?: boolean;
+  /** Start from this kept snapshot (its writable layer) instead of an empty one: only the driver that took it. */
+  fromSnapshot?: string;
 }
 
 export interface SandboxHandle {
@@ -175,8 +177,23 @@ export interface RuntimeDriver {
   deathReason?(h: SandboxHandle): string | undefined;
   /** The store of writable layers (src/storage/), for drivers that keep one. */
   storage?: SandboxStorage;
+  /** Kept sandbox states (E2B snapshots), for drivers that keep them; absent: this runtime cannot snapshot. */
+  sandboxSnapshots?: SandboxSnapshots;
   /** At daemon stop, after cleanup: destroy = nothing of the node's store stays (unmounted, image deleted). */
   close?(opts: { destroy: boolean }): Promise<void>;
+}
+
+/**
+ * Kept sandbox states by snapshot id. ns keeps the writable layer (a read-only btrfs snapshot);
+ * a runtime that can also keep processes (microvm memory) says so in `keeps`.
+ */
+export interface SandboxSnapshots {
+  readonly keeps: SnapshotKeeps;
+  /** Keeps the sandbox's state as `snapshotID`; the caller has frozen the sandbox. 409 when its runtime cannot. */
+  take(h: SandboxHandle, snapshotID: string): Promise<void>;
+  /** Idempotent. */
+  remove(snapshotID: string): Promise<void>;
+  list(): Promise<string[]>;
 }
 
 export interface SandboxStorage {

@@ -29,9 +29,10 @@ import {
   sandboxJson,
 } from './wire.js';
 import { MetricsHistory } from './metrics.js';
+import { registerSnapshotRoutes } from './snapshots.js';
 
 type Req = IncomingMessage & { caller?: Caller };
-type Route = (req: Req, res: ServerResponse, id: string, query: URLSearchParams) => Promise<void>;
+type Route = (req: Req, res: ServerResponse, id: string, query: URLSearchParams, params: Record<string, string | undefined>) => Promise<void>;
 
 export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   const history = new MetricsHistory();
@@ -40,7 +41,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     for (const p of paths) {
       router.on(method, p, (req, res, params) => {
         const query = new URL(req.url ?? '/', 'http://x').searchParams;
-        const run = async (): Promise<void> => fn(req as Req, res, params.id === undefined ? '' : sandboxIDParam(params.id), query);
+        const run = async (): Promise<void> => fn(req as Req, res, params.id === undefined ? '' : sandboxIDParam(params.id), query, params);
         run().catch((e: unknown) => sendError(res, e, 'e2b', ctx.log));
       });
     }
@@ -188,8 +189,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     });
   });
 
-  // Snapshots are not taken yet (issue 13 item 2): the list is truthfully empty rather than a 404.
-  on('GET', ['/snapshots'], async (_req, res) => sendJson(res, 200, []));
+  registerSnapshotRoutes(on, ctx, fresh, domain);
 }
 
 /** Sets the end to now + seconds only when that is later than the current end. */

@@ -19,6 +19,7 @@ import type {
   LaunchSpec,
   RuntimeDriver,
   SandboxHandle,
+  SandboxSnapshots,
   SandboxStats,
 } from '../types.js';
 import { Cgroups, keyedValue } from './cgroups.js';
@@ -66,6 +67,13 @@ export class NsDriver implements RuntimeDriver {
   private readonly records = new Map<string, SandboxRecord>();
   /** Writable layers: one btrfs subvolume per sandbox, limited to its disk size. */
   readonly storage: BtrfsStore;
+  /** A snapshot keeps the writable layer only: processes and memory are not kept (a new sandbox boots its init). */
+  readonly sandboxSnapshots: SandboxSnapshots = {
+    keeps: 'filesystem',
+    take: (h, snapshotID) => this.storage.keep(h.sandboxID, snapshotID),
+    remove: (snapshotID) => this.storage.drop(snapshotID),
+    list: () => this.storage.kept(),
+  };
 
   constructor(private readonly opts: NsDriverOptions) {
     this.sandboxesDir = join(opts.dataDir, 'sandboxes');
@@ -124,9 +132,8 @@ export class NsDriver implements RuntimeDriver {
       this.storage.assertRoom();
       await Promise.all([
         // Written straight into the upper layer, so the sandbox's hostname resolves.
-        this.storage
-          .take(id)
-          .then(() => mkdir(join(this.storage.upperDir(id), 'etc')))
+        (spec.fromSnapshot === undefined ? this.storage.take(id) : this.storage.takeFrom(spec.fromSnapshot, id))
+          .then(() => mkdir(join(this.storage.upperDir(id), 'etc'), { recursive: true }))
           .then(() => writeFile(join(this.storage.upperDir(id), 'etc', 'hosts'), etcHosts(id))),
         mkdir(join(dir, 'merged')),
         writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
