@@ -3,7 +3,7 @@
 // it goes to that driver. Scan and cleanup ask every driver, and each cleanup keeps the sandboxes
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
-import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats, SandboxStorage } from './types.js';
+import type { ExecProcess, ExecRequest, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
 
@@ -95,6 +95,12 @@ export class RuntimeSet implements RuntimeDriver {
 
   deathReason(h: SandboxHandle): string | undefined {
     return this.driverOf(h.sandboxID).deathReason?.(h);
+  }
+
+  watch(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    const d = this.driverOf(h.sandboxID);
+    if (!d.watch) throw new CubeError('BAD_REQUEST', `the ${d.name} runtime cannot watch directories`);
+    return d.watch(h, req);
   }
 
   stats(h: SandboxHandle): Promise<SandboxStats> {
