@@ -7,12 +7,15 @@
 //     process stays behind. The init is pid 1 of a new pid namespace, never execs and only reaps.
 //     -q: UPPER is in a btrfs subvolume of the sandbox store; its exclusive quota-group limit is set
 //     first (in this request, so the store's pooled subvolumes cost the create no extra round trip).
-//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-R] [-N NOFILE] [-c CGROUP_PROCS]... -- ARGV...
+//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-R] [-N NOFILE] [-W [-r]] [-c CGROUP_PROCS]... -- ARGV...
 //     Runs ARGV inside the sandbox of INIT_PID with the environment this helper was started with,
 //     waits for it and ends the way it ended (same exit code, or the same signal).
 //     SIGTERM/SIGINT/SIGHUP/SIGQUIT go to the command's process group; SIGUSR1 means "SIGKILL the
 //     whole process group" (a SIGKILL cannot be forwarded); if the helper dies the command is killed.
 //     Exit 125: the helper itself failed (message on stderr); 126/127: the command could not run.
+//     -W (watch): instead of running ARGV, the helper itself watches directory ARGV[0] of the sandbox
+//     with inotify, as the user, after entering like a command (-r: and its subdirectories); see
+//     watch_dir below for what it prints.
 //   cube-launch serve
 //     Stays up and runs requests framed on stdin, answering on stdout, so the daemon never forks
 //     itself (a fork of the daemon blocks its event loop for its whole page-table copy: 40-50 ms
@@ -58,6 +61,8 @@
 #include <string.h>
 #include <poll.h>
 #include <stdint.h>
+#include <limits.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
@@ -611,6 +616,8 @@ static int cmd_create(int argc, char **argv) {
 }
 
 static volatile pid_t command_pid = 0;
+static int watch_dir(const char *dir, int recursive);
+static void write_all(int fd, const void *p, size_t n);
 // serve's exec jobs with a terminal: the command leads its own session with stdin (the pty slave
 // the helper opened inside the sandbox) as its controlling terminal, instead of only a new group.
 static int exec_on_tty = 0;
@@ -644,14 +651,16 @@ static void expect_init(int pid) {
 
 static int cmd_exec(int argc, char **argv) {
   const char *cgroups[MAX_CGROUPS], *cwd = NULL;
-  int ncg = 0, pid = 0, opt;
+  int ncg = 0, pid = 0, opt, watch = 0, recursive = 0;
   uid_t uid = 0;
   gid_t gid = 0;
   rlim_t nofile = 0;
-  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:")) != -1) {
+  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:Wr")) != -1) {
     switch (opt) {
       case 'R': keep_net_raw = 1; break;
       case 'N': nofile = (rlim_t)strtoull(optarg, NULL, 10); break;
+      case 'W': watch = 1; break;
+      case 'r': recursive = 1; break;
       case 'p': pid = atoi(optarg); break;
       case 'u': uid = (uid_t)atoi(optarg); break;
       case 'g': gid = (gid_t)atoi(optarg); break;
@@ -721,6 +730,7 @@ static int cmd_exec(int argc, char **argv) {
       if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) die("no_new_privs");
     }
     if (cwd && chdir(cwd) < 0) die("chdir %s", cwd);
+    if (watch) _exit(watch_dir(cmd[0], recursive));
     execvpe(cmd[0], cmd, environ);
     int code = errno == ENOENT ? 127 : 126;
     fprintf(stderr, "cube-launch: %s: %s\n", cmd[0], strerror(errno));
@@ -752,6 +762,100 @@ static int cmd_exec(int argc, char **argv) {
   sigprocmask(SIG_UNBLOCK, &one, NULL);
   raise(sig);
   return 128 + sig;
+}
+
+// ---- watch: inotify inside the sandbox for envd's WatchDir (src/runtime/ns/watch.ts) -------------
+// Runs in the command child of `exec -W`: in the sandbox's namespaces and root, as the user, under
+// the sandbox's seccomp filter. Prints records "T NAME \0" (no spaces: one type byte, then the name
+// relative to DIR): S (the watches are set: changes from now on are reported, name empty), C created
+// or moved in, W written, R removed, N renamed away, M attributes changed (chmod, chown, touch),
+// O the kernel's queue overflowed (events were lost). Ends (exit 0) when DIR itself is removed or
+// moved; exit 2 with a message when DIR cannot be watched. Fsnotify's mapping, as envd's is.
+#define WATCH_MASK (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
+#define WATCH_MAX_DEPTH 32
+
+static int watch_fd = -1;
+static char **watch_rel; // watch descriptor -> directory relative to the watched one ("" for itself)
+static int watch_cap = 0;
+
+static void watch_record(char type, const char *rel, const char *name) {
+  char buf[PATH_MAX * 2 + 4];
+  int n = snprintf(buf, sizeof buf, "%c%s%s%s", type, rel, *rel && *name ? "/" : "", name);
+  if (n < 0 || (size_t)n >= sizeof buf) return;
+  write_all(1, buf, (size_t)n + 1); // with the NUL
+}
+
+static int watch_add(const char *root, const char *rel, int recursive, int depth) {
+  char full[PATH_MAX];
+  if (snprintf(full, sizeof full, "%s%s%s", root, *rel ? "/" : "", rel) >= (int)sizeof full) return -1;
+  int wd = inotify_add_watch(watch_fd, full, WATCH_MASK);
+  if (wd < 0) return -1;
+  if (wd >= watch_cap) {
+    int cap = wd * 2 + 16;
+    char **r = realloc(watch_rel, (size_t)cap * sizeof *r);
+    if (!r) die("out of memory");
+    memset(r + watch_cap, 0, (size_t)(cap - watch_cap) * sizeof *r);
+    watch_rel = r;
+    watch_cap = cap;
+  }
+  free(watch_rel[wd]);
+  watch_rel[wd] = strdup(rel);
+  if (!recursive || depth >= WATCH_MAX_DEPTH) return wd;
+  DIR *d = opendir(full);
+  if (!d) return wd;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char sub[PATH_MAX];
+    if (snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name) < (int)sizeof sub) watch_add(root, sub, 1, depth + 1);
+  }
+  closedir(d);
+  return wd;
+}
+
+static int watch_dir(const char *dir, int recursive) {
+  signal(SIGPIPE, SIG_DFL); // the reader went away: end quietly
+  watch_fd = inotify_init1(IN_CLOEXEC);
+  if (watch_fd < 0) die("inotify: %s", strerror(errno));
+  int top = watch_add(dir, "", recursive, 0);
+  if (top < 0) {
+    fprintf(stderr, "cube-launch: watch %s: %s\n", dir, strerror(errno));
+    return 2;
+  }
+  watch_record('S', "", "");
+  char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+  for (;;) {
+    ssize_t n = read(watch_fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) die("read inotify");
+    for (char *p = buf; p < buf + n;) {
+      struct inotify_event *ev = (struct inotify_event *)p;
+      p += sizeof *ev + ev->len;
+      if (ev->mask & IN_Q_OVERFLOW) { watch_record('O', "", ""); continue; }
+      if (ev->wd < 0 || ev->wd >= watch_cap || !watch_rel[ev->wd]) continue;
+      const char *rel = watch_rel[ev->wd];
+      if (ev->mask & IN_IGNORED) {
+        free(watch_rel[ev->wd]);
+        watch_rel[ev->wd] = NULL;
+        if (ev->wd == top) return 0;
+        continue;
+      }
+      if (ev->wd == top && (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF))) return 0;
+      if (ev->len == 0) continue; // about a watched directory itself: its parent reports it by name
+      const char *name = ev->name;
+      if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
+        watch_record('C', rel, name);
+        if (recursive && (ev->mask & IN_ISDIR)) {
+          char sub[PATH_MAX];
+          if (snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", name) < (int)sizeof sub) watch_add(dir, sub, 1, 1);
+        }
+      }
+      if (ev->mask & IN_MODIFY) watch_record('W', rel, name);
+      if (ev->mask & IN_DELETE) watch_record('R', rel, name);
+      if (ev->mask & IN_MOVED_FROM) watch_record('N', rel, name);
+      if (ev->mask & IN_ATTRIB) watch_record('M', rel, name);
+    }
+  }
 }
 
 // ---- store: btrfs subvolumes and quota groups (src/storage/btrfs-store.ts) -------------------

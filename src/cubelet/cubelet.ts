@@ -7,7 +7,7 @@ import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, Sandbo
 import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
-import type { FileStat, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef } from '../runtime/types.js';
+import type { FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
 import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, sandboxCpuPercent, type CpuTimes } from './host-metrics.js';
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
@@ -454,6 +454,11 @@ export class Cubelet implements NodeApi {
 
   async listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]> {
     return this.o.driver.files.list(this.ready(sandboxID, 'files').handle!, path, depth);
+  }
+
+  async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    if (!this.o.driver.watch) throw new CubeError('BAD_REQUEST', `the ${this.o.driver.name} runtime cannot watch directories`);
+    return this.o.driver.watch(this.ready(sandboxID, 'files').handle!, req);
   }
 
   async readFile(sandboxID: string, path: string): Promise<Readable> {

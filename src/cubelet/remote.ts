@@ -6,7 +6,8 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { NodeView, PauseOptions, SandboxView } from '../api/types.js';
 import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
 import type { EgressRequest } from '../network/egress.js';
-import type { FileStat } from '../runtime/types.js';
+import { stoppable } from '../runtime/stoppable.js';
+import type { FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
@@ -76,6 +77,19 @@ export class RemoteNode implements NodeApi {
       for (let r = await lines.next(); !r.done; r = await lines.next()) if (r.value) yield decodeProcessEvent(JSON.parse(r.value) as WireProcessEvent);
     }
     return { pid: start.pid, events: events() };
+  }
+
+  async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    const ac = new AbortController();
+    const res = await this.request('watchDir', { body: JSON.stringify({ args: [sandboxID, req] }), timeout: false, signal: ac.signal });
+    const lines = (await this.ndjson(res))[Symbol.asyncIterator]();
+    // The node answers its first line once the watch is set (or an error status before it).
+    const ready = await lines.next();
+    if (ready.done) throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} closed the watch stream`);
+    async function* changes(): AsyncGenerator<FsChange> {
+      for (let r = await lines.next(); !r.done; r = await lines.next()) if (r.value) yield JSON.parse(r.value) as FsChange;
+    }
+    return stoppable(changes(), () => ac.abort()); // the node's watcher ends with this request
   }
 
   createSandbox(req: NodeCreateRequest): Promise<SandboxView> {

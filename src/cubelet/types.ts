@@ -4,7 +4,7 @@
 import type { Readable } from 'node:stream';
 import type { NodeView, PauseOptions, SandboxLifecycle, SandboxView, EventView, SnapshotView } from '../api/types.js';
 import type { EgressRequest } from '../network/egress.js';
-import type { ExecRequest, FileStat, SandboxStats } from '../runtime/types.js';
+import type { ExecRequest, FileStat, FsChange, SandboxStats, WatchRequest } from '../runtime/types.js';
 
 export interface NodeCreateRequest {
   sandboxID: string;
@@ -102,6 +102,8 @@ export interface NodeApi {
   makeDir(sandboxID: string, path: string, user?: string): Promise<boolean>;
   removePath(sandboxID: string, path: string): Promise<void>;
   movePath(sandboxID: string, from: string, to: string): Promise<FileStat>;
+  /** inotify on a directory inside the sandbox (RuntimeDriver.watch); ending the iteration removes the watch. */
+  watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>>;
 
   /** The sandbox's cgroup counters now (E2B getMetrics); optional: without it getMetrics answers no samples. */
   sandboxStats?(sandboxID: string): Promise<SandboxStats>;

@@ -4,7 +4,7 @@
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
 import type { PauseOptions, RuntimeInfo } from '../api/types.js';
-import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage } from './types.js';
+import type { ExecProcess, ExecRequest, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
 
@@ -106,6 +106,12 @@ export class RuntimeSet implements RuntimeDriver {
 
   deathReason(h: SandboxHandle): string | undefined {
     return this.driverOf(h.sandboxID).deathReason?.(h);
+  }
+
+  watch(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    const d = this.driverOf(h.sandboxID);
+    if (!d.watch) throw new CubeError('BAD_REQUEST', `the ${d.name} runtime cannot watch directories`);
+    return d.watch(h, req);
   }
 
   stats(h: SandboxHandle): Promise<SandboxStats> {

@@ -137,6 +137,21 @@ export interface SandboxFiles {
   move(h: SandboxHandle, from: string, to: string): Promise<FileStat>;
 }
 
+/** A change below a watched directory; `name` is relative to it. */
+export interface FsChange {
+  type: 'create' | 'write' | 'remove' | 'rename' | 'chmod';
+  name: string;
+}
+
+export interface WatchRequest {
+  /** Absolute path of a directory inside the sandbox. */
+  path: string;
+  /** Subdirectories too (also those made later). */
+  recursive: boolean;
+  /** Whose view: the watch sees what this user may read. Default 'user'. */
+  user?: string;
+}
+
 export interface SandboxStats {
   memoryBytes: number;
   memoryLimitBytes: number;
@@ -165,6 +180,11 @@ export interface RuntimeDriver {
   /** CPU time all of this node's sandboxes have used, microseconds, monotonic (the live cpu gate); absent when the driver cannot tell. */
   cpuUsageUsec?(): number | undefined;
   files: SandboxFiles;
+  /**
+   * Watches a directory with inotify inside the sandbox: resolves once the watch is set (changes
+   * from then on are reported); ending the iteration removes it. Absent: the driver cannot.
+   */
+  watch?(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>>;
   /** Sandboxes this node's kernel objects still hold (for re-adoption after a restart). */
   scan(): Promise<SandboxHandle[]>;
   /** Removes every kernel object of this node that belongs to no sandbox in `keep`. */

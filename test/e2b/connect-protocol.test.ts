@@ -2,7 +2,7 @@ import { create, fromBinary, toBinary, toJson } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
 import { CubeError } from '../../src/errors.js';
 import { Code, keepaliveIntervalMs, toConnectError } from '../../src/api/envd/connect.js';
-import { EntryInfoSchema, EventType } from '../../src/api/envd/gen/filesystem/filesystem_pb.js';
+import { EntryInfoSchema } from '../../src/api/envd/gen/filesystem/filesystem_pb.js';
 import { ProcessEventSchema, ProcessSelectorSchema, Signal, StartRequestSchema } from '../../src/api/envd/gen/process/process_pb.js';
 import {
   entryInfo,
@@ -16,7 +16,6 @@ import {
   userFromAuthorization,
 } from '../../src/api/envd/messages.js';
 import { parseSandboxHost, targetOf } from '../../src/api/envd/target.js';
-import { diffListings, listingOf } from '../../src/api/envd/watch.js';
 
 describe('Connect codes', () => {
   it.each([
@@ -162,19 +161,5 @@ describe('sandbox traffic targets', () => {
     expect(targetOf({ 'x-access-token': 't' }, '')).toEqual({ by: 'token', token: 't', port: 49983 });
     expect(targetOf({ host: '127.0.0.1:3000', 'x-api-key': 'k' }, 'd.io')).toBeUndefined();
     expect(Number.isNaN((targetOf({ 'e2b-sandbox-id': 'abc', 'e2b-sandbox-port': 'x' }, '') as { port: number }).port)).toBe(true);
-  });
-});
-
-describe('WatchDir by listing diff', () => {
-  const st = (path: string, mtime: number, size = 1) => ({ name: path.split('/').pop()!, path, type: 'file' as const, size, mode: 0o644, uid: 0, gid: 0, mtime: new Date(mtime) });
-  it('reports creates, writes and removes relative to the watched dir', () => {
-    const before = listingOf([st('/w/a', 1), st('/w/b', 1), st('/w/c', 1)]);
-    const after = listingOf([st('/w/a', 1), st('/w/b', 2), st('/w/d/e', 1)]);
-    expect(diffListings('/w', before, after)).toEqual([
-      { name: 'b', type: EventType.WRITE },
-      { name: 'c', type: EventType.REMOVE },
-      { name: 'd/e', type: EventType.CREATE },
-    ]);
-    expect(diffListings('/w/', after, after)).toEqual([]);
   });
 });

@@ -1,16 +1,21 @@
 // envd's filesystem.Filesystem service on top of NodeApi's file calls.
-import { setTimeout as sleep } from 'node:timers/promises';
+import { join } from 'node:path/posix';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { Code, ConnectError } from './connect.js';
-import type { Filesystem } from './gen/filesystem/filesystem_pb.js';
-import { entryInfo, listDepth, required, resolvePath } from './messages.js';
-import { sandboxOf } from './process.js';
+import type { FsChange } from '../../runtime/types.js';
+import { EventType, type Filesystem } from './gen/filesystem/filesystem_pb.js';
+import { entryInfo, listDepth, required, resolvePath, type EntryInfoInit } from './messages.js';
+import { sandboxOf, type SandboxCall } from './process.js';
 import { withKeepalives } from './rpc.js';
-import { diffListings, listingOf, type WatchEvent } from './watch.js';
 
-const WATCH_POLL_MS = 500;
-/** Depth of a recursive watch; deeper trees are watched to this depth only. */
-const WATCH_RECURSIVE_DEPTH = 16;
+/** envd's event type for each change inotify reports (fsnotify's mapping, as envd's). */
+const EVENT_TYPES: Record<FsChange['type'], EventType> = {
+  create: EventType.CREATE,
+  write: EventType.WRITE,
+  remove: EventType.REMOVE,
+  rename: EventType.RENAME,
+  chmod: EventType.CHMOD,
+};
 
 /** The sandbox of the call and `p` resolved for its user (`~`, relative paths). */
 function target(ctx: HandlerContext, p: string, what: string) {
@@ -22,18 +27,10 @@ const unsupportedWatcher = async (): Promise<never> => {
   throw new ConnectError('the polling watcher (CreateWatcher, GetWatcherEvents, RemoveWatcher) is not supported: use WatchDir', Code.Unimplemented);
 };
 
-/** 'start' once the first listing is taken (changes from then on are seen), then batches of changes. */
-async function* watchEvents(ctx: HandlerContext, dir: string, depth: number): AsyncGenerator<'start' | WatchEvent[]> {
-  const { call } = target(ctx, dir, 'path');
-  let before = listingOf(await call.node.listDir(call.sandboxID, dir, depth));
-  yield 'start';
-  while (!ctx.signal.aborted) {
-    await sleep(WATCH_POLL_MS, undefined, { signal: ctx.signal }).catch(() => undefined);
-    if (ctx.signal.aborted) return;
-    const after = listingOf(await call.node.listDir(call.sandboxID, dir, depth));
-    yield diffListings(dir, before, after);
-    before = after;
-  }
+/** The entry a change names, when asked for and it still exists (a short-lived file may be gone). */
+async function entryOf(call: SandboxCall, dir: string, c: FsChange): Promise<EntryInfoInit | undefined> {
+  if (c.type === 'remove' || c.type === 'rename') return undefined;
+  return call.node.statFile(call.sandboxID, join(dir, c.name)).then(entryInfo, () => undefined);
 }
 
 export const filesystemService: ServiceImpl<typeof Filesystem> = {
@@ -67,12 +64,16 @@ export const filesystemService: ServiceImpl<typeof Filesystem> = {
   removeWatcher: unsupportedWatcher,
   async *watchDir(req, ctx) {
     const { call, path: dir } = target(ctx, req.path, 'path');
-    const st = await call.node.statFile(call.sandboxID, dir);
-    if (st.type !== 'dir') throw new ConnectError(`${dir} is not a directory`, Code.InvalidArgument);
-    const batches = withKeepalives(watchEvents(ctx, dir, req.recursive ? WATCH_RECURSIVE_DEPTH : 1), 'keepalive' as const, ctx);
-    for await (const batch of batches) {
-      if (batch === 'start' || batch === 'keepalive') yield { event: { case: batch, value: {} } };
-      else for (const ev of batch) yield { event: { case: 'filesystem', value: ev } };
+    // allowNetworkMounts needs nothing here: sandboxes mount no network filesystems.
+    const changes = await call.node.watchDir(call.sandboxID, { path: dir, recursive: req.recursive, user: call.user });
+    yield { event: { case: 'start', value: {} } };
+    for await (const c of withKeepalives(changes, 'keepalive' as const, ctx)) {
+      if (c === 'keepalive') {
+        yield { event: { case: 'keepalive', value: {} } };
+        continue;
+      }
+      const entry = req.includeEntry ? await entryOf(call, dir, c) : undefined;
+      yield { event: { case: 'filesystem', value: { name: c.name, type: EVENT_TYPES[c.type], ...(entry ? { entry } : {}) } } };
     }
   },
 };

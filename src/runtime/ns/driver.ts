@@ -16,17 +16,20 @@ import type {
   ExecProcess,
   ExecRequest,
   ExitInfo,
+  FsChange,
   LaunchSpec,
   RuntimeDriver,
   SandboxHandle,
   SandboxSnapshots,
   SandboxStats,
+  WatchRequest,
 } from '../types.js';
 import { Cgroups, keyedValue } from './cgroups.js';
 import { hostTables, nofileLimit, parentPidsMax, type HostTables } from './host-limits.js';
 import { NsFiles } from './files.js';
 import { LaunchHelper, sharedHelper } from './helper.js';
 import { lowerArgs } from './lowerdir.js';
+import { changesOf } from './watch.js';
 
 export interface NsDriverOptions {
   dataDir: string;
@@ -266,6 +269,17 @@ export class NsDriver implements RuntimeDriver {
       kill: (signal: NodeJS.Signals = 'SIGKILL') => job.signal(signal),
       ...(req.pty ? { resize: (cols: number, rows: number) => job.resize(cols, rows) } : {}),
     };
+  }
+
+  async watch(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
+    if (req.path.includes('\0') || !req.path.startsWith('/')) throw new CubeError('BAD_REQUEST', `watch needs an absolute path (got '${req.path}')`);
+    const user = sandboxUser(req.user ?? 'user');
+    const args = ['-W', ...(req.recursive ? ['-r'] : []), '-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid)];
+    // In the sandbox's cgroups: the watcher's memory and pid count are the sandbox's.
+    for (const f of this.cgroups.procsFiles(h.sandboxID)) args.push('-c', f);
+    args.push('--', req.path);
+    return changesOf(this.helper.exec(args, { env: {}, stdin: false }), req.path);
   }
 
   async stats(h: SandboxHandle): Promise<SandboxStats> {
