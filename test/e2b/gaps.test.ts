@@ -68,10 +68,12 @@ describe('watchDir (inotify inside the sandbox)', () => {
   }
   const has = (name: string, type: string) => (e: Seen[]) => e.some((x) => x.name === name && x.type === type);
 
-  it('sees renames, chmod, every write, and files that lived a moment', async () => {
+  it('sees renames, chmod, writes, and files that lived a moment', async () => {
     const seen = await watching('w1', 'echo 1 > a; echo 2 >> a; echo 3 >> a; mv a b; chmod 600 b; touch brief; rm brief', has('brief', 'remove'));
     const of = (name: string) => seen.filter((e) => e.name === name).map((e) => e.type);
-    expect(of('a')).toEqual(['create', 'write', 'write', 'write', 'rename']);
+    // The kernel merges identical events not yet read (inotify(7)), as it does for envd's fsnotify:
+    // three quick appends arrive as one to three writes, depending on when the watcher read them.
+    expect(of('a').filter((t, i, all) => t !== all[i - 1])).toEqual(['create', 'write', 'rename']);
     expect(of('b')).toEqual(['create', 'chmod']);
     expect(of('brief')).toEqual(['create', 'chmod', 'remove']);
     // Stopping the watch ends its watcher inside the sandbox.
