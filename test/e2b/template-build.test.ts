@@ -181,4 +181,39 @@ describe('Template.build with the e2b SDK', () => {
     expect(await Template.exists('built', opts)).toBe(false);
     expect((await call('DELETE', '/templates/built')).status).toBe(404);
   });
+
+  it('builds from a recipe file with cubectl template build: the same steps, the cache, a failing step, a bad recipe', async () => {
+    const recipe = join(ctxDir, 'recipe.yaml');
+    await writeFile(
+      recipe,
+      ['name: cli-built', 'fromImage: busybox', 'steps:', '  - env: {GREETING: yaml}', '  - run: {cmd: "echo from-cli-$GREETING > /home/user/cli", user: user}', '  - copy: {src: app, dest: /opt/cli/}', '  - workdir: /opt/cli', 'startCmd: exec sleep 1000', ''].join('\n'),
+    );
+    const first = await cubectl(['template', 'build', recipe, '--json'], env);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    const [rec] = JSON.parse(first.stdout) as { ref: string; source: string; layers: string[]; config: { env: Record<string, string>; workdir: string; startCmd: string } }[];
+    expect(rec).toMatchObject({ ref: 'cli-built:latest', source: 'build', config: { env: { GREETING: 'yaml' }, workdir: '/opt/cli', startCmd: 'exec sleep 1000' } });
+    const sbx = await create('cli-built');
+    expect((await sbx.commands.run('cat /home/user/cli; ./run.sh; stat -c %U /home/user/cli')).stdout).toBe('from-cli-yaml\nran-yaml\nuser\n');
+    await sbx.kill();
+    // Again, under the tags given (as E2B: tags replace the default latest): every step from the cache, the same layers.
+    const again = await cubectl(['template', 'build', recipe, '--tag', 'v1', 'v2'], env);
+    expect(again).toMatchObject({ code: 0, stdout: expect.stringMatching(/^built cli-built:v1 sha256:[0-9a-f]{64} \(\d+ layers\)\nbuilt cli-built:v2 sha256:[0-9a-f]{64} \(\d+ layers\)\n$/) });
+    expect((JSON.parse((await cubectl(['template', 'inspect', 'cli-built:v1', '--json'], env)).stdout) as { layers: string[] }).layers).toEqual(rec!.layers);
+
+    await writeFile(join(ctxDir, 'bad.json'), JSON.stringify({ name: 'cli-bad', fromImage: 'busybox', steps: [{ run: 'echo nope >&2; exit 9' }] }));
+    const failed = await cubectl(['template', 'build', join(ctxDir, 'bad.json')], env);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toMatch(/build failed: step 1 \(RUN echo nope.*\) exited 9.*nope/);
+    expect((await cubectl(['template', 'inspect', 'cli-bad'], env)).code).not.toBe(0);
+
+    await writeFile(join(ctxDir, 'typo.yaml'), 'name: x\nfromImage: busybox\nsteps:\n  - rn: true\n');
+    const typo = await cubectl(['template', 'build', join(ctxDir, 'typo.yaml')], env);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toMatch(/typo\.yaml: steps\.0/);
+    const missing = await cubectl(['template', 'build', join(ctxDir, 'nope.yaml')], env);
+    expect(missing).toMatchObject({ code: 2, stderr: expect.stringMatching(/nope\.yaml: no such file/) });
+    for (const t of ['v1', 'v2']) expect((await cubectl(['template', 'rm', `cli-built:${t}`], env)).code).toBe(0);
+    expect((await cubectl(['template', 'rm', 'cli-built'], env)).code).toBe(0);
+  });
 });
