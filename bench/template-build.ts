@@ -3,7 +3,7 @@
 // marker in the RUN step makes every step new), then cached (the same template again), then forced
 // (skipCache), --rounds times, alternating, in one window. Prints each round and the medians.
 // Needs `npm run build` first.
-//   npx tsx bench/template-build.ts [--rounds 3] [--mib 20] [--cidr 10.197.0.0/16]
+//   npx tsx bench/template-build.ts [--rounds 3] [--mib 20] [--cidr 10.193.0.0/16]
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -14,7 +14,7 @@ import { CubeClient } from '../src/cli/client.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../test/helpers/images.js';
 import { startBenchDaemon } from './daemon.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, mib: { type: 'string', default: '20' }, cidr: { type: 'string', default: '10.197.0.0/16' } } });
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, mib: { type: 'string', default: '20' }, cidr: { type: 'string', default: '10.193.0.0/16' } } });
 const rounds = Number(values.rounds);
 const mib = Number(values.mib);
 const scratch = await mkdtemp(join(tmpdir(), 'cube-bench-build-'));

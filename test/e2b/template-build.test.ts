@@ -219,10 +219,16 @@ describe('Template.build with the e2b SDK', () => {
   });
 
   it('builds over base (the host template): the host /usr stays read-only, the step writes its home', async () => {
-    const t = Template().fromTemplate('base').runCmd('echo on-host > /home/user/h && (touch /usr/cube-build-probe 2>/dev/null && echo usr-writable || echo usr-read-only)');
+    const t = Template()
+      .fromTemplate('base')
+      .runCmd('echo on-host > /home/user/h && (touch /usr/cube-build-probe 2>/dev/null && echo usr-writable || echo usr-read-only)')
+      .runCmd('echo only-prints');
     const log = collect();
     await Template.build(t, 'on-host', { ...opts, onBuildLogs: log.onBuildLogs });
     expect(log.lines).toContain('usr-read-only');
+    // A step that changed no file stacks no layer: the host rootfs and the first step's.
+    expect(log.lines.some((l) => /\[2\/2\] done in \d+ ms: no file changed, no layer/.test(l))).toBe(true);
+    expect((JSON.parse((await cubectl(['template', 'inspect', 'on-host', '--json'], env)).stdout) as { layers: string[]; bindHostUsr: boolean })).toMatchObject({ layers: [expect.stringMatching(/templates\/host\/rootfs$/), expect.stringMatching(/^sha256:/)], bindHostUsr: true });
     const sbx = await create('on-host');
     expect((await sbx.commands.run('cat /home/user/h; python3 -c "print(1+1)"')).stdout).toBe('on-host\n2\n');
     await sbx.kill();
