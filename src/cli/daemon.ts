@@ -16,6 +16,7 @@ import { resolveConfigDir, packageRoot } from '../config/loader.js';
 import { ConfigStore } from '../config/store.js';
 import type { MasterConfig } from '../config/schema.js';
 import { Cubelet } from '../cubelet/cubelet.js';
+import { readMeminfo } from '../cubelet/host-metrics.js';
 import { HeartbeatSender, type HeartbeatMember } from '../cubelet/heartbeat.js';
 import { clusterSecret } from '../cubelet/rpc-wire.js';
 import { nodeRpcHandler, nodeUpgradeHandler } from '../cubelet/rpc-server.js';
@@ -231,7 +232,14 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
   cubelet = new Cubelet({
     nodeID,
     dataDir,
-    driver: runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, storeImageGiB: config.config.cubelet.storage.image_gib }),
+    driver: runtimeDriver(runtime, {
+      dataDir,
+      nodeTag: tag,
+      log,
+      bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000,
+      storeImageGiB: config.config.cubelet.storage.image_gib,
+      nodeMemoryMiB: config.config.cubelet.quota?.memory_mib ?? readMeminfo().totalMiB,
+    }),
     network,
     templates,
     config: () => config.config,
@@ -242,8 +250,10 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
 }
 
 /** One driver, or a RuntimeSet when the node offers several. */
-function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; storeImageGiB: number }): RuntimeDriver {
-  const drivers = runtimes.map((r) => (r === 'ns' ? new NsDriver(o) : new MicrovmDriver(o)));
+function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; storeImageGiB: number; nodeMemoryMiB: number }): RuntimeDriver {
+  // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too.
+  const ns = runtimes.includes('ns') ? new NsDriver(o) : undefined;
+  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...o, ...(ns ? { storage: ns.storage } : {}) })));
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
 }
 
