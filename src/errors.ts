@@ -10,6 +10,7 @@ export const ErrorTable = {
   SANDBOX_BUSY: { code: 130490, http: 503, name: 'sandbox busy' },
   EXEC_FAILED: { code: 130497, http: 500, name: 'exec in sandbox failed' },
   CREATE_FAILED: { code: 130507, http: 500, name: 'create sandbox failed' },
+  GUEST_BOOT_TIMEOUT: { code: 130508, http: 504, name: 'guest did not come up' },
   DESTROY_FAILED: { code: 130551, http: 500, name: 'destroy sandbox failed' },
   NETWORK_FAILED: { code: 130547, http: 500, name: 'network setup failed' },
   CGROUP_FAILED: { code: 130562, http: 500, name: 'cgroup setup failed' },

@@ -1,7 +1,7 @@
 // The pure parts of the microvm runtime: QEMU's argv, the netns setup, the agent's wire format,
 // the runtime set's choice and the runtimes label (no VM is booted here).
 import { describe, expect, it } from 'vitest';
-import { kvmBackend, netnsScript, netnsUndoScript, qemuArgs } from '../../src/runtime/microvm/driver.js';
+import { kvmBackend, memoryRefusal, netnsScript, netnsUndoScript, qemuArgs } from '../../src/runtime/microvm/driver.js';
 import { FrameDecoder, T, encodeFrame, fields, parseStats, splitFields } from '../../src/runtime/microvm/protocol.js';
 import { RuntimeSet } from '../../src/runtime/multi.js';
 import { runtimesLabel } from '../../src/tui/format.js';
@@ -41,6 +41,17 @@ describe('qemuArgs', () => {
     expect(netnsUndoScript()).toMatch(/ip link del tap0/);
     expect(netnsUndoScript()).toMatch(/nft delete table ip cube_vm/);
     expect(netnsUndoScript()).toMatch(/ip_forward/);
+  });
+});
+
+describe('memoryRefusal', () => {
+  it.each([
+    [1024, 4096, undefined],
+    [3936, 4096, undefined], // exactly the node's memory with QEMU's 160 MiB
+    [3937, 4096, "a microVM of 3937 MiB (+160 MiB for QEMU) does not fit this node's 4096 MiB of memory: guest memory is really allocated, not a limit"],
+    [1 << 20, undefined, undefined],
+  ])('%i MiB on a node of %s MiB: %s', (mem, node, want) => {
+    expect(memoryRefusal(mem, node)).toBe(want);
   });
 });
 

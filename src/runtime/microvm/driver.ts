@@ -9,13 +9,14 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { accessSync, constants as fsConstants, existsSync, readFileSync, statSync } from 'node:fs';
-import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { packageRoot } from '../../config/loader.js';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
+import type { BtrfsStore } from '../../storage/btrfs-store.js';
 import { splitSandboxPath, sandboxPath } from '../ns/files.js';
 import { Cgroups, keyedValue } from '../ns/cgroups.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../templates.js';
@@ -35,6 +36,28 @@ export interface MicrovmDriverOptions {
   buildDir?: string;
   /** Create from per-shape memory snapshots (default true); false: every create boots cold. */
   snapshots?: boolean;
+  /** The node's memory (declared, else MemTotal): a VM whose memory and QEMU's cannot fit is refused. */
+  nodeMemoryMiB?: number;
+  /**
+   * The node's store of writable layers (the ns driver's, opened by it, on a node offering both):
+   * each VM's disk goes in a subvolume of its own whose quota group holds it to disk_gib, as for
+   * ns, and counts in the store's figures. Absent: the disk stays in the sandbox's directory.
+   */
+  storage?: BtrfsStore;
+}
+
+/**
+ * A VM disk's subvolume limit: the guest's filesystem is disk_gib, and its qcow2 file can hold a
+ * little more (L2 and refcount tables, about 0.2% at 64 KiB clusters, and btrfs's own metadata).
+ */
+export function diskLimitBytes(diskGiB: number): number {
+  return diskGiB * 1024 ** 3 + 64 * 1024 ** 2;
+}
+
+/** Why a VM of `memoryMiB` cannot run on a node of `nodeMiB`, or undefined when it fits (pure). */
+export function memoryRefusal(memoryMiB: number, nodeMiB: number | undefined): string | undefined {
+  if (nodeMiB === undefined || memoryMiB + QEMU_OVERHEAD_MIB <= nodeMiB) return undefined;
+  return `a microVM of ${memoryMiB} MiB (+${QEMU_OVERHEAD_MIB} MiB for QEMU) does not fit this node's ${nodeMiB} MiB of memory: guest memory is really allocated, not a limit`;
 }
 
 /** Where the driver's guest artefacts are, and whether they are built. */
@@ -200,12 +223,19 @@ export class MicrovmDriver implements RuntimeDriver {
     return join(this.root, id);
   }
 
+  /** The VM's writable disk: in its subvolume of the store, else in its directory. */
+  private diskOf(id: string): string {
+    return join(this.opts.storage ? this.opts.storage.dir(id) : this.dir(id), 'disk.qcow2');
+  }
+
   async create(spec: LaunchSpec): Promise<SandboxHandle> {
     const id = spec.sandboxID;
     if (!isSandboxID(id)) throw new CubeError('BAD_REQUEST', `invalid sandbox id '${id}'`);
     if (!(spec.memoryMiB >= 64 && spec.cpus > 0 && spec.pidsMax > 0)) {
       throw new CubeError('BAD_REQUEST', `a microVM needs cpus > 0 and at least 64 MiB of memory (got ${spec.cpus} cpus, ${spec.memoryMiB} MiB)`);
     }
+    const tooBig = memoryRefusal(spec.memoryMiB, this.opts.nodeMemoryMiB);
+    if (tooBig) throw new CubeError('BAD_REQUEST', tooBig);
     const dir = this.dir(id);
     if (join(dir, 'a.sock').length > SUN_PATH_MAX) throw new CubeError('CREATE_FAILED', `data dir too deep: ${dir}/a.sock exceeds the ${SUN_PATH_MAX}-byte socket path limit`);
     // Checked before anything is made: a template without a bootable layout is the caller's error.
@@ -223,7 +253,9 @@ export class MicrovmDriver implements RuntimeDriver {
       const [image, blank] = await Promise.all([this.images.template(spec.template), this.images.blank(diskGiB)]);
       const shape: VmShape = { kernel: a.kernel, initrd: a.initrd, image, cpus: spec.cpus, memoryMiB: spec.memoryMiB, kvm: this.kvm };
       const snap = this.opts.snapshots === false ? undefined : await this.snapshot(shape, blank, diskGiB);
-      const disk = join(dir, 'disk.qcow2');
+      this.opts.storage?.assertRoom();
+      await this.opts.storage?.create(id, diskLimitBytes(diskGiB));
+      const disk = this.diskOf(id);
       await Promise.all([
         snap ? overlayDisk(join(snap, 'disk.qcow2'), disk, 'qcow2') : overlayDisk(blank, disk, 'raw'),
         this.cgroups.create(id, { memoryMiB: spec.memoryMiB + QEMU_OVERHEAD_MIB, cpus: spec.cpus, pidsMax: Math.max(spec.pidsMax, 64) }),
@@ -348,7 +380,8 @@ export class MicrovmDriver implements RuntimeDriver {
     const deadline = Date.now() + timeoutMs;
     const conn = await AgentConnection.open(join(h.dir, 'a.sock'));
     this.agents.set(h.sandboxID, Promise.resolve(conn));
-    const ping = conn.request(T.PING, Buffer.from('boot'), timeoutMs);
+    // The ping's own limit comes after the deadline, so a guest that stays silent reads as a boot timeout.
+    const ping = conn.request(T.PING, Buffer.from('boot'), timeoutMs + 5000);
     ping.catch(() => undefined);
     for (;;) {
       const done = await Promise.race([ping.then(() => true), sleep(100).then(() => false)]).catch((e: unknown) => {
@@ -356,7 +389,7 @@ export class MicrovmDriver implements RuntimeDriver {
       });
       if (done) return;
       if (!this.running(h)) throw new CubeError('CREATE_FAILED', `QEMU of ${h.sandboxID} exited while the guest booted; console: ${this.consoleTail(h)}`);
-      if (Date.now() > deadline) throw new CubeError('CREATE_FAILED', `guest of ${h.sandboxID} did not come up within ${timeoutMs} ms; console: ${this.consoleTail(h)}`);
+      if (Date.now() > deadline) throw new CubeError('GUEST_BOOT_TIMEOUT', `guest of ${h.sandboxID} did not come up within ${timeoutMs} ms; console: ${this.consoleTail(h)}`);
     }
   }
 
@@ -409,6 +442,7 @@ export class MicrovmDriver implements RuntimeDriver {
     try {
       this.dropAgent(id);
       await this.cgroups.destroy(id);
+      await this.opts.storage?.remove(id);
       const netns = this.netns.get(id) ?? (await readFile(join(this.dir(id), 'netns'), 'utf8').catch(() => undefined));
       if (netns) await undoNetns(netns).catch((e: unknown) => this.log?.warn({ sandboxID: id, err: e }, 'netns undo failed: the slot will be retired'));
       await rm(this.dir(id), { recursive: true, force: true });
@@ -606,16 +640,25 @@ export class MicrovmDriver implements RuntimeDriver {
 
   async stats(h: SandboxHandle): Promise<SandboxStats> {
     const id = h.sandboxID;
-    const [usage, limit, cpu, pids] = await Promise.all([
+    const [usage, limit, cpu, pids, disk] = await Promise.all([
       this.cgroups.readValue('memory', id, 'memory.usage_in_bytes'),
       this.cgroups.readValue('memory', id, 'memory.limit_in_bytes'),
       this.cgroups.readValue('unified', id, 'cpu.stat'),
       this.cgroups.readValue('pids', id, 'pids.current'),
+      stat(this.diskOf(id)).catch(() => undefined),
     ]).catch((e: unknown) => {
       throw new CubeError('NOT_FOUND', `sandbox ${id} has no cgroups on this node`, { cause: e });
     });
     // The guest's own OOM kills happen inside its kernel; the host cgroup OOM-kills QEMU only.
-    return { memoryBytes: Number(usage), memoryLimitBytes: Number(limit), cpuUsageNs: (keyedValue(cpu, 'usage_usec') ?? 0) * 1000, pids: Number(pids), oomKills: 0 };
+    return {
+      memoryBytes: Number(usage),
+      memoryLimitBytes: Number(limit),
+      cpuUsageNs: (keyedValue(cpu, 'usage_usec') ?? 0) * 1000,
+      pids: Number(pids),
+      oomKills: 0,
+      // What the guest wrote: the blocks its qcow2 overlay holds (the template image is shared).
+      ...(disk ? { diskUsedBytes: disk.blocks * 512 } : {}),
+    };
   }
 
   /** QEMU runs in the sandbox's cgroups: the node parent's CPU time is the guests' (live cpu gate). */
