@@ -1,7 +1,7 @@
 // A small typed client for the admin API (/admin/v1), used by cubectl and the console.
 // Errors: the daemon's JSON `{code, message}` becomes CubeClientError; a daemon that cannot
 // be reached at all becomes DaemonUnreachableError.
-import type { ConfigView, EventView, NodeView, PauseOptions, ReloadResult, SandboxState, SandboxView, StatsView, WatchMessage } from '../api/types.js';
+import type { ConfigView, EventView, NodeView, PauseOptions, ReloadResult, SandboxState, SandboxView, SnapshotView, StatsView, WatchMessage } from '../api/types.js';
 import type { TemplateListing } from '../api/admin/templates.js';
 import type { BuildLogEntry, BuildRecord } from '../cubelet/template-build.js';
 import type { ProcessEvent } from '../cubelet/types.js';
@@ -33,7 +33,10 @@ export class DaemonUnreachableError extends Error {
 }
 
 /** What POST /admin/v1/sandboxes takes (the actor comes from the API key). */
-export type CreateSandboxRequest = Omit<ControlPlaneCreate, 'actor'>;
+export type CreateSandboxRequest = Omit<ControlPlaneCreate, 'actor' | 'fromSnapshot'>;
+
+/** One fork's outcome (POST /admin/v1/sandboxes/:id/fork). */
+export type ForkAnswer = { sandbox: SandboxView } | { error: { code: number; message: string; status: number } };
 
 /** What POST /admin/v1/sandboxes/:id/exec takes. */
 export type ExecRequest = Omit<RuntimeExecRequest, 'stdin'>;
@@ -168,6 +171,18 @@ export class CubeClient {
   }
   resume(id: string): Promise<SandboxView> {
     return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/resume`);
+  }
+  snapshot(id: string, name?: string): Promise<SnapshotView> {
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/snapshots`, name === undefined ? {} : { name });
+  }
+  fork(id: string, opts: { count: number; timeoutSec?: number }): Promise<ForkAnswer[]> {
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/fork`, opts);
+  }
+  snapshots(filter: { sandboxID?: string; name?: string } = {}): Promise<SnapshotView[]> {
+    return this.json('GET', '/admin/v1/snapshots', undefined, { sandbox: filter.sandboxID, name: filter.name });
+  }
+  async deleteSnapshot(ref: string): Promise<void> {
+    await this.send('DELETE', `/admin/v1/snapshots/${enc(ref)}`);
   }
 
   /** Runs a command; yields `start`, output chunks and exactly one `end` (aborting the signal kills it). */
