@@ -153,6 +153,7 @@ export class Cubelet implements NodeApi {
       paused: false,
       ...(egress ? { egress, egressAsked: req.egress! } : {}),
       ...(req.lifecycle ? { lifecycle: { ...req.lifecycle } } : {}),
+      ...(req.owner !== undefined ? { owner: req.owner } : {}),
       ...(runtime ? { runtime } : {}),
     };
     const entry = this.newEntry(meta, 'creating');
@@ -497,6 +498,7 @@ export class Cubelet implements NodeApi {
       endAt: meta.endAt,
       runtime: meta.runtime ?? this.o.driver.runtimeOf?.(id) ?? this.o.driver.name,
       ...(meta.lifecycle ? { lifecycle: { ...meta.lifecycle } } : {}),
+      ...(meta.owner !== undefined ? { owner: meta.owner } : {}),
       ...(meta.egressAsked ? { egress: { ...meta.egressAsked } } : {}),
     };
     const entry: Entry = {

@@ -19,6 +19,8 @@ export interface NodeCreateRequest {
   /** The sandbox's own egress rules (E2B allow_internet_access, network.allowOut/denyOut); absent: the node's defaults. */
   egress?: EgressRequest;
   lifecycle?: SandboxLifecycle;
+  /** The API key (id) that asked for it. */
+  owner?: string;
   /** The runtime to create it with (ns, microvm) on a node that offers several; absent: the node's default. */
   runtime?: string;
 }

@@ -134,6 +134,7 @@ export class LocalControlPlane implements ControlPlane {
         metadata: { ...(req.metadata ?? {}) },
         ...(req.egress ? { egress: req.egress } : {}),
         ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}),
+        ...(req.actor !== undefined ? { owner: req.actor } : {}),
         ...(req.runtime !== undefined ? { runtime: req.runtime } : {}),
       });
       this.stats.record(performance.now() - t0);
