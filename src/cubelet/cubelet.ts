@@ -12,6 +12,7 @@ import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, s
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
 import { buildNodeView } from './node-view.js';
+import type { OutputLine } from './output-log.js';
 import { ProcessTable } from './process-table.js';
 import { runStartCommand } from './start-cmd.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
@@ -401,6 +402,10 @@ export class Cubelet implements NodeApi {
 
   async listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]> {
     return this.o.driver.files.list(this.ready(sandboxID, 'files').handle!, path, depth);
+  }
+
+  async processOutput(sandboxID: string): Promise<OutputLine[]> {
+    return this.get(sandboxID).procs.output.lines();
   }
 
   async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {

@@ -4,6 +4,7 @@
 import type { Readable } from 'node:stream';
 import type { NodeView, SandboxLifecycle, SandboxView, EventView } from '../api/types.js';
 import type { EgressRequest } from '../network/egress.js';
+import type { OutputLine } from './output-log.js';
 import type { ExecRequest, FileStat, FsChange, SandboxStats, WatchRequest } from '../runtime/types.js';
 
 export interface NodeCreateRequest {
@@ -90,6 +91,8 @@ export interface NodeApi {
   makeDir(sandboxID: string, path: string, user?: string): Promise<boolean>;
   removePath(sandboxID: string, path: string): Promise<void>;
   movePath(sandboxID: string, from: string, to: string): Promise<FileStat>;
+  /** What the sandbox's processes printed, oldest first (a bounded ring: cubelet/output-log.ts). */
+  processOutput(sandboxID: string): Promise<OutputLine[]>;
   /** inotify on a directory inside the sandbox (RuntimeDriver.watch); ending the iteration removes the watch. */
   watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>>;
 
