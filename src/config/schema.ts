@@ -36,6 +36,12 @@ export const MasterConfigSchema = z
           .min(1)
           .default(256)
           .describe('creates (and resumes) in flight at once per API key; one more gets 429 with Retry-After, which the E2B SDK retries. Above scheduler.realtime_create_num (100 per node), so a burst one node takes is never refused by the key limit'),
+        max_sandboxes_per_key: z
+          .number()
+          .int()
+          .min(1)
+          .default(1000)
+          .describe('running sandboxes (creates in flight included) per API key; one more create gets 429 (code 130481) with Retry-After, which the E2B SDK retries before raising RateLimitError. Paused sandboxes do not count. E2B\'s own plans allow 20 to 100; 1000 keeps one key from filling a small cluster (3000 per node at most) without limiting a single-team RL fleet'),
         auth_failures_per_sec: z
           .number()
           .int()

@@ -175,10 +175,13 @@ describe('the e2b CLI', () => {
   const cli = (...args: string[]) =>
     execa('node', ['node_modules/@e2b/cli/dist/index.js', ...args], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });
 
-  it('sandbox logs shows the lifecycle events', async () => {
+  it('sandbox logs shows the lifecycle events and what its processes printed', async () => {
+    await sbx.commands.run('echo out-line-1; echo err-line >&2; printf no-newline; exit 3').catch(() => undefined);
     const r = await cli('sandbox', 'logs', sbx.sandboxId);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/sandbox\.created/);
+    for (const line of ['out-line-1', 'err-line', 'no-newline', 'exit code 3']) expect(r.stdout).toContain(line);
+    expect(r.stdout.indexOf('sandbox.created')).toBeLessThan(r.stdout.indexOf('out-line-1'));
   });
 
   it('snapshot list answers (empty), not 404', async () => {
