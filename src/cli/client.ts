@@ -1,13 +1,13 @@
 // A small typed client for the admin API (/admin/v1), used by cubectl and the console.
 // Errors: the daemon's JSON `{code, message}` becomes CubeClientError; a daemon that cannot
 // be reached at all becomes DaemonUnreachableError.
-import type { ConfigView, EventView, NodeView, ReloadResult, SandboxState, SandboxView, StatsView, WatchMessage } from '../api/types.js';
+import type { ConfigView, EventView, NodeView, PauseOptions, ReloadResult, SandboxState, SandboxView, StatsView, WatchMessage } from '../api/types.js';
 import type { TemplateListing } from '../api/admin/templates.js';
 import type { BuildLogEntry, BuildRecord } from '../cubelet/template-build.js';
 import type { ProcessEvent } from '../cubelet/types.js';
 import type { TemplateRecord } from '../runtime/templates.js';
 import type { EgressRequest } from '../network/egress.js';
-import type { ExecRequest as RuntimeExecRequest } from '../runtime/types.js';
+import type { ExecRequest as RuntimeExecRequest, TemplateRuntime } from '../runtime/types.js';
 import type { CreateSandboxRequest as ControlPlaneCreate } from '../scheduler/control-plane.js';
 
 export class CubeClientError extends Error {
@@ -103,6 +103,8 @@ export interface ImportTemplateOptions {
   readyTimeoutSec?: number;
   workdir?: string;
   user?: 'root' | 'user';
+  /** The runtime its sandboxes run on when the create names none. */
+  runtime?: TemplateRuntime;
 }
 
 export class CubeClient {
@@ -160,8 +162,9 @@ export class CubeClient {
   setEgress(id: string, req: EgressRequest): Promise<SandboxView> {
     return this.json('PUT', `/admin/v1/sandboxes/${enc(id)}/egress`, req);
   }
-  pause(id: string): Promise<SandboxView> {
-    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/pause`);
+  /** `release`: free the memory where the runtime can (a microVM's goes to a file, QEMU ends). */
+  pause(id: string, opts: PauseOptions = {}): Promise<SandboxView> {
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/pause`, opts);
   }
   resume(id: string): Promise<SandboxView> {
     return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/resume`);

@@ -21,7 +21,7 @@ import { clusterSecret } from '../cubelet/rpc-wire.js';
 import { nodeRpcHandler, nodeUpgradeHandler } from '../cubelet/rpc-server.js';
 import { CubeError, isCubeError } from '../errors.js';
 import { nodeTag } from '../ids.js';
-import { NsNetworkAgent, type PolicySettings } from '../network/agent.js';
+import { NsNetworkAgent, policySettingsOf } from '../network/agent.js';
 import { parseRange } from '../network/ipam.js';
 import { NsDriver } from '../runtime/ns/driver.js';
 import { MicrovmDriver, microvmArtifacts } from '../runtime/microvm/driver.js';
@@ -209,19 +209,18 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
   let cubelet: Cubelet | undefined;
-  const policyOf = (n: typeof net): PolicySettings => ({ allowHostAccess: n.allow_host_access, internetDefault: n.allow_internet_access, denyOut: n.deny_out, denyHostNetworks: n.deny_host_networks });
   const network = new NsNetworkAgent({
     nodeTag: tag,
     cidr: net.cidr,
     initNum: net.tap_init_num,
-    policy: policyOf(net),
+    policy: policySettingsOf(net),
     log,
     onNotice: (n) => cubelet?.report(n.kind, n.message),
   });
   // The policy knobs are live: a reload replaces the node's nftables table (sandboxes' own rules kept).
-  let applied = JSON.stringify(policyOf(net));
+  let applied = JSON.stringify(policySettingsOf(net));
   config.on('change', ({ current }) => {
-    const want = policyOf(current.config.cubelet.plugins['io.cubelet.internal.v1.network']);
+    const want = policySettingsOf(current.config.cubelet.plugins['io.cubelet.internal.v1.network']);
     if (JSON.stringify(want) === applied) return;
     applied = JSON.stringify(want);
     network.setPolicy(want).then(
@@ -229,7 +228,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
       (err: unknown) => log.error({ err }, 'network policy update failed: the previous table stays in force'),
     );
   });
-  const driver = runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, storeImageGiB: config.config.cubelet.storage.image_gib });
+  const driver = runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, storeImageGiB: config.config.cubelet.storage.image_gib, ...(config.config.cubelet.quota?.memory_mib ? { nodeMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
   cubelet = new Cubelet({
     nodeID,
     dataDir,
@@ -246,7 +245,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
 }
 
 /** One driver, or a RuntimeSet when the node offers several. */
-function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; storeImageGiB: number }): RuntimeDriver {
+function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; storeImageGiB: number; nodeMemoryMiB?: number }): RuntimeDriver {
   const drivers = runtimes.map((r) => (r === 'ns' ? new NsDriver(o) : new MicrovmDriver(o)));
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
 }

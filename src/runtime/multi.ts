@@ -3,28 +3,39 @@
 // it goes to that driver. Scan and cleanup ask every driver, and each cleanup keeps the sandboxes
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
-import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats, SandboxStorage } from './types.js';
+import type { PauseOptions, RuntimeInfo } from '../api/types.js';
+import type { ExecProcess, ExecRequest, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
-
-export interface RuntimeInfo {
-  name: string;
-  /** No hardware virtualisation: the microvm runtime emulates the guest CPU (TCG). */
-  emulated?: boolean;
-}
 
 export class RuntimeSet implements RuntimeDriver {
   readonly name: RuntimeName;
   readonly files: SandboxFiles;
   /** The node's store of writable layers (the ns driver's). */
   readonly storage?: SandboxStorage;
+  /** The kept snapshots of the driver that keeps them (ns); a sandbox of another runtime is refused. */
+  readonly sandboxSnapshots?: SandboxSnapshots;
   private readonly owner = new Map<string, RuntimeDriver>();
 
-  constructor(private readonly drivers: (RuntimeDriver & { kvm?: boolean })[]) {
+  constructor(private readonly drivers: RuntimeDriver[]) {
     if (!drivers.length) throw new CubeError('CONFIG_INVALID', 'a node needs at least one runtime');
     this.name = drivers[0]!.name;
     const storage = drivers.find((d) => d.storage)?.storage;
     if (storage) this.storage = storage;
+    const keeper = drivers.find((d) => d.sandboxSnapshots);
+    if (keeper?.sandboxSnapshots) {
+      const s = keeper.sandboxSnapshots;
+      this.sandboxSnapshots = {
+        keeps: s.keeps,
+        take: async (h, snapshotID) => {
+          const d = this.driverOf(h.sandboxID);
+          if (d !== keeper) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} runs on ${d.name}, which does not keep snapshots yet (only ${keeper.name} does)`);
+          await s.take(h, snapshotID);
+        },
+        remove: (snapshotID) => s.remove(snapshotID),
+        list: () => s.list(),
+      };
+    }
     const of = (h: SandboxHandle) => this.driverOf(h.sandboxID).files;
     this.files = {
       stat: (h, p) => of(h).stat(h, p),
@@ -39,7 +50,7 @@ export class RuntimeSet implements RuntimeDriver {
 
   /** What the node offers, for NodeView.runtimes. */
   runtimes(): RuntimeInfo[] {
-    return this.drivers.map((d) => ({ name: d.name, ...(d.kvm === false ? { emulated: true } : {}) }));
+    return this.drivers.flatMap((d) => d.runtimes?.() ?? [{ name: d.name }]);
   }
 
   /** The driver a create names (undefined: the node's default); 400 when the node does not offer it. */
@@ -77,8 +88,8 @@ export class RuntimeSet implements RuntimeDriver {
     this.owner.delete(sandboxID);
   }
 
-  pause(h: SandboxHandle): Promise<void> {
-    return this.driverOf(h.sandboxID).pause(h);
+  pause(h: SandboxHandle, opts?: PauseOptions): Promise<void> {
+    return this.driverOf(h.sandboxID).pause(h, opts);
   }
 
   resume(h: SandboxHandle): Promise<void> {
@@ -95,6 +106,12 @@ export class RuntimeSet implements RuntimeDriver {
 
   deathReason(h: SandboxHandle): string | undefined {
     return this.driverOf(h.sandboxID).deathReason?.(h);
+  }
+
+  watch(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    const d = this.driverOf(h.sandboxID);
+    if (!d.watch) throw new CubeError('BAD_REQUEST', `the ${d.name} runtime cannot watch directories`);
+    return d.watch(h, req);
   }
 
   stats(h: SandboxHandle): Promise<SandboxStats> {

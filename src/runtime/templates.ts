@@ -177,8 +177,8 @@ export class TemplateStore {
     return [...(await this.records()).values()];
   }
 
-  /** Registers a root filesystem directory (e.g. made by debootstrap) under `name`. */
-  async registerTemplate(name: string, rootfs: string): Promise<TemplateRef> {
+  /** Registers a root filesystem directory (e.g. made by debootstrap) under `name`; `config` over the defaults (e.g. its runtime). */
+  async registerTemplate(name: string, rootfs: string, config: Partial<TemplateConfig> = {}): Promise<TemplateRef> {
     const { ref } = parseTemplateRef(name);
     if (name === HOST_TEMPLATE) throw new CubeError('CONFLICT', `template name '${HOST_TEMPLATE}' is reserved`);
     if (!isAbsolute(rootfs)) throw new CubeError('BAD_REQUEST', `template directory must be an absolute path: ${rootfs}`);
@@ -186,7 +186,7 @@ export class TemplateStore {
     if (!st?.isDirectory()) throw new CubeError('BAD_REQUEST', `template directory ${rootfs} does not exist`);
     const hasShell = await Promise.all(['bin/sh', 'usr/bin/sh'].map((p) => lstat(join(rootfs, p)).then(() => true, () => false)));
     if (!hasShell.some(Boolean)) throw new CubeError('BAD_REQUEST', `${rootfs} does not look like a root filesystem (no bin/sh)`);
-    const rec = await this.put({ ...parseTemplateRef(ref), layers: [rootfs], config: { ...DEFAULT_CONFIG }, source: 'directory' });
+    const rec = await this.put({ ...parseTemplateRef(ref), layers: [rootfs], config: { ...DEFAULT_CONFIG, ...config }, source: 'directory' });
     return this.toRef(rec);
   }
 

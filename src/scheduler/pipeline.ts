@@ -30,8 +30,11 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
     if (req.nodeID !== undefined && view.nodeID !== req.nodeID) continue;
     considered++;
     const offered = view.runtimes?.map((r) => r.name) ?? [view.runtime];
-    if (req.runtime !== undefined && !offered.includes(req.runtime)) {
-      rejections.push({ nodeID: view.nodeID, filter: 'runtime', reason: `runtime ${offered.join(', ')}, not ${req.runtime}` });
+    // A create that names no runtime runs on its template's default, where the template has one.
+    const runtime = req.runtime ?? view.templateRuntimes?.[req.templateID];
+    if (runtime !== undefined && !offered.includes(runtime)) {
+      const why = req.runtime === undefined ? ` (template ${req.templateID}'s default)` : '';
+      rejections.push({ nodeID: view.nodeID, filter: 'runtime', reason: `runtime ${offered.join(', ')}, not ${runtime}${why}` });
       continue;
     }
     const pre = prefilter(view, cfg.scheduler.heartbeat_timeout_ms, now);

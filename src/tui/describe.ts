@@ -4,7 +4,7 @@
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
 import { ruleVerdicts } from '../scheduler/schedulable.js';
-import { mib, percent, ratio } from './format.js';
+import { mib, percent, ratio, runtimesLabel } from './format.js';
 
 /** Events about the target shown, newest first. */
 export const DESCRIBE_EVENTS = 10;
@@ -22,7 +22,7 @@ export function describeNode(n: NodeView, master: MasterConfig | null, events: r
   const d = n.density;
   const u = n.usage;
   const lines = [
-    `Node ${n.nodeID}${n.address ? ` at ${n.address}` : ''}, runtime ${n.runtime}, last seen ${n.lastSeen}`,
+    `Node ${n.nodeID}${n.address ? ` at ${n.address}` : ''}, runtimes ${runtimesLabel(n)}, last seen ${n.lastSeen}`,
     `State: ${n.lost ? 'LOST' : n.healthy ? 'HEALTHY' : 'UNHEALTHY'}${n.cordoned ? ', cordoned' : ''}${n.draining ? ', draining' : ''}; ${n.schedulable ? 'schedulable' : `NOT schedulable (${n.refusedBy ?? 'rule'}): ${n.reason}`}`,
     '',
     'Quota',

@@ -46,6 +46,19 @@ describe('schedule', () => {
     expect(r.ok === false && describeRejections(r.rejections)).toBe('ns-1: runtime ns, not microvm; sim-1: runtime sim, not microvm');
   });
 
+  it("a create that names no runtime goes where its template's default runtime is offered", () => {
+    const both = { runtimes: [{ name: 'ns' }, { name: 'microvm' }] };
+    const nodes = [
+      cand(node('ns-1', { templateRuntimes: { host: 'microvm' } })),
+      cand(node('vm-1', { ...both, templateRuntimes: { host: 'microvm' } })),
+    ];
+    expect(schedule(REQ, nodes, config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'vm-1' });
+    const r = schedule(REQ, [nodes[0]!], config(), NOW, first);
+    expect(r.ok === false && describeRejections(r.rejections)).toBe("ns-1: runtime ns, not microvm (template host's default)");
+    // The create's own choice wins over the template's.
+    expect(schedule({ ...REQ, runtime: 'ns' }, [nodes[0]!], config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'ns-1' });
+  });
+
   it('a disabled filter does not refuse', () => {
     const full = cand(node('a', { usage: { diskUsedPercent: 99 } }));
     const r = schedule(REQ, [full], config({ scheduler: { filter: { enable_filters: ['cpu', 'mem'] } } }), NOW, first);

@@ -29,9 +29,10 @@ import {
   sandboxJson,
 } from './wire.js';
 import { MetricsHistory } from './metrics.js';
+import { registerSnapshotRoutes } from './snapshots.js';
 
 type Req = IncomingMessage & { caller?: Caller };
-type Route = (req: Req, res: ServerResponse, id: string, query: URLSearchParams) => Promise<void>;
+type Route = (req: Req, res: ServerResponse, id: string, query: URLSearchParams, params: Record<string, string | undefined>) => Promise<void>;
 
 export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   const history = new MetricsHistory();
@@ -40,7 +41,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     for (const p of paths) {
       router.on(method, p, (req, res, params) => {
         const query = new URL(req.url ?? '/', 'http://x').searchParams;
-        const run = async (): Promise<void> => fn(req as Req, res, params.id === undefined ? '' : sandboxIDParam(params.id), query);
+        const run = async (): Promise<void> => fn(req as Req, res, params.id === undefined ? '' : sandboxIDParam(params.id), query, params);
         run().catch((e: unknown) => sendError(res, e, 'e2b', ctx.log));
       });
     }
@@ -123,7 +124,8 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     refuseMemoryless(parseBody(PauseSchema, await readJson(req), 'pause body'), 'pause');
     const rec = await fresh(id);
     if (rec.state === 'paused' || rec.state === 'pausing') throw new CubeError('CONFLICT', `sandbox ${id} is already ${rec.state}`);
-    await ctx.cp.pauseSandbox(id, actor(req));
+    // The SDK's pause() gives the memory back where the runtime can (a microVM's goes to disk).
+    await ctx.cp.pauseSandbox(id, actor(req), { release: true });
     sendNoContent(res);
   });
 
@@ -187,8 +189,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     });
   });
 
-  // Snapshots are not taken yet (issue 13 item 2): the list is truthfully empty rather than a 404.
-  on('GET', ['/snapshots'], async (_req, res) => sendJson(res, 200, []));
+  registerSnapshotRoutes(on, ctx, fresh, domain);
 }
 
 /** Sets the end to now + seconds only when that is later than the current end. */

@@ -127,7 +127,17 @@ export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter
         builds: builds.map((b) => buildJson(b, ctx)),
       });
     }],
-    ['DELETE', '/templates/:id', async (_req, res, p) => {
+    ['DELETE', '/templates/:id', async (req, res, p) => {
+      // The SDK deletes a snapshot as a template (E2B snapshots are templates there): a snapshot
+      // answering to the id goes first, then the template of that name.
+      const snap = await ctx.cp.snapshots.get(p.id!).catch((err: unknown) => {
+        if (err instanceof CubeError && err.kind === 'NOT_FOUND') return undefined;
+        throw err;
+      });
+      if (snap) {
+        await ctx.cp.snapshots.remove(snap.snapshotID, req.caller?.keyID);
+        return sendNoContent(res);
+      }
       const recs = await known(p.id!);
       if (!recs.length) throw new CubeError('CONFLICT', `template '${p.id}' is built in and cannot be deleted`);
       const s = store();

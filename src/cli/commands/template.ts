@@ -3,10 +3,11 @@ import { createReadStream } from 'node:fs';
 import { mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { execa } from 'execa';
 import { pack } from 'tar-stream';
 import type { TemplateListing } from '../../api/admin/templates.js';
+import { TEMPLATE_RUNTIMES, type TemplateRuntime } from '../../runtime/types.js';
 import type { CubeClient, ImportTemplateOptions } from '../client.js';
 import { clientFor, examples, ExitError, globals, numberArg, printJson, table, UsageError } from '../io.js';
 import { copyArchive, filesHash, parseRecipe, recipeBody } from '../template-recipe.js';
@@ -97,14 +98,16 @@ export function register(program: Command): void {
     .option('--ready-timeout <sec>', 'give up on the ready command after this long (default 60)', numberArg({ int: true, min: 1, max: 3600 }))
     .option('--workdir <dir>', "default working directory (default: the image's WorkingDir)")
     .option('--user <user>', "default user, root or user (default: the image's User: root when it is root or unset)")
+    .addOption(new Option('--runtime <runtime>', "the runtime its sandboxes run on when the create names none (default: the node's)").choices([...TEMPLATE_RUNTIMES]))
     .addHelpText(
       'after',
       examples(
         'cubectl template import app.tar --name app:v1 --start-cmd "python -m http.server 8000" --ready-cmd "nc -z 127.0.0.1 8000"',
         'cubectl template import docker://python:3.12-slim --name python   # pulled with skopeo where a registry is reachable',
+        'cubectl template import agent.tar --name agent --runtime microvm   # its sandboxes get their own kernel unless a create says otherwise',
       ),
     )
-    .action(async (source: string, o: { name: string; startCmd?: string; readyCmd?: string; readyTimeout?: number; workdir?: string; user?: string }, cmd: Command) => {
+    .action(async (source: string, o: { name: string; startCmd?: string; readyCmd?: string; readyTimeout?: number; workdir?: string; user?: string; runtime?: TemplateRuntime }, cmd: Command) => {
       if (o.user !== undefined && o.user !== 'root' && o.user !== 'user') throw new UsageError(`--user must be root or user (got ${o.user})`);
       let path = source;
       let st = await stat(path).catch(() => undefined);
@@ -121,6 +124,7 @@ export function register(program: Command): void {
         ...(o.readyTimeout ? { readyTimeoutSec: o.readyTimeout } : {}),
         ...(o.workdir !== undefined ? { workdir: o.workdir } : {}),
         ...(o.user ? { user: o.user as 'root' | 'user' } : {}),
+        ...(o.runtime ? { runtime: o.runtime } : {}),
       };
       const total = st.isDirectory() ? undefined : st.size;
       const body = withProgress(st.isDirectory() ? tarDirectory(path) : createReadStream(path), total, o.name, process.stderr.isTTY === true && !globals(cmd).json);
