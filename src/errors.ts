@@ -24,6 +24,7 @@ export const ErrorTable = {
   IMAGE_INVALID: { code: 130420, http: 400, name: 'invalid image archive' },
   LAYER_DIGEST_MISMATCH: { code: 130421, http: 400, name: 'layer digest mismatch' },
   TEMPLATE_START_FAILED: { code: 130422, http: 422, name: 'template start command failed' },
+  BUILD_STEP_FAILED: { code: 130423, http: 422, name: 'template build step failed' },
   STORE_FULL: { code: 130598, http: 503, name: 'store full' },
 } as const;
 

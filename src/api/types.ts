@@ -33,6 +33,31 @@ export interface SandboxView {
   diskUsedBytes?: number;
 }
 
+/**
+ * A kept sandbox state (E2B createSnapshot, fork): what a new sandbox made from it starts with.
+ * Lives on the node that took it (its store); the record is in the state store.
+ */
+export interface SnapshotView {
+  snapshotID: string;
+  /** Names given at create (E2B `name`), for lookup by name. */
+  names: string[];
+  /** The sandbox it was taken from (it may be gone since). */
+  sandboxID: string;
+  nodeID: string;
+  /** The origin's template: a sandbox made from the snapshot stacks its writable layer on it. */
+  templateID: string;
+  /** The runtime that took it, which alone can make sandboxes from it. */
+  runtime: string;
+  /** What it keeps: 'filesystem' (ns: the writable layer, no processes or memory). */
+  keeps: SnapshotKeeps;
+  spec: SandboxSpecView;
+  metadata: Record<string, string>;
+  /** ISO 8601. */
+  createdAt: string;
+}
+
+export type SnapshotKeeps = 'filesystem' | 'filesystem+memory';
+
 /** E2B's lifecycle: pause instead of kill at the timeout, and resume on the first request that reaches it. */
 export interface SandboxLifecycle {
   onTimeout: 'kill' | 'pause';
@@ -162,6 +187,7 @@ export type EventKind =
   | 'sandbox.oom'
   | 'sandbox.timeout'
   | 'sandbox.network'
+  | 'sandbox.snapshot'
   | 'schedule.failed'
   | 'config.reloaded'
   | 'config.rejected'
@@ -223,6 +249,8 @@ export interface StatsView {
   decisionP99Ms?: number;
   /** Creates and resumes refused in the last 60 s, by code and by the rule that refused (a filter name, 'pool', 'release_ratio'). */
   refusedLastMinute?: { code: number; rule: string; count: number }[];
+  /** The same counted since this process started (cubed_refused_total on /metrics). */
+  refusedSinceStart?: { code: number; rule: string; count: number }[];
 }
 
 export interface Snapshot {

@@ -188,6 +188,20 @@ export const CubeletConfigSchema = z
               .boolean()
               .default(true)
               .describe("also deny, like deny_out, the host's own connected IPv4 subnets and gateways (read from its routing table when the rules are installed: at start and on a policy change), whatever their range"),
+            conntrack_max_per_sandbox: z
+              .number()
+              .int()
+              .min(16)
+              .max(1_000_000)
+              .default(4096)
+              .describe("connections one sandbox may have tracked at once (nftables ct count by source address): the host's conntrack table (nf_conntrack_max) is shared by every sandbox and the host; past it a sandbox's new connections are dropped"),
+            new_connections_per_sec: z
+              .number()
+              .int()
+              .min(1)
+              .max(1_000_000)
+              .default(500)
+              .describe('new connections per second one sandbox may open (burst: one second\'s worth); more are dropped'),
           })
           .strict()
           .prefault({}),

@@ -7,7 +7,7 @@ import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, Sandbo
 import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
-import type { FileStat, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef } from '../runtime/types.js';
+import type { FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
 import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, sandboxCpuPercent, type CpuTimes } from './host-metrics.js';
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
@@ -15,7 +15,7 @@ import { buildNodeView } from './node-view.js';
 import { ProcessTable } from './process-table.js';
 import { runStartCommand } from './start-cmd.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
-import type { NodeApi, NodeCreateRequest, NodeEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 const CPU_SMOOTHING_MS = 30_000;
 /** How often each sandbox's disk use is read (one sysfs file per sandbox; a change of 1 MiB or 1% of its limit is published). */
@@ -50,8 +50,10 @@ interface Entry {
   slot?: NetSlot;
   procs: ProcessTable;
   timer?: NodeJS.Timeout;
-  /** The operation in progress (create, pause, resume, destroy); destroy waits for it. */
+  /** The operation in progress (create, pause, resume, destroy, snapshot); destroy waits for it. */
   op?: Promise<unknown>;
+  /** A snapshot in progress: a pause or resume waits for it (it freezes and thaws on its own). */
+  snapshotting?: Promise<unknown>;
   oomKills: number;
 }
 
@@ -154,7 +156,9 @@ export class Cubelet implements NodeApi {
       ...(egress ? { egress, egressAsked: req.egress! } : {}),
       ...(req.lifecycle ? { lifecycle: { ...req.lifecycle } } : {}),
       ...(runtime ? { runtime } : {}),
+      ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
     };
+    if (req.fromSnapshot !== undefined) this.snapshotKeeper();
     const entry = this.newEntry(meta, 'creating');
     this.entries.set(id, entry);
     this.emitSandbox(entry);
@@ -201,6 +205,7 @@ export class Cubelet implements NodeApi {
         diskGiB: meta.spec.diskGiB,
         ...(meta.runtime ? { runtime: meta.runtime } : {}),
         ...(meta.metadata['cube.net_raw'] === 'true' ? { netRaw: true } : {}),
+        ...(meta.fromSnapshot !== undefined ? { fromSnapshot: meta.fromSnapshot } : {}),
       });
       await rules;
       if (template.config?.startCmd) {
@@ -287,8 +292,50 @@ export class Cubelet implements NodeApi {
     return this.freezeOp(sandboxID, 'resume');
   }
 
+  async snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
+    const keeper = this.snapshotKeeper();
+    const entry = this.ready(sandboxID, 'snapshot');
+    if (entry.op) throw new CubeError('SANDBOX_BUSY', `snapshot ${sandboxID}: another operation is in progress`, { retryAfter: 1 });
+    const t0 = performance.now();
+    // Frozen while the layer is taken, so no process is caught half way through a write sequence;
+    // a paused sandbox is frozen already and stays paused.
+    const run = (async () => {
+      const freeze = entry.view.state === 'running';
+      if (freeze) await this.o.driver.pause(entry.handle!);
+      try {
+        await keeper.take(entry.handle!, snapshotID);
+      } finally {
+        if (freeze) await this.o.driver.resume(entry.handle!);
+      }
+    })();
+    entry.op = entry.snapshotting = run;
+    try {
+      await run;
+    } finally {
+      entry.op = entry.snapshotting = undefined;
+    }
+    const { meta, view } = entry;
+    this.emitEvent('sandbox.snapshot', `snapshot ${snapshotID} taken (${keeper.keeps})`, { sandboxID, durationMs: Math.round(performance.now() - t0) });
+    return { snapshotID, sandboxID, nodeID: this.nodeID, templateID: meta.templateID, runtime: view.runtime, keeps: keeper.keeps, spec: { ...meta.spec }, metadata: { ...meta.metadata }, env: { ...meta.env }, createdAt: new Date().toISOString() };
+  }
+
+  async deleteSnapshot(snapshotID: string): Promise<void> {
+    await this.o.driver.sandboxSnapshots?.remove(snapshotID);
+  }
+
+  async listSnapshots(): Promise<string[]> {
+    return (await this.o.driver.sandboxSnapshots?.list()) ?? [];
+  }
+
+  private snapshotKeeper(): NonNullable<RuntimeDriver['sandboxSnapshots']> {
+    const keeper = this.o.driver.sandboxSnapshots;
+    if (!keeper) throw new CubeError('CONFLICT', `node ${this.nodeID} runs ${this.o.driver.name}, which keeps no snapshots`);
+    return keeper;
+  }
+
   /** `reason`: why a pause happened other than on request (shown with the paused state). */
   private async freezeOp(sandboxID: string, op: 'pause' | 'resume', reason?: string, opts?: PauseOptions): Promise<SandboxView> {
+    await this.entries.get(sandboxID)?.snapshotting?.catch(() => undefined);
     const entry = this.ready(sandboxID, op);
     const [during, after, before] = op === 'pause' ? (['pausing', 'paused', 'running'] as const) : (['resuming', 'running', 'paused'] as const);
     const t0 = performance.now();
@@ -407,6 +454,11 @@ export class Cubelet implements NodeApi {
 
   async listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]> {
     return this.o.driver.files.list(this.ready(sandboxID, 'files').handle!, path, depth);
+  }
+
+  async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    if (!this.o.driver.watch) throw new CubeError('BAD_REQUEST', `the ${this.o.driver.name} runtime cannot watch directories`);
+    return this.o.driver.watch(this.ready(sandboxID, 'files').handle!, req);
   }
 
   async readFile(sandboxID: string, path: string): Promise<Readable> {

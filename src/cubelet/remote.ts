@@ -6,9 +6,10 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { NodeView, PauseOptions, SandboxView } from '../api/types.js';
 import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
 import type { EgressRequest } from '../network/egress.js';
-import type { FileStat } from '../runtime/types.js';
+import { stoppable } from '../runtime/stoppable.js';
+import type { FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
-import type { NodeApi, NodeCreateRequest, NodeEvent, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 /** The node's clock when it answered, per result object (rpc-server.ts adds it to every answer). */
 const answered = new WeakMap<object, number>();
@@ -78,6 +79,19 @@ export class RemoteNode implements NodeApi {
     return { pid: start.pid, events: events() };
   }
 
+  async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    const ac = new AbortController();
+    const res = await this.request('watchDir', { body: JSON.stringify({ args: [sandboxID, req] }), timeout: false, signal: ac.signal });
+    const lines = (await this.ndjson(res))[Symbol.asyncIterator]();
+    // The node answers its first line once the watch is set (or an error status before it).
+    const ready = await lines.next();
+    if (ready.done) throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} closed the watch stream`);
+    async function* changes(): AsyncGenerator<FsChange> {
+      for (let r = await lines.next(); !r.done; r = await lines.next()) if (r.value) yield JSON.parse(r.value) as FsChange;
+    }
+    return stoppable(changes(), () => ac.abort()); // the node's watcher ends with this request
+  }
+
   createSandbox(req: NodeCreateRequest): Promise<SandboxView> {
     return this.json('createSandbox', req);
   }
@@ -101,6 +115,15 @@ export class RemoteNode implements NodeApi {
   }
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView> {
     return this.json('setEgress', sandboxID, req);
+  }
+  snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
+    return this.json('snapshotSandbox', sandboxID, snapshotID);
+  }
+  async deleteSnapshot(snapshotID: string): Promise<void> {
+    await this.json('deleteSnapshot', snapshotID);
+  }
+  listSnapshots(): Promise<string[]> {
+    return this.json('listSnapshots');
   }
   sandboxAddress(sandboxID: string): Promise<string> {
     return this.json('sandboxAddress', sandboxID);

@@ -2,9 +2,9 @@
 // cluster it calls the same interface through HTTP/JSON (src/cubelet/remote.ts), so the API
 // and scheduler never know which.
 import type { Readable } from 'node:stream';
-import type { NodeView, PauseOptions, SandboxLifecycle, SandboxView, EventView } from '../api/types.js';
+import type { NodeView, PauseOptions, SandboxLifecycle, SandboxView, EventView, SnapshotView } from '../api/types.js';
 import type { EgressRequest } from '../network/egress.js';
-import type { ExecRequest, FileStat, SandboxStats } from '../runtime/types.js';
+import type { ExecRequest, FileStat, FsChange, SandboxStats, WatchRequest } from '../runtime/types.js';
 
 export interface NodeCreateRequest {
   sandboxID: string;
@@ -21,7 +21,12 @@ export interface NodeCreateRequest {
   lifecycle?: SandboxLifecycle;
   /** The runtime to create it with (ns, microvm) on a node that offers several; absent: the node's default. */
   runtime?: string;
+  /** Start from this snapshot kept on the node (its writable layer) rather than the bare template. */
+  fromSnapshot?: string;
 }
+
+/** What a node keeps of a snapshot it took: the view without the names the control plane gives, plus the origin's env. */
+export type NodeSnapshot = Omit<SnapshotView, 'names'> & { env: Record<string, string> };
 
 export type ProcessEvent =
   | { type: 'start'; pid: number }
@@ -68,6 +73,15 @@ export interface NodeApi {
   setEndAt(sandboxID: string, endAt: string): Promise<SandboxView>;
   /** Replaces the sandbox's own egress rules (absent fields: the node's defaults), running or paused. */
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView>;
+  /**
+   * Keeps the sandbox's state as `snapshotID` (ns: its writable layer, frozen for the moment it
+   * takes), running or paused; it stays as it was. 409 when its runtime keeps no snapshots.
+   */
+  snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot>;
+  /** Idempotent. */
+  deleteSnapshot(snapshotID: string): Promise<void>;
+  /** Ids of the snapshots the node keeps. */
+  listSnapshots(): Promise<string[]>;
   /** The sandbox's address in the node's private range, for port proxying. */
   sandboxAddress(sandboxID: string): Promise<string>;
 
@@ -88,6 +102,8 @@ export interface NodeApi {
   makeDir(sandboxID: string, path: string, user?: string): Promise<boolean>;
   removePath(sandboxID: string, path: string): Promise<void>;
   movePath(sandboxID: string, from: string, to: string): Promise<FileStat>;
+  /** inotify on a directory inside the sandbox (RuntimeDriver.watch); ending the iteration removes the watch. */
+  watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>>;
 
   /** The sandbox's cgroup counters now (E2B getMetrics); optional: without it getMetrics answers no samples. */
   sandboxStats?(sandboxID: string): Promise<SandboxStats>;

@@ -4,7 +4,7 @@
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
 import type { PauseOptions, RuntimeInfo } from '../api/types.js';
-import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats, SandboxStorage } from './types.js';
+import type { ExecProcess, ExecRequest, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
 
@@ -13,6 +13,8 @@ export class RuntimeSet implements RuntimeDriver {
   readonly files: SandboxFiles;
   /** The node's store of writable layers (the ns driver's). */
   readonly storage?: SandboxStorage;
+  /** The kept snapshots of the driver that keeps them (ns); a sandbox of another runtime is refused. */
+  readonly sandboxSnapshots?: SandboxSnapshots;
   private readonly owner = new Map<string, RuntimeDriver>();
 
   constructor(private readonly drivers: RuntimeDriver[]) {
@@ -20,12 +22,26 @@ export class RuntimeSet implements RuntimeDriver {
     this.name = drivers[0]!.name;
     const storage = drivers.find((d) => d.storage)?.storage;
     if (storage) this.storage = storage;
+    const keeper = drivers.find((d) => d.sandboxSnapshots);
+    if (keeper?.sandboxSnapshots) {
+      const s = keeper.sandboxSnapshots;
+      this.sandboxSnapshots = {
+        keeps: s.keeps,
+        take: async (h, snapshotID) => {
+          const d = this.driverOf(h.sandboxID);
+          if (d !== keeper) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} runs on ${d.name}, which does not keep snapshots yet (only ${keeper.name} does)`);
+          await s.take(h, snapshotID);
+        },
+        remove: (snapshotID) => s.remove(snapshotID),
+        list: () => s.list(),
+      };
+    }
     const of = (h: SandboxHandle) => this.driverOf(h.sandboxID).files;
     this.files = {
       stat: (h, p) => of(h).stat(h, p),
       list: (h, p, d) => of(h).list(h, p, d),
       read: (h, p) => of(h).read(h, p),
-      write: (h, p, data, u) => of(h).write(h, p, data, u),
+      write: (h, p, data, u, m) => of(h).write(h, p, data, u, m),
       mkdir: (h, p, u) => of(h).mkdir(h, p, u),
       remove: (h, p) => of(h).remove(h, p),
       move: (h, a, b) => of(h).move(h, a, b),
@@ -90,6 +106,12 @@ export class RuntimeSet implements RuntimeDriver {
 
   deathReason(h: SandboxHandle): string | undefined {
     return this.driverOf(h.sandboxID).deathReason?.(h);
+  }
+
+  watch(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    const d = this.driverOf(h.sandboxID);
+    if (!d.watch) throw new CubeError('BAD_REQUEST', `the ${d.name} runtime cannot watch directories`);
+    return d.watch(h, req);
   }
 
   stats(h: SandboxHandle): Promise<SandboxStats> {

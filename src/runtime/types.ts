@@ -2,7 +2,7 @@
 // Drivers own kernel objects for the sandbox's processes, root filesystem and cgroups;
 // the network slot comes from the network-agent and is only joined here.
 import type { Readable, Writable } from 'node:stream';
-import type { PauseOptions, RuntimeInfo } from '../api/types.js';
+import type { PauseOptions, RuntimeInfo, SnapshotKeeps } from '../api/types.js';
 import { CubeError } from '../errors.js';
 import type { StoreUsage } from '../storage/btrfs-store.js';
 
@@ -62,6 +62,8 @@ export interface LaunchSpec {
   runtime?: string;
   /** Root inside keeps CAP_NET_RAW (raw and packet sockets); off unless asked (metadata cube.net_raw=true). */
   netRaw?: boolean;
+  /** Start from this kept snapshot (its writable layer) instead of an empty one: only the driver that took it. */
+  fromSnapshot?: string;
 }
 
 export interface SandboxHandle {
@@ -128,11 +130,26 @@ export interface SandboxFiles {
   stat(h: SandboxHandle, path: string): Promise<FileStat>;
   list(h: SandboxHandle, path: string, depth?: number): Promise<FileStat[]>;
   read(h: SandboxHandle, path: string): Promise<Readable>;
-  /** Creates parent directories; owned by `user` (default 'user'). */
-  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string): Promise<FileStat>;
+  /** Creates parent directories; owned by `user` (default 'user'); `mode` (default 0644, the ns runtime's template builds set it) applies to the file. */
+  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number): Promise<FileStat>;
   mkdir(h: SandboxHandle, path: string, user?: string): Promise<boolean>;
   remove(h: SandboxHandle, path: string): Promise<void>;
   move(h: SandboxHandle, from: string, to: string): Promise<FileStat>;
+}
+
+/** A change below a watched directory; `name` is relative to it. */
+export interface FsChange {
+  type: 'create' | 'write' | 'remove' | 'rename' | 'chmod';
+  name: string;
+}
+
+export interface WatchRequest {
+  /** Absolute path of a directory inside the sandbox. */
+  path: string;
+  /** Subdirectories too (also those made later). */
+  recursive: boolean;
+  /** Whose view: the watch sees what this user may read. Default 'user'. */
+  user?: string;
 }
 
 export interface SandboxStats {
@@ -163,6 +180,11 @@ export interface RuntimeDriver {
   /** CPU time all of this node's sandboxes have used, microseconds, monotonic (the live cpu gate); absent when the driver cannot tell. */
   cpuUsageUsec?(): number | undefined;
   files: SandboxFiles;
+  /**
+   * Watches a directory with inotify inside the sandbox: resolves once the watch is set (changes
+   * from then on are reported); ending the iteration removes it. Absent: the driver cannot.
+   */
+  watch?(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>>;
   /** Sandboxes this node's kernel objects still hold (for re-adoption after a restart). */
   scan(): Promise<SandboxHandle[]>;
   /** Removes every kernel object of this node that belongs to no sandbox in `keep`. */
@@ -175,12 +197,29 @@ export interface RuntimeDriver {
   deathReason?(h: SandboxHandle): string | undefined;
   /** The store of writable layers (src/storage/), for drivers that keep one. */
   storage?: SandboxStorage;
+  /** Kept sandbox states (E2B snapshots), for drivers that keep them; absent: this runtime cannot snapshot. */
+  sandboxSnapshots?: SandboxSnapshots;
   /** At daemon stop, after cleanup: destroy = nothing of the node's store stays (unmounted, image deleted). */
   close?(opts: { destroy: boolean }): Promise<void>;
+}
+
+/**
+ * Kept sandbox states by snapshot id. ns keeps the writable layer (a read-only btrfs snapshot);
+ * a runtime that can also keep processes (microvm memory) says so in `keeps`.
+ */
+export interface SandboxSnapshots {
+  readonly keeps: SnapshotKeeps;
+  /** Keeps the sandbox's state as `snapshotID`; the caller has frozen the sandbox. 409 when its runtime cannot. */
+  take(h: SandboxHandle, snapshotID: string): Promise<void>;
+  /** Idempotent. */
+  remove(snapshotID: string): Promise<void>;
+  list(): Promise<string[]>;
 }
 
 export interface SandboxStorage {
   usage(): Promise<StoreUsage>;
   /** Bytes each sandbox's writable layer holds on its own (quota-group exclusive), read without spawning. */
   diskUsed(sandboxIDs: Iterable<string>): Promise<Map<string, number>>;
+  /** The sandbox's overlay upper dir: what a template build step captures as a layer. */
+  upperDir(sandboxID: string): string;
 }

@@ -65,9 +65,21 @@ describe('btrfs store on a loop image', () => {
     expect(used).toBeGreaterThanOrEqual(4 * MIB);
     expect(used).toBeLessThan(5 * MIB);
 
-    const snap = await store.snapshot('sb-one', 'sb-two', GIB);
+    await store.keep('sb-one', 'snap-one');
+    await writeFile(join(dir, 'upper', 'later'), 'after the snapshot');
+    expect(await store.kept()).toEqual(['snap-one']);
+    await expect(writeFile(join(store.snapshotsDir, 'snap-one', 'upper', 'x'), 'x')).rejects.toThrow(/EROFS|read-only/);
+    const snap = await store.takeFrom('snap-one', 'sb-two');
     expect((await readFile(join(snap, 'upper', 'data'))).equals(Buffer.alloc(4 * MIB, 1))).toBe(true); // (toEqual on 4 MiB takes minutes)
+    expect(await stat(join(snap, 'upper', 'later')).catch((e: NodeJS.ErrnoException) => e.code)).toBe('ENOENT');
+    await writeFile(join(snap, 'upper', 'mine'), 'the copy writes');
     expect((await store.list()).sort()).toEqual(['sb-one', 'sb-two']);
+    // The kept snapshot goes while the sandbox made from it keeps its data.
+    await store.drop('snap-one');
+    await store.drop('snap-one'); // idempotent
+    expect(await store.kept()).toEqual([]);
+    expect((await readFile(join(snap, 'upper', 'data'))).length).toBe(4 * MIB);
+    await expect(store.takeFrom('snap-one', 'sb-three')).rejects.toMatchObject({ code: 130404 });
     await store.remove('sb-one');
     await store.remove('sb-one'); // idempotent
     await store.remove('sb-two');

@@ -17,6 +17,7 @@ import { isConnectionError } from '../../store/cluster/retry.js';
 import type { NodeRecord } from '../../store/types.js';
 import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from '../control-plane.js';
+import { createFromSnapshot, SnapshotBook } from '../snapshots.js';
 import { CreateStats } from '../create-stats.js';
 import { publicView } from '../local-control-plane.js';
 import { densityParamsFromConfig } from '../density.js';
@@ -71,6 +72,7 @@ export class ClusterControlPlane implements ControlPlane {
   private readonly remotes = new Map<string, RemoteNode>();
   private readonly watchers = new Watchers();
   private readonly stats = new CreateStats();
+  readonly snapshots: SnapshotBook;
   private readonly unsubs: (() => void)[] = [];
   private timer?: NodeJS.Timeout;
   private ticking = false;
@@ -97,6 +99,7 @@ export class ClusterControlPlane implements ControlPlane {
     this.store = o.store;
     this.cfg = o.config;
     this.log = o.log;
+    this.snapshots = new SnapshotBook({ store: o.store, node: (nodeID) => this.remote(nodeID), sandbox: (id) => this.getSandbox(id), create: (req) => this.createSandbox(req), log: o.log });
   }
 
   async start(): Promise<void> {
@@ -217,7 +220,9 @@ export class ClusterControlPlane implements ControlPlane {
    * yet) costs one attempt: the create is placed again without it, up to CREATE_ATTEMPTS nodes,
    * unless the request pinned its node.
    */
-  async createSandbox(req: CreateSandboxRequest): Promise<SandboxRecord> {
+  async createSandbox(asked: CreateSandboxRequest): Promise<SandboxRecord> {
+    const snap = await this.snapshots.forCreate(asked.templateID);
+    const req = snap ? createFromSnapshot(snap, asked) : asked;
     const unreachable = new Set<string>();
     for (;;) {
       try {
@@ -276,7 +281,7 @@ export class ClusterControlPlane implements ControlPlane {
     const t0 = performance.now();
     await this.store.live.incInFlight(nodeID).catch((e: unknown) => Promise.reject(forget() && e));
     try {
-      const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) });
+      const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}), ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}) });
       // Over the pending record (or a heartbeat's update of it); a destroy that came meanwhile
       // wins, and the node's copy goes.
       const rec = await this.writeOver({ ...view, ...secrets, ...nodeStamp(view) }, pendingGen);
