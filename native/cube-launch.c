@@ -79,6 +79,8 @@
 #include <unistd.h>
 
 #define MAX_CGROUPS 8
+// overlayfs' own limit on lower layers (OVL_MAX_STACK).
+#define MAX_LAYERS 500
 #define EXIT_HELPER 125
 
 // serve: the host's root, mount namespace and mount table, saved before the helper leaves them
@@ -470,11 +472,32 @@ static void sandbox_init(const char *id, const char *lower, const char *lower_ba
   if (setsid() < 0) die("setsid"); // pid-ns init must lead its own session
   if (lower_base && chdir(lower_base) < 0) die("chdir %s", lower_base);
   char opts[8192], p[4096];
-  int n = snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
-  if (n < 0 || (size_t)n >= sizeof opts) { errno = ENAMETOOLONG; die("overlay options"); }
+  // Every layer goes by an fd (/proc/self/fd/N): overlayfs shows its options as given in the
+  // sandbox's /proc/self/mountinfo, where host paths would tell the data dir, the store layout and
+  // other sandboxes' ids. The fds only live until the mount is made.
+  int fds[MAX_LAYERS + 2], nfd = 0;
+  char *lowers = strdup(lower);
+  if (!lowers) die("overlay options");
+  size_t len = strlen("lowerdir=");
+  memcpy(opts, "lowerdir=", len + 1);
+  for (char *save = NULL, *l = strtok_r(lowers, ":", &save); l; l = strtok_r(NULL, ":", &save)) {
+    if (nfd == MAX_LAYERS) { errno = E2BIG; die("overlay lower layers"); }
+    fds[nfd] = open(l, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fds[nfd] < 0) die("mount overlay on %s: open layer %s", m, l);
+    len += (size_t)snprintf(opts + len, sizeof opts - len, "%s/proc/self/fd/%d", nfd ? ":" : "", fds[nfd]);
+    nfd++;
+  }
+  free(lowers);
+  int upper_fd = open(upper, O_PATH | O_DIRECTORY | O_CLOEXEC), work_fd = open(work, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (upper_fd < 0 || work_fd < 0) die("mount overlay on %s: open %s or %s", m, upper, work);
+  fds[nfd++] = upper_fd;
+  fds[nfd++] = work_fd;
+  int n = snprintf(opts + len, sizeof opts - len, ",upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d", upper_fd, work_fd);
+  if (n < 0 || (size_t)n >= sizeof opts - len) { errno = ENAMETOOLONG; die("overlay options"); }
   // nosuid, nodev: a setuid-root binary or file capability root makes inside never raises a
   // process, and a device node (should one get there) never opens a host device.
   if (mount("overlay", m, "overlay", MS_NOSUID | MS_NODEV, opts) < 0) die("mount overlay on %s", m);
+  for (int i = 0; i < nfd; i++) close(fds[i]);
   if (bind_usr) {
     mkdir_at(m, "usr", 0755);
     mount_at("/usr", m, "usr", NULL, MS_BIND | MS_REC, NULL);

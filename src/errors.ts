@@ -7,6 +7,7 @@ export const ErrorTable = {
   CONFLICT: { code: 130409, http: 409, name: 'conflict' },
   RATE_LIMITED: { code: 130429, http: 429, name: 'rate limited' },
   CONCURRENCY_LIMITED: { code: 130480, http: 429, name: 'concurrency limited' },
+  SANDBOX_LIMITED: { code: 130481, http: 429, name: 'sandbox limit per key reached' },
   SANDBOX_BUSY: { code: 130490, http: 503, name: 'sandbox busy' },
   EXEC_FAILED: { code: 130497, http: 500, name: 'exec in sandbox failed' },
   CREATE_FAILED: { code: 130507, http: 500, name: 'create sandbox failed' },

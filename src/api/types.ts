@@ -27,6 +27,8 @@ export interface SandboxView {
   runtime: string;
   /** What its timeout does (E2B lifecycle); absent: killed. */
   lifecycle?: SandboxLifecycle;
+  /** The API key that created it (its id), which api.max_sandboxes_per_key counts against. */
+  owner?: string;
   /** Its own egress rules as asked for (absent: the node's defaults). */
   egress?: { allowInternet?: boolean; allowOut?: string[]; denyOut?: string[] };
   /** Bytes its writable layer holds (quota-group exclusive, sampled every few seconds); absent: not measured yet or no store. */

@@ -12,6 +12,7 @@ import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, s
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
 import { buildNodeView } from './node-view.js';
+import type { OutputLine } from './output-log.js';
 import { ProcessTable } from './process-table.js';
 import { runStartCommand } from './start-cmd.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
@@ -155,6 +156,7 @@ export class Cubelet implements NodeApi {
       paused: false,
       ...(egress ? { egress, egressAsked: req.egress! } : {}),
       ...(req.lifecycle ? { lifecycle: { ...req.lifecycle } } : {}),
+      ...(req.owner !== undefined ? { owner: req.owner } : {}),
       ...(runtime ? { runtime } : {}),
       ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
     };
@@ -457,6 +459,10 @@ export class Cubelet implements NodeApi {
     return this.o.driver.files.list(this.ready(sandboxID, 'files').handle!, path, depth);
   }
 
+  async processOutput(sandboxID: string): Promise<OutputLine[]> {
+    return this.get(sandboxID).procs.output.lines();
+  }
+
   async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
     if (!this.o.driver.watch) throw new CubeError('BAD_REQUEST', `the ${this.o.driver.name} runtime cannot watch directories`);
     return this.o.driver.watch(this.ready(sandboxID, 'files').handle!, req);
@@ -552,6 +558,7 @@ export class Cubelet implements NodeApi {
       endAt: meta.endAt,
       runtime: meta.runtime ?? this.o.driver.runtimeOf?.(id) ?? this.o.driver.name,
       ...(meta.lifecycle ? { lifecycle: { ...meta.lifecycle } } : {}),
+      ...(meta.owner !== undefined ? { owner: meta.owner } : {}),
       ...(meta.egressAsked ? { egress: { ...meta.egressAsked } } : {}),
     };
     const entry: Entry = {

@@ -6,6 +6,7 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { NodeView, PauseOptions, SandboxView } from '../api/types.js';
 import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
 import type { EgressRequest } from '../network/egress.js';
+import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
 import type { FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
@@ -77,6 +78,10 @@ export class RemoteNode implements NodeApi {
       for (let r = await lines.next(); !r.done; r = await lines.next()) if (r.value) yield decodeProcessEvent(JSON.parse(r.value) as WireProcessEvent);
     }
     return { pid: start.pid, events: events() };
+  }
+
+  processOutput(sandboxID: string): Promise<OutputLine[]> {
+    return this.json('processOutput', sandboxID);
   }
 
   async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {

@@ -204,9 +204,9 @@ export class TemplateBuilder {
         continue;
       }
       const hit = plan.force || s.force ? undefined : cache[k];
-      if (hit && existsSync(layerDir(this.o.dataDir, hit))) {
+      if (hit && this.haveLayer(hit)) {
         this.log(b, 'info', `[${n}/${plan.steps.length}] CACHED ${describeStep(s)}`, n);
-        layers.push(hit);
+        if (hit !== EMPTY_TREE) layers.push(hit);
         cached++;
         key = afterLayer(k, hit);
         continue;
@@ -215,11 +215,11 @@ export class TemplateBuilder {
       const t0 = performance.now();
       const r = await this.runStep(b, n, s, layers, config, base.bindHostUsr);
       if (r.added) added.push(r.digest);
-      layers.push(r.digest);
+      if (r.digest !== EMPTY_TREE) layers.push(r.digest);
       cache[k] = r.digest;
       await this.writeCache(cache);
       ran++;
-      this.log(b, 'info', `[${n}/${plan.steps.length}] done in ${Math.round(performance.now() - t0)} ms: layer ${r.digest.slice(0, 19)}`, n);
+      this.log(b, 'info', `[${n}/${plan.steps.length}] done in ${Math.round(performance.now() - t0)} ms: ${r.digest === EMPTY_TREE ? 'no file changed, no layer' : `layer ${r.digest.slice(0, 19)}`}`, n);
       key = afterLayer(k, r.digest);
     }
     b.cached = cached;
@@ -376,6 +376,7 @@ export class TemplateBuilder {
         await rmdir(join(scratch, 'etc')).catch(() => undefined); // kept when the step wrote other files there
       }
       const digest = await treeDigest(scratch);
+      if (digest === EMPTY_TREE) return { digest, added: false }; // nothing to stack (a RUN that only printed)
       const dest = layerDir(this.o.dataDir, digest);
       if (existsSync(dest)) return { digest, added: false };
       await mkdir(join(dest, '..'), { recursive: true });
@@ -384,6 +385,11 @@ export class TemplateBuilder {
     } finally {
       await rm(scratch, { recursive: true, force: true });
     }
+  }
+
+  /** The layer is in the store (an empty step's layer is no directory: it is never stacked). */
+  private haveLayer(digest: string): boolean {
+    return digest === EMPTY_TREE || existsSync(layerDir(this.o.dataDir, digest));
   }
 
   private async readCache(): Promise<Record<string, string>> {
@@ -396,12 +402,15 @@ export class TemplateBuilder {
 
   private async writeCache(cache: Record<string, string>): Promise<void> {
     // Keys whose layer left the store (its templates removed) are dropped on the way.
-    const live = Object.fromEntries(Object.entries(cache).filter(([, d]) => existsSync(layerDir(this.o.dataDir, d))));
+    const live = Object.fromEntries(Object.entries(cache).filter(([, d]) => this.haveLayer(d)));
     const tmp = `${this.cacheFile}.${process.pid}.tmp`;
     await writeFile(tmp, JSON.stringify(live));
     await rename(tmp, this.cacheFile);
   }
 }
+
+/** treeDigest of an empty directory: a step that changed no file (each layer is an overlay lowerdir, 59 at most). */
+export const EMPTY_TREE = `sha256:${createHash('sha256').digest('hex')}`;
 
 /**
  * sha256 of a directory tree: per entry, in name order, its path, type, mode, owner, size, link

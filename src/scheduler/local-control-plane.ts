@@ -141,6 +141,7 @@ export class LocalControlPlane implements ControlPlane {
         metadata: { ...(req.metadata ?? {}) },
         ...(req.egress ? { egress: req.egress } : {}),
         ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}),
+        ...(req.actor !== undefined ? { owner: req.actor } : {}),
         ...(req.runtime !== undefined ? { runtime: req.runtime } : {}),
         ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
       });

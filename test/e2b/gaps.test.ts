@@ -68,10 +68,12 @@ describe('watchDir (inotify inside the sandbox)', () => {
   }
   const has = (name: string, type: string) => (e: Seen[]) => e.some((x) => x.name === name && x.type === type);
 
-  it('sees renames, chmod, every write, and files that lived a moment', async () => {
+  it('sees renames, chmod, writes, and files that lived a moment', async () => {
     const seen = await watching('w1', 'echo 1 > a; echo 2 >> a; echo 3 >> a; mv a b; chmod 600 b; touch brief; rm brief', has('brief', 'remove'));
     const of = (name: string) => seen.filter((e) => e.name === name).map((e) => e.type);
-    expect(of('a')).toEqual(['create', 'write', 'write', 'write', 'rename']);
+    // The kernel merges identical events not yet read (inotify(7)), as it does for envd's fsnotify:
+    // three quick appends arrive as one to three writes, depending on when the watcher read them.
+    expect(of('a').filter((t, i, all) => t !== all[i - 1])).toEqual(['create', 'write', 'rename']);
     expect(of('b')).toEqual(['create', 'chmod']);
     expect(of('brief')).toEqual(['create', 'chmod', 'remove']);
     // Stopping the watch ends its watcher inside the sandbox.
@@ -173,10 +175,13 @@ describe('the e2b CLI', () => {
   const cli = (...args: string[]) =>
     execa('node', ['node_modules/@e2b/cli/dist/index.js', ...args], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });
 
-  it('sandbox logs shows the lifecycle events', async () => {
+  it('sandbox logs shows the lifecycle events and what its processes printed', async () => {
+    await sbx.commands.run('echo out-line-1; echo err-line >&2; printf no-newline; exit 3').catch(() => undefined);
     const r = await cli('sandbox', 'logs', sbx.sandboxId);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/sandbox\.created/);
+    for (const line of ['out-line-1', 'err-line', 'no-newline', 'exit code 3']) expect(r.stdout).toContain(line);
+    expect(r.stdout.indexOf('sandbox.created')).toBeLessThan(r.stdout.indexOf('out-line-1'));
   });
 
   it('snapshot list answers (empty), not 404', async () => {

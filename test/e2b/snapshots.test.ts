@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { Sandbox, SandboxError, SandboxNotFoundError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cubectl } from '../cli/run-cli.js';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 let d: TestDaemon;
@@ -106,7 +107,7 @@ describe('refusals', () => {
     expect(await Sandbox.deleteSnapshot('snap-0000000000000000', opts)).toBe(false);
     const r = await call(d, 'DELETE', '/templates/snap-0000000000000000');
     expect(r.status).toBe(404);
-    expect(r.json).toMatchObject({ code: 404, message: expect.stringMatching(/snapshot snap-0000000000000000 not found/) });
+    expect(r.json).toMatchObject({ code: 404, message: expect.stringMatching(/snapshot or template 'snap-0000000000000000' not found/) });
   });
 });
 
@@ -182,5 +183,53 @@ describe('a daemon killed mid-snapshot', () => {
     const fromHere = ((await call(d, 'GET', `/snapshots?sandboxID=${s.sandboxId}`)).json as { snapshotID: string }[]).map((x) => x.snapshotID);
     for (const id of fromHere) expect(await Sandbox.deleteSnapshot(id, opts)).toBe(true);
     expect(subvolumesOnDisk()).toContain(s.sandboxId);
+  });
+});
+
+describe('cubectl and the e2b CLI', () => {
+  const env = () => ({ CUBE_API_URL: d.url, CUBE_API_KEY: d.apiKey });
+  const e2b = (...args: string[]) => execa('node', ['node_modules/@e2b/cli/dist/index.js', ...args], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });
+
+  it('sandbox snapshot, snapshot ls, sandbox create from it, sandbox fork, snapshot rm; --json; exit codes', async () => {
+    const s = await create();
+    await s.files.write('/home/user/cli.txt', 'from cubectl');
+    const snap = await cubectl(['sandbox', 'snapshot', s.sandboxId, '--name', 'cli-snap'], env());
+    expect(snap.code, snap.stderr).toBe(0);
+    const id = snap.stdout.trim();
+    expect(id).toMatch(/^snap-[a-z0-9]{16}$/);
+
+    const ls = await cubectl(['snapshot', 'ls', '--sandbox', s.sandboxId], env());
+    expect(ls.stdout).toMatch(new RegExp(`${id}\\s+cli-snap\\s+${s.sandboxId}\\s+\\S+\\s+\\S+\\s+ns\\s+filesystem`));
+    const lsJson = JSON.parse((await cubectl(['snapshot', 'ls', '--name', 'cli-snap', '--json'], env())).stdout) as Record<string, unknown>[];
+    expect(lsJson).toMatchObject([{ snapshotID: id, names: ['cli-snap'], keeps: 'filesystem' }]);
+    expect(lsJson[0]).not.toHaveProperty('envVars');
+
+    const byName = await cubectl(['sandbox', 'create', '--template', 'cli-snap'], env());
+    // Creates name snapshots by id; a name alone is not a template.
+    expect(byName.code).toBe(1);
+    const fromId = await cubectl(['sandbox', 'create', '--template', id], env());
+    expect(fromId.code, fromId.stderr).toBe(0);
+    const copy = await Sandbox.connect(fromId.stdout.trim(), opts);
+    made.push(copy);
+    expect(await copy.files.read('/home/user/cli.txt')).toBe('from cubectl');
+
+    const fork = await cubectl(['sandbox', 'fork', s.sandboxId, '-n', '2', '--json'], env());
+    expect(fork.code, fork.stderr).toBe(0);
+    const forks = JSON.parse(fork.stdout) as { sandbox: { sandboxID: string } }[];
+    expect(forks).toHaveLength(2);
+    for (const f of forks) made.push(await Sandbox.connect(f.sandbox.sandboxID, opts));
+
+    const e2bList = await e2b('sandbox', 'snapshot', 'list', s.sandboxId);
+    expect(e2bList.exitCode, e2bList.stderr).toBe(0);
+    expect(e2bList.stdout).toContain(id);
+
+    expect((await cubectl(['snapshot', 'rm', 'cli-snap'], env())).stdout).toBe('cli-snap removed\n');
+    const again = await cubectl(['snapshot', 'rm', 'cli-snap'], env());
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/snapshot cli-snap not found/);
+    const gone = await cubectl(['sandbox', 'snapshot', 'nosuchsandbox0000000'], env());
+    expect(gone.code).toBe(1);
+    expect(gone.stderr.trim().split('\n')).toHaveLength(1);
+    expect((await cubectl(['sandbox', 'fork', s.sandboxId, '-n', '0'], env())).code).toBe(2);
   });
 });

@@ -1,9 +1,10 @@
 // Template builds through the real `e2b` SDK, unchanged: Template() + Template.build() against a
 // real cubed (steps in ns sandboxes, layers captured into the store), then sandboxes from the
 // alias; the cache, force, a failing step, bad input; tags and the E2B template list/get/delete.
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { execa } from 'execa';
 import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cubectl } from '../cli/run-cli.js';
@@ -180,5 +181,91 @@ describe('Template.build with the e2b SDK', () => {
     expect(del.status, JSON.stringify(del.json)).toBe(204);
     expect(await Template.exists('built', opts)).toBe(false);
     expect((await call('DELETE', '/templates/built')).status).toBe(404);
+  });
+
+  it('builds from a recipe file with cubectl template build: the same steps, the cache, a failing step, a bad recipe', async () => {
+    const recipe = join(ctxDir, 'recipe.yaml');
+    await writeFile(
+      recipe,
+      ['name: cli-built', 'fromImage: busybox', 'steps:', '  - env: {GREETING: yaml}', '  - run: {cmd: "echo from-cli-$GREETING > /home/user/cli", user: user}', '  - copy: {src: app, dest: /opt/cli/}', '  - workdir: /opt/cli', 'startCmd: exec sleep 1000', ''].join('\n'),
+    );
+    const first = await cubectl(['template', 'build', recipe, '--json'], env);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    const [rec] = JSON.parse(first.stdout) as { ref: string; source: string; layers: string[]; config: { env: Record<string, string>; workdir: string; startCmd: string } }[];
+    expect(rec).toMatchObject({ ref: 'cli-built:latest', source: 'build', config: { env: { GREETING: 'yaml' }, workdir: '/opt/cli', startCmd: 'exec sleep 1000' } });
+    const sbx = await create('cli-built');
+    expect((await sbx.commands.run('cat /home/user/cli; ./run.sh; stat -c %U /home/user/cli')).stdout).toBe('from-cli-yaml\nran-yaml\nuser\n');
+    await sbx.kill();
+    // Again, under the tags given (as E2B: tags replace the default latest): every step from the cache, the same layers.
+    const again = await cubectl(['template', 'build', recipe, '--tag', 'v1', 'v2'], env);
+    expect(again).toMatchObject({ code: 0, stdout: expect.stringMatching(/^built cli-built:v1 sha256:[0-9a-f]{64} \(\d+ layers\)\nbuilt cli-built:v2 sha256:[0-9a-f]{64} \(\d+ layers\)\n$/) });
+    expect((JSON.parse((await cubectl(['template', 'inspect', 'cli-built:v1', '--json'], env)).stdout) as { layers: string[] }).layers).toEqual(rec!.layers);
+
+    await writeFile(join(ctxDir, 'bad.json'), JSON.stringify({ name: 'cli-bad', fromImage: 'busybox', steps: [{ run: 'echo nope >&2; exit 9' }] }));
+    const failed = await cubectl(['template', 'build', join(ctxDir, 'bad.json')], env);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toMatch(/build failed: step 1 \(RUN echo nope.*\) exited 9.*nope/);
+    expect((await cubectl(['template', 'inspect', 'cli-bad'], env)).code).not.toBe(0);
+
+    await writeFile(join(ctxDir, 'typo.yaml'), 'name: x\nfromImage: busybox\nsteps:\n  - rn: true\n');
+    const typo = await cubectl(['template', 'build', join(ctxDir, 'typo.yaml')], env);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toMatch(/typo\.yaml: steps\.0/);
+    const missing = await cubectl(['template', 'build', join(ctxDir, 'nope.yaml')], env);
+    expect(missing).toMatchObject({ code: 2, stderr: expect.stringMatching(/nope\.yaml: no such file/) });
+    for (const t of ['v1', 'v2']) expect((await cubectl(['template', 'rm', `cli-built:${t}`], env)).code).toBe(0);
+    expect((await cubectl(['template', 'rm', 'cli-built'], env)).code).toBe(0);
+  });
+
+  it('builds over base (the host template): the host /usr stays read-only, the step writes its home', async () => {
+    const t = Template()
+      .fromTemplate('base')
+      .runCmd('echo on-host > /home/user/h && (touch /usr/cube-build-probe 2>/dev/null && echo usr-writable || echo usr-read-only)')
+      .runCmd('echo only-prints');
+    const log = collect();
+    await Template.build(t, 'on-host', { ...opts, onBuildLogs: log.onBuildLogs });
+    expect(log.lines).toContain('usr-read-only');
+    // A step that changed no file stacks no layer: the host rootfs and the first step's.
+    expect(log.lines.some((l) => /\[2\/2\] done in \d+ ms: no file changed, no layer/.test(l))).toBe(true);
+    expect((JSON.parse((await cubectl(['template', 'inspect', 'on-host', '--json'], env)).stdout) as { layers: string[]; bindHostUsr: boolean })).toMatchObject({ layers: [expect.stringMatching(/templates\/host\/rootfs$/), expect.stringMatching(/^sha256:/)], bindHostUsr: true });
+    const sbx = await create('on-host');
+    expect((await sbx.commands.run('cat /home/user/h; python3 -c "print(1+1)"')).stdout).toBe('on-host\n2\n');
+    await sbx.kill();
+    expect((await call('DELETE', '/templates/on-host')).status).toBe(204);
+  });
+
+  it('contains a hostile upload: a symlink in the files cannot take a COPY out of the sandbox', async () => {
+    const marker = `cube-build-escape-${process.pid}`;
+    const tar = await tarOf([
+      { name: 'evil/', type: 'directory' },
+      { name: 'evil/out', type: 'symlink', linkname: '/tmp' },
+      { name: `evil/out/${marker}`, content: 'escaped?' },
+      { name: '../../tmp/' + marker, content: 'escaped?' },
+    ]);
+    const hash = 'e'.repeat(64);
+    const req = (await call('POST', '/v3/templates', { name: 'hostile' })).json as { templateID: string; buildID: string };
+    const link = (await call('GET', `/templates/${req.templateID}/files/${hash}`)).json as { url: string };
+    expect((await fetch(link.url, { method: 'PUT', body: tar })).status).toBe(201);
+    expect((await call('POST', `/v2/templates/${req.templateID}/builds/${req.buildID}`, { fromImage: 'busybox', steps: [{ type: 'COPY', args: ['evil', '/opt/evil/'], filesHash: hash }] })).status).toBe(202);
+    let st: { status: string } = { status: 'waiting' };
+    for (let i = 0; i < 600 && (st.status === 'waiting' || st.status === 'building'); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      st = (await call('GET', `/templates/${req.templateID}/builds/${req.buildID}/status`)).json as { status: string };
+    }
+    expect(st.status).toBe('ready');
+    await expect(access(join('/tmp', marker))).rejects.toThrow(/ENOENT/);
+    const sbx = await create('hostile');
+    // What the sandbox sees: the file landed in its own /opt/evil/out (a directory: the link is made after the files).
+    expect((await sbx.commands.run(`cat /opt/evil/out/${marker}; ls /tmp`)).stdout).toBe('escaped?');
+    await sbx.kill();
+    expect((await call('DELETE', '/templates/hostile')).status).toBe(204);
+  });
+
+  it("the e2b CLI's template list shows real dates", async () => {
+    const r = await execa('node', ['node_modules/@e2b/cli/dist/index.js', 'template', 'list'], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/busybox/);
+    expect(r.stdout).not.toMatch(/Invalid Date/);
   });
 });

@@ -138,7 +138,10 @@ export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter
         await ctx.cp.snapshots.remove(snap.snapshotID, req.caller?.keyID);
         return sendNoContent(res);
       }
-      const recs = await known(p.id!);
+      const recs = await known(p.id!).catch((err: unknown) => {
+        if (err instanceof CubeError && err.kind === 'NOT_FOUND') throw new CubeError('NOT_FOUND', `snapshot or template '${p.id}' not found`);
+        throw err;
+      });
       if (!recs.length) throw new CubeError('CONFLICT', `template '${p.id}' is built in and cannot be deleted`);
       const s = store();
       const live = (await ctx.cp.listSandboxes()).filter((x) => x.state !== 'gone');
