@@ -3,7 +3,7 @@
 // restart reconciliation. Every create either completes or leaves nothing behind.
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, SandboxView } from '../api/types.js';
+import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, SandboxView, SnapshotKeeps } from '../api/types.js';
 import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
@@ -305,20 +305,21 @@ export class Cubelet implements NodeApi {
       const freeze = entry.view.state === 'running';
       if (freeze) await this.o.driver.pause(entry.handle!);
       try {
-        await keeper.take(entry.handle!, snapshotID);
+        return await keeper.take(entry.handle!, snapshotID);
       } finally {
         if (freeze) await this.o.driver.resume(entry.handle!);
       }
     })();
     entry.op = entry.snapshotting = run;
+    let keeps: SnapshotKeeps;
     try {
-      await run;
+      keeps = await run;
     } finally {
       entry.op = entry.snapshotting = undefined;
     }
     const { meta, view } = entry;
-    this.emitEvent('sandbox.snapshot', `snapshot ${snapshotID} taken (${keeper.keeps})`, { sandboxID, durationMs: Math.round(performance.now() - t0) });
-    return { snapshotID, sandboxID, nodeID: this.nodeID, templateID: meta.templateID, runtime: view.runtime, keeps: keeper.keeps, spec: { ...meta.spec }, metadata: { ...meta.metadata }, env: { ...meta.env }, createdAt: new Date().toISOString() };
+    this.emitEvent('sandbox.snapshot', `snapshot ${snapshotID} taken (${keeps})`, { sandboxID, durationMs: Math.round(performance.now() - t0) });
+    return { snapshotID, sandboxID, nodeID: this.nodeID, templateID: meta.templateID, runtime: view.runtime, keeps, spec: { ...meta.spec }, metadata: { ...meta.metadata }, env: { ...meta.env }, createdAt: new Date().toISOString() };
   }
 
   async deleteSnapshot(snapshotID: string): Promise<void> {

@@ -22,18 +22,19 @@ export class RuntimeSet implements RuntimeDriver {
     this.name = drivers[0]!.name;
     const storage = drivers.find((d) => d.storage)?.storage;
     if (storage) this.storage = storage;
-    const keeper = drivers.find((d) => d.sandboxSnapshots);
-    if (keeper?.sandboxSnapshots) {
-      const s = keeper.sandboxSnapshots;
+    // Each runtime keeps its own sandboxes' snapshots; a removal asks every keeper (idempotent).
+    const keepers = drivers.flatMap((d) => (d.sandboxSnapshots ? [d.sandboxSnapshots] : []));
+    if (keepers.length) {
       this.sandboxSnapshots = {
-        keeps: s.keeps,
-        take: async (h, snapshotID) => {
+        take: (h, snapshotID) => {
           const d = this.driverOf(h.sandboxID);
-          if (d !== keeper) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} runs on ${d.name}, which does not keep snapshots yet (only ${keeper.name} does)`);
-          await s.take(h, snapshotID);
+          if (!d.sandboxSnapshots) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} runs on ${d.name}, which keeps no snapshots here`);
+          return d.sandboxSnapshots.take(h, snapshotID);
         },
-        remove: (snapshotID) => s.remove(snapshotID),
-        list: () => s.list(),
+        remove: async (snapshotID) => {
+          for (const k of keepers) await k.remove(snapshotID);
+        },
+        list: async () => [...new Set((await Promise.all(keepers.map((k) => k.list()))).flat())],
       };
     }
     const of = (h: SandboxHandle) => this.driverOf(h.sandboxID).files;

@@ -208,9 +208,8 @@ export interface RuntimeDriver {
  * a runtime that can also keep processes (microvm memory) says so in `keeps`.
  */
 export interface SandboxSnapshots {
-  readonly keeps: SnapshotKeeps;
-  /** Keeps the sandbox's state as `snapshotID`; the caller has frozen the sandbox. 409 when its runtime cannot. */
-  take(h: SandboxHandle, snapshotID: string): Promise<void>;
+  /** Keeps the sandbox's state as `snapshotID`, and says what it kept; the caller has frozen the sandbox. 409 when its runtime cannot. */
+  take(h: SandboxHandle, snapshotID: string): Promise<SnapshotKeeps>;
   /** Idempotent. */
   remove(snapshotID: string): Promise<void>;
   list(): Promise<string[]>;

@@ -137,6 +137,28 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(Number(c2)).toBeGreaterThan(Number(c1));
   });
 
+  it('a snapshot of a microVM keeps its processes: a sandbox made from it counts on from where it was, with its own identity', async () => {
+    const sbx = await create();
+    await sbx.files.write('/tmp/kept', 'from the origin');
+    await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done', { background: true });
+    const before = Number((await sbx.commands.run('sleep 1; cat /tmp/count')).stdout);
+    const snap = await sbx.createSnapshot({ requestTimeoutMs: 240_000 });
+    const raw = (await call(d, 'GET', `/snapshots?sandboxID=${sbx.sandboxId}`)).json as Record<string, unknown>[];
+    expect(raw).toMatchObject([{ snapshotID: snap.snapshotId, runtime: 'microvm', keeps: 'filesystem+memory', processesKept: true }]);
+    const copy = await Sandbox.create(snap.snapshotId, { ...opts, ...VM });
+    created.push(copy.sandboxId);
+    const r = await copy.commands.run('hostname; cat /tmp/kept; echo; cat /tmp/count; sleep 1; cat /tmp/count');
+    const [host, kept, c1, c2] = r.stdout.trim().split('\n');
+    expect([host, kept]).toEqual([copy.sandboxId, 'from the origin']);
+    expect(Number(c1)).toBeGreaterThanOrEqual(before);
+    expect(Number(c2)).toBeGreaterThan(Number(c1));
+    // The origin runs on after the snapshot.
+    const o1 = Number((await sbx.commands.run('cat /tmp/count')).stdout);
+    expect(Number((await sbx.commands.run('sleep 1; cat /tmp/count')).stdout)).toBeGreaterThan(o1);
+    expect(await Sandbox.deleteSnapshot(snap.snapshotId, opts)).toBe(true);
+    expect(existsSync(join(d.dataDir, 'microvm', 'kept', snap.snapshotId))).toBe(false);
+  });
+
   it("destroy leaves no QEMU process, TAP or file (a create naming no runtime takes the template's microvm)", async () => {
     const sbx = await create({ templateDefault: true });
     const id = sbx.sandboxId;

@@ -20,8 +20,8 @@ import type { BtrfsStore } from '../../storage/btrfs-store.js';
 import { splitSandboxPath, sandboxPath } from '../ns/files.js';
 import { Cgroups, keyedValue } from '../ns/cgroups.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../templates.js';
-import type { PauseOptions, RuntimeInfo } from '../../api/types.js';
-import type { ExecProcess, ExecRequest, ExitInfo, FileStat, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats } from '../types.js';
+import type { PauseOptions, RuntimeInfo, SnapshotKeeps } from '../../api/types.js';
+import type { ExecProcess, ExecRequest, ExitInfo, FileStat, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats } from '../types.js';
 import { ImageCache, overlayDisk } from './images.js';
 import { AgentConnection, T, fields, parseStats, splitFields } from './protocol.js';
 import { type Qmp, withQmp } from './qmp.js';
@@ -195,12 +195,46 @@ export class MicrovmDriver implements RuntimeDriver {
   private readonly netns = new Map<string, string>();
   /** Memory snapshots by shape key: made or being made. */
   private readonly snapshots = new Map<string, Promise<string>>();
+  /** Kept sandbox states (E2B snapshots): <keptRoot>/<snapshotID>/memory.state; the disk is kept in the store. */
+  private readonly keptRoot: string;
+  /**
+   * A snapshot keeps the processes: the guest's memory and device state (migrated while the VM is
+   * stopped) and its disk (a read-only snapshot of its subvolume). Needs the store (a node offering ns too).
+   */
+  readonly sandboxSnapshots?: SandboxSnapshots;
 
   constructor(private readonly opts: MicrovmDriverOptions) {
     this.root = join(opts.dataDir, 'microvm', 'sandboxes');
+    this.keptRoot = join(opts.dataDir, 'microvm', 'kept');
     this.images = new ImageCache(opts.dataDir);
     this.log = opts.log?.child({ component: 'runtime-microvm' });
     this.files = new MicrovmFiles((h) => this.agent(h));
+    const storage = opts.storage;
+    if (storage) {
+      this.sandboxSnapshots = {
+        take: (h, snapshotID) => this.keep(storage, h, snapshotID),
+        remove: async (snapshotID) => {
+          await rm(join(this.keptRoot, snapshotID), { recursive: true, force: true });
+          await storage.drop(snapshotID);
+        },
+        list: () => readdir(this.keptRoot).catch(() => [] as string[]),
+      };
+    }
+  }
+
+  /** Saves the stopped VM's memory and device state, then snapshots its disk's subvolume; the caller's resume runs it on (QMP cont). */
+  private async keep(storage: BtrfsStore, h: SandboxHandle, snapshotID: string): Promise<SnapshotKeeps> {
+    if (!this.running(h)) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} is paused with its memory released: resume it before taking a snapshot`);
+    const dir = join(this.keptRoot, snapshotID);
+    await mkdir(dir, { recursive: true });
+    try {
+      await withQmp(join(h.dir, 'q.sock'), (q) => saveState(q, join(dir, RELEASED)));
+      await storage.keep(h.sandboxID, snapshotID);
+    } catch (e) {
+      await rm(dir, { recursive: true, force: true });
+      throw e;
+    }
+    return 'filesystem+memory';
   }
 
   private get cgroups(): Cgroups {
@@ -221,6 +255,14 @@ export class MicrovmDriver implements RuntimeDriver {
 
   private dir(id: string): string {
     return join(this.root, id);
+  }
+
+  /** The saved state of kept snapshot `snapshotID`; NOT_FOUND when this node does not keep it. */
+  private async keptState(snapshotID: string): Promise<string> {
+    if (!this.opts.storage) throw new CubeError('CONFLICT', 'this node keeps no microVM snapshots (they need the store of a node that offers ns too)');
+    const state = join(this.keptRoot, snapshotID, RELEASED);
+    if (!existsSync(state)) throw new CubeError('NOT_FOUND', `snapshot ${snapshotID} is not kept by the microvm runtime of this node`);
+    return state;
   }
 
   /** The VM's writable disk: in its subvolume of the store, else in its directory. */
@@ -253,15 +295,18 @@ export class MicrovmDriver implements RuntimeDriver {
       const [image, blank] = await Promise.all([this.images.template(spec.template), this.images.blank(diskGiB)]);
       const shape: VmShape = { kernel: a.kernel, initrd: a.initrd, image, cpus: spec.cpus, memoryMiB: spec.memoryMiB, kvm: this.kvm };
       const snap = this.opts.snapshots === false ? undefined : await this.snapshot(shape, blank, diskGiB);
+      // From a kept snapshot: its memory and its disk (a writable snapshot of the kept subvolume).
+      const kept = spec.fromSnapshot === undefined ? undefined : await this.keptState(spec.fromSnapshot);
       this.opts.storage?.assertRoom();
-      await this.opts.storage?.create(id, diskLimitBytes(diskGiB));
+      if (kept) await this.opts.storage!.takeFrom(spec.fromSnapshot!, id);
+      else await this.opts.storage?.create(id, diskLimitBytes(diskGiB));
       const disk = this.diskOf(id);
       await Promise.all([
-        snap ? overlayDisk(join(snap, 'disk.qcow2'), disk, 'qcow2') : overlayDisk(blank, disk, 'raw'),
+        kept ? undefined : snap ? overlayDisk(join(snap, 'disk.qcow2'), disk, 'qcow2') : overlayDisk(blank, disk, 'raw'),
         this.cgroups.create(id, { memoryMiB: spec.memoryMiB + QEMU_OVERHEAD_MIB, cpus: spec.cpus, pidsMax: Math.max(spec.pidsMax, 64) }),
       ]);
       const net = spec.netnsPath ? 'tap' : 'hub';
-      const args = qemuArgs({ ...shape, id, dir, disk, net, ...(snap ? { ram: { path: join(snap, 'ram'), shared: false }, incoming: true } : {}) });
+      const args = qemuArgs({ ...shape, id, dir, disk, net, ...(snap ? { ram: { path: join(snap, 'ram'), shared: false } } : {}), incoming: !!(snap || kept) });
       if (spec.netnsPath) {
         this.netns.set(id, spec.netnsPath);
         await writeFile(join(dir, 'netns'), spec.netnsPath);
@@ -273,7 +318,7 @@ export class MicrovmDriver implements RuntimeDriver {
       await writeFile(join(dir, 'vm.json'), JSON.stringify(record));
       this.records.set(id, record);
       const h: SandboxHandle = { sandboxID: id, initPid: pid, dir };
-      if (snap) await restore(join(dir, 'q.sock'), join(snap, 'state'));
+      if (kept ?? snap) await restore(join(dir, 'q.sock'), kept ?? join(snap!, 'state'));
       const tRestored = performance.now();
       await this.waitAgent(h, this.opts.bootTimeoutMs ?? 60_000);
       const tAgent = performance.now();

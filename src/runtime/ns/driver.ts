@@ -72,8 +72,10 @@ export class NsDriver implements RuntimeDriver {
   readonly storage: BtrfsStore;
   /** A snapshot keeps the writable layer only: processes and memory are not kept (a new sandbox boots its init). */
   readonly sandboxSnapshots: SandboxSnapshots = {
-    keeps: 'filesystem',
-    take: (h, snapshotID) => this.storage.keep(h.sandboxID, snapshotID),
+    take: async (h, snapshotID) => {
+      await this.storage.keep(h.sandboxID, snapshotID);
+      return 'filesystem';
+    },
     remove: (snapshotID) => this.storage.drop(snapshotID),
     list: () => this.storage.kept(),
   };
