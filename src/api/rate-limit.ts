@@ -1,10 +1,11 @@
 // What the API limits, and why only that. A sandbox create costs a network slot, cgroups, an
 // overlay and a process tree; a read costs a map lookup. A per-key cap on every request capped
 // a 20-concurrent create+delete benchmark at ~50 cycles/s (100 requests/s, two per cycle), so
-// the API limits what is scarce instead: creates in flight per key (ConcurrencyLimiter), and
-// failures per source address (RateLimiter over failed authentications), which keeps floods of
+// the API limits what is scarce instead: creates in flight per key (ConcurrencyLimiter), running
+// sandboxes per key (sandboxLimitRefusal), and failures per source address (RateLimiter over failed authentications), which keeps floods of
 // bad keys, tokens and signatures from costing a sandbox lookup each. Rates and limits are read
 // on every call so a config reload applies at once.
+import { CubeError } from '../errors.js';
 
 /** Token buckets by key: `rate` per second with a burst of one second's worth (0 = unlimited). */
 export class RateLimiter {
@@ -85,6 +86,20 @@ export class ConcurrencyLimiter {
 }
 
 /** Requests that take a sandbox's resources: creates, and resumes (connect resumes a paused sandbox). */
+/** A new sandbox (not a resume): what api.max_sandboxes_per_key limits. */
+export function isCreate(method: string | undefined, path: string): boolean {
+  return method === 'POST' && /^\/(?:v2\/)?sandboxes$|^\/admin\/v1\/sandboxes$/.test(path);
+}
+
+/**
+ * The refusal of a create when the key's running sandboxes plus its creates in flight (this one
+ * included) would pass the limit; undefined when it fits. Pure.
+ */
+export function sandboxLimitRefusal(running: number, inFlight: number, max: number): CubeError | undefined {
+  if (running + inFlight <= max) return undefined;
+  return new CubeError('SANDBOX_LIMITED', `this API key has ${running} running sandboxes and ${inFlight} creates in flight: at most ${max} (api.max_sandboxes_per_key); kill one or wait`, { retryAfter: 1 });
+}
+
 export function isCreateLike(method: string | undefined, path: string): boolean {
   if (method !== 'POST') return false;
   return /^\/(?:v2\/)?sandboxes$|^\/(?:v2\/)?sandboxes\/[^/]+\/(?:resume|connect)$|^\/admin\/v1\/sandboxes(?:\/[^/]+\/resume)?$/.test(path);

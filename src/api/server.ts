@@ -10,10 +10,11 @@ import { registerAdminRoutes } from './admin/routes.js';
 import { ApiKeys } from './auth.js';
 import type { ApiContext, ApiRouter, Caller } from './context.js';
 import { registerE2bRoutes } from './e2b/routes.js';
+import { e2bTemplateRoutes } from './e2b/templates.js';
 import { handleSandboxTraffic, handleSandboxUpgrade, isSandboxTraffic } from './envd/index.js';
 import { sendError, sendJson, type Flavour } from './http.js';
 import { createMetrics } from './metrics.js';
-import { ConcurrencyLimiter, isCreateLike, RateLimiter } from './rate-limit.js';
+import { ConcurrencyLimiter, isCreate, isCreateLike, RateLimiter, sandboxLimitRefusal } from './rate-limit.js';
 
 export interface ApiServerOptions {
   ctx: ApiContext;
@@ -45,6 +46,8 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   });
   registerAdminRoutes(router, ctx);
   registerE2bRoutes(router, ctx);
+  const templates = e2bTemplateRoutes(ctx);
+  templates.register(router);
   const keys = new ApiKeys(o.apiKeys);
   const limiter = new RateLimiter(() => ctx.config().api.rate_limit_per_sec);
   const failures = new RateLimiter(() => ctx.config().api.auth_failures_per_sec);
@@ -55,7 +58,8 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
     const url = req.url ?? '/';
     const path = url.split('?', 1)[0]!;
     if (isSandboxTraffic(req, ctx)) return handleSandboxTraffic(req, res, ctx, failures);
-    const extra = o.extraRoutes?.find((r) => path.startsWith(r.prefix));
+    // Template file uploads carry a signed link instead of a key (the SDK sends none with them).
+    const extra = [templates.uploadRoute, ...(o.extraRoutes ?? [])].find((r) => path.startsWith(r.prefix));
     if (extra) return extra.handle(req, res);
     if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok', nodeID: o.nodeID, version: o.version });
     const caller = keys.authenticate(req);
@@ -77,6 +81,11 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
       const release = creates.acquire(caller.keyID);
       if (!release) throw new CubeError('CONCURRENCY_LIMITED', `${creates.inFlight(caller.keyID)} creates already in flight for this API key (api.create_concurrency_per_key)`, { retryAfter: 1 });
       res.once('close', release);
+      if (isCreate(req.method, path)) {
+        const running = (await ctx.cp.listSandboxes({ state: ['running', 'resuming'] })).filter((s) => s.owner === caller.keyID).length;
+        const refusal = sandboxLimitRefusal(running, creates.inFlight(caller.keyID), ctx.config().api.max_sandboxes_per_key);
+        if (refusal) throw refusal;
+      }
     }
     req.caller = caller;
     router.lookup(req, res);

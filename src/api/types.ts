@@ -27,6 +27,8 @@ export interface SandboxView {
   runtime: string;
   /** What its timeout does (E2B lifecycle); absent: killed. */
   lifecycle?: SandboxLifecycle;
+  /** The API key that created it (its id), which api.max_sandboxes_per_key counts against. */
+  owner?: string;
   /** Its own egress rules as asked for (absent: the node's defaults). */
   egress?: { allowInternet?: boolean; allowOut?: string[]; denyOut?: string[] };
   /** Bytes its writable layer holds (quota-group exclusive, sampled every few seconds); absent: not measured yet or no store. */
@@ -111,6 +113,27 @@ export interface StoreView {
   usedPercent: number;
 }
 
+export interface PauseOptions {
+  /**
+   * Free the sandbox's memory where the runtime can (microvm: guest memory written to a file
+   * under the data dir and QEMU ended; resume restores it). Runtimes whose pause keeps the
+   * memory (ns: a frozen cgroup) ignore it. AutoPause and the E2B pause ask for it.
+   */
+  release?: boolean;
+}
+
+/** A runtime a node offers. */
+export interface RuntimeInfo {
+  name: string;
+  /** No usable hardware virtualisation: the guest CPU is emulated (microvm under TCG). */
+  emulated?: boolean;
+  /**
+   * A releasing pause (AutoPause, the E2B pause) frees the sandbox's memory, so the release ratio
+   * is backed by memory the host got back; absent: pause keeps the memory and the ratio is accounting only.
+   */
+  releaseBacked?: boolean;
+}
+
 export interface NodeView {
   nodeID: string;
   address?: string;
@@ -127,8 +150,8 @@ export interface NodeView {
   lost: boolean;
   /** The node's default runtime. */
   runtime: string;
-  /** Every runtime the node offers (a create may name one); `emulated`: microVMs without /dev/kvm (TCG). */
-  runtimes?: { name: string; emulated?: boolean }[];
+  /** Every runtime the node offers (a create may name one). */
+  runtimes?: RuntimeInfo[];
   capacity: { cpus: number; memoryMiB: number; declared: boolean };
   usage: {
     /** The whole host's CPU use, percent (everything on the machine). */
@@ -151,6 +174,8 @@ export interface NodeView {
   density: DensityView;
   pool: PoolView;
   templates: string[];
+  /** Templates whose sandboxes run on a runtime of their own when the create names none: name -> runtime. */
+  templateRuntimes?: Record<string, string>;
   /** ISO 8601 of the last heartbeat/metrics update. */
   lastSeen: string;
 }
@@ -226,6 +251,8 @@ export interface StatsView {
   decisionP99Ms?: number;
   /** Creates and resumes refused in the last 60 s, by code and by the rule that refused (a filter name, 'pool', 'release_ratio'). */
   refusedLastMinute?: { code: number; rule: string; count: number }[];
+  /** The same counted since this process started (cubed_refused_total on /metrics). */
+  refusedSinceStart?: { code: number; rule: string; count: number }[];
 }
 
 export interface Snapshot {

@@ -2,7 +2,10 @@
 // (POST /v2/sandboxes, DELETE /sandboxes/{id}, pause, connect), so the numbers are what
 // RL code sees. Errors keep the server's code so a run can group them.
 
-import { decodeEnvelopes, encodeMessage, FLAG_END_STREAM } from '../api/envd/connect.js';
+import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
+import { codeToString } from '@connectrpc/connect/protocol-connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { Process } from '../api/envd/gen/process/process_pb.js';
 
 const ENVD_PORT = '49983';
 
@@ -28,7 +31,12 @@ export interface E2bHttpOptions {
 }
 
 export class E2bHttp {
-  constructor(private readonly opts: E2bHttpOptions) {}
+  /** envd's process service through the API's sandbox routing, in the SDK's JSON codec. */
+  private readonly process: Client<typeof Process>;
+
+  constructor(private readonly opts: E2bHttpOptions) {
+    this.process = createClient(Process, createConnectTransport({ baseUrl: opts.apiUrl, httpVersion: '1.1', useBinaryFormat: false }));
+  }
 
   private async call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
     let res: Response;
@@ -91,31 +99,14 @@ export class E2bHttp {
    * Connect server stream with `bash -l -c`, routed by the E2b-Sandbox-Id header.
    */
   async run(sb: CreatedSandbox, cmd: string): Promise<number> {
-    let res: Response;
-    try {
-      res = await fetch(new URL('/process.Process/Start', this.opts.apiUrl), {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/connect+json',
-          'connect-protocol-version': '1',
-          'e2b-sandbox-id': sb.sandboxID,
-          'e2b-sandbox-port': ENVD_PORT,
-          ...(sb.envdAccessToken ? { 'x-access-token': sb.envdAccessToken } : {}),
-        },
-        body: encodeMessage({ process: { cmd: '/bin/bash', args: ['-l', '-c', cmd], envs: {} } }),
-        signal: AbortSignal.timeout(this.opts.timeoutMs ?? 60_000),
-      });
-    } catch (e) {
-      throw new BenchOpError((e as Error).name === 'TimeoutError' ? 'timeout' : 'unreachable', `exec: ${(e as Error).message}`);
-    }
-    const body = Buffer.from(await res.arrayBuffer());
-    if (res.status !== 200) throw new BenchOpError(String(res.status), `exec: ${res.status} ${body.toString('utf8').slice(0, 200)}`);
+    const headers = { 'e2b-sandbox-id': sb.sandboxID, 'e2b-sandbox-port': ENVD_PORT, ...(sb.envdAccessToken ? { 'x-access-token': sb.envdAccessToken } : {}) };
     let exitCode: number | undefined;
-    for (const env of decodeEnvelopes(body).envelopes) {
-      const msg = JSON.parse(env.data.toString('utf8') || '{}') as { event?: { end?: { exitCode?: number } }; error?: { code?: string; message?: string } };
-      if (env.flags & FLAG_END_STREAM) {
-        if (msg.error) throw new BenchOpError(msg.error.code ?? 'envd_error', `exec: ${msg.error.message ?? 'stream failed'}`);
-      } else if (msg.event?.end) exitCode = msg.event.end.exitCode ?? 0;
+    try {
+      const events = this.process.start({ process: { cmd: '/bin/bash', args: ['-l', '-c', cmd], envs: {} } }, { headers, timeoutMs: this.opts.timeoutMs ?? 60_000 });
+      for await (const { event } of events) if (event?.event.case === 'end') exitCode = event.event.value.exitCode;
+    } catch (e) {
+      const err = ConnectError.from(e);
+      throw new BenchOpError(err.code === Code.DeadlineExceeded ? 'timeout' : codeToString(err.code), `exec: ${err.rawMessage}`);
     }
     if (exitCode === undefined) throw new BenchOpError('no_end', 'exec: the stream ended without an end event');
     if (exitCode !== 0) throw new BenchOpError(`exit_${exitCode}`, `exec: \`${cmd}\` exited ${exitCode}`);

@@ -3,15 +3,16 @@
 // restart reconciliation. Every create either completes or leaves nothing behind.
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { EventKind, EventView, NodeView, SandboxState, SandboxView } from '../api/types.js';
+import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, SandboxView } from '../api/types.js';
 import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
-import type { FileStat, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef } from '../runtime/types.js';
+import type { FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
 import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, sandboxCpuPercent, type CpuTimes } from './host-metrics.js';
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
 import { buildNodeView } from './node-view.js';
+import type { OutputLine } from './output-log.js';
 import { ProcessTable } from './process-table.js';
 import { runStartCommand } from './start-cmd.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
@@ -155,6 +156,7 @@ export class Cubelet implements NodeApi {
       paused: false,
       ...(egress ? { egress, egressAsked: req.egress! } : {}),
       ...(req.lifecycle ? { lifecycle: { ...req.lifecycle } } : {}),
+      ...(req.owner !== undefined ? { owner: req.owner } : {}),
       ...(runtime ? { runtime } : {}),
       ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
     };
@@ -184,6 +186,9 @@ export class Cubelet implements NodeApi {
     let rules: Promise<void> | undefined;
     try {
       const template = await this.o.templates.resolve(meta.templateID);
+      if (meta.runtime === undefined && template.config?.runtime !== undefined) {
+        meta.runtime = entry.view.runtime = this.offered(template.config.runtime, `the default runtime of template ${template.name}`);
+      }
       entry.slot = await network.acquire(id);
       meta.slotIndex = entry.slot.index;
       // Alongside the driver's work (one `nft` run): in place before the create returns, so before
@@ -226,14 +231,18 @@ export class Cubelet implements NodeApi {
 
   /**
    * The runtime a create asks for: its `runtime`, else the metadata label `cube.runtime` (how an
-   * E2B client chooses), else the node's default (undefined). 400 when the node does not offer it.
+   * E2B client chooses), else undefined: the template's default (runCreate), else the node's.
+   * 400 when the node does not offer it.
    */
   private runtimeFor(req: NodeCreateRequest): string | undefined {
     const asked = req.runtime ?? req.metadata['cube.runtime'];
-    if (asked === undefined) return undefined;
+    return asked === undefined ? undefined : this.offered(asked, `runtime '${asked}'`);
+  }
+
+  private offered(runtime: string, what: string): string {
     const offered = this.o.driver.runtimes?.().map((r) => r.name) ?? [this.o.driver.name];
-    if (!offered.includes(asked)) throw new CubeError('BAD_REQUEST', `runtime '${asked}' is not offered by node ${this.nodeID} (it offers ${offered.join(', ')})`);
-    return asked;
+    if (!offered.includes(runtime)) throw new CubeError('BAD_REQUEST', `${what} is not offered by node ${this.nodeID} (it offers ${offered.join(', ')})`);
+    return runtime;
   }
 
   async destroySandbox(sandboxID: string): Promise<void> {
@@ -277,8 +286,8 @@ export class Cubelet implements NodeApi {
     this.emit({ type: 'sandbox.removed', sandboxID: id });
   }
 
-  async pauseSandbox(sandboxID: string): Promise<SandboxView> {
-    return this.freezeOp(sandboxID, 'pause');
+  async pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView> {
+    return this.freezeOp(sandboxID, 'pause', undefined, opts);
   }
 
   async resumeSandbox(sandboxID: string): Promise<SandboxView> {
@@ -327,7 +336,7 @@ export class Cubelet implements NodeApi {
   }
 
   /** `reason`: why a pause happened other than on request (shown with the paused state). */
-  private async freezeOp(sandboxID: string, op: 'pause' | 'resume', reason?: string): Promise<SandboxView> {
+  private async freezeOp(sandboxID: string, op: 'pause' | 'resume', reason?: string, opts?: PauseOptions): Promise<SandboxView> {
     await this.entries.get(sandboxID)?.snapshotting?.catch(() => undefined);
     const entry = this.ready(sandboxID, op);
     const [during, after, before] = op === 'pause' ? (['pausing', 'paused', 'running'] as const) : (['resuming', 'running', 'paused'] as const);
@@ -335,7 +344,7 @@ export class Cubelet implements NodeApi {
     this.setState(entry, during, reason);
     const run = (async () => {
       try {
-        if (op === 'pause') await this.o.driver.pause(entry.handle!);
+        if (op === 'pause') await this.o.driver.pause(entry.handle!, opts);
         else await this.o.driver.resume(entry.handle!);
         entry.meta.paused = op === 'pause';
         // A paused sandbox does not time out; one resumed past its end gets a fresh default lifetime.
@@ -449,6 +458,15 @@ export class Cubelet implements NodeApi {
     return this.o.driver.files.list(this.ready(sandboxID, 'files').handle!, path, depth);
   }
 
+  async processOutput(sandboxID: string): Promise<OutputLine[]> {
+    return this.get(sandboxID).procs.output.lines();
+  }
+
+  async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    if (!this.o.driver.watch) throw new CubeError('BAD_REQUEST', `the ${this.o.driver.name} runtime cannot watch directories`);
+    return this.o.driver.watch(this.ready(sandboxID, 'files').handle!, req);
+  }
+
   async readFile(sandboxID: string, path: string): Promise<Readable> {
     return this.o.driver.files.read(this.ready(sandboxID, 'files').handle!, path);
   }
@@ -499,7 +517,7 @@ export class Cubelet implements NodeApi {
       sandboxes: [...this.entries.values()].map((e) => e.view),
       pool: network.levels(),
       poolSlotLimit: this.o.poolSlotLimit,
-      templates: (await this.o.templates.listTemplates()).map((t) => t.name),
+      ...templateFacts(await this.o.templates.listTemplates()),
       now: new Date(),
     });
   }
@@ -539,6 +557,7 @@ export class Cubelet implements NodeApi {
       endAt: meta.endAt,
       runtime: meta.runtime ?? this.o.driver.runtimeOf?.(id) ?? this.o.driver.name,
       ...(meta.lifecycle ? { lifecycle: { ...meta.lifecycle } } : {}),
+      ...(meta.owner !== undefined ? { owner: meta.owner } : {}),
       ...(meta.egressAsked ? { egress: { ...meta.egressAsked } } : {}),
     };
     const entry: Entry = {
@@ -585,7 +604,7 @@ export class Cubelet implements NodeApi {
         if (entry.meta.lifecycle?.onTimeout === 'pause') {
           this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}: pausing (lifecycle onTimeout pause)`, { sandboxID: id });
           // A sandbox busy with another operation is looked at again in a second.
-          this.freezeOp(id, 'pause', `paused at its timeout ${entry.view.endAt} (lifecycle onTimeout pause)`).catch((err: unknown) => {
+          this.freezeOp(id, 'pause', `paused at its timeout ${entry.view.endAt} (lifecycle onTimeout pause)`, { release: true }).catch((err: unknown) => {
             if (isCubeError(err) && err.kind === 'SANDBOX_BUSY') entry.timer = setTimeout(() => this.armTimer(entry), 1000);
             else this.o.log.error({ err, sandboxID: id }, 'pause on timeout failed');
           });
@@ -667,4 +686,12 @@ export class Cubelet implements NodeApi {
       }
     }
   }
+}
+
+/** The node view's template names, and the default runtime of those that name one (pure). */
+export function templateFacts(templates: TemplateRef[]): { templates: string[]; templateRuntimes: Record<string, string> } {
+  return {
+    templates: templates.map((t) => t.name),
+    templateRuntimes: Object.fromEntries(templates.flatMap((t) => (t.config?.runtime ? [[t.name, t.config.runtime]] : []))),
+  };
 }

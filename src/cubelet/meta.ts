@@ -21,6 +21,7 @@ export interface SandboxMeta {
   /** The same rules as the create or update asked for them (shown in views). */
   egressAsked?: EgressRequest;
   lifecycle?: SandboxLifecycle;
+  owner?: string;
   /** The runtime it was created with, when the node offers several. */
   runtime?: string;
   /** The template's working directory: the default cwd of commands. */

@@ -6,6 +6,7 @@ import type { ExecProcess, ExitInfo } from '../runtime/types.js';
 import type { ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 import { CubeError } from '../errors.js';
 import { AsyncQueue } from './async-queue.js';
+import { OutputLog } from './output-log.js';
 
 interface Proc {
   info: ProcessInfo;
@@ -25,9 +26,17 @@ function streamDone(s: Readable): Promise<void> {
 // E2B clients expect pids that look like process ids; starting above the init's keeps them apart.
 const FIRST_PID = 100;
 
+/** How a process ended, as its log line says it. */
+export function endStatus(exit: ExitInfo & { error?: string }): string {
+  const how = exit.signal !== undefined ? `signal ${exit.signal}` : `exit code ${exit.exitCode}`;
+  return [how, exit.timedOut ? 'timed out' : '', exit.oomKilled ? 'OOM-killed' : '', exit.error ?? ''].filter(Boolean).join(', ');
+}
+
 export class ProcessTable {
   private nextPid = FIRST_PID;
   private readonly procs = new Map<number, Proc>();
+  /** What the processes printed, for the sandbox's logs. */
+  readonly output = new OutputLog();
 
   constructor(
     private readonly sandboxID: string,
@@ -42,7 +51,9 @@ export class ProcessTable {
     const proc: Proc = { info, exec, subscribers: new Set() };
     this.procs.set(pid, proc);
     const stream = this.subscribe(proc);
+    this.output.started(pid, info.argv, new Date());
     const fan = (type: 'stdout' | 'stderr' | 'pty') => (data: Buffer) => {
+      this.output.output(pid, type, data, new Date());
       for (const q of proc.subscribers) q.push({ type, data });
     };
     exec.stdout.on('data', fan(req.pty ? 'pty' : 'stdout'));
@@ -53,6 +64,7 @@ export class ProcessTable {
       streamDone(exec.stderr),
     ]).then(([exit]) => {
       this.procs.delete(pid);
+      this.output.ended(pid, endStatus(exit), new Date());
       const end: ProcessEvent = { type: 'end', exitCode: exit.exitCode, oomKilled: exit.oomKilled, timedOut: exit.timedOut };
       if (exit.signal !== undefined) end.signal = exit.signal;
       if ('error' in exit) end.error = exit.error;

@@ -3,10 +3,12 @@
 import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import type { NodeView, SandboxView } from '../api/types.js';
+import type { NodeView, PauseOptions, SandboxView } from '../api/types.js';
 import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
 import type { EgressRequest } from '../network/egress.js';
-import type { FileStat } from '../runtime/types.js';
+import type { OutputLine } from './output-log.js';
+import { stoppable } from '../runtime/stoppable.js';
+import type { FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
@@ -78,14 +80,31 @@ export class RemoteNode implements NodeApi {
     return { pid: start.pid, events: events() };
   }
 
+  processOutput(sandboxID: string): Promise<OutputLine[]> {
+    return this.json('processOutput', sandboxID);
+  }
+
+  async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    const ac = new AbortController();
+    const res = await this.request('watchDir', { body: JSON.stringify({ args: [sandboxID, req] }), timeout: false, signal: ac.signal });
+    const lines = (await this.ndjson(res))[Symbol.asyncIterator]();
+    // The node answers its first line once the watch is set (or an error status before it).
+    const ready = await lines.next();
+    if (ready.done) throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} closed the watch stream`);
+    async function* changes(): AsyncGenerator<FsChange> {
+      for (let r = await lines.next(); !r.done; r = await lines.next()) if (r.value) yield JSON.parse(r.value) as FsChange;
+    }
+    return stoppable(changes(), () => ac.abort()); // the node's watcher ends with this request
+  }
+
   createSandbox(req: NodeCreateRequest): Promise<SandboxView> {
     return this.json('createSandbox', req);
   }
   destroySandbox(sandboxID: string): Promise<void> {
     return this.json('destroySandbox', sandboxID);
   }
-  pauseSandbox(sandboxID: string): Promise<SandboxView> {
-    return this.json('pauseSandbox', sandboxID);
+  pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView> {
+    return this.json('pauseSandbox', sandboxID, opts);
   }
   resumeSandbox(sandboxID: string): Promise<SandboxView> {
     return this.json('resumeSandbox', sandboxID);

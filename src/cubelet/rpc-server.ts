@@ -61,6 +61,17 @@ export function nodeRpcHandler(node: NodeApi, secret: string, log?: ErrorLog): H
       return sendJson(res, 200, { result: null });
     }
     if (method === 'startProcess') return streamProcess(res, node.startProcess(...(args as Parameters<NodeApi['startProcess']>)));
+    if (method === 'watchDir') {
+      const changes = await node.watchDir(...(args as Parameters<NodeApi['watchDir']>));
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      res.write('{"ready":true}\n');
+      // The control plane hanging up ends the watch at once, however quiet the directory.
+      const it = changes[Symbol.asyncIterator]();
+      res.on('close', () => void it.return?.());
+      for (let r = await it.next(); !r.done && !res.destroyed; r = await it.next()) res.write(JSON.stringify(r.value) + '\n');
+      res.end();
+      return;
+    }
     if (method === 'connectProcess') return streamProcess(res, node.connectProcess(...(args as Parameters<NodeApi['connectProcess']>)));
     if (!jsonMethods.has(method)) throw new CubeError('NOT_FOUND', `no node method ${method}`);
     const result = await call[method as JsonMethod](...args);

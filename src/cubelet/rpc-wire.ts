@@ -30,6 +30,7 @@ export const JSON_METHODS = [
   'makeDir',
   'removePath',
   'movePath',
+  'processOutput',
   'nodeView',
 ] as const;
 export type JsonMethod = (typeof JSON_METHODS)[number];

@@ -2,9 +2,10 @@
 // cluster it calls the same interface through HTTP/JSON (src/cubelet/remote.ts), so the API
 // and scheduler never know which.
 import type { Readable } from 'node:stream';
-import type { NodeView, SandboxLifecycle, SandboxView, EventView, SnapshotView } from '../api/types.js';
+import type { NodeView, PauseOptions, SandboxLifecycle, SandboxView, EventView, SnapshotView } from '../api/types.js';
 import type { EgressRequest } from '../network/egress.js';
-import type { ExecRequest, FileStat, SandboxStats } from '../runtime/types.js';
+import type { OutputLine } from './output-log.js';
+import type { ExecRequest, FileStat, FsChange, SandboxStats, WatchRequest } from '../runtime/types.js';
 
 export interface NodeCreateRequest {
   sandboxID: string;
@@ -19,6 +20,8 @@ export interface NodeCreateRequest {
   /** The sandbox's own egress rules (E2B allow_internet_access, network.allowOut/denyOut); absent: the node's defaults. */
   egress?: EgressRequest;
   lifecycle?: SandboxLifecycle;
+  /** The API key (id) that asked for it. */
+  owner?: string;
   /** The runtime to create it with (ns, microvm) on a node that offers several; absent: the node's default. */
   runtime?: string;
   /** Start from this snapshot kept on the node (its writable layer) rather than the bare template. */
@@ -66,7 +69,7 @@ export interface NodeApi {
   createSandbox(req: NodeCreateRequest): Promise<SandboxView>;
   /** Idempotent: a missing sandbox is not an error. */
   destroySandbox(sandboxID: string): Promise<void>;
-  pauseSandbox(sandboxID: string): Promise<SandboxView>;
+  pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView>;
   resumeSandbox(sandboxID: string): Promise<SandboxView>;
   getSandbox(sandboxID: string): Promise<SandboxView | undefined>;
   listSandboxes(): Promise<SandboxView[]>;
@@ -102,6 +105,10 @@ export interface NodeApi {
   makeDir(sandboxID: string, path: string, user?: string): Promise<boolean>;
   removePath(sandboxID: string, path: string): Promise<void>;
   movePath(sandboxID: string, from: string, to: string): Promise<FileStat>;
+  /** What the sandbox's processes printed, oldest first (a bounded ring: cubelet/output-log.ts). */
+  processOutput(sandboxID: string): Promise<OutputLine[]>;
+  /** inotify on a directory inside the sandbox (RuntimeDriver.watch); ending the iteration removes the watch. */
+  watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>>;
 
   /** The sandbox's cgroup counters now (E2B getMetrics); optional: without it getMetrics answers no samples. */
   sandboxStats?(sandboxID: string): Promise<SandboxStats>;

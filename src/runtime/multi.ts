@@ -3,15 +3,10 @@
 // it goes to that driver. Scan and cleanup ask every driver, and each cleanup keeps the sandboxes
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
-import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage } from './types.js';
+import type { PauseOptions, RuntimeInfo } from '../api/types.js';
+import type { ExecProcess, ExecRequest, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
-
-export interface RuntimeInfo {
-  name: string;
-  /** No hardware virtualisation: the microvm runtime emulates the guest CPU (TCG). */
-  emulated?: boolean;
-}
 
 export class RuntimeSet implements RuntimeDriver {
   readonly name: RuntimeName;
@@ -22,7 +17,7 @@ export class RuntimeSet implements RuntimeDriver {
   readonly sandboxSnapshots?: SandboxSnapshots;
   private readonly owner = new Map<string, RuntimeDriver>();
 
-  constructor(private readonly drivers: (RuntimeDriver & { kvm?: boolean })[]) {
+  constructor(private readonly drivers: RuntimeDriver[]) {
     if (!drivers.length) throw new CubeError('CONFIG_INVALID', 'a node needs at least one runtime');
     this.name = drivers[0]!.name;
     const storage = drivers.find((d) => d.storage)?.storage;
@@ -46,7 +41,7 @@ export class RuntimeSet implements RuntimeDriver {
       stat: (h, p) => of(h).stat(h, p),
       list: (h, p, d) => of(h).list(h, p, d),
       read: (h, p) => of(h).read(h, p),
-      write: (h, p, data, u) => of(h).write(h, p, data, u),
+      write: (h, p, data, u, m) => of(h).write(h, p, data, u, m),
       mkdir: (h, p, u) => of(h).mkdir(h, p, u),
       remove: (h, p) => of(h).remove(h, p),
       move: (h, a, b) => of(h).move(h, a, b),
@@ -55,7 +50,7 @@ export class RuntimeSet implements RuntimeDriver {
 
   /** What the node offers, for NodeView.runtimes. */
   runtimes(): RuntimeInfo[] {
-    return this.drivers.map((d) => ({ name: d.name, ...(d.kvm === false ? { emulated: true } : {}) }));
+    return this.drivers.flatMap((d) => d.runtimes?.() ?? [{ name: d.name }]);
   }
 
   /** The driver a create names (undefined: the node's default); 400 when the node does not offer it. */
@@ -93,8 +88,8 @@ export class RuntimeSet implements RuntimeDriver {
     this.owner.delete(sandboxID);
   }
 
-  pause(h: SandboxHandle): Promise<void> {
-    return this.driverOf(h.sandboxID).pause(h);
+  pause(h: SandboxHandle, opts?: PauseOptions): Promise<void> {
+    return this.driverOf(h.sandboxID).pause(h, opts);
   }
 
   resume(h: SandboxHandle): Promise<void> {
@@ -111,6 +106,12 @@ export class RuntimeSet implements RuntimeDriver {
 
   deathReason(h: SandboxHandle): string | undefined {
     return this.driverOf(h.sandboxID).deathReason?.(h);
+  }
+
+  watch(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    const d = this.driverOf(h.sandboxID);
+    if (!d.watch) throw new CubeError('BAD_REQUEST', `the ${d.name} runtime cannot watch directories`);
+    return d.watch(h, req);
   }
 
   stats(h: SandboxHandle): Promise<SandboxStats> {

@@ -2,7 +2,8 @@
 // Drivers own kernel objects for the sandbox's processes, root filesystem and cgroups;
 // the network slot comes from the network-agent and is only joined here.
 import type { Readable, Writable } from 'node:stream';
-import type { SnapshotKeeps } from '../api/types.js';
+import type { PauseOptions, RuntimeInfo, SnapshotKeeps } from '../api/types.js';
+import { CubeError } from '../errors.js';
 import type { StoreUsage } from '../storage/btrfs-store.js';
 
 /** What a template sets for every sandbox made from it (from the image config or the build steps). */
@@ -19,6 +20,19 @@ export interface TemplateConfig {
   readyCmd?: string;
   /** Default 60 (E2B's build default for a ready check). */
   readyTimeoutSec?: number;
+  /** The runtime its sandboxes run on when the create names none (absent: the node's default); see TEMPLATE_RUNTIMES. */
+  runtime?: TemplateRuntime;
+}
+
+/** Runtimes a template may name as its default (sim is a benchmark node's, not a template's). */
+export const TEMPLATE_RUNTIMES = ['ns', 'microvm'] as const;
+export type TemplateRuntime = (typeof TEMPLATE_RUNTIMES)[number];
+
+/** A template's default runtime as given (import query, CLI option), checked (pure). */
+export function templateRuntime(name: string): TemplateRuntime {
+  const r = TEMPLATE_RUNTIMES.find((x) => x === name);
+  if (!r) throw new CubeError('BAD_REQUEST', `runtime must be one of ${TEMPLATE_RUNTIMES.join(', ')} (got ${name})`);
+  return r;
 }
 
 export interface TemplateRef {
@@ -116,11 +130,26 @@ export interface SandboxFiles {
   stat(h: SandboxHandle, path: string): Promise<FileStat>;
   list(h: SandboxHandle, path: string, depth?: number): Promise<FileStat[]>;
   read(h: SandboxHandle, path: string): Promise<Readable>;
-  /** Creates parent directories; owned by `user` (default 'user'). */
-  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string): Promise<FileStat>;
+  /** Creates parent directories; owned by `user` (default 'user'); `mode` (default 0644, the ns runtime's template builds set it) applies to the file. */
+  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number): Promise<FileStat>;
   mkdir(h: SandboxHandle, path: string, user?: string): Promise<boolean>;
   remove(h: SandboxHandle, path: string): Promise<void>;
   move(h: SandboxHandle, from: string, to: string): Promise<FileStat>;
+}
+
+/** A change below a watched directory; `name` is relative to it. */
+export interface FsChange {
+  type: 'create' | 'write' | 'remove' | 'rename' | 'chmod';
+  name: string;
+}
+
+export interface WatchRequest {
+  /** Absolute path of a directory inside the sandbox. */
+  path: string;
+  /** Subdirectories too (also those made later). */
+  recursive: boolean;
+  /** Whose view: the watch sees what this user may read. Default 'user'. */
+  user?: string;
 }
 
 export interface SandboxStats {
@@ -142,7 +171,8 @@ export interface RuntimeDriver {
   create(spec: LaunchSpec): Promise<SandboxHandle>;
   /** Kills every process, removes cgroups and the per-sandbox directory. Idempotent. */
   destroy(sandboxID: string): Promise<void>;
-  pause(h: SandboxHandle): Promise<void>;
+  pause(h: SandboxHandle, opts?: PauseOptions): Promise<void>;
+  /** Resumes either kind of pause (the driver knows which one holds the sandbox). */
   resume(h: SandboxHandle): Promise<void>;
   alive(h: SandboxHandle): boolean;
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess;
@@ -150,12 +180,17 @@ export interface RuntimeDriver {
   /** CPU time all of this node's sandboxes have used, microseconds, monotonic (the live cpu gate); absent when the driver cannot tell. */
   cpuUsageUsec?(): number | undefined;
   files: SandboxFiles;
+  /**
+   * Watches a directory with inotify inside the sandbox: resolves once the watch is set (changes
+   * from then on are reported); ending the iteration removes it. Absent: the driver cannot.
+   */
+  watch?(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>>;
   /** Sandboxes this node's kernel objects still hold (for re-adoption after a restart). */
   scan(): Promise<SandboxHandle[]>;
   /** Removes every kernel object of this node that belongs to no sandbox in `keep`. */
   cleanup(keep: Set<string>): Promise<{ removed: string[] }>;
   /** The runtimes this driver offers (several for a RuntimeSet); absent: just `name`. */
-  runtimes?(): { name: string; emulated?: boolean }[];
+  runtimes?(): RuntimeInfo[];
   /** The runtime a sandbox runs on (a RuntimeSet); absent: `name`. */
   runtimeOf?(sandboxID: string): string;
   /** Why a sandbox that is no longer alive() died, when the driver can tell (e.g. a VM's console tail). */
@@ -185,4 +220,6 @@ export interface SandboxStorage {
   usage(): Promise<StoreUsage>;
   /** Bytes each sandbox's writable layer holds on its own (quota-group exclusive), read without spawning. */
   diskUsed(sandboxIDs: Iterable<string>): Promise<Map<string, number>>;
+  /** The sandbox's overlay upper dir: what a template build step captures as a layer. */
+  upperDir(sandboxID: string): string;
 }

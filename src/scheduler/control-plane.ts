@@ -1,7 +1,7 @@
 // The control-plane contract the API serves (E2B REST, admin API, envd routing).
 // Role all: LocalControlPlane (one cubelet, embedded store). Cluster: the same over Redis,
 // MySQL and remote nodes. Errors are CubeErrors from src/errors.ts.
-import type { ConfigView, EventView, NodeView, ReloadResult, SandboxLifecycle, SandboxState, SandboxView, Snapshot, SnapshotView, WatchMessage } from '../api/types.js';
+import type { ConfigView, EventView, NodeView, PauseOptions, ReloadResult, SandboxLifecycle, SandboxState, SandboxView, Snapshot, SnapshotView, WatchMessage } from '../api/types.js';
 import type { NodeApi } from '../cubelet/types.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { SnapshotApi } from './snapshots.js';
@@ -70,7 +70,8 @@ export interface ControlPlane {
   getSandbox(sandboxID: string): Promise<SandboxRecord>;
   listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]>;
   destroySandbox(sandboxID: string, actor?: string): Promise<void>;
-  pauseSandbox(sandboxID: string, actor?: string): Promise<SandboxRecord>;
+  /** `opts.release`: free the memory where the runtime can (PauseOptions). */
+  pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord>;
   /** Resumes a paused sandbox (admission by the release-ratio policy: 130409 when refused). `resumed` says whether it was paused. */
   resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }>;
   setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord>;

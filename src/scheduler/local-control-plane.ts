@@ -2,7 +2,7 @@
 // Records follow the cubelet's events (one writer per fact: the node says what state a
 // sandbox is in, the store remembers it); admission goes through the same pipeline as a cluster.
 import type { Logger } from 'pino';
-import type { ConfigView, EventKind, EventView, NodeView, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../api/types.js';
+import type { ConfigView, EventKind, EventView, NodeView, PauseOptions, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../api/types.js';
 import type { ConfigStore } from '../config/store.js';
 import type { Cubelet } from '../cubelet/cubelet.js';
 import { withOperatorFlags } from '../cubelet/node-view.js';
@@ -141,6 +141,7 @@ export class LocalControlPlane implements ControlPlane {
         metadata: { ...(req.metadata ?? {}) },
         ...(req.egress ? { egress: req.egress } : {}),
         ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}),
+        ...(req.actor !== undefined ? { owner: req.actor } : {}),
         ...(req.runtime !== undefined ? { runtime: req.runtime } : {}),
         ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
       });
@@ -173,9 +174,9 @@ export class LocalControlPlane implements ControlPlane {
     await this.audited(actor, 'sandbox.destroy', sandboxID, () => this.cubelet.destroySandbox(sandboxID));
   }
 
-  async pauseSandbox(sandboxID: string, actor?: string): Promise<SandboxRecord> {
+  async pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord> {
     await this.getSandbox(sandboxID);
-    return this.withSecrets(await this.audited(actor, 'sandbox.pause', sandboxID, () => this.cubelet.pauseSandbox(sandboxID)));
+    return this.withSecrets(await this.audited(actor, 'sandbox.pause', sandboxID, () => this.cubelet.pauseSandbox(sandboxID, opts)));
   }
 
   async resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }> {

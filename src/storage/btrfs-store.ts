@@ -342,6 +342,11 @@ export class BtrfsStore {
   dir(sandboxID: string): string {
     return join(this.sandboxesDir, sandboxID);
   }
+  /** The sandbox's overlay upper dir (its writable layer), in its subvolume. */
+  upperDir(sandboxID: string): string {
+    return join(this.dir(sandboxID), 'upper');
+  }
+
 
   /** Sandbox ids that have a directory in the store. */
   async list(): Promise<string[]> {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ApiKeys, keyID, presentedKey, resolveApiKey } from '../../src/api/auth.js';
-import { ConcurrencyLimiter, isCreateLike, RateLimiter } from '../../src/api/rate-limit.js';
+import { ConcurrencyLimiter, isCreate, isCreateLike, RateLimiter, sandboxLimitRefusal } from '../../src/api/rate-limit.js';
 
 const req = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
 
@@ -108,4 +108,24 @@ describe('concurrency limiter', () => {
     ['POST', '/sandboxes/abc/timeout', false],
     ['POST', '/admin/v1/sandboxes/abc/exec', false],
   ])('%s %s takes a create slot: %s', (method, path, want) => expect(isCreateLike(method, path)).toBe(want));
+
+  it.each([
+    ['POST', '/sandboxes', true],
+    ['POST', '/v2/sandboxes', true],
+    ['POST', '/admin/v1/sandboxes', true],
+    ['POST', '/sandboxes/abc/resume', false],
+    ['POST', '/v2/sandboxes/abc/connect', false],
+    ['GET', '/v2/sandboxes', false],
+  ])('%s %s counts against the sandboxes per key: %s', (method, path, want) => expect(isCreate(method, path)).toBe(want));
+
+  it.each([
+    [0, 1, 1, false],
+    [1, 1, 2, false],
+    [2, 1, 2, true],
+    [1, 2, 2, true],
+  ])('%d running + %d in flight, at most %d: refused %s', (running, inFlight, max, refused) => {
+    const r = sandboxLimitRefusal(running, inFlight, max);
+    expect(r !== undefined).toBe(refused);
+    if (r) expect(r).toMatchObject({ http: 429, code: 130481, retryAfter: 1 });
+  });
 });

@@ -72,9 +72,9 @@ describe('node RPC', () => {
   it('creates, execs with streamed output, moves files, pauses, resumes and destroys over HTTP', async () => {
     const sandboxID = newSandboxID();
     const endAt = new Date(Date.now() + 60_000).toISOString();
-    const sb = await remote.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt, env: { GREETING: 'hi' }, metadata: { who: 'rpc' } });
+    const sb = await remote.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt, env: { GREETING: 'hi' }, metadata: { who: 'rpc' }, owner: 'key-0123abcd' });
     try {
-      expect(sb).toMatchObject({ sandboxID, nodeID, state: 'running' });
+      expect(sb).toMatchObject({ sandboxID, nodeID, state: 'running', owner: 'key-0123abcd' });
       expect((await remote.listSandboxes()).map((s) => s.sandboxID)).toContain(sandboxID);
 
       const p = await remote.startProcess(sandboxID, { argv: ['sh', '-c', 'echo "$GREETING out"; echo err >&2; exit 3'] });
@@ -89,6 +89,13 @@ describe('node RPC', () => {
       expect(out).toBe('hi out\n');
       expect(err).toBe('err\n');
       expect(end).toMatchObject({ exitCode: 3 });
+      expect((await remote.processOutput(sandboxID)).map((l) => `${l.stream} ${l.line}`)).toEqual(['process started: sh -c echo "$GREETING out"; echo err >&2; exit 3', 'stdout hi out', 'stderr err', 'process ended: exit code 3']);
+
+      // A watch over the node RPC: set when watchDir resolves, ended by return() however quiet.
+      const watch = (await remote.watchDir(sandboxID, { path: '/tmp', recursive: false, user: 'root' }))[Symbol.asyncIterator]();
+      await remote.writeFile(sandboxID, '/tmp/watched', Buffer.from('x'));
+      expect((await watch.next()).value).toEqual({ type: 'create', name: 'watched' });
+      await watch.return!();
 
       const stat = await remote.writeFile(sandboxID, '/tmp/x.bin', Buffer.from([0, 1, 2, 255]));
       expect(stat.mtime).toBeInstanceOf(Date);

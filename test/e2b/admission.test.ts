@@ -111,6 +111,25 @@ describe('admission on a development box', () => {
     }
   });
 
+  it('limits running sandboxes per key with 429 naming the limit; paused ones do not count', async () => {
+    await setConfig('api.max_sandboxes_per_key', 2);
+    try {
+      const [a, b] = await Promise.all([create(), create()]);
+      const over = await api('POST', '/v2/sandboxes', { templateID: 'base' });
+      expect(over.status).toBe(429);
+      expect(over.headers.get('retry-after')).toBe('1');
+      expect(over.json).toMatchObject({ code: 429, cubeCode: 130481 });
+      expect(over.json.message).toMatch(/2 running sandboxes and 1 creates in flight: at most 2 \(api\.max_sandboxes_per_key\)/);
+      // The SDK retries a 429 with Retry-After a few times, then says RateLimitError.
+      await expect(create()).rejects.toThrow(/max_sandboxes_per_key/);
+      await a!.pause();
+      const c = await create();
+      await Promise.all([kill(b!), kill(c), kill(a!)]);
+    } finally {
+      await setConfig('api.max_sandboxes_per_key', 1000);
+    }
+  });
+
   it('closes the node while its sandboxes burn the CPU, and reopens it when they stop', async () => {
     // Three sandboxes spinning on their vCPU. On this shared 2-core machine under a load of 25
     // each gets ~4% of the node, so the cap goes down to 3% (the idle sandboxes use ~0), and the

@@ -1,88 +1,23 @@
+import { create, fromBinary, toBinary, toJson } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
 import { CubeError } from '../../src/errors.js';
-import {
-  ConnectError,
-  FLAG_END_STREAM,
-  FLAG_MESSAGE,
-  decodeEnvelopes,
-  decodeStreamRequest,
-  encodeEndStream,
-  encodeEnvelope,
-  encodeMessage,
-  httpStatusOf,
-  keepaliveIntervalMs,
-  parseTimeoutMs,
-  toConnectError,
-} from '../../src/api/envd/connect.js';
+import { Code, keepaliveIntervalMs, toConnectError } from '../../src/api/envd/connect.js';
+import { EntryInfoSchema } from '../../src/api/envd/gen/filesystem/filesystem_pb.js';
+import { ProcessEventSchema, ProcessSelectorSchema, Signal, StartRequestSchema } from '../../src/api/envd/gen/process/process_pb.js';
 import {
   entryInfo,
-  parseInput,
-  parseSelector,
-  parseSignal,
-  parseStartRequest,
+  inputBytes,
   permissionString,
-  processEventJson,
+  processEvent,
   resolvePath,
+  selector,
+  signalName,
+  startOptions,
   userFromAuthorization,
 } from '../../src/api/envd/messages.js';
 import { parseSandboxHost, targetOf } from '../../src/api/envd/target.js';
-import { diffListings, listingOf } from '../../src/api/envd/watch.js';
 
-describe('Connect envelopes', () => {
-  it('frames a message as flags, big-endian length, JSON', () => {
-    const f = encodeMessage({ event: { start: { pid: 7 } } });
-    const json = '{"event":{"start":{"pid":7}}}';
-    expect(f[0]).toBe(FLAG_MESSAGE);
-    expect(f.readUInt32BE(1)).toBe(json.length);
-    expect(f.subarray(5).toString()).toBe(json);
-  });
-
-  it('ends a stream with flag 0x02 and {} or {error}', () => {
-    const ok = encodeEndStream();
-    expect(ok[0]).toBe(FLAG_END_STREAM);
-    expect(ok.subarray(5).toString()).toBe('{}');
-    const bad = encodeEndStream(new ConnectError('not_found', 'no such pid'));
-    expect(JSON.parse(bad.subarray(5).toString())).toEqual({ error: { code: 'not_found', message: 'no such pid' } });
-  });
-
-  it('splits a byte stream into envelopes and keeps an incomplete tail', () => {
-    const a = encodeMessage({ a: 1 });
-    const b = encodeEnvelope(FLAG_END_STREAM, {});
-    const all = Buffer.concat([a, b]);
-    for (let cut = 0; cut <= all.length; cut++) {
-      const first = decodeEnvelopes(all.subarray(0, cut));
-      const second = decodeEnvelopes(Buffer.concat([first.rest, all.subarray(cut)]));
-      const got = [...first.envelopes, ...second.envelopes].map((e) => [e.flags, e.data.toString()]);
-      expect(got).toEqual([
-        [0, '{"a":1}'],
-        [2, '{}'],
-      ]);
-      expect(second.rest.length).toBe(0);
-    }
-  });
-
-  it('takes exactly one request envelope, uncompressed', () => {
-    expect(decodeStreamRequest(encodeMessage({ path: '/x' }))).toEqual({ path: '/x' });
-    expect(() => decodeStreamRequest(Buffer.concat([encodeMessage({}), encodeMessage({})]))).toThrow(/one request envelope/);
-    expect(() => decodeStreamRequest(encodeEnvelope(1, {}))).toThrow(/compressed/);
-    expect(() => decodeStreamRequest(encodeMessage({}).subarray(0, 4))).toThrow(/inside an envelope/);
-  });
-
-  it.each([
-    [undefined, undefined],
-    ['', undefined],
-    ['0', undefined],
-    ['1500', 1500],
-    [['60000'], 60000],
-  ])('Connect-Timeout-Ms %j → %j', (h, ms) => {
-    expect(parseTimeoutMs(h)).toBe(ms);
-  });
-
-  it('rejects a malformed Connect-Timeout-Ms', () => {
-    expect(() => parseTimeoutMs('1.5')).toThrow(ConnectError);
-    expect(() => parseTimeoutMs('12345678901')).toThrow(/Connect-Timeout-Ms/);
-  });
-
+describe('Connect codes', () => {
   it.each([
     [undefined, 90_000],
     ['50', 50_000],
@@ -94,66 +29,75 @@ describe('Connect envelopes', () => {
   });
 
   it.each([
-    ['NOT_FOUND', 'not_found', 404],
-    ['BAD_REQUEST', 'invalid_argument', 400],
-    ['UNAUTHORIZED', 'unauthenticated', 401],
-    ['RATE_LIMITED', 'resource_exhausted', 429],
-    ['SANDBOX_BUSY', 'unavailable', 503],
-    ['EXEC_FAILED', 'internal', 500],
-  ] as const)('CubeError %s → %s (HTTP %d)', (kind, code, status) => {
+    ['NOT_FOUND', Code.NotFound],
+    ['BAD_REQUEST', Code.InvalidArgument],
+    ['UNAUTHORIZED', Code.Unauthenticated],
+    ['RATE_LIMITED', Code.ResourceExhausted],
+    ['SANDBOX_BUSY', Code.Unavailable],
+    ['EXEC_FAILED', Code.Internal],
+  ] as const)('CubeError %s → Connect code %d', (kind, code) => {
     const e = toConnectError(new CubeError(kind, 'x'));
     expect(e.code).toBe(code);
-    expect(httpStatusOf(e.code)).toBe(status);
-    expect(e.message).toMatch(/^1304\d\d|^1305\d\d/);
+    expect(e.rawMessage).toMatch(/^1304\d\d |^1305\d\d /);
   });
 });
 
 describe('envd messages', () => {
-  it('maps process events to protobuf JSON', () => {
-    expect(processEventJson({ type: 'start', pid: 101 })).toEqual({ event: { start: { pid: 101 } } });
-    expect(processEventJson({ type: 'stdout', data: Buffer.from('hi\n') })).toEqual({ event: { data: { stdout: 'aGkK' } } });
-    expect(processEventJson({ type: 'stderr', data: Buffer.from('e') })).toEqual({ event: { data: { stderr: 'ZQ==' } } });
-    expect(processEventJson({ type: 'end', exitCode: 0, oomKilled: false, timedOut: false })).toEqual({ event: { end: { exitCode: 0, exited: true, status: 'exit status 0' } } });
-    expect(processEventJson({ type: 'end', exitCode: 3, oomKilled: false, timedOut: false })).toEqual({
-      event: { end: { exitCode: 3, exited: true, status: 'exit status 3', error: 'exit status 3' } },
-    });
-    expect(processEventJson({ type: 'end', exitCode: 137, signal: 'SIGKILL', oomKilled: true, timedOut: false })).toEqual({
-      event: { end: { exitCode: -1, exited: false, status: 'signal: killed', error: 'signal: killed: killed by the out-of-memory killer' } },
+  /** What the SDK's JSON codec puts on the wire for a ProcessEvent. */
+  const wire = (ev: Parameters<typeof processEvent>[0]) => toJson(ProcessEventSchema, create(ProcessEventSchema, processEvent(ev)));
+
+  it('maps process events to what the SDK reads', () => {
+    expect(wire({ type: 'start', pid: 101 })).toEqual({ start: { pid: 101 } });
+    expect(wire({ type: 'stdout', data: Buffer.from('hi\n') })).toEqual({ data: { stdout: 'aGkK' } });
+    expect(wire({ type: 'stderr', data: Buffer.from('e') })).toEqual({ data: { stderr: 'ZQ==' } });
+    expect(wire({ type: 'end', exitCode: 0, oomKilled: false, timedOut: false })).toEqual({ end: { exited: true, status: 'exit status 0' } });
+    expect(wire({ type: 'end', exitCode: 3, oomKilled: false, timedOut: false })).toEqual({ end: { exitCode: 3, exited: true, status: 'exit status 3', error: 'exit status 3' } });
+    expect(wire({ type: 'end', exitCode: 137, signal: 'SIGKILL', oomKilled: true, timedOut: false })).toEqual({
+      end: { exitCode: -1, status: 'signal: killed', error: 'signal: killed: killed by the out-of-memory killer' },
     });
   });
 
-  it('parses what commands.run sends', () => {
-    const r = parseStartRequest({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo $X'], envs: { X: 'y' }, cwd: 'sub' }, stdin: false });
-    expect(r).toEqual({ argv: ['/bin/bash', '-l', '-c', 'echo $X'], env: { X: 'y' }, cwd: 'sub', stdin: false });
-    expect(() => parseStartRequest({ process: { args: [] } })).toThrow(/cmd is required/);
-    expect(() => parseStartRequest({ process: { cmd: 'x', envs: { A: 1 } } })).toThrow(/envs.A must be a string/);
-    expect(parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 80, rows: 24 } } }).pty).toEqual({ cols: 80, rows: 24 });
-    expect(parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 100 } } }).pty).toEqual({ cols: 100, rows: 24 });
-    expect(parseStartRequest({ process: { cmd: 'x' }, pty: {} }).pty).toEqual({ cols: 80, rows: 24 });
-    expect(() => parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: 1e6, rows: 2 } } })).toThrow(/cols and rows from 0 to 65535/);
-    expect(() => parseStartRequest({ process: { cmd: 'x' }, pty: { size: { cols: -1, rows: 2 } } })).toThrow(/cols and rows/);
+  it('round-trips a process event through the binary codec (sint32 exit codes)', () => {
+    const msg = create(ProcessEventSchema, processEvent({ type: 'end', exitCode: 137, signal: 'SIGKILL', oomKilled: false, timedOut: true }));
+    const back = fromBinary(ProcessEventSchema, toBinary(ProcessEventSchema, msg));
+    expect(back.event).toMatchObject({ case: 'end', value: { exitCode: -1, error: 'signal: killed: timed out (Connect-Timeout-Ms)' } });
+  });
+
+  const start = (init: Parameters<typeof create<typeof StartRequestSchema>>[1]) => startOptions(create(StartRequestSchema, init));
+
+  it('takes what commands.run sends', () => {
+    expect(start({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo $X'], envs: { X: 'y' }, cwd: 'sub' }, stdin: false })).toEqual({
+      argv: ['/bin/bash', '-l', '-c', 'echo $X'],
+      env: { X: 'y' },
+      cwd: 'sub',
+      stdin: false,
+    });
+    expect(() => start({ process: { args: [] } })).toThrow(/process.cmd is required/);
+    expect(start({ process: { cmd: 'x' }, pty: { size: { cols: 80, rows: 24 } } }).pty).toEqual({ cols: 80, rows: 24 });
+    expect(start({ process: { cmd: 'x' }, pty: { size: { cols: 100 } } }).pty).toEqual({ cols: 100, rows: 24 });
+    expect(start({ process: { cmd: 'x' }, pty: {} }).pty).toEqual({ cols: 80, rows: 24 });
+    expect(() => start({ process: { cmd: 'x' }, pty: { size: { cols: 1e6, rows: 2 } } })).toThrow(/cols and rows from 0 to 65535/);
   });
 
   it('takes process input for a pipe or a terminal', () => {
-    expect(parseInput({ stdin: Buffer.from('a').toString('base64') }).toString()).toBe('a');
-    expect(parseInput({ pty: Buffer.from('b').toString('base64') }).toString()).toBe('b');
-    expect(() => parseInput({})).toThrow(/input.stdin or input.pty/);
+    expect(inputBytes({ $typeName: 'process.ProcessInput', input: { case: 'stdin', value: Buffer.from('a') } }).toString()).toBe('a');
+    expect(inputBytes({ $typeName: 'process.ProcessInput', input: { case: 'pty', value: Buffer.from('b') } }).toString()).toBe('b');
+    expect(() => inputBytes(undefined)).toThrow(/input.stdin or input.pty/);
   });
 
   it.each([
-    ['SIGNAL_SIGKILL', 'SIGKILL'],
-    [9, 'SIGKILL'],
-    ['SIGNAL_SIGTERM', 'SIGTERM'],
-    [15, 'SIGTERM'],
+    [Signal.SIGKILL, 'SIGKILL'],
+    [Signal.SIGTERM, 'SIGTERM'],
   ])('signal %j → %s', (v, s) => {
-    expect(parseSignal(v)).toBe(s);
+    expect(signalName(v)).toBe(s);
   });
 
   it('refuses other signals and empty selectors', () => {
-    expect(() => parseSignal('SIGNAL_UNSPECIFIED')).toThrow(/unsupported signal/);
-    expect(parseSelector({ pid: 5 })).toEqual({ pid: 5 });
-    expect(parseSelector({ tag: 't' })).toEqual({ tag: 't' });
-    expect(() => parseSelector({})).toThrow(/pid or tag/);
+    expect(() => signalName(Signal.UNSPECIFIED)).toThrow(/unsupported signal UNSPECIFIED/);
+    expect(selector(create(ProcessSelectorSchema, { selector: { case: 'pid', value: 5 } }))).toEqual({ pid: 5 });
+    expect(selector(create(ProcessSelectorSchema, { selector: { case: 'tag', value: 't' } }))).toEqual({ tag: 't' });
+    expect(() => selector(create(ProcessSelectorSchema, {}))).toThrow(/pid \(> 0\) or a tag/);
+    expect(() => selector(undefined)).toThrow(/pid \(> 0\) or a tag/);
   });
 
   it.each([
@@ -166,7 +110,7 @@ describe('envd messages', () => {
   });
 
   it('refuses unknown users as unauthenticated', () => {
-    expect(() => userFromAuthorization(`Basic ${Buffer.from('bob:').toString('base64')}`)).toThrow(expect.objectContaining({ code: 'unauthenticated' }));
+    expect(() => userFromAuthorization(`Basic ${Buffer.from('bob:').toString('base64')}`)).toThrow(expect.objectContaining({ code: Code.Unauthenticated }));
   });
 
   it.each([
@@ -182,7 +126,7 @@ describe('envd messages', () => {
 
   it('renders entry info like envd', () => {
     const e = entryInfo({ name: 'a.txt', path: '/home/user/a.txt', type: 'file', size: 10, mode: 0o100644, uid: 1000, gid: 1000, mtime: new Date('2026-01-02T03:04:05Z') });
-    expect(e).toEqual({
+    expect(toJson(EntryInfoSchema, create(EntryInfoSchema, e))).toEqual({
       name: 'a.txt',
       type: 'FILE_TYPE_FILE',
       path: '/home/user/a.txt',
@@ -191,7 +135,7 @@ describe('envd messages', () => {
       permissions: '-rw-r--r--',
       owner: 'user',
       group: 'user',
-      modifiedTime: '2026-01-02T03:04:05.000Z',
+      modifiedTime: '2026-01-02T03:04:05Z',
     });
     expect(permissionString('dir', 0o755)).toBe('drwxr-xr-x');
     expect(entryInfo({ name: 'd', path: '/d', type: 'dir', size: 0, mode: 0o700, uid: 0, gid: 42, mtime: new Date(0) }).group).toBe('42');
@@ -217,19 +161,5 @@ describe('sandbox traffic targets', () => {
     expect(targetOf({ 'x-access-token': 't' }, '')).toEqual({ by: 'token', token: 't', port: 49983 });
     expect(targetOf({ host: '127.0.0.1:3000', 'x-api-key': 'k' }, 'd.io')).toBeUndefined();
     expect(Number.isNaN((targetOf({ 'e2b-sandbox-id': 'abc', 'e2b-sandbox-port': 'x' }, '') as { port: number }).port)).toBe(true);
-  });
-});
-
-describe('WatchDir by listing diff', () => {
-  const st = (path: string, mtime: number, size = 1) => ({ name: path.split('/').pop()!, path, type: 'file' as const, size, mode: 0o644, uid: 0, gid: 0, mtime: new Date(mtime) });
-  it('reports creates, writes and removes relative to the watched dir', () => {
-    const before = listingOf([st('/w/a', 1), st('/w/b', 1), st('/w/c', 1)]);
-    const after = listingOf([st('/w/a', 1), st('/w/b', 2), st('/w/d/e', 1)]);
-    expect(diffListings('/w', before, after)).toEqual([
-      { name: 'b', type: 'EVENT_TYPE_WRITE' },
-      { name: 'c', type: 'EVENT_TYPE_REMOVE' },
-      { name: 'd/e', type: 'EVENT_TYPE_CREATE' },
-    ]);
-    expect(diffListings('/w/', after, after)).toEqual([]);
   });
 });

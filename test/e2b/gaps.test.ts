@@ -1,6 +1,7 @@
 // Smaller E2B gaps, with the real `e2b` SDK unchanged: non-ASCII file names, what getInfo always
 // reports, and options cubed cannot honour refused with a 400 that says so.
 import { readdirSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
 import { Sandbox, SandboxError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -47,6 +48,57 @@ describe('file names beyond ASCII', () => {
     expect(await r.text()).toBe('héllo 世界\n');
     // Keep-alive sockets come and go; 30 leaked handles do not.
     expect(openFds() - before).toBeLessThan(10);
+  });
+});
+
+describe('watchDir (inotify inside the sandbox)', () => {
+  type Seen = { name: string; type: string; entry?: { name: string; type: string; size: number } };
+  /** Events of a watch while `cmd` runs, until `until` holds (or 15 s). */
+  async function watching(dir: string, cmd: string, until: (e: Seen[]) => boolean, o: { recursive?: boolean; includeEntry?: boolean } = {}) {
+    await sbx.commands.run(`rm -rf ${dir} && mkdir -p ${dir}`);
+    const seen: Seen[] = [];
+    const w = await sbx.files.watchDir(dir, (e) => void seen.push({ name: e.name, type: e.type, ...(e.entry ? { entry: { name: e.entry.name, type: e.entry.type, size: e.entry.size } } : {}) }), { timeoutMs: 0, ...o });
+    try {
+      await sbx.commands.run(cmd, { cwd: `/home/user/${dir}` });
+      for (const deadline = Date.now() + 15_000; !until(seen) && Date.now() < deadline; ) await sleep(50);
+      return seen;
+    } finally {
+      await w.stop();
+    }
+  }
+  const has = (name: string, type: string) => (e: Seen[]) => e.some((x) => x.name === name && x.type === type);
+
+  it('sees renames, chmod, writes, and files that lived a moment', async () => {
+    const seen = await watching('w1', 'echo 1 > a; echo 2 >> a; echo 3 >> a; mv a b; chmod 600 b; touch brief; rm brief', has('brief', 'remove'));
+    const of = (name: string) => seen.filter((e) => e.name === name).map((e) => e.type);
+    // The kernel merges identical events not yet read (inotify(7)), as it does for envd's fsnotify:
+    // three quick appends arrive as one to three writes, depending on when the watcher read them.
+    expect(of('a').filter((t, i, all) => t !== all[i - 1])).toEqual(['create', 'write', 'rename']);
+    expect(of('b')).toEqual(['create', 'chmod']);
+    expect(of('brief')).toEqual(['create', 'chmod', 'remove']);
+    // Stopping the watch ends its watcher inside the sandbox.
+    const watchers = async () => (await sbx.commands.run('cat /proc/[0-9]*/comm 2>/dev/null | grep -c cube-launch || true')).stdout.trim();
+    for (const deadline = Date.now() + 5000; (await watchers()) !== '0' && Date.now() < deadline; ) await sleep(100);
+    expect(await watchers()).toBe('0');
+  });
+
+  it('recursive watches see directories made after the start; includeEntry describes what exists', async () => {
+    const seen = await watching('w2', 'mkdir -p sub/deeper && sleep 0.2 && printf 12345 > sub/deeper/f && rm -f nothing', has('sub/deeper/f', 'write'), { recursive: true, includeEntry: true });
+    expect(seen).toContainEqual({ name: 'sub', type: 'create', entry: { name: 'sub', type: 'dir', size: expect.any(Number) } });
+    expect(seen).toContainEqual({ name: 'sub/deeper/f', type: 'write', entry: { name: 'f', type: 'file', size: 5 } });
+  });
+
+  it('refuses a path that is not a directory', async () => {
+    await sbx.files.write('plain-file', 'x');
+    await expect(sbx.files.watchDir('plain-file', () => undefined)).rejects.toThrow(/not a directory/);
+    await expect(sbx.files.watchDir('no-such-dir', () => undefined)).rejects.toThrow(/not found/);
+  });
+});
+
+describe('file metadata', () => {
+  it('is refused with a 400 that says so, not dropped', async () => {
+    await expect(sbx.files.write('with-meta.txt', 'x', { metadata: { owner: 'rl' } })).rejects.toThrow(/file metadata is not supported/);
+    expect(await sbx.files.exists('with-meta.txt')).toBe(false);
   });
 });
 
@@ -123,10 +175,13 @@ describe('the e2b CLI', () => {
   const cli = (...args: string[]) =>
     execa('node', ['node_modules/@e2b/cli/dist/index.js', ...args], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });
 
-  it('sandbox logs shows the lifecycle events', async () => {
+  it('sandbox logs shows the lifecycle events and what its processes printed', async () => {
+    await sbx.commands.run('echo out-line-1; echo err-line >&2; printf no-newline; exit 3').catch(() => undefined);
     const r = await cli('sandbox', 'logs', sbx.sandboxId);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/sandbox\.created/);
+    for (const line of ['out-line-1', 'err-line', 'no-newline', 'exit code 3']) expect(r.stdout).toContain(line);
+    expect(r.stdout.indexOf('sandbox.created')).toBeLessThan(r.stdout.indexOf('out-line-1'));
   });
 
   it('snapshot list answers (empty), not 404', async () => {

@@ -107,7 +107,7 @@ describe('refusals', () => {
     expect(await Sandbox.deleteSnapshot('snap-0000000000000000', opts)).toBe(false);
     const r = await call(d, 'DELETE', '/templates/snap-0000000000000000');
     expect(r.status).toBe(404);
-    expect(r.json).toMatchObject({ code: 404, message: expect.stringMatching(/snapshot snap-0000000000000000 not found/) });
+    expect(r.json).toMatchObject({ code: 404, message: expect.stringMatching(/snapshot or template 'snap-0000000000000000' not found/) });
   });
 });
 

@@ -41,6 +41,7 @@ const ExecBody = z
     timeoutMs: z.number().int().min(0).optional(),
   })
   .strict();
+const PauseBody = z.object({ release: z.boolean().optional() }).strict();
 const SnapshotBody = z.object({ name: z.string().optional() }).strict();
 const ForkBody = z.object({ count: z.number().int().optional(), timeoutSec: z.number().int().min(1).optional() }).strict();
 const DrainBody = z.object({ evict: z.boolean().optional(), deadlineSec: z.number().int().min(0).optional() }).strict();
@@ -102,7 +103,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
     await cp.destroySandbox(p.id!, actor(req));
     sendNoContent(res);
   });
-  on('POST', '/sandboxes/:id/pause', async (req, res, p) => sendJson(res, 200, publicView(await cp.pauseSandbox(p.id!, actor(req)))));
+  on('POST', '/sandboxes/:id/pause', async (req, res, p) => sendJson(res, 200, publicView(await cp.pauseSandbox(p.id!, actor(req), await body(req, PauseBody)))));
   on('PUT', '/sandboxes/:id/egress', async (req, res, p) => sendJson(res, 200, publicView(await cp.setEgress(p.id!, await body(req, EgressBody)))));
   on('POST', '/sandboxes/:id/resume', async (req, res, p) => sendJson(res, 200, publicView((await cp.resumeSandbox(p.id!, undefined, actor(req))).sandbox)));
   on('POST', '/sandboxes/:id/exec', async (req, res, p) => serveExec(req, res, ctx, p.id!, await body(req, ExecBody)));

@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HTTPMethod } from 'find-my-way';
 import { CubeError } from '../../errors.js';
+import type { OutputLine } from '../../cubelet/output-log.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
 import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
@@ -52,6 +53,16 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     const rec = await ctx.cp.getSandbox(id);
     if (!isListed(rec.state)) throw new CubeError('NOT_FOUND', `sandbox ${id} not found (${rec.state})`);
     return rec;
+  };
+
+  /** What a sandbox's processes printed; nothing once the sandbox is gone (its node dropped the ring). */
+  const processOutputOf = async (id: string): Promise<OutputLine[]> => {
+    try {
+      return await (await ctx.cp.nodeFor(id)).processOutput(id);
+    } catch (e) {
+      if (e instanceof CubeError && e.kind === 'NOT_FOUND') return [];
+      throw e;
+    }
   };
 
   on('POST', ['/sandboxes', '/v2/sandboxes'], async (req, res) => {
@@ -124,7 +135,8 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     refuseMemoryless(parseBody(PauseSchema, await readJson(req), 'pause body'), 'pause');
     const rec = await fresh(id);
     if (rec.state === 'paused' || rec.state === 'pausing') throw new CubeError('CONFLICT', `sandbox ${id} is already ${rec.state}`);
-    await ctx.cp.pauseSandbox(id, actor(req));
+    // The SDK's pause() gives the memory back where the runtime can (a microVM's goes to disk).
+    await ctx.cp.pauseSandbox(id, actor(req), { release: true });
     sendNoContent(res);
   });
 
@@ -168,20 +180,30 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     sendJson(res, 200, await history.query(id, { cpus: rec.spec.cpus, diskGiB: rec.spec.diskGiB }, read, sec('start'), sec('end')));
   });
 
-  // A sandbox's logs, as the CLI's `sandbox logs` reads them: its lifecycle events (create,
-  // pause, resume, timeout, OOM, network changes, destroy) from the event stream, oldest first.
-  // Kept after the sandbox is gone, for as long as the event stream holds them (10 000 events).
-  // Its processes' output is not recorded here (commands stream it to their caller).
+  // A sandbox's logs, as the CLI's `sandbox logs` reads them, oldest first: its lifecycle events
+  // (create, pause, resume, timeout, OOM, network changes, destroy) from the event stream, kept
+  // after the sandbox is gone for as long as the stream holds them (10 000 events), and its
+  // processes' starts, output lines and ends, from the node's ring while the sandbox exists.
   on('GET', ['/sandboxes/:id/logs', '/v2/sandboxes/:id/logs'], async (_req, res, id, query) => {
     const start = Number(query.get('start') ?? 0);
     const limit = Math.min(Number(query.get('limit') ?? 1000) || 1000, 10_000);
-    const events = (await ctx.cp.events({ limit: 10_000 })).filter((e) => e.sandboxID === id && Date.parse(e.at) >= start).slice(-limit);
-    const entries = events.map((e) => ({
+    const events = (await ctx.cp.events({ limit: 10_000 })).filter((e) => e.sandboxID === id);
+    const lifecycle = events.map((e) => ({
       timestamp: e.at,
       level: e.code !== undefined ? 'error' : 'info',
       message: `${e.kind}: ${e.message}`,
       fields: { logger: 'lifecycle', kind: e.kind, ...(e.code !== undefined ? { code: String(e.code) } : {}), ...(e.nodeID ? { nodeID: e.nodeID } : {}) },
     }));
+    const processes = (await processOutputOf(id)).map((l) => ({
+      timestamp: l.at,
+      level: l.stream === 'stderr' ? 'warn' : 'info',
+      message: l.stream === 'process' ? `process ${l.pid} ${l.line}` : l.line,
+      fields: { logger: 'process', pid: String(l.pid), stream: l.stream },
+    }));
+    const entries = [...lifecycle, ...processes]
+      .filter((x) => Date.parse(x.timestamp) >= start)
+      .sort((a, b) => (a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0))
+      .slice(-limit);
     sendJson(res, 200, {
       logs: entries.map((x) => ({ timestamp: x.timestamp, line: JSON.stringify({ level: x.level, message: x.message, ...x.fields }) })),
       logEntries: entries,
@@ -189,28 +211,6 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
 
   registerSnapshotRoutes(on, ctx, fresh, domain);
-
-  on('GET', ['/templates'], async (_req, res) => {
-    const cfg = ctx.config().sandbox;
-    const spec = cfg.default_spec;
-    const list = await ctx.cp.templates();
-    sendJson(
-      res,
-      200,
-      list.map((t) => ({
-        templateID: t.templateID,
-        buildID: t.templateID,
-        aliases: t.templateID === cfg.default_template ? [t.templateID, 'base'] : [t.templateID],
-        public: true,
-        cpuCount: spec.cpus,
-        memoryMB: spec.memory_mib,
-        diskSizeMB: Math.round(spec.disk_gib * 1024),
-        envdVersion: ENVD_VERSION,
-        buildStatus: 'ready',
-        nodes: t.nodes,
-      })),
-    );
-  });
 }
 
 /** Sets the end to now + seconds only when that is later than the current end. */

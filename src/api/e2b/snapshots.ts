@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { CubeError, errorBody, toCubeError } from '../../errors.js';
 import type { SandboxRecord, SnapshotRecord } from '../../scheduler/control-plane.js';
 import type { ApiContext } from '../context.js';
-import { readJson, sendJson, sendNoContent } from '../http.js';
+import { readJson, sendJson } from '../http.js';
 import { MAX_PAGE, parseBody, sandboxJson } from './wire.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HTTPMethod } from 'find-my-way';
@@ -49,13 +49,6 @@ export function registerSnapshotRoutes(on: On, ctx: ApiContext, fresh: (id: stri
     const name = query.get('name') || undefined;
     const page = snapshotPage(await ctx.cp.snapshots.list({ ...(sandboxID ? { sandboxID } : {}), ...(name ? { name } : {}) }), limit, query.get('nextToken') || undefined);
     sendJson(res, 200, page.items.map(snapshotJson), page.nextToken ? { 'x-next-token': page.nextToken } : {});
-  });
-
-  // The SDK deletes a snapshot as a template (E2B snapshots are templates there). A template
-  // delete, when templates can be deleted through this API, comes after the snapshot lookup.
-  on('DELETE', ['/templates/:templateID'], async (req, res, _id, _query, params) => {
-    await ctx.cp.snapshots.remove(params.templateID ?? '', actor(req));
-    sendNoContent(res);
   });
 
   // One entry per fork: the sandbox, or the error that kept it from starting (code = HTTP status).

@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { CubeError } from '../../errors.js';
 import { sendJson } from '../http.js';
-import { ConnectError } from './connect.js';
+import { Code, ConnectError } from './connect.js';
 import { homeOf, resolvePath, restFileType, userFromAuthorization } from './messages.js';
 import type { SandboxCall } from './process.js';
 
@@ -22,7 +22,7 @@ function userOf(req: IncomingMessage, query: URLSearchParams): string {
 
 /** messages.ts speaks Connect errors; on these plain HTTP routes they become their CubeError twin. */
 function asCube(e: unknown): unknown {
-  if (e instanceof ConnectError) return new CubeError(e.code === 'unauthenticated' ? 'UNAUTHORIZED' : 'BAD_REQUEST', e.message);
+  if (e instanceof ConnectError) return new CubeError(e.code === Code.Unauthenticated ? 'UNAUTHORIZED' : 'BAD_REQUEST', e.rawMessage);
   return e;
 }
 
@@ -76,6 +76,9 @@ async function download(res: ServerResponse, call: SandboxCall, p: string): Prom
 
 async function upload(req: IncomingMessage, res: ServerResponse, call: SandboxCall, query: URLSearchParams, user: string): Promise<void> {
   const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  // envd 0.6.2 keeps these as user.e2b.* xattrs; cubed keeps none, so it says so rather than drop them.
+  const metadata = Object.keys(req.headers).filter((h) => h.startsWith('x-metadata-'));
+  if (metadata.length) throw new CubeError('BAD_REQUEST', `file metadata is not supported (got ${metadata.join(', ')})`);
   const written: { name: string; type: string; path: string }[] = [];
   const record = async (p: string, data: Readable | Buffer): Promise<void> => {
     const st = await call.node.writeFile(call.sandboxID, p, data, user);

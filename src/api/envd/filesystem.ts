@@ -1,73 +1,79 @@
 // envd's filesystem.Filesystem service on top of NodeApi's file calls.
-import { setTimeout as sleep } from 'node:timers/promises';
-import { ConnectError } from './connect.js';
-import { asObject, entryInfo, parseDepth, requiredStr, resolvePath } from './messages.js';
-import type { SandboxCall } from './process.js';
-import type { Service } from './rpc.js';
-import { diffListings, listingOf } from './watch.js';
+import { join } from 'node:path/posix';
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError } from './connect.js';
+import type { FsChange } from '../../runtime/types.js';
+import { EventType, type Filesystem } from './gen/filesystem/filesystem_pb.js';
+import { entryInfo, listDepth, required, resolvePath, type EntryInfoInit } from './messages.js';
+import { sandboxOf, type SandboxCall } from './process.js';
+import { withKeepalives } from './rpc.js';
 
-const WATCH_POLL_MS = 500;
-/** Depth of a recursive watch; deeper trees are watched to this depth only. */
-const WATCH_RECURSIVE_DEPTH = 16;
+/** envd's event type for each change inotify reports (fsnotify's mapping, as envd's). */
+const EVENT_TYPES: Record<FsChange['type'], EventType> = {
+  create: EventType.CREATE,
+  write: EventType.WRITE,
+  remove: EventType.REMOVE,
+  rename: EventType.RENAME,
+  chmod: EventType.CHMOD,
+};
 
-const pathArg = (msg: unknown, what: string, key = 'path'): string => requiredStr(asObject(msg, what), key, what);
+/** The sandbox of the call and `p` resolved for its user (`~`, relative paths). */
+function target(ctx: HandlerContext, p: string, what: string) {
+  const call = sandboxOf(ctx);
+  return { call, path: resolvePath(required(p, what), call.user) };
+}
 
-export const filesystemService: Service<SandboxCall> = {
-  unary: {
-    async Stat(call, msg) {
-      return { entry: entryInfo(await call.node.statFile(call.sandboxID, resolvePath(pathArg(msg, 'StatRequest'), call.user))) };
-    },
-    async MakeDir(call, msg) {
-      const p = resolvePath(pathArg(msg, 'MakeDirRequest'), call.user);
-      if (!(await call.node.makeDir(call.sandboxID, p, call.user))) throw new ConnectError('already_exists', `directory ${p} already exists`);
-      return { entry: entryInfo(await call.node.statFile(call.sandboxID, p)) };
-    },
-    async Move(call, msg) {
-      const from = resolvePath(pathArg(msg, 'MoveRequest', 'source'), call.user);
-      const to = resolvePath(pathArg(msg, 'MoveRequest', 'destination'), call.user);
-      return { entry: entryInfo(await call.node.movePath(call.sandboxID, from, to)) };
-    },
-    async ListDir(call, msg) {
-      const o = asObject(msg, 'ListDirRequest');
-      const p = resolvePath(requiredStr(o, 'path', 'ListDirRequest'), call.user);
-      const st = await call.node.statFile(call.sandboxID, p);
-      if (st.type !== 'dir') throw new ConnectError('invalid_argument', `${p} is not a directory`);
-      const entries = await call.node.listDir(call.sandboxID, p, parseDepth(o.depth));
-      return { entries: entries.map(entryInfo) };
-    },
-    async Remove(call, msg) {
-      await call.node.removePath(call.sandboxID, resolvePath(pathArg(msg, 'RemoveRequest'), call.user));
-      return {};
-    },
-    async CreateWatcher() {
-      throw new ConnectError('unimplemented', 'CreateWatcher is not supported: use watchDir');
-    },
-    async GetWatcherEvents() {
-      throw new ConnectError('unimplemented', 'GetWatcherEvents is not supported: use watchDir');
-    },
-    async RemoveWatcher() {
-      throw new ConnectError('unimplemented', 'RemoveWatcher is not supported: use watchDir');
-    },
+const unsupportedWatcher = async (): Promise<never> => {
+  throw new ConnectError('the polling watcher (CreateWatcher, GetWatcherEvents, RemoveWatcher) is not supported: use WatchDir', Code.Unimplemented);
+};
+
+/** The entry a change names, when asked for and it still exists (a short-lived file may be gone). */
+async function entryOf(call: SandboxCall, dir: string, c: FsChange): Promise<EntryInfoInit | undefined> {
+  if (c.type === 'remove' || c.type === 'rename') return undefined;
+  return call.node.statFile(call.sandboxID, join(dir, c.name)).then(entryInfo, () => undefined);
+}
+
+export const filesystemService: ServiceImpl<typeof Filesystem> = {
+  async stat(req, ctx) {
+    const { call, path } = target(ctx, req.path, 'path');
+    return { entry: entryInfo(await call.node.statFile(call.sandboxID, path)) };
   },
-  stream: {
-    WatchDir: {
-      keepalive: { keepalive: {} },
-      async run(call, msg, out) {
-        const o = asObject(msg, 'WatchDirRequest');
-        const dir = resolvePath(requiredStr(o, 'path', 'WatchDirRequest'), call.user);
-        const depth = o.recursive === true ? WATCH_RECURSIVE_DEPTH : 1;
-        const st = await call.node.statFile(call.sandboxID, dir);
-        if (st.type !== 'dir') throw new ConnectError('invalid_argument', `${dir} is not a directory`);
-        let before = listingOf(await call.node.listDir(call.sandboxID, dir, depth));
-        await out.send({ start: {} });
-        while (!call.signal.aborted) {
-          await sleep(WATCH_POLL_MS, undefined, { signal: call.signal }).catch(() => undefined);
-          if (call.signal.aborted) return;
-          const after = listingOf(await call.node.listDir(call.sandboxID, dir, depth));
-          for (const ev of diffListings(dir, before, after)) await out.send({ filesystem: ev });
-          before = after;
-        }
-      },
-    },
+  async makeDir(req, ctx) {
+    const { call, path } = target(ctx, req.path, 'path');
+    if (!(await call.node.makeDir(call.sandboxID, path, call.user))) throw new ConnectError(`directory ${path} already exists`, Code.AlreadyExists);
+    return { entry: entryInfo(await call.node.statFile(call.sandboxID, path)) };
+  },
+  async move(req, ctx) {
+    const { call, path: from } = target(ctx, req.source, 'source');
+    const to = resolvePath(required(req.destination, 'destination'), call.user);
+    return { entry: entryInfo(await call.node.movePath(call.sandboxID, from, to)) };
+  },
+  async listDir(req, ctx) {
+    const { call, path } = target(ctx, req.path, 'path');
+    const st = await call.node.statFile(call.sandboxID, path);
+    if (st.type !== 'dir') throw new ConnectError(`${path} is not a directory`, Code.InvalidArgument);
+    return { entries: (await call.node.listDir(call.sandboxID, path, listDepth(req.depth))).map(entryInfo) };
+  },
+  async remove(req, ctx) {
+    const { call, path } = target(ctx, req.path, 'path');
+    await call.node.removePath(call.sandboxID, path);
+    return {};
+  },
+  createWatcher: unsupportedWatcher,
+  getWatcherEvents: unsupportedWatcher,
+  removeWatcher: unsupportedWatcher,
+  async *watchDir(req, ctx) {
+    const { call, path: dir } = target(ctx, req.path, 'path');
+    // allowNetworkMounts needs nothing here: sandboxes mount no network filesystems.
+    const changes = await call.node.watchDir(call.sandboxID, { path: dir, recursive: req.recursive, user: call.user });
+    yield { event: { case: 'start', value: {} } };
+    for await (const c of withKeepalives(changes, 'keepalive' as const, ctx)) {
+      if (c === 'keepalive') {
+        yield { event: { case: 'keepalive', value: {} } };
+        continue;
+      }
+      const entry = req.includeEntry ? await entryOf(call, dir, c) : undefined;
+      yield { event: { case: 'filesystem', value: { name: c.name, type: EVENT_TYPES[c.type], ...(entry ? { entry } : {}) } } };
+    }
   },
 };

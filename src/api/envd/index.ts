@@ -12,19 +12,21 @@ import type { ApiContext } from '../context.js';
 import { sendError, sendJson, sendNoContent } from '../http.js';
 import { proxyHttp, proxyUpgrade, rejectUpgrade, upstreamOf } from '../proxy.js';
 import type { RateLimiter } from '../rate-limit.js';
-import { ConnectError, errorJson, httpStatusOf } from './connect.js';
 import { handleFiles } from './files.js';
 import { filesystemService } from './filesystem.js';
-import { userFromAuthorization } from './messages.js';
-import { processService, type SandboxCall } from './process.js';
-import { serveConnect, type Service } from './rpc.js';
+import { Filesystem } from './gen/filesystem/filesystem_pb.js';
+import { Process } from './gen/process/process_pb.js';
+import { SANDBOX, processService, type SandboxCall } from './process.js';
+import { connectServer } from './rpc.js';
 import { checkFileSignature, signedFileRequest, type SignedFileRequest } from './signature.js';
 import { ENVD_PORT, targetOf, type Target } from './target.js';
 
-const services: Record<string, Service<SandboxCall>> = {
-  'process.Process': processService,
-  'filesystem.Filesystem': filesystemService,
-};
+const serveRpc = connectServer(SANDBOX, (router) => {
+  router.service(Process, processService);
+  router.service(Filesystem, filesystemService);
+});
+/** The paths the Connect services answer; anything else is a 404 in the E2B error shape. */
+const RPC_PATH = new RegExp(`^/(${[Process, Filesystem].map((s) => s.typeName.replace('.', '\\.')).join('|')})/\\w+$`);
 
 export function isSandboxTraffic(req: IncomingMessage, ctx: ApiContext): boolean {
   return targetOf(req.headers, ctx.config().api.sandbox_domain) !== undefined || signedFileRequest(req.method, req.url ?? '/') !== undefined;
@@ -208,16 +210,8 @@ async function serveEnvd(req: IncomingMessage, res: ServerResponse, call: Omit<S
   const path = (req.url ?? '/').split('?')[0];
   if (path === '/health') return sendNoContent(res);
   if (path === '/files') return handleFiles(req, res, { ...call, user: 'user' });
-  let user: string;
-  try {
-    user = userFromAuthorization(req.headers.authorization);
-  } catch (e) {
-    const err = e as ConnectError;
-    return sendJson(res, httpStatusOf(err.code), errorJson(err));
-  }
-  if (!(await serveConnect(req, res, services, { ...call, user }))) {
-    throw new CubeError('NOT_FOUND', `envd has no route ${req.method} ${path}`);
-  }
+  if (!RPC_PATH.test(path ?? '')) throw new CubeError('NOT_FOUND', `envd has no route ${req.method} ${path}`);
+  serveRpc(req, res, call);
 }
 
 export async function handleSandboxUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, ctx: ApiContext, failures: RateLimiter): Promise<void> {

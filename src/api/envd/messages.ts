@@ -1,15 +1,19 @@
-// envd messages in their protobuf-JSON form (lowerCamelCase fields, base64 bytes, enum
-// names, int64 as strings), converted to and from what NodeApi speaks. Pure.
+// envd messages (typed by the generated code in gen/) converted to and from what NodeApi
+// speaks, with the checks the types cannot express. Pure.
 import path from 'node:path/posix';
 import type { ProcessEvent, ProcessInfo } from '../../cubelet/types.js';
 import type { FileStat } from '../../runtime/types.js';
 import { SANDBOX_USERS, isSandboxUser } from '../../runtime/templates.js';
-import { ConnectError } from './connect.js';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { Code, ConnectError } from './connect.js';
+import { FileType, type EntryInfoSchema } from './gen/filesystem/filesystem_pb.js';
+import { Signal, type PTY, type ProcessEventSchema, type ProcessInfoSchema, type ProcessInput, type ProcessSelector, type StartRequest } from './gen/process/process_pb.js';
 
 export const DEFAULT_USER = 'user';
 
 export function homeOf(user: string): string {
-  if (!isSandboxUser(user)) throw new ConnectError('unauthenticated', `unknown user ${JSON.stringify(user)}: the sandbox has "user" and "root"`);
+  if (!isSandboxUser(user)) throw new ConnectError(`unknown user ${JSON.stringify(user)}: the sandbox has "user" and "root"`, Code.Unauthenticated);
   return SANDBOX_USERS[user].home;
 }
 
@@ -17,7 +21,7 @@ export function homeOf(user: string): string {
 export function userFromAuthorization(header: string | undefined): string {
   if (!header) return DEFAULT_USER;
   const m = /^Basic\s+(\S+)$/i.exec(header.trim());
-  if (!m) throw new ConnectError('unauthenticated', 'Authorization must be Basic base64("<user>:")');
+  if (!m) throw new ConnectError('Authorization must be Basic base64("<user>:")', Code.Unauthenticated);
   const decoded = Buffer.from(m[1]!, 'base64').toString('utf8');
   const user = decoded.split(':')[0] ?? '';
   if (user === '') return DEFAULT_USER;
@@ -36,11 +40,11 @@ export function resolvePath(p: string | undefined, user: string): string {
 
 const nameOfUid = (id: number): string => Object.entries(SANDBOX_USERS).find(([, u]) => u.uid === id)?.[0] ?? String(id);
 
-const TYPE_NAMES: Record<FileStat['type'], string> = {
-  file: 'FILE_TYPE_FILE',
-  dir: 'FILE_TYPE_DIRECTORY',
-  symlink: 'FILE_TYPE_SYMLINK',
-  other: 'FILE_TYPE_UNSPECIFIED',
+const FILE_TYPES: Record<FileStat['type'], FileType> = {
+  file: FileType.FILE,
+  dir: FileType.DIRECTORY,
+  symlink: FileType.SYMLINK,
+  other: FileType.UNSPECIFIED,
 };
 
 /** `ls -l` style permission string, as envd reports it (Go's FileMode.String()). */
@@ -52,31 +56,20 @@ export function permissionString(type: FileStat['type'], mode: number): string {
   return lead + s;
 }
 
-export interface EntryInfoJson {
-  name: string;
-  type: string;
-  path: string;
-  size: string;
-  mode: number;
-  permissions: string;
-  owner: string;
-  group: string;
-  modifiedTime: string;
-  symlinkTarget?: string;
-}
+export type EntryInfoInit = MessageInitShape<typeof EntryInfoSchema>;
 
-export function entryInfo(st: FileStat): EntryInfoJson {
+export function entryInfo(st: FileStat): EntryInfoInit {
   const mode = st.mode & 0o777;
   return {
     name: st.name,
-    type: TYPE_NAMES[st.type],
+    type: FILE_TYPES[st.type],
     path: st.path,
-    size: String(st.size),
+    size: BigInt(st.size),
     mode,
     permissions: permissionString(st.type, mode),
     owner: nameOfUid(st.uid),
     group: nameOfUid(st.gid),
-    modifiedTime: st.mtime.toISOString(),
+    modifiedTime: timestampFromDate(st.mtime),
     ...(st.symlinkTarget !== undefined ? { symlinkTarget: st.symlinkTarget } : {}),
   };
 }
@@ -97,30 +90,30 @@ function signalWord(sig: string): string {
   return words[sig] ?? sig.toLowerCase();
 }
 
-/** A NodeApi process event as the envd `ProcessEvent` JSON message. */
-export function processEventJson(ev: ProcessEvent): { event: Record<string, unknown> } {
+type ProcessEventInit = MessageInitShape<typeof ProcessEventSchema>;
+
+/** A NodeApi process event as the envd `ProcessEvent` message. */
+export function processEvent(ev: ProcessEvent): ProcessEventInit {
   switch (ev.type) {
     case 'start':
-      return { event: { start: { pid: ev.pid } } };
+      return { event: { case: 'start', value: { pid: ev.pid } } };
     case 'stdout':
-      return { event: { data: { stdout: ev.data.toString('base64') } } };
     case 'stderr':
-      return { event: { data: { stderr: ev.data.toString('base64') } } };
     case 'pty':
-      return { event: { data: { pty: ev.data.toString('base64') } } };
+      return { event: { case: 'data', value: { output: { case: ev.type, value: ev.data } } } };
     case 'end': {
       const st = exitStatus(ev);
       const reasons = [ev.timedOut ? 'timed out (Connect-Timeout-Ms)' : '', ev.oomKilled ? 'killed by the out-of-memory killer' : '', ev.error ?? ''].filter(Boolean);
       const failed = st.exitCode !== 0;
       const error = failed ? [st.status, ...reasons].join(': ') : undefined;
-      return { event: { end: { exitCode: st.exitCode, exited: st.exited, status: st.status, ...(error ? { error } : {}) } } };
+      return { event: { case: 'end', value: { ...st, ...(error ? { error } : {}) } } };
     }
   }
 }
 
-export const KEEPALIVE_EVENT = { event: { keepalive: {} } };
+export const KEEPALIVE_EVENT: ProcessEventInit = { event: { case: 'keepalive', value: {} } };
 
-export function processInfoJson(p: ProcessInfo): Record<string, unknown> {
+export function processInfo(p: ProcessInfo): MessageInitShape<typeof ProcessInfoSchema> {
   return {
     pid: p.pid,
     ...(p.tag !== undefined ? { tag: p.tag } : {}),
@@ -128,38 +121,14 @@ export function processInfoJson(p: ProcessInfo): Record<string, unknown> {
   };
 }
 
-// ---- requests ----
+// ---- requests: typed by the codec; what remains is what the types cannot say ----
 
-type Json = Record<string, unknown>;
-
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-export function asObject(v: unknown, what: string): Json {
-  if (v === undefined || v === null) return {};
-  if (!isObject(v)) throw new ConnectError('invalid_argument', `${what} must be an object`);
+export function required(v: string, what: string): string {
+  if (v === '') throw new ConnectError(`${what} is required`, Code.InvalidArgument);
   return v;
 }
 
-export function str(o: Json, key: string, what: string): string | undefined {
-  const v = o[key];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string') throw new ConnectError('invalid_argument', `${what}.${key} must be a string`);
-  return v;
-}
-
-export function requiredStr(o: Json, key: string, what: string): string {
-  const v = str(o, key, what);
-  if (v === undefined || v === '') throw new ConnectError('invalid_argument', `${what}.${key} is required`);
-  return v;
-}
-
-function stringMap(v: unknown, what: string): Record<string, string> {
-  const o = asObject(v, what);
-  for (const [k, x] of Object.entries(o)) if (typeof x !== 'string') throw new ConnectError('invalid_argument', `${what}.${k} must be a string`);
-  return o as Record<string, string>;
-}
-
-export interface StartRequestJson {
+export interface StartOptions {
   argv: string[];
   env: Record<string, string>;
   cwd?: string;
@@ -173,71 +142,52 @@ export interface PtySize {
   rows: number;
 }
 
-/** What a terminal of size 0 (proto3 JSON leaves zeros out: `size: {}`) gets, as a console would. */
+/** What a terminal of size 0 (proto3 leaves zeros out: `size: {}`) gets, as a console would. */
 export const DEFAULT_PTY: PtySize = { cols: 80, rows: 24 };
 
-/** PTY `{size: {cols, rows}}`: whole numbers up to 65535; 0 or absent takes DEFAULT_PTY's. */
-export function parsePty(v: unknown, what: string): PtySize {
-  const size = asObject(asObject(v, what).size, `${what}.size`);
-  const cols = Number(size.cols ?? 0);
-  const rows = Number(size.rows ?? 0);
-  if (![cols, rows].every((n) => Number.isInteger(n) && n >= 0 && n < 65536)) {
-    throw new ConnectError('invalid_argument', `${what}.size needs cols and rows from 0 to 65535 (got ${JSON.stringify(size.cols)}x${JSON.stringify(size.rows)})`);
-  }
+/** PTY size: up to 65535 each (a TIOCSWINSZ short); 0 or absent takes DEFAULT_PTY's. */
+export function ptySize(pty: PTY, what: string): PtySize {
+  const cols = pty.size?.cols ?? 0;
+  const rows = pty.size?.rows ?? 0;
+  if (cols > 65535 || rows > 65535) throw new ConnectError(`${what}.size needs cols and rows from 0 to 65535 (got ${cols}x${rows})`, Code.InvalidArgument);
   return { cols: cols || DEFAULT_PTY.cols, rows: rows || DEFAULT_PTY.rows };
 }
 
-export function parseStartRequest(msg: unknown): StartRequestJson {
-  const o = asObject(msg, 'StartRequest');
-  const p = asObject(o.process, 'StartRequest.process');
-  const cmd = requiredStr(p, 'cmd', 'process');
-  const args = p.args ?? [];
-  if (!Array.isArray(args) || args.some((a) => typeof a !== 'string')) throw new ConnectError('invalid_argument', 'process.args must be a list of strings');
-  const cwd = str(p, 'cwd', 'process');
-  const tag = str(o, 'tag', 'StartRequest');
+export function startOptions(r: StartRequest): StartOptions {
+  const p = r.process;
+  const cmd = required(p?.cmd ?? '', 'process.cmd');
   return {
-    argv: [cmd, ...(args as string[])],
-    env: stringMap(p.envs, 'process.envs'),
-    ...(cwd ? { cwd } : {}),
-    ...(tag ? { tag } : {}),
-    stdin: o.stdin === true,
-    ...(o.pty !== undefined && o.pty !== null ? { pty: parsePty(o.pty, 'pty') } : {}),
+    argv: [cmd, ...(p?.args ?? [])],
+    env: { ...p?.envs },
+    ...(p?.cwd ? { cwd: p.cwd } : {}),
+    ...(r.tag ? { tag: r.tag } : {}),
+    stdin: r.stdin === true,
+    ...(r.pty ? { pty: ptySize(r.pty, 'pty') } : {}),
   };
 }
 
-/** ProcessSelector: `{pid}` or `{tag}` (the JSON form of the oneof). */
-export function parseSelector(v: unknown): { pid?: number; tag?: string } {
-  const o = asObject(v, 'process');
-  if (o.pid !== undefined) {
-    const pid = Number(o.pid);
-    if (!Number.isInteger(pid) || pid <= 0) throw new ConnectError('invalid_argument', 'process.pid must be a positive integer');
-    return { pid };
-  }
-  const tag = str(o, 'tag', 'process');
-  if (tag) return { tag };
-  throw new ConnectError('invalid_argument', 'process selector needs pid or tag');
+/** ProcessSelector: a pid or a tag. */
+export function selector(s: ProcessSelector | undefined): { pid: number } | { tag: string } {
+  const sel = s?.selector;
+  if (sel?.case === 'pid' && sel.value > 0) return { pid: sel.value };
+  if (sel?.case === 'tag' && sel.value !== '') return { tag: sel.value };
+  throw new ConnectError('process selector needs a pid (> 0) or a tag', Code.InvalidArgument);
 }
 
-const SIGNALS: Record<string, 'SIGKILL' | 'SIGTERM'> = { SIGNAL_SIGKILL: 'SIGKILL', '9': 'SIGKILL', SIGNAL_SIGTERM: 'SIGTERM', '15': 'SIGTERM' };
+const SIGNALS: Partial<Record<Signal, 'SIGKILL' | 'SIGTERM'>> = { [Signal.SIGKILL]: 'SIGKILL', [Signal.SIGTERM]: 'SIGTERM' };
 
-/** The Signal enum arrives as a name or a number. */
-export function parseSignal(v: unknown): 'SIGKILL' | 'SIGTERM' {
-  const s = SIGNALS[String(v)];
-  if (!s) throw new ConnectError('invalid_argument', `unsupported signal ${JSON.stringify(v)}: SIGNAL_SIGKILL or SIGNAL_SIGTERM`);
+export function signalName(v: Signal): 'SIGKILL' | 'SIGTERM' {
+  const s = SIGNALS[v];
+  if (!s) throw new ConnectError(`unsupported signal ${Signal[v] ?? v}: SIGNAL_SIGKILL or SIGNAL_SIGTERM`, Code.InvalidArgument);
   return s;
 }
 
-/** ProcessInput: `{stdin: base64}` or `{pty: base64}` (both go to the process's input: its pipe, or its terminal). */
-export function parseInput(v: unknown): Buffer {
-  const o = asObject(v, 'input');
-  const data = o.stdin ?? o.pty;
-  if (typeof data === 'string') return Buffer.from(data, 'base64');
-  throw new ConnectError('invalid_argument', 'input.stdin or input.pty is required');
+/** ProcessInput: stdin or pty bytes (both go to the process's input: its pipe, or its terminal). */
+export function inputBytes(v: ProcessInput | undefined): Buffer {
+  const i = v?.input;
+  if (i?.case === undefined) throw new ConnectError('input.stdin or input.pty is required', Code.InvalidArgument);
+  return Buffer.from(i.value);
 }
 
-export function parseDepth(v: unknown): number {
-  if (v === undefined || v === null) return 1;
-  const d = Number(v);
-  if (!Number.isInteger(d) || d < 0) throw new ConnectError('invalid_argument', 'depth must be a non-negative integer');
-  return d === 0 ? 1 : d;
-}
+/** ListDir depth: 0 means 1 (the directory's own entries). */
+export const listDepth = (d: number): number => (d === 0 ? 1 : d);

@@ -1,19 +1,10 @@
 // envd's process.Process service on top of NodeApi's process table.
-import type { NodeApi, ProcessStream } from '../../cubelet/types.js';
-import { ConnectError } from './connect.js';
-import {
-  KEEPALIVE_EVENT,
-  asObject,
-  parseInput,
-  parsePty,
-  parseSelector,
-  parseSignal,
-  parseStartRequest,
-  processEventJson,
-  processInfoJson,
-  resolvePath,
-} from './messages.js';
-import { untilAborted, type CallInfo, type Service, type StreamSink } from './rpc.js';
+import { createContextKey, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import type { NodeApi, ProcessEvent as ProcessEventOf, ProcessStream } from '../../cubelet/types.js';
+import { Code, ConnectError } from './connect.js';
+import type { Process } from './gen/process/process_pb.js';
+import { KEEPALIVE_EVENT, inputBytes, processEvent, processInfo, ptySize, resolvePath, selector, signalName, startOptions, userFromAuthorization } from './messages.js';
+import { callOf, withKeepalives } from './rpc.js';
 
 /** Who a call is for: the sandbox, its node, and the user the SDK asked for (Authorization: Basic). */
 export interface SandboxCall {
@@ -22,79 +13,87 @@ export interface SandboxCall {
   user: string;
 }
 
-type Call = SandboxCall & CallInfo;
+/** The sandbox a Connect call is for, bound by the envd entry point. */
+export const SANDBOX = createContextKey<Omit<SandboxCall, 'user'> | undefined>(undefined);
+
+export function sandboxOf(ctx: HandlerContext): SandboxCall {
+  return { ...callOf(ctx, SANDBOX), user: userFromAuthorization(ctx.requestHeader.get('authorization') ?? undefined) };
+}
 
 /** Pids as the SDK sees them; a tag is looked up in the process table. */
-async function pidOf(call: Call, sel: unknown): Promise<number> {
-  const s = parseSelector(sel);
-  if (s.pid !== undefined) return s.pid;
-  const found = (await call.node.listProcesses(call.sandboxID)).find((p) => p.tag === s.tag);
-  if (!found) throw new ConnectError('not_found', `no process with tag ${JSON.stringify(s.tag)}`);
+async function pidOf(call: SandboxCall, sel: ReturnType<typeof selector>): Promise<number> {
+  if ('pid' in sel) return sel.pid;
+  const found = (await call.node.listProcesses(call.sandboxID)).find((p) => p.tag === sel.tag);
+  if (!found) throw new ConnectError(`no process with tag ${JSON.stringify(sel.tag)}`, Code.NotFound);
   return found.pid;
 }
 
-async function pipeEvents(call: Call, stream: ProcessStream, out: StreamSink): Promise<void> {
-  for await (const ev of untilAborted(stream.events, call.signal)) await out.send(processEventJson(ev));
+async function* responses(events: AsyncIterable<ProcessEventOf>): AsyncGenerator<{ event: ReturnType<typeof processEvent> }> {
+  for await (const ev of events) yield { event: processEvent(ev) };
 }
 
-export const processService: Service<SandboxCall> = {
-  unary: {
-    async List(call) {
-      const ps = await call.node.listProcesses(call.sandboxID);
-      return { processes: ps.map(processInfoJson) };
-    },
-    async SendInput(call, msg) {
-      const o = asObject(msg, 'SendInputRequest');
-      await call.node.sendInput(call.sandboxID, await pidOf(call, o.process), parseInput(o.input));
-      return {};
-    },
-    async CloseStdin(call, msg) {
-      await call.node.closeStdin(call.sandboxID, await pidOf(call, asObject(msg, 'CloseStdinRequest').process));
-      return {};
-    },
-    async SendSignal(call, msg) {
-      const o = asObject(msg, 'SendSignalRequest');
-      const signal = parseSignal(o.signal);
-      await call.node.signalProcess(call.sandboxID, await pidOf(call, o.process), signal);
-      return {};
-    },
-    async Update(call, msg) {
-      const o = asObject(msg, 'UpdateRequest');
-      if (o.pty === undefined || o.pty === null) return {}; // nothing to change
-      const { cols, rows } = parsePty(o.pty, 'pty');
-      await call.node.resizeProcess(call.sandboxID, await pidOf(call, o.process), cols, rows);
-      return {};
-    },
-    async StreamInput() {
-      throw new ConnectError('unimplemented', 'StreamInput (client streaming) is not supported: use SendInput');
-    },
+/** A process's events as Start/Connect responses, with keepalives while it is quiet. */
+const stream = (ctx: HandlerContext, ps: ProcessStream) => withKeepalives(responses(ps.events), { event: KEEPALIVE_EVENT }, ctx);
+
+export const processService: ServiceImpl<typeof Process> = {
+  async list(_req, ctx) {
+    const call = sandboxOf(ctx);
+    return { processes: (await call.node.listProcesses(call.sandboxID)).map(processInfo) };
   },
-  stream: {
-    Start: {
-      keepalive: KEEPALIVE_EVENT,
-      async run(call, msg, out) {
-        const r = parseStartRequest(msg);
-        // Connect-Timeout-Ms is the process lifetime (as in envd): the node kills it at the deadline.
-        const stream = await call.node.startProcess(call.sandboxID, {
-          argv: r.argv,
-          env: r.env,
-          // No cwd: the node's default (the template's workdir, else the user's home).
-          ...(r.cwd ? { cwd: resolvePath(r.cwd, call.user) } : {}),
-          user: call.user,
-          stdin: r.stdin,
-          ...(r.pty ? { pty: r.pty } : {}),
-          ...(r.tag ? { tag: r.tag } : {}),
-          ...(call.timeoutMs !== undefined ? { timeoutMs: call.timeoutMs } : {}),
-        });
-        await pipeEvents(call, stream, out);
-      },
-    },
-    Connect: {
-      keepalive: KEEPALIVE_EVENT,
-      async run(call, msg, out) {
-        const sel = parseSelector(asObject(msg, 'ConnectRequest').process);
-        await pipeEvents(call, await call.node.connectProcess(call.sandboxID, sel), out);
-      },
-    },
+  async sendInput(req, ctx) {
+    const call = sandboxOf(ctx);
+    await call.node.sendInput(call.sandboxID, await pidOf(call, selector(req.process)), inputBytes(req.input));
+    return {};
+  },
+  async streamInput(reqs, ctx) {
+    const call = sandboxOf(ctx);
+    let pid: number | undefined;
+    for await (const r of reqs) {
+      if (r.event.case === 'start') pid = await pidOf(call, selector(r.event.value.process));
+      else if (r.event.case === 'data') {
+        if (pid === undefined) throw new ConnectError('StreamInput: the start event (which process) must come first', Code.FailedPrecondition);
+        await call.node.sendInput(call.sandboxID, pid, inputBytes(r.event.value.input));
+      }
+    }
+    return {};
+  },
+  async closeStdin(req, ctx) {
+    const call = sandboxOf(ctx);
+    await call.node.closeStdin(call.sandboxID, await pidOf(call, selector(req.process)));
+    return {};
+  },
+  async sendSignal(req, ctx) {
+    const call = sandboxOf(ctx);
+    await call.node.signalProcess(call.sandboxID, await pidOf(call, selector(req.process)), signalName(req.signal));
+    return {};
+  },
+  async update(req, ctx) {
+    const call = sandboxOf(ctx);
+    if (!req.pty) return {}; // nothing to change
+    const { cols, rows } = ptySize(req.pty, 'pty');
+    await call.node.resizeProcess(call.sandboxID, await pidOf(call, selector(req.process)), cols, rows);
+    return {};
+  },
+  async *start(req, ctx) {
+    const call = sandboxOf(ctx);
+    const r = startOptions(req);
+    const timeoutMs = ctx.timeoutMs();
+    // Connect-Timeout-Ms is the process lifetime (as in envd): the node kills it at the deadline.
+    const ps = await call.node.startProcess(call.sandboxID, {
+      argv: r.argv,
+      env: r.env,
+      // No cwd: the node's default (the template's workdir, else the user's home).
+      ...(r.cwd ? { cwd: resolvePath(r.cwd, call.user) } : {}),
+      user: call.user,
+      stdin: r.stdin,
+      ...(r.pty ? { pty: r.pty } : {}),
+      ...(r.tag ? { tag: r.tag } : {}),
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+    });
+    yield* stream(ctx, ps);
+  },
+  async *connect(req, ctx) {
+    const call = sandboxOf(ctx);
+    yield* stream(ctx, await call.node.connectProcess(call.sandboxID, selector(req.process)));
   },
 };

@@ -179,7 +179,7 @@ export function register(program: Command): void {
       else process.stdout.write(`${id} ${s.state}\n`);
     });
 
-  const simple = (name: 'pause' | 'resume' | 'rm', description: string, act: (id: string, cmd: Command) => Promise<SandboxView | undefined>, done: string) =>
+  const simple = (name: 'resume' | 'rm', description: string, act: (id: string, cmd: Command) => Promise<SandboxView | undefined>, done: string) =>
     sandbox
       .command(name)
       .description(description)
@@ -190,6 +190,20 @@ export function register(program: Command): void {
         if (globals(cmd).json) printJson(s ?? { sandboxID: id, removed: true });
         else process.stdout.write(`${id} ${s ? s.state : done}\n`);
       });
+
+  sandbox
+    .command('pause')
+    .description(
+      'Freeze every process of sandbox ID; its memory stays (less the release ratio share, for scheduling). --release frees the memory where the runtime can: a microVM\'s guest memory goes to a file under the data dir and its QEMU ends (resume restores it, processes kept); an ns sandbox keeps its memory either way.',
+    )
+    .argument('<id>', 'sandbox id')
+    .option('--release', 'free the memory where the runtime can (microvm), as AutoPause and the E2B pause do')
+    .addHelpText('after', examples('cubectl sandbox pause $id', 'cubectl sandbox pause --release $id'))
+    .action(async (id: string, o: { release?: boolean }, cmd: Command) => {
+      const s = await clientFor(cmd).pause(id, o.release ? { release: true } : {});
+      if (globals(cmd).json) printJson(s);
+      else process.stdout.write(`${id} ${s.state}\n`);
+    });
 
   sandbox
     .command('snapshot')
@@ -220,7 +234,6 @@ export function register(program: Command): void {
       if (failed > 0) throw new ExitError(`${failed} of ${results.length} forks did not start`);
     });
 
-  simple('pause', 'Freeze every process of sandbox ID; its memory stays (less the release ratio share, for scheduling).', (id, cmd) => clientFor(cmd).pause(id), 'paused');
   simple('resume', 'Thaw sandbox ID. May be refused (130409) when the release ratio gave its share away and the node is full.', (id, cmd) => clientFor(cmd).resume(id), 'running');
   simple(
     'rm',

@@ -16,16 +16,20 @@ import type {
   ExecProcess,
   ExecRequest,
   ExitInfo,
+  FsChange,
   LaunchSpec,
   RuntimeDriver,
   SandboxHandle,
   SandboxSnapshots,
   SandboxStats,
+  WatchRequest,
 } from '../types.js';
 import { Cgroups, keyedValue } from './cgroups.js';
+import { hostTables, nofileLimit, parentPidsMax, type HostTables } from './host-limits.js';
 import { NsFiles } from './files.js';
 import { LaunchHelper, sharedHelper } from './helper.js';
 import { lowerArgs } from './lowerdir.js';
+import { changesOf } from './watch.js';
 
 export interface NsDriverOptions {
   dataDir: string;
@@ -35,6 +39,8 @@ export interface NsDriverOptions {
   launcherPath?: string;
   /** The store's loop image size when the data dir is not on btrfs (cubelet storage.image_gib; 0 = auto). */
   storeImageGiB?: number;
+  /** The node's declared memory (cubelet quota.memory_mib): the limit of all its sandboxes together. */
+  nodeMemoryMiB?: number;
 }
 
 /** What a sandbox's exec needs after a daemon restart: kept next to its upper dir. */
@@ -42,6 +48,8 @@ interface SandboxRecord {
   template: string;
   env: Record<string, string>;
   netRaw?: boolean;
+  /** RLIMIT_NOFILE of its commands (nofileLimit); records of older versions have none. */
+  nofile?: number;
 }
 
 /** How long an exited command's output may still drain (background children can hold the pipes). */
@@ -58,6 +66,7 @@ export class NsDriver implements RuntimeDriver {
   private readonly launcher: string;
   private readonly log: Logger | undefined;
   private cgroupsOrUndefined?: Cgroups;
+  private tables: HostTables = { pidMax: 0, threadsMax: 0, fileMax: 0, nofileHard: 0 };
   private readonly records = new Map<string, SandboxRecord>();
   /** Writable layers: one btrfs subvolume per sandbox, limited to its disk size. */
   readonly storage: BtrfsStore;
@@ -88,8 +97,9 @@ export class NsDriver implements RuntimeDriver {
     } catch {
       throw new CubeError('INTERNAL', `launcher ${this.launcher} is missing: build it with 'npm run build:native'`);
     }
+    const tables = (this.tables = await hostTables(this.log));
     this.cgroupsOrUndefined = new Cgroups(this.opts.nodeTag);
-    await this.cgroups.init();
+    await this.cgroups.init({ pidsMax: parentPidsMax(tables.pidMax, tables.threadsMax), ...(this.opts.nodeMemoryMiB ? { memoryMiB: this.opts.nodeMemoryMiB } : {}) });
     // 0700: what root inside makes (setuid files, secrets) is nobody's on the host but root's.
     await mkdir(this.sandboxesDir, { recursive: true, mode: 0o700 });
     await chmod(this.sandboxesDir, 0o700);
@@ -117,7 +127,7 @@ export class NsDriver implements RuntimeDriver {
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new CubeError('CONFLICT', `sandbox ${id} already exists on this node`);
       throw toCubeError(e, 'CREATE_FAILED');
     }
-    const record: SandboxRecord = { template: spec.template.name, env: spec.env, ...(spec.netRaw ? { netRaw: true } : {}) };
+    const record: SandboxRecord = { template: spec.template.name, env: spec.env, ...(spec.netRaw ? { netRaw: true } : {}), nofile: nofileLimit(this.tables.fileMax, spec.pidsMax, this.tables.nofileHard) };
     // upper/ and work/ in the sandbox's subvolume (its disk limit); merged/ and the records stay in
     // `dir`, outside the limit, so a full sandbox can still be paused or have its timeout changed.
     const layer = this.storage.dir(id);
@@ -126,13 +136,13 @@ export class NsDriver implements RuntimeDriver {
       await Promise.all([
         // Written straight into the upper layer, so the sandbox's hostname resolves.
         (spec.fromSnapshot === undefined ? this.storage.take(id) : this.storage.takeFrom(spec.fromSnapshot, id))
-          .then(() => mkdir(join(layer, 'upper', 'etc'), { recursive: true }))
-          .then(() => writeFile(join(layer, 'upper', 'etc', 'hosts'), etcHosts(id))),
+          .then(() => mkdir(join(this.storage.upperDir(id), 'etc'), { recursive: true }))
+          .then(() => writeFile(join(this.storage.upperDir(id), 'etc', 'hosts'), etcHosts(id))),
         mkdir(join(dir, 'merged')),
         writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
         this.cgroups.create(id, spec),
       ]);
-      const args = ['-i', id, ...lowerArgs(spec.template.layers, join(layer, 'upper'), join(layer, 'work')), '-u', join(layer, 'upper'), '-w', join(layer, 'work'), '-m', join(dir, 'merged')];
+      const args = ['-i', id, ...lowerArgs(spec.template.layers, this.storage.upperDir(id), join(layer, 'work')), '-u', this.storage.upperDir(id), '-w', join(layer, 'work'), '-m', join(dir, 'merged')];
       args.push('-t', String(spec.memoryMiB));
       args.push('-q', String(Math.floor((spec.diskGiB ?? DEFAULT_DISK_GIB) * GIB)));
       if (spec.template.bindHostUsr) args.push('-U');
@@ -216,6 +226,7 @@ export class NsDriver implements RuntimeDriver {
     }
     const args = ['-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), '-d', req.cwd ?? user.home];
     if (record?.netRaw) args.push('-R');
+    if (record?.nofile) args.push('-N', String(record.nofile));
     for (const f of this.cgroups.procsFiles(h.sandboxID)) args.push('-c', f);
     args.push('--', ...req.argv);
 
@@ -261,6 +272,17 @@ export class NsDriver implements RuntimeDriver {
     };
   }
 
+  async watch(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
+    if (req.path.includes('\0') || !req.path.startsWith('/')) throw new CubeError('BAD_REQUEST', `watch needs an absolute path (got '${req.path}')`);
+    const user = sandboxUser(req.user ?? 'user');
+    const args = ['-W', ...(req.recursive ? ['-r'] : []), '-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid)];
+    // In the sandbox's cgroups: the watcher's memory and pid count are the sandbox's.
+    for (const f of this.cgroups.procsFiles(h.sandboxID)) args.push('-c', f);
+    args.push('--', req.path);
+    return changesOf(this.helper.exec(args, { env: {}, stdin: false }), req.path);
+  }
+
   async stats(h: SandboxHandle): Promise<SandboxStats> {
     const id = h.sandboxID;
     const [usage, limit, cpu, pids, oom, memStat] = await Promise.all([
@@ -282,7 +304,7 @@ export class NsDriver implements RuntimeDriver {
       memoryCacheBytes: keyedValue(memStat, 'cache') ?? 0,
       // Walked, not the quota group's figure: btrfs updates that at its next commit (up to 30 s),
       // and a client that just wrote a file expects to see it. Only on this metrics path.
-      diskUsedBytes: await diskUsage(join(this.storage.dir(id), 'upper')),
+      diskUsedBytes: await diskUsage(this.storage.upperDir(id)),
     };
   }
 

@@ -4,6 +4,7 @@ import mysql from 'mysql2/promise';
 import type { EventView } from '../../api/types.js';
 import type { SandboxRecord, SnapshotRecord } from '../../scheduler/control-plane.js';
 import { recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
+import { GroupCommit } from './group-commit.js';
 import { withRetry } from './retry.js';
 
 // Append-only: a released migration never changes; new ones go at the end.
@@ -198,13 +199,22 @@ export class MysqlRecords {
     return rows.map((r) => ({ version: r.version, at: r.at, actor: r.actor, reason: r.reason, master: JSON.parse(r.master), cubelet: JSON.parse(r.cubelet) }));
   }
 
-  async appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
+  /**
+   * Audit rows of concurrent operations go in one multi-row INSERT (GroupCommit). Their ids are
+   * consecutive from the first: InnoDB gives a multi-row INSERT of known size one block of
+   * auto-increment values (innodb_autoinc_lock_mode 0 or 1; 1 is the MariaDB default).
+   */
+  private readonly audits = new GroupCommit<Omit<AuditRecord, 'id'>, AuditRecord>(async (recs) => {
     const r = await this.q<mysql.ResultSetHeader>(
-      'INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)',
-      [rec.at, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)],
+      'INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES ?',
+      [recs.map((rec) => [rec.at, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)])],
       false,
     );
-    return { ...rec, id: r.insertId };
+    return recs.map((rec, i) => ({ ...rec, id: r.insertId + i }));
+  });
+
+  appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
+    return this.audits.add(rec);
   }
 
   async listAudit(opts: { limit?: number; actor?: string } = {}): Promise<AuditRecord[]> {
