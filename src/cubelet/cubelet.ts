@@ -175,7 +175,7 @@ export class Cubelet implements NodeApi {
     } finally {
       entry.op = undefined;
     }
-    this.emitEvent('sandbox.created', `created from ${req.templateID}`, { sandboxID: id, durationMs: Math.round(performance.now() - t0) });
+    this.emitEvent('sandbox.created', `created from ${req.templateID}${req.fromSnapshot !== undefined ? ` and snapshot ${req.fromSnapshot}` : ''}`, { sandboxID: id, durationMs: Math.round(performance.now() - t0) });
     return { ...entry.view };
   }
 

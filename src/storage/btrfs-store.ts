@@ -19,7 +19,10 @@
 // Kept snapshots (E2B createSnapshot, fork): a read-only snapshot of a sandbox's subvolume in
 // `<store>/snapshots/<snapshotID>`; a sandbox made from one gets a writable snapshot of it as its
 // own subvolume. Both are copy-on-write (no file is copied), and the two are independent trees:
-// the kept snapshot can be deleted while sandboxes made from it run.
+// the kept snapshot can be deleted while sandboxes made from it run. A writable snapshot waits
+// for a btrfs transaction commit (3.1 ms p50 against 0.2 ms for a pooled rename, load 20), so
+// after the first create from a snapshot a few clones of it are kept ready in
+// `<store>/clones/<snapshotID>.<n>` like the pool, and later creates rename one into place.
 import { chmod, mkdir, open, readFile, readdir, rename, rm, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -35,6 +38,8 @@ const EXIT_NOT_SUBVOL = 3;
 /** Subvolumes kept ready: a c=20 burst takes 20 at once, the refill makes ~300/s on an idle host. */
 export const POOL_TARGET = 32;
 const POOL_REFILL_CONCURRENCY = 2;
+/** Writable clones kept ready per snapshot that sandboxes were made from (one create at a time takes one, a fork takes what is there). */
+export const CLONE_TARGET = 4;
 /** After a failed refill (a full store), the pool waits this long before trying again. */
 const POOL_RETRY_MS = 5000;
 /** How old the cached usage may be when a create checks the store has room. */
@@ -83,6 +88,11 @@ export class BtrfsStore {
   readonly poolDir: string;
   /** Parent of the kept (read-only) sandbox snapshots. */
   readonly snapshotsDir: string;
+  /** Parent of the ready writable clones of kept snapshots. */
+  readonly clonesDir: string;
+  /** Ready clones per snapshot id: name under clonesDir -> subvolume id. */
+  private readonly clones = new Map<string, Map<string, number>>();
+  private readonly cloning = new Set<string>();
   private kind?: 'btrfs' | 'loop';
   private fsid?: string;
   /** Subvolume id per sandbox (its quota group is 0/id). */
@@ -102,6 +112,7 @@ export class BtrfsStore {
     this.sandboxesDir = join(this.path, 'sandboxes');
     this.poolDir = join(this.path, 'pool');
     this.snapshotsDir = join(this.path, 'snapshots');
+    this.clonesDir = join(this.path, 'clones');
     this.log = o.log?.child({ component: 'storage' });
   }
 
@@ -120,13 +131,15 @@ export class BtrfsStore {
     }
     // 0700 like the ns driver's sandboxes dir: what root inside a sandbox makes (setuid files,
     // secrets) in its upper dir is nobody's on the host but root's.
-    for (const d of [this.path, this.sandboxesDir, this.poolDir, this.snapshotsDir]) {
+    for (const d of [this.path, this.sandboxesDir, this.poolDir, this.snapshotsDir, this.clonesDir]) {
       await mkdir(d, { recursive: true, mode: 0o700 });
       await chmod(d, 0o700);
     }
     this.fsid = await this.findFsid();
     if (!(await exists(join('/sys/fs/btrfs', this.fsid, 'qgroups')))) await this.store(['quota', this.path]);
     await this.learnIds();
+    // Clones are cheap to make again: none is trusted across a restart.
+    for (const name of await readdir(this.clonesDir)) await this.removeDir(join(this.clonesDir, name));
     await this.usage();
     this.closed = false;
     this.refill();
@@ -137,7 +150,7 @@ export class BtrfsStore {
   async close(opts: { destroy: boolean }): Promise<void> {
     this.closed = true;
     if (!opts.destroy) return;
-    while (this.filling > 0) await new Promise((r) => setTimeout(r, 10));
+    while (this.filling > 0 || this.cloning.size > 0) await new Promise((r) => setTimeout(r, 10));
     if (this.kind !== 'loop') {
       for (const name of this.ready.keys()) await this.removeDir(join(this.poolDir, name));
       this.ready.clear();
@@ -195,13 +208,61 @@ export class BtrfsStore {
    */
   async takeFrom(snapshotID: string, sandboxID: string): Promise<string> {
     const dir = this.dir(sandboxID);
+    const ready = this.clones.get(snapshotID);
+    const first = ready?.entries().next();
+    if (ready && first && !first.done) {
+      const [name, id] = first.value;
+      ready.delete(name);
+      const taken = await rename(join(this.clonesDir, name), dir).then(
+        () => true,
+        (e: NodeJS.ErrnoException) => {
+          if (e.code === 'ENOENT') return false; // dropped with its snapshot meanwhile
+          throw this.failure(`taking a clone of ${snapshotID} for ${sandboxID}`, e.message);
+        },
+      );
+      if (taken) {
+        this.ids.set(sandboxID, id);
+        return dir;
+      }
+    }
+    this.ids.set(sandboxID, await this.clone(snapshotID, dir, `creating ${sandboxID} from snapshot ${snapshotID}`));
+    return dir;
+  }
+
+  /** A writable snapshot of a kept one at `dir`, no limit; its subvolume id. */
+  private async clone(snapshotID: string, dir: string, what: string): Promise<number> {
     const r = await this.o.helper.store(['snapshot', this.keptDir(snapshotID), dir, '0']);
     if (r.exitCode !== 0) {
       if (/No such file or directory/.test(r.stderr)) throw new CubeError('NOT_FOUND', `snapshot ${snapshotID} is not in the store of this node`);
-      throw this.failure(`creating ${sandboxID} from snapshot ${snapshotID}`, r.stderr);
+      throw this.failure(what, r.stderr);
     }
-    this.ids.set(sandboxID, Number(r.stdout.trim()));
-    return dir;
+    return Number(r.stdout.trim());
+  }
+
+  /**
+   * Tops up the snapshot's ready clones, one at a time, in the background. Called by the driver
+   * once a create from it is done: a clone's commit during the create slowed it by 7 ms (load 20).
+   */
+  refillClones(snapshotID: string): void {
+    if (this.closed || this.cloning.has(snapshotID)) return;
+    const ready = this.clones.get(snapshotID) ?? new Map<string, number>();
+    if (ready.size >= CLONE_TARGET) return;
+    this.clones.set(snapshotID, ready);
+    this.cloning.add(snapshotID);
+    const name = `${snapshotID}.${(this.seq++).toString(36)}`;
+    this.clone(snapshotID, join(this.clonesDir, name), 'refilling snapshot clones').then(
+      (id) => {
+        this.cloning.delete(snapshotID);
+        // Dropped meanwhile: the clone goes too.
+        if (this.clones.get(snapshotID) !== ready) return void this.removeDir(join(this.clonesDir, name)).catch(() => undefined);
+        ready.set(name, id);
+        this.refillClones(snapshotID);
+      },
+      (err: unknown) => {
+        this.cloning.delete(snapshotID);
+        this.log?.warn({ err, snapshotID }, 'snapshot clone refill failed; the next create makes its own');
+      },
+    );
   }
 
   /** Keeps a read-only snapshot of the sandbox's subvolume as `snapshotID` (one ioctl, no copy). */
@@ -210,8 +271,11 @@ export class BtrfsStore {
     if (r.exitCode !== 0) throw this.failure(`snapshotting ${sandboxID} as ${snapshotID}`, r.stderr);
   }
 
-  /** Deletes a kept snapshot. Idempotent. */
+  /** Deletes a kept snapshot and its ready clones. Idempotent. */
   async drop(snapshotID: string): Promise<void> {
+    const ready = this.clones.get(snapshotID);
+    this.clones.delete(snapshotID);
+    for (const name of ready?.keys() ?? []) await this.removeDir(join(this.clonesDir, name));
     await this.removeDir(this.keptDir(snapshotID));
   }
 

@@ -156,6 +156,7 @@ export class NsDriver implements RuntimeDriver {
         throw new CubeError('CREATE_FAILED', `sandbox ${id}: ${r.stderr.trim() || `launcher exited ${r.exitCode}`}`);
       }
       this.records.set(id, record);
+      if (spec.fromSnapshot !== undefined) this.storage.refillClones(spec.fromSnapshot);
       this.log?.debug({ sandboxID: id, initPid }, 'sandbox created');
       return { sandboxID: id, initPid, dir };
     } catch (e) {
