@@ -3,7 +3,7 @@
 // it goes to that driver. Scan and cleanup ask every driver, and each cleanup keeps the sandboxes
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
-import type { ExecProcess, ExecRequest, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
+import type { ExecProcess, ExecRequest, FileMetadata, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
 
@@ -95,6 +95,17 @@ export class RuntimeSet implements RuntimeDriver {
 
   deathReason(h: SandboxHandle): string | undefined {
     return this.driverOf(h.sandboxID).deathReason?.(h);
+  }
+
+  readMetadata(h: SandboxHandle, paths: string[], user?: string): Promise<FileMetadata[]> {
+    const d = this.driverOf(h.sandboxID);
+    return d.readMetadata ? d.readMetadata(h, paths, user) : Promise.resolve(paths.map(() => ({})));
+  }
+
+  writeMetadata(h: SandboxHandle, path: string, meta: FileMetadata, user?: string): Promise<void> {
+    const d = this.driverOf(h.sandboxID);
+    if (!d.writeMetadata) throw new CubeError('BAD_REQUEST', `the ${d.name} runtime keeps no file metadata`);
+    return d.writeMetadata(h, path, meta, user);
   }
 
   watch(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>> {

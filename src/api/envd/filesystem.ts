@@ -2,7 +2,7 @@
 import { join } from 'node:path/posix';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { Code, ConnectError } from './connect.js';
-import type { FsChange } from '../../runtime/types.js';
+import type { FileStat, FsChange } from '../../runtime/types.js';
 import { EventType, type Filesystem } from './gen/filesystem/filesystem_pb.js';
 import { entryInfo, listDepth, required, resolvePath, type EntryInfoInit } from './messages.js';
 import { sandboxOf, type SandboxCall } from './process.js';
@@ -27,32 +27,42 @@ const unsupportedWatcher = async (): Promise<never> => {
   throw new ConnectError('the polling watcher (CreateWatcher, GetWatcherEvents, RemoveWatcher) is not supported: use WatchDir', Code.Unimplemented);
 };
 
+/** Entries with their metadata (one helper job for all of them, only in sandboxes that have some). */
+async function entries(call: SandboxCall, stats: FileStat[]): Promise<EntryInfoInit[]> {
+  const meta = await call.node.readMetadata(call.sandboxID, stats.map((s) => s.path), call.user);
+  return stats.map((s, i) => entryInfo(s, meta[i]));
+}
+
+async function entry(call: SandboxCall, path: string): Promise<EntryInfoInit> {
+  return (await entries(call, [await call.node.statFile(call.sandboxID, path)]))[0]!;
+}
+
 /** The entry a change names, when asked for and it still exists (a short-lived file may be gone). */
 async function entryOf(call: SandboxCall, dir: string, c: FsChange): Promise<EntryInfoInit | undefined> {
   if (c.type === 'remove' || c.type === 'rename') return undefined;
-  return call.node.statFile(call.sandboxID, join(dir, c.name)).then(entryInfo, () => undefined);
+  return entry(call, join(dir, c.name)).catch(() => undefined);
 }
 
 export const filesystemService: ServiceImpl<typeof Filesystem> = {
   async stat(req, ctx) {
     const { call, path } = target(ctx, req.path, 'path');
-    return { entry: entryInfo(await call.node.statFile(call.sandboxID, path)) };
+    return { entry: await entry(call, path) };
   },
   async makeDir(req, ctx) {
     const { call, path } = target(ctx, req.path, 'path');
     if (!(await call.node.makeDir(call.sandboxID, path, call.user))) throw new ConnectError(`directory ${path} already exists`, Code.AlreadyExists);
-    return { entry: entryInfo(await call.node.statFile(call.sandboxID, path)) };
+    return { entry: await entry(call, path) };
   },
   async move(req, ctx) {
     const { call, path: from } = target(ctx, req.source, 'source');
     const to = resolvePath(required(req.destination, 'destination'), call.user);
-    return { entry: entryInfo(await call.node.movePath(call.sandboxID, from, to)) };
+    return { entry: (await entries(call, [await call.node.movePath(call.sandboxID, from, to)]))[0] };
   },
   async listDir(req, ctx) {
     const { call, path } = target(ctx, req.path, 'path');
     const st = await call.node.statFile(call.sandboxID, path);
     if (st.type !== 'dir') throw new ConnectError(`${path} is not a directory`, Code.InvalidArgument);
-    return { entries: (await call.node.listDir(call.sandboxID, path, listDepth(req.depth))).map(entryInfo) };
+    return { entries: await entries(call, await call.node.listDir(call.sandboxID, path, listDepth(req.depth))) };
   },
   async remove(req, ctx) {
     const { call, path } = target(ctx, req.path, 'path');
