@@ -7,7 +7,7 @@
 //     process stays behind. The init is pid 1 of a new pid namespace, never execs and only reaps.
 //     -q: UPPER is in a btrfs subvolume of the sandbox store; its exclusive quota-group limit is set
 //     first (in this request, so the store's pooled subvolumes cost the create no extra round trip).
-//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-R] [-N NOFILE] [-W [-r]] [-c CGROUP_PROCS]... -- ARGV...
+//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-R] [-N NOFILE] [-W [-r] | -X] [-c CGROUP_PROCS]... -- ARGV...
 //     Runs ARGV inside the sandbox of INIT_PID with the environment this helper was started with,
 //     waits for it and ends the way it ended (same exit code, or the same signal).
 //     SIGTERM/SIGINT/SIGHUP/SIGQUIT go to the command's process group; SIGUSR1 means "SIGKILL the
@@ -16,6 +16,8 @@
 //     -W (watch): instead of running ARGV, the helper itself watches directory ARGV[0] of the sandbox
 //     with inotify, as the user, after entering like a command (-r: and its subdirectories); see
 //     watch_dir below for what it prints.
+//     -X (metadata): instead of running ARGV, the helper reads or replaces the user.e2b.* extended
+//     attributes of files in the sandbox, as the user; see file_metadata below.
 //   cube-launch serve
 //     Stays up and runs requests framed on stdin, answering on stdout, so the daemon never forks
 //     itself (a fork of the daemon blocks its event loop for its whole page-table copy: 40-50 ms
@@ -75,6 +77,7 @@
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -640,6 +643,7 @@ static int cmd_create(int argc, char **argv) {
 
 static volatile pid_t command_pid = 0;
 static int watch_dir(const char *dir, int recursive);
+static int file_metadata(char **args);
 static void write_all(int fd, const void *p, size_t n);
 // serve's exec jobs with a terminal: the command leads its own session with stdin (the pty slave
 // the helper opened inside the sandbox) as its controlling terminal, instead of only a new group.
@@ -674,16 +678,17 @@ static void expect_init(int pid) {
 
 static int cmd_exec(int argc, char **argv) {
   const char *cgroups[MAX_CGROUPS], *cwd = NULL;
-  int ncg = 0, pid = 0, opt, watch = 0, recursive = 0;
+  int ncg = 0, pid = 0, opt, watch = 0, recursive = 0, metadata = 0;
   uid_t uid = 0;
   gid_t gid = 0;
   rlim_t nofile = 0;
-  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:Wr")) != -1) {
+  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:WrX")) != -1) {
     switch (opt) {
       case 'R': keep_net_raw = 1; break;
       case 'N': nofile = (rlim_t)strtoull(optarg, NULL, 10); break;
       case 'W': watch = 1; break;
       case 'r': recursive = 1; break;
+      case 'X': metadata = 1; break;
       case 'p': pid = atoi(optarg); break;
       case 'u': uid = (uid_t)atoi(optarg); break;
       case 'g': gid = (gid_t)atoi(optarg); break;
@@ -754,6 +759,7 @@ static int cmd_exec(int argc, char **argv) {
     }
     if (cwd && chdir(cwd) < 0) die("chdir %s", cwd);
     if (watch) _exit(watch_dir(cmd[0], recursive));
+    if (metadata) _exit(file_metadata(cmd));
     execvpe(cmd[0], cmd, environ);
     int code = errno == ENOENT ? 127 : 126;
     fprintf(stderr, "cube-launch: %s: %s\n", cmd[0], strerror(errno));
@@ -879,6 +885,54 @@ static int watch_dir(const char *dir, int recursive) {
       if (ev->mask & IN_ATTRIB) watch_record('M', rel, name);
     }
   }
+}
+
+// ---- metadata: envd's file metadata, user.e2b.* xattrs (src/runtime/ns/metadata.ts) ----------------
+//   get PATH...             prints "INDEX\0KEY\0VALUE\0" per attribute (KEY without the prefix);
+//                           a path that cannot be read prints nothing
+//   set PATH [KEY VALUE]... replaces the file's user.e2b.* attributes with these; exit 1 and a message
+// Runs like watch_dir: in the sandbox, as the user, so the file's permissions decide.
+#define META_PREFIX "user.e2b."
+
+static int file_metadata(char **args) {
+  char names[65536], value[65536];
+  if (!args[0] || !args[1]) { fprintf(stderr, "cube-launch: metadata get|set PATH...\n"); return 2; }
+  if (strcmp(args[0], "get") == 0) {
+    for (int i = 1; args[i]; i++) {
+      ssize_t n = llistxattr(args[i], names, sizeof names);
+      for (ssize_t off = 0; n > 0 && off < n; off += (ssize_t)strlen(names + off) + 1) {
+        const char *name = names + off;
+        if (strncmp(name, META_PREFIX, strlen(META_PREFIX)) != 0) continue;
+        ssize_t v = lgetxattr(args[i], name, value, sizeof value);
+        if (v < 0) continue;
+        char idx[16];
+        int k = snprintf(idx, sizeof idx, "%d", i - 1);
+        write_all(1, idx, (size_t)k + 1);
+        write_all(1, name + strlen(META_PREFIX), strlen(name + strlen(META_PREFIX)) + 1);
+        write_all(1, value, (size_t)v);
+        write_all(1, "", 1);
+      }
+    }
+    return 0;
+  }
+  if (strcmp(args[0], "set") != 0) { fprintf(stderr, "cube-launch: metadata get|set PATH...\n"); return 2; }
+  const char *path = args[1];
+  ssize_t n = llistxattr(path, names, sizeof names);
+  if (n < 0) { fprintf(stderr, "cube-launch: metadata of %s: %s\n", path, strerror(errno)); return 1; }
+  for (ssize_t off = 0; off < n; off += (ssize_t)strlen(names + off) + 1) {
+    if (strncmp(names + off, META_PREFIX, strlen(META_PREFIX)) == 0 && lremovexattr(path, names + off) < 0) {
+      fprintf(stderr, "cube-launch: metadata of %s: %s\n", path, strerror(errno));
+      return 1;
+    }
+  }
+  for (int i = 2; args[i] && args[i + 1]; i += 2) {
+    char name[512];
+    if (snprintf(name, sizeof name, META_PREFIX "%s", args[i]) >= (int)sizeof name || lsetxattr(path, name, args[i + 1], strlen(args[i + 1]), 0) < 0) {
+      fprintf(stderr, "cube-launch: metadata %s of %s: %s\n", args[i], path, strerror(errno));
+      return 1;
+    }
+  }
+  return 0;
 }
 
 // ---- store: btrfs subvolumes and quota groups (src/storage/btrfs-store.ts) -------------------

@@ -7,7 +7,7 @@ import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, Sandbo
 import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
-import type { FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
+import type { FileMetadata, FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
 import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, sandboxCpuPercent, type CpuTimes } from './host-metrics.js';
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
@@ -457,6 +457,25 @@ export class Cubelet implements NodeApi {
 
   async listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]> {
     return this.o.driver.files.list(this.ready(sandboxID, 'files').handle!, path, depth);
+  }
+
+  async readMetadata(sandboxID: string, paths: string[], user?: string): Promise<FileMetadata[]> {
+    const entry = this.ready(sandboxID, 'files');
+    // Only a sandbox whose files were given metadata pays for reading it (a helper job per call).
+    if (!entry.meta.fileMetadata || !this.o.driver.readMetadata) return paths.map(() => ({}));
+    return this.o.driver.readMetadata(entry.handle!, paths, user);
+  }
+
+  async writeMetadata(sandboxID: string, path: string, meta: FileMetadata, user?: string): Promise<void> {
+    const entry = this.ready(sandboxID, 'files');
+    const none = Object.keys(meta).length === 0;
+    if (none && !entry.meta.fileMetadata) return; // nothing was ever set: nothing to clear
+    if (!this.o.driver.writeMetadata) throw new CubeError('BAD_REQUEST', `the ${this.o.driver.name} runtime keeps no file metadata`);
+    if (!entry.meta.fileMetadata) {
+      entry.meta.fileMetadata = true;
+      await writeMeta(entry.handle!.dir, entry.meta);
+    }
+    await this.o.driver.writeMetadata(entry.handle!, path, meta, user);
   }
 
   async processOutput(sandboxID: string): Promise<OutputLine[]> {

@@ -22,6 +22,8 @@ export interface SandboxMeta {
   egressAsked?: EgressRequest;
   lifecycle?: SandboxLifecycle;
   owner?: string;
+  /** Some file was given metadata (so reading it is worth a helper job per call). */
+  fileMetadata?: boolean;
   /** The runtime it was created with, when the node offers several. */
   runtime?: string;
   /** The template's working directory: the default cwd of commands. */

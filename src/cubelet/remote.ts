@@ -8,7 +8,7 @@ import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
-import type { FileStat, FsChange, WatchRequest } from '../runtime/types.js';
+import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
@@ -80,6 +80,12 @@ export class RemoteNode implements NodeApi {
     return { pid: start.pid, events: events() };
   }
 
+  readMetadata(sandboxID: string, paths: string[], user?: string): Promise<FileMetadata[]> {
+    return this.json('readMetadata', sandboxID, paths, user);
+  }
+  writeMetadata(sandboxID: string, path: string, meta: FileMetadata, user?: string): Promise<void> {
+    return this.json('writeMetadata', sandboxID, path, meta, user);
+  }
   processOutput(sandboxID: string): Promise<OutputLine[]> {
     return this.json('processOutput', sandboxID);
   }

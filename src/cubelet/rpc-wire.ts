@@ -31,6 +31,8 @@ export const JSON_METHODS = [
   'removePath',
   'movePath',
   'processOutput',
+  'readMetadata',
+  'writeMetadata',
   'nodeView',
 ] as const;
 export type JsonMethod = (typeof JSON_METHODS)[number];

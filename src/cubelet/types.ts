@@ -5,7 +5,7 @@ import type { Readable } from 'node:stream';
 import type { NodeView, PauseOptions, SandboxLifecycle, SandboxView, EventView, SnapshotView } from '../api/types.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { OutputLine } from './output-log.js';
-import type { ExecRequest, FileStat, FsChange, SandboxStats, WatchRequest } from '../runtime/types.js';
+import type { ExecRequest, FileMetadata, FileStat, FsChange, SandboxStats, WatchRequest } from '../runtime/types.js';
 
 export interface NodeCreateRequest {
   sandboxID: string;
@@ -107,6 +107,10 @@ export interface NodeApi {
   movePath(sandboxID: string, from: string, to: string): Promise<FileStat>;
   /** What the sandbox's processes printed, oldest first (a bounded ring: cubelet/output-log.ts). */
   processOutput(sandboxID: string): Promise<OutputLine[]>;
+  /** envd file metadata of each path as `user` sees it (RuntimeDriver.readMetadata). */
+  readMetadata(sandboxID: string, paths: string[], user?: string): Promise<FileMetadata[]>;
+  /** Replaces a file's metadata (an upload does, also with none: that clears it). */
+  writeMetadata(sandboxID: string, path: string, meta: FileMetadata, user?: string): Promise<void>;
   /** inotify on a directory inside the sandbox (RuntimeDriver.watch); ending the iteration removes the watch. */
   watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>>;
 

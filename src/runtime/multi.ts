@@ -4,7 +4,7 @@
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
 import type { PauseOptions, RuntimeInfo } from '../api/types.js';
-import type { ExecProcess, ExecRequest, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
+import type { ExecProcess, ExecRequest, FileMetadata, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
 
@@ -107,6 +107,17 @@ export class RuntimeSet implements RuntimeDriver {
 
   deathReason(h: SandboxHandle): string | undefined {
     return this.driverOf(h.sandboxID).deathReason?.(h);
+  }
+
+  readMetadata(h: SandboxHandle, paths: string[], user?: string): Promise<FileMetadata[]> {
+    const d = this.driverOf(h.sandboxID);
+    return d.readMetadata ? d.readMetadata(h, paths, user) : Promise.resolve(paths.map(() => ({})));
+  }
+
+  writeMetadata(h: SandboxHandle, path: string, meta: FileMetadata, user?: string): Promise<void> {
+    const d = this.driverOf(h.sandboxID);
+    if (!d.writeMetadata) throw new CubeError('BAD_REQUEST', `the ${d.name} runtime keeps no file metadata`);
+    return d.writeMetadata(h, path, meta, user);
   }
 
   watch(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>> {

@@ -143,6 +143,9 @@ export interface FsChange {
   name: string;
 }
 
+/** envd's file metadata: the file's user.e2b.* extended attributes, prefix stripped. */
+export type FileMetadata = Record<string, string>;
+
 export interface WatchRequest {
   /** Absolute path of a directory inside the sandbox. */
   path: string;
@@ -185,6 +188,10 @@ export interface RuntimeDriver {
    * from then on are reported); ending the iteration removes it. Absent: the driver cannot.
    */
   watch?(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>>;
+  /** The metadata of each of `paths` (empty for one that has none or cannot be read), as `user` sees it. Absent: the driver keeps none. */
+  readMetadata?(h: SandboxHandle, paths: string[], user?: string): Promise<FileMetadata[]>;
+  /** Replaces the metadata of `path` with `meta` (empty: removes it all). */
+  writeMetadata?(h: SandboxHandle, path: string, meta: FileMetadata, user?: string): Promise<void>;
   /** Sandboxes this node's kernel objects still hold (for re-adoption after a restart). */
   scan(): Promise<SandboxHandle[]>;
   /** Removes every kernel object of this node that belongs to no sandbox in `keep`. */

@@ -6,7 +6,7 @@ import { execa } from 'execa';
 import { Sandbox, SandboxError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricOf, within } from '../../src/api/e2b/metrics.js';
-import { contentDisposition } from '../../src/api/envd/files.js';
+import { contentDisposition, metadataOf } from '../../src/api/envd/files.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 let d: TestDaemon;
@@ -68,12 +68,12 @@ describe('watchDir (inotify inside the sandbox)', () => {
   }
   const has = (name: string, type: string) => (e: Seen[]) => e.some((x) => x.name === name && x.type === type);
 
-  it('sees renames, chmod, writes, and files that lived a moment', async () => {
-    const seen = await watching('w1', 'echo 1 > a; echo 2 >> a; echo 3 >> a; mv a b; chmod 600 b; touch brief; rm brief', has('brief', 'remove'));
+  it('sees renames, chmod, every write, and files that lived a moment', async () => {
+    // Each write of `a` follows another event: the kernel merges an event identical to the last
+    // one still queued (so back-to-back writes the watcher has not read yet are one, as in envd).
+    const seen = await watching('w1', 'echo 1 > a; echo o > o; echo 2 >> a; echo o >> o; echo 3 >> a; mv a b; chmod 600 b; touch brief; rm brief', has('brief', 'remove'));
     const of = (name: string) => seen.filter((e) => e.name === name).map((e) => e.type);
-    // The kernel merges identical events not yet read (inotify(7)), as it does for envd's fsnotify:
-    // three quick appends arrive as one to three writes, depending on when the watcher read them.
-    expect(of('a').filter((t, i, all) => t !== all[i - 1])).toEqual(['create', 'write', 'rename']);
+    expect(of('a')).toEqual(['create', 'write', 'write', 'write', 'rename']);
     expect(of('b')).toEqual(['create', 'chmod']);
     expect(of('brief')).toEqual(['create', 'chmod', 'remove']);
     // Stopping the watch ends its watcher inside the sandbox.
@@ -95,10 +95,36 @@ describe('watchDir (inotify inside the sandbox)', () => {
   });
 });
 
-describe('file metadata', () => {
-  it('is refused with a 400 that says so, not dropped', async () => {
-    await expect(sbx.files.write('with-meta.txt', 'x', { metadata: { owner: 'rl' } })).rejects.toThrow(/file metadata is not supported/);
-    expect(await sbx.files.exists('with-meta.txt')).toBe(false);
+describe('file metadata (envd 0.6.2: user.e2b.* xattrs)', () => {
+  it('is kept with the file, listed, replaced by the next upload and cleared by one without', async () => {
+    const w = await sbx.files.write('meta/a.txt', 'x', { metadata: { Owner: 'rl', step: '7' } });
+    expect(w.metadata).toEqual({ owner: 'rl', step: '7' });
+    expect((await sbx.files.getInfo('meta/a.txt')).metadata).toEqual({ owner: 'rl', step: '7' });
+    // Inside the sandbox they are the file's extended attributes.
+    expect((await sbx.commands.run(`python3 -c "import os; print(sorted(os.listxattr('meta/a.txt')))"`)).stdout.trim()).toBe("['user.e2b.owner', 'user.e2b.step']");
+    await sbx.files.write('meta/b.txt', 'y');
+    const listed = Object.fromEntries((await sbx.files.list('meta')).map((e) => [e.name, e.metadata]));
+    expect(listed).toEqual({ 'a.txt': { owner: 'rl', step: '7' }, 'b.txt': undefined });
+    await sbx.files.write('meta/a.txt', 'x2', { metadata: { step: '8' } });
+    expect((await sbx.files.getInfo('meta/a.txt')).metadata).toEqual({ step: '8' });
+    await sbx.files.write('meta/a.txt', 'x3');
+    expect((await sbx.files.getInfo('meta/a.txt')).metadata).toBeUndefined();
+  });
+
+  it.each([
+    [{ 'x-metadata-owner': ['rl', 'second'], 'content-type': ['x'] }, { owner: 'rl' }],
+    [{ 'x-metadata-': ['ignored'] }, {}],
+    [{ 'X-Metadata-Step': ['7'] }, { step: '7' }],
+  ])('takes metadata from headers %j', (h, want) => expect(metadataOf(h)).toEqual(want));
+
+  it.each([
+    [{ 'x-metadata-k': ['caf\u00e9'] }, /printable ASCII/],
+    [{ [`x-metadata-${'k'.repeat(247)}`]: ['v'] }, /longer than 246 bytes/],
+    [{ 'x-metadata-a': ['v'.repeat(4090)] }, /at most 4096/],
+  ])('refuses metadata headers %#', (h, msg) => expect(() => metadataOf(h)).toThrow(msg));
+
+  it('refuses metadata past the size envd allows', async () => {
+    await expect(sbx.files.write('meta/big.txt', 'x', { metadata: { big: 'v'.repeat(5000) } })).rejects.toThrow(/at most 4096/);
   });
 });
 

@@ -38,7 +38,7 @@ afterAll(async () => {
 describe('E2B REST, older path family', () => {
   it('POST /sandboxes answers the Sandbox shape', async () => {
     const s = await createV1({ metadata: { k: 'v' } });
-    expect(s).toMatchObject({ clientID: '6532622b', envdVersion: '0.6.3', trafficAccessToken: null });
+    expect(s).toMatchObject({ clientID: '6532622b', envdVersion: '0.6.4', trafficAccessToken: null });
     expect(s.sandboxID).toMatch(/^[a-z][a-z0-9]{19}$/);
     expect(typeof s.envdAccessToken).toBe('string');
     expect(s).not.toHaveProperty('domain');

@@ -27,7 +27,7 @@ describe('E2B JSON shapes', () => {
       clientID: '6532622b',
       templateID: 'host',
       alias: 'host',
-      envdVersion: '0.6.3',
+      envdVersion: '0.6.4',
       envdAccessToken: 'tok-abc',
       trafficAccessToken: null,
     });

@@ -6,8 +6,8 @@ import type { SandboxLifecycle, SandboxState } from '../types.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
 import { egressRequest, type EgressRequest } from '../../network/egress.js';
 
-/** envd protocol level we implement; the SDK gates features on it (0.5.7: octet-stream uploads, 0.6.2: file metadata, 0.6.3: watchDir includeEntry). */
-export const ENVD_VERSION = '0.6.3';
+/** envd protocol level we implement; the SDK gates features on it (0.5.7: octet-stream uploads, 0.6.2: file metadata, 0.6.3: watchDir includeEntry, 0.6.4: watchDir allowNetworkMounts). */
+export const ENVD_VERSION = '0.6.4';
 /** Deprecated but required by the schema; E2B's infra returns this constant. */
 export const CLIENT_ID = '6532622b';
 export const MAX_PAGE = 100;

@@ -7,6 +7,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { CubeError } from '../../errors.js';
+import type { FileMetadata } from '../../runtime/types.js';
 import { sendJson } from '../http.js';
 import { Code, ConnectError } from './connect.js';
 import { homeOf, resolvePath, restFileType, userFromAuthorization } from './messages.js';
@@ -74,15 +75,42 @@ async function download(res: ServerResponse, call: SandboxCall, p: string): Prom
   await pipeline(body, res);
 }
 
+const METADATA_HEADER = 'x-metadata-';
+/** The Linux xattr name limit (255) less the `user.e2b.` prefix. */
+const MAX_METADATA_KEY = 246;
+/** Keys (with the prefix) and values of one file: within a filesystem's per-inode xattr room. */
+const MAX_METADATA_BYTES = 4096;
+const PRINTABLE = /^[\x20-\x7e]*$/;
+
+/**
+ * envd's file metadata from `X-Metadata-<key>: <value>` headers: keys lowercased, the first of a
+ * repeated header, printable ASCII, at most 246 bytes a key and 4096 in all. Pure.
+ */
+export function metadataOf(headers: Record<string, string[] | undefined>): FileMetadata {
+  const meta: FileMetadata = {};
+  let bytes = 0;
+  for (const [name, values] of Object.entries(headers)) {
+    const key = name.toLowerCase().slice(METADATA_HEADER.length);
+    if (!name.toLowerCase().startsWith(METADATA_HEADER) || key === '' || !values?.length) continue;
+    const value = values[0]!;
+    if (!PRINTABLE.test(key) || !PRINTABLE.test(value)) throw new CubeError('BAD_REQUEST', `metadata ${JSON.stringify(key)}: keys and values must be printable ASCII`);
+    if (key.length > MAX_METADATA_KEY) throw new CubeError('BAD_REQUEST', `metadata key ${JSON.stringify(key.slice(0, 20))}...: longer than ${MAX_METADATA_KEY} bytes`);
+    bytes += 'user.e2b.'.length + key.length + value.length;
+    meta[key] = value;
+  }
+  if (bytes > MAX_METADATA_BYTES) throw new CubeError('BAD_REQUEST', `metadata of ${bytes} bytes (keys with their user.e2b. prefix, and values): at most ${MAX_METADATA_BYTES}`);
+  return meta;
+}
+
 async function upload(req: IncomingMessage, res: ServerResponse, call: SandboxCall, query: URLSearchParams, user: string): Promise<void> {
   const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-  // envd 0.6.2 keeps these as user.e2b.* xattrs; cubed keeps none, so it says so rather than drop them.
-  const metadata = Object.keys(req.headers).filter((h) => h.startsWith('x-metadata-'));
-  if (metadata.length) throw new CubeError('BAD_REQUEST', `file metadata is not supported (got ${metadata.join(', ')})`);
-  const written: { name: string; type: string; path: string }[] = [];
+  const metadata = metadataOf(req.headersDistinct);
+  const written: { name: string; type: string; path: string; metadata?: FileMetadata }[] = [];
   const record = async (p: string, data: Readable | Buffer): Promise<void> => {
     const st = await call.node.writeFile(call.sandboxID, p, data, user);
-    written.push({ name: st.name, type: restFileType(st.type), path: st.path });
+    // As envd: each upload replaces the file's metadata, none clears it.
+    await call.node.writeMetadata(call.sandboxID, st.path, metadata, user);
+    written.push({ name: st.name, type: restFileType(st.type), path: st.path, ...(Object.keys(metadata).length ? { metadata } : {}) });
   };
   if (type === 'multipart/form-data') {
     const form = await new Response(Readable.toWeb(req) as ReadableStream, { headers: { 'content-type': req.headers['content-type']! } })

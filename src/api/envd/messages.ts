@@ -2,7 +2,7 @@
 // speaks, with the checks the types cannot express. Pure.
 import path from 'node:path/posix';
 import type { ProcessEvent, ProcessInfo } from '../../cubelet/types.js';
-import type { FileStat } from '../../runtime/types.js';
+import type { FileMetadata, FileStat } from '../../runtime/types.js';
 import { SANDBOX_USERS, isSandboxUser } from '../../runtime/templates.js';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
@@ -58,9 +58,10 @@ export function permissionString(type: FileStat['type'], mode: number): string {
 
 export type EntryInfoInit = MessageInitShape<typeof EntryInfoSchema>;
 
-export function entryInfo(st: FileStat): EntryInfoInit {
+export function entryInfo(st: FileStat, metadata: FileMetadata = {}): EntryInfoInit {
   const mode = st.mode & 0o777;
   return {
+    metadata,
     name: st.name,
     type: FILE_TYPES[st.type],
     path: st.path,

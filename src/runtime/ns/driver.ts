@@ -16,6 +16,7 @@ import type {
   ExecProcess,
   ExecRequest,
   ExitInfo,
+  FileMetadata,
   FsChange,
   LaunchSpec,
   RuntimeDriver,
@@ -29,6 +30,7 @@ import { hostTables, nofileLimit, parentPidsMax, type HostTables } from './host-
 import { NsFiles } from './files.js';
 import { LaunchHelper, sharedHelper } from './helper.js';
 import { lowerArgs } from './lowerdir.js';
+import { metadataJob, parseMetadata } from './metadata.js';
 import { changesOf } from './watch.js';
 
 export interface NsDriverOptions {
@@ -275,14 +277,28 @@ export class NsDriver implements RuntimeDriver {
   }
 
   async watch(h: SandboxHandle, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    if (!req.path.startsWith('/')) throw new CubeError('BAD_REQUEST', `watch needs an absolute path (got '${req.path}')`);
+    return changesOf(this.builtin(h, '-W', [req.path], req.user, req.recursive ? ['-r'] : []), req.path);
+  }
+
+  async readMetadata(h: SandboxHandle, paths: string[], user?: string): Promise<FileMetadata[]> {
+    if (paths.length === 0) return [];
+    return parseMetadata(await metadataJob(this.builtin(h, '-X', ['get', ...paths], user), 'read file metadata'), paths.length);
+  }
+
+  async writeMetadata(h: SandboxHandle, path: string, meta: FileMetadata, user?: string): Promise<void> {
+    await metadataJob(this.builtin(h, '-X', ['set', path, ...Object.entries(meta).flat()], user), `metadata of ${path}`);
+  }
+
+  /** A job of the launch helper itself inside the sandbox (-W watch, -X metadata), as `user`, in its cgroups. */
+  private builtin(h: SandboxHandle, mode: '-W' | '-X', args: string[], userName?: string, extra: string[] = []) {
     if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
-    if (req.path.includes('\0') || !req.path.startsWith('/')) throw new CubeError('BAD_REQUEST', `watch needs an absolute path (got '${req.path}')`);
-    const user = sandboxUser(req.user ?? 'user');
-    const args = ['-W', ...(req.recursive ? ['-r'] : []), '-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid)];
-    // In the sandbox's cgroups: the watcher's memory and pid count are the sandbox's.
-    for (const f of this.cgroups.procsFiles(h.sandboxID)) args.push('-c', f);
-    args.push('--', req.path);
-    return changesOf(this.helper.exec(args, { env: {}, stdin: false }), req.path);
+    if (args.some((a) => a.includes('\0'))) throw new CubeError('BAD_REQUEST', 'paths and metadata must not contain NUL');
+    const user = sandboxUser(userName ?? 'user');
+    const argv = [mode, ...extra, '-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid)];
+    // In the sandbox's cgroups: the helper's memory and pid count are the sandbox's.
+    for (const f of this.cgroups.procsFiles(h.sandboxID)) argv.push('-c', f);
+    return this.helper.exec([...argv, '--', ...args], { env: {}, stdin: false });
   }
 
   async stats(h: SandboxHandle): Promise<SandboxStats> {

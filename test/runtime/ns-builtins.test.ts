@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { parseMetadata } from '../../src/runtime/ns/metadata.js';
 import { parseRecords } from '../../src/runtime/ns/watch.js';
 
 describe('watch records of cube-launch exec -W', () => {
@@ -18,5 +19,12 @@ describe('watch records of cube-launch exec -W', () => {
       ]);
       expect(second.rest.toString()).toBe('Cpart');
     }
+  });
+});
+
+describe('metadata of cube-launch exec -X get', () => {
+  it('gives one map per path, empty for a path without any', () => {
+    expect(parseMetadata(Buffer.from('0\0owner\0rl\0' + '2\0step\0seven\0' + '0\0empty\0\0'), 3)).toEqual([{ owner: 'rl', empty: '' }, {}, { step: 'seven' }]);
+    expect(parseMetadata(Buffer.alloc(0), 1)).toEqual([{}]);
   });
 });
