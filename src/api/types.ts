@@ -183,6 +183,8 @@ export interface ConfigView {
   master: unknown;
   cubelet: unknown;
   files: { master: string; cubelet: string };
+  /** Set while the files on disk are rejected (the version above stays in force); cleared when they validate again. */
+  rejected?: { at: string; errors: { path: string; message: string }[] };
 }
 
 export interface ReloadResult {

@@ -94,7 +94,8 @@ export function applyMessage(s: DataState, msg: WatchMessage): DataState {
     case 'event':
       return { ...s, events: appendEvents(s.events, [msg.event]), applied };
     case 'config':
-      return { ...s, config: msg.config, lastChanges: msg.changes, applied };
+      // A message without changes (a rejected file, a fix back to the config in force) keeps the last reload's highlights.
+      return { ...s, config: msg.config, lastChanges: msg.changes.length ? msg.changes : s.lastChanges, applied };
     case 'stats':
       return { ...s, stats: msg.stats, applied };
   }
