@@ -14,7 +14,7 @@ import { Confirm, confirmHeight } from './Confirm.js';
 import { Describe } from './Describe.js';
 import { ConfigView } from './ConfigView.js';
 import { EventsView } from './EventsView.js';
-import { Header } from './Header.js';
+import { Header, headerHeight } from './Header.js';
 import { Help } from './Help.js';
 import { NodesView } from './NodesView.js';
 import { PoolView } from './PoolView.js';
@@ -23,7 +23,8 @@ import { SandboxesView } from './SandboxesView.js';
 import { StatusLine, statusHeight } from './StatusLine.js';
 import { TriageView } from './TriageView.js';
 
-const HEADER_HEIGHT = 3;
+/** The tabs line under the header. */
+const TABS_HEIGHT = 1;
 
 const BODIES: Record<ViewName, (p: { height: number; width: number }) => React.ReactElement> = {
   nodes: NodesView,
@@ -57,9 +58,10 @@ function Frame({ store, actions, onQuit }: AppProps) {
   const flash = useConsole((s) => s.ui.flash);
   const busy = useConsole((s) => s.ui.busy);
   const skin = useConsole((s) => s.settings.skin);
+  const top = useConsole((s) => headerHeight(s.data.config)) + TABS_HEIGHT;
   const height = Math.max(6, rows - 1);
   const bottom = overlay?.kind === 'confirm' ? confirmHeight(overlay) : overlay?.kind === 'prompt' ? PROMPT_HEIGHT : statusHeight(flash, busy !== '', columns);
-  const bodyHeight = Math.max(2, height - HEADER_HEIGHT - bottom);
+  const bodyHeight = Math.max(2, height - top - bottom);
   const pageRef = useRef(bodyHeight);
   pageRef.current = bodyHeight - 1;
   const paneMaxRef = useRef(0);

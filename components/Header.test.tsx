@@ -2,7 +2,7 @@ import React from 'react';
 import { describe, expect, it } from 'vitest';
 import { render } from 'ink-testing-library';
 import { storeFrom, withStore } from '../test/tui/console.js';
-import { connectionText, Header } from './Header.js';
+import { connectionText, Header, headerHeight } from './Header.js';
 
 describe('Header', () => {
   it.each([
@@ -11,6 +11,18 @@ describe('Header', () => {
     [{ state: 'connecting', since: 0, error: 'ECONNREFUSED', attempt: 2 }, 'CONNECTING (retry 2: ECONNREFUSED)'],
     [{ state: 'stale', since: 1_000, error: 'watch stream ended', attempt: 3 }, 'STALE 12s (retry 3: watch stream ended)'],
   ] as const)('connectionText(%j)', (c, want) => expect(connectionText(c, 13_000)).toBe(want));
+
+  it('says a rejected config on disk on a line of its own until it is fixed', () => {
+    const store = storeFrom();
+    const config = store.getState().data.config!;
+    store.setState((s) => ({ data: { ...s.data, config: { ...config, rejected: { at: '2026-11-30T05:40:01.000Z', errors: [{ path: 'host.quota.mem_oversell_ratio', message: 'Too small' }] } } } }));
+    const { lastFrame, rerender } = render(withStore(store, <Header width={100} />));
+    expect(lastFrame()!.split('\n')[2]).toBe('CONFIG ON DISK REJECTED (v2 stays, since 05:40:01): host.quota.mem_oversell_ratio: Too small');
+    expect(headerHeight(store.getState().data.config)).toBe(3);
+    store.setState((s) => ({ data: { ...s.data, config } }));
+    rerender(withStore(store, <Header width={100} />));
+    expect(lastFrame()!.split('\n')).toHaveLength(2);
+  });
 
   it('shows totals, rate, p99, ratio, config version and the read-only badge', () => {
     const store = storeFrom(undefined, { readonly: true });

@@ -7,12 +7,23 @@ import { releaseRatioOf } from '../src/tui/model.js';
 import { useConsole, useNow } from '../src/tui/react.js';
 import { colorOf } from '../src/tui/skins.js';
 import type { Connection } from '../src/tui/store.js';
+import type { ConfigView } from '../src/api/types.js';
 
 export function connectionText(c: Connection, now: number): string {
   if (c.state === 'live') return 'LIVE';
   if (c.state === 'connecting') return c.attempt ? `CONNECTING (retry ${c.attempt}: ${c.error})` : 'CONNECTING';
   return `STALE ${shortDuration(now - c.since)} (retry ${c.attempt}: ${c.error})`;
 }
+
+/** The line a rejected config file gets until it is fixed (the old version stays in force), or null. */
+export function rejectedText(config: ConfigView | null): string | null {
+  const r = config?.rejected;
+  if (!r) return null;
+  return `CONFIG ON DISK REJECTED (v${config.version} stays, since ${r.at.slice(11, 19)}): ${r.errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`;
+}
+
+/** Lines the header takes: two, and one more while the config on disk is rejected. */
+export const headerHeight = (config: ConfigView | null): number => (config?.rejected ? 3 : 2);
 
 export function Header({ width }: { width: number }) {
   const nodes = useConsole((s) => s.data.nodes);
@@ -52,6 +63,11 @@ export function Header({ width }: { width: number }) {
         </Text>
       </Text>
       <Text wrap="truncate">{cut(line2, width)}</Text>
+      {config?.rejected && (
+        <Text bold color={colorOf(skin, 'bad')} wrap="truncate">
+          {cut(rejectedText(config)!, width)}
+        </Text>
+      )}
     </Box>
   );
 }

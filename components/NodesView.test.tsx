@@ -15,12 +15,12 @@ describe('NodesView', () => {
   it('shows health and schedulability apart, with the reason, and density against ceiling and safety boundary', () => {
     const store = storeFrom(loadStream('watch-handwritten.ndjson').slice(0, 1));
     const { lastFrame } = render(withStore(store, <NodesView height={6} width={100} />));
-    expect(line(lastFrame()!, 'node-a')).toMatch(/^node-a +HEALTHY +yes +24% 146\.5Gi +3 \/ 117 \(58 safe\) +114 memory +1\/0Mi +41%\/80% +30\/32$/);
-    expect(line(lastFrame()!, 'node-b')).toMatch(/^node-b +HEALTHY +no: disk 83 +24% 146\.5Gi +0 \/ 117 \(58 safe\) +117 /);
+    expect(line(lastFrame()!, 'node-a')).toMatch(/^node-a +HEALTHY +yes +24% 146\.5Gi +3 \/ 117 \(58 safe\) +114 +12\.3Gi +117 +41%\/80% +30\/32$/);
+    expect(line(lastFrame()!, 'node-b')).toMatch(/^node-b +HEALTHY +no: dis +24% 146\.5Gi +0 \/ 117 \(58 safe\) +117 /);
     const b = store.getState().data.nodes['node-b']!;
     expect(NODE_COLUMNS.find((c) => c.title === 'SCHEDULABLE')!.cell(b)).toBe('no: disk 83% >= 80%');
     // The selected row's verdict, whole, on a line of its own.
-    expect(lastFrame()).toContain('node-a schedulable | host cpu 24%, MemAvailable 146.5Gi, disk 41% (mark 80%), headroom 114');
+    expect(lastFrame()!.split('\n').slice(-2).join(' ')).toBe('node-a schedulable | footprint 12.3Gi, headroom 114, all paused 117 at r 0 | host cpu 24%, MemAvailable 146.5Gi, disk 41%/80%');
     for (const l of lastFrame()!.split('\n')) expect(l.length).toBeLessThanOrEqual(100);
   });
 
@@ -32,7 +32,7 @@ describe('NodesView', () => {
     expect(header!.split(/ +/)).toEqual(['NODE', 'STATE', 'SCHEDULA', 'CPU', 'MEMAV', 'DENSITY', 'HEAD', 'DISK/MARK', 'POOL']);
     for (const l of [header!, ...rows]) expect(l.length).toBeLessThanOrEqual(80);
     expect(line(lastFrame()!, 'node-a')).toMatch(/3 \/ 117 \(58 safe\) +115 +\d+%\/80% +0\/32$/);
-    expect(rows.slice(-2).join(' ')).toMatch(/^node-b NOT schedulable \(prefilter\): cordoned \| host cpu 24%, MemAvailable 146\.5Gi, disk 83% \(mark 80%\), headroom 117 sandboxes of 4\.1Gi$/);
+    expect(rows.slice(-2).join(' ')).toMatch(/^node-b NOT schedulable \(prefilter\): cordoned \| footprint 0Mi, headroom 117, all paused 117 at r 0 \| host cpu 24%, MemAvailable 146\.5Gi, disk 83%\/80%$/);
   });
 
   it('cuts a long node id before it lets POOL go at 80 columns', () => {
@@ -44,14 +44,15 @@ describe('NodesView', () => {
   it('names the rule and shows MemAvailable against the real MemTotal in the detail', () => {
     const a = storeFrom().getState().data.nodes['node-a']!;
     const hot = { ...a, schedulable: false, reason: 'cpu util 94.8% >= 80%', refusedBy: 'cpu', usage: { ...a.usage, cpuUtilPercent: 94.8, memTotalMiB: 257024 } };
-    expect(nodeDetail(hot)).toMatch(/^node-a NOT schedulable \(cpu\): cpu util 94\.8% >= 80% \| host cpu 95%, MemAvailable 146\.5Gi of 251\.0Gi/);
+    expect(nodeDetail(hot)).toMatch(/^node-a NOT schedulable \(cpu\): cpu util 94\.8% >= 80% \| footprint .* \| host cpu 95%, MemAvailable 146\.5Gi of 251\.0Gi/);
   });
 
   it('after the deltas: what the release ratio frees, the disk against its watermark, the empty pool', () => {
     const store = storeFrom();
     const { lastFrame } = render(withStore(store, <NodesView height={6} width={100} />));
-    expect(line(lastFrame()!, 'node-a')).toMatch(/3 \/ 117 \(58 safe\) .* 1\/3\.1Gi/);
-    expect(lastFrame()).toMatch(/node-b +HEALTHY +no: cord/);
+    expect(line(lastFrame()!, 'node-a')).toMatch(/3 \/ 117 \(58 safe\) +115 +9\.2Gi +469 /);
+    expect(NODE_COLUMNS.find((c) => c.title === 'PAUS/FREE')!.cell(store.getState().data.nodes['node-a']!)).toBe('1/3.1Gi');
+    expect(lastFrame()).toMatch(/node-b +HEALTHY +no: cor/);
     const a = store.getState().data.nodes['node-a']!;
     const b = store.getState().data.nodes['node-b']!;
     const cell = (title: string, n: typeof a) => NODE_COLUMNS.find((c) => c.title === title)!.cell(n);
@@ -68,10 +69,22 @@ describe('NodesView', () => {
     expect([at(57), at(58), at(116), at(117)]).toEqual(['ok', 'warn', 'warn', 'bad']);
   });
 
-  it('fits every column at 120 (the whole reason is on the detail line)', () => {
-    expect(fitColumns(NODE_COLUMNS, 120)).toHaveLength(NODE_COLUMNS.length);
-    const w = columnWidths(NODE_COLUMNS, 120);
-    expect(w.reduce((a, b) => a + b + 1, -1)).toBe(120);
+  it('fits every column at 140, and FOOTPRINT and ALLP at 120 (the whole reason is on the detail line)', () => {
+    expect(fitColumns(NODE_COLUMNS, 140)).toHaveLength(NODE_COLUMNS.length);
+    const w = columnWidths(NODE_COLUMNS, 140);
+    expect(w.reduce((a, b) => a + b + 1, -1)).toBe(140);
+    expect(fitColumns(NODE_COLUMNS, 120).map((c) => c.title)).toEqual(expect.arrayContaining(['DENSITY', 'HEAD', 'FOOTPRINT', 'ALLP', 'PAUS/FREE']));
+  });
+
+  it('colours density by the footprint in use the daemon reports, not by counting default-spec sandboxes', () => {
+    const a = storeFrom().getState().data.nodes['node-a']!;
+    const tone = NODE_COLUMNS.find((c) => c.title === 'DENSITY')!.tone!;
+    // 7 small sandboxes on a node whose ceiling for the default spec is 6 (issue 16: a red `7 / 6`).
+    const small = { ...a, sandboxes: { running: 7, paused: 0, creating: 0, total: 7 }, density: { ...a.density, paperCeiling: 6, effectiveCeiling: 6, safetyBoundary: 3, memQuotaMiB: 6 * 4202, headroom: 4 } };
+    expect(tone({ ...small, usage: { ...a.usage, quotaMemUsedMiB: 7 * 174 } })).toBe('ok');
+    expect(tone({ ...small, usage: { ...a.usage, quotaMemUsedMiB: 4 * 4202 } })).toBe('warn');
+    expect(tone({ ...small, density: { ...small.density, headroom: 0 }, usage: { ...a.usage, quotaMemUsedMiB: 6 * 4202 } })).toBe('bad');
+    expect(NODE_COLUMNS.find((c) => c.title === 'FOOTPRINT')!.cell({ ...small, usage: { ...a.usage, quotaMemUsedMiB: 1218 } })).toBe('1.2Gi/24.6Gi');
   });
 
   it('sizes the NODE column to the longest id, up to a cap', () => {

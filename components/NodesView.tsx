@@ -3,7 +3,7 @@
 // frees, disk against the watermark, the NIC pool.
 import React, { useMemo } from 'react';
 import type { NodeView } from '../src/api/types.js';
-import { densityLevel, densityText, gauge, mib, percent, sparkline } from '../src/tui/format.js';
+import { densityLevel, densityText, gauge, mib, percent, ratio, sparkline, type Level } from '../src/tui/format.js';
 import { nodeRows } from '../src/tui/selectors.js';
 import { sortLabel } from '../src/tui/sorting.js';
 import { useViewState } from '../src/tui/react.js';
@@ -11,7 +11,23 @@ import type { Tone } from '../src/tui/skins.js';
 import { Table, type Column } from './Table.js';
 
 const live = (n: NodeView) => n.sandboxes.running + n.sandboxes.paused;
-const level = (n: NodeView) => densityLevel(live(n), n.density.safetyBoundary, n.density.effectiveCeiling);
+/**
+ * The fill the daemon measures, not the count: sandboxes smaller than the default spec made
+ * `7 / 6` red on a node with room (issue 16). Full when the daemon's headroom is 0; warn past
+ * the safe share of the quota (the safety boundary's share of the paper ceiling).
+ */
+const level = (n: NodeView): Level => {
+  const d = n.density;
+  if (d.memQuotaMiB === undefined) return densityLevel(live(n), d.safetyBoundary, d.effectiveCeiling);
+  if (d.headroom <= 0) return 'bad';
+  return d.paperCeiling > 0 && n.usage.quotaMemUsedMiB >= (d.memQuotaMiB * d.safetyBoundary) / d.paperCeiling ? 'warn' : 'ok';
+};
+
+/** Footprint in use of the memory quota, e.g. `12.3/479.0Gi`; count alone says nothing when specs differ. */
+export function footprint(n: NodeView): string {
+  const q = n.density.memQuotaMiB;
+  return q === undefined ? mib(n.usage.quotaMemUsedMiB) : `${mib(n.usage.quotaMemUsedMiB)}/${mib(q)}`;
+}
 
 export function nodeState(n: NodeView): string {
   return n.lost ? 'LOST' : n.healthy ? 'HEALTHY' : 'UNHEALTHY';
@@ -23,12 +39,15 @@ export function schedulable(n: NodeView): string {
 
 /**
  * The selected node's line of its own: the scheduler's full verdict (with the rule that gave it),
- * then the host numbers the filters read and the headroom left for the default spec.
+ * the footprint in use against the quota, the headroom and all-paused ceiling at the ratio in
+ * force (the daemon's density, never recomputed here), then the host numbers the filters read.
  */
 export function nodeDetail(n: NodeView): string {
   const verdict = n.schedulable ? 'schedulable' : `NOT schedulable (${n.refusedBy ?? 'rule'}): ${n.reason || 'unknown'}`;
   const total = n.usage.memTotalMiB;
-  return `${n.nodeID} ${verdict} | host cpu ${percent(n.usage.cpuUtilPercent)}, MemAvailable ${mib(n.usage.memAvailableMiB)}${total ? ` of ${mib(total)}` : ''}, disk ${percent(n.usage.diskUsedPercent)} (mark ${n.usage.diskWatermarkPercent}%), headroom ${n.density.headroom} sandboxes of ${mib(n.density.footprintMiB)}`;
+  const d = n.density;
+  // Density before the host figures: at 80 columns the table already shows CPU, MEMAV and DISK/MARK.
+  return `${n.nodeID} ${verdict} | footprint ${footprint(n)}, headroom ${d.headroom}, all paused ${d.allPausedCeiling} at r ${ratio(d.releaseRatio)} | host cpu ${percent(n.usage.cpuUtilPercent)}, MemAvailable ${mib(n.usage.memAvailableMiB)}${total ? ` of ${mib(total)}` : ''}, disk ${percent(n.usage.diskUsedPercent)}/${n.usage.diskWatermarkPercent}%`;
 }
 
 const GAUGE = 6;
@@ -38,11 +57,12 @@ export const NODE_ID_MAX = 24;
 
 // Only problems are coloured (and the density gauge): fewer colour spans is cheaper for Ink
 // to draw, and the eye goes to what is wrong.
-// At 120 columns with ids up to 12 characters every column fits, and the selected node's full
+// At 140 columns with ids up to 12 characters every column fits, and the selected node's full
 // verdict has a line of its own under the table (nodeDetail); narrower terminals cut the
 // reason first, then leave out the columns that repeat or decorate others (the wait sparkline,
-// the load gauge beside DENSITY, the bottleneck, paused/freed), then cut long node ids: at 80
-// columns CPU, MEMAVAIL, DENSITY, HEAD, DISK/MARK and POOL stay whole.
+// the load gauge beside DENSITY, the bottleneck, paused/freed, then the all-paused ceiling and
+// the footprint, which the detail line also says), then cut long node ids: at 80 columns CPU,
+// MEMAVAIL, DENSITY, HEAD, DISK/MARK and POOL stay whole.
 const COLUMNS: Column<NodeView>[] = [
   { title: 'STATE', width: 9, cell: nodeState, tone: (n): Tone | undefined => (n.healthy && !n.lost ? undefined : 'bad') },
   { title: 'SCHEDULABLE', width: 'flex', min: 6, cell: schedulable, tone: (n) => (n.schedulable ? undefined : 'warn') },
@@ -50,6 +70,8 @@ const COLUMNS: Column<NodeView>[] = [
   { title: 'MEMAV', width: 7, align: 'right', cell: (n) => mib(n.usage.memAvailableMiB) },
   { title: 'DENSITY', width: 18, align: 'right', cell: (n) => densityText(live(n), n.density.effectiveCeiling, n.density.safetyBoundary), tone: level },
   { title: 'HEAD', width: 4, align: 'right', cell: (n) => String(n.density.headroom), tone: (n) => (n.density.headroom <= 0 ? 'bad' : undefined) },
+  { title: 'FOOTPRINT', width: 15, shed: 0, align: 'right', cell: footprint, tone: level },
+  { title: 'ALLP', width: 4, shed: 0.5, align: 'right', cell: (n) => String(n.density.allPausedCeiling) },
   { title: 'LOAD', width: GAUGE, shed: 3, cell: (n) => gauge(live(n), n.density.effectiveCeiling, GAUGE), tone: level },
   { title: 'BOUND', width: 6, shed: 2, cell: (n) => n.density.bottleneck },
   { title: 'PAUS/FREE', width: 9, shed: 1, align: 'right', cell: (n) => `${n.sandboxes.paused}/${mib(n.density.releasedMiB)}` },

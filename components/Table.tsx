@@ -107,7 +107,7 @@ function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTo
     else spans.push({ color, text });
   });
   return (
-    <Text inverse={selected} bold={marked} wrap="truncate">
+    <Text inverse={selected} bold={marked} dimColor={skin.faded ?? false} wrap="truncate">
       {spans.map((sp, i) => (
         <Text key={i} color={sp.color}>
           {sp.text}

@@ -81,6 +81,11 @@ export interface DensityView {
   headroom: number;
   /** Memory MiB the release ratio currently frees from paused sandboxes. */
   releasedMiB: number;
+  /** The memory quota the footprints count against (capacity less the reserve, times the oversell factor); absent from older nodes. */
+  memQuotaMiB?: number;
+  /** Footprints and vCPUs of the paused sandboxes at their own specs: with the usage figures, what any other ratio gives (the console's ratio preview). */
+  pausedFootprintMiB?: number;
+  pausedCpus?: number;
 }
 
 export interface PoolView {
@@ -229,6 +234,8 @@ export interface ConfigView {
   master: unknown;
   cubelet: unknown;
   files: { master: string; cubelet: string };
+  /** Set while the files on disk are rejected (the version above stays in force); cleared when they validate again. */
+  rejected?: { at: string; errors: { path: string; message: string }[] };
 }
 
 export interface ReloadResult {

@@ -62,6 +62,8 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
   private poller: NodeJS.Timeout | undefined;
   private debounce: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The files on disk as last read do not validate (ConfigView.rejected). */
+  private rejected: ConfigView['rejected'];
 
   /** Loads the directory; throws CONFIG_INVALID (every `path: reason`) when a file is invalid. */
   constructor(dir: string, opts: ConfigStoreOptions = {}) {
@@ -87,7 +89,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
   }
 
   view(): ConfigView {
-    return { version: this.current.version, loadedAt: this.current.loadedAt, master: this.current.config.master, cubelet: this.current.config.cubelet, files: { ...this.files } };
+    return { version: this.current.version, loadedAt: this.current.loadedAt, master: this.current.config.master, cubelet: this.current.config.cubelet, files: { ...this.files }, ...(this.rejected ? { rejected: this.rejected } : {}) };
   }
 
   /** Re-reads both files. Rejected files keep the old config (ok=false with the reasons). */
@@ -114,6 +116,9 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
       if (!parsed.ok) throw invalid(parsed.errors);
       await writeAtomic(this.files[file], edit.text);
       this.seen[file] = edit.text;
+      // Written valid: the rejection is over unless the other file is still bad.
+      const other = FILES.find((f) => f !== file)!;
+      if (parseConfigText(other, this.seen[other]).ok) this.rejected = undefined;
       return this.apply({ ...this.current.config, [file]: parsed.value });
     });
   }
@@ -201,10 +206,12 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
     if (removed.length > 0 || !master.ok || !cubelet.ok) {
       const errors = [...removed, ...(master.ok ? [] : master.errors), ...(cubelet.ok ? [] : cubelet.errors)];
       const result: ReloadResult = { ok: false, version: this.current.version, changes: [], error: errors };
+      this.rejected = { at: new Date().toISOString(), errors };
       this.emit('rejected', { errors, kept: this.current });
       this.emit('reload', result);
       return result;
     }
+    this.rejected = undefined;
     return this.apply({ master: master.value, cubelet: cubelet.value });
   }
 
@@ -249,6 +256,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
     }).catch((e: unknown) => {
       // An unreadable file (permissions, I/O) is reported like an invalid one.
       const errors = [{ path: this.dir, message: (e as Error).message }];
+      this.rejected = { at: new Date().toISOString(), errors };
       this.emit('rejected', { errors, kept: this.current });
     });
   }

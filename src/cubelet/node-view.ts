@@ -42,6 +42,8 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
   let memUsed = 0;
   let cpuUsed = 0;
   let released = 0;
+  let pausedFootprint = 0;
+  let pausedCpus = 0;
   const counts = { running: 0, paused: 0, creating: 0, total: 0 };
   for (const s of i.sandboxes) {
     const fp = footprintMiB(s.spec, params);
@@ -52,6 +54,8 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
       memUsed += fp * (1 - r);
       cpuUsed += s.spec.cpus * (1 - r);
       released += fp * r;
+      pausedFootprint += fp;
+      pausedCpus += s.spec.cpus;
     }
     if (s.state === 'running') counts.running++;
     else if (s.state === 'paused') counts.paused++;
@@ -100,6 +104,9 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
       releaseRatio: r,
       headroom: h.headroom,
       releasedMiB: round1(released),
+      memQuotaMiB: round1(d.memQuotaMiB),
+      pausedFootprintMiB: round1(pausedFootprint),
+      pausedCpus: round1(pausedCpus),
     },
     pool: i.pool,
     templates: i.templates,

@@ -93,6 +93,10 @@ export class LocalControlPlane implements ControlPlane {
         this.broadcast({ type: 'config', config: this.cfg.view(), changes });
         this.queue(() => this.appendEvent({ kind: 'config.reloaded', message: `config version ${current.version}: ${changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ')}` }));
       }),
+      // A rejection, or files fixed back to what is in force, change no version but the view's `rejected`.
+      this.cfg.on('reload', (r) => {
+        if (!r.ok || r.changes.length === 0) this.broadcast({ type: 'config', config: this.cfg.view(), changes: [] });
+      }),
       this.cfg.on('rejected', ({ errors, kept }) => {
         this.queue(() => this.appendEvent({ kind: 'config.rejected', code: 130483, message: `config rejected, version ${kept.version} stays: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}` }));
       }),

@@ -3,7 +3,7 @@
 import type { NodeView, SandboxView } from '../api/types.js';
 import { CubeClient, type DrainOptions } from '../cli/client.js';
 import type { MasterConfig } from '../config/schema.js';
-import { computeDensity, computeHeadroom, densityParamsFromConfig } from '../scheduler/density.js';
+import { computeDensity, computeHeadroom, densityParamsFromConfig, headroomFromUsage, type DensityParams, type Headroom } from '../scheduler/density.js';
 import { densityText, inline, mib, ratio } from './format.js';
 import { flash, setUi, type ConsoleStore } from './store.js';
 
@@ -33,12 +33,31 @@ export function densitySummary(n: NodeView): string {
   return `${n.nodeID}: ${densityText(n.sandboxes.running + n.sandboxes.paused, d.effectiveCeiling, d.safetyBoundary)}, all paused ${d.allPausedCeiling}, ratio ${ratio(d.releaseRatio)} frees ${mib(d.releasedMiB)}, headroom ${d.headroom}`;
 }
 
-/** What a release ratio would give on a node, from the config in force (same model as the scheduler). */
+/**
+ * The node's headroom at another ratio: the daemon's own usage figures with the paused
+ * sandboxes' footprints moved from released to held, through the daemon's headroomFromUsage (so
+ * 128 MiB sandboxes count as 128 MiB, not as the default spec: issue 16 saw 117 -> 112 at the
+ * current ratio). Nodes that do not report paused footprints: counted at the default spec.
+ */
+function headroomAt(n: NodeView, params: DensityParams, spec: { cpus: number; memoryMiB: number }): Pick<Headroom, 'headroom' | 'releasedMiB'> {
+  const d = n.density;
+  if (d.pausedFootprintMiB === undefined || d.pausedCpus === undefined) return computeHeadroom(n.capacity, params, spec, { running: n.sandboxes.running, paused: n.sandboxes.paused });
+  const shift = d.releaseRatio - params.releaseRatio;
+  return headroomFromUsage(n.capacity, params, spec, {
+    memUsedMiB: n.usage.quotaMemUsedMiB + d.pausedFootprintMiB * shift,
+    cpuUsed: n.usage.quotaCpuUsed + d.pausedCpus * shift,
+    releasedMiB: d.pausedFootprintMiB * params.releaseRatio,
+    count: n.sandboxes.total,
+  });
+}
+
+/** What a release ratio would give on a node, from the config in force (same model as the scheduler); at the ratio in force, the daemon's own figures. */
 export function previewReleaseRatio(n: NodeView, master: MasterConfig, r: number): string {
   const params = { ...densityParamsFromConfig(master), releaseRatio: r };
   const spec = { cpus: master.sandbox.default_spec.cpus, memoryMiB: master.sandbox.default_spec.memory_mib };
-  const d = computeDensity(n.capacity, params, spec);
-  const h = computeHeadroom(n.capacity, params, spec, { running: n.sandboxes.running, paused: n.sandboxes.paused });
+  const same = r === n.density.releaseRatio;
+  const d = same ? n.density : computeDensity(n.capacity, params, spec);
+  const h = same ? n.density : headroomAt(n, params, spec);
   return `${n.nodeID}: all paused ${n.density.allPausedCeiling} -> ${d.allPausedCeiling}, frees ${mib(n.density.releasedMiB)} -> ${mib(h.releasedMiB)}, headroom ${n.density.headroom} -> ${h.headroom}`;
 }
 

@@ -47,9 +47,13 @@ function remove<T>(map: Record<string, T>, order: string[], id: string): { map: 
   return { map: rest, order: order.filter((x) => x !== id) };
 }
 
+/** Events by id, oldest first, without duplicates, the newest EVENT_BUFFER kept. */
 export function appendEvents(events: readonly EventView[], more: readonly EventView[]): EventView[] {
   const seen = new Set(events.map((e) => e.id));
-  const merged = [...events, ...more.filter((e) => !seen.has(e.id))];
+  const fresh = more.filter((e) => !seen.has(e.id));
+  const merged = [...events, ...fresh];
+  // Events fetched to fill the gap of a reconnect arrive after the snapshot's newer ones.
+  if (fresh.length && events.length && fresh[0]!.id < events[events.length - 1]!.id) merged.sort((a, b) => a.id - b.id);
   return merged.length > EVENT_BUFFER ? merged.slice(merged.length - EVENT_BUFFER) : merged;
 }
 
@@ -63,7 +67,8 @@ export function applyMessage(s: DataState, msg: WatchMessage): DataState {
         nodeOrder: sorted(nodes.map((n) => n.nodeID)),
         sandboxes: byKey(sandboxes, (x) => x.sandboxID),
         sandboxOrder: sorted(sandboxes.map((x) => x.sandboxID)),
-        events: appendEvents([], [...events].sort((a, b) => a.id - b.id)),
+        // After a reconnect the events seen before it stay (the snapshot carries only the last 100).
+        events: appendEvents(s.events, [...events].sort((a, b) => a.id - b.id)),
         config,
         lastChanges: s.lastChanges,
         stats,
@@ -94,7 +99,8 @@ export function applyMessage(s: DataState, msg: WatchMessage): DataState {
     case 'event':
       return { ...s, events: appendEvents(s.events, [msg.event]), applied };
     case 'config':
-      return { ...s, config: msg.config, lastChanges: msg.changes, applied };
+      // A message without changes (a rejected file, a fix back to the config in force) keeps the last reload's highlights.
+      return { ...s, config: msg.config, lastChanges: msg.changes.length ? msg.changes : s.lastChanges, applied };
     case 'stats':
       return { ...s, stats: msg.stats, applied };
   }

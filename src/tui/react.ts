@@ -3,6 +3,7 @@ import { createContext, useContext, useEffect, useState } from 'react';
 import { useStdout } from 'ink';
 import { useStore } from 'zustand';
 import { useShallow } from 'zustand/react/shallow';
+import { fadedSkin } from './skins.js';
 import type { ConsoleState, ConsoleStore } from './store.js';
 import type { ViewName } from './views.js';
 
@@ -50,7 +51,7 @@ export function useNow(ms: number, active = true): number {
   return now;
 }
 
-/** What every table view reads: the data, its filter, sort and selection, the skin. */
+/** What every table view reads: the data, its filter, sort and selection, the skin (faded while the stream is STALE). */
 export function useViewState(view: ViewName) {
-  return useConsoleShallow((s) => ({ data: s.data, filter: s.ui.filter[view], sort: s.ui.sort[view], selected: s.ui.selected[view], skin: s.settings.skin }));
+  return useConsoleShallow((s) => ({ data: s.data, filter: s.ui.filter[view], sort: s.ui.sort[view], selected: s.ui.selected[view], skin: s.conn.state === 'stale' ? fadedSkin(s.settings.skin) : s.settings.skin }));
 }

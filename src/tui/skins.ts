@@ -12,6 +12,8 @@ export interface Skin {
   accent?: string;
   dim?: string;
   title?: string;
+  /** While the stream is STALE: every tone is the dim one and table rows are drawn faint, mono included. */
+  faded?: boolean;
 }
 
 const SKINS: Record<SkinName, Skin> = {
@@ -32,5 +34,15 @@ export function pickSkin(name: SkinName, env: NodeJS.ProcessEnv = process.env): 
 export type Tone = 'ok' | 'warn' | 'bad' | 'accent' | 'dim' | 'title';
 
 export function colorOf(skin: Skin, tone: Tone | undefined): string | undefined {
+  if (skin.faded) return skin.dim;
   return tone ? skin[tone] : undefined;
+}
+
+const faded = new Map<Skin, Skin>();
+
+/** The skin tables use while their data is stale (one object per skin, so rows re-render only when the state flips). */
+export function fadedSkin(skin: Skin): Skin {
+  let f = faded.get(skin);
+  if (!f) faded.set(skin, (f = { ...skin, faded: true }));
+  return f;
 }

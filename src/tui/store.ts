@@ -111,6 +111,14 @@ export function setConn(store: ConsoleStore, patch: Partial<Connection>): void {
   store.setState((s) => ({ conn: { ...s.conn, ...patch } }));
 }
 
+/** How long an outcome stays on the status line: long enough to read, short enough not to be taken for the present. Failures stay longer. */
+export const FLASH_TTL_MS: Record<Level, number> = { ok: 10_000, warn: 20_000, bad: 30_000 };
+
 export function flash(store: ConsoleStore, text: string, level: Level = 'ok', detail: string[] = []): void {
-  setUi(store, { flash: { text, level, detail } });
+  const f: Flash = { text, level, detail };
+  setUi(store, { flash: f });
+  // Expires unless another outcome replaced it meanwhile.
+  setTimeout(() => {
+    if (store.getState().ui.flash === f) setUi(store, { flash: null });
+  }, FLASH_TTL_MS[level]).unref?.();
 }

@@ -1,7 +1,8 @@
 // The one watch-stream client: GET /admin/v1/watch, SSE parsed into WatchMessages, batched
 // into the store once per refresh interval; reconnects with exponential backoff and marks
 // the data stale while the stream is down or silent (the daemon pings every 15 s).
-import type { WatchMessage } from '../api/types.js';
+import type { EventView, WatchMessage } from '../api/types.js';
+import { EVENT_BUFFER } from './model.js';
 import type { ApiTarget } from './actions.js';
 import { SseParser } from './sse.js';
 import { applyBatch, setConn, type ConsoleStore } from './store.js';
@@ -54,12 +55,33 @@ export function startWatch(target: ApiTarget, store: ConsoleStore, opts: WatchOp
           // A snapshot replaces everything: drop deltas queued before it.
           if (msg.type === 'snapshot') pending = [];
           pending.push(msg);
-          if (msg.type === 'snapshot') setConn(store, { state: 'live', since: Date.now(), error: '', attempt: 0 });
+          if (msg.type === 'snapshot') {
+            setConn(store, { state: 'live', since: Date.now(), error: '', attempt: 0 });
+            void fillEventGap(msg.snapshot.events);
+          }
         }
       }
       throw new Error('watch stream ended');
     } finally {
       clearTimeout(silence);
+    }
+  };
+
+  /**
+   * After a reconnect: the events between the last one seen and the snapshot's oldest (it
+   * carries the last 100), fetched from the daemon's history, so nothing that happened while
+   * the stream was down is missing from the events view.
+   */
+  const fillEventGap = async (snapshotEvents: readonly { id: number }[]): Promise<void> => {
+    const last = store.getState().data.events.at(-1)?.id;
+    const oldest = Math.min(...snapshotEvents.map((e) => e.id));
+    if (last === undefined || !(oldest > last + 1)) return;
+    try {
+      const res = await fetch(new URL(`/admin/v1/events?since=${last}&limit=${EVENT_BUFFER}`, urls[at]!), { headers: target.apiKey ? { 'x-api-key': target.apiKey } : {} });
+      if (!res.ok) return;
+      for (const event of (await res.json()) as EventView[]) if (event.id < oldest) pending.push({ type: 'event', event });
+    } catch {
+      // The next reconnect tries again; the snapshot's events are there meanwhile.
     }
   };
 

@@ -169,10 +169,27 @@ describe('ConfigStore', () => {
     edit(master(), 'mem_oversell_ratio: 2', 'mem_oversell_ratio: 0.5');
     expect((await rejected).errors).toEqual([{ path: 'host.quota.mem_oversell_ratio', message: 'Too small: expected number to be >=1' }]);
     expect(store.config.master.host.quota.mem_oversell_ratio).toBe(2);
+    // The view says so until the files validate again (the console's header).
+    expect(store.view().rejected).toMatchObject({ errors: [{ path: 'host.quota.mem_oversell_ratio' }] });
     // Fixing the file brings the change in.
     const changed = next(store, 'change');
     edit(master(), 'mem_oversell_ratio: 0.5', 'mem_oversell_ratio: 3');
     expect((await changed).changes.map((c) => [c.path, c.to])).toEqual([['host.quota.mem_oversell_ratio', 3]]);
+    expect(store.view()).not.toHaveProperty('rejected');
+  });
+
+  it('a rejected file fixed by set() clears the rejection; one fixed back to the config in force does too', async () => {
+    store = new ConfigStore(dir, { watch: false });
+    edit(master(), 'mem_oversell_ratio: 2', 'mem_oversell_ratio: 0.5');
+    expect((await store.reload()).ok).toBe(false);
+    expect(store.view().rejected?.errors).toHaveLength(1);
+    await store.set('host.quota.mem_oversell_ratio', 2);
+    expect(store.view()).not.toHaveProperty('rejected');
+    edit(master(), 'mem_oversell_ratio: 2', 'mem_oversell_ratio: 0.5');
+    expect((await store.reload()).ok).toBe(false);
+    edit(master(), 'mem_oversell_ratio: 0.5', 'mem_oversell_ratio: 2');
+    expect(await store.reload()).toMatchObject({ ok: true, changes: [] });
+    expect(store.view()).not.toHaveProperty('rejected');
   });
 
   it('set(): validates, persists to the YAML file with comments kept, applies live', async () => {

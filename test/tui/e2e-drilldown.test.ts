@@ -2,6 +2,8 @@
 // selected sandbox and its output shows in the sandbox's describe pane, `l` brings its logs
 // from the daemon history, `s`/`S` sort the table (the header marks the column), and marks show
 // on the rows with a count while space moves down. Needs `npm run build`.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CubeClient } from '../../src/cli/client.js';
 import { fileDaemon } from '../helpers/file-daemon.js';
@@ -55,6 +57,26 @@ describe('cubectl-tui drill-down at 80x24', () => {
     } finally {
       kill();
       for (const id of ids) await api.deleteSandbox(id).catch(() => {});
+    }
+  });
+
+  it('says a rejected config file on disk in the header until it is fixed', async () => {
+    const file = join(f.d.configDir, 'cubemaster.yaml');
+    const good = readFileSync(file, 'utf8');
+    start(80, 24, { CUBE_API_KEY: f.d.apiKey, CUBE_API_URL: f.d.url, TERM: 'xterm-256color' }, `${process.execPath} ${BIN} --skin mono`);
+    try {
+      await until('live', (x) => x.includes('LIVE'));
+      writeFileSync(file, `${good}\nnot_a_section: 1\n`);
+      const s = await until('the rejection in the header', (x) => x.split('\n')[2]?.startsWith('CONFIG ON DISK REJECTED (v') ?? false);
+      expect(s.split('\n')[2]).toMatch(/stays, since \d\d:\d\d:\d\d\): not_a_section/);
+      for (const l of s.split('\n')) expect(l.length).toBeLessThanOrEqual(80);
+      writeFileSync(file, good);
+      await until('the header without it', (x) => !x.includes('CONFIG ON DISK REJECTED') && x.includes('LIVE'));
+      keys('q');
+      await ended('q');
+    } finally {
+      writeFileSync(file, good);
+      kill();
     }
   });
 });

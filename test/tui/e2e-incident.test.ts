@@ -53,7 +53,7 @@ describe('cubectl-tui at 80x24 in an incident', () => {
       expect((await api.setConfig('scheduler.node_max_cpu_util', 0.01)).ok).toBe(true);
       expect((await api.setConfig('scheduler.filter.enable_filters', [...FILTER_NAMES])).ok).toBe(true);
       s = await until('the cpu refusal on the row', (x) => /HEALTHY +no: cp/.test(nodeRow(x)) && x.includes('(0 schedulable)'));
-      expect(flat(s)).toMatch(new RegExp(`${d.nodeID} NOT schedulable \\(cpu\\): ${CPU_REFUSAL.source} \\| host cpu \\d+%, MemAvailable`));
+      expect(flat(s)).toMatch(new RegExp(`${d.nodeID} NOT schedulable \\(cpu\\): ${CPU_REFUSAL.source} \\| footprint [^|]+, all paused \\d+ at r [\\d.]+ \\| host cpu \\d+%, MemAvailable`));
       const refused = await api.createSandbox({ timeoutSec: 60 }).then(
         () => null,
         (e: unknown) => e,

@@ -36,8 +36,8 @@ describe('cubectl-tui in tmux against a real cubed', () => {
       expect(row(s, sb.sandboxID)).toMatch(new RegExp(`${sb.sandboxID} +host +${d.nodeID.slice(0, 14)}\S* +paused`));
 
       keys('1');
-      // One paused sandbox; with ratio 0 pausing frees nothing.
-      s = await until('the node counting it paused', (x) => /HEALTHY +yes .* 1 \//.test(row(x, d.nodeID)) && row(x, d.nodeID).includes(' 1/0Mi '));
+      // One paused sandbox; with ratio 0 pausing frees nothing: its whole footprint is in use.
+      s = await until('the node counting it paused', (x) => /HEALTHY +yes .* 1 \//.test(row(x, d.nodeID)) && row(x, d.nodeID).includes(' 302Mi/'));
       keys('r');
       await until('the ratio prompt', (x) => x.includes('paused_resource_release_ratio (now 0)'));
       keys('C-u');
@@ -50,7 +50,8 @@ describe('cubectl-tui in tmux against a real cubed', () => {
       s = await until('the applied ratio', (x) => x.includes('release ratio 0.75 applied') && x.split('\n')[0]!.endsWith('release ratio 0.75'));
       // 1 paused sandbox of 302 MiB footprint: 0.75 of it is given back.
       expect(s).toMatch(new RegExp(`${d.nodeID}: 1 / \\d+ \\(\\d+ safe\\), all paused \\d+, ratio 0\\.75 frees 227Mi`));
-      s = await until('the new density in the row', (x) => row(x, d.nodeID).includes(' 1/227Mi '));
+      // It holds the other quarter now.
+      s = await until('the new footprint in the row', (x) => row(x, d.nodeID).includes(' 76Mi/'));
       expect((await api.config()).version).toBeGreaterThan(1);
 
       keys('d');

@@ -37,11 +37,17 @@ describe('applyMessage replaying the recorded stream', () => {
     expect(same.sandboxes).toBe(gone.sandboxes);
   });
 
-  it('a second snapshot replaces everything (reconnect)', () => {
+  it('a second snapshot replaces everything but the events seen before it (reconnect)', () => {
     const snap = stream[0]!;
     const again = applyMessage(last, snap);
     expect(again.sandboxOrder).toEqual(['sb-0001', 'sb-0002', 'sb-0003']);
     expect(again.config!.version).toBe(1);
+    expect(again.events.map((e) => e.id)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+  });
+
+  it('a config message without changes (a rejected file) keeps the last reload highlights', () => {
+    const again = applyMessage(last, { type: 'config', config: last.config!, changes: [] });
+    expect(again.lastChanges).toBe(last.lastChanges);
   });
 
   it('a batch through the store is one update with the same result', () => {
@@ -62,6 +68,10 @@ describe('events buffer', () => {
     expect(out).toHaveLength(EVENT_BUFFER);
     expect(out[0]!.id).toBe(11);
     expect(out[out.length - 1]!.id).toBe(EVENT_BUFFER + 10);
+  });
+
+  it('puts events fetched for the gap of a reconnect in id order', () => {
+    expect(appendEvents([ev(1), ev(2), ev(9), ev(10)], [ev(3), ev(8), ev(9)]).map((e) => e.id)).toEqual([1, 2, 3, 8, 9, 10]);
   });
 });
 

@@ -131,6 +131,10 @@ export class ClusterControlPlane implements ControlPlane {
           })
           .catch((err: unknown) => this.log.error({ err }, 'offering the config change to the cluster failed'));
       }),
+      // A rejection, or files fixed back to what is in force, change no version but the view's `rejected`.
+      this.cfg.on('reload', (r) => {
+        if (!r.ok || r.changes.length === 0) this.broadcast({ type: 'config', config: this.cfg.view(), changes: [] });
+      }),
       this.cfg.on('rejected', ({ errors, kept }) => {
         void this.appendEvent({ kind: 'config.rejected', code: 130483, message: `config rejected on ${this.o.replicaID}, version ${kept.version} stays: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}` }).catch(() => undefined);
       }),
