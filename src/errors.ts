@@ -8,6 +8,7 @@ export const ErrorTable = {
   RATE_LIMITED: { code: 130429, http: 429, name: 'rate limited' },
   CONCURRENCY_LIMITED: { code: 130480, http: 429, name: 'concurrency limited' },
   SANDBOX_BUSY: { code: 130490, http: 503, name: 'sandbox busy' },
+  STALE_FENCE: { code: 130491, http: 409, name: 'stale lock fence' },
   EXEC_FAILED: { code: 130497, http: 500, name: 'exec in sandbox failed' },
   CREATE_FAILED: { code: 130507, http: 500, name: 'create sandbox failed' },
   DESTROY_FAILED: { code: 130551, http: 500, name: 'destroy sandbox failed' },
