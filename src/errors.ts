@@ -9,6 +9,7 @@ export const ErrorTable = {
   CONCURRENCY_LIMITED: { code: 130480, http: 429, name: 'concurrency limited' },
   SANDBOX_LIMITED: { code: 130481, http: 429, name: 'sandbox limit per key reached' },
   SANDBOX_BUSY: { code: 130490, http: 503, name: 'sandbox busy' },
+  STALE_FENCE: { code: 130491, http: 409, name: 'stale lock fence' },
   EXEC_FAILED: { code: 130497, http: 500, name: 'exec in sandbox failed' },
   CREATE_FAILED: { code: 130507, http: 500, name: 'create sandbox failed' },
   GUEST_BOOT_TIMEOUT: { code: 130508, http: 504, name: 'guest did not come up' },

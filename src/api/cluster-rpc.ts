@@ -1,7 +1,7 @@
 // What a control replica serves to compute nodes (not to API clients): heartbeats, behind the
 // cluster secret rather than an API key.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HEARTBEAT_PATH, secretMatches, type Heartbeat, type HeartbeatBatch } from '../cubelet/rpc-wire.js';
+import { HEARTBEAT_PATH, secretMatches, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from '../cubelet/rpc-wire.js';
 import { CubeError } from '../errors.js';
 import { readJson, sendError, sendJson, type ErrorLog } from './http.js';
 
@@ -15,7 +15,7 @@ function checkHeartbeat(hb: Heartbeat): void {
   if (hb.view.nodeID !== hb.nodeID) throw new CubeError('BAD_REQUEST', `heartbeat from ${hb.nodeID} carries the view of ${hb.view.nodeID}`);
 }
 
-export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<void> }, secret: string, log?: ErrorLog): (req: IncomingMessage, res: ServerResponse) => void {
+export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<HeartbeatAnswer> }, secret: string, log?: ErrorLog): (req: IncomingMessage, res: ServerResponse) => void {
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (!secretMatches(req.headers.authorization, secret)) throw new CubeError('UNAUTHORIZED', 'cluster traffic needs the cluster secret (CUBE_CLUSTER_SECRET)');
     const path = (req.url ?? '/').split('?', 1)[0];
@@ -25,8 +25,7 @@ export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<vo
     const hbs = body && 'heartbeats' in body && Array.isArray(body.heartbeats) ? body.heartbeats : [body as Heartbeat];
     if (hbs.length === 0) throw new CubeError('BAD_REQUEST', 'heartbeat batch is empty');
     hbs.forEach(checkHeartbeat);
-    await cp.heartbeats(hbs);
-    sendJson(res, 200, { ok: true });
+    sendJson(res, 200, await cp.heartbeats(hbs));
   };
   return (req, res) => {
     handle(req, res).catch((e: unknown) => sendError(res, e, 'admin', log));

@@ -183,6 +183,8 @@ export interface NodeView {
   templateRuntimes?: Record<string, string>;
   /** ISO 8601 of the last heartbeat/metrics update. */
   lastSeen: string;
+  /** Cluster: the version of the cluster's config the node runs (taken from the control plane with its heartbeat answers); absent until it took one. */
+  configVersion?: number;
 }
 
 export type EventKind =

@@ -392,7 +392,7 @@ async function runCompute(flags: Flags): Promise<void> {
   const port = (server.address() as { port: number }).port;
   const address = flags.advertise ?? `http://${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${port}`;
   const members: HeartbeatMember[] = nodes.map((n) => ({ node: n.api, address: address.replace(/\/+$/, '') + n.path }));
-  const heartbeat = new HeartbeatSender({ nodes: members, controls, secret, log: log.child({ component: 'heartbeat' }) });
+  const heartbeat = new HeartbeatSender({ nodes: members, controls, secret, log: log.child({ component: 'heartbeat' }), config });
   heartbeat.start();
   log.info({ address, controls, dataDir, tag: nodeTag(nodeID), runtime, nodes: nodes.length, adopted, cleaned: removed, role: 'compute' }, 'cubed compute ready');
   onSignals(log, async (signal) => {

@@ -2,10 +2,13 @@
 // list and the notices emitted since the last accepted heartbeat to a control replica. Any
 // replica will do: on failure the next one in the list is tried, so a dead replica costs one
 // interval, not the node's membership. A process that stands for many nodes (the sim runtime)
-// sends all of their heartbeats in one request per interval.
+// sends all of their heartbeats in one request per interval. The answer carries the cluster's
+// config when the node runs another version: the node puts its master section in force, over
+// its own cubemaster.yaml (its cubelet.toml stays its own: rpc-wire.ts HeartbeatAnswer).
 import type { Logger } from 'pino';
 import type { EventView } from '../api/types.js';
-import { HEARTBEAT_PATH, type Heartbeat, type HeartbeatBatch } from './rpc-wire.js';
+import type { ConfigStore } from '../config/store.js';
+import { HEARTBEAT_PATH, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from './rpc-wire.js';
 import type { NodeApi } from './types.js';
 
 export interface HeartbeatMember {
@@ -21,6 +24,8 @@ export interface HeartbeatOptions {
   secret: string;
   log: Logger;
   intervalMs?: number;
+  /** This process's config: the cluster's version is put in force in it. */
+  config?: ConfigStore;
 }
 
 /** Notices kept while no replica answers; older ones are dropped first (and counted). */
@@ -34,6 +39,9 @@ export class HeartbeatSender {
   private unsubscribes: (() => void)[] = [];
   private running?: Promise<boolean>;
   private failing = false;
+  /** The version of the cluster's config in force here; undefined until one came, or after the node's own files changed it. */
+  private following?: number;
+  private adopting = false;
 
   constructor(private readonly o: HeartbeatOptions) {
     if (o.controls.length === 0) throw new Error('heartbeat needs at least one control URL');
@@ -52,6 +60,14 @@ export class HeartbeatSender {
         }
       }),
     );
+    const cfg = this.o.config;
+    // The node's own files changed it (a reload): the cluster's version is asked for again.
+    if (cfg)
+      this.unsubscribes.push(
+        cfg.on('change', () => {
+          if (!this.adopting) this.following = undefined;
+        }),
+      );
     this.timer = setInterval(() => {
       this.running ??= this.beat().finally(() => (this.running = undefined));
     }, this.o.intervalMs ?? 1000);
@@ -80,7 +96,8 @@ export class HeartbeatSender {
       const heartbeats = await Promise.all(
         this.o.nodes.map(async ({ node, address }): Promise<Heartbeat> => {
           const at = Date.now();
-          const [view, sandboxes] = await Promise.all([node.nodeView(), node.listSandboxes()]);
+          const [nodeView, sandboxes] = await Promise.all([node.nodeView(), node.listSandboxes()]);
+          const view = this.following === undefined ? nodeView : { ...nodeView, configVersion: this.following };
           return { nodeID: node.nodeID, address, view, sandboxes, events: byNode.get(node.nodeID) ?? [], at };
         }),
       );
@@ -95,6 +112,8 @@ export class HeartbeatSender {
       try {
         const res = await fetch(new URL(HEARTBEAT_PATH, url), { method: 'POST', headers: { authorization: `Bearer ${this.o.secret}`, 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(Math.max(2000, (this.o.intervalMs ?? 1000) * 2)) });
         if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
+        const answer = (await res.json()) as HeartbeatAnswer;
+        if (answer.config) await this.follow(answer.config);
         this.current = (this.current + i) % this.o.controls.length;
         this.pending.splice(0, sent);
         this.dropped = 0;
@@ -107,5 +126,19 @@ export class HeartbeatSender {
     }
     this.failing = true;
     return false;
+  }
+
+  /** Puts the cluster's config in force here. A replica that lags behind another may answer an older version: not taken. */
+  private async follow(c: NonNullable<HeartbeatAnswer['config']>): Promise<void> {
+    const cfg = this.o.config;
+    if (!cfg || (this.following !== undefined && c.version <= this.following)) return;
+    this.adopting = true;
+    try {
+      const r = await cfg.adopt(c.version, { master: c.master, cubelet: cfg.config.cubelet });
+      if (r.changes.length > 0) this.o.log.info({ version: c.version, changes: r.changes.map((x) => x.path) }, "the cluster's config is in force");
+    } finally {
+      this.adopting = false;
+    }
+    this.following = c.version;
   }
 }

@@ -9,7 +9,7 @@ import type { EgressRequest } from '../network/egress.js';
 import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
-import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
+import { decodeProcessEvent, FENCE_HEADER, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 /** The node's clock when it answered, per result object (rpc-server.ts adds it to every answer). */
@@ -32,7 +32,14 @@ export class RemoteNode implements NodeApi {
     readonly address: string,
     private readonly secret: string,
     private readonly timeoutMs = 30_000,
+    /** The lock fence its calls carry (withFence). */
+    private readonly fence?: string,
   ) {}
+
+  /** This node's client whose calls carry `fence`, the token of the sandbox lock the caller holds (rpc-wire.ts FENCE_HEADER). */
+  withFence(fence: string): RemoteNode {
+    return new RemoteNode(this.nodeID, this.address, this.secret, this.timeoutMs, fence);
+  }
 
   private async request(method: string, init: { body?: Buffer | string; query?: Record<string, string | undefined>; contentType?: string; timeout?: boolean; signal?: AbortSignal }): Promise<Response> {
     // The address may carry a path (one listener serving many simulated nodes): keep it.
@@ -42,7 +49,7 @@ export class RemoteNode implements NodeApi {
     try {
       res = await fetch(url, {
         method: 'POST',
-        headers: { authorization: `Bearer ${this.secret}`, 'content-type': init.contentType ?? 'application/json' },
+        headers: { authorization: `Bearer ${this.secret}`, 'content-type': init.contentType ?? 'application/json', ...(this.fence !== undefined ? { [FENCE_HEADER]: this.fence } : {}) },
         ...(init.body !== undefined ? { body: init.body } : {}),
         signal: init.signal ?? (init.timeout === false ? undefined : AbortSignal.timeout(this.timeoutMs)),
       });

@@ -2,6 +2,7 @@
 // prefix, the shared-secret check, and how values that JSON cannot carry are encoded.
 import { timingSafeEqual } from 'node:crypto';
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
+import type { MasterConfig } from '../config/schema.js';
 import type { FileStat } from '../runtime/types.js';
 import type { ProcessEvent } from './types.js';
 
@@ -36,6 +37,15 @@ export const JSON_METHODS = [
   'nodeView',
 ] as const;
 export type JsonMethod = (typeof JSON_METHODS)[number];
+
+/**
+ * The fencing token of the control plane's per-sandbox operation lock, on calls that change a
+ * sandbox (FENCED_METHODS): a node refuses a call whose token is lower than one it has already
+ * accepted for that sandbox (130491), so a replica that stalled past its lease cannot act after
+ * the next holder did. Calls without one (role all, the create path, which holds no lock) pass.
+ */
+export const FENCE_HEADER = 'x-cube-fence';
+export const FENCED_METHODS: ReadonlySet<string> = new Set<JsonMethod>(['destroySandbox', 'pauseSandbox', 'resumeSandbox', 'setEndAt', 'setEgress']);
 
 /** CUBE_CLUSTER_SECRET, else the API key; a cluster without either refuses to start. */
 export function clusterSecret(env: NodeJS.ProcessEnv = process.env): string | undefined {
@@ -116,4 +126,15 @@ export interface Heartbeat {
 /** What a heartbeat request carries: one node's heartbeat, or several from a process that stands for many (sim runtime). */
 export interface HeartbeatBatch {
   heartbeats: Heartbeat[];
+}
+
+/**
+ * The control replica's answer: with `config` when a heartbeat's view ran another version than
+ * the cluster's (NodeView.configVersion). The node puts its policy (the master section:
+ * oversell and release ratios, limits) in force over its own cubemaster.yaml; its cubelet.toml
+ * (node id, data dir, declared capacity, network range) stays its own.
+ */
+export interface HeartbeatAnswer {
+  ok: true;
+  config?: { version: number; master: MasterConfig };
 }

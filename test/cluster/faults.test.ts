@@ -6,6 +6,8 @@ import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigView, EventView, NodeView, ReloadResult } from '../../src/api/types.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
+import { CubeError } from '../../src/errors.js';
+import { RedisLive } from '../../src/store/cluster/redis-live.js';
 import { burst, startCluster, until, type TestCluster } from '../helpers/cluster.js';
 import { holdServicesRestarter, withServicesExclusive } from '../helpers/services-lock.js';
 
@@ -32,6 +34,12 @@ async function createOn(i: number, nodeID: string): Promise<void> {
     last = `${r.status} ${r.body.message ?? ''}`;
     return r.status === 201 ? true : undefined;
   }, 30_000).catch((e: Error) => Promise.reject(new Error(`${e.message}; last answer ${last}`)));
+}
+/** The id of a sandbox created on `nodeID` by replica 0 (which must answer 201). */
+async function createdOn(nodeID: string): Promise<string> {
+  const made = await create(0, { nodeID });
+  expect(made.status).toBe(201);
+  return made.body.sandboxID;
 }
 /** A list answer, or nothing when the API answered an error (503 while a store is away). */
 function listed<T>(body: T[] | unknown): T[] {
@@ -213,9 +221,7 @@ describe('cluster faults', () => {
 
   it('a delete while the node is down is remembered and done when the node returns', async () => {
     const victim = c.computes[1]!;
-    const made = await create(0, { nodeID: victim.nodeID });
-    expect(made.status).toBe(201);
-    const id = made.body.sandboxID;
+    const id = await createdOn(victim.nodeID);
     try {
       await victim.kill9();
       const del = await c.api<{ code?: number; message?: string }>(1, `/admin/v1/sandboxes/${id}`, { method: 'DELETE' });
@@ -284,6 +290,44 @@ describe('cluster faults', () => {
       }, 15_000);
     }
   }, 300_000);
+
+  it("a config set reaches every compute node within seconds: each runs the cluster's version over its own file", async () => {
+    // The nodes' own cubemaster.yaml says 0 (the default); the cluster's config says otherwise.
+    const set = await c.api<ReloadResult>(1, '/admin/v1/config', { method: 'PUT', body: { path: 'host.quota.paused_resource_release_ratio', value: 0.35 } });
+    expect(set.status).toBe(200);
+    const seen = await until(`every node on config version ${set.body.version}`, async () => {
+      const ns = await nodes();
+      return ns.length === 2 && ns.every((n) => n.configVersion === set.body.version && n.density.releaseRatio === 0.35) ? ns : undefined;
+    }, 15_000);
+    expect(seen.map((n) => n.configVersion)).toEqual([set.body.version, set.body.version]);
+  }, 60_000);
+
+  it('a lock holder whose lease lapsed cannot act on the node after the next holder did: its call is refused with 130491', async () => {
+    const node = c.computes[0]!;
+    const id = await createdOn(node.nodeID);
+    // A replica that takes the sandbox's lock, then stalls past its lease (a GC pause, a frozen VM).
+    const live = new RedisLive(c.state.redisURL, c.state.keyPrefix, 100);
+    await live.init();
+    try {
+      const stale = await live.acquireLock(id, 200);
+      expect(stale).toBeDefined();
+      await until('the stalled lease lapsed', async () => ((await live.acquireLock(id, 1)) !== undefined ? true : undefined), 10_000);
+      await new Promise((r) => setTimeout(r, 50));
+      // Meanwhile a live replica changes the sandbox under a newer lock (its fence reaches the node).
+      expect((await c.api(0, `/sandboxes/${id}/timeout`, { body: { timeout: 300 } })).status).toBe(204);
+      // The stalled holder wakes up and calls the node with its old fence: refused, the sandbox stays.
+      const late = await new RemoteNode(node.nodeID, node.url, c.secret)
+        .withFence(stale!)
+        .destroySandbox(id)
+        .then(() => undefined, (e: unknown) => e);
+      expect(late).toBeInstanceOf(CubeError);
+      expect((late as CubeError).code).toBe(130491);
+      expect(await new RemoteNode(node.nodeID, node.url, c.secret).getSandbox(id)).toMatchObject({ sandboxID: id });
+    } finally {
+      await live.close();
+      await destroyAll();
+    }
+  }, 120_000);
 });
 
 async function startMariaDB(): Promise<void> {

@@ -55,6 +55,8 @@ export interface ComputeNode extends ClusterProcess {
 export interface TestCluster {
   apiKey: string;
   secret: string;
+  /** Where the replicas keep their state (its Redis key prefix and MySQL database), for tests that act as a replica. */
+  state: { redisURL: string; keyPrefix: string; mysqlURL: string };
   controls: ClusterProcess[];
   computes: ComputeNode[];
   /** The process standing for the simulated nodes (ClusterOptions.sim). */
@@ -150,6 +152,7 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
   const cluster: TestCluster = {
     apiKey,
     secret,
+    state: { redisURL: scope.redisURL, keyPrefix: scope.keyPrefix, mysqlURL: scope.mysqlURL },
     controls,
     computes,
     async api<T>(i: number, path: string, init: { method?: string; body?: unknown } = {}) {

@@ -110,6 +110,23 @@ describe('cluster store', () => {
       expect((await store.live.inFlight()).size).toBe(0);
     }));
 
+  it('routes rebuilt from a MySQL snapshot keep writes newer than it and sandboxes created since; deleted ones go', () =>
+    withStore(async (store) => {
+      await store.putSandbox(sandboxRecord('a'));
+      const snapshot = await store.mysql.liveSandboxes();
+      expect(await store.putSandboxIf({ ...sandboxRecord('a'), state: 'paused' }, 1)).toBe(2);
+      await store.putSandbox(sandboxRecord('b'));
+      await store.live.replaceRoutes(snapshot, []);
+      expect(await store.live.getRoute('a')).toMatchObject({ state: 'paused', generation: 2 });
+      expect(await store.live.getRoute('b')).toBeDefined();
+      // A route left behind by a delete whose Redis half failed: the reconcile removes it, keeps the rest.
+      await store.putSandbox(sandboxRecord('c'));
+      await store.mysql.markSandboxDeleted('c');
+      await store.reconcileRoutes();
+      expect((await store.live.listRoutes()).map((r) => r.sandboxID).sort()).toEqual(['a', 'b']);
+      expect(await store.live.getRoute('a')).toMatchObject({ state: 'paused', generation: 2 });
+    }));
+
   it('routes lost with a Redis reconnect are rebuilt from MySQL; events keep increasing', () =>
     withStore(async (store) => {
       await store.putSandbox(sandboxRecord('keep'));

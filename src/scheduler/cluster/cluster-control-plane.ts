@@ -8,7 +8,7 @@ import type { ConfigView, EventKind, EventView, NodeView, PauseOptions, ReloadRe
 import type { Config } from '../../config/schema.js';
 import type { ConfigStore } from '../../config/store.js';
 import { answeredAt, RemoteNode } from '../../cubelet/remote.js';
-import type { Heartbeat } from '../../cubelet/rpc-wire.js';
+import type { Heartbeat, HeartbeatAnswer } from '../../cubelet/rpc-wire.js';
 import type { NodeApi } from '../../cubelet/types.js';
 import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID, newToken } from '../../ids.js';
@@ -50,7 +50,9 @@ const CREATING_GRACE_MS = 120_000;
  * operation runs, so one held by a replica that was killed ends within OP_LEASE_MS (it was a
  * 60 s lock: the survivor answered busy for a minute). A holder that could not renew in time
  * (its Redis calls stalled) may overlap with the next: record writes are compare-and-set on
- * the record's generation, so the later of the two cannot overwrite with stale data.
+ * the record's generation, so the later of the two cannot overwrite with stale data, and its
+ * calls to the node carry the lock's fencing token, which the node refuses once a later
+ * holder's reached it (130491).
  */
 const OP_LEASE_MS = 3000;
 /** How old the node metrics a placement decides on may be (on top of the heartbeat period). */
@@ -151,7 +153,7 @@ export class ClusterControlPlane implements ControlPlane {
   // --- heartbeats (served on the control's listener, see cluster-rpc.ts)
 
   /** Registers a node on its first heartbeat, records its metrics, and reconciles its sandboxes. */
-  heartbeat(hb: Heartbeat): Promise<void> {
+  heartbeat(hb: Heartbeat): Promise<HeartbeatAnswer> {
     return this.heartbeats([hb]);
   }
 
@@ -160,7 +162,7 @@ export class ClusterControlPlane implements ControlPlane {
    * batch per interval): the registry, metrics, lost markers and records are each read once per
    * batch, not once per node.
    */
-  async heartbeats(hbs: Heartbeat[]): Promise<void> {
+  async heartbeats(hbs: Heartbeat[]): Promise<HeartbeatAnswer> {
     const ids = hbs.map((hb) => hb.nodeID);
     // Liveness first, and in Redis alone: a MySQL outage must not make a healthy node look
     // silent. What follows (registry, templates, events, records) may fail with MySQL; the node
@@ -207,6 +209,9 @@ export class ClusterControlPlane implements ControlPlane {
         .catch((err: unknown) => this.log.warn({ err, nodeID: hb.nodeID }, 'sandbox reconcile failed'))
         .finally(() => this.syncing.delete(hb.nodeID));
     }
+    // Nodes run the cluster's config: this replica's is the store's (followConfig, every tick).
+    const { version, config } = this.cfg.versionInfo;
+    return hbs.some((hb) => hb.view.configVersion !== version) ? { ok: true, config: { version, master: config.master } } : { ok: true };
   }
 
   private async syncSandboxes(nodeID: string, records: SandboxRecord[], onNode: SandboxView[], listedAt: number | undefined): Promise<void> {
@@ -215,10 +220,10 @@ export class ClusterControlPlane implements ControlPlane {
       // An operation in progress writes its own outcome; this heartbeat may predate it. Writes
       // are compare-and-set on the generation read with `records`: a record written since (an
       // operation that finished, a delete) is newer than this report and stays.
-      await this.withLock(sandboxID, async () => {
+      await this.withLock(sandboxID, async (fence) => {
         if (a.type === 'update') await this.store.putSandboxIf(a.rec, a.rec.generation ?? 0);
         else if (a.type === 'gone') await this.store.deleteSandboxIf(sandboxID, a.rec.generation ?? 0);
-        else if (await this.store.mysql.wasDeleted(sandboxID)) await this.remote(nodeID).then((n) => n.destroySandbox(sandboxID));
+        else if (await this.store.mysql.wasDeleted(sandboxID)) await this.remote(nodeID, fence).then((n) => n.destroySandbox(sandboxID));
         // Created on the node but its record was never written (a replica died in between): adopt
         // it, unless a record appeared meanwhile (a create that was still writing it).
         else if ((await this.store.putSandboxIf({ ...a.view, accessToken: newToken(), envVars: {} }, 0)) > 0) {
@@ -353,11 +358,11 @@ export class ClusterControlPlane implements ControlPlane {
   async destroySandbox(sandboxID: string, actor?: string): Promise<void> {
     const rec = await this.getSandbox(sandboxID);
     await audited(this.store, actor, 'sandbox.destroy', sandboxID, () =>
-      this.locked(sandboxID, async () => {
+      this.locked(sandboxID, async (fence) => {
         // A node that cannot be reached (down, or lost) destroys it when it is back: the history
         // holds the record as deleted, and the node's first heartbeat that lists the sandbox
         // has it destroyed (syncSandboxes). The client's delete is done now either way.
-        const unreachable = await this.remote(rec.nodeID)
+        const unreachable = await this.remote(rec.nodeID, fence)
           .then((n) => n.destroySandbox(sandboxID))
           .then(
             () => false,
@@ -371,14 +376,15 @@ export class ClusterControlPlane implements ControlPlane {
 
   async pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord> {
     const rec = await this.getSandbox(sandboxID);
-    return audited(this.store, actor, 'sandbox.pause', sandboxID, () => this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).pauseSandbox(sandboxID, opts))));
+    return audited(this.store, actor, 'sandbox.pause', sandboxID, () => this.locked(sandboxID, async (fence) => this.record(rec, await (await this.remote(rec.nodeID, fence)).pauseSandbox(sandboxID, opts))));
   }
 
   async resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }> {
     if (timeoutSec !== undefined) checkTimeout(timeoutSec, this.cfg.config.master);
     const rec = await this.getSandbox(sandboxID);
-    const node = await this.remote(rec.nodeID);
-    return this.locked(sandboxID, async () => {
+    const unfenced = await this.remote(rec.nodeID);
+    return this.locked(sandboxID, async (fence) => {
+      const node = unfenced.withFence(fence);
       let view: SandboxView | undefined;
       let resumed = false;
       if (rec.state === 'paused') {
@@ -401,12 +407,12 @@ export class ClusterControlPlane implements ControlPlane {
   async setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord> {
     checkTimeout(timeoutSec, this.cfg.config.master, 1);
     const rec = await this.getSandbox(sandboxID);
-    return this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString())));
+    return this.locked(sandboxID, async (fence) => this.record(rec, await (await this.remote(rec.nodeID, fence)).setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString())));
   }
 
   async setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxRecord> {
     const rec = await this.getSandbox(sandboxID);
-    return this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).setEgress(sandboxID, req)));
+    return this.locked(sandboxID, async (fence) => this.record(rec, await (await this.remote(rec.nodeID, fence)).setEgress(sandboxID, req)));
   }
 
   async nodeFor(sandboxID: string): Promise<NodeApi> {
@@ -427,12 +433,15 @@ export class ClusterControlPlane implements ControlPlane {
    * Writes `out` over the live record, starting from the generation the caller read; when a
    * heartbeat reconcile wrote in between, over that one (a node answer is newer than any list
    * taken before it). Undefined when the record was deleted meanwhile: a delete is not undone.
+   * The generation to retry over is read where the compare-and-set happens, in MySQL: a route
+   * in Redis can lag it (rebuilt from a snapshot after a reconnect), and retrying over the route's
+   * generation failed every try (a create answered 130490 in the 200-create fault test).
    */
   private async writeOver(out: SandboxRecord, generation: number): Promise<SandboxRecord | undefined> {
     for (let g = generation, tries = 0; tries < 5; tries++) {
       const written = await this.store.putSandboxIf(out, g);
       if (written > 0) return { ...out, generation: written };
-      const cur = await this.store.getSandbox(out.sandboxID);
+      const cur = await this.store.mysql.getLiveSandbox(out.sandboxID);
       if (!cur || cur.state === 'gone') return undefined;
       g = cur.generation ?? 0;
     }
@@ -477,8 +486,10 @@ export class ClusterControlPlane implements ControlPlane {
     return rec;
   }
 
-  private async remote(nodeID: string): Promise<RemoteNode> {
-    return this.remoteAt(nodeID, (await this.nodeRecord(nodeID)).address);
+  /** The node's client; with `fence` (the sandbox lock's token) its calls carry it and a node refuses them once a later holder called (130491). */
+  private async remote(nodeID: string, fence?: string): Promise<RemoteNode> {
+    const r = this.remoteAt(nodeID, (await this.nodeRecord(nodeID)).address);
+    return fence === undefined ? r : r.withFence(fence);
   }
 
   /** The node at the address its registry record gives (a placement has just read it). */
@@ -695,7 +706,7 @@ export class ClusterControlPlane implements ControlPlane {
    * Runs `fn` holding the sandbox's operation lock. A short hold (a heartbeat reconciling the
    * record) is waited out; 130490 (busy) when another operation keeps it longer.
    */
-  private async locked<T>(sandboxID: string, fn: () => Promise<T>): Promise<T> {
+  private async locked<T>(sandboxID: string, fn: (fence: string) => Promise<T>): Promise<T> {
     let token = await this.store.live.acquireLock(sandboxID, OP_LEASE_MS);
     for (const until = Date.now() + LOCK_WAIT_MS; token === undefined && Date.now() < until; ) {
       await new Promise((r) => setTimeout(r, 25));
@@ -706,13 +717,13 @@ export class ClusterControlPlane implements ControlPlane {
   }
 
   /** Like locked(), but a held lock means "skip": the holder writes the outcome. */
-  private async withLock(sandboxID: string, fn: () => Promise<void>): Promise<void> {
+  private async withLock(sandboxID: string, fn: (fence: string) => Promise<void>): Promise<void> {
     const token = await this.store.live.acquireLock(sandboxID, OP_LEASE_MS);
     if (token !== undefined) await this.holding(sandboxID, token, fn);
   }
 
-  /** Runs `fn` renewing the lease `token` holds, and releases it after. */
-  private async holding<T>(sandboxID: string, token: string, fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` with the lease `token` (its fence for node calls), renewing it, and releases it after. */
+  private async holding<T>(sandboxID: string, token: string, fn: (fence: string) => Promise<T>): Promise<T> {
     const renew = setInterval(() => {
       void this.store.live.renewLock(sandboxID, token, OP_LEASE_MS).then(
         (held) => held || this.log.warn({ sandboxID, token }, 'operation lease lapsed before the operation ended'),
@@ -720,7 +731,7 @@ export class ClusterControlPlane implements ControlPlane {
       );
     }, OP_LEASE_MS / 3);
     try {
-      return await fn();
+      return await fn(token);
     } finally {
       clearInterval(renew);
       await this.store.live.releaseLock(sandboxID, token).catch(() => undefined);

@@ -63,7 +63,11 @@ export class ClusterStore implements StateStore {
     this.reconciling ??= (async () => {
       try {
         this.routesDirty = false;
-        await this.live.replaceRoutes(await this.mysql.liveSandboxes());
+        const live = await this.mysql.liveSandboxes();
+        const listed = new Set(live.map((s) => s.sandboxID));
+        // A route missing from the snapshot is either deleted or created since it was taken: only the deleted go.
+        const deleted = await this.mysql.deletedAmong((await this.live.routeIDs()).filter((id) => !listed.has(id)));
+        await this.live.replaceRoutes(live, [...deleted]);
         await this.restoreEvents();
       } catch (e) {
         this.routesDirty = true;

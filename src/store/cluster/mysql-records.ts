@@ -144,6 +144,13 @@ export class MysqlRecords {
     return rows[0] !== undefined && rows[0].deleted_at !== null;
   }
 
+  /** Which of `ids` the history holds as deleted. */
+  async deletedAmong(ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT sandbox_id FROM sandbox_history WHERE sandbox_id IN (?) AND deleted_at IS NOT NULL', [ids]);
+    return new Set(rows.map((r) => r.sandbox_id as string));
+  }
+
   /** Every sandbox not deleted, in creation order: what the routes must hold. */
   async liveSandboxes(): Promise<SandboxRecord[]> {
     const rows = await this.q<mysql.RowDataPacket[]>('SELECT record, generation FROM sandbox_history WHERE deleted_at IS NULL ORDER BY seq');
