@@ -21,6 +21,8 @@ import { CubeError, toCubeError } from '../errors.js';
 import { newSandboxID } from '../ids.js';
 import type { NetworkAgent } from '../network/types.js';
 import { ensureStoreDir, scratchDir } from '../runtime/layers/import.js';
+import { runLayerTool } from '../runtime/layers/unpack.js';
+import { nativeBinary } from '../runtime/ns/helper.js';
 import { DEFAULT_CONFIG, etcHosts, HOST_TEMPLATE, layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../runtime/templates.js';
 import type { RuntimeDriver, SandboxHandle, TemplateConfig, TemplateRef } from '../runtime/types.js';
 import { Tail } from './start-cmd.js';
@@ -410,15 +412,17 @@ export class TemplateBuilder {
 }
 
 /** treeDigest of an empty directory: a step that changed no file (each layer is an overlay lowerdir, 59 at most). */
-export const EMPTY_TREE = `sha256:${createHash('sha256').digest('hex')}`;
+export const EMPTY_TREE = `sha256:${createHash('sha256').update('').digest('hex')}`;
 
 /**
  * sha256 of a directory tree: per entry, in name order, its path, type, mode, owner, size, link
- * target or device number, and the sha256 of its contents (times are left out: a step run twice
- * that makes the same files makes the same layer).
+ * target or device number (whiteouts are 0/0 devices), whether a directory is opaque (the
+ * trusted.overlay.opaque mark, read by build/cube-layer: Node has no getxattr), and the sha256 of
+ * its contents. Times are left out: a step run twice that makes the same files makes the same layer.
  */
-export async function treeDigest(root: string): Promise<string> {
-  const h = createHash('sha256');
+export async function treeDigest(root: string, layerTool = nativeBinary('cube-layer')): Promise<string> {
+  const lines: string[] = [];
+  const dirs: number[] = [];
   const walk = async (rel: string): Promise<void> => {
     const names = (await readdir(join(root, rel))).sort();
     for (const name of names) {
@@ -434,10 +438,14 @@ export async function treeDigest(root: string): Promise<string> {
         for await (const chunk of createReadStream(full)) fh.update(chunk as Buffer);
         extra = fh.digest('hex');
       }
-      h.update(`${p}\0${kind}\0${(st.mode & 0o7777).toString(8)}\0${st.uid}:${st.gid}\0${kind === 'f' ? st.size : 0}\0${extra}\n`);
+      if (kind === 'd') dirs.push(lines.length);
+      lines.push(`${p}\0${kind}\0${(st.mode & 0o7777).toString(8)}\0${st.uid}:${st.gid}\0${kind === 'f' ? st.size : 0}\0${extra}`);
       if (kind === 'd') await walk(p);
     }
   };
   await walk('');
-  return `sha256:${h.digest('hex')}`;
+  const opaque = dirs.length ? await runLayerTool(layerTool, root, dirs.map((i) => `q${lines[i]!.split('\0', 1)[0]}`)) : '';
+  if (opaque.length !== dirs.length) throw new CubeError('INTERNAL', `cube-layer answered ${opaque.length} of ${dirs.length} opaque queries`);
+  dirs.forEach((i, n) => (lines[i] += `\0${opaque[n] === 'y' ? 'opaque' : ''}`));
+  return `sha256:${createHash('sha256').update(lines.join('\n')).digest('hex')}`;
 }

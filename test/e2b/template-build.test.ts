@@ -104,11 +104,17 @@ describe('Template.build with the e2b SDK', () => {
   });
 
   it('builds from another template (fromTemplate) and with a start and ready command', async () => {
-    const t = Template().fromTemplate('built').runCmd('echo derived > /home/user/derived').setStartCmd('echo started > /tmp/started; exec sleep 1000', 'test -s /tmp/started');
+    // 'built' runs its steps as root (busybox has no User); setUser switches the later steps and the start command.
+    const t = Template()
+      .fromTemplate('built')
+      .runCmd('echo derived > /home/user/derived')
+      .setUser('user')
+      .runCmd('id -u > /home/user/who')
+      .setStartCmd('id -u > /tmp/started; exec sleep 1000', 'test -s /tmp/started');
     await Template.build(t, 'derived', opts);
     const sbx = await create('derived');
-    const r = await sbx.commands.run('cat /home/user/derived /home/user/out/marker /tmp/started');
-    expect(r.stdout).toBe('derived\none\nstarted\n');
+    const r = await sbx.commands.run('cat /home/user/derived /home/user/out/marker /home/user/who /tmp/started');
+    expect(r.stdout).toBe('derived\none\n1000\n1000\n');
     await sbx.kill();
     // The parent cannot go while a template built from it exists.
     expect((await call('DELETE', '/templates/built')).status).toBe(409);
