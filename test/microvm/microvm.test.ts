@@ -208,7 +208,19 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(readdirSync(join(d.dataDir, 'microvm', 'sandboxes'))).toEqual(before);
   });
 
-  it('survives kill -9 of cubed: the microVM is re-adopted and answers again', async () => {
+  let released: Sandbox | undefined;
+  it('AutoPause at the timeout releases the memory: QEMU ends and the sandbox stays paused', async () => {
+    const sbx = await Sandbox.create('vmbase', { ...opts, ...VM, timeoutMs: 5_000, lifecycle: { onTimeout: 'pause' } });
+    created.push(sbx.sandboxId);
+    const state = async () => (await call(d, 'GET', `/admin/v1/sandboxes/${sbx.sandboxId}`)).json.state as string;
+    for (let i = 0; i < 300 && (await state()) !== 'paused'; i++) await new Promise((r) => setTimeout(r, 200));
+    expect(await state()).toBe('paused');
+    expect(qemuOf(sbx.sandboxId)).toEqual([]);
+    expect(existsSync(join(d.dataDir, 'microvm', 'sandboxes', sbx.sandboxId, 'memory.state'))).toBe(true);
+    released = sbx;
+  });
+
+  it('survives kill -9 of cubed: the microVM is re-adopted and answers again, and the released one is resumable', async () => {
     const sbx = await create();
     await sbx.files.write('/tmp/before', 'kept');
     const pids = qemuOf(sbx.sandboxId);
@@ -218,6 +230,12 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     const again = await Sandbox.connect(sbx.sandboxId, opts);
     const r = await again.commands.run('cat /tmp/before');
     expect(r.stdout).toBe('kept');
+    // Re-adopted from its memory file with no QEMU running; connect resumes it.
+    expect(released).toBeDefined();
+    expect((await call(d, 'GET', `/admin/v1/sandboxes/${released!.sandboxId}`)).json.state).toBe('paused');
+    const back = await Sandbox.connect(released!.sandboxId, { ...opts, ...VM });
+    expect((await back.commands.run('echo back')).stdout).toBe('back\n');
+    expect(qemuOf(released!.sandboxId)).toHaveLength(1);
   });
 });
 
