@@ -6,6 +6,7 @@
 // bad keys, tokens and signatures from costing a sandbox lookup each. Rates and limits are read
 // on every call so a config reload applies at once.
 import { CubeError } from '../errors.js';
+import type { ApiContext } from './context.js';
 
 /** Token buckets by key: `rate` per second with a burst of one second's worth (0 = unlimited). */
 export class RateLimiter {
@@ -103,4 +104,16 @@ export function sandboxLimitRefusal(running: number, inFlight: number, max: numb
 export function isCreateLike(method: string | undefined, path: string): boolean {
   if (method !== 'POST') return false;
   return /^\/(?:v2\/)?sandboxes$|^\/(?:v2\/)?sandboxes\/[^/]+\/(?:resume|connect)$|^\/admin\/v1\/sandboxes(?:\/[^/]+\/resume)?$/.test(path);
+}
+
+/** How many sandboxes the key has running (or resuming): what api.max_sandboxes_per_key counts. */
+export async function runningOf(ctx: ApiContext, keyID: string): Promise<number> {
+  return (await ctx.cp.listSandboxes({ state: ['running', 'resuming'] })).filter((s) => s.owner === keyID).length;
+}
+
+/** A fork makes `count` sandboxes in one request: refused whole (429) unless all of them fit under api.max_sandboxes_per_key. */
+export async function assertForkFits(ctx: ApiContext, keyID: string | undefined, count: number): Promise<void> {
+  if (keyID === undefined) return;
+  const refusal = sandboxLimitRefusal(await runningOf(ctx, keyID), count, ctx.config().api.max_sandboxes_per_key);
+  if (refusal) throw refusal;
 }

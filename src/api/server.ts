@@ -14,7 +14,7 @@ import { e2bTemplateRoutes } from './e2b/templates.js';
 import { handleSandboxTraffic, handleSandboxUpgrade, isSandboxTraffic } from './envd/index.js';
 import { sendError, sendJson, type Flavour } from './http.js';
 import { createMetrics } from './metrics.js';
-import { ConcurrencyLimiter, isCreate, isCreateLike, RateLimiter, sandboxLimitRefusal } from './rate-limit.js';
+import { ConcurrencyLimiter, isCreate, isCreateLike, RateLimiter, sandboxLimitRefusal, runningOf } from './rate-limit.js';
 
 export interface ApiServerOptions {
   ctx: ApiContext;
@@ -82,8 +82,7 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
       if (!release) throw new CubeError('CONCURRENCY_LIMITED', `${creates.inFlight(caller.keyID)} creates already in flight for this API key (api.create_concurrency_per_key)`, { retryAfter: 1 });
       res.once('close', release);
       if (isCreate(req.method, path)) {
-        const running = (await ctx.cp.listSandboxes({ state: ['running', 'resuming'] })).filter((s) => s.owner === caller.keyID).length;
-        const refusal = sandboxLimitRefusal(running, creates.inFlight(caller.keyID), ctx.config().api.max_sandboxes_per_key);
+        const refusal = sandboxLimitRefusal(await runningOf(ctx, caller.keyID), creates.inFlight(caller.keyID), ctx.config().api.max_sandboxes_per_key);
         if (refusal) throw refusal;
       }
     }

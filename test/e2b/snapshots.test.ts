@@ -3,7 +3,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { Sandbox, SandboxError, SandboxNotFoundError } from 'e2b';
+import { RateLimitError, Sandbox, SandboxError, SandboxNotFoundError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cubectl } from '../cli/run-cli.js';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -143,6 +143,22 @@ describe('fork', () => {
     expect(snapshotsOnDisk()).toEqual(before);
     const bad = await origin.fork({ count: 0 }).catch((x: unknown) => x);
     expect((bad as Error).message).toMatch(/^400: .*fork count must be an integer from 1/);
+  });
+
+  it('is refused whole (429) when its sandboxes would pass api.max_sandboxes_per_key', async () => {
+    const origin = await create();
+    const cfg = (await call(d, 'GET', '/admin/v1/config')).json as { master: { api: { max_sandboxes_per_key: number } } };
+    const before = cfg.master.api.max_sandboxes_per_key;
+    const running = ((await call(d, 'GET', '/admin/v1/sandboxes?state=running')).json as unknown[]).length;
+    expect((await call(d, 'PUT', '/admin/v1/config', { path: 'api.max_sandboxes_per_key', value: running + 2 })).status).toBe(200);
+    try {
+      const e = await origin.fork({ count: 3 }).catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(RateLimitError);
+      expect((e as Error).message).toMatch(/at most \d+ \(api.max_sandboxes_per_key\)/);
+      expect(((await call(d, 'GET', '/admin/v1/sandboxes?state=running')).json as unknown[]).length).toBe(running);
+    } finally {
+      await call(d, 'PUT', '/admin/v1/config', { path: 'api.max_sandboxes_per_key', value: before });
+    }
   });
 });
 

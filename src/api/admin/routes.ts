@@ -9,6 +9,7 @@ import { publicView } from '../../scheduler/local-control-plane.js';
 import type { SandboxState, SnapshotView } from '../types.js';
 import type { ApiContext, ApiRouter, Caller, Handler } from '../context.js';
 import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
+import { assertForkFits } from '../rate-limit.js';
 import { registerTemplateRoutes } from './templates.js';
 import { serveWatch } from './watch.js';
 
@@ -114,6 +115,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
   on('POST', '/sandboxes/:id/fork', async (req, res, p) => {
     const b = await body(req, ForkBody);
+    await assertForkFits(ctx, actor(req), b.count ?? 1);
     const results = await cp.snapshots.fork(p.id!, { count: b.count ?? 1, ...(b.timeoutSec !== undefined ? { timeoutSec: b.timeoutSec } : {}), ...(actor(req) ? { actor: actor(req)! } : {}) });
     sendJson(res, 201, results.map((r) => ('sandbox' in r ? { sandbox: publicView(r.sandbox) } : { error: errorBody(r.error, 'admin') })));
   });

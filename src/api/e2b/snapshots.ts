@@ -7,6 +7,7 @@ import { CubeError, errorBody, toCubeError } from '../../errors.js';
 import type { SandboxRecord, SnapshotRecord } from '../../scheduler/control-plane.js';
 import type { ApiContext } from '../context.js';
 import { readJson, sendJson } from '../http.js';
+import { assertForkFits } from '../rate-limit.js';
 import { MAX_PAGE, parseBody, sandboxJson } from './wire.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HTTPMethod } from 'find-my-way';
@@ -55,6 +56,7 @@ export function registerSnapshotRoutes(on: On, ctx: ApiContext, fresh: (id: stri
   on('POST', ['/sandboxes/:id/fork'], async (req, res, id) => {
     const b = parseBody(ForkSchema, await readJson(req), 'fork body');
     await fresh(id);
+    await assertForkFits(ctx, actor(req), b.count ?? 1);
     const results = await ctx.cp.snapshots.fork(id, { count: b.count ?? 1, ...(b.timeout !== undefined ? { timeoutSec: b.timeout } : {}), ...(actor(req) ? { actor: actor(req)! } : {}) });
     sendJson(
       res,
