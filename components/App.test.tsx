@@ -210,6 +210,67 @@ describe('App', () => {
     await waitForFrame(r.lastFrame, (x) => /^NODE +STATE/m.test(x));
   });
 
+  it('s sorts every table by the next column and S reverses it; the header marks the column and navigation follows the order', async () => {
+    const { r, store } = await setup();
+    r.stdin.write('2');
+    await waitForFrame(r.lastFrame, (f) => f.includes('sb-0001'));
+    const order = (f: string) => [...f.matchAll(/^(sb-\d{4}) {2,}/gm)].map((m) => m[1]);
+    const natural = order(r.lastFrame()!);
+    r.stdin.write('s');
+    let f = await waitForFrame(r.lastFrame, (x) => /^SANDBOX\^/m.test(x));
+    expect(f).toContain('sandboxes sorted by SANDBOX ascending');
+    r.stdin.write('S');
+    f = await waitForFrame(r.lastFrame, (x) => /^SANDBOXv/m.test(x));
+    expect(order(f)).toEqual([...natural].reverse());
+    // g goes to the first row of the order shown.
+    r.stdin.write('g');
+    await waitForFrame(r.lastFrame, () => store.getState().ui.selected.sandboxes === natural.at(-1));
+    // Every view sorts: the last column, then back to the view's own order.
+    r.stdin.write('1');
+    await waitForFrame(r.lastFrame, (x) => /^NODE +STATE/m.test(x));
+    r.stdin.write('sssssss');
+    f = await waitForFrame(r.lastFrame, (x) => / POOL\^/m.test(x));
+    r.stdin.write('s');
+    f = await waitForFrame(r.lastFrame, (x) => x.includes('nodes in their own order'));
+    expect(f).not.toMatch(/\^/);
+    for (const v of ['3', '4', '5', '6']) {
+      r.stdin.write(v);
+      r.stdin.write('s');
+      await waitForFrame(r.lastFrame, (x) => /sorted by \S+ ascending/.test(x) && /^\S+\^/m.test(x.split('\n').slice(2).join('\n')));
+    }
+  });
+
+  it('marks show on the rows with a count in the header; space moves down', async () => {
+    const { r, store } = await setup();
+    r.stdin.write('2');
+    await waitForFrame(r.lastFrame, (f) => f.includes('sb-0001'));
+    r.stdin.write(' ');
+    const f = await waitForFrame(r.lastFrame, (x) => x.includes('1 marked'));
+    expect(f).toMatch(/^sb-0001 +\* /m);
+    expect(store.getState().ui.selected.sandboxes).not.toBe('sb-0001');
+    r.stdin.write(' ');
+    await waitForFrame(r.lastFrame, (x) => x.includes('2 marked'));
+  });
+
+  it('x runs a command in the selected sandbox and l fetches its logs, from the table and from its describe pane', async () => {
+    const { r, actions, store } = await setup();
+    r.stdin.write('2');
+    await waitForFrame(r.lastFrame, (f) => f.includes('sb-0001'));
+    r.stdin.write('x');
+    await waitForFrame(r.lastFrame, (f) => f.includes('run in sb-0001'));
+    r.stdin.write('echo hi\r');
+    await waitForFrame(r.lastFrame, (x) => x.includes('sandbox sb-0001') && x.includes('Recent output'));
+    expect(actions.calls).toEqual(['exec "sb-0001" "echo hi"']);
+    store.setState((s) => ({ ui: { ...s.ui, output: { 'sb-0001': ['$ echo hi', 'hi', '[exit 0]'] }, logs: { 'sb-0001': ['2026-01-01 10:00:00 sandbox.created: created'] } } }));
+    const f = await waitForFrame(r.lastFrame, (x) => x.includes('[exit 0]'));
+    expect(f).toContain('$ echo hi');
+    r.stdin.write('l');
+    await waitForFrame(r.lastFrame, () => actions.calls.length === 2);
+    expect(actions.calls[1]).toBe('logs "sb-0001"');
+    r.stdin.write('g');
+    await waitForFrame(r.lastFrame, (x) => x.includes('Sandbox sb-0001'));
+  });
+
   it('q quits', async () => {
     const { r, quits } = await setup();
     r.stdin.write('q');

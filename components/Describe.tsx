@@ -8,6 +8,8 @@ import { Pane } from './Pane.js';
 
 export function Describe({ pane, height, width, onMax, now: fixedNow }: { pane: PaneState; height: number; width: number; onMax?: (max: number) => void; now?: number }) {
   const data = useConsole((s) => s.data);
+  const output = useConsole((s) => (pane.target?.kind === 'sandbox' ? s.ui.output[pane.target.id] : undefined));
+  const logs = useConsole((s) => (pane.target?.kind === 'sandbox' ? s.ui.logs[pane.target.id] : undefined));
   const skin = useConsole((s) => s.settings.skin);
   // Heartbeat ages in the rules move; a second is fine-grained enough.
   const ticking = useNow(1000, fixedNow === undefined);
@@ -19,7 +21,7 @@ export function Describe({ pane, height, width, onMax, now: fixedNow }: { pane: 
       return n ? describeNode(n, (data.config?.master as MasterConfig | undefined) ?? null, data.events, now) : [`node ${t.id} is gone`];
     }
     const x = t ? data.sandboxes[t.id] : undefined;
-    return x ? describeSandbox(x, data.events) : [`sandbox ${t?.id ?? '?'} is gone (destroyed); the events view keeps its history`];
-  }, [t, data, now]);
+    return x ? describeSandbox(x, data.events, { output, logs }) : [`sandbox ${t?.id ?? '?'} is gone (destroyed); the events view keeps its history`];
+  }, [t, data, now, output, logs]);
   return <Pane title={`${t?.kind ?? ''} ${t?.id ?? ''}`} lines={lines} offset={pane.offset} height={height} width={width} skin={skin} {...(onMax ? { onMax } : {})} />;
 }

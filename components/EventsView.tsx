@@ -4,6 +4,7 @@ import React, { useMemo } from 'react';
 import type { EventView } from '../src/api/types.js';
 import { millis } from '../src/tui/format.js';
 import { eventRows } from '../src/tui/selectors.js';
+import { sortLabel } from '../src/tui/sorting.js';
 import { useViewState } from '../src/tui/react.js';
 import type { Tone } from '../src/tui/skins.js';
 import { Table, type Column } from './Table.js';
@@ -35,8 +36,8 @@ export const EVENT_COLUMNS: readonly Column<EventView>[] = [
 export const eventDetail = (e: EventView): string => `${e.at} ${e.kind}${e.code === undefined ? '' : ` ${e.code}`}${e.nodeID ? ` ${e.nodeID}` : ''}${e.sandboxID ? ` ${e.sandboxID}` : ''}: ${message(e)}`;
 
 export function EventsView({ height, width }: { height: number; width: number }) {
-  const { data, filter, selected, skin } = useViewState('events');
+  const { data, filter, sort, selected, skin } = useViewState('events');
   const events = data.events;
-  const rows = useMemo(() => eventRows(events, filter), [events, filter]);
-  return <Table columns={EVENT_COLUMNS} rows={rows} rowKey={(e) => String(e.id)} selectedID={selected} height={height} width={width} skin={skin} rowTone={eventTone} detail={eventDetail} empty={filter ? `no event matches "${filter}"` : 'no events yet'} />;
+  const rows = useMemo(() => eventRows(events, filter, sort), [events, filter, sort]);
+  return <Table columns={EVENT_COLUMNS} rows={rows} rowKey={(e) => String(e.id)} selectedID={selected} height={height} width={width} skin={skin} sort={sortLabel('events', sort)} rowTone={eventTone} detail={eventDetail} empty={filter ? `no event matches "${filter}"` : 'no events yet'} />;
 }

@@ -5,6 +5,7 @@ import React, { useMemo } from 'react';
 import type { NodeView } from '../src/api/types.js';
 import { densityLevel, densityText, gauge, mib, percent, sparkline } from '../src/tui/format.js';
 import { nodeRows } from '../src/tui/selectors.js';
+import { sortLabel } from '../src/tui/sorting.js';
 import { useViewState } from '../src/tui/react.js';
 import type { Tone } from '../src/tui/skins.js';
 import { Table, type Column } from './Table.js';
@@ -67,8 +68,8 @@ export const nodeColumns = (idWidth: number, width = 120): Column<NodeView>[] =>
 ];
 
 export function NodesView({ height, width }: { height: number; width: number }) {
-  const { data, filter, selected, skin } = useViewState('nodes');
+  const { data, filter, sort, selected, skin } = useViewState('nodes');
   const idWidth = data.nodeOrder.reduce((w, id) => Math.max(w, id.length), 0);
   const columns = useMemo(() => nodeColumns(idWidth, width), [idWidth, width]);
-  return <Table columns={columns} rows={nodeRows(data, filter)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} detail={nodeDetail} empty="no nodes (is the daemon up?)" />;
+  return <Table columns={columns} rows={nodeRows(data, filter, sort)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} detail={nodeDetail} sort={sortLabel('nodes', sort)} empty="no nodes (is the daemon up?)" />;
 }

@@ -4,6 +4,7 @@ import type { NodeView } from '../src/api/types.js';
 import { millis, sparkline } from '../src/tui/format.js';
 import { NIC_WAIT_P99_MS } from '../src/tui/triage.js';
 import { nodeRows } from '../src/tui/selectors.js';
+import { sortLabel } from '../src/tui/sorting.js';
 import { useViewState } from '../src/tui/react.js';
 import { Table, type Column } from './Table.js';
 
@@ -21,6 +22,6 @@ export const POOL_COLUMNS: readonly Column<NodeView>[] = [
 ];
 
 export function PoolView({ height, width }: { height: number; width: number }) {
-  const { data, filter, selected, skin } = useViewState('pool');
-  return <Table columns={POOL_COLUMNS} rows={nodeRows(data, filter)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} empty="no nodes" />;
+  const { data, filter, sort, selected, skin } = useViewState('pool');
+  return <Table columns={POOL_COLUMNS} rows={nodeRows(data, filter, sort, 'pool')} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} sort={sortLabel('pool', sort)} empty="no nodes" />;
 }

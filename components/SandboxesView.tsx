@@ -3,6 +3,7 @@ import React, { useMemo } from 'react';
 import type { SandboxView } from '../src/api/types.js';
 import { age, diskUse, mib, timeLeft } from '../src/tui/format.js';
 import { sandboxRows } from '../src/tui/selectors.js';
+import { sortLabel } from '../src/tui/sorting.js';
 import { useConsole, useNow, useViewState } from '../src/tui/react.js';
 import type { Tone } from '../src/tui/skins.js';
 import { Table, type Column } from './Table.js';
@@ -32,13 +33,13 @@ export function sandboxDetail(x: SandboxView): string {
 }
 
 export function SandboxesView({ height, width, now: fixedNow }: { height: number; width: number; now?: number }) {
-  const { data, filter, selected, skin } = useViewState('sandboxes');
+  const { data, filter, sort, selected, skin } = useViewState('sandboxes');
   const markedList = useConsole((s) => s.ui.marked);
   // Age and time left move once a second; nothing else here ticks.
   const ticking = useNow(1000, fixedNow === undefined);
   const now = fixedNow ?? ticking;
   const columns = useMemo(() => sandboxColumns(now), [now]);
   const marked = useMemo(() => new Set(markedList), [markedList]);
-  const rows = useMemo(() => sandboxRows(data, filter), [data, filter]);
-  return <Table columns={columns} rows={rows} rowKey={(x) => x.sandboxID} selectedID={selected} marked={marked} height={height} width={width} skin={skin} detail={sandboxDetail} empty={filter ? `no sandbox matches "${filter}"` : 'no sandboxes'} />;
+  const rows = useMemo(() => sandboxRows(data, filter, sort), [data, filter, sort]);
+  return <Table columns={columns} rows={rows} rowKey={(x) => x.sandboxID} selectedID={selected} marked={marked} height={height} width={width} skin={skin} detail={sandboxDetail} sort={sortLabel('sandboxes', sort)} {...(marked.size ? { note: `${marked.size} marked` } : {})} empty={filter ? `no sandbox matches "${filter}"` : 'no sandboxes'} />;
 }

@@ -9,9 +9,9 @@ describe('StatusLine', () => {
   it('shows the key hints of the view from the keymap, without actions in read-only', () => {
     const rw = render(withStore(storeFrom(), <StatusLine width={100} />));
     // Whole hints that fit 100 columns: the view's own actions are kept before general ones.
-    expect(rw.lastFrame()).toBe('? help  : command  / filter  q quit  enter describe  c cordon  u uncordon  d drain  n launch');
+    expect(rw.lastFrame()).toBe('? help  : command  / filter  q quit  s sort  enter describe  c cordon  u uncordon  d drain  n launch');
     const ro = render(withStore(storeFrom(undefined, { readonly: true }), <StatusLine width={100} />));
-    expect(ro.lastFrame()).toBe('? help  : command  / filter  q quit  tab view  enter describe');
+    expect(ro.lastFrame()).toBe('? help  : command  / filter  q quit  s sort  tab view  enter describe');
   });
 
   it('shows the outcome with its detail, capped', () => {

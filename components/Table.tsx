@@ -39,7 +39,14 @@ export interface TableProps<T> {
    * fix), wrapped on DETAIL_LINES lines of its own under the rows: columns get cut at 80, this never is.
    */
   detail?: (row: T) => string;
+  /** The sorted column's title and arrow (src/tui/sorting.ts): its header title carries the arrow. */
+  sort?: { title: string; arrow: string } | undefined;
+  /** Said at the right of the header before the row counter (e.g. `3 marked`). */
+  note?: string;
 }
+
+/** What a marked row's first cell ends with: visible in every skin, mono included. */
+export const MARK = ' *';
 
 /** Lines the selected row's detail takes under the table. */
 export const DETAIL_LINES = 2;
@@ -91,7 +98,8 @@ function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTo
   let left = width;
   columns.forEach((c, i) => {
     if (left <= 0) return;
-    const text = cut((i === 0 ? '' : ' ') + fit(c.cell(row), widths[i]!, c.align), left);
+    const cell = i === 0 && marked ? fit(c.cell(row), Math.max(0, widths[i]! - MARK.length)) + MARK : fit(c.cell(row), widths[i]!, c.align);
+    const text = cut((i === 0 ? '' : ' ') + cell, left);
     left -= text.length;
     const color = colorOf(skin, c.tone?.(row) ?? base);
     const last = spans[spans.length - 1];
@@ -111,7 +119,7 @@ function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTo
 
 const Row = memo(RowLine) as typeof RowLine;
 
-export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty, detail }: TableProps<T>) {
+export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty, detail, sort, note }: TableProps<T>) {
   const columns = useMemo(() => fitColumns(all, width), [all, width]);
   const widths = useMemo(() => columnWidths(columns, width), [columns, width]);
   const detailLines = detail && height > DETAIL_LINES + 2 ? DETAIL_LINES : 0;
@@ -120,8 +128,8 @@ export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, heigh
   const selected = found < 0 ? 0 : found;
   const start = windowStart(rows.length, selected, bodyHeight);
   const visible = rows.slice(start, start + bodyHeight);
-  const header = cut(columns.map((c, i) => fit(c.title, widths[i]!, c.align)).join(' '), width);
-  const position = rows.length > bodyHeight ? ` ${start + 1}-${start + visible.length} of ${rows.length}` : '';
+  const header = cut(columns.map((c, i) => fit(c.title === sort?.title ? c.title + sort.arrow : c.title, widths[i]!, c.align)).join(' '), width);
+  const position = (note ? ` ${note}` : '') + (rows.length > bodyHeight ? ` ${start + 1}-${start + visible.length} of ${rows.length}` : '');
   const current = rows[selected];
   const detailText = detailLines && current !== undefined ? wrap(detail!(current), width, detailLines) : [];
   return (

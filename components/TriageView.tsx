@@ -4,6 +4,7 @@ import React, { useMemo } from 'react';
 import { Text } from 'ink';
 import { cut } from '../src/tui/format.js';
 import { findingID, triageRows } from '../src/tui/selectors.js';
+import { sortLabel } from '../src/tui/sorting.js';
 import { BOTTLENECK_TITLES, type Bottleneck, type Finding } from '../src/tui/triage.js';
 import { useViewState } from '../src/tui/react.js';
 import { colorOf } from '../src/tui/skins.js';
@@ -20,8 +21,8 @@ export const TRIAGE_COLUMNS: readonly Column<Finding>[] = [
 export const findingDetail = (f: Finding): string => `${f.nodeID} ${BOTTLENECK_TITLES[f.bottleneck]}: ${f.evidence}. FIX: ${f.fix}`;
 
 export function TriageView({ height, width }: { height: number; width: number }) {
-  const { data, selected, skin } = useViewState('triage');
-  const findings = useMemo(() => triageRows(data), [data.nodes, data.nodeOrder, data.stats, data.config]);
+  const { data, sort, selected, skin } = useViewState('triage');
+  const findings = useMemo(() => triageRows(data, sort), [data.nodes, data.nodeOrder, data.stats, data.config, sort]);
   const active = new Set(findings.map((f) => f.bottleneck));
   // Active categories first (with how many nodes), then the clear ones: at 80 columns the tail is what gets cut.
   const all = Object.keys(BOTTLENECK_TITLES) as Bottleneck[];
@@ -34,7 +35,7 @@ export function TriageView({ height, width }: { height: number; width: number })
       <Text color={colorOf(skin, findings.length ? 'warn' : 'ok')} wrap="truncate">
         {cut(`${data.nodeOrder.length} nodes  ${summary}`, width)}
       </Text>
-      <Table columns={TRIAGE_COLUMNS} rows={findings} rowKey={findingID} selectedID={selected} height={height - 1} width={width} skin={skin} detail={findingDetail} empty="no bottleneck active" />
+      <Table columns={TRIAGE_COLUMNS} rows={findings} rowKey={findingID} selectedID={selected} height={height - 1} width={width} skin={skin} sort={sortLabel('triage', sort)} detail={findingDetail} empty="no bottleneck active" />
     </>
   );
 }

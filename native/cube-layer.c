@@ -3,7 +3,9 @@
 // trusted.overlay.opaque xattr). One run per layer, never on the sandbox create path.
 //
 //   cube-layer ROOT < OPS
-//     OPS: records 'w' PATH NUL (whiteout PATH) or 'o' PATH NUL (mark directory PATH opaque),
+//     OPS: records 'w' PATH NUL (whiteout PATH), 'o' PATH NUL (mark directory PATH opaque) or
+//     'q' PATH NUL (is directory PATH opaque? one byte 'y' or 'n' on stdout per record: a template
+//     build hashes a captured layer with its opaque marks),
 //     PATH relative to ROOT. The caller has checked the paths already (no '..', no symlink on
 //     the way); each one is still walked from ROOT a component at a time with O_NOFOLLOW, so a
 //     symlink the caller missed cannot lead outside ROOT. Exit 0, or 1 with the reason on stderr.
@@ -59,6 +61,14 @@ static int apply(int root, char op, char *path) {
     if (fd < 0) rc = fail("open directory", path);
     else {
       if (fsetxattr(fd, "trusted.overlay.opaque", "y", 1, 0) < 0) rc = fail("mark opaque", path);
+      close(fd);
+    }
+  } else if (op == 'q') {
+    int fd = openat(dir, last, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    char v = 0;
+    if (fd < 0) rc = fail("open directory", path);
+    else {
+      putchar(fgetxattr(fd, "trusted.overlay.opaque", &v, 1) == 1 && v == 'y' ? 'y' : 'n');
       close(fd);
     }
   } else {

@@ -11,6 +11,7 @@ export const ErrorTable = {
   SANDBOX_BUSY: { code: 130490, http: 503, name: 'sandbox busy' },
   EXEC_FAILED: { code: 130497, http: 500, name: 'exec in sandbox failed' },
   CREATE_FAILED: { code: 130507, http: 500, name: 'create sandbox failed' },
+  GUEST_BOOT_TIMEOUT: { code: 130508, http: 504, name: 'guest did not come up' },
   DESTROY_FAILED: { code: 130551, http: 500, name: 'destroy sandbox failed' },
   NETWORK_FAILED: { code: 130547, http: 500, name: 'network setup failed' },
   CGROUP_FAILED: { code: 130562, http: 500, name: 'cgroup setup failed' },
@@ -24,6 +25,7 @@ export const ErrorTable = {
   IMAGE_INVALID: { code: 130420, http: 400, name: 'invalid image archive' },
   LAYER_DIGEST_MISMATCH: { code: 130421, http: 400, name: 'layer digest mismatch' },
   TEMPLATE_START_FAILED: { code: 130422, http: 422, name: 'template start command failed' },
+  BUILD_STEP_FAILED: { code: 130423, http: 422, name: 'template build step failed' },
   STORE_FULL: { code: 130598, http: 503, name: 'store full' },
 } as const;
 

@@ -22,3 +22,15 @@ export function nodeTag(nodeID: string): string {
 export function newToken(): string {
   return randomBytes(24).toString('hex');
 }
+
+/** `snap-` and 16 characters: a kept snapshot (E2B snapshotID), also its directory name in the node's store. */
+export function newSnapshotID(): string {
+  const bytes = randomBytes(16);
+  let id = 'snap-';
+  for (const b of bytes) id += ALPHABET[b % 36]!;
+  return id;
+}
+
+export function isSnapshotID(s: string): boolean {
+  return /^snap-[a-z0-9]{16}$/.test(s);
+}

@@ -76,7 +76,8 @@ if (!existsSync(out)) {
   mkdirSync(dirname(out), { recursive: true });
   if (!existsSync(layer)) {
     const tmp = `${layer}.${process.pid}.tmp`;
-    run('mmdebstrap', ['--variant=minbase', '--quiet', `--include=${PACKAGES.join(',')}`, ...hooks, 'bookworm', tmp]);
+    // --format: mmdebstrap infers the format from the target's name, and `.tmp` made it a directory.
+    run('mmdebstrap', ['--variant=minbase', '--format=tar', '--quiet', `--include=${PACKAGES.join(',')}`, ...hooks, 'bookworm', tmp]);
     renameSync(tmp, layer);
   }
   const work = mkdtempSync(join(dirname(out), `.${NAME}-`));

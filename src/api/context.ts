@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type Router from 'find-my-way';
 import type { MasterConfig } from '../config/schema.js';
+import type { TemplateBuilder } from '../cubelet/template-build.js';
 import type { TemplateStore } from '../runtime/templates.js';
 import type { ControlPlane } from '../scheduler/control-plane.js';
 
@@ -13,6 +14,8 @@ export interface ApiContext {
   config(): MasterConfig;
   /** The node's template store where this daemon holds one (role all on the ns runtime): import and rm. */
   templates?: TemplateStore;
+  /** Template builds (the E2B build API), beside the template store on the ns runtime. */
+  builds?: TemplateBuilder;
 }
 
 /** Identity of an authenticated caller (API key id, never the key itself), for audit records. */

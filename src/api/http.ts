@@ -12,7 +12,8 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 export function sendNoContent(res: ServerResponse, status = 204): void {
-  res.writeHead(status);
+  // A 202 or 201 without a body says so (content-length 0): the e2b SDK's client parses a body otherwise.
+  res.writeHead(status, status === 204 ? {} : { 'content-length': 0 });
   res.end();
 }
 

@@ -1,14 +1,69 @@
-// Prometheus metrics for GET /metrics: sandboxes by state and pool levels are read from the
-// control plane at scrape time; create latency is observed from the event stream.
-import { Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { SandboxState } from './types.js';
+// Prometheus metrics for GET /metrics: what the console's triage reasons about, so alerts fire
+// before anyone opens it. Gauges are read from ONE control-plane snapshot per scrape (shared
+// by every collector of that scrape: the scheduler's own node views, density and stats, never
+// a second computation here); latencies are observed from the event stream.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { NodeView, SandboxState, Snapshot } from './types.js';
 import type { ControlPlane } from '../scheduler/control-plane.js';
 
 const STATES: SandboxState[] = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'error', 'lost'];
+const LATENCY_BUCKETS = [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2, 5];
+
+/** One per-node gauge: its name, help and how to read it from the node view (undefined: not exported for that node). */
+interface NodeGauge {
+  name: string;
+  help: string;
+  /** Extra label and its values, each read from the node. */
+  by?: { label: string; values: Record<string, (n: NodeView) => number | undefined> };
+  read?: (n: NodeView) => number | undefined;
+}
+
+const NODE_GAUGES: NodeGauge[] = [
+  { name: 'cubed_node_schedulable', help: "1 when the scheduler would place a sandbox of the default spec on the node now (its own filters), else 0", read: (n) => (n.schedulable ? 1 : 0) },
+  {
+    name: 'cubed_node_ceiling_sandboxes',
+    help: 'Sandboxes of the default spec the node holds: paper (memory quota), cpu, effective (the lower) and all_paused (every sandbox paused at the release ratio in force)',
+    by: { label: 'kind', values: { paper: (n) => n.density.paperCeiling, cpu: (n) => n.density.cpuCeiling, effective: (n) => n.density.effectiveCeiling, all_paused: (n) => n.density.allPausedCeiling } },
+  },
+  { name: 'cubed_node_safe_boundary_sandboxes', help: 'Live sandboxes (running + paused) the node holds without counting on memory released by paused ones', read: (n) => n.density.safetyBoundary },
+  { name: 'cubed_node_headroom_sandboxes', help: 'Sandboxes of the default spec that still fit, given the live running and paused counts', read: (n) => n.density.headroom },
+  {
+    name: 'cubed_node_sandboxes',
+    help: 'Sandboxes on the node by state',
+    by: { label: 'state', values: { running: (n) => n.sandboxes.running, paused: (n) => n.sandboxes.paused, creating: (n) => n.sandboxes.creating } },
+  },
+  { name: 'cubed_node_footprint_mib', help: 'Memory footprint of one sandbox of the default spec (memory + base + memory/coefficient)', read: (n) => n.density.footprintMiB },
+  { name: 'cubed_node_memory_capacity_mib', help: "The node's memory (declared in [quota] of cubelet.toml or read from the host); the quota density counts against is this less the reserve, times the oversell factor", read: (n) => n.capacity.memoryMiB },
+  { name: 'cubed_node_memory_quota_used_mib', help: 'Footprint in use: spec memory of running sandboxes and (1 - r) of paused ones', read: (n) => n.usage.quotaMemUsedMiB },
+  { name: 'cubed_node_released_mib', help: 'Memory the release ratio currently frees from paused sandboxes', read: (n) => n.density.releasedMiB },
+  { name: 'cubed_node_release_ratio', help: 'host.quota.paused_resource_release_ratio in force on the node', read: (n) => n.density.releaseRatio },
+  { name: 'cubed_node_disk_used_percent', help: 'Disk use the disk filter compares with the watermark (sandbox store or data dir, whichever is fuller)', read: (n) => n.usage.diskUsedPercent },
+  { name: 'cubed_node_disk_watermark_percent', help: 'scheduler.disk_usage_max_percent: at or above it the node takes no new sandboxes', read: (n) => n.usage.diskWatermarkPercent },
+  { name: 'cubed_node_host_cpu_percent', help: "The whole host's CPU use, percent", read: (n) => n.usage.cpuUtilPercent },
+  { name: 'cubed_node_sandbox_cpu_percent', help: "The node's sandboxes' CPU use (their cgroups, about 30 s), percent of its CPUs: what the cpu filter gates on", read: (n) => n.usage.sandboxCpuUtilPercent },
+  { name: 'cubed_node_mem_available_mib', help: "The host's MemAvailable", read: (n) => n.usage.memAvailableMiB },
+  { name: 'cubed_node_mem_total_mib', help: "The host's real MemTotal (the memory quota may be declared above it)", read: (n) => n.usage.memTotalMiB },
+  {
+    name: 'cubed_pool_allocation_wait_seconds',
+    help: 'Network slot allocation wait over the last 5 minutes, by quantile',
+    by: { label: 'quantile', values: { '0.5': (n) => n.pool.waitP50Ms / 1000, '0.99': (n) => n.pool.waitP99Ms / 1000 } },
+  },
+  { name: 'cubed_pool_allocations_waiting', help: 'Allocations waiting for a network slot now', read: (n) => n.pool.inFlight },
+  { name: 'cubed_pool_on_demand_recent', help: 'Allocations served by creating a slot on demand (the pool was empty) in the last 5 minutes', read: (n) => n.pool.onDemandRecent },
+];
 
 export function createMetrics(cp: ControlPlane): { registry: Registry; close: () => void } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'cubed_' });
+  // prom-client starts every collector of a scrape at once: they share the snapshot in flight.
+  let inFlight: Promise<Snapshot> | undefined;
+  const scrape = (): Promise<Snapshot> => {
+    inFlight ??= cp.snapshot().finally(() => {
+      inFlight = undefined;
+    });
+    return inFlight;
+  };
+
   new Gauge({
     name: 'cubed_sandboxes',
     help: 'Sandboxes by state',
@@ -16,7 +71,7 @@ export function createMetrics(cp: ControlPlane): { registry: Registry; close: ()
     registers: [registry],
     async collect() {
       const counts = new Map<string, number>(STATES.map((s) => [s, 0]));
-      for (const s of await cp.listSandboxes()) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
+      for (const s of (await scrape()).sandboxes) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
       for (const [state, n] of counts) this.set({ state }, n);
     },
   });
@@ -26,20 +81,74 @@ export function createMetrics(cp: ControlPlane): { registry: Registry; close: ()
     labelNames: ['node', 'level'],
     registers: [registry],
     async collect() {
-      for (const n of await cp.listNodes()) {
+      this.reset();
+      for (const n of (await scrape()).nodes) {
         const p = n.pool;
         for (const [level, v] of Object.entries({ free: p.free, in_use: p.inUse, creating: p.creating, total: p.total, target: p.target, on_demand: p.onDemand })) this.set({ node: n.nodeID, level }, v);
       }
     },
   });
-  const createSeconds = new Histogram({
-    name: 'cubed_sandbox_create_seconds',
-    help: 'Sandbox create latency on the node',
-    buckets: [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2, 5],
+  for (const g of NODE_GAUGES) {
+    new Gauge({
+      name: g.name,
+      help: g.help,
+      labelNames: g.by ? ['node', g.by.label] : ['node'],
+      registers: [registry],
+      async collect() {
+        // A node that left must not keep its last values.
+        this.reset();
+        for (const n of (await scrape()).nodes) {
+          const entries = g.by ? Object.entries(g.by.values).map(([v, read]) => [{ node: n.nodeID, [g.by!.label]: v }, read(n)] as const) : [[{ node: n.nodeID }, g.read!(n)] as const];
+          for (const [labels, v] of entries) if (v !== undefined) this.set(labels, v);
+        }
+      },
+    });
+  }
+  new Gauge({
+    name: 'cubed_node_refused_by',
+    help: 'The scheduler rule that refuses the default spec on the node now (1 per refusing node; absent when schedulable)',
+    labelNames: ['node', 'rule'],
     registers: [registry],
+    async collect() {
+      this.reset();
+      for (const n of (await scrape()).nodes) if (!n.schedulable && n.refusedBy) this.set({ node: n.nodeID, rule: n.refusedBy }, 1);
+    },
   });
+  new Gauge({
+    name: 'cubed_config_version',
+    help: 'Version of the configuration in force (bumped by every accepted reload)',
+    registers: [registry],
+    collect() {
+      this.set(cp.config().version);
+    },
+  });
+  new Gauge({
+    name: 'cubed_scheduler_max_cpu_util_percent',
+    help: 'scheduler.node_max_cpu_util: the cpu filter refuses creates on a node whose sandboxes use this much or more',
+    registers: [registry],
+    collect() {
+      const cap = (cp.config().master as { scheduler?: { node_max_cpu_util?: number } }).scheduler?.node_max_cpu_util;
+      if (cap !== undefined) this.set(cap);
+    },
+  });
+  new Counter({
+    name: 'cubed_refused_total',
+    help: 'Creates (130597) and resumes (130409) refused since this process started, by code and by the rule that refused (a filter name, pool, release_ratio)',
+    labelNames: ['code', 'rule'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const r of (await scrape()).stats.refusedSinceStart ?? []) this.inc({ code: String(r.code), rule: r.rule }, r.count);
+    },
+  });
+  const createSeconds = new Histogram({ name: 'cubed_sandbox_create_seconds', help: 'Sandbox create latency on the node', buckets: LATENCY_BUCKETS, registers: [registry] });
+  const pauseSeconds = new Histogram({ name: 'cubed_sandbox_pause_seconds', help: 'Sandbox pause latency on the node', buckets: LATENCY_BUCKETS, registers: [registry] });
+  const resumeSeconds = new Histogram({ name: 'cubed_sandbox_resume_seconds', help: 'Sandbox resume latency on the node', buckets: LATENCY_BUCKETS, registers: [registry] });
+  const timed = { 'sandbox.created': createSeconds, 'sandbox.paused': pauseSeconds, 'sandbox.resumed': resumeSeconds } as const;
   const close = cp.watch((m) => {
-    if (m.type === 'event' && m.event.kind === 'sandbox.created' && m.event.durationMs !== undefined) createSeconds.observe(m.event.durationMs / 1000);
+    if (m.type !== 'event' || m.event.durationMs === undefined) return;
+    const h = timed[m.event.kind as keyof typeof timed];
+    if (h) h.observe(m.event.durationMs / 1000);
   });
   return { registry, close };
 }

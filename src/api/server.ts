@@ -10,6 +10,7 @@ import { registerAdminRoutes } from './admin/routes.js';
 import { ApiKeys } from './auth.js';
 import type { ApiContext, ApiRouter, Caller } from './context.js';
 import { registerE2bRoutes } from './e2b/routes.js';
+import { e2bTemplateRoutes } from './e2b/templates.js';
 import { handleSandboxTraffic, handleSandboxUpgrade, isSandboxTraffic } from './envd/index.js';
 import { sendError, sendJson, type Flavour } from './http.js';
 import { createMetrics } from './metrics.js';
@@ -45,6 +46,8 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   });
   registerAdminRoutes(router, ctx);
   registerE2bRoutes(router, ctx);
+  const templates = e2bTemplateRoutes(ctx);
+  templates.register(router);
   const keys = new ApiKeys(o.apiKeys);
   const limiter = new RateLimiter(() => ctx.config().api.rate_limit_per_sec);
   const failures = new RateLimiter(() => ctx.config().api.auth_failures_per_sec);
@@ -55,7 +58,8 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
     const url = req.url ?? '/';
     const path = url.split('?', 1)[0]!;
     if (isSandboxTraffic(req, ctx)) return handleSandboxTraffic(req, res, ctx, failures);
-    const extra = o.extraRoutes?.find((r) => path.startsWith(r.prefix));
+    // Template file uploads carry a signed link instead of a key (the SDK sends none with them).
+    const extra = [templates.uploadRoute, ...(o.extraRoutes ?? [])].find((r) => path.startsWith(r.prefix));
     if (extra) return extra.handle(req, res);
     if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok', nodeID: o.nodeID, version: o.version });
     const caller = keys.authenticate(req);

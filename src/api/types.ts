@@ -35,6 +35,31 @@ export interface SandboxView {
   diskUsedBytes?: number;
 }
 
+/**
+ * A kept sandbox state (E2B createSnapshot, fork): what a new sandbox made from it starts with.
+ * Lives on the node that took it (its store); the record is in the state store.
+ */
+export interface SnapshotView {
+  snapshotID: string;
+  /** Names given at create (E2B `name`), for lookup by name. */
+  names: string[];
+  /** The sandbox it was taken from (it may be gone since). */
+  sandboxID: string;
+  nodeID: string;
+  /** The origin's template: a sandbox made from the snapshot stacks its writable layer on it. */
+  templateID: string;
+  /** The runtime that took it, which alone can make sandboxes from it. */
+  runtime: string;
+  /** What it keeps: 'filesystem' (ns: the writable layer, no processes or memory). */
+  keeps: SnapshotKeeps;
+  spec: SandboxSpecView;
+  metadata: Record<string, string>;
+  /** ISO 8601. */
+  createdAt: string;
+}
+
+export type SnapshotKeeps = 'filesystem' | 'filesystem+memory';
+
 /** E2B's lifecycle: pause instead of kill at the timeout, and resume on the first request that reaches it. */
 export interface SandboxLifecycle {
   onTimeout: 'kill' | 'pause';
@@ -88,6 +113,27 @@ export interface StoreView {
   usedPercent: number;
 }
 
+export interface PauseOptions {
+  /**
+   * Free the sandbox's memory where the runtime can (microvm: guest memory written to a file
+   * under the data dir and QEMU ended; resume restores it). Runtimes whose pause keeps the
+   * memory (ns: a frozen cgroup) ignore it. AutoPause and the E2B pause ask for it.
+   */
+  release?: boolean;
+}
+
+/** A runtime a node offers. */
+export interface RuntimeInfo {
+  name: string;
+  /** No usable hardware virtualisation: the guest CPU is emulated (microvm under TCG). */
+  emulated?: boolean;
+  /**
+   * A releasing pause (AutoPause, the E2B pause) frees the sandbox's memory, so the release ratio
+   * is backed by memory the host got back; absent: pause keeps the memory and the ratio is accounting only.
+   */
+  releaseBacked?: boolean;
+}
+
 export interface NodeView {
   nodeID: string;
   address?: string;
@@ -104,8 +150,8 @@ export interface NodeView {
   lost: boolean;
   /** The node's default runtime. */
   runtime: string;
-  /** Every runtime the node offers (a create may name one); `emulated`: microVMs without /dev/kvm (TCG). */
-  runtimes?: { name: string; emulated?: boolean }[];
+  /** Every runtime the node offers (a create may name one). */
+  runtimes?: RuntimeInfo[];
   capacity: { cpus: number; memoryMiB: number; declared: boolean };
   usage: {
     /** The whole host's CPU use, percent (everything on the machine). */
@@ -128,6 +174,8 @@ export interface NodeView {
   density: DensityView;
   pool: PoolView;
   templates: string[];
+  /** Templates whose sandboxes run on a runtime of their own when the create names none: name -> runtime. */
+  templateRuntimes?: Record<string, string>;
   /** ISO 8601 of the last heartbeat/metrics update. */
   lastSeen: string;
 }
@@ -141,6 +189,7 @@ export type EventKind =
   | 'sandbox.oom'
   | 'sandbox.timeout'
   | 'sandbox.network'
+  | 'sandbox.snapshot'
   | 'schedule.failed'
   | 'config.reloaded'
   | 'config.rejected'
@@ -202,6 +251,8 @@ export interface StatsView {
   decisionP99Ms?: number;
   /** Creates and resumes refused in the last 60 s, by code and by the rule that refused (a filter name, 'pool', 'release_ratio'). */
   refusedLastMinute?: { code: number; rule: string; count: number }[];
+  /** The same counted since this process started (cubed_refused_total on /metrics). */
+  refusedSinceStart?: { code: number; rule: string; count: number }[];
 }
 
 export interface Snapshot {

@@ -1,12 +1,13 @@
 // A small typed client for the admin API (/admin/v1), used by cubectl and the console.
 // Errors: the daemon's JSON `{code, message}` becomes CubeClientError; a daemon that cannot
 // be reached at all becomes DaemonUnreachableError.
-import type { ConfigView, EventView, NodeView, ReloadResult, SandboxState, SandboxView, StatsView, WatchMessage } from '../api/types.js';
+import type { ConfigView, EventView, NodeView, PauseOptions, ReloadResult, SandboxState, SandboxView, SnapshotView, StatsView, WatchMessage } from '../api/types.js';
 import type { TemplateListing } from '../api/admin/templates.js';
+import type { BuildLogEntry, BuildRecord } from '../cubelet/template-build.js';
 import type { ProcessEvent } from '../cubelet/types.js';
 import type { TemplateRecord } from '../runtime/templates.js';
 import type { EgressRequest } from '../network/egress.js';
-import type { ExecRequest as RuntimeExecRequest } from '../runtime/types.js';
+import type { ExecRequest as RuntimeExecRequest, TemplateRuntime } from '../runtime/types.js';
 import type { CreateSandboxRequest as ControlPlaneCreate } from '../scheduler/control-plane.js';
 
 export class CubeClientError extends Error {
@@ -32,7 +33,10 @@ export class DaemonUnreachableError extends Error {
 }
 
 /** What POST /admin/v1/sandboxes takes (the actor comes from the API key). */
-export type CreateSandboxRequest = Omit<ControlPlaneCreate, 'actor'>;
+export type CreateSandboxRequest = Omit<ControlPlaneCreate, 'actor' | 'fromSnapshot'>;
+
+/** One fork's outcome (POST /admin/v1/sandboxes/:id/fork). */
+export type ForkAnswer = { sandbox: SandboxView } | { error: { code: number; message: string; status: number } };
 
 /** What POST /admin/v1/sandboxes/:id/exec takes. */
 export type ExecRequest = Omit<RuntimeExecRequest, 'stdin'>;
@@ -88,6 +92,13 @@ class RawBody {
   ) {}
 }
 
+/** GET /templates/{id}/builds/{buildID}/status (the e2b SDK's TemplateBuildInfo). */
+export interface BuildStatusView {
+  status: BuildRecord['status'];
+  logEntries: BuildLogEntry[];
+  reason?: BuildRecord['reason'];
+}
+
 /** Template config given with an import (the image has no start or ready command). */
 export interface ImportTemplateOptions {
   startCmd?: string;
@@ -95,6 +106,8 @@ export interface ImportTemplateOptions {
   readyTimeoutSec?: number;
   workdir?: string;
   user?: 'root' | 'user';
+  /** The runtime its sandboxes run on when the create names none. */
+  runtime?: TemplateRuntime;
 }
 
 export class CubeClient {
@@ -152,11 +165,24 @@ export class CubeClient {
   setEgress(id: string, req: EgressRequest): Promise<SandboxView> {
     return this.json('PUT', `/admin/v1/sandboxes/${enc(id)}/egress`, req);
   }
-  pause(id: string): Promise<SandboxView> {
-    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/pause`);
+  /** `release`: free the memory where the runtime can (a microVM's goes to a file, QEMU ends). */
+  pause(id: string, opts: PauseOptions = {}): Promise<SandboxView> {
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/pause`, opts);
   }
   resume(id: string): Promise<SandboxView> {
     return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/resume`);
+  }
+  snapshot(id: string, name?: string): Promise<SnapshotView> {
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/snapshots`, name === undefined ? {} : { name });
+  }
+  fork(id: string, opts: { count: number; timeoutSec?: number }): Promise<ForkAnswer[]> {
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/fork`, opts);
+  }
+  snapshots(filter: { sandboxID?: string; name?: string } = {}): Promise<SnapshotView[]> {
+    return this.json('GET', '/admin/v1/snapshots', undefined, { sandbox: filter.sandboxID, name: filter.name });
+  }
+  async deleteSnapshot(ref: string): Promise<void> {
+    await this.send('DELETE', `/admin/v1/snapshots/${enc(ref)}`);
   }
 
   /** Runs a command; yields `start`, output chunks and exactly one `end` (aborting the signal kills it). */
@@ -193,6 +219,25 @@ export class CubeClient {
   }
   deleteTemplate(name: string): Promise<TemplateRecord> {
     return this.json('DELETE', `/admin/v1/templates/${enc(name)}`);
+  }
+  /** The E2B build flow (what the e2b SDK's Template.build calls): a build of NAME[:TAG] waiting for its steps. */
+  requestBuild(req: { name: string; tags?: string[]; cpuCount?: number; memoryMB?: number }): Promise<{ templateID: string; buildID: string; tags: string[] }> {
+    return this.json('POST', '/v3/templates', req);
+  }
+  /** Whether the daemon has a COPY's files, else a signed link to PUT them to. */
+  templateFilesLink(templateID: string, hash: string): Promise<{ present: boolean; url?: string }> {
+    return this.json('GET', `/templates/${enc(templateID)}/files/${enc(hash)}`);
+  }
+  /** PUTs an archive to an upload link (signed: no key sent). */
+  async uploadTemplateFiles(url: string, archive: AsyncIterable<Uint8Array>): Promise<void> {
+    const res = await fetch(url, { method: 'PUT', body: archive as unknown as NonNullable<RequestInit['body']>, duplex: 'half' } as RequestInit);
+    if (!res.ok) throw new CubeClientError(`upload of the build's files: HTTP ${res.status} ${(await res.text()).slice(0, 200)}`, 0, res.status);
+  }
+  async startBuild(templateID: string, buildID: string, body: unknown): Promise<void> {
+    await this.send('POST', `/v2/templates/${enc(templateID)}/builds/${enc(buildID)}`, body);
+  }
+  buildStatus(templateID: string, buildID: string, logsOffset: number): Promise<BuildStatusView> {
+    return this.json('GET', `/templates/${enc(templateID)}/builds/${enc(buildID)}/status`, undefined, { logsOffset });
   }
   /** Streams an image archive (docker-archive or oci-archive tar, plain or gzipped) to the daemon, which imports it. */
   async importTemplate(name: string, archive: AsyncIterable<Uint8Array>, opts: ImportTemplateOptions = {}): Promise<TemplateRecord> {

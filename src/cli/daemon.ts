@@ -16,12 +16,13 @@ import { resolveConfigDir, packageRoot } from '../config/loader.js';
 import { ConfigStore } from '../config/store.js';
 import type { MasterConfig } from '../config/schema.js';
 import { Cubelet } from '../cubelet/cubelet.js';
+import { readMeminfo } from '../cubelet/host-metrics.js';
 import { HeartbeatSender, type HeartbeatMember } from '../cubelet/heartbeat.js';
 import { clusterSecret } from '../cubelet/rpc-wire.js';
 import { nodeRpcHandler, nodeUpgradeHandler } from '../cubelet/rpc-server.js';
 import { CubeError, isCubeError } from '../errors.js';
 import { nodeTag } from '../ids.js';
-import { NsNetworkAgent, type PolicySettings } from '../network/agent.js';
+import { NsNetworkAgent, policySettingsOf } from '../network/agent.js';
 import { parseRange } from '../network/ipam.js';
 import { NsDriver } from '../runtime/ns/driver.js';
 import { MicrovmDriver, microvmArtifacts } from '../runtime/microvm/driver.js';
@@ -29,6 +30,7 @@ import { RuntimeSet } from '../runtime/multi.js';
 import type { RuntimeDriver } from '../runtime/types.js';
 import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } from '../runtime/sim/nodes.js';
 import { cleanScratch } from '../runtime/layers/import.js';
+import { TemplateBuilder } from '../cubelet/template-build.js';
 import { TemplateStore } from '../runtime/templates.js';
 import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
 import { LocalControlPlane } from '../scheduler/local-control-plane.js';
@@ -203,24 +205,23 @@ function runtimeOf(flags: Flags, config: ConfigStore): Runtimes {
  * The node agent of roles all and compute: cubelet + network-agent + runtime on `dataDir`.
  * `api` is what the node serves (the cubelet itself, or with simulated usage on a sim node).
  */
-function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new TemplateStore(dataDir)): { cubelet: Cubelet; api: Cubelet } {
+function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new TemplateStore(dataDir)): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
   if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
   let cubelet: Cubelet | undefined;
-  const policyOf = (n: typeof net): PolicySettings => ({ allowHostAccess: n.allow_host_access, internetDefault: n.allow_internet_access, denyOut: n.deny_out, denyHostNetworks: n.deny_host_networks });
   const network = new NsNetworkAgent({
     nodeTag: tag,
     cidr: net.cidr,
     initNum: net.tap_init_num,
-    policy: policyOf(net),
+    policy: policySettingsOf(net),
     log,
     onNotice: (n) => cubelet?.report(n.kind, n.message),
   });
   // The policy knobs are live: a reload replaces the node's nftables table (sandboxes' own rules kept).
-  let applied = JSON.stringify(policyOf(net));
+  let applied = JSON.stringify(policySettingsOf(net));
   config.on('change', ({ current }) => {
-    const want = policyOf(current.config.cubelet.plugins['io.cubelet.internal.v1.network']);
+    const want = policySettingsOf(current.config.cubelet.plugins['io.cubelet.internal.v1.network']);
     if (JSON.stringify(want) === applied) return;
     applied = JSON.stringify(want);
     network.setPolicy(want).then(
@@ -228,22 +229,30 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
       (err: unknown) => log.error({ err }, 'network policy update failed: the previous table stays in force'),
     );
   });
+  const driver = runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, storeImageGiB: config.config.cubelet.storage.image_gib, ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
   cubelet = new Cubelet({
     nodeID,
     dataDir,
-    driver: runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, storeImageGiB: config.config.cubelet.storage.image_gib }),
+    driver,
     network,
     templates,
     config: () => config.config,
     log: log.child({ component: 'cubelet' }),
     poolSlotLimit: parseRange(net.cidr).maxIndex,
   });
-  return { cubelet, api: cubelet };
+  // Build steps run on the ns runtime (their writable layer becomes a template layer).
+  const builds = runtime.includes('ns') ? new TemplateBuilder({ dataDir, templates, driver, network, config: () => config.config, log: log.child({ component: 'template-build' }) }) : undefined;
+  return { cubelet, api: cubelet, ...(builds ? { builds } : {}) };
 }
 
 /** One driver, or a RuntimeSet when the node offers several. */
-function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; storeImageGiB: number }): RuntimeDriver {
-  const drivers = runtimes.map((r) => (r === 'ns' ? new NsDriver(o) : new MicrovmDriver(o)));
+function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; storeImageGiB: number; declaredMemoryMiB?: number }): RuntimeDriver {
+  const { declaredMemoryMiB, ...common } = o;
+  // The ns driver limits its sandboxes together at the declared quota only (none declared: no
+  // limit of ours); a microVM is refused when it cannot fit the node (declared, else MemTotal).
+  const ns = runtimes.includes('ns') ? new NsDriver({ ...common, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) }) : undefined;
+  // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too.
+  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(ns ? { storage: ns.storage } : {}) })));
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
 }
 
@@ -282,12 +291,12 @@ async function runAll(flags: Flags): Promise<void> {
   // One store for the node and the admin API (template import and rm): it caches the index.
   const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
   if (templates) await cleanScratch(dataDir);
-  const { cubelet, api: node } = buildCubelet(nodeID, dataDir, config, log, runtime, templates);
+  const { cubelet, api: node, builds } = buildCubelet(nodeID, dataDir, config, log, runtime, templates);
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
   const cp = new LocalControlPlane({ cubelet: node, store, config, log: log.child({ component: 'control-plane' }) });
   await cp.start();
-  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}) }, apiKeys: [apiKey.key], nodeID, version: version() });
+  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}), ...(templates && builds ? { builds } : {}) }, apiKeys: [apiKey.key], nodeID, version: version() });
   const addr = await api.listen(listen.host, listen.port);
   log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');
 

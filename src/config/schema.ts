@@ -55,6 +55,7 @@ export const MasterConfigSchema = z
     scheduler: z
       .object({
         priority_select_num: z.number().int().min(1).default(3).describe('pick at random among the top N scored nodes (spreads load, avoids hot spots)'),
+        candidate_limit: z.number().int().min(0).default(100).describe('score at most this many nodes that pass the filters per decision, visited from a random starting node (as Nomad limits its candidates); 0 scores every node. Below this many nodes every one is scored'),
         node_max_mvm_num: z.number().int().min(1).default(3000).describe('hard cap of sandboxes per node (running + paused)'),
         node_max_mem_reserved_in_mb: z.number().int().min(0).default(10240).describe('host memory kept out of the sandbox budget, MiB'),
         node_max_cpu_util: z.number().gt(0).max(100).default(80).describe("CPU utilisation cap in percent: applied to the oversold CPU quota, and a node whose sandboxes' CPU use (their cgroups, averaged over about 30 s; other processes on the host do not count) is at or above it takes no new sandboxes until it drops (503 with Retry-After)"),
@@ -194,6 +195,20 @@ export const CubeletConfigSchema = z
               .boolean()
               .default(true)
               .describe("also deny, like deny_out, the host's own connected IPv4 subnets and gateways (read from its routing table when the rules are installed: at start and on a policy change), whatever their range"),
+            conntrack_max_per_sandbox: z
+              .number()
+              .int()
+              .min(16)
+              .max(1_000_000)
+              .default(4096)
+              .describe("connections one sandbox may have tracked at once (nftables ct count by source address): the host's conntrack table (nf_conntrack_max) is shared by every sandbox and the host; past it a sandbox's new connections are dropped"),
+            new_connections_per_sec: z
+              .number()
+              .int()
+              .min(1)
+              .max(1_000_000)
+              .default(500)
+              .describe('new connections per second one sandbox may open (burst: one second\'s worth); more are dropped'),
           })
           .strict()
           .prefault({}),

@@ -3,7 +3,7 @@
 // restart reconciliation. Every create either completes or leaves nothing behind.
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { EventKind, EventView, NodeView, SandboxState, SandboxView } from '../api/types.js';
+import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, SandboxView, SnapshotKeeps } from '../api/types.js';
 import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
@@ -16,7 +16,7 @@ import type { OutputLine } from './output-log.js';
 import { ProcessTable } from './process-table.js';
 import { runStartCommand } from './start-cmd.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
-import type { NodeApi, NodeCreateRequest, NodeEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 const CPU_SMOOTHING_MS = 30_000;
 /** How often each sandbox's disk use is read (one sysfs file per sandbox; a change of 1 MiB or 1% of its limit is published). */
@@ -51,8 +51,10 @@ interface Entry {
   slot?: NetSlot;
   procs: ProcessTable;
   timer?: NodeJS.Timeout;
-  /** The operation in progress (create, pause, resume, destroy); destroy waits for it. */
+  /** The operation in progress (create, pause, resume, destroy, snapshot); destroy waits for it. */
   op?: Promise<unknown>;
+  /** A snapshot in progress: a pause or resume waits for it (it freezes and thaws on its own). */
+  snapshotting?: Promise<unknown>;
   oomKills: number;
 }
 
@@ -156,7 +158,9 @@ export class Cubelet implements NodeApi {
       ...(req.lifecycle ? { lifecycle: { ...req.lifecycle } } : {}),
       ...(req.owner !== undefined ? { owner: req.owner } : {}),
       ...(runtime ? { runtime } : {}),
+      ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
     };
+    if (req.fromSnapshot !== undefined) this.snapshotKeeper();
     const entry = this.newEntry(meta, 'creating');
     this.entries.set(id, entry);
     this.emitSandbox(entry);
@@ -171,7 +175,7 @@ export class Cubelet implements NodeApi {
     } finally {
       entry.op = undefined;
     }
-    this.emitEvent('sandbox.created', `created from ${req.templateID}`, { sandboxID: id, durationMs: Math.round(performance.now() - t0) });
+    this.emitEvent('sandbox.created', `created from ${req.templateID}${req.fromSnapshot !== undefined ? ` and snapshot ${req.fromSnapshot}` : ''}`, { sandboxID: id, durationMs: Math.round(performance.now() - t0) });
     return { ...entry.view };
   }
 
@@ -182,6 +186,9 @@ export class Cubelet implements NodeApi {
     let rules: Promise<void> | undefined;
     try {
       const template = await this.o.templates.resolve(meta.templateID);
+      if (meta.runtime === undefined && template.config?.runtime !== undefined) {
+        meta.runtime = entry.view.runtime = this.offered(template.config.runtime, `the default runtime of template ${template.name}`);
+      }
       entry.slot = await network.acquire(id);
       meta.slotIndex = entry.slot.index;
       // Alongside the driver's work (one `nft` run): in place before the create returns, so before
@@ -200,6 +207,7 @@ export class Cubelet implements NodeApi {
         diskGiB: meta.spec.diskGiB,
         ...(meta.runtime ? { runtime: meta.runtime } : {}),
         ...(meta.metadata['cube.net_raw'] === 'true' ? { netRaw: true } : {}),
+        ...(meta.fromSnapshot !== undefined ? { fromSnapshot: meta.fromSnapshot } : {}),
       });
       await rules;
       if (template.config?.startCmd) {
@@ -223,14 +231,18 @@ export class Cubelet implements NodeApi {
 
   /**
    * The runtime a create asks for: its `runtime`, else the metadata label `cube.runtime` (how an
-   * E2B client chooses), else the node's default (undefined). 400 when the node does not offer it.
+   * E2B client chooses), else undefined: the template's default (runCreate), else the node's.
+   * 400 when the node does not offer it.
    */
   private runtimeFor(req: NodeCreateRequest): string | undefined {
     const asked = req.runtime ?? req.metadata['cube.runtime'];
-    if (asked === undefined) return undefined;
+    return asked === undefined ? undefined : this.offered(asked, `runtime '${asked}'`);
+  }
+
+  private offered(runtime: string, what: string): string {
     const offered = this.o.driver.runtimes?.().map((r) => r.name) ?? [this.o.driver.name];
-    if (!offered.includes(asked)) throw new CubeError('BAD_REQUEST', `runtime '${asked}' is not offered by node ${this.nodeID} (it offers ${offered.join(', ')})`);
-    return asked;
+    if (!offered.includes(runtime)) throw new CubeError('BAD_REQUEST', `${what} is not offered by node ${this.nodeID} (it offers ${offered.join(', ')})`);
+    return runtime;
   }
 
   async destroySandbox(sandboxID: string): Promise<void> {
@@ -274,23 +286,66 @@ export class Cubelet implements NodeApi {
     this.emit({ type: 'sandbox.removed', sandboxID: id });
   }
 
-  async pauseSandbox(sandboxID: string): Promise<SandboxView> {
-    return this.freezeOp(sandboxID, 'pause');
+  async pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView> {
+    return this.freezeOp(sandboxID, 'pause', undefined, opts);
   }
 
   async resumeSandbox(sandboxID: string): Promise<SandboxView> {
     return this.freezeOp(sandboxID, 'resume');
   }
 
+  async snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
+    const keeper = this.snapshotKeeper();
+    const entry = this.ready(sandboxID, 'snapshot');
+    if (entry.op) throw new CubeError('SANDBOX_BUSY', `snapshot ${sandboxID}: another operation is in progress`, { retryAfter: 1 });
+    const t0 = performance.now();
+    // Frozen while the layer is taken, so no process is caught half way through a write sequence;
+    // a paused sandbox is frozen already and stays paused.
+    const run = (async () => {
+      const freeze = entry.view.state === 'running';
+      if (freeze) await this.o.driver.pause(entry.handle!);
+      try {
+        return await keeper.take(entry.handle!, snapshotID);
+      } finally {
+        if (freeze) await this.o.driver.resume(entry.handle!);
+      }
+    })();
+    entry.op = entry.snapshotting = run;
+    let keeps: SnapshotKeeps;
+    try {
+      keeps = await run;
+    } finally {
+      entry.op = entry.snapshotting = undefined;
+    }
+    const { meta, view } = entry;
+    this.emitEvent('sandbox.snapshot', `snapshot ${snapshotID} taken (${keeps})`, { sandboxID, durationMs: Math.round(performance.now() - t0) });
+    return { snapshotID, sandboxID, nodeID: this.nodeID, templateID: meta.templateID, runtime: view.runtime, keeps, spec: { ...meta.spec }, metadata: { ...meta.metadata }, env: { ...meta.env }, createdAt: new Date().toISOString() };
+  }
+
+  async deleteSnapshot(snapshotID: string): Promise<void> {
+    await this.o.driver.sandboxSnapshots?.remove(snapshotID);
+  }
+
+  async listSnapshots(): Promise<string[]> {
+    return (await this.o.driver.sandboxSnapshots?.list()) ?? [];
+  }
+
+  private snapshotKeeper(): NonNullable<RuntimeDriver['sandboxSnapshots']> {
+    const keeper = this.o.driver.sandboxSnapshots;
+    if (!keeper) throw new CubeError('CONFLICT', `node ${this.nodeID} runs ${this.o.driver.name}, which keeps no snapshots`);
+    return keeper;
+  }
+
   /** `reason`: why a pause happened other than on request (shown with the paused state). */
-  private async freezeOp(sandboxID: string, op: 'pause' | 'resume', reason?: string): Promise<SandboxView> {
+  private async freezeOp(sandboxID: string, op: 'pause' | 'resume', reason?: string, opts?: PauseOptions): Promise<SandboxView> {
+    await this.entries.get(sandboxID)?.snapshotting?.catch(() => undefined);
     const entry = this.ready(sandboxID, op);
     const [during, after, before] = op === 'pause' ? (['pausing', 'paused', 'running'] as const) : (['resuming', 'running', 'paused'] as const);
     const t0 = performance.now();
     this.setState(entry, during, reason);
     const run = (async () => {
       try {
-        if (op === 'pause') await this.o.driver.pause(entry.handle!);
+        if (op === 'pause') await this.o.driver.pause(entry.handle!, opts);
         else await this.o.driver.resume(entry.handle!);
         entry.meta.paused = op === 'pause';
         // A paused sandbox does not time out; one resumed past its end gets a fresh default lifetime.
@@ -482,7 +537,7 @@ export class Cubelet implements NodeApi {
       sandboxes: [...this.entries.values()].map((e) => e.view),
       pool: network.levels(),
       poolSlotLimit: this.o.poolSlotLimit,
-      templates: (await this.o.templates.listTemplates()).map((t) => t.name),
+      ...templateFacts(await this.o.templates.listTemplates()),
       now: new Date(),
     });
   }
@@ -569,7 +624,7 @@ export class Cubelet implements NodeApi {
         if (entry.meta.lifecycle?.onTimeout === 'pause') {
           this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}: pausing (lifecycle onTimeout pause)`, { sandboxID: id });
           // A sandbox busy with another operation is looked at again in a second.
-          this.freezeOp(id, 'pause', `paused at its timeout ${entry.view.endAt} (lifecycle onTimeout pause)`).catch((err: unknown) => {
+          this.freezeOp(id, 'pause', `paused at its timeout ${entry.view.endAt} (lifecycle onTimeout pause)`, { release: true }).catch((err: unknown) => {
             if (isCubeError(err) && err.kind === 'SANDBOX_BUSY') entry.timer = setTimeout(() => this.armTimer(entry), 1000);
             else this.o.log.error({ err, sandboxID: id }, 'pause on timeout failed');
           });
@@ -651,4 +706,12 @@ export class Cubelet implements NodeApi {
       }
     }
   }
+}
+
+/** The node view's template names, and the default runtime of those that name one (pure). */
+export function templateFacts(templates: TemplateRef[]): { templates: string[]; templateRuntimes: Record<string, string> } {
+  return {
+    templates: templates.map((t) => t.name),
+    templateRuntimes: Object.fromEntries(templates.flatMap((t) => (t.config?.runtime ? [[t.name, t.config.runtime]] : []))),
+  };
 }

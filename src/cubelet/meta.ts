@@ -28,6 +28,8 @@ export interface SandboxMeta {
   runtime?: string;
   /** The template's working directory: the default cwd of commands. */
   workdir?: string;
+  /** The snapshot its writable layer started from. */
+  fromSnapshot?: string;
 }
 
 const FILE = 'meta.json';

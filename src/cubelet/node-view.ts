@@ -1,13 +1,13 @@
 // The node as the admin API shows it, computed from plain inputs (pure): capacity, usage,
 // density for the default spec with live counts, and the one refusal only the node can see.
-import type { NodeView, PoolView, SandboxSpecView, SandboxState, StoreView } from '../api/types.js';
+import type { NodeView, PoolView, RuntimeInfo, SandboxSpecView, SandboxState, StoreView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
 import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsage } from '../scheduler/density.js';
 
 export interface NodeViewInputs {
   nodeID: string;
   runtime: string;
-  runtimes?: { name: string; emulated?: boolean }[];
+  runtimes?: RuntimeInfo[];
   capacity: { cpus: number; memoryMiB: number; declared: boolean };
   cpuUtilPercent: number;
   /** The node's sandboxes' CPU use in percent of its CPUs, when the driver can tell. */
@@ -25,6 +25,7 @@ export interface NodeViewInputs {
   /** Slots the node's address range can hold at most. */
   poolSlotLimit: number;
   templates: string[];
+  templateRuntimes?: Record<string, string>;
   now: Date;
 }
 
@@ -102,6 +103,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
     },
     pool: i.pool,
     templates: i.templates,
+    ...(i.templateRuntimes && Object.keys(i.templateRuntimes).length ? { templateRuntimes: i.templateRuntimes } : {}),
     lastSeen: i.now.toISOString(),
   };
 }

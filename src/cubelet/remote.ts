@@ -3,14 +3,14 @@
 import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import type { NodeView, SandboxView } from '../api/types.js';
+import type { NodeView, PauseOptions, SandboxView } from '../api/types.js';
 import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import { decodeProcessEvent, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
-import type { NodeApi, NodeCreateRequest, NodeEvent, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 /** The node's clock when it answered, per result object (rpc-server.ts adds it to every answer). */
 const answered = new WeakMap<object, number>();
@@ -109,8 +109,8 @@ export class RemoteNode implements NodeApi {
   destroySandbox(sandboxID: string): Promise<void> {
     return this.json('destroySandbox', sandboxID);
   }
-  pauseSandbox(sandboxID: string): Promise<SandboxView> {
-    return this.json('pauseSandbox', sandboxID);
+  pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView> {
+    return this.json('pauseSandbox', sandboxID, opts);
   }
   resumeSandbox(sandboxID: string): Promise<SandboxView> {
     return this.json('resumeSandbox', sandboxID);
@@ -126,6 +126,15 @@ export class RemoteNode implements NodeApi {
   }
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView> {
     return this.json('setEgress', sandboxID, req);
+  }
+  snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
+    return this.json('snapshotSandbox', sandboxID, snapshotID);
+  }
+  async deleteSnapshot(snapshotID: string): Promise<void> {
+    await this.json('deleteSnapshot', snapshotID);
+  }
+  listSnapshots(): Promise<string[]> {
+    return this.json('listSnapshots');
   }
   sandboxAddress(sandboxID: string): Promise<string> {
     return this.json('sandboxAddress', sandboxID);

@@ -20,7 +20,7 @@ export function canTransition(from: SandboxState, to: SandboxState): boolean {
   return TRANSITIONS[from].includes(to);
 }
 
-export type SandboxOp = 'pause' | 'resume' | 'destroy' | 'exec' | 'files' | 'setEndAt' | 'setEgress';
+export type SandboxOp = 'pause' | 'resume' | 'destroy' | 'exec' | 'files' | 'setEndAt' | 'setEgress' | 'snapshot';
 
 export type OpVerdict = { ok: true } | { ok: false; kind: 'CONFLICT' | 'SANDBOX_BUSY' | 'NOT_FOUND'; message: string; retryAfter?: number };
 
@@ -43,6 +43,7 @@ export function admitOp(state: SandboxState, op: SandboxOp): OpVerdict {
       return state === 'running' ? { ok: true } : { ok: false, kind: 'CONFLICT', message: `sandbox is ${state}; resume it first` };
     case 'setEndAt':
     case 'setEgress':
+    case 'snapshot':
       return { ok: true };
   }
 }

@@ -2,7 +2,7 @@
 // cluster it calls the same interface through HTTP/JSON (src/cubelet/remote.ts), so the API
 // and scheduler never know which.
 import type { Readable } from 'node:stream';
-import type { NodeView, SandboxLifecycle, SandboxView, EventView } from '../api/types.js';
+import type { NodeView, PauseOptions, SandboxLifecycle, SandboxView, EventView, SnapshotView } from '../api/types.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { OutputLine } from './output-log.js';
 import type { ExecRequest, FileMetadata, FileStat, FsChange, SandboxStats, WatchRequest } from '../runtime/types.js';
@@ -24,7 +24,12 @@ export interface NodeCreateRequest {
   owner?: string;
   /** The runtime to create it with (ns, microvm) on a node that offers several; absent: the node's default. */
   runtime?: string;
+  /** Start from this snapshot kept on the node (its writable layer) rather than the bare template. */
+  fromSnapshot?: string;
 }
+
+/** What a node keeps of a snapshot it took: the view without the names the control plane gives, plus the origin's env. */
+export type NodeSnapshot = Omit<SnapshotView, 'names'> & { env: Record<string, string> };
 
 export type ProcessEvent =
   | { type: 'start'; pid: number }
@@ -64,13 +69,22 @@ export interface NodeApi {
   createSandbox(req: NodeCreateRequest): Promise<SandboxView>;
   /** Idempotent: a missing sandbox is not an error. */
   destroySandbox(sandboxID: string): Promise<void>;
-  pauseSandbox(sandboxID: string): Promise<SandboxView>;
+  pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView>;
   resumeSandbox(sandboxID: string): Promise<SandboxView>;
   getSandbox(sandboxID: string): Promise<SandboxView | undefined>;
   listSandboxes(): Promise<SandboxView[]>;
   setEndAt(sandboxID: string, endAt: string): Promise<SandboxView>;
   /** Replaces the sandbox's own egress rules (absent fields: the node's defaults), running or paused. */
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView>;
+  /**
+   * Keeps the sandbox's state as `snapshotID` (ns: its writable layer, frozen for the moment it
+   * takes), running or paused; it stays as it was. 409 when its runtime keeps no snapshots.
+   */
+  snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot>;
+  /** Idempotent. */
+  deleteSnapshot(snapshotID: string): Promise<void>;
+  /** Ids of the snapshots the node keeps. */
+  listSnapshots(): Promise<string[]>;
   /** The sandbox's address in the node's private range, for port proxying. */
   sandboxAddress(sandboxID: string): Promise<string>;
 

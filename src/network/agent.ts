@@ -13,7 +13,7 @@ import { NETNS_DIR, hostIfName, netnsName } from './names.js';
 import { Spawner, failedItems } from './iproute.js';
 import { destinationElements, type EgressRules } from './egress.js';
 import { NftBatch } from './nft-batch.js';
-import { enableIpForwarding, linkElementsScript, linkFilterScript, policyScript, removePolicy, sandboxRulesScript, type NodePolicy } from './nft.js';
+import { enableIpForwarding, linkElementsScript, linkFilterScript, policyScript, removePolicy, sandboxRulesScript, type ConnLimits, type NodePolicy } from './nft.js';
 import { arpEntries, conntrackMentions, hostIfIndices, hostNetworks, netnsIndices } from './host-scan.js';
 import { sharedHelper } from '../runtime/ns/helper.js';
 import { RESET_LINES, expectedState, innerCreateLines, parseSlotState, removeLines, rootCreateLines, type SlotNames } from './slot-script.js';
@@ -46,6 +46,26 @@ export interface PolicySettings {
   denyOut: readonly string[];
   /** The host's connected subnets and gateways are denied too (deny_host_networks). */
   denyHostNetworks: boolean;
+  /** Per sandbox: tracked connections at once, and new ones per second (conntrack_max_per_sandbox, new_connections_per_sec). */
+  connLimits: ConnLimits;
+}
+
+/** The policy knobs of the cubelet's network plugin config. */
+export function policySettingsOf(n: {
+  allow_host_access: boolean;
+  allow_internet_access: boolean;
+  deny_out: readonly string[];
+  deny_host_networks: boolean;
+  conntrack_max_per_sandbox: number;
+  new_connections_per_sec: number;
+}): PolicySettings {
+  return {
+    allowHostAccess: n.allow_host_access,
+    internetDefault: n.allow_internet_access,
+    denyOut: n.deny_out,
+    denyHostNetworks: n.deny_host_networks,
+    connLimits: { maxConnections: n.conntrack_max_per_sandbox, newPerSec: n.new_connections_per_sec },
+  };
 }
 
 interface Waiter {
@@ -286,6 +306,7 @@ export class NsNetworkAgent implements NetworkAgent {
         internetDefault: this.policy.internetDefault,
         denyOut: destinationElements(this.policy.denyOut, 'deny_out'),
         hostNets,
+        connLimits: this.policy.connLimits,
         sandboxes: new Map(this.egress),
       };
       return policyScript(p);

@@ -3,34 +3,46 @@
 // it goes to that driver. Scan and cleanup ask every driver, and each cleanup keeps the sandboxes
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
-import type { ExecProcess, ExecRequest, FileMetadata, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
+import type { PauseOptions, RuntimeInfo } from '../api/types.js';
+import type { ExecProcess, ExecRequest, FileMetadata, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
-
-export interface RuntimeInfo {
-  name: string;
-  /** No hardware virtualisation: the microvm runtime emulates the guest CPU (TCG). */
-  emulated?: boolean;
-}
 
 export class RuntimeSet implements RuntimeDriver {
   readonly name: RuntimeName;
   readonly files: SandboxFiles;
   /** The node's store of writable layers (the ns driver's). */
   readonly storage?: SandboxStorage;
+  /** The kept snapshots of the driver that keeps them (ns); a sandbox of another runtime is refused. */
+  readonly sandboxSnapshots?: SandboxSnapshots;
   private readonly owner = new Map<string, RuntimeDriver>();
 
-  constructor(private readonly drivers: (RuntimeDriver & { kvm?: boolean })[]) {
+  constructor(private readonly drivers: RuntimeDriver[]) {
     if (!drivers.length) throw new CubeError('CONFIG_INVALID', 'a node needs at least one runtime');
     this.name = drivers[0]!.name;
     const storage = drivers.find((d) => d.storage)?.storage;
     if (storage) this.storage = storage;
+    // Each runtime keeps its own sandboxes' snapshots; a removal asks every keeper (idempotent).
+    const keepers = drivers.flatMap((d) => (d.sandboxSnapshots ? [d.sandboxSnapshots] : []));
+    if (keepers.length) {
+      this.sandboxSnapshots = {
+        take: (h, snapshotID) => {
+          const d = this.driverOf(h.sandboxID);
+          if (!d.sandboxSnapshots) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} runs on ${d.name}, which keeps no snapshots here`);
+          return d.sandboxSnapshots.take(h, snapshotID);
+        },
+        remove: async (snapshotID) => {
+          for (const k of keepers) await k.remove(snapshotID);
+        },
+        list: async () => [...new Set((await Promise.all(keepers.map((k) => k.list()))).flat())],
+      };
+    }
     const of = (h: SandboxHandle) => this.driverOf(h.sandboxID).files;
     this.files = {
       stat: (h, p) => of(h).stat(h, p),
       list: (h, p, d) => of(h).list(h, p, d),
       read: (h, p) => of(h).read(h, p),
-      write: (h, p, data, u) => of(h).write(h, p, data, u),
+      write: (h, p, data, u, m) => of(h).write(h, p, data, u, m),
       mkdir: (h, p, u) => of(h).mkdir(h, p, u),
       remove: (h, p) => of(h).remove(h, p),
       move: (h, a, b) => of(h).move(h, a, b),
@@ -39,7 +51,7 @@ export class RuntimeSet implements RuntimeDriver {
 
   /** What the node offers, for NodeView.runtimes. */
   runtimes(): RuntimeInfo[] {
-    return this.drivers.map((d) => ({ name: d.name, ...(d.kvm === false ? { emulated: true } : {}) }));
+    return this.drivers.flatMap((d) => d.runtimes?.() ?? [{ name: d.name }]);
   }
 
   /** The driver a create names (undefined: the node's default); 400 when the node does not offer it. */
@@ -77,8 +89,8 @@ export class RuntimeSet implements RuntimeDriver {
     this.owner.delete(sandboxID);
   }
 
-  pause(h: SandboxHandle): Promise<void> {
-    return this.driverOf(h.sandboxID).pause(h);
+  pause(h: SandboxHandle, opts?: PauseOptions): Promise<void> {
+    return this.driverOf(h.sandboxID).pause(h, opts);
   }
 
   resume(h: SandboxHandle): Promise<void> {

@@ -84,6 +84,10 @@ export interface TemplateRecord {
   parent?: string;
   /** Unpacked bytes of the layers (shared layers count in every template). */
   sizeBytes?: number;
+  /** The build that made it (source 'build'): the E2B API's buildID. */
+  buildID?: string;
+  /** Built on `host`: its layers go over the host template's, with the host's /usr bound read-only. */
+  bindHostUsr?: boolean;
   /** The image's own entrypoint and command, kept for inspect (never run implicitly). */
   image?: { entrypoint?: string[]; cmd?: string[] };
 }
@@ -105,6 +109,15 @@ export function parseTemplateRef(ref: string): { name: string; tag: string; ref:
 /** The name a template is listed and created by: NAME for the latest tag, else NAME:TAG (pure). */
 export function displayName(r: { name: string; tag: string }): string {
   return r.tag === DEFAULT_TAG ? r.name : `${r.name}:${r.tag}`;
+}
+
+/** The name a create or a lookup by NAME[:TAG] finds in the node's listing: `x:latest` is `x` (pure). */
+export function listedName(templateID: string): string {
+  try {
+    return displayName(parseTemplateRef(templateID));
+  } catch {
+    return templateID; // not a valid name: no template is listed under it, the 404 names it as given
+  }
 }
 
 /** Content digest of a template: its layers and config, canonical JSON (pure). */
@@ -164,8 +177,8 @@ export class TemplateStore {
     return [...(await this.records()).values()];
   }
 
-  /** Registers a root filesystem directory (e.g. made by debootstrap) under `name`. */
-  async registerTemplate(name: string, rootfs: string): Promise<TemplateRef> {
+  /** Registers a root filesystem directory (e.g. made by debootstrap) under `name`; `config` over the defaults (e.g. its runtime). */
+  async registerTemplate(name: string, rootfs: string, config: Partial<TemplateConfig> = {}): Promise<TemplateRef> {
     const { ref } = parseTemplateRef(name);
     if (name === HOST_TEMPLATE) throw new CubeError('CONFLICT', `template name '${HOST_TEMPLATE}' is reserved`);
     if (!isAbsolute(rootfs)) throw new CubeError('BAD_REQUEST', `template directory must be an absolute path: ${rootfs}`);
@@ -173,7 +186,7 @@ export class TemplateStore {
     if (!st?.isDirectory()) throw new CubeError('BAD_REQUEST', `template directory ${rootfs} does not exist`);
     const hasShell = await Promise.all(['bin/sh', 'usr/bin/sh'].map((p) => lstat(join(rootfs, p)).then(() => true, () => false)));
     if (!hasShell.some(Boolean)) throw new CubeError('BAD_REQUEST', `${rootfs} does not look like a root filesystem (no bin/sh)`);
-    const rec = await this.put({ ...parseTemplateRef(ref), layers: [rootfs], config: { ...DEFAULT_CONFIG }, source: 'directory' });
+    const rec = await this.put({ ...parseTemplateRef(ref), layers: [rootfs], config: { ...DEFAULT_CONFIG, ...config }, source: 'directory' });
     return this.toRef(rec);
   }
 
@@ -244,12 +257,12 @@ export class TemplateStore {
       name: displayName(r),
       digest: r.digest,
       layers: r.layers.map((l) => (l.startsWith('sha256:') ? layerDir(this.dataDir, l) : l)),
-      bindHostUsr: false,
+      bindHostUsr: r.bindHostUsr ?? false,
       config: r.config,
     };
   }
 
-  private hostRootfs(): string {
+  hostRootfs(): string {
     return join(this.dir, HOST_TEMPLATE, 'rootfs');
   }
 

@@ -2,6 +2,8 @@
 // Drivers own kernel objects for the sandbox's processes, root filesystem and cgroups;
 // the network slot comes from the network-agent and is only joined here.
 import type { Readable, Writable } from 'node:stream';
+import type { PauseOptions, RuntimeInfo, SnapshotKeeps } from '../api/types.js';
+import { CubeError } from '../errors.js';
 import type { StoreUsage } from '../storage/btrfs-store.js';
 
 /** What a template sets for every sandbox made from it (from the image config or the build steps). */
@@ -18,6 +20,19 @@ export interface TemplateConfig {
   readyCmd?: string;
   /** Default 60 (E2B's build default for a ready check). */
   readyTimeoutSec?: number;
+  /** The runtime its sandboxes run on when the create names none (absent: the node's default); see TEMPLATE_RUNTIMES. */
+  runtime?: TemplateRuntime;
+}
+
+/** Runtimes a template may name as its default (sim is a benchmark node's, not a template's). */
+export const TEMPLATE_RUNTIMES = ['ns', 'microvm'] as const;
+export type TemplateRuntime = (typeof TEMPLATE_RUNTIMES)[number];
+
+/** A template's default runtime as given (import query, CLI option), checked (pure). */
+export function templateRuntime(name: string): TemplateRuntime {
+  const r = TEMPLATE_RUNTIMES.find((x) => x === name);
+  if (!r) throw new CubeError('BAD_REQUEST', `runtime must be one of ${TEMPLATE_RUNTIMES.join(', ')} (got ${name})`);
+  return r;
 }
 
 export interface TemplateRef {
@@ -47,6 +62,8 @@ export interface LaunchSpec {
   runtime?: string;
   /** Root inside keeps CAP_NET_RAW (raw and packet sockets); off unless asked (metadata cube.net_raw=true). */
   netRaw?: boolean;
+  /** Start from this kept snapshot (its writable layer) instead of an empty one: only the driver that took it. */
+  fromSnapshot?: string;
 }
 
 export interface SandboxHandle {
@@ -113,8 +130,8 @@ export interface SandboxFiles {
   stat(h: SandboxHandle, path: string): Promise<FileStat>;
   list(h: SandboxHandle, path: string, depth?: number): Promise<FileStat[]>;
   read(h: SandboxHandle, path: string): Promise<Readable>;
-  /** Creates parent directories; owned by `user` (default 'user'). */
-  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string): Promise<FileStat>;
+  /** Creates parent directories; owned by `user` (default 'user'); `mode` (default 0644, the ns runtime's template builds set it) applies to the file. */
+  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number): Promise<FileStat>;
   mkdir(h: SandboxHandle, path: string, user?: string): Promise<boolean>;
   remove(h: SandboxHandle, path: string): Promise<void>;
   move(h: SandboxHandle, from: string, to: string): Promise<FileStat>;
@@ -157,7 +174,8 @@ export interface RuntimeDriver {
   create(spec: LaunchSpec): Promise<SandboxHandle>;
   /** Kills every process, removes cgroups and the per-sandbox directory. Idempotent. */
   destroy(sandboxID: string): Promise<void>;
-  pause(h: SandboxHandle): Promise<void>;
+  pause(h: SandboxHandle, opts?: PauseOptions): Promise<void>;
+  /** Resumes either kind of pause (the driver knows which one holds the sandbox). */
   resume(h: SandboxHandle): Promise<void>;
   alive(h: SandboxHandle): boolean;
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess;
@@ -179,19 +197,35 @@ export interface RuntimeDriver {
   /** Removes every kernel object of this node that belongs to no sandbox in `keep`. */
   cleanup(keep: Set<string>): Promise<{ removed: string[] }>;
   /** The runtimes this driver offers (several for a RuntimeSet); absent: just `name`. */
-  runtimes?(): { name: string; emulated?: boolean }[];
+  runtimes?(): RuntimeInfo[];
   /** The runtime a sandbox runs on (a RuntimeSet); absent: `name`. */
   runtimeOf?(sandboxID: string): string;
   /** Why a sandbox that is no longer alive() died, when the driver can tell (e.g. a VM's console tail). */
   deathReason?(h: SandboxHandle): string | undefined;
   /** The store of writable layers (src/storage/), for drivers that keep one. */
   storage?: SandboxStorage;
+  /** Kept sandbox states (E2B snapshots), for drivers that keep them; absent: this runtime cannot snapshot. */
+  sandboxSnapshots?: SandboxSnapshots;
   /** At daemon stop, after cleanup: destroy = nothing of the node's store stays (unmounted, image deleted). */
   close?(opts: { destroy: boolean }): Promise<void>;
+}
+
+/**
+ * Kept sandbox states by snapshot id. ns keeps the writable layer (a read-only btrfs snapshot);
+ * a runtime that can also keep processes (microvm memory) says so in `keeps`.
+ */
+export interface SandboxSnapshots {
+  /** Keeps the sandbox's state as `snapshotID`, and says what it kept; the caller has frozen the sandbox. 409 when its runtime cannot. */
+  take(h: SandboxHandle, snapshotID: string): Promise<SnapshotKeeps>;
+  /** Idempotent. */
+  remove(snapshotID: string): Promise<void>;
+  list(): Promise<string[]>;
 }
 
 export interface SandboxStorage {
   usage(): Promise<StoreUsage>;
   /** Bytes each sandbox's writable layer holds on its own (quota-group exclusive), read without spawning. */
   diskUsed(sandboxIDs: Iterable<string>): Promise<Map<string, number>>;
+  /** The sandbox's overlay upper dir: what a template build step captures as a layer. */
+  upperDir(sandboxID: string): string;
 }

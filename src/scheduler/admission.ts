@@ -7,6 +7,7 @@ import { SandboxSpecSchema, type MasterConfig } from '../config/schema.js';
 import { POOL_EXHAUSTED } from '../cubelet/node-view.js';
 import { CubeError, toCubeError } from '../errors.js';
 import { checkEnvVars } from '../runtime/env.js';
+import { listedName } from '../runtime/templates.js';
 import type { StateStore } from '../store/types.js';
 import type { CreateSandboxRequest } from './control-plane.js';
 import { computeDensity, densityParamsFromConfig, DensityInputError, footprintMiB, paramsForNode, type DensityParams, type SpecShape } from './density.js';
@@ -23,7 +24,8 @@ export interface ResolvedCreate {
 
 /** The request with the config's defaults filled in; 400 on an invalid spec or timeout. */
 export function resolveCreate(req: CreateSandboxRequest, master: MasterConfig): ResolvedCreate {
-  const templateID = !req.templateID || req.templateID === 'base' ? master.sandbox.default_template : req.templateID;
+  // NAME:latest is listed (and launched) as NAME: the SDK's `Sandbox.create('x:latest')`.
+  const templateID = listedName(!req.templateID || req.templateID === 'base' ? master.sandbox.default_template : req.templateID);
   const cpus = req.cpus ?? master.sandbox.default_spec.cpus;
   const memoryMiB = req.memoryMiB ?? master.sandbox.default_spec.memory_mib;
   const diskGiB = req.diskGiB ?? master.sandbox.default_spec.disk_gib;

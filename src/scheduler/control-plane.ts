@@ -1,9 +1,10 @@
 // The control-plane contract the API serves (E2B REST, admin API, envd routing).
 // Role all: LocalControlPlane (one cubelet, embedded store). Cluster: the same over Redis,
 // MySQL and remote nodes. Errors are CubeErrors from src/errors.ts.
-import type { ConfigView, EventView, NodeView, ReloadResult, SandboxLifecycle, SandboxState, SandboxView, Snapshot, WatchMessage } from '../api/types.js';
+import type { ConfigView, EventView, NodeView, PauseOptions, ReloadResult, SandboxLifecycle, SandboxState, SandboxView, Snapshot, SnapshotView, WatchMessage } from '../api/types.js';
 import type { NodeApi } from '../cubelet/types.js';
 import type { EgressRequest } from '../network/egress.js';
+import type { SnapshotApi } from './snapshots.js';
 
 export interface CreateSandboxRequest {
   /** 'base' or absent means the configured default template. */
@@ -25,6 +26,8 @@ export interface CreateSandboxRequest {
   runtime?: string;
   /** Who asked (API key id), for the audit trail. */
   actor?: string;
+  /** Set by the control plane for a templateID that names a snapshot: the node starts the writable layer from it. */
+  fromSnapshot?: string;
 }
 
 export interface SandboxRecord extends SandboxView {
@@ -39,6 +42,11 @@ export interface SandboxRecord extends SandboxView {
    * overwrite it.
    */
   nodeAt?: number;
+}
+
+/** A kept snapshot as the state store holds it: the view and the origin's envVars (its owner's secret). */
+export interface SnapshotRecord extends SnapshotView {
+  envVars: Record<string, string>;
 }
 
 export interface ListFilter {
@@ -62,12 +70,15 @@ export interface ControlPlane {
   getSandbox(sandboxID: string): Promise<SandboxRecord>;
   listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]>;
   destroySandbox(sandboxID: string, actor?: string): Promise<void>;
-  pauseSandbox(sandboxID: string, actor?: string): Promise<SandboxRecord>;
+  /** `opts.release`: free the memory where the runtime can (PauseOptions). */
+  pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord>;
   /** Resumes a paused sandbox (admission by the release-ratio policy: 130409 when refused). `resumed` says whether it was paused. */
   resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }>;
   setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord>;
   /** Replaces the sandbox's own egress rules (E2B PUT /sandboxes/{id}/network). */
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxRecord>;
+  /** Kept sandbox snapshots and fork (E2B createSnapshot, listSnapshots, deleteSnapshot, fork). */
+  readonly snapshots: SnapshotApi;
   /** The node that holds a running sandbox (for envd traffic); 130404 when unknown. */
   nodeFor(sandboxID: string): Promise<NodeApi>;
 

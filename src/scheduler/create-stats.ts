@@ -9,6 +9,8 @@ export class CreateStats {
   private samples: { at: number; ms: number }[] = [];
   private decisions: { at: number; ms: number }[] = [];
   private refusals: { at: number; code: number; rule: string }[] = [];
+  /** Refusals since the process started, by `code/rule`: a Prometheus counter must never go down. */
+  private readonly refusedTotals = new Map<string, { code: number; rule: string; count: number }>();
 
   record(ms: number, at = Date.now()): void {
     this.samples.push({ at, ms });
@@ -21,6 +23,10 @@ export class CreateStats {
   /** A create (130597) or resume (130409) refused, with the rule that refused: triage marks creates being refused BAD. */
   recordRefusal(code: number, rule: string, at = Date.now()): void {
     this.refusals.push({ at, code, rule });
+    const k = `${code}/${rule}`;
+    const t = this.refusedTotals.get(k) ?? { code, rule, count: 0 };
+    t.count++;
+    this.refusedTotals.set(k, t);
   }
 
   view(now = Date.now()): StatsView {
@@ -46,6 +52,7 @@ export class CreateStats {
       }
       view.refusedLastMinute = [...by.values()].sort((a, b) => b.count - a.count);
     }
+    if (this.refusedTotals.size > 0) view.refusedSinceStart = [...this.refusedTotals.values()].map((t) => ({ ...t }));
     if (this.decisions.length === 0) return view;
     // Decisions take well under a millisecond: three decimals.
     const d = this.decisions.map((s) => s.ms).sort((a, b) => a - b);

@@ -2,7 +2,7 @@
 // Records follow the cubelet's events (one writer per fact: the node says what state a
 // sandbox is in, the store remembers it); admission goes through the same pipeline as a cluster.
 import type { Logger } from 'pino';
-import type { ConfigView, EventKind, EventView, NodeView, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../api/types.js';
+import type { ConfigView, EventKind, EventView, NodeView, PauseOptions, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../api/types.js';
 import type { ConfigStore } from '../config/store.js';
 import type { Cubelet } from '../cubelet/cubelet.js';
 import { withOperatorFlags } from '../cubelet/node-view.js';
@@ -16,6 +16,7 @@ import { CreateStats } from './create-stats.js';
 import { schedule } from './pipeline.js';
 import { withSchedulability } from './schedulable.js';
 import { snapshotOf, Watchers } from './watchers.js';
+import { createFromSnapshot, SnapshotBook } from './snapshots.js';
 import type { EgressRequest } from '../network/egress.js';
 
 export interface LocalControlPlaneOptions {
@@ -37,6 +38,7 @@ export class LocalControlPlane implements ControlPlane {
   private readonly secrets = new Map<string, Secrets>();
   private readonly watchers = new Watchers();
   private readonly stats = new CreateStats();
+  readonly snapshots: SnapshotBook;
   private readonly unsubs: (() => void)[] = [];
   private flags: NodeRecord;
   private inFlight = 0;
@@ -52,6 +54,7 @@ export class LocalControlPlane implements ControlPlane {
     this.cfg = o.config;
     this.log = o.log;
     this.flags = { nodeID: o.cubelet.nodeID, cordoned: false, draining: false, joinedAt: new Date().toISOString() };
+    this.snapshots = new SnapshotBook({ store: o.store, node: async () => this.cubelet, sandbox: (id) => this.getSandbox(id), create: (req) => this.createSandbox(req), log: o.log });
   }
 
   /** After cubelet.start(): aligns records with the sandboxes the node re-adopted and starts the deltas. */
@@ -77,6 +80,8 @@ export class LocalControlPlane implements ControlPlane {
     }
     // Complete on the node but unknown to the store (its write was lost): adopt with a new token.
     for (const s of live.values()) await this.putRecord(s, { accessToken: newToken(), envVars: {} });
+    const swept = await this.snapshots.sweep(this.cubelet);
+    if (swept.data.length || swept.records.length) this.log.info({ unrecorded: swept.data, dataGone: swept.records }, 'snapshots swept at start');
     this.cfg.resumeNumbering((await this.store.latestConfigVersion())?.version ?? 0);
     const v = this.cfg.versionInfo;
     await this.store.putConfigVersion({ version: v.version, at: v.loadedAt, actor: 'system', reason: 'start', master: v.config.master, cubelet: v.config.cubelet });
@@ -102,7 +107,9 @@ export class LocalControlPlane implements ControlPlane {
     await this.writes;
   }
 
-  async createSandbox(req: CreateSandboxRequest): Promise<SandboxRecord> {
+  async createSandbox(asked: CreateSandboxRequest): Promise<SandboxRecord> {
+    const snap = await this.snapshots.forCreate(asked.templateID);
+    const req = snap ? createFromSnapshot(snap, asked) : asked;
     const master = this.cfg.config.master;
     const { templateID, cpus, memoryMiB, diskGiB, timeoutSec } = resolveCreate(req, master);
     const node = await this.nodeView();
@@ -136,6 +143,7 @@ export class LocalControlPlane implements ControlPlane {
         ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}),
         ...(req.actor !== undefined ? { owner: req.actor } : {}),
         ...(req.runtime !== undefined ? { runtime: req.runtime } : {}),
+        ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
       });
       this.stats.record(performance.now() - t0);
       await this.audit(req.actor, 'sandbox.create', sandboxID, 'ok', { templateID, cpus, memoryMiB });
@@ -166,9 +174,9 @@ export class LocalControlPlane implements ControlPlane {
     await this.audited(actor, 'sandbox.destroy', sandboxID, () => this.cubelet.destroySandbox(sandboxID));
   }
 
-  async pauseSandbox(sandboxID: string, actor?: string): Promise<SandboxRecord> {
+  async pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord> {
     await this.getSandbox(sandboxID);
-    return this.withSecrets(await this.audited(actor, 'sandbox.pause', sandboxID, () => this.cubelet.pauseSandbox(sandboxID)));
+    return this.withSecrets(await this.audited(actor, 'sandbox.pause', sandboxID, () => this.cubelet.pauseSandbox(sandboxID, opts)));
   }
 
   async resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }> {

@@ -1,6 +1,6 @@
 // The placement chain, assembled in one place: prefilter -> enabled filters (a node must pass
-// all; the first refusal is kept with its reason) -> weighted scorers -> random pick among the
-// top priority_select_num. Pure: the config, clock and randomness come in as arguments, so
+// all; the first refusal is kept with its reason) -> weighted scorers, until candidate_limit
+// nodes passed -> random pick among the top priority_select_num. Pure: the config, clock and randomness come in as arguments, so
 // a hot-reloaded config takes effect on the next decision.
 import type { MasterConfig } from '../config/schema.js';
 import { CubeError } from '../errors.js';
@@ -26,12 +26,23 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
   // Nodes of one shape share a density: compute it once per shape and decision.
   const densities = new Map<string, Density | DensityInputError>();
   let considered = 0;
-  for (const { view, inFlightCreates } of nodes) {
+  // A decision over 1000 nodes scored all of them (p99 15-23 ms in the control under load); it
+  // now stops after `candidate_limit` feasible ones, visited from a random start so that
+  // successive decisions look at different nodes. Refused nodes do not count, so when nothing
+  // fits every node is still visited and the refusal lists them all.
+  const limit = cfg.scheduler.candidate_limit;
+  const start = limit > 0 && nodes.length > limit ? Math.floor(rand() * nodes.length) : 0;
+  let feasible = 0;
+  for (let k = 0; k < nodes.length && (limit === 0 || feasible < limit); k++) {
+    const { view, inFlightCreates } = nodes[(start + k) % nodes.length]!;
     if (req.nodeID !== undefined && view.nodeID !== req.nodeID) continue;
     considered++;
     const offered = view.runtimes?.map((r) => r.name) ?? [view.runtime];
-    if (req.runtime !== undefined && !offered.includes(req.runtime)) {
-      rejections.push({ nodeID: view.nodeID, filter: 'runtime', reason: `runtime ${offered.join(', ')}, not ${req.runtime}` });
+    // A create that names no runtime runs on its template's default, where the template has one.
+    const runtime = req.runtime ?? view.templateRuntimes?.[req.templateID];
+    if (runtime !== undefined && !offered.includes(runtime)) {
+      const why = req.runtime === undefined ? ` (template ${req.templateID}'s default)` : '';
+      rejections.push({ nodeID: view.nodeID, filter: 'runtime', reason: `runtime ${offered.join(', ')}, not ${runtime}${why}` });
       continue;
     }
     const pre = prefilter(view, cfg.scheduler.heartbeat_timeout_ms, now);
@@ -61,6 +72,7 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
       score /= weightSum;
     }
     insertTop(top, { nodeID: view.nodeID, score, tie: rand() }, topN);
+    feasible++;
   }
   if (req.nodeID !== undefined && considered === 0) rejections.push({ nodeID: req.nodeID, filter: 'prefilter', reason: 'not registered' });
   if (top.length === 0) return { ok: false, rejections };

@@ -15,6 +15,14 @@
 // costs 1-3 ms (measured 3.0 ms at load 16, the ioctl itself a fraction of it), the rename 0.1 ms.
 // Removal is a subvolume delete: the kernel's cleaner drops the tree in the background, so a
 // sandbox holding 200,000 files is gone without walking them.
+//
+// Kept snapshots (E2B createSnapshot, fork): a read-only snapshot of a sandbox's subvolume in
+// `<store>/snapshots/<snapshotID>`; a sandbox made from one gets a writable snapshot of it as its
+// own subvolume. Both are copy-on-write (no file is copied), and the two are independent trees:
+// the kept snapshot can be deleted while sandboxes made from it run. A writable snapshot waits
+// for a btrfs transaction commit (3.1 ms p50 against 0.2 ms for a pooled rename, load 20), so
+// after the first create from a snapshot a few clones of it are kept ready in
+// `<store>/clones/<snapshotID>.<n>` like the pool, and later creates rename one into place.
 import { chmod, mkdir, open, readFile, readdir, rename, rm, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -30,6 +38,8 @@ const EXIT_NOT_SUBVOL = 3;
 /** Subvolumes kept ready: a c=20 burst takes 20 at once, the refill makes ~300/s on an idle host. */
 export const POOL_TARGET = 32;
 const POOL_REFILL_CONCURRENCY = 2;
+/** Writable clones kept ready per snapshot that sandboxes were made from (one create at a time takes one, a fork takes what is there). */
+export const CLONE_TARGET = 4;
 /** After a failed refill (a full store), the pool waits this long before trying again. */
 const POOL_RETRY_MS = 5000;
 /** How old the cached usage may be when a create checks the store has room. */
@@ -76,6 +86,13 @@ export class BtrfsStore {
   readonly sandboxesDir: string;
   /** Parent of the ready subvolumes. */
   readonly poolDir: string;
+  /** Parent of the kept (read-only) sandbox snapshots. */
+  readonly snapshotsDir: string;
+  /** Parent of the ready writable clones of kept snapshots. */
+  readonly clonesDir: string;
+  /** Ready clones per snapshot id: name under clonesDir -> subvolume id. */
+  private readonly clones = new Map<string, Map<string, number>>();
+  private readonly cloning = new Set<string>();
   private kind?: 'btrfs' | 'loop';
   private fsid?: string;
   /** Subvolume id per sandbox (its quota group is 0/id). */
@@ -94,6 +111,8 @@ export class BtrfsStore {
     this.image = join(o.dataDir, 'store.img');
     this.sandboxesDir = join(this.path, 'sandboxes');
     this.poolDir = join(this.path, 'pool');
+    this.snapshotsDir = join(this.path, 'snapshots');
+    this.clonesDir = join(this.path, 'clones');
     this.log = o.log?.child({ component: 'storage' });
   }
 
@@ -112,13 +131,15 @@ export class BtrfsStore {
     }
     // 0700 like the ns driver's sandboxes dir: what root inside a sandbox makes (setuid files,
     // secrets) in its upper dir is nobody's on the host but root's.
-    for (const d of [this.path, this.sandboxesDir, this.poolDir]) {
+    for (const d of [this.path, this.sandboxesDir, this.poolDir, this.snapshotsDir, this.clonesDir]) {
       await mkdir(d, { recursive: true, mode: 0o700 });
       await chmod(d, 0o700);
     }
     this.fsid = await this.findFsid();
     if (!(await exists(join('/sys/fs/btrfs', this.fsid, 'qgroups')))) await this.store(['quota', this.path]);
     await this.learnIds();
+    // Clones are cheap to make again: none is trusted across a restart.
+    for (const name of await readdir(this.clonesDir)) await this.removeDir(join(this.clonesDir, name));
     await this.usage();
     this.closed = false;
     this.refill();
@@ -129,10 +150,11 @@ export class BtrfsStore {
   async close(opts: { destroy: boolean }): Promise<void> {
     this.closed = true;
     if (!opts.destroy) return;
-    while (this.filling > 0) await new Promise((r) => setTimeout(r, 10));
+    while (this.filling > 0 || this.cloning.size > 0) await new Promise((r) => setTimeout(r, 10));
     if (this.kind !== 'loop') {
       for (const name of this.ready.keys()) await this.removeDir(join(this.poolDir, name));
       this.ready.clear();
+      for (const id of await this.kept()) await this.drop(id);
       return;
     }
     const r = await this.o.helper.run(['umount', this.path]);
@@ -179,13 +201,91 @@ export class BtrfsStore {
     return dir;
   }
 
-  /** A writable snapshot of `fromID`'s subvolume as `toID`'s, limited like create (issue 13's snapshot/fork builds on it). */
-  async snapshot(fromID: string, toID: string, limitBytes: number): Promise<string> {
-    const dir = this.dir(toID);
-    const r = await this.o.helper.store(['snapshot', this.dir(fromID), dir, String(Math.floor(limitBytes))]);
-    if (r.exitCode !== 0) throw this.failure(`snapshotting ${fromID} as ${toID}`, r.stderr);
-    this.ids.set(toID, Number(r.stdout.trim()));
+  /**
+   * The sandbox's subvolume made from the kept snapshot `snapshotID`: a writable snapshot of it
+   * (0.3 ms of ioctl whatever it holds). No limit yet, like take(); once set, it counts what the
+   * sandbox writes, not what it shares with the snapshot.
+   */
+  async takeFrom(snapshotID: string, sandboxID: string): Promise<string> {
+    const dir = this.dir(sandboxID);
+    const ready = this.clones.get(snapshotID);
+    const first = ready?.entries().next();
+    if (ready && first && !first.done) {
+      const [name, id] = first.value;
+      ready.delete(name);
+      const taken = await rename(join(this.clonesDir, name), dir).then(
+        () => true,
+        (e: NodeJS.ErrnoException) => {
+          if (e.code === 'ENOENT') return false; // dropped with its snapshot meanwhile
+          throw this.failure(`taking a clone of ${snapshotID} for ${sandboxID}`, e.message);
+        },
+      );
+      if (taken) {
+        this.ids.set(sandboxID, id);
+        return dir;
+      }
+    }
+    this.ids.set(sandboxID, await this.clone(snapshotID, dir, `creating ${sandboxID} from snapshot ${snapshotID}`));
     return dir;
+  }
+
+  /** A writable snapshot of a kept one at `dir`, no limit; its subvolume id. */
+  private async clone(snapshotID: string, dir: string, what: string): Promise<number> {
+    const r = await this.o.helper.store(['snapshot', this.keptDir(snapshotID), dir, '0']);
+    if (r.exitCode !== 0) {
+      if (/No such file or directory/.test(r.stderr)) throw new CubeError('NOT_FOUND', `snapshot ${snapshotID} is not in the store of this node`);
+      throw this.failure(what, r.stderr);
+    }
+    return Number(r.stdout.trim());
+  }
+
+  /**
+   * Tops up the snapshot's ready clones, one at a time, in the background. Called by the driver
+   * once a create from it is done: a clone's commit during the create slowed it by 7 ms (load 20).
+   */
+  refillClones(snapshotID: string): void {
+    if (this.closed || this.cloning.has(snapshotID)) return;
+    const ready = this.clones.get(snapshotID) ?? new Map<string, number>();
+    if (ready.size >= CLONE_TARGET) return;
+    this.clones.set(snapshotID, ready);
+    this.cloning.add(snapshotID);
+    const name = `${snapshotID}.${(this.seq++).toString(36)}`;
+    this.clone(snapshotID, join(this.clonesDir, name), 'refilling snapshot clones').then(
+      (id) => {
+        this.cloning.delete(snapshotID);
+        // Dropped meanwhile: the clone goes too.
+        if (this.clones.get(snapshotID) !== ready) return void this.removeDir(join(this.clonesDir, name)).catch(() => undefined);
+        ready.set(name, id);
+        this.refillClones(snapshotID);
+      },
+      (err: unknown) => {
+        this.cloning.delete(snapshotID);
+        this.log?.warn({ err, snapshotID }, 'snapshot clone refill failed; the next create makes its own');
+      },
+    );
+  }
+
+  /** Keeps a read-only snapshot of the sandbox's subvolume as `snapshotID` (one ioctl, no copy). */
+  async keep(sandboxID: string, snapshotID: string): Promise<void> {
+    const r = await this.o.helper.store(['keep', this.dir(sandboxID), this.keptDir(snapshotID)]);
+    if (r.exitCode !== 0) throw this.failure(`snapshotting ${sandboxID} as ${snapshotID}`, r.stderr);
+  }
+
+  /** Deletes a kept snapshot and its ready clones. Idempotent. */
+  async drop(snapshotID: string): Promise<void> {
+    const ready = this.clones.get(snapshotID);
+    this.clones.delete(snapshotID);
+    for (const name of ready?.keys() ?? []) await this.removeDir(join(this.clonesDir, name));
+    await this.removeDir(this.keptDir(snapshotID));
+  }
+
+  /** Ids of the kept snapshots. */
+  async kept(): Promise<string[]> {
+    return readdir(this.snapshotsDir).catch(() => []);
+  }
+
+  private keptDir(snapshotID: string): string {
+    return join(this.snapshotsDir, snapshotID);
   }
 
   /** Deletes the sandbox's subvolume. Idempotent. */
@@ -242,6 +342,11 @@ export class BtrfsStore {
   dir(sandboxID: string): string {
     return join(this.sandboxesDir, sandboxID);
   }
+  /** The sandbox's overlay upper dir (its writable layer), in its subvolume. */
+  upperDir(sandboxID: string): string {
+    return join(this.dir(sandboxID), 'upper');
+  }
+
 
   /** Sandbox ids that have a directory in the store. */
   async list(): Promise<string[]> {

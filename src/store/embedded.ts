@@ -2,7 +2,7 @@
 // synchronous and fast (microseconds per statement); the async surface is the contract's.
 import Database from 'better-sqlite3';
 import type { EventView, SandboxState } from '../api/types.js';
-import type { ListFilter, SandboxRecord } from '../scheduler/control-plane.js';
+import type { ListFilter, SandboxRecord, SnapshotRecord } from '../scheduler/control-plane.js';
 import { CubeError } from '../errors.js';
 import { matchesFilter, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
 
@@ -16,6 +16,7 @@ const MIGRATIONS: string[] = [
    CREATE INDEX audit_actor ON audit(actor);
    CREATE TABLE nodes (node_id TEXT PRIMARY KEY, record TEXT NOT NULL);`,
   `ALTER TABLE sandboxes ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;`,
+  `CREATE TABLE snapshots (id TEXT PRIMARY KEY, node_id TEXT NOT NULL, created_at TEXT NOT NULL, record TEXT NOT NULL);`,
 ];
 
 export interface EmbeddedStoreOptions {
@@ -187,6 +188,23 @@ export class EmbeddedStore implements StateStore {
 
   async deleteNode(nodeID: string): Promise<void> {
     this.q('DELETE FROM nodes WHERE node_id = ?').run(nodeID);
+  }
+
+  async putSnapshot(rec: SnapshotRecord): Promise<void> {
+    this.q('INSERT OR REPLACE INTO snapshots (id, node_id, created_at, record) VALUES (?, ?, ?, ?)').run(rec.snapshotID, rec.nodeID, rec.createdAt, JSON.stringify(rec));
+  }
+
+  async getSnapshot(snapshotID: string): Promise<SnapshotRecord | undefined> {
+    const row = this.q('SELECT record FROM snapshots WHERE id = ?').get(snapshotID) as { record: string } | undefined;
+    return row ? (JSON.parse(row.record) as SnapshotRecord) : undefined;
+  }
+
+  async listSnapshots(): Promise<SnapshotRecord[]> {
+    return (this.q('SELECT record FROM snapshots ORDER BY created_at, id').all() as { record: string }[]).map((r) => JSON.parse(r.record) as SnapshotRecord);
+  }
+
+  async deleteSnapshot(snapshotID: string): Promise<boolean> {
+    return this.q('DELETE FROM snapshots WHERE id = ?').run(snapshotID).changes > 0;
   }
 }
 

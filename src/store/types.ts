@@ -3,7 +3,7 @@
 // pass the same contract tests (test/store/contract.ts). Every method is async so a networked
 // backend fits; none returns live objects (callers get copies).
 import type { EventView, SandboxState } from '../api/types.js';
-import type { ListFilter, SandboxRecord } from '../scheduler/control-plane.js';
+import type { ListFilter, SandboxRecord, SnapshotRecord } from '../scheduler/control-plane.js';
 
 export interface ConfigVersionRecord {
   version: number;
@@ -80,6 +80,14 @@ export interface StateStore {
   getNode(nodeID: string): Promise<NodeRecord | undefined>;
   listNodes(): Promise<NodeRecord[]>;
   deleteNode(nodeID: string): Promise<void>;
+
+  /** Inserts or replaces a kept snapshot's record. */
+  putSnapshot(rec: SnapshotRecord): Promise<void>;
+  getSnapshot(snapshotID: string): Promise<SnapshotRecord | undefined>;
+  /** Oldest first. */
+  listSnapshots(): Promise<SnapshotRecord[]>;
+  /** false when there was none. */
+  deleteSnapshot(snapshotID: string): Promise<boolean>;
 }
 
 /** Shared filter semantics so every backend answers a ListFilter the same way. */

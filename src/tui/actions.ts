@@ -84,6 +84,19 @@ export function formatLaunch(s: LaunchSpec): string {
   return `template=${s.templateID} cpus=${s.cpus} mem=${s.memoryMiB} timeout=${s.timeoutSec} node=${s.nodeID ?? 'any'}`;
 }
 
+/** A command run from the console is killed after this long: the console shows its output when it ends. */
+export const EXEC_TIMEOUT_MS = 10_000;
+/** Lines of output kept per sandbox (the describe pane shows them all, scrolled). */
+export const EXEC_KEEP = 200;
+
+/** The console's words for how a command ended. */
+export function execEnd(e: { exitCode: number; signal?: string; oomKilled: boolean; timedOut: boolean; error?: string }): string {
+  if (e.error) return `[failed: ${e.error}]`;
+  if (e.timedOut) return `[killed after ${EXEC_TIMEOUT_MS / 1000}s]`;
+  if (e.oomKilled) return '[killed: out of memory]';
+  return e.signal ? `[killed by ${e.signal}]` : `[exit ${e.exitCode}]`;
+}
+
 export interface Actions {
   reload(): Promise<void>;
   setReleaseRatio(r: number, nodeID?: string): Promise<void>;
@@ -93,7 +106,14 @@ export interface Actions {
   launch(spec: LaunchSpec): Promise<void>;
   destroy(ids: string[]): Promise<void>;
   togglePause(sb: SandboxView): Promise<void>;
+  /** Runs `sh -c command` in the sandbox; its output lands in ui.output (the describe pane shows it). */
+  exec(sandboxID: string, command: string): Promise<void>;
+  /** The sandbox's lifecycle from the daemon's whole event history (not only the console's buffer) into ui.logs. */
+  logs(sandboxID: string): Promise<void>;
 }
+
+/** Events the daemon keeps at most (the store's retention): `l` reads them all. */
+const HISTORY_LIMIT = 10_000;
 
 export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
   // Actions go where the watch stream is connected (it fails over between replicas).
@@ -189,5 +209,25 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
         flash(store, `${sb.sandboxID} ${after.state}`);
       });
     },
+    exec: (sandboxID, command) =>
+      run(`exec in ${sandboxID}`, async () => {
+        let text = '';
+        let end = '[no end]';
+        for await (const ev of api().exec(sandboxID, { argv: ['sh', '-c', command], timeoutMs: EXEC_TIMEOUT_MS })) {
+          if (ev.type === 'stdout' || ev.type === 'stderr' || ev.type === 'pty') text += ev.data.toString('utf8');
+          else if (ev.type === 'end') end = execEnd(ev);
+        }
+        const lines = [`$ ${command}`, ...text.replace(/\n$/, '').split('\n').filter((l, i, all) => l !== '' || i < all.length - 1), end];
+        const { output } = store.getState().ui;
+        setUi(store, { output: { ...output, [sandboxID]: [...(output[sandboxID] ?? []), ...lines].slice(-EXEC_KEEP) } });
+        flash(store, `${sandboxID}: ${command} ${end}`, end === '[exit 0]' ? 'ok' : 'warn');
+      }),
+    logs: (sandboxID) =>
+      run(`logs of ${sandboxID}`, async () => {
+        const events = (await api().events({ limit: HISTORY_LIMIT })).filter((e) => e.sandboxID === sandboxID);
+        const lines = events.map((e) => `${e.at.slice(0, 19).replace('T', ' ')} ${e.kind}${e.code === undefined ? '' : ` ${e.code}`}: ${e.message}${e.durationMs === undefined ? '' : ` (${e.durationMs}ms)`}`);
+        setUi(store, { logs: { ...store.getState().ui.logs, [sandboxID]: lines.length ? lines : ['no event about it in the daemon history'] } });
+        flash(store, `${sandboxID}: ${events.length} event(s) from the daemon history`);
+      }),
   };
 }

@@ -5,6 +5,7 @@ import { DRAIN_DEADLINE_SEC, formatLaunch, parseDeadline, parseLaunch, parseRati
 import { resolveKey, splitKeys, type CommandId } from './keymap.js';
 import { launchDefaultsOf, releaseRatioOf } from './model.js';
 import { rowIDs, selectedNodeID } from './selectors.js';
+import { nextSort, sortLabel } from './sorting.js';
 import { flash, setUi, type ConsoleState, type ConsoleStore, type Prompt } from './store.js';
 import { resolveView, VIEWS } from './views.js';
 
@@ -19,7 +20,7 @@ export interface CommandContext {
 }
 
 function currentIDs(s: ConsoleState): string[] {
-  return rowIDs(s.ui.view, s.data, s.ui.filter[s.ui.view]);
+  return rowIDs(s.ui.view, s.data, s.ui.filter[s.ui.view], s.ui.sort[s.ui.view]);
 }
 
 function move(ctx: CommandContext, to: (index: number, count: number) => number): void {
@@ -42,6 +43,9 @@ function selectedNode(s: ConsoleState): string | undefined {
 }
 
 function selectedSandbox(s: ConsoleState) {
+  // In a sandbox's describe pane, the sandbox described.
+  const ov = s.ui.overlay;
+  if (ov?.kind === 'describe' && ov.target?.kind === 'sandbox') return s.data.sandboxes[ov.target.id];
   if (s.ui.view !== 'sandboxes') return undefined;
   const ids = currentIDs(s);
   const id = s.ui.selected.sandboxes && ids.includes(s.ui.selected.sandboxes) ? s.ui.selected.sandboxes : ids[0];
@@ -76,6 +80,35 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
       const nodeID = needNode(ctx);
       if (nodeID && nodeID !== 'all') setUi(store, { overlay: { kind: 'describe', offset: 0, target: { kind: 'node', id: nodeID } } });
       return;
+    }
+    case 'exec': {
+      const sb = selectedSandbox(s);
+      if (!sb) return flash(store, 'no sandbox selected', 'warn');
+      const id = sb.sandboxID;
+      return prompt(ctx, {
+        title: `run in ${id} (sh -c, as user)`,
+        value: '',
+        describe: (v) => (v.trim() ? { text: 'enter: run it; the output shows in the describe pane', valid: true } : { text: 'a command line, e.g. ps aux', valid: false }),
+        submit: async (v) => {
+          await actions.exec(id, v.trim());
+          showDescribed(ctx, id);
+        },
+      });
+    }
+    case 'logs': {
+      const sb = selectedSandbox(s);
+      if (!sb) return flash(store, 'no sandbox selected', 'warn');
+      const id = sb.sandboxID;
+      void actions.logs(id).then(() => showDescribed(ctx, id));
+      return;
+    }
+    case 'sort':
+    case 'sortReverse': {
+      const { view } = s.ui;
+      const sort = nextSort(view, s.ui.sort[view], id === 'sortReverse');
+      const label = sortLabel(view, sort);
+      setUi(store, { sort: { ...s.ui.sort, [view]: sort } });
+      return flash(store, label ? `${view} sorted by ${label.title} ${label.arrow === '^' ? 'ascending' : 'descending'}` : `${view} in their own order`);
     }
     case 'quit':
       return ctx.quit();
@@ -209,6 +242,14 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
   }
 }
 
+/** The sandbox's describe pane, scrolled to its end (where exec output and logs are). */
+function showDescribed(ctx: CommandContext, id: string): void {
+  const ov = ctx.store.getState().ui.overlay;
+  // A dialog opened meanwhile keeps the screen.
+  if (ov !== null && ov.kind !== 'describe') return;
+  setUi(ctx.store, { overlay: { kind: 'describe', offset: Number.MAX_SAFE_INTEGER, target: { kind: 'sandbox', id } } });
+}
+
 /** How far a key scrolls a help or describe pane (the navigation keys of the tables); null: not a scroll key. */
 function paneStep(name: string, page: number): number | null {
   const b = resolveKey(name, 'nodes', true);
@@ -278,9 +319,12 @@ export function handleKey(ctx: CommandContext, name: string, input: string): voi
     case 'help':
     case 'describe': {
       if (name === 'escape' || name === '?' || name === 'q' || name === 'enter') return setUi(store, { overlay: null });
+      // A sandbox's pane takes its own keys (exec, logs) as the sandboxes table does.
+      const own = ov.kind === 'describe' && ov.target?.kind === 'sandbox' ? resolveKey(name, 'sandboxes', s.settings.readonly) : null;
+      if (own?.id === 'exec' || own?.id === 'logs') return runCommand(ctx, own.id);
       const step = paneStep(name, ctx.pageSize());
       const max = ctx.paneMax?.() ?? Number.MAX_SAFE_INTEGER;
-      if (step !== null) setUi(store, { overlay: { ...ov, offset: Math.max(0, Math.min(max, ov.offset + step)) } });
+      if (step !== null) setUi(store, { overlay: { ...ov, offset: Math.max(0, Math.min(max, Math.min(max, ov.offset) + step)) } });
       return;
     }
     case 'confirm':

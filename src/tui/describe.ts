@@ -4,7 +4,7 @@
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
 import { ruleVerdicts } from '../scheduler/schedulable.js';
-import { mib, percent, ratio } from './format.js';
+import { mib, percent, ratio, runtimesLabel } from './format.js';
 
 /** Events about the target shown, newest first. */
 export const DESCRIBE_EVENTS = 10;
@@ -22,7 +22,7 @@ export function describeNode(n: NodeView, master: MasterConfig | null, events: r
   const d = n.density;
   const u = n.usage;
   const lines = [
-    `Node ${n.nodeID}${n.address ? ` at ${n.address}` : ''}, runtime ${n.runtime}, last seen ${n.lastSeen}`,
+    `Node ${n.nodeID}${n.address ? ` at ${n.address}` : ''}, runtimes ${runtimesLabel(n)}, last seen ${n.lastSeen}`,
     `State: ${n.lost ? 'LOST' : n.healthy ? 'HEALTHY' : 'UNHEALTHY'}${n.cordoned ? ', cordoned' : ''}${n.draining ? ', draining' : ''}; ${n.schedulable ? 'schedulable' : `NOT schedulable (${n.refusedBy ?? 'rule'}): ${n.reason}`}`,
     '',
     'Quota',
@@ -47,7 +47,13 @@ export function describeNode(n: NodeView, master: MasterConfig | null, events: r
   return [...lines, ...recent(events, (e) => e.nodeID === n.nodeID)];
 }
 
-export function describeSandbox(x: SandboxView, events: readonly EventView[]): string[] {
+/** What `x` (exec) and `l` (logs) brought back for the sandbox, shown under its description. */
+export interface SandboxExtras {
+  output?: readonly string[] | undefined;
+  logs?: readonly string[] | undefined;
+}
+
+export function describeSandbox(x: SandboxView, events: readonly EventView[], extras: SandboxExtras = {}): string[] {
   const eg = x.egress;
   const lines = [
     `Sandbox ${x.sandboxID}, template ${x.templateID}, on node ${x.nodeID} (${x.runtime})`,
@@ -57,8 +63,18 @@ export function describeSandbox(x: SandboxView, events: readonly EventView[]): s
     `Started ${x.startedAt}, ends ${x.endAt}${x.lifecycle ? ` (on timeout: ${x.lifecycle.onTimeout}${x.lifecycle.autoResume ? ', auto-resume' : ''})` : ''}`,
     `Egress: ${eg ? `internet ${eg.allowInternet === false ? 'denied' : 'allowed'}; allow ${eg.allowOut?.join(', ') || '-'}; deny ${eg.denyOut?.join(', ') || '-'}` : "the node's defaults"}`,
     `Metadata: ${Object.entries(x.metadata).map(([k, v]) => `${k}=${v}`).join(' ') || '-'}`,
+    'Keys here: x runs a command in it (not with --readonly), l fetches its logs; both show at the end',
     '',
     'State history and events',
   ];
-  return [...lines, ...recent(events, (e) => e.sandboxID === x.sandboxID)];
+  return [
+    ...lines,
+    ...recent(events, (e) => e.sandboxID === x.sandboxID),
+    '',
+    'Logs: its lifecycle from the daemon history (l fetches)',
+    ...(extras.logs ?? ['not fetched']).map((l) => `  ${l}`),
+    '',
+    'Recent output (x runs a command)',
+    ...(extras.output ?? ['none yet']).map((l) => `  ${l}`),
+  ];
 }

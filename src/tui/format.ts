@@ -156,3 +156,16 @@ export function inline(v: unknown): string {
   if (typeof v === 'string') return v;
   return JSON.stringify(v);
 }
+
+/**
+ * The runtimes a node offers, the default first (pure): "ns, microvm (emulated: tcg, pause frees
+ * memory)". The release ratio is accounting only on a runtime without "pause frees memory".
+ */
+export function runtimesLabel(n: Pick<NodeView, 'runtime' | 'runtimes'>): string {
+  return (n.runtimes ?? [{ name: n.runtime }])
+    .map((r) => {
+      const notes = [...(r.emulated ? ['emulated: tcg'] : []), ...(r.releaseBacked ? ['pause frees memory'] : [])];
+      return notes.length ? `${r.name} (${notes.join(', ')})` : r.name;
+    })
+    .join(', ');
+}

@@ -2,13 +2,16 @@
 // Dangerous bindings are simply not bound in --readonly (as k9s does), so they vanish
 // from help and from dispatch together.
 import type { Key } from 'ink';
+import { EXEC_TIMEOUT_MS } from './actions.js';
+import { sortHelp } from './sorting.js';
 import { VIEWS, type ViewName } from './views.js';
 
 export type CommandId =
   | 'help' | 'quit' | 'command' | 'filter' | 'back'
   | 'up' | 'down' | 'pageUp' | 'pageDown' | 'top' | 'bottom'
   | 'nextView' | 'prevView' | `view:${ViewName}`
-  | 'describe' | 'mark' | 'reload' | 'releaseRatio' | 'cordon' | 'uncordon' | 'drain' | 'launch' | 'destroy' | 'pause';
+  | 'sort' | 'sortReverse'
+  | 'describe' | 'exec' | 'logs' | 'mark' | 'reload' | 'releaseRatio' | 'cordon' | 'uncordon' | 'drain' | 'launch' | 'destroy' | 'pause';
 
 export type Group = 'general' | 'navigation' | 'views' | 'actions';
 
@@ -39,11 +42,15 @@ export const KEYMAP: readonly Binding[] = [
   { id: 'pageDown', keys: ['pagedown', 'ctrl-f'], help: 'page down', group: 'navigation' },
   { id: 'top', keys: ['g', 'home'], help: 'first row', group: 'navigation' },
   { id: 'bottom', keys: ['G', 'end'], help: 'last row', group: 'navigation' },
+  { id: 'sort', hint: 'sort', keys: ['s'], help: `sort by the next column, then back to the view's own order; the header marks it ^ (${sortHelp()})`, group: 'navigation' },
+  { id: 'sortReverse', keys: ['S'], help: 'reverse the sort (the header marks it v)', group: 'navigation' },
   { id: 'nextView', hint: 'view', keys: ['tab'], help: 'next view', group: 'views' },
   { id: 'prevView', keys: ['shift-tab'], help: 'previous view', group: 'views' },
   ...viewKeys,
   { id: 'describe', hint: 'describe', keys: ['enter'], help: 'describe the selected node or sandbox: quota, density, every scheduler rule, spec, egress, events (j/k scroll, esc closes)', group: 'actions', views: ['nodes', 'pool', 'triage', 'sandboxes'] },
-  { id: 'mark', hint: 'mark', keys: ['space'], help: 'mark / unmark the sandbox and move to the next row (ctrl-d acts on all marked)', group: 'actions', views: ['sandboxes'] },
+  { id: 'exec', keys: ['x'], help: `run a command in the sandbox (sh -c, killed after ${EXEC_TIMEOUT_MS / 1000}s); from the table or its describe pane, where the output shows`, group: 'actions', views: ['sandboxes'], dangerous: true },
+  { id: 'logs', keys: ['l'], help: "the sandbox's logs: its lifecycle from the daemon's whole event history (not only the console's buffer), from the table or its describe pane", group: 'actions', views: ['sandboxes'] },
+  { id: 'mark', hint: 'mark', keys: ['space'], help: 'mark / unmark the sandbox (marked rows end in *, the header counts them) AND move to the next row; ctrl-d acts on all marked', group: 'actions', views: ['sandboxes'] },
   { id: 'reload', hint: 'reload', keys: ['R'], help: 'hot-reload the config files from disk (shows the diff or the validation error)', group: 'actions', dangerous: true },
   { id: 'releaseRatio', hint: 'ratio', keys: ['r'], help: 'edit paused_resource_release_ratio (0..1, persisted, applied live)', group: 'actions', dangerous: true },
   { id: 'cordon', hint: 'cordon', keys: ['c'], help: 'cordon the node (no new sandboxes)', group: 'actions', views: ['nodes', 'pool', 'triage'], dangerous: true },

@@ -50,7 +50,7 @@ export function useNow(ms: number, active = true): number {
   return now;
 }
 
-/** What every table view reads: the data, its filter and selection, the skin. */
+/** What every table view reads: the data, its filter, sort and selection, the skin. */
 export function useViewState(view: ViewName) {
-  return useConsoleShallow((s) => ({ data: s.data, filter: s.ui.filter[view], selected: s.ui.selected[view], skin: s.settings.skin }));
+  return useConsoleShallow((s) => ({ data: s.data, filter: s.ui.filter[view], sort: s.ui.sort[view], selected: s.ui.selected[view], skin: s.settings.skin }));
 }

@@ -3,6 +3,7 @@
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import type { DataState } from './model.js';
 import { inline } from './format.js';
+import { SORTS, sortRows, type SortState } from './sorting.js';
 import { triage, type Finding } from './triage.js';
 import type { ViewName } from './views.js';
 
@@ -12,22 +13,31 @@ const matches = (filter: string | undefined, ...fields: (string | undefined)[]):
   return fields.some((x) => x !== undefined && x.toLowerCase().includes(f));
 };
 
-export function nodeRows(d: DataState, filter?: string): NodeView[] {
-  return d.nodeOrder.map((id) => d.nodes[id]!).filter((n) => matches(filter, n.nodeID, n.reason, n.address));
+/** Nodes by id; `view` names whose sort columns apply (the nodes and pool tables sort differently). */
+export function nodeRows(d: DataState, filter?: string, sort?: SortState, view: 'nodes' | 'pool' = 'nodes'): NodeView[] {
+  return sortRows(
+    d.nodeOrder.map((id) => d.nodes[id]!).filter((n) => matches(filter, n.nodeID, n.reason, n.address)),
+    SORTS[view],
+    sort,
+  );
 }
 
-export function sandboxRows(d: DataState, filter?: string): SandboxView[] {
-  return d.sandboxOrder.map((id) => d.sandboxes[id]!).filter((x) => matches(filter, x.sandboxID, x.templateID, x.nodeID, x.state));
+export function sandboxRows(d: DataState, filter?: string, sort?: SortState): SandboxView[] {
+  return sortRows(
+    d.sandboxOrder.map((id) => d.sandboxes[id]!).filter((x) => matches(filter, x.sandboxID, x.templateID, x.nodeID, x.state)),
+    SORTS.sandboxes,
+    sort,
+  );
 }
 
 /** Newest first: the operator looks at what just happened. */
-export function eventRows(events: readonly EventView[], filter?: string): EventView[] {
+export function eventRows(events: readonly EventView[], filter?: string, sort?: SortState): EventView[] {
   const out: EventView[] = [];
   for (let i = events.length - 1; i >= 0; i--) {
     const e = events[i]!;
     if (matches(filter, e.kind, e.nodeID, e.sandboxID, e.message, e.code === undefined ? undefined : String(e.code))) out.push(e);
   }
-  return out;
+  return sortRows(out, SORTS.events, sort);
 }
 
 export interface ConfigRow {
@@ -36,7 +46,7 @@ export interface ConfigRow {
 }
 
 /** The master and cubelet config flattened to `path = value` lines. */
-export function configRows(d: DataState, filter?: string): ConfigRow[] {
+export function configRows(d: DataState, filter?: string, sort?: SortState): ConfigRow[] {
   if (!d.config) return [];
   const out: ConfigRow[] = [];
   const walk = (prefix: string, v: unknown): void => {
@@ -46,30 +56,34 @@ export function configRows(d: DataState, filter?: string): ConfigRow[] {
   };
   walk('master', d.config.master);
   walk('cubelet', d.config.cubelet);
-  return out.filter((r) => matches(filter, r.path, r.value));
+  return sortRows(
+    out.filter((r) => matches(filter, r.path, r.value)),
+    SORTS.config,
+    sort,
+  );
 }
 
-export function triageRows(d: DataState): Finding[] {
+export function triageRows(d: DataState, sort?: SortState): Finding[] {
   const cap = (d.config?.master as { scheduler?: { node_max_cpu_util?: unknown } } | undefined)?.scheduler?.node_max_cpu_util;
-  return triage(nodeRows(d), { stats: d.stats, ...(typeof cap === 'number' ? { cpuCapPercent: cap } : {}) });
+  return sortRows(triage(nodeRows(d), { stats: d.stats, ...(typeof cap === 'number' ? { cpuCapPercent: cap } : {}) }), SORTS.triage, sort);
 }
 
 export const findingID = (f: Finding): string => `${f.nodeID}/${f.bottleneck}`;
 
 /** Ids of the rows the view shows, in order (what selection moves over). */
-export function rowIDs(view: ViewName, d: DataState, filter?: string): string[] {
+export function rowIDs(view: ViewName, d: DataState, filter?: string, sort?: SortState): string[] {
   switch (view) {
     case 'nodes':
     case 'pool':
-      return nodeRows(d, filter).map((n) => n.nodeID);
+      return nodeRows(d, filter, sort, view).map((n) => n.nodeID);
     case 'sandboxes':
-      return sandboxRows(d, filter).map((x) => x.sandboxID);
+      return sandboxRows(d, filter, sort).map((x) => x.sandboxID);
     case 'events':
-      return eventRows(d.events, filter).map((e) => String(e.id));
+      return eventRows(d.events, filter, sort).map((e) => String(e.id));
     case 'config':
-      return configRows(d, filter).map((r) => r.path);
+      return configRows(d, filter, sort).map((r) => r.path);
     case 'triage':
-      return triageRows(d).map(findingID);
+      return triageRows(d, sort).map(findingID);
   }
 }
 

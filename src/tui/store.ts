@@ -6,6 +6,7 @@ import { applyMessage, emptyData, type DataState } from './model.js';
 import { pickSkin, type Skin, type SkinName } from './skins.js';
 import type { ViewName } from './views.js';
 import type { Level } from './format.js';
+import type { SortState } from './sorting.js';
 
 export type ConnectionState = 'connecting' | 'live' | 'stale';
 
@@ -59,7 +60,13 @@ export interface UiState {
   /** Selected row id per view (kept by id, not index, so updates do not move it). */
   selected: Partial<Record<ViewName, string>>;
   filter: Partial<Record<ViewName, string>>;
+  /** Each table's sort (`s`/`S`); absent: the view's own order. */
+  sort: Partial<Record<ViewName, SortState>>;
   marked: string[];
+  /** Per sandbox: the output of commands run from its describe pane (`x`), the last EXEC_KEEP lines. */
+  output: Record<string, string[]>;
+  /** Per sandbox: its lifecycle from the daemon's whole event history (`l`), oldest first. */
+  logs: Record<string, string[]>;
   overlay: Overlay;
   flash: Flash | null;
   /** An action is running (one at a time). */
@@ -85,7 +92,7 @@ export function createConsoleStore(opts: { apiUrl: string; readonly?: boolean; s
   return createStore<ConsoleState>(() => ({
     data: emptyData(),
     conn: { state: 'connecting', since: Date.now(), error: '', attempt: 0 },
-    ui: { view: opts.view ?? 'nodes', selected: {}, filter: {}, marked: [], overlay: null, flash: null, busy: '' },
+    ui: { view: opts.view ?? 'nodes', selected: {}, filter: {}, sort: {}, marked: [], output: {}, logs: {}, overlay: null, flash: null, busy: '' },
     settings: { apiUrl: opts.apiUrl, readonly: opts.readonly ?? false, skin: pickSkin(opts.skin ?? 'dark') },
   }));
 }

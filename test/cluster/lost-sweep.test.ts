@@ -30,8 +30,8 @@ describe('sweepLostNodes', () => {
       await store.init();
       const cfg = MasterConfigSchema.parse({});
       for (const id of ['alive', 'silent']) await store.putNode({ nodeID: id, cordoned: false, draining: false, joinedAt: ago(60_000) });
-      await store.live.putNodeMetrics({ nodeID: 'alive', lastSeen: ago(500) } as NodeView, 60_000);
-      await store.live.putNodeMetrics({ nodeID: 'silent', lastSeen: ago(4000) } as NodeView, 60_000);
+      await store.live.putNodeMetrics([{ nodeID: 'alive', lastSeen: ago(500) } as NodeView], 60_000);
+      await store.live.putNodeMetrics([{ nodeID: 'silent', lastSeen: ago(4000) } as NodeView], 60_000);
       await store.putSandbox(sandboxRecord('on-alive', { nodeID: 'alive' }));
       await store.putSandbox(sandboxRecord('on-silent-1', { nodeID: 'silent' }));
       await store.putSandbox(sandboxRecord('on-silent-2', { nodeID: 'silent', state: 'paused' }));
@@ -51,7 +51,7 @@ describe('sweepLostNodes', () => {
       // No metrics at all (Redis restarted empty): silent from the first sweep that noticed.
       await store.putNode({ nodeID: 'no-metrics', cordoned: false, draining: false, joinedAt: ago(60_000) });
       const missing = new Map<string, number>();
-      await store.live.putNodeMetrics({ nodeID: 'alive', lastSeen: new Date(NOW + 3000).toISOString() } as NodeView, 60_000);
+      await store.live.putNodeMetrics([{ nodeID: 'alive', lastSeen: new Date(NOW + 3000).toISOString() } as NodeView], 60_000);
       expect(await sweepLostNodes(store, cfg, NOW, 'replica-b-not-first', missing)).toEqual([]);
       expect(await sweepLostNodes(store, cfg, NOW + 3000, 'replica-b-not-first', missing)).toEqual([]);
       expect(await sweepLostNodes(store, cfg, NOW + 3001, 'replica-b-not-first', missing)).toEqual(['no-metrics']);
@@ -60,7 +60,7 @@ describe('sweepLostNodes', () => {
       // A store outage seen by this replica pauses detection: silence counts from the last failure.
       const t = NOW + 3001;
       await store.putNode({ nodeID: 'outage', cordoned: false, draining: false, joinedAt: ago(60_000) });
-      await store.live.putNodeMetrics({ nodeID: 'outage', lastSeen: new Date(t - 5000).toISOString() } as NodeView, 60_000);
+      await store.live.putNodeMetrics([{ nodeID: 'outage', lastSeen: new Date(t - 5000).toISOString() } as NodeView], 60_000);
       expect(await sweepLostNodes(store, cfg, t, 'replica-b-not-first', missing, t - 1000)).toEqual([]);
       expect(await sweepLostNodes(store, cfg, t + 2500, 'replica-b-not-first', missing, t - 1000)).toEqual(['outage']);
     } finally {

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseProxyPath, proxyPath } from '../../src/cubelet/rpc-wire.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
-import { pendingPlacements, withRecentPlacements } from '../../src/scheduler/cluster/node-views.js';
+import { lastSeenByNode, pendingPlacements, withRecentPlacements } from '../../src/scheduler/cluster/node-views.js';
 import { densityParamsFromConfig, footprintMiB } from '../../src/scheduler/density.js';
 import { NOW, node } from '../scheduler/fixtures.js';
 
@@ -20,7 +20,7 @@ describe('pendingPlacements', () => {
     ['a node no longer in the views (removed): done', p(1, 'b'), false],
     ['older than any heartbeat could be: done', p(-61_000, 'b'), false],
   ])('%s', (_name, placement, kept) => {
-    expect(pendingPlacements([placement], [seen(0)], NOW)).toEqual(kept ? [placement] : []);
+    expect(pendingPlacements([placement], lastSeenByNode([seen(0)]), NOW)).toEqual(kept ? [placement] : []);
   });
 });
 

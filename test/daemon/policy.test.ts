@@ -1,19 +1,13 @@
-// Placement and resume policy on a real cubed sized for two sandboxes of the default spec:
-// 256 MiB spec -> footprint 302 MiB; (1400 - 1024 reserve) x 2 oversell = 752 MiB quota.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// Placement and resume policy on a real cubed sized for two sandboxes of the default spec
+// (TWO_SANDBOX_NODE: footprint 302 MiB, quota 752 MiB).
+import { describe, expect, it } from 'vitest';
 import type { NodeView, SandboxView } from '../../src/api/types.js';
-import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { TWO_SANDBOX_NODE } from '../helpers/daemon.js';
+import { fileDaemon } from '../helpers/file-daemon.js';
 
-let d: TestDaemon;
-beforeAll(async () => {
-  d = await startDaemon({ cubelet: { quota: { cpus: 8, memory_mib: 1400 } }, master: { host: { quota: { paused_resource_release_ratio: 1 } } } });
-});
-afterAll(async () => {
-  await d?.stop();
-});
-
-const api = (method: string, path: string, body?: unknown) => call(d, method, path, body);
-const node = async () => (await api('GET', `/admin/v1/nodes/${d.nodeID}`)).json as NodeView;
+const f = fileDaemon(TWO_SANDBOX_NODE);
+const api = f.api;
+const node = async () => (await api('GET', `/admin/v1/nodes/${f.d.nodeID}`)).json as NodeView;
 const create = async () => api('POST', '/admin/v1/sandboxes', {});
 
 describe('admission', () => {
@@ -31,7 +25,7 @@ describe('admission', () => {
     const refused = await create();
     expect(refused.status).toBe(503);
     expect(refused.json.code).toBe(130597);
-    expect(refused.json.message).toContain(`no node available: ${d.nodeID}: mem 2/2`);
+    expect(refused.json.message).toContain(`no node available: ${f.d.nodeID}: mem 2/2`);
     const resume = await api('POST', `/admin/v1/sandboxes/${a.sandboxID}/resume`);
     expect(resume.status).toBe(409);
     expect(resume.json.message).toContain('resume rejected by paused_resource_release_ratio policy: need 302MB + used 604MB > mem quota 752MB');
@@ -53,20 +47,20 @@ describe('admission', () => {
       expect(n.reason).toMatch(/^disk \d+(\.\d)?% >= 1%$/);
       const r = await create();
       expect(r.status).toBe(503);
-      expect(r.json.message).toMatch(new RegExp(`${d.nodeID}: disk \\d+(\\.\\d)?% >= 1%`));
+      expect(r.json.message).toMatch(new RegExp(`${f.d.nodeID}: disk \\d+(\\.\\d)?% >= 1%`));
     } finally {
       await api('PUT', '/admin/v1/config', { path: 'scheduler.disk_usage_max_percent', value: 80 });
     }
   });
 
   it('cordon refuses creates until uncordon; the flag survives a restart', async () => {
-    expect((await api('POST', `/admin/v1/nodes/${d.nodeID}/cordon`)).json).toMatchObject({ cordoned: true, schedulable: false, reason: 'cordoned' });
+    expect((await api('POST', `/admin/v1/nodes/${f.d.nodeID}/cordon`)).json).toMatchObject({ cordoned: true, schedulable: false, reason: 'cordoned' });
     const r = await create();
-    expect(r.json.message).toContain(`${d.nodeID}: cordoned`);
-    await d.restart();
+    expect(r.json.message).toContain(`${f.d.nodeID}: cordoned`);
+    await f.d.restart();
     expect(await node()).toMatchObject({ cordoned: true, reason: 'cordoned' });
-    expect((await api('DELETE', `/admin/v1/nodes/${d.nodeID}`)).status).toBe(409);
-    expect((await api('POST', `/admin/v1/nodes/${d.nodeID}/uncordon`)).json).toMatchObject({ cordoned: false, schedulable: true, reason: '' });
+    expect((await api('DELETE', `/admin/v1/nodes/${f.d.nodeID}`)).status).toBe(409);
+    expect((await api('POST', `/admin/v1/nodes/${f.d.nodeID}/uncordon`)).json).toMatchObject({ cordoned: false, schedulable: true, reason: '' });
     expect((await api('POST', '/admin/v1/nodes/nope/cordon')).status).toBe(404);
   });
 });
@@ -74,12 +68,12 @@ describe('admission', () => {
 describe('drain', () => {
   it('drain with evict destroys the node\'s sandboxes and refuses new ones until uncordon', async () => {
     const a = (await create()).json as SandboxView;
-    const drained = await api('POST', `/admin/v1/nodes/${d.nodeID}/drain`, { evict: true, deadlineSec: 0 });
+    const drained = await api('POST', `/admin/v1/nodes/${f.d.nodeID}/drain`, { evict: true, deadlineSec: 0 });
     expect(drained.json).toMatchObject({ draining: true, schedulable: false, reason: 'draining' });
     while ((await api('GET', `/admin/v1/sandboxes/${a.sandboxID}`)).status !== 404) await new Promise((r) => setTimeout(r, 50));
-    expect((await create()).json.message).toContain(`${d.nodeID}: draining`);
-    expect((await api('POST', `/admin/v1/nodes/${d.nodeID}/drain`, { evict: 'yes' })).status).toBe(400);
-    expect((await api('POST', `/admin/v1/nodes/${d.nodeID}/uncordon`)).json).toMatchObject({ draining: false, schedulable: true });
+    expect((await create()).json.message).toContain(`${f.d.nodeID}: draining`);
+    expect((await api('POST', `/admin/v1/nodes/${f.d.nodeID}/drain`, { evict: 'yes' })).status).toBe(400);
+    expect((await api('POST', `/admin/v1/nodes/${f.d.nodeID}/uncordon`)).json).toMatchObject({ draining: false, schedulable: true });
     const kinds = ((await api('GET', '/admin/v1/events?limit=30')).json as { kind: string }[]).map((e) => e.kind);
     expect(kinds).toContain('node.draining');
   });
@@ -92,12 +86,12 @@ describe('stats and metrics', () => {
       const stats = (await api('GET', '/admin/v1/stats')).json;
       expect(stats.createsLastMinute).toBeGreaterThan(0);
       expect(stats.createP99Ms).toBeGreaterThanOrEqual(stats.createP50Ms);
-      const m = await fetch(`${d.url}/metrics`);
+      const m = await fetch(`${f.d.url}/metrics`);
       expect(m.status).toBe(200);
       const text = await m.text();
       expect(text).toContain('cubed_sandboxes{state="running"} 1');
       expect(text).toMatch(/cubed_sandbox_create_seconds_count \d+/);
-      expect(text).toContain(`cubed_pool_slots{node="${d.nodeID}",level="in_use"} 1`);
+      expect(text).toContain(`cubed_pool_slots{node="${f.d.nodeID}",level="in_use"} 1`);
     } finally {
       await api('DELETE', `/admin/v1/sandboxes/${s.sandboxID}`);
     }

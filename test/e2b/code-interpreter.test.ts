@@ -64,6 +64,15 @@ describe('@e2b/code-interpreter against code-interpreter-v1', () => {
     expect(html.results.some((r) => r.html === '<b>hi</b>' && !r.isMainResult)).toBe(true);
   });
 
+  it("runs Debian's package tools as root under the sandbox's seccomp filter", async () => {
+    const sbx = await create();
+    const r = await sbx.commands.run(
+      "apt-get -q check >/dev/null && echo apt=0; dpkg-query -W -f='${Status}\\n' coreutils; dpkg --audit && echo audit=0; apt-cache policy coreutils | grep -c Installed",
+      { user: 'root' },
+    ).catch((e: unknown) => e as { stdout: string; stderr: string });
+    expect(r.stdout, r.stderr).toBe('apt=0\ninstall ok installed\naudit=0\n1\n');
+  });
+
   it('streams output while the code runs', async () => {
     const sbx = await create();
     // The cell waits for a file the test writes only after it has seen the first line: buffered

@@ -10,18 +10,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cubectl } from '../cli/run-cli.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { busyboxLayer, dockerArchive, ociLayoutDir, tarOf } from '../helpers/images.js';
+import { sdkClient, type SdkClient } from '../helpers/sdk.js';
 
 let d: TestDaemon;
+let sdk: SdkClient;
 let scratch: string;
-let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
+let opts: SdkClient['opts'];
 let env: Record<string, string>;
-const created: string[] = [];
-
-async function create(template: string): Promise<Sandbox> {
-  const sbx = await Sandbox.create(template, { ...opts, timeoutMs: 120_000 });
-  created.push(sbx.sandboxId);
-  return sbx;
-}
+const create = (template: string) => sdk.create(template);
 
 async function layers(): Promise<Buffer[]> {
   const base = await tarOf([...busyboxLayer(), { name: 'etc/motd', content: 'hello\n' }, { name: 'opt/', type: 'directory' }, { name: 'opt/old', content: 'old\n' }]);
@@ -39,8 +35,8 @@ const CONFIG = { Env: ['GREETING=from-image', 'PATH=/bin:/usr/bin'], WorkingDir:
 
 beforeAll(async () => {
   d = await startDaemon();
-  opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
-  env = { CUBE_API_URL: d.url, CUBE_API_KEY: d.apiKey };
+  sdk = sdkClient(d);
+  ({ opts, env } = sdk);
   scratch = await mkdtemp(join(tmpdir(), 'cubed-test-templates-'));
   const l = await layers();
   await writeFile(join(scratch, 'image.tar'), await dockerArchive(l, CONFIG));
@@ -50,7 +46,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   try {
-    await Promise.all(created.map((id) => Sandbox.kill(id, opts).catch(() => false)));
+    await sdk?.killAll();
   } finally {
     await d?.stop();
     await rm(scratch, { recursive: true, force: true });
@@ -132,8 +128,7 @@ describe('start and ready commands', () => {
 
   it('runs the start command in the background and is running only once the ready command passes', async () => {
     await importWith('svc', '--start-cmd', 'echo starting; sleep 1; id -u > /tmp/started-as; pwd >> /tmp/started-as; echo $MARK >> /tmp/started-as; exec sleep 1000', '--ready-cmd', 'test -s /tmp/started-as', '--workdir', '/home/user', '--user', 'user');
-    const sbx = await Sandbox.create('svc', { ...opts, envs: { MARK: 'create-env' } });
-    created.push(sbx.sandboxId);
+    const sbx = await sdk.create('svc', { envs: { MARK: 'create-env' } });
     expect((await sbx.commands.run('cat /tmp/started-as')).stdout).toBe('1000\n/home/user\ncreate-env\n');
     const procs = await sbx.commands.list();
     expect(procs.find((p) => p.tag === 'start')).toMatchObject({ cmd: '/bin/sh' });

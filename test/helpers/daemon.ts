@@ -50,6 +50,12 @@ export interface StartDaemonOptions {
   shipped?: boolean;
 }
 
+/**
+ * A node sized for two sandboxes of the default spec, paused ones releasing all their memory:
+ * 256 MiB spec -> footprint 302 MiB; (1400 - 1024 reserve) x 2 oversell = 752 MiB quota.
+ */
+export const TWO_SANDBOX_NODE: StartDaemonOptions = { cubelet: { quota: { cpus: 8, memory_mib: 1400 } }, master: { host: { quota: { paused_resource_release_ratio: 1 } } } };
+
 export interface TestDaemon {
   /** http://127.0.0.1:<port> */
   url: string;

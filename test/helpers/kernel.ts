@@ -8,7 +8,7 @@ import { execa } from 'execa';
 import { afterAll } from 'vitest';
 import { nodeTag } from '../../src/ids.js';
 import { NETNS_DIR, SYS_NET_DIR } from '../../src/network/names.js';
-import type { PolicySettings } from '../../src/network/agent.js';
+import { policySettingsOf, type PolicySettings } from '../../src/network/agent.js';
 import { CubeletConfigSchema } from '../../src/config/schema.js';
 
 const TAG_LOCKS = '/tmp/cube-test-tag';
@@ -254,7 +254,7 @@ export async function purgeNetwork(tag: string): Promise<void> {
 /** The network policy of a default cubelet.toml, for agents built directly in tests. */
 export function defaultNetworkPolicy(): PolicySettings {
   const net = CubeletConfigSchema.parse({}).plugins['io.cubelet.internal.v1.network'];
-  return { allowHostAccess: net.allow_host_access, internetDefault: net.allow_internet_access, denyOut: net.deny_out, denyHostNetworks: net.deny_host_networks };
+  return policySettingsOf(net);
 }
 
 /**

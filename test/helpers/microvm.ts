@@ -6,6 +6,7 @@ import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, symlinkSync,
 import { dirname, join } from 'node:path';
 import { microvmArtifacts } from '../../src/runtime/microvm/driver.js';
 import { TemplateStore, hostEtc } from '../../src/runtime/templates.js';
+import type { TemplateConfig } from '../../src/runtime/types.js';
 
 /** Why microvm tests cannot run here, or undefined when they can. */
 export function microvmUnavailable(): string | undefined {
@@ -16,7 +17,7 @@ export function microvmUnavailable(): string | undefined {
  * Builds a small bootable root filesystem in `dir` and registers it as directory template `name`
  * in `dataDir` (a running daemon reads its template index at start: restart it afterwards).
  */
-export async function registerVmTemplate(dataDir: string, name: string, dir: string): Promise<void> {
+export async function registerVmTemplate(dataDir: string, name: string, dir: string, config: Partial<TemplateConfig> = {}): Promise<void> {
   const r = (p: string) => join(dir, p);
   for (const d of ['bin', 'etc', 'home/user', 'root', 'tmp', 'proc', 'sys', 'dev', 'usr/bin', 'var/tmp']) mkdirSync(r(d), { recursive: true });
   chownSync(r('home/user'), 1000, 1000);
@@ -33,5 +34,5 @@ export async function registerVmTemplate(dataDir: string, name: string, dir: str
   }
   for (const [file, [content, mode]] of Object.entries(hostEtc())) writeFileSync(r(`etc/${file}`), content, { mode });
   if (!existsSync(r('bin/sh'))) throw new Error('template without /bin/sh');
-  await new TemplateStore(dataDir).registerTemplate(name, dir);
+  await new TemplateStore(dataDir).registerTemplate(name, dir, config);
 }

@@ -1,13 +1,13 @@
-// A network agent of its own node tag and test CIDR for one describe block, torn down (and its
-// kernel objects purged) after it.
+// A network agent of its own node tag and test CIDR for one describe block (the default policy,
+// with `policy` over it), torn down (and its kernel objects purged) after it.
 import { afterAll, beforeAll } from 'vitest';
-import { NsNetworkAgent } from '../../src/network/agent.js';
+import { NsNetworkAgent, type PolicySettings } from '../../src/network/agent.js';
 import { nodeTag } from '../../src/ids.js';
 import { defaultNetworkPolicy, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
 
-export function useNetAgent(name: string): NsNetworkAgent {
+export function useNetAgent(name: string, policy: Partial<PolicySettings> = {}): NsNetworkAgent {
   const tag = nodeTag(uniqueNodeID(name));
-  const agent = new NsNetworkAgent({ nodeTag: tag, cidr: testCidr(), initNum: 1, policy: defaultNetworkPolicy() });
+  const agent = new NsNetworkAgent({ nodeTag: tag, cidr: testCidr(), initNum: 1, policy: { ...defaultNetworkPolicy(), ...policy } });
   beforeAll(async () => {
     await agent.start();
   });

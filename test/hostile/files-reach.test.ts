@@ -49,6 +49,15 @@ describe('files made inside a sandbox', () => {
     const sizes = Object.fromEntries(r.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/) as [string, string]));
     expect(sizes).toEqual(Object.fromEntries(files.map((f) => [f, '0'])));
   });
+
+  it("shows no host path of its layers in mountinfo (the overlay's lowerdir, upperdir, workdir)", async () => {
+    const r = await run(rig(), h, ['sh', '-c', 'cat /proc/self/mountinfo /proc/self/mounts /proc/1/mountinfo'], { user: 'root' });
+    const root = r.stdout.split('\n').find((l) => / \/ \/ /.test(l) && l.includes('overlay'));
+    expect(root, r.stdout).toBeDefined();
+    expect(root).toMatch(/lowerdir=/);
+    expect(r.stdout).not.toContain(rig().dataDir);
+    for (const l of rig().host.layers) expect(r.stdout).not.toContain(l);
+  });
 });
 
 describe("the host's own networks", () => {

@@ -1,11 +1,19 @@
-// Host-wide tables (issue 12 item 3, the part done): when the host runs out of memory its OOM
-// killer takes sandbox processes before the node's daemon (cubed runs at -900), and no sandbox
-// can put itself below it.
+// Host-wide tables (issue 12 item 3): when the host runs out of memory its OOM killer takes
+// sandbox processes before the node's daemon (cubed runs at -900), and no sandbox can put itself
+// below it; the node's sandboxes together have a pids and a memory limit, the host has pid_max
+// headroom, each sandbox an open-file limit, and a share of the conntrack table and a rate of
+// new connections.
 import { readFileSync } from 'node:fs';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nftTableName } from '../../src/network/names.js';
+import { hardNofile, nofileLimit, parentPidsMax, PID_MAX_TARGET, pidMaxRaise } from '../../src/runtime/ns/host-limits.js';
 import type { SandboxHandle } from '../../src/runtime/types.js';
 import { startDaemon } from '../helpers/daemon.js';
+import { startWanHost, type WanHost } from '../helpers/wan.js';
 import { run, useRig } from '../runtime/harness.js';
+import { useNetAgent } from './agent.js';
 
 describe('OOM killer order', () => {
   const rig = useRig('hostile-oom');
@@ -33,6 +41,98 @@ describe('the node daemon', () => {
       if (capEff & (1n << 24n)) expect(adj).toBe(-900);
     } finally {
       await d.stop();
+    }
+  });
+});
+
+describe('host-wide tables, sized from the host (pure)', () => {
+  it.each([
+    // pid_max, threads-max -> the node's parent pids.max
+    [32_768, 192_730, 28_672],
+    [4_194_304, 192_730, 168_639],
+    [4_194_304, 8_000_000, 3_670_016],
+    [5_000, 100_000, 904],
+  ])('parentPidsMax(%i, %i) = %i', (pidMax, threadsMax, want) => {
+    expect(parentPidsMax(pidMax, threadsMax)).toBe(want);
+  });
+
+  it('raises pid_max only when below the 64-bit ceiling', () => {
+    expect([pidMaxRaise(32_768), pidMaxRaise(PID_MAX_TARGET), pidMaxRaise(PID_MAX_TARGET * 2)]).toEqual([PID_MAX_TARGET, undefined, undefined]);
+  });
+
+  it.each([
+    // file-max, sandbox pids.max, the daemon's hard limit -> RLIMIT_NOFILE
+    [2_466_177, 1024, Infinity, 1024], // the floor: most programs expect 1024
+    [2_466_177, 64, Infinity, 9633],
+    [2_466_177, 24, 20_000, 20_000], // no raising past the daemon's own without CAP_SYS_RESOURCE
+    [9_223_372_036_854_775_807, 1024, Infinity, 1_048_576], // nr_open's default at most
+  ])('nofileLimit(%i, %i, %i) = %i', (fileMax, pids, hard, want) => {
+    expect(nofileLimit(fileMax, pids, hard)).toBe(want);
+  });
+
+  it('reads the hard open-file limit from /proc/self/limits', () => {
+    const limits = (hard: string) => `Limit                     Soft Limit           Hard Limit           Units\nMax open files            1024                 ${hard}                files\n`;
+    expect([hardNofile(limits('20000')), hardNofile(limits('unlimited'))]).toEqual([20_000, Infinity]);
+  });
+});
+
+describe("the node's parent cgroup, pid_max and open files", () => {
+  const NODE_MEMORY_MIB = 3072;
+  const rig = useRig('hostile-tables', { nodeMemoryMiB: NODE_MEMORY_MIB });
+  let h: SandboxHandle;
+  beforeAll(async () => {
+    h = await rig().driver.create(rig().spec());
+  });
+  const num = (path: string) => Number(readFileSync(path, 'utf8').trim());
+
+  it('limits all sandboxes together: pids at a share of the host tasks, memory at the declared quota', () => {
+    // 31 fork bombs at 1024 pids exhausted the host's 32768 pids before.
+    expect(num('/proc/sys/kernel/pid_max')).toBeGreaterThanOrEqual(PID_MAX_TARGET);
+    const parents = rig().cgroups.parents;
+    expect(readFileSync(join(parents.pids, 'pids.max'), 'utf8').trim()).toBe(String(parentPidsMax(num('/proc/sys/kernel/pid_max'), num('/proc/sys/kernel/threads-max'))));
+    expect(num(join(parents.memory, 'memory.limit_in_bytes'))).toBe(NODE_MEMORY_MIB * 1024 * 1024);
+  });
+
+  it('gives commands an open-file limit sized against fs.file-max, for root and user', async () => {
+    const want = nofileLimit(num('/proc/sys/fs/file-max'), rig().spec().pidsMax, hardNofile(readFileSync('/proc/self/limits', 'utf8')));
+    for (const user of ['root', 'user'] as const) {
+      const r = await run(rig(), h, ['sh', '-c', 'ulimit -n; ulimit -Hn; ulimit -Hn 1048576 2>/dev/null; echo raised=$?'], { user });
+      expect(r.stdout, user).toBe(`${want}\n${want}\nraised=2\n`); // no CAP_SYS_RESOURCE inside
+    }
+  });
+});
+
+describe('conntrack entries and new connections per sandbox', () => {
+  const MAX = 50; // under the rate's burst, so both limits act on one flood
+  const RATE = 100;
+  const agent = useNetAgent('hostile-ct', { connLimits: { maxConnections: MAX, newPerSec: RATE } });
+  let wan: WanHost;
+  beforeAll(async () => {
+    wan = await startWanHost();
+  });
+  afterAll(async () => {
+    await wan?.stop();
+  });
+
+  it('keeps one sandbox to its share of the host-wide conntrack table', async () => {
+    const slot = await agent.acquire('ct-flood');
+    try {
+      // 3,000 UDP flows to distinct ports, each a conntrack entry (3,000 in 0.11 s before).
+      const flood = `import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nfor p in range(20000, 23000): s.sendto(b'x', ('${wan.ip}', p))`;
+      await execa('ip', ['netns', 'exec', slot.netns, 'python3', '-c', flood]);
+      const ct = await execa('conntrack', ['-L', '-s', slot.sandboxIp, '-d', wan.ip], { reject: false });
+      const entries = ct.stdout.split('\n').filter((l) => l.includes(`dst=${wan.ip}`)).length;
+      expect(entries).toBeGreaterThan(0);
+      expect(entries).toBeLessThanOrEqual(MAX);
+      // Both rules acted: the rate one on the burst, the count one once the entries reached MAX.
+      const table = (await execa('nft', ['list', 'chain', 'inet', nftTableName(slot.netns.split('-')[1]!), 'forward'])).stdout;
+      for (const rule of ['@sb_rate', '@sb_conns']) {
+        const packets = Number(new RegExp(`${rule} .* counter packets (\\d+)`).exec(table)?.[1]);
+        expect(packets, rule).toBeGreaterThan(0);
+      }
+    } finally {
+      await agent.release('ct-flood');
+      await execa('conntrack', ['-D', '-s', slot.sandboxIp], { reject: false });
     }
   });
 });

@@ -1,11 +1,18 @@
 // The microvm runtime end to end, under emulation here (no /dev/kvm): a real cubed offering
 // ns and microvm, the real e2b SDK. Few tests, since every guest boot costs seconds of TCG.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { CubeError } from '../../src/errors.js';
+import { newSandboxID, nodeTag } from '../../src/ids.js';
+import { kvmUsable, MicrovmDriver } from '../../src/runtime/microvm/driver.js';
+import { Cgroups } from '../../src/runtime/ns/cgroups.js';
+import { TemplateStore } from '../../src/runtime/templates.js';
 import { microvmUnavailable, registerVmTemplate } from '../helpers/microvm.js';
 
 const unavailable = microvmUnavailable();
@@ -17,8 +24,8 @@ const created: string[] = [];
 // The first create of a shape builds the template image and boots the snapshot source: minutes under load.
 const VM = { metadata: { 'cube.runtime': 'microvm' }, timeoutMs: 300_000, requestTimeoutMs: 240_000 } as const;
 
-async function create(): Promise<Sandbox> {
-  const sbx = await Sandbox.create('vmbase', { ...opts, ...VM });
+async function create(o: { templateDefault?: boolean } = {}): Promise<Sandbox> {
+  const sbx = await Sandbox.create('vmbase', { ...opts, ...VM, ...(o.templateDefault ? { metadata: {} } : {}) });
   created.push(sbx.sandboxId);
   return sbx;
 }
@@ -40,7 +47,8 @@ function qemuOf(id: string): number[] {
 describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
   beforeAll(async () => {
     d = await startDaemon({ cubelet: { runtime: ['ns', 'microvm'] } });
-    await registerVmTemplate(d.dataDir, 'vmbase', join(d.dataDir, '..', 'vmbase'));
+    // The template names microvm as its default runtime: creates without cube.runtime boot a VM too.
+    await registerVmTemplate(d.dataDir, 'vmbase', join(d.dataDir, '..', 'vmbase'), { runtime: 'microvm' });
     await d.restart();
     opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
   });
@@ -53,11 +61,11 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     }
   });
 
-  it('the node offers both runtimes, microvm marked as emulated without /dev/kvm', async () => {
+  it('the node offers both runtimes, microvm marked as emulated without a usable KVM', async () => {
     const r = await call(d, 'GET', '/admin/v1/nodes');
     const node = (r.json.nodes ?? r.json)[0];
     expect(node.runtime).toBe('ns');
-    expect(node.runtimes).toEqual([{ name: 'ns' }, { name: 'microvm', ...(existsSync('/dev/kvm') ? {} : { emulated: true }) }]);
+    expect(node.runtimes).toEqual([{ name: 'ns' }, { name: 'microvm', ...(kvmUsable() ? {} : { emulated: true }), releaseBacked: true }]);
   });
 
   it('runs commands and files through the e2b SDK in a guest with its own kernel', async () => {
@@ -100,17 +108,74 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(log).toContain('memory snapshot made');
   });
 
-  it('destroy leaves no QEMU process, TAP or file', async () => {
+  it('pause keeps QEMU; the e2b pause releases the memory (QEMU ended, state in a file) and resume keeps files and a running process', async () => {
     const sbx = await create();
     const id = sbx.sandboxId;
+    const state = join(d.dataDir, 'microvm', 'sandboxes', id, 'memory.state');
+    await sbx.files.write('/tmp/kept', 'before pause');
+    // The loop's counter lives only in the shell's memory: it goes on from where it was, or the process was lost.
+    await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done', { background: true });
+    const before = Number((await sbx.commands.run('sleep 1; cat /tmp/count')).stdout);
+    expect(before).toBeGreaterThan(0);
+
+    expect((await call(d, 'POST', `/admin/v1/sandboxes/${id}/pause`)).json.state).toBe('paused');
+    expect(qemuOf(id)).toHaveLength(1);
+    expect((await call(d, 'POST', `/admin/v1/sandboxes/${id}/resume`)).json.state).toBe('running');
+
+    expect(await sbx.pause()).toBe(true);
+    expect(qemuOf(id)).toEqual([]);
+    expect(statSync(state).size).toBeGreaterThan(1 << 20);
+    expect((await call(d, 'GET', `/admin/v1/sandboxes/${id}`)).json.state).toBe('paused');
+
+    const again = await Sandbox.connect(id, { ...opts, ...VM });
+    expect(qemuOf(id)).toHaveLength(1);
+    expect(existsSync(state)).toBe(false);
+    const r = await again.commands.run('cat /tmp/kept; echo; cat /tmp/count; sleep 1; cat /tmp/count');
+    const [kept, c1, c2] = r.stdout.trim().split('\n');
+    expect(kept).toBe('before pause');
+    expect(Number(c1)).toBeGreaterThanOrEqual(before);
+    expect(Number(c2)).toBeGreaterThan(Number(c1));
+  });
+
+  it('a snapshot of a microVM keeps its processes: a sandbox made from it counts on from where it was, with its own identity', async () => {
+    const sbx = await create();
+    await sbx.files.write('/tmp/kept', 'from the origin');
+    await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done', { background: true });
+    const before = Number((await sbx.commands.run('sleep 1; cat /tmp/count')).stdout);
+    const snap = await sbx.createSnapshot({ requestTimeoutMs: 240_000 });
+    const raw = (await call(d, 'GET', `/snapshots?sandboxID=${sbx.sandboxId}`)).json as Record<string, unknown>[];
+    expect(raw).toMatchObject([{ snapshotID: snap.snapshotId, runtime: 'microvm', keeps: 'filesystem+memory', processesKept: true }]);
+    const copy = await Sandbox.create(snap.snapshotId, { ...opts, ...VM });
+    created.push(copy.sandboxId);
+    const r = await copy.commands.run('hostname; cat /tmp/kept; echo; cat /tmp/count; sleep 1; cat /tmp/count');
+    const [host, kept, c1, c2] = r.stdout.trim().split('\n');
+    expect([host, kept]).toEqual([copy.sandboxId, 'from the origin']);
+    expect(Number(c1)).toBeGreaterThanOrEqual(before);
+    expect(Number(c2)).toBeGreaterThan(Number(c1));
+    // The origin runs on after the snapshot.
+    const o1 = Number((await sbx.commands.run('cat /tmp/count')).stdout);
+    expect(Number((await sbx.commands.run('sleep 1; cat /tmp/count')).stdout)).toBeGreaterThan(o1);
+    expect(await Sandbox.deleteSnapshot(snap.snapshotId, opts)).toBe(true);
+    expect(existsSync(join(d.dataDir, 'microvm', 'kept', snap.snapshotId))).toBe(false);
+  });
+
+  it("destroy leaves no QEMU process, TAP or file (a create naming no runtime takes the template's microvm)", async () => {
+    const sbx = await create({ templateDefault: true });
+    const id = sbx.sandboxId;
     const slot = (await call(d, 'GET', `/admin/v1/sandboxes/${id}`)).json;
+    expect(slot.runtime).toBe('microvm');
     expect(qemuOf(id)).toHaveLength(1);
     const dir = join(d.dataDir, 'microvm', 'sandboxes', id);
     expect(existsSync(dir)).toBe(true);
+    // Its writable disk lives in its own subvolume of the node's store (held to disk_gib by its quota group).
+    const layer = join(d.dataDir, 'store', 'sandboxes', id);
+    expect(statSync(join(layer, 'disk.qcow2')).isFile()).toBe(true);
+    expect(statSync(layer).ino).toBe(256); // a btrfs subvolume's root directory
     const netns = readFileSync(join(dir, 'netns'), 'utf8');
     expect(await Sandbox.kill(id, opts)).toBe(true);
     expect(qemuOf(id)).toEqual([]);
     expect(existsSync(dir)).toBe(false);
+    expect(existsSync(layer)).toBe(false);
     // The slot went back to the pool as it came: no TAP, no NAT table in its netns.
     const links = execFileSync('nsenter', [`--net=${netns}`, '--', 'ip', '-o', 'link'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
     expect(links).not.toMatch(/tap0/);
@@ -134,6 +199,15 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(existsSync(join(d.dataDir, 'microvm', 'sandboxes', sbx.sandboxId))).toBe(false);
   });
 
+  it('a microVM with more memory than the node is refused with 400 and leaves nothing', async () => {
+    const node = (await call(d, 'GET', '/admin/v1/nodes')).json[0] as { capacity: { memoryMiB: number } };
+    const before = readdirSync(join(d.dataDir, 'microvm', 'sandboxes'));
+    const r = await call(d, 'POST', '/admin/v1/sandboxes', { templateID: 'vmbase', runtime: 'microvm', memoryMiB: Math.floor(node.capacity.memoryMiB) });
+    expect(r.status).toBe(400);
+    expect(r.json).toMatchObject({ code: 130400, message: expect.stringMatching(/does not fit this node's \d+ MiB of memory/) });
+    expect(readdirSync(join(d.dataDir, 'microvm', 'sandboxes'))).toEqual(before);
+  });
+
   it('survives kill -9 of cubed: the microVM is re-adopted and answers again', async () => {
     const sbx = await create();
     await sbx.files.write('/tmp/before', 'kept');
@@ -146,3 +220,41 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(r.stdout).toBe('kept');
   });
 });
+
+describe.skipIf(unavailable !== undefined)('microvm driver: a guest that does not come up', () => {
+  const tag = nodeTag(`test-microvm-boot-${process.pid}`);
+  const netnsName = `cube-t-boot-${process.pid}`;
+  let dataDir: string;
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'cubed-test-microvm-boot-'));
+    execFileSync('ip', ['netns', 'add', netnsName]);
+  });
+
+  afterAll(async () => {
+    execFileSync('ip', ['netns', 'del', netnsName], { stdio: 'ignore' });
+    await new Cgroups(tag).removeParents();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('fails the create with the boot timeout code and the console tail, and removes QEMU, the TAP, the cgroups and the files', async () => {
+    // A cold boot (no snapshot) cannot answer within 300 ms even with KVM: a real timeout, nothing faked.
+    const driver = new MicrovmDriver({ dataDir, nodeTag: tag, bootTimeoutMs: 300, snapshots: false });
+    await driver.init();
+    await registerVmTemplate(dataDir, 'vmboot', join(dataDir, 'rootfs'));
+    const template = await new TemplateStore(dataDir).resolve('vmboot');
+    const id = newSandboxID();
+    const e = await driver
+      .create({ sandboxID: id, template, cpus: 1, memoryMiB: 128, pidsMax: 64, diskGiB: 1, env: {}, netnsPath: `/run/netns/${netnsName}` })
+      .catch((x: unknown) => x as CubeError);
+    expect(e).toBeInstanceOf(CubeError);
+    expect(e).toMatchObject({ code: 130508, http: 504 });
+    expect((e as CubeError).message).toMatch(/did not come up within 300 ms; console: /);
+    expect(qemuOf(id)).toEqual([]);
+    expect(existsSync(join(dataDir, 'microvm', 'sandboxes', id))).toBe(false);
+    expect(await new Cgroups(tag).list()).toEqual(new Set());
+    const links = execFileSync('ip', ['-n', netnsName, '-o', 'link'], { encoding: 'utf8' });
+    expect(links).not.toMatch(/tap0/);
+  });
+});
+

@@ -9,7 +9,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { nodeTag, newSandboxID } from '../../src/ids.js';
 import { Cgroups, HIERARCHIES } from '../../src/runtime/ns/cgroups.js';
-import { NsDriver } from '../../src/runtime/ns/driver.js';
+import { NsDriver, type NsDriverOptions } from '../../src/runtime/ns/driver.js';
 import { TemplateStore } from '../../src/runtime/templates.js';
 import type { ExecRequest, ExitInfo, LaunchSpec, SandboxHandle, TemplateRef } from '../../src/runtime/types.js';
 
@@ -29,11 +29,12 @@ export interface Rig {
   teardown(): Promise<Leaks>;
 }
 
-export async function makeRig(name: string): Promise<Rig> {
+/** `driver`: extra driver options (the node's declared memory, say). */
+export async function makeRig(name: string, driverOpts: Partial<NsDriverOptions> = {}): Promise<Rig> {
   await execa('node', [join(repo, 'scripts', 'build-native.mjs')]);
   const tag = nodeTag(`test-runtime-${name}`);
   const dataDir = await mkdtemp(join(tmpdir(), `cubed-test-runtime-${name}-`));
-  const driver = new NsDriver({ dataDir, nodeTag: tag, storeImageGiB: STORE_IMAGE_GIB });
+  const driver = new NsDriver({ dataDir, nodeTag: tag, storeImageGiB: STORE_IMAGE_GIB, ...driverOpts });
   await driver.init();
   await driver.cleanup(new Set()); // leftovers of an earlier run that died
   await driver.init();
@@ -63,10 +64,10 @@ export async function makeRig(name: string): Promise<Rig> {
 }
 
 /** Registers the rig's set-up and its teardown with the leak check for the calling test file. */
-export function useRig(name: string): () => Rig {
+export function useRig(name: string, driverOpts: Partial<NsDriverOptions> = {}): () => Rig {
   let rig: Rig | undefined;
   beforeAll(async () => {
-    rig = await makeRig(name);
+    rig = await makeRig(name, driverOpts);
   });
   afterAll(async () => {
     if (rig) expect(await rig.teardown()).toEqual(NO_LEAKS);

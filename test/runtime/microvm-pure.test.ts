@@ -1,11 +1,13 @@
 // The pure parts of the microvm runtime: QEMU's argv, the netns setup, the agent's wire format,
 // the runtime set's choice and the runtimes label (no VM is booted here).
 import { describe, expect, it } from 'vitest';
-import { runtimesLabel } from '../../src/cli/commands/nodes.js';
-import { netnsScript, netnsUndoScript, qemuArgs } from '../../src/runtime/microvm/driver.js';
+import { kvmBackend, memoryRefusal, netnsScript, netnsUndoScript, qemuArgs } from '../../src/runtime/microvm/driver.js';
 import { FrameDecoder, T, encodeFrame, fields, parseStats, splitFields } from '../../src/runtime/microvm/protocol.js';
 import { RuntimeSet } from '../../src/runtime/multi.js';
-import type { RuntimeDriver } from '../../src/runtime/types.js';
+import { runtimesLabel } from '../../src/tui/format.js';
+import type { RuntimeInfo } from '../../src/api/types.js';
+import { templateRuntime, type RuntimeDriver } from '../../src/runtime/types.js';
+import { templateFacts } from '../../src/cubelet/cubelet.js';
 
 const shape = { kernel: '/k', initrd: '/i', image: '/img', cpus: 2, memoryMiB: 256, kvm: false };
 
@@ -42,6 +44,29 @@ describe('qemuArgs', () => {
   });
 });
 
+describe('memoryRefusal', () => {
+  it.each([
+    [1024, 4096, undefined],
+    [3936, 4096, undefined], // exactly the node's memory with QEMU's 160 MiB
+    [3937, 4096, "a microVM of 3937 MiB (+160 MiB for QEMU) does not fit this node's 4096 MiB of memory: guest memory is really allocated, not a limit"],
+    [1 << 20, undefined, undefined],
+  ])('%i MiB on a node of %s MiB: %s', (mem, node, want) => {
+    expect(memoryRefusal(mem, node)).toBe(want);
+  });
+});
+
+describe('kvmBackend', () => {
+  it.each([
+    [['kvm', 'kvm_intel'], 'kvm_intel'],
+    [['kvm', 'kvm_amd'], 'kvm_amd'],
+    // A nested host's paravirtual KVM runs PVM guest kernels only: emulate.
+    [['kvm', 'kvm_pvm'], undefined],
+    [[], undefined],
+  ])('modules %j: %s', (mods, want) => {
+    expect(kvmBackend((m) => mods.includes(m))).toBe(want);
+  });
+});
+
 describe('agent wire format', () => {
   it('decodes frames split at every byte', () => {
     const all = Buffer.concat([encodeFrame(T.STDOUT, 7, 'hello'), encodeFrame(T.EXIT, 7, fields(3, 0))]);
@@ -68,18 +93,34 @@ describe('agent wire format', () => {
 });
 
 describe('runtimes of a node', () => {
-  const fake = (name: 'ns' | 'microvm', kvm?: boolean) => ({ name, kvm }) as unknown as RuntimeDriver & { kvm?: boolean };
+  const fake = (name: 'ns' | 'microvm', info?: RuntimeInfo) => ({ name, ...(info ? { runtimes: () => [info] } : {}) }) as unknown as RuntimeDriver;
 
   it('the first is the default, others by name, an unknown one is a 400 naming what is offered', () => {
-    const set = new RuntimeSet([fake('ns'), fake('microvm', false)]);
+    const set = new RuntimeSet([fake('ns'), fake('microvm', { name: 'microvm', emulated: true, releaseBacked: true })]);
     expect(set.pick(undefined).name).toBe('ns');
     expect(set.pick('microvm').name).toBe('microvm');
     expect(() => set.pick('sim')).toThrow(/offers ns, microvm/);
-    expect(set.runtimes()).toEqual([{ name: 'ns' }, { name: 'microvm', emulated: true }]);
+    expect(set.runtimes()).toEqual([{ name: 'ns' }, { name: 'microvm', emulated: true, releaseBacked: true }]);
   });
 
-  it('labels emulated microVMs in cubectl nodes', () => {
-    expect(runtimesLabel({ runtime: 'ns', runtimes: [{ name: 'ns' }, { name: 'microvm', emulated: true }] })).toBe('ns, microvm (emulated: tcg)');
-    expect(runtimesLabel({ runtime: 'ns' })).toBe('ns');
+  it.each([
+    [[{ name: 'ns' }, { name: 'microvm', emulated: true, releaseBacked: true }], 'ns, microvm (emulated: tcg, pause frees memory)'],
+    [[{ name: 'microvm', releaseBacked: true }], 'microvm (pause frees memory)'],
+    [[{ name: 'ns' }, { name: 'microvm', emulated: true }], 'ns, microvm (emulated: tcg)'],
+    [undefined, 'ns'],
+  ])('labels %j in cubectl nodes and the console as %s', (runtimes, label) => {
+    expect(runtimesLabel({ runtime: 'ns', ...(runtimes ? { runtimes } : {}) })).toBe(label);
+  });
+});
+
+describe("a template's default runtime", () => {
+  it('is one of the runtimes a template may name', () => {
+    expect(templateRuntime('microvm')).toBe('microvm');
+    expect(() => templateRuntime('sim')).toThrow(/one of ns, microvm \(got sim\)/);
+  });
+
+  it('reaches the node view for the templates that name one', () => {
+    const t = (name: string, runtime?: 'ns' | 'microvm') => ({ name, layers: [], bindHostUsr: false, config: { env: {}, workdir: '', user: 'user', ...(runtime ? { runtime } : {}) } });
+    expect(templateFacts([t('host'), t('vm', 'microvm'), t('plain:v2', 'ns')])).toEqual({ templates: ['host', 'vm', 'plain:v2'], templateRuntimes: { vm: 'microvm', 'plain:v2': 'ns' } });
   });
 });

@@ -10,6 +10,10 @@ describe('resolveCreate', () => {
     [{}, { templateID: 'host', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
     [{ templateID: 'base', cpus: 2 }, { templateID: 'host', cpus: 2, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
     [{ templateID: 'py', memoryMiB: 512, timeoutSec: 5 }, { templateID: 'py', cpus: 1, memoryMiB: 512, diskGiB: 10, timeoutSec: 5 }],
+    [{ templateID: 'py:latest' }, { templateID: 'py', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
+    [{ templateID: 'py:v2' }, { templateID: 'py:v2', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
+    [{ templateID: 'host:latest' }, { templateID: 'host', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
+    [{ templateID: 'Not A Name' }, { templateID: 'Not A Name', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
   ])('%j -> %j', (req, want) => expect(resolveCreate(req, master)).toEqual(want));
   it.each([[{ cpus: 0 }], [{ memoryMiB: 8 }], [{ diskGiB: 0 }], [{ timeoutSec: 0 }], [{ timeoutSec: 1.5 }]])('refuses %j with 400', (req) => {
     expect(() => resolveCreate(req, master)).toThrow(expect.objectContaining({ kind: 'BAD_REQUEST' }));

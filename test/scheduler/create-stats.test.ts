@@ -18,4 +18,16 @@ describe('create stats', () => {
     ]);
     expect(s.view(200_000)).not.toHaveProperty('refusedLastMinute');
   });
+
+  it('keeps counting refusals since start after the minute has passed (a Prometheus counter never goes down)', () => {
+    const s = new CreateStats();
+    expect(s.view(0)).not.toHaveProperty('refusedSinceStart');
+    s.recordRefusal(130597, 'mem', 0);
+    s.recordRefusal(130597, 'mem', 1_000);
+    s.recordRefusal(130409, 'release_ratio', 2_000);
+    expect(s.view(500_000).refusedSinceStart).toEqual([
+      { code: 130597, rule: 'mem', count: 2 },
+      { code: 130409, rule: 'release_ratio', count: 1 },
+    ]);
+  });
 });

@@ -9,6 +9,26 @@ const first = () => 0;
 const last = () => 0.999999;
 
 describe('schedule', () => {
+  describe('candidate_limit', () => {
+    // 10 nodes; a seeded rand: the first call picks the start, the rest the ties and the pick.
+    const ten = Array.from({ length: 10 }, (_, i) => cand(node(`n${i}`, { sandboxes: { total: i * 100 } })));
+    const seq = (...xs: number[]) => () => xs.shift() ?? 0;
+    it.each([
+      ['0 scores every node: the emptiest wins', 0, [0.55], 'n0'],
+      ['more than the nodes: every node', 20, [0.55], 'n0'],
+      ['3 from a start at n5: the best of n5-n7', 3, [0.55], 'n5'],
+      ['3 from a start at n8: wraps to n0', 3, [0.85], 'n0'],
+    ])('%s', (_name, limit, rands, want) => {
+      const cfg = config({ scheduler: { candidate_limit: limit, priority_select_num: 1 } });
+      expect(schedule(REQ, ten, cfg, NOW, seq(...rands))).toMatchObject({ ok: true, nodeID: want });
+    });
+    it('refused nodes do not count: the refusal still names every node', () => {
+      const full = Array.from({ length: 5 }, (_, i) => cand(node(`f${i}`, { cordoned: true })));
+      const r = schedule(REQ, full, config({ scheduler: { candidate_limit: 2 } }), NOW, first);
+      expect(r.ok === false && r.rejections.map((x) => x.nodeID)).toEqual(['f0', 'f1', 'f2', 'f3', 'f4']);
+    });
+  });
+
   it('refuses every node with the rule that refused it, in node order', () => {
     const nodes = [
       cand(node('node-a', { cordoned: true })),
@@ -44,6 +64,19 @@ describe('schedule', () => {
     expect(schedule({ ...REQ, runtime: 'sim' }, nodes, config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'sim-1' });
     const r = schedule({ ...REQ, runtime: 'microvm' }, nodes, config(), NOW, first);
     expect(r.ok === false && describeRejections(r.rejections)).toBe('ns-1: runtime ns, not microvm; sim-1: runtime sim, not microvm');
+  });
+
+  it("a create that names no runtime goes where its template's default runtime is offered", () => {
+    const both = { runtimes: [{ name: 'ns' }, { name: 'microvm' }] };
+    const nodes = [
+      cand(node('ns-1', { templateRuntimes: { host: 'microvm' } })),
+      cand(node('vm-1', { ...both, templateRuntimes: { host: 'microvm' } })),
+    ];
+    expect(schedule(REQ, nodes, config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'vm-1' });
+    const r = schedule(REQ, [nodes[0]!], config(), NOW, first);
+    expect(r.ok === false && describeRejections(r.rejections)).toBe("ns-1: runtime ns, not microvm (template host's default)");
+    // The create's own choice wins over the template's.
+    expect(schedule({ ...REQ, runtime: 'ns' }, [nodes[0]!], config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'ns-1' });
   });
 
   it('a disabled filter does not refuse', () => {

@@ -1,13 +1,13 @@
 // The btrfs sandbox store on a real loop image under the test's own data dir, removed at the end
 // (close({ destroy: true }) in afterAll, plus a lazy unmount if a test died half-way).
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isCubeError } from '../../src/errors.js';
 import { LaunchHelper } from '../../src/runtime/ns/helper.js';
-import { BtrfsStore, POOL_TARGET, STORE_MIN_FREE_BYTES, imageBytes, isFullError, usedPercentOf } from '../../src/storage/btrfs-store.js';
+import { BtrfsStore, CLONE_TARGET, POOL_TARGET, STORE_MIN_FREE_BYTES, imageBytes, isFullError, usedPercentOf } from '../../src/storage/btrfs-store.js';
 
 const repo = join(import.meta.dirname, '..', '..');
 const MIB = 1024 ** 2;
@@ -65,9 +65,31 @@ describe('btrfs store on a loop image', () => {
     expect(used).toBeGreaterThanOrEqual(4 * MIB);
     expect(used).toBeLessThan(5 * MIB);
 
-    const snap = await store.snapshot('sb-one', 'sb-two', GIB);
+    await store.keep('sb-one', 'snap-one');
+    await writeFile(join(dir, 'upper', 'later'), 'after the snapshot');
+    expect(await store.kept()).toEqual(['snap-one']);
+    await expect(writeFile(join(store.snapshotsDir, 'snap-one', 'upper', 'x'), 'x')).rejects.toThrow(/EROFS|read-only/);
+    const snap = await store.takeFrom('snap-one', 'sb-two');
     expect((await readFile(join(snap, 'upper', 'data'))).equals(Buffer.alloc(4 * MIB, 1))).toBe(true); // (toEqual on 4 MiB takes minutes)
+    expect(await stat(join(snap, 'upper', 'later')).catch((e: NodeJS.ErrnoException) => e.code)).toBe('ENOENT');
+    await writeFile(join(snap, 'upper', 'mine'), 'the copy writes');
+    // After the first create from it, clones are kept ready: the next creates rename one into place.
+    store.refillClones('snap-one');
+    for (let i = 0; i < 100 && (await readdir(store.clonesDir)).length < CLONE_TARGET; i++) await new Promise((r) => setTimeout(r, 20));
+    expect((await readdir(store.clonesDir)).length).toBe(CLONE_TARGET);
+    const again = await store.takeFrom('snap-one', 'sb-again');
+    expect((await readFile(join(again, 'upper', 'data'))).length).toBe(4 * MIB);
+    expect(await stat(join(again, 'upper', 'mine')).catch((e: NodeJS.ErrnoException) => e.code)).toBe('ENOENT');
+    await store.remove('sb-again');
     expect((await store.list()).sort()).toEqual(['sb-one', 'sb-two']);
+    // The kept snapshot goes while the sandbox made from it keeps its data.
+    await store.drop('snap-one');
+    await store.drop('snap-one'); // idempotent
+    expect(await store.kept()).toEqual([]);
+    for (let i = 0; i < 100 && (await readdir(store.clonesDir)).length > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await readdir(store.clonesDir)).toEqual([]);
+    expect((await readFile(join(snap, 'upper', 'data'))).length).toBe(4 * MIB);
+    await expect(store.takeFrom('snap-one', 'sb-three')).rejects.toMatchObject({ code: 130404 });
     await store.remove('sb-one');
     await store.remove('sb-one'); // idempotent
     await store.remove('sb-two');

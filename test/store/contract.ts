@@ -105,6 +105,18 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect((await store.listAudit({ actor: 'k1' })).map((a) => a.target)).toEqual(['node-a']);
     });
 
+    it('keeps snapshot records, oldest first, and deletes them once', async () => {
+      const snap = (id: string, createdAt: string) => ({ snapshotID: id, names: [`n-${id}`], sandboxID: 'a', nodeID: 'node-a', templateID: 'host', runtime: 'ns', keeps: 'filesystem' as const, spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: { k: 'v' }, createdAt, envVars: { A: '1' } });
+      await store.putSnapshot(snap('snap-b', '2026-01-01T00:00:02.000Z'));
+      await store.putSnapshot(snap('snap-a', '2026-01-01T00:00:01.000Z'));
+      expect(await store.getSnapshot('snap-b')).toEqual(snap('snap-b', '2026-01-01T00:00:02.000Z'));
+      expect((await store.listSnapshots()).map((s) => s.snapshotID)).toEqual(['snap-a', 'snap-b']);
+      expect(await store.deleteSnapshot('snap-a')).toBe(true);
+      expect(await store.deleteSnapshot('snap-a')).toBe(false);
+      expect(await store.getSnapshot('snap-a')).toBeUndefined();
+      expect((await store.listSnapshots()).map((s) => s.snapshotID)).toEqual(['snap-b']);
+    });
+
     it('keeps the node registry with cordon and drain flags', async () => {
       await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 't' });
       await store.putNode({ nodeID: 'n1', cordoned: true, draining: false, joinedAt: 't' });

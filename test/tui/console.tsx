@@ -30,6 +30,8 @@ export function recordingActions(): Actions & { calls: string[] } {
     launch: rec('launch'),
     destroy: rec('destroy'),
     togglePause: rec('togglePause'),
+    exec: rec('exec'),
+    logs: rec('logs'),
   };
 }
 

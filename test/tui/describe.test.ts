@@ -35,5 +35,12 @@ describe('describe', () => {
     expect(text).toContain('State: paused');
     expect(text).toContain('Egress: internet denied; allow 10.0.0.0/8; deny -');
     expect(text).toMatch(/State history and events\n {2}\d\d:\d\d:\d\d sandbox\.(created|paused)/);
+    expect(text).toMatch(/Logs: .*\n {2}not fetched\n\nRecent output .*\n {2}none yet$/);
+  });
+
+  it('a sandbox with the logs and command output the console fetched', () => {
+    const sb = data.sandboxes['sb-0003']!;
+    const text = describeSandbox(sb, [], { logs: ['2026-11-30 05:40:00 sandbox.created: created'], output: ['$ echo hi', 'hi', '[exit 0]'] }).join('\n');
+    expect(text).toMatch(/Logs: .*\n {2}2026-11-30 05:40:00 sandbox\.created: created\n\nRecent output .*\n {2}\$ echo hi\n {2}hi\n {2}\[exit 0\]$/);
   });
 });

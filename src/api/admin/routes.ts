@@ -3,9 +3,10 @@
 // error `{code, message, status}` (src/errors.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { CubeError } from '../../errors.js';
+import { CubeError, errorBody } from '../../errors.js';
+import type { SnapshotRecord } from '../../scheduler/control-plane.js';
 import { publicView } from '../../scheduler/local-control-plane.js';
-import type { SandboxState } from '../types.js';
+import type { SandboxState, SnapshotView } from '../types.js';
 import type { ApiContext, ApiRouter, Caller, Handler } from '../context.js';
 import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
 import { registerTemplateRoutes } from './templates.js';
@@ -40,6 +41,9 @@ const ExecBody = z
     timeoutMs: z.number().int().min(0).optional(),
   })
   .strict();
+const PauseBody = z.object({ release: z.boolean().optional() }).strict();
+const SnapshotBody = z.object({ name: z.string().optional() }).strict();
+const ForkBody = z.object({ count: z.number().int().optional(), timeoutSec: z.number().int().min(1).optional() }).strict();
 const DrainBody = z.object({ evict: z.boolean().optional(), deadlineSec: z.number().int().min(0).optional() }).strict();
 const SetBody = z.object({ path: z.string().min(1), value: z.unknown() }).strict();
 
@@ -50,6 +54,12 @@ async function body<T>(req: IncomingMessage, schema: z.ZodType<T>): Promise<T> {
 }
 
 const actor = (req: IncomingMessage & { caller?: Caller }) => req.caller?.keyID;
+
+/** A snapshot without the origin's envVars (its owner's secret, like a sandbox's). */
+function publicSnapshot(s: SnapshotRecord): SnapshotView {
+  const { envVars: _e, ...view } = s;
+  return view;
+}
 
 export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   const { cp } = ctx;
@@ -93,10 +103,25 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
     await cp.destroySandbox(p.id!, actor(req));
     sendNoContent(res);
   });
-  on('POST', '/sandboxes/:id/pause', async (req, res, p) => sendJson(res, 200, publicView(await cp.pauseSandbox(p.id!, actor(req)))));
+  on('POST', '/sandboxes/:id/pause', async (req, res, p) => sendJson(res, 200, publicView(await cp.pauseSandbox(p.id!, actor(req), await body(req, PauseBody)))));
   on('PUT', '/sandboxes/:id/egress', async (req, res, p) => sendJson(res, 200, publicView(await cp.setEgress(p.id!, await body(req, EgressBody)))));
   on('POST', '/sandboxes/:id/resume', async (req, res, p) => sendJson(res, 200, publicView((await cp.resumeSandbox(p.id!, undefined, actor(req))).sandbox)));
   on('POST', '/sandboxes/:id/exec', async (req, res, p) => serveExec(req, res, ctx, p.id!, await body(req, ExecBody)));
+  // Snapshots (what each keeps: `keeps`) and fork: one entry per fork, {sandbox} or {error: {code, message, status}}.
+  on('POST', '/sandboxes/:id/snapshots', async (req, res, p) => {
+    const b = await body(req, SnapshotBody);
+    sendJson(res, 201, publicSnapshot(await cp.snapshots.take(p.id!, { ...b, ...(actor(req) ? { actor: actor(req)! } : {}) })));
+  });
+  on('POST', '/sandboxes/:id/fork', async (req, res, p) => {
+    const b = await body(req, ForkBody);
+    const results = await cp.snapshots.fork(p.id!, { count: b.count ?? 1, ...(b.timeoutSec !== undefined ? { timeoutSec: b.timeoutSec } : {}), ...(actor(req) ? { actor: actor(req)! } : {}) });
+    sendJson(res, 201, results.map((r) => ('sandbox' in r ? { sandbox: publicView(r.sandbox) } : { error: errorBody(r.error, 'admin') })));
+  });
+  on('GET', '/snapshots', async (_req, res, _p, q) => sendJson(res, 200, (await cp.snapshots.list({ ...(q.sandbox ? { sandboxID: q.sandbox } : {}), ...(q.name ? { name: q.name } : {}) })).map(publicSnapshot)));
+  on('DELETE', '/snapshots/:ref', async (req, res, p) => {
+    await cp.snapshots.remove(p.ref!, actor(req));
+    sendNoContent(res);
+  });
 
   on('GET', '/config', async (_req, res) => sendJson(res, 200, cp.config()));
   on('POST', '/config/reload', async (req, res) => sendJson(res, 200, await cp.reloadConfig(actor(req))));

@@ -9,7 +9,7 @@ import { pipeline } from 'node:stream/promises';
 import { CubeError } from '../../errors.js';
 import { ensureStoreDir, importImage, scratchDir } from '../../runtime/layers/import.js';
 import { parseTemplateRef, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
-import type { TemplateConfig } from '../../runtime/types.js';
+import { templateRuntime, type TemplateConfig } from '../../runtime/types.js';
 import type { ApiContext, Handler } from '../context.js';
 import { sendJson } from '../http.js';
 
@@ -79,7 +79,7 @@ export function sameTemplate(templateID: string, ref: string): boolean {
   }
 }
 
-/** Config given with the import (query string): start and ready commands, workdir, user, env. */
+/** Config given with the import (query string): start and ready commands, workdir, user, default runtime. */
 function configOverrides(q: Record<string, string>): Partial<TemplateConfig> {
   const out: Partial<TemplateConfig> = {};
   if (q.startCmd) out.startCmd = q.startCmd;
@@ -97,5 +97,6 @@ function configOverrides(q: Record<string, string>): Partial<TemplateConfig> {
     if (q.user !== 'root' && q.user !== 'user') throw new CubeError('BAD_REQUEST', `user must be 'root' or 'user' (got ${q.user})`);
     out.user = q.user;
   }
+  if (q.runtime !== undefined) out.runtime = templateRuntime(q.runtime);
   return out;
 }

@@ -30,9 +30,10 @@ import {
   sandboxJson,
 } from './wire.js';
 import { MetricsHistory } from './metrics.js';
+import { registerSnapshotRoutes } from './snapshots.js';
 
 type Req = IncomingMessage & { caller?: Caller };
-type Route = (req: Req, res: ServerResponse, id: string, query: URLSearchParams) => Promise<void>;
+type Route = (req: Req, res: ServerResponse, id: string, query: URLSearchParams, params: Record<string, string | undefined>) => Promise<void>;
 
 export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   const history = new MetricsHistory();
@@ -41,7 +42,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     for (const p of paths) {
       router.on(method, p, (req, res, params) => {
         const query = new URL(req.url ?? '/', 'http://x').searchParams;
-        const run = async (): Promise<void> => fn(req as Req, res, params.id === undefined ? '' : sandboxIDParam(params.id), query);
+        const run = async (): Promise<void> => fn(req as Req, res, params.id === undefined ? '' : sandboxIDParam(params.id), query, params);
         run().catch((e: unknown) => sendError(res, e, 'e2b', ctx.log));
       });
     }
@@ -134,7 +135,8 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     refuseMemoryless(parseBody(PauseSchema, await readJson(req), 'pause body'), 'pause');
     const rec = await fresh(id);
     if (rec.state === 'paused' || rec.state === 'pausing') throw new CubeError('CONFLICT', `sandbox ${id} is already ${rec.state}`);
-    await ctx.cp.pauseSandbox(id, actor(req));
+    // The SDK's pause() gives the memory back where the runtime can (a microVM's goes to disk).
+    await ctx.cp.pauseSandbox(id, actor(req), { release: true });
     sendNoContent(res);
   });
 
@@ -208,30 +210,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     });
   });
 
-  // Snapshots are not taken yet (issue 13 item 2): the list is truthfully empty rather than a 404.
-  on('GET', ['/snapshots'], async (_req, res) => sendJson(res, 200, []));
-
-  on('GET', ['/templates'], async (_req, res) => {
-    const cfg = ctx.config().sandbox;
-    const spec = cfg.default_spec;
-    const list = await ctx.cp.templates();
-    sendJson(
-      res,
-      200,
-      list.map((t) => ({
-        templateID: t.templateID,
-        buildID: t.templateID,
-        aliases: t.templateID === cfg.default_template ? [t.templateID, 'base'] : [t.templateID],
-        public: true,
-        cpuCount: spec.cpus,
-        memoryMB: spec.memory_mib,
-        diskSizeMB: Math.round(spec.disk_gib * 1024),
-        envdVersion: ENVD_VERSION,
-        buildStatus: 'ready',
-        nodes: t.nodes,
-      })),
-    );
-  });
+  registerSnapshotRoutes(on, ctx, fresh, domain);
 }
 
 /** Sets the end to now + seconds only when that is later than the current end. */

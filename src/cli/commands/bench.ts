@@ -21,6 +21,7 @@ interface BenchOpts {
   seed: number;
   timeout: number;
   networkPolicy: 'none' | 'rules';
+  runtime?: string;
 }
 
 /**
@@ -109,6 +110,7 @@ export function register(program: Command): void {
     .option('--json [file]', 'write the result as JSON to FILE (or stdout without FILE) for scripts and `bench compare`')
     .option('--seed <n>', 'seed of the steady arrival sequence', numberArg({ int: true }), 42)
     .option('--timeout <ms>', 'per-request timeout', numberArg({ int: true, positive: true }), 60_000)
+    .option('--runtime <name>', "runtime of the sandboxes (ns, microvm), as the E2B metadata label cube.runtime asks for it (default: the template's, else the node's)")
     .addOption(new Option('--network-policy <p>', 'none: the node defaults; rules: each sandbox without internet and with 24 allowOut destinations (as cube-bench -np rules, without its L7 rules)').choices(['none', 'rules']).default('none'))
     .addHelpText(
       'after',
@@ -117,6 +119,7 @@ export function register(program: Command): void {
           'cubectl bench -c 1 -n 200 -m create-delete',
           'cubectl bench -c 20 -n 1000 -w 50 --json c20.json',
           'cubectl bench -m create-exec-delete -c 10 -n 300 --spec cpus=1,mem=512',
+          'cubectl bench --runtime microvm --template vmbase -c 1 -n 20   # microVMs from the memory snapshot',
           'cubectl bench --workload steady --rate 60 -c 50 -n 1800 --seed 7',
           'cubectl bench compare before.json after.json',
         ),
@@ -135,6 +138,7 @@ export function register(program: Command): void {
         ...(opts.spec?.cpus ? { cpuCount: opts.spec.cpus } : {}),
         ...(opts.spec?.memoryMiB ? { memoryMB: opts.spec.memoryMiB } : {}),
         ...(opts.networkPolicy === 'rules' ? { allow_internet_access: RULES_POLICY.allow_internet_access, network: { allowOut: [...RULES_POLICY.network.allowOut] } } : {}),
+        ...(opts.runtime ? { metadata: { 'cube.runtime': opts.runtime } } : {}),
       };
       const tty = process.stderr.isTTY === true;
       const result = await runBench(
@@ -156,7 +160,7 @@ export function register(program: Command): void {
         tty ? (p) => process.stderr.write(progressBar(p)) : undefined,
       );
       if (tty) process.stderr.write('\n');
-      result.config = { ...result.config, api: g.api, template: opts.template, spec: opts.spec ?? null, networkPolicy: opts.networkPolicy };
+      result.config = { ...result.config, api: g.api, template: opts.template, spec: opts.spec ?? null, networkPolicy: opts.networkPolicy, runtime: opts.runtime ?? null };
       if (typeof opts.json === 'string') writeFileSync(opts.json, `${JSON.stringify(result, null, 2)}\n`);
       if (opts.json === true || g.json) printJson(result);
       else process.stdout.write(report(result));

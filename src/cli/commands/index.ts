@@ -7,6 +7,7 @@ import { register as events } from './events.js';
 import { register as node } from './node.js';
 import { register as nodes } from './nodes.js';
 import { register as sandbox } from './sandbox.js';
+import { register as snapshot } from './snapshot.js';
 import { register as template } from './template.js';
 
-export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, template, config, events, bench];
+export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, snapshot, template, config, events, bench];

@@ -1,7 +1,7 @@
 // `cubectl nodes`: every node with health, schedulability (and why not), load and density.
 import type { Command } from 'commander';
 import type { NodeView } from '../../api/types.js';
-import { storeFree } from '../../tui/format.js';
+import { runtimesLabel, storeFree } from '../../tui/format.js';
 import { clientFor, examples, globals, printJson, table } from '../io.js';
 
 export function register(program: Command): void {
@@ -9,7 +9,7 @@ export function register(program: Command): void {
     .command('nodes')
     .summary('list nodes: health, schedulable and why not, runtimes, density, disk, pool')
     .description(
-      'List the nodes: health, whether the scheduler may place sandboxes there and why not (cordoned, draining, disk watermark, ...), the runtimes they offer (microvm without /dev/kvm shows "emulated: tcg"), sandboxes running/paused, the density ceiling and headroom for the default spec, disk use against the watermark, and the network pool.',
+      'List the nodes: health, whether the scheduler may place sandboxes there and why not (cordoned, draining, disk watermark, ...), the runtimes they offer (microvm without a usable KVM shows "emulated: tcg"; "pause frees memory" where a releasing pause backs the release ratio with memory the host gets back), sandboxes running/paused, the density ceiling and headroom for the default spec, disk use against the watermark, and the network pool.',
     )
     .addHelpText('after', `\nJSON (--json): an array of NodeView (src/api/types.ts): nodeID, healthy, schedulable, reason, density {...}, ...\n` + examples('cubectl nodes', 'cubectl nodes --json | jq ".[] | {nodeID, schedulable, reason}"'))
     .action(async (_opts: unknown, cmd: Command) => {
@@ -21,11 +21,6 @@ export function register(program: Command): void {
 
 export function nodeStatus(n: NodeView): string {
   return n.lost ? 'lost' : !n.healthy ? 'unhealthy' : n.draining ? 'draining' : n.cordoned ? 'cordoned' : 'healthy';
-}
-
-/** The runtimes a node offers, the default first: "ns, microvm (emulated: tcg)" (pure). */
-export function runtimesLabel(n: Pick<NodeView, 'runtime' | 'runtimes'>): string {
-  return (n.runtimes ?? [{ name: n.runtime }]).map((r) => (r.emulated ? `${r.name} (emulated: tcg)` : r.name)).join(', ');
 }
 
 export function nodesTable(nodes: NodeView[]): string {

@@ -1,4 +1,4 @@
-// `cubectl sandbox create|ls|exec|pause|resume|rm`.
+// `cubectl sandbox create|ls|exec|pause|resume|rm|snapshot|fork`.
 import { Option, type Command } from 'commander';
 import type { SandboxLifecycle, SandboxView } from '../../api/types.js';
 import { egressRequest, type EgressRequest } from '../../network/egress.js';
@@ -68,7 +68,7 @@ interface ExecOpts {
 export function register(program: Command): void {
   const sandbox = program
     .command('sandbox')
-    .summary('create, ls, exec, pause, resume, rm sandboxes')
+    .summary('create, ls, exec, pause, resume, rm, snapshot, fork sandboxes')
     .description('Create, list, run commands in, pause, resume and remove sandboxes.')
     .addHelpText('after', examples('id=$(cubectl sandbox create)', 'cubectl sandbox exec $id -- sh -c "echo hi"', 'cubectl sandbox rm $id'));
 
@@ -179,7 +179,7 @@ export function register(program: Command): void {
       else process.stdout.write(`${id} ${s.state}\n`);
     });
 
-  const simple = (name: 'pause' | 'resume' | 'rm', description: string, act: (id: string, cmd: Command) => Promise<SandboxView | undefined>, done: string) =>
+  const simple = (name: 'resume' | 'rm', description: string, act: (id: string, cmd: Command) => Promise<SandboxView | undefined>, done: string) =>
     sandbox
       .command(name)
       .description(description)
@@ -191,7 +191,49 @@ export function register(program: Command): void {
         else process.stdout.write(`${id} ${s ? s.state : done}\n`);
       });
 
-  simple('pause', 'Freeze every process of sandbox ID; its memory stays (less the release ratio share, for scheduling).', (id, cmd) => clientFor(cmd).pause(id), 'paused');
+  sandbox
+    .command('pause')
+    .description(
+      'Freeze every process of sandbox ID; its memory stays (less the release ratio share, for scheduling). --release frees the memory where the runtime can: a microVM\'s guest memory goes to a file under the data dir and its QEMU ends (resume restores it, processes kept); an ns sandbox keeps its memory either way.',
+    )
+    .argument('<id>', 'sandbox id')
+    .option('--release', 'free the memory where the runtime can (microvm), as AutoPause and the E2B pause do')
+    .addHelpText('after', examples('cubectl sandbox pause $id', 'cubectl sandbox pause --release $id'))
+    .action(async (id: string, o: { release?: boolean }, cmd: Command) => {
+      const s = await clientFor(cmd).pause(id, o.release ? { release: true } : {});
+      if (globals(cmd).json) printJson(s);
+      else process.stdout.write(`${id} ${s.state}\n`);
+    });
+
+  sandbox
+    .command('snapshot')
+    .description(
+      "Keep sandbox ID's state as a snapshot and print its id; the sandbox goes on as it was (running or paused). An ns snapshot keeps the writable layer (files), not processes or memory: a sandbox made from it (`sandbox create --template SNAPSHOT`) starts its template's init afresh.",
+    )
+    .argument('<id>', 'sandbox id')
+    .option('--name <name>', 'a name to find it by (unique; letters, digits, . _ / -)')
+    .addHelpText('after', '\nJSON (--json): the SnapshotView: snapshotID, names, sandboxID, nodeID, templateID, runtime, keeps, spec, metadata, createdAt.\n' + examples('snap=$(cubectl sandbox snapshot $id --name warm)', 'cubectl sandbox create --template $snap'))
+    .action(async (id: string, o: { name?: string }, cmd: Command) => {
+      const s = await clientFor(cmd).snapshot(id, o.name);
+      if (globals(cmd).json) printJson(s);
+      else process.stdout.write(`${s.snapshotID}\n`);
+    });
+
+  sandbox
+    .command('fork')
+    .description('Make N sandboxes from sandbox ID as it is now (a snapshot, N creates from it, the snapshot removed) and print their ids, one a line; a fork that could not start prints "error: ..." in its place and the exit code is 1.')
+    .argument('<id>', 'sandbox id')
+    .option('-n, --count <n>', 'how many (default 1)', numberArg({ int: true, min: 1 }))
+    .option('--timeout <s>', 'their lifetime in seconds (default: sandbox.default_timeout_sec)', numberArg({ int: true, min: 1 }))
+    .addHelpText('after', '\nJSON (--json): an array with one {sandbox: SandboxView} or {error: {code, message, status}} per fork.\n' + examples('cubectl sandbox fork $id -n 20', 'cubectl sandbox fork $id --json | jq -r ".[].sandbox.sandboxID"'))
+    .action(async (id: string, o: { count?: number; timeout?: number }, cmd: Command) => {
+      const results = await clientFor(cmd).fork(id, { count: o.count ?? 1, ...(o.timeout === undefined ? {} : { timeoutSec: o.timeout }) });
+      if (globals(cmd).json) printJson(results);
+      else process.stdout.write(results.map((r) => ('sandbox' in r ? r.sandbox.sandboxID : `error: ${r.error.message}`)).join('\n') + '\n');
+      const failed = results.filter((r) => 'error' in r).length;
+      if (failed > 0) throw new ExitError(`${failed} of ${results.length} forks did not start`);
+    });
+
   simple('resume', 'Thaw sandbox ID. May be refused (130409) when the release ratio gave its share away and the node is full.', (id, cmd) => clientFor(cmd).resume(id), 'running');
   simple(
     'rm',

@@ -1,14 +1,16 @@
-// `cubectl template ls|inspect|import|rm`.
+// `cubectl template ls|inspect|import|build|rm`.
 import { createReadStream } from 'node:fs';
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
-import type { Command } from 'commander';
+import { dirname, join, relative, resolve } from 'node:path';
+import { Option, type Command } from 'commander';
 import { execa } from 'execa';
 import { pack } from 'tar-stream';
 import type { TemplateListing } from '../../api/admin/templates.js';
-import type { ImportTemplateOptions } from '../client.js';
-import { clientFor, examples, globals, numberArg, printJson, table, UsageError } from '../io.js';
+import { TEMPLATE_RUNTIMES, type TemplateRuntime } from '../../runtime/types.js';
+import type { CubeClient, ImportTemplateOptions } from '../client.js';
+import { clientFor, examples, ExitError, globals, numberArg, printJson, table, UsageError } from '../io.js';
+import { copyArchive, filesHash, parseRecipe, recipeBody } from '../template-recipe.js';
 
 export function templatesTable(list: TemplateListing[]): string {
   if (list.length === 0) return 'no templates\n';
@@ -24,9 +26,9 @@ export function templatesTable(list: TemplateListing[]): string {
 export function register(program: Command): void {
   const template = program
     .command('template')
-    .summary('ls, inspect, import, rm templates')
-    .description('List, inspect, import (docker save tarballs, OCI archives and layouts) and remove templates.')
-    .addHelpText('after', examples('docker save python:3.12-slim -o py.tar && cubectl template import py.tar --name python', 'cubectl template ls', 'cubectl template rm python'));
+    .summary('ls, inspect, import, build, rm templates')
+    .description('List, inspect, import (docker save tarballs, OCI archives and layouts), build (the steps of the e2b SDK\'s Template()) and remove templates.')
+    .addHelpText('after', examples('docker save python:3.12-slim -o py.tar && cubectl template import py.tar --name python', 'cubectl template build recipe.yaml --name app:v1', 'cubectl template ls', 'cubectl template rm python'));
 
   template
     .command('ls')
@@ -58,6 +60,33 @@ export function register(program: Command): void {
     });
 
   template
+    .command('build <file>')
+    .summary('build a template from a recipe (JSON or YAML) of e2b Template() steps')
+    .description(
+      'Builds a template from a recipe file, with the steps of the e2b SDK\'s Template() builder and the same build API: fromTemplate or fromImage (an imported image, by name), then steps run in order, each in a sandbox of its own, each RUN, COPY or WORKDIR making a layer: {run: CMD} or {run: {cmd, user}}, {copy: {src, dest, user?, mode?}} (src a file or directory under the context: the recipe\'s directory, or context:), {env: {K: V}}, {workdir: DIR}, {user: root|user}; startCmd and readyCmd. Steps are cached by the chain (parent, step, files); --force runs every step again. Build logs go to stderr on a TTY.',
+    )
+    .option('--name <name[:tag]>', "template name (default: the recipe's name:)")
+    .option('--tag <tag...>', "tags to register the build under (default: the name's tag, else latest)")
+    .option('--force', 'skip the build cache: run every step again')
+    .addHelpText(
+      'after',
+      '\nRecipe (YAML):\n  name: app:v1\n  fromImage: python\n  steps:\n    - run: {cmd: "pip install flask", user: root}\n    - copy: {src: app, dest: /srv/app/}\n    - env: {PORT: 8000}\n    - workdir: /srv/app\n  startCmd: python -m flask run -p 8000\n  readyCmd: nc -z 127.0.0.1 8000\n' +
+        '\nJSON (--json): the template records registered (src/runtime/templates.ts TemplateRecord).\n' +
+        examples('cubectl template build recipe.yaml', 'cubectl template build recipe.json --name app:v2 --force'),
+    )
+    .action(async (file: string, o: { name?: string; tag?: string[]; force?: boolean }, cmd: Command) => {
+      const client = clientFor(cmd);
+      const json = globals(cmd).json;
+      const tty = process.stderr.isTTY === true && !json;
+      const r = await buildFromRecipe(client, file, o, (line) => {
+        if (tty) process.stderr.write(`${line}\n`);
+      });
+      const recs = await Promise.all(r.refs.map((ref) => client.template(ref)));
+      if (json) printJson(recs);
+      else for (const rec of recs) process.stdout.write(`built ${rec.ref} ${rec.digest} (${rec.layers.length} layers)\n`);
+    });
+
+  template
     .command('import <path>')
     .summary('import an image: docker save tarball, oci-archive or OCI layout directory')
     .description(
@@ -69,14 +98,16 @@ export function register(program: Command): void {
     .option('--ready-timeout <sec>', 'give up on the ready command after this long (default 60)', numberArg({ int: true, min: 1, max: 3600 }))
     .option('--workdir <dir>', "default working directory (default: the image's WorkingDir)")
     .option('--user <user>', "default user, root or user (default: the image's User: root when it is root or unset)")
+    .addOption(new Option('--runtime <runtime>', "the runtime its sandboxes run on when the create names none (default: the node's)").choices([...TEMPLATE_RUNTIMES]))
     .addHelpText(
       'after',
       examples(
         'cubectl template import app.tar --name app:v1 --start-cmd "python -m http.server 8000" --ready-cmd "nc -z 127.0.0.1 8000"',
         'cubectl template import docker://python:3.12-slim --name python   # pulled with skopeo where a registry is reachable',
+        'cubectl template import agent.tar --name agent --runtime microvm   # its sandboxes get their own kernel unless a create says otherwise',
       ),
     )
-    .action(async (source: string, o: { name: string; startCmd?: string; readyCmd?: string; readyTimeout?: number; workdir?: string; user?: string }, cmd: Command) => {
+    .action(async (source: string, o: { name: string; startCmd?: string; readyCmd?: string; readyTimeout?: number; workdir?: string; user?: string; runtime?: TemplateRuntime }, cmd: Command) => {
       if (o.user !== undefined && o.user !== 'root' && o.user !== 'user') throw new UsageError(`--user must be root or user (got ${o.user})`);
       let path = source;
       let st = await stat(path).catch(() => undefined);
@@ -93,6 +124,7 @@ export function register(program: Command): void {
         ...(o.readyTimeout ? { readyTimeoutSec: o.readyTimeout } : {}),
         ...(o.workdir !== undefined ? { workdir: o.workdir } : {}),
         ...(o.user ? { user: o.user as 'root' | 'user' } : {}),
+        ...(o.runtime ? { runtime: o.runtime } : {}),
       };
       const total = st.isDirectory() ? undefined : st.size;
       const body = withProgress(st.isDirectory() ? tarDirectory(path) : createReadStream(path), total, o.name, process.stderr.isTTY === true && !globals(cmd).json);
@@ -103,6 +135,43 @@ export function register(program: Command): void {
       if (globals(cmd).json) printJson(rec);
       else process.stdout.write(`imported ${rec.ref} ${rec.digest} (${rec.layers.length} layers, ${rec.source})\n`);
     });
+}
+
+/** The build flow of the e2b SDK's Template.build, from a recipe file: request, uploads, start, poll the status. */
+async function buildFromRecipe(client: CubeClient, file: string, o: { name?: string; tag?: string[]; force?: boolean }, progress: (line: string) => void): Promise<{ refs: string[] }> {
+  const text = await readFile(file, 'utf8').catch((e: NodeJS.ErrnoException) => {
+    throw new UsageError(`${file}: ${e.code === 'ENOENT' ? 'no such file' : e.message}`);
+  });
+  const recipe = parseRecipe(text, file);
+  const name = o.name ?? recipe.name;
+  if (!name) throw new UsageError(`${file}: no name: give --name NAME[:TAG] or name: in the recipe`);
+  const context = resolve(dirname(file), recipe.context ?? '.');
+  const { body, copies } = recipeBody(recipe, o.force === true);
+  const tags = [...(recipe.tags ?? []), ...(o.tag ?? [])];
+  const req = await client.requestBuild({ name, ...(tags.length ? { tags } : {}), ...(recipe.cpuCount ? { cpuCount: recipe.cpuCount } : {}), ...(recipe.memoryMB ? { memoryMB: recipe.memoryMB } : {}) });
+  for (const c of copies) {
+    const hash = await filesHash(context, c);
+    body.steps[c.step]!.filesHash = hash;
+    const link = await client.templateFilesLink(req.templateID, hash);
+    if (link.present || !link.url) progress(`files of ${c.src}: already on the daemon`);
+    else {
+      await client.uploadTemplateFiles(link.url, copyArchive(context, c));
+      progress(`files of ${c.src}: uploaded`);
+    }
+  }
+  await client.startBuild(req.templateID, req.buildID, body);
+  let offset = 0;
+  for (;;) {
+    const st = await client.buildStatus(req.templateID, req.buildID, offset);
+    offset += st.logEntries.length;
+    for (const l of st.logEntries) progress(l.message);
+    if (st.status === 'ready') {
+      const refs = req.tags.map((t) => `${req.templateID}:${t}`);
+      return { refs };
+    }
+    if (st.status === 'error') throw new ExitError(`build failed: ${st.reason?.message ?? 'unknown error'}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 /** Upload progress on a TTY: bytes sent (of the file's size), then "unpacking" while cubed works. */

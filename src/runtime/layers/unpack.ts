@@ -223,10 +223,13 @@ class Unpacker {
   }
 }
 
-async function runLayerTool(tool: string, root: string, ops: string[]): Promise<void> {
-  const child = spawn(tool, [root], { stdio: ['pipe', 'ignore', 'pipe'] });
+/** Runs build/cube-layer on `root` with `ops` (see native/cube-layer.c); returns its stdout (the answers to 'q' ops). */
+export async function runLayerTool(tool: string, root: string, ops: string[]): Promise<string> {
+  const child = spawn(tool, [root], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
+  let stdout = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
   const done = new Promise<number>((resolve, reject) => {
     child.once('error', reject);
     child.once('close', (code) => resolve(code ?? 1));
@@ -236,4 +239,5 @@ async function runLayerTool(tool: string, root: string, ops: string[]): Promise<
     throw new CubeError('INTERNAL', `${tool}: ${e.message} (build it with 'npm run build:native')`, { cause: e });
   });
   if (code !== 0) throw new CubeError('INTERNAL', `cube-layer failed on ${dirname(root)}: ${stderr.trim() || `exit ${code}`}`);
+  return stdout;
 }

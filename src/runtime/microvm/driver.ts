@@ -9,20 +9,22 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { accessSync, constants as fsConstants, existsSync, readFileSync, statSync } from 'node:fs';
-import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { packageRoot } from '../../config/loader.js';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
+import type { BtrfsStore } from '../../storage/btrfs-store.js';
 import { splitSandboxPath, sandboxPath } from '../ns/files.js';
 import { Cgroups, keyedValue } from '../ns/cgroups.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../templates.js';
-import type { ExecProcess, ExecRequest, ExitInfo, FileStat, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxStats } from '../types.js';
+import type { PauseOptions, RuntimeInfo, SnapshotKeeps } from '../../api/types.js';
+import type { ExecProcess, ExecRequest, ExitInfo, FileStat, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats } from '../types.js';
 import { ImageCache, overlayDisk } from './images.js';
 import { AgentConnection, T, fields, parseStats, splitFields } from './protocol.js';
-import { withQmp } from './qmp.js';
+import { type Qmp, withQmp } from './qmp.js';
 
 export interface MicrovmDriverOptions {
   dataDir: string;
@@ -34,6 +36,28 @@ export interface MicrovmDriverOptions {
   buildDir?: string;
   /** Create from per-shape memory snapshots (default true); false: every create boots cold. */
   snapshots?: boolean;
+  /** The node's memory (declared, else MemTotal): a VM whose memory and QEMU's cannot fit is refused. */
+  nodeMemoryMiB?: number;
+  /**
+   * The node's store of writable layers (the ns driver's, opened by it, on a node offering both):
+   * each VM's disk goes in a subvolume of its own whose quota group holds it to disk_gib, as for
+   * ns, and counts in the store's figures. Absent: the disk stays in the sandbox's directory.
+   */
+  storage?: BtrfsStore;
+}
+
+/**
+ * A VM disk's subvolume limit: the guest's filesystem is disk_gib, and its qcow2 file can hold a
+ * little more (L2 and refcount tables, about 0.2% at 64 KiB clusters, and btrfs's own metadata).
+ */
+export function diskLimitBytes(diskGiB: number): number {
+  return diskGiB * 1024 ** 3 + 64 * 1024 ** 2;
+}
+
+/** Why a VM of `memoryMiB` cannot run on a node of `nodeMiB`, or undefined when it fits (pure). */
+export function memoryRefusal(memoryMiB: number, nodeMiB: number | undefined): string | undefined {
+  if (nodeMiB === undefined || memoryMiB + QEMU_OVERHEAD_MIB <= nodeMiB) return undefined;
+  return `a microVM of ${memoryMiB} MiB (+${QEMU_OVERHEAD_MIB} MiB for QEMU) does not fit this node's ${nodeMiB} MiB of memory: guest memory is really allocated, not a limit`;
 }
 
 /** Where the driver's guest artefacts are, and whether they are built. */
@@ -44,14 +68,24 @@ export function microvmArtifacts(buildDir = join(packageRoot(), 'build', 'microv
   return { kernel, initrd, ...(missing.length ? { missing: `${missing.join(', ')} missing: build them with 'npm run build' (needs busybox-static and apt-get)` } : {}) };
 }
 
-/** /dev/kvm usable by this process: KVM, else TCG emulation. */
-export function kvmUsable(): boolean {
+/**
+ * Whether KVM can run our guest: /dev/kvm usable by this process and a hardware backend
+ * (kvm_intel or kvm_amd) loaded. A nested host may expose /dev/kvm through kvm_pvm only, which
+ * runs PVM-patched guest kernels: Debian's cloud kernel under it stops after "Probing EDD"
+ * (measured on these machines: 40 s without a console line), so that counts as no KVM.
+ */
+export function kvmUsable(modules = '/sys/module'): boolean {
   try {
     accessSync('/dev/kvm', fsConstants.R_OK | fsConstants.W_OK);
-    return true;
   } catch {
     return false;
   }
+  return kvmBackend((name) => existsSync(join(modules, name))) !== undefined;
+}
+
+/** The hardware KVM backend loaded, if any (pure over `loaded`). */
+export function kvmBackend(loaded: (module: string) => boolean): 'kvm_intel' | 'kvm_amd' | undefined {
+  return (['kvm_intel', 'kvm_amd'] as const).find(loaded);
 }
 
 export const QEMU = 'qemu-system-x86_64';
@@ -70,12 +104,18 @@ const QEMU_OVERHEAD_MIB = 160;
 /** Unix socket paths are limited to 107 bytes. */
 const SUN_PATH_MAX = 107;
 
-/** What a sandbox's exec and re-adoption need: kept in its directory. */
+/** What a sandbox's exec, re-adoption and resume need: kept in its directory (vm.json). */
 interface VmRecord {
   template: string;
   env: Record<string, string>;
+  /** QEMU's pid: a new one after a releasing pause is resumed. */
   pid: number;
+  /** QEMU's argv, to start it again for a resume from released memory. */
+  args: string[];
 }
+
+/** The guest's memory and device state while a releasing pause holds it (QEMU ended), in the sandbox's directory. */
+const RELEASED = 'memory.state';
 
 /** The in-netns setup before QEMU starts: TAP, forwarding, NAT of the guest to the slot's address (pure). */
 export function netnsScript(): string {
@@ -155,12 +195,46 @@ export class MicrovmDriver implements RuntimeDriver {
   private readonly netns = new Map<string, string>();
   /** Memory snapshots by shape key: made or being made. */
   private readonly snapshots = new Map<string, Promise<string>>();
+  /** Kept sandbox states (E2B snapshots): <keptRoot>/<snapshotID>/memory.state; the disk is kept in the store. */
+  private readonly keptRoot: string;
+  /**
+   * A snapshot keeps the processes: the guest's memory and device state (migrated while the VM is
+   * stopped) and its disk (a read-only snapshot of its subvolume). Needs the store (a node offering ns too).
+   */
+  readonly sandboxSnapshots?: SandboxSnapshots;
 
   constructor(private readonly opts: MicrovmDriverOptions) {
     this.root = join(opts.dataDir, 'microvm', 'sandboxes');
+    this.keptRoot = join(opts.dataDir, 'microvm', 'kept');
     this.images = new ImageCache(opts.dataDir);
     this.log = opts.log?.child({ component: 'runtime-microvm' });
     this.files = new MicrovmFiles((h) => this.agent(h));
+    const storage = opts.storage;
+    if (storage) {
+      this.sandboxSnapshots = {
+        take: (h, snapshotID) => this.keep(storage, h, snapshotID),
+        remove: async (snapshotID) => {
+          await rm(join(this.keptRoot, snapshotID), { recursive: true, force: true });
+          await storage.drop(snapshotID);
+        },
+        list: () => readdir(this.keptRoot).catch(() => [] as string[]),
+      };
+    }
+  }
+
+  /** Saves the stopped VM's memory and device state, then snapshots its disk's subvolume; the caller's resume runs it on (QMP cont). */
+  private async keep(storage: BtrfsStore, h: SandboxHandle, snapshotID: string): Promise<SnapshotKeeps> {
+    if (!this.running(h)) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} is paused with its memory released: resume it before taking a snapshot`);
+    const dir = join(this.keptRoot, snapshotID);
+    await mkdir(dir, { recursive: true });
+    try {
+      await withQmp(join(h.dir, 'q.sock'), (q) => saveState(q, join(dir, RELEASED)));
+      await storage.keep(h.sandboxID, snapshotID);
+    } catch (e) {
+      await rm(dir, { recursive: true, force: true });
+      throw e;
+    }
+    return 'filesystem+memory';
   }
 
   private get cgroups(): Cgroups {
@@ -183,12 +257,27 @@ export class MicrovmDriver implements RuntimeDriver {
     return join(this.root, id);
   }
 
+  /** The saved state of kept snapshot `snapshotID`; NOT_FOUND when this node does not keep it. */
+  private async keptState(snapshotID: string): Promise<string> {
+    if (!this.opts.storage) throw new CubeError('CONFLICT', 'this node keeps no microVM snapshots (they need the store of a node that offers ns too)');
+    const state = join(this.keptRoot, snapshotID, RELEASED);
+    if (!existsSync(state)) throw new CubeError('NOT_FOUND', `snapshot ${snapshotID} is not kept by the microvm runtime of this node`);
+    return state;
+  }
+
+  /** The VM's writable disk: in its subvolume of the store, else in its directory. */
+  private diskOf(id: string): string {
+    return join(this.opts.storage ? this.opts.storage.dir(id) : this.dir(id), 'disk.qcow2');
+  }
+
   async create(spec: LaunchSpec): Promise<SandboxHandle> {
     const id = spec.sandboxID;
     if (!isSandboxID(id)) throw new CubeError('BAD_REQUEST', `invalid sandbox id '${id}'`);
     if (!(spec.memoryMiB >= 64 && spec.cpus > 0 && spec.pidsMax > 0)) {
       throw new CubeError('BAD_REQUEST', `a microVM needs cpus > 0 and at least 64 MiB of memory (got ${spec.cpus} cpus, ${spec.memoryMiB} MiB)`);
     }
+    const tooBig = memoryRefusal(spec.memoryMiB, this.opts.nodeMemoryMiB);
+    if (tooBig) throw new CubeError('BAD_REQUEST', tooBig);
     const dir = this.dir(id);
     if (join(dir, 'a.sock').length > SUN_PATH_MAX) throw new CubeError('CREATE_FAILED', `data dir too deep: ${dir}/a.sock exceeds the ${SUN_PATH_MAX}-byte socket path limit`);
     // Checked before anything is made: a template without a bootable layout is the caller's error.
@@ -206,13 +295,18 @@ export class MicrovmDriver implements RuntimeDriver {
       const [image, blank] = await Promise.all([this.images.template(spec.template), this.images.blank(diskGiB)]);
       const shape: VmShape = { kernel: a.kernel, initrd: a.initrd, image, cpus: spec.cpus, memoryMiB: spec.memoryMiB, kvm: this.kvm };
       const snap = this.opts.snapshots === false ? undefined : await this.snapshot(shape, blank, diskGiB);
-      const disk = join(dir, 'disk.qcow2');
+      // From a kept snapshot: its memory and its disk (a writable snapshot of the kept subvolume).
+      const kept = spec.fromSnapshot === undefined ? undefined : await this.keptState(spec.fromSnapshot);
+      this.opts.storage?.assertRoom();
+      if (kept) await this.opts.storage!.takeFrom(spec.fromSnapshot!, id);
+      else await this.opts.storage?.create(id, diskLimitBytes(diskGiB));
+      const disk = this.diskOf(id);
       await Promise.all([
-        snap ? overlayDisk(join(snap, 'disk.qcow2'), disk, 'qcow2') : overlayDisk(blank, disk, 'raw'),
+        kept ? undefined : snap ? overlayDisk(join(snap, 'disk.qcow2'), disk, 'qcow2') : overlayDisk(blank, disk, 'raw'),
         this.cgroups.create(id, { memoryMiB: spec.memoryMiB + QEMU_OVERHEAD_MIB, cpus: spec.cpus, pidsMax: Math.max(spec.pidsMax, 64) }),
       ]);
       const net = spec.netnsPath ? 'tap' : 'hub';
-      const args = qemuArgs({ ...shape, id, dir, disk, net, ...(snap ? { ram: { path: join(snap, 'ram'), shared: false }, incoming: true } : {}) });
+      const args = qemuArgs({ ...shape, id, dir, disk, net, ...(snap ? { ram: { path: join(snap, 'ram'), shared: false } } : {}), incoming: !!(snap || kept) });
       if (spec.netnsPath) {
         this.netns.set(id, spec.netnsPath);
         await writeFile(join(dir, 'netns'), spec.netnsPath);
@@ -220,11 +314,11 @@ export class MicrovmDriver implements RuntimeDriver {
       const tPrepared = performance.now();
       const pid = await this.launch(dir, args, spec.netnsPath, this.cgroups.procsFiles(id));
       const tLaunched = performance.now();
-      const record: VmRecord = { template: spec.template.name, env: spec.env, pid };
+      const record: VmRecord = { template: spec.template.name, env: spec.env, pid, args };
       await writeFile(join(dir, 'vm.json'), JSON.stringify(record));
       this.records.set(id, record);
       const h: SandboxHandle = { sandboxID: id, initPid: pid, dir };
-      if (snap) await restore(join(dir, 'q.sock'), join(snap, 'state'));
+      if (kept ?? snap) await restore(join(dir, 'q.sock'), kept ?? join(snap!, 'state'));
       const tRestored = performance.now();
       await this.waitAgent(h, this.opts.bootTimeoutMs ?? 60_000);
       const tAgent = performance.now();
@@ -284,15 +378,8 @@ export class MicrovmDriver implements RuntimeDriver {
         conn.close();
       }
       await withQmp(join(dir, 'q.sock'), async (q) => {
-        await q.run('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
         await q.run('stop');
-        await q.run('migrate', { uri: `exec:cat > ${join(dir, 'state')}` });
-        for (;;) {
-          const m = await q.run<{ status?: string; 'error-desc'?: string }>('query-migrate');
-          if (m.status === 'completed') break;
-          if (m.status === 'failed' || m.status === 'cancelled') throw new Error(`saving the device state: ${m['error-desc'] ?? m.status}`);
-          await sleep(10);
-        }
+        await saveState(q, join(dir, 'state'));
         await q.run('quit').catch(() => undefined);
       });
       await waitGone(pid);
@@ -338,15 +425,16 @@ export class MicrovmDriver implements RuntimeDriver {
     const deadline = Date.now() + timeoutMs;
     const conn = await AgentConnection.open(join(h.dir, 'a.sock'));
     this.agents.set(h.sandboxID, Promise.resolve(conn));
-    const ping = conn.request(T.PING, Buffer.from('boot'), timeoutMs);
+    // The ping's own limit comes after the deadline, so a guest that stays silent reads as a boot timeout.
+    const ping = conn.request(T.PING, Buffer.from('boot'), timeoutMs + 5000);
     ping.catch(() => undefined);
     for (;;) {
       const done = await Promise.race([ping.then(() => true), sleep(100).then(() => false)]).catch((e: unknown) => {
         throw new CubeError('CREATE_FAILED', `guest of ${h.sandboxID}: ${(e as Error).message}; console: ${this.consoleTail(h)}`);
       });
       if (done) return;
-      if (!this.alive(h)) throw new CubeError('CREATE_FAILED', `QEMU of ${h.sandboxID} exited while the guest booted; console: ${this.consoleTail(h)}`);
-      if (Date.now() > deadline) throw new CubeError('CREATE_FAILED', `guest of ${h.sandboxID} did not come up within ${timeoutMs} ms; console: ${this.consoleTail(h)}`);
+      if (!this.running(h)) throw new CubeError('CREATE_FAILED', `QEMU of ${h.sandboxID} exited while the guest booted; console: ${this.consoleTail(h)}`);
+      if (Date.now() > deadline) throw new CubeError('GUEST_BOOT_TIMEOUT', `guest of ${h.sandboxID} did not come up within ${timeoutMs} ms; console: ${this.consoleTail(h)}`);
     }
   }
 
@@ -375,11 +463,18 @@ export class MicrovmDriver implements RuntimeDriver {
         return this.agent(h);
       });
     }
-    if (!this.alive(h)) return Promise.reject(new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`));
+    if (!this.running(h)) return Promise.reject(new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`));
     const p = AgentConnection.open(join(h.dir, 'a.sock'));
     this.agents.set(h.sandboxID, p);
     p.catch(() => this.agents.delete(h.sandboxID));
     return p;
+  }
+
+  /** Closes the host side of the agent channel (its QEMU is ending or gone). */
+  private dropAgent(id: string): void {
+    const conn = this.agents.get(id);
+    this.agents.delete(id);
+    conn?.then((c) => c.close(), () => undefined);
   }
 
   async destroy(sandboxID: string): Promise<void> {
@@ -390,10 +485,9 @@ export class MicrovmDriver implements RuntimeDriver {
   /** QEMU killed with its cgroup, the netns as it came, the directory gone. Idempotent. */
   private async remove(id: string): Promise<void> {
     try {
-      const conn = this.agents.get(id);
-      this.agents.delete(id);
-      conn?.then((c) => c.close(), () => undefined);
+      this.dropAgent(id);
       await this.cgroups.destroy(id);
+      await this.opts.storage?.remove(id);
       const netns = this.netns.get(id) ?? (await readFile(join(this.dir(id), 'netns'), 'utf8').catch(() => undefined));
       if (netns) await undoNetns(netns).catch((e: unknown) => this.log?.warn({ sandboxID: id, err: e }, 'netns undo failed: the slot will be retired'));
       await rm(this.dir(id), { recursive: true, force: true });
@@ -404,30 +498,102 @@ export class MicrovmDriver implements RuntimeDriver {
     }
   }
 
-  async pause(h: SandboxHandle): Promise<void> {
-    await withQmp(join(h.dir, 'q.sock'), (q) => q.run('stop')).catch((e: unknown) => {
+  /** A releasing pause frees the guest's memory: the release ratio is backed here. */
+  runtimes(): RuntimeInfo[] {
+    return [{ name: this.name, ...(this.kvm ? {} : { emulated: true }), releaseBacked: true }];
+  }
+
+  /** Plain: QMP `stop` (the memory stays). Releasing: the guest's memory written to a file and QEMU ended. */
+  async pause(h: SandboxHandle, opts: PauseOptions = {}): Promise<void> {
+    await (opts.release ? this.release(h) : withQmp(join(h.dir, 'q.sock'), (q) => q.run('stop'))).catch((e: unknown) => {
       throw toCubeError(e, 'PAUSE_FAILED');
     });
   }
 
   async resume(h: SandboxHandle): Promise<void> {
-    await withQmp(join(h.dir, 'q.sock'), (q) => q.run('cont')).catch((e: unknown) => {
+    await (existsSync(join(h.dir, RELEASED)) ? this.reload(h) : withQmp(join(h.dir, 'q.sock'), (q) => q.run('cont'))).catch((e: unknown) => {
       throw toCubeError(e, 'RESUME_FAILED');
     });
   }
 
-  alive(h: SandboxHandle): boolean {
+  /**
+   * Stops the guest, migrates its RAM and device state to RELEASED (file-backed RAM of a clone is
+   * private, so x-ignore-shared does not skip it: every page the guest has is saved) and ends
+   * QEMU. A failed save leaves the VM running as it was.
+   */
+  private async release(h: SandboxHandle): Promise<void> {
+    if (!this.records.get(h.sandboxID)?.args) throw new CubeError('PAUSE_FAILED', `sandbox ${h.sandboxID} was made by an older cubed (no QEMU argv in vm.json): it can only be paused with its memory kept`);
+    const pid = this.pidOf(h);
+    const tmp = join(h.dir, `${RELEASED}.tmp`);
+    await withQmp(join(h.dir, 'q.sock'), async (q) => {
+      await q.run('stop');
+      try {
+        await saveState(q, tmp);
+      } catch (e) {
+        await q.run('cont');
+        await rm(tmp, { force: true });
+        throw e;
+      }
+      await q.run('quit').catch(() => undefined);
+    });
+    this.dropAgent(h.sandboxID);
+    await waitGone(pid);
+    await rename(tmp, join(h.dir, RELEASED));
+  }
+
+  /**
+   * Resume from released memory: QEMU again with the VM's argv (its disk, TAP and cgroups are
+   * still there), the saved state loaded, the clock set. Until it answers the saved state is kept,
+   * so a failed resume leaves the sandbox paused and resumable.
+   */
+  private async reload(h: SandboxHandle): Promise<void> {
+    const id = h.sandboxID;
+    const record = this.records.get(id);
+    if (!record) throw new CubeError('INTERNAL', `sandbox ${id} has no vm.json`);
+    const args = record.args.includes('-incoming') ? record.args : [...record.args, '-incoming', 'defer'];
+    const pid = await this.launch(h.dir, args, this.netns.get(id), this.cgroups.procsFiles(id));
     try {
-      const cmdline = readFileSync(`/proc/${h.initPid}/cmdline`, 'utf8');
-      const stat = readFileSync(`/proc/${h.initPid}/stat`, 'utf8');
+      await restore(join(h.dir, 'q.sock'), join(h.dir, RELEASED));
+      const next = { ...record, pid };
+      await writeFile(join(h.dir, 'vm.json'), JSON.stringify(next));
+      this.records.set(id, next);
+      await this.waitAgent(h, this.opts.bootTimeoutMs ?? 60_000);
+      await this.identify(h);
+    } catch (e) {
+      this.dropAgent(id);
+      killPid(pid);
+      await waitGone(pid);
+      this.records.set(id, record);
+      await writeFile(join(h.dir, 'vm.json'), JSON.stringify(record));
+      throw e;
+    }
+    await rm(join(h.dir, RELEASED), { force: true });
+  }
+
+  /** QEMU's pid now (a resume from released memory starts a new one). */
+  private pidOf(h: SandboxHandle): number {
+    return this.records.get(h.sandboxID)?.pid ?? h.initPid;
+  }
+
+  /** Its QEMU runs. */
+  private running(h: SandboxHandle): boolean {
+    const pid = this.pidOf(h);
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       return cmdline.includes(`\0cube-${h.sandboxID},process=cube-vm\0`) && !/\) [ZX] /.test(stat);
     } catch {
       return false;
     }
   }
 
+  /** Running, or held in memory released to a file by a pause. */
+  alive(h: SandboxHandle): boolean {
+    return this.running(h) || existsSync(join(h.dir, RELEASED));
+  }
+
   deathReason(h: SandboxHandle): string {
-    return `the microVM's QEMU (pid ${h.initPid}) exited; guest console: ${this.consoleTail(h, 5)}`;
+    return `the microVM's QEMU (pid ${this.pidOf(h)}) exited; guest console: ${this.consoleTail(h, 5)}`;
   }
 
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess {
@@ -439,7 +605,7 @@ export class MicrovmDriver implements RuntimeDriver {
         throw new CubeError('BAD_REQUEST', `invalid environment variable '${k}'`);
       }
     }
-    if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
+    if (!this.running(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
     const userName = req.user ?? 'user';
     const user = sandboxUser(userName);
     const env: Record<string, string> = { PATH: DEFAULT_PATH, HOME: user.home, USER: userName, LOGNAME: userName, ...this.records.get(h.sandboxID)?.env, ...req.env };
@@ -519,16 +685,25 @@ export class MicrovmDriver implements RuntimeDriver {
 
   async stats(h: SandboxHandle): Promise<SandboxStats> {
     const id = h.sandboxID;
-    const [usage, limit, cpu, pids] = await Promise.all([
+    const [usage, limit, cpu, pids, disk] = await Promise.all([
       this.cgroups.readValue('memory', id, 'memory.usage_in_bytes'),
       this.cgroups.readValue('memory', id, 'memory.limit_in_bytes'),
       this.cgroups.readValue('unified', id, 'cpu.stat'),
       this.cgroups.readValue('pids', id, 'pids.current'),
+      stat(this.diskOf(id)).catch(() => undefined),
     ]).catch((e: unknown) => {
       throw new CubeError('NOT_FOUND', `sandbox ${id} has no cgroups on this node`, { cause: e });
     });
     // The guest's own OOM kills happen inside its kernel; the host cgroup OOM-kills QEMU only.
-    return { memoryBytes: Number(usage), memoryLimitBytes: Number(limit), cpuUsageNs: (keyedValue(cpu, 'usage_usec') ?? 0) * 1000, pids: Number(pids), oomKills: 0 };
+    return {
+      memoryBytes: Number(usage),
+      memoryLimitBytes: Number(limit),
+      cpuUsageNs: (keyedValue(cpu, 'usage_usec') ?? 0) * 1000,
+      pids: Number(pids),
+      oomKills: 0,
+      // What the guest wrote: the blocks its qcow2 overlay holds (the template image is shared).
+      ...(disk ? { diskUsedBytes: disk.blocks * 512 } : {}),
+    };
   }
 
   /** QEMU runs in the sandbox's cgroups: the node parent's CPU time is the guests' (live cpu gate). */
@@ -565,7 +740,24 @@ export class MicrovmDriver implements RuntimeDriver {
   }
 }
 
-/** Loads a clone's device state (its RAM is the snapshot's file, mapped privately) and runs it. */
+/**
+ * Migrates the stopped VM to `path` (the stream `restore` loads). With x-ignore-shared, RAM in a
+ * shared file (a snapshot source) is left out; private RAM is written. Unthrottled: QEMU's default
+ * migration bandwidth (128 MiB/s) would make a release pause of a 512 MiB guest take seconds.
+ */
+async function saveState(q: Qmp, path: string): Promise<void> {
+  await q.run('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+  await q.run('migrate-set-parameters', { 'max-bandwidth': 64 * 1024 ** 3 });
+  await q.run('migrate', { uri: `exec:cat > ${path}` });
+  for (;;) {
+    const m = await q.run<{ status?: string; 'error-desc'?: string }>('query-migrate');
+    if (m.status === 'completed') return;
+    if (m.status === 'failed' || m.status === 'cancelled') throw new Error(`saving the VM state: ${m['error-desc'] ?? m.status}`);
+    await sleep(10);
+  }
+}
+
+/** Loads a saved state into a QEMU waiting for it (a clone from the snapshot, or a resume from released memory) and runs it. */
 async function restore(qmpSock: string, state: string): Promise<void> {
   await withQmp(qmpSock, async (q) => {
     await q.run('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
@@ -574,7 +766,7 @@ async function restore(qmpSock: string, state: string): Promise<void> {
     for (;;) {
       const s = await q.run<{ status: string }>('query-status');
       if (s.status === 'paused' || s.status === 'postmigrate' || s.status === 'prelaunch') break;
-      if (s.status !== 'inmigrate') throw new CubeError('CREATE_FAILED', `restoring the memory snapshot: VM is ${s.status}`);
+      if (s.status !== 'inmigrate') throw new Error(`loading ${state}: VM is ${s.status}`);
       await sleep(5);
     }
     await q.run('cont');

@@ -15,6 +15,13 @@ export interface CgroupLimits {
   pidsMax: number;
 }
 
+/** Limits of the node's parent cgroup: all its sandboxes together (host-wide tables, issue 12 item 3). */
+export interface ParentLimits {
+  pidsMax: number;
+  /** The node's declared memory (cubelet quota.memory_mib); none: not limited. */
+  memoryMiB?: number;
+}
+
 /** Where each hierarchy is mounted, from /proc/self/mounts (pure). */
 export function parseCgroupMounts(mounts: string): Partial<Record<Hierarchy, string>> {
   const out: Partial<Record<Hierarchy, string>> = {};
@@ -62,6 +69,7 @@ export class Cgroups {
   /** Parent directory `…/cube-<tag>` in each hierarchy. */
   readonly parents: Record<Hierarchy, string>;
   private cpuPeriodUs = 100_000;
+  private parentLimits: ParentLimits | undefined;
 
   constructor(nodeTag: string, mounts = readFileSync('/proc/self/mounts', 'utf8'), self = readFileSync('/proc/self/cgroup', 'utf8')) {
     const where = parseCgroupMounts(mounts);
@@ -78,14 +86,26 @@ export class Cgroups {
     this.parents = parents;
   }
 
-  async init(): Promise<void> {
-    await Promise.all(HIERARCHIES.map((h) => mkdir(this.parents[h], { recursive: true })));
+  async init(parentLimits?: ParentLimits): Promise<void> {
+    this.parentLimits = parentLimits;
+    await this.makeParents();
     for (const f of ['cgroup.freeze', 'cgroup.kill']) {
       await access(join(this.parents.unified, f)).catch(() => {
         throw new CubeError('CGROUP_FAILED', `cgroup2 at ${this.parents.unified} has no ${f} (kernel >= 5.14 needed)`);
       });
     }
     this.cpuPeriodUs = Number(await readFile(join(this.parents.cpu, 'cpu.cfs_period_us'), 'utf8'));
+  }
+
+  /** The per-node parents with their limits (again after a full cleanup removed them). */
+  private async makeParents(): Promise<void> {
+    await Promise.all(HIERARCHIES.map((h) => mkdir(this.parents[h], { recursive: true })));
+    const l = this.parentLimits;
+    if (!l) return;
+    await Promise.all([
+      writeFile(join(this.parents.pids, 'pids.max'), String(l.pidsMax)),
+      l.memoryMiB ? this.limitMemory(this.parents.memory, l.memoryMiB * 1024 * 1024) : undefined,
+    ]);
   }
 
   dir(h: Hierarchy, sandboxID: string): string {
@@ -102,7 +122,8 @@ export class Cgroups {
       HIERARCHIES.map((h) =>
         mkdir(this.dir(h, sandboxID)).catch(async (e: NodeJS.ErrnoException) => {
           if (e.code !== 'ENOENT') throw e;
-          await mkdir(this.dir(h, sandboxID), { recursive: true }); // the parent went with a full cleanup
+          await this.makeParents(); // the parent went with a full cleanup
+          await mkdir(this.dir(h, sandboxID));
         }),
       ),
     );

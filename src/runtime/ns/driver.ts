@@ -21,10 +21,12 @@ import type {
   LaunchSpec,
   RuntimeDriver,
   SandboxHandle,
+  SandboxSnapshots,
   SandboxStats,
   WatchRequest,
 } from '../types.js';
 import { Cgroups, keyedValue } from './cgroups.js';
+import { hostTables, nofileLimit, parentPidsMax, type HostTables } from './host-limits.js';
 import { NsFiles } from './files.js';
 import { LaunchHelper, sharedHelper } from './helper.js';
 import { lowerArgs } from './lowerdir.js';
@@ -39,6 +41,8 @@ export interface NsDriverOptions {
   launcherPath?: string;
   /** The store's loop image size when the data dir is not on btrfs (cubelet storage.image_gib; 0 = auto). */
   storeImageGiB?: number;
+  /** The node's declared memory (cubelet quota.memory_mib): the limit of all its sandboxes together. */
+  nodeMemoryMiB?: number;
 }
 
 /** What a sandbox's exec needs after a daemon restart: kept next to its upper dir. */
@@ -46,6 +50,8 @@ interface SandboxRecord {
   template: string;
   env: Record<string, string>;
   netRaw?: boolean;
+  /** RLIMIT_NOFILE of its commands (nofileLimit); records of older versions have none. */
+  nofile?: number;
 }
 
 /** How long an exited command's output may still drain (background children can hold the pipes). */
@@ -62,9 +68,19 @@ export class NsDriver implements RuntimeDriver {
   private readonly launcher: string;
   private readonly log: Logger | undefined;
   private cgroupsOrUndefined?: Cgroups;
+  private tables: HostTables = { pidMax: 0, threadsMax: 0, fileMax: 0, nofileHard: 0 };
   private readonly records = new Map<string, SandboxRecord>();
   /** Writable layers: one btrfs subvolume per sandbox, limited to its disk size. */
   readonly storage: BtrfsStore;
+  /** A snapshot keeps the writable layer only: processes and memory are not kept (a new sandbox boots its init). */
+  readonly sandboxSnapshots: SandboxSnapshots = {
+    take: async (h, snapshotID) => {
+      await this.storage.keep(h.sandboxID, snapshotID);
+      return 'filesystem';
+    },
+    remove: (snapshotID) => this.storage.drop(snapshotID),
+    list: () => this.storage.kept(),
+  };
 
   constructor(private readonly opts: NsDriverOptions) {
     this.sandboxesDir = join(opts.dataDir, 'sandboxes');
@@ -85,8 +101,9 @@ export class NsDriver implements RuntimeDriver {
     } catch {
       throw new CubeError('INTERNAL', `launcher ${this.launcher} is missing: build it with 'npm run build:native'`);
     }
+    const tables = (this.tables = await hostTables(this.log));
     this.cgroupsOrUndefined = new Cgroups(this.opts.nodeTag);
-    await this.cgroups.init();
+    await this.cgroups.init({ pidsMax: parentPidsMax(tables.pidMax, tables.threadsMax), ...(this.opts.nodeMemoryMiB ? { memoryMiB: this.opts.nodeMemoryMiB } : {}) });
     // 0700: what root inside makes (setuid files, secrets) is nobody's on the host but root's.
     await mkdir(this.sandboxesDir, { recursive: true, mode: 0o700 });
     await chmod(this.sandboxesDir, 0o700);
@@ -114,7 +131,7 @@ export class NsDriver implements RuntimeDriver {
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new CubeError('CONFLICT', `sandbox ${id} already exists on this node`);
       throw toCubeError(e, 'CREATE_FAILED');
     }
-    const record: SandboxRecord = { template: spec.template.name, env: spec.env, ...(spec.netRaw ? { netRaw: true } : {}) };
+    const record: SandboxRecord = { template: spec.template.name, env: spec.env, ...(spec.netRaw ? { netRaw: true } : {}), nofile: nofileLimit(this.tables.fileMax, spec.pidsMax, this.tables.nofileHard) };
     // upper/ and work/ in the sandbox's subvolume (its disk limit); merged/ and the records stay in
     // `dir`, outside the limit, so a full sandbox can still be paused or have its timeout changed.
     const layer = this.storage.dir(id);
@@ -122,15 +139,14 @@ export class NsDriver implements RuntimeDriver {
       this.storage.assertRoom();
       await Promise.all([
         // Written straight into the upper layer, so the sandbox's hostname resolves.
-        this.storage
-          .take(id)
-          .then(() => mkdir(join(layer, 'upper', 'etc')))
-          .then(() => writeFile(join(layer, 'upper', 'etc', 'hosts'), etcHosts(id))),
+        (spec.fromSnapshot === undefined ? this.storage.take(id) : this.storage.takeFrom(spec.fromSnapshot, id))
+          .then(() => mkdir(join(this.storage.upperDir(id), 'etc'), { recursive: true }))
+          .then(() => writeFile(join(this.storage.upperDir(id), 'etc', 'hosts'), etcHosts(id))),
         mkdir(join(dir, 'merged')),
         writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
         this.cgroups.create(id, spec),
       ]);
-      const args = ['-i', id, ...lowerArgs(spec.template.layers, join(layer, 'upper'), join(layer, 'work')), '-u', join(layer, 'upper'), '-w', join(layer, 'work'), '-m', join(dir, 'merged')];
+      const args = ['-i', id, ...lowerArgs(spec.template.layers, this.storage.upperDir(id), join(layer, 'work')), '-u', this.storage.upperDir(id), '-w', join(layer, 'work'), '-m', join(dir, 'merged')];
       args.push('-t', String(spec.memoryMiB));
       args.push('-q', String(Math.floor((spec.diskGiB ?? DEFAULT_DISK_GIB) * GIB)));
       if (spec.template.bindHostUsr) args.push('-U');
@@ -142,6 +158,7 @@ export class NsDriver implements RuntimeDriver {
         throw new CubeError('CREATE_FAILED', `sandbox ${id}: ${r.stderr.trim() || `launcher exited ${r.exitCode}`}`);
       }
       this.records.set(id, record);
+      if (spec.fromSnapshot !== undefined) this.storage.refillClones(spec.fromSnapshot);
       this.log?.debug({ sandboxID: id, initPid }, 'sandbox created');
       return { sandboxID: id, initPid, dir };
     } catch (e) {
@@ -213,6 +230,7 @@ export class NsDriver implements RuntimeDriver {
     }
     const args = ['-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), '-d', req.cwd ?? user.home];
     if (record?.netRaw) args.push('-R');
+    if (record?.nofile) args.push('-N', String(record.nofile));
     for (const f of this.cgroups.procsFiles(h.sandboxID)) args.push('-c', f);
     args.push('--', ...req.argv);
 
@@ -304,7 +322,7 @@ export class NsDriver implements RuntimeDriver {
       memoryCacheBytes: keyedValue(memStat, 'cache') ?? 0,
       // Walked, not the quota group's figure: btrfs updates that at its next commit (up to 30 s),
       // and a client that just wrote a file expects to see it. Only on this metrics path.
-      diskUsedBytes: await diskUsage(join(this.storage.dir(id), 'upper')),
+      diskUsedBytes: await diskUsage(this.storage.upperDir(id)),
     };
   }
 

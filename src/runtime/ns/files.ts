@@ -315,7 +315,7 @@ export class NsFiles implements SandboxFiles {
     });
   }
 
-  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string): Promise<FileStat> {
+  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number): Promise<FileStat> {
     const owner = sandboxUser(user);
     return this.within(h, async (w) => {
       const at = await w.locate(splitSandboxPath(path), true);
@@ -332,6 +332,7 @@ export class NsFiles implements SandboxFiles {
         if (!before.isFile()) throw new CubeError('BAD_REQUEST', `'${path}' is not a regular file`);
         await fh.truncate(0);
         if (!at.stat) await fh.chown(owner.uid, owner.gid);
+        if (mode !== undefined) await fh.chmod(mode & 0o7777);
         if (Buffer.isBuffer(data)) await fh.writeFile(data);
         else for await (const chunk of data) await fh.write(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
         return toFileStat(sandboxPath(at.comps), await fh.stat());

@@ -3,7 +3,8 @@
 // together with upperdir and workdir. Layers of the store share one parent directory, so they
 // go as bare 64-hex names resolved in that directory (`-L`): 65 bytes a layer, so 59 layers fit
 // beside a 100-byte upper and work path, where absolute paths under /var/lib/cubed would
-// allow about 40.
+// allow about 40. cube-launch then hands each layer to overlayfs as an fd (/proc/self/fd/N,
+// shorter still), so the sandbox's mountinfo shows no host path; the check here stays on this form.
 import { basename, dirname } from 'node:path';
 import { CubeError } from '../../errors.js';
 

@@ -4,7 +4,7 @@
 // records learn sandbox states (the node is their one writer) and how a lost node is noticed.
 // Admission rules are the ones role all applies (admission.ts), through the same pipeline.
 import type { Logger } from 'pino';
-import type { ConfigView, EventKind, EventView, NodeView, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../../api/types.js';
+import type { ConfigView, EventKind, EventView, NodeView, PauseOptions, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../../api/types.js';
 import type { Config } from '../../config/schema.js';
 import type { ConfigStore } from '../../config/store.js';
 import { answeredAt, RemoteNode } from '../../cubelet/remote.js';
@@ -17,6 +17,7 @@ import { isConnectionError } from '../../store/cluster/retry.js';
 import type { NodeRecord } from '../../store/types.js';
 import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
 import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from '../control-plane.js';
+import { createFromSnapshot, SnapshotBook } from '../snapshots.js';
 import { CreateStats } from '../create-stats.js';
 import { publicView } from '../local-control-plane.js';
 import { densityParamsFromConfig } from '../density.js';
@@ -24,7 +25,7 @@ import { schedule } from '../pipeline.js';
 import { snapshotOf, Watchers } from '../watchers.js';
 import { sweepLostNodes } from './lost-sweep.js';
 import { withSchedulability } from '../schedulable.js';
-import { clusterNodeView, pendingPlacements, withRecentPlacements, type RecentPlacement } from './node-views.js';
+import { clusterNodeView, lastSeenByNode, pendingPlacements, withRecentPlacements, type RecentPlacement } from './node-views.js';
 import { syncNodeSandboxes } from './sandbox-sync.js';
 import type { EgressRequest } from '../../network/egress.js';
 
@@ -71,6 +72,7 @@ export class ClusterControlPlane implements ControlPlane {
   private readonly remotes = new Map<string, RemoteNode>();
   private readonly watchers = new Watchers();
   private readonly stats = new CreateStats();
+  readonly snapshots: SnapshotBook;
   private readonly unsubs: (() => void)[] = [];
   private timer?: NodeJS.Timeout;
   private ticking = false;
@@ -79,8 +81,12 @@ export class ClusterControlPlane implements ControlPlane {
   private seen = { eventID: -1, nodes: new Map<string, string>(), sandboxes: new Map<string, string>(), stats: '' };
   private recent: RecentPlacement[] = [];
   private readonly syncing = new Set<string>();
-  /** Nodes whose template list is still to be written (a write failed: MySQL down). */
-  private readonly templatesDirty = new Set<string>();
+  /**
+   * Each node's template list as this replica last wrote it to the registry: written again only
+   * when the node reports a different one (or the write failed). Reading the previous reports
+   * back from Redis instead cost a parse of every node's metrics per heartbeat batch.
+   */
+  private readonly templatesWritten = new Map<string, string>();
   /**
    * When this replica last could not watch the nodes (Redis or MySQL failed, or its own ticks
    * stalled: an overloaded process cannot tell a silent node from its own lag): lost detection
@@ -91,12 +97,18 @@ export class ClusterControlPlane implements ControlPlane {
   /** True while the store's config is being put in force here (not a change of this replica's own). */
   private adopting = false;
   private evicting?: Promise<void>;
-  private metricsCache?: { at: number; ids: Set<string>; read: Promise<[Map<string, NodeView>, Set<string>]> };
+  /**
+   * The node views placements decide on, built once per metrics read (PLACEMENT_METRICS_MS) and
+   * registry, not per create: building 1000 views per create was a quarter of the control's CPU
+   * in the 1000-node bench (docs/benchmarks.md).
+   */
+  private viewCache?: { at: number; recs: NodeRecord[]; read: Promise<PlacementViews> };
 
   constructor(private readonly o: ClusterControlPlaneOptions) {
     this.store = o.store;
     this.cfg = o.config;
     this.log = o.log;
+    this.snapshots = new SnapshotBook({ store: o.store, node: (nodeID) => this.remote(nodeID), sandbox: (id) => this.getSandbox(id), create: (req) => this.createSandbox(req), log: o.log });
   }
 
   async start(): Promise<void> {
@@ -149,8 +161,8 @@ export class ClusterControlPlane implements ControlPlane {
     // Liveness first, and in Redis alone: a MySQL outage must not make a healthy node look
     // silent. What follows (registry, templates, events, records) may fail with MySQL; the node
     // then sends its notices again with the next heartbeat.
-    const [previous, lost] = await Promise.all([this.store.live.getNodeMetrics(ids), this.store.live.lostNodes(ids)]);
-    await Promise.all(hbs.map((hb) => this.store.live.putNodeMetrics(hb.view, METRICS_TTL_MS)));
+    const lost = await this.store.live.lostNodes(ids);
+    await this.store.live.putNodeMetrics(hbs.map((hb) => hb.view), METRICS_TTL_MS);
     const [recs, records] = await Promise.all([this.store.listNodes(), this.store.listSandboxes(hbs.length === 1 ? { nodeID: ids[0]! } : undefined)]);
     const byID = new Map(recs.map((r) => [r.nodeID, r]));
     await Promise.all(
@@ -159,16 +171,18 @@ export class ClusterControlPlane implements ControlPlane {
         let rec = byID.get(nodeID);
         if (!rec || rec.address !== hb.address) {
           const fresh = !rec;
+          // A node deleted from the registry (its templates with it) and back: written anew.
+          if (fresh) this.templatesWritten.delete(nodeID);
           rec = { cordoned: false, draining: false, joinedAt: new Date().toISOString(), ...rec, nodeID, address: hb.address };
           await this.store.putNode(rec);
           if (fresh) await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} registered at ${hb.address} (${hb.view.capacity.cpus} cpus, ${hb.view.capacity.memoryMiB} MiB, templates ${hb.view.templates.join(', ') || 'none'})` });
         }
-        // The template registry changes only when the node's list does (or Redis lost the last
-        // metrics, or the last write failed).
-        if (this.templatesDirty.has(nodeID) || previous.get(nodeID)?.templates.join('\0') !== hb.view.templates.join('\0')) {
-          this.templatesDirty.add(nodeID);
+        // The template registry changes only when the node's list does.
+        const templates = hb.view.templates.join('\0');
+        if (this.templatesWritten.get(nodeID) !== templates) {
+          this.templatesWritten.delete(nodeID);
           await this.store.mysql.setNodeTemplates(nodeID, hb.view.templates);
-          this.templatesDirty.delete(nodeID);
+          this.templatesWritten.set(nodeID, templates);
         }
         if (lost.has(nodeID)) {
           await this.store.live.clearNodeLost(nodeID);
@@ -217,7 +231,9 @@ export class ClusterControlPlane implements ControlPlane {
    * yet) costs one attempt: the create is placed again without it, up to CREATE_ATTEMPTS nodes,
    * unless the request pinned its node.
    */
-  async createSandbox(req: CreateSandboxRequest): Promise<SandboxRecord> {
+  async createSandbox(asked: CreateSandboxRequest): Promise<SandboxRecord> {
+    const snap = await this.snapshots.forCreate(asked.templateID);
+    const req = snap ? createFromSnapshot(snap, asked) : asked;
     const unreachable = new Set<string>();
     for (;;) {
       try {
@@ -234,12 +250,13 @@ export class ClusterControlPlane implements ControlPlane {
   private async createOnce(req: CreateSandboxRequest, unreachable: ReadonlySet<string>): Promise<SandboxRecord> {
     const master = this.cfg.config.master;
     const r = resolveCreate(req, master);
-    const reported = (await this.nodeViews(true)).filter((n) => !unreachable.has(n.nodeID));
-    this.recent = pendingPlacements(this.recent, reported, Date.now());
+    const { views, lastSeen } = await this.placementViews(true);
+    const reported = unreachable.size === 0 ? views : views.filter((n) => !unreachable.has(n.nodeID));
+    this.recent = pendingPlacements(this.recent, lastSeen, Date.now());
     const nodes = withRecentPlacements(reported, this.recent, densityParamsFromConfig(master));
     await this.requireTemplate(r.templateID, nodes);
     requireFits(r, nodes, master);
-    const inFlight = await this.store.live.inFlight(nodes.map((n) => n.nodeID));
+    const inFlight = await this.store.live.inFlight();
     const d0 = performance.now();
     const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, nodes.map((view) => ({ view, inFlightCreates: inFlight.get(view.nodeID) ?? 0 })), master, Date.now());
     this.stats.recordDecision(performance.now() - d0);
@@ -257,9 +274,10 @@ export class ClusterControlPlane implements ControlPlane {
     const placement: RecentPlacement = { nodeID, cpus: r.cpus, memoryMiB: r.memoryMiB, at: Infinity };
     this.recent.push(placement);
     const forget = () => (this.recent = this.recent.filter((p) => p !== placement));
+    const chosen = nodes.find((n) => n.nodeID === nodeID);
     let node: RemoteNode;
     try {
-      node = this.remoteAt(nodeID, nodes.find((n) => n.nodeID === nodeID)?.address);
+      node = this.remoteAt(nodeID, chosen?.address);
     } catch (e) {
       forget();
       throw e;
@@ -271,12 +289,12 @@ export class ClusterControlPlane implements ControlPlane {
     const metadata = { ...(req.metadata ?? {}) };
     // Recorded before the node creates it: a replica dying now leaves a record the node's
     // heartbeats settle (running, or gone), never a sandbox nobody knows of.
-    const pending: SandboxRecord = { sandboxID, templateID: r.templateID, nodeID, state: 'creating', spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB }, metadata, startedAt: new Date(now).toISOString(), endAt, runtime: nodes.find((n) => n.nodeID === nodeID)?.runtime ?? 'unknown', ...secrets };
+    const pending: SandboxRecord = { sandboxID, templateID: r.templateID, nodeID, state: 'creating', spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB }, metadata, startedAt: new Date(now).toISOString(), endAt, runtime: chosen?.runtime ?? 'unknown', ...secrets };
     const pendingGen = await this.store.putSandbox(pending).catch((e: unknown) => Promise.reject(forget() && e));
     const t0 = performance.now();
     await this.store.live.incInFlight(nodeID).catch((e: unknown) => Promise.reject(forget() && e));
     try {
-      const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.actor !== undefined ? { owner: req.actor } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) });
+      const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.actor !== undefined ? { owner: req.actor } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}), ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}) });
       // Over the pending record (or a heartbeat's update of it); a destroy that came meanwhile
       // wins, and the node's copy goes.
       const rec = await this.writeOver({ ...view, ...secrets, ...nodeStamp(view) }, pendingGen);
@@ -347,9 +365,9 @@ export class ClusterControlPlane implements ControlPlane {
     );
   }
 
-  async pauseSandbox(sandboxID: string, actor?: string): Promise<SandboxRecord> {
+  async pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord> {
     const rec = await this.getSandbox(sandboxID);
-    return audited(this.store, actor, 'sandbox.pause', sandboxID, () => this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).pauseSandbox(sandboxID))));
+    return audited(this.store, actor, 'sandbox.pause', sandboxID, () => this.locked(sandboxID, async () => this.record(rec, await (await this.remote(rec.nodeID)).pauseSandbox(sandboxID, opts))));
   }
 
   async resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }> {
@@ -419,10 +437,10 @@ export class ClusterControlPlane implements ControlPlane {
 
   // --- nodes
 
-  /** What operators see: each node with the scheduler's verdict for the default spec (placement reads nodeViews directly). */
+  /** What operators see: each node with the scheduler's verdict for the default spec (placement reads placementViews). */
   async listNodes(): Promise<NodeView[]> {
-    const views = await this.nodeViews(false);
-    const inFlight = await this.store.live.inFlight(views.map((n) => n.nodeID));
+    const { views } = await this.placementViews(false);
+    const inFlight = await this.store.live.inFlight();
     const now = Date.now();
     return views.map((v) => withSchedulability(v, inFlight.get(v.nodeID) ?? 0, this.cfg.config.master, now));
   }
@@ -431,23 +449,22 @@ export class ClusterControlPlane implements ControlPlane {
    * The registry (operator flags: cordon and drain act at once) is always current; with `cached`
    * the nodes' reported metrics may be up to PLACEMENT_METRICS_MS old. Placement uses that: nodes
    * report once a second anyway, and reading 1000 nodes' metrics per create would cost more
-   * than the decision itself.
+   * than the decision itself. The views of one read are shared (treat them as read-only).
    */
-  private async nodeViews(cached: boolean): Promise<NodeView[]> {
+  private async placementViews(cached: boolean): Promise<PlacementViews> {
     const recs = await this.store.listNodes();
+    const c = this.viewCache;
+    if (cached && c !== undefined && Date.now() - c.at <= PLACEMENT_METRICS_MS && sameRecords(c.recs, recs)) return c.read;
     const ids = recs.map((r) => r.nodeID);
-    const c = this.metricsCache;
-    const fresh = cached && c !== undefined && Date.now() - c.at <= PLACEMENT_METRICS_MS && ids.every((id) => c.ids.has(id));
-    let read = fresh ? c.read : undefined;
-    if (!read) {
-      read = Promise.all([this.store.live.getNodeMetrics(ids), this.store.live.lostNodes(ids)]);
-      this.metricsCache = { at: Date.now(), ids: new Set(ids), read };
-      read.catch(() => (this.metricsCache = undefined));
-    }
-    const [metrics, lost] = await read;
-    const now = Date.now();
-    const timeout = this.cfg.config.master.scheduler.heartbeat_timeout_ms;
-    return recs.map((r) => clusterNodeView(r, metrics.get(r.nodeID), lost.has(r.nodeID), now, timeout));
+    const read = Promise.all([this.store.live.getNodeMetrics(ids), this.store.live.lostNodes(ids)]).then(([metrics, lost]) => {
+      const now = Date.now();
+      const timeout = this.cfg.config.master.scheduler.heartbeat_timeout_ms;
+      const views = recs.map((r) => clusterNodeView(r, metrics.get(r.nodeID), lost.has(r.nodeID), now, timeout));
+      return { views, lastSeen: lastSeenByNode(views) };
+    });
+    this.viewCache = { at: Date.now(), recs, read };
+    read.catch(() => (this.viewCache = undefined));
+    return read;
   }
 
   private async nodeRecord(nodeID: string): Promise<NodeRecord> {
@@ -715,6 +732,16 @@ class UnreachableNode extends Error {
   ) {
     super(cause.message);
   }
+}
+
+interface PlacementViews {
+  views: NodeView[];
+  lastSeen: Map<string, number>;
+}
+
+/** Whether two registry reads hold the same records (the registry copy keeps them while its version stands). */
+function sameRecords(a: readonly NodeRecord[], b: readonly NodeRecord[]): boolean {
+  return a.length === b.length && a.every((r, i) => r === b[i]);
 }
 
 function withoutEviction(rec: NodeRecord): NodeRecord {

@@ -19,25 +19,36 @@ export interface RecentPlacement {
   at: number;
 }
 
+/** Each node's last heartbeat time (ms), built once per set of views: placements look it up per create. */
+export function lastSeenByNode(views: readonly Pick<NodeView, 'nodeID' | 'lastSeen'>[]): Map<string, number> {
+  return new Map(views.map((n) => [n.nodeID, Date.parse(n.lastSeen)]));
+}
+
 /** The placements no heartbeat shows yet (pure): those a node reported after, or older than any heartbeat could be, are done. */
-export function pendingPlacements(recent: readonly RecentPlacement[], reported: readonly Pick<NodeView, 'nodeID' | 'lastSeen'>[], now: number): RecentPlacement[] {
+export function pendingPlacements(recent: readonly RecentPlacement[], lastSeen: ReadonlyMap<string, number>, now: number): RecentPlacement[] {
   const horizon = now - 60_000;
-  const seen = new Map(reported.map((n) => [n.nodeID, Date.parse(n.lastSeen)]));
-  return recent.filter((p) => p.at > horizon && !((seen.get(p.nodeID) ?? Infinity) > p.at));
+  return recent.filter((p) => p.at > horizon && !((lastSeen.get(p.nodeID) ?? Infinity) > p.at));
 }
 
 /**
  * Views with this replica's placements that each node's last heartbeat predates added in (pure):
  * a node reports once a second, and without this a burst would pile onto the nodes that looked
- * emptiest at the last heartbeat.
+ * emptiest at the last heartbeat. Views without such placements are returned as they are (the
+ * same objects: this runs per create over every node).
  */
 export function withRecentPlacements(views: NodeView[], recent: readonly RecentPlacement[], params: DensityParams): NodeView[] {
   if (recent.length === 0) return views;
   const byNode = new Map<string, RecentPlacement[]>();
-  for (const p of recent) byNode.set(p.nodeID, [...(byNode.get(p.nodeID) ?? []), p]);
+  for (const p of recent) {
+    const list = byNode.get(p.nodeID);
+    if (list) list.push(p);
+    else byNode.set(p.nodeID, [p]);
+  }
   return views.map((v) => {
+    const mine = byNode.get(v.nodeID);
+    if (mine === undefined) return v;
     const seen = Date.parse(v.lastSeen);
-    const extra = (byNode.get(v.nodeID) ?? []).filter((p) => !(seen > p.at));
+    const extra = mine.filter((p) => !(seen > p.at));
     if (extra.length === 0) return v;
     const mem = extra.reduce((s, p) => s + footprintMiB(p, params), 0);
     const cpus = extra.reduce((s, p) => s + p.cpus, 0);

@@ -4,7 +4,7 @@
 // on disk), marks the routes dirty and the next sandbox read rebuilds them from MySQL, so a
 // sandbox is never recorded but missing from the routes.
 import type { EventView, SandboxState } from '../../api/types.js';
-import type { ListFilter, SandboxRecord } from '../../scheduler/control-plane.js';
+import type { ListFilter, SandboxRecord, SnapshotRecord } from '../../scheduler/control-plane.js';
 import { matchesFilter, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from '../types.js';
 import { MysqlRecords } from './mysql-records.js';
 import { RedisLive } from './redis-live.js';
@@ -251,5 +251,21 @@ export class ClusterStore implements StateStore {
     await this.mysql.deleteNode(nodeID);
     await this.live.bumpRegistryVersion();
     await this.live.deleteNodeMetrics(nodeID);
+  }
+
+  putSnapshot(rec: SnapshotRecord): Promise<void> {
+    return this.mysql.putSnapshot(rec);
+  }
+
+  getSnapshot(snapshotID: string): Promise<SnapshotRecord | undefined> {
+    return this.mysql.getSnapshot(snapshotID);
+  }
+
+  listSnapshots(): Promise<SnapshotRecord[]> {
+    return this.mysql.listSnapshots();
+  }
+
+  deleteSnapshot(snapshotID: string): Promise<boolean> {
+    return this.mysql.deleteSnapshot(snapshotID);
   }
 }

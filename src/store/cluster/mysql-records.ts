@@ -2,8 +2,9 @@
 // of truth for which sandboxes exist), config versions and the audit trail.
 import mysql from 'mysql2/promise';
 import type { EventView } from '../../api/types.js';
-import type { SandboxRecord } from '../../scheduler/control-plane.js';
+import type { SandboxRecord, SnapshotRecord } from '../../scheduler/control-plane.js';
 import { recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
+import { GroupCommit } from './group-commit.js';
 import { withRetry } from './retry.js';
 
 // Append-only: a released migration never changes; new ones go at the end.
@@ -25,6 +26,8 @@ const MIGRATIONS: string[] = [
   `CREATE TABLE IF NOT EXISTS events (id BIGINT PRIMARY KEY, body MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
   // The cluster's config in force: one row, changed only by compare-and-set on its version.
   `CREATE TABLE IF NOT EXISTS config_head (id TINYINT PRIMARY KEY, version INT NOT NULL, at VARCHAR(40) NOT NULL, actor VARCHAR(128) NOT NULL, reason TEXT NOT NULL, master MEDIUMTEXT NOT NULL, cubelet MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
+  // Kept sandbox snapshots (E2B createSnapshot): the data is on the node that took each.
+  `CREATE TABLE IF NOT EXISTS snapshots (snapshot_id VARCHAR(64) PRIMARY KEY, node_id VARCHAR(128) NOT NULL, created_at VARCHAR(40) NOT NULL, record MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
 ];
 
 export class MysqlRecords {
@@ -196,13 +199,22 @@ export class MysqlRecords {
     return rows.map((r) => ({ version: r.version, at: r.at, actor: r.actor, reason: r.reason, master: JSON.parse(r.master), cubelet: JSON.parse(r.cubelet) }));
   }
 
-  async appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
+  /**
+   * Audit rows of concurrent operations go in one multi-row INSERT (GroupCommit). Their ids are
+   * consecutive from the first: InnoDB gives a multi-row INSERT of known size one block of
+   * auto-increment values (innodb_autoinc_lock_mode 0 or 1; 1 is the MariaDB default).
+   */
+  private readonly audits = new GroupCommit<Omit<AuditRecord, 'id'>, AuditRecord>(async (recs) => {
     const r = await this.q<mysql.ResultSetHeader>(
-      'INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)',
-      [rec.at, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)],
+      'INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES ?',
+      [recs.map((rec) => [rec.at, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)])],
       false,
     );
-    return { ...rec, id: r.insertId };
+    return recs.map((rec, i) => ({ ...rec, id: r.insertId + i }));
+  });
+
+  appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
+    return this.audits.add(rec);
   }
 
   async listAudit(opts: { limit?: number; actor?: string } = {}): Promise<AuditRecord[]> {
@@ -234,6 +246,25 @@ export class MysqlRecords {
   async deleteNode(nodeID: string): Promise<void> {
     await this.q('DELETE FROM nodes WHERE node_id = ?', [nodeID]);
     await this.q('DELETE FROM templates WHERE node_id = ?', [nodeID]);
+  }
+
+  async putSnapshot(rec: SnapshotRecord): Promise<void> {
+    await this.q('REPLACE INTO snapshots (snapshot_id, node_id, created_at, record) VALUES (?, ?, ?, ?)', [rec.snapshotID, rec.nodeID, rec.createdAt, JSON.stringify(rec)]);
+  }
+
+  async getSnapshot(snapshotID: string): Promise<SnapshotRecord | undefined> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM snapshots WHERE snapshot_id = ?', [snapshotID]);
+    return rows[0] ? (JSON.parse(rows[0].record as string) as SnapshotRecord) : undefined;
+  }
+
+  async listSnapshots(): Promise<SnapshotRecord[]> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM snapshots ORDER BY created_at, snapshot_id');
+    return rows.map((r) => JSON.parse(r.record as string) as SnapshotRecord);
+  }
+
+  async deleteSnapshot(snapshotID: string): Promise<boolean> {
+    const r = await this.q<mysql.ResultSetHeader>('DELETE FROM snapshots WHERE snapshot_id = ?', [snapshotID]);
+    return r.affectedRows > 0;
   }
 
   /** Replaces the templates a node reports holding. */

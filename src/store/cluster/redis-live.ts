@@ -42,6 +42,15 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1`;
 /** How long a deleted sandbox's tombstone keeps late route writes out (longer than any in-flight write). */
 const TOMBSTONE_MS = 10 * 60_000;
+// The nodes with creates in flight are kept in a set, so a placement reads the few counters that
+// exist, not one per node (an MGET of 1000 keys per create was 3% of the control's CPU at 1000
+// nodes); a member whose counter expired (its replica died mid-create) is dropped here.
+const IN_FLIGHT = `local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local v = redis.call('GET', ARGV[1] .. id)
+  if v then table.insert(out, id) table.insert(out, v) else redis.call('SREM', KEYS[1], id) end
+end
+return out`;
 const DECR_FLOOR = `local v = redis.call('DECR', KEYS[1]) if v <= 0 then redis.call('DEL', KEYS[1]) return 0 end return v`;
 
 export class RedisLive {
@@ -63,6 +72,7 @@ export class RedisLive {
     this.redis.defineCommand('cubeRestoreEvents', { numberOfKeys: 2, lua: RESTORE_EVENTS });
     this.redis.defineCommand('cubeDecrFloor', { numberOfKeys: 1, lua: DECR_FLOOR });
     this.redis.defineCommand('cubePutRouteIfNewer', { numberOfKeys: 2, lua: PUT_ROUTE_IF_NEWER });
+    this.redis.defineCommand('cubeInFlight', { numberOfKeys: 1, lua: IN_FLIGHT });
   }
 
   private k(...parts: string[]): string {
@@ -123,8 +133,16 @@ export class RedisLive {
     return (await this.run((r) => r.get(this.k('shared', 'registry-version')))) ?? '0';
   }
 
-  async putNodeMetrics(view: NodeView, ttlMs: number): Promise<void> {
-    await this.run((r) => r.set(this.k('master', 'node', 'metric', view.nodeID), JSON.stringify(view), 'PX', ttlMs));
+  /** One pipeline for a batch of nodes (1000 separate writes were 8% of the control's CPU under 1000 sim nodes). */
+  async putNodeMetrics(views: NodeView[], ttlMs: number): Promise<void> {
+    const entries = views.map((v) => [this.k('master', 'node', 'metric', v.nodeID), JSON.stringify(v)] as const);
+    const results = await this.run(() => {
+      const p = this.redis.pipeline();
+      for (const [key, json] of entries) p.set(key, json, 'PX', ttlMs);
+      return p.exec();
+    });
+    const failed = results?.find(([err]) => err !== null)?.[0];
+    if (failed) throw failed;
   }
 
   async getNodeMetrics(nodeIDs: string[]): Promise<Map<string, NodeView>> {
@@ -157,7 +175,7 @@ export class RedisLive {
   // --- creates in flight, shared by every control replica
   async incInFlight(nodeID: string): Promise<number> {
     const key = this.k('master', 'node', 'inflight', nodeID);
-    const [[, n]] = (await this.run(() => this.redis.multi().incr(key).pexpire(key, 120_000).exec(), false)) as [[unknown, number]];
+    const [[, n]] = (await this.run(() => this.redis.multi().incr(key).pexpire(key, 120_000).sadd(this.k('master', 'inflight-nodes'), nodeID).exec(), false)) as [[unknown, number]];
     return n;
   }
 
@@ -165,10 +183,12 @@ export class RedisLive {
     await this.run((r) => r.cubeDecrFloor!(this.k('master', 'node', 'inflight', nodeID)), false);
   }
 
-  async inFlight(nodeIDs: string[]): Promise<Map<string, number>> {
-    if (nodeIDs.length === 0) return new Map();
-    const vals = await this.run((r) => r.mget(...nodeIDs.map((id) => this.k('master', 'node', 'inflight', id))));
-    return new Map(nodeIDs.map((id, i) => [id, Number(vals[i] ?? 0)]));
+  /** Creates in flight per node, every replica's; nodes without any are absent. */
+  async inFlight(): Promise<Map<string, number>> {
+    const flat = (await this.run((r) => r.cubeInFlight!(this.k('master', 'inflight-nodes'), this.k('master', 'node', 'inflight', '')))) as string[];
+    const out = new Map<string, number>();
+    for (let i = 0; i < flat.length; i += 2) out.set(flat[i]!, Number(flat[i + 1]));
+    return out;
   }
 
   // --- per-sandbox operation locks: leases of `ttlMs` that their holder renews while it works

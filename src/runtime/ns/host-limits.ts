@@ -1,0 +1,68 @@
+// Host-wide tables a sandbox could exhaust for the whole node (issue 12 item 3), sized here from
+// the host's own figures: the node's parent cgroup takes at most a share of the host's tasks,
+// kernel.pid_max gets headroom at start, and each sandbox's open files per process are bounded so
+// that a sandbox at its pids limit stays well under fs.file-max.
+import { readFile, writeFile } from 'node:fs/promises';
+import type { Logger } from 'pino';
+
+/** PID_MAX_LIMIT of 64-bit kernels, systemd's default since v243. */
+export const PID_MAX_TARGET = 4_194_304;
+
+/** The pid_max to write at start, or undefined when the host already has the headroom (pure). */
+export function pidMaxRaise(current: number): number | undefined {
+  return current < PID_MAX_TARGET ? PID_MAX_TARGET : undefined;
+}
+
+/**
+ * pids.max of the node's parent cgroup (pure): the host's task ceiling (the smaller of pid_max and
+ * threads-max, both host-wide) minus a reserve for the host, an eighth and at least 4096, so that
+ * fork bombs in every sandbox at once still leave cubed and host accounts room to fork.
+ */
+export function parentPidsMax(pidMax: number, threadsMax: number): number {
+  const ceiling = Math.min(pidMax, threadsMax);
+  return Math.max(1, ceiling - Math.max(4096, Math.floor(ceiling / 8)));
+}
+
+/**
+ * RLIMIT_NOFILE (soft = hard) of a sandbox's commands (pure): a sandbox whose every process holds
+ * its limit opens at most a quarter of fs.file-max; never under 1024 (what most programs expect
+ * as the soft limit) nor over nr_open's default 1048576, and never over the daemon's own hard
+ * limit `hard` (raising past it needs CAP_SYS_RESOURCE, which some hosts withhold: EPERM measured
+ * here). Open files count against fs.file-max for every process without CAP_SYS_ADMIN, so cubed
+ * itself keeps opening files when the table is full.
+ */
+export function nofileLimit(fileMax: number, pidsMax: number, hard: number): number {
+  return Math.min(hard, 1_048_576, Math.max(1024, Math.floor(fileMax / (4 * pidsMax))));
+}
+
+/** The hard "Max open files" of /proc/self/limits (pure; Infinity for unlimited). */
+export function hardNofile(limits: string): number {
+  const m = /^Max open files\s+\S+\s+(\S+)/m.exec(limits);
+  return !m || m[1] === 'unlimited' ? Infinity : Number(m[1]);
+}
+
+async function readNumber(path: string): Promise<number> {
+  return Number((await readFile(path, 'utf8')).trim());
+}
+
+/** The host's figures the limits above are computed from. */
+export interface HostTables {
+  pidMax: number;
+  threadsMax: number;
+  fileMax: number;
+  /** This process's hard RLIMIT_NOFILE (the launcher it spawns has the same). */
+  nofileHard: number;
+}
+
+/** Reads the host tables, raising kernel.pid_max first when it is low (logged: it is a host setting). */
+export async function hostTables(log?: Logger): Promise<HostTables> {
+  let pidMax = await readNumber('/proc/sys/kernel/pid_max');
+  const raise = pidMaxRaise(pidMax);
+  if (raise !== undefined) {
+    await writeFile('/proc/sys/kernel/pid_max', String(raise));
+    log?.info({ from: pidMax, to: raise }, 'raised kernel.pid_max: the host had too few pids for a node of sandboxes with fork bombs at their limit');
+    pidMax = raise;
+  }
+  const [threadsMax, fileMax, limits] = await Promise.all([readNumber('/proc/sys/kernel/threads-max'), readNumber('/proc/sys/fs/file-max'), readFile('/proc/self/limits', 'utf8')]);
+  return { pidMax, threadsMax, fileMax, nofileHard: hardNofile(limits) };
+}
