@@ -3,7 +3,7 @@
 // restart reconciliation. Every create either completes or leaves nothing behind.
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, SandboxView, SnapshotKeeps } from '../api/types.js';
+import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, SandboxView, SnapshotKeeps, StoreView } from '../api/types.js';
 import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
@@ -21,6 +21,21 @@ import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, ProcessInfo, 
 const CPU_SMOOTHING_MS = 30_000;
 /** How often each sandbox's disk use is read (one sysfs file per sandbox; a change of 1 MiB or 1% of its limit is published). */
 const DISK_SAMPLE_MS = 5_000;
+/**
+ * How old the host's memory and disk figures of a node view may be. Every create reads the view:
+ * re-reading /proc/meminfo and statfs-ing the data dir and the store each time was the largest
+ * item of cubed's create path in --cpu-prof of bench/e2b-rollouts.ts at c=20; one sample shared for
+ * half a second bounds it at 2 a second (statfs calls of a 320-rollout run 690 -> 68). The same
+ * bound as the CPU samples below, and under the store's own USAGE_MAX_AGE_MS.
+ */
+const HOST_SAMPLE_MAX_AGE_MS = 500;
+
+interface HostSample {
+  memAvailableMiB: number;
+  memTotalMiB: number;
+  diskUsedPercent: number;
+  store?: StoreView;
+}
 
 /** Where templates come from (TemplateStore in src/runtime/templates.ts). */
 export interface TemplateCatalog {
@@ -74,6 +89,8 @@ export class Cubelet implements NodeApi {
   /** The sandboxes' CPU time (driver.cpuUsageUsec) at cpuAt, and their smoothed use in percent of the node's CPUs. */
   private sandboxCpuPrev: number | undefined;
   private sandboxCpuUtil: number | undefined;
+  /** The last host sample (hostSample()), shared by the views read while it is young. */
+  private host?: { at: number; sample: Promise<HostSample> };
 
   constructor(private readonly o: CubeletOptions) {
     this.nodeID = o.nodeID;
@@ -514,25 +531,25 @@ export class Cubelet implements NodeApi {
   }
 
   async nodeView(): Promise<NodeView> {
-    const { config, dataDir, network, driver } = this.o;
+    const { config, network, driver } = this.o;
     const cfg = config();
     const quota = cfg.cubelet.quota;
-    const mem = readMeminfo();
+    const host = await this.hostSample();
     const cpus = quota?.cpus ?? hostCpus();
     this.sampleCpu(cpus);
     return buildNodeView({
       nodeID: this.nodeID,
       runtime: driver.name,
       runtimes: driver.runtimes?.() ?? [{ name: driver.name }],
-      capacity: { cpus, memoryMiB: quota?.memory_mib ?? mem.totalMiB, declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined },
+      capacity: { cpus, memoryMiB: quota?.memory_mib ?? host.memTotalMiB, declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined },
       cpuUtilPercent: this.cpuUtil,
       // A driver that can tell reports from the start (0 before its first two samples): the host's
       // figure must never gate a node whose sandboxes can be measured, not even for its first second.
       ...(this.o.driver.cpuUsageUsec ? { sandboxCpuUtilPercent: this.sandboxCpuUtil ?? 0 } : {}),
-      memAvailableMiB: mem.availableMiB,
-      memTotalMiB: mem.totalMiB,
-      diskUsedPercent: await diskUsedPercent(dataDir),
-      ...(driver.storage ? { store: await driver.storage.usage() } : {}),
+      memAvailableMiB: host.memAvailableMiB,
+      memTotalMiB: host.memTotalMiB,
+      diskUsedPercent: host.diskUsedPercent,
+      ...(host.store ? { store: host.store } : {}),
       master: cfg.master,
       sandboxes: [...this.entries.values()].map((e) => e.view),
       pool: network.levels(),
@@ -540,6 +557,24 @@ export class Cubelet implements NodeApi {
       ...templateFacts(await this.o.templates.listTemplates()),
       now: new Date(),
     });
+  }
+
+  /** Memory and disk of the host, read at most every HOST_SAMPLE_MAX_AGE_MS (a failed read is not kept). */
+  private hostSample(): Promise<HostSample> {
+    const now = Date.now();
+    if (this.host && now - this.host.at < HOST_SAMPLE_MAX_AGE_MS) return this.host.sample;
+    const { dataDir, driver } = this.o;
+    const sample = (async (): Promise<HostSample> => {
+      const mem = readMeminfo();
+      const [disk, store] = await Promise.all([diskUsedPercent(dataDir), driver.storage?.usage()]);
+      return { memAvailableMiB: mem.availableMiB, memTotalMiB: mem.totalMiB, diskUsedPercent: disk, ...(store ? { store } : {}) };
+    })();
+    const host = { at: now, sample };
+    this.host = host;
+    sample.catch(() => {
+      if (this.host === host) this.host = undefined;
+    });
+    return sample;
   }
 
   // CPU utilisation of the host and of the node's sandboxes (their cgroups' CPU time over the

@@ -31,10 +31,37 @@ export async function hostIfIndices(tag: string): Promise<Set<number>> {
   return out;
 }
 
-/** Whether the host's connection tracking table holds an entry to or from `ip`. */
+/**
+ * A reader whose callers share reads: each caller gets a read that starts after its call (so it
+ * sees everything that happened before), and every caller that arrives before that read starts
+ * gets the same one. At most one read runs at a time; callers arriving during it share the next.
+ */
+export function sharedReads<T>(read: () => Promise<T>): () => Promise<T> {
+  let running: Promise<unknown> = Promise.resolve();
+  let next: Promise<T> | undefined;
+  return () => {
+    next ??= running.then(
+      () => undefined,
+      () => undefined,
+    ).then(() => {
+      next = undefined;
+      const r = read();
+      running = r;
+      return r;
+    });
+    return next;
+  };
+}
+
+// The kernel formats the whole table for each read (ct_get_next and vsnprintf were 3.5% of the
+// daemon tree's CPU at c=20 in `perf record` of bench/e2b-rollouts.ts, one read per released
+// slot): releases that arrive together share one read.
+const conntrackTable = sharedReads(() => readFile('/proc/net/nf_conntrack', 'utf8'));
+
+/** Whether the host's connection tracking table holds an entry to or from `ip` (read after the call). */
 export async function conntrackMentions(ip: string): Promise<boolean> {
   try {
-    const text = await readFile('/proc/net/nf_conntrack', 'utf8');
+    const text = await conntrackTable();
     return text.includes(`src=${ip} `) || text.includes(`dst=${ip} `);
   } catch {
     return false; // conntrack not loaded: nothing to flush
