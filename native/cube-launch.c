@@ -325,9 +325,54 @@ static const uint32_t allowed_personalities[] = { 0x0, 0x8, 0x20000, 0x20008, 0x
 
 #define N_OF(a) (sizeof a / sizeof a[0])
 
+// The verdict of each syscall number below NR_TABLE from the three lists (ENOSYS when unlisted);
+// numbers at and above it are unlisted too (the highest listed is 462).
+#define NR_TABLE 512
+struct interval { uint32_t lo; uint32_t action; };
+
+static size_t verdict_intervals(struct interval *iv) {
+  static uint32_t action[NR_TABLE];
+  for (size_t i = 0; i < NR_TABLE; i++) action[i] = SECCOMP_RET_ERRNO | ENOSYS;
+  for (size_t i = 0; i < N_OF(allowed_syscalls); i++) action[allowed_syscalls[i]] = SECCOMP_RET_ALLOW;
+  for (size_t i = 0; i < N_OF(denied_syscalls); i++) action[denied_syscalls[i]] = SECCOMP_RET_ERRNO | EPERM;
+  for (size_t i = 0; i < N_OF(unimplemented_syscalls); i++) action[unimplemented_syscalls[i]] = SECCOMP_RET_ERRNO | ENOSYS;
+  size_t k = 0;
+  for (uint32_t nr = 0; nr < NR_TABLE; nr++)
+    if (k == 0 || iv[k - 1].action != action[nr]) iv[k++] = (struct interval){ nr, action[nr] };
+  if (iv[k - 1].action != (SECCOMP_RET_ERRNO | ENOSYS)) iv[k++] = (struct interval){ NR_TABLE, SECCOMP_RET_ERRNO | ENOSYS };
+  return k;
+}
+
+// Instructions of the search over intervals i..j: a leaf returns, a node is one compare.
+static size_t search_size(size_t i, size_t j) {
+  if (i == j) return 1;
+  size_t mid = (i + j + 1) / 2;
+  return 1 + search_size(i, mid - 1) + search_size(mid, j);
+}
+
+static size_t emit_range(struct sock_filter *f, size_t n, const struct interval *iv, size_t i, size_t j) {
+  if (i == j) {
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, iv[i].action);
+    return n;
+  }
+  size_t mid = (i + j + 1) / 2, left = search_size(i, mid - 1);
+  // Classic BPF jumps forward by at most 255: the left half follows, the right half after it.
+  if (left > 255) { errno = E2BIG; die("seccomp search tree"); }
+  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, iv[mid].lo, (uint8_t)left, 0);
+  n = emit_range(f, n, iv, i, mid - 1);
+  return emit_range(f, n, iv, mid, j);
+}
+
+static size_t emit_search(struct sock_filter *f, size_t n, size_t cap) {
+  struct interval iv[NR_TABLE + 1];
+  size_t k = verdict_intervals(iv);
+  if (n + search_size(0, k - 1) > cap) { errno = E2BIG; die("seccomp program"); }
+  return emit_range(f, n, iv, 0, k - 1);
+}
+
 // keep_net_raw: the sandbox asked for NET_RAW, so AF_PACKET passes (for root: users still lack the capability).
 static void install_seccomp(void) {
-  struct sock_filter f[32 + N_OF(allowed_personalities) + 2 * (N_OF(allowed_syscalls) + N_OF(denied_syscalls) + N_OF(unimplemented_syscalls))];
+  struct sock_filter f[32 + N_OF(allowed_personalities) + 2 * (NR_TABLE + 1)];
   size_t n = 0;
 #define EMIT(insn) (f[n++] = (struct sock_filter)insn)
 #define RET(action) EMIT(BPF_STMT(BPF_RET | BPF_K, (action)))
@@ -361,20 +406,11 @@ static void install_seccomp(void) {
     EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, allowed_personalities[i], (uint8_t)(N_OF(allowed_personalities) - i), 0));
   RET(SECCOMP_RET_ERRNO | EPERM);
   RET(SECCOMP_RET_ALLOW);
-  // The plain lists, each entry a compare and a verdict (the accumulator still holds the number).
-  for (size_t i = 0; i < N_OF(denied_syscalls); i++) {
-    EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)denied_syscalls[i], 0, 1));
-    RET(SECCOMP_RET_ERRNO | EPERM);
-  }
-  for (size_t i = 0; i < N_OF(unimplemented_syscalls); i++) {
-    EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)unimplemented_syscalls[i], 0, 1));
-    RET(SECCOMP_RET_ERRNO | ENOSYS);
-  }
-  for (size_t i = 0; i < N_OF(allowed_syscalls); i++) {
-    EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)allowed_syscalls[i], 0, 1));
-    RET(SECCOMP_RET_ALLOW);
-  }
-  RET(SECCOMP_RET_ERRNO | ENOSYS);
+  // The plain lists as a binary search over intervals of syscall numbers with one verdict each
+  // (the accumulator still holds the number): a linear list of compares made the kernel's
+  // per-syscall verdict cache cost 0.65 ms to build at every filter install (0.14 ms for the old
+  // denylist; the allowlist has ~330 entries), a search ~8 compares deep costs what the denylist did.
+  n = emit_search(f, n, sizeof f / sizeof f[0]);
 #undef LOAD_ARG0
 #undef RET
 #undef EMIT
