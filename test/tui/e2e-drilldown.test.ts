@@ -60,14 +60,22 @@ describe('cubectl-tui drill-down at 80x24', () => {
     }
   });
 
-  it('says a rejected config file on disk in the header until it is fixed', async () => {
+  it('marks the keys that need a restart and says a rejected config file on disk in the header until it is fixed', async () => {
     const file = join(f.d.configDir, 'cubemaster.yaml');
     const good = readFileSync(file, 'utf8');
     start(80, 24, { CUBE_API_KEY: f.d.apiKey, CUBE_API_URL: f.d.url, TERM: 'xterm-256color' }, `${process.execPath} ${BIN} --skin mono`);
     try {
       await until('live', (x) => x.includes('LIVE'));
+      // The config view says which keys wait for a restart.
+      keys('5', '/');
+      keys('-l', 'tap_init');
+      keys('Enter');
+      // The path is cut at 80 columns: the row ends `restart  <n>`.
+      let s = await until('tap_init_num marked', (x) => /^cubelet\.plugins\.\S*tap_init\S* +restart +\d+$/m.test(x));
+      expect(s).toMatch(/^PATH +APPLIES +VALUE/m);
+      keys('Escape', '1');
       writeFileSync(file, `${good}\nnot_a_section: 1\n`);
-      const s = await until('the rejection in the header', (x) => x.split('\n')[2]?.startsWith('CONFIG ON DISK REJECTED (v') ?? false);
+      s = await until('the rejection in the header', (x) => x.split('\n')[2]?.startsWith('CONFIG ON DISK REJECTED (v') ?? false);
       expect(s.split('\n')[2]).toMatch(/stays, since \d\d:\d\d:\d\d\): not_a_section/);
       for (const l of s.split('\n')) expect(l.length).toBeLessThanOrEqual(80);
       writeFileSync(file, good);
