@@ -271,6 +271,22 @@ describe('App', () => {
     await waitForFrame(r.lastFrame, (x) => x.includes('Sandbox sb-0001'));
   });
 
+  it('e edits a live key from the config view; a restart key says to edit the file', async () => {
+    const { r, actions } = await setup();
+    r.stdin.write('5');
+    await waitForFrame(r.lastFrame, (f) => /^PATH +APPLIES +VALUE/m.test(f));
+    r.stdin.write('/');
+    r.stdin.write('mem_oversell');
+    r.stdin.write('\r');
+    await waitForFrame(r.lastFrame, (f) => f.includes('filter: /mem_oversell'));
+    r.stdin.write('e');
+    await waitForFrame(r.lastFrame, (f) => f.includes('host.quota.mem_oversell_ratio (now 2), applied live') && f.includes('> 2_'));
+    r.stdin.write('\x15');
+    r.stdin.write('3\r');
+    await waitForFrame(r.lastFrame, () => actions.calls.length === 1);
+    expect(actions.calls).toEqual(['setConfig "host.quota.mem_oversell_ratio" 3']);
+  });
+
   it('q quits', async () => {
     const { r, quits } = await setup();
     r.stdin.write('q');

@@ -1,4 +1,5 @@
-// The config in force, flattened to `path  value`; fields changed by the last reload stand out.
+// The config in force, flattened to `path  applies  value`; fields changed by the last reload
+// stand out; APPLIES says whether a new value takes effect live or waits for a restart.
 import React, { useMemo } from 'react';
 import { Text } from 'ink';
 import { cut } from '../src/tui/format.js';
@@ -14,6 +15,7 @@ export function ConfigView({ height, width }: { height: number; width: number })
   const columns = useMemo<Column<ConfigRow>[]>(
     () => [
       { title: 'PATH', width: 56, cell: (r) => r.path, tone: (r) => (changed.has(r.path.replace(/^(master|cubelet)\./, '')) ? 'accent' : undefined) },
+      { title: 'APPLIES', width: 7, cell: (r) => (r.restart ? 'restart' : 'live'), tone: (r) => (r.restart ? 'warn' : undefined) },
       { title: 'VALUE', width: 'flex', min: 10, cell: (r) => r.value },
     ],
     [changed],

@@ -125,6 +125,8 @@ export interface Actions {
   launch(spec: LaunchSpec): Promise<void>;
   destroy(ids: string[]): Promise<void>;
   togglePause(sb: SandboxView): Promise<void>;
+  /** Sets one config key (`host.quota...` without the file prefix) through the daemon, which validates and persists it. */
+  setConfig(path: string, value: unknown): Promise<void>;
   /** Runs `sh -c command` in the sandbox; its output lands in ui.output (the describe pane shows it). */
   exec(sandboxID: string, command: string): Promise<void>;
   /** The sandbox's lifecycle from the daemon's whole event history (not only the console's buffer) into ui.logs. */
@@ -187,6 +189,13 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
         const nodes = await api().nodes();
         const shown = nodes.filter((n) => !nodeID || n.nodeID === nodeID).slice(0, 3);
         flash(store, `release ratio ${ratio(r)} applied (config v${res.version})`, 'ok', shown.map(densitySummary));
+      }),
+    setConfig: (path, value) =>
+      run(`set ${path}`, async () => {
+        const res = await api().setConfig(path, value);
+        if (!res.ok) return flash(store, `${path} ${inline(value)} rejected`, 'bad', (res.error ?? []).map((e) => `${e.path}: ${e.message}`));
+        const c = res.changes.find((x) => x.path === path);
+        flash(store, c ? `${path}: ${inline(c.from)} -> ${inline(c.to)} applied (config v${res.version})` : `${path} unchanged (config v${res.version})`);
       }),
     cordon: nodeAction('cordon', 'cordoned'),
     uncordon: nodeAction('uncordon', 'uncordoned'),

@@ -4,7 +4,7 @@ import type { MasterConfig } from '../config/schema.js';
 import { DRAIN_DEADLINE_SEC, formatLaunch, parseDeadline, parseLaunch, parseRatio, previewReleaseRatio, type Actions } from './actions.js';
 import { resolveKey, splitKeys, type CommandId } from './keymap.js';
 import { launchDefaultsOf, releaseRatioOf } from './model.js';
-import { rowIDs, selectedNodeID } from './selectors.js';
+import { configRows, rowIDs, selectedNodeID } from './selectors.js';
 import { nextSort, sortLabel } from './sorting.js';
 import { flash, setUi, type ConsoleState, type ConsoleStore, type Prompt } from './store.js';
 import { resolveView, VIEWS } from './views.js';
@@ -101,6 +101,21 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
       const id = sb.sandboxID;
       void actions.logs(id).then(() => showDescribed(ctx, id));
       return;
+    }
+    case 'editConfig': {
+      if (s.ui.view !== 'config') return;
+      const ids = currentIDs(s);
+      const id = s.ui.selected.config && ids.includes(s.ui.selected.config) ? s.ui.selected.config : ids[0];
+      const row = configRows(s.data).find((r) => r.path === id);
+      if (!row) return flash(store, 'no config key selected', 'warn');
+      if (row.restart) return flash(store, `${row.path} takes effect after a restart: edit ${row.path.startsWith('master.') ? 'cubemaster.yaml' : 'cubelet.toml'} and restart cubed`, 'warn');
+      const key = row.path.replace(/^(master|cubelet)\./, '');
+      return prompt(ctx, {
+        title: `${key} (now ${row.value}), applied live`,
+        value: row.value,
+        describe: (v) => (v.trim() ? { text: 'enter: the daemon validates, persists and applies it', valid: true } : { text: 'a value (JSON for lists)', valid: false }),
+        submit: async (v) => actions.setConfig(key, parseConfigValue(v)),
+      });
     }
     case 'sort':
     case 'sortReverse': {
@@ -268,6 +283,16 @@ function paneStep(name: string, page: number): number | null {
       return Number.MAX_SAFE_INTEGER;
     default:
       return name === 'space' ? page : null;
+  }
+}
+
+/** What the operator typed in the config editor: JSON when it parses (numbers, booleans, lists), else the text. */
+export function parseConfigValue(text: string): unknown {
+  const t = text.trim();
+  try {
+    return JSON.parse(t);
+  } catch {
+    return t;
   }
 }
 

@@ -2,6 +2,7 @@
 // navigate them, so both agree on order and filtering. Pure.
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import type { DataState } from './model.js';
+import { needsRestart, type ConfigFile } from '../config/introspect.js';
 import { inline } from './format.js';
 import { SORTS, sortRows, type SortState } from './sorting.js';
 import { triage, type Finding } from './triage.js';
@@ -43,19 +44,22 @@ export function eventRows(events: readonly EventView[], filter?: string, sort?: 
 export interface ConfigRow {
   path: string;
   value: string;
+  /** A new value waits for a daemon restart (the schema's `restart` mark, as `config set` reports it). */
+  restart: boolean;
 }
 
 /** The master and cubelet config flattened to `path = value` lines. */
 export function configRows(d: DataState, filter?: string, sort?: SortState): ConfigRow[] {
   if (!d.config) return [];
   const out: ConfigRow[] = [];
-  const walk = (prefix: string, v: unknown): void => {
+  // The keys as segments: plugin names hold dots (io.cubelet.internal.v1.network), the shown path joins them.
+  const walk = (file: ConfigFile, segs: string[], v: unknown): void => {
     if (v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0) {
-      for (const [k, x] of Object.entries(v)) walk(prefix ? `${prefix}.${k}` : k, x);
-    } else out.push({ path: prefix, value: inline(v) });
+      for (const [k, x] of Object.entries(v)) walk(file, [...segs, k], x);
+    } else out.push({ path: [file, ...segs].join('.'), value: inline(v), restart: needsRestart(file, segs) });
   };
-  walk('master', d.config.master);
-  walk('cubelet', d.config.cubelet);
+  walk('master', [], d.config.master);
+  walk('cubelet', [], d.config.cubelet);
   return sortRows(
     out.filter((r) => matches(filter, r.path, r.value)),
     SORTS.config,

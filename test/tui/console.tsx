@@ -30,6 +30,7 @@ export function recordingActions(): Actions & { calls: string[] } {
     launch: rec('launch'),
     destroy: rec('destroy'),
     togglePause: rec('togglePause'),
+    setConfig: rec('setConfig'),
     exec: rec('exec'),
     logs: rec('logs'),
   };

@@ -60,17 +60,38 @@ describe('cubectl-tui drill-down at 80x24', () => {
     }
   });
 
-  it('says a rejected config file on disk in the header until it is fixed', async () => {
+  it('marks the keys that need a restart, edits a live one, and says a rejected config file on disk in the header until it is fixed', async () => {
     const file = join(f.d.configDir, 'cubemaster.yaml');
     const good = readFileSync(file, 'utf8');
     start(80, 24, { CUBE_API_KEY: f.d.apiKey, CUBE_API_URL: f.d.url, TERM: 'xterm-256color' }, `${process.execPath} ${BIN} --skin mono`);
     try {
       await until('live', (x) => x.includes('LIVE'));
-      writeFileSync(file, `${good}\nnot_a_section: 1\n`);
-      const s = await until('the rejection in the header', (x) => x.split('\n')[2]?.startsWith('CONFIG ON DISK REJECTED (v') ?? false);
+      // The config view says which keys wait for a restart.
+      keys('5', '/');
+      keys('-l', 'tap_init');
+      keys('Enter');
+      // The path is cut at 80 columns: the row ends `restart  <n>`.
+      let s = await until('tap_init_num marked', (x) => /^cubelet\.plugins\.\S*tap_init\S* +restart +\d+$/m.test(x));
+      expect(s).toMatch(/^PATH +APPLIES +VALUE/m);
+      // A live key is edited in place: the daemon validates, persists and applies it.
+      keys('/', 'C-u');
+      keys('-l', 'disk_usage_max');
+      keys('Enter');
+      await until('the filter applied', (x) => x.includes('filter: /disk_usage_max') && !x.includes('/disk_usage_max_'));
+      keys('e');
+      await until('the edit prompt', (x) => x.includes('scheduler.disk_usage_max_percent (now 80), applied live'));
+      keys('C-u');
+      keys('-l', '85');
+      keys('Enter');
+      await until('the outcome', (x) => x.includes('scheduler.disk_usage_max_percent: 80 -> 85 applied'));
+      expect(readFileSync(file, 'utf8')).toMatch(/disk_usage_max_percent: 85/);
+      keys('Escape', '1');
+      const edited = readFileSync(file, 'utf8');
+      writeFileSync(file, `${edited}\nnot_a_section: 1\n`);
+      s = await until('the rejection in the header', (x) => x.split('\n')[2]?.startsWith('CONFIG ON DISK REJECTED (v') ?? false);
       expect(s.split('\n')[2]).toMatch(/stays, since \d\d:\d\d:\d\d\): not_a_section/);
       for (const l of s.split('\n')) expect(l.length).toBeLessThanOrEqual(80);
-      writeFileSync(file, good);
+      writeFileSync(file, edited);
       await until('the header without it', (x) => !x.includes('CONFIG ON DISK REJECTED') && x.includes('LIVE'));
       keys('q');
       await ended('q');
