@@ -175,9 +175,14 @@ export class Cgroups {
     await Promise.all(HIERARCHIES.map((h) => removeCgroupDir(this.dir(h, sandboxID))));
   }
 
-  /** Removes the per-node parents (after every sandbox is gone); create() brings them back. */
-  async removeParents(): Promise<void> {
-    await Promise.all(HIERARCHIES.map((h) => rmdir(this.parents[h]).catch(() => undefined)));
+  /**
+   * Removes the per-node parents (after every sandbox is gone); create() brings them back.
+   * Waits like destroy() while the kernel releases the last child, and returns what stayed
+   * (a v1 memory parent was once left behind while its siblings went: a swallowed EBUSY).
+   */
+  async removeParents(): Promise<string[]> {
+    const left = await Promise.all(HIERARCHIES.map((h) => removeCgroupDir(this.parents[h]).then(() => undefined, (e: unknown) => (e as Error).message)));
+    return left.filter((m): m is string => m !== undefined);
   }
 
   async readValue(h: Hierarchy, sandboxID: string, file: string): Promise<string> {

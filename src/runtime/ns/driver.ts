@@ -357,7 +357,11 @@ export class NsDriver implements RuntimeDriver {
       await this.remove(id);
       removed.push(id);
     }
-    if (!keep.size) await this.cgroups.removeParents(); // nothing of this node stays on the host
+    if (!keep.size) {
+      // Nothing of this node stays on the host: a parent that cannot go is said, not ignored.
+      const left = await this.cgroups.removeParents();
+      if (left.length) this.log?.warn({ left }, 'node cgroup parents stay');
+    }
     if (removed.length) this.log?.info({ removed }, 'removed leftover sandboxes');
     return { removed };
   }
