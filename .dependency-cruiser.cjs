@@ -77,6 +77,14 @@ module.exports = {
       if (e.typesOnly) rules.push({ name: `exception-${k + 1}-types-only`, comment: e.why, severity: 'error', from: { path: lower }, to: { path: e.to, dependencyTypesNot: ['type-only'] } });
       return rules;
     }),
+    // The network agent split by job (issue 11 item 2): agent.ts wires pool.ts, which drives slot.ts
+    // (kernel objects) and firewall.ts (nftables); these two know nothing of each other or of the pool.
+    ...[
+      ['^src/network/pool\\.ts$', '^src/network/agent\\.ts$'],
+      ['^src/network/(slot|firewall)\\.ts$', '^src/network/(agent|pool)\\.ts$'],
+      ['^src/network/slot\\.ts$', '^src/network/firewall\\.ts$'],
+      ['^src/network/firewall\\.ts$', '^src/network/slot\\.ts$'],
+    ].map(([from, to], k) => ({ name: `network-agent-one-way-${k + 1}`, comment: 'src/network/agent.ts split by job: imports go agent -> pool -> slot, firewall', severity: 'error', from: { path: from }, to: { path: to } })),
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

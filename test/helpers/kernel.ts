@@ -8,7 +8,7 @@ import { execa } from 'execa';
 import { afterAll } from 'vitest';
 import { nodeTag } from '../../src/ids.js';
 import { NETNS_DIR, SYS_NET_DIR } from '../../src/network/names.js';
-import { policySettingsOf, type PolicySettings } from '../../src/network/agent.js';
+import { policySettingsOf, type PolicySettings } from '../../src/network/firewall.js';
 import { CubeletConfigSchema } from '../../src/config/schema.js';
 
 const TAG_LOCKS = '/tmp/cube-test-tag';

@@ -1,7 +1,8 @@
 // A network agent of its own node tag and test CIDR for one describe block (the default policy,
 // with `policy` over it), torn down (and its kernel objects purged) after it.
 import { afterAll, beforeAll } from 'vitest';
-import { NsNetworkAgent, type PolicySettings } from '../../src/network/agent.js';
+import { NsNetworkAgent } from '../../src/network/agent.js';
+import type { PolicySettings } from '../../src/network/firewall.js';
 import { nodeTag } from '../../src/ids.js';
 import { defaultNetworkPolicy, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
 

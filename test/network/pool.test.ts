@@ -3,7 +3,9 @@
 import { existsSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
-import { NsNetworkAgent, VERIFY_EVERY, type PoolNotice } from '../../src/network/agent.js';
+import { NsNetworkAgent } from '../../src/network/agent.js';
+import type { PoolNotice } from '../../src/network/pool.js';
+import { VERIFY_EVERY } from '../../src/network/slot.js';
 import type { NetSlot } from '../../src/network/types.js';
 import { nodeTag } from '../../src/ids.js';
 import { CubeError } from '../../src/errors.js';

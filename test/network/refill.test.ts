@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { refillSlack } from '../../src/network/agent.js';
+import { refillSlack } from '../../src/network/pool.js';
 
 describe('refillSlack', () => {
   it.each([
