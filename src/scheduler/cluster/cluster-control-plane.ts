@@ -267,7 +267,8 @@ export class ClusterControlPlane implements ControlPlane {
     requireFits(r, nodes, master);
     const inFlight = await this.store.live.inFlight();
     const d0 = performance.now();
-    const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, nodes.map((view) => ({ view, inFlightCreates: inFlight.get(view.nodeID) ?? 0 })), master, Date.now());
+    // fetchable: requireTemplate found the template on some node; nodes lacking it fetch it (runtime/layers/fetch.ts).
+    const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, fetchable: true, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, nodes.map((view) => ({ view, inFlightCreates: inFlight.get(view.nodeID) ?? 0 })), master, Date.now());
     this.stats.recordDecision(performance.now() - d0);
     const refusal = refusalOf(placed, nodes);
     if (refusal !== undefined || !placed.ok) {
