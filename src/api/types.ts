@@ -181,6 +181,13 @@ export interface NodeView {
   templates: string[];
   /** Templates whose sandboxes run on a runtime of their own when the create names none: name -> runtime. */
   templateRuntimes?: Record<string, string>;
+  /**
+   * Cluster compute nodes: the layer digests in the node's store and its template fetches in
+   * progress ("NAME:TAG done/of" layers). A node that reports `layers` fetches the templates it
+   * lacks from the control plane (runtime/layers/fetch.ts), so template_locality lets it take them.
+   */
+  layers?: string[];
+  fetching?: string[];
   /** ISO 8601 of the last heartbeat/metrics update. */
   lastSeen: string;
   /** Cluster: the version of the cluster's config the node runs (taken from the control plane with its heartbeat answers); absent until it took one. */
@@ -206,7 +213,8 @@ export type EventKind =
   | 'node.lost'
   | 'node.joined'
   | 'node.deleted'
-  | 'pool.exhausted';
+  | 'pool.exhausted'
+  | 'template.fetch';
 
 export interface EventView {
   id: number;

@@ -34,6 +34,8 @@ import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } fro
 import { cleanScratch } from '../runtime/layers/import.js';
 import { TemplateBuilder } from '../cubelet/template-build.js';
 import { TemplateStore } from '../runtime/templates.js';
+import { ControlLayerSource, FetchingCatalog } from '../runtime/layers/fetch.js';
+import { LayerRelay } from '../scheduler/cluster/layer-relay.js';
 import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
 import { LocalControlPlane } from '../scheduler/local-control-plane.js';
 import { ClusterStore } from '../store/cluster/index.js';
@@ -207,7 +209,7 @@ function runtimeOf(flags: Flags, config: ConfigStore): Runtimes {
  * The node agent of roles all and compute: cubelet + network-agent + runtime on `dataDir`.
  * `api` is what the node serves (the cubelet itself, or with simulated usage on a sim node).
  */
-function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new TemplateStore(dataDir)): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
+function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new TemplateStore(dataDir), catalog?: FetchingCatalog): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
   if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
@@ -237,11 +239,12 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
     dataDir,
     driver,
     network,
-    templates,
+    templates: catalog ?? templates,
     config: () => config.config,
     log: log.child({ component: 'cubelet' }),
     poolSlotLimit: parseRange(net.cidr).maxIndex,
   });
+  if (catalog) catalog.onEvent = (kind, message, extra) => cubelet?.report(kind, message, extra);
   // Build steps run on the ns runtime (their writable layer becomes a template layer).
   const builds = runtime.includes('ns') ? new TemplateBuilder({ dataDir, templates, driver, network, config: () => config.config, log: log.child({ component: 'template-build' }) }) : undefined;
   return { cubelet, api: cubelet, ...(builds ? { builds } : {}) };
@@ -335,12 +338,13 @@ async function runControl(flags: Flags): Promise<void> {
   await store.init();
   const cp = new ClusterControlPlane({ store, config, log: log.child({ component: 'control-plane' }), secret, replicaID });
   await cp.start();
+  const relay = new LayerRelay({ nodes: () => cp.listNodes(), secret });
   const api = createApiServer({
-    ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags) },
+    ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), relay },
     apiKeys: [apiKey],
     nodeID: replicaID,
     version: version(),
-    extraRoutes: [{ prefix: CLUSTER_PREFIX, handle: clusterRpcHandler(cp, secret, log.child({ component: 'cluster-rpc' })) }],
+    extraRoutes: [{ prefix: CLUSTER_PREFIX, handle: clusterRpcHandler(cp, secret, log.child({ component: 'cluster-rpc' }), relay) }],
   });
   const addr = await api.listen(listen.host, listen.port);
   log.info({ url: `http://${addr.address}:${addr.port}`, configDir, role: 'control' }, 'cubed control ready');
@@ -373,10 +377,14 @@ async function runCompute(flags: Flags): Promise<void> {
     throw new UsageError('--sim-nodes needs --runtime sim (or cubelet.runtime = "sim"): only simulated nodes can share a process');
   }
   // One node, or (sim) many behind one listener, each under /sim/<nodeID>.
+  // A real node fetches the templates it lacks from the control plane (runtime/layers/fetch.ts) and serves its own to the others.
+  const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
+  if (templates) await cleanScratch(dataDir);
+  const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }), log: log.child({ component: 'layers' }) }) : undefined;
   const nodes =
     simCount > 0
       ? simNodeSpecs(simCount, flags.nodeIdPrefix ?? 'sim-').map((spec) => ({ path: simNodePath(spec.nodeID), ...simNode({ nodeID: spec.nodeID, dataDir: simNodeDataDir(dataDir, spec.nodeID), config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim', nodeID: spec.nodeID }), spec }) }))
-      : [{ path: '', ...buildCubelet(nodeID, dataDir, config, log, runtime) }];
+      : [{ path: '', ...buildCubelet(nodeID, dataDir, config, log, runtime, templates, catalog) }];
   let adopted = 0;
   let removed = 0;
   for (const n of nodes) {
@@ -386,7 +394,7 @@ async function runCompute(flags: Flags): Promise<void> {
   }
   const health = (_req: IncomingMessage, res: ServerResponse) => sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', runtime, nodes: nodes.length, version: version() });
   const rpcLog = log.child({ component: 'node-rpc' });
-  const handlers = await Promise.all(nodes.map(async (n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret, new FenceBook(simCount > 0 ? simNodeDataDir(dataDir, n.cubelet.nodeID) : dataDir, (await n.api.listSandboxes()).map((s) => s.sandboxID)), rpcLog)] as const));
+  const handlers = await Promise.all(nodes.map(async (n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret, new FenceBook(simCount > 0 ? simNodeDataDir(dataDir, n.cubelet.nodeID) : dataDir, (await n.api.listSandboxes()).map((s) => s.sandboxID)), rpcLog, simCount > 0 ? undefined : catalog)] as const));
   const rpc = simCount > 0 ? simNodeRouter(new Map(handlers), (req, res) => (req.url === '/health' ? health(req, res) : sendError(res, new CubeError('NOT_FOUND', `no simulated node at ${req.url}`), 'admin'))) : handlers[0]![1];
   const upgrade = simCount > 0 ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeUpgradeHandler(n.api, secret)])), (_req: IncomingMessage, socket: Duplex) => rejectUpgrade(socket, 404, { code: 404, message: 'no simulated node there' })) : nodeUpgradeHandler(nodes[0]!.api, secret);
   const server = createServer((req, res) => (req.url === '/health' ? health(req, res) : rpc(req, res)));

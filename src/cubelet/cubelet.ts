@@ -42,6 +42,8 @@ export interface TemplateCatalog {
   /** 130404 when unknown. */
   resolve(name: string): Promise<TemplateRef>;
   listTemplates(): Promise<TemplateRef[]>;
+  /** Cluster compute nodes (runtime/layers/fetch.ts): the layers held and the fetches in progress, for the node view. */
+  layerFacts?(): Promise<{ layers: string[]; fetching: string[] }>;
 }
 
 export interface CubeletOptions {
@@ -150,8 +152,8 @@ export class Cubelet implements NodeApi {
   }
 
   /** Notices from the node's other agents (e.g. the network pool running dry) as node events. */
-  report(kind: EventKind, message: string): void {
-    this.emitEvent(kind, message);
+  report(kind: EventKind, message: string, extra: Partial<Pick<EventView, 'code' | 'durationMs'>> = {}): void {
+    this.emitEvent(kind, message, extra);
   }
 
   subscribe(listener: (e: NodeEvent) => void): () => void {
@@ -560,6 +562,7 @@ export class Cubelet implements NodeApi {
       pool: network.levels(),
       poolSlotLimit: this.o.poolSlotLimit,
       ...templateFacts(await this.o.templates.listTemplates()),
+      ...(this.o.templates.layerFacts ? { layerFacts: await this.o.templates.layerFacts() } : {}),
       now: new Date(),
     });
   }

@@ -26,6 +26,8 @@ export interface NodeViewInputs {
   poolSlotLimit: number;
   templates: string[];
   templateRuntimes?: Record<string, string>;
+  /** A node that fetches missing templates (cluster compute): the layers it holds, the fetches in progress. */
+  layerFacts?: { layers: string[]; fetching: string[] };
   now: Date;
 }
 
@@ -111,6 +113,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
     pool: i.pool,
     templates: i.templates,
     ...(i.templateRuntimes && Object.keys(i.templateRuntimes).length ? { templateRuntimes: i.templateRuntimes } : {}),
+    ...(i.layerFacts ? { layers: i.layerFacts.layers, ...(i.layerFacts.fetching.length ? { fetching: i.layerFacts.fetching } : {}) } : {}),
     lastSeen: i.now.toISOString(),
   };
 }

@@ -17,7 +17,7 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
   const params = densityParamsFromConfig(cfg);
   const filters = cfg.scheduler.filter.enable_filters.map((name) => ({ name, run: FILTERS[name] }));
   const weights = cfg.scheduler.score.resource_weights;
-  const scorers = cfg.scheduler.score.enable_scorers.map((name) => ({ run: SCORERS[name], weight: weights[name] })).filter((s) => s.weight > 0);
+  const scorers = cfg.scheduler.score.enable_scorers.map((name) => ({ run: SCORERS[name], weight: weights[name] ?? 0 })).filter((s) => s.weight > 0);
   const weightSum = scorers.reduce((a, s) => a + s.weight, 0);
   const topN = cfg.scheduler.priority_select_num;
 
