@@ -246,6 +246,21 @@ export interface ConfigView {
   files: { master: string; cubelet: string };
   /** Set while the files on disk are rejected (the version above stays in force); cleared when they validate again. */
   rejected?: { at: string; errors: { path: string; message: string }[] };
+  /**
+   * Values in force that are not the files': daemon flags (`--listen`, `--data-dir`, `--node-id`,
+   * `--sandbox-domain`, `--runtime`) and what the daemon worked out (the address it listens on,
+   * the host name as node id). Paths as the console shows them: `master.api.listen`.
+   */
+  overrides?: ConfigOverride[];
+  /** Paths (`master.api.listen`) the files on disk set; the other keys are the schema's defaults. Absent where the config came from a cluster store. */
+  inFile?: string[];
+}
+
+export interface ConfigOverride {
+  path: string;
+  value: unknown;
+  /** Where the value came from: the flag (`--listen`), or `listening` / `host name` for what the daemon found. */
+  from: string;
 }
 
 export interface ReloadResult {

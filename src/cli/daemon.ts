@@ -14,7 +14,8 @@ import { rejectUpgrade } from '../api/proxy.js';
 import { createApiServer } from '../api/server.js';
 import { resolveConfigDir, packageRoot } from '../config/loader.js';
 import { ConfigStore } from '../config/store.js';
-import type { MasterConfig } from '../config/schema.js';
+import type { Config, MasterConfig } from '../config/schema.js';
+import type { ConfigOverride } from '../api/types.js';
 import { Cubelet } from '../cubelet/cubelet.js';
 import { readMeminfo } from '../cubelet/host-metrics.js';
 import { HeartbeatSender, type HeartbeatMember } from '../cubelet/heartbeat.js';
@@ -162,6 +163,28 @@ function apiConfig(config: ConfigStore, flags: Flags): () => MasterConfig {
   };
 }
 
+/**
+ * What the daemon runs with where the files say otherwise (ConfigView.overrides): its flags, the
+ * address it listens on (port 0 in the file picks one) and the host name standing for an empty
+ * node_id. The console's config view showed the file's `api.listen 127.0.0.1:3000` for a daemon
+ * started with --listen elsewhere.
+ */
+function overridesOf(flags: Flags, cfg: Readonly<Config>, found: { listen: { address: string; port: number }; nodeID?: string; dataDir?: string }): ConfigOverride[] {
+  const out: ConfigOverride[] = [];
+  // A flag always counts; what the daemon found only when it differs from the file.
+  const add = (path: string, value: unknown, inFile: unknown, flag: string | undefined, found?: string) => {
+    if (flag) out.push({ path, value, from: flag });
+    else if (found && JSON.stringify(value) !== JSON.stringify(inFile)) out.push({ path, value, from: found });
+  };
+  const { address, port } = found.listen;
+  add('master.api.listen', `${address.includes(':') ? `[${address}]` : address}:${port}`, cfg.master.api.listen, flags.listen && '--listen', 'listening');
+  add('master.api.sandbox_domain', flags.sandboxDomain, cfg.master.api.sandbox_domain, flags.sandboxDomain && '--sandbox-domain');
+  if (found.nodeID !== undefined) add('cubelet.node_id', found.nodeID, cfg.cubelet.node_id, flags.nodeId && '--node-id', 'host name');
+  if (found.dataDir !== undefined) add('cubelet.data_dir', found.dataDir, cfg.cubelet.data_dir, flags.dataDir && '--data-dir', 'resolved');
+  add('cubelet.runtime', flags.runtime, cfg.cubelet.runtime, flags.runtime && '--runtime');
+  return out;
+}
+
 /** Config, identity, data dir (locked: one daemon per data dir) and logger of roles all and compute. */
 function openNode(flags: Flags) {
   const configDir = resolveConfigDir(flags.configDir);
@@ -303,6 +326,7 @@ async function runAll(flags: Flags): Promise<void> {
   await cp.start();
   const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}), ...(templates && builds ? { builds } : {}) }, apiKeys: [apiKey.key], nodeID, version: version() });
   const addr = await api.listen(listen.host, listen.port);
+  config.setOverrides(overridesOf(flags, config.config, { listen: addr, nodeID, dataDir }));
   log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');
 
   onSignals(log, async (signal) => {
@@ -347,6 +371,7 @@ async function runControl(flags: Flags): Promise<void> {
     extraRoutes: [{ prefix: CLUSTER_PREFIX, handle: clusterRpcHandler(cp, secret, log.child({ component: 'cluster-rpc' }), relay) }],
   });
   const addr = await api.listen(listen.host, listen.port);
+  config.setOverrides(overridesOf(flags, config.config, { listen: addr }));
   log.info({ url: `http://${addr.address}:${addr.port}`, configDir, role: 'control' }, 'cubed control ready');
   onSignals(log, async () => {
     await api.close();

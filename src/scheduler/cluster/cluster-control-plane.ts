@@ -661,7 +661,7 @@ export class ClusterControlPlane implements ControlPlane {
     return this.store.listTemplates();
   }
 
-  events(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]> {
+  events(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]> {
     return this.store.listEvents(opts);
   }
 

@@ -221,7 +221,7 @@ export class ClusterStore implements StateStore {
     this.archivedTo = Math.max(this.archivedTo, events.at(-1)?.id ?? 0);
   }
 
-  async listEvents(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]> {
+  async listEvents(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]> {
     await this.routes();
     return this.live.listEvents(opts);
   }

@@ -289,13 +289,13 @@ export class RedisLive {
     await this.run((r) => r.cubeRestoreEvents!(this.k('shared', 'events'), this.k('shared', 'events', 'seq'), String(maxID), ...args));
   }
 
-  async listEvents(opts: { sinceID?: number; limit?: number } = {}): Promise<EventView[]> {
+  async listEvents(opts: { sinceID?: number; beforeID?: number; limit?: number } = {}): Promise<EventView[]> {
     const limit = Math.max(1, Math.min(opts.limit ?? 100, 10_000));
     const key = this.k('shared', 'events');
     const entries =
       opts.sinceID !== undefined
         ? await this.run((r) => r.xrange(key, `(${opts.sinceID}-0`, '+', 'COUNT', limit))
-        : (await this.run((r) => r.xrevrange(key, '+', '-', 'COUNT', limit))).reverse();
+        : (await this.run((r) => r.xrevrange(key, opts.beforeID !== undefined ? `(${opts.beforeID}-0` : '+', '-', 'COUNT', limit))).reverse();
     return entries.map(([id, fields]) => ({ ...(JSON.parse(fields[1]!) as Omit<EventView, 'id'>), id: Number(id.split('-')[0]) }));
   }
 }
