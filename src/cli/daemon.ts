@@ -252,7 +252,7 @@ function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nod
   // limit of ours); a microVM is refused when it cannot fit the node (declared, else MemTotal).
   const ns = runtimes.includes('ns') ? new NsDriver({ ...common, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) }) : undefined;
   // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too.
-  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(ns ? { storage: ns.storage } : {}) })));
+  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(declaredMemoryMiB ? { declaredMemoryMiB } : {}), ...(ns ? { storage: ns.storage } : {}) })));
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
 }
 
