@@ -256,7 +256,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
       (err: unknown) => log.error({ err }, 'network policy update failed: the previous table stays in force'),
     );
   });
-  const driver = runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, storeImageGiB: config.config.cubelet.storage.image_gib, ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
+  const driver = runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, snapshots: config.config.cubelet.microvm.snapshots, storeImageGiB: config.config.cubelet.storage.image_gib, ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
   cubelet = new Cubelet({
     nodeID,
     dataDir,
@@ -274,13 +274,13 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
 }
 
 /** One driver, or a RuntimeSet when the node offers several. */
-function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; storeImageGiB: number; declaredMemoryMiB?: number }): RuntimeDriver {
-  const { declaredMemoryMiB, ...common } = o;
+function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; snapshots: boolean; storeImageGiB: number; declaredMemoryMiB?: number }): RuntimeDriver {
+  const { declaredMemoryMiB, snapshots, ...common } = o;
   // The ns driver limits its sandboxes together at the declared quota only (none declared: no
   // limit of ours); a microVM is refused when it cannot fit the node (declared, else MemTotal).
   const ns = runtimes.includes('ns') ? new NsDriver({ ...common, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) }) : undefined;
   // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too.
-  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(ns ? { storage: ns.storage } : {}) })));
+  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, snapshots, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(declaredMemoryMiB ? { declaredMemoryMiB } : {}), ...(ns ? { storage: ns.storage } : {}) })));
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
 }
 

@@ -152,6 +152,7 @@ export const CubeletConfigSchema = z
     microvm: z
       .object({
         boot_timeout_sec: z.number().int().min(5).max(600).default(90).meta({ restart: true }).describe('a microVM whose guest agent has not answered by then is a failed create (its console tail is in the error)'),
+        snapshots: z.boolean().default(true).meta({ restart: true }).describe('create microVMs from per-shape memory snapshots (a restore instead of a boot); false: every create boots cold (to measure it, or so no guest starts from memory another guest had)'),
       })
       .strict()
       .prefault({})
