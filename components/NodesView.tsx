@@ -64,6 +64,13 @@ export function nodeDetail(n: NodeView): string {
 
 const GAUGE = 6;
 
+/**
+ * The node's verdict, its footprint against the quota (and what the quota is), then the host
+ * figures: about 200 characters with a cpu refusal, which two lines at 80 columns cut before
+ * the host CPU (tmux, issue 16). One table row fewer is the price.
+ */
+export const NODE_DETAIL_LINES = 3;
+
 /** The NODE column fits the longest id up to this; longer ids are cut. */
 export const NODE_ID_MAX = 24;
 
@@ -105,5 +112,5 @@ export function NodesView({ height, width }: { height: number; width: number }) 
   const { data, filter, sort, selected, skin } = useViewState('nodes');
   const idWidth = data.nodeOrder.reduce((w, id) => Math.max(w, id.length), 0);
   const columns = useMemo(() => nodeColumns(idWidth, width), [idWidth, width]);
-  return <Table columns={columns} rows={nodeRows(data, filter, sort)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} detail={nodeDetail} sort={sortLabel('nodes', sort)} empty="no nodes (is the daemon up?)" />;
+  return <Table columns={columns} rows={nodeRows(data, filter, sort)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} detail={nodeDetail} detailLines={NODE_DETAIL_LINES} sort={sortLabel('nodes', sort)} empty="no nodes (is the daemon up?)" />;
 }

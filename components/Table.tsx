@@ -44,6 +44,8 @@ export interface TableProps<T> {
    * fix), wrapped on DETAIL_LINES lines of its own under the rows: columns get cut at 80, this never is.
    */
   detail?: (row: T) => string;
+  /** Lines the detail takes (default DETAIL_LINES). */
+  detailLines?: number;
   /** The sorted column's title and arrow (src/tui/sorting.ts): its header title carries the arrow. */
   sort?: { title: string; arrow: string } | undefined;
   /** Said at the right of the header before the row counter (e.g. `3 marked`). */
@@ -124,10 +126,10 @@ function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTo
 
 const Row = memo(RowLine) as typeof RowLine;
 
-export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty, detail, sort, note }: TableProps<T>) {
+export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty, detail, detailLines: wanted = DETAIL_LINES, sort, note }: TableProps<T>) {
   const columns = useMemo(() => fitColumns(all, width), [all, width]);
   const widths = useMemo(() => columnWidths(columns, width), [columns, width]);
-  const detailLines = detail && height > DETAIL_LINES + 2 ? DETAIL_LINES : 0;
+  const detailLines = detail && height > wanted + 2 ? wanted : 0;
   const bodyHeight = Math.max(1, height - 1 - detailLines);
   const found = selectedID === undefined ? -1 : rows.findIndex((r) => rowKey(r) === selectedID);
   const selected = found < 0 ? 0 : found;

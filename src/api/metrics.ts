@@ -35,8 +35,12 @@ const NODE_GAUGES: NodeGauge[] = [
   { name: 'cubed_node_footprint_mib', help: 'Memory footprint of one sandbox of the default spec (memory + base + memory/coefficient)', read: (n) => n.density.footprintMiB },
   { name: 'cubed_node_memory_capacity_mib', help: "The node's memory (declared in [quota] of cubelet.toml or read from the host); the quota density counts against is this less the reserve, times the oversell factor", read: (n) => n.capacity.memoryMiB },
   { name: 'cubed_node_memory_quota_used_mib', help: 'Footprint in use: spec memory of running sandboxes and (1 - r) of paused ones', read: (n) => n.usage.quotaMemUsedMiB },
+  // The denominator of the footprint in use: without it an alert on the quota's fill had to redo the daemon's density arithmetic.
+  { name: 'cubed_node_memory_quota_mib', help: 'The memory quota footprints count against: the capacity less the reserve, times the oversell factor (above the host memory when oversold)', read: (n) => n.density.memQuotaMiB },
   { name: 'cubed_node_released_mib', help: 'Memory the release ratio currently frees from paused sandboxes', read: (n) => n.density.releasedMiB },
   { name: 'cubed_node_release_ratio', help: 'host.quota.paused_resource_release_ratio in force on the node', read: (n) => n.density.releaseRatio },
+  // Cluster: a node still on an old version after a config change is what this finds.
+  { name: 'cubed_node_config_version', help: "Cluster: the version of the cluster's config the node runs (absent until it took one, and on a single-node daemon: see cubed_config_version)", read: (n) => n.configVersion },
   { name: 'cubed_node_disk_used_percent', help: 'Disk use the disk filter compares with the watermark (sandbox store or data dir, whichever is fuller)', read: (n) => n.usage.diskUsedPercent },
   { name: 'cubed_node_disk_watermark_percent', help: 'scheduler.disk_usage_max_percent: at or above it the node takes no new sandboxes', read: (n) => n.usage.diskWatermarkPercent },
   { name: 'cubed_node_host_cpu_percent', help: "The whole host's CPU use, percent", read: (n) => n.usage.cpuUtilPercent },

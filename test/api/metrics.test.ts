@@ -76,6 +76,7 @@ describe('/metrics', () => {
       expect(v('cubed_node_footprint_mib')).toBe(302);
       expect(v('cubed_node_memory_capacity_mib')).toBe(1400);
       expect(v('cubed_node_memory_quota_used_mib')).toBe(604);
+      expect(v('cubed_node_memory_quota_mib')).toBe(node.density.memQuotaMiB);
       expect(v('cubed_node_released_mib')).toBe(302);
       expect(v('cubed_node_release_ratio')).toBe(1);
       expect(v('cubed_node_sandboxes', { state: 'running' })).toBe(2);
@@ -89,6 +90,8 @@ describe('/metrics', () => {
       expect(value(samples, 'cubed_refused_total', { code: '130409', rule: 'release_ratio' })).toBe(1);
       expect(value(samples, 'cubed_config_version', {})).toBeGreaterThanOrEqual(1);
       expect(value(samples, 'cubed_sandbox_pause_seconds_count', {})).toBe(1);
+      // The refused resume was timed by no node; the pause's histogram and the resume's both exist.
+      expect(samples.some((s) => s.name === 'cubed_sandbox_resume_seconds_count')).toBe(true);
       expect(value(samples, 'cubed_sandbox_create_seconds_count', {})).toBe(3);
     } finally {
       for (const id of ids) await api('DELETE', `/admin/v1/sandboxes/${id}`);

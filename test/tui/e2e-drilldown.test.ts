@@ -70,9 +70,9 @@ describe('cubectl-tui drill-down at 80x24', () => {
       keys('5', '/');
       keys('-l', 'tap_init');
       keys('Enter');
-      // The path is cut at 80 columns: the row ends `restart  <n>`.
-      let s = await until('tap_init_num marked', (x) => /^cubelet\.plugins\.\S*tap_init\S* +restart +\d+$/m.test(x));
-      expect(s).toMatch(/^PATH +APPLIES +VALUE/m);
+      // The path keeps its end at 80 columns (`~...network.tap_init_num`): the row ends `restart  <from>  <n>`.
+      let s = await until('tap_init_num marked', (x) => /^~\S*\.tap_init_num +restart +\S+ +\d+$/m.test(x));
+      expect(s).toMatch(/^PATH +APPLIES +FROM +VALUE/m);
       // A live key is edited in place: the daemon validates, persists and applies it.
       keys('/', 'C-u');
       keys('-l', 'disk_usage_max');
