@@ -38,7 +38,7 @@ import { TemplateStore } from '../runtime/templates.js';
 import { ControlLayerSource, FetchingCatalog } from '../runtime/layers/fetch.js';
 import { LayerRelay } from '../scheduler/cluster/layer-relay.js';
 import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
-import { LocalControlPlane } from '../scheduler/local-control-plane.js';
+import { LocalNodes, RemoteNodes } from '../scheduler/node-directory.js';
 import { ClusterStore } from '../store/cluster/index.js';
 import { EmbeddedStore } from '../store/embedded.js';
 
@@ -322,8 +322,21 @@ async function runAll(flags: Flags): Promise<void> {
   const { cubelet, api: node, builds } = buildCubelet(nodeID, dataDir, config, log, runtime, templates);
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
-  const cp = new LocalControlPlane({ cubelet: node, store, config, log: log.child({ component: 'control-plane' }) });
+  // A cluster of one, wired in-process: the same control plane as role control, over the
+  // embedded store, with this process's cubelet as its one node, heartbeating by a call.
+  const cp = new ClusterControlPlane({ store, config, log: log.child({ component: 'control-plane' }), nodes: new LocalNodes([node]), replicaID: nodeID, solo: true });
   await cp.start();
+  let settled = false;
+  const heartbeat = new HeartbeatSender({
+    nodes: [{ node, address: 'in-process' }],
+    // The first list settles the records (the node has just started: nothing is mid-create) before the API serves.
+    to: { local: (b) => cp.heartbeats(b.heartbeats, !settled).then((a) => ((settled = true), a)) },
+    log: log.child({ component: 'heartbeat' }),
+  });
+  if (!(await heartbeat.beat())) throw new Error(`node ${nodeID} could not report to its control plane (see the log)`);
+  heartbeat.start();
+  const swept = await cp.snapshots.sweep(node);
+  if (swept.data.length || swept.records.length) log.info({ unrecorded: swept.data, dataGone: swept.records }, 'snapshots swept at start');
   const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}), ...(templates && builds ? { builds } : {}) }, apiKeys: [apiKey.key], nodeID, version: version() });
   const addr = await api.listen(listen.host, listen.port);
   config.setOverrides(overridesOf(flags, config.config, { listen: addr, nodeID, dataDir }));
@@ -333,6 +346,7 @@ async function runAll(flags: Flags): Promise<void> {
     const destroy = flags.destroyOnExit === true;
     log.info({ signal, destroy }, destroy ? 'stopping: destroying every sandbox and the pool' : 'stopping: sandboxes stay for the next start');
     await api.close();
+    await heartbeat.stop();
     await cp.stop();
     await cubelet.stop({ destroy });
     await store.close();
@@ -360,7 +374,7 @@ async function runControl(flags: Flags): Promise<void> {
   const log: Logger = pino({ level: process.env.CUBE_LOG_LEVEL ?? 'info', base: { replica: replicaID } });
   const store = new ClusterStore({ redisURL: flags.redis, mysqlURL: flags.mysql, ...(flags.redisPrefix ? { keyPrefix: flags.redisPrefix } : {}) });
   await store.init();
-  const cp = new ClusterControlPlane({ store, config, log: log.child({ component: 'control-plane' }), secret, replicaID });
+  const cp = new ClusterControlPlane({ store, config, log: log.child({ component: 'control-plane' }), nodes: new RemoteNodes(secret), replicaID });
   await cp.start();
   const relay = new LayerRelay({ nodes: () => cp.listNodes(), secret });
   const api = createApiServer({
@@ -429,7 +443,7 @@ async function runCompute(flags: Flags): Promise<void> {
   const port = (server.address() as { port: number }).port;
   const address = flags.advertise ?? `http://${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${port}`;
   const members: HeartbeatMember[] = nodes.map((n) => ({ node: n.api, address: address.replace(/\/+$/, '') + n.path }));
-  const heartbeat = new HeartbeatSender({ nodes: members, controls, secret, log: log.child({ component: 'heartbeat' }), config });
+  const heartbeat = new HeartbeatSender({ nodes: members, to: { controls, secret }, log: log.child({ component: 'heartbeat' }), config });
   heartbeat.start();
   log.info({ address, controls, dataDir, tag: nodeTag(nodeID), runtime, nodes: nodes.length, adopted, cleaned: removed, role: 'compute' }, 'cubed compute ready');
   onSignals(log, async (signal) => {

@@ -17,11 +17,16 @@ export interface HeartbeatMember {
   address: string;
 }
 
+/**
+ * Where heartbeats go: the control replicas over HTTP, or the control plane in this process
+ * (role all), which hears the node's notices itself as they happen (they are not carried).
+ */
+export type HeartbeatTarget = { controls: string[]; secret: string } | { local: (batch: HeartbeatBatch) => Promise<HeartbeatAnswer> };
+
 export interface HeartbeatOptions {
   nodes: HeartbeatMember[];
-  /** Base URLs of the control replicas, e.g. http://10.0.0.1:3000. */
-  controls: string[];
-  secret: string;
+  /** `controls`: base URLs of the control replicas, e.g. http://10.0.0.1:3000, tried in turn. */
+  to: HeartbeatTarget;
   log: Logger;
   intervalMs?: number;
   /** This process's config: the cluster's version is put in force in it. */
@@ -44,13 +49,13 @@ export class HeartbeatSender {
   private adopting = false;
 
   constructor(private readonly o: HeartbeatOptions) {
-    if (o.controls.length === 0) throw new Error('heartbeat needs at least one control URL');
+    if ('controls' in o.to && o.to.controls.length === 0) throw new Error('heartbeat needs at least one control URL');
     if (o.nodes.length === 0) throw new Error('heartbeat needs at least one node');
   }
 
   start(): void {
     const max = MAX_PENDING_EVENTS * this.o.nodes.length;
-    this.unsubscribes = this.o.nodes.map(({ node }) =>
+    this.unsubscribes = ('local' in this.o.to ? [] : this.o.nodes).map(({ node }) =>
       node.subscribe((e) => {
         if (e.type !== 'event') return;
         this.pending.push(e.event);
@@ -106,15 +111,14 @@ export class HeartbeatSender {
       this.o.log.error({ err }, 'could not assemble the heartbeat');
       return false;
     }
-    const body = JSON.stringify(batch);
-    for (let i = 0; i < this.o.controls.length; i++) {
-      const url = this.o.controls[(this.current + i) % this.o.controls.length]!;
+    const to = this.o.to;
+    const targets = 'local' in to ? [{ url: 'in-process', send: () => to.local(batch) }] : this.remoteTargets(to, JSON.stringify(batch));
+    for (let i = 0; i < targets.length; i++) {
+      const { url, send } = targets[(this.current + i) % targets.length]!;
       try {
-        const res = await fetch(new URL(HEARTBEAT_PATH, url), { method: 'POST', headers: { authorization: `Bearer ${this.o.secret}`, 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(Math.max(2000, (this.o.intervalMs ?? 1000) * 2)) });
-        if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
-        const answer = (await res.json()) as HeartbeatAnswer;
+        const answer = await send();
         if (answer.config) await this.follow(answer.config);
-        this.current = (this.current + i) % this.o.controls.length;
+        this.current = (this.current + i) % targets.length;
         this.pending.splice(0, sent);
         this.dropped = 0;
         if (this.failing) this.o.log.info({ control: url }, 'heartbeat accepted again');
@@ -126,6 +130,17 @@ export class HeartbeatSender {
     }
     this.failing = true;
     return false;
+  }
+
+  private remoteTargets(to: { controls: string[]; secret: string }, body: string): { url: string; send: () => Promise<HeartbeatAnswer> }[] {
+    return to.controls.map((url) => ({
+      url,
+      send: async () => {
+        const res = await fetch(new URL(HEARTBEAT_PATH, url), { method: 'POST', headers: { authorization: `Bearer ${to.secret}`, 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(Math.max(2000, (this.o.intervalMs ?? 1000) * 2)) });
+        if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
+        return (await res.json()) as HeartbeatAnswer;
+      },
+    }));
   }
 
   /** Puts the cluster's config in force here. A replica that lags behind another may answer an older version: not taken. */

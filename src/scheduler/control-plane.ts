@@ -1,6 +1,7 @@
 // The control-plane contract the API serves (E2B REST, admin API, envd routing).
-// Role all: LocalControlPlane (one cubelet, embedded store). Cluster: the same over Redis,
-// MySQL and remote nodes. Errors are CubeErrors from src/errors.ts.
+// One implementation (cluster/cluster-control-plane.ts) over a StateStore and a NodeDirectory:
+// role all wires it to the embedded store and its in-process cubelet (a cluster of one), role
+// control to Redis + MySQL and remote nodes. Errors are CubeErrors from src/errors.ts.
 import type { ConfigView, EventView, NodeView, PauseOptions, ReloadResult, SandboxLifecycle, SandboxState, SandboxView, Snapshot, SnapshotView, WatchMessage } from '../api/types.js';
 import type { NodeApi } from '../cubelet/types.js';
 import type { EgressRequest } from '../network/egress.js';
@@ -94,4 +95,10 @@ export interface ControlPlane {
   snapshot(): Promise<Snapshot>;
   /** Deltas after the snapshot; returns the unsubscribe function. */
   watch(listener: (m: WatchMessage) => void): () => void;
+}
+
+/** A record without what only the sandbox's owner may see (token, env). */
+export function publicView(rec: SandboxRecord): SandboxView {
+  const { accessToken: _t, envVars: _e, generation: _g, nodeAt: _n, ...view } = rec;
+  return view;
 }

@@ -2,7 +2,7 @@
 // starts from, and the set of listeners deltas are broadcast to.
 import type { ConfigView, NodeView, Snapshot, StatsView, WatchMessage } from '../api/types.js';
 import type { StateStore } from '../store/types.js';
-import { publicView } from './local-control-plane.js';
+import { publicView } from './control-plane.js';
 
 /** Nodes as given; sandboxes (without secrets) and the last 100 events from the store. */
 export async function snapshotOf(store: StateStore, nodes: NodeView[], config: ConfigView, stats: StatsView): Promise<Snapshot> {

@@ -1,25 +1,27 @@
-// ControlPlane for `--role control`: stateless, any replica serves any request. Records live in
-// MySQL, live state in Redis (ClusterStore); nodes are reached through node RPC (RemoteNode).
-// Compute nodes heartbeat every second with their view and sandbox list: that is how the
-// records learn sandbox states (the node is their one writer) and how a lost node is noticed.
-// Admission rules are the ones role all applies (admission.ts), through the same pipeline.
+// The ControlPlane, the one implementation for every role, over a StateStore and a
+// NodeDirectory. `--role control`: stateless, any replica serves any request; records in MySQL
+// and live state in Redis (ClusterStore), nodes reached through node RPC (RemoteNodes). Role
+// all: a cluster of one wired in-process (daemon.ts): the embedded store, the daemon's cubelet
+// (LocalNodes), `solo`. Nodes heartbeat every second with their view and sandbox list: that is
+// how the records learn sandbox states (the node is their one writer) and how a lost node is
+// noticed.
 import type { Logger } from 'pino';
 import type { ConfigView, EventKind, EventView, NodeView, PauseOptions, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../../api/types.js';
 import type { Config } from '../../config/schema.js';
 import type { ConfigStore } from '../../config/store.js';
-import { answeredAt, RemoteNode } from '../../cubelet/remote.js';
+import { answeredAt } from '../../cubelet/remote.js';
 import type { Heartbeat, HeartbeatAnswer } from '../../cubelet/rpc-wire.js';
-import type { NodeApi } from '../../cubelet/types.js';
+import type { NodeApi, NodeEvent } from '../../cubelet/types.js';
+import type { NodeDirectory } from '../node-directory.js';
 import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID, newToken } from '../../ids.js';
 import type { StateStore } from '../../store/types.js';
 import { isConnectionError } from '../../store/cluster/retry.js';
 import type { NodeRecord } from '../../store/types.js';
 import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
-import type { ControlPlane, CreateSandboxRequest, ListFilter, NodeAction, SandboxRecord } from '../control-plane.js';
+import { publicView, type ControlPlane, type CreateSandboxRequest, type ListFilter, type NodeAction, type SandboxRecord } from '../control-plane.js';
 import { createFromSnapshot, SnapshotBook } from '../snapshots.js';
 import { CreateStats } from '../create-stats.js';
-import { publicView } from '../local-control-plane.js';
 import { densityParamsFromConfig } from '../density.js';
 import { schedule } from '../pipeline.js';
 import { snapshotOf, Watchers } from '../watchers.js';
@@ -33,8 +35,18 @@ export interface ClusterControlPlaneOptions {
   store: StateStore;
   config: ConfigStore;
   log: Logger;
-  /** Shared secret of node RPC and heartbeats. */
-  secret: string;
+  /** Where the nodes are: remote (node RPC) or in this process (role all). */
+  nodes: NodeDirectory;
+  /**
+   * This replica is the cluster's only one and its nodes are in this process (role all, a
+   * cluster of one). Its config files are the cluster's: `config set` writes them and each start
+   * records them as a new version (otherwise the store's config is in force on every replica and
+   * files only seed an empty store). Its watchers hear of changes as they happen: events as they
+   * are appended, sandboxes as the nodes report them (otherwise from the store, every tick, since
+   * other replicas make changes too). Placement reads the nodes' views from them, not from
+   * their last heartbeat.
+   */
+  solo?: boolean;
   /** This replica's name (leases, logs). */
   replicaID: string;
   /** Watch deltas and the lost-node sweep run this often. */
@@ -71,7 +83,6 @@ export class ClusterControlPlane implements ControlPlane {
   private readonly store: StateStore;
   private readonly cfg: ConfigStore;
   private readonly log: Logger;
-  private readonly remotes = new Map<string, RemoteNode>();
   private readonly watchers = new Watchers();
   private readonly stats = new CreateStats();
   readonly snapshots: SnapshotBook;
@@ -113,11 +124,12 @@ export class ClusterControlPlane implements ControlPlane {
     this.store = o.store;
     this.cfg = o.config;
     this.log = o.log;
-    this.snapshots = new SnapshotBook({ store: o.store, node: (nodeID) => this.remote(nodeID), sandbox: (id) => this.getSandbox(id), create: (req) => this.createSandbox(req), log: o.log });
+    this.snapshots = new SnapshotBook({ store: o.store, node: (nodeID) => this.nodeApi(nodeID), sandbox: (id) => this.getSandbox(id), create: (req) => this.createSandbox(req), log: o.log });
   }
 
   async start(): Promise<void> {
-    await this.followConfig();
+    if (this.o.solo) await this.recordFiles();
+    else await this.followConfig();
     this.unsubs.push(
       this.cfg.on('change', ({ current, previous, changes }) => {
         this.broadcast({ type: 'config', config: this.cfg.view(), changes });
@@ -144,6 +156,7 @@ export class ClusterControlPlane implements ControlPlane {
         void this.appendEvent({ kind: 'config.rejected', code: 130483, message: `config rejected on ${this.o.replicaID}, version ${kept.version} stays: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}` }).catch(() => undefined);
       }),
     );
+    if (this.o.solo) for (const node of this.o.nodes.inProcess) this.unsubs.push(node.subscribe((e) => this.onNodeEvent(e)));
     this.timer = setInterval(() => void this.tick(), this.o.tickMs ?? 1000);
     this.timer.unref();
   }
@@ -163,9 +176,11 @@ export class ClusterControlPlane implements ControlPlane {
   /**
    * Heartbeats of several nodes at once (a process standing for many simulated nodes sends one
    * batch per interval): the registry, metrics, lost markers and records are each read once per
-   * batch, not once per node.
+   * batch, not once per node. With `settle` (a node that has just started, before this
+   * replica serves: nothing is mid-create on it) the records are reconciled before the answer,
+   * `creating` ones included.
    */
-  async heartbeats(hbs: Heartbeat[]): Promise<HeartbeatAnswer> {
+  async heartbeats(hbs: Heartbeat[], settle = false): Promise<HeartbeatAnswer> {
     const ids = hbs.map((hb) => hb.nodeID);
     // Liveness first, and in Redis alone: a MySQL outage must not make a healthy node look
     // silent. What follows (registry, templates, events, records) may fail with MySQL; the node
@@ -207,9 +222,10 @@ export class ClusterControlPlane implements ControlPlane {
     const held = new Map<string, SandboxRecord[]>();
     for (const r of records) held.set(r.nodeID, [...(held.get(r.nodeID) ?? []), r]);
     for (const hb of hbs) {
-      if (this.syncing.has(hb.nodeID)) continue;
+      if (settle) await this.syncSandboxes(hb.nodeID, held.get(hb.nodeID) ?? [], hb.sandboxes, hb.at, 0);
+      if (settle || this.syncing.has(hb.nodeID)) continue;
       this.syncing.add(hb.nodeID);
-      void this.syncSandboxes(hb.nodeID, held.get(hb.nodeID) ?? [], hb.sandboxes, hb.at)
+      void this.syncSandboxes(hb.nodeID, held.get(hb.nodeID) ?? [], hb.sandboxes, hb.at, CREATING_GRACE_MS)
         .catch((err: unknown) => this.log.warn({ err, nodeID: hb.nodeID }, 'sandbox reconcile failed'))
         .finally(() => this.syncing.delete(hb.nodeID));
     }
@@ -218,8 +234,8 @@ export class ClusterControlPlane implements ControlPlane {
     return hbs.some((hb) => hb.view.configVersion !== version) ? { ok: true, config: { version, master: config.master } } : { ok: true };
   }
 
-  private async syncSandboxes(nodeID: string, records: SandboxRecord[], onNode: SandboxView[], listedAt: number | undefined): Promise<void> {
-    for (const a of syncNodeSandboxes(records, onNode, Date.now(), CREATING_GRACE_MS, listedAt)) {
+  private async syncSandboxes(nodeID: string, records: SandboxRecord[], onNode: SandboxView[], listedAt: number | undefined, creatingGraceMs: number): Promise<void> {
+    for (const a of syncNodeSandboxes(records, onNode, Date.now(), creatingGraceMs, listedAt)) {
       const sandboxID = a.type === 'unknown' ? a.view.sandboxID : a.rec.sandboxID;
       // An operation in progress writes its own outcome; this heartbeat may predate it. Writes
       // are compare-and-set on the generation read with `records`: a record written since (an
@@ -227,7 +243,7 @@ export class ClusterControlPlane implements ControlPlane {
       await this.withLock(sandboxID, async (fence) => {
         if (a.type === 'update') await this.store.putSandboxIf(a.rec, a.rec.generation ?? 0);
         else if (a.type === 'gone') await this.store.deleteSandboxIf(sandboxID, a.rec.generation ?? 0);
-        else if (await this.store.wasDeleted(sandboxID)) await this.remote(nodeID, fence).then((n) => n.destroySandbox(sandboxID));
+        else if (await this.store.wasDeleted(sandboxID)) await this.nodeApi(nodeID, fence).then((n) => n.destroySandbox(sandboxID));
         // Created on the node but its record was never written (a replica died in between): adopt
         // it, unless a record appeared meanwhile (a create that was still writing it).
         else if ((await this.store.putSandboxIf({ ...a.view, accessToken: newToken(), envVars: {} }, 0)) > 0) {
@@ -289,9 +305,9 @@ export class ClusterControlPlane implements ControlPlane {
     this.book.place(placement);
     const forget = () => this.book.forget(placement);
     const chosen = nodes.find((n) => n.nodeID === nodeID);
-    let node: RemoteNode;
+    let node: NodeApi;
     try {
-      node = this.remoteAt(nodeID, chosen?.address);
+      node = this.o.nodes.node(nodeID, chosen?.address);
     } catch (e) {
       forget();
       throw e;
@@ -323,7 +339,7 @@ export class ClusterControlPlane implements ControlPlane {
       const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.actor !== undefined ? { owner: req.actor } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}), ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}) });
       // Over the pending record (or a heartbeat's update of it); a destroy that came meanwhile
       // wins, and the node's copy goes.
-      const rec = await this.writeOver({ ...view, ...secrets, ...nodeStamp(view) }, pendingGen);
+      const rec = await this.writeOver({ ...view, ...secrets, ...this.nodeStamp(view) }, pendingGen);
       if (!rec) throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} was destroyed while it was being created`);
       // The node's clock, like the lastSeen it is compared with: the control's own clock after the
       // answer would count the sandbox twice (heartbeat and placement) for a heartbeat interval.
@@ -379,7 +395,7 @@ export class ClusterControlPlane implements ControlPlane {
         // A node that cannot be reached (down, or lost) destroys it when it is back: the history
         // holds the record as deleted, and the node's first heartbeat that lists the sandbox
         // has it destroyed (syncSandboxes). The client's delete is done now either way.
-        const unreachable = await this.remote(rec.nodeID, fence)
+        const unreachable = await this.nodeApi(rec.nodeID, fence)
           .then((n) => n.destroySandbox(sandboxID))
           .then(
             () => false,
@@ -393,15 +409,15 @@ export class ClusterControlPlane implements ControlPlane {
 
   async pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord> {
     const rec = await this.getSandbox(sandboxID);
-    return audited(this.store, actor, 'sandbox.pause', sandboxID, () => this.locked(sandboxID, async (fence) => this.record(rec, await (await this.remote(rec.nodeID, fence)).pauseSandbox(sandboxID, opts))));
+    return audited(this.store, actor, 'sandbox.pause', sandboxID, () => this.locked(sandboxID, async (fence) => this.record(rec, await (await this.nodeApi(rec.nodeID, fence)).pauseSandbox(sandboxID, opts))));
   }
 
   async resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }> {
     if (timeoutSec !== undefined) checkTimeout(timeoutSec, this.cfg.config.master);
     const rec = await this.getSandbox(sandboxID);
-    const unfenced = await this.remote(rec.nodeID);
+    const address = (await this.nodeRecord(rec.nodeID)).address;
     return this.locked(sandboxID, async (fence) => {
-      const node = unfenced.withFence(fence);
+      const node = this.o.nodes.node(rec.nodeID, address, fence);
       let view: SandboxView | undefined;
       let resumed = false;
       if (rec.state === 'paused') {
@@ -424,16 +440,16 @@ export class ClusterControlPlane implements ControlPlane {
   async setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord> {
     checkTimeout(timeoutSec, this.cfg.config.master, 1);
     const rec = await this.getSandbox(sandboxID);
-    return this.locked(sandboxID, async (fence) => this.record(rec, await (await this.remote(rec.nodeID, fence)).setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString())));
+    return this.locked(sandboxID, async (fence) => this.record(rec, await (await this.nodeApi(rec.nodeID, fence)).setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString())));
   }
 
   async setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxRecord> {
     const rec = await this.getSandbox(sandboxID);
-    return this.locked(sandboxID, async (fence) => this.record(rec, await (await this.remote(rec.nodeID, fence)).setEgress(sandboxID, req)));
+    return this.locked(sandboxID, async (fence) => this.record(rec, await (await this.nodeApi(rec.nodeID, fence)).setEgress(sandboxID, req)));
   }
 
   async nodeFor(sandboxID: string): Promise<NodeApi> {
-    return this.remote((await this.getSandbox(sandboxID)).nodeID);
+    return this.nodeApi((await this.getSandbox(sandboxID)).nodeID);
   }
 
   /**
@@ -442,7 +458,7 @@ export class ClusterControlPlane implements ControlPlane {
    * over, a delete is not undone.
    */
   private async record(rec: SandboxRecord, view: SandboxView): Promise<SandboxRecord> {
-    const out: SandboxRecord = { ...view, accessToken: rec.accessToken, envVars: rec.envVars, ...nodeStamp(view) };
+    const out: SandboxRecord = { ...view, accessToken: rec.accessToken, envVars: rec.envVars, ...this.nodeStamp(view) };
     return (await this.writeOver(out, rec.generation ?? 0)) ?? out;
   }
 
@@ -487,7 +503,7 @@ export class ClusterControlPlane implements ControlPlane {
     if (cached && c !== undefined && Date.now() - c.at <= PLACEMENT_METRICS_MS && sameRecords(c.recs, recs)) return c.read;
     const ids = recs.map((r) => r.nodeID);
     const seq = ++this.viewReads;
-    const read: Promise<NodeView[]> = Promise.all([this.store.getNodeMetrics(ids), this.store.lostNodes(ids)]).then(([metrics, lost]) => {
+    const read: Promise<NodeView[]> = Promise.all([this.o.solo ? this.inProcessViews() : this.store.getNodeMetrics(ids), this.store.lostNodes(ids)]).then(([metrics, lost]) => {
       const now = Date.now();
       const timeout = this.cfg.config.master.scheduler.heartbeat_timeout_ms;
       const views = recs.map((r) => clusterNodeView(r, metrics.get(r.nodeID), lost.has(r.nodeID), now, timeout));
@@ -503,27 +519,26 @@ export class ClusterControlPlane implements ControlPlane {
     return read;
   }
 
+  /** solo: the in-process nodes' views as they are now (what their next heartbeat would say). */
+  private async inProcessViews(): Promise<Map<string, NodeView>> {
+    return new Map(await Promise.all(this.o.nodes.inProcess.map(async (n) => [n.nodeID, await n.nodeView()] as const)));
+  }
+
   private async nodeRecord(nodeID: string): Promise<NodeRecord> {
     const rec = await this.store.getNode(nodeID);
     if (!rec) throw new CubeError('NOT_FOUND', `node ${nodeID} not found`);
     return rec;
   }
 
-  /** The node's client; with `fence` (the sandbox lock's token) its calls carry it and a node refuses them once a later holder called (130491). */
-  private async remote(nodeID: string, fence?: string): Promise<RemoteNode> {
-    const r = this.remoteAt(nodeID, (await this.nodeRecord(nodeID)).address);
-    return fence === undefined ? r : r.withFence(fence);
+  /** The node's API; with `fence` (the sandbox lock's token) its calls carry it (NodeDirectory.node). */
+  private async nodeApi(nodeID: string, fence?: string): Promise<NodeApi> {
+    return this.o.nodes.node(nodeID, (await this.nodeRecord(nodeID)).address, fence);
   }
 
-  /** The node at the address its registry record gives (a placement has just read it). */
-  private remoteAt(nodeID: string, address: string | undefined): RemoteNode {
-    if (!address) throw new CubeError('NODE_UNREACHABLE', `node ${nodeID} has no RPC address on record`);
-    let r = this.remotes.get(nodeID);
-    if (!r || r.address !== address) {
-      r = new RemoteNode(nodeID, address, this.o.secret);
-      this.remotes.set(nodeID, r);
-    }
-    return r;
+  /** When the node answered (SandboxRecord.nodeAt): remote nodes stamp their answers; in-process ones share this clock, read now the answer is in. */
+  private nodeStamp(view: SandboxView): { nodeAt?: number } {
+    const at = answeredAt(view) ?? (this.o.nodes.inProcess.length > 0 ? Date.now() : undefined);
+    return at === undefined ? {} : { nodeAt: at };
   }
 
   async nodeAction(a: NodeAction): Promise<NodeView> {
@@ -550,10 +565,12 @@ export class ClusterControlPlane implements ControlPlane {
         }
         case 'delete': {
           if (!rec.cordoned) throw new CubeError('CONFLICT', `node ${nodeID} must be cordoned before it is deleted`);
+          // Its next heartbeat would register it again at once.
+          if (this.o.nodes.inProcess.some((n) => n.nodeID === nodeID)) throw new CubeError('CONFLICT', `node ${nodeID} is this daemon's own node (role all) and cannot be deleted; stop the daemon instead`);
           const held = await this.store.listSandboxes({ nodeID });
           if (held.length > 0) throw new CubeError('CONFLICT', `node ${nodeID} still holds ${held.length} sandbox(es) (${held.filter((s) => s.state === 'lost').length} lost); drain --evict it or destroy them first`);
           await this.store.deleteNode(nodeID);
-          this.remotes.delete(nodeID);
+          this.o.nodes.forget(nodeID);
           await this.appendEvent({ kind: 'node.deleted', nodeID, message: `node ${nodeID} deleted from the registry` });
           this.broadcast({ type: 'node.removed', nodeID });
           const gone = clusterNodeView({ ...rec, cordoned: true }, undefined, false, Date.now(), 0);
@@ -608,6 +625,8 @@ export class ClusterControlPlane implements ControlPlane {
    * store (GET /admin/v1/config exports what is in force).
    */
   setConfig(path: string, value: unknown, actor?: string): Promise<ReloadResult> {
+    // The files are the cluster's: written, then offered to the store like any change of them (start()).
+    if (this.o.solo) return audited(this.store, actor, 'config.set', path, () => this.cfg.set(path, value), { value });
     return audited(
       this.store,
       actor,
@@ -643,6 +662,18 @@ export class ClusterControlPlane implements ControlPlane {
     const seeded = await this.store.casConfigHead({ version, at: v.loadedAt, actor: this.o.replicaID, reason: `seeded from the files of ${this.o.replicaID}`, master: v.config.master, cubelet: v.config.cubelet }, 0);
     if (seeded) await this.adoptConfig(version, v.config);
     else await this.followConfig();
+  }
+
+  /**
+   * configFromFiles: the files, as loaded at start, become the config in force, a new version
+   * after every one the store holds (a restart never renumbers over the history).
+   */
+  private async recordFiles(): Promise<void> {
+    const head = await this.store.configHead();
+    this.cfg.resumeNumbering(Math.max(head?.version ?? 0, (await this.store.latestConfigVersion())?.version ?? 0));
+    const v = this.cfg.versionInfo;
+    const rec = { version: v.version, at: v.loadedAt, actor: this.o.replicaID, reason: 'start', master: v.config.master, cubelet: v.config.cubelet };
+    if (!(await this.store.casConfigHead(rec, head?.version ?? 0))) throw new CubeError('CONFLICT', `the config in the store moved on while ${this.o.replicaID} started; is another replica using this store?`);
   }
 
   private async adoptConfig(version: number, config: Config): Promise<ReloadResult> {
@@ -683,7 +714,7 @@ export class ClusterControlPlane implements ControlPlane {
     this.lastTickAt = now;
     try {
       await sweepLostNodes(this.store, this.cfg.config.master, now, this.o.replicaID, this.missingSince, this.blindAt);
-      await this.followConfig();
+      if (!this.o.solo) await this.followConfig();
       if (await this.store.holdLease(ARCHIVE_LEASE, this.o.replicaID, 5000)) await this.store.archiveEvents();
       // Evictions take as long as their destroys: beside the tick, one run at a time.
       this.evicting ??= this.evictDue()
@@ -702,13 +733,8 @@ export class ClusterControlPlane implements ControlPlane {
   // this replica's own calls.
   private async sendDeltas(): Promise<void> {
     const s = this.seen;
-    if (s.eventID < 0) s.eventID = (await this.store.listEvents({ limit: 1 }))[0]?.id ?? 0;
-    for (const event of await this.store.listEvents({ sinceID: s.eventID, limit: 1000 })) {
-      s.eventID = event.id;
-      this.broadcast({ type: 'event', event });
-    }
     diff(s.nodes, (await this.listNodes()).map((n) => [n.nodeID, n, JSON.stringify({ ...n, lastSeen: '' })]), (node) => this.broadcast({ type: 'node', node }), (nodeID) => this.broadcast({ type: 'node.removed', nodeID }));
-    diff(s.sandboxes, (await this.store.listSandboxes()).map((r) => { const v = publicView(r); return [v.sandboxID, v, JSON.stringify(v)]; }), (sandbox) => this.broadcast({ type: 'sandbox', sandbox }), (sandboxID) => this.broadcast({ type: 'sandbox.removed', sandboxID }));
+    if (!this.o.solo) await this.storeDeltas();
     const stats = this.stats.view();
     const sk = JSON.stringify(stats);
     if (sk !== s.stats) {
@@ -717,8 +743,27 @@ export class ClusterControlPlane implements ControlPlane {
     }
   }
 
+  /** Events and sandbox changes any replica or node made, from the store. */
+  private async storeDeltas(): Promise<void> {
+    const s = this.seen;
+    if (s.eventID < 0) s.eventID = (await this.store.listEvents({ limit: 1 }))[0]?.id ?? 0;
+    for (const event of await this.store.listEvents({ sinceID: s.eventID, limit: 1000 })) {
+      s.eventID = event.id;
+      this.broadcast({ type: 'event', event });
+    }
+    diff(s.sandboxes, (await this.store.listSandboxes()).map((r) => { const v = publicView(r); return [v.sandboxID, v, JSON.stringify(v)]; }), (sandbox) => this.broadcast({ type: 'sandbox', sandbox }), (sandboxID) => this.broadcast({ type: 'sandbox.removed', sandboxID }));
+  }
+
   private async appendEvent(e: Omit<EventView, 'id' | 'at'> & { at?: string; kind: EventKind }): Promise<void> {
-    await this.store.appendEvent({ ...e, at: e.at ?? new Date().toISOString() });
+    const event = await this.store.appendEvent({ ...e, at: e.at ?? new Date().toISOString() });
+    if (this.o.solo) this.broadcast({ type: 'event', event });
+  }
+
+  /** solo: what an in-process node reports reaches the watchers (and its notices the history) at once. */
+  private onNodeEvent(e: NodeEvent): void {
+    if (e.type === 'sandbox') this.broadcast({ type: 'sandbox', sandbox: e.sandbox });
+    else if (e.type === 'sandbox.removed') this.broadcast({ type: 'sandbox.removed', sandboxID: e.sandboxID });
+    else void this.appendEvent(e.event).catch((err: unknown) => this.log.error({ err }, 'could not record a node notice'));
   }
 
   private broadcast(m: WatchMessage): void {
@@ -780,12 +825,6 @@ function sameRecords(a: readonly NodeRecord[], b: readonly NodeRecord[]): boolea
 function withoutEviction(rec: NodeRecord): NodeRecord {
   const { evictAt: _e, ...rest } = rec;
   return rest;
-}
-
-/** The node-clock time of a node's answer (remote nodes stamp theirs), for SandboxRecord.nodeAt. */
-function nodeStamp(view: SandboxView): { nodeAt?: number } {
-  const at = answeredAt(view);
-  return at === undefined ? {} : { nodeAt: at };
 }
 
 /** Calls `changed` for entries whose key is new or different and `removed` for those gone; updates `seen`. */

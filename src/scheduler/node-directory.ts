@@ -1,0 +1,65 @@
+// Where the control plane finds a node's API: remote nodes over node RPC (a cluster), or the
+// cubelet in this process (role all: a cluster of one, wired in-process). The control plane
+// itself does not know which.
+import { RemoteNode } from '../cubelet/remote.js';
+import type { NodeApi } from '../cubelet/types.js';
+import { CubeError } from '../errors.js';
+
+export interface NodeDirectory {
+  /**
+   * The node at `address` (its registry record's). With `fence`, the token of the sandbox lock
+   * the caller holds, its calls carry it and a node refuses them once a later holder's reached it.
+   */
+  node(nodeID: string, address: string | undefined, fence?: string): NodeApi;
+  /** The node left the registry. */
+  forget(nodeID: string): void;
+  /**
+   * The nodes running in this process (role all), none for remote ones. They share this
+   * process's clock: their answers are stamped with it (SandboxRecord.nodeAt), as remote nodes
+   * stamp theirs.
+   */
+  readonly inProcess: readonly NodeApi[];
+}
+
+/** Compute nodes over node RPC, one client per node and address. */
+export class RemoteNodes implements NodeDirectory {
+  readonly inProcess: readonly NodeApi[] = [];
+  private readonly clients = new Map<string, RemoteNode>();
+
+  /** `secret`: the cluster's, which node RPC carries. */
+  constructor(private readonly secret: string) {}
+
+  node(nodeID: string, address: string | undefined, fence?: string): RemoteNode {
+    if (!address) throw new CubeError('NODE_UNREACHABLE', `node ${nodeID} has no RPC address on record`);
+    let r = this.clients.get(nodeID);
+    if (!r || r.address !== address) {
+      r = new RemoteNode(nodeID, address, this.secret);
+      this.clients.set(nodeID, r);
+    }
+    return fence === undefined ? r : r.withFence(fence);
+  }
+
+  forget(nodeID: string): void {
+    this.clients.delete(nodeID);
+  }
+}
+
+/**
+ * The nodes of this process (role all: its one cubelet). Lock fences are not sent: a lock
+ * outlives its lease here only when this process stalls, and then so does the node.
+ */
+export class LocalNodes implements NodeDirectory {
+  private readonly byID: Map<string, NodeApi>;
+
+  constructor(readonly inProcess: readonly NodeApi[]) {
+    this.byID = new Map(inProcess.map((n) => [n.nodeID, n]));
+  }
+
+  node(nodeID: string): NodeApi {
+    const n = this.byID.get(nodeID);
+    if (!n) throw new CubeError('NOT_FOUND', `node ${nodeID} not found (this daemon runs ${[...this.byID.keys()].join(', ')})`);
+    return n;
+  }
+
+  forget(): void {}
+}
