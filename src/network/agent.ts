@@ -1,7 +1,8 @@
 // The network-agent: the node's network slots (netns + veth pair + addresses) handed to
-// sandboxes from a warm pool per mode (ns; tap: with a TAP ready for a microVM, tap.ts). One-way by job: the agent wires the pool (pool.ts: free slots,
-// waiters, refills), the slots as kernel objects (slot.ts: create, check, remove) and the
-// firewall (firewall.ts: the node's nftables table and sandboxes' own rules).
+// sandboxes from a warm pool per mode (ns; tap: with a TAP ready for a microVM, tap.ts). One-way
+// by job: the agent wires the pools (pool.ts: free slots, waiters, refills), the slots as kernel
+// objects (slot.ts: create, check, remove) and the firewall (firewall.ts: the node's nftables
+// table and sandboxes' own rules).
 import type { Logger } from 'pino';
 import type { PoolView } from '../api/types.js';
 import { CubeError } from '../errors.js';
