@@ -13,10 +13,11 @@ import { CubeClient } from '../src/cli/client.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../test/helpers/images.js';
 import { startBenchDaemon } from './daemon.js';
 
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '200' }, cidr: { type: 'string', default: '10.199.0.0/16' } } });
+const { values } = parseArgs({ options: { mib: { type: 'string', default: '200' }, cidr: { type: 'string', default: '10.199.0.0/16' }, 'cpu-prof-dir': { type: 'string' } } });
 const mib = Number(values.mib);
 const scratch = await mkdtemp(join(tmpdir(), 'cube-bench-import-'));
-const d = await startBenchDaemon({ cidr: values.cidr!, tapInit: 4 });
+const prof = values['cpu-prof-dir'];
+const d = await startBenchDaemon({ cidr: values.cidr!, tapInit: 4, ...(prof ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${prof}`] } : {}) });
 try {
   const files = Array.from({ length: mib }, (_, i) => ({ name: `data/f${i}`, content: randomBytes(1 << 20) }));
   const image = await dockerArchive([await tarOf(busyboxLayer()), await tarOf([{ name: 'data/', type: 'directory' as const }, ...files])], { Env: ['A=1'] });

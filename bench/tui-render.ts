@@ -3,13 +3,14 @@
 // at 120x40 through the ScreenSink the console uses; each update is one watch message that
 // changes a visible row. Measures wall time from the store update to the frame written,
 // and the bytes written to the terminal.
-//   NODE_ENV=production npx tsx bench/tui-render.ts [--updates 300]
+//   NODE_ENV=production npx tsx bench/tui-render.ts [--updates 300] [--no-frame-cache]
 import { EventEmitter } from 'node:events';
 import React from 'react';
 import { render } from 'ink';
 import type { EventView, NodeView, SandboxView, WatchMessage } from '../src/api/types.js';
 import { App } from '../components/App.js';
 import type { Actions } from '../src/tui/actions.js';
+import { installFrameCache } from '../src/tui/frame-cache.js';
 import { ScreenSink } from '../src/tui/screen.js';
 import { applyBatch, createConsoleStore, setConn, setUi } from '../src/tui/store.js';
 import type { ViewName } from '../src/tui/views.js';
@@ -64,6 +65,8 @@ class QuietStdin extends EventEmitter {
     return null;
   }
 }
+// As the console does (src/tui/run.tsx): Ink's parsed lines carried between frames.
+if (!process.argv.includes('--no-frame-cache')) await installFrameCache();
 const ink = render(React.createElement(App, { store, actions }), { stdout: sink as unknown as NodeJS.WriteStream, stdin: new QuietStdin() as unknown as NodeJS.ReadStream, debug: true, exitOnCtrlC: false, patchConsole: false });
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
@@ -99,7 +102,7 @@ const rows = [
   await measure('triage', (t) => ({ type: 'node', node: { ...node(t % 30, t), usage: { ...nodeShape.usage, diskUsedPercent: t % 2 ? 85 : 40 } } })),
 ];
 ink.unmount();
-console.log(`tui-render: ${COLUMNS}x${ROWS}, 50 nodes, 1000 sandboxes, ${UPDATES} updates per view, NODE_ENV=${process.env.NODE_ENV ?? '(unset)'}`);
+console.log(`tui-render: ${COLUMNS}x${ROWS}, 50 nodes, 1000 sandboxes, ${UPDATES} updates per view, frame cache ${process.argv.includes('--no-frame-cache') ? 'off' : 'on'}, NODE_ENV=${process.env.NODE_ENV ?? '(unset)'}`);
 console.log('| view | update p50 | p99 | max | CPU p50 | bytes/update avg | max |\n|---|---|---|---|---|---|---|');
 for (const r of rows) console.log(r);
 process.exit(0);

@@ -84,10 +84,10 @@ function Frame({ store, actions, onQuit }: AppProps) {
   useInput((input, key) => handleKey(ctx, keyName(input, key), input));
   const Body = BODIES[view];
   return (
-    <Box flexDirection="column" height={height} width={columns} overflow="hidden">
+    <Box flexDirection="column" height={height} width={columns} overflowY="hidden">
       <Header width={columns} />
       <CommandBar width={columns} />
-      <Box flexDirection="column" height={bodyHeight} overflow="hidden">
+      <Box flexDirection="column" height={bodyHeight} overflowY="hidden">
         {overlay?.kind === 'help' ? (
           <Help height={bodyHeight} width={columns} offset={overlay.offset} onMax={onPaneMax} />
         ) : overlay?.kind === 'describe' ? (

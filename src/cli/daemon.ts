@@ -19,6 +19,7 @@ import { Cubelet } from '../cubelet/cubelet.js';
 import { readMeminfo } from '../cubelet/host-metrics.js';
 import { HeartbeatSender, type HeartbeatMember } from '../cubelet/heartbeat.js';
 import { clusterSecret } from '../cubelet/rpc-wire.js';
+import { FenceBook } from '../cubelet/fences.js';
 import { nodeRpcHandler, nodeUpgradeHandler } from '../cubelet/rpc-server.js';
 import { CubeError, isCubeError } from '../errors.js';
 import { nodeTag } from '../ids.js';
@@ -386,7 +387,9 @@ async function runCompute(flags: Flags): Promise<void> {
     removed += r.removed.length;
   }
   const health = (_req: IncomingMessage, res: ServerResponse) => sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', runtime, nodes: nodes.length, version: version() });
-  const rpc = simCount > 0 ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret, log.child({ component: 'node-rpc' }))])), (req, res) => (req.url === '/health' ? health(req, res) : sendError(res, new CubeError('NOT_FOUND', `no simulated node at ${req.url}`), 'admin'))) : nodeRpcHandler(nodes[0]!.api, secret, log.child({ component: 'node-rpc' }));
+  const rpcLog = log.child({ component: 'node-rpc' });
+  const handlers = await Promise.all(nodes.map(async (n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret, new FenceBook(simCount > 0 ? simNodeDataDir(dataDir, n.cubelet.nodeID) : dataDir, (await n.api.listSandboxes()).map((s) => s.sandboxID)), rpcLog)] as const));
+  const rpc = simCount > 0 ? simNodeRouter(new Map(handlers), (req, res) => (req.url === '/health' ? health(req, res) : sendError(res, new CubeError('NOT_FOUND', `no simulated node at ${req.url}`), 'admin'))) : handlers[0]![1];
   const upgrade = simCount > 0 ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeUpgradeHandler(n.api, secret)])), (_req: IncomingMessage, socket: Duplex) => rejectUpgrade(socket, 404, { code: 404, message: 'no simulated node there' })) : nodeUpgradeHandler(nodes[0]!.api, secret);
   const server = createServer((req, res) => (req.url === '/health' ? health(req, res) : rpc(req, res)));
   server.on('upgrade', upgrade);

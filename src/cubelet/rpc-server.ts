@@ -7,6 +7,7 @@ import type { Duplex } from 'node:stream';
 import { readBody, readJson, sendError, sendJson, type ErrorLog } from '../api/http.js';
 import { proxyHttp, proxyUpgrade, rejectUpgrade } from '../api/proxy.js';
 import { CubeError, errorBody, toCubeError } from '../errors.js';
+import type { FenceBook } from './fences.js';
 import { encodeProcessEvent, FENCE_HEADER, FENCED_METHODS, JSON_METHODS, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type JsonMethod } from './rpc-wire.js';
 import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
 
@@ -15,21 +16,14 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 const MAX_JSON = 16 << 20;
 const MAX_FILE = 1 << 30;
 
-export function nodeRpcHandler(node: NodeApi, secret: string, log?: ErrorLog): Handler {
+/** `fences`: the node's FenceBook (the highest lock fence accepted per sandbox, kept across restarts). */
+export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog): Handler {
   const jsonMethods = new Set<string>(JSON_METHODS);
   const call = node as unknown as Record<JsonMethod, (...a: unknown[]) => Promise<unknown>>;
-  // The highest lock fence accepted per sandbox (FENCE_HEADER). Kept in memory: a node restart
-  // forgets it, which lets through only a holder that stalled across the restart.
-  const fences = new Map<string, number>();
-
   function checkFence(req: IncomingMessage, method: string, sandboxID: unknown): void {
     const raw = req.headers[FENCE_HEADER];
     if (raw === undefined || !FENCED_METHODS.has(method) || typeof sandboxID !== 'string') return;
-    const fence = Number(raw);
-    if (!Number.isSafeInteger(fence) || fence < 0) throw new CubeError('BAD_REQUEST', `${FENCE_HEADER}: expected a whole number, got ${JSON.stringify(raw)}`);
-    const highest = fences.get(sandboxID) ?? -1;
-    if (fence < highest) throw new CubeError('STALE_FENCE', `sandbox ${sandboxID}: lock fence ${fence} is older than ${highest}, which this node already accepted; another operation took the lock since (its lease lapsed)`);
-    fences.set(sandboxID, fence);
+    fences.check(sandboxID, Number(raw));
   }
 
   async function streamProcess(res: ServerResponse, p: Promise<ProcessStream>): Promise<void> {
@@ -89,7 +83,7 @@ export function nodeRpcHandler(node: NodeApi, secret: string, log?: ErrorLog): H
     if (!jsonMethods.has(method)) throw new CubeError('NOT_FOUND', `no node method ${method}`);
     checkFence(req, method, args[0]);
     const result = await call[method as JsonMethod](...args);
-    if (method === 'destroySandbox') fences.delete(args[0] as string);
+    if (method === 'destroySandbox') fences.forget(args[0] as string);
     // `at`: this node's clock once the call is done; the control plane orders the node's later
     // heartbeat lists against it (rpc-wire.ts Heartbeat.at).
     sendJson(res, 200, { result: result ?? null, at: Date.now() });

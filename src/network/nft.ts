@@ -59,14 +59,20 @@ const jump = (tag: string, index: number) => `"${hostIfName(tag, index)}" : jump
 export function policyScript(p: NodePolicy): string {
   const table = nftTableName(p.tag);
   const ifs = `"${hostIfPattern(p.tag)}"`;
-  const input = p.allowHostAccess
-    ? []
-    : [
-        `iifname ${ifs} ct state established,related accept`,
-        // Lets a sandbox check its link (ping the gateway); nothing listens on ICMP.
-        `iifname ${ifs} icmp type echo-request accept`,
-        `iifname ${ifs} counter drop`,
-      ];
+  // Sandboxes have no IPv6, but the host's end of each link has a link-local address: IPv6 from a
+  // slot link would let root inside (with NET_RAW) make the host learn forged neighbours (the
+  // IPv6 neighbour table is as host-wide as the ARP one; test/hostile/link-layer-v6.test.ts).
+  const input = [
+    `iifname ${ifs} meta nfproto ipv6 counter drop`,
+    ...(p.allowHostAccess
+      ? []
+      : [
+          `iifname ${ifs} ct state established,related accept`,
+          // Lets a sandbox check its link (ping the gateway); nothing listens on ICMP.
+          `iifname ${ifs} icmp type echo-request accept`,
+          `iifname ${ifs} counter drop`,
+        ]),
+  ];
   const slots = [...p.sandboxes.entries()].sort((a, b) => a[0] - b[0]);
   return [
     // Declaring then deleting makes the replacement work whether or not the table exists;

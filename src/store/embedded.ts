@@ -1,10 +1,13 @@
 // StateStore on one SQLite file (<data-dir>/cubed.db) for role all. better-sqlite3 is
 // synchronous and fast (microseconds per statement); the async surface is the contract's.
+// Records, events, config, the registry and templates are in SQLite; the live state (node
+// views, lost markers, creates in flight, locks, leases) in memory, like the cluster's Redis,
+// which keeps nothing on disk either: one process holds it, and a restart starts it over.
 import Database from 'better-sqlite3';
-import type { EventView, SandboxState } from '../api/types.js';
+import type { EventView, NodeView, SandboxState } from '../api/types.js';
 import type { ListFilter, SandboxRecord, SnapshotRecord } from '../scheduler/control-plane.js';
 import { CubeError } from '../errors.js';
-import { matchesFilter, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
+import { fenceFloor, matchesFilter, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
 
 // Append-only list: a migration, once released, never changes; new ones go at the end.
 const MIGRATIONS: string[] = [
@@ -17,7 +20,17 @@ const MIGRATIONS: string[] = [
    CREATE TABLE nodes (node_id TEXT PRIMARY KEY, record TEXT NOT NULL);`,
   `ALTER TABLE sandboxes ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;`,
   `CREATE TABLE snapshots (id TEXT PRIMARY KEY, node_id TEXT NOT NULL, created_at TEXT NOT NULL, record TEXT NOT NULL);`,
+  `CREATE TABLE deleted_sandboxes (id TEXT PRIMARY KEY, at INTEGER NOT NULL);
+   CREATE TABLE config_head (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, at TEXT NOT NULL, actor TEXT NOT NULL, reason TEXT NOT NULL, master TEXT NOT NULL, cubelet TEXT NOT NULL);
+   CREATE TABLE node_templates (template_id TEXT NOT NULL, node_id TEXT NOT NULL, PRIMARY KEY (template_id, node_id));`,
 ];
+
+/**
+ * How long a deleted sandbox is remembered (wasDeleted): a node that was away longer than this
+ * and still holds it has it adopted back instead of destroyed. Pruned at open, so the table holds
+ * about a day of deletes (~10 MB at a sustained 100 deletes/s).
+ */
+const DELETED_KEEP_MS = 24 * 3600_000;
 
 export interface EmbeddedStoreOptions {
   /** File path, or ':memory:'. */
@@ -29,6 +42,12 @@ export interface EmbeddedStoreOptions {
 export class EmbeddedStore implements StateStore {
   private db?: Database.Database;
   private readonly retention: number;
+  private readonly metrics = new Map<string, { view: NodeView; until: number }>();
+  private readonly lost = new Set<string>();
+  private readonly creating = new Map<string, number>();
+  private readonly locks = new Map<string, { token: string; until: number }>();
+  private readonly leases = new Map<string, { holder: string; until: number }>();
+  private fence = fenceFloor();
 
   constructor(private readonly opts: EmbeddedStoreOptions) {
     this.retention = opts.eventRetention ?? 10_000;
@@ -45,6 +64,7 @@ export class EmbeddedStore implements StateStore {
         for (let v = current; v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]!);
         db.pragma(`user_version = ${MIGRATIONS.length}`);
       })();
+      db.prepare('DELETE FROM deleted_sandboxes WHERE at < ?').run(Date.now() - DELETED_KEEP_MS);
       this.db = db;
     } catch (e) {
       throw new CubeError('STATE_UNAVAILABLE', `cannot open state database ${this.opts.path}: ${(e as Error).message}`, { cause: e });
@@ -83,13 +103,38 @@ export class EmbeddedStore implements StateStore {
   async putSandboxIf(rec: SandboxRecord, generation: number): Promise<number> {
     const row =
       generation === 0
-        ? this.q('INSERT INTO sandboxes (id, state, node_id, template_id, record, generation) VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT(id) DO NOTHING RETURNING generation').get(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, recordJson(rec))
+        ? this.q('INSERT INTO sandboxes (id, state, node_id, template_id, record, generation) SELECT ?, ?, ?, ?, ?, 1 WHERE NOT EXISTS (SELECT 1 FROM deleted_sandboxes WHERE id = ?) ON CONFLICT(id) DO NOTHING RETURNING generation').get(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, recordJson(rec), rec.sandboxID)
         : this.q('UPDATE sandboxes SET state=?, node_id=?, template_id=?, record=?, generation=generation+1 WHERE id=? AND generation=? RETURNING generation').get(rec.state, rec.nodeID, rec.templateID, recordJson(rec), rec.sandboxID, generation);
     return (row as { generation: number } | undefined)?.generation ?? 0;
   }
 
   async deleteSandboxIf(sandboxID: string, generation: number): Promise<boolean> {
-    return this.q('DELETE FROM sandboxes WHERE id = ? AND generation = ?').run(sandboxID, generation).changes > 0;
+    return this.d.transaction(() => {
+      if (this.q('DELETE FROM sandboxes WHERE id = ? AND generation = ?').run(sandboxID, generation).changes === 0) return false;
+      this.remember(sandboxID);
+      return true;
+    })();
+  }
+
+  /** A tombstone: wasDeleted answers from it, and putSandboxIf(…, 0) refuses the id. */
+  private remember(sandboxID: string): void {
+    this.q('INSERT OR REPLACE INTO deleted_sandboxes (id, at) VALUES (?, ?)').run(sandboxID, Date.now());
+  }
+
+  async getSandboxForWrite(sandboxID: string): Promise<SandboxRecord | undefined> {
+    return this.getSandbox(sandboxID);
+  }
+
+  async wasDeleted(sandboxID: string): Promise<boolean> {
+    return this.q('SELECT 1 FROM deleted_sandboxes WHERE id = ? AND NOT EXISTS (SELECT 1 FROM sandboxes WHERE id = ?)').get(sandboxID, sandboxID) !== undefined;
+  }
+
+  async markNodeSandboxes(nodeID: string, state: SandboxState, reason: string): Promise<SandboxRecord[]> {
+    const marked: SandboxRecord[] = [];
+    for (const rec of await this.listSandboxes({ nodeID })) {
+      if (rec.state !== state && (await this.putSandboxIf({ ...rec, state, reason }, rec.generation ?? 0)) > 0) marked.push({ ...rec, state, reason });
+    }
+    return marked;
   }
 
   async updateSandboxState(sandboxID: string, state: SandboxState, reason?: string): Promise<boolean> {
@@ -113,7 +158,9 @@ export class EmbeddedStore implements StateStore {
   }
 
   async deleteSandbox(sandboxID: string): Promise<void> {
-    this.q('DELETE FROM sandboxes WHERE id = ?').run(sandboxID);
+    this.d.transaction(() => {
+      if (this.q('DELETE FROM sandboxes WHERE id = ?').run(sandboxID).changes > 0) this.remember(sandboxID);
+    })();
   }
 
   async appendEvent(e: Omit<EventView, 'id'>): Promise<EventView> {
@@ -136,9 +183,30 @@ export class EmbeddedStore implements StateStore {
     return rows.map((r) => ({ ...(JSON.parse(r.body) as Omit<EventView, 'id'>), id: r.id }));
   }
 
+  /** Appending wrote it to the file already. */
+  async archiveEvents(): Promise<void> {}
+
   async putConfigVersion(rec: ConfigVersionRecord): Promise<void> {
     this.q('INSERT OR REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)')
       .run(rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet));
+  }
+
+  async configHead(): Promise<ConfigVersionRecord | undefined> {
+    const r = this.q('SELECT version, at, actor, reason, master, cubelet FROM config_head WHERE id = 1').get() as ConfigRow | undefined;
+    return r ? configRecord(r) : undefined;
+  }
+
+  async casConfigHead(rec: ConfigVersionRecord, expected: number): Promise<boolean> {
+    const args = [rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet)];
+    return this.d.transaction(() => {
+      const r =
+        expected === 0
+          ? this.q('INSERT OR IGNORE INTO config_head (id, version, at, actor, reason, master, cubelet) VALUES (1, ?, ?, ?, ?, ?, ?)').run(...args)
+          : this.q('UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ? WHERE id = 1 AND version = ?').run(...args, expected);
+      if (r.changes !== 1) return false;
+      this.q('INSERT OR REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)').run(...args);
+      return true;
+    })();
   }
 
   async latestConfigVersion(): Promise<ConfigVersionRecord | undefined> {
@@ -146,15 +214,7 @@ export class EmbeddedStore implements StateStore {
   }
 
   async listConfigVersions(limit = 20): Promise<ConfigVersionRecord[]> {
-    const rows = this.q('SELECT * FROM config_versions ORDER BY version DESC LIMIT ?').all(limit) as {
-      version: number;
-      at: string;
-      actor: string;
-      reason: string;
-      master: string;
-      cubelet: string;
-    }[];
-    return rows.map((r) => ({ ...r, master: JSON.parse(r.master), cubelet: JSON.parse(r.cubelet) }));
+    return (this.q('SELECT * FROM config_versions ORDER BY version DESC LIMIT ?').all(limit) as ConfigRow[]).map(configRecord);
   }
 
   async appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
@@ -187,7 +247,106 @@ export class EmbeddedStore implements StateStore {
   }
 
   async deleteNode(nodeID: string): Promise<void> {
-    this.q('DELETE FROM nodes WHERE node_id = ?').run(nodeID);
+    this.d.transaction(() => {
+      this.q('DELETE FROM nodes WHERE node_id = ?').run(nodeID);
+      this.q('DELETE FROM node_templates WHERE node_id = ?').run(nodeID);
+    })();
+    this.metrics.delete(nodeID);
+    this.lost.delete(nodeID);
+    this.creating.delete(nodeID);
+  }
+
+  async setNodeTemplates(nodeID: string, templateIDs: string[]): Promise<void> {
+    this.d.transaction(() => {
+      this.q('DELETE FROM node_templates WHERE node_id = ?').run(nodeID);
+      for (const t of templateIDs) this.q('INSERT OR IGNORE INTO node_templates (template_id, node_id) VALUES (?, ?)').run(t, nodeID);
+    })();
+  }
+
+  async listTemplates(): Promise<{ templateID: string; nodes: string[] }[]> {
+    const by = new Map<string, string[]>();
+    for (const r of this.q('SELECT template_id, node_id FROM node_templates ORDER BY template_id, node_id').all() as { template_id: string; node_id: string }[]) {
+      by.set(r.template_id, [...(by.get(r.template_id) ?? []), r.node_id]);
+    }
+    return [...by].map(([templateID, nodes]) => ({ templateID, nodes }));
+  }
+
+  // --- live state (memory)
+
+  async putNodeMetrics(views: NodeView[], ttlMs: number): Promise<void> {
+    const until = Date.now() + ttlMs;
+    for (const view of views) this.metrics.set(view.nodeID, { view, until });
+  }
+
+  async getNodeMetrics(nodeIDs: string[]): Promise<Map<string, NodeView>> {
+    const now = Date.now();
+    const out = new Map<string, NodeView>();
+    for (const id of nodeIDs) {
+      const m = this.metrics.get(id);
+      if (m && m.until > now) out.set(id, m.view);
+    }
+    return out;
+  }
+
+  async markNodeLost(nodeID: string): Promise<boolean> {
+    if (this.lost.has(nodeID)) return false;
+    this.lost.add(nodeID);
+    return true;
+  }
+
+  async clearNodeLost(nodeID: string): Promise<void> {
+    this.lost.delete(nodeID);
+  }
+
+  async lostNodes(nodeIDs: string[]): Promise<Set<string>> {
+    return new Set(nodeIDs.filter((id) => this.lost.has(id)));
+  }
+
+  async incInFlight(nodeID: string): Promise<number> {
+    const n = (this.creating.get(nodeID) ?? 0) + 1;
+    this.creating.set(nodeID, n);
+    return n;
+  }
+
+  async decInFlight(nodeID: string): Promise<void> {
+    const n = (this.creating.get(nodeID) ?? 0) - 1;
+    if (n > 0) this.creating.set(nodeID, n);
+    else this.creating.delete(nodeID);
+  }
+
+  async inFlight(): Promise<Map<string, number>> {
+    return new Map(this.creating);
+  }
+
+  async acquireLock(sandboxID: string, ttlMs: number): Promise<string | undefined> {
+    const now = Date.now();
+    const held = this.locks.get(sandboxID);
+    if (held && held.until > now) return undefined;
+    const token = String(++this.fence);
+    this.locks.set(sandboxID, { token, until: now + ttlMs });
+    return token;
+  }
+
+  async renewLock(sandboxID: string, token: string, ttlMs: number): Promise<boolean> {
+    const held = this.locks.get(sandboxID);
+    if (!held || held.token !== token || held.until <= Date.now()) return false;
+    held.until = Date.now() + ttlMs;
+    return true;
+  }
+
+  async releaseLock(sandboxID: string, token: string): Promise<boolean> {
+    const held = this.locks.get(sandboxID);
+    if (!held || held.token !== token || held.until <= Date.now()) return false;
+    this.locks.delete(sandboxID);
+    return true;
+  }
+
+  async holdLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    const now = Date.now();
+    const cur = this.leases.get(name);
+    if (cur && cur.holder !== holder && cur.until > now) return false;
+    this.leases.set(name, { holder, until: now + ttlMs });
+    return true;
   }
 
   async putSnapshot(rec: SnapshotRecord): Promise<void> {
@@ -208,3 +367,16 @@ export class EmbeddedStore implements StateStore {
   }
 }
 
+
+interface ConfigRow {
+  version: number;
+  at: string;
+  actor: string;
+  reason: string;
+  master: string;
+  cubelet: string;
+}
+
+function configRecord(r: ConfigRow): ConfigVersionRecord {
+  return { version: r.version, at: r.at, actor: r.actor, reason: r.reason, master: JSON.parse(r.master), cubelet: JSON.parse(r.cubelet) };
+}

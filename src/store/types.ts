@@ -2,7 +2,7 @@
 // SQLite backend (embedded.ts); a cluster uses Redis + MySQL behind the same interface, and both
 // pass the same contract tests (test/store/contract.ts). Every method is async so a networked
 // backend fits; none returns live objects (callers get copies).
-import type { EventView, SandboxState } from '../api/types.js';
+import type { EventView, NodeView, SandboxState } from '../api/types.js';
 import type { ListFilter, SandboxRecord, SnapshotRecord } from '../scheduler/control-plane.js';
 
 export interface ConfigVersionRecord {
@@ -57,6 +57,18 @@ export interface StateStore {
   putSandboxIf(rec: SandboxRecord, generation: number): Promise<number>;
   /** Deletes only if the live record's generation is still `generation`; false otherwise. */
   deleteSandboxIf(sandboxID: string, generation: number): Promise<boolean>;
+  /**
+   * The live record as the compare-and-set sees it (getSandbox may answer from a copy that lags
+   * it: the cluster's routes in Redis); what a writer retries over after losing a compare-and-set.
+   */
+  getSandboxForWrite(sandboxID: string): Promise<SandboxRecord | undefined>;
+  /**
+   * Whether the sandbox was deleted and is not live again: a node that still lists it (it was
+   * unreachable when the delete came) is told to destroy it. A remembered delete.
+   */
+  wasDeleted(sandboxID: string): Promise<boolean>;
+  /** Sets `state` and `reason` on every live record of the node not in `state` yet (compare-and-set each: a newer write stays); returns those marked. */
+  markNodeSandboxes(nodeID: string, state: SandboxState, reason: string): Promise<SandboxRecord[]>;
   /** Sets the state (and reason) of an existing record; false when there is none. */
   updateSandboxState(sandboxID: string, state: SandboxState, reason?: string): Promise<boolean>;
   getSandbox(sandboxID: string): Promise<SandboxRecord | undefined>;
@@ -67,8 +79,17 @@ export interface StateStore {
   appendEvent(e: Omit<EventView, 'id'>): Promise<EventView>;
   /** Events with id > sinceID, oldest first; without sinceID the newest `limit`, oldest first. */
   listEvents(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]>;
+  /** Makes the event history durable where appending did not (call it periodically, from one replica: the `event-archive` lease). */
+  archiveEvents(): Promise<void>;
 
   putConfigVersion(rec: ConfigVersionRecord): Promise<void>;
+  /** The config in force (undefined until seeded from a replica's files). */
+  configHead(): Promise<ConfigVersionRecord | undefined>;
+  /**
+   * Makes `rec` the config in force if the one in force is still version `expected` (0: none yet)
+   * and records it in the history; false when another change came first.
+   */
+  casConfigHead(rec: ConfigVersionRecord, expected: number): Promise<boolean>;
   latestConfigVersion(): Promise<ConfigVersionRecord | undefined>;
   listConfigVersions(limit?: number): Promise<ConfigVersionRecord[]>;
 
@@ -79,7 +100,43 @@ export interface StateStore {
   putNode(rec: NodeRecord): Promise<void>;
   getNode(nodeID: string): Promise<NodeRecord | undefined>;
   listNodes(): Promise<NodeRecord[]>;
+  /** Removes the node's registry record, its templates and its live state. */
   deleteNode(nodeID: string): Promise<void>;
+
+  /** Replaces the templates a node reports holding (kept durably: they answer for templates while live state is rebuilt). */
+  setNodeTemplates(nodeID: string, templateIDs: string[]): Promise<void>;
+  listTemplates(): Promise<{ templateID: string; nodes: string[] }[]>;
+
+  // --- live node state: what heartbeats bring, and lost markers
+  /** Each node's last reported view, kept `ttlMs` (a lost node still shows its last numbers). */
+  putNodeMetrics(views: NodeView[], ttlMs: number): Promise<void>;
+  /** The nodes' last views whose time has not run out. Shared between reads: read-only. */
+  getNodeMetrics(nodeIDs: string[]): Promise<Map<string, NodeView>>;
+  /** Marks a node lost; true only for the call that changed it (so one node.lost event). */
+  markNodeLost(nodeID: string): Promise<boolean>;
+  clearNodeLost(nodeID: string): Promise<void>;
+  lostNodes(nodeIDs: string[]): Promise<Set<string>>;
+
+  // --- creates in flight per node, every replica's
+  incInFlight(nodeID: string): Promise<number>;
+  decInFlight(nodeID: string): Promise<void>;
+  /** Nodes without creates in flight are absent. */
+  inFlight(): Promise<Map<string, number>>;
+
+  // --- per-sandbox operation locks: leases of `ttlMs` that their holder renews while it works
+  /**
+   * The token to renew and release with, or undefined while another holds the lock. The token is
+   * a fencing number larger than any handed out before, also across a restart of the store that
+   * emptied it (fenceFloor): nodes refuse calls carrying one lower than they accepted.
+   */
+  acquireLock(sandboxID: string, ttlMs: number): Promise<string | undefined>;
+  /** Extends the lease by `ttlMs` if `token` still holds it; false when it lapsed. */
+  renewLock(sandboxID: string, token: string, ttlMs: number): Promise<boolean>;
+  /** Releases only if `token` still holds it. */
+  releaseLock(sandboxID: string, token: string): Promise<boolean>;
+
+  /** Takes or extends the lease `name` for `holder` (one replica does a job); false while another holds it. */
+  holdLease(name: string, holder: string, ttlMs: number): Promise<boolean>;
 
   /** Inserts or replaces a kept snapshot's record. */
   putSnapshot(rec: SnapshotRecord): Promise<void>;
@@ -88,6 +145,16 @@ export interface StateStore {
   listSnapshots(): Promise<SnapshotRecord[]>;
   /** false when there was none. */
   deleteSnapshot(snapshotID: string): Promise<boolean>;
+}
+
+/**
+ * Where a fencing counter that is not there (a new store, Redis restarted empty, role all
+ * restarted) starts: the wall clock in microseconds, so its tokens stay above every token handed
+ * out before (nodes keep the highest they accepted, also across their own restarts) unless more
+ * than a million locks a second were taken, or the clock went back.
+ */
+export function fenceFloor(nowMs = Date.now()): number {
+  return nowMs * 1000;
 }
 
 /** Shared filter semantics so every backend answers a ListFilter the same way. */

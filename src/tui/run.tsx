@@ -4,6 +4,7 @@ import React from 'react';
 import { render } from 'ink';
 import { App } from '../../components/App.js';
 import { createActions, type ApiTarget } from './actions.js';
+import { installFrameCache } from './frame-cache.js';
 import { ScreenSink } from './screen.js';
 import { createConsoleStore, flash } from './store.js';
 import type { SkinName } from './skins.js';
@@ -50,6 +51,7 @@ export async function runConsole(opts: RunOptions): Promise<void> {
     process.stderr.write(`cubectl-tui: ${e.stack ?? e.message}\n`);
     process.exit(1);
   });
+  await installFrameCache();
   process.stdout.write(ENTER);
   const ink = render(<App store={store} actions={actions} onQuit={restore} />, {
     stdout: screen as unknown as NodeJS.WriteStream,

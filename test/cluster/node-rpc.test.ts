@@ -9,6 +9,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigStore } from '../../src/config/store.js';
 import { Cubelet } from '../../src/cubelet/cubelet.js';
+import { FenceBook } from '../../src/cubelet/fences.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
 import { nodeRpcHandler } from '../../src/cubelet/rpc-server.js';
 import { CubeError } from '../../src/errors.js';
@@ -40,7 +41,7 @@ beforeAll(async () => {
   c = new Cubelet({ nodeID, dataDir: dir, driver: new NsDriver({ dataDir: dir, nodeTag: tag, log }), network, templates: new TemplateStore(dir), config: () => config.config, log, poolSlotLimit: parseRange(cidr).maxIndex });
   cubelet = c;
   await cubelet.start();
-  server = createServer(nodeRpcHandler(cubelet, SECRET));
+  server = createServer(nodeRpcHandler(cubelet, SECRET, new FenceBook(dir, [])));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   remote = new RemoteNode(nodeID, `http://127.0.0.1:${(server.address() as { port: number }).port}`, SECRET);
 }, 120_000);
@@ -113,6 +114,24 @@ describe('node RPC', () => {
     }
     expect(await remote.getSandbox(sandboxID)).toBeUndefined();
   }, 60_000);
+
+  it('a restarted node still refuses a lock fence older than one it accepted (kept under its data dir)', async () => {
+    const sandboxID = newSandboxID();
+    const endAt = () => new Date(Date.now() + 60_000).toISOString();
+    await remote.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: endAt(), env: {}, metadata: {} });
+    // The node's RPC as it comes back after a restart: a new handler, its fences read from disk.
+    const again = createServer(nodeRpcHandler(cubelet, SECRET, new FenceBook(dir, [sandboxID])));
+    try {
+      await remote.withFence('10').setEndAt(sandboxID, endAt());
+      await new Promise<void>((r) => again.listen(0, '127.0.0.1', r));
+      const restarted = new RemoteNode(nodeID, `http://127.0.0.1:${(again.address() as { port: number }).port}`, SECRET);
+      await expect(restarted.withFence('9').setEndAt(sandboxID, endAt())).rejects.toMatchObject({ kind: 'STALE_FENCE', code: 130491 });
+      await restarted.withFence('11').destroySandbox(sandboxID);
+    } finally {
+      again.close();
+      await cubelet.destroySandbox(sandboxID).catch(() => undefined);
+    }
+  });
 
   it('node errors come back as the same CubeError; a dead address is 130596', async () => {
     const e = await remote.pauseSandbox('nosuchsandboxxxxxxxx').catch((x: unknown) => x);

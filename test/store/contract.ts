@@ -1,7 +1,9 @@
 // Contract tests every StateStore backend must pass. Call from a backend's test file:
 //   storeContract('embedded', async () => ({ store, cleanup }))
 // The factory returns a fresh, empty, initialised store and a cleanup that removes it.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { NodeView } from '../../src/api/types.js';
 import type { SandboxRecord } from '../../src/scheduler/control-plane.js';
 import type { StateStore } from '../../src/store/types.js';
 
@@ -125,6 +127,107 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect((await store.listNodes()).map((n) => n.nodeID)).toEqual(['n1', 'n2']);
       await store.deleteNode('n1');
       expect(await store.getNode('n1')).toBeUndefined();
+    });
+
+    it('remembers deletes: wasDeleted until the id is live again, and a create-if-absent refuses it', async () => {
+      await store.putSandbox(sandboxRecord('a'));
+      expect(await store.wasDeleted('a')).toBe(false);
+      expect(await store.wasDeleted('never')).toBe(false);
+      await store.deleteSandbox('a');
+      expect(await store.wasDeleted('a')).toBe(true);
+      expect(await store.putSandboxIf(sandboxRecord('a'), 0)).toBe(0);
+      expect(await store.getSandboxForWrite('a')).toBeUndefined();
+      const g = await store.putSandbox(sandboxRecord('b'));
+      expect(await store.deleteSandboxIf('b', g)).toBe(true);
+      expect(await store.wasDeleted('b')).toBe(true);
+      // An unconditional write brings it back live (an operator's explicit put).
+      await store.putSandbox(sandboxRecord('a', { state: 'paused' }));
+      expect(await store.wasDeleted('a')).toBe(false);
+      expect(await store.getSandboxForWrite('a')).toMatchObject({ state: 'paused' });
+    });
+
+    it("marks a node's sandboxes, leaving those already in the state", async () => {
+      await store.putSandbox(sandboxRecord('a', { nodeID: 'n1' }));
+      await store.putSandbox(sandboxRecord('b', { nodeID: 'n1', state: 'lost' }));
+      await store.putSandbox(sandboxRecord('c', { nodeID: 'n2' }));
+      const marked = await store.markNodeSandboxes('n1', 'lost', 'n1 stopped heartbeating');
+      expect(marked.map((r) => r.sandboxID)).toEqual(['a']);
+      expect(await store.getSandbox('a')).toMatchObject({ state: 'lost', reason: 'n1 stopped heartbeating' });
+      expect(await store.getSandbox('c')).toMatchObject({ state: 'running' });
+    });
+
+    it('config head: compare-and-set on its version, each change kept in the history', async () => {
+      const v = (version: number, actor: string) => ({ version, at: 't', actor, reason: `set by ${actor}`, master: { by: actor }, cubelet: {} });
+      expect(await store.configHead()).toBeUndefined();
+      expect(await store.casConfigHead(v(1, 'a'), 0)).toBe(true);
+      expect(await store.casConfigHead(v(1, 'b'), 0)).toBe(false);
+      expect(await store.casConfigHead(v(2, 'a'), 1)).toBe(true);
+      // Two replicas that both ran version 1: the second loses, and nothing of it is kept.
+      expect(await store.casConfigHead(v(2, 'b'), 1)).toBe(false);
+      expect(await store.configHead()).toMatchObject({ version: 2, actor: 'a', master: { by: 'a' } });
+      expect((await store.listConfigVersions()).map((c) => `${c.version} ${c.actor}`)).toEqual(['2 a', '1 a']);
+    });
+
+    it('templates per node, replaced by each report and gone with the node', async () => {
+      await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 't' });
+      await store.setNodeTemplates('n1', ['host', 'deb']);
+      await store.setNodeTemplates('n2', ['host']);
+      expect(await store.listTemplates()).toEqual([{ templateID: 'deb', nodes: ['n1'] }, { templateID: 'host', nodes: ['n1', 'n2'] }]);
+      await store.setNodeTemplates('n1', ['host']);
+      expect(await store.listTemplates()).toEqual([{ templateID: 'host', nodes: ['n1', 'n2'] }]);
+      await store.deleteNode('n1');
+      expect(await store.listTemplates()).toEqual([{ templateID: 'host', nodes: ['n2'] }]);
+    });
+
+    it('node metrics expire with their time; lost markers are set once; in-flight creates count across callers', async () => {
+      await store.putNodeMetrics([{ nodeID: 'n1' } as NodeView], 100);
+      expect((await store.getNodeMetrics(['n1', 'n2'])).has('n1')).toBe(true);
+      await sleep(200);
+      expect((await store.getNodeMetrics(['n1'])).has('n1')).toBe(false);
+      expect(await store.markNodeLost('n1')).toBe(true);
+      expect(await store.markNodeLost('n1')).toBe(false);
+      expect([...(await store.lostNodes(['n1', 'n2']))]).toEqual(['n1']);
+      await store.clearNodeLost('n1');
+      expect((await store.lostNodes(['n1'])).size).toBe(0);
+      await store.incInFlight('n1');
+      await store.incInFlight('n1');
+      await store.decInFlight('n1');
+      await store.decInFlight('n1');
+      await store.decInFlight('n1');
+      await store.incInFlight('n1');
+      expect((await store.inFlight()).get('n1')).toBe(1);
+      expect((await store.inFlight()).get('n2')).toBeUndefined();
+      await store.decInFlight('n1');
+      expect((await store.inFlight()).size).toBe(0);
+    });
+
+    it('operation locks: one holder at a time, release only with the owner token, fencing tokens increase', async () => {
+      const t1 = await store.acquireLock('sbx', 5000);
+      expect(t1).toBeTypeOf('string');
+      expect(await store.acquireLock('sbx', 5000)).toBeUndefined();
+      expect(await store.releaseLock('sbx', 'not-the-token')).toBe(false);
+      expect(await store.renewLock('sbx', 'not-the-token', 5000)).toBe(false);
+      expect(await store.renewLock('sbx', t1!, 5000)).toBe(true);
+      expect(await store.releaseLock('sbx', t1!)).toBe(true);
+      const t2 = await store.acquireLock('sbx', 50);
+      expect(Number(t2)).toBeGreaterThan(Number(t1));
+      await sleep(120);
+      const t3 = await store.acquireLock('sbx', 5000);
+      expect(Number(t3)).toBeGreaterThan(Number(t2));
+      // t2 expired and t3 took over: t2's late release or renewal must not touch t3's lock.
+      expect(await store.releaseLock('sbx', t2!)).toBe(false);
+      expect(await store.renewLock('sbx', t2!, 5000)).toBe(false);
+      expect(await store.acquireLock('sbx', 5000)).toBeUndefined();
+      // Tokens start above any a node accepted before the store was emptied (fenceFloor).
+      expect(Number(t1)).toBeGreaterThan(Date.parse('2026-01-01T00:00:00Z') * 1000);
+    });
+
+    it('leases: held and extended by one holder, taken over after they lapse', async () => {
+      expect(await store.holdLease('sweep', 'r1', 100)).toBe(true);
+      expect(await store.holdLease('sweep', 'r2', 100)).toBe(false);
+      expect(await store.holdLease('sweep', 'r1', 100)).toBe(true);
+      await sleep(200);
+      expect(await store.holdLease('sweep', 'r2', 100)).toBe(true);
     });
   });
 }

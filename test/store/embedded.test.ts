@@ -28,3 +28,24 @@ it('migrations run idempotently and records survive a reopen', async () => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it('a reopened store remembers deletes and hands out fencing tokens above the ones before', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cubed-test-store-'));
+  try {
+    const path = join(dir, 'cubed.db');
+    const a = new EmbeddedStore({ path });
+    await a.init();
+    await a.putSandbox(sandboxRecord('gone'));
+    await a.deleteSandbox('gone');
+    const before = Number(await a.acquireLock('s', 60_000));
+    await a.close();
+    const b = new EmbeddedStore({ path });
+    await b.init();
+    expect(await b.wasDeleted('gone')).toBe(true);
+    // The lock itself was live state (memory) and went with the process; its fence number must not come back lower.
+    expect(Number(await b.acquireLock('s', 60_000))).toBeGreaterThan(before);
+    await b.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -12,7 +12,7 @@ import type { Heartbeat, HeartbeatAnswer } from '../../cubelet/rpc-wire.js';
 import type { NodeApi } from '../../cubelet/types.js';
 import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID, newToken } from '../../ids.js';
-import type { ClusterStore } from '../../store/cluster/index.js';
+import type { StateStore } from '../../store/types.js';
 import { isConnectionError } from '../../store/cluster/retry.js';
 import type { NodeRecord } from '../../store/types.js';
 import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
@@ -30,7 +30,7 @@ import { syncNodeSandboxes } from './sandbox-sync.js';
 import type { EgressRequest } from '../../network/egress.js';
 
 export interface ClusterControlPlaneOptions {
-  store: ClusterStore;
+  store: StateStore;
   config: ConfigStore;
   log: Logger;
   /** Shared secret of node RPC and heartbeats. */
@@ -68,7 +68,7 @@ const EVICT_LEASE_MS = 10_000;
 const LOCK_WAIT_MS = 2000;
 
 export class ClusterControlPlane implements ControlPlane {
-  private readonly store: ClusterStore;
+  private readonly store: StateStore;
   private readonly cfg: ConfigStore;
   private readonly log: Logger;
   private readonly remotes = new Map<string, RemoteNode>();
@@ -124,7 +124,7 @@ export class ClusterControlPlane implements ControlPlane {
         // cluster's version is put back in force here.
         const what = changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ');
         const rec = { version: current.version, at: current.loadedAt, actor: this.o.replicaID, reason: `files of ${this.o.replicaID}: ${changes.map((c) => c.path).join(', ')}`, master: current.config.master, cubelet: current.config.cubelet };
-        void this.store.mysql
+        void this.store
           .casConfigHead(rec, previous.version)
           .then(async (won) => {
             if (won) return this.appendEvent({ kind: 'config.reloaded', message: `config version ${current.version} from the files of ${this.o.replicaID}: ${what}` });
@@ -167,8 +167,8 @@ export class ClusterControlPlane implements ControlPlane {
     // Liveness first, and in Redis alone: a MySQL outage must not make a healthy node look
     // silent. What follows (registry, templates, events, records) may fail with MySQL; the node
     // then sends its notices again with the next heartbeat.
-    const lost = await this.store.live.lostNodes(ids);
-    await this.store.live.putNodeMetrics(hbs.map((hb) => hb.view), METRICS_TTL_MS);
+    const lost = await this.store.lostNodes(ids);
+    await this.store.putNodeMetrics(hbs.map((hb) => hb.view), METRICS_TTL_MS);
     const [recs, records] = await Promise.all([this.store.listNodes(), this.store.listSandboxes(hbs.length === 1 ? { nodeID: ids[0]! } : undefined)]);
     const byID = new Map(recs.map((r) => [r.nodeID, r]));
     await Promise.all(
@@ -187,11 +187,11 @@ export class ClusterControlPlane implements ControlPlane {
         const templates = hb.view.templates.join('\0');
         if (this.templatesWritten.get(nodeID) !== templates) {
           this.templatesWritten.delete(nodeID);
-          await this.store.mysql.setNodeTemplates(nodeID, hb.view.templates);
+          await this.store.setNodeTemplates(nodeID, hb.view.templates);
           this.templatesWritten.set(nodeID, templates);
         }
         if (lost.has(nodeID)) {
-          await this.store.live.clearNodeLost(nodeID);
+          await this.store.clearNodeLost(nodeID);
           await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} is back after being lost; its sandboxes are reconciled with what it still holds` });
         }
       }),
@@ -223,7 +223,7 @@ export class ClusterControlPlane implements ControlPlane {
       await this.withLock(sandboxID, async (fence) => {
         if (a.type === 'update') await this.store.putSandboxIf(a.rec, a.rec.generation ?? 0);
         else if (a.type === 'gone') await this.store.deleteSandboxIf(sandboxID, a.rec.generation ?? 0);
-        else if (await this.store.mysql.wasDeleted(sandboxID)) await this.remote(nodeID, fence).then((n) => n.destroySandbox(sandboxID));
+        else if (await this.store.wasDeleted(sandboxID)) await this.remote(nodeID, fence).then((n) => n.destroySandbox(sandboxID));
         // Created on the node but its record was never written (a replica died in between): adopt
         // it, unless a record appeared meanwhile (a create that was still writing it).
         else if ((await this.store.putSandboxIf({ ...a.view, accessToken: newToken(), envVars: {} }, 0)) > 0) {
@@ -265,7 +265,7 @@ export class ClusterControlPlane implements ControlPlane {
     const nodes = withRecentPlacements(reported, this.recent, densityParamsFromConfig(master));
     await this.requireTemplate(r.templateID, nodes);
     requireFits(r, nodes, master);
-    const inFlight = await this.store.live.inFlight();
+    const inFlight = await this.store.inFlight();
     const d0 = performance.now();
     const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, nodes.map((view) => ({ view, inFlightCreates: inFlight.get(view.nodeID) ?? 0 })), master, Date.now());
     this.stats.recordDecision(performance.now() - d0);
@@ -301,7 +301,7 @@ export class ClusterControlPlane implements ControlPlane {
     const pending: SandboxRecord = { sandboxID, templateID: r.templateID, nodeID, state: 'creating', spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB }, metadata, startedAt: new Date(now).toISOString(), endAt, runtime: chosen?.runtime ?? 'unknown', ...secrets };
     const pendingGen = await this.store.putSandbox(pending).catch((e: unknown) => Promise.reject(forget() && e));
     const t0 = performance.now();
-    await this.store.live.incInFlight(nodeID).catch((e: unknown) => Promise.reject(forget() && e));
+    await this.store.incInFlight(nodeID).catch((e: unknown) => Promise.reject(forget() && e));
     try {
       const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.actor !== undefined ? { owner: req.actor } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}), ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}) });
       // Over the pending record (or a heartbeat's update of it); a destroy that came meanwhile
@@ -325,7 +325,7 @@ export class ClusterControlPlane implements ControlPlane {
       if (e instanceof CubeError && e.kind === 'NODE_UNREACHABLE') throw new UnreachableNode(nodeID, e);
       throw e;
     } finally {
-      await this.store.live.decInFlight(nodeID).catch(() => undefined);
+      await this.store.decInFlight(nodeID).catch(() => undefined);
     }
   }
 
@@ -338,7 +338,7 @@ export class ClusterControlPlane implements ControlPlane {
     try {
       requireTemplate(templateID, nodes);
     } catch (e) {
-      const holders = (await this.store.mysql.listTemplates()).find((t) => t.templateID === templateID)?.nodes ?? [];
+      const holders = (await this.store.listTemplates()).find((t) => t.templateID === templateID)?.nodes ?? [];
       const waiting = holders.filter((id) => nodes.some((n) => n.nodeID === id && !n.lost));
       if (waiting.length === 0) throw e;
       throw new CubeError('STATE_UNAVAILABLE', `template ${templateID} is on ${waiting.join(', ')}, whose reports are not in yet (the live store restarted); retry`, { retryAfter: 1 });
@@ -441,7 +441,7 @@ export class ClusterControlPlane implements ControlPlane {
     for (let g = generation, tries = 0; tries < 5; tries++) {
       const written = await this.store.putSandboxIf(out, g);
       if (written > 0) return { ...out, generation: written };
-      const cur = await this.store.mysql.getLiveSandbox(out.sandboxID);
+      const cur = await this.store.getSandboxForWrite(out.sandboxID);
       if (!cur || cur.state === 'gone') return undefined;
       g = cur.generation ?? 0;
     }
@@ -453,7 +453,7 @@ export class ClusterControlPlane implements ControlPlane {
   /** What operators see: each node with the scheduler's verdict for the default spec (placement reads placementViews). */
   async listNodes(): Promise<NodeView[]> {
     const { views } = await this.placementViews(false);
-    const inFlight = await this.store.live.inFlight();
+    const inFlight = await this.store.inFlight();
     const now = Date.now();
     return views.map((v) => withSchedulability(v, inFlight.get(v.nodeID) ?? 0, this.cfg.config.master, now));
   }
@@ -469,7 +469,7 @@ export class ClusterControlPlane implements ControlPlane {
     const c = this.viewCache;
     if (cached && c !== undefined && Date.now() - c.at <= PLACEMENT_METRICS_MS && sameRecords(c.recs, recs)) return c.read;
     const ids = recs.map((r) => r.nodeID);
-    const read = Promise.all([this.store.live.getNodeMetrics(ids), this.store.live.lostNodes(ids)]).then(([metrics, lost]) => {
+    const read = Promise.all([this.store.getNodeMetrics(ids), this.store.lostNodes(ids)]).then(([metrics, lost]) => {
       const now = Date.now();
       const timeout = this.cfg.config.master.scheduler.heartbeat_timeout_ms;
       const views = recs.map((r) => clusterNodeView(r, metrics.get(r.nodeID), lost.has(r.nodeID), now, timeout));
@@ -549,7 +549,7 @@ export class ClusterControlPlane implements ControlPlane {
    */
   private async evictDue(): Promise<void> {
     const due = (await this.store.listNodes()).filter((n) => n.evictAt !== undefined && Date.parse(n.evictAt) <= Date.now());
-    if (due.length === 0 || !(await this.store.live.holdLease(EVICT_LEASE, this.o.replicaID, EVICT_LEASE_MS))) return;
+    if (due.length === 0 || !(await this.store.holdLease(EVICT_LEASE, this.o.replicaID, EVICT_LEASE_MS))) return;
     for (const n of due) {
       await this.evict(n.nodeID);
       if ((await this.store.listSandboxes({ nodeID: n.nodeID })).length > 0) continue;
@@ -594,8 +594,8 @@ export class ClusterControlPlane implements ControlPlane {
         const expected = this.cfg.versionInfo.version;
         const next = this.cfg.withValue(path, value);
         const rec = { version: expected + 1, at: new Date().toISOString(), actor: actor ?? 'system', reason: `set ${path}`, master: next.master, cubelet: next.cubelet };
-        if (!(await this.store.mysql.casConfigHead(rec, expected))) {
-          const head = await this.store.mysql.configHead();
+        if (!(await this.store.casConfigHead(rec, expected))) {
+          const head = await this.store.configHead();
           throw new CubeError('CONFLICT', `config changed meanwhile: version ${head?.version ?? '?'} (${head?.reason ?? '?'}, by ${head?.actor ?? '?'}) is in force, ${path} was not set; read it and set again`);
         }
         return this.adoptConfig(rec.version, next);
@@ -610,14 +610,14 @@ export class ClusterControlPlane implements ControlPlane {
    * version in force within a tick.
    */
   private async followConfig(): Promise<void> {
-    const head = await this.store.mysql.configHead();
+    const head = await this.store.configHead();
     if (head) {
       if (head.version !== this.cfg.versionInfo.version) await this.adoptConfig(head.version, { master: head.master, cubelet: head.cubelet } as Config);
       return;
     }
     const v = this.cfg.versionInfo;
     const version = ((await this.store.latestConfigVersion())?.version ?? 0) + 1;
-    const seeded = await this.store.mysql.casConfigHead({ version, at: v.loadedAt, actor: this.o.replicaID, reason: `seeded from the files of ${this.o.replicaID}`, master: v.config.master, cubelet: v.config.cubelet }, 0);
+    const seeded = await this.store.casConfigHead({ version, at: v.loadedAt, actor: this.o.replicaID, reason: `seeded from the files of ${this.o.replicaID}`, master: v.config.master, cubelet: v.config.cubelet }, 0);
     if (seeded) await this.adoptConfig(version, v.config);
     else await this.followConfig();
   }
@@ -635,7 +635,7 @@ export class ClusterControlPlane implements ControlPlane {
   }
 
   templates(): Promise<{ templateID: string; nodes: string[] }[]> {
-    return this.store.mysql.listTemplates();
+    return this.store.listTemplates();
   }
 
   events(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]> {
@@ -661,7 +661,7 @@ export class ClusterControlPlane implements ControlPlane {
     try {
       await sweepLostNodes(this.store, this.cfg.config.master, now, this.o.replicaID, this.missingSince, this.blindAt);
       await this.followConfig();
-      if (await this.store.live.holdLease(ARCHIVE_LEASE, this.o.replicaID, 5000)) await this.store.archiveEvents();
+      if (await this.store.holdLease(ARCHIVE_LEASE, this.o.replicaID, 5000)) await this.store.archiveEvents();
       // Evictions take as long as their destroys: beside the tick, one run at a time.
       this.evicting ??= this.evictDue()
         .catch((err: unknown) => this.log.warn({ err: toCubeError(err).message }, 'drain eviction failed'))
@@ -707,10 +707,10 @@ export class ClusterControlPlane implements ControlPlane {
    * record) is waited out; 130490 (busy) when another operation keeps it longer.
    */
   private async locked<T>(sandboxID: string, fn: (fence: string) => Promise<T>): Promise<T> {
-    let token = await this.store.live.acquireLock(sandboxID, OP_LEASE_MS);
+    let token = await this.store.acquireLock(sandboxID, OP_LEASE_MS);
     for (const until = Date.now() + LOCK_WAIT_MS; token === undefined && Date.now() < until; ) {
       await new Promise((r) => setTimeout(r, 25));
-      token = await this.store.live.acquireLock(sandboxID, OP_LEASE_MS);
+      token = await this.store.acquireLock(sandboxID, OP_LEASE_MS);
     }
     if (token === undefined) throw new CubeError('SANDBOX_BUSY', `sandbox ${sandboxID} has another operation in progress`, { retryAfter: 1 });
     return this.holding(sandboxID, token, fn);
@@ -718,14 +718,14 @@ export class ClusterControlPlane implements ControlPlane {
 
   /** Like locked(), but a held lock means "skip": the holder writes the outcome. */
   private async withLock(sandboxID: string, fn: (fence: string) => Promise<void>): Promise<void> {
-    const token = await this.store.live.acquireLock(sandboxID, OP_LEASE_MS);
+    const token = await this.store.acquireLock(sandboxID, OP_LEASE_MS);
     if (token !== undefined) await this.holding(sandboxID, token, fn);
   }
 
   /** Runs `fn` with the lease `token` (its fence for node calls), renewing it, and releases it after. */
   private async holding<T>(sandboxID: string, token: string, fn: (fence: string) => Promise<T>): Promise<T> {
     const renew = setInterval(() => {
-      void this.store.live.renewLock(sandboxID, token, OP_LEASE_MS).then(
+      void this.store.renewLock(sandboxID, token, OP_LEASE_MS).then(
         (held) => held || this.log.warn({ sandboxID, token }, 'operation lease lapsed before the operation ended'),
         () => undefined,
       );
@@ -734,7 +734,7 @@ export class ClusterControlPlane implements ControlPlane {
       return await fn(token);
     } finally {
       clearInterval(renew);
-      await this.store.live.releaseLock(sandboxID, token).catch(() => undefined);
+      await this.store.releaseLock(sandboxID, token).catch(() => undefined);
     }
   }
 }

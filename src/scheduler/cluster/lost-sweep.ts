@@ -3,7 +3,7 @@
 // dropped, and one node.lost event says so. Any control replica may call this; the leader lease
 // makes one of them do the work.
 import type { MasterConfig } from '../../config/schema.js';
-import type { ClusterStore } from '../../store/cluster/index.js';
+import type { StateStore } from '../../store/types.js';
 
 export const LOST_SWEEP_LEASE = 'lost-sweep';
 
@@ -24,11 +24,11 @@ export function isLost(lastSeen: string | undefined, now: number, heartbeatTimeo
  * node's fault, so an outage pauses lost detection until the nodes have had a heartbeat
  * timeout to report again.
  */
-export async function sweepLostNodes(store: ClusterStore, cfg: MasterConfig, now: number, holder: string, missingSince = new Map<string, number>(), blindAt = 0): Promise<string[]> {
+export async function sweepLostNodes(store: StateStore, cfg: MasterConfig, now: number, holder: string, missingSince = new Map<string, number>(), blindAt = 0): Promise<string[]> {
   const timeout = cfg.scheduler.heartbeat_timeout_ms;
-  if (!(await store.live.holdLease(LOST_SWEEP_LEASE, holder, 2 * timeout))) return [];
+  if (!(await store.holdLease(LOST_SWEEP_LEASE, holder, 2 * timeout))) return [];
   const ids = (await store.listNodes()).map((n) => n.nodeID);
-  const metrics = await store.live.getNodeMetrics(ids);
+  const metrics = await store.getNodeMetrics(ids);
   const newlyLost: string[] = [];
   for (const id of ids) {
     const reported = metrics.get(id)?.lastSeen;
@@ -38,7 +38,7 @@ export async function sweepLostNodes(store: ClusterStore, cfg: MasterConfig, now
     if (!isLost(lastSeen, now, timeout) || !isLost(new Date(blindAt).toISOString(), now, timeout)) continue;
     // Sandboxes first: if this fails half-way the marker is not set and the next sweep redoes it.
     const marked = await store.markNodeSandboxes(id, 'lost', `node ${id} stopped heartbeating`);
-    if (!(await store.live.markNodeLost(id))) continue;
+    if (!(await store.markNodeLost(id))) continue;
     newlyLost.push(id);
     const secs = ((now - Date.parse(lastSeen)) / 1000).toFixed(1);
     const age = reported === undefined ? `no metrics for ${secs}s` : `last heartbeat ${secs}s ago`;

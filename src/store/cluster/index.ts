@@ -3,7 +3,7 @@
 // to MySQL first, then Redis; a Redis failure in between, or a Redis restart (it keeps nothing
 // on disk), marks the routes dirty and the next sandbox read rebuilds them from MySQL, so a
 // sandbox is never recorded but missing from the routes.
-import type { EventView, SandboxState } from '../../api/types.js';
+import type { EventView, NodeView, SandboxState } from '../../api/types.js';
 import type { ListFilter, SandboxRecord, SnapshotRecord } from '../../scheduler/control-plane.js';
 import { matchesFilter, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from '../types.js';
 import { MysqlRecords } from './mysql-records.js';
@@ -142,7 +142,16 @@ export class ClusterStore implements StateStore {
     );
   }
 
-  /** Marks every sandbox of a node (e.g. lost: never silently dropped). */
+  /** From MySQL, where the compare-and-set happens: a route in Redis can lag it (rebuilt from a snapshot after a reconnect). */
+  getSandboxForWrite(sandboxID: string): Promise<SandboxRecord | undefined> {
+    return this.mysql.getLiveSandbox(sandboxID);
+  }
+
+  wasDeleted(sandboxID: string): Promise<boolean> {
+    return this.mysql.wasDeleted(sandboxID);
+  }
+
+  /** Marks every sandbox of a node (e.g. lost: never silently dropped); reads MySQL, not the routes. */
   async markNodeSandboxes(nodeID: string, state: SandboxState, reason: string): Promise<SandboxRecord[]> {
     const recs = (await this.mysql.liveSandboxes()).filter((r) => r.nodeID === nodeID && r.state !== state);
     const marked: SandboxRecord[] = [];
@@ -211,6 +220,14 @@ export class ClusterStore implements StateStore {
     return this.mysql.putConfigVersion(rec);
   }
 
+  configHead(): Promise<ConfigVersionRecord | undefined> {
+    return this.mysql.configHead();
+  }
+
+  casConfigHead(rec: ConfigVersionRecord, expected: number): Promise<boolean> {
+    return this.mysql.casConfigHead(rec, expected);
+  }
+
   async latestConfigVersion(): Promise<ConfigVersionRecord | undefined> {
     return (await this.mysql.listConfigVersions(1))[0];
   }
@@ -255,6 +272,64 @@ export class ClusterStore implements StateStore {
     await this.mysql.deleteNode(nodeID);
     await this.live.bumpRegistryVersion();
     await this.live.deleteNodeMetrics(nodeID);
+  }
+
+  setNodeTemplates(nodeID: string, templateIDs: string[]): Promise<void> {
+    return this.mysql.setNodeTemplates(nodeID, templateIDs);
+  }
+
+  listTemplates(): Promise<{ templateID: string; nodes: string[] }[]> {
+    return this.mysql.listTemplates();
+  }
+
+  // --- live state: Redis alone (liveness must not depend on MySQL)
+
+  putNodeMetrics(views: NodeView[], ttlMs: number): Promise<void> {
+    return this.live.putNodeMetrics(views, ttlMs);
+  }
+
+  getNodeMetrics(nodeIDs: string[]): Promise<Map<string, NodeView>> {
+    return this.live.getNodeMetrics(nodeIDs);
+  }
+
+  markNodeLost(nodeID: string): Promise<boolean> {
+    return this.live.markNodeLost(nodeID);
+  }
+
+  clearNodeLost(nodeID: string): Promise<void> {
+    return this.live.clearNodeLost(nodeID);
+  }
+
+  lostNodes(nodeIDs: string[]): Promise<Set<string>> {
+    return this.live.lostNodes(nodeIDs);
+  }
+
+  incInFlight(nodeID: string): Promise<number> {
+    return this.live.incInFlight(nodeID);
+  }
+
+  decInFlight(nodeID: string): Promise<void> {
+    return this.live.decInFlight(nodeID);
+  }
+
+  inFlight(): Promise<Map<string, number>> {
+    return this.live.inFlight();
+  }
+
+  acquireLock(sandboxID: string, ttlMs: number): Promise<string | undefined> {
+    return this.live.acquireLock(sandboxID, ttlMs);
+  }
+
+  renewLock(sandboxID: string, token: string, ttlMs: number): Promise<boolean> {
+    return this.live.renewLock(sandboxID, token, ttlMs);
+  }
+
+  releaseLock(sandboxID: string, token: string): Promise<boolean> {
+    return this.live.releaseLock(sandboxID, token);
+  }
+
+  holdLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    return this.live.holdLease(name, holder, ttlMs);
   }
 
   putSnapshot(rec: SnapshotRecord): Promise<void> {

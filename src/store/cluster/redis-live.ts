@@ -4,6 +4,7 @@
 import { Redis } from 'ioredis';
 import type { EventView, NodeView } from '../../api/types.js';
 import type { SandboxRecord } from '../../scheduler/control-plane.js';
+import { fenceFloor } from '../types.js';
 import { withRetry } from './retry.js';
 
 // Atomic: ids come from one counter so every replica's events interleave in one order. No
@@ -21,8 +22,11 @@ redis.call('SET', KEYS[2], ARGV[1])
 return 1`;
 const RELEASE_IF_OWNER = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 const RENEW_IF_OWNER = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
-// A lock's token is a fencing number: every acquisition gets a larger one than any before it.
+// A lock's token is a fencing number: every acquisition gets a larger one than any before it. A
+// counter Redis lost (it restarted empty) starts again from ARGV[2], the wall clock (fenceFloor):
+// from 1, every later call to a node that had accepted a higher token was refused (130491).
 const ACQUIRE_FENCED = `if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], ARGV[2]) end
 local fence = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], fence, 'PX', ARGV[1])
 return fence`;
@@ -226,7 +230,7 @@ export class RedisLive {
    * out before), or undefined when another operation holds the lock.
    */
   async acquireLock(sandboxID: string, ttlMs: number): Promise<string | undefined> {
-    const fence = await this.run((r) => r.cubeAcquireFenced!(this.k('master', 'lock', 'sandbox', sandboxID), this.k('master', 'lock', 'fence'), ttlMs), false);
+    const fence = await this.run((r) => r.cubeAcquireFenced!(this.k('master', 'lock', 'sandbox', sandboxID), this.k('master', 'lock', 'fence'), ttlMs, fenceFloor()), false);
     return fence === null || fence === undefined ? undefined : String(fence);
   }
 
