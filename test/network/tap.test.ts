@@ -75,8 +75,11 @@ describe('network pool, TAP mode', () => {
     await a.release('vm-a');
     await a.release('ct-a');
     await a.settled();
-    expect(a.levels('tap')).toMatchObject({ inUse: 0, free: 3 });
-    expect(a.levels()).toMatchObject({ inUse: 0, free: 2 });
+    // Back in their pools (the surplus over the target is trimmed after 5 s without an acquire).
+    expect(a.levels('tap').inUse).toBe(0);
+    expect(a.levels('tap').free).toBeGreaterThanOrEqual(2);
+    expect(a.levels().inUse).toBe(0);
+    expect(a.levels().free).toBeGreaterThanOrEqual(1);
     await a.stop({ destroy: true });
     expect(await countKernelObjects(tag)).toEqual(NOTHING);
   });
@@ -155,7 +158,8 @@ describe('network pool, TAP mode', () => {
     // Released, it goes back through the TAP reset like any other.
     await next.release('vm-keep');
     await next.settled();
-    expect(next.levels('tap')).toMatchObject({ inUse: 0, free: 2 });
+    expect(next.levels('tap').inUse).toBe(0);
+    expect(next.levels('tap').free).toBeGreaterThanOrEqual(1);
     await next.stop({ destroy: true });
     expect(await countKernelObjects(tag)).toEqual(NOTHING);
   });
