@@ -109,7 +109,7 @@ export class NsNetworkAgent implements NetworkAgent {
   /** A sandbox holding a slot of one mode keeps it: asking for the other mode is a conflict. */
   async acquire(sandboxID: string, mode: SlotMode = 'ns'): Promise<NetSlot> {
     const other = this.pools[mode === 'ns' ? 'tap' : 'ns'];
-    if (other.slotOf(sandboxID)) throw new CubeError('CONFLICT', `sandbox ${sandboxID} already holds a network slot of another mode than ${mode}`);
+    if (other.serves(sandboxID)) throw new CubeError('CONFLICT', `sandbox ${sandboxID} already holds a network slot of another mode than ${mode}`);
     return this.pools[mode].acquire(sandboxID);
   }
 

@@ -154,6 +154,11 @@ export class SlotPool {
     return this.inUse.get(sandboxID);
   }
 
+  /** The sandbox holds a slot of this pool or waits for one. */
+  serves(sandboxID: string): boolean {
+    return this.inUse.has(sandboxID) || this.pending.has(sandboxID);
+  }
+
   levels(): PoolView {
     return {
       free: this.free.length,
