@@ -6,7 +6,7 @@
 // and how the placements spread. Everything it started is stopped and dropped at the end.
 //   npx tsx bench/cluster-sim.ts [--nodes 1000] [--creates 3000] [--concurrency 32] [--select 3] [--heartbeat-timeout-ms 3000] [--cpu-prof DIR]
 // --cpu-prof DIR: the control replica writes a V8 CPU profile there when it stops.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -67,14 +67,27 @@ function cpuSeconds(pid: number): number {
   return (Number(f[11]) + Number(f[12])) / 100; // utime, stime (fields 14, 15) in clock ticks of 1/100 s
 }
 
+/** The machine's Redis and MariaDB servers (shared with whatever else uses them meanwhile), for their CPU per create. */
+function servicePids(): number[] {
+  try {
+    return execFileSync('pidof', ['redis-server', 'mariadbd', 'mysqld'], { encoding: 'utf8' }).trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+const servicesCpu = (pids: number[]) => pids.reduce((s, pid) => s + cpuSeconds(pid), 0);
+
 try {
   const [cport, nport] = [await freePort(), await freePort()];
   const control = `http://127.0.0.1:${cport}`;
-  const controlProc = start('control', ['--role', 'control', '--redis', scope.redisURL, '--redis-prefix', scope.keyPrefix, '--mysql', scope.mysqlURL, '--listen', `127.0.0.1:${cport}`, '--node-id', 'bench-control'], values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${resolve(values['cpu-prof'])}`] : []);
+  // Both processes write their profile (CPU.<date>.<pid>...cpuprofile; the pids are printed).
+  const profile = values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${resolve(values['cpu-prof'])}`] : [];
+  const controlProc = start('control', ['--role', 'control', '--redis', scope.redisURL, '--redis-prefix', scope.keyPrefix, '--mysql', scope.mysqlURL, '--listen', `127.0.0.1:${cport}`, '--node-id', 'bench-control'], profile);
   await until('the control replica', async () => (await fetch(`${control}/health`)).ok, 60_000);
   const t0 = Date.now();
-  const computeProc = start('compute', ['--role', 'compute', '--runtime', 'sim', '--sim-nodes', String(N), '--node-id-prefix', 'sim-', '--control', control, '--listen', `127.0.0.1:${nport}`, '--data-dir', join(dir, 'data'), '--node-id', 'bench-sim', '--destroy-on-exit']);
+  const computeProc = start('compute', ['--role', 'compute', '--runtime', 'sim', '--sim-nodes', String(N), '--node-id-prefix', 'sim-', '--control', control, '--listen', `127.0.0.1:${nport}`, '--data-dir', join(dir, 'data'), '--node-id', 'bench-sim', '--destroy-on-exit'], profile);
   await until(`${N} healthy simulated nodes`, async () => (await get<NodeView[]>(control, '/admin/v1/nodes')).filter((n) => n.healthy).length === N, 180_000);
+  if (profile.length > 0) console.log(`profiles: control pid ${controlProc.pid}, simulated nodes pid ${computeProc.pid}`);
   console.log(`nodes=${N} registered and healthy in ${((Date.now() - t0) / 1000).toFixed(1)} s (one compute process, heartbeats batched)`);
 
   const http = new E2bHttp({ apiUrl: control, apiKey });
@@ -99,18 +112,19 @@ try {
   const idle0 = [performance.now(), cpuSeconds(controlProc.pid!)] as const;
   await new Promise((r) => setTimeout(r, 5000));
   const idlePerSec = (cpuSeconds(controlProc.pid!) - idle0[1]) / ((performance.now() - idle0[0]) / 1000);
-  const cpu0 = [cpuSeconds(controlProc.pid!), cpuSeconds(computeProc.pid!), performance.now()] as const;
+  const services = servicePids();
+  const cpu0 = [cpuSeconds(controlProc.pid!), cpuSeconds(computeProc.pid!), performance.now(), servicesCpu(services)] as const;
   const r = await runBench({ mode: 'create-only', concurrency: Number(values.concurrency), count: Number(values.creates), warmup: 50, workload: 'burst', seed: 42 }, ops);
   const s = r.summary;
   const wall = (performance.now() - cpu0[2]) / 1000;
   const controlTotal = cpuSeconds(controlProc.pid!) - cpu0[0];
-  const [controlCpu, computeCpu] = [controlTotal - idlePerSec * wall, cpuSeconds(computeProc.pid!) - cpu0[1]];
+  const [controlCpu, computeCpu, servicesTotal] = [controlTotal - idlePerSec * wall, cpuSeconds(computeProc.pid!) - cpu0[1], servicesCpu(services) - cpu0[3]];
   const runs = s.count + 50; // with the warm-up
   const stats = await get<StatsView>(control, '/admin/v1/stats');
   console.log(`API creates: ${s.success}/${s.count} ok at concurrency ${values.concurrency}: ${fix(s.throughputPerSec, 0)} creates/s; latency ms p50=${fix(s.latencyMs.p50, 1)} p90=${fix(s.latencyMs.p90, 1)} p99=${fix(s.latencyMs.p99, 1)} max=${fix(s.latencyMs.max, 1)}`);
   // The net figure takes out what the heartbeats cost in a 5 s window before the run: under a load
   // that moves (other engineers' builds) it can even come out negative; the total does not.
-  console.log(`CPU per create: control ${fix((1000 * controlTotal) / runs, 2)} ms in all, ${fix((1000 * controlCpu) / runs, 2)} ms beyond its ${fix(idlePerSec * 100, 0)}% of a core with no creates (${fix(runs / controlCpu, 0)} creates per control CPU-second), simulated nodes' process ${fix((1000 * computeCpu) / runs, 2)} ms; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+  console.log(`CPU per create: control ${fix((1000 * controlTotal) / runs, 2)} ms in all, ${fix((1000 * controlCpu) / runs, 2)} ms beyond its ${fix(idlePerSec * 100, 0)}% of a core with no creates (${fix(runs / controlCpu, 0)} creates per control CPU-second), simulated nodes' process ${fix((1000 * computeCpu) / runs, 2)} ms, Redis + MariaDB ${fix((1000 * servicesTotal) / runs, 2)} ms; all four ${fix((1000 * (controlTotal + computeCpu + servicesTotal)) / runs, 2)} ms; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
   if (Object.keys(r.errors).length > 0) console.log(`errors: ${JSON.stringify(r.errors)}; last: ${lastError.slice(0, 300)}`);
   console.log(`control decision (pipeline over ${N} node views, last minute, ${stats.decisionsLastMinute ?? 0} decisions): p50=${fix(stats.decisionP50Ms)} p99=${fix(stats.decisionP99Ms)} ms`);
   const sandboxes = await get<SandboxView[]>(control, '/admin/v1/sandboxes');

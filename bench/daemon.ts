@@ -40,8 +40,8 @@ export function startBenchDaemon(o: { cidr: string; tapInit: number; cubelet?: T
 }
 
 /** A bench daemon offering ns and microvm, with the small bootable template `vmbase` (test/helpers/microvm.ts). */
-export async function startMicrovmBenchDaemon(o: { cidr: string; tapInit: number }): Promise<TestDaemon> {
-  const d = await startBenchDaemon({ ...o, cubelet: { runtime: ['ns', 'microvm'] } });
+export async function startMicrovmBenchDaemon(o: { cidr: string; tapInit: number; cubelet?: Tree }): Promise<TestDaemon> {
+  const d = await startBenchDaemon({ ...o, cubelet: { runtime: ['ns', 'microvm'], ...o.cubelet } });
   try {
     await registerVmTemplate(d.dataDir, 'vmbase', join(d.dataDir, '..', 'vmbase'));
     await d.restart();

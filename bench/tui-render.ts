@@ -51,7 +51,7 @@ let onFrame: (() => void) | null = null;
 const terminal = { columns: COLUMNS, rows: ROWS, write: () => onFrame?.() };
 const sink = new ScreenSink(terminal);
 const noop = async () => {};
-const actions: Actions = { reload: noop, setReleaseRatio: noop, cordon: noop, uncordon: noop, drain: noop, launch: noop, destroy: noop, togglePause: noop, setConfig: noop, exec: noop, logs: noop };
+const actions: Actions = { reload: noop, setReleaseRatio: noop, cordon: noop, uncordon: noop, drain: noop, launch: noop, destroy: noop, togglePause: noop, setConfig: noop, exec: noop, logs: noop, olderEvents: async () => undefined };
 // A keyboard that never types: the App binds keys, so Ink wants a raw-mode TTY.
 class QuietStdin extends EventEmitter {
   readonly isTTY = true;

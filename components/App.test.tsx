@@ -274,7 +274,7 @@ describe('App', () => {
   it('e edits a live key from the config view; a restart key says to edit the file', async () => {
     const { r, actions } = await setup();
     r.stdin.write('5');
-    await waitForFrame(r.lastFrame, (f) => /^PATH +APPLIES +VALUE/m.test(f));
+    await waitForFrame(r.lastFrame, (f) => /^PATH +APPLIES +FROM +VALUE/m.test(f));
     r.stdin.write('/');
     r.stdin.write('mem_oversell');
     r.stdin.write('\r');
@@ -285,6 +285,14 @@ describe('App', () => {
     r.stdin.write('3\r');
     await waitForFrame(r.lastFrame, () => actions.calls.length === 1);
     expect(actions.calls).toEqual(['setConfig "host.quota.mem_oversell_ratio" 3']);
+  });
+
+  it('o in the events view fetches the page of older events', async () => {
+    const { r, actions } = await setup();
+    r.stdin.write('4');
+    await waitForFrame(r.lastFrame, (f) => /^TIME +KIND/m.test(f) && f.includes('o older'));
+    r.stdin.write('o');
+    await waitForFrame(r.lastFrame, () => actions.calls.includes('olderEvents'));
   });
 
   it('q quits', async () => {

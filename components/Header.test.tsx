@@ -2,7 +2,7 @@ import React from 'react';
 import { describe, expect, it } from 'vitest';
 import { render } from 'ink-testing-library';
 import { storeFrom, withStore } from '../test/tui/console.js';
-import { connectionText, Header, headerHeight } from './Header.js';
+import { connectionText, Header, headerHeight, headerTotals } from './Header.js';
 
 describe('Header', () => {
   it.each([
@@ -44,5 +44,24 @@ describe('Header', () => {
     const { lastFrame } = render(withStore(store, <Header width={100} />));
     expect(lastFrame()).toContain('config v-  release ratio -');
     expect(lastFrame()).toContain('nodes 0 (0 schedulable)  sandboxes 0 running 0 paused  creates -');
+  });
+
+  it('keeps the create p99 and the config version and ratio whole at 80 columns', () => {
+    const store = storeFrom();
+    const { lastFrame } = render(withStore(store, <Header width={80} />));
+    const [l1, l2] = lastFrame()!.split('\n');
+    expect(l1).toBe('LIVE  http://127.0.0.1:3000  config v2  release ratio 0.75');
+    expect(l2).toBe('nodes 2 (1 schedulable)  sandboxes 2 run 1 paused  creates 15/min p99 101ms');
+    // A reconnect's reason takes the room: the version and ratio come before the URL.
+    store.setState(() => ({ conn: { state: 'stale', since: Date.now(), error: 'connect ECONNREFUSED', attempt: 4 } }));
+    expect(render(withStore(store, <Header width={80} />)).lastFrame()!.split('\n')[0]).toBe('STALE 0s (retry 4: connect ECONNREFUSED)  config v2  release ratio 0.75  http://');
+  });
+
+  it('puts the p99 first when even the short words do not fit', () => {
+    const big = { nodes: 1000, schedulable: 998, running: 25000, paused: 12000 };
+    const stats = { createsLastMinute: 12000, createRatePerSec: 200, createP99Ms: 1234 } as Parameters<typeof headerTotals>[1];
+    const forms = headerTotals(big, stats);
+    expect(forms[forms.length - 1]).toBe('creates 12000/min p99 1.2s  nodes 1000 (998 sched)  25000 run 12000 paused');
+    expect(forms[forms.length - 1]!.length).toBeLessThanOrEqual(80);
   });
 });

@@ -7,7 +7,7 @@ import { releaseRatioOf } from '../src/tui/model.js';
 import { useConsole, useNow } from '../src/tui/react.js';
 import { colorOf } from '../src/tui/skins.js';
 import type { Connection } from '../src/tui/store.js';
-import type { ConfigView } from '../src/api/types.js';
+import type { ConfigView, StatsView } from '../src/api/types.js';
 
 export function connectionText(c: Connection, now: number): string {
   if (c.state === 'live') return 'LIVE';
@@ -20,6 +20,33 @@ export function rejectedText(config: ConfigView | null): string | null {
   const r = config?.rejected;
   if (!r) return null;
   return `CONFIG ON DISK REJECTED (v${config.version} stays, since ${r.at.slice(11, 19)}): ${r.errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`;
+}
+
+/** The first of `forms` (longest first) that fits `width`, else the last cut to it. */
+export function firstFitting(forms: readonly string[], width: number): string {
+  return forms.find((f) => f.length <= width) ?? cut(forms[forms.length - 1]!, Math.max(0, width));
+}
+
+/**
+ * The first line's tail, whole and then shorter: config version and ratio are what a decision
+ * needs, the API URL is on the screen the operator started from, so at 80 columns it goes last.
+ */
+export function headerRight(url: string, version: number | undefined, r: number | null): string[] {
+  const cfg = `config v${version ?? '-'}  release ratio ${r === null ? '-' : ratio(r)}`;
+  return [`  ${url}  ${cfg}`, `  ${cfg}  ${url}`];
+}
+
+/**
+ * The totals line, whole and then in shorter words, so the create p99 is never the part cut:
+ * at 80 columns the whole line was 86 characters and lost `p99` (tmux, issue 16).
+ */
+export function headerTotals(t: { nodes: number; schedulable: number; running: number; paused: number }, stats: StatsView | null): string[] {
+  const creates = (perSec: boolean) => (stats ? `creates ${stats.createsLastMinute}/min${perSec ? ` ${stats.createRatePerSec.toFixed(2)}/s` : ''} p99 ${millis(stats.createP99Ms)}` : 'creates -');
+  return [
+    `nodes ${t.nodes} (${t.schedulable} schedulable)  sandboxes ${t.running} running ${t.paused} paused  ${creates(true)}`,
+    `nodes ${t.nodes} (${t.schedulable} schedulable)  sandboxes ${t.running} run ${t.paused} paused  ${creates(false)}`,
+    `${creates(false)}  nodes ${t.nodes} (${t.schedulable} sched)  ${t.running} run ${t.paused} paused`,
+  ];
 }
 
 /** Lines the header takes: two, and one more while the config on disk is rejected. */
@@ -46,12 +73,8 @@ export function Header({ width }: { width: number }) {
   const r = releaseRatioOf(config);
   // The connection state leads: on a narrow terminal the tail is what gets cut.
   const connText = connectionText(conn, now);
-  const right = `  ${apiUrl}${readonly ? ' [RO]' : ''}  config v${config?.version ?? '-'}  release ratio ${r === null ? '-' : ratio(r)}`;
-  const line2 = [
-    `nodes ${totals.nodes} (${totals.schedulable} schedulable)`,
-    `sandboxes ${totals.running} running ${totals.paused} paused`,
-    stats ? `creates ${stats.createsLastMinute}/min ${stats.createRatePerSec.toFixed(2)}/s p99 ${millis(stats.createP99Ms)}` : 'creates -',
-  ].join('  ');
+  const right = firstFitting(headerRight(apiUrl + (readonly ? ' [RO]' : ''), config?.version, r), width - connText.length);
+  const line2 = firstFitting(headerTotals(totals, stats), width);
   return (
     <Box flexDirection="column">
       <Text wrap="truncate">

@@ -69,11 +69,11 @@ describe('NodesView', () => {
     expect([at(57), at(58), at(116), at(117)]).toEqual(['ok', 'warn', 'warn', 'bad']);
   });
 
-  it('fits every column at 140, and FOOTPRINT and ALLP at 120 (the whole reason is on the detail line)', () => {
+  it('fits every column at 140, and FOOT/QUOTA and ALLP at 120 (the whole reason is on the detail line)', () => {
     expect(fitColumns(NODE_COLUMNS, 140)).toHaveLength(NODE_COLUMNS.length);
     const w = columnWidths(NODE_COLUMNS, 140);
     expect(w.reduce((a, b) => a + b + 1, -1)).toBe(140);
-    expect(fitColumns(NODE_COLUMNS, 120).map((c) => c.title)).toEqual(expect.arrayContaining(['DENSITY', 'HEAD', 'FOOTPRINT', 'ALLP', 'PAUS/FREE']));
+    expect(fitColumns(NODE_COLUMNS, 120).map((c) => c.title)).toEqual(expect.arrayContaining(['DENSITY', 'HEAD', 'FOOT/QUOTA', 'ALLP', 'PAUS/FREE']));
   });
 
   it('colours density by the footprint in use the daemon reports, not by counting default-spec sandboxes', () => {
@@ -84,7 +84,15 @@ describe('NodesView', () => {
     expect(tone({ ...small, usage: { ...a.usage, quotaMemUsedMiB: 7 * 174 } })).toBe('ok');
     expect(tone({ ...small, usage: { ...a.usage, quotaMemUsedMiB: 4 * 4202 } })).toBe('warn');
     expect(tone({ ...small, density: { ...small.density, headroom: 0 }, usage: { ...a.usage, quotaMemUsedMiB: 6 * 4202 } })).toBe('bad');
-    expect(NODE_COLUMNS.find((c) => c.title === 'FOOTPRINT')!.cell({ ...small, usage: { ...a.usage, quotaMemUsedMiB: 1218 } })).toBe('1.2Gi/24.6Gi');
+    expect(NODE_COLUMNS.find((c) => c.title === 'FOOT/QUOTA')!.cell({ ...small, usage: { ...a.usage, quotaMemUsedMiB: 1218 } })).toBe('1.2Gi/24.6Gi');
+  });
+
+  it('says what the footprint is counted against: the quota, and how it relates to the host or declared memory', () => {
+    const a = storeFrom().getState().data.nodes['node-a']!;
+    // A 23.5 GiB host whose quota, oversold, is 105.9 GiB (issue 16: `0Mi/105.9Gi` read as the host's memory).
+    const host = { ...a, capacity: { cpus: 8, memoryMiB: 24064, declared: false }, usage: { ...a.usage, quotaMemUsedMiB: 0 }, density: { ...a.density, memQuotaMiB: 108442 } };
+    expect(nodeDetail(host)).toContain('| footprint 0Mi of quota 105.9Gi = 4.5x host 23.5Gi, headroom');
+    expect(nodeDetail({ ...host, capacity: { cpus: 128, memoryMiB: 257024, declared: true }, density: { ...a.density, memQuotaMiB: 482048 } })).toContain('footprint 0Mi of quota 470.8Gi = 1.9x declared 251.0Gi,');
   });
 
   it('sizes the NODE column to the longest id, up to a cap', () => {

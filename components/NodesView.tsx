@@ -29,6 +29,18 @@ export function footprint(n: NodeView): string {
   return q === undefined ? mib(n.usage.quotaMemUsedMiB) : `${mib(n.usage.quotaMemUsedMiB)}/${mib(q)}`;
 }
 
+/**
+ * What the footprint's denominator is: the memory quota, the declared or host memory less the
+ * reserve times the oversell factor. `0Mi/105.9Gi` on a 23.5 GiB host read as a host figure
+ * (issue 16); `quota 105.9Gi = 4.5x host 23.5Gi` says it is not.
+ */
+export function quotaBasis(n: NodeView): string {
+  const q = n.density.memQuotaMiB;
+  if (q === undefined) return '';
+  const base = n.capacity.memoryMiB;
+  return ` of quota ${mib(q)} = ${base > 0 ? (q / base).toFixed(1) : '-'}x ${n.capacity.declared ? 'declared' : 'host'} ${mib(base)}`;
+}
+
 export function nodeState(n: NodeView): string {
   return n.lost ? 'LOST' : n.healthy ? 'HEALTHY' : 'UNHEALTHY';
 }
@@ -47,7 +59,7 @@ export function nodeDetail(n: NodeView): string {
   const total = n.usage.memTotalMiB;
   const d = n.density;
   // Density before the host figures: at 80 columns the table already shows CPU, MEMAV and DISK/MARK.
-  return `${n.nodeID} ${verdict} | footprint ${footprint(n)}, headroom ${d.headroom}, all paused ${d.allPausedCeiling} at r ${ratio(d.releaseRatio)} | host cpu ${percent(n.usage.cpuUtilPercent)}, MemAvailable ${mib(n.usage.memAvailableMiB)}${total ? ` of ${mib(total)}` : ''}, disk ${percent(n.usage.diskUsedPercent)}/${n.usage.diskWatermarkPercent}%`;
+  return `${n.nodeID} ${verdict} | footprint ${mib(n.usage.quotaMemUsedMiB)}${quotaBasis(n)}, headroom ${d.headroom}, all paused ${d.allPausedCeiling} at r ${ratio(d.releaseRatio)} | host cpu ${percent(n.usage.cpuUtilPercent)}, MemAvailable ${mib(n.usage.memAvailableMiB)}${total ? ` of ${mib(total)}` : ''}, disk ${percent(n.usage.diskUsedPercent)}/${n.usage.diskWatermarkPercent}%`;
 }
 
 const GAUGE = 6;
@@ -70,7 +82,7 @@ const COLUMNS: Column<NodeView>[] = [
   { title: 'MEMAV', width: 7, align: 'right', cell: (n) => mib(n.usage.memAvailableMiB) },
   { title: 'DENSITY', width: 18, align: 'right', cell: (n) => densityText(live(n), n.density.effectiveCeiling, n.density.safetyBoundary), tone: level },
   { title: 'HEAD', width: 4, align: 'right', cell: (n) => String(n.density.headroom), tone: (n) => (n.density.headroom <= 0 ? 'bad' : undefined) },
-  { title: 'FOOTPRINT', width: 15, shed: 0, align: 'right', cell: footprint, tone: level },
+  { title: 'FOOT/QUOTA', width: 15, shed: 0, align: 'right', cell: footprint, tone: level },
   { title: 'ALLP', width: 4, shed: 0.5, align: 'right', cell: (n) => String(n.density.allPausedCeiling) },
   { title: 'LOAD', width: GAUGE, shed: 3, cell: (n) => gauge(live(n), n.density.effectiveCeiling, GAUGE), tone: level },
   { title: 'BOUND', width: 6, shed: 2, cell: (n) => n.density.bottleneck },

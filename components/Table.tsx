@@ -19,7 +19,12 @@ export interface Column<T> {
   align?: 'left' | 'right';
   cell: (row: T) => string;
   tone?: (row: T) => Tone | undefined;
+  /** A cell too long for its column keeps its end, led by `~` (config paths: the key name is the end). */
+  keepEnd?: boolean;
 }
+
+/** A cell at its column's width: cut at the end, or for `keepEnd` columns at the start. */
+const cellText = <T,>(c: Column<T>, s: string, width: number): string => (c.keepEnd && s.length > width && width > 1 ? fit(`~${s.slice(s.length - width + 1)}`, width) : fit(s, width, c.align));
 
 export interface TableProps<T> {
   columns: readonly Column<T>[];
@@ -98,7 +103,7 @@ function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTo
   let left = width;
   columns.forEach((c, i) => {
     if (left <= 0) return;
-    const cell = i === 0 && marked ? fit(c.cell(row), Math.max(0, widths[i]! - MARK.length)) + MARK : fit(c.cell(row), widths[i]!, c.align);
+    const cell = i === 0 && marked ? cellText(c, c.cell(row), Math.max(0, widths[i]! - MARK.length)) + MARK : cellText(c, c.cell(row), widths[i]!);
     const text = cut((i === 0 ? '' : ' ') + cell, left);
     left -= text.length;
     const color = colorOf(skin, c.tone?.(row) ?? base);

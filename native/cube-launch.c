@@ -975,6 +975,7 @@ static int file_metadata(char **args) {
 //   store subvol PATH LIMIT_BYTES           a subvolume with an exclusive limit (0: none); prints its id
 //   store snapshot SRC PATH LIMIT_BYTES     a writable snapshot of subvolume SRC, limited; prints its id
 //   store keep SRC PATH                     a read-only snapshot of subvolume SRC (a kept sandbox snapshot); prints its id
+//   store limit PATH LIMIT_BYTES            sets the exclusive limit of subvolume PATH (a ready clone taken by a create)
 //   store delete PATH                       deletes the subvolume (gone already: fine); exit 3: not one
 //   store ids PATH...                       subvolume id per path, 0 when not a subvolume
 //   store quota PATH                        enables quota groups (simple quotas where the kernel has them)
@@ -1070,6 +1071,17 @@ static int store_subvol(const char *path, const char *src, uint64_t limit, int r
   return fflush(stdout) == 0 ? 0 : EXIT_HELPER;
 }
 
+static int store_limit(const char *path, uint64_t limit) {
+  int fd = open_dir(path);
+  if (!is_subvol(fd)) {
+    fprintf(stderr, "cube-launch: %s is not a subvolume\n", path);
+    return EXIT_NOT_SUBVOL;
+  }
+  if (limit_fd(fd, limit) < 0) die("limit %s", path);
+  close(fd);
+  return 0;
+}
+
 static int store_delete(const char *path) {
   char name[BTRFS_PATH_NAME_MAX + 1];
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1111,6 +1123,7 @@ static int store_cmd(int argc, char **argv) {
   if (strcmp(c, "subvol") == 0 && argc == 3) return store_subvol(argv[1], NULL, strtoull(argv[2], NULL, 10), 0);
   if (strcmp(c, "snapshot") == 0 && argc == 4) return store_subvol(argv[2], argv[1], strtoull(argv[3], NULL, 10), 0);
   if (strcmp(c, "keep") == 0 && argc == 3) return store_subvol(argv[2], argv[1], 0, 1);
+  if (strcmp(c, "limit") == 0 && argc == 3) return store_limit(argv[1], strtoull(argv[2], NULL, 10));
   if (strcmp(c, "delete") == 0 && argc == 2) return store_delete(argv[1]);
   if (strcmp(c, "quota") == 0 && argc == 2) return store_quota(argv[1]);
   if (strcmp(c, "ids") == 0) {

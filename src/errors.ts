@@ -27,6 +27,8 @@ export const ErrorTable = {
   LAYER_DIGEST_MISMATCH: { code: 130421, http: 400, name: 'layer digest mismatch' },
   TEMPLATE_START_FAILED: { code: 130422, http: 422, name: 'template start command failed' },
   BUILD_STEP_FAILED: { code: 130423, http: 422, name: 'template build step failed' },
+  LAYER_CORRUPT: { code: 130424, http: 502, name: 'fetched layer failed verification' },
+  LAYER_UNAVAILABLE: { code: 130425, http: 503, name: 'no live node holds the layer' },
   STORE_FULL: { code: 130598, http: 503, name: 'store full' },
 } as const;
 

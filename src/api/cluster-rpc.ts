@@ -1,8 +1,10 @@
-// What a control replica serves to compute nodes (not to API clients): heartbeats, behind the
-// cluster secret rather than an API key.
+// What a control replica serves to compute nodes (not to API clients): heartbeats, and the
+// templates and layers they fetch (relayed from the nodes holding them: layer-relay.ts), behind
+// the cluster secret rather than an API key.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HEARTBEAT_PATH, secretMatches, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from '../cubelet/rpc-wire.js';
+import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, HEARTBEAT_PATH, secretMatches, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from '../cubelet/rpc-wire.js';
 import { CubeError } from '../errors.js';
+import type { LayerRelay } from '../scheduler/cluster/layer-relay.js';
 import { readJson, sendError, sendJson, type ErrorLog } from './http.js';
 
 export const CLUSTER_PREFIX = '/cluster/v1/';
@@ -15,10 +17,20 @@ function checkHeartbeat(hb: Heartbeat): void {
   if (hb.view.nodeID !== hb.nodeID) throw new CubeError('BAD_REQUEST', `heartbeat from ${hb.nodeID} carries the view of ${hb.view.nodeID}`);
 }
 
-export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<HeartbeatAnswer> }, secret: string, log?: ErrorLog): (req: IncomingMessage, res: ServerResponse) => void {
+export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<HeartbeatAnswer> }, secret: string, log?: ErrorLog, relay?: LayerRelay): (req: IncomingMessage, res: ServerResponse) => void {
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (!secretMatches(req.headers.authorization, secret)) throw new CubeError('UNAUTHORIZED', 'cluster traffic needs the cluster secret (CUBE_CLUSTER_SECRET)');
     const path = (req.url ?? '/').split('?', 1)[0];
+    if (relay && req.method === 'POST' && (path === CLUSTER_TEMPLATE_PATH || path === CLUSTER_LAYER_PATH)) {
+      const body = await readJson<{ name?: unknown; digest?: unknown; nodeID?: unknown }>(req, 64 << 10);
+      const from = typeof body.nodeID === 'string' ? body.nodeID : undefined;
+      if (path === CLUSTER_TEMPLATE_PATH) {
+        if (typeof body.name !== 'string' || !body.name) throw new CubeError('BAD_REQUEST', 'name is required');
+        return sendJson(res, 200, await relay.template(body.name, from));
+      }
+      if (typeof body.digest !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(body.digest)) throw new CubeError('BAD_REQUEST', 'digest must be sha256:<64 hex>');
+      return relay.layer(body.digest, from, res);
+    }
     if (path !== HEARTBEAT_PATH || req.method !== 'POST') throw new CubeError('NOT_FOUND', `no cluster route ${req.method} ${path}`);
     // One node's heartbeat, or a batch from a process standing for many nodes.
     const body = await readJson<Heartbeat | HeartbeatBatch>(req, MAX_HEARTBEAT);

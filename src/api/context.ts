@@ -5,6 +5,7 @@ import type Router from 'find-my-way';
 import type { MasterConfig } from '../config/schema.js';
 import type { TemplateBuilder } from '../cubelet/template-build.js';
 import type { TemplateStore } from '../runtime/templates.js';
+import type { LayerRelay } from '../scheduler/cluster/layer-relay.js';
 import type { ControlPlane } from '../scheduler/control-plane.js';
 
 export interface ApiContext {
@@ -16,6 +17,8 @@ export interface ApiContext {
   templates?: TemplateStore;
   /** Template builds (the E2B build API), beside the template store on the ns runtime. */
   builds?: TemplateBuilder;
+  /** Cluster control replicas: imports go on to a node, whose layers the others fetch (scheduler/cluster/layer-relay.ts). */
+  relay?: LayerRelay;
 }
 
 /** Identity of an authenticated caller (API key id, never the key itself), for audit records. */

@@ -14,7 +14,7 @@ import { e2bTemplateRoutes } from './e2b/templates.js';
 import { handleSandboxTraffic, handleSandboxUpgrade, isSandboxTraffic } from './envd/index.js';
 import { sendError, sendJson, type Flavour } from './http.js';
 import { createMetrics } from './metrics.js';
-import { ConcurrencyLimiter, isCreate, isCreateLike, RateLimiter, sandboxLimitRefusal, runningOf } from './rate-limit.js';
+import { ConcurrencyLimiter, isCreate, isCreateLike, RateLimiter, RunningBound } from './rate-limit.js';
 
 export interface ApiServerOptions {
   ctx: ApiContext;
@@ -52,6 +52,7 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   const limiter = new RateLimiter(() => ctx.config().api.rate_limit_per_sec);
   const failures = new RateLimiter(() => ctx.config().api.auth_failures_per_sec);
   const creates = new ConcurrencyLimiter(() => ctx.config().api.create_concurrency_per_key);
+  const running = new RunningBound();
   const metrics = createMetrics(ctx.cp);
 
   const handle = async (req: IncomingMessage & { caller?: Caller }, res: ServerResponse): Promise<void> => {
@@ -82,9 +83,10 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
       if (!release) throw new CubeError('CONCURRENCY_LIMITED', `${creates.inFlight(caller.keyID)} creates already in flight for this API key (api.create_concurrency_per_key)`, { retryAfter: 1 });
       res.once('close', release);
       if (isCreate(req.method, path)) {
-        const refusal = sandboxLimitRefusal(await runningOf(ctx, caller.keyID), creates.inFlight(caller.keyID), ctx.config().api.max_sandboxes_per_key);
+        const refusal = await running.refusal(ctx, caller.keyID, creates.inFlight(caller.keyID), ctx.config().api.max_sandboxes_per_key);
         if (refusal) throw refusal;
       }
+      running.note(caller.keyID);
     }
     req.caller = caller;
     router.lookup(req, res);

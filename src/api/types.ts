@@ -183,6 +183,13 @@ export interface NodeView {
   templates: string[];
   /** Templates whose sandboxes run on a runtime of their own when the create names none: name -> runtime. */
   templateRuntimes?: Record<string, string>;
+  /**
+   * Cluster compute nodes: the layer digests in the node's store and its template fetches in
+   * progress ("NAME:TAG done/of" layers). A node that reports `layers` fetches the templates it
+   * lacks from the control plane (runtime/layers/fetch.ts), so template_locality lets it take them.
+   */
+  layers?: string[];
+  fetching?: string[];
   /** ISO 8601 of the last heartbeat/metrics update. */
   lastSeen: string;
   /** Cluster: the version of the cluster's config the node runs (taken from the control plane with its heartbeat answers); absent until it took one. */
@@ -208,7 +215,8 @@ export type EventKind =
   | 'node.lost'
   | 'node.joined'
   | 'node.deleted'
-  | 'pool.exhausted';
+  | 'pool.exhausted'
+  | 'template.fetch';
 
 export interface EventView {
   id: number;
@@ -240,6 +248,21 @@ export interface ConfigView {
   files: { master: string; cubelet: string };
   /** Set while the files on disk are rejected (the version above stays in force); cleared when they validate again. */
   rejected?: { at: string; errors: { path: string; message: string }[] };
+  /**
+   * Values in force that are not the files': daemon flags (`--listen`, `--data-dir`, `--node-id`,
+   * `--sandbox-domain`, `--runtime`) and what the daemon worked out (the address it listens on,
+   * the host name as node id). Paths as the console shows them: `master.api.listen`.
+   */
+  overrides?: ConfigOverride[];
+  /** Paths (`master.api.listen`) the files on disk set; the other keys are the schema's defaults. Absent where the config came from a cluster store. */
+  inFile?: string[];
+}
+
+export interface ConfigOverride {
+  path: string;
+  value: unknown;
+  /** Where the value came from: the flag (`--listen`), or `listening` / `host name` for what the daemon found. */
+  from: string;
 }
 
 export interface ReloadResult {

@@ -205,7 +205,8 @@ export class CubeClient {
     return this.json('PUT', '/admin/v1/config', { path, value });
   }
 
-  events(q: { since?: number; limit?: number } = {}): Promise<EventView[]> {
+  /** `since`: events after that id; `before`: the newest `limit` before that id (paging back into the history). */
+  events(q: { since?: number; before?: number; limit?: number } = {}): Promise<EventView[]> {
     return this.json('GET', '/admin/v1/events', undefined, q);
   }
   stats(): Promise<StatsView> {

@@ -14,7 +14,8 @@ import { rejectUpgrade } from '../api/proxy.js';
 import { createApiServer } from '../api/server.js';
 import { resolveConfigDir, packageRoot } from '../config/loader.js';
 import { ConfigStore } from '../config/store.js';
-import type { MasterConfig } from '../config/schema.js';
+import type { Config, MasterConfig } from '../config/schema.js';
+import type { ConfigOverride } from '../api/types.js';
 import { Cubelet } from '../cubelet/cubelet.js';
 import { readMeminfo } from '../cubelet/host-metrics.js';
 import { HeartbeatSender, type HeartbeatMember } from '../cubelet/heartbeat.js';
@@ -34,6 +35,8 @@ import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } fro
 import { cleanScratch } from '../runtime/layers/import.js';
 import { TemplateBuilder } from '../cubelet/template-build.js';
 import { TemplateStore } from '../runtime/templates.js';
+import { ControlLayerSource, FetchingCatalog } from '../runtime/layers/fetch.js';
+import { LayerRelay } from '../scheduler/cluster/layer-relay.js';
 import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
 import { LocalControlPlane } from '../scheduler/local-control-plane.js';
 import { ClusterStore } from '../store/cluster/index.js';
@@ -160,6 +163,28 @@ function apiConfig(config: ConfigStore, flags: Flags): () => MasterConfig {
   };
 }
 
+/**
+ * What the daemon runs with where the files say otherwise (ConfigView.overrides): its flags, the
+ * address it listens on (port 0 in the file picks one) and the host name standing for an empty
+ * node_id. The console's config view showed the file's `api.listen 127.0.0.1:3000` for a daemon
+ * started with --listen elsewhere.
+ */
+function overridesOf(flags: Flags, cfg: Readonly<Config>, found: { listen: { address: string; port: number }; nodeID?: string; dataDir?: string }): ConfigOverride[] {
+  const out: ConfigOverride[] = [];
+  // A flag always counts; what the daemon found only when it differs from the file.
+  const add = (path: string, value: unknown, inFile: unknown, flag: string | undefined, found?: string) => {
+    if (flag) out.push({ path, value, from: flag });
+    else if (found && JSON.stringify(value) !== JSON.stringify(inFile)) out.push({ path, value, from: found });
+  };
+  const { address, port } = found.listen;
+  add('master.api.listen', `${address.includes(':') ? `[${address}]` : address}:${port}`, cfg.master.api.listen, flags.listen && '--listen', 'listening');
+  add('master.api.sandbox_domain', flags.sandboxDomain, cfg.master.api.sandbox_domain, flags.sandboxDomain && '--sandbox-domain');
+  if (found.nodeID !== undefined) add('cubelet.node_id', found.nodeID, cfg.cubelet.node_id, flags.nodeId && '--node-id', 'host name');
+  if (found.dataDir !== undefined) add('cubelet.data_dir', found.dataDir, cfg.cubelet.data_dir, flags.dataDir && '--data-dir', 'resolved');
+  add('cubelet.runtime', flags.runtime, cfg.cubelet.runtime, flags.runtime && '--runtime');
+  return out;
+}
+
 /** Config, identity, data dir (locked: one daemon per data dir) and logger of roles all and compute. */
 function openNode(flags: Flags) {
   const configDir = resolveConfigDir(flags.configDir);
@@ -207,7 +232,7 @@ function runtimeOf(flags: Flags, config: ConfigStore): Runtimes {
  * The node agent of roles all and compute: cubelet + network-agent + runtime on `dataDir`.
  * `api` is what the node serves (the cubelet itself, or with simulated usage on a sim node).
  */
-function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new TemplateStore(dataDir)): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
+function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new TemplateStore(dataDir), catalog?: FetchingCatalog): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
   if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
   const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
@@ -233,30 +258,31 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
       (err: unknown) => log.error({ err }, 'network policy update failed: the previous table stays in force'),
     );
   });
-  const driver = runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, storeImageGiB: config.config.cubelet.storage.image_gib, ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
+  const driver = runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, snapshots: config.config.cubelet.microvm.snapshots, storeImageGiB: config.config.cubelet.storage.image_gib, ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
   cubelet = new Cubelet({
     nodeID,
     dataDir,
     driver,
     network,
-    templates,
+    templates: catalog ?? templates,
     config: () => config.config,
     log: log.child({ component: 'cubelet' }),
     poolSlotLimit: parseRange(net.cidr).maxIndex,
   });
+  if (catalog) catalog.onEvent = (kind, message, extra) => cubelet?.report(kind, message, extra);
   // Build steps run on the ns runtime (their writable layer becomes a template layer).
   const builds = runtime.includes('ns') ? new TemplateBuilder({ dataDir, templates, driver, network, config: () => config.config, log: log.child({ component: 'template-build' }) }) : undefined;
   return { cubelet, api: cubelet, ...(builds ? { builds } : {}) };
 }
 
 /** One driver, or a RuntimeSet when the node offers several. */
-function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; storeImageGiB: number; declaredMemoryMiB?: number }): RuntimeDriver {
-  const { declaredMemoryMiB, ...common } = o;
+function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; snapshots: boolean; storeImageGiB: number; declaredMemoryMiB?: number }): RuntimeDriver {
+  const { declaredMemoryMiB, snapshots, ...common } = o;
   // The ns driver limits its sandboxes together at the declared quota only (none declared: no
   // limit of ours); a microVM is refused when it cannot fit the node (declared, else MemTotal).
   const ns = runtimes.includes('ns') ? new NsDriver({ ...common, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) }) : undefined;
   // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too.
-  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(ns ? { storage: ns.storage } : {}) })));
+  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, snapshots, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(declaredMemoryMiB ? { declaredMemoryMiB } : {}), ...(ns ? { storage: ns.storage } : {}) })));
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
 }
 
@@ -302,6 +328,7 @@ async function runAll(flags: Flags): Promise<void> {
   await cp.start();
   const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}), ...(templates && builds ? { builds } : {}) }, apiKeys: [apiKey.key], nodeID, version: version() });
   const addr = await api.listen(listen.host, listen.port);
+  config.setOverrides(overridesOf(flags, config.config, { listen: addr, nodeID, dataDir }));
   log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');
 
   onSignals(log, async (signal) => {
@@ -337,14 +364,16 @@ async function runControl(flags: Flags): Promise<void> {
   await store.init();
   const cp = new ClusterControlPlane({ store, config, log: log.child({ component: 'control-plane' }), secret, replicaID });
   await cp.start();
+  const relay = new LayerRelay({ nodes: () => cp.listNodes(), secret });
   const api = createApiServer({
-    ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags) },
+    ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), relay },
     apiKeys: [apiKey],
     nodeID: replicaID,
     version: version(),
-    extraRoutes: [{ prefix: CLUSTER_PREFIX, handle: clusterRpcHandler(cp, secret, log.child({ component: 'cluster-rpc' })) }],
+    extraRoutes: [{ prefix: CLUSTER_PREFIX, handle: clusterRpcHandler(cp, secret, log.child({ component: 'cluster-rpc' }), relay) }],
   });
   const addr = await api.listen(listen.host, listen.port);
+  config.setOverrides(overridesOf(flags, config.config, { listen: addr }));
   log.info({ url: `http://${addr.address}:${addr.port}`, configDir, role: 'control' }, 'cubed control ready');
   onSignals(log, async () => {
     await api.close();
@@ -375,10 +404,14 @@ async function runCompute(flags: Flags): Promise<void> {
     throw new UsageError('--sim-nodes needs --runtime sim (or cubelet.runtime = "sim"): only simulated nodes can share a process');
   }
   // One node, or (sim) many behind one listener, each under /sim/<nodeID>.
+  // A real node fetches the templates it lacks from the control plane (runtime/layers/fetch.ts) and serves its own to the others.
+  const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
+  if (templates) await cleanScratch(dataDir);
+  const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }), log: log.child({ component: 'layers' }) }) : undefined;
   const nodes =
     simCount > 0
       ? simNodeSpecs(simCount, flags.nodeIdPrefix ?? 'sim-').map((spec) => ({ path: simNodePath(spec.nodeID), ...simNode({ nodeID: spec.nodeID, dataDir: simNodeDataDir(dataDir, spec.nodeID), config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim', nodeID: spec.nodeID }), spec }) }))
-      : [{ path: '', ...buildCubelet(nodeID, dataDir, config, log, runtime) }];
+      : [{ path: '', ...buildCubelet(nodeID, dataDir, config, log, runtime, templates, catalog) }];
   let adopted = 0;
   let removed = 0;
   for (const n of nodes) {
@@ -388,7 +421,7 @@ async function runCompute(flags: Flags): Promise<void> {
   }
   const health = (_req: IncomingMessage, res: ServerResponse) => sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', runtime, nodes: nodes.length, version: version() });
   const rpcLog = log.child({ component: 'node-rpc' });
-  const handlers = await Promise.all(nodes.map(async (n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret, new FenceBook(simCount > 0 ? simNodeDataDir(dataDir, n.cubelet.nodeID) : dataDir, (await n.api.listSandboxes()).map((s) => s.sandboxID)), rpcLog)] as const));
+  const handlers = await Promise.all(nodes.map(async (n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret, new FenceBook(simCount > 0 ? simNodeDataDir(dataDir, n.cubelet.nodeID) : dataDir, (await n.api.listSandboxes()).map((s) => s.sandboxID)), rpcLog, simCount > 0 ? undefined : catalog)] as const));
   const rpc = simCount > 0 ? simNodeRouter(new Map(handlers), (req, res) => (req.url === '/health' ? health(req, res) : sendError(res, new CubeError('NOT_FOUND', `no simulated node at ${req.url}`), 'admin'))) : handlers[0]![1];
   const upgrade = simCount > 0 ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeUpgradeHandler(n.api, secret)])), (_req: IncomingMessage, socket: Duplex) => rejectUpgrade(socket, 404, { code: 404, message: 'no simulated node there' })) : nodeUpgradeHandler(nodes[0]!.api, secret);
   const server = createServer((req, res) => (req.url === '/health' ? health(req, res) : rpc(req, res)));

@@ -204,3 +204,15 @@ export function describeRange(s: z.ZodType): string {
       return def.type;
   }
 }
+
+/**
+ * The leaves of a config tree with their key segments (plugin names hold dots, so segments, not
+ * one dotted string); arrays and empty tables are leaves. The console's config rows and the
+ * store's list of what the files set walk the same way, so their paths agree.
+ */
+export function leafValues(v: unknown, segs: string[] = []): { segs: string[]; value: unknown }[] {
+  if (v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0) {
+    return Object.entries(v).flatMap(([k, x]) => leafValues(x, [...segs, k]));
+  }
+  return [{ segs, value: v }];
+}

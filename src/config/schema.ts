@@ -17,7 +17,7 @@ export const SandboxSpecSchema = z
   .strict();
 
 export const FILTER_NAMES = ['cpu', 'mem', 'disk', 'realtime_create_num', 'template_locality', 'mvm_num'] as const;
-export const SCORER_NAMES = ['mvm_num', 'local_create_num', 'quota_cpu_usage', 'quota_mem_usage'] as const;
+export const SCORER_NAMES = ['mvm_num', 'local_create_num', 'quota_cpu_usage', 'quota_mem_usage', 'template_locality'] as const;
 
 export const MasterConfigSchema = z
   .object({
@@ -71,10 +71,11 @@ export const MasterConfigSchema = z
         score: z
           .object({
             enable_scorers: z.array(z.enum(SCORER_NAMES)).default([...SCORER_NAMES]).describe('scorers summed (weighted) into a 0-100 score'),
+            // Partial: a file written before template_locality existed names four weights and stays valid (a weight left out is 0).
             resource_weights: z
-              .record(z.enum(SCORER_NAMES), z.number().min(0))
-              .default({ mvm_num: 2, local_create_num: 3, quota_cpu_usage: 1, quota_mem_usage: 1 })
-              .describe('weight per scorer'),
+              .partialRecord(z.enum(SCORER_NAMES), z.number().min(0))
+              .default({ mvm_num: 2, local_create_num: 3, quota_cpu_usage: 1, quota_mem_usage: 1, template_locality: 3 })
+              .describe('weight per scorer (a scorer left out weighs 0)'),
             plugin_conf: z.record(z.string(), z.record(z.string(), z.unknown())).default({}).describe('free-form per-scorer settings'),
           })
           .strict()
@@ -151,6 +152,7 @@ export const CubeletConfigSchema = z
     microvm: z
       .object({
         boot_timeout_sec: z.number().int().min(5).max(600).default(90).meta({ restart: true }).describe('a microVM whose guest agent has not answered by then is a failed create (its console tail is in the error)'),
+        snapshots: z.boolean().default(true).meta({ restart: true }).describe('create microVMs from per-shape memory snapshots (a restore instead of a boot); false: every create boots cold (to measure it, or so no guest starts from memory another guest had)'),
       })
       .strict()
       .prefault({})

@@ -5,13 +5,13 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { chmod, rename, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import type { ConfigChange, ConfigView, ReloadResult } from '../api/types.js';
+import type { ConfigChange, ConfigOverride, ConfigView, ReloadResult } from '../api/types.js';
 import { TypedEmitter } from '../emitter.js';
 import { CubeError } from '../errors.js';
 import { diffConfig } from './diff.js';
 import { setInText } from './edit.js';
-import { formatPath, resolvePath, type ConfigFile } from './introspect.js';
-import { configPaths, FILE_NAMES, formatIssues, loadConfig, parseConfigText, readIfExists, validate, type ConfigIssue } from './loader.js';
+import { formatPath, leafValues, resolvePath, type ConfigFile } from './introspect.js';
+import { configPaths, FILE_NAMES, formatIssues, loadConfig, parseConfigText, parseSyntax, readIfExists, validate, type ConfigIssue } from './loader.js';
 import type { Config } from './schema.js';
 
 export interface ConfigVersion {
@@ -64,6 +64,10 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
   private closed = false;
   /** The files on disk as last read do not validate (ConfigView.rejected). */
   private rejected: ConfigView['rejected'];
+  /** Values the daemon put over the files (flags, the bound address): ConfigView.overrides. */
+  private overrides: ConfigOverride[] = [];
+  /** Paths the files of the version in force set (ConfigView.inFile); undefined once a cluster's version was adopted. */
+  private inFile: string[] | undefined;
 
   /** Loads the directory; throws CONFIG_INVALID (every `path: reason`) when a file is invalid. */
   constructor(dir: string, opts: ConfigStoreOptions = {}) {
@@ -72,6 +76,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
     this.files = configPaths(dir);
     this.seen = { master: readIfExists(this.files.master), cubelet: readIfExists(this.files.cubelet) };
     this.current = this.version(1, loadConfig(dir));
+    this.inFile = pathsIn(this.seen);
     if (opts.watch ?? true) this.startWatching(opts.pollMs ?? 5000, opts.debounceMs ?? 50);
   }
 
@@ -89,7 +94,24 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
   }
 
   view(): ConfigView {
-    return { version: this.current.version, loadedAt: this.current.loadedAt, master: this.current.config.master, cubelet: this.current.config.cubelet, files: { ...this.files }, ...(this.rejected ? { rejected: this.rejected } : {}) };
+    return {
+      version: this.current.version,
+      loadedAt: this.current.loadedAt,
+      master: this.current.config.master,
+      cubelet: this.current.config.cubelet,
+      files: { ...this.files },
+      ...(this.rejected ? { rejected: this.rejected } : {}),
+      ...(this.overrides.length ? { overrides: this.overrides } : {}),
+      ...(this.inFile ? { inFile: this.inFile } : {}),
+    };
+  }
+
+  /**
+   * Says which values in force are not the files' (a daemon flag, the address it listens on):
+   * the config view showed `api.listen 127.0.0.1:3000` for a daemon started with --listen elsewhere.
+   */
+  setOverrides(overrides: readonly ConfigOverride[]): void {
+    this.overrides = [...overrides];
   }
 
   /** Re-reads both files. Rejected files keep the old config (ok=false with the reasons). */
@@ -119,7 +141,9 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
       // Written valid: the rejection is over unless the other file is still bad.
       const other = FILES.find((f) => f !== file)!;
       if (parseConfigText(other, this.seen[other]).ok) this.rejected = undefined;
-      return this.apply({ ...this.current.config, [file]: parsed.value });
+      const result = this.apply({ ...this.current.config, [file]: parsed.value });
+      this.inFile = pathsIn(this.seen);
+      return result;
     });
   }
 
@@ -152,6 +176,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
       const previous = this.current;
       this.prev = previous;
       this.current = this.version(version, config);
+      this.inFile = undefined;
       if (changes.length > 0) this.emit('change', { current: this.current, previous, changes });
       return { ok: true, version, changes };
     });
@@ -212,7 +237,9 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
       return result;
     }
     this.rejected = undefined;
-    return this.apply({ master: master.value, cubelet: cubelet.value });
+    const result = this.apply({ master: master.value, cubelet: cubelet.value });
+    this.inFile = pathsIn(texts);
+    return result;
   }
 
   private apply(next: Config): ReloadResult {
@@ -291,3 +318,12 @@ async function writeAtomic(path: string, text: string): Promise<void> {
 }
 
 export type { ConfigIssue };
+
+/** The leaf paths (`master.api.listen`) the file texts set, as the console's config rows name them. */
+function pathsIn(texts: Record<ConfigFile, string | undefined>): string[] {
+  return FILES.flatMap((f) => {
+    const raw = parseSyntax(f, texts[f]);
+    // An empty file is one empty table: no key set.
+    return raw.ok ? leafValues(raw.value).flatMap((l) => (l.segs.length ? [[f, ...l.segs].join('.')] : [])) : [];
+  });
+}

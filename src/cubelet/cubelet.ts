@@ -8,7 +8,7 @@ import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
 import type { FileMetadata, FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
-import { cpuUtilPercent, diskUsedPercent, hostCpus, readCpuTimes, readMeminfo, sandboxCpuPercent, type CpuTimes } from './host-metrics.js';
+import { cpuUtilPercent, HOST, hostCpus, sandboxCpuPercent, type CpuTimes, type HostReadings } from './host-metrics.js';
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
 import { slotModeOf } from '../network/tap.js';
@@ -43,6 +43,8 @@ export interface TemplateCatalog {
   /** 130404 when unknown. */
   resolve(name: string): Promise<TemplateRef>;
   listTemplates(): Promise<TemplateRef[]>;
+  /** Cluster compute nodes (runtime/layers/fetch.ts): the layers held and the fetches in progress, for the node view. */
+  layerFacts?(): Promise<{ layers: string[]; fetching: string[] }>;
 }
 
 export interface CubeletOptions {
@@ -58,6 +60,8 @@ export interface CubeletOptions {
   poolSlotLimit: number;
   /** Liveness and OOM watch period. */
   watchIntervalMs?: number;
+  /** Where the host's CPU, memory and disk figures come from (default: read for this node alone). */
+  host?: HostReadings;
 }
 
 interface Entry {
@@ -83,7 +87,8 @@ export class Cubelet implements NodeApi {
   private readonly listeners = new Set<(e: NodeEvent) => void>();
   private watchTimer?: NodeJS.Timeout;
   private diskTimer?: NodeJS.Timeout;
-  private cpuPrev: CpuTimes = readCpuTimes();
+  private readonly host: HostReadings;
+  private cpuPrev: CpuTimes;
   private cpuUtil = 0;
   private cpuSampled = false;
   private cpuAt = Date.now();
@@ -91,10 +96,12 @@ export class Cubelet implements NodeApi {
   private sandboxCpuPrev: number | undefined;
   private sandboxCpuUtil: number | undefined;
   /** The last host sample (hostSample()), shared by the views read while it is young. */
-  private host?: { at: number; sample: Promise<HostSample> };
+  private hostCache?: { at: number; sample: Promise<HostSample> };
 
   constructor(private readonly o: CubeletOptions) {
     this.nodeID = o.nodeID;
+    this.host = o.host ?? HOST;
+    this.cpuPrev = this.host.cpuTimes();
   }
 
   /** Reconciles with what the kernel holds: re-adopts complete live sandboxes, removes everything else. */
@@ -147,8 +154,8 @@ export class Cubelet implements NodeApi {
   }
 
   /** Notices from the node's other agents (e.g. the network pool running dry) as node events. */
-  report(kind: EventKind, message: string): void {
-    this.emitEvent(kind, message);
+  report(kind: EventKind, message: string, extra: Partial<Pick<EventView, 'code' | 'durationMs'>> = {}): void {
+    this.emitEvent(kind, message, extra);
   }
 
   subscribe(listener: (e: NodeEvent) => void): () => void {
@@ -565,6 +572,7 @@ export class Cubelet implements NodeApi {
       ...(this.offers('microvm') ? { tapPool: network.levels('tap') } : {}),
       poolSlotLimit: this.o.poolSlotLimit,
       ...templateFacts(await this.o.templates.listTemplates()),
+      ...(this.o.templates.layerFacts ? { layerFacts: await this.o.templates.layerFacts() } : {}),
       now: new Date(),
     });
   }
@@ -572,17 +580,17 @@ export class Cubelet implements NodeApi {
   /** Memory and disk of the host, read at most every HOST_SAMPLE_MAX_AGE_MS (a failed read is not kept). */
   private hostSample(): Promise<HostSample> {
     const now = Date.now();
-    if (this.host && now - this.host.at < HOST_SAMPLE_MAX_AGE_MS) return this.host.sample;
+    if (this.hostCache && now - this.hostCache.at < HOST_SAMPLE_MAX_AGE_MS) return this.hostCache.sample;
     const { dataDir, driver } = this.o;
     const sample = (async (): Promise<HostSample> => {
-      const mem = readMeminfo();
-      const [disk, store] = await Promise.all([diskUsedPercent(dataDir), driver.storage?.usage()]);
+      const mem = this.host.meminfo();
+      const [disk, store] = await Promise.all([this.host.diskUsedPercent(dataDir), driver.storage?.usage()]);
       return { memAvailableMiB: mem.availableMiB, memTotalMiB: mem.totalMiB, diskUsedPercent: disk, ...(store ? { store } : {}) };
     })();
     const host = { at: now, sample };
-    this.host = host;
+    this.hostCache = host;
     sample.catch(() => {
-      if (this.host === host) this.host = undefined;
+      if (this.hostCache === host) this.hostCache = undefined;
     });
     return sample;
   }
@@ -595,7 +603,7 @@ export class Cubelet implements NodeApi {
     const now = Date.now();
     const dt = now - this.cpuAt;
     if (dt < 500) return;
-    const cur = readCpuTimes();
+    const cur = this.host.cpuTimes();
     const alpha = this.cpuSampled ? 1 - Math.exp(-dt / CPU_SMOOTHING_MS) : 1;
     this.cpuUtil += alpha * (cpuUtilPercent(this.cpuPrev, cur) - this.cpuUtil);
     const used = this.o.driver.cpuUsageUsec?.();

@@ -28,6 +28,8 @@ export interface NodeViewInputs {
   poolSlotLimit: number;
   templates: string[];
   templateRuntimes?: Record<string, string>;
+  /** A node that fetches missing templates (cluster compute): the layers it holds, the fetches in progress. */
+  layerFacts?: { layers: string[]; fetching: string[] };
   now: Date;
 }
 
@@ -115,6 +117,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
     ...(i.tapPool ? { tapPool: i.tapPool } : {}),
     templates: i.templates,
     ...(i.templateRuntimes && Object.keys(i.templateRuntimes).length ? { templateRuntimes: i.templateRuntimes } : {}),
+    ...(i.layerFacts ? { layers: i.layerFacts.layers, ...(i.layerFacts.fetching.length ? { fetching: i.layerFacts.fetching } : {}) } : {}),
     lastSeen: i.now.toISOString(),
   };
 }

@@ -9,7 +9,9 @@ import type { EgressRequest } from '../network/egress.js';
 import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
-import { decodeProcessEvent, FENCE_HEADER, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
+import type { TemplateRecord } from '../runtime/templates.js';
+import { decodeProcessEvent, FENCE_HEADER, type ImportRequest, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
+import type { HeldTemplate } from '../runtime/layers/fetch.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 /** The node's clock when it answered, per result object (rpc-server.ts adds it to every answer). */
@@ -21,6 +23,13 @@ export function answeredAt(result: object): number | undefined {
 }
 
 const KIND_BY_CODE = new Map<number, ErrorKind>(Object.entries(ErrorTable).map(([kind, v]) => [v.code, kind as ErrorKind]));
+
+/** The CubeError an error answer of a cubed process (node RPC, cluster routes) carries, by its code. */
+export async function answerError(res: Response, who: string): Promise<CubeError> {
+  const body = (await res.json().catch(() => ({}))) as { code?: number; message?: string; details?: Record<string, unknown> };
+  const kind = (body.code !== undefined && KIND_BY_CODE.get(body.code)) || 'INTERNAL';
+  return new CubeError(kind, (body.message ?? `${who} answered ${res.status}`).replace(/^\d{6} /, ''), body.details ? { details: body.details } : {});
+}
 
 export class RemoteNode implements NodeApi {
   private readonly listeners = new Set<(e: NodeEvent) => void>();
@@ -41,7 +50,7 @@ export class RemoteNode implements NodeApi {
     return new RemoteNode(this.nodeID, this.address, this.secret, this.timeoutMs, fence);
   }
 
-  private async request(method: string, init: { body?: Buffer | string; query?: Record<string, string | undefined>; contentType?: string; timeout?: boolean; signal?: AbortSignal }): Promise<Response> {
+  private async request(method: string, init: { body?: Buffer | string | ReadableStream; query?: Record<string, string | undefined>; contentType?: string; timeout?: boolean; signal?: AbortSignal }): Promise<Response> {
     // The address may carry a path (one listener serving many simulated nodes): keep it.
     const url = new URL(this.address.replace(/\/+$/, '') + RPC_PREFIX + method);
     for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
@@ -50,16 +59,15 @@ export class RemoteNode implements NodeApi {
       res = await fetch(url, {
         method: 'POST',
         headers: { authorization: `Bearer ${this.secret}`, 'content-type': init.contentType ?? 'application/json', ...(this.fence !== undefined ? { [FENCE_HEADER]: this.fence } : {}) },
-        ...(init.body !== undefined ? { body: init.body } : {}),
+        // duplex: a streamed body (an import forwarded as it arrives) needs it; harmless for the others.
+        ...(init.body !== undefined ? ({ body: init.body, duplex: 'half' } as RequestInit) : {}),
         signal: init.signal ?? (init.timeout === false ? undefined : AbortSignal.timeout(this.timeoutMs)),
       });
     } catch (e) {
       throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} at ${this.address} unreachable: ${(e as Error).message}`, { cause: e, retryAfter: 1 });
     }
     if (res.ok) return res;
-    const body = (await res.json().catch(() => ({}))) as { code?: number; message?: string };
-    const kind = (body.code !== undefined && KIND_BY_CODE.get(body.code)) || 'INTERNAL';
-    throw new CubeError(kind, (body.message ?? `node ${this.nodeID} answered ${res.status}`).replace(/^\d{6} /, ''));
+    throw await answerError(res, `node ${this.nodeID}`);
   }
 
   private async json<T>(method: JsonMethod | 'sendInput', ...args: unknown[]): Promise<T> {
@@ -193,6 +201,20 @@ export class RemoteNode implements NodeApi {
   }
   nodeView(): Promise<NodeView> {
     return this.json('nodeView');
+  }
+  /** The node's record of template `name` and its layers' tree digests (served with a LayerServer). */
+  async templateRecord(name: string): Promise<HeldTemplate> {
+    const res = await this.request('templateRecord', { body: JSON.stringify({ args: [name] }) });
+    return ((await res.json()) as { result: HeldTemplate }).result;
+  }
+  /** Imports the archive `body` into the node's store (the control replica forwarding an upload). */
+  async importImage(body: Readable, req: ImportRequest): Promise<TemplateRecord> {
+    const res = await this.request('importImage', { query: { import: JSON.stringify(req) }, body: Readable.toWeb(body) as ReadableStream, contentType: 'application/octet-stream', timeout: false });
+    return ((await res.json()) as { result: TemplateRecord }).result;
+  }
+  /** Layer `digest` as a tar (layers/pack.ts); the body streams for as long as it takes. */
+  async layer(digest: string): Promise<Response> {
+    return this.request('layer', { query: { digest }, timeout: false });
   }
   /** The sandbox's address is private to the node: port traffic goes through the node's port proxy. */
   portUpstream(sandboxID: string, port: number, path: string): PortUpstream {

@@ -4,11 +4,13 @@
 // addresses, which only this node reaches. Every request carries the cluster secret.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { readBody, readJson, sendError, sendJson, type ErrorLog } from '../api/http.js';
 import { proxyHttp, proxyUpgrade, rejectUpgrade } from '../api/proxy.js';
 import { CubeError, errorBody, toCubeError } from '../errors.js';
+import type { LayerServer } from '../runtime/layers/fetch.js';
 import type { FenceBook } from './fences.js';
-import { encodeProcessEvent, FENCE_HEADER, FENCED_METHODS, JSON_METHODS, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type JsonMethod } from './rpc-wire.js';
+import { encodeProcessEvent, FENCE_HEADER, FENCED_METHODS, JSON_METHODS, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type ImportRequest, type JsonMethod } from './rpc-wire.js';
 import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -16,8 +18,11 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 const MAX_JSON = 16 << 20;
 const MAX_FILE = 1 << 30;
 
-/** `fences`: the node's FenceBook (the highest lock fence accepted per sandbox, kept across restarts). */
-export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog): Handler {
+/**
+ * `fences`: the node's FenceBook (the highest lock fence accepted per sandbox, kept across restarts).
+ * `layers`: the node's templates and layers, served to the nodes fetching them through the control plane (runtime/layers/fetch.ts).
+ */
+export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog, layers?: LayerServer): Handler {
   const jsonMethods = new Set<string>(JSON_METHODS);
   const call = node as unknown as Record<JsonMethod, (...a: unknown[]) => Promise<unknown>>;
   function checkFence(req: IncomingMessage, method: string, sandboxID: unknown): void {
@@ -51,6 +56,17 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
       res.on('close', off);
       return;
     }
+    if (layers && method === 'layer') {
+      const tar = layers.packedLayer(q('digest') ?? '');
+      res.writeHead(200, { 'content-type': 'application/x-tar' });
+      // An error mid-layer cuts the answer short: the fetching node's check fails on it.
+      await pipeline(tar, res).catch((err: unknown) => {
+        log?.error({ err, digest: q('digest') }, 'serving a layer failed');
+        res.destroy();
+      });
+      return;
+    }
+    if (layers && method === 'importImage') return sendJson(res, 201, { result: await layers.importUpload(req, JSON.parse(q('import') ?? '{}') as ImportRequest) });
     if (method === 'readFile') {
       const body = await node.readFile(q('sandboxID')!, q('path')!);
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
@@ -67,6 +83,7 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
       await node.sendInput(sandboxID, pid, Buffer.from(data, 'base64'));
       return sendJson(res, 200, { result: null });
     }
+    if (layers && method === 'templateRecord') return sendJson(res, 200, { result: await layers.heldTemplate(String(args[0])) });
     if (method === 'startProcess') return streamProcess(res, node.startProcess(...(args as Parameters<NodeApi['startProcess']>)));
     if (method === 'watchDir') {
       const changes = await node.watchDir(...(args as Parameters<NodeApi['watchDir']>));

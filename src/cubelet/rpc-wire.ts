@@ -3,7 +3,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
-import type { FileStat } from '../runtime/types.js';
+import type { FileStat, TemplateConfig } from '../runtime/types.js';
 import type { ProcessEvent } from './types.js';
 
 export const RPC_PREFIX = '/node/v1/';
@@ -103,6 +103,15 @@ export function parseProxyPath(target: string): { sandboxID: string; port: numbe
 
 /** Where compute nodes post their heartbeats on a control replica (same secret as node RPC). */
 export const HEARTBEAT_PATH = '/cluster/v1/heartbeat';
+/** Where a compute node asks a control replica for a template's record ({name, nodeID}) and for a layer ({digest, nodeID}, a tar). */
+export const CLUSTER_TEMPLATE_PATH = '/cluster/v1/template';
+export const CLUSTER_LAYER_PATH = '/cluster/v1/layer';
+
+/** An import a control replica forwards to a node (node RPC `importImage`: the archive as the body, this as the `import` query parameter in JSON). */
+export interface ImportRequest {
+  ref: string;
+  config?: Partial<TemplateConfig>;
+}
 
 /**
  * What a compute node posts every second: its view (capacity, quota, templates, pool), where

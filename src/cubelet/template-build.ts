@@ -8,7 +8,7 @@
 // never removes a layer a build is taking).
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { lstat, mkdir, open, readFile, readdir, readlink, rename, rm, rmdir, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -21,8 +21,7 @@ import { CubeError, toCubeError } from '../errors.js';
 import { newSandboxID } from '../ids.js';
 import type { NetworkAgent } from '../network/types.js';
 import { ensureStoreDir, scratchDir } from '../runtime/layers/import.js';
-import { runLayerTool } from '../runtime/layers/unpack.js';
-import { nativeBinary } from '../runtime/ns/helper.js';
+import { EMPTY_TREE, treeDigest, writeTree } from '../runtime/layers/tree.js';
 import { DEFAULT_CONFIG, etcHosts, HOST_TEMPLATE, layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../runtime/templates.js';
 import type { RuntimeDriver, SandboxHandle, TemplateConfig, TemplateRef } from '../runtime/types.js';
 import { Tail } from './start-cmd.js';
@@ -383,6 +382,7 @@ export class TemplateBuilder {
       if (existsSync(dest)) return { digest, added: false };
       await mkdir(join(dest, '..'), { recursive: true });
       await rename(scratch, dest);
+      await writeTree(this.o.dataDir, digest, digest); // a build layer is named by its tree digest
       return { digest, added: true };
     } finally {
       await rm(scratch, { recursive: true, force: true });
@@ -409,43 +409,4 @@ export class TemplateBuilder {
     await writeFile(tmp, JSON.stringify(live));
     await rename(tmp, this.cacheFile);
   }
-}
-
-/** treeDigest of an empty directory: a step that changed no file (each layer is an overlay lowerdir, 59 at most). */
-export const EMPTY_TREE = `sha256:${createHash('sha256').update('').digest('hex')}`;
-
-/**
- * sha256 of a directory tree: per entry, in name order, its path, type, mode, owner, size, link
- * target or device number (whiteouts are 0/0 devices), whether a directory is opaque (the
- * trusted.overlay.opaque mark, read by build/cube-layer: Node has no getxattr), and the sha256 of
- * its contents. Times are left out: a step run twice that makes the same files makes the same layer.
- */
-export async function treeDigest(root: string, layerTool = nativeBinary('cube-layer')): Promise<string> {
-  const lines: string[] = [];
-  const dirs: number[] = [];
-  const walk = async (rel: string): Promise<void> => {
-    const names = (await readdir(join(root, rel))).sort();
-    for (const name of names) {
-      const p = rel ? `${rel}/${name}` : name;
-      const full = join(root, p);
-      const st = await lstat(full);
-      const kind = st.isDirectory() ? 'd' : st.isFile() ? 'f' : st.isSymbolicLink() ? 'l' : st.isCharacterDevice() ? 'c' : 'o';
-      let extra = '';
-      if (kind === 'l') extra = await readlink(full);
-      else if (kind === 'c') extra = String(st.rdev);
-      else if (kind === 'f') {
-        const fh = createHash('sha256');
-        for await (const chunk of createReadStream(full)) fh.update(chunk as Buffer);
-        extra = fh.digest('hex');
-      }
-      if (kind === 'd') dirs.push(lines.length);
-      lines.push(`${p}\0${kind}\0${(st.mode & 0o7777).toString(8)}\0${st.uid}:${st.gid}\0${kind === 'f' ? st.size : 0}\0${extra}`);
-      if (kind === 'd') await walk(p);
-    }
-  };
-  await walk('');
-  const opaque = dirs.length ? await runLayerTool(layerTool, root, dirs.map((i) => `q${lines[i]!.split('\0', 1)[0]}`)) : '';
-  if (opaque.length !== dirs.length) throw new CubeError('INTERNAL', `cube-layer answered ${opaque.length} of ${dirs.length} opaque queries`);
-  dirs.forEach((i, n) => (lines[i] += `\0${opaque[n] === 'y' ? 'opaque' : ''}`));
-  return `sha256:${createHash('sha256').update(lines.join('\n')).digest('hex')}`;
 }

@@ -318,6 +318,7 @@ export async function removeLayer(dataDir: string, digest: string): Promise<void
   const trash = join(dataDir, 'layers', 'trash');
   await mkdir(trash, { recursive: true });
   const to = join(trash, `${digest.slice(7)}.${process.pid}.${Date.now()}`);
+  await rm(`${layerDir(dataDir, digest)}.tree`, { force: true }); // layers/tree.ts treeFile
   try {
     await rename(layerDir(dataDir, digest), to);
   } catch (e) {

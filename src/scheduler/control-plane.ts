@@ -90,7 +90,7 @@ export interface ControlPlane {
   setConfig(path: string, value: unknown, actor?: string): Promise<ReloadResult>;
 
   templates(): Promise<{ templateID: string; nodes: string[] }[]>;
-  events(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]>;
+  events(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]>;
   snapshot(): Promise<Snapshot>;
   /** Deltas after the snapshot; returns the unsubscribe function. */
   watch(listener: (m: WatchMessage) => void): () => void;

@@ -291,7 +291,7 @@ export class LocalControlPlane implements ControlPlane {
     return node.templates.map((templateID) => ({ templateID, nodes: [node.nodeID] }));
   }
 
-  async events(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]> {
+  async events(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]> {
     await this.writes;
     return this.store.listEvents(opts);
   }

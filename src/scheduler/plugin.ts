@@ -13,6 +13,8 @@ export interface PlacementRequest {
   nodeID?: string;
   /** Place only on nodes running this runtime driver. */
   runtime?: string;
+  /** Cluster: the template is on some node, so a node that fetches templates (NodeView.layers) may take it without holding it. */
+  fetchable?: boolean;
 }
 
 export interface Candidate {

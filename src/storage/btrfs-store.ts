@@ -203,10 +203,11 @@ export class BtrfsStore {
 
   /**
    * The sandbox's subvolume made from the kept snapshot `snapshotID`: a writable snapshot of it
-   * (0.3 ms of ioctl whatever it holds). No limit yet, like take(); once set, it counts what the
-   * sandbox writes, not what it shares with the snapshot.
+   * (0.3 ms of ioctl whatever it holds). No limit unless `limitBytes` is given (the ns driver sets
+   * it with cube-launch create -q, like take()); the limit counts what the sandbox writes, not
+   * what it shares with the snapshot.
    */
-  async takeFrom(snapshotID: string, sandboxID: string): Promise<string> {
+  async takeFrom(snapshotID: string, sandboxID: string, limitBytes = 0): Promise<string> {
     const dir = this.dir(sandboxID);
     const ready = this.clones.get(snapshotID);
     const first = ready?.entries().next();
@@ -222,16 +223,17 @@ export class BtrfsStore {
       );
       if (taken) {
         this.ids.set(sandboxID, id);
+        if (limitBytes > 0) await this.store(['limit', dir, String(Math.floor(limitBytes))]);
         return dir;
       }
     }
-    this.ids.set(sandboxID, await this.clone(snapshotID, dir, `creating ${sandboxID} from snapshot ${snapshotID}`));
+    this.ids.set(sandboxID, await this.clone(snapshotID, dir, `creating ${sandboxID} from snapshot ${snapshotID}`, limitBytes));
     return dir;
   }
 
-  /** A writable snapshot of a kept one at `dir`, no limit; its subvolume id. */
-  private async clone(snapshotID: string, dir: string, what: string): Promise<number> {
-    const r = await this.o.helper.store(['snapshot', this.keptDir(snapshotID), dir, '0']);
+  /** A writable snapshot of a kept one at `dir` with the exclusive limit `limitBytes` (0: none); its subvolume id. */
+  private async clone(snapshotID: string, dir: string, what: string, limitBytes = 0): Promise<number> {
+    const r = await this.o.helper.store(['snapshot', this.keptDir(snapshotID), dir, String(Math.floor(limitBytes))]);
     if (r.exitCode !== 0) {
       if (/No such file or directory/.test(r.stderr)) throw new CubeError('NOT_FOUND', `snapshot ${snapshotID} is not in the store of this node`);
       throw this.failure(what, r.stderr);

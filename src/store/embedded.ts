@@ -174,12 +174,12 @@ export class EmbeddedStore implements StateStore {
     return { ...e, id };
   }
 
-  async listEvents(opts: { sinceID?: number; limit?: number } = {}): Promise<EventView[]> {
+  async listEvents(opts: { sinceID?: number; beforeID?: number; limit?: number } = {}): Promise<EventView[]> {
     const limit = Math.max(1, Math.min(opts.limit ?? 100, 10_000));
     const rows =
       opts.sinceID !== undefined
         ? (this.q('SELECT id, body FROM events WHERE id > ? ORDER BY id LIMIT ?').all(opts.sinceID, limit) as { id: number; body: string }[])
-        : (this.q('SELECT id, body FROM (SELECT id, body FROM events ORDER BY id DESC LIMIT ?) ORDER BY id').all(limit) as { id: number; body: string }[]);
+        : (this.q('SELECT id, body FROM (SELECT id, body FROM events WHERE id < ? ORDER BY id DESC LIMIT ?) ORDER BY id').all(opts.beforeID ?? Number.MAX_SAFE_INTEGER, limit) as { id: number; body: string }[]);
     return rows.map((r) => ({ ...(JSON.parse(r.body) as Omit<EventView, 'id'>), id: r.id }));
   }
 

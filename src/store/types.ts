@@ -77,8 +77,8 @@ export interface StateStore {
 
   /** Assigns the next id (strictly increasing); keeps at most the retention the store was built with. */
   appendEvent(e: Omit<EventView, 'id'>): Promise<EventView>;
-  /** Events with id > sinceID, oldest first; without sinceID the newest `limit`, oldest first. */
-  listEvents(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]>;
+  /** Events with id > sinceID, oldest first; with beforeID the newest `limit` with id < beforeID (paging back), oldest first; with neither the newest `limit`, oldest first. */
+  listEvents(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]>;
   /** Makes the event history durable where appending did not (call it periodically, from one replica: the `event-archive` lease). */
   archiveEvents(): Promise<void>;
 

@@ -1,10 +1,11 @@
 // Every write the console makes to the admin API, each reporting its outcome in the flash
 // line. Confirmation and prompts are opened by commands.ts; these run after them.
-import type { NodeView, SandboxView } from '../api/types.js';
+import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import { CubeClient, type DrainOptions } from '../cli/client.js';
 import type { MasterConfig } from '../config/schema.js';
 import { computeDensity, computeHeadroom, densityParamsFromConfig, headroomFromUsage, type DensityParams, type Headroom } from '../scheduler/density.js';
 import { densityText, inline, mib, ratio } from './format.js';
+import { EVENT_PAGE, withOlderEvents } from './model.js';
 import { flash, setUi, type ConsoleStore } from './store.js';
 
 export const RELEASE_RATIO_PATH = 'host.quota.paused_resource_release_ratio';
@@ -131,6 +132,8 @@ export interface Actions {
   exec(sandboxID: string, command: string): Promise<void>;
   /** The sandbox's lifecycle from the daemon's whole event history (not only the console's buffer) into ui.logs. */
   logs(sandboxID: string): Promise<void>;
+  /** The page of events before the oldest the console holds, from the daemon's history; resolves to the newest of them (undefined: none older). */
+  olderEvents(): Promise<EventView | undefined>;
 }
 
 /** Events the daemon keeps at most (the store's retention): `l` reads them all. */
@@ -257,5 +260,17 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
         setUi(store, { logs: { ...store.getState().ui.logs, [sandboxID]: lines.length ? lines : ['no event about it in the daemon history'] } });
         flash(store, `${sandboxID}: ${events.length} event(s) from the daemon history`);
       }),
+    olderEvents: async () => {
+      let newest: EventView | undefined;
+      await run('older events', async () => {
+        const oldest = store.getState().data.events[0];
+        const page = await api().events({ ...(oldest ? { before: oldest.id } : {}), limit: EVENT_PAGE });
+        store.setState((s) => ({ data: withOlderEvents(s.data, page) }));
+        newest = page.at(-1);
+        if (page.length) flash(store, `${page.length} older event(s) from the daemon history, back to ${page[0]!.at.slice(0, 19).replace('T', ' ')}`);
+        else flash(store, `no event before ${oldest ? oldest.at.slice(0, 19).replace('T', ' ') : 'now'} in the daemon history (its retention ends there)`, 'warn');
+      });
+      return newest;
+    },
   };
 }

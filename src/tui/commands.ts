@@ -102,6 +102,13 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
       void actions.logs(id).then(() => showDescribed(ctx, id));
       return;
     }
+    case 'olderEvents': {
+      // The first older event (the row under the previous oldest, newest first) is selected: the page shows.
+      void actions.olderEvents().then((e) => {
+        if (e) setUi(store, { selected: { ...store.getState().ui.selected, events: String(e.id) } });
+      });
+      return;
+    }
     case 'editConfig': {
       if (s.ui.view !== 'config') return;
       const ids = currentIDs(s);

@@ -27,7 +27,7 @@ export function describeNode(n: NodeView, master: MasterConfig | null, events: r
     '',
     'Quota',
     `  capacity ${n.capacity.cpus} cpus, ${mib(n.capacity.memoryMiB)} (${n.capacity.declared ? 'declared in cubelet.toml [quota]' : 'the host'})`,
-    `  in use: ${u.quotaCpuUsed} cpus, ${mib(u.quotaMemUsedMiB)} (running at full footprint, paused at 1 - ratio)`,
+    `  in use: ${u.quotaCpuUsed} cpus, ${mib(u.quotaMemUsedMiB)} (running at full footprint, paused at 1 - ratio)${d.memQuotaMiB === undefined ? '' : ` of memory quota ${mib(d.memQuotaMiB)} (capacity less the reserve, times the oversell factor)`}`,
     `  host: cpu ${percent(u.cpuUtilPercent)}, MemAvailable ${mib(u.memAvailableMiB)}${u.memTotalMiB ? ` of ${mib(u.memTotalMiB)}` : ''}, disk ${percent(u.diskUsedPercent)} (watermark ${u.diskWatermarkPercent}%)`,
     '',
     'Density for the default spec',

@@ -3,6 +3,7 @@
 // from help and from dispatch together.
 import type { Key } from 'ink';
 import { EXEC_TIMEOUT_MS } from './actions.js';
+import { EVENT_PAGE } from './model.js';
 import { sortHelp } from './sorting.js';
 import { VIEWS, type ViewName } from './views.js';
 
@@ -11,7 +12,7 @@ export type CommandId =
   | 'up' | 'down' | 'pageUp' | 'pageDown' | 'top' | 'bottom'
   | 'nextView' | 'prevView' | `view:${ViewName}`
   | 'sort' | 'sortReverse'
-  | 'describe' | 'exec' | 'logs' | 'mark' | 'editConfig' | 'reload' | 'releaseRatio' | 'cordon' | 'uncordon' | 'drain' | 'launch' | 'destroy' | 'pause';
+  | 'describe' | 'exec' | 'logs' | 'olderEvents' | 'mark' | 'editConfig' | 'reload' | 'releaseRatio' | 'cordon' | 'uncordon' | 'drain' | 'launch' | 'destroy' | 'pause';
 
 export type Group = 'general' | 'navigation' | 'views' | 'actions';
 
@@ -50,6 +51,7 @@ export const KEYMAP: readonly Binding[] = [
   { id: 'describe', hint: 'describe', keys: ['enter'], help: 'describe the selected node or sandbox: quota, density, every scheduler rule, spec, egress, events (j/k scroll, esc closes)', group: 'actions', views: ['nodes', 'pool', 'triage', 'sandboxes'] },
   { id: 'exec', keys: ['x'], help: `run a command in the sandbox (sh -c, killed after ${EXEC_TIMEOUT_MS / 1000}s); from the table or its describe pane, where the output shows`, group: 'actions', views: ['sandboxes'], dangerous: true },
   { id: 'logs', keys: ['l'], help: "the sandbox's logs: its lifecycle from the daemon's whole event history (not only the console's buffer), from the table or its describe pane", group: 'actions', views: ['sandboxes'] },
+  { id: 'olderEvents', hint: 'older', keys: ['o'], help: `older events: the ${EVENT_PAGE} before the oldest shown, from the daemon's history (again for the page before; the selection goes to the first of them)`, group: 'actions', views: ['events'] },
   { id: 'mark', hint: 'mark', keys: ['space'], help: 'mark / unmark the sandbox (marked rows end in *, the header counts them) AND move to the next row; ctrl-d acts on all marked', group: 'actions', views: ['sandboxes'] },
   { id: 'editConfig', hint: 'edit', keys: ['e'], help: 'edit the selected live key (validated by the daemon, persisted with comments kept, applied live); restart keys are edited in the file', group: 'actions', views: ['config'], dangerous: true },
   { id: 'reload', hint: 'reload', keys: ['R'], help: 'hot-reload the config files from disk (shows the diff or the validation error)', group: 'actions', dangerous: true },

@@ -5,14 +5,25 @@ import type { ConfigChange, ConfigView, EventView, NodeView, SandboxView, StatsV
 /** Events kept for the events view (k9s keeps about 500 log lines). */
 export const EVENT_BUFFER = 500;
 
+/** Events fetched per page when the operator pages back into the daemon's history (`o`). */
+export const EVENT_PAGE = 100;
+
+/** Events held at most once paged back: new ones no longer push the fetched pages out, up to this. */
+export const EVENT_HISTORY_MAX = 10 * EVENT_BUFFER;
+
 export interface DataState {
   nodes: Record<string, NodeView>;
   /** Node ids in display order (sorted), replaced only when membership changes. */
   nodeOrder: string[];
   sandboxes: Record<string, SandboxView>;
   sandboxOrder: string[];
-  /** Oldest first, at most EVENT_BUFFER. */
+  /** Oldest first, at most eventCap. */
   events: EventView[];
+  /**
+   * EVENT_BUFFER until the operator pages back; then what is held, growing with each new event
+   * up to EVENT_HISTORY_MAX (at 20 events/s the page fetched would be gone in 5 s otherwise).
+   */
+  eventCap: number;
   config: ConfigView | null;
   /** Changes of the last config message (shown after a reload). */
   lastChanges: ConfigChange[];
@@ -27,6 +38,7 @@ export const emptyData = (): DataState => ({
   sandboxes: {},
   sandboxOrder: [],
   events: [],
+  eventCap: EVENT_BUFFER,
   config: null,
   lastChanges: [],
   stats: null,
@@ -47,14 +59,20 @@ function remove<T>(map: Record<string, T>, order: string[], id: string): { map: 
   return { map: rest, order: order.filter((x) => x !== id) };
 }
 
-/** Events by id, oldest first, without duplicates, the newest EVENT_BUFFER kept. */
-export function appendEvents(events: readonly EventView[], more: readonly EventView[]): EventView[] {
+/** Events by id, oldest first, without duplicates, the newest `cap` kept. */
+export function appendEvents(events: readonly EventView[], more: readonly EventView[], cap = EVENT_BUFFER): EventView[] {
   const seen = new Set(events.map((e) => e.id));
   const fresh = more.filter((e) => !seen.has(e.id));
   const merged = [...events, ...fresh];
   // Events fetched to fill the gap of a reconnect arrive after the snapshot's newer ones.
   if (fresh.length && events.length && fresh[0]!.id < events[events.length - 1]!.id) merged.sort((a, b) => a.id - b.id);
-  return merged.length > EVENT_BUFFER ? merged.slice(merged.length - EVENT_BUFFER) : merged;
+  return merged.length > cap ? merged.slice(merged.length - cap) : merged;
+}
+
+/** A page of events from before the oldest held (`o` in the events view): kept in front, the cap raised by what it adds. */
+export function withOlderEvents(s: DataState, older: readonly EventView[]): DataState {
+  const events = appendEvents(s.events, older, EVENT_HISTORY_MAX);
+  return events.length === s.events.length ? s : { ...s, events, eventCap: Math.max(s.eventCap, events.length) };
 }
 
 export function applyMessage(s: DataState, msg: WatchMessage): DataState {
@@ -68,7 +86,8 @@ export function applyMessage(s: DataState, msg: WatchMessage): DataState {
         sandboxes: byKey(sandboxes, (x) => x.sandboxID),
         sandboxOrder: sorted(sandboxes.map((x) => x.sandboxID)),
         // After a reconnect the events seen before it stay (the snapshot carries only the last 100).
-        events: appendEvents(s.events, [...events].sort((a, b) => a.id - b.id)),
+        events: appendEvents(s.events, [...events].sort((a, b) => a.id - b.id), s.eventCap),
+        eventCap: s.eventCap,
         config,
         lastChanges: s.lastChanges,
         stats,
@@ -96,8 +115,10 @@ export function applyMessage(s: DataState, msg: WatchMessage): DataState {
       const u = remove(s.sandboxes, s.sandboxOrder, msg.sandboxID);
       return { ...s, sandboxes: u.map, sandboxOrder: u.order, applied };
     }
-    case 'event':
-      return { ...s, events: appendEvents(s.events, [msg.event]), applied };
+    case 'event': {
+      const eventCap = s.eventCap > EVENT_BUFFER ? Math.min(EVENT_HISTORY_MAX, s.eventCap + 1) : s.eventCap;
+      return { ...s, events: appendEvents(s.events, [msg.event], eventCap), eventCap, applied };
+    }
     case 'config':
       // A message without changes (a rejected file, a fix back to the config in force) keeps the last reload's highlights.
       return { ...s, config: msg.config, lastChanges: msg.changes.length ? msg.changes : s.lastChanges, applied };

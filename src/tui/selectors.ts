@@ -2,7 +2,7 @@
 // navigate them, so both agree on order and filtering. Pure.
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import type { DataState } from './model.js';
-import { needsRestart, type ConfigFile } from '../config/introspect.js';
+import { leafValues, needsRestart } from '../config/introspect.js';
 import { inline } from './format.js';
 import { SORTS, sortRows, type SortState } from './sorting.js';
 import { triage, type Finding } from './triage.js';
@@ -43,25 +43,33 @@ export function eventRows(events: readonly EventView[], filter?: string, sort?: 
 
 export interface ConfigRow {
   path: string;
+  /** The value in force: a daemon flag's where one overrides the files. */
   value: string;
   /** A new value waits for a daemon restart (the schema's `restart` mark, as `config set` reports it). */
   restart: boolean;
+  /** Where the value in force came from: `file`, `default`, a flag such as `--listen`, or what the daemon found (`listening`, `host name`); '' when the daemon does not say. */
+  source: string;
+  /** The files' (or default) value a flag overrides, which is not in force. */
+  overridden?: string;
 }
 
-/** The master and cubelet config flattened to `path = value` lines. */
+/** The master and cubelet config flattened to `path = value` lines, with the daemon's overrides laid over them. */
 export function configRows(d: DataState, filter?: string, sort?: SortState): ConfigRow[] {
-  if (!d.config) return [];
+  const c = d.config;
+  if (!c) return [];
+  const overrides = new Map((c.overrides ?? []).map((o) => [o.path, o]));
+  const inFile = c.inFile && new Set(c.inFile);
   const out: ConfigRow[] = [];
-  // The keys as segments: plugin names hold dots (io.cubelet.internal.v1.network), the shown path joins them.
-  const walk = (file: ConfigFile, segs: string[], v: unknown): void => {
-    if (v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0) {
-      for (const [k, x] of Object.entries(v)) walk(file, [...segs, k], x);
-    } else out.push({ path: [file, ...segs].join('.'), value: inline(v), restart: needsRestart(file, segs) });
-  };
-  walk('master', [], d.config.master);
-  walk('cubelet', [], d.config.cubelet);
+  for (const file of ['master', 'cubelet'] as const) {
+    for (const { segs, value } of leafValues(c[file])) {
+      const path = [file, ...segs].join('.');
+      const o = overrides.get(path);
+      const base = inFile ? (inFile.has(path) ? 'file' : 'default') : '';
+      out.push({ path, value: inline(o ? o.value : value), restart: needsRestart(file, segs), source: o?.from ?? base, ...(o && inline(o.value) !== inline(value) ? { overridden: `${base || 'config'} ${inline(value)}` } : {}) });
+    }
+  }
   return sortRows(
-    out.filter((r) => matches(filter, r.path, r.value)),
+    out.filter((r) => matches(filter, r.path, r.value, r.source)),
     SORTS.config,
     sort,
   );

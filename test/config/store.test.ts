@@ -178,6 +178,19 @@ describe('ConfigStore', () => {
     expect(store.view()).not.toHaveProperty('rejected');
   });
 
+  it('view(): says which keys the files set (the rest are defaults) and the overrides the daemon reports', async () => {
+    writeFileSync(master(), 'api:\n  listen: 127.0.0.1:3000\n');
+    writeFileSync(cubelet(), '');
+    store = new ConfigStore(dir, { watch: false });
+    expect(store.view().inFile).toEqual(['master.api.listen']);
+    expect(store.view()).not.toHaveProperty('overrides');
+    store.setOverrides([{ path: 'master.api.listen', value: '127.0.0.1:4123', from: '--listen' }]);
+    expect(store.view().overrides).toEqual([{ path: 'master.api.listen', value: '127.0.0.1:4123', from: '--listen' }]);
+    await store.set('api.rate_limit_per_sec', 50);
+    expect(store.view().inFile).toEqual(['master.api.listen', 'master.api.rate_limit_per_sec']);
+    expect(store.view().overrides).toHaveLength(1);
+  });
+
   it('a rejected file fixed by set() clears the rejection; one fixed back to the config in force does too', async () => {
     store = new ConfigStore(dir, { watch: false });
     edit(master(), 'mem_oversell_ratio: 2', 'mem_oversell_ratio: 0.5');

@@ -4,7 +4,7 @@ import { chmod, mkdir, mkdtemp, rm, symlink, utimes, writeFile } from 'node:fs/p
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EMPTY_TREE, treeDigest } from '../../src/cubelet/template-build.js';
+import { EMPTY_TREE, treeDigest } from '../../src/runtime/layers/tree.js';
 import { runLayerTool } from '../../src/runtime/layers/unpack.js';
 import { nativeBinary } from '../../src/runtime/ns/helper.js';
 

@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { CubeError } from '../../src/errors.js';
 import { newSandboxID, nodeTag } from '../../src/ids.js';
-import { kvmUsable, MicrovmDriver } from '../../src/runtime/microvm/driver.js';
+import { diskLimitBytes, kvmUsable, MicrovmDriver } from '../../src/runtime/microvm/driver.js';
 import { Cgroups } from '../../src/runtime/ns/cgroups.js';
+import { parentPidsMax } from '../../src/runtime/ns/host-limits.js';
 import { TemplateStore } from '../../src/runtime/templates.js';
 import { microvmUnavailable, registerVmTemplate } from '../helpers/microvm.js';
 import { TAP_NAME, tapSetupScript } from '../../src/network/tap.js';
@@ -44,6 +45,27 @@ function qemuOf(id: string): number[] {
     })
     .map(Number);
 }
+
+/** The btrfs quota group of a subvolume: what it alone holds and its limit, bytes (counted at the commit that sync makes). */
+function qgroup(subvolume: string): { exclusive: number; maxExclusive: number } {
+  execFileSync('sync', ['-f', subvolume]);
+  const id = execFileSync('btrfs', ['inspect-internal', 'rootid', subvolume], { encoding: 'utf8' }).trim();
+  const row = execFileSync('btrfs', ['qgroup', 'show', '-re', '--raw', subvolume], { encoding: 'utf8' })
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/))
+    .find((f) => f[0] === `0/${id}`);
+  if (!row) throw new Error(`no quota group 0/${id} for ${subvolume}`);
+  return { exclusive: Number(row[2]), maxExclusive: Number(row[4]) };
+}
+
+/**
+ * Fills the guest's writable disk past its 1 GiB and writes it back to the host: dd's own error and
+ * exit code. Direct I/O: the emulated guest does not copy the 1.3 GB through its page cache.
+ */
+const FILL = 'dd if=/dev/zero of=/home/user/fill bs=4M count=325 oflag=direct 2>&1 | grep -v records; echo "rc=${PIPESTATUS[0]}"; sync';
+
+const pidsMaxOf = (dir: string) => readFileSync(join(dir, 'pids.max'), 'utf8').trim();
+const num = (path: string) => Number(readFileSync(path, 'utf8'));
 
 describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
   beforeAll(async () => {
@@ -163,12 +185,53 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(existsSync(join(d.dataDir, 'microvm', 'kept', snap.snapshotId))).toBe(false);
   });
 
+  it('the writable disk of a clone of the memory snapshot and of a sandbox made from a kept snapshot stops at disk_gib: ENOSPC inside, the host untouched', async () => {
+    const snapshots = join(d.dataDir, 'microvm', 'snapshots');
+    const shapeFiles = () => readdirSync(snapshots).flatMap((k) => readdirSync(join(snapshots, k)).map((f) => `${k}/${f} ${statSync(join(snapshots, k, f)).size} ${statSync(join(snapshots, k, f)).mtimeMs}`));
+    const sbx = await create();
+    const before = shapeFiles();
+    const layer = (id: string) => join(d.dataDir, 'store', 'sandboxes', id);
+    // The default spec's 1 GiB: the guest's filesystem ends there, and the host's quota group a little after it.
+    const filled = await sbx.commands.run(FILL, { timeoutMs: 200_000 });
+    expect(filled.stdout).toMatch(/No space left on device\nrc=1\n/);
+    const q = qgroup(layer(sbx.sandboxId));
+    expect(q.maxExclusive).toBe(diskLimitBytes(1));
+    expect(q.exclusive).toBeGreaterThan(900 * 1024 ** 2);
+    expect(q.exclusive).toBeLessThanOrEqual(q.maxExclusive);
+    // The snapshot its disk is an overlay on is left as it was, and the guest runs on (QEMU stops a VM whose host disk is full).
+    expect(shapeFiles()).toEqual(before);
+    expect((await sbx.commands.run('echo alive')).stdout).toBe('alive\n');
+
+    // Made from a kept snapshot of it: a writable copy of its subvolume, limited like a new one, with the full filesystem it had.
+    const snap = await sbx.createSnapshot({ requestTimeoutMs: 240_000 });
+    const copy = await Sandbox.create(snap.snapshotId, { ...opts, ...VM });
+    created.push(copy.sandboxId);
+    const more = await copy.commands.run('dd if=/dev/zero of=/home/user/more bs=1M count=64 2>&1 | grep -v records; echo "rc=${PIPESTATUS[0]}"; sync');
+    expect(more.stdout).toMatch(/No space left on device\nrc=1\n/);
+    const c = qgroup(layer(copy.sandboxId));
+    expect(c.maxExclusive).toBe(diskLimitBytes(1));
+    expect(c.exclusive).toBeLessThanOrEqual(c.maxExclusive);
+    expect((await copy.commands.run('rm /home/user/fill && echo freed')).stdout).toBe('freed\n');
+    // The guest keeps the snapshot's disk and memory: a create asking for others is refused.
+    const other = await call(d, 'POST', '/admin/v1/sandboxes', { templateID: snap.snapshotId, diskGiB: 2 });
+    expect(other.status).toBe(400);
+    expect(other.json.message).toMatch(/holds a microVM of 1 GiB of disk and 256 MiB of memory/);
+    expect(await Sandbox.deleteSnapshot(snap.snapshotId, opts)).toBe(true);
+    await Promise.all([sbx.kill(), copy.kill()]);
+    // 1.3 GB through an emulated guest, then a snapshot of it and a restore: 218 s at load 14-27.
+  }, 480_000);
+
   it("destroy leaves no QEMU process or file and gives the TAP slot back (a create naming no runtime takes the template's microvm)", async () => {
     const sbx = await create({ templateDefault: true });
     const id = sbx.sandboxId;
     const slot = (await call(d, 'GET', `/admin/v1/sandboxes/${id}`)).json;
     expect(slot.runtime).toBe('microvm');
-    expect(qemuOf(id)).toHaveLength(1);
+    const [pid] = qemuOf(id);
+    expect(pid).toBeDefined();
+    // QEMU sits in the sandbox's cgroups under the node's parent, whose limits hold it.
+    const cgroups = readFileSync(`/proc/${pid}/cgroup`, 'utf8');
+    for (const h of ['pids', 'memory']) expect(cgroups).toMatch(new RegExp(`:${h}:.*/cube-${d.tag}/${id}\n`));
+    expect(pidsMaxOf(new Cgroups(d.tag).parents.pids)).toBe(String(parentPidsMax(num('/proc/sys/kernel/pid_max'), num('/proc/sys/kernel/threads-max'))));
     const dir = join(d.dataDir, 'microvm', 'sandboxes', id);
     expect(existsSync(dir)).toBe(true);
     // Its writable disk lives in its own subvolume of the node's store (held to disk_gib by its quota group).
@@ -185,14 +248,14 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     const links = execFileSync('nsenter', [`--net=${netns}`, '--', 'ip', '-o', 'link'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
     expect(links).toContain(TAP_NAME);
     const inNetns = execFileSync('ip', ['netns', 'pids', basename(netns)], { encoding: 'utf8' }).split('\n').filter(Boolean);
-    const cmdline = (pid: string) => {
+    const cmdline = (p: string) => {
       try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8');
       } catch {
         return ''; // gone meanwhile
       }
     };
-    expect(inNetns.filter((pid) => cmdline(pid).includes('process=cube-vm'))).toEqual([]);
+    expect(inNetns.filter((p) => cmdline(p).includes('process=cube-vm'))).toEqual([]);
     expect(slot.state).toBe('running');
   });
 
@@ -276,8 +339,11 @@ describe.skipIf(unavailable !== undefined)('microvm driver: a guest that does no
 
   it("fails the create with the boot timeout code and the console tail, and removes QEMU, the cgroups and the files (the slot's TAP stays its pool's)", async () => {
     // A cold boot (no snapshot) cannot answer within 300 ms even with KVM: a real timeout, nothing faked.
-    const driver = new MicrovmDriver({ dataDir, nodeTag: tag, bootTimeoutMs: 300, snapshots: false });
+    const driver = new MicrovmDriver({ dataDir, nodeTag: tag, bootTimeoutMs: 300, snapshots: false, declaredMemoryMiB: 4096 });
     await driver.init();
+    // A node offering microvm alone limits its parent cgroup like ns does, also when a create makes it again.
+    const cg = new Cgroups(tag);
+    expect(await cg.removeParents()).toEqual([]);
     await registerVmTemplate(dataDir, 'vmboot', join(dataDir, 'rootfs'));
     const template = await new TemplateStore(dataDir).resolve('vmboot');
     const id = newSandboxID();
@@ -289,7 +355,9 @@ describe.skipIf(unavailable !== undefined)('microvm driver: a guest that does no
     expect((e as CubeError).message).toMatch(/did not come up within 300 ms; console: /);
     expect(qemuOf(id)).toEqual([]);
     expect(existsSync(join(dataDir, 'microvm', 'sandboxes', id))).toBe(false);
-    expect(await new Cgroups(tag).list()).toEqual(new Set());
+    expect(await cg.list()).toEqual(new Set());
+    expect(pidsMaxOf(cg.parents.pids)).toBe(String(parentPidsMax(num('/proc/sys/kernel/pid_max'), num('/proc/sys/kernel/threads-max'))));
+    expect(num(join(cg.parents.memory, 'memory.limit_in_bytes'))).toBe(4096 * 1024 ** 2);
     expect(execFileSync('ip', ['-n', netnsName, '-o', 'link'], { encoding: 'utf8' })).toContain(TAP_NAME);
     expect(execFileSync('ip', ['netns', 'pids', netnsName], { encoding: 'utf8' }).trim()).toBe('');
   });

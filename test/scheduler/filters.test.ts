@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { computeDensity, densityParamsFromConfig } from '../../src/scheduler/density.js';
 import { FILTERS } from '../../src/scheduler/filters/index.js';
 import { prefilter } from '../../src/scheduler/filters/prefilter.js';
+import { SCORERS } from '../../src/scheduler/scorers/index.js';
 import type { NodeContext } from '../../src/scheduler/plugin.js';
 import { config, node, NOW, REQ } from './fixtures.js';
 
@@ -84,12 +85,25 @@ describe('realtime_create_num', () => {
 });
 
 describe('template_locality', () => {
-  it.each([
-    ['host', ['host'], undefined],
-    ['py', ['host'], 'template py not on node'],
-    ['py', ['host', 'py'], undefined],
-  ])('%s on %j', (templateID, templates, want) => {
-    expect(FILTERS.template_locality(ctx(node('a', { templates }), { req: { templateID } }))).toBe(want);
+  // [template, node's templates, node fetches (reports layers), cluster says fetchable, filter's answer, scorer's]
+  it.each<[string, string[], boolean, boolean, string | undefined, number]>([
+    ['host', ['host'], false, false, undefined, 100],
+    ['py', ['host'], false, false, 'template py not on node', 0],
+    ['py', ['host', 'py'], false, false, undefined, 100],
+    ['py', ['host', 'py'], true, true, undefined, 100],
+    ['py', ['host'], true, true, undefined, 0],
+    ['py', ['host'], true, false, 'template py not on node', 0],
+    ['py', ['host'], false, true, 'template py not on node, which fetches no templates', 0],
+  ])('%s on %j (fetches %s, fetchable %s)', (templateID, templates, fetches, fetchable, want, score) => {
+    const c = ctx(node('a', { templates, ...(fetches ? { layers: [] } : {}) }), { req: { templateID, fetchable } });
+    expect(FILTERS.template_locality(c)).toBe(want);
+    expect(SCORERS.template_locality(c)).toBe(score);
+  });
+
+  it('scores a node already fetching the template between holders and the rest', () => {
+    const fetching = node('a', { templates: ['host'], layers: [], fetching: ['py:latest 1/3'] });
+    expect(SCORERS.template_locality(ctx(fetching, { req: { templateID: 'py', fetchable: true } }))).toBe(50);
+    expect(SCORERS.template_locality(ctx(fetching, { req: { templateID: 'py:v2', fetchable: true } }))).toBe(0);
   });
 });
 

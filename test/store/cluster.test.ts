@@ -77,6 +77,15 @@ describe('cluster store', () => {
     }
   });
 
+  it('concurrent appends go in batches: consecutive ids in call order, in Redis and in MySQL', () =>
+    withStore(async (store) => {
+      const first = await store.appendEvent({ at: 't', kind: 'node.joined', nodeID: 'n', message: 'first' });
+      const evs = await Promise.all(Array.from({ length: 40 }, (_, i) => store.appendEvent({ at: 't', kind: 'sandbox.created', nodeID: 'n', message: `e${i}` })));
+      expect(evs.map((e) => e.id)).toEqual(Array.from({ length: 40 }, (_, i) => first.id + 1 + i));
+      expect((await store.listEvents({ sinceID: first.id })).map((e) => `${e.id} ${e.message}`)).toEqual(evs.map((e) => `${e.id} ${e.message}`));
+      expect((await store.mysql.latestEvents(41)).events.map((e) => e.message)).toEqual(['first', ...evs.map((e) => e.message)]);
+    }));
+
   it('a fencing counter Redis lost starts above every token handed out before', () =>
     withStore(async (store) => {
       const before = Number(await store.acquireLock('sbx', 5000));

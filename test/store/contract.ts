@@ -88,6 +88,9 @@ export function storeContract(name: string, factory: StoreFactory): void {
       const since = await store.listEvents({ sinceID: ids[5]! });
       expect(since.map((e) => e.message)).toEqual(['m6', 'm7']);
       expect((await store.listEvents({ limit: 2 })).map((e) => e.message)).toEqual(['m6', 'm7']);
+      // Paging back (the console's events view): the newest `limit` before an id, oldest first.
+      expect((await store.listEvents({ beforeID: ids[6]!, limit: 2 })).map((e) => e.message)).toEqual(['m4', 'm5']);
+      expect((await store.listEvents({ beforeID: ids[3]! })).map((e) => e.message)).toEqual([]);
     });
 
     it('keeps config versions, newest first', async () => {

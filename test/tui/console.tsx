@@ -33,6 +33,10 @@ export function recordingActions(): Actions & { calls: string[] } {
     setConfig: rec('setConfig'),
     exec: rec('exec'),
     logs: rec('logs'),
+    olderEvents: async () => {
+      calls.push('olderEvents');
+      return undefined;
+    },
   };
 }
 

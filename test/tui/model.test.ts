@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { applyMessage, appendEvents, emptyData, EVENT_BUFFER, launchDefaultsOf, releaseRatioOf } from '../../src/tui/model.js';
+import { applyMessage, appendEvents, emptyData, EVENT_BUFFER, launchDefaultsOf, releaseRatioOf, withOlderEvents } from '../../src/tui/model.js';
 import { applyBatch, createConsoleStore } from '../../src/tui/store.js';
 import type { EventView } from '../../src/api/types.js';
 import { loadStream } from './replay.js';
@@ -81,5 +81,20 @@ describe('config readers', () => {
     const cfg = (stream[0] as Extract<(typeof stream)[0], { type: 'snapshot' }>).snapshot.config;
     expect(launchDefaultsOf(cfg)).toEqual({ templateID: 'host', cpus: 1, memoryMiB: 4096, timeoutSec: 300 });
     expect(releaseRatioOf(null)).toBeNull();
+  });
+});
+
+describe('paging back into the event history', () => {
+  const ev = (id: number): EventView => ({ id, at: '2026-12-01T10:00:00.000Z', kind: 'sandbox.created', message: `e${id}` });
+  it('keeps an older page in front, and new events do not push it out', () => {
+    let d = { ...emptyData(), events: Array.from({ length: EVENT_BUFFER }, (_, i) => ev(1000 + i)) };
+    d = withOlderEvents(d, [ev(998), ev(999), ev(1000)]);
+    expect(d.events.slice(0, 3).map((e) => e.id)).toEqual([998, 999, 1000]);
+    expect(d.eventCap).toBe(EVENT_BUFFER + 2);
+    d = applyMessage(d, { type: 'event', event: ev(5000) });
+    expect(d.events.length).toBe(EVENT_BUFFER + 3);
+    expect(d.events[0]!.id).toBe(998);
+    expect(d.events.at(-1)!.id).toBe(5000);
+    expect(withOlderEvents(d, [])).toBe(d);
   });
 });

@@ -139,7 +139,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
       if (!Number.isInteger(n) || n < 0) throw new CubeError('BAD_REQUEST', `${name} must be a non-negative integer (got ${v})`);
       return n;
     };
-    sendJson(res, 200, await cp.events({ ...opt('sinceID', num('since', q.since)), ...opt('limit', num('limit', q.limit)) }));
+    sendJson(res, 200, await cp.events({ ...opt('sinceID', num('since', q.since)), ...opt('beforeID', num('before', q.before)), ...opt('limit', num('limit', q.limit)) }));
   });
   on('GET', '/stats', async (_req, res) => sendJson(res, 200, (await cp.snapshot()).stats));
   registerTemplateRoutes(on, ctx);

@@ -1,13 +1,8 @@
 // /admin/v1/templates: list, inspect, import (an image archive streamed as the request body,
 // spooled under the data dir, then unpacked into the layer store) and rm (refused while a
 // sandbox or a template built from it uses it).
-import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
-import { join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import { CubeError } from '../../errors.js';
-import { ensureStoreDir, importImage, scratchDir } from '../../runtime/layers/import.js';
+import { importUpload } from '../../runtime/layers/import.js';
 import { parseTemplateRef, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
 import { templateRuntime, type TemplateConfig } from '../../runtime/types.js';
 import type { ApiContext, Handler } from '../context.js';
@@ -37,7 +32,7 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     });
     sendJson(res, 200, list);
   });
-  on('GET', '/templates/:name', async (_req, res, p) => sendJson(res, 200, await store().get(p.name!)));
+  on('GET', '/templates/:name', async (_req, res, p) => sendJson(res, 200, !ctx.templates && ctx.relay ? (await ctx.relay.template(p.name!)).record : await store().get(p.name!)));
   on('DELETE', '/templates/:name', async (_req, res, p) => {
     const removed = await store().remove(p.name!, async (rec) => {
       const live = await ctx.cp.listSandboxes();
@@ -46,27 +41,14 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     sendJson(res, 200, removed);
   });
   on('POST', '/templates/import', async (req, res, _p, q) => {
-    const s = store();
     if (!q.name) throw new CubeError('BAD_REQUEST', 'name is required (NAME[:TAG])');
     const ref = parseTemplateRef(q.name).ref;
     const config = configOverrides(q);
-    await ensureStoreDir(s.dataDir);
-    const dir = scratchDir(s.dataDir);
-    await mkdir(dir, { recursive: true });
-    const file = join(dir, `upload-${randomBytes(6).toString('hex')}`);
-    try {
-      await pipeline(req, createWriteStream(file, { flags: 'wx', mode: 0o600 })).catch((e: unknown) => {
-        const err = e as NodeJS.ErrnoException;
-        if (err.code === 'ENOSPC' || err.code === 'EDQUOT') throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });
-        throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
-      });
-      const t0 = performance.now();
-      const rec = await importImage(s, file, { ref, config });
-      ctx.log.info({ template: rec.ref, digest: rec.digest, layers: rec.layers.length, ms: Math.round(performance.now() - t0) }, 'template imported');
-      sendJson(res, 201, rec);
-    } finally {
-      await rm(file, { force: true });
-    }
+    const t0 = performance.now();
+    // A control replica keeps no store: the archive goes on to a node (?node=, else any live one), whose layers every node can then fetch.
+    const rec = !ctx.templates && ctx.relay ? await ctx.relay.importOn(q.node, req, { ref, config }) : await importUpload(store(), req, { ref, config });
+    ctx.log.info({ template: rec.ref, digest: rec.digest, layers: rec.layers.length, ms: Math.round(performance.now() - t0) }, 'template imported');
+    sendJson(res, 201, rec);
   });
 }
 

@@ -3,15 +3,17 @@
 // the template record. A failure at any point removes the layers this import added and registers
 // nothing; layers already in the store are shared, not unpacked again.
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { createWriteStream, existsSync } from 'node:fs';
 import { chmod, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { pack } from 'tar-stream';
 import { CubeError } from '../../errors.js';
 import { HOST_TEMPLATE, SANDBOX_USERS, layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../templates.js';
 import type { TemplateConfig } from '../types.js';
 import { decompressing, eachEntry, planImport, templateConfigOf, type LayerPlan } from './image.js';
+import { treeDigest, writeTree } from './tree.js';
 import { unpackLayer, type UnpackResult } from './unpack.js';
 
 export interface ImportOptions {
@@ -107,6 +109,24 @@ export function importImage(store: TemplateStore, file: string, opts: ImportOpti
   });
 }
 
+/** Imports an archive arriving as `body` (an API upload, or one a control replica forwards): spooled under the store's scratch dir, then imported. */
+export async function importUpload(store: TemplateStore, body: Readable, opts: ImportOptions): Promise<TemplateRecord> {
+  await ensureStoreDir(store.dataDir);
+  const dir = scratchDir(store.dataDir);
+  await mkdir(dir, { recursive: true });
+  const file = join(dir, `upload-${randomBytes(6).toString('hex')}`);
+  try {
+    await pipeline(body, createWriteStream(file, { flags: 'wx', mode: 0o600 })).catch((e: unknown) => {
+      const err = e as NodeJS.ErrnoException;
+      if (err.code === 'ENOSPC' || err.code === 'EDQUOT') throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });
+      throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
+    });
+    return await importImage(store, file, opts);
+  } finally {
+    await rm(file, { force: true });
+  }
+}
+
 /** Unpacks one layer blob (gzipped or not) into the store; checks its blob digest and diff_id. */
 async function addLayer(dataDir: string, body: AsyncIterable<Buffer>, l: LayerPlan, what: string): Promise<UnpackResult> {
   const scratch = join(scratchDir(dataDir), `${l.diffID.slice(7, 19)}.${randomBytes(4).toString('hex')}`);
@@ -123,9 +143,12 @@ async function addLayer(dataDir: string, body: AsyncIterable<Buffer>, l: LayerPl
       if (blob !== l.blobDigest) throw new CubeError('LAYER_DIGEST_MISMATCH', `${what}: the blob has digest ${blob}, the manifest says ${l.blobDigest}`);
     }
     if (r.diffID !== l.diffID) throw new CubeError('LAYER_DIGEST_MISMATCH', `${what}: the unpacked tar has digest ${r.diffID}, the image config says ${l.diffID}`);
+    // Taken from the content whose diff_id just checked out: what other nodes verify their copy against.
+    const tree = await treeDigest(scratch);
     const dest = layerDir(dataDir, l.diffID);
     await mkdir(join(dest, '..'), { recursive: true });
     await rename(scratch, dest);
+    await writeTree(dataDir, l.diffID, tree);
     return r;
   } catch (e) {
     await rm(scratch, { recursive: true, force: true });

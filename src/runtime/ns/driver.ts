@@ -26,7 +26,7 @@ import type {
   WatchRequest,
 } from '../types.js';
 import { Cgroups, keyedValue } from './cgroups.js';
-import { hostTables, nofileLimit, parentPidsMax, type HostTables } from './host-limits.js';
+import { hostTables, nodeParentLimits, nofileLimit, type HostTables } from './host-limits.js';
 import { NsFiles } from './files.js';
 import { LaunchHelper, sharedHelper } from './helper.js';
 import { lowerArgs } from './lowerdir.js';
@@ -103,7 +103,7 @@ export class NsDriver implements RuntimeDriver {
     }
     const tables = (this.tables = await hostTables(this.log));
     this.cgroupsOrUndefined = new Cgroups(this.opts.nodeTag);
-    await this.cgroups.init({ pidsMax: parentPidsMax(tables.pidMax, tables.threadsMax), ...(this.opts.nodeMemoryMiB ? { memoryMiB: this.opts.nodeMemoryMiB } : {}) });
+    await this.cgroups.init(nodeParentLimits(tables, this.opts.nodeMemoryMiB));
     // 0700: what root inside makes (setuid files, secrets) is nobody's on the host but root's.
     await mkdir(this.sandboxesDir, { recursive: true, mode: 0o700 });
     await chmod(this.sandboxesDir, 0o700);

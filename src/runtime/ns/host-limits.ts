@@ -4,6 +4,7 @@
 // that a sandbox at its pids limit stays well under fs.file-max.
 import { readFile, writeFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
+import type { ParentLimits } from './cgroups.js';
 
 /** PID_MAX_LIMIT of 64-bit kernels, systemd's default since v243. */
 export const PID_MAX_TARGET = 4_194_304;
@@ -21,6 +22,15 @@ export function pidMaxRaise(current: number): number | undefined {
 export function parentPidsMax(pidMax: number, threadsMax: number): number {
   const ceiling = Math.min(pidMax, threadsMax);
   return Math.max(1, ceiling - Math.max(4096, Math.floor(ceiling / 8)));
+}
+
+/**
+ * The node's parent cgroup limits (pure), the same whichever runtime makes the parent: pids from
+ * the host's tables, memory at the node's declared quota (none declared: not limited). Both
+ * drivers of a node share the parent, and either may make it again after a full cleanup.
+ */
+export function nodeParentLimits(tables: Pick<HostTables, 'pidMax' | 'threadsMax'>, declaredMemoryMiB: number | undefined): ParentLimits {
+  return { pidsMax: parentPidsMax(tables.pidMax, tables.threadsMax), ...(declaredMemoryMiB ? { memoryMiB: declaredMemoryMiB } : {}) };
 }
 
 /**

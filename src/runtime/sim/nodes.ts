@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { NodeView } from '../../api/types.js';
 import type { Config } from '../../config/schema.js';
 import { Cubelet, type TemplateCatalog } from '../../cubelet/cubelet.js';
+import { sharedHostReadings } from '../../cubelet/host-metrics.js';
 import { CubeError } from '../../errors.js';
 import { nodeTag } from '../../ids.js';
 import { parseRange } from '../../network/ipam.js';
@@ -26,6 +27,8 @@ export interface SimNodeSpec {
 }
 
 const CPUS = [16, 32, 48, 64, 96, 128];
+/** The host readings every simulated node of this process shares (they stand on one host). */
+const SIM_HOST = sharedHostReadings(500);
 const GIB_PER_CPU = [2, 4, 8];
 
 /** `count` nodes named <prefix>0000.. with varied capacity; every third also has the `python` template (pure, deterministic). */
@@ -98,6 +101,7 @@ export function simNode(o: { nodeID: string; dataDir: string; config: () => Conf
     config: withQuota(o.config, o.spec),
     log: o.log,
     poolSlotLimit: parseRange(cidr).maxIndex,
+    host: SIM_HOST,
   });
   const api = new Proxy(cubelet, {
     get(target, key) {

@@ -25,7 +25,7 @@ import { schedule } from '../pipeline.js';
 import { snapshotOf, Watchers } from '../watchers.js';
 import { sweepLostNodes } from './lost-sweep.js';
 import { withSchedulability } from '../schedulable.js';
-import { clusterNodeView, lastSeenByNode, pendingPlacements, withRecentPlacements, type RecentPlacement } from './node-views.js';
+import { clusterNodeView, PlacementBook, type RecentPlacement } from './node-views.js';
 import { syncNodeSandboxes } from './sandbox-sync.js';
 import type { EgressRequest } from '../../network/egress.js';
 
@@ -81,7 +81,8 @@ export class ClusterControlPlane implements ControlPlane {
   private readonly missingSince = new Map<string, number>();
   // What this replica last sent its watchers, to send only what changed.
   private seen = { eventID: -1, nodes: new Map<string, string>(), sandboxes: new Map<string, string>(), stats: '' };
-  private recent: RecentPlacement[] = [];
+  /** The nodes placements decide on: the cached views with this replica's placements laid over. */
+  private readonly book = new PlacementBook(() => densityParamsFromConfig(this.cfg.config.master));
   private readonly syncing = new Set<string>();
   /**
    * Each node's template list as this replica last wrote it to the registry: written again only
@@ -104,7 +105,9 @@ export class ClusterControlPlane implements ControlPlane {
    * registry, not per create: building 1000 views per create was a quarter of the control's CPU
    * in the 1000-node bench (docs/benchmarks.md).
    */
-  private viewCache?: { at: number; recs: NodeRecord[]; read: Promise<PlacementViews> };
+  private viewCache?: { at: number; recs: NodeRecord[]; read: Promise<NodeView[]> };
+  private viewReads = 0;
+  private viewsInBook = 0;
 
   constructor(private readonly o: ClusterControlPlaneOptions) {
     this.store = o.store;
@@ -196,7 +199,8 @@ export class ClusterControlPlane implements ControlPlane {
         }
       }),
     );
-    for (const hb of hbs) for (const e of hb.events) await this.appendEvent(e);
+    // In order, and in one batch (the store groups appends that come together).
+    await Promise.all(hbs.flatMap((hb) => hb.events).map((e) => this.appendEvent(e)));
     // The records are reconciled behind the answer: a node's liveness must not wait on record
     // writes queued behind a burst of creates. One reconcile per node at a time; a heartbeat
     // arriving meanwhile skips it (the next one carries the node's whole list again).
@@ -259,15 +263,16 @@ export class ClusterControlPlane implements ControlPlane {
   private async createOnce(req: CreateSandboxRequest, unreachable: ReadonlySet<string>): Promise<SandboxRecord> {
     const master = this.cfg.config.master;
     const r = resolveCreate(req, master);
-    const { views, lastSeen } = await this.placementViews(true);
-    const reported = unreachable.size === 0 ? views : views.filter((n) => !unreachable.has(n.nodeID));
-    this.recent = pendingPlacements(this.recent, lastSeen, Date.now());
-    const nodes = withRecentPlacements(reported, this.recent, densityParamsFromConfig(master));
+    // One round trip for both (the Redis client pipelines what is sent together).
+    const [, inFlight] = await Promise.all([this.placementViews(true), this.store.inFlight()]);
+    const all = this.book.nodeViews();
+    const nodes = unreachable.size === 0 ? all : all.filter((n) => !unreachable.has(n.nodeID));
     await this.requireTemplate(r.templateID, nodes);
     requireFits(r, nodes, master);
-    const inFlight = await this.store.inFlight();
+    const candidates = unreachable.size === 0 ? this.book.withInFlight(inFlight) : this.book.withInFlight(inFlight).filter((c) => !unreachable.has(c.view.nodeID));
     const d0 = performance.now();
-    const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, nodes.map((view) => ({ view, inFlightCreates: inFlight.get(view.nodeID) ?? 0 })), master, Date.now());
+    // fetchable: requireTemplate found the template on some node; nodes lacking it fetch it (runtime/layers/fetch.ts).
+    const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, fetchable: true, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, candidates, master, Date.now());
     this.stats.recordDecision(performance.now() - d0);
     const refusal = refusalOf(placed, nodes);
     if (refusal !== undefined || !placed.ok) {
@@ -281,8 +286,8 @@ export class ClusterControlPlane implements ControlPlane {
     const nodeID = placed.nodeID;
     // Counted from the decision on (synchronously, before any await) so that concurrent decisions see it.
     const placement: RecentPlacement = { nodeID, cpus: r.cpus, memoryMiB: r.memoryMiB, at: Infinity };
-    this.recent.push(placement);
-    const forget = () => (this.recent = this.recent.filter((p) => p !== placement));
+    this.book.place(placement);
+    const forget = () => this.book.forget(placement);
     const chosen = nodes.find((n) => n.nodeID === nodeID);
     let node: RemoteNode;
     try {
@@ -299,9 +304,21 @@ export class ClusterControlPlane implements ControlPlane {
     // Recorded before the node creates it: a replica dying now leaves a record the node's
     // heartbeats settle (running, or gone), never a sandbox nobody knows of.
     const pending: SandboxRecord = { sandboxID, templateID: r.templateID, nodeID, state: 'creating', spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB }, metadata, startedAt: new Date(now).toISOString(), endAt, runtime: chosen?.runtime ?? 'unknown', ...secrets };
-    const pendingGen = await this.store.putSandbox(pending).catch((e: unknown) => Promise.reject(forget() && e));
+    // The record and the in-flight count together: each round trip a create waits for is a
+    // wake-up of the control and of the store, which on a loaded machine cost more than the work.
+    const [put, inc] = await Promise.allSettled([this.store.putSandbox(pending), this.store.incInFlight(nodeID)]);
+    if (put.status === 'rejected' || inc.status === 'rejected') {
+      forget();
+      if (inc.status === 'fulfilled') await this.store.decInFlight(nodeID).catch(() => undefined);
+      throw put.status === 'rejected' ? put.reason : (inc as PromiseRejectedResult).reason;
+    }
+    const pendingGen = put.value;
     const t0 = performance.now();
-    await this.store.incInFlight(nodeID).catch((e: unknown) => Promise.reject(forget() && e));
+    let counted = true;
+    const uncount = () => {
+      counted = false;
+      return this.store.decInFlight(nodeID).catch(() => undefined);
+    };
     try {
       const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.actor !== undefined ? { owner: req.actor } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}), ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}) });
       // Over the pending record (or a heartbeat's update of it); a destroy that came meanwhile
@@ -312,7 +329,7 @@ export class ClusterControlPlane implements ControlPlane {
       // answer would count the sandbox twice (heartbeat and placement) for a heartbeat interval.
       placement.at = Date.parse(view.startedAt) || Date.now();
       this.stats.record(performance.now() - t0);
-      await audit(this.store, req.actor, 'sandbox.create', sandboxID, 'ok', { templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, nodeID });
+      await Promise.all([audit(this.store, req.actor, 'sandbox.create', sandboxID, 'ok', { templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, nodeID }), uncount()]);
       return rec;
     } catch (e) {
       forget();
@@ -325,7 +342,7 @@ export class ClusterControlPlane implements ControlPlane {
       if (e instanceof CubeError && e.kind === 'NODE_UNREACHABLE') throw new UnreachableNode(nodeID, e);
       throw e;
     } finally {
-      await this.store.decInFlight(nodeID).catch(() => undefined);
+      if (counted) await uncount();
     }
   }
 
@@ -452,7 +469,7 @@ export class ClusterControlPlane implements ControlPlane {
 
   /** What operators see: each node with the scheduler's verdict for the default spec (placement reads placementViews). */
   async listNodes(): Promise<NodeView[]> {
-    const { views } = await this.placementViews(false);
+    const views = await this.placementViews(false);
     const inFlight = await this.store.inFlight();
     const now = Date.now();
     return views.map((v) => withSchedulability(v, inFlight.get(v.nodeID) ?? 0, this.cfg.config.master, now));
@@ -464,16 +481,22 @@ export class ClusterControlPlane implements ControlPlane {
    * report once a second anyway, and reading 1000 nodes' metrics per create would cost more
    * than the decision itself. The views of one read are shared (treat them as read-only).
    */
-  private async placementViews(cached: boolean): Promise<PlacementViews> {
+  private async placementViews(cached: boolean): Promise<NodeView[]> {
     const recs = await this.store.listNodes();
     const c = this.viewCache;
     if (cached && c !== undefined && Date.now() - c.at <= PLACEMENT_METRICS_MS && sameRecords(c.recs, recs)) return c.read;
     const ids = recs.map((r) => r.nodeID);
-    const read = Promise.all([this.store.getNodeMetrics(ids), this.store.lostNodes(ids)]).then(([metrics, lost]) => {
+    const seq = ++this.viewReads;
+    const read: Promise<NodeView[]> = Promise.all([this.store.getNodeMetrics(ids), this.store.lostNodes(ids)]).then(([metrics, lost]) => {
       const now = Date.now();
       const timeout = this.cfg.config.master.scheduler.heartbeat_timeout_ms;
       const views = recs.map((r) => clusterNodeView(r, metrics.get(r.nodeID), lost.has(r.nodeID), now, timeout));
-      return { views, lastSeen: lastSeenByNode(views) };
+      // Placements decide on the newest read (one that started earlier may finish later).
+      if (seq > this.viewsInBook) {
+        this.viewsInBook = seq;
+        this.book.setViews(views, now);
+      }
+      return views;
     });
     this.viewCache = { at: Date.now(), recs, read };
     read.catch(() => (this.viewCache = undefined));
@@ -638,7 +661,7 @@ export class ClusterControlPlane implements ControlPlane {
     return this.store.listTemplates();
   }
 
-  events(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]> {
+  events(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]> {
     return this.store.listEvents(opts);
   }
 
@@ -747,11 +770,6 @@ class UnreachableNode extends Error {
   ) {
     super(cause.message);
   }
-}
-
-interface PlacementViews {
-  views: NodeView[];
-  lastSeen: Map<string, number>;
 }
 
 /** Whether two registry reads hold the same records (the registry copy keeps them while its version stands). */

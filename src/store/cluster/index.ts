@@ -6,6 +6,7 @@
 import type { EventView, NodeView, SandboxState } from '../../api/types.js';
 import type { ListFilter, SandboxRecord, SnapshotRecord } from '../../scheduler/control-plane.js';
 import { matchesFilter, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from '../types.js';
+import { GroupCommit } from './group-commit.js';
 import { MysqlRecords } from './mysql-records.js';
 import { RedisLive } from './redis-live.js';
 import { isConnectionError, unavailable } from './retry.js';
@@ -171,20 +172,29 @@ export class ClusterStore implements StateStore {
   /**
    * Redis numbers the event (one counter: every replica's events in one order) and streams it;
    * MySQL keeps it, so a Redis restart loses neither the history nor the numbering. With MySQL
-   * away the event is kept here and written with a later one.
+   * away the event is kept here and written with a later one. Events appended while a batch is
+   * being written go together in the next (one script call, one INSERT): a heartbeat of 1000
+   * simulated nodes carries one event per create, and appending them one by one (a Redis call
+   * and a MySQL commit each) took 17.6 s for one heartbeat in the 1000-node bench.
    */
-  async appendEvent(e: Omit<EventView, 'id'>): Promise<EventView> {
-    let ev = await this.live.appendEvent(e);
-    if (!ev) {
-      await this.restoreEvents();
-      ev = await this.live.appendEvent(e);
-      if (!ev) throw unavailable('Redis', new Error('event counter missing after restoring it'));
-    }
-    this.unsaved.push(ev);
-    await this.flushEvents().catch(() => undefined);
-    if (++this.appended % 1000 === 0) await this.mysql.pruneEvents(this.eventRetention).catch(() => undefined);
-    return ev;
+  appendEvent(e: Omit<EventView, 'id'>): Promise<EventView> {
+    return this.eventBatches.add(e);
   }
+
+  private readonly eventBatches = new GroupCommit<Omit<EventView, 'id'>, EventView>(async (es) => {
+    let evs = await this.live.appendEvents(es);
+    if (!evs) {
+      await this.restoreEvents();
+      evs = await this.live.appendEvents(es);
+      if (!evs) throw unavailable('Redis', new Error('event counter missing after restoring it'));
+    }
+    this.unsaved.push(...evs);
+    await this.flushEvents().catch(() => undefined);
+    const before = this.appended;
+    this.appended += evs.length;
+    if (Math.floor(before / 1000) !== Math.floor(this.appended / 1000)) await this.mysql.pruneEvents(this.eventRetention).catch(() => undefined);
+    return evs;
+  });
 
   private async flushEvents(): Promise<void> {
     if (this.unsaved.length === 0) return;
@@ -211,7 +221,7 @@ export class ClusterStore implements StateStore {
     this.archivedTo = Math.max(this.archivedTo, events.at(-1)?.id ?? 0);
   }
 
-  async listEvents(opts?: { sinceID?: number; limit?: number }): Promise<EventView[]> {
+  async listEvents(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]> {
     await this.routes();
     return this.live.listEvents(opts);
   }

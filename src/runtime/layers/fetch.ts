@@ -1,0 +1,228 @@
+// Templates on a compute node of a cluster: the node's own store, and what it lacks fetched from
+// the control plane over the node channel (the cluster secret). A create for a template the node
+// does not hold asks a control replica for the template's record (which the replica gets from a
+// node holding it), then every layer it lacks, by digest; the replica relays each from a live node
+// that holds it (scheduler/cluster/layer-relay.ts). A fetched layer is unpacked aside, checked
+// against the tree digest the record gives (layers/tree.ts), and renamed into the store only then;
+// a mismatch fails the create with 130424 naming the layer. Creates of a template being fetched
+// wait for the same fetch (one per template and per layer). The node reports the layers it holds
+// and its fetches in progress in its view (template_locality filter and scorer, the console).
+import { randomBytes } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import type { Logger } from 'pino';
+import type { EventKind, EventView } from '../../api/types.js';
+import { answerError } from '../../cubelet/remote.js';
+import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, type ImportRequest } from '../../cubelet/rpc-wire.js';
+import { CubeError, toCubeError } from '../../errors.js';
+import { HOST_TEMPLATE, layerDir, listedName, type TemplateRecord, type TemplateStore } from '../templates.js';
+import type { TemplateRef } from '../types.js';
+import { ensureStoreDir, importUpload, scratchDir } from './import.js';
+import { packLayer } from './pack.js';
+import { layerTree, treeDigest, writeTree } from './tree.js';
+import { unpackLayer } from './unpack.js';
+
+/** A template as a holder serves it: its record and, per layer digest, the tree digest to check a copy against. */
+export interface HeldTemplate {
+  record: TemplateRecord;
+  trees: Record<string, string>;
+}
+
+/** What a node serves other nodes (through the control plane): its templates' records and layers. */
+export interface LayerServer {
+  heldTemplate(name: string): Promise<HeldTemplate>;
+  /** The layer as a tar; 130404 when the node does not hold it. */
+  packedLayer(digest: string): Readable;
+  /** An image archive a control replica forwards, imported into this node's store. */
+  importUpload(body: Readable, req: ImportRequest): Promise<TemplateRecord>;
+}
+
+/** Where a node gets what it lacks: the control plane's cluster routes. */
+export interface LayerSource {
+  template(name: string): Promise<HeldTemplate>;
+  layer(digest: string): Promise<Readable>;
+}
+
+/** A fetch in progress, as the node view shows it: "NAME:TAG i/n". */
+interface Progress {
+  ref: string;
+  done: number;
+  of: number;
+}
+
+const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
+const HEX_RE = /^[0-9a-f]{64}$/;
+
+/** A template's record from a holder, checked before the node acts on it (pure). */
+export function checkHeld(h: HeldTemplate, name: string): HeldTemplate {
+  const r = h?.record;
+  if (!r || typeof r.ref !== 'string' || !Array.isArray(r.layers) || !r.config) throw new CubeError('INTERNAL', `the record served for template ${name} is malformed`);
+  const dirs = r.layers.filter((l) => !DIGEST_RE.test(l));
+  if (dirs.length) throw new CubeError('CONFLICT', `template ${r.ref} is a directory template (${dirs[0]}) on the nodes holding it: only layer templates (imported or built) are fetched by other nodes`);
+  for (const l of r.layers) if (!DIGEST_RE.test(h.trees?.[l] ?? '')) throw new CubeError('INTERNAL', `the record served for template ${r.ref} gives no tree digest for layer ${l}`);
+  return h;
+}
+
+export class FetchingCatalog implements LayerServer {
+  private readonly pulls = new Map<string, Promise<void>>();
+  private readonly layerPulls = new Map<string, Promise<void>>();
+  private readonly progress = new Set<Progress>();
+  private held?: { mtime: number; layers: string[] };
+  /** Node events (the cubelet's report): set once the cubelet exists. */
+  onEvent?: (kind: EventKind, message: string, extra?: Partial<Pick<EventView, 'code' | 'durationMs'>>) => void;
+
+  constructor(private readonly o: { store: TemplateStore; source: LayerSource; log: Logger }) {}
+
+  get dataDir(): string {
+    return this.o.store.dataDir;
+  }
+
+  /** The node's template, fetched first when the node lacks it (creates of it meanwhile wait for the same fetch). */
+  async resolve(name: string): Promise<TemplateRef> {
+    try {
+      return await this.o.store.resolve(name);
+    } catch (e) {
+      if (!(e instanceof CubeError && e.kind === 'NOT_FOUND') || name === HOST_TEMPLATE) throw e;
+    }
+    const key = listedName(name);
+    let pull = this.pulls.get(key);
+    if (!pull) {
+      pull = this.pull(name).finally(() => this.pulls.delete(key));
+      this.pulls.set(key, pull);
+    }
+    await pull;
+    return this.o.store.resolve(name);
+  }
+
+  listTemplates(): Promise<TemplateRef[]> {
+    return this.o.store.listTemplates();
+  }
+
+  /** Layer digests in the store (re-read when its directory changes), and the fetches in progress. */
+  async layerFacts(): Promise<{ layers: string[]; fetching: string[] }> {
+    const dir = join(this.dataDir, 'layers', 'sha256');
+    const mtime = statSync(dir, { throwIfNoEntry: false })?.mtimeMs ?? 0;
+    if (this.held?.mtime !== mtime) {
+      const names = await readdir(dir).catch(() => [] as string[]);
+      this.held = { mtime, layers: names.filter((n) => HEX_RE.test(n)).map((n) => `sha256:${n}`) };
+    }
+    return { layers: this.held.layers, fetching: [...this.progress].map((p) => `${p.ref} ${p.done}/${p.of}`) };
+  }
+
+  async heldTemplate(name: string): Promise<HeldTemplate> {
+    const record = await this.o.store.get(name);
+    const trees: Record<string, string> = {};
+    for (const l of record.layers) if (DIGEST_RE.test(l)) trees[l] = await layerTree(this.dataDir, l);
+    return { record, trees };
+  }
+
+  importUpload(body: Readable, req: ImportRequest): Promise<TemplateRecord> {
+    return importUpload(this.o.store, body, { ref: req.ref, ...(req.config ? { config: req.config } : {}) });
+  }
+
+  packedLayer(digest: string): Readable {
+    if (!DIGEST_RE.test(digest)) throw new CubeError('BAD_REQUEST', `not a layer digest: ${digest}`);
+    const dir = layerDir(this.dataDir, digest);
+    if (!existsSync(dir)) throw new CubeError('NOT_FOUND', `layer ${digest} is not in this node's store`);
+    return packLayer(dir);
+  }
+
+  /**
+   * Fetches template `name`: its record, then each layer the store lacks, then registers it. Holds
+   * the store's writer lock, so a template rm never removes a layer this fetch is about to take.
+   */
+  private async pull(name: string): Promise<void> {
+    const t0 = performance.now();
+    let ref = name;
+    try {
+      const held = checkHeld(await this.o.source.template(name), name);
+      const rec = held.record;
+      ref = rec.ref;
+      await this.o.store.exclusive(async () => {
+        await ensureStoreDir(this.dataDir);
+        const missing = rec.layers.filter((l) => !existsSync(layerDir(this.dataDir, l)));
+        this.onEvent?.('template.fetch', `fetching template ${ref} for a create: ${missing.length} of ${rec.layers.length} layer(s) to fetch`);
+        const p: Progress = { ref, done: 0, of: missing.length };
+        this.progress.add(p);
+        try {
+          for (const l of missing) {
+            const what = `layer ${rec.layers.indexOf(l) + 1}/${rec.layers.length} (${l}) of template ${ref}`;
+            const l0 = performance.now();
+            let fetch = this.layerPulls.get(l);
+            if (!fetch) {
+              fetch = this.fetchLayer(l, held.trees[l]!, what).finally(() => this.layerPulls.delete(l));
+              this.layerPulls.set(l, fetch);
+            }
+            await fetch;
+            p.done++;
+            this.onEvent?.('template.fetch', `${what} fetched and verified (${p.done}/${p.of})`, { durationMs: Math.round(performance.now() - l0) });
+          }
+        } finally {
+          this.progress.delete(p);
+        }
+        const { digest: _d, created: _c, ...rest } = rec;
+        await this.o.store.putLocked(rest);
+      });
+      this.onEvent?.('template.fetch', `template ${ref} ready on this node`, { durationMs: Math.round(performance.now() - t0) });
+    } catch (e) {
+      const err = toCubeError(e);
+      this.onEvent?.('template.fetch', `fetching template ${ref} failed: ${err.message}`, { code: err.code, durationMs: Math.round(performance.now() - t0) });
+      throw err;
+    }
+  }
+
+  /** One layer from the control plane into the store, checked against `tree` before it is renamed in. */
+  private async fetchLayer(digest: string, tree: string, what: string): Promise<void> {
+    const scratch = join(scratchDir(this.dataDir), `fetch-${digest.slice(7, 19)}.${randomBytes(4).toString('hex')}`);
+    await mkdir(scratch, { recursive: true });
+    try {
+      const body = await this.o.source.layer(digest);
+      await unpackLayer(body, scratch).catch((e: unknown) => {
+        const err = toCubeError(e);
+        if (err.kind === 'IMAGE_INVALID') throw new CubeError('LAYER_CORRUPT', `${what}: the tar that came is unreadable (${err.message})`, { details: { layer: digest }, cause: e });
+        throw err;
+      });
+      const got = await treeDigest(scratch);
+      if (got !== tree) throw new CubeError('LAYER_CORRUPT', `${what} failed verification: the copy that came has tree digest ${got}, the template's record says ${tree}`, { details: { layer: digest } });
+      const dest = layerDir(this.dataDir, digest);
+      await mkdir(join(dest, '..'), { recursive: true });
+      await rename(scratch, dest);
+      await writeTree(this.dataDir, digest, tree);
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
+    }
+  }
+}
+
+/** The control plane's cluster routes, as a compute node calls them (first answering replica wins). */
+export class ControlLayerSource implements LayerSource {
+  constructor(private readonly o: { controls: string[]; secret: string; nodeID: string }) {}
+
+  private async post(path: string, body: unknown): Promise<Response> {
+    let last: unknown;
+    for (const c of this.o.controls) {
+      let res: Response;
+      try {
+        res = await fetch(new URL(path, c), { method: 'POST', headers: { authorization: `Bearer ${this.o.secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ ...(body as object), nodeID: this.o.nodeID }) });
+      } catch (e) {
+        last = e;
+        continue;
+      }
+      if (res.ok) return res;
+      throw await answerError(res, `control ${c}`);
+    }
+    throw new CubeError('NODE_UNREACHABLE', `no control replica answered (${this.o.controls.join(', ')}): ${(last as Error)?.message}`, { retryAfter: 1 });
+  }
+
+  async template(name: string): Promise<HeldTemplate> {
+    return (await (await this.post(CLUSTER_TEMPLATE_PATH, { name })).json()) as HeldTemplate;
+  }
+
+  async layer(digest: string): Promise<Readable> {
+    const res = await this.post(CLUSTER_LAYER_PATH, { digest });
+    return Readable.fromWeb(res.body as WebReadableStream<Uint8Array>);
+  }
+}

@@ -1,0 +1,79 @@
+// The control plane's side of layer distribution: a compute node asks a replica for a template's
+// record or a layer by digest (cluster routes, the cluster secret), and the replica relays it from
+// a live node that holds it (node RPC `templateRecord` / `layer`), as the nodes' heartbeats report
+// (NodeView.templates, NodeView.layers). Replicas keep no layer of their own: whatever node an
+// import or a build ran on, every node can fetch its layers for as long as one holder is up.
+import type { ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import type { NodeView } from '../../api/types.js';
+import { RemoteNode } from '../../cubelet/remote.js';
+import { CubeError } from '../../errors.js';
+import type { HeldTemplate } from '../../runtime/layers/fetch.js';
+import type { ImportRequest } from '../../cubelet/rpc-wire.js';
+import type { TemplateRecord } from '../../runtime/templates.js';
+import { listedName } from '../../runtime/templates.js';
+
+/** Live nodes other than `from` that `has` accepts, in random order (a fetch burst spreads over the holders) (pure but for the shuffle). */
+export function holders(views: readonly NodeView[], from: string | undefined, has: (v: NodeView) => boolean, rand: () => number = Math.random): NodeView[] {
+  const out = views.filter((v) => v.healthy && !v.lost && v.address !== undefined && v.nodeID !== from && has(v));
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+export class LayerRelay {
+  private readonly clients = new Map<string, RemoteNode>();
+
+  constructor(private readonly o: { nodes: () => Promise<NodeView[]>; secret: string }) {}
+
+  private client(v: NodeView): RemoteNode {
+    let c = this.clients.get(v.nodeID);
+    if (!c || c.address !== v.address) {
+      c = new RemoteNode(v.nodeID, v.address!, this.o.secret);
+      this.clients.set(v.nodeID, c);
+    }
+    return c;
+  }
+
+  /** Tries the holders one after another while they are unreachable; other errors are the answer. */
+  private async fromHolders<T>(list: NodeView[], none: () => CubeError, f: (n: RemoteNode) => Promise<T>): Promise<T> {
+    let last: CubeError | undefined;
+    for (const v of list) {
+      try {
+        return await f(this.client(v));
+      } catch (e) {
+        if (!(e instanceof CubeError && e.kind === 'NODE_UNREACHABLE')) throw e;
+        last = e;
+      }
+    }
+    throw last ?? none();
+  }
+
+  /** Forwards an image archive to node `nodeID` (else a live node that fetches templates, at random) to import there. */
+  async importOn(nodeID: string | undefined, body: Readable, opts: ImportRequest): Promise<TemplateRecord> {
+    const list = holders(await this.o.nodes(), undefined, (v) => (nodeID !== undefined ? v.nodeID === nodeID : v.layers !== undefined));
+    const v = list[0];
+    if (!v) throw new CubeError(nodeID !== undefined ? 'NOT_FOUND' : 'NO_NODE', nodeID !== undefined ? `node ${nodeID} is not a live node of the cluster` : 'no live node to import the template on', { retryAfter: 5 });
+    return this.client(v).importImage(body, opts);
+  }
+
+  /** Template `name`'s record and layer trees from a node holding it (not `from`, the asking node). */
+  async template(name: string, from?: string): Promise<HeldTemplate> {
+    const want = listedName(name);
+    const list = holders(await this.o.nodes(), from, (v) => v.templates.includes(want));
+    return this.fromHolders(list, () => new CubeError('NOT_FOUND', `template ${name} is on no live node of the cluster`), (n) => n.templateRecord(name));
+  }
+
+  /** Streams layer `digest` from a node holding it into `res`. */
+  async layer(digest: string, from: string | undefined, res: ServerResponse): Promise<void> {
+    const list = holders(await this.o.nodes(), from, (v) => v.layers?.includes(digest) === true);
+    const up = await this.fromHolders(list, () => new CubeError('LAYER_UNAVAILABLE', `layer ${digest} is on no live node of the cluster`, { retryAfter: 5 }), (n) => n.layer(digest));
+    res.writeHead(200, { 'content-type': 'application/x-tar' });
+    // A holder failing mid-stream ends the answer short: the fetching node's unpack or check fails (130424).
+    await pipeline(Readable.fromWeb(up.body as WebReadableStream<Uint8Array>), res).catch(() => res.destroy());
+  }
+}
