@@ -1,9 +1,13 @@
 // Allocation wait of the network slot pool under a burst of concurrent acquires, with the
-// pool warm (tap_init_num >= burst) and cold (empty: every slot made on demand).
-// Run as root: npx tsx bench/pool-burst.ts [--burst 50] [--rounds 3] [--cidr 10.199.0.0/16]
+// pool warm (tap_init_num >= burst) and cold (empty: every slot made on demand). `--slot-mode tap`:
+// the TAP pool's slots (a TAP and the guest's NAT made in each, as microVMs get them).
+// Run as root: npx tsx bench/pool-burst.ts [--burst 50] [--rounds 3] [--cidr 10.199.0.0/16] [--slot-mode ns|tap]
 import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { NsNetworkAgent } from '../src/network/agent.js';
+import type { SlotMode } from '../src/network/types.js';
+import { policySettingsOf } from '../src/network/firewall.js';
+import { CubeletConfigSchema } from '../src/config/schema.js';
 import { nodeTag } from '../src/ids.js';
 import { percentile } from '../src/bench/stats.js';
 
@@ -12,8 +16,11 @@ const { values } = parseArgs({
     burst: { type: 'string', default: '50' },
     rounds: { type: 'string', default: '3' },
     cidr: { type: 'string', default: '10.199.0.0/16' },
+    'slot-mode': { type: 'string', default: 'ns' },
   },
 });
+const slotMode = values['slot-mode'] as SlotMode;
+if (slotMode !== 'ns' && slotMode !== 'tap') throw new Error(`--slot-mode must be ns or tap, got ${String(slotMode)}`);
 const burst = Number(values.burst);
 const rounds = Number(values.rounds);
 const tag = nodeTag(`pool-burst-${process.pid}`);
@@ -26,7 +33,8 @@ interface Round {
 }
 
 async function round(mode: 'warm' | 'cold'): Promise<Round> {
-  const agent = new NsNetworkAgent({ nodeTag: tag, cidr: values.cidr!, initNum: mode === 'warm' ? burst : 0, policy: { allowHostAccess: false, internetDefault: true, denyOut: [], denyHostNetworks: true } });
+  const warm = mode === 'warm' ? burst : 0;
+  const agent = new NsNetworkAgent({ nodeTag: tag, cidr: values.cidr!, initNum: slotMode === 'ns' ? warm : 0, tapInitNum: slotMode === 'tap' ? warm : 0, policy: { ...policySettingsOf(CubeletConfigSchema.parse({}).plugins['io.cubelet.internal.v1.network']), denyOut: [] } });
   try {
     await agent.start();
     const spawns0 = agent.spawns;
@@ -34,12 +42,12 @@ async function round(mode: 'warm' | 'cold'): Promise<Round> {
     const waits = await Promise.all(
       Array.from({ length: burst }, async (_, i) => {
         const s = performance.now();
-        await agent.acquire(`bench${i}`);
+        await agent.acquire(`bench${i}`, slotMode);
         return performance.now() - s;
       }),
     );
     const wallMs = performance.now() - t0;
-    const r = { waits, wallMs, spawns: agent.spawns - spawns0, onDemand: agent.levels().onDemand };
+    const r = { waits, wallMs, spawns: agent.spawns - spawns0, onDemand: agent.levels(slotMode).onDemand };
     return r;
   } finally {
     await agent.stop({ destroy: true });
@@ -47,7 +55,7 @@ async function round(mode: 'warm' | 'cold'): Promise<Round> {
 }
 
 const f = (x: number) => x.toFixed(2);
-console.log(`pool-burst: ${burst} concurrent acquires, ${rounds} rounds per mode, node tag ${tag}`);
+console.log(`pool-burst: ${burst} concurrent acquires of ${slotMode} slots, ${rounds} rounds per mode, node tag ${tag}`);
 console.log('mode | round | wait p50 ms | wait p99 ms | burst wall ms | on demand | spawns during burst');
 for (const mode of ['warm', 'cold'] as const) {
   const all: number[] = [];

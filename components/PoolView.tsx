@@ -1,4 +1,4 @@
-// Per node: NIC pool levels, in-flight and on-demand allocations, wait percentiles.
+// Per node: NIC pool levels, in-flight and on-demand allocations, wait percentiles, and the TAP pool's levels.
 import React from 'react';
 import type { NodeView } from '../src/api/types.js';
 import { millis, sparkline } from '../src/tui/format.js';
@@ -19,6 +19,8 @@ export const POOL_COLUMNS: readonly Column<NodeView>[] = [
   { title: 'P50', width: 6, align: 'right', cell: (n) => millis(n.pool.waitP50Ms) },
   { title: 'P99', width: 6, align: 'right', cell: (n) => millis(n.pool.waitP99Ms), tone: (n) => (n.pool.waitP99Ms >= NIC_WAIT_P99_MS ? 'bad' : undefined) },
   { title: 'RECENT WAITS', width: 16, shed: 1, cell: (n) => sparkline(n.pool.recentWaitsMs, 16) },
+  // A node offering microvm keeps a second pool: slots made with a TAP for the microVMs.
+  { title: 'TAP F/T', width: 9, align: 'right', shed: 2, cell: (n) => (n.tapPool ? `${n.tapPool.free}/${n.tapPool.total}` : '-'), tone: (n) => (n.tapPool && n.tapPool.free === 0 && n.tapPool.total > 0 ? 'bad' : undefined) },
 ];
 
 export function PoolView({ height, width }: { height: number; width: number }) {

@@ -3,7 +3,7 @@
 // by every collector of that scrape: the scheduler's own node views, density and stats, never
 // a second computation here); latencies are observed from the event stream.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { NodeView, SandboxState, Snapshot } from './types.js';
+import type { NodeView, PoolView, SandboxState, Snapshot } from './types.js';
 import type { ControlPlane } from '../scheduler/control-plane.js';
 
 const STATES: SandboxState[] = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'error', 'lost'];
@@ -79,19 +79,26 @@ export function createMetrics(cp: ControlPlane): { registry: Registry; close: ()
       for (const [state, n] of counts) this.set({ state }, n);
     },
   });
-  new Gauge({
-    name: 'cubed_pool_slots',
-    help: 'Network slot pool levels by node',
-    labelNames: ['node', 'level'],
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const n of (await scrape()).nodes) {
-        const p = n.pool;
-        for (const [level, v] of Object.entries({ free: p.free, in_use: p.inUse, creating: p.creating, total: p.total, target: p.target, on_demand: p.onDemand })) this.set({ node: n.nodeID, level }, v);
-      }
-    },
-  });
+  const pools: [string, string, (n: NodeView) => PoolView | undefined][] = [
+    ['cubed_pool_slots', 'Network slot pool levels by node', (n) => n.pool],
+    ['cubed_tap_pool_slots', "TAP pool levels by node (microVMs' network slots, on nodes offering microvm)", (n) => n.tapPool],
+  ];
+  for (const [name, help, poolOf] of pools) {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['node', 'level'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const n of (await scrape()).nodes) {
+          const p = poolOf(n);
+          if (!p) continue;
+          for (const [level, v] of Object.entries({ free: p.free, in_use: p.inUse, creating: p.creating, total: p.total, target: p.target, on_demand: p.onDemand })) this.set({ node: n.nodeID, level }, v);
+        }
+      },
+    });
+  }
   for (const g of NODE_GAUGES) {
     new Gauge({
       name: g.name,

@@ -178,6 +178,8 @@ export interface NodeView {
   sandboxes: { running: number; paused: number; creating: number; total: number };
   density: DensityView;
   pool: PoolView;
+  /** The TAP pool: network slots made with a TAP for microVMs, on a node offering the microvm runtime (pool is the ns runtime's). */
+  tapPool?: PoolView;
   templates: string[];
   /** Templates whose sandboxes run on a runtime of their own when the create names none: name -> runtime. */
   templateRuntimes?: Record<string, string>;

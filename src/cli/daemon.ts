@@ -240,7 +240,9 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
   const network = new NsNetworkAgent({
     nodeTag: tag,
     cidr: net.cidr,
-    initNum: net.tap_init_num,
+    // Each mode's pool is kept warm on a node offering its runtime only.
+    initNum: runtime.includes('ns') ? net.tap_init_num : 0,
+    tapInitNum: runtime.includes('microvm') ? net.microvm_tap_init_num : 0,
     policy: policySettingsOf(net),
     log,
     onNotice: (n) => cubelet?.report(n.kind, n.message),

@@ -182,7 +182,15 @@ export const CubeletConfigSchema = z
       .object({
         'io.cubelet.internal.v1.network': z
           .object({
-            tap_init_num: z.number().int().min(0).max(16000).default(32).meta({ restart: true }).describe('network slots (netns + veth) created at start-up and kept warm'),
+            tap_init_num: z.number().int().min(0).max(16000).default(32).meta({ restart: true }).describe('network slots (netns + veth) created at start-up and kept warm for ns sandboxes (on a node offering the ns runtime)'),
+            microvm_tap_init_num: z
+              .number()
+              .int()
+              .min(0)
+              .max(16000)
+              .default(8)
+              .meta({ restart: true })
+              .describe("TAP-mode network slots (netns + veth + a TAP device and the guest's NAT) created at start-up and kept warm for microvm sandboxes (on a node offering the microvm runtime): the console's TAP pool"),
             cidr: z.string().regex(/^\d+\.\d+\.\d+\.\d+\/\d+$/, { error: 'must be an IPv4 CIDR like 10.213.0.0/16' }).default('10.213.0.0/16').meta({ restart: true }).describe('private range the IPAM carves /30 slots from; must not overlap another node on the same host'),
             allow_host_access: z.boolean().default(false).describe('let sandboxes reach services on host addresses (off: nftables drops it)'),
             allow_internet_access: z

@@ -11,6 +11,7 @@ import type { FileMetadata, FileStat, FsChange, RuntimeDriver, SandboxHandle, Sa
 import { cpuUtilPercent, HOST, hostCpus, sandboxCpuPercent, type CpuTimes, type HostReadings } from './host-metrics.js';
 import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
+import { slotModeOf } from '../network/tap.js';
 import { buildNodeView } from './node-view.js';
 import type { OutputLine } from './output-log.js';
 import { ProcessTable } from './process-table.js';
@@ -115,6 +116,7 @@ export class Cubelet implements NodeApi {
     await network.start(
       new Map(found.map((f) => [f.h.sandboxID, f.meta.slotIndex])),
       new Map(found.flatMap((f) => (f.meta.egress ? [[f.h.sandboxID, f.meta.egress] as const] : []))),
+      new Set(found.flatMap((f) => (f.meta.slotMode === 'tap' ? [f.h.sandboxID] : []))),
     );
     const adopted = found.filter((f) => network.slotOf(f.h.sandboxID) !== undefined);
     const { removed } = await driver.cleanup(new Set(adopted.map((f) => f.h.sandboxID)));
@@ -213,8 +215,11 @@ export class Cubelet implements NodeApi {
       if (meta.runtime === undefined && template.config?.runtime !== undefined) {
         meta.runtime = entry.view.runtime = this.offered(template.config.runtime, `the default runtime of template ${template.name}`);
       }
-      entry.slot = await network.acquire(id);
+      // A microVM's QEMU attaches to the TAP its slot was made with (the TAP pool).
+      const mode = slotModeOf(meta.runtime ?? driver.name);
+      entry.slot = await network.acquire(id, mode);
       meta.slotIndex = entry.slot.index;
+      if (mode !== 'ns') meta.slotMode = mode;
       // Alongside the driver's work (one `nft` run): in place before the create returns, so before
       // anything runs in the sandbox (its init sends nothing).
       rules = meta.egress ? network.setEgress(id, meta.egress) : undefined;
@@ -261,6 +266,10 @@ export class Cubelet implements NodeApi {
   private runtimeFor(req: NodeCreateRequest): string | undefined {
     const asked = req.runtime ?? req.metadata['cube.runtime'];
     return asked === undefined ? undefined : this.offered(asked, `runtime '${asked}'`);
+  }
+
+  private offers(runtime: string): boolean {
+    return (this.o.driver.runtimes?.().map((r) => r.name) ?? [this.o.driver.name]).includes(runtime);
   }
 
   private offered(runtime: string, what: string): string {
@@ -560,6 +569,7 @@ export class Cubelet implements NodeApi {
       master: cfg.master,
       sandboxes: [...this.entries.values()].map((e) => e.view),
       pool: network.levels(),
+      ...(this.offers('microvm') ? { tapPool: network.levels('tap') } : {}),
       poolSlotLimit: this.o.poolSlotLimit,
       ...templateFacts(await this.o.templates.listTemplates()),
       ...(this.o.templates.layerFacts ? { layerFacts: await this.o.templates.layerFacts() } : {}),

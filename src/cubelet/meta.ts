@@ -5,12 +5,15 @@ import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SandboxLifecycle, SandboxSpecView } from '../api/types.js';
 import type { EgressRequest, EgressRules } from '../network/egress.js';
+import type { SlotMode } from '../network/types.js';
 
 export interface SandboxMeta {
   sandboxID: string;
   templateID: string;
   spec: SandboxSpecView;
   slotIndex: number;
+  /** The mode of its network slot when not ns (a microVM's TAP-mode slot): a restart re-adopts it into that pool. */
+  slotMode?: SlotMode;
   startedAt: string;
   endAt: string;
   metadata: Record<string, string>;

@@ -22,7 +22,9 @@ export interface NodeViewInputs {
   master: MasterConfig;
   sandboxes: { state: SandboxState; spec: SandboxSpecView }[];
   pool: PoolView;
-  /** Slots the node's address range can hold at most. */
+  /** The TAP-mode pool (microVMs' slots), on a node offering the microvm runtime. */
+  tapPool?: PoolView;
+  /** Slots the node's address range can hold at most (the pools of every mode share it). */
   poolSlotLimit: number;
   templates: string[];
   templateRuntimes?: Record<string, string>;
@@ -71,7 +73,8 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
   const diskUsed = Math.max(i.diskUsedPercent, i.store?.usedPercent ?? 0);
   // The node reports only what the scheduler's filters cannot see; the control plane puts the
   // pipeline's verdict for the default spec on top (scheduler/schedulable.ts).
-  const reason = i.pool.free === 0 && i.pool.total >= i.poolSlotLimit ? POOL_EXHAUSTED : '';
+  const pools = [i.pool, ...(i.tapPool ? [i.tapPool] : [])];
+  const reason = pools.every((p) => p.free === 0) && pools.reduce((n, p) => n + p.total, 0) >= i.poolSlotLimit ? POOL_EXHAUSTED : '';
   return {
     nodeID: i.nodeID,
     healthy: true,
@@ -111,6 +114,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
       pausedCpus: round1(pausedCpus),
     },
     pool: i.pool,
+    ...(i.tapPool ? { tapPool: i.tapPool } : {}),
     templates: i.templates,
     ...(i.templateRuntimes && Object.keys(i.templateRuntimes).length ? { templateRuntimes: i.templateRuntimes } : {}),
     ...(i.layerFacts ? { layers: i.layerFacts.layers, ...(i.layerFacts.fetching.length ? { fetching: i.layerFacts.fetching } : {}) } : {}),

@@ -1,11 +1,12 @@
 // The network-agent: the node's network slots (netns + veth pair + addresses) handed to
-// sandboxes from a warm pool. One-way by job: the agent wires the pool (pool.ts: free slots,
-// waiters, refills), the slots as kernel objects (slot.ts: create, check, remove) and the
-// firewall (firewall.ts: the node's nftables table and sandboxes' own rules).
+// sandboxes from a warm pool per mode (ns; tap: with a TAP ready for a microVM, tap.ts). One-way
+// by job: the agent wires the pools (pool.ts: free slots, waiters, refills), the slots as kernel
+// objects (slot.ts: create, check, remove) and the firewall (firewall.ts: the node's nftables
+// table and sandboxes' own rules).
 import type { Logger } from 'pino';
 import type { PoolView } from '../api/types.js';
 import { CubeError } from '../errors.js';
-import type { NetSlot, NetworkAgent } from './types.js';
+import type { NetSlot, NetworkAgent, SlotMode } from './types.js';
 import { parseRange } from './ipam.js';
 import { Spawner } from './iproute.js';
 import type { EgressRules } from './egress.js';
@@ -17,8 +18,10 @@ import { SlotPool, type PoolNotice } from './pool.js';
 export interface NetworkAgentOptions {
   nodeTag: string;
   cidr: string;
-  /** tap_init_num: free slots kept warm. */
+  /** tap_init_num: free ns-mode slots kept warm. */
   initNum: number;
+  /** microvm_tap_init_num: free TAP-mode slots kept warm (default 0: made on demand). */
+  tapInitNum?: number;
   /** The node's policy knobs (config): live through setPolicy. */
   policy: PolicySettings;
   log?: Logger;
@@ -32,23 +35,35 @@ export class NsNetworkAgent implements NetworkAgent {
   private readonly sp = new Spawner();
   private readonly slots: Slots;
   private readonly firewall: Firewall;
-  private readonly pool: SlotPool;
+  private readonly pools: Record<SlotMode, SlotPool>;
   private running = false;
   private drainTimer: NodeJS.Timeout | undefined;
   private readonly background = new Set<Promise<unknown>>();
 
   constructor(private readonly opts: NetworkAgentOptions) {
     if (!/^[0-9a-f]{4}$/.test(opts.nodeTag)) throw new CubeError('CONFIG_INVALID', `node tag "${opts.nodeTag}" must be 4 hex characters`);
-    if (!Number.isInteger(opts.initNum) || opts.initNum < 0) throw new CubeError('CONFIG_INVALID', `tap_init_num must be a non-negative integer, got ${opts.initNum}`);
+    const tapInitNum = opts.tapInitNum ?? 0;
+    for (const [key, n] of [['tap_init_num', opts.initNum], ['microvm_tap_init_num', tapInitNum]] as const) {
+      if (!Number.isInteger(n) || n < 0) throw new CubeError('CONFIG_INVALID', `${key} must be a non-negative integer, got ${n}`);
+    }
     this.tag = opts.nodeTag;
     const range = parseRange(opts.cidr);
-    if (opts.initNum > range.maxIndex) {
-      throw new CubeError('CONFIG_INVALID', `tap_init_num ${opts.initNum} exceeds the ${range.maxIndex} slots of ${range.cidr}`);
+    if (opts.initNum + tapInitNum > range.maxIndex) {
+      throw new CubeError('CONFIG_INVALID', `tap_init_num ${opts.initNum} + microvm_tap_init_num ${tapInitNum} exceed the ${range.maxIndex} slots of ${range.cidr}`);
     }
-    this.slots = new Slots(this.sp, this.tag, range, (i) => this.pool.holds(i), opts.log);
+    this.slots = new Slots(this.sp, this.tag, range, (i) => this.all().some((p) => p.holds(i)), opts.log);
     this.firewall = new Firewall(this.sp, this.tag, range.cidr, opts.policy);
-    const track = (p: Promise<unknown>) => this.track(p);
-    this.pool = new SlotPool({ tag: this.tag, target: opts.initNum, slots: this.slots, firewall: this.firewall, track, ...(opts.log ? { log: opts.log } : {}), ...(opts.onNotice ? { onNotice: opts.onNotice } : {}) });
+    const pool = (mode: SlotMode, target: number) =>
+      new SlotPool({ tag: this.tag, mode, target, slots: this.slots, firewall: this.firewall, track: (p) => this.track(p), ...(opts.log ? { log: opts.log } : {}), ...(opts.onNotice ? { onNotice: opts.onNotice } : {}) });
+    this.pools = { ns: pool('ns', opts.initNum), tap: pool('tap', tapInitNum) };
+  }
+
+  private all(): SlotPool[] {
+    return [this.pools.ns, this.pools.tap];
+  }
+
+  private holder(sandboxID: string): SlotPool | undefined {
+    return this.all().find((p) => p.slotOf(sandboxID) !== undefined);
   }
 
   /** Process spawns so far (ip, nft, conntrack): the cost that bounds burst throughput. */
@@ -63,15 +78,18 @@ export class NsNetworkAgent implements NetworkAgent {
 
   /**
    * `keepSlots`: sandboxes that outlived the daemon, with their slot index; `keepEgress`: the
-   * egress rules those of them had (re-installed with the table, which start replaces).
+   * egress rules those of them had (re-installed with the table, which start replaces);
+   * `keepTap`: those of them whose slot is a TAP-mode one.
    */
-  async start(keepSlots: Map<string, number> = new Map(), keepEgress: Map<string, EgressRules> = new Map()): Promise<void> {
+  async start(keepSlots: Map<string, number> = new Map(), keepEgress: Map<string, EgressRules> = new Map(), keepTap: Set<string> = new Set()): Promise<void> {
     if (this.running) throw new CubeError('CONFLICT', 'network agent already started');
     this.slots.clear();
-    this.pool.reset(new Map());
+    for (const p of this.all()) p.reset(new Map());
     if (await enableIpForwarding()) this.opts.log?.info('turned on net.ipv4.ip_forward: sandbox connections are routed (NAT) through the host');
-    const adopted = await this.slots.adoptAndSweep(keepSlots);
-    this.pool.reset(adopted);
+    const adopted = await this.slots.adoptAndSweep(keepSlots, keepTap);
+    const ofMode = (tap: boolean) => new Map([...adopted].filter(([, s]) => (s.tap !== undefined) === tap));
+    this.pools.ns.reset(ofMode(false));
+    this.pools.tap.reset(ofMode(true));
     const rules = new Map<number, EgressRules>();
     for (const [sandboxID, r] of keepEgress) {
       const slot = adopted.get(sandboxID);
@@ -79,34 +97,38 @@ export class NsNetworkAgent implements NetworkAgent {
     }
     this.firewall.restore(rules);
     await this.firewall.install();
-    await this.firewall.filterLinks(this.pool.held());
+    await this.firewall.filterLinks(this.all().flatMap((p) => p.held()));
     this.running = true;
-    this.pool.open();
+    for (const p of this.all()) p.open();
     this.drainTimer = setInterval(() => void this.pollDraining(), DRAIN_POLL_MS);
     this.drainTimer.unref();
-    await this.pool.fillToTarget();
+    // One after the other: they share the range and the inner-creation limit.
+    for (const p of this.all()) await p.fillToTarget();
   }
 
-  async acquire(sandboxID: string): Promise<NetSlot> {
-    return this.pool.acquire(sandboxID);
+  /** A sandbox holding a slot of one mode keeps it: asking for the other mode is a conflict. */
+  async acquire(sandboxID: string, mode: SlotMode = 'ns'): Promise<NetSlot> {
+    const other = this.pools[mode === 'ns' ? 'tap' : 'ns'];
+    if (other.serves(sandboxID)) throw new CubeError('CONFLICT', `sandbox ${sandboxID} already holds a network slot of another mode than ${mode}`);
+    return this.pools[mode].acquire(sandboxID);
   }
 
   async release(sandboxID: string): Promise<void> {
-    this.pool.release(sandboxID);
+    for (const p of this.all()) if (p.release(sandboxID)) return;
   }
 
   slotOf(sandboxID: string): NetSlot | undefined {
-    return this.pool.slotOf(sandboxID);
+    return this.holder(sandboxID)?.slotOf(sandboxID);
   }
 
-  levels(): PoolView {
-    return this.pool.levels();
+  levels(mode: SlotMode = 'ns'): PoolView {
+    return this.pools[mode].levels();
   }
 
   /** Resolves when no creation, reset or retirement is in progress (tests, benchmarks, stop). */
   async settled(): Promise<void> {
     for (;;) {
-      if (this.pool.pumpScheduled) await new Promise((r) => setImmediate(r));
+      if (this.all().some((p) => p.pumpScheduled)) await new Promise((r) => setImmediate(r));
       else if (this.background.size > 0) await Promise.allSettled([...this.background]);
       else return;
     }
@@ -123,7 +145,7 @@ export class NsNetworkAgent implements NetworkAgent {
    * runs in it).
    */
   async setEgress(sandboxID: string, rules: EgressRules | undefined): Promise<void> {
-    const slot = this.pool.slotOf(sandboxID);
+    const slot = this.slotOf(sandboxID);
     if (!slot) throw new CubeError('NETWORK_FAILED', `sandbox ${sandboxID} holds no network slot`);
     await this.firewall.setEgress(slot.index, rules);
   }
@@ -131,15 +153,15 @@ export class NsNetworkAgent implements NetworkAgent {
   async stop(opts: { destroy: boolean }): Promise<void> {
     this.running = false;
     clearInterval(this.drainTimer);
-    this.pool.close();
+    for (const p of this.all()) p.close();
     await this.settled();
     if (opts.destroy) {
       await this.slots.removeAll();
       await this.firewall.remove();
-      this.pool.takeFree(true);
+      for (const p of this.all()) p.takeFree(true);
     } else {
       // In-use slots and the policy stay: their sandboxes outlive the daemon and are re-adopted.
-      const free = this.pool.takeFree(false);
+      const free = this.all().flatMap((p) => p.takeFree(false));
       await this.slots.remove(
         free.map((s) => s.netns),
         new Set(free.map((s) => s.index)),
@@ -149,8 +171,8 @@ export class NsNetworkAgent implements NetworkAgent {
   }
 
   private async pollDraining(): Promise<void> {
-    this.pool.trimIdle();
-    if (await this.slots.pollDraining()) this.pool.pump();
+    for (const p of this.all()) p.trimIdle();
+    if (await this.slots.pollDraining()) for (const p of this.all()) p.pump();
   }
 
   private track(p: Promise<unknown>): void {

@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { PoolView } from '../api/types.js';
 import { CubeError } from '../errors.js';
-import type { NetSlot } from './types.js';
+import type { NetSlot, SlotMode } from './types.js';
 import type { Firewall } from './firewall.js';
 import type { Slots } from './slot.js';
 import type { SlotNames } from './slot-script.js';
@@ -20,7 +20,9 @@ export interface PoolNotice {
 
 export interface SlotPoolOptions {
   tag: string;
-  /** tap_init_num: free slots kept warm. */
+  /** How this pool's slots are made. */
+  mode: SlotMode;
+  /** Free slots kept warm (tap_init_num for ns, microvm_tap_init_num for tap). */
   target: number;
   slots: Slots;
   firewall: Firewall;
@@ -130,7 +132,7 @@ export class SlotPool {
     p.then(forget, forget);
     if (!this.dryNoticeSent) {
       this.dryNoticeSent = true;
-      const message = `network pool of node tag ${this.o.tag} ran dry (target ${this.o.target}, ${this.inUse.size} in use): creating slots on demand`;
+      const message = `${this.o.mode === 'tap' ? 'TAP' : 'network'} pool of node tag ${this.o.tag} ran dry (target ${this.o.target}, ${this.inUse.size} in use): creating slots on demand`;
       this.o.log?.warn({ waiting: this.waiters.length }, message);
       this.o.onNotice?.({ kind: 'pool.exhausted', message, waiting: this.waiters.length });
     }
@@ -150,6 +152,11 @@ export class SlotPool {
 
   slotOf(sandboxID: string): NetSlot | undefined {
     return this.inUse.get(sandboxID);
+  }
+
+  /** The sandbox holds a slot of this pool or waits for one. */
+  serves(sandboxID: string): boolean {
+    return this.inUse.has(sandboxID) || this.pending.has(sandboxID);
   }
 
   levels(): PoolView {
@@ -256,10 +263,10 @@ export class SlotPool {
   }
 
   private async configureInside(s: SlotNames): Promise<void> {
-    const problem = await this.o.slots.createInside(s);
+    const problem = await this.o.slots.createInside(s, this.o.mode);
     if (problem !== undefined) return this.creationFailed([s], problem, false);
     this.creating--;
-    if (this.running) this.offer(this.o.slots.toSlot(s));
+    if (this.running) this.offer(this.o.slots.toSlot(s, this.o.mode));
     else await this.o.slots.remove([s.netns], new Set([s.index]));
   }
 
@@ -283,7 +290,7 @@ export class SlotPool {
       if (slots.length === 0) throw this.o.slots.exhaustedError();
       const before = this.free.length;
       await this.createBatch(slots, false);
-      if (this.free.length === before) throw new CubeError('NETWORK_FAILED', `could not fill the network pool of node tag ${this.o.tag}; see the log for ip's error`);
+      if (this.free.length === before) throw new CubeError('NETWORK_FAILED', `could not fill the ${this.o.mode} network pool of node tag ${this.o.tag}; see the log for ip's error`);
     }
   }
 

@@ -104,12 +104,20 @@ function networkOf(s: Ends): string {
   return parts.join('.');
 }
 
-/** The fingerprint of a slot exactly as innerCreateLines() leaves it. */
-export function expectedState(s: Ends): string {
+/** What a slot's mode adds to its state (the TAP mode's device: tap.ts tapExpectedState). */
+export interface StateExtra {
+  links: string[];
+  addrs: string[];
+  routes: string[];
+}
+
+/** The fingerprint of a slot exactly as innerCreateLines() (and its mode's setup, `extra`) leaves it. */
+export function expectedState(s: Ends, extra: StateExtra = { links: [], addrs: [], routes: [] }): string {
   return canon(
-    ['lo mtu=65536 up=true', 'eth0 mtu=1500 up=true'],
-    ['lo 127.0.0.1/8', `eth0 ${s.sandboxIp}/${SLOT_PREFIX}`],
+    ['lo mtu=65536 up=true', 'eth0 mtu=1500 up=true', ...extra.links],
+    ['lo 127.0.0.1/8', `eth0 ${s.sandboxIp}/${SLOT_PREFIX}`, ...extra.addrs],
     [
+      ...extra.routes,
       `main unicast default via=${s.hostIp} dev=eth0`,
       `main unicast ${networkOf(s)}/${SLOT_PREFIX} via=- dev=eth0`,
       `local local ${s.sandboxIp} via=- dev=eth0`,

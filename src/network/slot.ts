@@ -4,12 +4,13 @@
 // pool: which slot is free or whose is the pool's (pool.ts).
 import { access } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import type { NetSlot } from './types.js';
+import type { NetSlot, SlotMode } from './types.js';
 import { SlotAllocator, slotAddresses, type Range, type SlotAddresses } from './ipam.js';
 import { NETNS_DIR, hostIfName, netnsName } from './names.js';
 import { failedItems, type Spawner } from './iproute.js';
 import { arpEntries, conntrackMentions, hostIfIndices, netnsIndices } from './host-scan.js';
 import { sharedHelper } from '../runtime/ns/helper.js';
+import { TAP_NAME, tapExpectedState, tapSetupScript } from './tap.js';
 import { RESET_LINES, expectedState, innerCreateLines, parseSlotState, removeLines, rootCreateLines, type SlotNames } from './slot-script.js';
 
 /** `ip -n` spawns in flight: fork+exec is CPU-bound and this host has 2 cores. */
@@ -73,12 +74,12 @@ export class Slots {
     return { ...a, netns: netnsName(this.tag, a.index), hostIf: hostIfName(this.tag, a.index) };
   }
 
-  toSlot(s: SlotNames): NetSlot {
-    return { index: s.index, netns: s.netns, netnsPath: `${NETNS_DIR}/${s.netns}`, hostIf: s.hostIf, hostIp: s.hostIp, sandboxIp: s.sandboxIp };
+  toSlot(s: SlotNames, mode: SlotMode): NetSlot {
+    return { index: s.index, netns: s.netns, netnsPath: `${NETNS_DIR}/${s.netns}`, hostIf: s.hostIf, hostIp: s.hostIp, sandboxIp: s.sandboxIp, ...(mode === 'tap' ? { tap: TAP_NAME } : {}) };
   }
 
-  private at(index: number): NetSlot {
-    return this.toSlot(this.names(slotAddresses(this.range, index)));
+  private at(index: number, mode: SlotMode): NetSlot {
+    return this.toSlot(this.names(slotAddresses(this.range, index)), mode);
   }
 
   // --- creation ---------------------------------------------------------------------
@@ -93,16 +94,22 @@ export class Slots {
     }
   }
 
-  /** The inside of one slot: undefined when made, else ip's words. */
-  async createInside(s: SlotNames): Promise<string | undefined> {
+  /** The inside of one slot (and its mode's setup): undefined when made, else what failed. */
+  async createInside(s: SlotNames, mode: SlotMode): Promise<string | undefined> {
     await this.innerSlot();
-    let r;
     try {
-      r = await this.sp.ipBatch(innerCreateLines(s), { netns: s.netns });
+      const r = await this.sp.ipBatch(innerCreateLines(s), { netns: s.netns });
+      if (r.failedLines.size > 0) return r.stderr.trim();
+      return mode === 'tap' ? await this.setupTap(`${NETNS_DIR}/${s.netns}`) : undefined;
     } finally {
       this.innerDone();
     }
-    return r.failedLines.size > 0 ? r.stderr.trim() : undefined;
+  }
+
+  /** The TAP mode's part, made (or made again): undefined when done, else what failed. */
+  private async setupTap(netnsPath: string): Promise<string | undefined> {
+    const r = await this.sp.run('nsenter', [`--net=${netnsPath}`, '--', 'sh', '-c', tapSetupScript()]);
+    return r.exitCode === 0 ? undefined : `TAP setup failed: ${r.stderr.trim() || `exit ${r.exitCode}`}`;
   }
 
   private innerSlot(): Promise<void> {
@@ -124,17 +131,23 @@ export class Slots {
   /**
    * Nothing of the old tenant may survive: no process in the netns, no learned neighbour,
    * no connection tracked on the host, and links, addresses, routes and rules exactly as
-   * created. Returns what is wrong (the slot must be retired), or undefined.
+   * created. A TAP-mode slot's TAP, NAT table and conntrack table are made again first (a guest
+   * reaches them through QEMU, which holds the TAP's queues and sets its offloads). Returns what
+   * is wrong (the slot must be retired), or undefined.
    */
   async check(slot: NetSlot): Promise<string | undefined> {
     const holders = await sharedHelper().netnsHolders(slot.netnsPath);
     if (holders.length > 0) return `processes still in the netns: ${holders.join(' ')}`;
+    if (slot.tap) {
+      const failed = await this.setupTap(slot.netnsPath);
+      if (failed) return failed;
+    }
     if (this.releases++ % VERIFY_EVERY === 0 || !this.eth0Macs.has(slot.index)) {
       this.verifications++;
       const r = await this.sp.ipBatch(RESET_LINES, { netns: slot.netns, json: true, ipv4: true });
       const state = r.failedLines.size > 0 ? undefined : parseSlotState(r.stdout);
       if (!state) return `reset failed: ${r.stderr.trim()}`;
-      if (state.fingerprint !== expectedState(slot)) return 'links, addresses, routes or rules changed by the sandbox';
+      if (state.fingerprint !== expectedState(slot, slot.tap ? tapExpectedState() : undefined)) return 'links, addresses, routes or rules changed by the sandbox';
       this.eth0Macs.set(slot.index, state.eth0Mac);
       await this.forgetOnHost(slot, state.eth0Mac);
     } else {
@@ -183,10 +196,10 @@ export class Slots {
   }
 
   /**
-   * Re-adopts kept slots (sandbox -> index), removes everything else of this tag left by a
-   * crash. Returns the adopted slots.
+   * Re-adopts kept slots (sandbox -> index; those in `keepTap` are TAP-mode slots), removes
+   * everything else of this tag left by a crash. Returns the adopted slots.
    */
-  async adoptAndSweep(keep: Map<string, number>): Promise<Map<string, NetSlot>> {
+  async adoptAndSweep(keep: Map<string, number>, keepTap: Set<string>): Promise<Map<string, NetSlot>> {
     const ns = await netnsIndices(this.tag);
     const links = await hostIfIndices(this.tag);
     const adopted = new Map<string, NetSlot>();
@@ -196,7 +209,7 @@ export class Slots {
         continue;
       }
       this.alloc.claim(index);
-      adopted.set(sandboxID, this.at(index));
+      adopted.set(sandboxID, this.at(index, keepTap.has(sandboxID) ? 'tap' : 'ns'));
     }
     const kept = new Set([...adopted.values()].map((s) => s.index));
     const staleNs = [...ns].filter((i) => !kept.has(i));

@@ -3,6 +3,13 @@
 import type { PoolView } from '../api/types.js';
 import type { EgressRules } from './egress.js';
 
+/**
+ * How a slot is made: `ns` a netns with its veth pair (a sandbox of the ns runtime runs in it);
+ * `tap` the same plus a TAP device and the translation to the guest behind it (a microVM's
+ * QEMU runs in it: tap.ts). Each mode has its own pool and target; they share the node's range.
+ */
+export type SlotMode = 'ns' | 'tap';
+
 export interface NetSlot {
   /** Index in the node's range: fixes names and addresses. */
   index: number;
@@ -13,23 +20,27 @@ export interface NetSlot {
   hostIf: string;
   hostIp: string;
   sandboxIp: string;
+  /** TAP mode: the TAP device inside the netns, ready for QEMU. */
+  tap?: string;
 }
 
 export interface NetworkAgent {
   /**
    * Installs the nftables table, removes stale objects of this node not in `keepSlots`, fills
-   * the pool to tap_init_num; `keepEgress` are the own egress rules of kept sandboxes.
+   * each mode's pool to its target; `keepEgress` are the own egress rules of kept sandboxes,
+   * `keepTap` those of them whose slot is a TAP-mode one.
    */
-  start(keepSlots?: Map<string, number>, keepEgress?: Map<string, EgressRules>): Promise<void>;
-  /** A slot for the sandbox: from the pool, or made on demand (counted) when the pool is empty. */
-  acquire(sandboxID: string): Promise<NetSlot>;
+  start(keepSlots?: Map<string, number>, keepEgress?: Map<string, EgressRules>, keepTap?: Set<string>): Promise<void>;
+  /** A slot of that mode (default ns) for the sandbox: from its pool, or made on demand (counted) when the pool is empty. */
+  acquire(sandboxID: string, mode?: SlotMode): Promise<NetSlot>;
   /** Replaces a sandbox's own egress rules on its slot (undefined: none; dropped again when the slot is released). */
   setEgress(sandboxID: string, rules: EgressRules | undefined): Promise<void>;
   /** Back to the pool after reset; the pool refills in the background. */
   release(sandboxID: string): Promise<void>;
   /** The slot a sandbox holds, if any. */
   slotOf(sandboxID: string): NetSlot | undefined;
-  levels(): PoolView;
+  /** The levels of a mode's pool (default ns). */
+  levels(mode?: SlotMode): PoolView;
   /** destroy: remove every slot and the nftables table (host as before start). */
   stop(opts: { destroy: boolean }): Promise<void>;
 }

@@ -36,7 +36,9 @@ export function describeNode(n: NodeView, master: MasterConfig | null, events: r
     `  effective ceiling ${d.effectiveCeiling}, set by ${d.bottleneck}; all paused ${d.allPausedCeiling} at release ratio ${ratio(d.releaseRatio)} (frees ${mib(d.releasedMiB)} now)`,
     `  live ${n.sandboxes.running} running + ${n.sandboxes.paused} paused (+${n.sandboxes.creating} creating), headroom ${d.headroom}`,
     '',
-    `NIC pool: ${n.pool.free}/${n.pool.total} free, target ${n.pool.target}, ${n.pool.inFlight} waiting, wait p50 ${n.pool.waitP50Ms}ms p99 ${n.pool.waitP99Ms}ms`,
+    ...[['NIC pool', n.pool] as const, ...(n.tapPool ? [['TAP pool', n.tapPool] as const] : [])].map(
+      ([name, p]) => `${name}: ${p.free}/${p.total} free, target ${p.target}, ${p.inFlight} waiting, wait p50 ${p.waitP50Ms}ms p99 ${p.waitP99Ms}ms`,
+    ),
     '',
     'Scheduler rules for the default spec (prefilter, then the enabled filters)',
   ];

@@ -9,7 +9,7 @@ const pool: PoolView = { free: 4, inUse: 0, creating: 0, total: 4, target: 4, in
 const spec = { cpus: 1, memoryMiB: 4096, diskGiB: 10 };
 // The reference node of design.md: 128 cores, 251 GiB, default spec 1 vCPU / 4096 MiB.
 const master = (ratio = 0) => MasterConfigSchema.parse({ host: { quota: { paused_resource_release_ratio: ratio } } });
-const view = (over: { ratio?: number; running?: number; paused?: number; disk?: number; cpu?: number; store?: StoreView; pool?: Partial<PoolView> } = {}) =>
+const view = (over: { ratio?: number; running?: number; paused?: number; disk?: number; cpu?: number; store?: StoreView; pool?: Partial<PoolView>; tapPool?: Partial<PoolView> } = {}) =>
   buildNodeView({
     nodeID: 'n1',
     runtime: 'ns',
@@ -24,6 +24,7 @@ const view = (over: { ratio?: number; running?: number; paused?: number; disk?: 
       ...Array.from({ length: over.paused ?? 0 }, () => ({ state: 'paused' as const, spec })),
     ],
     pool: { ...pool, ...over.pool },
+    ...(over.tapPool ? { tapPool: { ...pool, ...over.tapPool } } : {}),
     poolSlotLimit: 16383,
     templates: ['host'],
     now: new Date(0),
@@ -55,6 +56,15 @@ describe('node view', () => {
 
   it('the node itself reports only the pool refusal the filters cannot see', () => {
     expect([view({ cpu: 99, disk: 99 }).schedulable, view({ pool: { free: 0, total: 16383 } }).reason]).toEqual([true, 'pool exhausted']);
+  });
+
+  it('reports the TAP pool of a node offering microvm; the range is exhausted only when every mode has no free slot', () => {
+    expect(view().tapPool).toBeUndefined();
+    expect(view({ tapPool: { free: 2, total: 2, target: 2 } }).tapPool).toMatchObject({ free: 2, total: 2, target: 2 });
+    // The two pools share the node's range: both counted, and a free slot of either is not exhaustion.
+    expect(view({ pool: { free: 0, total: 16000 }, tapPool: { free: 0, total: 383 } }).reason).toBe('pool exhausted');
+    expect(view({ pool: { free: 0, total: 16000 }, tapPool: { free: 1, total: 383 } }).reason).toBe('');
+    expect(view({ pool: { free: 0, total: 16000 }, tapPool: { free: 0, total: 100 } }).reason).toBe('');
   });
 
   it('operator flags come first and keep their words; the verdict comes back with them gone', () => {

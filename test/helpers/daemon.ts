@@ -9,7 +9,7 @@
 // What you get: its own node id (so its own 4-hex tag for kernel objects), its own pool
 // CIDR, a data dir and config dir under /tmp/cubed-test-*, a random API key (given through
 // CUBE_API_KEY), and these defaults, deep-merged under your overrides:
-//   cubelet.toml: declared [quota] 64 cpus / 256 GiB (fits any test), tap_init_num 4
+//   cubelet.toml: declared [quota] 64 cpus / 256 GiB (fits any test), tap_init_num 4, microvm_tap_init_num 2
 //   cubemaster.yaml: default_spec 1 cpu / 256 MiB / 1 GiB, rate limit 1000/s, 1 GiB reserve,
 //     and the live `cpu` filter off (it refuses creates when host CPU use is >= 80%, which
 //     parallel test runs on 2 cores reach all the time; the cpu quota still counts in density).
@@ -160,7 +160,7 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
   const cubelet = merge(
     opts.shipped
       ? { node_id: nodeID, data_dir: dataDir, plugins: { 'io.cubelet.internal.v1.network': network } }
-      : { node_id: nodeID, data_dir: dataDir, quota: { cpus: 64, memory_mib: 262_144 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, ...network } } },
+      : { node_id: nodeID, data_dir: dataDir, quota: { cpus: 64, memory_mib: 262_144 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, microvm_tap_init_num: 2, ...network } } },
     opts.cubelet,
   );
   const master = merge(

@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -15,6 +15,7 @@ import { Cgroups } from '../../src/runtime/ns/cgroups.js';
 import { parentPidsMax } from '../../src/runtime/ns/host-limits.js';
 import { TemplateStore } from '../../src/runtime/templates.js';
 import { microvmUnavailable, registerVmTemplate } from '../helpers/microvm.js';
+import { TAP_NAME, tapSetupScript } from '../../src/network/tap.js';
 
 const unavailable = microvmUnavailable();
 if (unavailable) console.warn(`microvm tests skipped: ${unavailable}`);
@@ -88,6 +89,9 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     const node = (r.json.nodes ?? r.json)[0];
     expect(node.runtime).toBe('ns');
     expect(node.runtimes).toEqual([{ name: 'ns' }, { name: 'microvm', ...(kvmUsable() ? {} : { emulated: true }), releaseBacked: true }]);
+    // Each mode's pool with its own target (test/helpers/daemon.ts): the console's NIC and TAP pools.
+    expect(node.pool).toMatchObject({ target: 4 });
+    expect(node.tapPool).toMatchObject({ target: 2 });
   });
 
   it('runs commands and files through the e2b SDK in a guest with its own kernel', async () => {
@@ -217,7 +221,7 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     // 1.3 GB through an emulated guest, then a snapshot of it and a restore: 218 s at load 14-27.
   }, 480_000);
 
-  it("destroy leaves no QEMU process, TAP or file (a create naming no runtime takes the template's microvm)", async () => {
+  it("destroy leaves no QEMU process or file and gives the TAP slot back (a create naming no runtime takes the template's microvm)", async () => {
     const sbx = await create({ templateDefault: true });
     const id = sbx.sandboxId;
     const slot = (await call(d, 'GET', `/admin/v1/sandboxes/${id}`)).json;
@@ -239,9 +243,19 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(qemuOf(id)).toEqual([]);
     expect(existsSync(dir)).toBe(false);
     expect(existsSync(layer)).toBe(false);
-    // The slot went back to the pool as it came: no TAP, no NAT table in its netns.
+    // The slot went back to the TAP pool with its TAP (made anew there by the pool's reset, whose
+    // own short-lived tools may be in the netns right now), held by no QEMU.
     const links = execFileSync('nsenter', [`--net=${netns}`, '--', 'ip', '-o', 'link'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-    expect(links).not.toMatch(/tap0/);
+    expect(links).toContain(TAP_NAME);
+    const inNetns = execFileSync('ip', ['netns', 'pids', basename(netns)], { encoding: 'utf8' }).split('\n').filter(Boolean);
+    const cmdline = (p: string) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8');
+      } catch {
+        return ''; // gone meanwhile
+      }
+    };
+    expect(inNetns.filter((p) => cmdline(p).includes('process=cube-vm'))).toEqual([]);
     expect(slot.state).toBe('running');
   });
 
@@ -290,6 +304,9 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     await d.kill9();
     await d.restart();
     expect(qemuOf(sbx.sandboxId)).toEqual(pids);
+    // Its slot is re-adopted into the TAP pool (meta.json says which mode), not swept.
+    const node = (await call(d, 'GET', '/admin/v1/nodes')).json;
+    expect((node.nodes ?? node)[0].tapPool.inUse).toBeGreaterThanOrEqual(1);
     const again = await Sandbox.connect(sbx.sandboxId, opts);
     const r = await again.commands.run('cat /tmp/before');
     expect(r.stdout).toBe('kept');
@@ -309,7 +326,9 @@ describe.skipIf(unavailable !== undefined)('microvm driver: a guest that does no
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'cubed-test-microvm-boot-'));
+    // A TAP-mode slot as the network agent's TAP pool makes it.
     execFileSync('ip', ['netns', 'add', netnsName]);
+    execFileSync('ip', ['netns', 'exec', netnsName, 'sh', '-c', tapSetupScript()]);
   });
 
   afterAll(async () => {
@@ -318,7 +337,7 @@ describe.skipIf(unavailable !== undefined)('microvm driver: a guest that does no
     await rm(dataDir, { recursive: true, force: true });
   });
 
-  it('fails the create with the boot timeout code and the console tail, and removes QEMU, the TAP, the cgroups and the files', async () => {
+  it("fails the create with the boot timeout code and the console tail, and removes QEMU, the cgroups and the files (the slot's TAP stays its pool's)", async () => {
     // A cold boot (no snapshot) cannot answer within 300 ms even with KVM: a real timeout, nothing faked.
     const driver = new MicrovmDriver({ dataDir, nodeTag: tag, bootTimeoutMs: 300, snapshots: false, declaredMemoryMiB: 4096 });
     await driver.init();
@@ -339,8 +358,8 @@ describe.skipIf(unavailable !== undefined)('microvm driver: a guest that does no
     expect(await cg.list()).toEqual(new Set());
     expect(pidsMaxOf(cg.parents.pids)).toBe(String(parentPidsMax(num('/proc/sys/kernel/pid_max'), num('/proc/sys/kernel/threads-max'))));
     expect(num(join(cg.parents.memory, 'memory.limit_in_bytes'))).toBe(4096 * 1024 ** 2);
-    const links = execFileSync('ip', ['-n', netnsName, '-o', 'link'], { encoding: 'utf8' });
-    expect(links).not.toMatch(/tap0/);
+    expect(execFileSync('ip', ['-n', netnsName, '-o', 'link'], { encoding: 'utf8' })).toContain(TAP_NAME);
+    expect(execFileSync('ip', ['netns', 'pids', netnsName], { encoding: 'utf8' }).trim()).toBe('');
   });
 });
 

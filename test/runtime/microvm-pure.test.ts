@@ -1,7 +1,7 @@
-// The pure parts of the microvm runtime: QEMU's argv, the netns setup, the agent's wire format,
+// The pure parts of the microvm runtime: QEMU's argv, the agent's wire format,
 // the runtime set's choice and the runtimes label (no VM is booted here).
 import { describe, expect, it } from 'vitest';
-import { kvmBackend, memoryRefusal, netnsScript, netnsUndoScript, qemuArgs } from '../../src/runtime/microvm/driver.js';
+import { kvmBackend, memoryRefusal, qemuArgs } from '../../src/runtime/microvm/driver.js';
 import { FrameDecoder, T, encodeFrame, fields, parseStats, splitFields } from '../../src/runtime/microvm/protocol.js';
 import { RuntimeSet } from '../../src/runtime/multi.js';
 import { runtimesLabel } from '../../src/tui/format.js';
@@ -12,14 +12,14 @@ import { templateFacts } from '../../src/cubelet/cubelet.js';
 const shape = { kernel: '/k', initrd: '/i', image: '/img', cpus: 2, memoryMiB: 256, kvm: false };
 
 describe('qemuArgs', () => {
-  it('emulates with the timer arguments the probe needed, names the process, joins the TAP', () => {
+  it("emulates with the timer arguments the probe needed, names the process, joins the TAP-mode slot's TAP", () => {
     const a = qemuArgs({ ...shape, id: 'abc', dir: '/d', disk: '/d/disk.qcow2', net: 'tap' });
     const at = (flag: string) => a[a.indexOf(flag) + 1];
     expect(at('-accel')).toBe('tcg,tb-size=32');
     expect(at('-append')).toContain('tsc_early_khz=2000000 no_timer_check lpj=4000000');
     expect(at('-name')).toBe('cube-abc,process=cube-vm');
     expect(at('-smp')).toBe('2');
-    expect(at('-netdev')).toBe('tap,id=n0,ifname=tap0,script=no,downscript=no,vhost=off');
+    expect(at('-netdev')).toBe('tap,id=n0,ifname=cubetap0,script=no,downscript=no,vhost=off');
     expect(a).not.toContain('-incoming');
     expect(a.join(' ')).toContain('file=/img,format=raw,if=none,readonly=on');
   });
@@ -33,14 +33,6 @@ describe('qemuArgs', () => {
     expect(at('-object')).toBe('memory-backend-file,id=mem,size=256M,mem-path=/s/ram,share=off');
     expect(at('-incoming')).toBe('defer');
     expect(at('-netdev')).toBe('hubport,id=n0,hubid=0');
-  });
-
-  it('the netns setup is undone by its undo script (tap, NAT table, forwarding)', () => {
-    expect(netnsScript()).toMatch(/ip tuntap add dev tap0 mode tap/);
-    expect(netnsScript()).toMatch(/table ip cube_vm/);
-    expect(netnsUndoScript()).toMatch(/ip link del tap0/);
-    expect(netnsUndoScript()).toMatch(/nft delete table ip cube_vm/);
-    expect(netnsUndoScript()).toMatch(/ip_forward/);
   });
 });
 

@@ -9,7 +9,7 @@ export function register(program: Command): void {
     .command('nodes')
     .summary('list nodes: health, schedulable and why not, runtimes, density, disk, pool')
     .description(
-      'List the nodes: health, whether the scheduler may place sandboxes there and why not (cordoned, draining, disk watermark, ...), the runtimes they offer (microvm without a usable KVM shows "emulated: tcg"; "pause frees memory" where a releasing pause backs the release ratio with memory the host gets back), sandboxes running/paused, the density ceiling and headroom for the default spec, disk use against the watermark, and the network pool.',
+      'List the nodes: health, whether the scheduler may place sandboxes there and why not (cordoned, draining, disk watermark, ...), the runtimes they offer (microvm without a usable KVM shows "emulated: tcg"; "pause frees memory" where a releasing pause backs the release ratio with memory the host gets back), sandboxes running/paused, the density ceiling and headroom for the default spec, disk use against the watermark, and the network pool (free/total; "tap" free/total: the TAP pool of a node offering microvm).',
     )
     .addHelpText('after', `\nJSON (--json): an array of NodeView (src/api/types.ts): nodeID, healthy, schedulable, reason, density {...}, ...\n` + examples('cubectl nodes', 'cubectl nodes --json | jq ".[] | {nodeID, schedulable, reason}"'))
     .action(async (_opts: unknown, cmd: Command) => {
@@ -39,7 +39,7 @@ export function nodesTable(nodes: NodeView[]): string {
       n.density.bottleneck,
       `${Math.round(n.usage.diskUsedPercent)}%/${n.usage.diskWatermarkPercent}%`,
       storeFree(n),
-      `${n.pool.free}/${n.pool.total}`,
+      `${n.pool.free}/${n.pool.total}${n.tapPool ? ` tap ${n.tapPool.free}/${n.tapPool.total}` : ''}`,
       n.reason || '-',
     ]),
   );

@@ -2,9 +2,10 @@
 // (Debian's cloud kernel, build/microvm), booted from our initramfs onto the template's read-only
 // ext4 image (vda) under an overlay whose upper is the sandbox's own disk (vdb: a qcow2 overlay on a
 // blank ext4 of disk_gib). The guest agent (native/cube-agent.c) answers on virtio-serial; QMP
-// runs the VM's lifecycle. QEMU runs inside the sandbox's pooled netns (its TAP lives there, the
-// netns NATs the guest's fixed address to the slot's address, so egress policy and port routing
-// see the same sandbox address as with the ns runtime) and inside the sandbox's cgroups.
+// runs the VM's lifecycle. QEMU runs inside the sandbox's pooled netns, a TAP-mode slot of the
+// network agent's TAP pool (src/network/tap.ts): its TAP and the NAT of the guest's fixed address
+// to the slot's address are ready there and reset by the pool when the slot comes back; and
+// inside the sandbox's cgroups.
 // Without /dev/kvm the guest is emulated (TCG, about 38x slower on CPU: runtime-probe.md §6).
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -19,7 +20,6 @@ import { isSandboxID } from '../../ids.js';
 import type { BtrfsStore } from '../../storage/btrfs-store.js';
 import { splitSandboxPath, sandboxPath } from '../ns/files.js';
 import { Cgroups, keyedValue } from '../ns/cgroups.js';
-import { sharedHelper } from '../ns/helper.js';
 import { hostTables, nodeParentLimits } from '../ns/host-limits.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../templates.js';
 import type { PauseOptions, RuntimeInfo, SnapshotKeeps } from '../../api/types.js';
@@ -27,6 +27,7 @@ import type { ExecProcess, ExecRequest, ExitInfo, FileStat, LaunchSpec, RuntimeD
 import { ImageCache, overlayDisk } from './images.js';
 import { AgentConnection, T, fields, parseStats, splitFields } from './protocol.js';
 import { type Qmp, withQmp } from './qmp.js';
+import { GATEWAY_IP, GUEST_IP, TAP_NAME } from '../../network/tap.js';
 
 export interface MicrovmDriverOptions {
   dataDir: string;
@@ -93,11 +94,6 @@ export function kvmBackend(loaded: (module: string) => boolean): 'kvm_intel' | '
 }
 
 export const QEMU = 'qemu-system-x86_64';
-/** The guest's own address on its TAP; the netns translates it to the slot's address both ways. */
-const GUEST_IP = '10.0.2.15';
-const GATEWAY_IP = '10.0.2.2';
-const TAP = 'tap0';
-const NAT_TABLE = 'cube_vm';
 /**
  * Without these the emulated guest hangs calibrating its TSC (runtime-probe.md §6.2); `quiet`
  * because every console line costs 30-40 ms on the emulated UART.
@@ -128,25 +124,6 @@ const KEPT_SHAPE = 'shape.json';
 /** The guest's memory and device state while a releasing pause holds it (QEMU ended), in the sandbox's directory. */
 const RELEASED = 'memory.state';
 
-/** The in-netns setup before QEMU starts: TAP, forwarding, NAT of the guest to the slot's address (pure). */
-export function netnsScript(): string {
-  return [
-    `ip link del ${TAP} 2>/dev/null`,
-    `nft delete table ip ${NAT_TABLE} 2>/dev/null`,
-    `ip tuntap add dev ${TAP} mode tap || exit 1`,
-    `ip addr add ${GATEWAY_IP}/24 dev ${TAP} && ip link set ${TAP} up || exit 1`,
-    'echo 1 > /proc/sys/net/ipv4/ip_forward || exit 1',
-    `printf '%s\\n' 'table ip ${NAT_TABLE} {' ` +
-      `'chain pre { type nat hook prerouting priority -100; policy accept; iifname "eth0" dnat to ${GUEST_IP}; }' ` +
-      `'chain post { type nat hook postrouting priority 100; policy accept; oifname "eth0" masquerade; }' '}' | nft -f - || exit 1`,
-  ].join('\n');
-}
-
-/** What the create's setup added to the netns, removed so the slot goes back to the pool as it came (pure). */
-export function netnsUndoScript(): string {
-  return [`ip link del ${TAP} 2>/dev/null`, `nft delete table ip ${NAT_TABLE} 2>/dev/null`, 'echo 0 > /proc/sys/net/ipv4/ip_forward', 'true'].join('\n');
-}
-
 export interface VmShape {
   kernel: string;
   initrd: string;
@@ -157,7 +134,7 @@ export interface VmShape {
 }
 
 /**
- * QEMU's argv (pure). `net`: the TAP of the netns QEMU runs in, or a hub port with nothing on it
+ * QEMU's argv (pure). `net`: the TAP of the TAP-mode slot QEMU runs in, or a hub port with nothing on it
  * (a snapshot's source VM, which needs the same devices as its clones but no network).
  * `ram`: guest memory in a file: shared (the snapshot source writes it) or private (a clone's
  * copy-on-write view of it). `incoming`: wait for a migrate-incoming (a clone).
@@ -180,7 +157,7 @@ export function qemuArgs(o: VmShape & { id: string; dir: string; disk: string; n
     '-device', 'virtio-blk-device,drive=root',
     '-drive', `file=${o.disk},format=qcow2,if=none,id=rw,discard=unmap`,
     '-device', 'virtio-blk-device,drive=rw',
-    '-netdev', o.net === 'tap' ? `tap,id=n0,ifname=${TAP},script=no,downscript=no,vhost=off` : 'hubport,id=n0,hubid=0',
+    '-netdev', o.net === 'tap' ? `tap,id=n0,ifname=${TAP_NAME},script=no,downscript=no,vhost=off` : 'hubport,id=n0,hubid=0',
     '-device', 'virtio-net-device,netdev=n0,mac=02:00:0a:00:02:0f',
     '-device', 'virtio-serial-device',
     '-chardev', `socket,id=agent,path=${join(o.dir, 'a.sock')},server=on,wait=off`,
@@ -421,15 +398,14 @@ export class MicrovmDriver implements RuntimeDriver {
   }
 
   /**
-   * Starts QEMU: a shell joins the sandbox's cgroups, sets up the netns (when given, entered with
-   * nsenter) and execs QEMU, which daemonizes once its sockets listen. Resolves with QEMU's pid.
+   * Starts QEMU: a shell joins the sandbox's cgroups, enters the slot's netns (when given: its TAP is
+   * ready there) and execs QEMU, which daemonizes once its sockets listen. Resolves with QEMU's pid.
    */
   private async launch(dir: string, args: string[], netnsPath: string | undefined, procs: string[]): Promise<number> {
     // sh -c WRAPPER sh <n> <n cgroup.procs files> <QEMU argv...>
     const wrapper = [
       'n=$1; shift; i=0',
       'while [ $i -lt $n ]; do echo $$ > "$1" || exit 1; shift; i=$((i+1)); done',
-      ...(netnsPath ? [netnsScript()] : []),
       `exec ${QEMU} "$@"`,
     ].join('\n');
     const argv = [...(netnsPath ? [`--net=${netnsPath}`, '--'] : []), 'sh', '-c', wrapper, 'sh', String(procs.length), ...procs, ...args];
@@ -509,32 +485,20 @@ export class MicrovmDriver implements RuntimeDriver {
   }
 
   /**
-   * QEMU killed with its cgroup, the netns as it came, the disk and the directory gone. Idempotent.
-   * The netns undo (execs of nsenter, sh, ip, nft) was 180-320 ms of a 210-410 ms destroy run one
-   * step after the other (load 8, kill 17-45 ms, files 13-61 ms): it now runs beside the kill
-   * (deleting a TAP QEMU still holds is fine, QEMU is being killed), and the disk and the files go
-   * beside it once QEMU is gone. The netns is back as it came before destroy resolves, which is
-   * when the slot returns to the pool. The directory goes last: it names the netns to undo for a
-   * later cleanup.
+   * QEMU killed with its cgroup, the disk and the directory gone. Idempotent. The slot's TAP and
+   * NAT are the TAP pool's: reset there when the slot comes back, so destroy is the kill and the
+   * files (the netns undo was 180-320 ms of a 210-410 ms destroy, measured by mvm at load 8).
    */
   private async remove(id: string): Promise<void> {
     try {
       const t0 = performance.now();
       this.dropAgent(id);
-      const netns = this.netns.get(id) ?? (await readFile(join(this.dir(id), 'netns'), 'utf8').catch(() => undefined));
-      let tNet = t0;
-      const net = netns
-        ? undoNetns(netns).then(
-            () => void (tNet = performance.now()),
-            (e: unknown) => this.log?.warn({ sandboxID: id, err: e }, 'netns undo failed: the slot will be retired'),
-          )
-        : undefined;
       await this.cgroups.destroy(id);
       const tKilled = performance.now();
-      await Promise.all([this.opts.storage?.remove(id), net]);
+      await this.opts.storage?.remove(id);
       await rm(this.dir(id), { recursive: true, force: true });
       const ms = (a: number) => Math.round(a - t0);
-      this.log?.debug({ sandboxID: id, killMs: ms(tKilled), netMs: ms(tNet), ms: ms(performance.now()) }, 'microVM removed');
+      this.log?.debug({ sandboxID: id, killMs: ms(tKilled), ms: ms(performance.now()) }, 'microVM removed');
       this.records.delete(id);
       this.netns.delete(id);
     } catch (e) {
@@ -833,12 +797,6 @@ async function waitGone(pid: number, timeoutMs = 10_000): Promise<void> {
 
 function onPath(cmd: string): boolean {
   return (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':').some((d) => existsSync(join(d, cmd)));
-}
-
-/** Forked by the launch helper, not by the daemon: a fork of the daemon stalls its event loop for tens of ms. */
-async function undoNetns(netnsPath: string): Promise<void> {
-  const r = await sharedHelper().run(['nsenter', `--net=${netnsPath}`, '--', 'sh', '-c', netnsUndoScript()]);
-  if (r.exitCode !== 0) throw new Error(`netns undo exited ${r.exitCode}: ${r.stderr.trim()}`);
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGUSR1: 10, SIGUSR2: 12, SIGTERM: 15 };
