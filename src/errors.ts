@@ -28,6 +28,7 @@ export const ErrorTable = {
   TEMPLATE_START_FAILED: { code: 130422, http: 422, name: 'template start command failed' },
   BUILD_STEP_FAILED: { code: 130423, http: 422, name: 'template build step failed' },
   STORE_FULL: { code: 130598, http: 503, name: 'store full' },
+  IDS_EXHAUSTED: { code: 130599, http: 503, name: 'no free sandbox host id range' },
 } as const;
 
 export type ErrorKind = keyof typeof ErrorTable;
