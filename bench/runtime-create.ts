@@ -93,6 +93,7 @@ try {
   );
 } finally {
   await driver.cleanup(new Set());
+  await driver.close({ destroy: true }); // the store's loop mount: rm would meet EBUSY
   await rm(dataDir, { recursive: true, force: true });
 }
 

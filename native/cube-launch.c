@@ -1,13 +1,17 @@
 // cube-launch: the one native helper of the `ns` runtime driver.
 //
-//   cube-launch create -i ID -l LOWER -u UPPER -w WORK -m MERGED [-L LAYERS_DIR] [-U] [-t TMPFS_MIB] [-q LIMIT_BYTES] [-n NETNS] [-c CGROUP_PROCS]...
+//   cube-launch create -i ID -l LOWER -u UPPER -w WORK -m MERGED [-L LAYERS_DIR] [-U] [-t TMPFS_MIB] [-q LIMIT_BYTES] [-n NETNS] [-I HOST_ID_BASE] [-c CGROUP_PROCS]...
 //     LOWER is overlayfs' lowerdir (a:b:c, top first); with -L its relative entries resolve in
 //     LAYERS_DIR, so a stack of 64-hex layer names fits the kernel's one-page option limit.
 //     Builds a sandbox and prints the host pid of its init ("cube-init"), then exits: no supervisor
 //     process stays behind. The init is pid 1 of a new pid namespace, never execs and only reaps.
 //     -q: UPPER is in a btrfs subvolume of the sandbox store; its exclusive quota-group limit is set
 //     first (in this request, so the store's pooled subvolumes cost the create no extra round trip).
-//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-d CWD] [-R] [-N NOFILE] [-W [-r] | -X] [-c CGROUP_PROCS]... -- ARGV...
+//     -I: the sandbox's own host ids (see "identity" below): ids 0-65535 inside are host
+//     HOST_ID_BASE to HOST_ID_BASE+65535; UPPER and WORK must then share their parent directory.
+//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-I HOST_ID_BASE] [-d CWD] [-R] [-N NOFILE] [-W [-r] | -X] [-c CGROUP_PROCS]... -- ARGV...
+//     UID and GID are ids inside the sandbox; -I (the create's): the command joins the sandbox's
+//     user namespace, where they are mapped.
 //     Runs ARGV inside the sandbox of INIT_PID with the environment this helper was started with,
 //     waits for it and ends the way it ended (same exit code, or the same signal).
 //     SIGTERM/SIGINT/SIGHUP/SIGQUIT go to the command's process group; SIGUSR1 means "SIGKILL the
@@ -50,6 +54,7 @@
 #include <linux/audit.h>
 #include <linux/btrfs.h>
 #include <linux/magic.h>
+#include <linux/mount.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -459,7 +464,7 @@ static void mask(const char *p) {
   if (mount("/dev/null", p, NULL, MS_BIND, NULL) < 0) die("mask %s", p);
 }
 
-static void build_dev(const char *m) {
+static void build_dev(const char *m, long shm_owner) {
   mount_at("tmpfs", m, "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k,nr_inodes=64");
   static const struct { const char *name; unsigned maj, min; } devs[] = {
     {"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
@@ -481,7 +486,9 @@ static void build_dev(const char *m) {
   mkdir_at(m, "dev/pts", 0755);
   mount_at("devpts", m, "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
   mkdir_at(m, "dev/shm", 01777);
-  mount_at("tmpfs", m, "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m");
+  char shm[96];
+  snprintf(shm, sizeof shm, "mode=1777,size=64m,uid=%ld,gid=%ld", shm_owner, shm_owner);
+  mount_at("tmpfs", m, "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, shm);
 }
 
 // Replaces the command line the sandbox sees for its pid 1 (it would show host paths otherwise).
@@ -505,8 +512,86 @@ static void init_loop(void) {
   }
 }
 
+// ---- identity -----------------------------------------------------------------------------------
+// A sandbox created with -I has host ids of its own (issue 12): its processes live in a user
+// namespace mapping ids 0-65535 to HOST_ID_BASE.. (root inside is not host root, `user` is not
+// host 1000, so per-uid kernel limits and /proc/<pid> access are the sandbox's alone). The init
+// makes it once its mounts are done, with HOST_ID_BASE as its effective uid: the kernel charges a
+// namespace's per-user counts (inotify instances among them) at the host's level to the
+// namespace's owner, so one owned by root would pool every sandbox's with root's. Its other
+// namespaces stay owned by the host's, so root inside holds no capability over the mounts, the
+// network or the pid namespace: all mounts are made beforehand, here, as host root.
+// Files keep ids 0/1000 on disk (templates and snapshots move between sandboxes unchanged): every
+// overlay layer (and /usr of host-usr templates) is an idmapped mount through a second namespace,
+// whose map adds on-disk 65536 <-> host 0: the daemon's files API creates files as host root (and
+// then chowns them to the sandbox's ids), which an idmapped layer without host 0 refuses
+// (EOVERFLOW). No process ever runs in that second namespace.
+#define ID_RANGE 65536
+static long id_base = -1; // create: -I
+static int idmap_ns = -1;
+
+static void write_file_at(int dfd, const char *path, const char *s) {
+  int fd = openat(dfd, path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, s, strlen(s)) != (ssize_t)strlen(s)) die("write %s", path);
+  close(fd);
+}
+
+// `proc`: the host's /proc, held open: the init's pivot_root moves the root of every process of
+// its mount namespace, the creating one's too, into the sandbox (whose /proc has no host pids).
+static void write_id_maps(int proc, pid_t pid, const char *map) {
+  char p[64];
+  snprintf(p, sizeof p, "%d/uid_map", (int)pid);
+  write_file_at(proc, p, map);
+  snprintf(p, sizeof p, "%d/gid_map", (int)pid);
+  write_file_at(proc, p, map);
+}
+
+// The layers' namespace: a child born in it (clone, no exec) waits while its maps are written.
+static int make_idmap_ns(int proc, long base) {
+  int hold[2];
+  if (pipe2(hold, O_CLOEXEC) < 0) die("pipe");
+  pid_t c = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+  if (c < 0) die("clone a user namespace");
+  if (c == 0) {
+    char b;
+    close(hold[1]);
+    _exit(read(hold[0], &b, 1) < 0);
+  }
+  close(hold[0]);
+  char map[96], p[64];
+  snprintf(map, sizeof map, "0 %ld %d\n%d 0 1\n", base, ID_RANGE, ID_RANGE);
+  write_id_maps(proc, c, map);
+  snprintf(p, sizeof p, "%d/ns/user", (int)c);
+  int fd = openat(proc, p, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) die("open %s", p);
+  close(hold[1]);
+  waitpid(c, NULL, 0);
+  return fd;
+}
+
+// A detached copy of the mount tree at `path` seen through the layers' id map, with `attrs` set
+// (AT_RECURSIVE in `recursive`: the submounts too).
+static int idmapped_tree(const char *path, unsigned recursive, uint64_t attrs) {
+  int fd = (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | recursive);
+  if (fd < 0) die("open_tree %s", path);
+  struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP | attrs, .userns_fd = (uint64_t)idmap_ns };
+  if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | recursive, &a, sizeof a) < 0) die("idmapped mount of %s", path);
+  return fd;
+}
+
+// The init's last step as host root: into its own user namespace, root there. The parent writes
+// the maps between the two pipe messages.
+static void enter_own_userns(int ready, int go) {
+  if (setresuid(-1, (uid_t)id_base, -1) < 0) die("owner of the user namespace");
+  if (unshare(CLONE_NEWUSER) < 0) die("unshare user namespace");
+  char b;
+  if (write(ready, "\1", 1) != 1 || read(go, &b, 1) != 1) die("user namespace maps");
+  gid_t none[1] = {0};
+  if (setresgid(0, 0, 0) < 0 || setgroups(1, none) < 0 || setresuid(0, 0, 0) < 0) die("become root of the user namespace");
+}
+
 static void sandbox_init(const char *id, const char *lower, const char *lower_base, const char *upper,
-                         const char *work, const char *m, int bind_usr, int tmp_mib, int ready) {
+                         const char *work, const char *m, int bind_usr, int tmp_mib, int ready, int go) {
   report_fd = ready;
   if (setsid() < 0) die("setsid"); // pid-ns init must lead its own session
   if (lower_base && chdir(lower_base) < 0) die("chdir %s", lower_base);
@@ -521,17 +606,31 @@ static void sandbox_init(const char *id, const char *lower, const char *lower_ba
   memcpy(opts, "lowerdir=", len + 1);
   for (char *save = NULL, *l = strtok_r(lowers, ":", &save); l; l = strtok_r(NULL, ":", &save)) {
     if (nfd == MAX_LAYERS) { errno = E2BIG; die("overlay lower layers"); }
-    fds[nfd] = open(l, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    fds[nfd] = id_base >= 0 ? idmapped_tree(l, 0, 0) : open(l, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fds[nfd] < 0) die("mount overlay on %s: open layer %s", m, l);
     len += (size_t)snprintf(opts + len, sizeof opts - len, "%s/proc/self/fd/%d", nfd ? ":" : "", fds[nfd]);
     nfd++;
   }
   free(lowers);
-  int upper_fd = open(upper, O_PATH | O_DIRECTORY | O_CLOEXEC), work_fd = open(work, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (upper_fd < 0 || work_fd < 0) die("mount overlay on %s: open %s or %s", m, upper, work);
-  fds[nfd++] = upper_fd;
-  fds[nfd++] = work_fd;
-  int n = snprintf(opts + len, sizeof opts - len, ",upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d", upper_fd, work_fd);
+  int n;
+  if (id_base >= 0) {
+    // Upper and work must be on one mount for overlayfs: one idmapped copy of their parent.
+    const char *us = strrchr(upper, '/'), *ws = strrchr(work, '/');
+    if (!us || !ws || us - upper != ws - work || strncmp(upper, work, (size_t)(us - upper)) != 0) {
+      errno = EINVAL;
+      die("upper %s and work %s must share their parent directory", upper, work);
+    }
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%.*s", (int)(us - upper), upper);
+    int fd = fds[nfd++] = idmapped_tree(parent, 0, 0);
+    n = snprintf(opts + len, sizeof opts - len, ",upperdir=/proc/self/fd/%d%s,workdir=/proc/self/fd/%d%s", fd, us, fd, ws);
+  } else {
+    int upper_fd = open(upper, O_PATH | O_DIRECTORY | O_CLOEXEC), work_fd = open(work, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (upper_fd < 0 || work_fd < 0) die("mount overlay on %s: open %s or %s", m, upper, work);
+    fds[nfd++] = upper_fd;
+    fds[nfd++] = work_fd;
+    n = snprintf(opts + len, sizeof opts - len, ",upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d", upper_fd, work_fd);
+  }
   if (n < 0 || (size_t)n >= sizeof opts - len) { errno = ENAMETOOLONG; die("overlay options"); }
   // nosuid, nodev: a setuid-root binary or file capability root makes inside never raises a
   // process, and a device node (should one get there) never opens a host device.
@@ -539,8 +638,15 @@ static void sandbox_init(const char *id, const char *lower, const char *lower_ba
   for (int i = 0; i < nfd; i++) close(fds[i]);
   if (bind_usr) {
     mkdir_at(m, "usr", 0755);
-    mount_at("/usr", m, "usr", NULL, MS_BIND | MS_REC, NULL);
-    mount_at(NULL, m, "usr", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+    if (id_base >= 0) {
+      int fd = idmapped_tree("/usr", AT_RECURSIVE, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+      snprintf(p, sizeof p, "%s/usr", m);
+      if (syscall(SYS_move_mount, fd, "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH) < 0) die("mount /usr on %s", p);
+      close(fd);
+    } else {
+      mount_at("/usr", m, "usr", NULL, MS_BIND | MS_REC, NULL);
+      mount_at(NULL, m, "usr", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+    }
   }
   mkdir_at(m, "proc", 0555);
   mount_at("proc", m, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
@@ -561,9 +667,11 @@ static void sandbox_init(const char *id, const char *lower, const char *lower_ba
     mask(p);
   }
   mkdir_at(m, "dev", 0755);
-  build_dev(m);
+  // /tmp and /dev/shm belong to root inside (host root's would show as nobody there).
+  long owner = id_base >= 0 ? id_base : 0;
+  build_dev(m, owner);
   mkdir_at(m, "tmp", 01777);
-  snprintf(opts, sizeof opts, "mode=1777,size=%dm", tmp_mib);
+  snprintf(opts, sizeof opts, "mode=1777,size=%dm,uid=%ld,gid=%ld", tmp_mib, owner, owner);
   mount_at("tmpfs", m, "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts);
   if (sethostname(id, strlen(id)) < 0) die("sethostname");
   if (chdir(m) < 0) die("chdir %s", m);
@@ -572,7 +680,8 @@ static void sandbox_init(const char *id, const char *lower, const char *lower_ba
   if (chdir("/") < 0) die("chdir /");
   if (umount2("/.oldroot", MNT_DETACH) < 0) die("umount old root");
   if (rmdir("/.oldroot") < 0) die("rmdir old root");
-  raise_oom_score();
+  raise_oom_score(); // first: the id change below makes /proc/self host root's (not dumpable)
+  if (id_base >= 0) enter_own_userns(ready, go);
   drop_bounding_caps();
   int null = open("/dev/null", O_RDWR);
   if (null < 0) die("open /dev/null");
@@ -602,9 +711,10 @@ static int cmd_create(int argc, char **argv) {
   const char *cgroups[MAX_CGROUPS];
   int ncg = 0, bind_usr = 0, tmp_mib = 64, opt;
   uint64_t disk_limit = 0;
-  while ((opt = getopt(argc, argv, "i:l:L:u:w:m:n:c:t:q:U")) != -1) {
+  while ((opt = getopt(argc, argv, "i:l:L:u:w:m:n:c:t:q:UI:")) != -1) {
     switch (opt) {
       case 'q': disk_limit = strtoull(optarg, NULL, 10); break;
+      case 'I': id_base = strtol(optarg, NULL, 10); break;
       case 'i': id = optarg; break;
       case 'l': lower = optarg; break;
       case 'L': lower_base = optarg; break;
@@ -621,8 +731,8 @@ static int cmd_create(int argc, char **argv) {
       default: return 2;
     }
   }
-  if (!id || !lower || !upper || !work || !merged || optind != argc || tmp_mib <= 0) {
-    fprintf(stderr, "cube-launch: create needs -i -l -u -w -m and no command\n");
+  if (!id || !lower || !upper || !work || !merged || optind != argc || tmp_mib <= 0 || (id_base != -1 && (id_base <= 0 || id_base > (long)UINT32_MAX - 2 * ID_RANGE))) {
+    fprintf(stderr, "cube-launch: create needs -i -l -u -w -m, a host id base above 0 and no command\n");
     return 2;
   }
   if (disk_limit > 0) {
@@ -635,6 +745,10 @@ static int cmd_create(int argc, char **argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   join_cgroups(cgroups, ncg);
   int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP;
+  // Before the new pid namespace: its first child would be its init, and its exit end it.
+  int proc = id_base >= 0 ? open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (id_base >= 0 && proc < 0) die("open /proc");
+  if (id_base >= 0) idmap_ns = make_idmap_ns(proc, id_base);
   if (netns) {
     // Under `serve`, absolute paths resolve in the host's mount tree, where the pool's nsfs
     // bindings live (the helper's own namespace has none of them).
@@ -647,18 +761,38 @@ static int cmd_create(int argc, char **argv) {
   }
   if (unshare(flags) < 0) die("unshare");
   if (!netns) set_loopback_up();
+  // Root in the sandbox's user namespace holds no capability in this network namespace (owned by
+  // the host's): ports below 1024 open to every id here instead, as they do to root in any
+  // container. Written on every create, as pooled namespaces pass from sandbox to sandbox.
+  write_file_at(AT_FDCWD, "/proc/sys/net/ipv4/ip_unprivileged_port_start", id_base >= 0 ? "0" : "1024");
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) die("make mounts private");
-  int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) < 0) die("pipe");
+  int pipefd[2], go[2];
+  if (pipe2(pipefd, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) die("pipe");
   pid_t pid = fork();
   if (pid < 0) die("fork");
   if (pid == 0) {
     close(pipefd[0]);
-    sandbox_init(id, lower, lower_base, upper, work, merged, bind_usr, tmp_mib, pipefd[1]);
+    close(go[1]);
+    sandbox_init(id, lower, lower_base, upper, work, merged, bind_usr, tmp_mib, pipefd[1], go[0]);
   }
   close(pipefd[1]);
+  close(go[0]);
   char buf[1024];
   size_t got = 0;
+  if (id_base >= 0) {
+    // The init is in its user namespace: its maps, then on.
+    ssize_t r;
+    while ((r = read(pipefd[0], buf, 1)) < 0 && errno == EINTR) {}
+    if (r == 1 && buf[0] == '\1') { // never the first byte of a failure report
+      char map[64];
+      snprintf(map, sizeof map, "0 %ld %d\n", id_base, ID_RANGE);
+      write_id_maps(proc, pid, map);
+      if (write(go[1], "g", 1) != 1) die("user namespace maps");
+    } else if (r == 1) {
+      got = 1; // a failure report: read on
+    }
+  }
+  close(go[1]);
   for (;;) {
     ssize_t r = read(pipefd[0], buf + got, sizeof buf - 1 - got);
     if (r < 0 && errno == EINTR) continue;
@@ -718,8 +852,10 @@ static int cmd_exec(int argc, char **argv) {
   uid_t uid = 0;
   gid_t gid = 0;
   rlim_t nofile = 0;
-  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:WrX")) != -1) {
+  int own_ids = 0;
+  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:WrXI:")) != -1) {
     switch (opt) {
+      case 'I': own_ids = 1; break;
       case 'R': keep_net_raw = 1; break;
       case 'N': nofile = (rlim_t)strtoull(optarg, NULL, 10); break;
       case 'W': watch = 1; break;
@@ -749,6 +885,7 @@ static int cmd_exec(int argc, char **argv) {
   static const char *names[] = {"ipc", "uts", "net", "cgroup", "pid", "mnt"};
   int fds[6];
   for (int i = 0; i < 6; i++) fds[i] = open_ns(pid, names[i]);
+  int userns = own_ids ? open_ns(pid, "user") : -1;
   char p[64];
   snprintf(p, sizeof p, "/proc/%d/root", pid);
   int root = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -781,6 +918,12 @@ static int cmd_exec(int argc, char **argv) {
     if (nofile) {
       struct rlimit rl = { nofile, nofile };
       if (setrlimit(RLIMIT_NOFILE, &rl) < 0) die("RLIMIT_NOFILE %llu", (unsigned long long)nofile);
+    }
+    // The user namespace last: once in it, this process holds no capability over the others.
+    // Its ids are the sandbox's from then on, and it is root there (full capabilities, cut below).
+    if (userns >= 0) {
+      if (setns(userns, CLONE_NEWUSER) < 0) die("join the sandbox's user namespace");
+      if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) die("become root of the user namespace");
     }
     drop_bounding_caps();
     install_seccomp();
@@ -1407,18 +1550,20 @@ static void start_exec_job(uint32_t id, int argc, char **argv, const sigset_t *o
   }
   env[nenv] = NULL;
   int pid = 0;
-  uid_t uid = 0;
+  uid_t uid = 0, host_base = 0;
   gid_t gid = 0;
   for (int k = i + 1; k + 1 < argc && strcmp(argv[k], "--") != 0; k++) {
     if (strcmp(argv[k], "-p") == 0) pid = atoi(argv[++k]);
     else if (strcmp(argv[k], "-u") == 0) uid = (uid_t)atoi(argv[++k]);
     else if (strcmp(argv[k], "-g") == 0) gid = (gid_t)atoi(argv[++k]);
+    else if (strcmp(argv[k], "-I") == 0) host_base = (uid_t)strtoul(argv[++k], NULL, 10);
   }
   if (i == argc || pid <= 0) { answer(id, -1, NULL, 0, "bad exec request", 16); return; }
   if (njobs == MAX_JOBS) { answer(id, -1, NULL, 0, "too many jobs", 13); return; }
   int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, master = -1, slave = -1;
   if (pty) {
-    master = open_sandbox_pty(pid, cols, rows, uid, gid, &slave);
+    // The terminal is chowned from here, by host ids.
+    master = open_sandbox_pty(pid, cols, rows, host_base + uid, host_base + gid, &slave);
     if (master < 0) {
       char msg[160];
       int n = snprintf(msg, sizeof msg, "open a pty in the sandbox of %d: %s", pid, strerror(errno));

@@ -30,6 +30,7 @@ export const ErrorTable = {
   LAYER_CORRUPT: { code: 130424, http: 502, name: 'fetched layer failed verification' },
   LAYER_UNAVAILABLE: { code: 130425, http: 503, name: 'no live node holds the layer' },
   STORE_FULL: { code: 130598, http: 503, name: 'store full' },
+  IDS_EXHAUSTED: { code: 130599, http: 503, name: 'no free sandbox host id range' },
 } as const;
 
 export type ErrorKind = keyof typeof ErrorTable;

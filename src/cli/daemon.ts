@@ -27,7 +27,7 @@ import { nodeTag } from '../ids.js';
 import { NsNetworkAgent } from '../network/agent.js';
 import { policySettingsOf } from '../network/firewall.js';
 import { parseRange } from '../network/ipam.js';
-import { NsDriver } from '../runtime/ns/driver.js';
+import { NsDriver, type NsDriverOptions } from '../runtime/ns/driver.js';
 import { MicrovmDriver, microvmArtifacts } from '../runtime/microvm/driver.js';
 import { RuntimeSet } from '../runtime/multi.js';
 import type { RuntimeDriver } from '../runtime/types.js';
@@ -258,7 +258,7 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
       (err: unknown) => log.error({ err }, 'network policy update failed: the previous table stays in force'),
     );
   });
-  const driver = runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, snapshots: config.config.cubelet.microvm.snapshots, storeImageGiB: config.config.cubelet.storage.image_gib, ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
+  const driver = runtimeDriver(runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, snapshots: config.config.cubelet.microvm.snapshots, storeImageGiB: config.config.cubelet.storage.image_gib, identity: identityOf(config.config.cubelet.identity), ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
   cubelet = new Cubelet({
     nodeID,
     dataDir,
@@ -276,14 +276,19 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
 }
 
 /** One driver, or a RuntimeSet when the node offers several. */
-function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; snapshots: boolean; storeImageGiB: number; declaredMemoryMiB?: number }): RuntimeDriver {
-  const { declaredMemoryMiB, snapshots, ...common } = o;
+function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; snapshots: boolean; storeImageGiB: number; identity: NonNullable<NsDriverOptions['identity']>; declaredMemoryMiB?: number }): RuntimeDriver {
+  const { declaredMemoryMiB, snapshots, identity, ...common } = o;
   // The ns driver limits its sandboxes together at the declared quota only (none declared: no
   // limit of ours); a microVM is refused when it cannot fit the node (declared, else MemTotal).
-  const ns = runtimes.includes('ns') ? new NsDriver({ ...common, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) }) : undefined;
+  const ns = runtimes.includes('ns') ? new NsDriver({ ...common, identity, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) }) : undefined;
   // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too.
   const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, snapshots, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(declaredMemoryMiB ? { declaredMemoryMiB } : {}), ...(ns ? { storage: ns.storage } : {}) })));
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
+}
+
+/** cubelet identity.* as the ns driver's option. */
+function identityOf(c: { userns: boolean; host_id_base: number; host_id_ranges: number }): NonNullable<NsDriverOptions['identity']> {
+  return { userns: c.userns, hostIdBase: c.host_id_base, hostIdRanges: c.host_id_ranges };
 }
 
 /** SIGTERM/SIGINT run `stop` once (exit 0, or 1 when it fails); a second signal exits at once. */

@@ -170,6 +170,18 @@ export const CubeletConfigSchema = z
       })
       .strict()
       .prefault({}),
+    identity: z
+      .object({
+        userns: z
+          .boolean()
+          .default(true)
+          .meta({ restart: true })
+          .describe("each sandbox of the ns runtime in a user namespace of its own, ids 0-65535 inside mapped to its own range of host ids (root inside is not host root, `user` is no other sandbox's or host account's uid); false: every sandbox's `user` is host uid 1000 and root is host root (kernels without idmapped mounts). Sandboxes that ask for NET_RAW (cube.net_raw) always run the false way: raw sockets need root of the host's namespace"),
+        host_id_base: z.number().int().min(1).default(1_000_000).meta({ restart: true }).describe('first host id of the sandboxes\' ranges (65,536 ids each); the daemon refuses to start when the ranges meet an id of /etc/passwd, /etc/group, /etc/subuid or /etc/subgid'),
+        host_id_ranges: z.number().int().min(1).max(60_000).default(4096).meta({ restart: true }).describe('ranges of 65,536 host ids, one per running sandbox: a create past them gets 503 (code 130599)'),
+      })
+      .strict()
+      .prefault({}),
     quota: z
       .object({
         cpus: z.number().positive().optional().describe('declared node CPUs (in place of what the host reports)'),

@@ -29,6 +29,7 @@ import { Cgroups, keyedValue } from './cgroups.js';
 import { hostTables, nodeParentLimits, nofileLimit, type HostTables } from './host-limits.js';
 import { NsFiles } from './files.js';
 import { LaunchHelper, sharedHelper } from './helper.js';
+import { HostIdRanges } from './ids.js';
 import { lowerArgs } from './lowerdir.js';
 import { metadataJob, parseMetadata } from './metadata.js';
 import { changesOf } from './watch.js';
@@ -43,7 +44,11 @@ export interface NsDriverOptions {
   storeImageGiB?: number;
   /** The node's declared memory (cubelet quota.memory_mib): the limit of all its sandboxes together. */
   nodeMemoryMiB?: number;
+  /** cubelet identity.*: each sandbox's own host ids (./ids.ts); default: on, ranges from host id 1,000,000. */
+  identity?: { userns: boolean; hostIdBase: number; hostIdRanges: number };
 }
+
+const DEFAULT_IDENTITY = { userns: true, hostIdBase: 1_000_000, hostIdRanges: 4096 };
 
 /** What a sandbox's exec needs after a daemon restart: kept next to its upper dir. */
 interface SandboxRecord {
@@ -52,6 +57,8 @@ interface SandboxRecord {
   netRaw?: boolean;
   /** RLIMIT_NOFILE of its commands (nofileLimit); records of older versions have none. */
   nofile?: number;
+  /** The first of its own host ids (its user namespace maps 0-65535 there); none: the host's ids. */
+  idBase?: number;
 }
 
 /** How long an exited command's output may still drain (background children can hold the pipes). */
@@ -62,7 +69,12 @@ const DEFAULT_DISK_GIB = 10;
 
 export class NsDriver implements RuntimeDriver {
   readonly name = 'ns' as const;
-  readonly files = new NsFiles((h) => this.alive(h));
+  readonly files = new NsFiles(
+    (h) => this.alive(h),
+    (h) => this.records.get(h.sandboxID)?.idBase,
+  );
+  /** Undefined when sandboxes share the host's ids (identity.userns false). */
+  private readonly ids: HostIdRanges | undefined;
   private readonly sandboxesDir: string;
   private readonly helper: LaunchHelper;
   private readonly launcher: string;
@@ -87,6 +99,8 @@ export class NsDriver implements RuntimeDriver {
     this.helper = opts.launcherPath ? new LaunchHelper(opts.launcherPath) : sharedHelper();
     this.launcher = this.helper.path;
     this.log = opts.log?.child({ component: 'runtime-ns' });
+    const identity = opts.identity ?? DEFAULT_IDENTITY;
+    this.ids = identity.userns ? new HostIdRanges(identity.hostIdBase, identity.hostIdRanges) : undefined;
     this.storage = new BtrfsStore({ dataDir: opts.dataDir, helper: this.helper, imageGiB: opts.storeImageGiB ?? 0, ...(opts.log ? { log: opts.log } : {}) });
   }
 
@@ -101,6 +115,7 @@ export class NsDriver implements RuntimeDriver {
     } catch {
       throw new CubeError('INTERNAL', `launcher ${this.launcher} is missing: build it with 'npm run build:native'`);
     }
+    await this.ids?.checkHost();
     const tables = (this.tables = await hostTables(this.log));
     this.cgroupsOrUndefined = new Cgroups(this.opts.nodeTag);
     await this.cgroups.init(nodeParentLimits(tables, this.opts.nodeMemoryMiB));
@@ -125,13 +140,24 @@ export class NsDriver implements RuntimeDriver {
       throw new CubeError('BAD_REQUEST', `cpus, memoryMiB and pidsMax must be positive (got ${spec.cpus}, ${spec.memoryMiB}, ${spec.pidsMax})`);
     }
     const dir = this.dir(id);
+    // NET_RAW needs root of the host's user namespace, which owns the slot's network namespace.
+    const idBase = spec.netRaw ? undefined : this.ids?.take();
     try {
       await mkdir(dir, { mode: 0o700 });
     } catch (e) {
+      if (idBase !== undefined) this.ids?.release(idBase);
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new CubeError('CONFLICT', `sandbox ${id} already exists on this node`);
       throw toCubeError(e, 'CREATE_FAILED');
     }
-    const record: SandboxRecord = { template: spec.template.name, env: spec.env, ...(spec.netRaw ? { netRaw: true } : {}), nofile: nofileLimit(this.tables.fileMax, spec.pidsMax, this.tables.nofileHard) };
+    const record: SandboxRecord = {
+      template: spec.template.name,
+      env: spec.env,
+      ...(spec.netRaw ? { netRaw: true } : {}),
+      nofile: nofileLimit(this.tables.fileMax, spec.pidsMax, this.tables.nofileHard),
+      ...(idBase !== undefined ? { idBase } : {}),
+    };
+    // Known before the create ends: remove() returns its id range, whatever step fails.
+    this.records.set(id, record);
     // upper/ and work/ in the sandbox's subvolume (its disk limit); merged/ and the records stay in
     // `dir`, outside the limit, so a full sandbox can still be paused or have its timeout changed.
     const layer = this.storage.dir(id);
@@ -151,13 +177,13 @@ export class NsDriver implements RuntimeDriver {
       args.push('-q', String(Math.floor((spec.diskGiB ?? DEFAULT_DISK_GIB) * GIB)));
       if (spec.template.bindHostUsr) args.push('-U');
       if (spec.netnsPath) args.push('-n', spec.netnsPath);
+      if (idBase !== undefined) args.push('-I', String(idBase));
       for (const f of this.cgroups.procsFiles(id)) args.push('-c', f);
       const r = await this.helper.create(args);
       const initPid = Number(r.stdout.trim());
       if (r.exitCode !== 0 || !Number.isInteger(initPid) || initPid <= 0) {
         throw new CubeError('CREATE_FAILED', `sandbox ${id}: ${r.stderr.trim() || `launcher exited ${r.exitCode}`}`);
       }
-      this.records.set(id, record);
       if (spec.fromSnapshot !== undefined) this.storage.refillClones(spec.fromSnapshot);
       this.log?.debug({ sandboxID: id, initPid }, 'sandbox created');
       return { sandboxID: id, initPid, dir };
@@ -177,6 +203,9 @@ export class NsDriver implements RuntimeDriver {
     try {
       await this.cgroups.destroy(sandboxID);
       await Promise.all([this.storage.remove(sandboxID), rm(this.dir(sandboxID), { recursive: true, force: true })]);
+      // Its processes are gone with its cgroups: the range can be another sandbox's.
+      const idBase = this.records.get(sandboxID)?.idBase;
+      if (idBase !== undefined) this.ids?.release(idBase);
       this.records.delete(sandboxID);
     } catch (e) {
       throw toCubeError(e, 'DESTROY_FAILED');
@@ -228,7 +257,7 @@ export class NsDriver implements RuntimeDriver {
       env.TERM ??= 'xterm-256color';
       env.LANG ??= 'C.UTF-8';
     }
-    const args = ['-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), '-d', req.cwd ?? user.home];
+    const args = ['-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), ...this.idArgs(h), '-d', req.cwd ?? user.home];
     if (record?.netRaw) args.push('-R');
     if (record?.nofile) args.push('-N', String(record.nofile));
     for (const f of this.cgroups.procsFiles(h.sandboxID)) args.push('-c', f);
@@ -295,10 +324,16 @@ export class NsDriver implements RuntimeDriver {
     if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
     if (args.some((a) => a.includes('\0'))) throw new CubeError('BAD_REQUEST', 'paths and metadata must not contain NUL');
     const user = sandboxUser(userName ?? 'user');
-    const argv = [mode, ...extra, '-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid)];
+    const argv = [mode, ...extra, '-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), ...this.idArgs(h)];
     // In the sandbox's cgroups: the helper's memory and pid count are the sandbox's.
     for (const f of this.cgroups.procsFiles(h.sandboxID)) argv.push('-c', f);
     return this.helper.exec([...argv, '--', ...args], { env: {}, stdin: false });
+  }
+
+  /** `-I BASE` for a sandbox with its own host ids: its commands join its user namespace. */
+  private idArgs(h: SandboxHandle): string[] {
+    const idBase = this.records.get(h.sandboxID)?.idBase;
+    return idBase === undefined ? [] : ['-I', String(idBase)];
   }
 
   async stats(h: SandboxHandle): Promise<SandboxStats> {
@@ -339,6 +374,9 @@ export class NsDriver implements RuntimeDriver {
         if (!this.alive(h)) continue;
         const record = await readFile(join(h.dir, 'sandbox.json'), 'utf8').then((t) => JSON.parse(t) as SandboxRecord, () => undefined);
         if (!record) break; // half-created: cleanup() removes it
+        if (record.idBase !== undefined && !this.ids?.adopt(record.idBase)) {
+          this.log?.warn({ sandboxID: id, idBase: record.idBase }, 'a running sandbox\'s host ids are outside the configured identity ranges');
+        }
         this.records.set(id, record);
         out.push(h);
         break;

@@ -16,6 +16,7 @@ import type { Readable } from 'node:stream';
 import { CubeError } from '../../errors.js';
 import { SANDBOX_USERS, sandboxUser } from '../templates.js';
 import type { FileStat, SandboxFiles, SandboxHandle } from '../types.js';
+import { ID_RANGE } from './ids.js';
 
 const MAX_LINKS = 40;
 const VIRTUAL_ROOTS = new Set(['proc', 'dev', 'sys']);
@@ -67,7 +68,17 @@ function fsError(e: unknown, path: string): CubeError {
   }
 }
 
-export function toFileStat(path: string, st: Stats, symlinkTarget?: string): FileStat {
+/** The kernel's id for host ids a user namespace does not map (/proc/sys/kernel/overflowuid). */
+const OVERFLOW_ID = 65534;
+
+/** A host id as the sandbox whose ids start at `idBase` sees it (pure). */
+export function insideId(id: number, idBase: number | undefined): number {
+  if (idBase === undefined) return id;
+  return id >= idBase && id < idBase + ID_RANGE ? id - idBase : OVERFLOW_ID;
+}
+
+/** `idBase`: the first host id of the sandbox's own range (its files show host ids through /proc/<init>/root). */
+export function toFileStat(path: string, st: Stats, symlinkTarget?: string, idBase?: number): FileStat {
   const type = st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : 'other';
   return {
     name: path === '/' ? '/' : path.slice(path.lastIndexOf('/') + 1),
@@ -75,8 +86,8 @@ export function toFileStat(path: string, st: Stats, symlinkTarget?: string): Fil
     type,
     size: st.size,
     mode: st.mode & 0o7777,
-    uid: st.uid,
-    gid: st.gid,
+    uid: insideId(st.uid, idBase),
+    gid: insideId(st.gid, idBase),
     mtime: st.mtime,
     ...(symlinkTarget !== undefined ? { symlinkTarget } : {}),
   };
@@ -246,8 +257,21 @@ class Walk {
 }
 
 export class NsFiles implements SandboxFiles {
-  /** `alive` tells that initPid is still this sandbox's init: a reused pid would be a host process's root. */
-  constructor(private readonly alive: (h: SandboxHandle) => boolean) {}
+  /**
+   * `alive` tells that initPid is still this sandbox's init: a reused pid would be a host process's root.
+   * `idBase`: the first host id of the sandbox's own range, undefined when its ids are the host's.
+   */
+  constructor(
+    private readonly alive: (h: SandboxHandle) => boolean,
+    private readonly idBase: (h: SandboxHandle) => number | undefined,
+  ) {}
+
+  /** The host ids files of `user` get in `h` (created from here, as host root, then chowned). */
+  private owner(h: SandboxHandle, user: string | undefined): { uid: number; gid: number } {
+    const u = sandboxUser(user);
+    const base = this.idBase(h) ?? 0;
+    return { uid: base + u.uid, gid: base + u.gid };
+  }
 
   /** Runs `fn` with a walk of `h`'s root, closing every handle it opened afterwards. */
   private async within<T>(h: SandboxHandle, fn: (w: Walk) => Promise<T>): Promise<T> {
@@ -265,15 +289,15 @@ export class NsFiles implements SandboxFiles {
     return { ...at, stat: at.stat };
   }
 
-  private async statOf(dir: FileHandle, name: string | undefined, comps: string[], st: Stats): Promise<FileStat> {
+  private async statOf(h: SandboxHandle, dir: FileHandle, name: string | undefined, comps: string[], st: Stats): Promise<FileStat> {
     const target = st.isSymbolicLink() && name !== undefined ? await readlink(below(dir, name)) : undefined;
-    return toFileStat(sandboxPath(comps), st, target);
+    return toFileStat(sandboxPath(comps), st, target, this.idBase(h));
   }
 
   stat(h: SandboxHandle, path: string): Promise<FileStat> {
     return this.within(h, async (w) => {
       const at = await this.existing(w, path, false);
-      return this.statOf(at.dir, at.name, at.comps, at.stat);
+      return this.statOf(h, at.dir, at.name, at.comps, at.stat);
     });
   }
 
@@ -288,7 +312,7 @@ export class NsFiles implements SandboxFiles {
           const child = [...comps, name];
           const st = await lstat(below(dir, name)).catch(() => undefined);
           if (!st) continue; // removed meanwhile
-          out.push(await this.statOf(dir, name, child, st));
+          out.push(await this.statOf(h, dir, name, child, st));
           if (level < depth && st.isDirectory()) {
             const sub = await w.openDir(dir, name, sandboxPath(child)).catch(() => undefined); // swapped or removed meanwhile
             if (sub) await walk(sub, child, level + 1);
@@ -316,7 +340,7 @@ export class NsFiles implements SandboxFiles {
   }
 
   write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number): Promise<FileStat> {
-    const owner = sandboxUser(user);
+    const owner = this.owner(h, user);
     return this.within(h, async (w) => {
       const at = await w.locate(splitSandboxPath(path), true);
       if (!at.comps.length) throw new CubeError('BAD_REQUEST', `cannot write to '/'`);
@@ -335,7 +359,7 @@ export class NsFiles implements SandboxFiles {
         if (mode !== undefined) await fh.chmod(mode & 0o7777);
         if (Buffer.isBuffer(data)) await fh.writeFile(data);
         else for await (const chunk of data) await fh.write(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
-        return toFileStat(sandboxPath(at.comps), await fh.stat());
+        return toFileStat(sandboxPath(at.comps), await fh.stat(), undefined, this.idBase(h));
       } catch (e) {
         throw e instanceof CubeError ? e : fsError(e, path);
       } finally {
@@ -345,7 +369,7 @@ export class NsFiles implements SandboxFiles {
   }
 
   mkdir(h: SandboxHandle, path: string, user?: string): Promise<boolean> {
-    const owner = sandboxUser(user);
+    const owner = this.owner(h, user);
     return this.within(h, async (w) => {
       const at = await w.locate(splitSandboxPath(path), true);
       if (at.stat) {
@@ -377,7 +401,7 @@ export class NsFiles implements SandboxFiles {
         : dst.dir;
       await rename(below(src.dir, src.name), below(dir, name)).catch((e: unknown) => { throw fsError(e, to); });
       const st = await lstat(below(dir, name)).catch((e: unknown) => { throw fsError(e, to); });
-      return this.statOf(dir, name, dst.comps, st);
+      return this.statOf(h, dir, name, dst.comps, st);
     });
   }
 }
