@@ -106,7 +106,9 @@ export class TemplateBuilder {
     const found: BuildRecord[] = [];
     for (const n of names) {
       try {
-        found.push(JSON.parse(await readFile(join(this.buildsDir, n), 'utf8')) as BuildRecord);
+        const r = JSON.parse(await readFile(join(this.buildsDir, n), 'utf8')) as BuildRecord;
+        if (typeof r?.buildID !== 'string' || typeof r.templateID !== 'string' || typeof r.createdAt !== 'string' || !Array.isArray(r.logs)) throw new Error('not a build record');
+        found.push(r);
       } catch (err) {
         this.o.log.warn({ err, file: n }, 'unreadable build record skipped');
       }

@@ -36,6 +36,7 @@ describe('build statuses across a restart', () => {
     await writeFile(file, JSON.stringify({ ...rec, status: 'building', logs: [{ timestamp: rec.createdAt, level: 'info', message: 'Building' }] }));
     await mkdir(join(dataDir, 'builds'), { recursive: true });
     await writeFile(join(dataDir, 'builds', 'broken.json'), '{');
+    await writeFile(join(dataDir, 'builds', 'other.json'), '{"status":"building"}');
 
     const second = builder();
     await second.restore();
