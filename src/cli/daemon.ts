@@ -275,6 +275,13 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
   return { cubelet, api: cubelet, ...(builds ? { builds } : {}) };
 }
 
+/** The template store at start: scratch left by a crash cleared, layers no template holds removed. */
+async function startStore(templates: TemplateStore, log: Logger): Promise<void> {
+  await cleanScratch(templates.dataDir);
+  const removed = await templates.collectGarbage();
+  if (removed.length) log.info({ layers: removed }, `removed ${removed.length} layer(s) no template holds`);
+}
+
 /** One driver, or a RuntimeSet when the node offers several. */
 function runtimeDriver(runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; snapshots: boolean; storeImageGiB: number; identity: NonNullable<NsDriverOptions['identity']>; declaredMemoryMiB?: number }): RuntimeDriver {
   const { declaredMemoryMiB, snapshots, identity, ...common } = o;
@@ -325,8 +332,9 @@ async function runAll(flags: Flags): Promise<void> {
   const runtime = runtimeOf(flags, config);
   // One store for the node and the admin API (template import and rm): it caches the index.
   const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
-  if (templates) await cleanScratch(dataDir);
+  if (templates) await startStore(templates, log);
   const { cubelet, api: node, builds } = buildCubelet(nodeID, dataDir, config, log, runtime, templates);
+  await builds?.restore();
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
   // A cluster of one, wired in-process: the same control plane as role control, over the
@@ -356,6 +364,7 @@ async function runAll(flags: Flags): Promise<void> {
     await heartbeat.stop();
     await cp.stop();
     await cubelet.stop({ destroy });
+    await builds?.flush();
     await store.close();
     config.close();
     unlock();
@@ -425,7 +434,7 @@ async function runCompute(flags: Flags): Promise<void> {
   // One node, or (sim) many behind one listener, each under /sim/<nodeID>.
   // A real node fetches the templates it lacks from the control plane (runtime/layers/fetch.ts) and serves its own to the others.
   const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
-  if (templates) await cleanScratch(dataDir);
+  if (templates) await startStore(templates, log);
   const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }), log: log.child({ component: 'layers' }) }) : undefined;
   const nodes =
     simCount > 0

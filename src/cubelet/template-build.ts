@@ -85,10 +85,73 @@ export class TemplateBuilder {
   private readonly builds = new Map<string, BuildRecord>();
   private readonly filesDir: string;
   private readonly cacheFile: string;
+  /** `<dataDir>/builds/<buildID>.json`: each build's record, so its status and logs outlive a restart. */
+  private readonly buildsDir: string;
+  /** Per build: a write in flight, and whether the record changed since it began. */
+  private readonly saving = new Map<string, { again: boolean; done: Promise<void> }>();
 
   constructor(private readonly o: TemplateBuilderOptions) {
     this.filesDir = join(o.dataDir, 'layers', 'files');
     this.cacheFile = join(o.dataDir, 'layers', 'build-cache.json');
+    this.buildsDir = join(o.dataDir, 'builds');
+  }
+
+  /**
+   * Loads the builds a previous run recorded (the newest KEEP_BUILDS). One that was building when
+   * the daemon stopped ended there: it is `error`, registered nothing (its captured layers, held by
+   * no template, go with the store's next garbage collection), and says so in its status.
+   */
+  async restore(): Promise<void> {
+    const names = (await readdir(this.buildsDir).catch(() => [] as string[])).filter((n) => n.endsWith('.json'));
+    const found: BuildRecord[] = [];
+    for (const n of names) {
+      try {
+        const r = JSON.parse(await readFile(join(this.buildsDir, n), 'utf8')) as BuildRecord;
+        if (typeof r?.buildID !== 'string' || typeof r.templateID !== 'string' || typeof r.createdAt !== 'string' || !Array.isArray(r.logs)) throw new Error('not a build record');
+        found.push(r);
+      } catch (err) {
+        this.o.log.warn({ err, file: n }, 'unreadable build record skipped');
+      }
+    }
+    found.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    for (const b of found.slice(0, Math.max(0, found.length - KEEP_BUILDS))) await rm(join(this.buildsDir, `${b.buildID}.json`), { force: true });
+    for (const b of found.slice(-KEEP_BUILDS)) {
+      this.builds.set(b.buildID, b);
+      if (b.status !== 'building') continue;
+      const message = 'cubed stopped during the build: nothing was registered; start a new build';
+      this.log(b, 'error', `Build failed: ${message}`);
+      b.status = 'error';
+      b.reason = { message, logEntries: b.logs.filter((l) => l.level === 'error') };
+      b.finishedAt = b.updatedAt;
+      this.save(b);
+    }
+  }
+
+  /** Writes the build's record (aside, then renamed) in the background; changes during a write make one more. */
+  private save(b: BuildRecord): void {
+    const busy = this.saving.get(b.buildID);
+    if (busy) {
+      busy.again = true;
+      return;
+    }
+    const file = join(this.buildsDir, `${b.buildID}.json`);
+    const state = { again: false, done: Promise.resolve() };
+    state.done = (async () => {
+      await mkdir(this.buildsDir, { recursive: true, mode: 0o700 });
+      do {
+        state.again = false;
+        await writeFile(`${file}.tmp`, JSON.stringify(b));
+        await rename(`${file}.tmp`, file);
+      } while (state.again);
+    })()
+      .catch((err: unknown) => this.o.log.warn({ err, buildID: b.buildID }, 'could not record the build status'))
+      .finally(() => this.saving.delete(b.buildID));
+    this.saving.set(b.buildID, state);
+  }
+
+  /** Resolves once the build records changed so far are on disk (shutdown). */
+  async flush(): Promise<void> {
+    await Promise.all([...this.saving.values()].map((s) => s.done));
   }
 
   /** `POST /v3/templates`: a build of NAME[:TAG] (plus `tags`), waiting for its steps. */
@@ -102,7 +165,11 @@ export class TemplateBuilder {
     const now = new Date().toISOString();
     const b: BuildRecord = { templateID: target.name, buildID: randomUUID(), refs, status: 'waiting', logs: [], cpuCount: o.cpuCount ?? spec.cpus, memoryMB: o.memoryMB ?? spec.memory_mib, createdAt: now, updatedAt: now };
     this.builds.set(b.buildID, b);
-    for (const id of [...this.builds.keys()].slice(0, Math.max(0, this.builds.size - KEEP_BUILDS))) this.builds.delete(id);
+    this.save(b);
+    for (const id of [...this.builds.keys()].slice(0, Math.max(0, this.builds.size - KEEP_BUILDS))) {
+      this.builds.delete(id);
+      void rm(join(this.buildsDir, `${id}.json`), { force: true });
+    }
     return b;
   }
 
@@ -157,6 +224,7 @@ export class TemplateBuilder {
   private log(b: BuildRecord, level: BuildLogEntry['level'], message: string, step?: number): void {
     b.logs.push({ timestamp: new Date().toISOString(), level, message, ...(step !== undefined ? { step: String(step) } : {}) });
     b.updatedAt = new Date().toISOString();
+    this.save(b);
   }
 
   private async run(b: BuildRecord, plan: BuildPlan): Promise<void> {
@@ -183,6 +251,7 @@ export class TemplateBuilder {
       this.o.log.warn({ buildID: b.buildID, refs: b.refs, code: err.code, err: err.message }, 'template build failed');
     } finally {
       b.finishedAt = b.updatedAt = new Date().toISOString();
+      this.save(b);
     }
   }
 

@@ -231,6 +231,26 @@ export class TemplateStore {
   }
 
   /**
+   * Removes the layers no template holds: what a crash between a layer's rename into the store and
+   * its template's registration left (an import, a build, a fetch; their failures drop their own
+   * layers at once). Under the writer lock, so a layer an import, build or fetch is taking is never
+   * one of them; a sandbox runs from a template's layers, and a template in use cannot be removed.
+   * Returns the digests removed.
+   */
+  collectGarbage(): Promise<string[]> {
+    return this.exclusive(async () => {
+      const kept = new Set([...(await this.records()).values()].flatMap((t) => t.layers));
+      const names = await readdir(join(this.dataDir, 'layers', 'sha256')).catch(() => [] as string[]);
+      const orphans = names.filter((n) => /^[0-9a-f]{64}$/.test(n) && !kept.has(`sha256:${n}`)).map((n) => `sha256:${n}`);
+      await Promise.all(orphans.map((l) => removeLayer(this.dataDir, l)));
+      // A .tree whose layer is gone (a crash between the two removals).
+      const trees = names.filter((n) => n.endsWith('.tree') && !names.includes(n.slice(0, -5)));
+      await Promise.all(trees.map((n) => rm(join(this.dataDir, 'layers', 'sha256', n), { force: true })));
+      return orphans;
+    });
+  }
+
+  /**
    * Runs `f` while no other writer of the store runs: imports and builds hold it while they add
    * layers, so a removal never deletes a layer a template is about to take. Reads do not wait.
    */

@@ -2,7 +2,7 @@
 // the machine's Redis + MariaDB): an image imported through the control replica lands on one node;
 // a create placed on another node fetches the template's layers by digest through the control
 // plane, checks them and runs the sandbox from them; a layer damaged in the holder's store fails
-// the create with 130424 naming it; creates of a template being fetched wait for the one fetch;
+// the create with 130424 naming it (and the layers that came before it leave again); creates of a template being fetched wait for the one fetch;
 // placement prefers the nodes holding the template.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { readdir, writeFile } from 'node:fs/promises';
@@ -103,6 +103,8 @@ describe('layer distribution', () => {
     expect(v.templates).not.toContain('bad');
     expect(v.layers).not.toContain(top);
     expect(await readdir(join(dirs[3]!, 'layers', 'tmp'))).toEqual([]);
+    // The layers that did check out went again: node 3 holds no template but host.
+    expect(await readdir(join(dirs[3]!, 'layers', 'sha256'))).toEqual([]);
     const ev = await until('the failure as a node event', async () => {
       const m = await fetchEvents(3, 'bad');
       return m.some((x) => x.startsWith('fetching template bad:latest failed')) ? m : undefined;

@@ -24,6 +24,12 @@ describe('describe', () => {
     expect(describeNode(data.nodes['node-a']!, master, data.events, NOW).join('\n')).toMatch(/Recent events\n {2}\d\d:\d\d:\d\d sandbox\.[a-z]+: /);
   });
 
+  it('a cluster node: the layers it holds and the template fetches creates wait for', () => {
+    const n = data.nodes['node-a']!;
+    expect(describeNode({ ...n, layers: ['sha256:a', 'sha256:b'], fetching: ['py:latest 1/3'] }, master, [], NOW)).toContain('Layers: 2 in the store; fetching py:latest 1/3 layers');
+    expect(describeNode(n, master, [], NOW).some((l) => l.startsWith('Layers:'))).toBe(false);
+  });
+
   it('a node without the config says so instead of guessing the rules', () => {
     expect(describeNode(data.nodes['node-a']!, null, [], NOW)).toContain('  config not received yet');
   });

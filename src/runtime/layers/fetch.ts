@@ -4,9 +4,11 @@
 // node holding it), then every layer it lacks, by digest; the replica relays each from a live node
 // that holds it (scheduler/cluster/layer-relay.ts). A fetched layer is unpacked aside, checked
 // against the tree digest the record gives (layers/tree.ts), and renamed into the store only then;
-// a mismatch fails the create with 130424 naming the layer. Creates of a template being fetched
-// wait for the same fetch (one per template and per layer). The node reports the layers it holds
-// and its fetches in progress in its view (template_locality filter and scorer, the console).
+// a mismatch fails the create with 130424 naming the layer, and the layers that fetch brought in
+// leave again. Creates of a template being fetched wait for the same fetch; fetches run under the
+// store's writer lock (one at a time, and a template rm never drops a layer being taken). The node
+// reports the layers it holds and its fetches in progress in its view (template_locality filter
+// and scorer, the console).
 import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
@@ -68,7 +70,6 @@ export function checkHeld(h: HeldTemplate, name: string): HeldTemplate {
 
 export class FetchingCatalog implements LayerServer {
   private readonly pulls = new Map<string, Promise<void>>();
-  private readonly layerPulls = new Map<string, Promise<void>>();
   private readonly progress = new Set<Progress>();
   private held?: { mtime: number; layers: string[] };
   /** Node events (the cubelet's report): set once the cubelet exists. */
@@ -144,24 +145,12 @@ export class FetchingCatalog implements LayerServer {
       await this.o.store.exclusive(async () => {
         await ensureStoreDir(this.dataDir);
         const missing = rec.layers.filter((l) => !existsSync(layerDir(this.dataDir, l)));
-        this.onEvent?.('template.fetch', `fetching template ${ref} for a create: ${missing.length} of ${rec.layers.length} layer(s) to fetch`);
-        const p: Progress = { ref, done: 0, of: missing.length };
-        this.progress.add(p);
         try {
-          for (const l of missing) {
-            const what = `layer ${rec.layers.indexOf(l) + 1}/${rec.layers.length} (${l}) of template ${ref}`;
-            const l0 = performance.now();
-            let fetch = this.layerPulls.get(l);
-            if (!fetch) {
-              fetch = this.fetchLayer(l, held.trees[l]!, what).finally(() => this.layerPulls.delete(l));
-              this.layerPulls.set(l, fetch);
-            }
-            await fetch;
-            p.done++;
-            this.onEvent?.('template.fetch', `${what} fetched and verified (${p.done}/${p.of})`, { durationMs: Math.round(performance.now() - l0) });
-          }
-        } finally {
-          this.progress.delete(p);
+          await this.fetchMissing(rec, held, missing);
+        } catch (e) {
+          // The layers this fetch brought in, that no template holds: a failed fetch leaves nothing.
+          await this.o.store.dropUnusedLayers(missing);
+          throw e;
         }
         const { digest: _d, created: _c, ...rest } = rec;
         await this.o.store.putLocked(rest);
@@ -171,6 +160,24 @@ export class FetchingCatalog implements LayerServer {
       const err = toCubeError(e);
       this.onEvent?.('template.fetch', `fetching template ${ref} failed: ${err.message}`, { code: err.code, durationMs: Math.round(performance.now() - t0) });
       throw err;
+    }
+  }
+
+  /** The layers `missing` of `rec`, one after another (for a caller holding the store's writer lock, which also makes one fetch per layer). */
+  private async fetchMissing(rec: TemplateRecord, held: HeldTemplate, missing: string[]): Promise<void> {
+    this.onEvent?.('template.fetch', `fetching template ${rec.ref} for a create: ${missing.length} of ${rec.layers.length} layer(s) to fetch`);
+    const p: Progress = { ref: rec.ref, done: 0, of: missing.length };
+    this.progress.add(p);
+    try {
+      for (const l of missing) {
+        const what = `layer ${rec.layers.indexOf(l) + 1}/${rec.layers.length} (${l}) of template ${rec.ref}`;
+        const l0 = performance.now();
+        await this.fetchLayer(l, held.trees[l]!, what);
+        p.done++;
+        this.onEvent?.('template.fetch', `${what} fetched and verified (${p.done}/${p.of})`, { durationMs: Math.round(performance.now() - l0) });
+      }
+    } finally {
+      this.progress.delete(p);
     }
   }
 
