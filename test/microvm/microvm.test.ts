@@ -140,7 +140,7 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     const state = join(d.dataDir, 'microvm', 'sandboxes', id, 'memory.state');
     await sbx.files.write('/tmp/kept', 'before pause');
     // The loop's counter lives only in the shell's memory: it goes on from where it was, or the process was lost.
-    await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done', { background: true });
+    await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done', { background: true, timeoutMs: 0 });
     const before = Number((await sbx.commands.run('sleep 1; cat /tmp/count')).stdout);
     expect(before).toBeGreaterThan(0);
 
@@ -166,7 +166,8 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
   it('a snapshot of a microVM keeps its processes: a sandbox made from it counts on from where it was, with its own identity', async () => {
     const sbx = await create();
     await sbx.files.write('/tmp/kept', 'from the origin');
-    await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done', { background: true });
+    // No command timeout: the SDK's default 60 s killed the loop before the last check (85 s at load 32).
+    await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done', { background: true, timeoutMs: 0 });
     const before = Number((await sbx.commands.run('sleep 1; cat /tmp/count')).stdout);
     const snap = await sbx.createSnapshot({ requestTimeoutMs: 240_000 });
     const raw = (await call(d, 'GET', `/snapshots?sandboxID=${sbx.sandboxId}`)).json as Record<string, unknown>[];

@@ -635,12 +635,17 @@ export class MicrovmDriver implements RuntimeDriver {
     let conn: AgentConnection | undefined;
     let chan = 0;
     const pending: [number, Buffer | undefined][] = [];
+    // A closed connection has already failed the exec (its channel's handler): a later signal
+    // (the timeout's, a kill) has nothing to reach. Thrown from the timer, it took the daemon down
+    // when a releasing pause ended QEMU under a command with a timeout.
     const send = (type: number, data?: Buffer) => {
-      if (conn && chan) conn.send(type, chan, data);
-      else pending.push([type, data]);
+      if (conn && chan) {
+        if (!conn.closed) conn.send(type, chan, data);
+      } else pending.push([type, data]);
     };
     const exited = new Promise<ExitInfo>((resolve, reject) => {
       const fail = (e: Error) => {
+        clearTimeout(timer);
         stdout.end();
         stderr.end();
         reject(new CubeError('EXEC_FAILED', `exec in ${h.sandboxID}: ${e.message}`, { cause: e }));
