@@ -10,8 +10,8 @@
 //     -I: the sandbox's own host ids (see "identity" below): ids 0-65535 inside are host
 //     HOST_ID_BASE to HOST_ID_BASE+65535; UPPER and WORK must then share their parent directory.
 //   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-I HOST_ID_BASE] [-d CWD] [-R] [-N NOFILE] [-W [-r] | -X] [-c CGROUP_PROCS]... -- ARGV...
-//     UID and GID are ids inside the sandbox; -I (the create's): the command joins the sandbox's
-//     user namespace, where they are mapped.
+//     UID and GID are ids inside the sandbox: a sandbox with its own user namespace (create -I) is
+//     joined there, where they are mapped; -I (the create's) gives a terminal its host owner.
 //     Runs ARGV inside the sandbox of INIT_PID with the environment this helper was started with,
 //     waits for it and ends the way it ended (same exit code, or the same signal).
 //     SIGTERM/SIGINT/SIGHUP/SIGQUIT go to the command's process group; SIGUSR1 means "SIGKILL the
@@ -852,10 +852,9 @@ static int cmd_exec(int argc, char **argv) {
   uid_t uid = 0;
   gid_t gid = 0;
   rlim_t nofile = 0;
-  int own_ids = 0;
   while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:WrXI:")) != -1) {
     switch (opt) {
-      case 'I': own_ids = 1; break;
+      case 'I': break; // read by serve: the pty's owner in host ids (the namespace itself is the init's)
       case 'R': keep_net_raw = 1; break;
       case 'N': nofile = (rlim_t)strtoull(optarg, NULL, 10); break;
       case 'W': watch = 1; break;
@@ -885,7 +884,15 @@ static int cmd_exec(int argc, char **argv) {
   static const char *names[] = {"ipc", "uts", "net", "cgroup", "pid", "mnt"};
   int fds[6];
   for (int i = 0; i < 6; i++) fds[i] = open_ns(pid, names[i]);
-  int userns = own_ids ? open_ns(pid, "user") : -1;
+  // The init's user namespace when it has its own: joined whatever the caller passed, so a
+  // command can never run inside with host ids.
+  int userns = open_ns(pid, "user");
+  struct stat theirs, ours;
+  if (fstat(userns, &theirs) < 0 || stat("/proc/self/ns/user", &ours) < 0) die("user namespaces");
+  if (theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev) {
+    close(userns);
+    userns = -1;
+  }
   char p[64];
   snprintf(p, sizeof p, "/proc/%d/root", pid);
   int root = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
