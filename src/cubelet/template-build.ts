@@ -6,7 +6,7 @@
 // skips the cache. A build that fails registers nothing and drops the layers it added.
 // Builds hold the template store's writer lock, so they run one at a time (and a template rm
 // never removes a layer a build is taking).
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { mkdir, open, readFile, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';

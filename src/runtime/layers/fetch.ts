@@ -15,7 +15,6 @@ import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import type { Logger } from 'pino';
 import type { EventKind, EventView } from '../../api/types.js';
 import { answerError } from '../../cubelet/remote.js';
 import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, type ImportRequest } from '../../cubelet/rpc-wire.js';
@@ -75,7 +74,7 @@ export class FetchingCatalog implements LayerServer {
   /** Node events (the cubelet's report): set once the cubelet exists. */
   onEvent?: (kind: EventKind, message: string, extra?: Partial<Pick<EventView, 'code' | 'durationMs'>>) => void;
 
-  constructor(private readonly o: { store: TemplateStore; source: LayerSource; log: Logger }) {}
+  constructor(private readonly o: { store: TemplateStore; source: LayerSource }) {}
 
   get dataDir(): string {
     return this.o.store.dataDir;
