@@ -186,7 +186,7 @@ export interface NodeView {
   /**
    * Cluster compute nodes: the layer digests in the node's store and its template fetches in
    * progress ("NAME:TAG done/of" layers). A node that reports `layers` fetches the templates it
-   * lacks from the control plane (runtime/layers/fetch.ts), so template_locality lets it take them.
+   * lacks from the control plane (cubelet/layer-fetch.ts), so template_locality lets it take them.
    */
   layers?: string[];
   fetching?: string[];

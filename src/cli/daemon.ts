@@ -35,7 +35,7 @@ import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } fro
 import { cleanScratch } from '../runtime/layers/import.js';
 import { TemplateBuilder } from '../cubelet/template-build.js';
 import { TemplateStore } from '../runtime/templates.js';
-import { ControlLayerSource, FetchingCatalog } from '../runtime/layers/fetch.js';
+import { ControlLayerSource, FetchingCatalog } from '../cubelet/layer-fetch.js';
 import { LayerRelay } from '../scheduler/cluster/layer-relay.js';
 import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
 import { LocalNodes, RemoteNodes } from '../scheduler/node-directory.js';
@@ -432,7 +432,7 @@ async function runCompute(flags: Flags): Promise<void> {
     throw new UsageError('--sim-nodes needs --runtime sim (or cubelet.runtime = "sim"): only simulated nodes can share a process');
   }
   // One node, or (sim) many behind one listener, each under /sim/<nodeID>.
-  // A real node fetches the templates it lacks from the control plane (runtime/layers/fetch.ts) and serves its own to the others.
+  // A real node fetches the templates it lacks from the control plane (cubelet/layer-fetch.ts) and serves its own to the others.
   const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
   if (templates) await startStore(templates, log);
   const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }) }) : undefined;

@@ -43,7 +43,7 @@ export interface TemplateCatalog {
   /** 130404 when unknown. */
   resolve(name: string): Promise<TemplateRef>;
   listTemplates(): Promise<TemplateRef[]>;
-  /** Cluster compute nodes (runtime/layers/fetch.ts): the layers held and the fetches in progress, for the node view. */
+  /** Cluster compute nodes (cubelet/layer-fetch.ts): the layers held and the fetches in progress, for the node view. */
   layerFacts?(): Promise<{ layers: string[]; fetching: string[] }>;
 }
 

@@ -11,7 +11,7 @@ import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import type { TemplateRecord } from '../runtime/templates.js';
 import { decodeProcessEvent, FENCE_HEADER, type ImportRequest, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
-import type { HeldTemplate } from '../runtime/layers/fetch.js';
+import type { HeldTemplate } from './layer-fetch.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 /** The node's clock when it answered, per result object (rpc-server.ts adds it to every answer). */

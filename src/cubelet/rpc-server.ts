@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { readBody, readJson, sendError, sendJson, type ErrorLog } from '../api/http.js';
 import { proxyHttp, proxyUpgrade, rejectUpgrade } from '../api/proxy.js';
 import { CubeError, errorBody, toCubeError } from '../errors.js';
-import type { LayerServer } from '../runtime/layers/fetch.js';
+import type { LayerServer } from './layer-fetch.js';
 import type { FenceBook } from './fences.js';
 import { encodeProcessEvent, FENCE_HEADER, FENCED_METHODS, JSON_METHODS, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type ImportRequest, type JsonMethod } from './rpc-wire.js';
 import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
@@ -20,7 +20,7 @@ const MAX_FILE = 1 << 30;
 
 /**
  * `fences`: the node's FenceBook (the highest lock fence accepted per sandbox, kept across restarts).
- * `layers`: the node's templates and layers, served to the nodes fetching them through the control plane (runtime/layers/fetch.ts).
+ * `layers`: the node's templates and layers, served to the nodes fetching them through the control plane (cubelet/layer-fetch.ts).
  */
 export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog, layers?: LayerServer): Handler {
   const jsonMethods = new Set<string>(JSON_METHODS);

@@ -46,7 +46,7 @@ export function describeNode(n: NodeView, master: MasterConfig | null, events: r
     for (const v of ruleVerdicts(n, 0, master, now)) lines.push(`  ${v.refusal === undefined ? 'pass' : 'REFUSE'} ${v.rule}${v.refusal === undefined ? '' : `: ${v.refusal}`}`);
   } else lines.push('  config not received yet');
   lines.push('', `Templates: ${n.templates.join(', ') || 'none'}`);
-  // Cluster compute nodes: what they hold and the template fetches a create waits for (runtime/layers/fetch.ts).
+  // Cluster compute nodes: what they hold and the template fetches a create waits for (cubelet/layer-fetch.ts).
   if (n.layers) lines.push(`Layers: ${n.layers.length} in the store${n.fetching?.length ? `; fetching ${n.fetching.join(', ')} layers` : ''}`);
   lines.push('', 'Recent events');
   return [...lines, ...recent(events, (e) => e.nodeID === n.nodeID)];

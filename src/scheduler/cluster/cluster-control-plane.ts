@@ -287,7 +287,7 @@ export class ClusterControlPlane implements ControlPlane {
     requireFits(r, nodes, master);
     const candidates = unreachable.size === 0 ? this.book.withInFlight(inFlight) : this.book.withInFlight(inFlight).filter((c) => !unreachable.has(c.view.nodeID));
     const d0 = performance.now();
-    // fetchable: requireTemplate found the template on some node; nodes lacking it fetch it (runtime/layers/fetch.ts).
+    // fetchable: requireTemplate found the template on some node; nodes lacking it fetch it (cubelet/layer-fetch.ts).
     const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, fetchable: true, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, candidates, master, Date.now());
     this.stats.recordDecision(performance.now() - d0);
     const refusal = refusalOf(placed, nodes);

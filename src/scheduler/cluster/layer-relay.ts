@@ -10,7 +10,7 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { NodeView } from '../../api/types.js';
 import { RemoteNode } from '../../cubelet/remote.js';
 import { CubeError } from '../../errors.js';
-import type { HeldTemplate } from '../../runtime/layers/fetch.js';
+import type { HeldTemplate } from '../../cubelet/layer-fetch.js';
 import type { ImportRequest } from '../../cubelet/rpc-wire.js';
 import type { TemplateRecord } from '../../runtime/templates.js';
 import { listedName } from '../../runtime/templates.js';

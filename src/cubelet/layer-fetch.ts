@@ -15,16 +15,16 @@ import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import type { EventKind, EventView } from '../../api/types.js';
-import { answerError } from '../../cubelet/remote.js';
-import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, type ImportRequest } from '../../cubelet/rpc-wire.js';
-import { CubeError, toCubeError } from '../../errors.js';
-import { HOST_TEMPLATE, layerDir, listedName, type TemplateRecord, type TemplateStore } from '../templates.js';
-import type { TemplateRef } from '../types.js';
-import { ensureStoreDir, importUpload, scratchDir } from './import.js';
-import { packLayer } from './pack.js';
-import { layerTree, treeDigest, writeTree } from './tree.js';
-import { unpackLayer } from './unpack.js';
+import type { EventKind, EventView } from '../api/types.js';
+import { answerError } from './remote.js';
+import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, type ImportRequest } from './rpc-wire.js';
+import { CubeError, toCubeError } from '../errors.js';
+import { HOST_TEMPLATE, layerDir, listedName, type TemplateRecord, type TemplateStore } from '../runtime/templates.js';
+import type { TemplateRef } from '../runtime/types.js';
+import { ensureStoreDir, importUpload, scratchDir } from '../runtime/layers/import.js';
+import { packLayer } from '../runtime/layers/pack.js';
+import { layerTree, treeDigest, writeTree } from '../runtime/layers/tree.js';
+import { unpackLayer } from '../runtime/layers/unpack.js';
 
 /** A template as a holder serves it: its record and, per layer digest, the tree digest to check a copy against. */
 export interface HeldTemplate {
