@@ -335,6 +335,11 @@ export class ClusterControlPlane implements ControlPlane {
       counted = false;
       return this.store.decInFlight(nodeID).catch(() => undefined);
     };
+    // An in-process node registers the sandbox before its first await, and its views are taken
+    // on demand: from this call on, any view newer than now counts it. Left at Infinity (a remote
+    // node's heartbeat cannot tell), the placement was counted on top of the creating sandbox for
+    // the whole create: 20 concurrent creates on a 25.6-cpu node refused the 20th (26+1 > 25.6).
+    if (this.o.solo) placement.at = Date.now();
     try {
       const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.actor !== undefined ? { owner: req.actor } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}), ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}) });
       // Over the pending record (or a heartbeat's update of it); a destroy that came meanwhile
