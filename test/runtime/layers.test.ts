@@ -87,7 +87,8 @@ describe('importing images into the layer store', () => {
     await writeFile(f, data);
     return f;
   };
-  const layerDirs = () => readdir(join(rig().dataDir, 'layers', 'sha256')).catch(() => [] as string[]);
+  // The layers' directories (each has a `<hex>.tree` digest beside it: src/runtime/layers/tree.ts).
+  const layerDirs = async () => (await readdir(join(rig().dataDir, 'layers', 'sha256'), { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory()).map((e) => e.name);
 
   it('imports a docker-archive and an oci-archive sharing their layers, and runs sandboxes from both', async () => {
     const layers = await twoLayers();
