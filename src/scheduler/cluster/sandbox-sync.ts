@@ -46,7 +46,9 @@ export function syncNodeSandboxes(records: SandboxRecord[], onNode: SandboxView[
   return out;
 }
 
-const KEYS = ['state', 'reason', 'endAt', 'ip', 'nodeID', 'startedAt'] as const;
+// diskUsedBytes: the node updates it in steps (cubelet.ts), so a writer costs a record write per step,
+// not per heartbeat; without it `cubectl sandbox ls` showed no disk use once role all read records.
+const KEYS = ['state', 'reason', 'endAt', 'ip', 'nodeID', 'startedAt', 'diskUsedBytes'] as const;
 
 function sameView(a: SandboxRecord, b: SandboxRecord): boolean {
   return KEYS.every((k) => a[k] === b[k]);
