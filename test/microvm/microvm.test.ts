@@ -246,7 +246,13 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(existsSync(layer)).toBe(false);
     // The slot went back to the TAP pool with its TAP (made anew there by the pool's reset, whose
     // own short-lived tools may be in the netns right now), held by no QEMU.
-    const links = execFileSync('nsenter', [`--net=${netns}`, '--', 'ip', '-o', 'link'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    // The reset runs after the destroy answered (it deletes the TAP, then makes it again): wait for it.
+    const linksNow = () => execFileSync('nsenter', [`--net=${netns}`, '--', 'ip', '-o', 'link'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    let links = linksNow();
+    for (let i = 0; i < 100 && !links.includes(TAP_NAME); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      links = linksNow();
+    }
     expect(links).toContain(TAP_NAME);
     const inNetns = execFileSync('ip', ['netns', 'pids', basename(netns)], { encoding: 'utf8' }).split('\n').filter(Boolean);
     const cmdline = (p: string) => {
