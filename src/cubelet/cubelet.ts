@@ -140,16 +140,20 @@ export class Cubelet implements NodeApi {
     return { adopted: adopted.map((f) => f.h.sandboxID), removed };
   }
 
-  /** Graceful: sandboxes keep running for the next start. destroy: nothing of this node stays on the host. */
+  /**
+   * Graceful: sandboxes keep running for the next start. destroy: nothing of this node stays on the
+   * host. A graceful stop with no sandbox left releases the host's objects too (the cgroup parents,
+   * the pool and its nftables tables, the store's mount; the data stays): the next start makes them
+   * again, and a stopped daemon with nothing to keep left them behind for good.
+   */
   async stop(opts: { destroy: boolean }): Promise<void> {
     clearInterval(this.watchTimer);
     clearInterval(this.diskTimer);
     for (const e of this.entries.values()) clearTimeout(e.timer);
-    if (opts.destroy) {
-      await Promise.allSettled([...this.entries.keys()].map((id) => this.destroySandbox(id)));
-      await this.o.driver.cleanup(new Set());
-    }
-    await this.o.network.stop({ destroy: opts.destroy });
+    if (opts.destroy) await Promise.allSettled([...this.entries.keys()].map((id) => this.destroySandbox(id)));
+    const release = opts.destroy || this.entries.size === 0;
+    if (release) await this.o.driver.cleanup(new Set());
+    await this.o.network.stop({ destroy: release });
     await this.o.driver.close?.(opts);
   }
 

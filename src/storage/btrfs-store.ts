@@ -146,20 +146,29 @@ export class BtrfsStore {
     this.log?.info({ kind: this.kind, path: this.path, subvolumes: this.ids.size, pooled: this.ready.size }, 'sandbox store open');
   }
 
-  /** Graceful: stays mounted (running sandboxes' layers live there). destroy: unmounted and the image deleted. */
+  /**
+   * Graceful: stays mounted while sandboxes' layers live there, else unmounted with the image kept
+   * (kept snapshots and the pool are in it; open() mounts it again). destroy: unmounted and the image deleted.
+   */
   async close(opts: { destroy: boolean }): Promise<void> {
     this.closed = true;
-    if (!opts.destroy) return;
+    if (!opts.destroy && this.ids.size > 0) return;
     while (this.filling > 0 || this.cloning.size > 0) await new Promise((r) => setTimeout(r, 10));
     if (this.kind !== 'loop') {
+      if (!opts.destroy) return;
       for (const name of this.ready.keys()) await this.removeDir(join(this.poolDir, name));
       this.ready.clear();
       for (const id of await this.kept()) await this.drop(id);
       return;
     }
     const r = await this.o.helper.run(['umount', this.path]);
+    if (r.exitCode !== 0 && !opts.destroy) {
+      // Something still holds it (a process of ours outside the sandboxes, say): it stays, as it did.
+      this.log?.warn({ path: this.path, err: r.stderr.trim() }, 'the store stays mounted');
+      return;
+    }
     if (r.exitCode !== 0 && !/not mounted/.test(r.stderr)) throw new CubeError('INTERNAL', `unmounting the store ${this.path}: ${r.stderr.trim()}`);
-    await rm(this.image, { force: true });
+    if (opts.destroy) await rm(this.image, { force: true });
     this.kind = undefined;
     // The loop device (autoclear) is released by the kernel after the unmount, once in-flight
     // discards are through: 1-10 s seen under load after a large delete.

@@ -1,12 +1,13 @@
 // The sandbox store seen through a real cubed: the node view shows it and puts the watermark on
 // it, sandbox listings carry each sandbox's disk use, a full store refuses creates with 503 and
-// the reason, and --destroy-on-exit removes the mount and the image (stop()'s leak check).
+// the reason, --destroy-on-exit removes the mount and the image (stop()'s leak check), and a
+// graceful stop with nothing running releases the host's objects but keeps the image.
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { stat, statfs } from 'node:fs/promises';
+import { readFile, stat, statfs, writeFile } from 'node:fs/promises';
 import type { NodeView, SandboxView } from '../../src/api/types.js';
-import { adminExec, call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { adminExec, call, settledKernelObjects, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 const MIB = 1024 ** 2;
 const GIB = 1024 ** 3;
@@ -71,6 +72,25 @@ describe('sandbox store through cubed', () => {
       await new Promise((r) => setTimeout(r, 200));
       c = await api('POST', '/admin/v1/sandboxes', { templateID: 'base', timeoutSec: 60 });
     }
+    expect(c.status).toBe(201);
+    expect((await api('DELETE', `/admin/v1/sandboxes/${(c.json as SandboxView).sandboxID}`)).status).toBe(204);
+  });
+
+  it('a graceful stop with no sandbox left releases the mount, loop device, cgroups and pool; the next start mounts the same image', { timeout: 120_000 }, async () => {
+    const store = join(d.dataDir, 'store');
+    const image = join(d.dataDir, 'store.img');
+    const mounted = async () => (await readFile('/proc/self/mounts', 'utf8')).split('\n').some((l) => l.split(' ')[1] === store);
+    const loops = async () => (await execa('losetup', ['-j', image])).stdout.trim();
+    await writeFile(join(store, 'marker'), 'kept');
+    await d.stop({ destroy: false });
+    expect(await mounted()).toBe(false);
+    expect(await loops()).toBe('');
+    expect(await settledKernelObjects(d.tag)).toMatchObject({ cgroups: 0, netns: 0, links: 0, nftTables: 0, processes: 0 });
+    expect((await stat(image)).isFile()).toBe(true);
+    await d.restart();
+    expect(await mounted()).toBe(true);
+    expect(await readFile(join(store, 'marker'), 'utf8')).toBe('kept');
+    const c = await api('POST', '/admin/v1/sandboxes', { templateID: 'base', timeoutSec: 60 });
     expect(c.status).toBe(201);
     expect((await api('DELETE', `/admin/v1/sandboxes/${(c.json as SandboxView).sandboxID}`)).status).toBe(204);
   });
