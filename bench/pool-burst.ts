@@ -9,7 +9,7 @@ import type { SlotMode } from '../src/network/types.js';
 import { policySettingsOf } from '../src/network/firewall.js';
 import { CubeletConfigSchema } from '../src/config/schema.js';
 import { nodeTag } from '../src/ids.js';
-import { percentile } from '../src/bench/stats.js';
+import { percentile } from '../src/model/stats.js';
 
 const { values } = parseArgs({
   options: {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { percentile } from '../src/bench/stats.js';
+import { percentile } from '../src/model/stats.js';
 import { newSandboxID, nodeTag } from '../src/ids.js';
 import { NsDriver } from '../src/runtime/ns/driver.js';
 import { TemplateStore } from '../src/runtime/templates.js';

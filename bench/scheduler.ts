@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import type { NodeView } from '../src/api/types.js';
 import { summarizeLatencies } from '../src/bench/stats.js';
 import { MasterConfigSchema } from '../src/config/schema.js';
-import { densityParamsFromConfig, footprintMiB } from '../src/scheduler/density.js';
+import { densityParamsFromConfig, footprintMiB } from '../src/model/density.js';
 import { describeRejections, schedule } from '../src/scheduler/pipeline.js';
 
 const { values } = parseArgs({ options: { nodes: { type: 'string', default: '1000' }, decisions: { type: 'string', default: '20000' }, select: { type: 'string', default: '3' } } });

@@ -4,7 +4,7 @@
 // snapshot; a pause of the same sandbox is the snapshot's baseline. Needs `npm run build` first.
 //   npx tsx bench/snapshots.ts [--snapshots 50] [--creates 40] [--fork 20] [--rounds 3] [--cidr 10.197.0.0/16]
 import { parseArgs } from 'node:util';
-import { percentile } from '../src/bench/stats.js';
+import { percentile } from '../src/model/stats.js';
 import { adminExec } from '../test/helpers/daemon.js';
 import { startBenchDaemon } from './daemon.js';
 

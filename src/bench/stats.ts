@@ -1,5 +1,6 @@
 // Pure statistics for `cubectl bench`: the summary, histogram, grade and comparison that
 // the JSON result file carries, so runs can be compared by scripts.
+import { percentile } from '../model/stats.js';
 
 export interface LatencySummary {
   min: number;
@@ -28,13 +29,6 @@ export interface HistogramBucket {
   /** Upper bound in ms (Infinity for the last bucket). */
   leMs: number;
   count: number;
-}
-
-/** Nearest-rank percentile of a sorted array (p in 0..100). */
-export function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return 0;
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
 }
 
 export function summarizeLatencies(latencies: readonly number[]): LatencySummary {

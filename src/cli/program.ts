@@ -2,7 +2,7 @@
 // input, 3 the daemon cannot be reached. Errors are one line on stderr, `cubectl: <reason>`.
 import { Command, CommanderError } from 'commander';
 import { CubeError } from '../errors.js';
-import { DensityInputError } from '../scheduler/density.js';
+import { DensityInputError } from '../model/density.js';
 import { CubeClientError, DaemonUnreachableError } from './client.js';
 import { commands } from './commands/index.js';
 import { DEFAULT_API, DEFAULT_DATA_DIR, EXIT, ExitError, UsageError } from './io.js';

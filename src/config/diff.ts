@@ -1,6 +1,6 @@
 // Field-level difference between two configs: one ConfigChange per leaf that changed.
 import { isDeepStrictEqual } from 'node:util';
-import type { ConfigChange } from '../api/types.js';
+import type { ConfigChange } from '../model/config.js';
 import { formatPath, needsRestart, type ConfigFile } from './introspect.js';
 import type { Config } from './schema.js';
 

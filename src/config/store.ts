@@ -5,9 +5,9 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { chmod, rename, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import type { ConfigChange, ConfigOverride, ConfigView, ReloadResult } from '../api/types.js';
 import { TypedEmitter } from '../emitter.js';
 import { CubeError } from '../errors.js';
+import type { ConfigChange, ConfigOverride, ConfigView, ReloadResult } from '../model/config.js';
 import { diffConfig } from './diff.js';
 import { setInText } from './edit.js';
 import { formatPath, leafValues, resolvePath, type ConfigFile } from './introspect.js';

@@ -3,9 +3,11 @@
 // restart reconciliation. Every create either completes or leaves nothing behind.
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { EventKind, EventView, NodeView, PauseOptions, SandboxState, SandboxView, SnapshotKeeps, StoreView } from '../api/types.js';
 import type { Config } from '../config/schema.js';
 import { CubeError, isCubeError, toCubeError } from '../errors.js';
+import type { EventKind, EventView } from '../model/event.js';
+import type { NodeView, StoreView } from '../model/node.js';
+import type { PauseOptions, SandboxState, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
 import type { FileMetadata, FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
 import { cpuUtilPercent, HOST, hostCpus, sandboxCpuPercent, type CpuTimes, type HostReadings } from './host-metrics.js';

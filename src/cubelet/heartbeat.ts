@@ -6,8 +6,8 @@
 // config when the node runs another version: the node puts its master section in force, over
 // its own cubemaster.yaml (its cubelet.toml stays its own: rpc-wire.ts HeartbeatAnswer).
 import type { Logger } from 'pino';
-import type { EventView } from '../api/types.js';
 import type { ConfigStore } from '../config/store.js';
+import type { EventView } from '../model/event.js';
 import { HEARTBEAT_PATH, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from './rpc-wire.js';
 import type { NodeApi } from './types.js';
 

@@ -15,7 +15,7 @@ import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import type { EventKind, EventView } from '../api/types.js';
+import type { EventKind, EventView } from '../model/event.js';
 import { answerError } from './remote.js';
 import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, type ImportRequest } from './rpc-wire.js';
 import { CubeError, toCubeError } from '../errors.js';

@@ -3,7 +3,7 @@
 // a sandbox without one was never complete and is cleaned at the next start.
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { SandboxLifecycle, SandboxSpecView } from '../api/types.js';
+import type { SandboxLifecycle, SandboxSpecView } from '../model/sandbox.js';
 import type { EgressRequest, EgressRules } from '../network/egress.js';
 import type { SlotMode } from '../network/types.js';
 

@@ -1,8 +1,9 @@
 // The node as the admin API shows it, computed from plain inputs (pure): capacity, usage,
 // density for the default spec with live counts, and the one refusal only the node can see.
-import type { NodeView, PoolView, RuntimeInfo, SandboxSpecView, SandboxState, StoreView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
-import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsage } from '../scheduler/density.js';
+import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsage } from '../model/density.js';
+import type { NodeView, PoolView, RuntimeInfo, StoreView } from '../model/node.js';
+import type { SandboxSpecView, SandboxState } from '../model/sandbox.js';
 
 export interface NodeViewInputs {
   nodeID: string;

@@ -1,8 +1,10 @@
 // What travels between the control plane and a compute node (node RPC, HTTP/JSON): the path
 // prefix, the shared-secret check, and how values that JSON cannot carry are encoded.
 import { timingSafeEqual } from 'node:crypto';
-import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
+import type { EventView } from '../model/event.js';
+import type { NodeView } from '../model/node.js';
+import type { SandboxView } from '../model/sandbox.js';
 import type { FileStat, TemplateConfig } from '../runtime/types.js';
 import type { ProcessEvent } from './types.js';
 

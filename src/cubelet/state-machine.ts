@@ -1,8 +1,8 @@
 // The sandbox state machine, pure: which state changes are legal and which operations a
 // state admits. Cubelet consults it before touching the driver, so a pause during a create
 // is answered 503 + Retry-After instead of racing the freezer.
-import type { SandboxState } from '../api/types.js';
 import { CubeError } from '../errors.js';
+import type { SandboxState } from '../model/sandbox.js';
 
 const TRANSITIONS: Record<SandboxState, readonly SandboxState[]> = {
   creating: ['running', 'error', 'destroying'],

@@ -2,7 +2,9 @@
 // cluster it calls the same interface through HTTP/JSON (src/cubelet/remote.ts), so the API
 // and scheduler never know which.
 import type { Readable } from 'node:stream';
-import type { NodeView, PauseOptions, SandboxLifecycle, SandboxView, EventView, SnapshotView } from '../api/types.js';
+import type { EventView } from '../model/event.js';
+import type { NodeView } from '../model/node.js';
+import type { PauseOptions, SandboxLifecycle, SandboxView, SnapshotView } from '../model/sandbox.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { OutputLine } from './output-log.js';
 import type { ExecRequest, FileMetadata, FileStat, FsChange, SandboxStats, WatchRequest } from '../runtime/types.js';

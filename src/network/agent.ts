@@ -4,8 +4,8 @@
 // objects (slot.ts: create, check, remove) and the firewall (firewall.ts: the node's nftables
 // table and sandboxes' own rules).
 import type { Logger } from 'pino';
-import type { PoolView } from '../api/types.js';
 import { CubeError } from '../errors.js';
+import type { PoolView } from '../model/node.js';
 import type { NetSlot, NetworkAgent, SlotMode } from './types.js';
 import { parseRange } from './ipam.js';
 import { Spawner } from './iproute.js';

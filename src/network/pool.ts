@@ -3,8 +3,8 @@
 // (slot.ts), batched: demand that arrives in the same tick shares one batch.
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { PoolView } from '../api/types.js';
 import { CubeError } from '../errors.js';
+import type { PoolView } from '../model/node.js';
 import type { NetSlot, SlotMode } from './types.js';
 import type { Firewall } from './firewall.js';
 import type { Slots } from './slot.js';

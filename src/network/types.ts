@@ -1,6 +1,6 @@
 // The network-agent contract: a pool of pre-created slots, each a netns with a veth pair
 // whose sandbox end (eth0) was created inside the netns (never moved: moving costs 16 ms).
-import type { PoolView } from '../api/types.js';
+import type { PoolView } from '../model/node.js';
 import type { EgressRules } from './egress.js';
 
 /**

@@ -2,7 +2,7 @@
 // and the last few values for the console's sparkline; on-demand allocations counted over the
 // same window. Windowed so that a stall that is over stops showing (triage read counts since
 // start: a NIC stall stayed WARN until a restart). Pure apart from the clock default.
-import { percentile } from '../bench/stats.js';
+import { percentile } from '../model/stats.js';
 
 /** What "recent" means for pool waits and on-demand allocations (triage and /metrics read it). */
 export const RECENT_MS = 5 * 60_000;

@@ -3,7 +3,8 @@
 // it goes to that driver. Scan and cleanup ask every driver, and each cleanup keeps the sandboxes
 // the others re-adopted (they share the node's cgroup parent).
 import { CubeError } from '../errors.js';
-import type { PauseOptions, RuntimeInfo } from '../api/types.js';
+import type { RuntimeInfo } from '../model/node.js';
+import type { PauseOptions } from '../model/sandbox.js';
 import type { ExecProcess, ExecRequest, FileMetadata, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];

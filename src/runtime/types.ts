@@ -2,8 +2,9 @@
 // Drivers own kernel objects for the sandbox's processes, root filesystem and cgroups;
 // the network slot comes from the network-agent and is only joined here.
 import type { Readable, Writable } from 'node:stream';
-import type { PauseOptions, RuntimeInfo, SnapshotKeeps } from '../api/types.js';
 import { CubeError } from '../errors.js';
+import type { RuntimeInfo } from '../model/node.js';
+import type { PauseOptions, SnapshotKeeps } from '../model/sandbox.js';
 import type { StoreUsage } from '../storage/btrfs-store.js';
 
 /** What a template sets for every sandbox made from it (from the image config or the build steps). */

@@ -2,15 +2,16 @@
 // request resolved against the config's defaults, the 130597 refusal text, the release-ratio
 // policy for resume, and the audit trail of operator actions. Pure apart from the audit helpers,
 // which only write to the StateStore they are given.
-import type { NodeView, SandboxSpecView } from '../api/types.js';
 import { SandboxSpecSchema, type MasterConfig } from '../config/schema.js';
 import { POOL_EXHAUSTED } from '../cubelet/node-view.js';
 import { CubeError, toCubeError } from '../errors.js';
+import type { NodeView } from '../model/node.js';
+import type { SandboxSpecView } from '../model/sandbox.js';
 import { checkEnvVars } from '../runtime/env.js';
 import { listedName } from '../runtime/templates.js';
 import type { StateStore } from '../store/types.js';
 import type { CreateSandboxRequest } from './control-plane.js';
-import { computeDensity, densityParamsFromConfig, DensityInputError, footprintMiB, paramsForNode, type DensityParams, type SpecShape } from './density.js';
+import { computeDensity, densityParamsFromConfig, DensityInputError, footprintMiB, paramsForNode, type DensityParams, type SpecShape } from '../model/density.js';
 import { fmt } from './plugin.js';
 import { describeRejections, type ScheduleResult } from './pipeline.js';
 

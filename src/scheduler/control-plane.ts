@@ -2,8 +2,12 @@
 // One implementation (cluster/cluster-control-plane.ts) over a StateStore and a NodeDirectory:
 // role all wires it to the embedded store and its in-process cubelet (a cluster of one), role
 // control to Redis + MySQL and remote nodes. Errors are CubeErrors from src/errors.ts.
-import type { ConfigView, EventView, NodeView, PauseOptions, ReloadResult, SandboxLifecycle, SandboxState, SandboxView, Snapshot, SnapshotView, WatchMessage } from '../api/types.js';
 import type { NodeApi } from '../cubelet/types.js';
+import type { ConfigView, ReloadResult } from '../model/config.js';
+import type { EventView } from '../model/event.js';
+import type { NodeView } from '../model/node.js';
+import type { ListFilter, PauseOptions, SandboxLifecycle, SandboxRecord } from '../model/sandbox.js';
+import type { Snapshot, WatchMessage } from '../model/watch.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { SnapshotApi } from './snapshots.js';
 
@@ -29,32 +33,6 @@ export interface CreateSandboxRequest {
   actor?: string;
   /** Set by the control plane for a templateID that names a snapshot: the node starts the writable layer from it. */
   fromSnapshot?: string;
-}
-
-export interface SandboxRecord extends SandboxView {
-  /** Token the envd protocol checks (X-Access-Token); unique per sandbox. */
-  accessToken: string;
-  envVars: Record<string, string>;
-  /** Set by the store: bumped by every write, so a writer can say "only if nobody wrote since I read". */
-  generation?: number;
-  /**
-   * The node's clock (ms) when it answered the control-side operation this record was last
-   * written from: a heartbeat list the node took before then is older than the record and must not
-   * overwrite it.
-   */
-  nodeAt?: number;
-}
-
-/** A kept snapshot as the state store holds it: the view and the origin's envVars (its owner's secret). */
-export interface SnapshotRecord extends SnapshotView {
-  envVars: Record<string, string>;
-}
-
-export interface ListFilter {
-  state?: SandboxState[];
-  metadata?: Record<string, string>;
-  nodeID?: string;
-  templateID?: string;
 }
 
 export interface NodeAction {
@@ -95,10 +73,4 @@ export interface ControlPlane {
   snapshot(): Promise<Snapshot>;
   /** Deltas after the snapshot; returns the unsubscribe function. */
   watch(listener: (m: WatchMessage) => void): () => void;
-}
-
-/** A record without what only the sandbox's owner may see (token, env). */
-export function publicView(rec: SandboxRecord): SandboxView {
-  const { accessToken: _t, envVars: _e, generation: _g, nodeAt: _n, ...view } = rec;
-  return view;
 }

@@ -1,7 +1,7 @@
 // Create latencies (and, where timed, placement decision latencies) over a sliding minute, for
 // /admin/v1/stats and the watch stream.
-import type { StatsView } from '../api/types.js';
-import { percentile } from '../bench/stats.js';
+import { percentile } from '../model/stats.js';
+import type { StatsView } from '../model/watch.js';
 
 const WINDOW_MS = 60_000;
 

@@ -4,7 +4,7 @@
 // a hot-reloaded config takes effect on the next decision.
 import type { MasterConfig } from '../config/schema.js';
 import { CubeError } from '../errors.js';
-import { computeDensity, densityParamsFromConfig, DensityInputError, type Density, type DensityParams, type NodeCapacity } from './density.js';
+import { computeDensity, densityParamsFromConfig, DensityInputError, type Density, type DensityParams, type NodeCapacity } from '../model/density.js';
 import { FILTERS } from './filters/index.js';
 import { prefilter } from './filters/prefilter.js';
 import type { Candidate, NodeContext, PlacementRequest, Rejection } from './plugin.js';

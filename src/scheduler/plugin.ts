@@ -1,9 +1,9 @@
 // The shapes every filter and scorer shares. A filter answers "can this node take the
 // request, and if not, why" (the reason names the rule and the numbers behind it); a scorer
 // rates a node that passed every filter on 0-100 (higher = more headroom).
-import type { NodeView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
-import type { Density } from './density.js';
+import type { Density } from '../model/density.js';
+import type { NodeView } from '../model/node.js';
 
 export interface PlacementRequest {
   templateID: string;

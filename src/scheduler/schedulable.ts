@@ -3,10 +3,10 @@
 // (a node over the disk watermark is healthy and takes nothing), so this runs the real pipeline:
 // the console and `cubectl nodes` say the words a refused create (130597) says, never `yes`
 // where the cpu filter refuses (issue 16: `1 schedulable` while every create failed on cpu util).
-import type { NodeView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
 import { POOL_EXHAUSTED } from '../cubelet/node-view.js';
-import { computeDensity, densityParamsFromConfig, DensityInputError, type Density } from './density.js';
+import { computeDensity, densityParamsFromConfig, DensityInputError, type Density } from '../model/density.js';
+import type { NodeView } from '../model/node.js';
 import { FILTERS } from './filters/index.js';
 import { prefilter } from './filters/prefilter.js';
 import { schedule } from './pipeline.js';

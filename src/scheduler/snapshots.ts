@@ -7,8 +7,9 @@ import type { Logger } from 'pino';
 import type { NodeApi } from '../cubelet/types.js';
 import { CubeError, toCubeError } from '../errors.js';
 import { isSnapshotID, newSnapshotID } from '../ids.js';
+import type { SandboxRecord, SnapshotRecord } from '../model/sandbox.js';
 import type { StateStore } from '../store/types.js';
-import type { CreateSandboxRequest, SandboxRecord, SnapshotRecord } from './control-plane.js';
+import type { CreateSandboxRequest } from './control-plane.js';
 import { audited } from './admission.js';
 
 export interface SnapshotFilter {

@@ -1,8 +1,10 @@
 // The watch stream's two halves every ControlPlane serves alike: the snapshot a new watcher
 // starts from, and the set of listeners deltas are broadcast to.
-import type { ConfigView, NodeView, Snapshot, StatsView, WatchMessage } from '../api/types.js';
+import type { ConfigView } from '../model/config.js';
+import type { NodeView } from '../model/node.js';
+import { publicView } from '../model/sandbox.js';
+import type { Snapshot, StatsView, WatchMessage } from '../model/watch.js';
 import type { StateStore } from '../store/types.js';
-import { publicView } from './control-plane.js';
 
 /** Nodes as given; sandboxes (without secrets) and the last 100 events from the store. */
 export async function snapshotOf(store: StateStore, nodes: NodeView[], config: ConfigView, stats: StatsView): Promise<Snapshot> {

@@ -26,8 +26,8 @@
 import { chmod, mkdir, open, readFile, readdir, rename, rm, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { StoreView } from '../api/types.js';
 import { CubeError } from '../errors.js';
+import type { StoreView } from '../model/node.js';
 
 export const BTRFS_MAGIC = 0x9123683e;
 const GIB = 1024 ** 3;

@@ -4,9 +4,10 @@
 // views, lost markers, creates in flight, locks, leases) in memory, like the cluster's Redis,
 // which keeps nothing on disk either: one process holds it, and a restart starts it over.
 import Database from 'better-sqlite3';
-import type { EventView, NodeView, SandboxState } from '../api/types.js';
-import type { ListFilter, SandboxRecord, SnapshotRecord } from '../scheduler/control-plane.js';
 import { CubeError } from '../errors.js';
+import type { EventView } from '../model/event.js';
+import type { NodeView } from '../model/node.js';
+import type { ListFilter, SandboxRecord, SandboxState, SnapshotRecord } from '../model/sandbox.js';
 import { fenceFloor, matchesFilter, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
 
 // Append-only list: a migration, once released, never changes; new ones go at the end.

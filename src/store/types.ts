@@ -2,8 +2,9 @@
 // SQLite backend (embedded.ts); a cluster uses Redis + MySQL behind the same interface, and both
 // pass the same contract tests (test/store/contract.ts). Every method is async so a networked
 // backend fits; none returns live objects (callers get copies).
-import type { EventView, NodeView, SandboxState } from '../api/types.js';
-import type { ListFilter, SandboxRecord, SnapshotRecord } from '../scheduler/control-plane.js';
+import type { EventView } from '../model/event.js';
+import type { NodeView } from '../model/node.js';
+import type { ListFilter, SandboxRecord, SandboxState, SnapshotRecord } from '../model/sandbox.js';
 
 export interface ConfigVersionRecord {
   version: number;

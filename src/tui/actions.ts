@@ -3,7 +3,7 @@
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import { CubeClient, type DrainOptions } from '../cli/client.js';
 import type { MasterConfig } from '../config/schema.js';
-import { computeDensity, computeHeadroom, densityParamsFromConfig, headroomFromUsage, type DensityParams, type Headroom } from '../scheduler/density.js';
+import { computeDensity, computeHeadroom, densityParamsFromConfig, headroomFromUsage, type DensityParams, type Headroom } from '../model/density.js';
 import { densityText, inline, mib, ratio } from './format.js';
 import { EVENT_PAGE, withOlderEvents } from './model.js';
 import { flash, setUi, type ConsoleStore } from './store.js';

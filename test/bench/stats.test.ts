@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { compare, grade, histogram, percentile, summarize, summarizeLatencies, type BenchResult } from '../../src/bench/stats.js';
+import { compare, grade, histogram, summarize, summarizeLatencies, type BenchResult } from '../../src/bench/stats.js';
+import { percentile } from '../../src/model/stats.js';
 
 describe('percentile (nearest rank)', () => {
   it.each([

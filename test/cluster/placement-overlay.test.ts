@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parseProxyPath, proxyPath } from '../../src/cubelet/rpc-wire.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
 import { PlacementBook, withPlacements } from '../../src/scheduler/cluster/node-views.js';
-import { densityParamsFromConfig, footprintMiB } from '../../src/scheduler/density.js';
+import { densityParamsFromConfig, footprintMiB } from '../../src/model/density.js';
 import { NOW, node } from '../scheduler/fixtures.js';
 
 const params = densityParamsFromConfig(MasterConfigSchema.parse({}));

@@ -2,7 +2,7 @@
 // node's records with the sandboxes its heartbeat lists.
 import { describe, expect, it } from 'vitest';
 import type { SandboxView } from '../../src/api/types.js';
-import type { SandboxRecord } from '../../src/scheduler/control-plane.js';
+import type { SandboxRecord } from '../../src/model/sandbox.js';
 import { clusterNodeView } from '../../src/scheduler/cluster/node-views.js';
 import { syncNodeSandboxes } from '../../src/scheduler/cluster/sandbox-sync.js';
 import { NOW, node } from '../scheduler/fixtures.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { SandboxRecord } from '../../src/scheduler/control-plane.js';
 import { NewSandboxSchema, detailJson, e2bState, egressOf, lifecycleOf, pageOf, parseBody, parseListQuery, parseMetadataFilter, refuseUnsupported, sandboxIDParam, sandboxJson } from '../../src/api/e2b/wire.js';
+import type { SandboxRecord } from '../../src/model/sandbox.js';
 
 function rec(id: string, startedAt: string, over: Partial<SandboxRecord> = {}): SandboxRecord {
   return {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { computeDensity, densityParamsFromConfig } from '../../src/scheduler/density.js';
+import { computeDensity, densityParamsFromConfig } from '../../src/model/density.js';
 import { FILTERS } from '../../src/scheduler/filters/index.js';
 import { prefilter } from '../../src/scheduler/filters/prefilter.js';
 import { SCORERS } from '../../src/scheduler/scorers/index.js';

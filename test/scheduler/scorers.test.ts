@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { computeDensity, densityParamsFromConfig } from '../../src/scheduler/density.js';
+import { computeDensity, densityParamsFromConfig } from '../../src/model/density.js';
 import { headroomScore, type NodeContext } from '../../src/scheduler/plugin.js';
 import { SCORERS } from '../../src/scheduler/scorers/index.js';
 import { config, node, NOW, REQ } from './fixtures.js';

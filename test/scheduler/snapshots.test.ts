@@ -2,7 +2,7 @@
 // names, and the E2B list's pages.
 import { describe, expect, it } from 'vitest';
 import { snapshotPage } from '../../src/api/e2b/snapshots.js';
-import type { SnapshotRecord } from '../../src/scheduler/control-plane.js';
+import type { SnapshotRecord } from '../../src/model/sandbox.js';
 import { answersTo, checkSnapshotName, createFromSnapshot, strays } from '../../src/scheduler/snapshots.js';
 
 const snap = (id: string, over: Partial<SnapshotRecord> = {}): SnapshotRecord => ({

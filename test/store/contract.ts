@@ -4,7 +4,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { NodeView } from '../../src/api/types.js';
-import type { SandboxRecord } from '../../src/scheduler/control-plane.js';
+import type { SandboxRecord } from '../../src/model/sandbox.js';
 import type { StateStore } from '../../src/store/types.js';
 
 export type StoreFactory = (opts: { eventRetention: number }) => Promise<{ store: StateStore; cleanup: () => Promise<void> }>;

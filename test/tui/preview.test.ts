@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { PoolView } from '../../src/api/types.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
 import { buildNodeView } from '../../src/cubelet/node-view.js';
-import { computeHeadroom, densityParamsFromConfig } from '../../src/scheduler/density.js';
+import { computeHeadroom, densityParamsFromConfig } from '../../src/model/density.js';
 import { previewReleaseRatio } from '../../src/tui/actions.js';
 
 const pool: PoolView = { free: 4, inUse: 0, creating: 0, total: 4, target: 4, inFlight: 0, onDemand: 0, waitP50Ms: 0, waitP99Ms: 0, recentWaitsMs: [] };

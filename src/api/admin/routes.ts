@@ -4,8 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { CubeError, errorBody } from '../../errors.js';
-import type { SnapshotRecord } from '../../scheduler/control-plane.js';
-import { publicView } from '../../scheduler/control-plane.js';
+import { publicView, type SnapshotRecord } from '../../model/sandbox.js';
 import type { SandboxState, SnapshotView } from '../types.js';
 import type { ApiContext, ApiRouter, Caller, Handler } from '../context.js';
 import { readJson, sendError, sendJson, sendNoContent } from '../http.js';

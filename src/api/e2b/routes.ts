@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HTTPMethod } from 'find-my-way';
 import { CubeError } from '../../errors.js';
 import type { OutputLine } from '../../cubelet/output-log.js';
-import type { SandboxRecord } from '../../scheduler/control-plane.js';
+import type { SandboxRecord } from '../../model/sandbox.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
 import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
 import {

@@ -4,7 +4,7 @@
 // made from it starts its template's init and start command afresh).
 import { z } from 'zod';
 import { CubeError, errorBody, toCubeError } from '../../errors.js';
-import type { SandboxRecord, SnapshotRecord } from '../../scheduler/control-plane.js';
+import type { SandboxRecord, SnapshotRecord } from '../../model/sandbox.js';
 import type { ApiContext } from '../context.js';
 import { readJson, sendJson } from '../http.js';
 import { assertForkFits } from '../rate-limit.js';

@@ -2,8 +2,8 @@
 // our SandboxRecord. Pure: the routes do the I/O.
 import { z } from 'zod';
 import { CubeError } from '../../errors.js';
+import type { SandboxRecord } from '../../model/sandbox.js';
 import type { SandboxLifecycle, SandboxState } from '../types.js';
-import type { SandboxRecord } from '../../scheduler/control-plane.js';
 import { egressRequest, type EgressRequest } from '../../network/egress.js';
 
 /** envd protocol level we implement; the SDK gates features on it (0.5.7: octet-stream uploads, 0.6.2: file metadata, 0.6.3: watchDir includeEntry, 0.6.4: watchDir allowNetworkMounts). */

@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { CubeError, errorBody, toCubeError } from '../../errors.js';
-import type { SandboxRecord } from '../../scheduler/control-plane.js';
+import type { SandboxRecord } from '../../model/sandbox.js';
 import type { ApiContext } from '../context.js';
 import { sendError, sendJson, sendNoContent } from '../http.js';
 import { proxyHttp, proxyUpgrade, rejectUpgrade, upstreamOf } from '../proxy.js';

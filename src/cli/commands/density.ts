@@ -3,7 +3,7 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import type { Density, DensityParams, NodeCapacity, SpecShape } from '../../scheduler/density.js';
+import type { Density, DensityParams, NodeCapacity, SpecShape } from '../../model/density.js';
 import { examples, globals, numberArg, printJson, UsageError } from '../io.js';
 
 interface Opts {
@@ -45,7 +45,7 @@ releaseRatio, allPausedCeiling.
     )
     .action(async (opts: Opts, cmd: Command) => {
       // Loaded here so the other verbs start without the schema (zod) and the parsers.
-      const { computeDensity, densityParamsFromConfig } = await import('../../scheduler/density.js');
+      const { computeDensity, densityParamsFromConfig } = await import('../../model/density.js');
       const { json } = globals(cmd);
       const { file, master } = await loadMaster(opts.config);
       const params: DensityParams = {

@@ -2,8 +2,8 @@
 // as the real network-agent) and no kernel object at all: no netns, veth or nftables table.
 // Every slot of the range counts as a free pooled slot, so a sim node's pool never runs dry
 // before its range does.
-import type { PoolView } from '../../api/types.js';
 import { CubeError } from '../../errors.js';
+import type { PoolView } from '../../model/node.js';
 import { parseRange, SlotAllocator, slotAddresses } from '../../network/ipam.js';
 import type { NetSlot, NetworkAgent } from '../../network/types.js';
 

@@ -6,12 +6,16 @@
 // how the records learn sandbox states (the node is their one writer) and how a lost node is
 // noticed.
 import type { Logger } from 'pino';
-import type { ConfigView, EventKind, EventView, NodeView, PauseOptions, ReloadResult, SandboxView, Snapshot, WatchMessage } from '../../api/types.js';
 import type { Config } from '../../config/schema.js';
 import type { ConfigStore } from '../../config/store.js';
 import { answeredAt } from '../../cubelet/remote.js';
 import type { Heartbeat, HeartbeatAnswer } from '../../cubelet/rpc-wire.js';
 import type { NodeApi, NodeEvent } from '../../cubelet/types.js';
+import type { ConfigView, ReloadResult } from '../../model/config.js';
+import type { EventKind, EventView } from '../../model/event.js';
+import type { NodeView } from '../../model/node.js';
+import { publicView, type ListFilter, type PauseOptions, type SandboxRecord, type SandboxView } from '../../model/sandbox.js';
+import type { Snapshot, WatchMessage } from '../../model/watch.js';
 import type { NodeDirectory } from '../node-directory.js';
 import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID, newToken } from '../../ids.js';
@@ -19,10 +23,10 @@ import type { StateStore } from '../../store/types.js';
 import { isConnectionError } from '../../store/cluster/retry.js';
 import type { NodeRecord } from '../../store/types.js';
 import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
-import { publicView, type ControlPlane, type CreateSandboxRequest, type ListFilter, type NodeAction, type SandboxRecord } from '../control-plane.js';
+import type { ControlPlane, CreateSandboxRequest, NodeAction } from '../control-plane.js';
 import { createFromSnapshot, SnapshotBook } from '../snapshots.js';
 import { CreateStats } from '../create-stats.js';
-import { densityParamsFromConfig } from '../density.js';
+import { densityParamsFromConfig } from '../../model/density.js';
 import { schedule } from '../pipeline.js';
 import { snapshotOf, Watchers } from '../watchers.js';
 import { sweepLostNodes } from './lost-sweep.js';

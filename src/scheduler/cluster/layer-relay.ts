@@ -7,11 +7,11 @@ import type { ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import type { NodeView } from '../../api/types.js';
 import { RemoteNode } from '../../cubelet/remote.js';
 import { CubeError } from '../../errors.js';
 import type { HeldTemplate } from '../../cubelet/layer-fetch.js';
 import type { ImportRequest } from '../../cubelet/rpc-wire.js';
+import type { NodeView } from '../../model/node.js';
 import type { TemplateRecord } from '../../runtime/templates.js';
 import { listedName } from '../../runtime/templates.js';
 

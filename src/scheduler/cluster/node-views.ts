@@ -1,10 +1,10 @@
 // The cluster's view of one node (pure): the node's last heartbeat as it reported it, with the
 // registry's operator flags, its RPC address, and the control plane's verdict on its health
 // (a stale heartbeat or a lost marker makes it UNHEALTHY and unschedulable, never absent).
-import type { NodeView } from '../../api/types.js';
 import { withOperatorFlags } from '../../cubelet/node-view.js';
+import type { NodeView } from '../../model/node.js';
 import type { NodeRecord } from '../../store/types.js';
-import { footprintMiB, type DensityParams } from '../density.js';
+import { footprintMiB, type DensityParams } from '../../model/density.js';
 import type { Candidate } from '../plugin.js';
 
 /** A placement this replica made; `at` is when the node answered (Infinity while the create runs). */

@@ -2,8 +2,7 @@
 // node is the one writer of a sandbox's state; the records keep what only the control plane
 // knows (access token, env). Level-triggered, so a missed heartbeat or a control replica that
 // died mid-operation is repaired by the next heartbeat.
-import type { SandboxView } from '../../api/types.js';
-import type { SandboxRecord } from '../control-plane.js';
+import type { SandboxRecord, SandboxView } from '../../model/sandbox.js';
 
 export type SyncAction =
   /** The node's view differs from the record: write the merged record. */

@@ -1,7 +1,7 @@
 // Runs before the configured filters and cannot be turned off: a node that is down, fenced
 // off by an operator, or whose metrics are stale is never a candidate. Unlike the reference
 // (which only logs stale metrics) a stale node is filtered out: its numbers cannot be trusted.
-import type { NodeView } from '../../api/types.js';
+import type { NodeView } from '../../model/node.js';
 import { fmt } from '../plugin.js';
 
 // A node's lastSeen changes once per heartbeat while decisions read it thousands of times a

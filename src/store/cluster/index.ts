@@ -3,8 +3,9 @@
 // to MySQL first, then Redis; a Redis failure in between, or a Redis restart (it keeps nothing
 // on disk), marks the routes dirty and the next sandbox read rebuilds them from MySQL, so a
 // sandbox is never recorded but missing from the routes.
-import type { EventView, NodeView, SandboxState } from '../../api/types.js';
-import type { ListFilter, SandboxRecord, SnapshotRecord } from '../../scheduler/control-plane.js';
+import type { EventView } from '../../model/event.js';
+import type { NodeView } from '../../model/node.js';
+import type { ListFilter, SandboxRecord, SandboxState, SnapshotRecord } from '../../model/sandbox.js';
 import { matchesFilter, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from '../types.js';
 import { GroupCommit } from './group-commit.js';
 import { MysqlRecords } from './mysql-records.js';

@@ -1,8 +1,8 @@
 // The durable half of the cluster store: nodes registry, templates, sandbox history (the source
 // of truth for which sandboxes exist), config versions and the audit trail.
 import mysql from 'mysql2/promise';
-import type { EventView } from '../../api/types.js';
-import type { SandboxRecord, SnapshotRecord } from '../../scheduler/control-plane.js';
+import type { EventView } from '../../model/event.js';
+import type { SandboxRecord, SnapshotRecord } from '../../model/sandbox.js';
 import { recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
 import { GroupCommit } from './group-commit.js';
 import { withRetry } from './retry.js';

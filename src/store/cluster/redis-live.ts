@@ -2,8 +2,9 @@
 // metrics with TTL, creates in flight per node, per-sandbox operation locks with token-checked
 // release, leader leases, and the events stream. Keys: `<prefix><scope>:<what>[:<id>]`.
 import { Redis } from 'ioredis';
-import type { EventView, NodeView } from '../../api/types.js';
-import type { SandboxRecord } from '../../scheduler/control-plane.js';
+import type { EventView } from '../../model/event.js';
+import type { NodeView } from '../../model/node.js';
+import type { SandboxRecord } from '../../model/sandbox.js';
 import { fenceFloor } from '../types.js';
 import { withRetry } from './retry.js';
 

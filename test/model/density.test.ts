@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MasterConfigSchema } from '../../src/config/schema.js';
-import { computeDensity, computeHeadroom, DensityInputError, densityParamsFromConfig, footprintMiB, type DensityParams } from '../../src/scheduler/density.js';
+import { computeDensity, computeHeadroom, DensityInputError, densityParamsFromConfig, footprintMiB, type DensityParams } from '../../src/model/density.js';
 
 const DEFAULTS = densityParamsFromConfig(MasterConfigSchema.parse({}));
 const REF_NODE = { cpus: 128, memoryMiB: 251 * 1024 };

@@ -1,0 +1,123 @@
+// A node's snapshot as its cubelet reports it (heartbeats, the node RPC) and the control plane
+// keeps and shows it: capacity, usage, density, pools, store, runtimes.
+
+export interface DensityView {
+  /** Per-sandbox footprint of the default spec, MiB (memory + base + memory/coefficient). */
+  footprintMiB: number;
+  paperCeiling: number;
+  safetyBoundary: number;
+  cpuCeiling: number;
+  effectiveCeiling: number;
+  bottleneck: 'memory' | 'cpu';
+  /** Ceiling if every sandbox were paused, for the release ratio in force. */
+  allPausedCeiling: number;
+  releaseRatio: number;
+  /** Sandboxes of the default spec that still fit, given live running/paused counts. */
+  headroom: number;
+  /** Memory MiB the release ratio currently frees from paused sandboxes. */
+  releasedMiB: number;
+  /** The memory quota the footprints count against (capacity less the reserve, times the oversell factor); absent from older nodes. */
+  memQuotaMiB?: number;
+  /** Footprints and vCPUs of the paused sandboxes at their own specs: with the usage figures, what any other ratio gives (the console's ratio preview). */
+  pausedFootprintMiB?: number;
+  pausedCpus?: number;
+}
+
+export interface PoolView {
+  free: number;
+  inUse: number;
+  creating: number;
+  total: number;
+  target: number;
+  /** Allocations currently waiting for a slot. */
+  inFlight: number;
+  /** Allocations served by creating a slot on demand because the pool was empty. */
+  onDemand: number;
+  /** The same over the last 5 minutes (the waits' percentiles cover that window too); absent from older nodes. */
+  onDemandRecent?: number;
+  waitP50Ms: number;
+  waitP99Ms: number;
+  /** Recent allocation waits in ms, oldest first (for a sparkline), at most 32. */
+  recentWaitsMs: number[];
+}
+
+/** The sandbox store of a node (src/storage/btrfs-store.ts). */
+export interface StoreView {
+  /** 'btrfs': the data dir's own filesystem; 'loop': a sparse image under the data dir. */
+  kind: 'btrfs' | 'loop';
+  /** Its mount point on the node (<data-dir>/store). */
+  path: string;
+  sizeBytes: number;
+  freeBytes: number;
+  /** As df computes it: used / (used + available). */
+  usedPercent: number;
+}
+
+/** A runtime a node offers. */
+export interface RuntimeInfo {
+  name: string;
+  /** No usable hardware virtualisation: the guest CPU is emulated (microvm under TCG). */
+  emulated?: boolean;
+  /**
+   * A releasing pause (AutoPause, the E2B pause) frees the sandbox's memory, so the release ratio
+   * is backed by memory the host got back; absent: pause keeps the memory and the ratio is accounting only.
+   */
+  releaseBacked?: boolean;
+}
+
+export interface NodeView {
+  nodeID: string;
+  address?: string;
+  healthy: boolean;
+  schedulable: boolean;
+  /** Why the node is not schedulable ('' when it is), in the scheduler's words: e.g. "disk 83% >= 80%". */
+  reason: string;
+  /** The scheduler rule that refuses the default spec here (a filter name, 'prefilter', 'pool'); absent when schedulable. */
+  refusedBy?: string;
+  cordoned: boolean;
+  draining: boolean;
+  /** ISO 8601: a pending `drain --evict` destroys the node's sandboxes at this time (cluster: kept in the store, carried out by any replica). */
+  evictAt?: string;
+  lost: boolean;
+  /** The node's default runtime. */
+  runtime: string;
+  /** Every runtime the node offers (a create may name one). */
+  runtimes?: RuntimeInfo[];
+  capacity: { cpus: number; memoryMiB: number; declared: boolean };
+  usage: {
+    /** The whole host's CPU use, percent (everything on the machine). */
+    cpuUtilPercent: number;
+    /** What the node's sandboxes use (their cgroups), percent of the node's CPUs; the cpu filter gates on it. Absent from nodes that cannot tell: the host figure applies. */
+    sandboxCpuUtilPercent?: number;
+    memAvailableMiB: number;
+    /** The host's real MemTotal (capacity.memoryMiB may be a declared quota); absent from older nodes. */
+    memTotalMiB?: number;
+    /** Of the sandbox store (and of the data dir's filesystem holding its image, whichever is fuller): what the disk filter compares with the watermark. */
+    diskUsedPercent: number;
+    diskWatermarkPercent: number;
+    /** The store of sandbox writable layers (src/storage/); absent on runtimes without one. */
+    store?: StoreView;
+    /** Sum of spec memory / cpus over running sandboxes and (1 - r) of paused ones. */
+    quotaMemUsedMiB: number;
+    quotaCpuUsed: number;
+  };
+  sandboxes: { running: number; paused: number; creating: number; total: number };
+  density: DensityView;
+  pool: PoolView;
+  /** The TAP pool: network slots made with a TAP for microVMs, on a node offering the microvm runtime (pool is the ns runtime's). */
+  tapPool?: PoolView;
+  templates: string[];
+  /** Templates whose sandboxes run on a runtime of their own when the create names none: name -> runtime. */
+  templateRuntimes?: Record<string, string>;
+  /**
+   * Cluster compute nodes: the layer digests in the node's store and its template fetches in
+   * progress ("NAME:TAG done/of" layers). A node that reports `layers` fetches the templates it
+   * lacks from the control plane (cubelet/layer-fetch.ts), so template_locality lets it take them.
+   */
+  layers?: string[];
+  fetching?: string[];
+  /** ISO 8601 of the last heartbeat/metrics update. */
+  lastSeen: string;
+  /** Cluster: the version of the cluster's config the node runs (taken from the control plane with its heartbeat answers); absent until it took one. */
+  configVersion?: number;
+}
