@@ -31,7 +31,7 @@ import { NsDriver, type NsDriverOptions } from '../runtime/ns/driver.js';
 import { MicrovmDriver, microvmArtifacts } from '../runtime/microvm/driver.js';
 import { RuntimeSet } from '../runtime/multi.js';
 import type { RuntimeDriver } from '../runtime/types.js';
-import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } from '../runtime/sim/nodes.js';
+import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } from '../cubelet/sim-nodes.js';
 import { cleanScratch } from '../runtime/layers/import.js';
 import { TemplateBuilder } from '../cubelet/template-build.js';
 import { TemplateStore } from '../runtime/templates.js';
