@@ -23,12 +23,6 @@ const EXCEPTIONS = [
     of: 'api',
     from: '^src/cubelet/rpc-server\\.ts$',
   },
-  {
-    why: '2. the sim runtime stands for whole nodes: it assembles a real Cubelet around its driver (composition that belongs with cli/daemon.ts), its 1000 cubelets sharing one host reading',
-    to: '^src/cubelet/(cubelet|host-metrics)\\.ts$',
-    of: 'cubelet-store',
-    from: '^src/runtime/sim/nodes\\.ts$',
-  },
 ];
 
 const exceptionTargets = EXCEPTIONS.map((e) => e.to).join('|');

@@ -31,13 +31,13 @@ import { NsDriver, type NsDriverOptions } from '../runtime/ns/driver.js';
 import { MicrovmDriver, microvmArtifacts } from '../runtime/microvm/driver.js';
 import { RuntimeSet } from '../runtime/multi.js';
 import type { RuntimeDriver } from '../runtime/types.js';
-import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } from '../runtime/sim/nodes.js';
+import { simNode, simNodeDataDir, simNodePath, simNodeRouter, simNodeSpecs } from '../cubelet/sim-nodes.js';
 import { cleanScratch } from '../runtime/layers/import.js';
 import { TemplateBuilder } from '../cubelet/template-build.js';
 import { TemplateStore } from '../runtime/templates.js';
 import { ControlLayerSource, FetchingCatalog } from '../cubelet/layer-fetch.js';
 import { LayerRelay } from '../scheduler/cluster/layer-relay.js';
-import { ClusterControlPlane } from '../scheduler/cluster/cluster-control-plane.js';
+import { ControlPlaneService } from '../scheduler/control-plane-service.js';
 import { LocalNodes, RemoteNodes } from '../scheduler/node-directory.js';
 import { ClusterStore } from '../store/cluster/index.js';
 import { EmbeddedStore } from '../store/embedded.js';
@@ -339,7 +339,7 @@ async function runAll(flags: Flags): Promise<void> {
   const { adopted, removed } = await cubelet.start();
   // A cluster of one, wired in-process: the same control plane as role control, over the
   // embedded store, with this process's cubelet as its one node, heartbeating by a call.
-  const cp = new ClusterControlPlane({ store, config, log: log.child({ component: 'control-plane' }), nodes: new LocalNodes([node]), replicaID: nodeID, solo: true });
+  const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), nodes: new LocalNodes([node]), replicaID: nodeID, solo: true });
   await cp.start();
   let settled = false;
   const heartbeat = new HeartbeatSender({
@@ -390,7 +390,7 @@ async function runControl(flags: Flags): Promise<void> {
   const log: Logger = pino({ level: process.env.CUBE_LOG_LEVEL ?? 'info', base: { replica: replicaID } });
   const store = new ClusterStore({ redisURL: flags.redis, mysqlURL: flags.mysql, ...(flags.redisPrefix ? { keyPrefix: flags.redisPrefix } : {}) });
   await store.init();
-  const cp = new ClusterControlPlane({ store, config, log: log.child({ component: 'control-plane' }), nodes: new RemoteNodes(secret), replicaID });
+  const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), nodes: new RemoteNodes(secret), replicaID });
   await cp.start();
   const relay = new LayerRelay({ nodes: () => cp.listNodes(), secret });
   const api = createApiServer({

@@ -1,5 +1,5 @@
 // The control-plane contract the API serves (E2B REST, admin API, envd routing).
-// One implementation (cluster/cluster-control-plane.ts) over a StateStore and a NodeDirectory:
+// One implementation (control-plane-service.ts) over a StateStore and a NodeDirectory:
 // role all wires it to the embedded store and its in-process cubelet (a cluster of one), role
 // control to Redis + MySQL and remote nodes. Errors are CubeErrors from src/errors.ts.
 import type { NodeApi } from '../cubelet/types.js';

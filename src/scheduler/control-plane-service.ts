@@ -6,36 +6,36 @@
 // how the records learn sandbox states (the node is their one writer) and how a lost node is
 // noticed.
 import type { Logger } from 'pino';
-import type { Config } from '../../config/schema.js';
-import type { ConfigStore } from '../../config/store.js';
-import { answeredAt } from '../../cubelet/remote.js';
-import type { Heartbeat, HeartbeatAnswer } from '../../cubelet/rpc-wire.js';
-import type { NodeApi, NodeEvent } from '../../cubelet/types.js';
-import type { ConfigView, ReloadResult } from '../../model/config.js';
-import type { EventKind, EventView } from '../../model/event.js';
-import type { NodeView } from '../../model/node.js';
-import { publicView, type ListFilter, type PauseOptions, type SandboxRecord, type SandboxView } from '../../model/sandbox.js';
-import type { Snapshot, WatchMessage } from '../../model/watch.js';
-import type { NodeDirectory } from '../node-directory.js';
-import { CubeError, toCubeError } from '../../errors.js';
-import { newSandboxID, newToken } from '../../ids.js';
-import type { StateStore } from '../../store/types.js';
-import { isConnectionError } from '../../store/cluster/retry.js';
-import type { NodeRecord } from '../../store/types.js';
-import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../admission.js';
-import type { ControlPlane, CreateSandboxRequest, NodeAction } from '../control-plane.js';
-import { createFromSnapshot, SnapshotBook } from '../snapshots.js';
-import { CreateStats } from '../create-stats.js';
-import { densityParamsFromConfig } from '../../model/density.js';
-import { schedule } from '../pipeline.js';
-import { snapshotOf, Watchers } from '../watchers.js';
-import { sweepLostNodes } from './lost-sweep.js';
-import { withSchedulability } from '../schedulable.js';
-import { clusterNodeView, PlacementBook, type RecentPlacement } from './node-views.js';
-import { syncNodeSandboxes } from './sandbox-sync.js';
-import type { EgressRequest } from '../../network/egress.js';
+import type { Config } from '../config/schema.js';
+import type { ConfigStore } from '../config/store.js';
+import { answeredAt } from '../cubelet/remote.js';
+import type { Heartbeat, HeartbeatAnswer } from '../cubelet/rpc-wire.js';
+import type { NodeApi, NodeEvent } from '../cubelet/types.js';
+import type { ConfigView, ReloadResult } from '../model/config.js';
+import type { EventKind, EventView } from '../model/event.js';
+import type { NodeView } from '../model/node.js';
+import { publicView, type ListFilter, type PauseOptions, type SandboxRecord, type SandboxView } from '../model/sandbox.js';
+import type { Snapshot, WatchMessage } from '../model/watch.js';
+import type { NodeDirectory } from './node-directory.js';
+import { CubeError, toCubeError } from '../errors.js';
+import { newSandboxID, newToken } from '../ids.js';
+import type { StateStore } from '../store/types.js';
+import { isConnectionError } from '../store/cluster/retry.js';
+import type { NodeRecord } from '../store/types.js';
+import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from './admission.js';
+import type { ControlPlane, CreateSandboxRequest, NodeAction } from './control-plane.js';
+import { createFromSnapshot, SnapshotBook } from './snapshots.js';
+import { CreateStats } from './create-stats.js';
+import { densityParamsFromConfig } from '../model/density.js';
+import { schedule } from './pipeline.js';
+import { snapshotOf, Watchers } from './watchers.js';
+import { sweepLostNodes } from './cluster/lost-sweep.js';
+import { withSchedulability } from './schedulable.js';
+import { clusterNodeView, PlacementBook, type RecentPlacement } from './cluster/node-views.js';
+import { syncNodeSandboxes } from './cluster/sandbox-sync.js';
+import type { EgressRequest } from '../network/egress.js';
 
-export interface ClusterControlPlaneOptions {
+export interface ControlPlaneServiceOptions {
   store: StateStore;
   config: ConfigStore;
   log: Logger;
@@ -83,7 +83,7 @@ const EVICT_LEASE_MS = 10_000;
 /** How long an operation waits for the lock before answering busy. */
 const LOCK_WAIT_MS = 2000;
 
-export class ClusterControlPlane implements ControlPlane {
+export class ControlPlaneService implements ControlPlane {
   private readonly store: StateStore;
   private readonly cfg: ConfigStore;
   private readonly log: Logger;
@@ -124,7 +124,7 @@ export class ClusterControlPlane implements ControlPlane {
   private viewReads = 0;
   private viewsInBook = 0;
 
-  constructor(private readonly o: ClusterControlPlaneOptions) {
+  constructor(private readonly o: ControlPlaneServiceOptions) {
     this.store = o.store;
     this.cfg = o.config;
     this.log = o.log;

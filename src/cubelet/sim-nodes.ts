@@ -7,17 +7,17 @@
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { Config } from '../../config/schema.js';
-import { Cubelet, type TemplateCatalog } from '../../cubelet/cubelet.js';
-import { sharedHostReadings } from '../../cubelet/host-metrics.js';
-import { CubeError } from '../../errors.js';
-import { nodeTag } from '../../ids.js';
-import type { NodeView } from '../../model/node.js';
-import { parseRange } from '../../network/ipam.js';
-import { HOST_TEMPLATE } from '../templates.js';
-import type { TemplateRef } from '../types.js';
-import { SimDriver } from './driver.js';
-import { SimNetworkAgent } from './network.js';
+import type { Config } from '../config/schema.js';
+import { Cubelet, type TemplateCatalog } from './cubelet.js';
+import { sharedHostReadings } from './host-metrics.js';
+import { CubeError } from '../errors.js';
+import { nodeTag } from '../ids.js';
+import type { NodeView } from '../model/node.js';
+import { parseRange } from '../network/ipam.js';
+import { HOST_TEMPLATE } from '../runtime/templates.js';
+import type { TemplateRef } from '../runtime/types.js';
+import { SimDriver } from '../runtime/sim/driver.js';
+import { SimNetworkAgent } from '../runtime/sim/network.js';
 
 export interface SimNodeSpec {
   nodeID: string;
