@@ -414,7 +414,11 @@ export class ClusterControlPlane implements ControlPlane {
       const node = this.o.nodes.node(rec.nodeID, address, fence);
       let view: SandboxView | undefined;
       let resumed = false;
-      if (rec.state === 'paused') {
+      // The record may lag the node by a heartbeat: a pause at the sandbox's timeout that the
+      // node began just now shows `running` or `pausing` here. The node's state decides, and its
+      // resume waits for a pause in progress (setting the timeout of a pausing sandbox answered 503).
+      const state = rec.state === 'paused' ? rec.state : (await node.getSandbox(sandboxID))?.state;
+      if (state === 'paused' || state === 'pausing') {
         const refusal = resumeRefusal(rec.spec, await node.nodeView(), this.cfg.config.master);
         if (refusal !== undefined) {
           this.stats.recordRefusal(130409, 'release_ratio');
