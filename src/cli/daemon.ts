@@ -339,7 +339,8 @@ async function runAll(flags: Flags): Promise<void> {
   const { adopted, removed } = await cubelet.start();
   // A cluster of one, wired in-process: the same control plane as role control, over the
   // embedded store, with this process's cubelet as its one node, heartbeating by a call.
-  const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), nodes: new LocalNodes([node]), replicaID: nodeID, solo: true });
+  const fences = new FenceBook(dataDir, (await node.listSandboxes()).map((s) => s.sandboxID));
+  const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), nodes: new LocalNodes([{ node, fences }]), replicaID: nodeID, solo: true });
   await cp.start();
   let settled = false;
   const heartbeat = new HeartbeatSender({

@@ -24,3 +24,24 @@ function diffValue(file: ConfigFile, segs: string[], a: unknown, b: unknown, out
   }
   if (!isDeepStrictEqual(a, b)) out.push({ path: formatPath(segs), from: a, to: b, needsRestart: needsRestart(file, segs) });
 }
+
+/**
+ * `base` with what changed from `from` to `to` (leaf by leaf): a file edit applied over a config
+ * in force that is not the file's (a cluster's version) changes the keys edited, not the others.
+ * Where `base` equals `from` the result is `to`.
+ */
+export function patchConfig(base: Config, from: Config, to: Config): Config {
+  return { master: patchValue(base.master, from.master, to.master) as Config['master'], cubelet: patchValue(base.cubelet, from.cubelet, to.cubelet) as Config['cubelet'] };
+}
+
+function patchValue(base: unknown, from: unknown, to: unknown): unknown {
+  if (isDeepStrictEqual(from, to)) return base;
+  if (!isPlainObject(base) || !isPlainObject(from) || !isPlainObject(to)) return to;
+  const out: Record<string, unknown> = { ...base };
+  for (const k of new Set([...Object.keys(from), ...Object.keys(to)])) {
+    const v = patchValue(base[k], from[k], to[k]);
+    if (v === undefined) delete out[k];
+    else out[k] = v;
+  }
+  return out;
+}

@@ -2,13 +2,17 @@
 // because editors replace files by rename, plus a slow poll for filesystems where watch
 // events do not arrive). A new version is validated as a whole and swapped in one
 // assignment; an invalid file leaves the old config in force and is reported path by path.
+// Where the config is a cluster's (its versions live in a store), an authority numbers every
+// change before it is put in force here, and every change made here (a file edit, a set, the
+// cluster's version put in force) runs in one queue: no change can slip between another's
+// compare-and-set and its outcome.
 import { watch, type FSWatcher } from 'node:fs';
 import { chmod, rename, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { TypedEmitter } from '../emitter.js';
 import { CubeError } from '../errors.js';
 import type { ConfigChange, ConfigOverride, ConfigView, ReloadResult } from '../model/config.js';
-import { diffConfig } from './diff.js';
+import { diffConfig, patchConfig } from './diff.js';
 import { setInText } from './edit.js';
 import { formatPath, leafValues, resolvePath, type ConfigFile } from './introspect.js';
 import { configPaths, FILE_NAMES, formatIssues, loadConfig, parseConfigText, parseSyntax, readIfExists, validate, type ConfigIssue } from './loader.js';
@@ -40,6 +44,37 @@ export interface ConfigStoreOptions {
   debounceMs?: number;
 }
 
+/** Who makes a change and why, as the config history records it. */
+export interface ConfigChangeMeta {
+  /** API key id, or undefined for this process itself (its files). */
+  actor?: string;
+  /** "set host.quota.paused_resource_release_ratio"; undefined for an edit of the files (its changes say what). */
+  reason?: string;
+  /** The change comes from this process's files (an edit, a reload, a set that writes them). */
+  files: boolean;
+}
+
+/** The outcome of offering a change to the authority: its version, or the version in force instead. */
+export type ConfigCommit = { won: true; version: number } | { won: false; head: ConfigHead };
+
+/** The version in force where versions are numbered (a cluster's store). */
+export interface ConfigHead {
+  version: number;
+  config: Config;
+  actor: string;
+  reason: string;
+}
+
+/**
+ * Where versions are numbered when the config is kept elsewhere (a cluster's store, see
+ * ControlPlaneService): a change is put in force here only once `commit` recorded it as the
+ * version after `over`; when another change came first, the version in force there is put in
+ * force here instead and the change is reported lost.
+ */
+export interface ConfigAuthority {
+  commit(next: Config, over: ConfigVersion, meta: ConfigChangeMeta, changes: ConfigChange[]): Promise<ConfigCommit>;
+}
+
 const FILES: ConfigFile[] = ['master', 'cubelet'];
 
 function deepFreeze<T>(v: T): T {
@@ -68,6 +103,13 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
   private overrides: ConfigOverride[] = [];
   /** Paths the files of the version in force set (ConfigView.inFile); undefined once a cluster's version was adopted. */
   private inFile: string[] | undefined;
+  /**
+   * The config the files gave when last read valid. A file edit changes what it changed, over
+   * the config in force (which a cluster's version may have replaced): it does not put back
+   * every other key the files hold.
+   */
+  private fromFiles: Config;
+  private authority: ConfigAuthority | undefined;
 
   /** Loads the directory; throws CONFIG_INVALID (every `path: reason`) when a file is invalid. */
   constructor(dir: string, opts: ConfigStoreOptions = {}) {
@@ -76,6 +118,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
     this.files = configPaths(dir);
     this.seen = { master: readIfExists(this.files.master), cubelet: readIfExists(this.files.cubelet) };
     this.current = this.version(1, loadConfig(dir));
+    this.fromFiles = this.current.config;
     this.inFile = pathsIn(this.seen);
     if (opts.watch ?? true) this.startWatching(opts.pollMs ?? 5000, opts.debounceMs ?? 50);
   }
@@ -124,7 +167,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
    * whole, writes it (comments kept; see edit.ts for TOML) and applies it live.
    * Throws CONFIG_INVALID with `path: reason` and changes nothing when the value is refused.
    */
-  set(path: string, value: unknown): Promise<ReloadResult> {
+  set(path: string, value: unknown, actor?: string): Promise<ReloadResult> {
     return this.serial(async () => {
       const { file, segs } = resolved(path);
       const onDisk = readIfExists(this.files[file]);
@@ -136,15 +179,38 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
       }
       const parsed = parseConfigText(file, edit.text);
       if (!parsed.ok) throw invalid(parsed.errors);
+      const fromFiles = { ...this.fromFiles, [file]: parsed.value };
+      const next = this.overFiles(fromFiles);
+      if (!next.ok) throw invalid(next.errors);
       await writeAtomic(this.files[file], edit.text);
       this.seen[file] = edit.text;
       // Written valid: the rejection is over unless the other file is still bad.
       const other = FILES.find((f) => f !== file)!;
       if (parseConfigText(other, this.seen[other]).ok) this.rejected = undefined;
-      const result = this.apply({ ...this.current.config, [file]: parsed.value });
-      this.inFile = pathsIn(this.seen);
+      const { result } = await this.apply(next.value, { ...(actor ? { actor } : {}), reason: `set ${path}`, files: true });
+      this.fromFiles = fromFiles;
+      if (result.ok) this.inFile = pathsIn(this.seen);
       return result;
     });
+  }
+
+  /**
+   * Sets one key in the config in force without writing the files (a cluster's config, kept by
+   * the authority): validated as a whole over the version in force when its turn comes. Throws
+   * CONFIG_INVALID when the value is refused and CONFLICT (the version in force, then put in
+   * force here) when another change was recorded first.
+   */
+  change(path: string, value: unknown, actor?: string): Promise<ReloadResult> {
+    return this.serial(async () => {
+      const { result, lostTo } = await this.apply(this.withValue(path, value), { ...(actor ? { actor } : {}), reason: `set ${path}`, files: false });
+      if (lostTo) throw new CubeError('CONFLICT', `config changed meanwhile: version ${lostTo.version} (${lostTo.reason}, by ${lostTo.actor}) is in force, ${path} was not set; read it and set again`);
+      return result;
+    });
+  }
+
+  /** Numbers every later change through `authority` (undefined: numbered here, as without a cluster). */
+  useAuthority(authority: ConfigAuthority | undefined): void {
+    this.authority = authority;
   }
 
   /**
@@ -167,18 +233,19 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
 
   /**
    * Puts `config` in force as `version` (a cluster's replicas follow the version in the store):
-   * 'change' fires when it differs from what is in force.
+   * 'change' fires when it differs from what is in force. A function is called when its turn in
+   * the queue comes, with the version then in force: what it reads (the store's head, this
+   * node's own cubelet section) cannot be overtaken by a change made meanwhile. Undefined: nothing to adopt.
    */
-  adopt(version: number, config: Config): Promise<ReloadResult> {
+  adopt(version: number, config: Config): Promise<ReloadResult>;
+  adopt(next: (current: ConfigVersion) => Promise<{ version: number; config: Config } | undefined>): Promise<ReloadResult>;
+  adopt(a: number | ((current: ConfigVersion) => Promise<{ version: number; config: Config } | undefined>), b?: Config): Promise<ReloadResult> {
     return this.serial(async () => {
-      const changes = diffConfig(this.current.config, config);
-      if (changes.length === 0 && version === this.current.version) return { ok: true, version, changes };
-      const previous = this.current;
-      this.prev = previous;
-      this.current = this.version(version, config);
+      const next = typeof a === 'number' ? { version: a, config: b! } : await a(this.current);
+      if (!next) return { ok: true, version: this.current.version, changes: [] };
+      const result = this.putInForce(next.version, next.config);
       this.inFile = undefined;
-      if (changes.length > 0) this.emit('change', { current: this.current, previous, changes });
-      return { ok: true, version, changes };
+      return result;
     });
   }
 
@@ -212,7 +279,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
     return { master: readIfExists(this.files.master), cubelet: readIfExists(this.files.cubelet) };
   }
 
-  private applyTexts(texts: Record<ConfigFile, string | undefined>): ReloadResult {
+  private async applyTexts(texts: Record<ConfigFile, string | undefined>): Promise<ReloadResult> {
     // A file that vanishes (rm, or an editor between unlink and rename) is not a request for
     // the defaults: that would silently undo every setting. Only a start reads "absent" so.
     const removed = FILES.filter((f) => texts[f] === undefined && this.seen[f] !== undefined).map((f) => ({
@@ -225,11 +292,14 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
       message: 'file is empty; the config in force stays (a write in progress is picked up when it completes)',
     }));
     removed.push(...emptied);
+    const seenBefore = this.seen;
     this.seen = texts;
     const master = parseConfigText('master', texts.master);
     const cubelet = parseConfigText('cubelet', texts.cubelet);
-    if (removed.length > 0 || !master.ok || !cubelet.ok) {
-      const errors = [...removed, ...(master.ok ? [] : master.errors), ...(cubelet.ok ? [] : cubelet.errors)];
+    const fromFiles = master.ok && cubelet.ok ? { master: master.value, cubelet: cubelet.value } : undefined;
+    const next = fromFiles && this.overFiles(fromFiles);
+    if (removed.length > 0 || !fromFiles || !next?.ok) {
+      const errors = [...removed, ...(master.ok ? [] : master.errors), ...(cubelet.ok ? [] : cubelet.errors), ...(next && !next.ok ? next.errors : [])];
       const result: ReloadResult = { ok: false, version: this.current.version, changes: [], error: errors };
       this.rejected = { at: new Date().toISOString(), errors };
       this.emit('rejected', { errors, kept: this.current });
@@ -237,22 +307,62 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
       return result;
     }
     this.rejected = undefined;
-    const result = this.apply({ master: master.value, cubelet: cubelet.value });
-    this.inFile = pathsIn(texts);
+    let result: ReloadResult;
+    try {
+      ({ result } = await this.apply(next.value, { files: true }));
+    } catch (e) {
+      // The authority could not be asked (its store is away): the edit is read again by the next poll.
+      this.seen = seenBefore;
+      throw e;
+    }
+    this.fromFiles = fromFiles;
+    if (result.ok) this.inFile = pathsIn(texts);
     return result;
   }
 
-  private apply(next: Config): ReloadResult {
+  /** The config in force with what the files changed since they were last read valid, validated as a whole. */
+  private overFiles(fromFiles: Config): { ok: true; value: Config } | { ok: false; errors: ConfigIssue[] } {
+    const patched = patchConfig(this.current.config, this.fromFiles, fromFiles);
+    const master = validate('master', patched.master);
+    const cubelet = validate('cubelet', patched.cubelet);
+    if (master.ok && cubelet.ok) return { ok: true, value: { master: master.value, cubelet: cubelet.value } };
+    return { ok: false, errors: [...(master.ok ? [] : master.errors), ...(cubelet.ok ? [] : cubelet.errors)] };
+  }
+
+  /**
+   * Makes `next` the version after the one in force: numbered here, or by the authority. When
+   * the authority recorded another change first, its version is put in force instead and the
+   * result says the change was lost (ok false, `lostTo`).
+   */
+  private async apply(next: Config, meta: ConfigChangeMeta): Promise<{ result: ReloadResult; lostTo?: ConfigHead }> {
     const changes = diffConfig(this.current.config, next);
-    if (changes.length > 0) {
-      const previous = this.current;
-      this.prev = previous;
-      this.current = this.version(previous.version + 1, next);
-      this.emit('change', { current: this.current, previous, changes });
+    let out: { result: ReloadResult; lostTo?: ConfigHead };
+    if (changes.length === 0) out = { result: { ok: true, version: this.current.version, changes } };
+    else if (!this.authority) out = { result: this.putInForce(this.current.version + 1, next) };
+    else {
+      const c = await this.authority.commit(next, this.current, meta, changes);
+      if (c.won) out = { result: this.putInForce(c.version, next) };
+      else {
+        const { version, actor, reason } = c.head;
+        this.putInForce(version, c.head.config);
+        this.inFile = undefined;
+        const message = `version ${version} (${reason}, by ${actor}) was recorded first; this change was not applied`;
+        out = { result: { ok: false, version, changes: [], error: changes.map((x) => ({ path: x.path, message })) }, lostTo: c.head };
+      }
     }
-    const result: ReloadResult = { ok: true, version: this.current.version, changes };
-    this.emit('reload', result);
-    return result;
+    this.emit('reload', out.result);
+    return out;
+  }
+
+  /** Puts `config` in force as `version`; 'change' fires when the config differs. */
+  private putInForce(version: number, config: Config): ReloadResult {
+    const changes = diffConfig(this.current.config, config);
+    if (changes.length === 0 && version === this.current.version) return { ok: true, version, changes };
+    const previous = this.current;
+    this.prev = previous;
+    this.current = this.version(version, config);
+    if (changes.length > 0) this.emit('change', { current: this.current, previous, changes });
+    return { ok: true, version, changes };
   }
 
   private startWatching(pollMs: number, debounceMs: number): void {
@@ -279,7 +389,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
     // Unlike an explicit reload, a file seen before (applied or rejected) is not reported again.
     return this.serial(async () => {
       const texts = this.readTexts();
-      if (FILES.some((f) => texts[f] !== this.seen[f])) this.applyTexts(texts);
+      if (FILES.some((f) => texts[f] !== this.seen[f])) await this.applyTexts(texts);
     }).catch((e: unknown) => {
       // An unreadable file (permissions, I/O) is reported like an invalid one.
       const errors = [{ path: this.dir, message: (e as Error).message }];

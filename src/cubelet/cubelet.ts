@@ -377,7 +377,11 @@ export class Cubelet implements NodeApi {
 
   /** `reason`: why a pause happened other than on request (shown with the paused state). */
   private async freezeOp(sandboxID: string, op: 'pause' | 'resume', reason?: string, opts?: PauseOptions): Promise<SandboxView> {
-    await this.entries.get(sandboxID)?.snapshotting?.catch(() => undefined);
+    const pending = this.entries.get(sandboxID);
+    await pending?.snapshotting?.catch(() => undefined);
+    // A resume that meets a pause in progress (its timeout fired as the client connected)
+    // resumes once the pause is done: a 503 there failed E2B's connect right after it read `paused`.
+    if (op === 'resume' && pending?.view.state === 'pausing') await pending.op?.catch(() => undefined);
     const entry = this.ready(sandboxID, op);
     const [during, after, before] = op === 'pause' ? (['pausing', 'paused', 'running'] as const) : (['resuming', 'running', 'paused'] as const);
     const t0 = performance.now();

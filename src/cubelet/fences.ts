@@ -6,7 +6,8 @@
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CubeError } from '../errors.js';
-import { FENCE_HEADER } from './rpc-wire.js';
+import { FENCE_HEADER, FENCED_METHODS } from './rpc-wire.js';
+import type { NodeApi } from './types.js';
 
 /** Sandbox ids as ids.ts makes them: anything else is no file name of ours. */
 const SAFE_ID = /^[a-z0-9]{1,64}$/;
@@ -56,4 +57,30 @@ export class FenceBook {
     this.highest.set(sandboxID, n);
     return n;
   }
+}
+
+/**
+ * One node call under the fence rules, wherever the call comes from (node RPC, or the control
+ * plane in this process): a fenced method (FENCED_METHODS) carrying `fence` is refused when it is
+ * lower than one the node accepted for the sandbox (130491); a destroy forgets the sandbox's fence.
+ */
+export async function underFence<T>(fences: FenceBook, method: string, sandboxID: unknown, fence: string | undefined, call: () => Promise<T>): Promise<T> {
+  if (fence !== undefined && FENCED_METHODS.has(method) && typeof sandboxID === 'string') fences.check(sandboxID, Number(fence));
+  const result = await call();
+  if (method === 'destroySandbox' && typeof sandboxID === 'string') fences.forget(sandboxID);
+  return result;
+}
+
+/** `node` as a caller holding the sandbox lock whose token is `fence` reaches it (underFence on every call). */
+export function fencedNode(node: NodeApi, fences: FenceBook, fence: string | undefined): NodeApi {
+  return new Proxy(node, {
+    get(target, prop, receiver) {
+      const v = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof v !== 'function') return v;
+      const fn = v as (...a: unknown[]) => Promise<unknown>;
+      // Fenced methods are async; the others (subscribe answers at once) pass as they are.
+      if (typeof prop !== 'string' || !FENCED_METHODS.has(prop)) return fn.bind(target);
+      return (...args: unknown[]) => underFence(fences, prop, args[0], fence, () => fn.apply(target, args));
+    },
+  });
 }

@@ -149,7 +149,9 @@ export class HeartbeatSender {
     if (!cfg || (this.following !== undefined && c.version <= this.following)) return;
     this.adopting = true;
     try {
-      const r = await cfg.adopt(c.version, { master: c.master, cubelet: cfg.config.cubelet });
+      // The node's own cubelet section as it is when the adopt's turn comes: read before, an
+      // edit of cubelet.toml queued ahead of it was undone.
+      const r = await cfg.adopt(async (cur) => ({ version: c.version, config: { master: c.master, cubelet: cur.config.cubelet } }));
       if (r.changes.length > 0) this.o.log.info({ version: c.version, changes: r.changes.map((x) => x.path) }, "the cluster's config is in force");
     } finally {
       this.adopting = false;

@@ -9,8 +9,8 @@ import { readBody, readJson, sendError, sendJson, type ErrorLog } from '../api/h
 import { proxyHttp, proxyUpgrade, rejectUpgrade } from '../api/proxy.js';
 import { CubeError, errorBody, toCubeError } from '../errors.js';
 import type { LayerServer } from './layer-fetch.js';
-import type { FenceBook } from './fences.js';
-import { encodeProcessEvent, FENCE_HEADER, FENCED_METHODS, JSON_METHODS, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type ImportRequest, type JsonMethod } from './rpc-wire.js';
+import { underFence, type FenceBook } from './fences.js';
+import { encodeProcessEvent, FENCE_HEADER, JSON_METHODS, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type ImportRequest, type JsonMethod } from './rpc-wire.js';
 import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -25,11 +25,6 @@ const MAX_FILE = 1 << 30;
 export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog, layers?: LayerServer): Handler {
   const jsonMethods = new Set<string>(JSON_METHODS);
   const call = node as unknown as Record<JsonMethod, (...a: unknown[]) => Promise<unknown>>;
-  function checkFence(req: IncomingMessage, method: string, sandboxID: unknown): void {
-    const raw = req.headers[FENCE_HEADER];
-    if (raw === undefined || !FENCED_METHODS.has(method) || typeof sandboxID !== 'string') return;
-    fences.check(sandboxID, Number(raw));
-  }
 
   async function streamProcess(res: ServerResponse, p: Promise<ProcessStream>): Promise<void> {
     const stream = await p;
@@ -98,9 +93,8 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
     }
     if (method === 'connectProcess') return streamProcess(res, node.connectProcess(...(args as Parameters<NodeApi['connectProcess']>)));
     if (!jsonMethods.has(method)) throw new CubeError('NOT_FOUND', `no node method ${method}`);
-    checkFence(req, method, args[0]);
-    const result = await call[method as JsonMethod](...args);
-    if (method === 'destroySandbox') fences.forget(args[0] as string);
+    const fence = req.headers[FENCE_HEADER];
+    const result = await underFence(fences, method, args[0], Array.isArray(fence) ? fence[0] : fence, () => call[method as JsonMethod](...args));
     // `at`: this node's clock once the call is done; the control plane orders the node's later
     // heartbeat lists against it (rpc-wire.ts Heartbeat.at).
     sendJson(res, 200, { result: result ?? null, at: Date.now() });

@@ -44,7 +44,8 @@ export type JsonMethod = (typeof JSON_METHODS)[number];
  * The fencing token of the control plane's per-sandbox operation lock, on calls that change a
  * sandbox (FENCED_METHODS): a node refuses a call whose token is lower than one it has already
  * accepted for that sandbox (130491), so a replica that stalled past its lease cannot act after
- * the next holder did. Calls without one (role all, the create path, which holds no lock) pass.
+ * the next holder did. Calls without one (the create path, which holds no lock) pass. Role all's
+ * in-process node is held to the same rule by the same check (fences.ts underFence).
  */
 export const FENCE_HEADER = 'x-cube-fence';
 export const FENCED_METHODS: ReadonlySet<string> = new Set<JsonMethod>(['destroySandbox', 'pauseSandbox', 'resumeSandbox', 'setEndAt', 'setEgress']);

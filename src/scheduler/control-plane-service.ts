@@ -7,11 +7,11 @@
 // noticed.
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
-import type { ConfigStore } from '../config/store.js';
+import type { ConfigChangeMeta, ConfigCommit, ConfigStore, ConfigVersion } from '../config/store.js';
 import { answeredAt } from '../cubelet/remote.js';
 import type { Heartbeat, HeartbeatAnswer } from '../cubelet/rpc-wire.js';
 import type { NodeApi, NodeEvent } from '../cubelet/types.js';
-import type { ConfigView, ReloadResult } from '../model/config.js';
+import type { ConfigChange, ConfigView, ReloadResult } from '../model/config.js';
 import type { EventKind, EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
 import { publicView, type ListFilter, type PauseOptions, type SandboxRecord, type SandboxView } from '../model/sandbox.js';
@@ -112,8 +112,6 @@ export class ControlPlaneService implements ControlPlane {
    */
   private blindAt = 0;
   private lastTickAt = 0;
-  /** True while the store's config is being put in force here (not a change of this replica's own). */
-  private adopting = false;
   private evicting?: Promise<void>;
   /**
    * The node views placements decide on, built once per metrics read (PLACEMENT_METRICS_MS) and
@@ -134,24 +132,15 @@ export class ControlPlaneService implements ControlPlane {
   async start(): Promise<void> {
     if (this.o.solo) await this.recordFiles();
     else await this.followConfig();
+    // Every change of the config here (a file edit, a set, the cluster's version put in force)
+    // runs in the config's one queue, and is numbered by the store's compare-and-set before it
+    // is in force: a change made here either becomes the cluster's next version or is reported
+    // lost, and two configs never share a version (both happened when the files' changes were
+    // put in force first and offered after, beside the queue).
+    this.cfg.useAuthority({ commit: (next, over, meta, changes) => this.commitConfig(next, over, meta, changes) });
     this.unsubs.push(
-      this.cfg.on('change', ({ current, previous, changes }) => {
-        this.broadcast({ type: 'config', config: this.cfg.view(), changes });
-        if (this.adopting) return;
-        // This replica's files changed (reload, or the watcher): offered to the cluster like a
-        // `config set`, over the version they replaced; when another change came first, the
-        // cluster's version is put back in force here.
-        const what = changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ');
-        const rec = { version: current.version, at: current.loadedAt, actor: this.o.replicaID, reason: `files of ${this.o.replicaID}: ${changes.map((c) => c.path).join(', ')}`, master: current.config.master, cubelet: current.config.cubelet };
-        void this.store
-          .casConfigHead(rec, previous.version)
-          .then(async (won) => {
-            if (won) return this.appendEvent({ kind: 'config.reloaded', message: `config version ${current.version} from the files of ${this.o.replicaID}: ${what}` });
-            await this.appendEvent({ kind: 'config.rejected', code: 130409, message: `the files of ${this.o.replicaID} changed (${what}) but the cluster's config moved on first; the cluster's version stays` });
-            return this.followConfig();
-          })
-          .catch((err: unknown) => this.log.error({ err }, 'offering the config change to the cluster failed'));
-      }),
+      () => this.cfg.useAuthority(undefined),
+      this.cfg.on('change', ({ changes }) => this.broadcast({ type: 'config', config: this.cfg.view(), changes })),
       // A rejection, or files fixed back to what is in force, change no version but the view's `rejected`.
       this.cfg.on('reload', (r) => {
         if (!r.ok || r.changes.length === 0) this.broadcast({ type: 'config', config: this.cfg.view(), changes: [] });
@@ -429,7 +418,11 @@ export class ControlPlaneService implements ControlPlane {
       const node = this.o.nodes.node(rec.nodeID, address, fence);
       let view: SandboxView | undefined;
       let resumed = false;
-      if (rec.state === 'paused') {
+      // The record may lag the node by a heartbeat: a pause at the sandbox's timeout that the
+      // node began just now shows `running` or `pausing` here. The node's state decides, and its
+      // resume waits for a pause in progress (setting the timeout of a pausing sandbox answered 503).
+      const state = rec.state === 'paused' ? rec.state : (await node.getSandbox(sandboxID))?.state;
+      if (state === 'paused' || state === 'pausing') {
         const refusal = resumeRefusal(rec.spec, await node.nodeView(), this.cfg.config.master);
         if (refusal !== undefined) {
           this.stats.recordRefusal(130409, 'release_ratio');
@@ -631,46 +624,49 @@ export class ControlPlaneService implements ControlPlane {
    * Sets one key of the cluster's config: compare-and-set over the version this replica runs, so
    * of two concurrent sets (on any replicas) one wins and the other answers 409 with the version
    * in force; never both "ok" with one lost. The files are not written: they only seed an empty
-   * store (GET /admin/v1/config exports what is in force).
+   * store (GET /admin/v1/config exports what is in force). Solo, the files are the cluster's:
+   * written, then recorded the same way.
    */
   setConfig(path: string, value: unknown, actor?: string): Promise<ReloadResult> {
-    // The files are the cluster's: written, then offered to the store like any change of them (start()).
-    if (this.o.solo) return audited(this.store, actor, 'config.set', path, () => this.cfg.set(path, value), { value });
-    return audited(
-      this.store,
-      actor,
-      'config.set',
-      path,
-      async () => {
-        const expected = this.cfg.versionInfo.version;
-        const next = this.cfg.withValue(path, value);
-        const rec = { version: expected + 1, at: new Date().toISOString(), actor: actor ?? 'system', reason: `set ${path}`, master: next.master, cubelet: next.cubelet };
-        if (!(await this.store.casConfigHead(rec, expected))) {
-          const head = await this.store.configHead();
-          throw new CubeError('CONFLICT', `config changed meanwhile: version ${head?.version ?? '?'} (${head?.reason ?? '?'}, by ${head?.actor ?? '?'}) is in force, ${path} was not set; read it and set again`);
-        }
-        return this.adoptConfig(rec.version, next);
-      },
-      { value, replica: this.o.replicaID },
-    );
+    return audited(this.store, actor, 'config.set', path, () => (this.o.solo ? this.cfg.set(path, value, actor) : this.cfg.change(path, value, actor)), { value, replica: this.o.replicaID });
+  }
+
+  /**
+   * The config's authority (ConfigStore.useAuthority): records `next` as the version after
+   * `over` if that is still the one in force in the store; otherwise answers the store's.
+   */
+  private async commitConfig(next: Config, over: ConfigVersion, meta: ConfigChangeMeta, changes: ConfigChange[]): Promise<ConfigCommit> {
+    const what = changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ');
+    const reason = meta.reason ?? `files of ${this.o.replicaID}: ${changes.map((c) => c.path).join(', ')}`;
+    const rec = { version: over.version + 1, at: new Date().toISOString(), actor: meta.actor ?? this.o.replicaID, reason, master: next.master, cubelet: next.cubelet };
+    if (await this.store.casConfigHead(rec, over.version)) {
+      await this.appendEvent({ kind: 'config.reloaded', message: `config version ${rec.version} (${reason}, by ${rec.actor}) in force on ${this.o.replicaID}: ${what}` });
+      return { won: true, version: rec.version };
+    }
+    const head = await this.store.configHead();
+    if (!head) throw new CubeError('STATE_UNAVAILABLE', 'the cluster has no config in force (its store was emptied); a replica seeds it again within a tick');
+    // A set that lost answers 409 to its caller; an edit of the files has no caller to tell.
+    if (meta.files) await this.appendEvent({ kind: 'config.rejected', code: 130409, message: `the files of ${this.o.replicaID} changed (${what}) but version ${head.version} (${head.reason}, by ${head.actor}) was recorded first; the cluster's version stays` });
+    return { won: false, head: { version: head.version, config: { master: head.master, cubelet: head.cubelet } as Config, actor: head.actor, reason: head.reason } };
   }
 
   /**
    * Puts the cluster's config (the store's) in force on this replica; an empty store is seeded
-   * from this replica's files. Runs at start and on every tick, so every replica runs the
-   * version in force within a tick.
+   * from this replica's config. Runs at start and on every tick, so every replica runs the
+   * version in force within a tick. The store is read in the config's queue: a read that a
+   * change made here overtook cannot put an older version back.
    */
   private async followConfig(): Promise<void> {
-    const head = await this.store.configHead();
-    if (head) {
-      if (head.version !== this.cfg.versionInfo.version) await this.adoptConfig(head.version, { master: head.master, cubelet: head.cubelet } as Config);
-      return;
-    }
-    const v = this.cfg.versionInfo;
-    const version = ((await this.store.latestConfigVersion())?.version ?? 0) + 1;
-    const seeded = await this.store.casConfigHead({ version, at: v.loadedAt, actor: this.o.replicaID, reason: `seeded from the files of ${this.o.replicaID}`, master: v.config.master, cubelet: v.config.cubelet }, 0);
-    if (seeded) await this.adoptConfig(version, v.config);
-    else await this.followConfig();
+    const r = await this.cfg.adopt(async (cur) => {
+      const head = await this.store.configHead();
+      if (head) return { version: head.version, config: { master: head.master, cubelet: head.cubelet } as Config };
+      // Numbered after every version the history or this replica ran, so none is reused.
+      const version = Math.max((await this.store.latestConfigVersion())?.version ?? 0, cur.version) + 1;
+      const seeded = await this.store.casConfigHead({ version, at: new Date().toISOString(), actor: this.o.replicaID, reason: `seeded from the files of ${this.o.replicaID}`, master: cur.config.master, cubelet: cur.config.cubelet }, 0);
+      const now = seeded ? undefined : await this.store.configHead();
+      return now ? { version: now.version, config: { master: now.master, cubelet: now.cubelet } as Config } : { version, config: cur.config };
+    });
+    if (r.changes.length > 0) await this.appendEvent({ kind: 'config.reloaded', message: `config version ${r.version} in force on ${this.o.replicaID}: ${r.changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ')}` });
   }
 
   /**
@@ -683,18 +679,6 @@ export class ControlPlaneService implements ControlPlane {
     const v = this.cfg.versionInfo;
     const rec = { version: v.version, at: v.loadedAt, actor: this.o.replicaID, reason: 'start', master: v.config.master, cubelet: v.config.cubelet };
     if (!(await this.store.casConfigHead(rec, head?.version ?? 0))) throw new CubeError('CONFLICT', `the config in the store moved on while ${this.o.replicaID} started; is another replica using this store?`);
-  }
-
-  private async adoptConfig(version: number, config: Config): Promise<ReloadResult> {
-    this.adopting = true;
-    let r: ReloadResult;
-    try {
-      r = await this.cfg.adopt(version, config);
-    } finally {
-      this.adopting = false;
-    }
-    if (r.changes.length > 0) await this.appendEvent({ kind: 'config.reloaded', message: `config version ${version} in force on ${this.o.replicaID}: ${r.changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ')}` });
-    return r;
   }
 
   templates(): Promise<{ templateID: string; nodes: string[] }[]> {

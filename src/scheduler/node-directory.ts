@@ -1,6 +1,7 @@
 // Where the control plane finds a node's API: remote nodes over node RPC (a cluster), or the
 // cubelet in this process (role all: a cluster of one, wired in-process). The control plane
 // itself does not know which.
+import { fencedNode, type FenceBook } from '../cubelet/fences.js';
 import { RemoteNode } from '../cubelet/remote.js';
 import type { NodeApi } from '../cubelet/types.js';
 import { CubeError } from '../errors.js';
@@ -45,20 +46,24 @@ export class RemoteNodes implements NodeDirectory {
 }
 
 /**
- * The nodes of this process (role all: its one cubelet). Lock fences are not sent: a lock
- * outlives its lease here only when this process stalls, and then so does the node.
+ * The nodes of this process (role all: its one cubelet), each with its FenceBook: calls under a
+ * sandbox lock are checked against its fence as node RPC checks them on a compute node
+ * (underFence), so a holder whose lease lapsed (this process stalled past it, then an operation
+ * queued behind took the lock) cannot act after the next holder did.
  */
 export class LocalNodes implements NodeDirectory {
-  private readonly byID: Map<string, NodeApi>;
+  readonly inProcess: readonly NodeApi[];
+  private readonly byID: Map<string, { node: NodeApi; fences: FenceBook }>;
 
-  constructor(readonly inProcess: readonly NodeApi[]) {
-    this.byID = new Map(inProcess.map((n) => [n.nodeID, n]));
+  constructor(nodes: readonly { node: NodeApi; fences: FenceBook }[]) {
+    this.inProcess = nodes.map((n) => n.node);
+    this.byID = new Map(nodes.map((n) => [n.node.nodeID, n]));
   }
 
-  node(nodeID: string): NodeApi {
+  node(nodeID: string, _address?: string, fence?: string): NodeApi {
     const n = this.byID.get(nodeID);
     if (!n) throw new CubeError('NOT_FOUND', `node ${nodeID} not found (this daemon runs ${[...this.byID.keys()].join(', ')})`);
-    return n;
+    return fencedNode(n.node, n.fences, fence);
   }
 
   forget(): void {}

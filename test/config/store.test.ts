@@ -267,6 +267,17 @@ describe('following a config kept elsewhere (a cluster\'s store)', () => {
     expect(() => store!.withValue('no.such.key', 1)).toThrow(/no\.such\.key|unknown/);
   });
 
+  it('a file edit over an adopted version changes the keys edited, not the others the file holds', async () => {
+    store = new ConfigStore(dir, { watch: false });
+    await store.adopt(5, store.withValue('host.quota.paused_resource_release_ratio', 0.25));
+    edit(cubelet(), 'tap_init_num = 32', 'tap_init_num = 16');
+    const r = await store.reload();
+    expect(r).toMatchObject({ ok: true, version: 6, changes: [{ path: `plugins."${NET}".tap_init_num`, from: 32, to: 16 }] });
+    // The file's own ratio (0) does not undo the adopted one.
+    expect(store.config.master.host.quota.paused_resource_release_ratio).toBe(0.25);
+    expect(store.config.cubelet.plugins[NET].tap_init_num).toBe(16);
+  });
+
   it('adopt puts a given version in force and reports what changed', async () => {
     store = new ConfigStore(dir, { watch: false });
     const changed = next(store, 'change');

@@ -170,6 +170,22 @@ describe('lifecycle events', () => {
     }
   });
 
+  it('a resume that meets a pause in progress (a timeout pause as the client connects) waits for it, then resumes', async () => {
+    const sb = await create();
+    try {
+      const pausing = cubelet.pauseSandbox(sb.sandboxID);
+      await new Promise((r) => setImmediate(r));
+      expect((await cubelet.getSandbox(sb.sandboxID))?.state).toBe('pausing');
+      // Answered 503 (130490 "sandbox is pausing") before.
+      const resumed = await cubelet.resumeSandbox(sb.sandboxID);
+      expect((await pausing).state).toBe('paused');
+      expect(resumed.state).toBe('running');
+      expect((await collect(await cubelet.startProcess(sb.sandboxID, { argv: ['echo', 'up'] }))).out).toBe('up\n');
+    } finally {
+      await cubelet.destroySandbox(sb.sandboxID);
+    }
+  });
+
   it('reports an OOM kill inside the sandbox as sandbox.oom, the sandbox keeps running', async () => {
     const sb = await create({ memoryMiB: 32 });
     try {

@@ -188,17 +188,33 @@ export class MysqlRecords {
 
   /**
    * Makes `rec` the config in force if the one in force is still version `expected` (0: none
-   * yet), and records it in the history; false when another change came first.
+   * yet), and records it in the history, in one transaction; false when another change came
+   * first. A retry after a lost answer finds its own write in force: true, not a false "lost".
    */
   async casConfigHead(rec: ConfigVersionRecord, expected: number): Promise<boolean> {
     const args = [rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet)];
-    const r =
-      expected === 0
-        ? await this.q<mysql.ResultSetHeader>('INSERT IGNORE INTO config_head (id, version, at, actor, reason, master, cubelet) VALUES (1, ?, ?, ?, ?, ?, ?)', args)
-        : await this.q<mysql.ResultSetHeader>('UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ? WHERE id = 1 AND version = ?', [...args, expected]);
-    if (r.affectedRows !== 1) return false;
-    await this.putConfigVersion(rec);
-    return true;
+    return withRetry('MySQL', async () => {
+      if (!this.pool) throw Object.assign(new Error('Pool is closed'), { code: 'PROTOCOL_CONNECTION_LOST' });
+      const conn = await this.pool.getConnection();
+      try {
+        await conn.beginTransaction();
+        const [r] =
+          expected === 0
+            ? await conn.query<mysql.ResultSetHeader>('INSERT IGNORE INTO config_head (id, version, at, actor, reason, master, cubelet) VALUES (1, ?, ?, ?, ?, ?, ?)', args)
+            : await conn.query<mysql.ResultSetHeader>('UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ? WHERE id = 1 AND version = ?', [...args, expected]);
+        if (r.affectedRows === 1) await conn.query('REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', args);
+        await conn.commit();
+        if (r.affectedRows === 1) return true;
+        const [rows] = await conn.query<mysql.RowDataPacket[]>('SELECT version, at, actor FROM config_head WHERE id = 1');
+        return rows[0]?.version === rec.version && rows[0]?.at === rec.at && rows[0]?.actor === rec.actor;
+      } catch (e) {
+        // A connection that failed mid-transaction is not handed out again.
+        conn.destroy();
+        throw e;
+      } finally {
+        conn.release();
+      }
+    });
   }
 
   async listConfigVersions(limit = 20): Promise<ConfigVersionRecord[]> {

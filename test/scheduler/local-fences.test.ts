@@ -1,0 +1,63 @@
+// Role all is a cluster of one: its control plane reaches the in-process node through
+// LocalNodes, and lock fences are checked there as node RPC checks them on a compute node. A
+// holder whose lease lapsed (this process stalled past it) cannot act after the next holder did.
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterEach, expect, it } from 'vitest';
+import { packageRoot } from '../../src/config/loader.js';
+import { ConfigStore } from '../../src/config/store.js';
+import { FenceBook } from '../../src/cubelet/fences.js';
+import { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
+import { CubeError } from '../../src/errors.js';
+import { simNode } from '../../src/runtime/sim/nodes.js';
+import { ControlPlaneService } from '../../src/scheduler/control-plane-service.js';
+import { LocalNodes } from '../../src/scheduler/node-directory.js';
+import { EmbeddedStore } from '../../src/store/embedded.js';
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+it('the in-process node refuses a call under a lapsed lock once the next holder reached it (130491), as a compute node does', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cube-test-local-fences-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  for (const f of ['cubemaster.yaml', 'cubelet.toml']) copyFileSync(join(packageRoot(), 'config', f), join(dir, f));
+  const config = new ConfigStore(dir, { watch: false });
+  cleanups.push(() => config.close());
+  const log = pino({ level: 'silent' });
+  const store = new EmbeddedStore({ path: join(dir, 'cubed.db') });
+  await store.init();
+  cleanups.push(() => store.close());
+  const { cubelet, api: node } = simNode({ nodeID: 'local', dataDir: join(dir, 'node'), config: () => config.config, log });
+  await cubelet.start();
+  cleanups.push(() => cubelet.stop({ destroy: true }));
+  // Wired as daemon.ts runAll wires it.
+  const nodes = new LocalNodes([{ node, fences: new FenceBook(join(dir, 'node'), []) }]);
+  const cp = new ControlPlaneService({ store, config, log, nodes, replicaID: 'local', solo: true });
+  await cp.start();
+  cleanups.push(() => cp.stop());
+  const heartbeat = new HeartbeatSender({ nodes: [{ node, address: 'in-process' }], to: { local: (b) => cp.heartbeats(b.heartbeats, true) }, log });
+  expect(await heartbeat.beat()).toBe(true);
+
+  const { sandboxID } = await cp.createSandbox({ templateID: 'host' });
+  // An operation takes the sandbox's lock, then stalls past its lease (a GC pause, a frozen VM).
+  const stale = await store.acquireLock(sandboxID, 50);
+  expect(stale).toBeDefined();
+  await new Promise((r) => setTimeout(r, 100));
+  // Meanwhile the next operation changes the sandbox under a newer lock: its fence reaches the node.
+  await cp.setTimeout(sandboxID, 300);
+  // The stalled holder wakes up and calls the node with its old fence: refused, the sandbox stays.
+  const late = await nodes
+    .node('local', undefined, stale)
+    .destroySandbox(sandboxID)
+    .then(() => undefined, (e: unknown) => e);
+  expect(late).toBeInstanceOf(CubeError);
+  expect((late as CubeError).code).toBe(130491);
+  expect(await node.getSandbox(sandboxID)).toMatchObject({ sandboxID });
+  // The control plane's own calls go on (and a destroy forgets the sandbox's fence).
+  await cp.destroySandbox(sandboxID);
+  expect(await node.getSandbox(sandboxID)).toBeUndefined();
+}, 60_000);
