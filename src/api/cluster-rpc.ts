@@ -13,8 +13,8 @@ export const CLUSTER_PREFIX = '/cluster/v1/';
 const MAX_HEARTBEAT = 256 << 20;
 
 function checkHeartbeat(hb: Heartbeat): void {
-  if (typeof hb?.nodeID !== 'string' || !hb.nodeID || typeof hb.address !== 'string' || !hb.view || !Array.isArray(hb.sandboxes) || !Array.isArray(hb.events)) throw new CubeError('BAD_REQUEST', 'heartbeat needs nodeID, address, view, sandboxes[] and events[]');
-  if (hb.view.nodeID !== hb.nodeID) throw new CubeError('BAD_REQUEST', `heartbeat from ${hb.nodeID} carries the view of ${hb.view.nodeID}`);
+  if (typeof hb?.nodeID !== 'string' || !hb.nodeID || typeof hb.address !== 'string' || !(hb.view || typeof hb.seen?.lastSeen === 'string') || (hb.sandboxes !== undefined && !Array.isArray(hb.sandboxes)) || !Array.isArray(hb.events)) throw new CubeError('BAD_REQUEST', 'heartbeat needs nodeID, address, view or seen.lastSeen, and events[] (sandboxes[] when listed)');
+  if (hb.view && hb.view.nodeID !== hb.nodeID) throw new CubeError('BAD_REQUEST', `heartbeat from ${hb.nodeID} carries the view of ${hb.view.nodeID}`);
 }
 
 export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<HeartbeatAnswer> }, secret: string, log?: ErrorLog, relay?: LayerRelay): (req: IncomingMessage, res: ServerResponse) => void {

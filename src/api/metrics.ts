@@ -156,10 +156,13 @@ export function createMetrics(cp: ControlPlane): { registry: Registry; close: ()
   const pauseSeconds = new Histogram({ name: 'cubed_sandbox_pause_seconds', help: 'Sandbox pause latency on the node', buckets: LATENCY_BUCKETS, registers: [registry] });
   const resumeSeconds = new Histogram({ name: 'cubed_sandbox_resume_seconds', help: 'Sandbox resume latency on the node', buckets: LATENCY_BUCKETS, registers: [registry] });
   const timed = { 'sandbox.created': createSeconds, 'sandbox.paused': pauseSeconds, 'sandbox.resumed': resumeSeconds } as const;
-  const close = cp.watch((m) => {
-    if (m.type !== 'event' || m.event.durationMs === undefined) return;
-    const h = timed[m.event.kind as keyof typeof timed];
-    if (h) h.observe(m.event.durationMs / 1000);
-  });
+  const close = cp.watch(
+    (m) => {
+      if (m.type !== 'event' || m.event.durationMs === undefined) return;
+      const h = timed[m.event.kind as keyof typeof timed];
+      if (h) h.observe(m.event.durationMs / 1000);
+    },
+    { eventsOnly: true },
+  );
   return { registry, close };
 }

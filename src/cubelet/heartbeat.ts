@@ -1,14 +1,16 @@
-// The compute node's side of cluster membership: every interval it posts its view, its sandbox
-// list and the notices emitted since the last accepted heartbeat to a control replica. Any
+// The compute node's side of cluster membership: every interval it posts to a control replica
+// that it is alive, its view and its sandbox list when they changed (the list at least every
+// SANDBOX_LIST_REFRESH_MS), and the notices emitted since the last accepted heartbeat. Any
 // replica will do: on failure the next one in the list is tried, so a dead replica costs one
 // interval, not the node's membership. A process that stands for many nodes (the sim runtime)
 // sends all of their heartbeats in one request per interval. The answer carries the cluster's
 // config when the node runs another version: the node puts its master section in force, over
 // its own cubemaster.yaml (its cubelet.toml stays its own: rpc-wire.ts HeartbeatAnswer).
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ConfigStore } from '../config/store.js';
 import type { EventView } from '../model/event.js';
-import { HEARTBEAT_PATH, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from './rpc-wire.js';
+import { HEARTBEAT_PATH, SANDBOX_LIST_REFRESH_MS, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch, type NodeNotice } from './rpc-wire.js';
 import type { NodeApi } from './types.js';
 
 export interface HeartbeatMember {
@@ -36,8 +38,19 @@ export interface HeartbeatOptions {
 /** Notices kept while no replica answers; older ones are dropped first (and counted). */
 const MAX_PENDING_EVENTS = 1000;
 
+/** What the last accepted heartbeat carried for a node (JSON, the view's lastSeen left out), and when its list is due again. */
+interface Sent {
+  view?: string;
+  list?: string;
+  listDue: number;
+}
+
 export class HeartbeatSender {
-  private readonly pending: Omit<EventView, 'id'>[] = [];
+  private readonly pending: NodeNotice[] = [];
+  /** Numbers the notices: the control appends each (sender, seq) once, so a heartbeat sent again after a lost answer adds nothing twice. */
+  private readonly sender: string;
+  private seq = 0;
+  private readonly sent = new Map<string, Sent>();
   private dropped = 0;
   private current = 0;
   private timer?: NodeJS.Timeout;
@@ -51,6 +64,7 @@ export class HeartbeatSender {
   constructor(private readonly o: HeartbeatOptions) {
     if ('controls' in o.to && o.to.controls.length === 0) throw new Error('heartbeat needs at least one control URL');
     if (o.nodes.length === 0) throw new Error('heartbeat needs at least one node');
+    this.sender = `${o.nodes[0]!.node.nodeID}:${randomBytes(6).toString('hex')}`;
   }
 
   start(): void {
@@ -58,7 +72,7 @@ export class HeartbeatSender {
     this.unsubscribes = ('local' in this.o.to ? [] : this.o.nodes).map(({ node }) =>
       node.subscribe((e) => {
         if (e.type !== 'event') return;
-        this.pending.push(e.event);
+        this.pending.push({ ...e.event, seq: ++this.seq });
         if (this.pending.length > max) {
           this.pending.shift();
           this.dropped++;
@@ -87,26 +101,40 @@ export class HeartbeatSender {
 
   /** One heartbeat; true when a replica accepted it. */
   async beat(): Promise<boolean> {
+    const first = this.o.nodes[0]!.node.nodeID;
+    if (this.dropped > 0) {
+      this.pending.push({ at: new Date().toISOString(), kind: 'sandbox.error', nodeID: first, message: `${this.dropped} node notice(s) dropped while no control replica answered`, seq: ++this.seq });
+      this.dropped = 0;
+    }
     const events = this.pending.slice();
     const sent = events.length;
     let batch: HeartbeatBatch;
+    let carried: { nodeID: string; view?: string; list?: string }[];
+    const now = Date.now();
     try {
-      const first = this.o.nodes[0]!.node.nodeID;
-      if (this.dropped > 0) events.push({ at: new Date().toISOString(), kind: 'sandbox.error', nodeID: first, message: `${this.dropped} node notice(s) dropped while no control replica answered` });
-      const byNode = new Map<string, Omit<EventView, 'id'>[]>();
+      const byNode = new Map<string, NodeNotice[]>();
       for (const e of events) {
         const id = e.nodeID ?? first;
         byNode.set(id, [...(byNode.get(id) ?? []), e]);
       }
-      const heartbeats = await Promise.all(
-        this.o.nodes.map(async ({ node, address }): Promise<Heartbeat> => {
+      const beats = await Promise.all(
+        this.o.nodes.map(async ({ node, address }) => {
           const at = Date.now();
           const [nodeView, sandboxes] = await Promise.all([node.nodeView(), node.listSandboxes()]);
           const view = this.following === undefined ? nodeView : { ...nodeView, configVersion: this.following };
-          return { nodeID: node.nodeID, address, view, sandboxes, events: byNode.get(node.nodeID) ?? [], at };
+          const hb: Heartbeat = { nodeID: node.nodeID, address, events: byNode.get(node.nodeID) ?? [], at };
+          if (hb.events.length > 0) hb.sender = this.sender;
+          const last = this.sent.get(node.nodeID);
+          const viewKey = JSON.stringify({ ...view, lastSeen: '' });
+          const listKey = JSON.stringify(sandboxes);
+          if (viewKey !== last?.view) hb.view = view;
+          else hb.seen = { lastSeen: view.lastSeen, ...(view.configVersion !== undefined ? { configVersion: view.configVersion } : {}) };
+          if (listKey !== last?.list || now >= last.listDue) hb.sandboxes = sandboxes;
+          return { hb, carried: { nodeID: node.nodeID, ...(hb.view ? { view: viewKey } : {}), ...(hb.sandboxes ? { list: listKey } : {}) } };
         }),
       );
-      batch = { heartbeats };
+      batch = { heartbeats: beats.map((b) => b.hb) };
+      carried = beats.map((b) => b.carried);
     } catch (err) {
       this.o.log.error({ err }, 'could not assemble the heartbeat');
       return false;
@@ -120,7 +148,7 @@ export class HeartbeatSender {
         if (answer.config) await this.follow(answer.config);
         this.current = (this.current + i) % targets.length;
         this.pending.splice(0, sent);
-        this.dropped = 0;
+        this.accepted(carried, now, answer.resend);
         if (this.failing) this.o.log.info({ control: url }, 'heartbeat accepted again');
         this.failing = false;
         return true;
@@ -128,8 +156,23 @@ export class HeartbeatSender {
         if (!this.failing) this.o.log.warn({ control: url, err: (err as Error).message }, 'heartbeat refused or unreachable; trying the next control replica');
       }
     }
+    // Nothing is known to be held any more (a node silent long enough is marked lost, its view
+    // may have expired): everything goes in full once a replica answers again.
     this.failing = true;
+    this.sent.clear();
     return false;
+  }
+
+  /** Remembers what the control now holds; the nodes it asks again for send their view and list in full next time. */
+  private accepted(carried: { nodeID: string; view?: string; list?: string }[], now: number, resend: string[] = []): void {
+    for (const c of carried) {
+      const s = this.sent.get(c.nodeID) ?? { listDue: 0 };
+      if (c.view !== undefined) s.view = c.view;
+      // Spread, so that a process standing for many nodes does not send every list on one beat.
+      if (c.list !== undefined) [s.list, s.listDue] = [c.list, now + SANDBOX_LIST_REFRESH_MS * (0.5 + Math.random())];
+      this.sent.set(c.nodeID, s);
+    }
+    for (const id of resend) this.sent.delete(id);
   }
 
   private remoteTargets(to: { controls: string[]; secret: string }, body: string): { url: string; send: () => Promise<HeartbeatAnswer> }[] {

@@ -117,22 +117,49 @@ export interface ImportRequest {
 }
 
 /**
- * What a compute node posts every second: its view (capacity, quota, templates, pool), where
- * its node RPC listens, every sandbox it holds (the control plane reconciles its records
- * against this list) and the notices it emitted since the last accepted heartbeat.
+ * What a compute node posts every second: where its node RPC listens, its view (capacity, quota,
+ * templates, pool) and every sandbox it holds (the control plane reconciles its records against
+ * this list), each only when it changed, and the notices it emitted since the last accepted
+ * heartbeat. At 1000 nodes, carrying and storing every view every second was 17-22% of a core in
+ * the control (docs/benchmarks.md).
  */
 export interface Heartbeat {
   nodeID: string;
   /** http://host:port of the node RPC listener. */
   address: string;
-  view: NodeView;
-  sandboxes: SandboxView[];
-  events: Omit<EventView, 'id'>[];
+  /**
+   * The node's view; omitted when it is what the last accepted heartbeat carried (lastSeen
+   * aside), or it was asked for (HeartbeatAnswer.resend). Without it `seen` says when.
+   */
+  view?: NodeView;
+  /** With no view: the node's clock now (the view's lastSeen) and the config version it runs. */
+  seen?: { lastSeen: string; configVersion?: number };
+  /**
+   * Every sandbox the node holds; omitted when the list is what the last accepted heartbeat
+   * carried and it was sent less than SANDBOX_LIST_REFRESH_MS ago (the control reconciles with
+   * each list it gets: a record changed on the control's side waits for the next one).
+   */
+  sandboxes?: SandboxView[];
+  /** Numbered per `sender` (seq): a heartbeat sent again after its answer was lost does not append them twice. */
+  events: NodeNotice[];
+  /** Who numbered the events: one per sending process and start. */
+  sender?: string;
   /**
    * The node's clock (ms) just before it listed `sandboxes`. A record written from a node answer
    * stamped later (SandboxRecord.nodeAt) is newer than this list. Absent from older nodes.
    */
   at?: number;
+}
+
+/** A node's notice on the wire: `seq` increases per heartbeat sender. */
+export type NodeNotice = Omit<EventView, 'id'> & { seq?: number };
+
+/** A node's unchanged sandbox list is sent again at least this often (spread: 0.5-1.5x per node). */
+export const SANDBOX_LIST_REFRESH_MS = 10_000;
+
+/** The time a heartbeat was taken (pure). */
+export function heartbeatSeen(hb: Heartbeat): { lastSeen: string; configVersion?: number } | undefined {
+  return hb.view ? { lastSeen: hb.view.lastSeen, ...(hb.view.configVersion !== undefined ? { configVersion: hb.view.configVersion } : {}) } : hb.seen;
 }
 
 /** What a heartbeat request carries: one node's heartbeat, or several from a process that stands for many (sim runtime). */
@@ -149,4 +176,9 @@ export interface HeartbeatBatch {
 export interface HeartbeatAnswer {
   ok: true;
   config?: { version: number; master: MasterConfig };
+  /**
+   * Nodes whose view the control does not hold (new, expired, or the store restarted empty), or
+   * whose list it wants now (a node back after it was marked lost): they send both next time.
+   */
+  resend?: string[];
 }

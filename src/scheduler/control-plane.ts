@@ -71,6 +71,6 @@ export interface ControlPlane {
   templates(): Promise<{ templateID: string; nodes: string[] }[]>;
   events(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]>;
   snapshot(): Promise<Snapshot>;
-  /** Deltas after the snapshot; returns the unsubscribe function. */
-  watch(listener: (m: WatchMessage) => void): () => void;
+  /** Deltas after the snapshot; returns the unsubscribe function. `eventsOnly`: the listener reads events alone. */
+  watch(listener: (m: WatchMessage) => void, opts?: { eventsOnly?: boolean }): () => void;
 }

@@ -13,15 +13,25 @@ export async function snapshotOf(store: StateStore, nodes: NodeView[], config: C
 
 export class Watchers {
   private readonly set = new Set<(m: WatchMessage) => void>();
+  private readonly eventsOnly = new Set<(m: WatchMessage) => void>();
 
   get size(): number {
     return this.set.size;
   }
 
-  /** Returns the unsubscribe function. */
-  add(listener: (m: WatchMessage) => void): () => void {
+  /** Whether a watcher wants node, sandbox and stats deltas (not only events). */
+  get wantState(): boolean {
+    return this.set.size > this.eventsOnly.size;
+  }
+
+  /** Returns the unsubscribe function. `eventsOnly`: the listener reads events alone (the other deltas need not be worked out for it). */
+  add(listener: (m: WatchMessage) => void, opts?: { eventsOnly?: boolean }): () => void {
     this.set.add(listener);
-    return () => this.set.delete(listener);
+    if (opts?.eventsOnly) this.eventsOnly.add(listener);
+    return () => {
+      this.set.delete(listener);
+      this.eventsOnly.delete(listener);
+    };
   }
 
   broadcast(m: WatchMessage): void {

@@ -45,6 +45,8 @@ export class EmbeddedStore implements StateStore {
   private readonly retention: number;
   private readonly metrics = new Map<string, { view: NodeView; until: number }>();
   private readonly lost = new Set<string>();
+  /** Each heartbeat sender's last notice appended (appendNodeEvent). In memory: the embedded store serves role all, whose node is in its process. */
+  private readonly senders = new Map<string, number>();
   private readonly creating = new Map<string, number>();
   private readonly locks = new Map<string, { token: string; until: number }>();
   private readonly leases = new Map<string, { holder: string; until: number }>();
@@ -175,6 +177,13 @@ export class EmbeddedStore implements StateStore {
     return { ...e, id };
   }
 
+  async appendNodeEvent(e: Omit<EventView, 'id'>, origin: { sender: string; seq: number }): Promise<EventView | undefined> {
+    if (origin.seq <= (this.senders.get(origin.sender) ?? 0)) return undefined;
+    const event = await this.appendEvent(e);
+    this.senders.set(origin.sender, origin.seq);
+    return event;
+  }
+
   async listEvents(opts: { sinceID?: number; beforeID?: number; limit?: number } = {}): Promise<EventView[]> {
     const limit = Math.max(1, Math.min(opts.limit ?? 100, 10_000));
     const rows =
@@ -277,6 +286,17 @@ export class EmbeddedStore implements StateStore {
   async putNodeMetrics(views: NodeView[], ttlMs: number): Promise<void> {
     const until = Date.now() + ttlMs;
     for (const view of views) this.metrics.set(view.nodeID, { view, until });
+  }
+
+  async touchNodeMetrics(seen: { nodeID: string; lastSeen: string }[], ttlMs: number): Promise<string[]> {
+    const now = Date.now();
+    const missing: string[] = [];
+    for (const { nodeID, lastSeen } of seen) {
+      const m = this.metrics.get(nodeID);
+      if (!m || m.until <= now) missing.push(nodeID);
+      else this.metrics.set(nodeID, { view: m.view.lastSeen >= lastSeen ? m.view : { ...m.view, lastSeen }, until: now + ttlMs });
+    }
+    return missing;
   }
 
   async getNodeMetrics(nodeIDs: string[]): Promise<Map<string, NodeView>> {

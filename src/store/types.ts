@@ -78,6 +78,12 @@ export interface StateStore {
 
   /** Assigns the next id (strictly increasing); keeps at most the retention the store was built with. */
   appendEvent(e: Omit<EventView, 'id'>): Promise<EventView>;
+  /**
+   * A node's notice, numbered by its heartbeat sender (`seq` increases per sender): appended like
+   * appendEvent unless that sender's `seq` was already (a heartbeat sent again after its answer
+   * was lost, to this replica or another): then undefined.
+   */
+  appendNodeEvent(e: Omit<EventView, 'id'>, origin: { sender: string; seq: number }): Promise<EventView | undefined>;
   /** Events with id > sinceID, oldest first; with beforeID the newest `limit` with id < beforeID (paging back), oldest first; with neither the newest `limit`, oldest first. */
   listEvents(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]>;
   /** Makes the event history durable where appending did not (call it periodically, from one replica: the `event-archive` lease). */
@@ -113,6 +119,12 @@ export interface StateStore {
   putNodeMetrics(views: NodeView[], ttlMs: number): Promise<void>;
   /** The nodes' last views whose time has not run out. Shared between reads: read-only. */
   getNodeMetrics(nodeIDs: string[]): Promise<Map<string, NodeView>>;
+  /**
+   * Heartbeats that carry no view (it did not change): each node's view is kept another `ttlMs`
+   * and getNodeMetrics answers it with this `lastSeen`. Returns the nodes whose view is not held
+   * (never sent, expired, or the store restarted empty): they must send it.
+   */
+  touchNodeMetrics(seen: { nodeID: string; lastSeen: string }[], ttlMs: number): Promise<string[]>;
   /** Marks a node lost; true only for the call that changed it (so one node.lost event). */
   markNodeLost(nodeID: string): Promise<boolean>;
   clearNodeLost(nodeID: string): Promise<void>;

@@ -93,6 +93,22 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect((await store.listEvents({ beforeID: ids[3]! })).map((e) => e.message)).toEqual([]);
     });
 
+    it("appends a node's notice once per sender and seq, whatever else is appended between", async () => {
+      const at = new Date().toISOString();
+      const notice = (seq: number) => ({ at, kind: 'sandbox.created' as const, sandboxID: `n${seq}`, message: `notice ${seq}` });
+      const a = await store.appendNodeEvent(notice(1), { sender: 'node-a:1', seq: 1 });
+      expect(a?.sandboxID).toBe('n1');
+      // The same heartbeat sent again (its answer was lost), with one more notice and another sender's.
+      expect(await store.appendNodeEvent(notice(1), { sender: 'node-a:1', seq: 1 })).toBeUndefined();
+      await store.appendEvent({ at, kind: 'node.joined', message: 'between' });
+      expect((await store.appendNodeEvent(notice(2), { sender: 'node-a:1', seq: 2 }))?.id).toBeGreaterThan(a!.id);
+      expect(await store.appendNodeEvent(notice(1), { sender: 'node-b:1', seq: 1 })).toBeDefined();
+      // Concurrent appends of one batch go together; the repeated seq still counts once.
+      const again = await Promise.all([store.appendNodeEvent(notice(2), { sender: 'node-a:1', seq: 2 }), store.appendNodeEvent(notice(3), { sender: 'node-a:1', seq: 3 })]);
+      expect(again.map((e) => e?.sandboxID)).toEqual([undefined, 'n3']);
+      expect((await store.listEvents({ sinceID: a!.id - 1 })).map((e) => e.message)).toEqual(['notice 1', 'between', 'notice 2', 'notice 1', 'notice 3']);
+    });
+
     it('keeps config versions, newest first', async () => {
       expect(await store.latestConfigVersion()).toBeUndefined();
       await store.putConfigVersion({ version: 1, at: 'x', actor: 'system', reason: 'start', master: { a: 1 }, cubelet: {} });
@@ -187,6 +203,17 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect((await store.getNodeMetrics(['n1', 'n2'])).has('n1')).toBe(true);
       await sleep(200);
       expect((await store.getNodeMetrics(['n1'])).has('n1')).toBe(false);
+      // A heartbeat without a view keeps the view and moves its lastSeen; an unknown or expired node is asked for it.
+      await store.putNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:01.000Z' } as NodeView], 600);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:02.000Z' }, { nodeID: 'n4', lastSeen: '2026-01-01T00:00:02.000Z' }], 600)).toEqual(['n4']);
+      expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe('2026-01-01T00:00:02.000Z');
+      await sleep(400);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:03.000Z' }], 600)).toEqual([]);
+      await sleep(400);
+      expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe('2026-01-01T00:00:03.000Z');
+      await sleep(700);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:04.000Z' }], 600)).toEqual(['n3']);
+      expect((await store.getNodeMetrics(['n3'])).has('n3')).toBe(false);
       expect(await store.markNodeLost('n1')).toBe(true);
       expect(await store.markNodeLost('n1')).toBe(false);
       expect([...(await store.lostNodes(['n1', 'n2']))]).toEqual(['n1']);

@@ -9,13 +9,39 @@ import { fenceFloor } from '../types.js';
 import { withRetry } from './retry.js';
 
 // Atomic: ids come from one counter so every replica's events interleave in one order; a batch
-// (ARGV[2..]) gets consecutive ids and the last is returned. No counter means Redis came back
+// gets ids in its order, one per event (0 for a node's notice whose sender appended that seq
+// already: the check and the append are one step, so a heartbeat resent to another replica while
+// the first still works on it adds nothing twice). ARGV: retention, the sender keys' prefix and
+// time to live, then (sender or '', seq, body) per event. No counter means Redis came back
 // empty: -1, and the caller restores the stream and the counter from MySQL first
 // (restoreEvents), so an id is never handed out twice.
 const APPEND_EVENTS = `if redis.call('EXISTS', KEYS[2]) == 0 then return -1 end
-local last = redis.call('INCRBY', KEYS[2], #ARGV - 1)
-for i = 2, #ARGV do redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], (last - #ARGV + i) .. '-0', 'e', ARGV[i]) end
-return last`;
+local ids = {}
+for i = 4, #ARGV, 3 do
+  local fresh = true
+  if ARGV[i] ~= '' then
+    local k = ARGV[2] .. ARGV[i]
+    if tonumber(ARGV[i + 1]) <= tonumber(redis.call('GET', k) or '0') then fresh = false else redis.call('SET', k, ARGV[i + 1], 'PX', ARGV[3]) end
+  end
+  if fresh then
+    local id = redis.call('INCR', KEYS[2])
+    redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], id .. '-0', 'e', ARGV[i + 2])
+    table.insert(ids, id)
+  else
+    table.insert(ids, 0)
+  end
+end
+return ids`;
+/** How long a heartbeat sender's last appended seq is kept (a resend comes within seconds; a sender's process that restarts numbers anew). */
+const SENDER_TTL_MS = 24 * 3600_000;
+// Heartbeats without a view (it did not change): ARGV[3..] are (node, lastSeen) pairs. Each
+// node's view is kept another ARGV[2] ms and its lastSeen recorded beside it; the nodes whose view
+// is not there are returned (they send it again).
+const TOUCH_METRICS = `local missing = {}
+for i = 3, #ARGV, 2 do
+  if redis.call('PEXPIRE', ARGV[1] .. ARGV[i], ARGV[2]) == 1 then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) else table.insert(missing, ARGV[i]) end
+end
+return missing`;
 // Once, by whichever replica comes first: the stream's last events and the counter from MySQL.
 // ARGV: the highest id MySQL holds, then id, body pairs oldest first.
 const RESTORE_EVENTS = `if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
@@ -67,7 +93,7 @@ export class RedisLive {
    * them was the largest single cost left in the control (6% of its CPU in the 1000-node bench);
    * the heartbeat batch this replica writes fills it, so its next reads parse nothing.
    */
-  private readonly parsedMetrics = new Map<string, { raw: string; view: NodeView }>();
+  private readonly parsedMetrics = new Map<string, { raw: string; view: NodeView; seen?: string; merged?: NodeView }>();
   /**
    * The routes as last listed, raw and parsed: every heartbeat batch lists them all (to reconcile
    * each node's records), and re-parsing every sandbox's record each second grows with the
@@ -95,6 +121,7 @@ export class RedisLive {
     this.redis.defineCommand('cubeDecrFloor', { numberOfKeys: 1, lua: DECR_FLOOR });
     this.redis.defineCommand('cubePutRouteIfNewer', { numberOfKeys: 2, lua: PUT_ROUTE_IF_NEWER });
     this.redis.defineCommand('cubeInFlight', { numberOfKeys: 1, lua: IN_FLIGHT });
+    this.redis.defineCommand('cubeTouchMetrics', { numberOfKeys: 1, lua: TOUCH_METRICS });
   }
 
   private k(...parts: string[]): string {
@@ -176,6 +203,7 @@ export class RedisLive {
 
   /** One pipeline for a batch of nodes (1000 separate writes were 8% of the control's CPU under 1000 sim nodes). */
   async putNodeMetrics(views: NodeView[], ttlMs: number): Promise<void> {
+    if (views.length === 0) return;
     const entries = views.map((v) => {
       const raw = JSON.stringify(v);
       this.parsedMetrics.set(v.nodeID, { raw, view: v });
@@ -190,26 +218,38 @@ export class RedisLive {
     if (failed) throw failed;
   }
 
-  /** The nodes' last reported views (those whose metrics have not expired). Views are shared between reads: read-only. */
+  /** Heartbeats without a view: see StateStore.touchNodeMetrics. */
+  async touchNodeMetrics(seen: { nodeID: string; lastSeen: string }[], ttlMs: number): Promise<string[]> {
+    if (seen.length === 0) return [];
+    return (await this.run((r) => r.cubeTouchMetrics!(this.k('master', 'node', 'seen'), this.k('master', 'node', 'metric', ''), ttlMs, ...seen.flatMap((s) => [s.nodeID, s.lastSeen])))) as string[];
+  }
+
+  /**
+   * The nodes' last reported views (those whose metrics have not expired), with the lastSeen of
+   * their latest heartbeat (touchNodeMetrics) where it is later than the view's. Views are shared
+   * between reads: read-only.
+   */
   async getNodeMetrics(nodeIDs: string[]): Promise<Map<string, NodeView>> {
     if (nodeIDs.length === 0) return new Map();
-    const vals = await this.run((r) => r.mget(...nodeIDs.map((id) => this.k('master', 'node', 'metric', id))));
+    const [vals, seen] = await Promise.all([this.run((r) => r.mget(...nodeIDs.map((id) => this.k('master', 'node', 'metric', id)))), this.run((r) => r.hmget(this.k('master', 'node', 'seen'), ...nodeIDs))]);
     const out = new Map<string, NodeView>();
     vals.forEach((raw, i) => {
       if (!raw) return;
       const id = nodeIDs[i]!;
-      const known = this.parsedMetrics.get(id);
-      if (known?.raw === raw) return out.set(id, known.view);
-      const view = JSON.parse(raw) as NodeView;
-      this.parsedMetrics.set(id, { raw, view });
-      out.set(id, view);
+      let known = this.parsedMetrics.get(id);
+      if (known?.raw !== raw) this.parsedMetrics.set(id, (known = { raw, view: JSON.parse(raw) as NodeView }));
+      // ISO times of one format: later sorts later.
+      const at = seen[i];
+      if (!at || at <= known.view.lastSeen) return out.set(id, known.view);
+      if (known.seen !== at) [known.seen, known.merged] = [at, { ...known.view, lastSeen: at }];
+      out.set(id, known.merged!);
     });
     return out;
   }
 
   async deleteNodeMetrics(nodeID: string): Promise<void> {
     this.parsedMetrics.delete(nodeID);
-    await this.run((r) => r.del(this.k('master', 'node', 'metric', nodeID), this.k('master', 'node', 'inflight', nodeID), this.k('master', 'node', 'lost', nodeID)));
+    await this.run(() => this.redis.multi().del(this.k('master', 'node', 'metric', nodeID), this.k('master', 'node', 'inflight', nodeID), this.k('master', 'node', 'lost', nodeID)).hdel(this.k('master', 'node', 'seen'), nodeID).exec());
   }
 
   /** Marks a node lost; true only for the call that changed it (so one node.lost event). */
@@ -273,10 +313,15 @@ export class RedisLive {
   }
 
   // --- events (MySQL keeps them; this is the stream clients read and the id counter)
-  /** The events numbered in order (one script call for the batch), or undefined when Redis lost the counter (restoreEvents first). */
-  async appendEvents(es: Omit<EventView, 'id'>[]): Promise<EventView[] | undefined> {
-    const last = Number(await this.run((r) => r.cubeAppendEvents!(this.k('shared', 'events'), this.k('shared', 'events', 'seq'), this.eventRetention, ...es.map((e) => JSON.stringify(e))), false));
-    return last < 0 ? undefined : es.map((e, i) => ({ ...e, id: last - es.length + 1 + i }));
+  /**
+   * The events numbered in order (one script call for the batch; undefined in place of a node's
+   * notice its sender appended already), or undefined when Redis lost the counter (restoreEvents first).
+   */
+  async appendEvents(es: { e: Omit<EventView, 'id'>; origin?: { sender: string; seq: number } }[]): Promise<(EventView | undefined)[] | undefined> {
+    const args = es.flatMap(({ e, origin }) => [origin?.sender ?? '', origin?.seq ?? 0, JSON.stringify(e)]);
+    const ids = await this.run((r) => r.cubeAppendEvents!(this.k('shared', 'events'), this.k('shared', 'events', 'seq'), this.eventRetention, this.k('master', 'notice-seq', ''), SENDER_TTL_MS, ...args), false);
+    if (!Array.isArray(ids)) return undefined;
+    return es.map(({ e }, i) => (Number(ids[i]) > 0 ? { ...e, id: Number(ids[i]) } : undefined));
   }
 
   /** Whether the id counter is there (false: Redis restarted empty, or a new cluster). */
