@@ -435,7 +435,7 @@ async function runCompute(flags: Flags): Promise<void> {
   // A real node fetches the templates it lacks from the control plane (cubelet/layer-fetch.ts) and serves its own to the others.
   const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
   if (templates) await startStore(templates, log);
-  const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }) }) : undefined;
+  const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }), nodeID }) : undefined;
   const nodes =
     simCount > 0
       ? simNodeSpecs(simCount, flags.nodeIdPrefix ?? 'sim-').map((spec) => ({ path: simNodePath(spec.nodeID), ...simNode({ nodeID: spec.nodeID, dataDir: simNodeDataDir(dataDir, spec.nodeID), config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim', nodeID: spec.nodeID }), spec }) }))

@@ -84,6 +84,7 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
       return sendJson(res, 200, { result: null });
     }
     if (layers && method === 'templateRecord') return sendJson(res, 200, { result: await layers.heldTemplate(String(args[0])) });
+    if (layers && method === 'fetchProgress') return sendJson(res, 200, { result: layers.fetchProgress() });
     if (method === 'startProcess') return streamProcess(res, node.startProcess(...(args as Parameters<NodeApi['startProcess']>)));
     if (method === 'watchDir') {
       const changes = await node.watchDir(...(args as Parameters<NodeApi['watchDir']>));
