@@ -87,6 +87,9 @@ export interface LayerServer {
   importUpload(body: Readable, req: ImportRequest): Promise<TemplateRecord>;
   /** Layer bytes fetched since the node started, and the fetches in progress: what a replica waiting on a create checks for progress (remote.ts). */
   fetchProgress(): { bytes: number; active: number };
+  listRecords(): Promise<TemplateRecord[]>;
+  /** TemplateStore.remove: 409 while `inUse` names sandboxes or a template of this node has it as parent; its layers no template holds leave the store. */
+  removeTemplate(name: string, inUse: (rec: TemplateRecord) => Promise<string[]>): Promise<TemplateRecord>;
 }
 
 /** Where a node gets what it lacks: the control plane's cluster routes. */
@@ -153,6 +156,14 @@ export class FetchingCatalog implements LayerServer {
 
   fetchProgress(): { bytes: number; active: number } {
     return { bytes: this.fetchedBytes, active: this.pulls.size };
+  }
+
+  listRecords(): Promise<TemplateRecord[]> {
+    return this.o.store.listRecords();
+  }
+
+  removeTemplate(name: string, inUse: (rec: TemplateRecord) => Promise<string[]>): Promise<TemplateRecord> {
+    return this.o.store.remove(name, inUse);
   }
 
   /** Layer digests in the store (re-read when its directory changes), and the fetches in progress. */

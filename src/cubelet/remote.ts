@@ -10,6 +10,7 @@ import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import type { TemplateRecord } from '../runtime/templates.js';
+import type { BuildRecord } from './template-build.js';
 import { decodeProcessEvent, FENCE_HEADER, type ImportRequest, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
 import type { HeldTemplate } from './layer-fetch.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
@@ -245,6 +246,35 @@ export class RemoteNode implements NodeApi {
   private async result<T>(method: string, args: unknown[], timeout = true): Promise<T> {
     const res = await this.request(method, { body: JSON.stringify({ args }), timeout });
     return ((await res.json()) as { result: T }).result;
+  }
+  /** The node's template records (where a template's children live, for a cluster-wide rm). */
+  templateRecords(): Promise<TemplateRecord[]> {
+    return this.result('templateRecords', []);
+  }
+  /** Removes template `name` from the node's store (409 while one of its sandboxes or templates uses it). */
+  removeTemplate(name: string): Promise<TemplateRecord> {
+    return this.result('removeTemplate', [name]);
+  }
+  /** A build on this node (TemplateBuilder.request). */
+  buildRequest(o: { name: string; tags?: string[]; cpuCount?: number; memoryMB?: number }): Promise<BuildRecord> {
+    return this.result('buildRequest', [o]);
+  }
+  /** Starts the build's steps; waits for no step, but for a base template the node fetches first (no timeout). */
+  async buildStart(templateID: string, buildID: string, body: unknown): Promise<void> {
+    await this.result('buildStart', [templateID, buildID, body], false);
+  }
+  buildGet(templateID: string, buildID: string): Promise<BuildRecord> {
+    return this.result('buildGet', [templateID, buildID]);
+  }
+  buildList(templateID: string): Promise<BuildRecord[]> {
+    return this.result('buildList', [templateID]);
+  }
+  buildHasFiles(hash: string): Promise<boolean> {
+    return this.result('buildHasFiles', [hash]);
+  }
+  /** A COPY step's upload (the SDK's tar), streamed to the node building it. */
+  async buildFiles(hash: string, body: Readable): Promise<void> {
+    await this.request('buildFiles', { query: { hash }, body: Readable.toWeb(body) as ReadableStream, contentType: 'application/octet-stream', timeout: false });
   }
   /** Layer `digest` as a tar (layers/pack.ts); the body streams for as long as it takes. */
   async layer(digest: string): Promise<Response> {
