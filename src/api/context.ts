@@ -5,6 +5,7 @@ import type Router from 'find-my-way';
 import type { MasterConfig } from '../config/schema.js';
 import type { TemplateBuilder } from '../cubelet/template-build.js';
 import type { TemplateStore } from '../runtime/templates.js';
+import type { ClusterTemplates } from '../scheduler/cluster/cluster-templates.js';
 import type { LayerRelay } from '../scheduler/cluster/layer-relay.js';
 import type { ControlPlane } from '../scheduler/control-plane.js';
 
@@ -19,6 +20,8 @@ export interface ApiContext {
   builds?: TemplateBuilder;
   /** Cluster control replicas: imports go on to a node, whose layers the others fetch (scheduler/cluster/layer-relay.ts). */
   relay?: LayerRelay;
+  /** Cluster control replicas: builds handed to a compute node, template rm across the nodes (scheduler/cluster/cluster-templates.ts). */
+  clusterTemplates?: ClusterTemplates;
 }
 
 /** Identity of an authenticated caller (API key id, never the key itself), for audit records. */

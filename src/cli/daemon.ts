@@ -36,6 +36,7 @@ import { cleanScratch } from '../runtime/layers/import.js';
 import { TemplateBuilder } from '../cubelet/template-build.js';
 import { TemplateStore } from '../runtime/templates.js';
 import { ControlLayerSource, FetchingCatalog } from '../cubelet/layer-fetch.js';
+import { ClusterTemplates } from '../scheduler/cluster/cluster-templates.js';
 import { LayerRelay } from '../scheduler/cluster/layer-relay.js';
 import { ControlPlaneService } from '../scheduler/control-plane-service.js';
 import { LocalNodes, RemoteNodes } from '../scheduler/node-directory.js';
@@ -271,7 +272,8 @@ function buildCubelet(nodeID: string, dataDir: string, config: ConfigStore, log:
   });
   if (catalog) catalog.onEvent = (kind, message, extra) => cubelet?.report(kind, message, extra);
   // Build steps run on the ns runtime (their writable layer becomes a template layer).
-  const builds = runtime.includes('ns') ? new TemplateBuilder({ dataDir, templates, driver, network, config: () => config.config, log: log.child({ component: 'template-build' }) }) : undefined;
+  // A cluster compute node fetches a build's base template it lacks, as a create does.
+  const builds = runtime.includes('ns') ? new TemplateBuilder({ dataDir, templates, driver, network, config: () => config.config, log: log.child({ component: 'template-build' }), ...(catalog ? { fetchTemplate: (name: string) => catalog.resolve(name) } : {}) }) : undefined;
   return { cubelet, api: cubelet, ...(builds ? { builds } : {}) };
 }
 
@@ -394,8 +396,9 @@ async function runControl(flags: Flags): Promise<void> {
   const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), nodes: new RemoteNodes(secret), replicaID });
   await cp.start();
   const relay = new LayerRelay({ nodes: () => cp.listNodes(), secret });
+  const clusterTemplates = new ClusterTemplates({ nodes: () => cp.listNodes(), client: (v) => relay.node(v), book: store, secret, sandboxes: () => cp.listSandboxes(), memoryMiB: () => config.config.master.sandbox.default_spec.memory_mib });
   const api = createApiServer({
-    ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), relay },
+    ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), relay, clusterTemplates },
     apiKeys: [apiKey],
     nodeID: replicaID,
     version: version(),
@@ -436,11 +439,13 @@ async function runCompute(flags: Flags): Promise<void> {
   // A real node fetches the templates it lacks from the control plane (cubelet/layer-fetch.ts) and serves its own to the others.
   const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
   if (templates) await startStore(templates, log);
-  const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }) }) : undefined;
+  const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }), nodeID }) : undefined;
   const nodes =
     simCount > 0
       ? simNodeSpecs(simCount, flags.nodeIdPrefix ?? 'sim-').map((spec) => ({ path: simNodePath(spec.nodeID), ...simNode({ nodeID: spec.nodeID, dataDir: simNodeDataDir(dataDir, spec.nodeID), config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim', nodeID: spec.nodeID }), spec }) }))
       : [{ path: '', ...buildCubelet(nodeID, dataDir, config, log, runtime, templates, catalog) }];
+  const builds = simCount > 0 ? undefined : (nodes[0] as { builds?: TemplateBuilder }).builds;
+  await builds?.restore();
   let adopted = 0;
   let removed = 0;
   for (const n of nodes) {
@@ -450,7 +455,7 @@ async function runCompute(flags: Flags): Promise<void> {
   }
   const health = (_req: IncomingMessage, res: ServerResponse) => sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', runtime, nodes: nodes.length, version: version() });
   const rpcLog = log.child({ component: 'node-rpc' });
-  const handlers = await Promise.all(nodes.map(async (n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret, new FenceBook(simCount > 0 ? simNodeDataDir(dataDir, n.cubelet.nodeID) : dataDir, (await n.api.listSandboxes()).map((s) => s.sandboxID)), rpcLog, simCount > 0 ? undefined : catalog)] as const));
+  const handlers = await Promise.all(nodes.map(async (n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret, new FenceBook(simCount > 0 ? simNodeDataDir(dataDir, n.cubelet.nodeID) : dataDir, (await n.api.listSandboxes()).map((s) => s.sandboxID)), rpcLog, simCount > 0 ? undefined : catalog, builds)] as const));
   const rpc = simCount > 0 ? simNodeRouter(new Map(handlers), (req, res) => (req.url === '/health' ? health(req, res) : sendError(res, new CubeError('NOT_FOUND', `no simulated node at ${req.url}`), 'admin'))) : handlers[0]![1];
   const upgrade = simCount > 0 ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeUpgradeHandler(n.api, secret)])), (_req: IncomingMessage, socket: Duplex) => rejectUpgrade(socket, 404, { code: 404, message: 'no simulated node there' })) : nodeUpgradeHandler(nodes[0]!.api, secret);
   const server = createServer((req, res) => (req.url === '/health' ? health(req, res) : rpc(req, res)));
@@ -470,6 +475,7 @@ async function runCompute(flags: Flags): Promise<void> {
     server.closeAllConnections();
     await new Promise((r) => server.close(r));
     for (const n of nodes) await n.cubelet.stop({ destroy });
+    await builds?.flush();
     config.close();
     unlock();
   });

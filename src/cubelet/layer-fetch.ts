@@ -8,12 +8,15 @@
 // leave again. Creates of a template being fetched wait for the same fetch; fetches run under the
 // store's writer lock (one at a time, and a template rm never drops a layer being taken). The node
 // reports the layers it holds and its fetches in progress in its view (template_locality filter
-// and scorer, the console).
+// and scorer, the console). Before a fetch the node checks its store can hold the missing layers
+// (their unpacked sizes, as the holder reports them): 130598 naming the sizes, nothing written.
+// A layer streams for as long as bytes keep coming: a fetch fails (130425) only once none came for
+// LAYER_STALL_MS, however large the layer.
 import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
-import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { EventKind, EventView } from '../model/event.js';
 import { answerError } from './remote.js';
@@ -23,13 +26,56 @@ import { HOST_TEMPLATE, layerDir, listedName, type TemplateRecord, type Template
 import type { TemplateRef } from '../runtime/types.js';
 import { ensureStoreDir, importUpload, scratchDir } from '../runtime/layers/import.js';
 import { packLayer } from '../runtime/layers/pack.js';
-import { layerTree, treeDigest, writeTree } from '../runtime/layers/tree.js';
+import { layerBytes, layerTree, treeDigest, writeTree } from '../runtime/layers/tree.js';
 import { unpackLayer } from '../runtime/layers/unpack.js';
 
 /** A template as a holder serves it: its record and, per layer digest, the tree digest to check a copy against. */
 export interface HeldTemplate {
   record: TemplateRecord;
   trees: Record<string, string>;
+  /** Per layer digest, its unpacked bytes (layers/tree.ts layerBytes); absent from older holders. */
+  sizes?: Record<string, number>;
+}
+
+/**
+ * A layer stream (holder -> replica -> node) fails once no byte came for this long. A total
+ * timeout would fail any layer larger than the link carries in it; a stalled holder still ends.
+ */
+export const LAYER_STALL_MS = 30_000;
+
+/** Room a fetch leaves free in the node's store: a full filesystem fails the node's other writes (sandbox state, build records). */
+export const FETCH_RESERVE_BYTES = 64 * 1024 ** 2;
+
+/**
+ * `body` passed through, destroyed with 130425 once no chunk came for `ms` (the timer restarts on
+ * each chunk, so a slow but moving layer takes as long as it needs).
+ */
+export function stallGuard(body: Readable, ms: number, what: string, onChunk?: (bytes: number) => void): Readable {
+  let timer: NodeJS.Timeout | undefined;
+  const out = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      arm();
+      onChunk?.(chunk.length);
+      cb(null, chunk);
+    },
+    flush(cb) {
+      clearTimeout(timer);
+      cb();
+    },
+  });
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      const e = new CubeError('LAYER_UNAVAILABLE', `${what}: no byte came for ${ms / 1000} s`, { retryAfter: 5 });
+      body.destroy(e);
+      out.destroy(e);
+    }, ms);
+  };
+  out.on('close', () => clearTimeout(timer));
+  body.on('error', (e) => out.destroy(e));
+  arm();
+  body.pipe(out);
+  return out;
 }
 
 /** What a node serves other nodes (through the control plane): its templates' records and layers. */
@@ -39,6 +85,11 @@ export interface LayerServer {
   packedLayer(digest: string): Readable;
   /** An image archive a control replica forwards, imported into this node's store. */
   importUpload(body: Readable, req: ImportRequest): Promise<TemplateRecord>;
+  /** Layer bytes fetched since the node started, and the fetches in progress: what a replica waiting on a create checks for progress (remote.ts). */
+  fetchProgress(): { bytes: number; active: number };
+  listRecords(): Promise<TemplateRecord[]>;
+  /** TemplateStore.remove: 409 while `inUse` names sandboxes or a template of this node has it as parent; its layers no template holds leave the store. */
+  removeTemplate(name: string, inUse: (rec: TemplateRecord) => Promise<string[]>): Promise<TemplateRecord>;
 }
 
 /** Where a node gets what it lacks: the control plane's cluster routes. */
@@ -64,6 +115,7 @@ export function checkHeld(h: HeldTemplate, name: string): HeldTemplate {
   const dirs = r.layers.filter((l) => !DIGEST_RE.test(l));
   if (dirs.length) throw new CubeError('CONFLICT', `template ${r.ref} is a directory template (${dirs[0]}) on the nodes holding it: only layer templates (imported or built) are fetched by other nodes`);
   for (const l of r.layers) if (!DIGEST_RE.test(h.trees?.[l] ?? '')) throw new CubeError('INTERNAL', `the record served for template ${r.ref} gives no tree digest for layer ${l}`);
+  if (Object.values(h.sizes ?? {}).some((n) => !Number.isSafeInteger(n) || n < 0)) throw new CubeError('INTERNAL', `the record served for template ${r.ref} gives a layer size that is no byte count`);
   return h;
 }
 
@@ -71,10 +123,11 @@ export class FetchingCatalog implements LayerServer {
   private readonly pulls = new Map<string, Promise<void>>();
   private readonly progress = new Set<Progress>();
   private held?: { mtime: number; layers: string[] };
+  private fetchedBytes = 0;
   /** Node events (the cubelet's report): set once the cubelet exists. */
   onEvent?: (kind: EventKind, message: string, extra?: Partial<Pick<EventView, 'code' | 'durationMs'>>) => void;
 
-  constructor(private readonly o: { store: TemplateStore; source: LayerSource }) {}
+  constructor(private readonly o: { store: TemplateStore; source: LayerSource; nodeID?: string; stallMs?: number }) {}
 
   get dataDir(): string {
     return this.o.store.dataDir;
@@ -101,6 +154,18 @@ export class FetchingCatalog implements LayerServer {
     return this.o.store.listTemplates();
   }
 
+  fetchProgress(): { bytes: number; active: number } {
+    return { bytes: this.fetchedBytes, active: this.pulls.size };
+  }
+
+  listRecords(): Promise<TemplateRecord[]> {
+    return this.o.store.listRecords();
+  }
+
+  removeTemplate(name: string, inUse: (rec: TemplateRecord) => Promise<string[]>): Promise<TemplateRecord> {
+    return this.o.store.remove(name, inUse);
+  }
+
   /** Layer digests in the store (re-read when its directory changes), and the fetches in progress. */
   async layerFacts(): Promise<{ layers: string[]; fetching: string[] }> {
     const dir = join(this.dataDir, 'layers', 'sha256');
@@ -115,8 +180,13 @@ export class FetchingCatalog implements LayerServer {
   async heldTemplate(name: string): Promise<HeldTemplate> {
     const record = await this.o.store.get(name);
     const trees: Record<string, string> = {};
-    for (const l of record.layers) if (DIGEST_RE.test(l)) trees[l] = await layerTree(this.dataDir, l);
-    return { record, trees };
+    const sizes: Record<string, number> = {};
+    for (const l of record.layers) {
+      if (!DIGEST_RE.test(l)) continue;
+      trees[l] = await layerTree(this.dataDir, l);
+      sizes[l] = await layerBytes(layerDir(this.dataDir, l));
+    }
+    return { record, trees, sizes };
   }
 
   importUpload(body: Readable, req: ImportRequest): Promise<TemplateRecord> {
@@ -144,6 +214,7 @@ export class FetchingCatalog implements LayerServer {
       await this.o.store.exclusive(async () => {
         await ensureStoreDir(this.dataDir);
         const missing = rec.layers.filter((l) => !existsSync(layerDir(this.dataDir, l)));
+        await this.checkRoom(rec, held, missing);
         try {
           await this.fetchMissing(rec, held, missing);
         } catch (e) {
@@ -160,6 +231,18 @@ export class FetchingCatalog implements LayerServer {
       this.onEvent?.('template.fetch', `fetching template ${ref} failed: ${err.message}`, { code: err.code, durationMs: Math.round(performance.now() - t0) });
       throw err;
     }
+  }
+
+  /** 130598 when the store cannot hold the `missing` layers (before anything is written, so nothing is left behind). */
+  private async checkRoom(rec: TemplateRecord, held: HeldTemplate, missing: string[]): Promise<void> {
+    const need = missing.reduce((n, l) => n + (held.sizes?.[l] ?? 0), 0);
+    if (need === 0) return;
+    const dir = join(this.dataDir, 'layers');
+    const st = await statfs(dir);
+    const free = st.bavail * st.bsize;
+    if (need + FETCH_RESERVE_BYTES <= free) return;
+    const mib = (b: number) => (b / 1024 ** 2).toFixed(1);
+    throw new CubeError('STORE_FULL', `${this.o.nodeID ? `node ${this.o.nodeID}: ` : ''}the layer store ${dir} has ${mib(free)} MiB free; template ${rec.ref} needs ${mib(need)} MiB for its ${missing.length} missing layer(s) (and ${mib(FETCH_RESERVE_BYTES)} MiB kept free): nothing was fetched`, { retryAfter: 60, details: { needBytes: need, freeBytes: free } });
   }
 
   /** The layers `missing` of `rec`, one after another (for a caller holding the store's writer lock, which also makes one fetch per layer). */
@@ -185,7 +268,7 @@ export class FetchingCatalog implements LayerServer {
     const scratch = join(scratchDir(this.dataDir), `fetch-${digest.slice(7, 19)}.${randomBytes(4).toString('hex')}`);
     await mkdir(scratch, { recursive: true });
     try {
-      const body = await this.o.source.layer(digest);
+      const body = stallGuard(await this.o.source.layer(digest), this.o.stallMs ?? LAYER_STALL_MS, what, (n) => (this.fetchedBytes += n));
       await unpackLayer(body, scratch).catch((e: unknown) => {
         const err = toCubeError(e);
         if (err.kind === 'IMAGE_INVALID') throw new CubeError('LAYER_CORRUPT', `${what}: the tar that came is unreadable (${err.message})`, { details: { layer: digest }, cause: e });
@@ -211,11 +294,16 @@ export class ControlLayerSource implements LayerSource {
     let last: unknown;
     for (const c of this.o.controls) {
       let res: Response;
+      // The answer's headers come within LAYER_STALL_MS; its body is bounded per chunk (stallGuard), not in total.
+      const ac = new AbortController();
+      const headers = setTimeout(() => ac.abort(new Error(`no answer within ${LAYER_STALL_MS / 1000} s`)), LAYER_STALL_MS);
       try {
-        res = await fetch(new URL(path, c), { method: 'POST', headers: { authorization: `Bearer ${this.o.secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ ...(body as object), nodeID: this.o.nodeID }) });
+        res = await fetch(new URL(path, c), { method: 'POST', headers: { authorization: `Bearer ${this.o.secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ ...(body as object), nodeID: this.o.nodeID }), signal: ac.signal });
       } catch (e) {
         last = e;
         continue;
+      } finally {
+        clearTimeout(headers);
       }
       if (res.ok) return res;
       throw await answerError(res, `control ${c}`);

@@ -11,6 +11,7 @@ import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import type { TemplateRecord } from '../runtime/templates.js';
+import type { BuildRecord } from './template-build.js';
 import { decodeProcessEvent, FENCE_HEADER, type ImportRequest, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
 import type { HeldTemplate } from './layer-fetch.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
@@ -71,8 +72,12 @@ export class RemoteNode implements NodeApi {
     throw await answerError(res, `node ${this.nodeID}`);
   }
 
-  private async json<T>(method: JsonMethod | 'sendInput', ...args: unknown[]): Promise<T> {
-    const res = await this.request(method, { body: JSON.stringify({ args }) });
+  private json<T>(method: JsonMethod | 'sendInput', ...args: unknown[]): Promise<T> {
+    return this.jsonWith(method, {}, args);
+  }
+
+  private async jsonWith<T>(method: JsonMethod | 'sendInput', init: { signal?: AbortSignal }, args: unknown[]): Promise<T> {
+    const res = await this.request(method, { body: JSON.stringify({ args }), ...init });
     const { result, at } = (await res.json()) as { result: T; at?: number };
     if (typeof result === 'object' && result !== null && typeof at === 'number') answered.set(result, at);
     return reviveStats(result);
@@ -119,8 +124,35 @@ export class RemoteNode implements NodeApi {
     return stoppable(changes(), () => ac.abort()); // the node's watcher ends with this request
   }
 
-  createSandbox(req: NodeCreateRequest): Promise<SandboxView> {
-    return this.json('createSandbox', req);
+  /**
+   * A create fetches the template's layers first where the node lacks them (layer-fetch.ts), which
+   * takes as long as the layers are large: the call is bounded by progress, not in total. Each
+   * time the call timeout passes without an answer, the node is asked how many layer bytes it has
+   * fetched: the create is given up (130596) only when no fetch runs there or no byte came since
+   * the last look.
+   */
+  async createSandbox(req: NodeCreateRequest): Promise<SandboxView> {
+    const ac = new AbortController();
+    let done = false;
+    let seen: number | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const look = async () => {
+      const p = await this.result<{ bytes: number; active: number }>('fetchProgress', []).catch(() => undefined);
+      if (done) return;
+      if (p && p.active > 0 && p.bytes !== seen) {
+        seen = p.bytes;
+        timer = setTimeout(() => void look(), this.timeoutMs);
+        return;
+      }
+      ac.abort(new Error(`no answer to the create within ${this.timeoutMs / 1000} s${p?.active ? `, and no layer byte fetched there in the last ${this.timeoutMs / 1000} s` : ''}`));
+    };
+    timer = setTimeout(() => void look(), this.timeoutMs);
+    try {
+      return await this.jsonWith<SandboxView>('createSandbox', { signal: ac.signal }, [req]);
+    } finally {
+      done = true;
+      clearTimeout(timer);
+    }
   }
   destroySandbox(sandboxID: string): Promise<void> {
     return this.json('destroySandbox', sandboxID);
@@ -204,14 +236,46 @@ export class RemoteNode implements NodeApi {
     return this.json('nodeView');
   }
   /** The node's record of template `name` and its layers' tree digests (served with a LayerServer). */
-  async templateRecord(name: string): Promise<HeldTemplate> {
-    const res = await this.request('templateRecord', { body: JSON.stringify({ args: [name] }) });
-    return ((await res.json()) as { result: HeldTemplate }).result;
+  templateRecord(name: string): Promise<HeldTemplate> {
+    return this.result('templateRecord', [name]);
   }
   /** Imports the archive `body` into the node's store (the control replica forwarding an upload). */
   async importImage(body: Readable, req: ImportRequest): Promise<TemplateRecord> {
     const res = await this.request('importImage', { query: { import: JSON.stringify(req) }, body: Readable.toWeb(body) as ReadableStream, contentType: 'application/octet-stream', timeout: false });
     return ((await res.json()) as { result: TemplateRecord }).result;
+  }
+  private async result<T>(method: string, args: unknown[], timeout = true): Promise<T> {
+    const res = await this.request(method, { body: JSON.stringify({ args }), timeout });
+    return ((await res.json()) as { result: T }).result;
+  }
+  /** The node's template records (where a template's children live, for a cluster-wide rm). */
+  templateRecords(): Promise<TemplateRecord[]> {
+    return this.result('templateRecords', []);
+  }
+  /** Removes template `name` from the node's store (409 while one of its sandboxes or templates uses it). */
+  removeTemplate(name: string): Promise<TemplateRecord> {
+    return this.result('removeTemplate', [name]);
+  }
+  /** A build on this node (TemplateBuilder.request). */
+  buildRequest(o: { name: string; tags?: string[]; cpuCount?: number; memoryMB?: number }): Promise<BuildRecord> {
+    return this.result('buildRequest', [o]);
+  }
+  /** Starts the build's steps; waits for no step, but for a base template the node fetches first (no timeout). */
+  async buildStart(templateID: string, buildID: string, body: unknown): Promise<void> {
+    await this.result('buildStart', [templateID, buildID, body], false);
+  }
+  buildGet(templateID: string, buildID: string): Promise<BuildRecord> {
+    return this.result('buildGet', [templateID, buildID]);
+  }
+  buildList(templateID: string): Promise<BuildRecord[]> {
+    return this.result('buildList', [templateID]);
+  }
+  buildHasFiles(hash: string): Promise<boolean> {
+    return this.result('buildHasFiles', [hash]);
+  }
+  /** A COPY step's upload (the SDK's tar), streamed to the node building it. */
+  async buildFiles(hash: string, body: Readable): Promise<void> {
+    await this.request('buildFiles', { query: { hash }, body: Readable.toWeb(body) as ReadableStream, contentType: 'application/octet-stream', timeout: false });
   }
   /** Layer `digest` as a tar (layers/pack.ts); the body streams for as long as it takes. */
   async layer(digest: string): Promise<Response> {

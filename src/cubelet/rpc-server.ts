@@ -10,6 +10,8 @@ import { proxyHttp, proxyUpgrade, rejectUpgrade } from '../api/proxy.js';
 import { CubeError, errorBody, toCubeError } from '../errors.js';
 import type { LayerServer } from './layer-fetch.js';
 import { underFence, type FenceBook } from './fences.js';
+import type { TemplateBuilder } from './template-build.js';
+import { sameTemplate } from '../runtime/templates.js';
 import { encodeProcessEvent, FENCE_HEADER, JSON_METHODS, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type ImportRequest, type JsonMethod } from './rpc-wire.js';
 import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
 
@@ -21,8 +23,9 @@ const MAX_FILE = 1 << 30;
 /**
  * `fences`: the node's FenceBook (the highest lock fence accepted per sandbox, kept across restarts).
  * `layers`: the node's templates and layers, served to the nodes fetching them through the control plane (cubelet/layer-fetch.ts).
+ * `builds`: the node's template builder, which control replicas hand builds to (scheduler/cluster/cluster-templates.ts).
  */
-export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog, layers?: LayerServer): Handler {
+export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog, layers?: LayerServer, builds?: TemplateBuilder): Handler {
   const jsonMethods = new Set<string>(JSON_METHODS);
   const call = node as unknown as Record<JsonMethod, (...a: unknown[]) => Promise<unknown>>;
 
@@ -61,6 +64,10 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
       });
       return;
     }
+    if (builds && method === 'buildFiles') {
+      await builds.putFiles(q('hash') ?? '', req);
+      return sendJson(res, 201, { result: null });
+    }
     if (layers && method === 'importImage') return sendJson(res, 201, { result: await layers.importUpload(req, JSON.parse(q('import') ?? '{}') as ImportRequest) });
     if (method === 'readFile') {
       const body = await node.readFile(q('sandboxID')!, q('path')!);
@@ -79,6 +86,21 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
       return sendJson(res, 200, { result: null });
     }
     if (layers && method === 'templateRecord') return sendJson(res, 200, { result: await layers.heldTemplate(String(args[0])) });
+    if (layers && method === 'fetchProgress') return sendJson(res, 200, { result: layers.fetchProgress() });
+    if (layers && method === 'templateRecords') return sendJson(res, 200, { result: await layers.listRecords() });
+    if (layers && method === 'removeTemplate') {
+      // The replica checked the cluster's sandboxes; the node checks its own again (a create may have come since).
+      const inUse = async (ref: string) => (await node.listSandboxes()).filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, ref)).map((s) => s.sandboxID);
+      return sendJson(res, 200, { result: await layers.removeTemplate(String(args[0]), (rec) => inUse(rec.ref)) });
+    }
+    if (builds && method.startsWith('build')) {
+      const [a, b, c] = args as [never, never, never];
+      if (method === 'buildRequest') return sendJson(res, 200, { result: builds.request(a) });
+      if (method === 'buildStart') return sendJson(res, 200, { result: await builds.start(a, b, c) });
+      if (method === 'buildGet') return sendJson(res, 200, { result: builds.get(a, b) });
+      if (method === 'buildList') return sendJson(res, 200, { result: builds.list(a) });
+      if (method === 'buildHasFiles') return sendJson(res, 200, { result: builds.hasFiles(a) });
+    }
     if (method === 'startProcess') return streamProcess(res, node.startProcess(...(args as Parameters<NodeApi['startProcess']>)));
     if (method === 'watchDir') {
       const changes = await node.watchDir(...(args as Parameters<NodeApi['watchDir']>));

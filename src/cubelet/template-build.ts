@@ -63,6 +63,8 @@ export interface TemplateBuilderOptions {
   network: NetworkAgent;
   config: () => Config;
   log: Logger;
+  /** A cluster compute node: fetches a base template the node lacks from the cluster (layer-fetch.ts) before the build takes it. */
+  fetchTemplate?: (name: string) => Promise<unknown>;
 }
 
 /** Builds kept for status queries (oldest dropped first). */
@@ -319,7 +321,11 @@ export class TemplateBuilder {
     }
     let rec: TemplateRecord;
     try {
-      rec = await this.o.templates.get(resolved);
+      rec = await this.o.templates.get(resolved).catch(async (e: unknown) => {
+        if (!(e instanceof CubeError && e.kind === 'NOT_FOUND') || !this.o.fetchTemplate) throw e;
+        await this.o.fetchTemplate(resolved);
+        return this.o.templates.get(resolved);
+      });
     } catch (e) {
       if (e instanceof CubeError && e.kind === 'NOT_FOUND' && 'image' in from) throw new CubeError('NOT_FOUND', `image '${name}' is not imported on this node (no registry is pulled from at build time): cubectl template import FILE --name ${name}`);
       throw e;

@@ -96,6 +96,15 @@ const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 const TAG_RE = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 export const DEFAULT_TAG = 'latest';
 
+/** Whether a sandbox's templateID names the template `ref` (NAME means NAME:latest) (pure). */
+export function sameTemplate(templateID: string, ref: string): boolean {
+  try {
+    return parseTemplateRef(templateID).ref === ref;
+  } catch {
+    return false;
+  }
+}
+
 /** NAME[:TAG] -> parts, checked (pure). */
 export function parseTemplateRef(ref: string): { name: string; tag: string; ref: string } {
   const i = ref.lastIndexOf(':');

@@ -14,7 +14,7 @@ import { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
 import type { Heartbeat, HeartbeatAnswer } from '../../src/cubelet/rpc-wire.js';
 import { newSandboxID } from '../../src/ids.js';
 import { simNode, type SimNode } from '../../src/runtime/sim/nodes.js';
-import { ClusterControlPlane } from '../../src/scheduler/cluster/cluster-control-plane.js';
+import { ControlPlaneService } from '../../src/scheduler/control-plane-service.js';
 import { RemoteNodes } from '../../src/scheduler/node-directory.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope, type ClusterStateScope } from '../helpers/cluster-state.js';
@@ -34,7 +34,7 @@ const seen: { a: Heartbeat[][]; b: Heartbeat[][] } = { a: [], b: [] };
 let loseAnswersOfA = false;
 
 async function replica(name: 'a' | 'b'): Promise<string> {
-  const cp = new ClusterControlPlane({ store, config, log, nodes: new RemoteNodes(SECRET), replicaID: `hb-${name}` });
+  const cp = new ControlPlaneService({ store, config, log, nodes: new RemoteNodes(SECRET), replicaID: `hb-${name}` });
   const handler = clusterRpcHandler(
     {
       heartbeats: async (hbs): Promise<HeartbeatAnswer> => {

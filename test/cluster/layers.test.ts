@@ -3,9 +3,10 @@
 // a create placed on another node fetches the template's layers by digest through the control
 // plane, checks them and runs the sandbox from them; a layer damaged in the holder's store fails
 // the create with 130424 naming it (and the layers that came before it leave again); creates of a template being fetched wait for the one fetch;
-// placement prefers the nodes holding the template.
+// placement prefers the nodes holding the template; a node whose store cannot hold the layers fails
+// the create at once with 130598 naming the sizes and writes nothing.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { readdir, writeFile } from 'node:fs/promises';
+import { readdir, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -122,5 +123,20 @@ describe('layer distribution', () => {
       return m.some((x) => x.startsWith('template twice:latest ready')) ? m : undefined;
     });
     expect(ev.filter((m) => m.startsWith('fetching template twice:latest for a create'))).toHaveLength(1);
+  }, 120_000);
+
+  it('a node whose store cannot hold the missing layers fails the create with 130598 naming the sizes, and fetches nothing', async () => {
+    const rec = await importOn(1, 'huge');
+    // A sparse 1 TiB file in the holder's copy: the size the holder reports is what an unpack would write.
+    const file = join(layerDir(dirs[1]!, rec.layers[1]!), 'opt', 'huge-file');
+    await writeFile(file, '');
+    await truncate(file, 1024 ** 4);
+    const before = (await readdir(join(dirs[3]!, 'layers', 'sha256'))).sort();
+    const r = await c.create(0, { templateID: 'huge', nodeID: nodeID(3) });
+    expect(r.status, r.body.message).toBe(503);
+    expect(r.body).toMatchObject({ code: 130598, message: expect.stringMatching(new RegExp(`node ${nodeID(3)}: the layer store \\S+ has [\\d.]+ MiB free; template huge:latest needs 10485\\d\\d\\.\\d MiB for its \\d missing layer\\(s\\).*nothing was fetched`)) });
+    expect((await readdir(join(dirs[3]!, 'layers', 'sha256'))).sort()).toEqual(before);
+    expect(await readdir(join(dirs[3]!, 'layers', 'tmp'))).toEqual([]);
+    expect((await view(3)).templates).not.toContain('huge');
   }, 120_000);
 });

@@ -1,9 +1,10 @@
 // /admin/v1/templates: list, inspect, import (an image archive streamed as the request body,
 // spooled under the data dir, then unpacked into the layer store) and rm (refused while a
-// sandbox or a template built from it uses it).
+// sandbox or a template built from it uses it). On a control replica, import goes on to a node
+// and rm is checked across the cluster, then carried out on every live node holding the template.
 import { CubeError } from '../../errors.js';
 import { importUpload } from '../../runtime/layers/import.js';
-import { parseTemplateRef, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
+import { parseTemplateRef, sameTemplate, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
 import { templateRuntime, type TemplateConfig } from '../../runtime/types.js';
 import type { ApiContext, Handler } from '../context.js';
 import { sendJson } from '../http.js';
@@ -34,6 +35,8 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
   });
   on('GET', '/templates/:name', async (_req, res, p) => sendJson(res, 200, !ctx.templates && ctx.relay ? (await ctx.relay.template(p.name!)).record : await store().get(p.name!)));
   on('DELETE', '/templates/:name', async (_req, res, p) => {
+    // A control replica: checked against the whole cluster, removed from every live node holding it.
+    if (!ctx.templates && ctx.clusterTemplates) return sendJson(res, 200, await ctx.clusterTemplates.remove(p.name!));
     const removed = await store().remove(p.name!, async (rec) => {
       const live = await ctx.cp.listSandboxes();
       return live.filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, rec.ref)).map((s) => s.sandboxID);
@@ -50,15 +53,6 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     ctx.log.info({ template: rec.ref, digest: rec.digest, layers: rec.layers.length, ms: Math.round(performance.now() - t0) }, 'template imported');
     sendJson(res, 201, rec);
   });
-}
-
-/** Whether a sandbox's templateID names the template `ref` (NAME means NAME:latest) (pure). */
-export function sameTemplate(templateID: string, ref: string): boolean {
-  try {
-    return parseTemplateRef(templateID).ref === ref;
-  } catch {
-    return false;
-  }
 }
 
 /** Config given with the import (query string): start and ready commands, workdir, user, default runtime. */

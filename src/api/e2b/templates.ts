@@ -3,16 +3,20 @@
 // upload link, a PUT of the files there, POST /v2/templates/{id}/builds/{buildID}, then polling
 // GET /templates/{id}/builds/{buildID}/status with logsOffset). A template's E2B id is its NAME;
 // its tags are NAME:TAG records of the node's template store (`latest` is listed as NAME).
-// Upload links are signed (HMAC of the hash and an expiry): the SDK sends no API key with the
-// PUT, so that route is served before key auth (uploadRoute).
+// Upload links are signed (HMAC of the hash, the template and an expiry): the SDK sends no API key
+// with the PUT, so that route is served before key auth (uploadRoute). On a control replica the
+// builds run on a compute node (scheduler/cluster/cluster-templates.ts): the same routes, the
+// uploads forwarded to the node of the template's newest build, the links signed with a key every
+// replica shares.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { statSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { CubeError } from '../../errors.js';
-import type { BuildRecord } from '../../cubelet/template-build.js';
-import { HOST_TEMPLATE, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
-import { sameTemplate } from '../admin/templates.js';
+import type { Readable } from 'node:stream';
+import type { BuildRecord, TemplateBuilder } from '../../cubelet/template-build.js';
+import { HOST_TEMPLATE, parseTemplateRef, sameTemplate, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
+import type { BuildRequest } from '../../scheduler/cluster/cluster-templates.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
 import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
 import { ENVD_VERSION, parseBody } from './wire.js';
@@ -33,20 +37,52 @@ const RequestBuildSchema = z.looseObject({
 const AssignTagsSchema = z.looseObject({ target: z.string().min(1), tags: z.array(z.string().min(1)).min(1).max(32) });
 const RemoveTagsSchema = z.looseObject({ name: z.string().min(1), tags: z.array(z.string().min(1)).min(1).max(32) });
 
+/** Builds as the routes drive them: this daemon's builder (role all) or a control replica's, handing them to nodes. */
+interface Builds {
+  request(o: BuildRequest): Promise<BuildRecord>;
+  start(templateID: string, buildID: string, body: unknown): Promise<unknown>;
+  get(templateID: string, buildID: string): Promise<BuildRecord>;
+  list(templateID: string): Promise<BuildRecord[]>;
+  hasFiles(templateID: string, hash: string): Promise<boolean>;
+  putFiles(templateID: string, hash: string, body: Readable): Promise<void>;
+}
+
+function localBuilds(b: TemplateBuilder): Builds {
+  return {
+    request: async (o) => b.request(o),
+    start: (t, id, body) => b.start(t, id, body),
+    get: async (t, id) => b.get(t, id),
+    list: async (t) => b.list(t),
+    hasFiles: async (_t, hash) => b.hasFiles(hash),
+    putFiles: (_t, hash, body) => b.putFiles(hash, body),
+  };
+}
+
 /** The E2B template routes and the pre-auth upload route that goes with them (one signing key). */
 export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter): void; uploadRoute: { prefix: string; handle: (req: IncomingMessage, res: ServerResponse) => void } } {
-  const key = randomBytes(32);
-  const sign = (hash: string, exp: number) => createHmac('sha256', key).update(`${hash}.${exp}`).digest('hex');
+  const key = ctx.clusterTemplates?.linkKey ?? randomBytes(32);
+  const sign = (hash: string, templateID: string, exp: number) => createHmac('sha256', key).update(`${hash}.${templateID}.${exp}`).digest('hex');
   const startedAt = new Date().toISOString();
   const store = (): TemplateStore => {
     if (!ctx.templates) throw new CubeError('BAD_REQUEST', 'this daemon keeps no template store (role all on the ns runtime does): templates are managed there');
     return ctx.templates;
   };
-  const builder = () => {
-    if (!ctx.builds) throw new CubeError('BAD_REQUEST', 'this daemon builds no templates (role all on the ns runtime does)');
-    return ctx.builds;
+  const local = ctx.builds ? localBuilds(ctx.builds) : undefined;
+  const builder = (): Builds => {
+    const b = local ?? ctx.clusterTemplates;
+    if (!b) throw new CubeError('BAD_REQUEST', 'this daemon builds no templates (role all on the ns runtime does, and a control replica hands them to its compute nodes)');
+    return b;
   };
-  const records = async (): Promise<TemplateRecord[]> => (ctx.templates ? ctx.templates.listRecords() : []);
+  const records = async (): Promise<TemplateRecord[]> => (ctx.templates ? ctx.templates.listRecords() : ctx.clusterTemplates ? ctx.clusterTemplates.records() : []);
+  /** Removes NAME:TAG: from the store here, else (a control replica) from the cluster's nodes. */
+  const removeRef = async (ref: string): Promise<void> => {
+    if (!ctx.templates && ctx.clusterTemplates) {
+      await ctx.clusterTemplates.remove(ref);
+      return;
+    }
+    const live = (await ctx.cp.listSandboxes()).filter((x) => x.state !== 'gone');
+    await store().remove(ref, async (rec) => live.filter((x) => sameTemplate(x.templateID, rec.ref)).map((x) => x.sandboxID));
+  };
   /** When the host template appeared (its generated rootfs), else when this daemon started. */
   const hostCreated = (): string => {
     const st = ctx.templates ? statSync(ctx.templates.hostRootfs(), { throwIfNoEntry: false }) : undefined;
@@ -113,7 +149,7 @@ export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter
     }],
     ['GET', '/templates/:id', async (_req, res, p) => {
       const recs = await known(p.id!);
-      const builds = ctx.builds?.list(p.id!.split(':', 1)[0]!) ?? [];
+      const builds = local || ctx.clusterTemplates ? await builder().list(p.id!.split(':', 1)[0]!) : [];
       const t = templateJson(p.id!.split(':', 1)[0]!, recs, []);
       sendJson(res, 200, {
         templateID: t.templateID,
@@ -143,9 +179,7 @@ export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter
         throw err;
       });
       if (!recs.length) throw new CubeError('CONFLICT', `template '${p.id}' is built in and cannot be deleted`);
-      const s = store();
-      const live = (await ctx.cp.listSandboxes()).filter((x) => x.state !== 'gone');
-      for (const r of recs) await s.remove(r.ref, async (rec) => live.filter((x) => sameTemplate(x.templateID, rec.ref)).map((x) => x.sandboxID));
+      for (const r of recs) await removeRef(r.ref);
       sendNoContent(res);
     }],
     ['GET', '/templates/aliases/:alias', async (_req, res, p) => {
@@ -171,39 +205,37 @@ export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter
     }],
     ['DELETE', '/templates/tags', async (req, res) => {
       const b = parseBody(RemoveTagsSchema, await readJson(req), 'tags body');
-      const s = store();
-      const live = (await ctx.cp.listSandboxes()).filter((x) => x.state !== 'gone');
-      for (const tag of b.tags) await s.remove(`${b.name.split(':', 1)[0]}:${tag}`, async (rec) => live.filter((x) => sameTemplate(x.templateID, rec.ref)).map((x) => x.sandboxID));
+      for (const tag of b.tags) await removeRef(parseTemplateRef(`${b.name.split(':', 1)[0]}:${tag}`).ref);
       sendNoContent(res);
     }],
     ['POST', '/v3/templates', async (req, res) => {
       const b = parseBody(RequestBuildSchema, await readJson(req), 'template build request');
       const name = b.name ?? b.alias;
       if (!name) throw new CubeError('BAD_REQUEST', 'name is required (NAME or NAME:TAG)');
-      const build = builder().request({ name, ...(b.tags ? { tags: b.tags } : {}), ...(b.cpuCount ? { cpuCount: b.cpuCount } : {}), ...(b.memoryMB ? { memoryMB: b.memoryMB } : {}) });
+      const build = await builder().request({ name, ...(b.tags ? { tags: b.tags } : {}), ...(b.cpuCount ? { cpuCount: b.cpuCount } : {}), ...(b.memoryMB ? { memoryMB: b.memoryMB } : {}) });
       sendJson(res, 202, { templateID: build.templateID, buildID: build.buildID, aliases: [build.templateID], names: [build.templateID], tags: build.refs.map((r) => r.split(':')[1]), public: true });
     }],
     ['GET', '/templates/:id/files/:hash', async (req, res, p) => {
-      const bld = builder();
       const hash = p.hash!;
-      if (bld.hasFiles(hash)) return sendJson(res, 200, { present: true });
+      const tid = p.id!.split(':', 1)[0]!;
+      if (await builder().hasFiles(tid, hash)) return sendJson(res, 200, { present: true });
       const exp = Date.now() + UPLOAD_TTL_MS;
       const proto = (req.headers['x-forwarded-proto'] as string | undefined) ?? 'http';
       const host = req.headers.host ?? '127.0.0.1';
-      sendJson(res, 201, { present: false, url: `${proto}://${host}${UPLOAD_PREFIX}${hash}?exp=${exp}&sig=${sign(hash, exp)}` });
+      sendJson(res, 201, { present: false, url: `${proto}://${host}${UPLOAD_PREFIX}${hash}?t=${encodeURIComponent(tid)}&exp=${exp}&sig=${sign(hash, tid, exp)}` });
     }],
     ['POST', '/v2/templates/:id/builds/:buildID', async (req, res, p) => {
       await builder().start(p.id!, p.buildID!, await readJson(req, 4 << 20));
       sendNoContent(res, 202);
     }],
     ['GET', '/templates/:id/builds/:buildID/status', async (_req, res, p, q) => {
-      const b = builder().get(p.id!, p.buildID!);
+      const b = await builder().get(p.id!, p.buildID!);
       const offset = Number(q.get('logsOffset') ?? 0);
       if (!Number.isInteger(offset) || offset < 0) throw new CubeError('BAD_REQUEST', `logsOffset must be a whole number (got ${q.get('logsOffset')})`);
       sendJson(res, 200, { templateID: b.templateID, buildID: b.buildID, status: b.status, logEntries: b.logs.slice(offset), logs: [], ...(b.reason ? { reason: b.reason } : {}) });
     }],
     ['GET', '/templates/:id/builds/:buildID/logs', async (_req, res, p) => {
-      sendJson(res, 200, { logs: builder().get(p.id!, p.buildID!).logs });
+      sendJson(res, 200, { logs: (await builder().get(p.id!, p.buildID!)).logs });
     }],
   ];
 
@@ -213,12 +245,13 @@ export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter
       const run = async () => {
         const url = new URL(req.url ?? '/', 'http://x');
         const hash = url.pathname.slice(UPLOAD_PREFIX.length);
+        const tid = url.searchParams.get('t') ?? '';
         const exp = Number(url.searchParams.get('exp'));
         const sig = Buffer.from(url.searchParams.get('sig') ?? '', 'hex');
-        const want = Buffer.from(sign(hash, exp), 'hex');
+        const want = Buffer.from(sign(hash, tid, exp), 'hex');
         if (req.method !== 'PUT') throw new CubeError('BAD_REQUEST', 'upload with PUT');
         if (sig.length !== want.length || !timingSafeEqual(sig, want) || !(exp > Date.now())) throw new CubeError('UNAUTHORIZED', 'upload link invalid or expired: ask GET /templates/{id}/files/{hash} for a new one');
-        await builder().putFiles(hash, req);
+        await builder().putFiles(tid, hash, req);
         sendNoContent(res, 201);
       };
       run().catch((e: unknown) => sendError(res, e, 'e2b', ctx.log));

@@ -75,3 +75,22 @@ export async function layerTree(dataDir: string, digest: string): Promise<string
   await writeTree(dataDir, digest, tree);
   return tree;
 }
+
+/**
+ * The bytes a layer directory takes once unpacked: file sizes (apparent: an unpack writes every
+ * byte, holes included) plus a block per entry for its inode and directory entry. What a node
+ * fetching the layer checks its free space against before it starts.
+ */
+export async function layerBytes(root: string): Promise<number> {
+  let total = 0;
+  const walk = async (dir: string): Promise<void> => {
+    for (const e of await readdir(dir, { withFileTypes: true })) {
+      const full = join(dir, e.name);
+      total += 4096;
+      if (e.isDirectory()) await walk(full);
+      else if (e.isFile()) total += (await lstat(full)).size;
+    }
+  };
+  await walk(root);
+  return total;
+}

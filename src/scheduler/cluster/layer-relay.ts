@@ -9,7 +9,7 @@ import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { RemoteNode } from '../../cubelet/remote.js';
 import { CubeError } from '../../errors.js';
-import type { HeldTemplate } from '../../cubelet/layer-fetch.js';
+import { LAYER_STALL_MS, stallGuard, type HeldTemplate } from '../../cubelet/layer-fetch.js';
 import type { ImportRequest } from '../../cubelet/rpc-wire.js';
 import type { NodeView } from '../../model/node.js';
 import type { TemplateRecord } from '../../runtime/templates.js';
@@ -30,7 +30,8 @@ export class LayerRelay {
 
   constructor(private readonly o: { nodes: () => Promise<NodeView[]>; secret: string }) {}
 
-  private client(v: NodeView): RemoteNode {
+  /** The RPC client of node `v` (one per node, remade when its address changes). */
+  node(v: NodeView): RemoteNode {
     let c = this.clients.get(v.nodeID);
     if (!c || c.address !== v.address) {
       c = new RemoteNode(v.nodeID, v.address!, this.o.secret);
@@ -44,7 +45,7 @@ export class LayerRelay {
     let last: CubeError | undefined;
     for (const v of list) {
       try {
-        return await f(this.client(v));
+        return await f(this.node(v));
       } catch (e) {
         if (!(e instanceof CubeError && e.kind === 'NODE_UNREACHABLE')) throw e;
         last = e;
@@ -58,7 +59,7 @@ export class LayerRelay {
     const list = holders(await this.o.nodes(), undefined, (v) => (nodeID !== undefined ? v.nodeID === nodeID : v.layers !== undefined));
     const v = list[0];
     if (!v) throw new CubeError(nodeID !== undefined ? 'NOT_FOUND' : 'NO_NODE', nodeID !== undefined ? `node ${nodeID} is not a live node of the cluster` : 'no live node to import the template on', { retryAfter: 5 });
-    return this.client(v).importImage(body, opts);
+    return this.node(v).importImage(body, opts);
   }
 
   /** Template `name`'s record and layer trees from a node holding it (not `from`, the asking node). */
@@ -74,6 +75,6 @@ export class LayerRelay {
     const up = await this.fromHolders(list, () => new CubeError('LAYER_UNAVAILABLE', `layer ${digest} is on no live node of the cluster`, { retryAfter: 5 }), (n) => n.layer(digest));
     res.writeHead(200, { 'content-type': 'application/x-tar' });
     // A holder failing mid-stream ends the answer short: the fetching node's unpack or check fails (130424).
-    await pipeline(Readable.fromWeb(up.body as WebReadableStream<Uint8Array>), res).catch(() => res.destroy());
+    await pipeline(stallGuard(Readable.fromWeb(up.body as WebReadableStream<Uint8Array>), LAYER_STALL_MS, `layer ${digest} relayed from its holder`), res).catch(() => res.destroy());
   }
 }

@@ -17,6 +17,18 @@ const ARCHIVE_OVERLAP = 500;
 /** A registry copy is trusted at most this long even when its version did not move (edits made outside cubed). */
 const REGISTRY_MAX_AGE_MS = 5000;
 
+/** A build's placement record is kept this long (the E2B SDK polls a build's status while it runs; a week covers the slowest). */
+const BUILD_KEEP_MS = 7 * 24 * 3600_000;
+
+/** A template build a control replica handed to a compute node (scheduler/cluster/cluster-templates.ts). */
+export interface BuildPlacement {
+  buildID: string;
+  templateID: string;
+  nodeID: string;
+  /** The build's final status record (cubelet/template-build.ts BuildRecord), once finished or its node went: answered from here on, whatever the node says later. */
+  final?: unknown;
+}
+
 export interface ClusterStoreOptions {
   redisURL: string;
   mysqlURL: string;
@@ -299,6 +311,22 @@ export class ClusterStore implements StateStore {
   }
 
   // --- live state: Redis alone (liveness must not depend on MySQL)
+
+  /** Where a template build runs (`newest`: it is its template's newest, which uploads go to); kept a week. */
+  async putBuild(b: BuildPlacement, newest = false): Promise<void> {
+    await this.live.putBuild(b.buildID, JSON.stringify(b), BUILD_KEEP_MS, newest ? b.templateID : undefined);
+  }
+
+  async getBuild(buildID: string): Promise<BuildPlacement | undefined> {
+    const raw = await this.live.getBuild(buildID);
+    return raw === undefined ? undefined : (JSON.parse(raw) as BuildPlacement);
+  }
+
+  /** The newest build of template `templateID` (the one a COPY upload belongs to). */
+  async newestBuild(templateID: string): Promise<BuildPlacement | undefined> {
+    const id = await this.live.latestBuild(templateID);
+    return id === undefined ? undefined : this.getBuild(id);
+  }
 
   putNodeMetrics(views: NodeView[], ttlMs: number): Promise<void> {
     return this.live.putNodeMetrics(views, ttlMs);

@@ -252,6 +252,23 @@ export class RedisLive {
     await this.run(() => this.redis.multi().del(this.k('master', 'node', 'metric', nodeID), this.k('master', 'node', 'inflight', nodeID), this.k('master', 'node', 'lost', nodeID)).hdel(this.k('master', 'node', 'seen'), nodeID).exec());
   }
 
+  // --- template builds handed to nodes: which node runs each (JSON, kept `ttlMs`), and each template's newest
+  async putBuild(buildID: string, json: string, ttlMs: number, newestOf?: string): Promise<void> {
+    await this.run((r) => {
+      const m = r.multi().set(this.k('shared', 'build', buildID), json, 'PX', ttlMs);
+      if (newestOf !== undefined) m.set(this.k('shared', 'build-of', newestOf), buildID, 'PX', ttlMs);
+      return m.exec();
+    });
+  }
+
+  async getBuild(buildID: string): Promise<string | undefined> {
+    return (await this.run((r) => r.get(this.k('shared', 'build', buildID)))) ?? undefined;
+  }
+
+  async latestBuild(templateID: string): Promise<string | undefined> {
+    return (await this.run((r) => r.get(this.k('shared', 'build-of', templateID)))) ?? undefined;
+  }
+
   /** Marks a node lost; true only for the call that changed it (so one node.lost event). */
   async markNodeLost(nodeID: string): Promise<boolean> {
     return (await this.run((r) => r.set(this.k('master', 'node', 'lost', nodeID), '1', 'NX'))) === 'OK';
