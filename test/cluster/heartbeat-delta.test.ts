@@ -13,7 +13,7 @@ import { ConfigStore } from '../../src/config/store.js';
 import { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
 import type { Heartbeat, HeartbeatAnswer } from '../../src/cubelet/rpc-wire.js';
 import { newSandboxID } from '../../src/ids.js';
-import { simNode, type SimNode } from '../../src/runtime/sim/nodes.js';
+import { simNode, type SimNode } from '../../src/cubelet/sim-nodes.js';
 import { ControlPlaneService } from '../../src/scheduler/control-plane-service.js';
 import { RemoteNodes } from '../../src/scheduler/node-directory.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';

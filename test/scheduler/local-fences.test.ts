@@ -11,7 +11,7 @@ import { ConfigStore } from '../../src/config/store.js';
 import { FenceBook } from '../../src/cubelet/fences.js';
 import { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
 import { CubeError } from '../../src/errors.js';
-import { simNode } from '../../src/runtime/sim/nodes.js';
+import { simNode } from '../../src/cubelet/sim-nodes.js';
 import { ControlPlaneService } from '../../src/scheduler/control-plane-service.js';
 import { LocalNodes } from '../../src/scheduler/node-directory.js';
 import { EmbeddedStore } from '../../src/store/embedded.js';
