@@ -4,7 +4,7 @@
 import { execa } from 'execa';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ConfigView, EventView, NodeView, ReloadResult } from '../../src/api/types.js';
+import type { ConfigView, EventView, NodeView, ReloadResult, SandboxView } from '../../src/api/types.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
 import { CubeError } from '../../src/errors.js';
 import { RedisLive } from '../../src/store/cluster/redis-live.js';
@@ -89,7 +89,7 @@ describe('cluster faults', () => {
         const sbx = await Sandbox.create({ ...opts(k), timeoutMs: 300_000 });
         returned.set(sbx.sandboxId, Date.now());
         try {
-          const r = await sbx.commands.run('echo ok', { ...opts(k + 1) });
+          const r = await sbx.commands.run('echo ok');
           if (r.stdout !== 'ok\n') failures.push(`${sbx.sandboxId}: stdout ${JSON.stringify(r.stdout)}`);
         } catch (e) {
           failures.push(`${sbx.sandboxId}: ${(e as Error).message}`);
@@ -117,8 +117,8 @@ describe('cluster faults', () => {
         // Every state a client could see meanwhile (the API answers 503 while MySQL is away).
         const watcher = (async () => {
           for (let k = 0; watching; k++) {
-            for (const n of listed(await nodes(k % 2).catch(() => []))) if (n.lost) lostSeen.push(`node ${n.nodeID}: ${n.reason}`);
-            for (const s of listed(await sandboxes(k % 2).catch(() => []))) if (s.state === 'lost') lostSeen.push(`sandbox ${s.sandboxID}: ${s.reason}`);
+            for (const n of listed<NodeView>(await nodes(k % 2).catch(() => []))) if (n.lost) lostSeen.push(`node ${n.nodeID}: ${n.reason}`);
+            for (const s of listed<SandboxView>(await sandboxes(k % 2).catch(() => []))) if (s.state === 'lost') lostSeen.push(`sandbox ${s.sandboxID}: ${s.reason}`);
             await new Promise((r) => setTimeout(r, 250));
           }
         })();

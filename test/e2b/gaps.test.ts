@@ -52,7 +52,7 @@ describe('file names beyond ASCII', () => {
 });
 
 describe('watchDir (inotify inside the sandbox)', () => {
-  type Seen = { name: string; type: string; entry?: { name: string; type: string; size: number } };
+  type Seen = { name: string; type: string; entry?: { name: string; type?: string; size: number } };
   /** Events of a watch while `cmd` runs, until `until` holds (or 15 s). */
   async function watching(dir: string, cmd: string, until: (e: Seen[]) => boolean, o: { recursive?: boolean; includeEntry?: boolean } = {}) {
     await sbx.commands.run(`rm -rf ${dir} && mkdir -p ${dir}`);

@@ -1,5 +1,6 @@
 // Node snapshots and configs for the scheduler's table tests.
 import type { NodeView } from '../../src/api/types.js';
+import type { PlacementRequest } from '../../src/scheduler/plugin.js';
 import { MasterConfigSchema, type MasterConfig } from '../../src/config/schema.js';
 
 export const NOW = Date.parse('2025-01-01T00:00:00Z');
@@ -31,4 +32,4 @@ export function config(over: Record<string, unknown> = {}): MasterConfig {
   return MasterConfigSchema.parse(over);
 }
 
-export const REQ = { templateID: 'host', cpus: 1, memoryMiB: 4096 };
+export const REQ: PlacementRequest = { templateID: 'host', cpus: 1, memoryMiB: 4096 };
