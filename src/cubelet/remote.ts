@@ -255,6 +255,10 @@ export class RemoteNode implements NodeApi {
   removeTemplate(name: string): Promise<TemplateRecord> {
     return this.result('removeTemplate', [name]);
   }
+  /** Adds tags to template `target` in the node's store. */
+  tagTemplate(target: string, tags: string[]): Promise<{ from: TemplateRecord; tags: string[] }> {
+    return this.result('tagTemplate', [target, tags]);
+  }
   /** A build on this node (TemplateBuilder.request). */
   buildRequest(o: { name: string; tags?: string[]; cpuCount?: number; memoryMB?: number }): Promise<BuildRecord> {
     return this.result('buildRequest', [o]);

@@ -9,7 +9,8 @@
 // store as the build's final answer (the node, if it was killed, marks the build failed and drops
 // its layers when it starts again: template-build.ts restore). A finished status is kept too, so
 // it outlives its node. Removal checks the whole cluster (sandboxes, templates built from it on
-// any node) before it removes the template from every live node holding it.
+// any node) before it removes the template from every live node holding it; tags are added on
+// every live node holding the template.
 import { createHmac } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { NodeView } from '../../api/types.js';
@@ -162,6 +163,15 @@ export class ClusterTemplates {
     const byRef = new Map<string, TemplateRecord>();
     for (const { recs } of await this.held()) for (const r of recs) if (!byRef.has(r.ref) || byRef.get(r.ref)!.created < r.created) byRef.set(r.ref, r);
     return [...byRef.values()];
+  }
+
+  /** Adds `tags` to template `target` on every live node holding it (the others fetch NAME:TAG like any template). */
+  async tag(target: string, tags: string[]): Promise<{ from: TemplateRecord; tags: string[] }> {
+    const ref = parseTemplateRef(target).ref;
+    const holders = (await this.held()).filter((h) => h.recs.some((r) => r.ref === ref));
+    if (!holders.length) throw new CubeError('NOT_FOUND', `template ${ref} is on no live node of the cluster`);
+    const done = await Promise.all(holders.map((h) => this.o.client(h.v).tagTemplate(ref, tags)));
+    return done[0]!;
   }
 
   /**
