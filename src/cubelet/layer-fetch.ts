@@ -90,6 +90,8 @@ export interface LayerServer {
   listRecords(): Promise<TemplateRecord[]>;
   /** TemplateStore.remove: 409 while `inUse` names sandboxes or a template of this node has it as parent; its layers no template holds leave the store. */
   removeTemplate(name: string, inUse: (rec: TemplateRecord) => Promise<string[]>): Promise<TemplateRecord>;
+  /** TemplateStore.tag. */
+  tagTemplate(target: string, tags: string[]): Promise<{ from: TemplateRecord; tags: string[] }>;
 }
 
 /** Where a node gets what it lacks: the control plane's cluster routes. */
@@ -164,6 +166,10 @@ export class FetchingCatalog implements LayerServer {
 
   removeTemplate(name: string, inUse: (rec: TemplateRecord) => Promise<string[]>): Promise<TemplateRecord> {
     return this.o.store.remove(name, inUse);
+  }
+
+  tagTemplate(target: string, tags: string[]): Promise<{ from: TemplateRecord; tags: string[] }> {
+    return this.o.store.tag(target, tags);
   }
 
   /** Layer digests in the store (re-read when its directory changes), and the fetches in progress. */

@@ -52,7 +52,7 @@ export class RemoteNode implements NodeApi {
     return new RemoteNode(this.nodeID, this.address, this.secret, this.timeoutMs, fence);
   }
 
-  private async request(method: string, init: { body?: Buffer | string | ReadableStream; query?: Record<string, string | undefined>; contentType?: string; timeout?: boolean; signal?: AbortSignal }): Promise<Response> {
+  private async request(method: string, init: { body?: Buffer | string | ReadableStream; query?: Record<string, string | undefined>; contentType?: string; timeout?: boolean | number; signal?: AbortSignal }): Promise<Response> {
     // The address may carry a path (one listener serving many simulated nodes): keep it.
     const url = new URL(this.address.replace(/\/+$/, '') + RPC_PREFIX + method);
     for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
@@ -63,7 +63,7 @@ export class RemoteNode implements NodeApi {
         headers: { authorization: `Bearer ${this.secret}`, 'content-type': init.contentType ?? 'application/json', ...(this.fence !== undefined ? { [FENCE_HEADER]: this.fence } : {}) },
         // duplex: a streamed body (an import forwarded as it arrives) needs it; harmless for the others.
         ...(init.body !== undefined ? ({ body: init.body, duplex: 'half' } as RequestInit) : {}),
-        signal: init.signal ?? (init.timeout === false ? undefined : AbortSignal.timeout(this.timeoutMs)),
+        signal: init.signal ?? (init.timeout === false ? undefined : AbortSignal.timeout(typeof init.timeout === 'number' ? init.timeout : this.timeoutMs)),
       });
     } catch (e) {
       throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} at ${this.address} unreachable: ${(e as Error).message}`, { cause: e, retryAfter: 1 });
@@ -137,7 +137,8 @@ export class RemoteNode implements NodeApi {
     let seen: number | undefined;
     let timer: NodeJS.Timeout | undefined;
     const look = async () => {
-      const p = await this.result<{ bytes: number; active: number }>('fetchProgress', []).catch(() => undefined);
+      // A short look: a node that does not answer it (frozen, gone) ends the wait at once, not a call timeout later.
+      const p = await this.result<{ bytes: number; active: number }>('fetchProgress', [], Math.min(5000, this.timeoutMs)).catch(() => undefined);
       if (done) return;
       if (p && p.active > 0 && p.bytes !== seen) {
         seen = p.bytes;
@@ -244,7 +245,7 @@ export class RemoteNode implements NodeApi {
     const res = await this.request('importImage', { query: { import: JSON.stringify(req) }, body: Readable.toWeb(body) as ReadableStream, contentType: 'application/octet-stream', timeout: false });
     return ((await res.json()) as { result: TemplateRecord }).result;
   }
-  private async result<T>(method: string, args: unknown[], timeout = true): Promise<T> {
+  private async result<T>(method: string, args: unknown[], timeout: boolean | number = true): Promise<T> {
     const res = await this.request(method, { body: JSON.stringify({ args }), timeout });
     return ((await res.json()) as { result: T }).result;
   }
@@ -255,6 +256,10 @@ export class RemoteNode implements NodeApi {
   /** Removes template `name` from the node's store (409 while one of its sandboxes or templates uses it). */
   removeTemplate(name: string): Promise<TemplateRecord> {
     return this.result('removeTemplate', [name]);
+  }
+  /** Adds tags to template `target` in the node's store. */
+  tagTemplate(target: string, tags: string[]): Promise<{ from: TemplateRecord; tags: string[] }> {
+    return this.result('tagTemplate', [target, tags]);
   }
   /** A build on this node (TemplateBuilder.request). */
   buildRequest(o: { name: string; tags?: string[]; cpuCount?: number; memoryMB?: number }): Promise<BuildRecord> {

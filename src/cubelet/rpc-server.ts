@@ -87,6 +87,7 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
     }
     if (layers && method === 'templateRecord') return sendJson(res, 200, { result: await layers.heldTemplate(String(args[0])) });
     if (layers && method === 'fetchProgress') return sendJson(res, 200, { result: layers.fetchProgress() });
+    if (layers && method === 'tagTemplate') return sendJson(res, 200, { result: await layers.tagTemplate(String(args[0]), (args[1] as unknown[]).map(String)) });
     if (layers && method === 'templateRecords') return sendJson(res, 200, { result: await layers.listRecords() });
     if (layers && method === 'removeTemplate') {
       // The replica checked the cluster's sandboxes; the node checks its own again (a create may have come since).

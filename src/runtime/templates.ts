@@ -204,6 +204,19 @@ export class TemplateStore {
     return this.exclusive(() => this.putLocked(r));
   }
 
+  /** Adds `tags` to template `target`: NAME:TAG records with its layers and config. Returns the record tagged and the tags added. */
+  async tag(target: string, tags: readonly string[]): Promise<{ from: TemplateRecord; tags: string[] }> {
+    const from = await this.get(target);
+    const added: string[] = [];
+    for (const tag of tags) {
+      const to = parseTemplateRef(`${from.name}:${tag}`);
+      const { digest: _d, created: _c, ...rest } = from;
+      await this.put({ ...rest, ...to });
+      added.push(to.tag);
+    }
+    return { from, tags: added };
+  }
+
   /** put() for a caller inside exclusive(). */
   async putLocked(r: Omit<TemplateRecord, 'digest' | 'created'>): Promise<TemplateRecord> {
     if (r.name === HOST_TEMPLATE) throw new CubeError('CONFLICT', `template name '${HOST_TEMPLATE}' is reserved`);

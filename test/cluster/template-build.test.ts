@@ -2,7 +2,7 @@
 // MariaDB, two compute nodes in test hosts): the real `e2b` SDK's Template.build and `cubectl
 // template build` against the replica; the build runs on one node, which registers the template;
 // the other node runs a sandbox from it after fetching its layers; the build status is read through
-// the replica. rm through the replica: refused (409) while a sandbox on any node or a template
+// the replica; tags assigned and removed through it. rm through the replica: refused (409) while a sandbox on any node or a template
 // built from it uses it, then gone from every node with the layers only it held. A node killed
 // mid-build: the status turns error naming the node, and nothing is registered anywhere.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -89,6 +89,19 @@ describe('template builds through a control replica', () => {
     expect(builds.map((b) => b.status)).toContain('ready');
     const st = await e2b('GET', `/templates/cbuilt/builds/${builds[0]!.buildID}/status`);
     expect(st.json).toMatchObject({ status: 'ready' });
+  }, 300_000);
+
+  it('tags through the replica: assignTags on every node holding the template, a sandbox of NAME:TAG, removeTags from every node', async () => {
+    await Template.assignTags('cbuilt', 'stable', opts());
+    expect((await Template.getTags('cbuilt', opts())).map((t) => t.tag).sort()).toEqual(['latest', 'stable']);
+    // Both nodes hold cbuilt (one built it, the other fetched it for the first test's sandbox): both are tagged.
+    await until('both nodes list cbuilt:stable', async () => ((await holderOf('cbuilt:stable')).length === 2 ? true : undefined));
+    const created = await c.create(0, { templateID: 'cbuilt:stable', nodeID: nodeID(2) });
+    expect(created.status, created.body.message).toBe(201);
+    await c.api(0, `/admin/v1/sandboxes/${created.body.sandboxID}`, { method: 'DELETE' });
+    await Template.removeTags('cbuilt', 'stable', opts());
+    await until('cbuilt:stable gone from both nodes', async () => ((await holderOf('cbuilt:stable')).length === 0 ? true : undefined));
+    expect((await Template.getTags('cbuilt', opts())).map((t) => t.tag)).toEqual(['latest']);
   }, 300_000);
 
   it('cubectl template build through the replica: a failing step gives its exit code and output tail, and registers nothing', async () => {

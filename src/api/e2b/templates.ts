@@ -192,16 +192,9 @@ export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter
     }],
     ['POST', '/templates/tags', async (req, res) => {
       const b = parseBody(AssignTagsSchema, await readJson(req), 'tags body');
-      const s = store();
-      const from = await s.get(b.target);
-      const added: string[] = [];
-      for (const tag of b.tags) {
-        const to = parseTemplateRef(`${from.name}:${tag}`);
-        const { digest: _d, created: _c, ...rest } = from;
-        await s.put({ ...rest, ...to });
-        added.push(to.tag);
-      }
-      sendJson(res, 201, { buildID: from.buildID ?? from.digest, tags: added });
+      // A control replica tags it on every live node holding it.
+      const { from, tags } = !ctx.templates && ctx.clusterTemplates ? await ctx.clusterTemplates.tag(b.target, b.tags) : await store().tag(b.target, b.tags);
+      sendJson(res, 201, { buildID: from.buildID ?? from.digest, tags });
     }],
     ['DELETE', '/templates/tags', async (req, res) => {
       const b = parseBody(RemoveTagsSchema, await readJson(req), 'tags body');

@@ -4,12 +4,13 @@
 // registers the template in its own store; its heartbeat then lists the template and its layers,
 // so the other nodes fetch them by digest through the relay (layer-relay.ts). Which node runs a
 // build is kept in Redis (BuildPlacement), so any replica answers its status by asking that node.
-// A COPY upload goes to the node of its template's newest build. A node that is gone (heartbeat
-// stale or lost) while its build runs ends the build: status `error` naming the node, kept in the
+// A COPY upload goes to the node of its template's newest build. A node that is gone (not
+// answering, and its heartbeat stale or lost) while its build runs ends the build: status `error` naming the node, kept in the
 // store as the build's final answer (the node, if it was killed, marks the build failed and drops
 // its layers when it starts again: template-build.ts restore). A finished status is kept too, so
 // it outlives its node. Removal checks the whole cluster (sandboxes, templates built from it on
-// any node) before it removes the template from every live node holding it.
+// any node) before it removes the template from every live node holding it; tags are added on
+// every live node holding the template.
 import { createHmac } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { NodeView } from '../../model/node.js';
@@ -94,19 +95,23 @@ export class ClusterTemplates {
     await this.o.client(v).buildStart(templateID, buildID, body);
   }
 
-  /** The build's status: from its node while it runs, from the store once it finished or its node went. */
+  /**
+   * The build's status: from its node while it runs, from the store once it finished or its node
+   * went. A node that answers is believed even with a stale heartbeat (a loaded node's heartbeat
+   * can lag while its build goes on); one that does not answer is gone only once its heartbeat is.
+   */
   async get(templateID: string, buildID: string): Promise<BuildRecord> {
     const { p, v } = await this.placed(templateID, buildID);
     if (p.final) return p.final as BuildRecord;
-    if (v?.healthy) {
-      let r: BuildRecord;
+    let r: BuildRecord | undefined;
+    if (v?.address !== undefined) {
       try {
         r = await this.o.client(v).buildGet(templateID, buildID);
       } catch (e) {
         if (!(e instanceof CubeError && e.kind === 'NODE_UNREACHABLE')) throw e;
-        // Not answering but not yet stale: the build goes on as far as anyone knows (no new log line).
-        return this.seen.get(buildID) ?? this.blank(templateID, buildID, 'building');
       }
+    }
+    if (r) {
       this.seen.set(buildID, r);
       if (r.status === 'ready' || r.status === 'error') {
         await this.o.book.putBuild({ ...p, final: r });
@@ -114,6 +119,8 @@ export class ClusterTemplates {
       }
       return r;
     }
+    // Not answering but its heartbeat is fresh: the build goes on as far as anyone knows (no new log line).
+    if (v?.healthy) return this.seen.get(buildID) ?? this.blank(templateID, buildID, 'building');
     const at = new Date().toISOString();
     const message = `node ${p.nodeID}, which ran the build, went away (${v?.reason ?? 'gone from the cluster'}): the build ended there and registered nothing; start a new build`;
     const base = this.seen.get(buildID) ?? this.blank(templateID, buildID, 'error');
@@ -162,6 +169,15 @@ export class ClusterTemplates {
     const byRef = new Map<string, TemplateRecord>();
     for (const { recs } of await this.held()) for (const r of recs) if (!byRef.has(r.ref) || byRef.get(r.ref)!.created < r.created) byRef.set(r.ref, r);
     return [...byRef.values()];
+  }
+
+  /** Adds `tags` to template `target` on every live node holding it (the others fetch NAME:TAG like any template). */
+  async tag(target: string, tags: string[]): Promise<{ from: TemplateRecord; tags: string[] }> {
+    const ref = parseTemplateRef(target).ref;
+    const holders = (await this.held()).filter((h) => h.recs.some((r) => r.ref === ref));
+    if (!holders.length) throw new CubeError('NOT_FOUND', `template ${ref} is on no live node of the cluster`);
+    const done = await Promise.all(holders.map((h) => this.o.client(h.v).tagTemplate(ref, tags)));
+    return done[0]!;
   }
 
   /**
