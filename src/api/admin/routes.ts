@@ -7,7 +7,7 @@ import { CubeError, errorBody } from '../../errors.js';
 import { publicView, type SnapshotRecord } from '../../model/sandbox.js';
 import type { SandboxState, SnapshotView } from '../types.js';
 import type { ApiContext, ApiRouter, Caller, Handler } from '../context.js';
-import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
+import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import { assertForkFits } from '../rate-limit.js';
 import { registerTemplateRoutes } from './templates.js';
 import { serveWatch } from './watch.js';

@@ -6,7 +6,7 @@ import { CubeError } from '../../errors.js';
 import type { OutputLine } from '../../cubelet/output-log.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
-import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
+import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import {
   ConnectSchema,
   ENVD_VERSION,
