@@ -215,6 +215,6 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
 
 /** Sets the end to now + seconds only when that is later than the current end. */
 async function extendTo(ctx: ApiContext, rec: SandboxRecord, seconds: number): Promise<SandboxRecord> {
-  if (Date.now() + seconds * 1000 <= Date.parse(rec.endAt)) return rec;
+  if (Date.now() + seconds * 1000 <= rec.endAt) return rec;
   return ctx.cp.setTimeout(rec.sandboxID, seconds);
 }
