@@ -172,6 +172,8 @@ export class Cubelet implements NodeApi {
   async createSandbox(req: NodeCreateRequest): Promise<SandboxView> {
     const id = req.sandboxID;
     if (this.entries.has(id)) throw new CubeError('CONFLICT', `sandbox ${id} already exists`);
+    // A control of a version before numeric times sends ISO 8601: its timer would fire at once.
+    if (!Number.isFinite(req.endAt)) throw new CubeError('BAD_REQUEST', `endAt ${String(req.endAt)} is not a time (epoch ms): control and nodes must run the same version`);
     // Checked before anything is made: a bad destination, or one the node's deny list closes.
     const egress = resolveEgress(req.egress, this.o.config().cubelet.plugins['io.cubelet.internal.v1.network'].deny_out);
     const runtime = this.runtimeFor(req);

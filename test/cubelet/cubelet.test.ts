@@ -198,6 +198,13 @@ describe('lifecycle events', () => {
     }
   });
 
+  it('refuses an endAt that is not epoch ms (an older control sends ISO 8601) before making anything', async () => {
+    const endAt = new Date(Date.now() + 60_000).toISOString() as unknown as number;
+    const before = (await cubelet.listSandboxes()).length;
+    await expect(create({ endAt })).rejects.toMatchObject({ kind: 'BAD_REQUEST', message: expect.stringContaining('same version') });
+    expect(await cubelet.listSandboxes()).toHaveLength(before);
+  });
+
   it('turns a sandbox whose init died into error with a reason; destroy still cleans it', async () => {
     const sb = await create();
     const init = (await collect(await cubelet.startProcess(sb.sandboxID, { argv: ['cat', '/proc/1/status'], user: 'root' }))).out;
