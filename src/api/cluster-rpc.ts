@@ -5,7 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, HEARTBEAT_PATH, secretMatches, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from '../cubelet/rpc-wire.js';
 import { CubeError } from '../errors.js';
 import type { LayerRelay } from '../scheduler/cluster/layer-relay.js';
-import { readJson, sendError, sendJson, type ErrorLog } from './http.js';
+import { readJson, sendError, sendJson, type ErrorLog } from '../http.js';
 
 export const CLUSTER_PREFIX = '/cluster/v1/';
 

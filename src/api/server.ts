@@ -12,7 +12,7 @@ import type { ApiContext, ApiRouter, Caller } from './context.js';
 import { registerE2bRoutes } from './e2b/routes.js';
 import { e2bTemplateRoutes } from './e2b/templates.js';
 import { handleSandboxTraffic, handleSandboxUpgrade, isSandboxTraffic } from './envd/index.js';
-import { sendError, sendJson, type Flavour } from './http.js';
+import { sendError, sendJson, type Flavour } from '../http.js';
 import { createMetrics } from './metrics.js';
 import { ConcurrencyLimiter, isCreate, isCreateLike, RateLimiter, RunningBound } from './rate-limit.js';
 

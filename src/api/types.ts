@@ -1,10 +1,25 @@
 // The admin API's wire model: what /admin/v1/* returns and what the watch stream carries.
 // cubectl and cubectl-tui import these types (types only) and nothing else from the daemon.
-// The internal model (src/model/) goes on this wire as it is, so these are its types; a shape that
-// ever differs on the wire is defined here and mapped at the route, as src/api/e2b/wire.ts does
-// for the E2B API. Layers below the API import src/model/, never this file.
+// The internal model (src/model/) goes on this wire as it is, so these are mostly its types; a shape
+// that differs on the wire is defined here and mapped at the route (src/api/admin/wire.ts), as
+// src/api/e2b/wire.ts does for the E2B API: a sandbox's times, epoch ms in the model, are ISO 8601 here.
+// Layers below the API import src/model/, never this file.
+import type { SandboxView as ModelSandboxView } from '../model/sandbox.js';
+import type { Snapshot as ModelSnapshot, WatchMessage as ModelWatchMessage } from '../model/watch.js';
+
 export type { ConfigChange, ConfigOverride, ConfigView, ReloadResult } from '../model/config.js';
 export type { EventKind, EventView } from '../model/event.js';
 export type { DensityView, NodeView, PoolView, RuntimeInfo, StoreView } from '../model/node.js';
-export type { PauseOptions, SandboxLifecycle, SandboxSpecView, SandboxState, SandboxView, SnapshotKeeps, SnapshotView } from '../model/sandbox.js';
-export type { Snapshot, StatsView, WatchMessage } from '../model/watch.js';
+export type { PauseOptions, SandboxLifecycle, SandboxSpecView, SandboxState, SnapshotKeeps, SnapshotView } from '../model/sandbox.js';
+export type { StatsView } from '../model/watch.js';
+
+export interface SandboxView extends Omit<ModelSandboxView, 'startedAt' | 'endAt'> {
+  /** ISO 8601. */
+  startedAt: string;
+  /** ISO 8601: when the sandbox will be killed unless its timeout is extended. */
+  endAt: string;
+}
+
+export type Snapshot = ModelSnapshot<SandboxView>;
+/** One message of GET /admin/v1/watch (server-sent events; `event:` is the type). */
+export type WatchMessage = ModelWatchMessage<SandboxView>;

@@ -172,6 +172,8 @@ export class Cubelet implements NodeApi {
   async createSandbox(req: NodeCreateRequest): Promise<SandboxView> {
     const id = req.sandboxID;
     if (this.entries.has(id)) throw new CubeError('CONFLICT', `sandbox ${id} already exists`);
+    // A control of a version before numeric times sends ISO 8601: its timer would fire at once.
+    if (!Number.isFinite(req.endAt)) throw new CubeError('BAD_REQUEST', `endAt ${String(req.endAt)} is not a time (epoch ms): control and nodes must run the same version`);
     // Checked before anything is made: a bad destination, or one the node's deny list closes.
     const egress = resolveEgress(req.egress, this.o.config().cubelet.plugins['io.cubelet.internal.v1.network'].deny_out);
     const runtime = this.runtimeFor(req);
@@ -181,7 +183,7 @@ export class Cubelet implements NodeApi {
       templateID: req.templateID,
       spec: { cpus: req.cpus, memoryMiB: req.memoryMiB, diskGiB: req.diskGiB },
       slotIndex: -1,
-      startedAt: new Date().toISOString(),
+      startedAt: Date.now(),
       endAt: req.endAt,
       metadata: { ...req.metadata },
       env: { ...req.env },
@@ -392,8 +394,8 @@ export class Cubelet implements NodeApi {
         else await this.o.driver.resume(entry.handle!);
         entry.meta.paused = op === 'pause';
         // A paused sandbox does not time out; one resumed past its end gets a fresh default lifetime.
-        if (op === 'resume' && Date.parse(entry.meta.endAt) <= Date.now()) {
-          entry.meta.endAt = entry.view.endAt = new Date(Date.now() + this.o.config().master.sandbox.default_timeout_sec * 1000).toISOString();
+        if (op === 'resume' && entry.meta.endAt <= Date.now()) {
+          entry.meta.endAt = entry.view.endAt = Date.now() + this.o.config().master.sandbox.default_timeout_sec * 1000;
           this.armTimer(entry);
         }
         await writeMeta(entry.handle!.dir, entry.meta);
@@ -440,9 +442,9 @@ export class Cubelet implements NodeApi {
     return { ...entry.view };
   }
 
-  async setEndAt(sandboxID: string, endAt: string): Promise<SandboxView> {
+  async setEndAt(sandboxID: string, endAt: number): Promise<SandboxView> {
     const entry = this.ready(sandboxID, 'setEndAt');
-    if (Number.isNaN(Date.parse(endAt))) throw new CubeError('BAD_REQUEST', `endAt ${endAt} is not an ISO 8601 time`);
+    if (!Number.isFinite(endAt)) throw new CubeError('BAD_REQUEST', `endAt ${endAt} is not a time (epoch ms)`);
     entry.view.endAt = endAt;
     entry.meta.endAt = endAt;
     if (entry.handle) await writeMeta(entry.handle.dir, entry.meta);
@@ -678,10 +680,10 @@ export class Cubelet implements NodeApi {
 
   private armTimer(entry: Entry): void {
     clearTimeout(entry.timer);
-    const ms = Date.parse(entry.view.endAt) - Date.now();
+    const ms = entry.view.endAt - Date.now();
     entry.timer = setTimeout(
       () => {
-        if (Date.parse(entry.view.endAt) > Date.now()) return this.armTimer(entry);
+        if (entry.view.endAt > Date.now()) return this.armTimer(entry);
         if (entry.view.state === 'paused') return;
         const id = entry.view.sandboxID;
         if (entry.meta.lifecycle?.onTimeout === 'pause') {

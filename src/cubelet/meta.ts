@@ -3,7 +3,7 @@
 // a sandbox without one was never complete and is cleaned at the next start.
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { SandboxLifecycle, SandboxSpecView } from '../model/sandbox.js';
+import { withEpochTimes, type SandboxLifecycle, type SandboxSpecView } from '../model/sandbox.js';
 import type { EgressRequest, EgressRules } from '../network/egress.js';
 import type { SlotMode } from '../network/types.js';
 
@@ -14,8 +14,9 @@ export interface SandboxMeta {
   slotIndex: number;
   /** The mode of its network slot when not ns (a microVM's TAP-mode slot): a restart re-adopts it into that pool. */
   slotMode?: SlotMode;
-  startedAt: string;
-  endAt: string;
+  /** Epoch ms (ISO 8601 in files written before times were numbers: readMeta converts). */
+  startedAt: number;
+  endAt: number;
   metadata: Record<string, string>;
   env: Record<string, string>;
   paused: boolean;
@@ -47,7 +48,7 @@ export async function writeMeta(dir: string, meta: SandboxMeta): Promise<void> {
 export async function readMeta(dir: string): Promise<SandboxMeta | undefined> {
   try {
     const m = JSON.parse(await readFile(join(dir, FILE), 'utf8')) as SandboxMeta;
-    return typeof m.sandboxID === 'string' && typeof m.slotIndex === 'number' ? m : undefined;
+    return typeof m.sandboxID === 'string' && typeof m.slotIndex === 'number' ? withEpochTimes(m) : undefined;
   } catch {
     return undefined;
   }

@@ -170,7 +170,7 @@ export class RemoteNode implements NodeApi {
   listSandboxes(): Promise<SandboxView[]> {
     return this.json('listSandboxes');
   }
-  setEndAt(sandboxID: string, endAt: string): Promise<SandboxView> {
+  setEndAt(sandboxID: string, endAt: number): Promise<SandboxView> {
     return this.json('setEndAt', sandboxID, endAt);
   }
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView> {

@@ -5,8 +5,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { readBody, readJson, sendError, sendJson, type ErrorLog } from '../api/http.js';
-import { proxyHttp, proxyUpgrade, rejectUpgrade } from '../api/proxy.js';
+import { readBody, readJson, sendError, sendJson, type ErrorLog } from '../http.js';
+import { proxyHttp, proxyUpgrade, rejectUpgrade } from './port-proxy.js';
 import { CubeError, errorBody, toCubeError } from '../errors.js';
 import type { LayerServer } from './layer-fetch.js';
 import { underFence, type FenceBook } from './fences.js';

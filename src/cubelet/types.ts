@@ -15,8 +15,8 @@ export interface NodeCreateRequest {
   cpus: number;
   memoryMiB: number;
   diskGiB: number;
-  /** Absolute time the sandbox is killed unless extended. */
-  endAt: string;
+  /** Absolute time (epoch ms) the sandbox is killed unless extended. */
+  endAt: number;
   env: Record<string, string>;
   metadata: Record<string, string>;
   /** The sandbox's own egress rules (E2B allow_internet_access, network.allowOut/denyOut); absent: the node's defaults. */
@@ -75,7 +75,7 @@ export interface NodeApi {
   resumeSandbox(sandboxID: string): Promise<SandboxView>;
   getSandbox(sandboxID: string): Promise<SandboxView | undefined>;
   listSandboxes(): Promise<SandboxView[]>;
-  setEndAt(sandboxID: string, endAt: string): Promise<SandboxView>;
+  setEndAt(sandboxID: string, endAt: number): Promise<SandboxView>;
   /** Replaces the sandbox's own egress rules (absent fields: the node's defaults), running or paused. */
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView>;
   /**

@@ -1,6 +1,7 @@
 // The sandbox as every layer sees it: its state, spec and lifecycle, the record the control plane
 // keeps (with what only its owner may see), kept snapshots, and the view the admin API answers
-// (src/api/types.ts names these as its wire model). Times are ISO 8601 strings, as on the wire.
+// (src/api/types.ts names these as its wire model). A sandbox's times are epoch milliseconds; the
+// API writes them as ISO 8601 on its wires (src/api/e2b/wire.ts, src/api/admin/wire.ts).
 
 export type SandboxState = 'creating' | 'running' | 'pausing' | 'paused' | 'resuming' | 'destroying' | 'gone' | 'error' | 'lost';
 
@@ -19,10 +20,10 @@ export interface SandboxView {
   reason?: string;
   spec: SandboxSpecView;
   metadata: Record<string, string>;
-  /** ISO 8601. */
-  startedAt: string;
-  /** ISO 8601: when the sandbox will be killed unless its timeout is extended. */
-  endAt: string;
+  /** Epoch ms. */
+  startedAt: number;
+  /** Epoch ms: when the sandbox will be killed unless its timeout is extended. */
+  endAt: number;
   /** Address of the sandbox inside the node's private range. */
   ip?: string;
   runtime: string;
@@ -102,6 +103,19 @@ export interface ListFilter {
   nodeID?: string;
   templateID?: string;
 }
+
+/**
+ * A sandbox read back from where an older version wrote it (a store's record, a node's meta.json, an
+ * older node's answer), whose times may still be ISO 8601 strings: read as epoch ms, so a daemon
+ * upgraded in place keeps its sandboxes.
+ */
+export function withEpochTimes<T extends { startedAt: number; endAt: number }>(v: T): T {
+  const { startedAt, endAt } = v as { startedAt: number | string; endAt: number | string };
+  if (typeof startedAt === 'number' && typeof endAt === 'number') return v;
+  return { ...v, startedAt: epochMs(startedAt), endAt: epochMs(endAt) };
+}
+
+const epochMs = (t: number | string): number => (typeof t === 'number' ? t : Date.parse(t));
 
 /** A record without what only the sandbox's owner may see (token, env). */
 export function publicView(rec: SandboxRecord): SandboxView {

@@ -1,5 +1,6 @@
 // What the control plane's watch carries (GET /admin/v1/watch): a snapshot of everything, then
-// deltas; and the rates it keeps (StatsView).
+// deltas; and the rates it keeps (StatsView). `S` is how a sandbox is written: the model's view here,
+// the admin API's wire view (ISO 8601 times) on the wire.
 import type { ConfigChange, ConfigView } from './config.js';
 import type { EventView } from './event.js';
 import type { NodeView } from './node.js';
@@ -21,20 +22,20 @@ export interface StatsView {
   refusedSinceStart?: { code: number; rule: string; count: number }[];
 }
 
-export interface Snapshot {
+export interface Snapshot<S = SandboxView> {
   nodes: NodeView[];
-  sandboxes: SandboxView[];
+  sandboxes: S[];
   events: EventView[];
   config: ConfigView;
   stats: StatsView;
 }
 
 /** One message of GET /admin/v1/watch (server-sent events; `event:` is the type). */
-export type WatchMessage =
-  | { type: 'snapshot'; snapshot: Snapshot }
+export type WatchMessage<S = SandboxView> =
+  | { type: 'snapshot'; snapshot: Snapshot<S> }
   | { type: 'node'; node: NodeView }
   | { type: 'node.removed'; nodeID: string }
-  | { type: 'sandbox'; sandbox: SandboxView }
+  | { type: 'sandbox'; sandbox: S }
   | { type: 'sandbox.removed'; sandboxID: string }
   | { type: 'event'; event: EventView }
   | { type: 'config'; config: ConfigView; changes: ConfigChange[] }

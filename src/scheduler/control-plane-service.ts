@@ -335,12 +335,12 @@ export class ControlPlaneService implements ControlPlane {
     }
     const sandboxID = newSandboxID();
     const now = Date.now();
-    const endAt = new Date(now + r.timeoutSec * 1000).toISOString();
+    const endAt = now + r.timeoutSec * 1000;
     const secrets = { accessToken: newToken(), envVars: { ...(req.envVars ?? {}) } };
     const metadata = { ...(req.metadata ?? {}) };
     // Recorded before the node creates it: a replica dying now leaves a record the node's
     // heartbeats settle (running, or gone), never a sandbox nobody knows of.
-    const pending: SandboxRecord = { sandboxID, templateID: r.templateID, nodeID, state: 'creating', spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB }, metadata, startedAt: new Date(now).toISOString(), endAt, runtime: chosen?.runtime ?? 'unknown', ...secrets };
+    const pending: SandboxRecord = { sandboxID, templateID: r.templateID, nodeID, state: 'creating', spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB }, metadata, startedAt: now, endAt, runtime: chosen?.runtime ?? 'unknown', ...secrets };
     // The record and the in-flight count together: each round trip a create waits for is a
     // wake-up of the control and of the store, which on a loaded machine cost more than the work.
     const [put, inc] = await Promise.allSettled([this.store.putSandbox(pending), this.store.incInFlight(nodeID)]);
@@ -369,7 +369,7 @@ export class ControlPlaneService implements ControlPlane {
       if (!rec) throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} was destroyed while it was being created`);
       // The node's clock, like the lastSeen it is compared with: the control's own clock after the
       // answer would count the sandbox twice (heartbeat and placement) for a heartbeat interval.
-      placement.at = Date.parse(view.startedAt) || Date.now();
+      placement.at = view.startedAt || Date.now();
       this.stats.record(performance.now() - t0);
       await Promise.all([audit(this.store, req.actor, 'sandbox.create', sandboxID, 'ok', { templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, nodeID }), uncount()]);
       return rec;
@@ -460,7 +460,7 @@ export class ControlPlaneService implements ControlPlane {
         view = await audited(this.store, actor, 'sandbox.resume', sandboxID, () => node.resumeSandbox(sandboxID));
         resumed = true;
       }
-      if (timeoutSec !== undefined) view = await node.setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString());
+      if (timeoutSec !== undefined) view = await node.setEndAt(sandboxID, Date.now() + timeoutSec * 1000);
       view ??= await node.getSandbox(sandboxID);
       if (!view) throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} not found on node ${rec.nodeID}`);
       return { sandbox: await this.record(rec, view), resumed };
@@ -470,7 +470,7 @@ export class ControlPlaneService implements ControlPlane {
   async setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord> {
     checkTimeout(timeoutSec, this.cfg.config.master, 1);
     const rec = await this.getSandbox(sandboxID);
-    return this.locked(sandboxID, async (fence) => this.record(rec, await (await this.nodeApi(rec.nodeID, fence)).setEndAt(sandboxID, new Date(Date.now() + timeoutSec * 1000).toISOString())));
+    return this.locked(sandboxID, async (fence) => this.record(rec, await (await this.nodeApi(rec.nodeID, fence)).setEndAt(sandboxID, Date.now() + timeoutSec * 1000)));
   }
 
   async setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxRecord> {

@@ -8,7 +8,7 @@ import { CubeError } from '../errors.js';
 import type { EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
 import type { ListFilter, SandboxRecord, SandboxState, SnapshotRecord } from '../model/sandbox.js';
-import { fenceFloor, matchesFilter, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
+import { fenceFloor, matchesFilter, parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
 
 // Append-only list: a migration, once released, never changes; new ones go at the end.
 const MIGRATIONS: string[] = [
@@ -152,12 +152,12 @@ export class EmbeddedStore implements StateStore {
 
   async getSandbox(sandboxID: string): Promise<SandboxRecord | undefined> {
     const row = this.q('SELECT record, generation FROM sandboxes WHERE id = ?').get(sandboxID) as { record: string; generation: number } | undefined;
-    return row ? { ...(JSON.parse(row.record) as SandboxRecord), generation: row.generation } : undefined;
+    return row ? { ...parseRecord(row.record), generation: row.generation } : undefined;
   }
 
   async listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]> {
     const rows = this.q('SELECT record, generation FROM sandboxes ORDER BY rowid').all() as { record: string; generation: number }[];
-    return rows.map((r) => ({ ...(JSON.parse(r.record) as SandboxRecord), generation: r.generation })).filter((r) => matchesFilter(r, filter));
+    return rows.map((r) => ({ ...parseRecord(r.record), generation: r.generation })).filter((r) => matchesFilter(r, filter));
   }
 
   async deleteSandbox(sandboxID: string): Promise<void> {

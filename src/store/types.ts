@@ -4,7 +4,7 @@
 // backend fits; none returns live objects (callers get copies).
 import type { EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
-import type { ListFilter, SandboxRecord, SandboxState, SnapshotRecord } from '../model/sandbox.js';
+import { withEpochTimes, type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../model/sandbox.js';
 
 export interface ConfigVersionRecord {
   version: number;
@@ -177,6 +177,11 @@ export function matchesFilter(rec: SandboxRecord, f: ListFilter = {}): boolean {
   if (f.templateID && rec.templateID !== f.templateID) return false;
   if (f.metadata) for (const [k, v] of Object.entries(f.metadata)) if (rec.metadata[k] !== v) return false;
   return true;
+}
+
+/** A stored record read back (times written as ISO 8601 by older versions are read as epoch ms). */
+export function parseRecord(json: string): SandboxRecord {
+  return withEpochTimes(JSON.parse(json) as SandboxRecord);
 }
 
 /** The record as a backend stores it: its generation lives beside it (a column), not in it. */

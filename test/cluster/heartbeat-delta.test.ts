@@ -72,7 +72,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const create = (sandboxID: string) => node.api.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: new Date(Date.now() + 600_000).toISOString(), env: {}, metadata: {} });
+const create = (sandboxID: string) => node.api.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: Date.now() + 600_000, env: {}, metadata: {} });
 
 describe('heartbeats against two replicas', () => {
   it('send the view and the list only when they change; a lost view is asked for and sent again', async () => {

@@ -72,7 +72,7 @@ describe('node RPC', () => {
 
   it('creates, execs with streamed output, moves files, pauses, resumes and destroys over HTTP', async () => {
     const sandboxID = newSandboxID();
-    const endAt = new Date(Date.now() + 60_000).toISOString();
+    const endAt = Date.now() + 60_000;
     const sb = await remote.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt, env: { GREETING: 'hi' }, metadata: { who: 'rpc' }, owner: 'key-0123abcd' });
     try {
       expect(sb).toMatchObject({ sandboxID, nodeID, state: 'running', owner: 'key-0123abcd' });
@@ -117,7 +117,7 @@ describe('node RPC', () => {
 
   it('a restarted node still refuses a lock fence older than one it accepted (kept under its data dir)', async () => {
     const sandboxID = newSandboxID();
-    const endAt = () => new Date(Date.now() + 60_000).toISOString();
+    const endAt = () => Date.now() + 60_000;
     await remote.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: endAt(), env: {}, metadata: {} });
     // The node's RPC as it comes back after a restart: a new handler, its fences read from disk.
     const again = createServer(nodeRpcHandler(cubelet, SECRET, new FenceBook(dir, [sandboxID])));

@@ -1,7 +1,7 @@
 // The cluster's pure parts: a node's view as the control plane shows it, and reconciling a
 // node's records with the sandboxes its heartbeat lists.
 import { describe, expect, it } from 'vitest';
-import type { SandboxView } from '../../src/api/types.js';
+import type { SandboxView } from '../../src/model/sandbox.js';
 import type { SandboxRecord } from '../../src/model/sandbox.js';
 import { clusterNodeView } from '../../src/scheduler/cluster/node-views.js';
 import { syncNodeSandboxes } from '../../src/scheduler/cluster/sandbox-sync.js';
@@ -23,7 +23,7 @@ describe('clusterNodeView', () => {
   });
 });
 
-const view = (id: string, over: Partial<SandboxView> = {}): SandboxView => ({ sandboxID: id, templateID: 'host', nodeID: 'a', state: 'running', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: {}, startedAt: new Date(NOW - 60_000).toISOString(), endAt: new Date(NOW + 60_000).toISOString(), runtime: 'ns', ...over });
+const view = (id: string, over: Partial<SandboxView> = {}): SandboxView => ({ sandboxID: id, templateID: 'host', nodeID: 'a', state: 'running', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: {}, startedAt: NOW - 60_000, endAt: NOW + 60_000, runtime: 'ns', ...over });
 const rec = (id: string, over: Partial<SandboxRecord> = {}): SandboxRecord => ({ ...view(id), accessToken: `tok-${id}`, envVars: { K: id }, ...over });
 
 describe('syncNodeSandboxes', () => {
@@ -33,8 +33,8 @@ describe('syncNodeSandboxes', () => {
     ['lost record, node back with it: running again, lost reason dropped', [rec('s1', { state: 'lost', reason: 'node a stopped heartbeating' })], [view('s1')], [{ type: 'update', rec: rec('s1') }]],
     ['on the node only: unknown', [], [view('s2')], [{ type: 'unknown', view: view('s2') }]],
     ['record only: gone', [rec('s3')], [], [{ type: 'gone', rec: rec('s3') }]],
-    ['creating within grace: left alone', [rec('s4', { state: 'creating', startedAt: new Date(NOW - 1000).toISOString() })], [], []],
-    ['creating past grace: gone', [rec('s5', { state: 'creating', startedAt: new Date(NOW - 200_000).toISOString() })], [], [{ type: 'gone', rec: rec('s5', { state: 'creating', startedAt: new Date(NOW - 200_000).toISOString() }) }]],
+    ['creating within grace: left alone', [rec('s4', { state: 'creating', startedAt: NOW - 1000 })], [], []],
+    ['creating past grace: gone', [rec('s5', { state: 'creating', startedAt: NOW - 200_000 })], [], [{ type: 'gone', rec: rec('s5', { state: 'creating', startedAt: NOW - 200_000 }) }]],
   ])('%s', (_name, records, onNode, want) => {
     expect(syncNodeSandboxes(records, onNode, NOW, 120_000)).toEqual(want);
   });

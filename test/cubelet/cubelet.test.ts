@@ -63,8 +63,8 @@ afterAll(async () => {
   }
 });
 
-const inMinutes = (m: number) => new Date(Date.now() + m * 60_000).toISOString();
-const create = (over: { memoryMiB?: number; endAt?: string; templateID?: string; lifecycle?: SandboxLifecycle } = {}) =>
+const inMinutes = (m: number) => Date.now() + m * 60_000;
+const create = (over: { memoryMiB?: number; endAt?: number; templateID?: string; lifecycle?: SandboxLifecycle } = {}) =>
   cubelet.createSandbox({ sandboxID: newSandboxID(), templateID: over.templateID ?? 'host', cpus: 1, memoryMiB: over.memoryMiB ?? 128, diskGiB: 1, endAt: over.endAt ?? inMinutes(5), env: { FROM_CREATE: 'yes' }, metadata: {}, ...(over.lifecycle ? { lifecycle: over.lifecycle } : {}) });
 
 async function collect(s: ProcessStream): Promise<{ out: string; err: string; events: ProcessEvent[] }> {
@@ -135,29 +135,29 @@ describe('process table', () => {
 
 describe('lifecycle events', () => {
   it('destroys a sandbox at its endAt and emits sandbox.timeout', async () => {
-    const sb = await create({ endAt: new Date(Date.now() + 300).toISOString() });
+    const sb = await create({ endAt: Date.now() + 300 });
     await until(async () => (await cubelet.getSandbox(sb.sandboxID)) === undefined);
     expect(events.some((e) => e.type === 'event' && e.event.kind === 'sandbox.timeout' && e.event.sandboxID === sb.sandboxID)).toBe(true);
     expect((await cubelet.nodeView()).pool.inUse).toBe(0);
   });
 
   it('a paused sandbox does not time out; resumed past its end it gets the default lifetime', async () => {
-    const endAt = new Date(Date.now() + 400).toISOString();
+    const endAt = Date.now() + 400;
     const sb = await create({ endAt });
     try {
       await cubelet.pauseSandbox(sb.sandboxID);
-      await new Promise((r) => setTimeout(r, Date.parse(endAt) - Date.now() + 300));
+      await new Promise((r) => setTimeout(r, endAt - Date.now() + 300));
       expect((await cubelet.getSandbox(sb.sandboxID))?.state).toBe('paused');
       const resumed = await cubelet.resumeSandbox(sb.sandboxID);
       expect(resumed.state).toBe('running');
-      expect(Date.parse(resumed.endAt)).toBeGreaterThan(Date.now() + 60_000);
+      expect(resumed.endAt).toBeGreaterThan(Date.now() + 60_000);
     } finally {
       await cubelet.destroySandbox(sb.sandboxID);
     }
   });
 
   it('lifecycle onTimeout pause: paused at its endAt with the reason, not destroyed; resume clears the reason', async () => {
-    const sb = await create({ endAt: new Date(Date.now() + 300).toISOString(), lifecycle: { onTimeout: 'pause', autoResume: false } });
+    const sb = await create({ endAt: Date.now() + 300, lifecycle: { onTimeout: 'pause', autoResume: false } });
     try {
       await until(async () => (await cubelet.getSandbox(sb.sandboxID))?.state === 'paused');
       expect(await cubelet.getSandbox(sb.sandboxID)).toMatchObject({ lifecycle: { onTimeout: 'pause', autoResume: false }, reason: expect.stringMatching(/^paused at its timeout .* \(lifecycle onTimeout pause\)$/) });
@@ -196,6 +196,13 @@ describe('lifecycle events', () => {
     } finally {
       await cubelet.destroySandbox(sb.sandboxID);
     }
+  });
+
+  it('refuses an endAt that is not epoch ms (an older control sends ISO 8601) before making anything', async () => {
+    const endAt = new Date(Date.now() + 60_000).toISOString() as unknown as number;
+    const before = (await cubelet.listSandboxes()).length;
+    await expect(create({ endAt })).rejects.toMatchObject({ kind: 'BAD_REQUEST', message: expect.stringContaining('same version') });
+    expect(await cubelet.listSandboxes()).toHaveLength(before);
   });
 
   it('turns a sandbox whose init died into error with a reason; destroy still cleans it', async () => {

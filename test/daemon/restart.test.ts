@@ -1,6 +1,9 @@
 // Restart safety of a real cubed: graceful stop keeps sandboxes for re-adoption, kill -9 in
 // the middle of a create burst leaves nothing half-made after the next start, and
 // --destroy-on-exit leaves the host as it was.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { NodeView, SandboxView } from '../../src/api/types.js';
 import { countKernelObjects, slotRules } from '../helpers/kernel.js';
@@ -54,6 +57,30 @@ describe('restart', () => {
     expect(await execOut(d, a.sandboxID, ['cat', '/tmp/marker'])).toBe('kept\n');
     expect((await api(d)('POST', `/admin/v1/sandboxes/${b.sandboxID}/resume`)).json.state).toBe('running');
     expect(await execOut(d, b.sandboxID, ['echo', 'alive'])).toBe('alive\n');
+  });
+
+  it('upgraded in place: meta.json and records with ISO 8601 times (as versions before numeric times wrote them) are re-adopted', async () => {
+    d = await startDaemon();
+    const a = (await api(d)('POST', '/admin/v1/sandboxes', { timeoutSec: 600 })).json as SandboxView;
+    await d.stop({ destroy: false });
+    const iso = (t: { startedAt: number; endAt: number }) => ({ startedAt: new Date(t.startedAt).toISOString(), endAt: new Date(t.endAt).toISOString() });
+    const metaPath = join(d.dataDir, 'sandboxes', a.sandboxID, 'meta.json');
+    const meta = JSON.parse(readFileSync(metaPath, 'utf8')) as { startedAt: number; endAt: number };
+    expect(typeof meta.endAt).toBe('number');
+    writeFileSync(metaPath, JSON.stringify({ ...meta, ...iso(meta) }));
+    const db = new Database(join(d.dataDir, 'cubed.db'));
+    const rec = JSON.parse((db.prepare('SELECT record FROM sandboxes WHERE id = ?').get(a.sandboxID) as { record: string }).record) as { startedAt: number; endAt: number };
+    db.prepare('UPDATE sandboxes SET record = ? WHERE id = ?').run(JSON.stringify({ ...rec, ...iso(rec) }), a.sandboxID);
+    db.close();
+    await d.restart();
+    // Read as epoch ms: its timer is armed for its real end (a string end fired at once and destroyed it).
+    const got = (await api(d)('GET', `/admin/v1/sandboxes/${a.sandboxID}`)).json as SandboxView;
+    expect(got).toMatchObject({ state: 'running', startedAt: a.startedAt, endAt: a.endAt });
+    expect(await execOut(d, a.sandboxID, ['echo', 'alive'])).toBe('alive\n');
+    expect(typeof (JSON.parse(readFileSync(metaPath, 'utf8')) as { endAt: unknown }).endAt).toBe('string');
+    expect((await api(d)('POST', `/admin/v1/sandboxes/${a.sandboxID}/pause`)).json.state).toBe('paused');
+    // Written again by this version: numbers.
+    expect(JSON.parse(readFileSync(metaPath, 'utf8'))).toMatchObject({ startedAt: Date.parse(a.startedAt), endAt: Date.parse(a.endAt) });
   });
 
   it('kill -9 during a create burst, then restart: complete sandboxes are re-adopted, the rest is cleaned', async () => {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { NewSandboxSchema, detailJson, e2bState, egressOf, lifecycleOf, pageOf, parseBody, parseListQuery, parseMetadataFilter, refuseUnsupported, sandboxIDParam, sandboxJson } from '../../src/api/e2b/wire.js';
 import type { SandboxRecord } from '../../src/model/sandbox.js';
 
+/** `startedAt` as ISO 8601 for reading; the record holds epoch ms. */
 function rec(id: string, startedAt: string, over: Partial<SandboxRecord> = {}): SandboxRecord {
   return {
     sandboxID: id,
@@ -10,8 +11,8 @@ function rec(id: string, startedAt: string, over: Partial<SandboxRecord> = {}): 
     state: 'running',
     spec: { cpus: 1, memoryMiB: 512, diskGiB: 1 },
     metadata: {},
-    startedAt,
-    endAt: '2030-01-01T00:00:00.000Z',
+    startedAt: Date.parse(startedAt),
+    endAt: Date.parse('2030-01-01T00:00:00.000Z'),
     runtime: 'ns',
     accessToken: `tok-${id}`,
     envVars: {},
@@ -137,6 +138,14 @@ describe('listing', () => {
     expect(pageOf(all, q).items.map((r) => r.sandboxID)).toEqual(['a1', 'a5']);
     const paused = parseListQuery(new URLSearchParams({ state: 'paused' }), ['running']);
     expect(pageOf(all, paused)).toEqual({ items: [all[1]] });
+  });
+
+  it("a page token carries ISO 8601 as before times were numbers: an older daemon's token goes on with the walk", () => {
+    const first = pageOf(all, parseListQuery(new URLSearchParams({ limit: '2' }), ['running', 'paused']));
+    const older = Buffer.from(JSON.stringify(['2026-01-01T00:00:02.000Z', 'a3'])).toString('base64url');
+    expect(first.nextToken).toBe(older);
+    const next = pageOf(all, parseListQuery(new URLSearchParams({ limit: '2', nextToken: older }), ['running', 'paused']));
+    expect(next.items.map((r) => r.sandboxID)).toEqual(['a2', 'a1']);
   });
 
   it('refuses a token it did not make', () => {

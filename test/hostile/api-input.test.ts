@@ -4,7 +4,7 @@
 import { CommandExitError, Sandbox } from 'e2b';
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sendError } from '../../src/api/http.js';
+import { sendError } from '../../src/http.js';
 import { CubeError } from '../../src/errors.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { CubeError } from '../../src/errors.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope, REDIS_URL } from '../helpers/cluster-state.js';
-import { sandboxRecord, storeContract } from './contract.js';
+import { EPOCH_TIMES, legacyRecordJson, sandboxRecord, storeContract } from './contract.js';
 
 async function open(eventRetention = 100): Promise<{ store: ClusterStore; cleanup: () => Promise<void> }> {
   const scope = clusterStateScope();
@@ -84,6 +84,21 @@ describe('cluster store', () => {
       expect(evs.map((e) => e.id)).toEqual(Array.from({ length: 40 }, (_, i) => first.id + 1 + i));
       expect((await store.listEvents({ sinceID: first.id })).map((e) => `${e.id} ${e.message}`)).toEqual(evs.map((e) => `${e.id} ${e.message}`));
       expect((await store.mysql.latestEvents(41)).events.map((e) => e.message)).toEqual(['first', ...evs.map((e) => e.message)]);
+    }));
+
+  it('records an older version wrote (ISO 8601 times) load with epoch ms times, from MySQL and from a Redis route', () =>
+    withStore(async (store) => {
+      await store.putSandbox(sandboxRecord('old'));
+      await store.putSandbox({ ...sandboxRecord('new'), startedAt: EPOCH_TIMES.startedAt + 1 });
+      const pool = (store.mysql as unknown as { pool: { query(sql: string, args: unknown[]): Promise<unknown> } }).pool;
+      await pool.query('UPDATE sandbox_history SET record = ? WHERE sandbox_id = ?', [legacyRecordJson('old'), 'old']);
+      const prefix = (store.live as unknown as { prefix: string }).prefix;
+      await store.live.redis.hset(`${prefix}shared:sandboxes`, 'old', legacyRecordJson('old', { generation: 1 }));
+      expect(await store.mysql.getLiveSandbox('old')).toMatchObject({ sandboxID: 'old', ...EPOCH_TIMES });
+      expect((await store.mysql.liveSandboxes()).find((r) => r.sandboxID === 'old')).toMatchObject(EPOCH_TIMES);
+      expect(await store.getSandbox('old')).toMatchObject({ sandboxID: 'old', ...EPOCH_TIMES });
+      // Ordered by start time as numbers, the legacy record among new ones.
+      expect((await store.listSandboxes()).map((r) => [r.sandboxID, r.startedAt])).toEqual([['old', EPOCH_TIMES.startedAt], ['new', EPOCH_TIMES.startedAt + 1]]);
     }));
 
   it('a fencing counter Redis lost starts above every token handed out before', () =>

@@ -17,14 +17,22 @@ export function sandboxRecord(id: string, over: Partial<SandboxRecord> = {}): Sa
     state: 'running',
     spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 },
     metadata: {},
-    startedAt: '2026-01-01T00:00:00.000Z',
-    endAt: '2026-01-01T00:05:00.000Z',
+    startedAt: Date.parse('2026-01-01T00:00:00.000Z'),
+    endAt: Date.parse('2026-01-01T00:05:00.000Z'),
     runtime: 'ns',
     accessToken: `tok-${id}`,
     envVars: { A: '1' },
     ...over,
   };
 }
+
+/** The record as versions before numeric times stored it (a JSON column, a Redis route): ISO 8601 times. */
+export function legacyRecordJson(id: string, over: Record<string, unknown> = {}): string {
+  return JSON.stringify({ ...sandboxRecord(id), startedAt: '2026-01-01T00:00:00.000Z', endAt: '2026-01-01T00:05:00.000Z', ...over });
+}
+
+/** What every read of a legacy record must give: epoch ms. */
+export const EPOCH_TIMES = { startedAt: Date.parse('2026-01-01T00:00:00.000Z'), endAt: Date.parse('2026-01-01T00:05:00.000Z') };
 
 export function storeContract(name: string, factory: StoreFactory): void {
   describe(`StateStore contract: ${name}`, () => {

@@ -2,8 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
+import Database from 'better-sqlite3';
 import { EmbeddedStore } from '../../src/store/embedded.js';
-import { sandboxRecord, storeContract } from './contract.js';
+import { EPOCH_TIMES, legacyRecordJson, sandboxRecord, storeContract } from './contract.js';
 
 storeContract('embedded (SQLite)', async ({ eventRetention }) => {
   const dir = mkdtempSync(join(tmpdir(), 'cubed-test-store-'));
@@ -23,6 +24,30 @@ it('migrations run idempotently and records survive a reopen', async () => {
     const b = new EmbeddedStore({ path });
     await b.init();
     expect((await b.getSandbox('keep'))?.sandboxID).toBe('keep');
+    await b.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it('a record an older version wrote (ISO 8601 times in its JSON) loads with epoch ms times', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cubed-test-store-'));
+  try {
+    const path = join(dir, 'cubed.db');
+    const a = new EmbeddedStore({ path });
+    await a.init();
+    await a.putSandbox(sandboxRecord('old'));
+    await a.close();
+    const db = new Database(path);
+    db.prepare('UPDATE sandboxes SET record = ? WHERE id = ?').run(legacyRecordJson('old'), 'old');
+    db.close();
+    const b = new EmbeddedStore({ path });
+    await b.init();
+    expect(await b.getSandbox('old')).toMatchObject({ sandboxID: 'old', ...EPOCH_TIMES });
+    expect(await b.listSandboxes()).toMatchObject([EPOCH_TIMES]);
+    // Written back (a state change), it is stored with numbers.
+    expect(await b.updateSandboxState('old', 'paused')).toBe(true);
+    expect(JSON.parse((new Database(path, { readonly: true }).prepare('SELECT record FROM sandboxes').get() as { record: string }).record)).toMatchObject(EPOCH_TIMES);
     await b.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });

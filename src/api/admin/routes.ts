@@ -4,13 +4,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { CubeError, errorBody } from '../../errors.js';
-import { publicView, type SnapshotRecord } from '../../model/sandbox.js';
+import type { SnapshotRecord } from '../../model/sandbox.js';
 import type { SandboxState, SnapshotView } from '../types.js';
 import type { ApiContext, ApiRouter, Caller, Handler } from '../context.js';
-import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
+import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import { assertForkFits } from '../rate-limit.js';
 import { registerTemplateRoutes } from './templates.js';
 import { serveWatch } from './watch.js';
+import { sandboxWire } from './wire.js';
 
 const P = '/admin/v1';
 const STATES: readonly SandboxState[] = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'];
@@ -92,20 +93,20 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
     const bad = state?.filter((s) => !STATES.includes(s as SandboxState));
     if (bad?.length) throw new CubeError('BAD_REQUEST', `unknown state ${bad.join(', ')} (known: ${STATES.join(', ')})`);
     const list = await cp.listSandboxes({ ...(state ? { state: state as SandboxState[] } : {}), ...opt('nodeID', q.node), ...opt('templateID', q.template) });
-    sendJson(res, 200, list.map(publicView));
+    sendJson(res, 200, list.map(sandboxWire));
   });
   on('POST', '/sandboxes', async (req, res) => {
     const b = await body(req, CreateBody);
-    sendJson(res, 201, publicView(await cp.createSandbox({ ...b, ...opt('actor', actor(req)) })));
+    sendJson(res, 201, sandboxWire(await cp.createSandbox({ ...b, ...opt('actor', actor(req)) })));
   });
-  on('GET', '/sandboxes/:id', async (_req, res, p) => sendJson(res, 200, publicView(await cp.getSandbox(p.id!))));
+  on('GET', '/sandboxes/:id', async (_req, res, p) => sendJson(res, 200, sandboxWire(await cp.getSandbox(p.id!))));
   on('DELETE', '/sandboxes/:id', async (req, res, p) => {
     await cp.destroySandbox(p.id!, actor(req));
     sendNoContent(res);
   });
-  on('POST', '/sandboxes/:id/pause', async (req, res, p) => sendJson(res, 200, publicView(await cp.pauseSandbox(p.id!, actor(req), await body(req, PauseBody)))));
-  on('PUT', '/sandboxes/:id/egress', async (req, res, p) => sendJson(res, 200, publicView(await cp.setEgress(p.id!, await body(req, EgressBody)))));
-  on('POST', '/sandboxes/:id/resume', async (req, res, p) => sendJson(res, 200, publicView((await cp.resumeSandbox(p.id!, undefined, actor(req))).sandbox)));
+  on('POST', '/sandboxes/:id/pause', async (req, res, p) => sendJson(res, 200, sandboxWire(await cp.pauseSandbox(p.id!, actor(req), await body(req, PauseBody)))));
+  on('PUT', '/sandboxes/:id/egress', async (req, res, p) => sendJson(res, 200, sandboxWire(await cp.setEgress(p.id!, await body(req, EgressBody)))));
+  on('POST', '/sandboxes/:id/resume', async (req, res, p) => sendJson(res, 200, sandboxWire((await cp.resumeSandbox(p.id!, undefined, actor(req))).sandbox)));
   on('POST', '/sandboxes/:id/exec', async (req, res, p) => serveExec(req, res, ctx, p.id!, await body(req, ExecBody)));
   // Snapshots (what each keeps: `keeps`) and fork: one entry per fork, {sandbox} or {error: {code, message, status}}.
   on('POST', '/sandboxes/:id/snapshots', async (req, res, p) => {
@@ -116,7 +117,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
     const b = await body(req, ForkBody);
     await assertForkFits(ctx, actor(req), b.count ?? 1);
     const results = await cp.snapshots.fork(p.id!, { count: b.count ?? 1, ...(b.timeoutSec !== undefined ? { timeoutSec: b.timeoutSec } : {}), ...(actor(req) ? { actor: actor(req)! } : {}) });
-    sendJson(res, 201, results.map((r) => ('sandbox' in r ? { sandbox: publicView(r.sandbox) } : { error: errorBody(r.error, 'admin') })));
+    sendJson(res, 201, results.map((r) => ('sandbox' in r ? { sandbox: sandboxWire(r.sandbox) } : { error: errorBody(r.error, 'admin') })));
   });
   on('GET', '/snapshots', async (_req, res, _p, q) => sendJson(res, 200, (await cp.snapshots.list({ ...(q.sandbox ? { sandboxID: q.sandbox } : {}), ...(q.name ? { name: q.name } : {}) })).map(publicSnapshot)));
   on('DELETE', '/snapshots/:ref', async (req, res, p) => {

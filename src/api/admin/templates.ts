@@ -7,7 +7,7 @@ import { importUpload } from '../../runtime/layers/import.js';
 import { parseTemplateRef, sameTemplate, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
 import { templateRuntime, type TemplateConfig } from '../../runtime/types.js';
 import type { ApiContext, Handler } from '../context.js';
-import { sendJson } from '../http.js';
+import { sendJson } from '../../http.js';
 
 type On = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, h: Handler) => void;
 

@@ -4,14 +4,16 @@
 // backlog passes the cap: it reconnects and starts from a fresh snapshot, and the daemon's
 // memory stays bounded.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { WatchMessage } from '../types.js';
+import type { WatchMessage } from '../../model/watch.js';
 import type { ApiContext } from '../context.js';
+import { watchWire } from './wire.js';
 
 const PING_MS = 15_000;
 const MAX_BACKLOG_BYTES = 4 << 20;
 
+/** One message as the wire writes it (src/api/types.ts WatchMessage). */
 export function sseFrame(m: WatchMessage): string {
-  return `event: ${m.type}\ndata: ${JSON.stringify(m)}\n\n`;
+  return `event: ${m.type}\ndata: ${JSON.stringify(watchWire(m))}\n\n`;
 }
 
 export async function serveWatch(req: IncomingMessage, res: ServerResponse, ctx: ApiContext): Promise<void> {

@@ -6,7 +6,7 @@ import { CubeError } from '../../errors.js';
 import type { OutputLine } from '../../cubelet/output-log.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
-import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
+import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import {
   ConnectSchema,
   ENVD_VERSION,
@@ -215,6 +215,6 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
 
 /** Sets the end to now + seconds only when that is later than the current end. */
 async function extendTo(ctx: ApiContext, rec: SandboxRecord, seconds: number): Promise<SandboxRecord> {
-  if (Date.now() + seconds * 1000 <= Date.parse(rec.endAt)) return rec;
+  if (Date.now() + seconds * 1000 <= rec.endAt) return rec;
   return ctx.cp.setTimeout(rec.sandboxID, seconds);
 }

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { CubeError, errorBody, toCubeError } from '../../errors.js';
 import type { SandboxRecord, SnapshotRecord } from '../../model/sandbox.js';
 import type { ApiContext } from '../context.js';
-import { readJson, sendJson } from '../http.js';
+import { readJson, sendJson } from '../../http.js';
 import { assertForkFits } from '../rate-limit.js';
 import { MAX_PAGE, parseBody, sandboxJson } from './wire.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';

@@ -18,7 +18,7 @@ import type { BuildRecord, TemplateBuilder } from '../../cubelet/template-build.
 import { HOST_TEMPLATE, parseTemplateRef, sameTemplate, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
 import type { BuildRequest } from '../../scheduler/cluster/cluster-templates.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
-import { readJson, sendError, sendJson, sendNoContent } from '../http.js';
+import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import { ENVD_VERSION, parseBody } from './wire.js';
 
 type Req = IncomingMessage & { caller?: Caller };

@@ -47,8 +47,8 @@ export function sandboxJson(r: SandboxRecord, domain: string): Record<string, un
 
 function common(r: SandboxRecord): Record<string, unknown> {
   return {
-    startedAt: r.startedAt,
-    endAt: r.endAt,
+    startedAt: new Date(r.startedAt).toISOString(),
+    endAt: new Date(r.endAt).toISOString(),
     state: e2bState(r.state),
     cpuCount: r.spec.cpus,
     memoryMB: r.spec.memoryMiB,
@@ -233,14 +233,16 @@ export function parseListQuery(q: URLSearchParams, defaultStates: E2bState[]): L
   };
 }
 
-type Cursor = [startedAt: string, sandboxID: string];
+/** A page's sort key: startedAt (epoch ms), sandboxID. */
+type Cursor = [startedAt: number, sandboxID: string];
 
-const encodeCursor = (c: Cursor): string => Buffer.from(JSON.stringify(c)).toString('base64url');
+/** The token carries startedAt as ISO 8601, as the tokens of the versions before numeric times did: theirs still work. */
+const encodeCursor = (c: Cursor): string => Buffer.from(JSON.stringify([new Date(c[0]).toISOString(), c[1]])).toString('base64url');
 
 function decodeCursor(t: string): Cursor {
   try {
     const c = JSON.parse(Buffer.from(t, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(c) && c.length === 2 && c.every((x) => typeof x === 'string')) return c as Cursor;
+    if (Array.isArray(c) && c.length === 2 && c.every((x) => typeof x === 'string') && !Number.isNaN(Date.parse(c[0] as string))) return [Date.parse(c[0] as string), c[1] as string];
   } catch {
     // fall through to the error below
   }
@@ -260,7 +262,7 @@ export function pageOf(records: SandboxRecord[], q: ListQuery): { items: Sandbox
     .filter((r) => isListed(r.state) && q.states.includes(e2bState(r.state)))
     .filter((r) => Object.entries(q.metadata).every(([k, v]) => r.metadata[k] === v))
     .filter((r) => !q.template || r.templateID === q.template)
-    .filter((r) => q.startedAfter === undefined || Date.parse(r.startedAt) > q.startedAfter)
+    .filter((r) => q.startedAfter === undefined || r.startedAt > q.startedAfter)
     .filter((r) => !after || cmp(key(r), after) > 0)
     .sort((a, b) => cmp(key(a), key(b)));
   const items = matching.slice(0, q.limit);

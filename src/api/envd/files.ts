@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { CubeError } from '../../errors.js';
 import type { FileMetadata } from '../../runtime/types.js';
-import { sendJson } from '../http.js';
+import { sendJson } from '../../http.js';
 import { Code, ConnectError } from './connect.js';
 import { homeOf, resolvePath, restFileType, userFromAuthorization } from './messages.js';
 import type { SandboxCall } from './process.js';

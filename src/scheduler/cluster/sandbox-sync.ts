@@ -39,7 +39,7 @@ export function syncNodeSandboxes(records: SandboxRecord[], onNode: SandboxView[
   }
   for (const rec of byID.values()) {
     if (newer(rec)) continue;
-    if (rec.state === 'creating' && now - Date.parse(rec.startedAt) < creatingGraceMs) continue;
+    if (rec.state === 'creating' && now - rec.startedAt < creatingGraceMs) continue;
     out.push({ type: 'gone', rec });
   }
   return out;

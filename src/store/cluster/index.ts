@@ -145,7 +145,7 @@ export class ClusterStore implements StateStore {
   async listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]> {
     await this.routes();
     const all = await this.live.listRoutes();
-    all.sort((a, b) => a.startedAt.localeCompare(b.startedAt) || a.sandboxID.localeCompare(b.sandboxID));
+    all.sort((a, b) => a.startedAt - b.startedAt || a.sandboxID.localeCompare(b.sandboxID));
     return all.filter((r) => matchesFilter(r, filter));
   }
 

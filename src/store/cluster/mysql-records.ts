@@ -3,7 +3,7 @@
 import mysql from 'mysql2/promise';
 import type { EventView } from '../../model/event.js';
 import type { SandboxRecord, SnapshotRecord } from '../../model/sandbox.js';
-import { recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
+import { parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
 import { GroupCommit } from './group-commit.js';
 import { withRetry } from './retry.js';
 
@@ -305,5 +305,5 @@ export class MysqlRecords {
 }
 
 function rowRecord(r: mysql.RowDataPacket): SandboxRecord {
-  return { ...(JSON.parse(r.record as string) as SandboxRecord), generation: Number(r.generation) };
+  return { ...parseRecord(r.record as string), generation: Number(r.generation) };
 }

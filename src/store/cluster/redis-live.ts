@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import type { EventView } from '../../model/event.js';
 import type { NodeView } from '../../model/node.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
-import { fenceFloor } from '../types.js';
+import { fenceFloor, parseRecord } from '../types.js';
 import { withRetry } from './retry.js';
 
 // Atomic: ids come from one counter so every replica's events interleave in one order; a batch
@@ -148,7 +148,7 @@ export class RedisLive {
 
   async getRoute(sandboxID: string): Promise<SandboxRecord | undefined> {
     const v = await this.run((r) => r.hget(this.k('shared', 'sandboxes'), sandboxID));
-    return v ? (JSON.parse(v) as SandboxRecord) : undefined;
+    return v ? parseRecord(v) : undefined;
   }
 
   /** Every route; records whose JSON did not change since the last read are the same (read-only) objects. */
@@ -159,7 +159,7 @@ export class RedisLive {
     for (const id in all) {
       const raw = all[id]!;
       const known = this.parsedRoutes.get(id);
-      const entry = known?.raw === raw ? known : { raw, rec: JSON.parse(raw) as SandboxRecord };
+      const entry = known?.raw === raw ? known : { raw, rec: parseRecord(raw) };
       parsed.set(id, entry);
       out.push(entry.rec);
     }

@@ -1,7 +1,8 @@
-// Small helpers shared by every route family (E2B REST, envd, admin): JSON in and out,
-// errors as {code, message} with the status from the error table.
+// Small helpers shared by every HTTP server of the daemon (the API's route families: E2B REST, envd,
+// admin; the node RPC server): JSON in and out, body limits, errors as {code, message} with the status
+// from the error table.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CubeError, errorBody, toCubeError } from '../errors.js';
+import { CubeError, errorBody, toCubeError } from './errors.js';
 
 export type Flavour = 'e2b' | 'admin';
 

@@ -2,12 +2,12 @@
 // started, a Jupyter gateway) are forwarded to that port of the sandbox's own address,
 // plain HTTP and WebSocket upgrades alike. Only the sandbox's node reaches that address: a
 // control replica forwards to the node's port proxy instead (NodeApi.portUpstream), and the
-// node forwards from there with these same functions.
+// node forwards from there with these same functions (so they live in the node's layer, below the API).
 import { STATUS_CODES, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { PROXY_SECRET_HEADER } from '../cubelet/rpc-wire.js';
-import type { NodeApi, PortUpstream } from '../cubelet/types.js';
+import { PROXY_SECRET_HEADER } from './rpc-wire.js';
+import type { NodeApi, PortUpstream } from './types.js';
 import { errorBody, CubeError } from '../errors.js';
 
 /** Our routing headers (and the cluster secret) never reach the sandbox. */
