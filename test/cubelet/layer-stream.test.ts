@@ -78,12 +78,15 @@ async function slowNode(answerMs: number, progress: () => { bytes: number; activ
 
 describe('a create on a node fetching its template', () => {
   const req = { sandboxID: 'sbx-1' } as unknown as NodeCreateRequest;
+  // The call timeout, which is also the bound of each progress look: 200 ms let a look time out
+  // on a CI machine at load 12 (the wait then ended early, as for a frozen node).
+  const CALL_MS = 1000;
 
   it('waits past the call timeout while layer bytes keep coming in', async () => {
     let bytes = 0;
-    const n = await slowNode(1000, () => ({ bytes: (bytes += 4096), active: 1 }));
+    const n = await slowNode(3.5 * CALL_MS, () => ({ bytes: (bytes += 4096), active: 1 }));
     try {
-      const view = await new RemoteNode('n1', n.url, 's', 200).createSandbox(req);
+      const view = await new RemoteNode('n1', n.url, 's', CALL_MS).createSandbox(req);
       expect(view).toMatchObject({ sandboxID: 'sbx-1' });
       expect(n.looks).toBeGreaterThanOrEqual(2);
     } finally {
@@ -93,10 +96,10 @@ describe('a create on a node fetching its template', () => {
   });
 
   it('gives up (130596) once no byte came since the last look', async () => {
-    const n = await slowNode(5000, () => ({ bytes: 4096, active: 1 }));
+    const n = await slowNode(10 * CALL_MS, () => ({ bytes: 4096, active: 1 }));
     try {
-      const err = await new RemoteNode('n1', n.url, 's', 200).createSandbox(req).then(() => undefined, (e: unknown) => e);
-      expect(err).toMatchObject({ kind: 'NODE_UNREACHABLE', message: expect.stringContaining('no answer to the create within 0.2 s, and no layer byte fetched there in the last 0.2 s') });
+      const err = await new RemoteNode('n1', n.url, 's', CALL_MS).createSandbox(req).then(() => undefined, (e: unknown) => e);
+      expect(err).toMatchObject({ kind: 'NODE_UNREACHABLE', message: expect.stringContaining('no answer to the create within 1 s, and no layer byte fetched there in the last 1 s') });
     } finally {
       n.server.closeAllConnections();
       n.server.close();
@@ -104,10 +107,10 @@ describe('a create on a node fetching its template', () => {
   });
 
   it('gives up at the call timeout when no fetch runs there', async () => {
-    const n = await slowNode(5000, () => ({ bytes: 0, active: 0 }));
+    const n = await slowNode(10 * CALL_MS, () => ({ bytes: 0, active: 0 }));
     try {
-      const err = await new RemoteNode('n1', n.url, 's', 200).createSandbox(req).then(() => undefined, (e: unknown) => e);
-      expect(err).toMatchObject({ kind: 'NODE_UNREACHABLE', message: expect.stringMatching(/no answer to the create within 0.2 s$/) });
+      const err = await new RemoteNode('n1', n.url, 's', CALL_MS).createSandbox(req).then(() => undefined, (e: unknown) => e);
+      expect(err).toMatchObject({ kind: 'NODE_UNREACHABLE', message: expect.stringMatching(/no answer to the create within 1 s$/) });
       expect(n.looks).toBe(1);
     } finally {
       n.server.closeAllConnections();
