@@ -4,8 +4,9 @@
 // the E2B REST API with `concurrency` clients; reported: creates/s and API latency, the
 // control's own decision latency (the scheduler pipeline over N node views, /admin/v1/stats),
 // and how the placements spread. Everything it started is stopped and dropped at the end.
-//   npx tsx bench/cluster-sim.ts [--nodes 1000] [--creates 3000] [--concurrency 32] [--select 3] [--heartbeat-timeout-ms 3000] [--cpu-prof DIR]
+//   npx tsx bench/cluster-sim.ts [--nodes 1000] [--creates 3000] [--concurrency 32] [--select 3] [--heartbeat-timeout-ms 3000] [--idle-sec 10] [--cpu-prof DIR]
 // --cpu-prof DIR: the control replica writes a V8 CPU profile there when it stops.
+// --idle-sec: how long the processes' CPU with no creates (the N nodes' heartbeats) is measured, after the registrations settled.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,7 +19,7 @@ import { runBench } from '../src/bench/runner.js';
 import { clusterStateScope } from '../test/helpers/cluster-state.js';
 import { freePort } from '../test/helpers/daemon.js';
 
-const { values } = parseArgs({ options: { nodes: { type: 'string', default: '1000' }, creates: { type: 'string', default: '3000' }, concurrency: { type: 'string', default: '32' }, select: { type: 'string', default: '3' }, 'heartbeat-timeout-ms': { type: 'string', default: '3000' }, 'cpu-prof': { type: 'string' } } });
+const { values } = parseArgs({ options: { nodes: { type: 'string', default: '1000' }, creates: { type: 'string', default: '3000' }, concurrency: { type: 'string', default: '32' }, select: { type: 'string', default: '3' }, 'heartbeat-timeout-ms': { type: 'string', default: '3000' }, 'idle-sec': { type: 'string', default: '10' }, 'cpu-prof': { type: 'string' } } });
 const N = Number(values.nodes);
 const ROOT = resolve(import.meta.dirname, '..');
 const DAEMON = join(ROOT, 'src/cli/daemon.ts');
@@ -108,11 +109,21 @@ try {
     pause: (id: string) => http.pause(id),
     resume: (id: string) => http.resume(id),
   };
-  // The control's CPU with no creates (the heartbeats of N nodes), to take out of the per-create figure.
-  const idle0 = [performance.now(), cpuSeconds(controlProc.pid!)] as const;
-  await new Promise((r) => setTimeout(r, 5000));
-  const idlePerSec = (cpuSeconds(controlProc.pid!) - idle0[1]) / ((performance.now() - idle0[0]) / 1000);
+  // The CPU with no creates (the heartbeats of N nodes), to take out of the per-create figure:
+  // from 3 s after the last registration (the registrations' own writes were in a window that
+  // started at once), per process; again after the creates, with the sandboxes held.
   const services = servicePids();
+  /** The control's CPU per second over --idle-sec seconds with nothing but heartbeats going on; prints every process's. */
+  const idleReport = async (what: string): Promise<number> => {
+    const t = [performance.now(), cpuSeconds(controlProc.pid!), cpuSeconds(computeProc.pid!), servicesCpu(services)] as const;
+    await new Promise((r) => setTimeout(r, 1000 * Number(values['idle-sec'])));
+    const wall = (performance.now() - t[0]) / 1000;
+    const pct = (cpu: number, from: number) => fix(((cpu - from) / wall) * 100, 1);
+    console.log(`no creates, ${what} (${fix(wall, 1)} s, ${N} nodes heartbeating): control ${pct(cpuSeconds(controlProc.pid!), t[1])}% of a core, simulated nodes' process ${pct(cpuSeconds(computeProc.pid!), t[2])}%, Redis + MariaDB ${pct(servicesCpu(services), t[3])}%; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+    return (cpuSeconds(controlProc.pid!) - t[1]) / wall;
+  };
+  await new Promise((r) => setTimeout(r, 3000));
+  const idlePerSec = await idleReport('no sandboxes');
   const cpu0 = [cpuSeconds(controlProc.pid!), cpuSeconds(computeProc.pid!), performance.now(), servicesCpu(services)] as const;
   const r = await runBench({ mode: 'create-only', concurrency: Number(values.concurrency), count: Number(values.creates), warmup: 50, workload: 'burst', seed: 42 }, ops);
   const s = r.summary;
@@ -128,6 +139,7 @@ try {
   if (Object.keys(r.errors).length > 0) console.log(`errors: ${JSON.stringify(r.errors)}; last: ${lastError.slice(0, 300)}`);
   console.log(`control decision (pipeline over ${N} node views, last minute, ${stats.decisionsLastMinute ?? 0} decisions): p50=${fix(stats.decisionP50Ms)} p99=${fix(stats.decisionP99Ms)} ms`);
   const sandboxes = await get<SandboxView[]>(control, '/admin/v1/sandboxes');
+  await idleReport(`${sandboxes.length} sandboxes held`);
   // The spread of the first 200 (creation order): later ones can only add nodes.
   const firstSpread = new Set([...sandboxes].sort((a, b) => a.startedAt.localeCompare(b.startedAt)).slice(0, 200).map((sb) => sb.nodeID)).size;
   const perNode = new Map<string, number>();

@@ -21,7 +21,7 @@ import { clusterStateScope, type ClusterStateScope } from '../helpers/cluster-st
 
 const SECRET = 'heartbeat-delta-secret';
 const [S1, S2] = [newSandboxID(), newSandboxID()];
-const log = pino({ level: process.env.HBD_LOG ?? 'silent' });
+const log = pino({ level: 'silent' });
 
 let dir: string;
 let scope: ClusterStateScope;
