@@ -7,11 +7,8 @@ import { join, resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { Command, Option } from 'commander';
 import pino, { type Logger } from 'pino';
-import { resolveApiKey } from '../api/auth.js';
-import { CLUSTER_PREFIX, clusterRpcHandler } from '../api/cluster-rpc.js';
 import { sendError, sendJson } from '../http.js';
 import { rejectUpgrade } from '../cubelet/port-proxy.js';
-import { createApiServer } from '../api/server.js';
 import { resolveConfigDir, packageRoot } from '../config/loader.js';
 import { ConfigStore } from '../config/store.js';
 import type { Config, MasterConfig } from '../config/schema.js';
@@ -36,12 +33,6 @@ import { cleanScratch } from '../runtime/layers/import.js';
 import { TemplateBuilder } from '../cubelet/template-build.js';
 import { TemplateStore } from '../runtime/templates.js';
 import { ControlLayerSource, FetchingCatalog } from '../cubelet/layer-fetch.js';
-import { ClusterTemplates } from '../scheduler/cluster/cluster-templates.js';
-import { LayerRelay } from '../scheduler/cluster/layer-relay.js';
-import { ControlPlaneService } from '../scheduler/control-plane-service.js';
-import { LocalNodes, RemoteNodes } from '../scheduler/node-directory.js';
-import { ClusterStore } from '../store/cluster/index.js';
-import { EmbeddedStore } from '../store/embedded.js';
 
 interface Flags {
   role: 'all' | 'control' | 'compute';
@@ -324,6 +315,7 @@ function onSignals(log: Logger, stop: (signal: string) => Promise<void>): void {
 
 async function runAll(flags: Flags): Promise<void> {
   const { configDir, config, nodeID, dataDir, listen, log, unlock } = openNode(flags);
+  const { resolveApiKey, EmbeddedStore, ControlPlaneService, LocalNodes, createApiServer } = await controlModules();
   const tag = nodeTag(nodeID);
   const apiKey = resolveApiKey({ ...(flags.apiKey ? { flag: flags.apiKey } : {}), ...(process.env.CUBE_API_KEY ? { env: process.env.CUBE_API_KEY } : {}), dataDir });
   if (apiKey.from === 'generated') log.warn({ path: apiKey.path }, `generated an API key in ${apiKey.path} (mode 0600); clients send it as X-API-Key`);
@@ -374,6 +366,29 @@ async function runAll(flags: Flags): Promise<void> {
   });
 }
 
+/**
+ * The control plane's modules (API server, stores, scheduler), loaded only by the roles that run
+ * one: a compute node never uses them, and loading them was most of its start-up (importing them
+ * took 3.1 s against 1.3 s for the node's own modules at load 10 on this machine; a compute node
+ * became healthy in 2.0-2.7 s instead of 3.1-4.6 s at load 7-10, three runs each, back to back;
+ * three nodes and a replica starting at once under the test suite's load missed a 90 s health
+ * wait in test/cluster/layers.test.ts).
+ */
+async function controlModules() {
+  const [auth, clusterRpc, server, relay, cp, templates, directory, cluster, embedded] = await Promise.all([
+    import('../api/auth.js'),
+    import('../api/cluster-rpc.js'),
+    import('../api/server.js'),
+    import('../scheduler/cluster/layer-relay.js'),
+    import('../scheduler/control-plane-service.js'),
+    import('../scheduler/cluster/cluster-templates.js'),
+    import('../scheduler/node-directory.js'),
+    import('../store/cluster/index.js'),
+    import('../store/embedded.js'),
+  ]);
+  return { ...auth, ...clusterRpc, ...server, ...relay, ...cp, ...templates, ...directory, ...cluster, ...embedded };
+}
+
 /** The cluster secret: $CUBE_CLUSTER_SECRET, else the API key; a cluster process refuses to start without one. */
 function requireSecret(apiKey?: string): string {
   const secret = clusterSecret() ?? apiKey;
@@ -386,6 +401,7 @@ async function runControl(flags: Flags): Promise<void> {
   const apiKey = flags.apiKey ?? process.env.CUBE_API_KEY;
   if (!apiKey) throw new UsageError('--role control needs the API key from --api-key or $CUBE_API_KEY (every replica must share it)');
   const secret = requireSecret(apiKey);
+  const { ClusterStore, ControlPlaneService, RemoteNodes, LayerRelay, ClusterTemplates, createApiServer, CLUSTER_PREFIX, clusterRpcHandler } = await controlModules();
   const configDir = resolveConfigDir(flags.configDir);
   const config = new ConfigStore(configDir);
   const listen = parseListen(flags.listen ?? config.config.master.api.listen);

@@ -104,6 +104,18 @@ async function findBySignature(ctx: ApiContext, signed: SignedFileRequest): Prom
   return (await ctx.cp.listSandboxes()).find((s) => s.state === 'running' && checkFileSignature(signed, s.accessToken, now) !== 'mismatch')?.sandboxID;
 }
 
+/**
+ * The state of an autoResume sandbox as its node has it: the record lags the node by a heartbeat,
+ * so a sandbox its timeout paused a moment ago still read `running` there, and the request went
+ * to the node, which refused it (130409 "paused; resume it first") instead of being resumed.
+ */
+async function liveRecordOf(ctx: ApiContext, sandboxID: string): Promise<SandboxRecord | undefined> {
+  const rec = await recordOf(ctx, sandboxID);
+  if (!rec?.lifecycle?.autoResume) return rec;
+  const live = await (await ctx.cp.nodeFor(sandboxID)).getSandbox(sandboxID);
+  return live ? { ...rec, state: live.state } : rec;
+}
+
 const AUTO_RESUME_WAIT_MS = 10_000;
 const AUTO_RESUME_TRIES = 3;
 
@@ -118,7 +130,7 @@ async function autoResume(ctx: ApiContext, sandboxID: string): Promise<void> {
   let why = '';
   let tries = 0;
   for (;;) {
-    const rec = await recordOf(ctx, sandboxID);
+    const rec = await liveRecordOf(ctx, sandboxID);
     if (rec?.state === 'running') return;
     const waiting = rec !== undefined && (rec.state === 'paused' || rec.state === 'pausing' || rec.state === 'resuming');
     if (!waiting || tries >= AUTO_RESUME_TRIES || Date.now() - t0 > AUTO_RESUME_WAIT_MS) {
@@ -163,7 +175,7 @@ async function resolve(ctx: ApiContext, a: Access, guard: FailureGuard): Promise
     if (!t) throw new CubeError('UNAUTHORIZED', 'the /files signature matches no running sandbox (wrong, or signed for another path, operation or user)');
     throw new Refusal(502, { sandboxId: '(unknown)', message: 'The sandbox was not found: no sandbox has this access token', code: 502 }, true);
   }
-  const rec = await recordOf(ctx, sandboxID);
+  const rec = await liveRecordOf(ctx, sandboxID);
   if (!rec) throw gone(sandboxID, `sandbox ${sandboxID} does not exist`);
   const token = t?.token;
   if (token !== undefined && token !== rec.accessToken) throw new CubeError('UNAUTHORIZED', `X-Access-Token does not match sandbox ${sandboxID}`);
