@@ -8,6 +8,9 @@
 // through envd is compared with). Run as root after `npm run build`:
 //   npx tsx bench/e2b-rollouts.ts [-n 200] [-c 20] [-w 20] [--cmd true]... [--file-bytes 4096]
 //                                 [--shipped] [--launcher-probe] [--url U --api-key K] [--cpu-prof-dir D]
+//                                 [--host-ids]
+// --host-ids: the benchmark daemon's sandboxes share the host's ids (identity.userns = false), to
+// read what the per-sandbox user namespaces cost against the default.
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -33,6 +36,7 @@ const { values } = parseArgs({
     'api-key': { type: 'string' },
     cidr: { type: 'string', default: '10.194.0.0/16' },
     'cpu-prof-dir': { type: 'string' },
+    'host-ids': { type: 'boolean', default: false },
   },
 });
 const count = Number(values.count);
@@ -97,7 +101,7 @@ const d = !own
   ? undefined
   : values.shipped
     ? await startDaemon({ shipped: true, nodeID: `bench-${process.pid}`, cidr: values.cidr!, ...(nodeArgs ? { nodeArgs } : {}) })
-    : await startBenchDaemon({ cidr: values.cidr!, tapInit: 32, ...(nodeArgs ? { nodeArgs } : {}) });
+    : await startBenchDaemon({ cidr: values.cidr!, tapInit: 32, ...(nodeArgs ? { nodeArgs } : {}), ...(values['host-ids'] ? { cubelet: { identity: { userns: false } } } : {}) });
 const url = d?.url ?? values.url!;
 const opts = { apiKey: d?.apiKey ?? values['api-key'] ?? process.env.E2B_API_KEY, apiUrl: url, sandboxUrl: url };
 const payload = 'x'.repeat(fileBytes);
