@@ -587,6 +587,17 @@ static int idmapped_tree(const char *path, unsigned recursive, uint64_t attrs) {
   return fd;
 }
 
+// idmapped_tree of a layer (or of upper and work's parent), attached at the overlay's mountpoint
+// `m`, under the overlay mounted there next: the overlay takes its own private copy of each layer,
+// so the trees are only held until they go with the old root's unmount after pivot_root, all in
+// one RCU grace period. Closed detached, each tree cost one (0.16-0.6 ms wall, 3.4 ms per create
+// for the host template's two at load 12, more for a template of many layers).
+static int idmapped_layer(const char *path, const char *m) {
+  int fd = idmapped_tree(path, 0, 0);
+  if (syscall(SYS_move_mount, fd, "", AT_FDCWD, m, MOVE_MOUNT_F_EMPTY_PATH) < 0) die("mount %s on %s", path, m);
+  return fd;
+}
+
 // The init's last step as host root: into its own user namespace, root there. The parent writes
 // the maps between the two pipe messages.
 static void enter_own_userns(int ready, int go) {
@@ -614,7 +625,7 @@ static void sandbox_init(const char *id, const char *lower, const char *lower_ba
   memcpy(opts, "lowerdir=", len + 1);
   for (char *save = NULL, *l = strtok_r(lowers, ":", &save); l; l = strtok_r(NULL, ":", &save)) {
     if (nfd == MAX_LAYERS) { errno = E2BIG; die("overlay lower layers"); }
-    fds[nfd] = id_base >= 0 ? idmapped_tree(l, 0, 0) : open(l, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    fds[nfd] = id_base >= 0 ? idmapped_layer(l, m) : open(l, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fds[nfd] < 0) die("mount overlay on %s: open layer %s", m, l);
     len += (size_t)snprintf(opts + len, sizeof opts - len, "%s/proc/self/fd/%d", nfd ? ":" : "", fds[nfd]);
     nfd++;
@@ -630,7 +641,7 @@ static void sandbox_init(const char *id, const char *lower, const char *lower_ba
     }
     char parent[4096];
     snprintf(parent, sizeof parent, "%.*s", (int)(us - upper), upper);
-    int fd = fds[nfd++] = idmapped_tree(parent, 0, 0);
+    int fd = fds[nfd++] = idmapped_layer(parent, m);
     n = snprintf(opts + len, sizeof opts - len, ",upperdir=/proc/self/fd/%d%s,workdir=/proc/self/fd/%d%s", fd, us, fd, ws);
   } else {
     int upper_fd = open(upper, O_PATH | O_DIRECTORY | O_CLOEXEC), work_fd = open(work, O_PATH | O_DIRECTORY | O_CLOEXEC);
