@@ -22,6 +22,7 @@ import { until } from '../helpers/cluster.js';
 
 const KEY = 'host.quota.paused_resource_release_ratio';
 const FILE_KEY = 'node_max_cpu_util';
+const OPERATOR = 'key-ops';
 
 interface Replica {
   name: string;
@@ -82,7 +83,9 @@ describe("a cluster's config under concurrent changes", () => {
       expect(edited).not.toBe(text);
       writeFileSync(file, edited);
       // Started in a different order each trial: which reaches the store first varies.
-      const calls = [() => a.cp.setConfig(KEY, values[0]), () => b.cp.setConfig(KEY, values[1]), () => a.cp.reloadConfig()];
+      // Both sets by one operator's key (as through the admin API): the same actor on both
+      // replicas, in the same millisecond, so the two commits differ in their content only.
+      const calls = [() => a.cp.setConfig(KEY, values[0], OPERATOR), () => b.cp.setConfig(KEY, values[1], OPERATOR), () => a.cp.reloadConfig()];
       const order = [[0, 1, 2], [2, 1, 0], [1, 2, 0]][trial % 3]!;
       const started: Promise<ReloadResult>[] = [];
       for (const k of order) started[k] = calls[k]!();

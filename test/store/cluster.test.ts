@@ -1,5 +1,6 @@
 // The cluster store against the real Redis and MariaDB of this machine, each store under its
 // own key prefix and database (dropped afterwards).
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
@@ -45,6 +46,45 @@ async function wipeRedis(store: ClusterStore, o: { disconnect?: boolean } = {}):
 
 storeContract('cluster (Redis + MySQL)', ({ eventRetention }) => open(eventRetention));
 
+/**
+ * A TCP relay to the machine's MariaDB that, once, stops a client's COMMIT on its way: `atCommit`
+ * gets the two sockets and the COMMIT's bytes (close the server's to roll the transaction back;
+ * or send the COMMIT on and close the client's at the answer, to lose it) and the relay passes
+ * everything through after it.
+ */
+async function commitCutter(atCommit: (client: Socket, server: Socket, commit: Buffer) => Promise<void>): Promise<{ url: (database: string) => string; close: () => Promise<void> }> {
+  let armed = true;
+  const sockets = new Set<Socket>();
+  const relay: Server = createServer((client) => {
+    const server = createConnection(3306, '127.0.0.1');
+    for (const s of [client, server]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => undefined);
+    }
+    server.on('data', (d) => client.write(d));
+    server.on('close', () => client.destroy());
+    client.on('close', () => server.destroy());
+    client.on('data', (d) => {
+      // COM_QUERY (3) "COMMIT", as mysql2's commit() sends it.
+      if (armed && d.includes('\x03COMMIT')) {
+        armed = false;
+        client.pause();
+        void atCommit(client, server, d);
+      } else server.write(d);
+    });
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+  const port = (relay.address() as { port: number }).port;
+  return {
+    url: (database) => `mysql://root@127.0.0.1:${port}/${database}`,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => relay.close(resolve));
+    },
+  };
+}
+
 describe('cluster store', () => {
   it('keeps both replicas\' config versions when they number a change the same', async () => {
     await withStore(async (store) => {
@@ -53,6 +93,54 @@ describe('cluster store', () => {
       expect((await store.listConfigVersions()).map((v) => `${v.version} ${v.actor} ${v.reason}`)).toEqual(['7 replica-b set y', '7 replica-a set x']);
       expect(await store.latestConfigVersion()).toMatchObject({ version: 7, actor: 'replica-b' });
     });
+  });
+
+  it("a config compare-and-set retried after its connection dropped before COMMIT does not take another replica's write of the same version, time and actor for its own", async () => {
+    const scope = clusterStateScope();
+    const other = new ClusterStore(scope);
+    const rec = (by: string) => ({ version: 2, at: '2026-12-01T21:00:00.000Z', actor: 'key-ops', reason: 'set x', master: { by }, cubelet: {} });
+    // A's COMMIT never reaches MariaDB (its transaction rolls back with the connection); B's
+    // change, the same version, time and actor with other content, commits before A retries.
+    const cutter = await commitCutter(async (client, server) => {
+      server.destroy();
+      expect(await other.casConfigHead(rec('b'), 1)).toBe(true);
+      client.destroy();
+    });
+    const a = new ClusterStore({ ...scope, mysqlURL: cutter.url(new URL(scope.mysqlURL).pathname.slice(1)) });
+    try {
+      await other.init();
+      await a.init();
+      expect(await other.casConfigHead({ ...rec('seed'), version: 1 }, 0)).toBe(true);
+      expect(await a.casConfigHead(rec('a'), 1)).toBe(false);
+      expect(await a.configHead()).toMatchObject({ version: 2, master: { by: 'b' } });
+      expect((await a.listConfigVersions()).map((v) => `${v.version} ${(v.master as { by: string }).by}`)).toEqual(['2 b', '1 seed']);
+    } finally {
+      await a.close();
+      await other.close();
+      await cutter.close();
+      await scope.drop();
+    }
+  });
+
+  it('a config compare-and-set whose COMMIT answer was lost is retried and finds its own write: true, written once', async () => {
+    const scope = clusterStateScope();
+    const cutter = await commitCutter(async (client, server, commit) => {
+      server.removeAllListeners('data');
+      server.once('data', () => client.destroy());
+      server.write(commit);
+    });
+    const a = new ClusterStore({ ...scope, mysqlURL: cutter.url(new URL(scope.mysqlURL).pathname.slice(1)) });
+    try {
+      await a.init();
+      const rec = { version: 1, at: '2026-12-01T21:00:00.000Z', actor: 'key-ops', reason: 'set x', master: { by: 'a' }, cubelet: {} };
+      expect(await a.casConfigHead(rec, 0)).toBe(true);
+      expect(await a.configHead()).toMatchObject({ version: 1, master: { by: 'a' } });
+      expect((await a.listConfigVersions()).map((v) => v.version)).toEqual([1]);
+    } finally {
+      await a.close();
+      await cutter.close();
+      await scope.drop();
+    }
   });
 
   it('migrations are idempotent and two replicas share one state', async () => {

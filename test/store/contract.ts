@@ -191,6 +191,10 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect(await store.casConfigHead(v(2, 'a'), 1)).toBe(true);
       // Two replicas that both ran version 1: the second loses, and nothing of it is kept.
       expect(await store.casConfigHead(v(2, 'b'), 1)).toBe(false);
+      // One operator's key setting two values through two replicas in the same millisecond: the
+      // same version, time and actor, other content. The second loses too (it was taken for its own
+      // write, both answered 200 under one version).
+      expect(await store.casConfigHead({ ...v(2, 'a'), master: { by: 'a, again' } }, 1)).toBe(false);
       expect(await store.configHead()).toMatchObject({ version: 2, actor: 'a', master: { by: 'a' } });
       expect((await store.listConfigVersions()).map((c) => `${c.version} ${c.actor}`)).toEqual(['2 a', '1 a']);
     });

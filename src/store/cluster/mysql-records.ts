@@ -1,5 +1,6 @@
 // The durable half of the cluster store: nodes registry, templates, sandbox history (the source
 // of truth for which sandboxes exist), config versions and the audit trail.
+import { randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import type { EventView } from '../../model/event.js';
 import type { SandboxRecord, SnapshotRecord } from '../../model/sandbox.js';
@@ -28,6 +29,10 @@ const MIGRATIONS: string[] = [
   `CREATE TABLE IF NOT EXISTS config_head (id TINYINT PRIMARY KEY, version INT NOT NULL, at VARCHAR(40) NOT NULL, actor VARCHAR(128) NOT NULL, reason TEXT NOT NULL, master MEDIUMTEXT NOT NULL, cubelet MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
   // Kept sandbox snapshots (E2B createSnapshot): the data is on the node that took each.
   `CREATE TABLE IF NOT EXISTS snapshots (snapshot_id VARCHAR(64) PRIMARY KEY, node_id VARCHAR(128) NOT NULL, created_at VARCHAR(40) NOT NULL, record MEDIUMTEXT NOT NULL) ENGINE=InnoDB`,
+  // Names the compare-and-set that wrote the head, so that a retry knows its own write: version,
+  // time and actor do not (one operator's key setting two values through two replicas in the same
+  // millisecond gives both commits the same three).
+  `ALTER TABLE config_head ADD COLUMN commit_id VARCHAR(36) NOT NULL DEFAULT ''`,
 ];
 
 export class MysqlRecords {
@@ -189,10 +194,12 @@ export class MysqlRecords {
   /**
    * Makes `rec` the config in force if the one in force is still version `expected` (0: none
    * yet), and records it in the history, in one transaction; false when another change came
-   * first. A retry after a lost answer finds its own write in force: true, not a false "lost".
+   * first. A retry after a lost answer finds its own write in force (by this call's commit id):
+   * true, not a false "lost".
    */
   async casConfigHead(rec: ConfigVersionRecord, expected: number): Promise<boolean> {
     const args = [rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet)];
+    const commitID = randomUUID();
     return withRetry('MySQL', async () => {
       if (!this.pool) throw Object.assign(new Error('Pool is closed'), { code: 'PROTOCOL_CONNECTION_LOST' });
       const conn = await this.pool.getConnection();
@@ -200,13 +207,13 @@ export class MysqlRecords {
         await conn.beginTransaction();
         const [r] =
           expected === 0
-            ? await conn.query<mysql.ResultSetHeader>('INSERT IGNORE INTO config_head (id, version, at, actor, reason, master, cubelet) VALUES (1, ?, ?, ?, ?, ?, ?)', args)
-            : await conn.query<mysql.ResultSetHeader>('UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ? WHERE id = 1 AND version = ?', [...args, expected]);
+            ? await conn.query<mysql.ResultSetHeader>('INSERT IGNORE INTO config_head (id, version, at, actor, reason, master, cubelet, commit_id) VALUES (1, ?, ?, ?, ?, ?, ?, ?)', [...args, commitID])
+            : await conn.query<mysql.ResultSetHeader>('UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ?, commit_id = ? WHERE id = 1 AND version = ?', [...args, commitID, expected]);
         if (r.affectedRows === 1) await conn.query('REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', args);
         await conn.commit();
         if (r.affectedRows === 1) return true;
-        const [rows] = await conn.query<mysql.RowDataPacket[]>('SELECT version, at, actor FROM config_head WHERE id = 1');
-        return rows[0]?.version === rec.version && rows[0]?.at === rec.at && rows[0]?.actor === rec.actor;
+        const [rows] = await conn.query<mysql.RowDataPacket[]>('SELECT commit_id FROM config_head WHERE id = 1');
+        return rows[0]?.commit_id === commitID;
       } catch (e) {
         // A connection that failed mid-transaction is not handed out again.
         conn.destroy();
