@@ -138,11 +138,17 @@ export class ClusterStore implements StateStore {
    * while the replicas stay up (routesDirty is the dead replica's), and every heartbeat's update
    * of it was refused the same way: a record stayed creating for good. The route is set to
    * MySQL's record (newer generations only, see putRoute), or removed when MySQL deleted it.
+   * Best effort: the refusal stands either way, and a repair that fails leaves the routes to be
+   * rebuilt by the next read.
    */
   private async repairRoute(sandboxID: string): Promise<void> {
-    const cur = await this.mysql.getLiveSandbox(sandboxID);
-    if (cur) await this.live.putRoute({ ...cur, generation: cur.generation ?? 0 });
-    else if (await this.mysql.wasDeleted(sandboxID)) await this.live.deleteRoute(sandboxID);
+    try {
+      const cur = await this.mysql.getLiveSandbox(sandboxID);
+      if (cur) await this.live.putRoute({ ...cur, generation: cur.generation ?? 0 });
+      else if (await this.mysql.wasDeleted(sandboxID)) await this.live.deleteRoute(sandboxID);
+    } catch {
+      this.routesDirty = true;
+    }
   }
 
   /** Sets state and reason unless another write comes first (then false, as for a missing record). */
