@@ -20,7 +20,7 @@ import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope, type ClusterStateScope } from '../helpers/cluster-state.js';
 
 const SECRET = 'heartbeat-delta-secret';
-const [S1, S2] = [newSandboxID(), newSandboxID()];
+const [S1, S2, S3] = [newSandboxID(), newSandboxID(), newSandboxID()];
 const log = pino({ level: 'silent' });
 
 let dir: string;
@@ -128,5 +128,20 @@ describe('heartbeats against two replicas', () => {
       loseAnswersOfA = false;
       await sender.stop();
     }
+  });
+
+  it('a create whose replica died between its MySQL and Redis writes is settled by the next list', async () => {
+    // What a replica's create wrote before kill -9: the pending record (MySQL and route), then,
+    // with the node's answer, the running record in MySQL only.
+    const pending = { sandboxID: S3, templateID: 'host', nodeID: node.api.nodeID, state: 'creating' as const, spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: {}, startedAt: Date.now(), endAt: Date.now() + 600_000, runtime: 'ns', accessToken: 'tok', envVars: {} };
+    const gen = await store.putSandbox(pending);
+    const view = await create(S3);
+    await store.mysql.putSandboxIf({ ...pending, ...view, nodeAt: Date.now() }, gen);
+    // The survivor reconciles the node's list over the route: the record must follow the node.
+    const cp = new ControlPlaneService({ store, config, log, nodes: new RemoteNodes(SECRET), replicaID: 'hb-survivor' });
+    const hb: Heartbeat = { nodeID: node.api.nodeID, address: 'http://127.0.0.1:1', events: [], at: Date.now(), view: await node.api.nodeView(), sandboxes: await node.api.listSandboxes() };
+    await cp.heartbeats([hb]);
+    // Before the fix its update was refused over the route's stale generation, with every list.
+    await vi.waitFor(async () => expect(await store.getSandbox(S3)).toMatchObject({ state: 'running', accessToken: 'tok' }), { timeout: 10_000 });
   });
 });

@@ -213,6 +213,25 @@ describe('cluster store', () => {
       expect(await store.live.getRoute('a')).toMatchObject({ state: 'paused', generation: 2 });
     }));
 
+  it('a refused compare-and-set brings a route that lags MySQL up to it (a replica died between the two writes)', () =>
+    withStore(async (store) => {
+      expect(await store.putSandbox({ ...sandboxRecord('a'), state: 'creating' })).toBe(1);
+      // The dying replica's MySQL half: running, generation 2; its route stays creating at 1.
+      expect(await store.mysql.putSandboxIf(sandboxRecord('a'), 1)).toBe(2);
+      expect(await store.getSandbox('a')).toMatchObject({ state: 'creating', generation: 1 });
+      // A heartbeat's update over the route's generation is refused, and the route catches up.
+      expect(await store.putSandboxIf({ ...sandboxRecord('a'), state: 'paused' }, 1)).toBe(0);
+      expect(await store.getSandbox('a')).toMatchObject({ state: 'running', generation: 2 });
+      // Its record written, not its route: an adoption (generation 0) is refused and brings the route.
+      await store.mysql.putSandbox(sandboxRecord('b'));
+      expect(await store.putSandboxIf(sandboxRecord('b'), 0)).toBe(0);
+      expect(await store.getSandbox('b')).toMatchObject({ state: 'running', generation: 1 });
+      // Deleted in MySQL only: a refused delete takes the route out.
+      await store.mysql.markSandboxDeleted('b');
+      expect(await store.deleteSandboxIf('b', 1)).toBe(false);
+      expect(await store.getSandbox('b')).toBeUndefined();
+    }));
+
   it('routes lost with a Redis reconnect are rebuilt from MySQL; events keep increasing', () =>
     withStore(async (store) => {
       await store.putSandbox(sandboxRecord('keep'));

@@ -120,13 +120,35 @@ export class ClusterStore implements StateStore {
   async putSandboxIf(rec: SandboxRecord, expected: number): Promise<number> {
     const generation = await this.mysql.putSandboxIf(rec, expected);
     if (generation > 0) await this.writeThrough(async () => undefined, () => this.live.putRoute({ ...rec, generation }));
+    else await this.repairRoute(rec.sandboxID);
     return generation;
   }
 
   async deleteSandboxIf(sandboxID: string, generation: number): Promise<boolean> {
     const done = await this.mysql.markSandboxDeleted(sandboxID, generation);
     if (done) await this.writeThrough(async () => undefined, () => this.live.deleteRoute(sandboxID));
+    else await this.repairRoute(sandboxID);
     return done;
+  }
+
+  /**
+   * After a refused compare-and-set: the generation the caller read (from the route) may lag
+   * MySQL's, when a replica died between its MySQL write and its Redis one (kill -9 mid-create:
+   * the record running in MySQL, its route still creating). Nothing else would repair that route
+   * while the replicas stay up (routesDirty is the dead replica's), and every heartbeat's update
+   * of it was refused the same way: a record stayed creating for good. The route is set to
+   * MySQL's record (newer generations only, see putRoute), or removed when MySQL deleted it.
+   * Best effort: the refusal stands either way, and a repair that fails leaves the routes to be
+   * rebuilt by the next read.
+   */
+  private async repairRoute(sandboxID: string): Promise<void> {
+    try {
+      const cur = await this.mysql.getLiveSandbox(sandboxID);
+      if (cur) await this.live.putRoute({ ...cur, generation: cur.generation ?? 0 });
+      else if (await this.mysql.wasDeleted(sandboxID)) await this.live.deleteRoute(sandboxID);
+    } catch {
+      this.routesDirty = true;
+    }
   }
 
   /** Sets state and reason unless another write comes first (then false, as for a missing record). */
