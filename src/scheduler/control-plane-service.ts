@@ -709,8 +709,16 @@ export class ControlPlaneService implements ControlPlane {
     if (!(await this.store.casConfigHead(rec, head?.version ?? 0))) throw new CubeError('CONFLICT', `the config in the store moved on while ${this.o.replicaID} started; is another replica using this store?`);
   }
 
-  templates(): Promise<{ templateID: string; nodes: string[] }[]> {
-    return this.store.listTemplates();
+  /**
+   * The templates and the nodes holding them. solo: from the in-process nodes as they are now, so
+   * a client's own import, build, tag or rm shows in its next list (the registry is written from
+   * heartbeats, up to an interval later: the list right after an import missed it under load).
+   */
+  async templates(): Promise<{ templateID: string; nodes: string[] }[]> {
+    if (!this.o.solo) return this.store.listTemplates();
+    const by = new Map<string, string[]>();
+    for (const v of (await this.inProcessViews()).values()) for (const t of v.templates) by.set(t, [...(by.get(t) ?? []), v.nodeID]);
+    return [...by].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([templateID, nodes]) => ({ templateID, nodes }));
   }
 
   events(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]> {
