@@ -203,12 +203,7 @@ export class ControlPlaneService implements ControlPlane {
           if (fresh && view) await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} registered at ${hb.address} (${view.capacity.cpus} cpus, ${view.capacity.memoryMiB} MiB, templates ${view.templates.join(', ') || 'none'})` });
         }
         // The template registry changes only when the node's list does (it is in the view).
-        const templates = view?.templates.join('\0');
-        if (view && this.templatesWritten.get(nodeID) !== templates) {
-          this.templatesWritten.delete(nodeID);
-          await this.store.setNodeTemplates(nodeID, view.templates);
-          this.templatesWritten.set(nodeID, templates!);
-        }
+        if (view) await this.noteNodeTemplates(nodeID, view.templates);
         if (lost.has(nodeID)) {
           // Its sandboxes were marked lost: its list sets them right (asked for when it did not come).
           if (!hb.sandboxes) resend.add(nodeID);
@@ -707,6 +702,19 @@ export class ControlPlaneService implements ControlPlane {
     const v = this.cfg.versionInfo;
     const rec = { version: v.version, at: v.loadedAt, actor: this.o.replicaID, reason: 'start', master: v.config.master, cubelet: v.config.cubelet };
     if (!(await this.store.casConfigHead(rec, head?.version ?? 0))) throw new CubeError('CONFLICT', `the config in the store moved on while ${this.o.replicaID} started; is another replica using this store?`);
+  }
+
+  /**
+   * Writes node `nodeID`'s template list in the registry when it differs from what this replica
+   * wrote last: from its heartbeats, and at once after an import, build, tag or rm through this
+   * replica (LayerRelay.templatesChanged: the client's next list shows its write).
+   */
+  async noteNodeTemplates(nodeID: string, templates: string[]): Promise<void> {
+    const key = templates.join('\0');
+    if (this.templatesWritten.get(nodeID) === key) return;
+    this.templatesWritten.delete(nodeID);
+    await this.store.setNodeTemplates(nodeID, templates);
+    this.templatesWritten.set(nodeID, key);
   }
 
   /**
