@@ -203,12 +203,7 @@ export class ControlPlaneService implements ControlPlane {
           if (fresh && view) await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} registered at ${hb.address} (${view.capacity.cpus} cpus, ${view.capacity.memoryMiB} MiB, templates ${view.templates.join(', ') || 'none'})` });
         }
         // The template registry changes only when the node's list does (it is in the view).
-        const templates = view?.templates.join('\0');
-        if (view && this.templatesWritten.get(nodeID) !== templates) {
-          this.templatesWritten.delete(nodeID);
-          await this.store.setNodeTemplates(nodeID, view.templates);
-          this.templatesWritten.set(nodeID, templates!);
-        }
+        if (view) await this.noteNodeTemplates(nodeID, view.templates);
         if (lost.has(nodeID)) {
           // Its sandboxes were marked lost: its list sets them right (asked for when it did not come).
           if (!hb.sandboxes) resend.add(nodeID);
@@ -709,8 +704,29 @@ export class ControlPlaneService implements ControlPlane {
     if (!(await this.store.casConfigHead(rec, head?.version ?? 0))) throw new CubeError('CONFLICT', `the config in the store moved on while ${this.o.replicaID} started; is another replica using this store?`);
   }
 
-  templates(): Promise<{ templateID: string; nodes: string[] }[]> {
-    return this.store.listTemplates();
+  /**
+   * Writes node `nodeID`'s template list in the registry when it differs from what this replica
+   * wrote last: from its heartbeats, and at once after an import, build, tag or rm through this
+   * replica (LayerRelay.templatesChanged: the client's next list shows its write).
+   */
+  async noteNodeTemplates(nodeID: string, templates: string[]): Promise<void> {
+    const key = templates.join('\0');
+    if (this.templatesWritten.get(nodeID) === key) return;
+    this.templatesWritten.delete(nodeID);
+    await this.store.setNodeTemplates(nodeID, templates);
+    this.templatesWritten.set(nodeID, key);
+  }
+
+  /**
+   * The templates and the nodes holding them. solo: from the in-process nodes as they are now, so
+   * a client's own import, build, tag or rm shows in its next list (the registry is written from
+   * heartbeats, up to an interval later: the list right after an import missed it under load).
+   */
+  async templates(): Promise<{ templateID: string; nodes: string[] }[]> {
+    if (!this.o.solo) return this.store.listTemplates();
+    const by = new Map<string, string[]>();
+    for (const v of (await this.inProcessViews()).values()) for (const t of v.templates) by.set(t, [...(by.get(t) ?? []), v.nodeID]);
+    return [...by].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([templateID, nodes]) => ({ templateID, nodes }));
   }
 
   events(opts?: { sinceID?: number; beforeID?: number; limit?: number }): Promise<EventView[]> {

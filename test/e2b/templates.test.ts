@@ -2,13 +2,13 @@
 // docker-archive and OCI layout (two layers, a whiteout, an opaque dir), sandboxes from them
 // through the real `e2b` SDK, hostile archives refused, rm refused while in use, and start/ready
 // commands that succeed, fail and time out.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cubectl } from '../cli/run-cli.js';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { busyboxLayer, dockerArchive, ociLayoutDir, tarOf } from '../helpers/images.js';
 import { sdkClient, type SdkClient } from '../helpers/sdk.js';
 
@@ -72,6 +72,20 @@ describe('templates from images', () => {
       const root = await sbx.commands.run('id -u; echo $HOME', { user: 'root' });
       expect(root.stdout).toBe('0\n/root\n');
       await sbx.kill();
+    }
+  });
+
+  it("shows a client's own import and rm in its very next list (read-your-writes)", async () => {
+    // The list came from the registry the node's heartbeat writes, up to a second later: the full
+    // suite saw a list without the template just imported. Several rounds, each read at once.
+    const body = await readFile(join(scratch, 'base.tar'));
+    const names = async () => ((await call(d, 'GET', '/admin/v1/templates')).json as { templateID: string }[]).map((t) => t.templateID);
+    for (let i = 0; i < 3; i++) {
+      const imported = await fetch(`${d.url}/admin/v1/templates/import?name=ryw${i}`, { method: 'POST', headers: { 'x-api-key': d.apiKey, 'content-type': 'application/x-tar' }, body });
+      expect(imported.status, await imported.clone().text()).toBe(201);
+      expect(await names()).toContain(`ryw${i}`);
+      expect((await call(d, 'DELETE', `/admin/v1/templates/ryw${i}`)).status).toBe(200);
+      expect(await names()).not.toContain(`ryw${i}`);
     }
   });
 

@@ -69,6 +69,8 @@ export class ClusterTemplates {
       sandboxes: () => Promise<SandboxRecord[]>;
       /** The default build memory when the request names none (sandbox.default_spec). */
       memoryMiB: () => number;
+      /** Node `v`'s templates changed by a write through this replica (LayerRelay.templatesChanged). */
+      templatesChanged: (v: NodeView) => Promise<void>;
     },
   ) {
     this.linkKey = createHmac('sha256', o.secret).update('cubed template upload links').digest();
@@ -114,6 +116,7 @@ export class ClusterTemplates {
     if (r) {
       this.seen.set(buildID, r);
       if (r.status === 'ready' || r.status === 'error') {
+        if (r.status === 'ready') await this.o.templatesChanged(v!);
         await this.o.book.putBuild({ ...p, final: r });
         this.seen.delete(buildID);
       }
@@ -176,7 +179,13 @@ export class ClusterTemplates {
     const ref = parseTemplateRef(target).ref;
     const holders = (await this.held()).filter((h) => h.recs.some((r) => r.ref === ref));
     if (!holders.length) throw new CubeError('NOT_FOUND', `template ${ref} is on no live node of the cluster`);
-    const done = await Promise.all(holders.map((h) => this.o.client(h.v).tagTemplate(ref, tags)));
+    const done = await Promise.all(
+      holders.map(async (h) => {
+        const r = await this.o.client(h.v).tagTemplate(ref, tags);
+        await this.o.templatesChanged(h.v);
+        return r;
+      }),
+    );
     return done[0]!;
   }
 
@@ -195,7 +204,10 @@ export class ClusterTemplates {
     const users = (await this.o.sandboxes()).filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, ref)).map((s) => `${s.sandboxID} (node ${s.nodeID})`);
     if (users.length) throw new CubeError('CONFLICT', `template ${ref} is in use by ${users.length} sandbox(es): ${users.slice(0, 5).join(', ')}${users.length > 5 ? ', ...' : ''}`);
     let removed: TemplateRecord | undefined;
-    for (const h of holders) removed = await this.o.client(h.v).removeTemplate(ref);
+    for (const h of holders) {
+      removed = await this.o.client(h.v).removeTemplate(ref);
+      await this.o.templatesChanged(h.v);
+    }
     return removed!;
   }
 }

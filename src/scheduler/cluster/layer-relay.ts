@@ -28,7 +28,27 @@ export function holders(views: readonly NodeView[], from: string | undefined, ha
 export class LayerRelay {
   private readonly clients = new Map<string, RemoteNode>();
 
-  constructor(private readonly o: { nodes: () => Promise<NodeView[]>; secret: string }) {}
+  constructor(
+    private readonly o: {
+      nodes: () => Promise<NodeView[]>;
+      secret: string;
+      /** Records node `nodeID`'s template list in the registry (ControlPlaneService.noteNodeTemplates). */
+      noteTemplates: (nodeID: string, templates: string[]) => Promise<void>;
+    },
+  ) {}
+
+  /**
+   * A write through this replica changed node `v`'s templates: its list goes in the registry now,
+   * so the client's next `template ls` shows it (the node's heartbeat would write it up to a second
+   * later). The write itself succeeded: a failed refresh leaves that next heartbeat to do it.
+   */
+  async templatesChanged(v: NodeView): Promise<void> {
+    try {
+      await this.o.noteTemplates(v.nodeID, (await this.node(v).nodeView()).templates);
+    } catch {
+      // The registry is written with the node's next heartbeat.
+    }
+  }
 
   /** The RPC client of node `v` (one per node, remade when its address changes). */
   node(v: NodeView): RemoteNode {
@@ -59,7 +79,9 @@ export class LayerRelay {
     const list = holders(await this.o.nodes(), undefined, (v) => (nodeID !== undefined ? v.nodeID === nodeID : v.layers !== undefined));
     const v = list[0];
     if (!v) throw new CubeError(nodeID !== undefined ? 'NOT_FOUND' : 'NO_NODE', nodeID !== undefined ? `node ${nodeID} is not a live node of the cluster` : 'no live node to import the template on', { retryAfter: 5 });
-    return this.node(v).importImage(body, opts);
+    const rec = await this.node(v).importImage(body, opts);
+    await this.templatesChanged(v);
+    return rec;
   }
 
   /** Template `name`'s record and layer trees from a node holding it (not `from`, the asking node). */
