@@ -82,6 +82,7 @@
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <sys/xattr.h>
 #include <termios.h>
 #include <unistd.h>
@@ -1407,8 +1408,23 @@ static void enter_slim_namespace(void) {
   leave_host_mounts();
 }
 
-// Before a create: remake the slim namespace if the host's mounts changed since it was made.
+// Before a create, and REFRESH_MS after the host's mount table changed: remake the slim namespace
+// if the host's mounts changed since it was made. Not only before a create: the copy holds every
+// filesystem the host had then, so one the host unmounts since stays pinned here (a loop-backed
+// store of another cubed on the host kept its loop device attached after that daemon's graceful
+// stop, until this helper's next create). The delay bounds the hashing under the pool's netns
+// churn to a few table reads a second (0.5 ms each with 1000 mounts).
+#define REFRESH_MS 200
+static long long refresh_at = 0; // CLOCK_MONOTONIC ms; 0: none due
+
+static long long monotonic_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 static void refresh_slim_namespace(void) {
+  refresh_at = 0;
   if (!host_mounts_dirty) return;
   host_mounts_dirty = 0;
   if (hash_host_mounts() == host_mounts_hash) return;
@@ -1719,7 +1735,12 @@ static int cmd_serve(void) {
       pfd[n++] = (struct pollfd){.fd = jobs[i].err, .events = POLLIN};
       pfd[n++] = (struct pollfd){.fd = jobs[i].stream && jobs[i].ilen > 0 ? jobs[i].in : -1, .events = POLLOUT};
     }
-    if (poll(pfd, (nfds_t)n, -1) < 0) {
+    int wait = -1;
+    if (refresh_at) {
+      long long left = refresh_at - monotonic_ms();
+      wait = left > 0 ? (int)left : 0;
+    }
+    if (poll(pfd, (nfds_t)n, wait) < 0) {
       if (errno == EINTR) continue;
       die("poll");
     }
@@ -1728,7 +1749,11 @@ static int cmd_serve(void) {
       if (pfd[4 + 3 * i].revents) read_job_fd(&jobs[i], &jobs[i].err, &jobs[i].ebuf, &jobs[i].elen, &jobs[i].ecap);
       if (pfd[5 + 3 * i].revents) flush_job_input(&jobs[i]);
     }
-    if (pfd[2].revents) host_mounts_dirty = 1;
+    if (pfd[2].revents) {
+      host_mounts_dirty = 1;
+      if (!refresh_at) refresh_at = monotonic_ms() + REFRESH_MS;
+    }
+    if (refresh_at && monotonic_ms() >= refresh_at) refresh_slim_namespace();
     if (pfd[0].revents) {
       struct signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) > 0) {}
