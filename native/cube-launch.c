@@ -29,8 +29,8 @@
 //     exec) or a command run with its stdin, output and wait status collected. Creates run in a
 //     slim mount namespace of the helper without the host's per-netns nsfs mounts, so the copy
 //     each sandbox's unshare(CLONE_NEWNS) makes stays small however large the netns pool grows;
-//     it is remade before the next create when the host's other mounts change (a template on a
-//     filesystem mounted later). Netns paths are still opened in the host's tree (through a
+//     it is remade when the host's other mounts change (a template on a filesystem mounted later,
+//     and a filesystem the host unmounted, which the copy would otherwise pin). Netns paths are still opened in the host's tree (through a
 //     saved root fd), and commands run back in the host's mount namespace.
 //     A third request, `holders NETNS_PATH`, lists the pids whose network namespace it is (a scan
 //     of /proc that costs the daemon's event loop milliseconds per call when done from Node).
