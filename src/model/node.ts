@@ -1,16 +1,9 @@
 // A node's snapshot as its cubelet reports it (heartbeats, the node RPC) and the control plane
 // keeps and shows it: capacity, usage, density, pools, store, runtimes.
+import type { Density } from './density.js';
 
-export interface DensityView {
-  /** Per-sandbox footprint of the default spec, MiB (memory + base + memory/coefficient). */
-  footprintMiB: number;
-  paperCeiling: number;
-  safetyBoundary: number;
-  cpuCeiling: number;
-  effectiveCeiling: number;
-  bottleneck: 'memory' | 'cpu';
-  /** Ceiling if every sandbox were paused, for the release ratio in force. */
-  allPausedCeiling: number;
+/** The density model's figures (density.ts) a node reports, with what its live counts make of them. */
+export interface DensityView extends Pick<Density, 'footprintMiB' | 'paperCeiling' | 'safetyBoundary' | 'cpuCeiling' | 'effectiveCeiling' | 'bottleneck' | 'allPausedCeiling'> {
   releaseRatio: number;
   /** Sandboxes of the default spec that still fit, given live running/paused counts. */
   headroom: number;
