@@ -250,12 +250,20 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
   }
 
   /**
-   * Continues the numbering of a stored history at start-up: the version in force becomes
-   * `after + 1` when the history already holds its number, so a restart never overwrites
-   * what earlier runs recorded.
+   * Continues a stored history at start-up. Files that give the config of `head` (the version in
+   * force when the history was last written) keep its version: a restart is no change (each start
+   * recorded a new version, so a daemon restarted on the same files showed "config v2").
+   * Otherwise the files are the version after `latest` (the highest the history holds), so a
+   * restart never overwrites what earlier runs recorded. Answers whether that is a new version,
+   * for the caller to record.
    */
-  resumeNumbering(after: number): void {
-    if (after >= this.current.version) this.current = deepFreeze({ ...this.current, version: after + 1 });
+  resumeNumbering(head: { version: number; config: Config } | undefined, latest: number): boolean {
+    if (head && diffConfig(head.config, this.current.config).length === 0) {
+      this.current = deepFreeze({ ...this.current, version: head.version });
+      return false;
+    }
+    if (latest >= this.current.version) this.current = deepFreeze({ ...this.current, version: latest + 1 });
+    return true;
   }
 
   close(): void {

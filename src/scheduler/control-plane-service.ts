@@ -693,12 +693,14 @@ export class ControlPlaneService implements ControlPlane {
   }
 
   /**
-   * configFromFiles: the files, as loaded at start, become the config in force, a new version
-   * after every one the store holds (a restart never renumbers over the history).
+   * configFromFiles: the files, as loaded at start, become the config in force: the version in
+   * force in the store when they give its config, else a new version after every one the store
+   * holds (a restart never renumbers over the history).
    */
   private async recordFiles(): Promise<void> {
     const head = await this.store.configHead();
-    this.cfg.resumeNumbering(Math.max(head?.version ?? 0, (await this.store.latestConfigVersion())?.version ?? 0));
+    const latest = Math.max(head?.version ?? 0, (await this.store.latestConfigVersion())?.version ?? 0);
+    if (!this.cfg.resumeNumbering(head && { version: head.version, config: { master: head.master, cubelet: head.cubelet } as Config }, latest)) return;
     const v = this.cfg.versionInfo;
     const rec = { version: v.version, at: v.loadedAt, actor: this.o.replicaID, reason: 'start', master: v.config.master, cubelet: v.config.cubelet };
     if (!(await this.store.casConfigHead(rec, head?.version ?? 0))) throw new CubeError('CONFLICT', `the config in the store moved on while ${this.o.replicaID} started; is another replica using this store?`);

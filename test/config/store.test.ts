@@ -48,12 +48,19 @@ describe('ConfigStore', () => {
     expect(() => new ConfigStore(dir, { watch: false })).toThrow('host.quota.paused_resource_release_ratio: must be between 0 and 1');
   });
 
-  it('resumes the numbering of a stored history, never going back', () => {
+  it('resumes the numbering of a stored history, never going back, and keeps the version in force when the files give its config', () => {
     store = new ConfigStore(dir, { watch: false });
-    store.resumeNumbering(7);
+    expect(store.resumeNumbering(undefined, 7)).toBe(true);
     expect(store.versionInfo.version).toBe(8);
-    store.resumeNumbering(3);
+    expect(store.resumeNumbering(undefined, 3)).toBe(true);
     expect(store.versionInfo.version).toBe(8);
+    const files = store.config;
+    expect(store.resumeNumbering({ version: 5, config: structuredClone(files) }, 9)).toBe(false);
+    expect(store.versionInfo.version).toBe(5);
+    const other = structuredClone(files);
+    other.master.host.quota.paused_resource_release_ratio = 0.5;
+    expect(store.resumeNumbering({ version: 5, config: other }, 9)).toBe(true);
+    expect(store.versionInfo.version).toBe(10);
   });
 
   it('an emptied file (a writer between truncate and write) is rejected and the config kept', async () => {
