@@ -12,7 +12,7 @@ import type { LayerServer } from './layer-fetch.js';
 import { underFence, type FenceBook } from './fences.js';
 import type { TemplateBuilder } from './template-build.js';
 import { sameTemplate } from '../runtime/templates.js';
-import { encodeProcessEvent, FENCE_HEADER, JSON_METHODS, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type ImportRequest, type JsonMethod } from './rpc-wire.js';
+import { encodeProcessEvent, FENCE_HEADER, JSON_METHODS, nodeArgs, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type ImportRequest, type JsonMethod } from './rpc-wire.js';
 import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -117,7 +117,7 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
     if (method === 'connectProcess') return streamProcess(res, node.connectProcess(...(args as Parameters<NodeApi['connectProcess']>)));
     if (!jsonMethods.has(method)) throw new CubeError('NOT_FOUND', `no node method ${method}`);
     const fence = req.headers[FENCE_HEADER];
-    const result = await underFence(fences, method, args[0], Array.isArray(fence) ? fence[0] : fence, () => call[method as JsonMethod](...args));
+    const result = await underFence(fences, method, args[0], Array.isArray(fence) ? fence[0] : fence, () => call[method as JsonMethod](...nodeArgs(method, args)));
     // `at`: this node's clock once the call is done; the control plane orders the node's later
     // heartbeat lists against it (rpc-wire.ts Heartbeat.at).
     sendJson(res, 200, { result: result ?? null, at: Date.now() });

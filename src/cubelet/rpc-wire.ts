@@ -4,7 +4,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { MasterConfig } from '../config/schema.js';
 import type { EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
-import type { SandboxView } from '../model/sandbox.js';
+import { epochMs, type SandboxView } from '../model/sandbox.js';
 import type { FileStat, TemplateConfig } from '../runtime/types.js';
 import type { ProcessEvent } from './types.js';
 
@@ -39,6 +39,18 @@ export const JSON_METHODS = [
   'nodeView',
 ] as const;
 export type JsonMethod = (typeof JSON_METHODS)[number];
+
+/**
+ * A call's arguments as this node takes them: a control plane of the version before numeric times
+ * sends a sandbox's end (createSandbox's endAt, setEndAt's) as ISO 8601, which is read as epoch ms,
+ * so nodes upgraded before their control planes keep serving it.
+ */
+export function nodeArgs(method: string, args: unknown[]): unknown[] {
+  const iso = (t: unknown): unknown => (typeof t === 'string' ? epochMs(t) : t);
+  if (method === 'setEndAt') return [args[0], iso(args[1]), ...args.slice(2)];
+  if (method === 'createSandbox' && args[0] && typeof args[0] === 'object') return [{ ...args[0], endAt: iso((args[0] as { endAt?: unknown }).endAt) }, ...args.slice(1)];
+  return args;
+}
 
 /**
  * The fencing token of the control plane's per-sandbox operation lock, on calls that change a

@@ -115,7 +115,8 @@ export function withEpochTimes<T extends { startedAt: number; endAt: number }>(v
   return { ...v, startedAt: epochMs(startedAt), endAt: epochMs(endAt) };
 }
 
-const epochMs = (t: number | string): number => (typeof t === 'number' ? t : Date.parse(t));
+/** A time as epoch ms, from epoch ms or from the ISO 8601 an older version wrote (NaN when it is neither). */
+export const epochMs = (t: number | string): number => (typeof t === 'number' ? t : Date.parse(t));
 
 /** A record without what only the sandbox's owner may see (token, env). */
 export function publicView(rec: SandboxRecord): SandboxView {

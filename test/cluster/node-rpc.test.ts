@@ -133,6 +133,28 @@ describe('node RPC', () => {
     }
   });
 
+  it('a control plane of the version before numeric times (endAt as ISO 8601) creates and extends a sandbox: the node reads the end as epoch ms; a string that is no time is 400', async () => {
+    const sandboxID = newSandboxID();
+    const post = (method: string, args: unknown[]) =>
+      fetch(`${remote.address}/node/v1/${method}`, { method: 'POST', headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' }, body: JSON.stringify({ args }) });
+    const end = new Date(Date.now() + 60_000).toISOString();
+    const created = await post('createSandbox', [{ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: end, env: {}, metadata: {} }]);
+    try {
+      expect(created.status).toBe(200);
+      expect(((await created.json()) as { result: { endAt: unknown } }).result.endAt).toBe(Date.parse(end));
+      const later = new Date(Date.now() + 120_000).toISOString();
+      const set = await post('setEndAt', [sandboxID, later]);
+      expect(set.status).toBe(200);
+      expect(((await set.json()) as { result: { endAt: unknown } }).result.endAt).toBe(Date.parse(later));
+      expect(await remote.getSandbox(sandboxID)).toMatchObject({ state: 'running', endAt: Date.parse(later) });
+      const bad = await post('setEndAt', [sandboxID, 'soon']);
+      expect(bad.status).toBe(400);
+      expect(await remote.getSandbox(sandboxID)).toMatchObject({ state: 'running', endAt: Date.parse(later) });
+    } finally {
+      await remote.destroySandbox(sandboxID);
+    }
+  });
+
   it('node errors come back as the same CubeError; a dead address is 130596', async () => {
     const e = await remote.pauseSandbox('nosuchsandboxxxxxxxx').catch((x: unknown) => x);
     expect(e).toBeInstanceOf(CubeError);

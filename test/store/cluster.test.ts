@@ -86,13 +86,46 @@ async function commitCutter(atCommit: (client: Socket, server: Socket, commit: B
 }
 
 describe('cluster store', () => {
-  it('keeps both replicas\' config versions when they number a change the same', async () => {
-    await withStore(async (store) => {
-      await store.putConfigVersion({ version: 7, at: '2026-11-30T09:00:00.000Z', actor: 'replica-a', reason: 'set x', master: { x: 1 }, cubelet: {} });
-      await store.putConfigVersion({ version: 7, at: '2026-11-30T09:00:01.000Z', actor: 'replica-b', reason: 'set y', master: { y: 1 }, cubelet: {} });
-      expect((await store.listConfigVersions()).map((v) => `${v.version} ${v.actor} ${v.reason}`)).toEqual(['7 replica-b set y', '7 replica-a set x']);
-      expect(await store.latestConfigVersion()).toMatchObject({ version: 7, actor: 'replica-b' });
-    });
+  it('config history migrates to one row per version on a database the old way (keyed by version and actor, two rows for one version): the head\'s row or the latest is kept; the migration can run again', async () => {
+    const scope = clusterStateScope();
+    const sql = (store: ClusterStore) => (store.mysql as unknown as { pool: { query(sql: string, args?: unknown[]): Promise<[{ [k: string]: unknown }[]]> } }).pool;
+    const rec = (version: number, actor: string, at: string) => ({ version, at, actor, reason: `by ${actor}`, master: { actor }, cubelet: {} });
+    // What the version before this one left: 11 migrations, the history keyed by (version, actor).
+    const asOld = async (store: ClusterStore): Promise<void> => {
+      await sql(store).query('ALTER TABLE config_versions DROP PRIMARY KEY, ADD PRIMARY KEY (version, actor)');
+      await sql(store).query('DELETE FROM schema_migrations WHERE version > 11');
+    };
+    const first = new ClusterStore(scope);
+    let store: ClusterStore | undefined;
+    try {
+      await first.init();
+      await asOld(first);
+      // Version 7: two replicas numbered their files' change the same; version 8: the head, by a, older than b's.
+      for (const r of [rec(7, 'replica-a', '2026-11-30T09:00:00.000Z'), rec(7, 'replica-b', '2026-11-30T09:00:01.000Z'), rec(8, 'replica-a', '2026-11-30T10:00:00.000Z'), rec(8, 'replica-b', '2026-11-30T10:00:01.000Z')])
+        await sql(first).query('INSERT INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', [r.version, r.at, r.actor, r.reason, JSON.stringify(r.master), '{}']);
+      expect(await first.casConfigHead(rec(8, 'replica-a', '2026-11-30T10:00:00.000Z'), 0)).toBe(true);
+      await first.close();
+      const history = async (s: ClusterStore) => (await s.listConfigVersions()).map((v) => `${v.version} ${v.actor}`);
+      const key = async (s: ClusterStore) => (await sql(s).query("SELECT column_name AS c FROM information_schema.key_column_usage WHERE table_schema = DATABASE() AND table_name = 'config_versions' AND constraint_name = 'PRIMARY' ORDER BY ordinal_position"))[0].map((r) => r.c);
+      for (let run = 0; run < 2; run++) {
+        store = new ClusterStore(scope);
+        await store.init();
+        expect(await key(store)).toEqual(['version']);
+        expect(await history(store)).toEqual(['8 replica-a', '7 replica-b']);
+        // Run again: a replica stopped after the delete, before the key (or both ran): same result.
+        await sql(store).query('DELETE FROM schema_migrations WHERE version > 11');
+        await store.close();
+      }
+      store = new ClusterStore(scope);
+      await store.init();
+      // One row per version: writing a version again replaces it.
+      await store.putConfigVersion(rec(8, 'replica-c', '2026-11-30T11:00:00.000Z'));
+      expect(await history(store)).toEqual(['8 replica-c', '7 replica-b']);
+    } finally {
+      await first.close().catch(() => undefined);
+      await store?.close().catch(() => undefined);
+      await scope.drop();
+    }
   });
 
   it("a config compare-and-set retried after its connection dropped before COMMIT does not take another replica's write of the same version, time and actor for its own", async () => {

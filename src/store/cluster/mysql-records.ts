@@ -33,6 +33,15 @@ const MIGRATIONS: string[] = [
   // time and actor do not (one operator's key setting two values through two replicas in the same
   // millisecond gives both commits the same three).
   `ALTER TABLE config_head ADD COLUMN commit_id VARCHAR(36) NOT NULL DEFAULT ''`,
+  // The config is one cluster-wide head changed by compare-and-set (config_head), so a version is
+  // written once: the history goes back to one row per version. Rows two replicas numbered the
+  // same (written before the head) keep the one in force, else the latest. Both steps can run
+  // again (a replica stopped between them): the delete finds nothing, the key is rebuilt the same.
+  `DELETE v FROM config_versions v JOIN config_versions w ON w.version = v.version AND w.actor <> v.actor
+     LEFT JOIN config_head hv ON hv.id = 1 AND hv.version = v.version AND hv.actor = v.actor
+     LEFT JOIN config_head hw ON hw.id = 1 AND hw.version = w.version AND hw.actor = w.actor
+     WHERE (hw.id IS NOT NULL, w.at, w.actor) > (hv.id IS NOT NULL, v.at, v.actor)`,
+  `ALTER TABLE config_versions DROP PRIMARY KEY, ADD PRIMARY KEY (version)`,
 ];
 
 export class MysqlRecords {
@@ -225,7 +234,7 @@ export class MysqlRecords {
   }
 
   async listConfigVersions(limit = 20): Promise<ConfigVersionRecord[]> {
-    const rows = await this.q<mysql.RowDataPacket[]>('SELECT * FROM config_versions ORDER BY version DESC, at DESC LIMIT ?', [limit]);
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT * FROM config_versions ORDER BY version DESC LIMIT ?', [limit]);
     return rows.map((r) => ({ version: r.version, at: r.at, actor: r.actor, reason: r.reason, master: JSON.parse(r.master), cubelet: JSON.parse(r.cubelet) }));
   }
 
