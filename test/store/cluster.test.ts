@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { CubeError } from '../../src/errors.js';
+import type { NodeView } from '../../src/model/node.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope, REDIS_URL } from '../helpers/cluster-state.js';
 import { EPOCH_TIMES, legacyRecordJson, sandboxRecord, storeContract } from './contract.js';
@@ -172,6 +173,49 @@ describe('cluster store', () => {
     } finally {
       await cleanup();
       await relay.close();
+    }
+  });
+
+  it("a replica fetches only the node views whose version moved since it last read or wrote them; another replica's writes, deletes and expiries are seen at once", async () => {
+    const scope = clusterStateScope();
+    const [a, b] = [new ClusterStore(scope), new ClusterStore(scope)];
+    try {
+      await Promise.all([a.init(), b.init()]);
+      // The views B fetches (its version reads are metric-ver keys, not counted).
+      const fetched: string[] = [];
+      const redis = b.live.redis as unknown as { mget: (...keys: string[]) => Promise<(string | null)[]> };
+      const mget = redis.mget.bind(redis);
+      redis.mget = (...keys) => {
+        fetched.push(...keys.filter((k) => k.includes(':metric:')).map((k) => k.split(':').at(-1)!));
+        return mget(...keys);
+      };
+      const view = (nodeID: string, lastSeen: string) => ({ nodeID, lastSeen }) as NodeView;
+      const ids = ['n1', 'n2', 'n3'];
+      await a.putNodeMetrics(ids.map((id) => view(id, '2026-01-01T00:00:01.000Z')), 60_000);
+      expect([...(await b.getNodeMetrics(ids)).keys()]).toEqual(ids);
+      expect(fetched.sort()).toEqual(ids);
+      fetched.length = 0;
+      const again = await b.getNodeMetrics(ids);
+      expect(fetched).toEqual([]);
+      expect(again.get('n2')?.lastSeen).toBe('2026-01-01T00:00:01.000Z');
+      // Another replica's write of one view: that one is fetched, the others are not.
+      await a.putNodeMetrics([view('n2', '2026-01-01T00:00:05.000Z')], 60_000);
+      expect((await b.getNodeMetrics(ids)).get('n2')?.lastSeen).toBe('2026-01-01T00:00:05.000Z');
+      expect(fetched).toEqual(['n2']);
+      // B's own write: its next read fetches nothing.
+      fetched.length = 0;
+      await b.putNodeMetrics([view('n1', '2026-01-01T00:00:06.000Z')], 60_000);
+      expect((await b.getNodeMetrics(ids)).get('n1')?.lastSeen).toBe('2026-01-01T00:00:06.000Z');
+      expect(fetched).toEqual([]);
+      // Deleted (the node left the registry) by A, expired: gone from B's next read.
+      await a.deleteNode('n3');
+      await a.putNodeMetrics([view('n1', '2026-01-01T00:00:07.000Z')], 100);
+      await sleep(200);
+      expect([...(await b.getNodeMetrics(ids)).keys()]).toEqual(['n2']);
+    } finally {
+      await a.close();
+      await b.close();
+      await scope.drop();
     }
   });
 
