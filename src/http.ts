@@ -36,15 +36,34 @@ export function sendError(res: ServerResponse, e: unknown, flavour: Flavour, log
   sendJson(res, err.http, errorBody(err, flavour), headers);
 }
 
-export async function readBody(req: IncomingMessage, maxBytes = 1 << 20): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > maxBytes) throw new CubeError('BAD_REQUEST', `request body larger than ${maxBytes} bytes`);
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
+/**
+ * The whole body. Read from the stream's events, not with for await: the async iterator cost
+ * 15-25 us more per request on this machine (3.1% of the control's CPU went to reading the creates'
+ * bodies of ~60 bytes in the 1000-node bench). A body over `maxBytes` ends the request, as
+ * leaving the loop did.
+ */
+export function readBody(req: IncomingMessage, maxBytes = 1 << 20): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const settle = (err?: Error): void => {
+      req.off('data', onData).off('end', onEnd).off('error', settle).off('close', onClose);
+      if (err) reject(err);
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size <= maxBytes) return void chunks.push(chunk);
+      settle(new CubeError('BAD_REQUEST', `request body larger than ${maxBytes} bytes`));
+      req.destroy();
+    };
+    const onEnd = (): void => settle();
+    const onClose = (): void => settle(Object.assign(new Error('the request closed before its body ended'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+    // Read by someone else already: nothing left (as the loop found).
+    if (req.readableEnded) return settle();
+    if (req.destroyed) return onClose();
+    req.on('data', onData).on('end', onEnd).on('error', settle).on('close', onClose);
+  });
 }
 
 /** Parses a JSON body; an empty body is `{}`. */

@@ -1,12 +1,30 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomFillSync } from 'node:crypto';
 
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
 
+/**
+ * Random bytes drawn from the CSPRNG in blocks, each handed out once (as Node's randomUUID does
+ * with its cache): a create takes an id and a token, and a randomBytes call each cost 20 to 40 us
+ * on this machine (1.9% of the control's CPU in the 1000-node bench), the pool 0.3 to 1.3 us.
+ */
+const pool = Buffer.allocUnsafe(4096);
+let poolAt = pool.length;
+
+/** The offset in `pool` of `n` fresh bytes (valid until the next call). */
+function fresh(n: number): number {
+  if (poolAt + n > pool.length) {
+    randomFillSync(pool);
+    poolAt = 0;
+  }
+  poolAt += n;
+  return poolAt - n;
+}
+
 /** 20 characters, DNS-label safe (used in <port>-<id>.<domain> and as the sandbox hostname), starts with a letter. */
 export function newSandboxID(): string {
-  const bytes = randomBytes(20);
-  let id = ALPHABET[bytes[0]! % 26]!;
-  for (let i = 1; i < 20; i++) id += ALPHABET[bytes[i]! % 36]!;
+  const at = fresh(20);
+  let id = ALPHABET[pool[at]! % 26]!;
+  for (let i = 1; i < 20; i++) id += ALPHABET[pool[at + i]! % 36]!;
   return id;
 }
 
@@ -20,7 +38,8 @@ export function nodeTag(nodeID: string): string {
 }
 
 export function newToken(): string {
-  return randomBytes(24).toString('hex');
+  const at = fresh(24);
+  return pool.toString('hex', at, at + 24);
 }
 
 /** `snap-` and 16 characters: a kept snapshot (E2B snapshotID), also its directory name in the node's store. */

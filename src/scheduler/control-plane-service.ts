@@ -123,6 +123,13 @@ export class ControlPlaneService implements ControlPlane {
   private viewCache?: { at: number; recs: NodeRecord[]; read: Promise<NodeView[]> };
   private viewReads = 0;
   private viewsInBook = 0;
+  /**
+   * Each node's view as the last read built it, with what it was built from: rebuilt only when
+   * its registry record, its metrics (the store shares unchanged ones between reads) or its lost
+   * marker changed, or its heartbeat went stale. Building all 1000 views every 250 ms while creates
+   * come was 1.7% of the control's CPU in the 1000-node bench, allocating 1000 objects each time.
+   */
+  private built = new Map<string, { rec: NodeRecord; metrics?: NodeView; lost: boolean; timeout: number; view: NodeView; freshUntil: number }>();
 
   constructor(private readonly o: ControlPlaneServiceOptions) {
     this.store = o.store;
@@ -531,7 +538,22 @@ export class ControlPlaneService implements ControlPlane {
     const read: Promise<NodeView[]> = Promise.all([this.o.solo ? this.inProcessViews() : this.store.getNodeMetrics(ids), this.store.lostNodes(ids)]).then(([metrics, lost]) => {
       const now = Date.now();
       const timeout = this.cfg.config.master.scheduler.heartbeat_timeout_ms;
-      const views = recs.map((r) => clusterNodeView(r, metrics.get(r.nodeID), lost.has(r.nodeID), now, timeout));
+      const built = new Map<string, { rec: NodeRecord; metrics?: NodeView; lost: boolean; timeout: number; view: NodeView; freshUntil: number }>();
+      const views = recs.map((rec) => {
+        const m = metrics.get(rec.nodeID);
+        const isLost = lost.has(rec.nodeID);
+        const b = this.built.get(rec.nodeID);
+        if (b && b.rec === rec && b.metrics === m && b.lost === isLost && b.timeout === timeout && now <= b.freshUntil) {
+          built.set(rec.nodeID, b);
+          return b.view;
+        }
+        const view = clusterNodeView(rec, m, isLost, now, timeout);
+        // A stale node's reason counts the seconds since its heartbeat: rebuilt every read.
+        const seen = m ? Date.parse(m.lastSeen) : Number.NaN;
+        built.set(rec.nodeID, { rec, metrics: m, lost: isLost, timeout, view, freshUntil: !isLost && now - seen <= timeout ? seen + timeout : -Infinity });
+        return view;
+      });
+      this.built = built;
       // Placements decide on the newest read (one that started earlier may finish later).
       if (seq > this.viewsInBook) {
         this.viewsInBook = seq;

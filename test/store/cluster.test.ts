@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { CubeError } from '../../src/errors.js';
+import type { NodeView } from '../../src/model/node.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope, REDIS_URL } from '../helpers/cluster-state.js';
 import { EPOCH_TIMES, legacyRecordJson, sandboxRecord, storeContract } from './contract.js';
@@ -47,13 +48,10 @@ async function wipeRedis(store: ClusterStore, o: { disconnect?: boolean } = {}):
 storeContract('cluster (Redis + MySQL)', ({ eventRetention }) => open(eventRetention));
 
 /**
- * A TCP relay to the machine's MariaDB that, once, stops a client's COMMIT on its way: `atCommit`
- * gets the two sockets and the COMMIT's bytes (close the server's to roll the transaction back;
- * or send the COMMIT on and close the client's at the answer, to lose it) and the relay passes
- * everything through after it.
+ * A TCP relay to the machine's MariaDB: `onQuery` sees every packet a client sends (the two
+ * sockets and the bytes) and returns true when it took care of it; otherwise it goes on.
  */
-async function commitCutter(atCommit: (client: Socket, server: Socket, commit: Buffer) => Promise<void>): Promise<{ url: (database: string) => string; close: () => Promise<void> }> {
-  let armed = true;
+async function mysqlRelay(onQuery: (client: Socket, server: Socket, d: Buffer) => boolean): Promise<{ url: (database: string) => string; close: () => Promise<void> }> {
   const sockets = new Set<Socket>();
   const relay: Server = createServer((client) => {
     const server = createConnection(3306, '127.0.0.1');
@@ -66,12 +64,7 @@ async function commitCutter(atCommit: (client: Socket, server: Socket, commit: B
     server.on('close', () => client.destroy());
     client.on('close', () => server.destroy());
     client.on('data', (d) => {
-      // COM_QUERY (3) "COMMIT", as mysql2's commit() sends it.
-      if (armed && d.includes('\x03COMMIT')) {
-        armed = false;
-        client.pause();
-        void atCommit(client, server, d);
-      } else server.write(d);
+      if (!onQuery(client, server, d)) server.write(d);
     });
   });
   await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
@@ -81,6 +74,36 @@ async function commitCutter(atCommit: (client: Socket, server: Socket, commit: B
     close: async () => {
       for (const s of sockets) s.destroy();
       await new Promise((resolve) => relay.close(resolve));
+    },
+  };
+}
+
+/**
+ * A relay that, once, stops the query carrying `marker` on its way: `atCommit` gets the two
+ * sockets and the query's bytes (close the server's to roll the transaction back; or send it on
+ * and close the client's at the answer, to lose it) and everything passes through after it.
+ * The marker is mysql2's commit() by default (COM_QUERY, 3, "COMMIT").
+ */
+function commitCutter(atCommit: (client: Socket, server: Socket, commit: Buffer) => Promise<void>, marker = '\x03COMMIT'): ReturnType<typeof mysqlRelay> {
+  let armed = true;
+  return mysqlRelay((client, server, d) => {
+    if (!armed || !d.includes(marker)) return false;
+    armed = false;
+    client.pause();
+    void atCommit(client, server, d);
+    return true;
+  });
+}
+
+/** A store whose MySQL connections go through `relay`, and a scope to drop. */
+async function relayedStore(relay: { url: (database: string) => string }): Promise<{ store: ClusterStore; cleanup: () => Promise<void> }> {
+  const scope = clusterStateScope();
+  const store = new ClusterStore({ ...scope, mysqlURL: relay.url(new URL(scope.mysqlURL).pathname.slice(1)) });
+  return {
+    store,
+    cleanup: async () => {
+      await store.close();
+      await scope.drop();
     },
   };
 }
@@ -124,6 +147,116 @@ describe('cluster store', () => {
     } finally {
       await first.close().catch(() => undefined);
       await store?.close().catch(() => undefined);
+      await scope.drop();
+    }
+  });
+
+  it('record and audit writes that come together reach MariaDB as one query (one transaction), each with its own answer', async () => {
+    let writes = 0;
+    const relay = await mysqlRelay((_c, _s, d) => {
+      if (/INTO sandbox_history|UPDATE sandbox_history|INTO audit/.test(d.toString('latin1'))) writes++;
+      return false;
+    });
+    const { store, cleanup } = await relayedStore(relay);
+    try {
+      await store.init();
+      writes = 0;
+      const ids = Array.from({ length: 20 }, (_, i) => `b${i}`);
+      const [gens, audits] = await Promise.all([Promise.all(ids.map((id) => store.putSandbox(sandboxRecord(id)))), Promise.all(ids.map((id) => store.appendAudit({ at: 't', actor: 'k', action: 'sandbox.create', target: id, outcome: 'ok' })))]);
+      // The first write goes alone (nothing queued behind it yet); the other 39 in one batch.
+      expect(writes).toBe(2);
+      expect(gens).toEqual(ids.map(() => 1));
+      expect(new Set(audits.map((a) => a.id)).size).toBe(20);
+      expect((await store.listAudit({ limit: 50 })).map((a) => [a.id, a.target]).sort()).toEqual(audits.map((a) => [a.id, a.target]).sort());
+      // Compare-and-set writes in a batch: each its own outcome.
+      writes = 0;
+      const next = await Promise.all(ids.map((id, i) => store.putSandboxIf({ ...sandboxRecord(id), state: 'paused' }, i % 2 === 0 ? 1 : 7)));
+      expect(writes).toBe(2);
+      expect(next).toEqual(ids.map((_, i) => (i % 2 === 0 ? 2 : 0)));
+      expect((await store.mysql.getLiveSandbox('b2'))?.state).toBe('paused');
+      expect((await store.mysql.getLiveSandbox('b3'))?.state).toBe('running');
+    } finally {
+      await cleanup();
+      await relay.close();
+    }
+  });
+
+  it('a statement that fails in a batch fails alone: the batch is rolled back and the others are written on their own', () =>
+    withStore(async (store) => {
+      const audit = (target: string, actor = 'k') => store.appendAudit({ at: 't', actor, action: 'sandbox.create', target, outcome: 'ok' });
+      const first = audit('first');
+      // actor is VARCHAR(128): MariaDB's strict mode refuses a longer one.
+      const [recs, bad, rest] = await Promise.all([Promise.all(['r1', 'r2'].map((id) => store.putSandbox(sandboxRecord(id)))), audit('bad', 'x'.repeat(200)).catch((e: unknown) => e), Promise.all(['a1', 'a2'].map((t) => audit(t)))]);
+      await first;
+      expect(recs).toEqual([1, 1]);
+      expect(String(bad)).toMatch(/too long/i);
+      expect(rest.map((a) => a.target)).toEqual(['a1', 'a2']);
+      expect((await store.listAudit()).map((a) => a.target).sort()).toEqual(['a1', 'a2', 'first']);
+      expect((await store.listSandboxes()).map((s) => s.sandboxID)).toEqual(['r1', 'r2']);
+    }));
+
+  it('a batch whose connection drops before MariaDB got it: its records are written on their own, its audit rows answer 503 and are not written', async () => {
+    // The batch never reaches MariaDB (the relay drops both sides when it sees it).
+    const relay = await commitCutter(async (client, server) => {
+      server.destroy();
+      client.destroy();
+    }, 'START TRANSACTION');
+    const { store, cleanup } = await relayedStore(relay);
+    try {
+      await store.init();
+      const audit = (target: string) => store.appendAudit({ at: 't', actor: 'k', action: 'sandbox.create', target, outcome: 'ok' });
+      const first = audit('alone');
+      const [recs, audits] = await Promise.all([Promise.all(['c1', 'c2'].map((id) => store.putSandbox(sandboxRecord(id)))), Promise.all(['x1', 'x2'].map((t) => audit(t).catch((e: unknown) => e)))]);
+      await first;
+      expect(recs).toEqual([1, 1]);
+      for (const e of audits) expect(e).toMatchObject({ kind: 'STATE_UNAVAILABLE', code: 130594 });
+      expect((await store.listAudit()).map((a) => a.target)).toEqual(['alone']);
+      expect((await store.listSandboxes()).map((s) => [s.sandboxID, s.generation])).toEqual([['c1', 1], ['c2', 1]]);
+    } finally {
+      await cleanup();
+      await relay.close();
+    }
+  });
+
+  it("a replica fetches only the node views whose version moved since it last read or wrote them; another replica's writes, deletes and expiries are seen at once", async () => {
+    const scope = clusterStateScope();
+    const [a, b] = [new ClusterStore(scope), new ClusterStore(scope)];
+    try {
+      await Promise.all([a.init(), b.init()]);
+      // The views B fetches (its version reads are metric-ver keys, not counted).
+      const fetched: string[] = [];
+      const redis = b.live.redis as unknown as { mget: (...keys: string[]) => Promise<(string | null)[]> };
+      const mget = redis.mget.bind(redis);
+      redis.mget = (...keys) => {
+        fetched.push(...keys.filter((k) => k.includes(':metric:')).map((k) => k.split(':').at(-1)!));
+        return mget(...keys);
+      };
+      const view = (nodeID: string, lastSeen: string) => ({ nodeID, lastSeen }) as NodeView;
+      const ids = ['n1', 'n2', 'n3'];
+      await a.putNodeMetrics(ids.map((id) => view(id, '2026-01-01T00:00:01.000Z')), 60_000);
+      expect([...(await b.getNodeMetrics(ids)).keys()]).toEqual(ids);
+      expect(fetched.sort()).toEqual(ids);
+      fetched.length = 0;
+      const again = await b.getNodeMetrics(ids);
+      expect(fetched).toEqual([]);
+      expect(again.get('n2')?.lastSeen).toBe('2026-01-01T00:00:01.000Z');
+      // Another replica's write of one view: that one is fetched, the others are not.
+      await a.putNodeMetrics([view('n2', '2026-01-01T00:00:05.000Z')], 60_000);
+      expect((await b.getNodeMetrics(ids)).get('n2')?.lastSeen).toBe('2026-01-01T00:00:05.000Z');
+      expect(fetched).toEqual(['n2']);
+      // B's own write: its next read fetches nothing.
+      fetched.length = 0;
+      await b.putNodeMetrics([view('n1', '2026-01-01T00:00:06.000Z')], 60_000);
+      expect((await b.getNodeMetrics(ids)).get('n1')?.lastSeen).toBe('2026-01-01T00:00:06.000Z');
+      expect(fetched).toEqual([]);
+      // Deleted (the node left the registry) by A, expired: gone from B's next read.
+      await a.deleteNode('n3');
+      await a.putNodeMetrics([view('n1', '2026-01-01T00:00:07.000Z')], 100);
+      await sleep(200);
+      expect([...(await b.getNodeMetrics(ids)).keys()]).toEqual(['n2']);
+    } finally {
+      await a.close();
+      await b.close();
       await scope.drop();
     }
   });

@@ -6,7 +6,7 @@ import type { EventView } from '../../model/event.js';
 import type { SandboxRecord, SnapshotRecord } from '../../model/sandbox.js';
 import { parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
 import { GroupCommit } from './group-commit.js';
-import { withRetry } from './retry.js';
+import { isConnectionError, unavailable, withRetry } from './retry.js';
 
 // Append-only: a released migration never changes; new ones go at the end.
 const MIGRATIONS: string[] = [
@@ -44,8 +44,23 @@ const MIGRATIONS: string[] = [
   `ALTER TABLE config_versions DROP PRIMARY KEY, ADD PRIMARY KEY (version)`,
 ];
 
+/** A write that may go in a batch: its SQL, arguments, and whether running it twice is harmless (see q). */
+interface Write {
+  sql: string;
+  args: unknown[];
+  idempotent: boolean;
+}
+
+/** Each write's own outcome within a batch. */
+type Outcome = { ok: mysql.ResultSetHeader } | { err: unknown };
+
+/** Writes per batch: one packet of a few hundred KB at most (records are about 1 KB). */
+const MAX_BATCH = 200;
+
 export class MysqlRecords {
   private pool?: mysql.Pool;
+  /** The batches' connection: multi-statement queries, used for nothing else (see batch). */
+  private batchPool?: mysql.Pool;
   private readonly database: string;
   private readonly base: URL;
 
@@ -64,6 +79,9 @@ export class MysqlRecords {
       await admin.end();
     }
     this.pool = mysql.createPool({ ...this.connOpts(), database: this.database, connectionLimit: 8, enableKeepAlive: true, waitForConnections: true });
+    // One connection: a GroupCommit runs one batch at a time. Its statements are formatted by the
+    // client from placeholders, as every other query here is.
+    this.batchPool = mysql.createPool({ ...this.connOpts(), database: this.database, connectionLimit: 1, enableKeepAlive: true, waitForConnections: true, multipleStatements: true });
     const conn = await this.pool.getConnection();
     try {
       await conn.query(`SELECT GET_LOCK('cube_migrations', 30)`);
@@ -90,8 +108,9 @@ export class MysqlRecords {
   }
 
   async close(): Promise<void> {
-    await this.pool?.end();
-    this.pool = undefined;
+    const pools = [this.pool, this.batchPool];
+    this.pool = this.batchPool = undefined;
+    await Promise.all(pools.map((p) => p?.end()));
   }
 
   /** Drops the whole database (tests). */
@@ -116,9 +135,61 @@ export class MysqlRecords {
     );
   }
 
+  /**
+   * A record or audit write, in the next batch with whatever other writes come meanwhile: one
+   * round trip and one InnoDB commit for the lot (group commit). A create makes three such writes
+   * (its pending record, the node's answer over it, the audit row), and as single statements they
+   * were most of the control's MySQL work at 32 concurrent creates. Each write still gets its own
+   * answer or error, and is committed when its promise resolves, as a single statement would be.
+   */
+  private async write(sql: string, args: unknown[], idempotent = true): Promise<mysql.ResultSetHeader> {
+    const o = await this.writes.add({ sql, args, idempotent });
+    if ('err' in o) throw o.err;
+    return o.ok;
+  }
+
+  private readonly writes = new GroupCommit<Write, Outcome>((ws) => this.batch(ws), MAX_BATCH);
+
+  /**
+   * One transaction, sent as one multi-statement query. A statement that fails stops the query
+   * before COMMIT: the batch is rolled back and each write runs again on its own, so only the one
+   * at fault gets the error. A connection lost on the way may have taken the COMMIT with it:
+   * idempotent writes run again on their own, the others answer 503 (as a single statement would).
+   */
+  private async batch(ws: Write[]): Promise<Outcome[]> {
+    const alone = (w: Write) => this.q<mysql.ResultSetHeader>(w.sql, w.args, w.idempotent).then((ok): Outcome => ({ ok }), (err: unknown): Outcome => ({ err }));
+    if (ws.length === 1) return [await alone(ws[0]!)];
+    let conn: mysql.PoolConnection;
+    try {
+      if (!this.batchPool) throw Object.assign(new Error('Pool is closed'), { code: 'PROTOCOL_CONNECTION_LOST' });
+      conn = await this.batchPool.getConnection();
+    } catch (e) {
+      // Nothing was sent: each on its own path (its retries, or its error).
+      if (isConnectionError(e)) return Promise.all(ws.map(alone));
+      throw e;
+    }
+    const sql = ['START TRANSACTION', ...ws.map((w) => conn.format(w.sql, w.args)), 'COMMIT'].join(';\n');
+    try {
+      const [results] = await conn.query<mysql.ResultSetHeader[]>(sql);
+      conn.release();
+      return results.slice(1, -1).map((ok) => ({ ok }));
+    } catch (e) {
+      if (isConnectionError(e)) {
+        conn.destroy();
+        return Promise.all(ws.map((w) => (w.idempotent ? alone(w) : { err: unavailable('MySQL', e) })));
+      }
+      // The transaction is still open on this connection: rolled back before it is used again.
+      await conn.query('ROLLBACK').then(
+        () => conn.release(),
+        () => conn.destroy(),
+      );
+      return Promise.all(ws.map(alone));
+    }
+  }
+
   /** Inserts or replaces (a deleted id comes back live); returns the new generation. */
   async putSandbox(rec: SandboxRecord): Promise<number> {
-    const r = await this.q<mysql.ResultSetHeader>(
+    const r = await this.write(
       'INSERT INTO sandbox_history (sandbox_id, node_id, template_id, state, record, generation) VALUES (?, ?, ?, ?, ?, 1) ON DUPLICATE KEY UPDATE node_id=VALUES(node_id), template_id=VALUES(template_id), state=VALUES(state), record=VALUES(record), deleted_at=NULL, generation=LAST_INSERT_ID(generation + 1)',
       [rec.sandboxID, rec.nodeID, rec.templateID, rec.state, recordJson(rec)],
     );
@@ -129,10 +200,10 @@ export class MysqlRecords {
   /** See StateStore.putSandboxIf; generation 0 refuses any id the history holds, deleted ones too. */
   async putSandboxIf(rec: SandboxRecord, generation: number): Promise<number> {
     if (generation === 0) {
-      const r = await this.q<mysql.ResultSetHeader>('INSERT IGNORE INTO sandbox_history (sandbox_id, node_id, template_id, state, record, generation) VALUES (?, ?, ?, ?, ?, 1)', [rec.sandboxID, rec.nodeID, rec.templateID, rec.state, recordJson(rec)]);
+      const r = await this.write('INSERT IGNORE INTO sandbox_history (sandbox_id, node_id, template_id, state, record, generation) VALUES (?, ?, ?, ?, ?, 1)', [rec.sandboxID, rec.nodeID, rec.templateID, rec.state, recordJson(rec)]);
       return r.affectedRows === 1 ? 1 : 0;
     }
-    const r = await this.q<mysql.ResultSetHeader>(
+    const r = await this.write(
       'UPDATE sandbox_history SET node_id=?, template_id=?, state=?, record=?, generation=LAST_INSERT_ID(generation + 1) WHERE sandbox_id=? AND generation=? AND deleted_at IS NULL',
       [rec.nodeID, rec.templateID, rec.state, recordJson(rec), rec.sandboxID, generation],
     );
@@ -238,22 +309,10 @@ export class MysqlRecords {
     return rows.map((r) => ({ version: r.version, at: r.at, actor: r.actor, reason: r.reason, master: JSON.parse(r.master), cubelet: JSON.parse(r.cubelet) }));
   }
 
-  /**
-   * Audit rows of concurrent operations go in one multi-row INSERT (GroupCommit). Their ids are
-   * consecutive from the first: InnoDB gives a multi-row INSERT of known size one block of
-   * auto-increment values (innodb_autoinc_lock_mode 0 or 1; 1 is the MariaDB default).
-   */
-  private readonly audits = new GroupCommit<Omit<AuditRecord, 'id'>, AuditRecord>(async (recs) => {
-    const r = await this.q<mysql.ResultSetHeader>(
-      'INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES ?',
-      [recs.map((rec) => [rec.at, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)])],
-      false,
-    );
-    return recs.map((rec, i) => ({ ...rec, id: r.insertId + i }));
-  });
-
-  appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
-    return this.audits.add(rec);
+  /** Goes in a batch with other writes (write): one append may not run twice. */
+  async appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
+    const r = await this.write('INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)', [rec.at, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)], false);
+    return { ...rec, id: r.insertId };
   }
 
   async listAudit(opts: { limit?: number; actor?: string } = {}): Promise<AuditRecord[]> {
