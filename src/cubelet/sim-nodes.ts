@@ -115,10 +115,12 @@ function withQuota(config: () => Config, spec: Pick<SimNodeSpec, 'cpus' | 'memor
 export function simNode(o: { nodeID: string; dataDir: string; config: () => Config; log: Logger; spec?: SimNodeSpec }): SimNode {
   const cidr = o.config().cubelet.plugins['io.cubelet.internal.v1.network'].cidr;
   const config = withQuota(o.config, o.spec);
+  const driver = new SimDriver({ dataDir: o.dataDir });
   const cubelet = new Cubelet({
     nodeID: o.nodeID,
     dataDir: o.dataDir,
-    driver: new SimDriver({ dataDir: o.dataDir }),
+    driver,
+    meta: driver.meta,
     network: new SimNetworkAgent({ nodeTag: nodeTag(o.nodeID), cidr }),
     templates: new SimTemplates(o.spec?.templates ?? [HOST_TEMPLATE]),
     config,
