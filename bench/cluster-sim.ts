@@ -5,11 +5,12 @@
 // control's own decision latency (the scheduler pipeline over N node views, /admin/v1/stats),
 // and how the placements spread. Everything it started is stopped and dropped at the end.
 //   npx tsx bench/cluster-sim.ts [--nodes 1000] [--creates 3000] [--concurrency 32] [--select 3] [--heartbeat-timeout-ms 3000] [--idle-sec 10] [--cpu-prof DIR]
-// --cpu-prof DIR: the control replica writes a V8 CPU profile there when it stops.
+// --cpu-prof DIR: the control replica and the simulated nodes' process write a V8 CPU profile there when they stop;
+//   `npx tsx bench/cpuprofile-summary.ts DIR` sums each one's self time per function and file over the creates (or another phase).
 // --idle-sec: how long the processes' CPU with no creates (the N nodes' heartbeats) is measured, after the registrations settled.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stringify as toYaml } from 'yaml';
@@ -78,6 +79,14 @@ function servicePids(): number[] {
 }
 const servicesCpu = (pids: number[]) => pids.reduce((s, pid) => s + cpuSeconds(pid), 0);
 
+/**
+ * The clock of V8's CPU profiles (CLOCK_MONOTONIC in µs, as their startTime), so that a profile
+ * can be cut to one phase: with --cpu-prof the phases' windows go to DIR/windows.json
+ * (bench/cpuprofile-summary.ts reads it).
+ */
+const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n);
+const windows: Record<string, [number, number]> = {};
+
 try {
   const [cport, nport] = [await freePort(), await freePort()];
   const control = `http://127.0.0.1:${cport}`;
@@ -116,7 +125,9 @@ try {
   /** The control's CPU per second over --idle-sec seconds with nothing but heartbeats going on; prints every process's. */
   const idleReport = async (what: string): Promise<number> => {
     const t = [performance.now(), cpuSeconds(controlProc.pid!), cpuSeconds(computeProc.pid!), servicesCpu(services)] as const;
+    const from = monotonicMicros();
     await new Promise((r) => setTimeout(r, 1000 * Number(values['idle-sec'])));
+    windows[what] = [from, monotonicMicros()];
     const wall = (performance.now() - t[0]) / 1000;
     const pct = (cpu: number, from: number) => fix(((cpu - from) / wall) * 100, 1);
     console.log(`no creates, ${what} (${fix(wall, 1)} s, ${N} nodes heartbeating): control ${pct(cpuSeconds(controlProc.pid!), t[1])}% of a core, simulated nodes' process ${pct(cpuSeconds(computeProc.pid!), t[2])}%, Redis + MariaDB ${pct(servicesCpu(services), t[3])}%; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
@@ -125,17 +136,23 @@ try {
   await new Promise((r) => setTimeout(r, 3000));
   const idlePerSec = await idleReport('no sandboxes');
   const cpu0 = [cpuSeconds(controlProc.pid!), cpuSeconds(computeProc.pid!), performance.now(), servicesCpu(services)] as const;
+  // The bench client (this process: the E2B HTTP calls of `concurrency` workers) shares the machine's cores with the others.
+  const client0 = process.cpuUsage();
+  const createsFrom = monotonicMicros();
   const r = await runBench({ mode: 'create-only', concurrency: Number(values.concurrency), count: Number(values.creates), warmup: 50, workload: 'burst', seed: 42 }, ops);
+  windows.creates = [createsFrom, monotonicMicros()];
+  const clientUsage = process.cpuUsage(client0);
   const s = r.summary;
   const wall = (performance.now() - cpu0[2]) / 1000;
   const controlTotal = cpuSeconds(controlProc.pid!) - cpu0[0];
   const [controlCpu, computeCpu, servicesTotal] = [controlTotal - idlePerSec * wall, cpuSeconds(computeProc.pid!) - cpu0[1], servicesCpu(services) - cpu0[3]];
+  const clientCpu = (clientUsage.user + clientUsage.system) / 1e6;
   const runs = s.count + 50; // with the warm-up
   const stats = await get<StatsView>(control, '/admin/v1/stats');
   console.log(`API creates: ${s.success}/${s.count} ok at concurrency ${values.concurrency}: ${fix(s.throughputPerSec, 0)} creates/s; latency ms p50=${fix(s.latencyMs.p50, 1)} p90=${fix(s.latencyMs.p90, 1)} p99=${fix(s.latencyMs.p99, 1)} max=${fix(s.latencyMs.max, 1)}`);
   // The net figure takes out what the heartbeats cost in a 5 s window before the run: under a load
   // that moves (other engineers' builds) it can even come out negative; the total does not.
-  console.log(`CPU per create: control ${fix((1000 * controlTotal) / runs, 2)} ms in all, ${fix((1000 * controlCpu) / runs, 2)} ms beyond its ${fix(idlePerSec * 100, 0)}% of a core with no creates (${fix(runs / controlCpu, 0)} creates per control CPU-second), simulated nodes' process ${fix((1000 * computeCpu) / runs, 2)} ms, Redis + MariaDB ${fix((1000 * servicesTotal) / runs, 2)} ms; all four ${fix((1000 * (controlTotal + computeCpu + servicesTotal)) / runs, 2)} ms; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+  console.log(`CPU per create: control ${fix((1000 * controlTotal) / runs, 2)} ms in all, ${fix((1000 * controlCpu) / runs, 2)} ms beyond its ${fix(idlePerSec * 100, 0)}% of a core with no creates (${fix(runs / controlCpu, 0)} creates per control CPU-second), simulated nodes' process ${fix((1000 * computeCpu) / runs, 2)} ms, Redis + MariaDB ${fix((1000 * servicesTotal) / runs, 2)} ms; all four ${fix((1000 * (controlTotal + computeCpu + servicesTotal)) / runs, 2)} ms; bench client ${fix((1000 * clientCpu) / runs, 2)} ms; all five ${fix((1000 * (controlTotal + computeCpu + servicesTotal + clientCpu)) / runs, 2)} ms; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
   if (Object.keys(r.errors).length > 0) console.log(`errors: ${JSON.stringify(r.errors)}; last: ${lastError.slice(0, 300)}`);
   console.log(`control decision (pipeline over ${N} node views, last minute, ${stats.decisionsLastMinute ?? 0} decisions): p50=${fix(stats.decisionP50Ms)} p99=${fix(stats.decisionP99Ms)} ms`);
   const sandboxes = await get<SandboxView[]>(control, '/admin/v1/sandboxes');
@@ -147,6 +164,8 @@ try {
   const counts = [...perNode.values()].sort((a, b) => a - b);
   console.log(`spread: ${sandboxes.length} sandboxes on ${perNode.size} of ${N} nodes (per node min ${counts[0] ?? 0}, max ${counts.at(-1) ?? 0})`);
   for (let i = 0; i < made.length; i += 64) await Promise.all(made.slice(i, i + 64).map((id) => http.kill(id).catch(() => undefined)));
+  if (values['cpu-prof']) mkdirSync(resolve(values['cpu-prof']), { recursive: true });
+  if (values['cpu-prof']) writeFileSync(join(resolve(values['cpu-prof']), 'windows.json'), JSON.stringify({ control: controlProc.pid, compute: computeProc.pid, windows }));
   console.log(`targets (issue 11): decision p99 <= 2 ms ${(stats.decisionP99Ms ?? Infinity) <= 2 ? 'MET' : 'MISSED'}; API creates/s >= 300 ${s.throughputPerSec >= 300 ? 'MET' : 'MISSED'}; the first 200 creates on >= 150 nodes ${firstSpread >= 150 ? 'MET' : 'MISSED'} (${firstSpread})`);
 } finally {
   for (const c of children.reverse()) {

@@ -11,7 +11,7 @@ import type { PauseOptions, SandboxState, SandboxView, SnapshotKeeps } from '../
 import type { NetSlot, NetworkAgent } from '../network/types.js';
 import type { FileMetadata, FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
 import { cpuUtilPercent, HOST, hostCpus, sandboxCpuPercent, type CpuTimes, type HostReadings } from './host-metrics.js';
-import { readMeta, writeMeta, type SandboxMeta } from './meta.js';
+import { META_FILES, type MetaKeeper, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
 import { slotModeOf } from '../network/tap.js';
 import { buildNodeView } from './node-view.js';
@@ -64,6 +64,8 @@ export interface CubeletOptions {
   watchIntervalMs?: number;
   /** Where the host's CPU, memory and disk figures come from (default: read for this node alone). */
   host?: HostReadings;
+  /** Where the sandboxes' meta is kept (default: meta.json in each sandbox's directory). */
+  meta?: MetaKeeper;
 }
 
 interface Entry {
@@ -90,6 +92,7 @@ export class Cubelet implements NodeApi {
   private watchTimer?: NodeJS.Timeout;
   private diskTimer?: NodeJS.Timeout;
   private readonly host: HostReadings;
+  private readonly meta: MetaKeeper;
   private cpuPrev: CpuTimes;
   private cpuUtil = 0;
   private cpuSampled = false;
@@ -102,6 +105,7 @@ export class Cubelet implements NodeApi {
 
   constructor(private readonly o: CubeletOptions) {
     this.nodeID = o.nodeID;
+    this.meta = o.meta ?? META_FILES;
     this.host = o.host ?? HOST;
     this.cpuPrev = this.host.cpuTimes();
   }
@@ -112,7 +116,7 @@ export class Cubelet implements NodeApi {
     await driver.init();
     const found: { h: SandboxHandle; meta: SandboxMeta }[] = [];
     for (const h of await driver.scan()) {
-      const meta = await readMeta(h.dir);
+      const meta = await this.meta.read(h.dir);
       if (meta && meta.sandboxID === h.sandboxID && driver.alive(h)) found.push({ h, meta });
     }
     await network.start(
@@ -251,7 +255,7 @@ export class Cubelet implements NodeApi {
         const { readyAfterMs } = await runStartCommand(template.config, { start: (r) => this.spawnIn(entry, r), exec: (r) => driver.exec(entry.handle!, { ...r, env: { ...meta.env, ...r.env } }) });
         this.o.log.debug({ sandboxID: id, readyAfterMs }, 'start command ready');
       }
-      await writeMeta(entry.handle.dir, meta);
+      await this.meta.write(entry.handle.dir, meta);
     } catch (e) {
       // Nothing half-made: undo in reverse order; each undo is idempotent.
       await rules?.catch(() => undefined); // settled before the slot (and its rules) is released
@@ -398,7 +402,7 @@ export class Cubelet implements NodeApi {
           entry.meta.endAt = entry.view.endAt = Date.now() + this.o.config().master.sandbox.default_timeout_sec * 1000;
           this.armTimer(entry);
         }
-        await writeMeta(entry.handle!.dir, entry.meta);
+        await this.meta.write(entry.handle!.dir, entry.meta);
       } catch (e) {
         this.setState(entry, before);
         throw new CubeError(op === 'pause' ? 'PAUSE_FAILED' : 'RESUME_FAILED', `${op} ${sandboxID}: ${(e as Error).message}`, { cause: e });
@@ -436,7 +440,7 @@ export class Cubelet implements NodeApi {
       delete entry.meta.egressAsked;
       delete entry.view.egress;
     }
-    if (entry.handle) await writeMeta(entry.handle.dir, entry.meta);
+    if (entry.handle) await this.meta.write(entry.handle.dir, entry.meta);
     this.emitSandbox(entry);
     this.emitEvent('sandbox.network', rules ? `egress rules: ${describeEgress(rules)}` : "egress rules cleared: the node's defaults apply", { sandboxID });
     return { ...entry.view };
@@ -447,7 +451,7 @@ export class Cubelet implements NodeApi {
     if (!Number.isFinite(endAt)) throw new CubeError('BAD_REQUEST', `endAt ${endAt} is not a time (epoch ms)`);
     entry.view.endAt = endAt;
     entry.meta.endAt = endAt;
-    if (entry.handle) await writeMeta(entry.handle.dir, entry.meta);
+    if (entry.handle) await this.meta.write(entry.handle.dir, entry.meta);
     this.armTimer(entry);
     this.emitSandbox(entry);
     return { ...entry.view };
@@ -518,7 +522,7 @@ export class Cubelet implements NodeApi {
     if (!this.o.driver.writeMetadata) throw new CubeError('BAD_REQUEST', `the ${this.o.driver.name} runtime keeps no file metadata`);
     if (!entry.meta.fileMetadata) {
       entry.meta.fileMetadata = true;
-      await writeMeta(entry.handle!.dir, entry.meta);
+      await this.meta.write(entry.handle!.dir, entry.meta);
     }
     await this.o.driver.writeMetadata(entry.handle!, path, meta, user);
   }

@@ -10,6 +10,8 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ConfigStore } from '../config/store.js';
 import type { EventView } from '../model/event.js';
+import type { NodeView } from '../model/node.js';
+import { seenAt } from './node-view.js';
 import { HEARTBEAT_PATH, SANDBOX_LIST_REFRESH_MS, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch, type NodeNotice } from './rpc-wire.js';
 import type { NodeApi } from './types.js';
 
@@ -43,7 +45,17 @@ interface Sent {
   view?: string;
   list?: string;
   listDue: number;
+  /**
+   * The node's stateVersion and the config version its view carried when they were taken: while
+   * neither moved, a heartbeat builds no view and takes no list (the list only when it is due).
+   */
+  version?: number;
+  following?: number;
 }
+
+type Carried = { nodeID: string; view?: string; list?: string; version: number | undefined; following: number | undefined };
+
+const unstamped = ({ lastSeen: _, ...rest }: NodeView): Omit<NodeView, 'lastSeen'> => rest;
 
 export class HeartbeatSender {
   private readonly pending: NodeNotice[] = [];
@@ -109,7 +121,7 @@ export class HeartbeatSender {
     const events = this.pending.slice();
     const sent = events.length;
     let batch: HeartbeatBatch;
-    let carried: { nodeID: string; view?: string; list?: string }[];
+    let carried: Carried[];
     const now = Date.now();
     try {
       const byNode = new Map<string, NodeNotice[]>();
@@ -120,17 +132,20 @@ export class HeartbeatSender {
       const beats = await Promise.all(
         this.o.nodes.map(async ({ node, address }) => {
           const at = Date.now();
-          const [nodeView, sandboxes] = await Promise.all([node.nodeView(), node.listSandboxes()]);
-          const view = this.following === undefined ? nodeView : { ...nodeView, configVersion: this.following };
+          // Read before the view and the list: a change while they are taken moves it again.
+          const version = node.stateVersion?.();
+          const last = this.sent.get(node.nodeID);
+          const still = version !== undefined && last?.version === version && last.following === this.following;
+          const [nodeView, sandboxes] = await Promise.all([still && last.view ? undefined : node.nodeView(), still && last.list && now < last.listDue ? undefined : node.listSandboxes()]);
           const hb: Heartbeat = { nodeID: node.nodeID, address, events: byNode.get(node.nodeID) ?? [], at };
           if (hb.events.length > 0) hb.sender = this.sender;
-          const last = this.sent.get(node.nodeID);
-          const viewKey = JSON.stringify({ ...view, lastSeen: '' });
-          const listKey = JSON.stringify(sandboxes);
-          if (viewKey !== last?.view) hb.view = view;
-          else hb.seen = { lastSeen: view.lastSeen, ...(view.configVersion !== undefined ? { configVersion: view.configVersion } : {}) };
-          if (listKey !== last?.list || now >= last.listDue) hb.sandboxes = sandboxes;
-          return { hb, carried: { nodeID: node.nodeID, ...(hb.view ? { view: viewKey } : {}), ...(hb.sandboxes ? { list: listKey } : {}) } };
+          const view = nodeView && (this.following === undefined ? nodeView : { ...nodeView, configVersion: this.following });
+          const viewKey = view && JSON.stringify(unstamped(view));
+          const listKey = sandboxes && JSON.stringify(sandboxes);
+          if (view && viewKey !== last?.view) hb.view = view;
+          else hb.seen = { ...(view ? { lastSeen: view.lastSeen } : seenAt(new Date(at))), ...(this.following !== undefined ? { configVersion: this.following } : {}) };
+          if (sandboxes && (!last || listKey !== last.list || now >= last.listDue)) hb.sandboxes = sandboxes;
+          return { hb, carried: { nodeID: node.nodeID, version, following: this.following, ...(hb.view ? { view: viewKey } : {}), ...(hb.sandboxes ? { list: listKey } : {}) } };
         }),
       );
       batch = { heartbeats: beats.map((b) => b.hb) };
@@ -164,9 +179,11 @@ export class HeartbeatSender {
   }
 
   /** Remembers what the control now holds; the nodes it asks again for send their view and list in full next time. */
-  private accepted(carried: { nodeID: string; view?: string; list?: string }[], now: number, resend: string[] = []): void {
+  private accepted(carried: Carried[], now: number, resend: string[] = []): void {
     for (const c of carried) {
       const s = this.sent.get(c.nodeID) ?? { listDue: 0 };
+      // What the view and the list were compared with (or carried) is what the control holds as of this version.
+      [s.version, s.following] = [c.version, c.following];
       if (c.view !== undefined) s.view = c.view;
       // Spread, so that a process standing for many nodes does not send every list on one beat.
       if (c.list !== undefined) [s.list, s.listDue] = [c.list, now + SANDBOX_LIST_REFRESH_MS * (0.5 + Math.random())];

@@ -53,3 +53,15 @@ export async function readMeta(dir: string): Promise<SandboxMeta | undefined> {
     return undefined;
   }
 }
+
+/**
+ * Where a cubelet keeps its sandboxes' meta, by sandbox directory: meta.json there (META_FILES),
+ * or a runtime's own keeping (the sim driver's, in memory like its sandboxes).
+ */
+export interface MetaKeeper {
+  write(dir: string, meta: SandboxMeta): Promise<void>;
+  /** undefined when there is none (an incomplete create). */
+  read(dir: string): Promise<SandboxMeta | undefined>;
+}
+
+export const META_FILES: MetaKeeper = { write: writeMeta, read: readMeta };

@@ -119,9 +119,12 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
     templates: i.templates,
     ...(i.templateRuntimes && Object.keys(i.templateRuntimes).length ? { templateRuntimes: i.templateRuntimes } : {}),
     ...(i.layerFacts ? { layers: i.layerFacts.layers, ...(i.layerFacts.fetching.length ? { fetching: i.layerFacts.fetching } : {}) } : {}),
-    lastSeen: i.now.toISOString(),
+    ...seenAt(i.now),
   };
 }
+
+/** A view's time stamp: when the node answered (the one place that says how it is written). */
+export const seenAt = (now: Date): Pick<NodeView, 'lastSeen'> => ({ lastSeen: now.toISOString() });
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
 

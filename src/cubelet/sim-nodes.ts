@@ -29,6 +29,28 @@ export interface SimNodeSpec {
 const CPUS = [16, 32, 48, 64, 96, 128];
 /** The host readings every simulated node of this process shares (they stand on one host). */
 const SIM_HOST = sharedHostReadings(500);
+
+/**
+ * The host figures a simulated node's view shows (MemTotal, the data dir's disk use: its CPU and
+ * available memory are simulatedUsage's) as the shared readings have them now; the disk figure
+ * as last read (undefined before).
+ */
+const hostFigures = (() => {
+  let disk: Promise<number> | undefined;
+  let diskUsedPercent: number | undefined;
+  return (dataDir: string): { memTotalMiB: number; diskUsedPercent?: number } => {
+    const p = SIM_HOST.diskUsedPercent(dataDir);
+    if (p !== disk) {
+      disk = p;
+      p.then(
+        (d) => (diskUsedPercent = d),
+        () => undefined, // a failed read shows in the next view built
+      );
+    }
+    return { memTotalMiB: SIM_HOST.meminfo().totalMiB, ...(diskUsedPercent !== undefined ? { diskUsedPercent } : {}) };
+  };
+})();
+
 const GIB_PER_CPU = [2, 4, 8];
 
 /** `count` nodes named <prefix>0000.. with varied capacity; every third also has the `python` template (pure, deterministic). */
@@ -92,20 +114,47 @@ function withQuota(config: () => Config, spec: Pick<SimNodeSpec, 'cpus' | 'memor
  */
 export function simNode(o: { nodeID: string; dataDir: string; config: () => Config; log: Logger; spec?: SimNodeSpec }): SimNode {
   const cidr = o.config().cubelet.plugins['io.cubelet.internal.v1.network'].cidr;
+  const config = withQuota(o.config, o.spec);
+  const driver = new SimDriver({ dataDir: o.dataDir });
   const cubelet = new Cubelet({
     nodeID: o.nodeID,
     dataDir: o.dataDir,
-    driver: new SimDriver({ dataDir: o.dataDir }),
+    driver,
+    meta: driver.meta,
     network: new SimNetworkAgent({ nodeTag: nodeTag(o.nodeID), cidr }),
     templates: new SimTemplates(o.spec?.templates ?? [HOST_TEMPLATE]),
-    config: withQuota(o.config, o.spec),
+    config,
     log: o.log,
     poolSlotLimit: parseRange(cidr).maxIndex,
     host: SIM_HOST,
   });
+  // A simulated node's view and list change only with its sandboxes (each change of one is a
+  // notice of the cubelet, its pool's included: a slot is taken or given back before the
+  // sandbox's next notice), its config and the host figures (hostFigures). Taking them anyway, 1000
+  // nodes a second, was 6% of a core with no creates (bench/cluster-sim.ts).
+  let changes = 0;
+  cubelet.subscribe((e) => {
+    if (e.type !== 'event') changes++;
+  });
+  let configSeen: Config | undefined;
+  /** The host figures of the last view built: another figure now moves the version (until a view shows it: a view may be built from a host sample up to 500 ms old). */
+  let shown: NodeView['usage'] | undefined;
+  const stateVersion = () => {
+    const c = config();
+    const host = hostFigures(o.dataDir);
+    if (c !== configSeen || (shown && (host.memTotalMiB !== shown.memTotalMiB || (host.diskUsedPercent !== undefined && host.diskUsedPercent !== shown.diskUsedPercent)))) changes++;
+    configSeen = c;
+    return changes;
+  };
   const api = new Proxy(cubelet, {
     get(target, key) {
-      if (key === 'nodeView') return async () => simulatedUsage(await target.nodeView());
+      if (key === 'stateVersion') return stateVersion;
+      if (key === 'nodeView')
+        return async () => {
+          const v = simulatedUsage(await target.nodeView());
+          shown = v.usage;
+          return v;
+        };
       if (key === 'sandboxAddress')
         return async (sandboxID: string) => {
           await target.sandboxAddress(sandboxID); // 130404 for an unknown sandbox, as on any node

@@ -128,6 +128,12 @@ export interface NodeApi {
 
   /** Node metrics, density and pool levels as of now. */
   nodeView(): Promise<NodeView>;
+  /**
+   * A number that moves whenever the node's view (its lastSeen aside) or its sandbox list may have
+   * changed. A heartbeat neither builds the view nor takes the list of a node whose number stood
+   * still. Absent (a real node: its host's figures move on their own): both are taken every time.
+   */
+  stateVersion?(): number;
   subscribe(listener: (e: NodeEvent) => void): () => void;
 }
 

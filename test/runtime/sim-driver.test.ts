@@ -1,7 +1,7 @@
 // The sim runtime driver (a SIMULATION: no kernel objects) honours the RuntimeDriver contract
 // the cubelet relies on: lifecycle, exec of the simulated commands, confined files, stats,
 // scan/cleanup; and its network agent hands out addresses without touching the kernel.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isCubeError } from '../../src/errors.js';
@@ -37,13 +37,13 @@ async function code(p: Promise<unknown>): Promise<number | undefined> {
 }
 
 describe('sim driver lifecycle', () => {
-  it('create, pause, resume, destroy; alive follows; destroy is idempotent and removes the directory', async () => {
+  it('create, pause, resume, destroy; alive follows; destroy is idempotent; nothing is made on disk', async () => {
     const d = new SimDriver({ dataDir });
     await d.init();
     const s = spec();
     const h = await d.create(s);
     expect(h.initPid).toBeLessThan(0); // never a host pid
-    expect(existsSync(h.dir)).toBe(true);
+    expect(existsSync(h.dir)).toBe(false);
     expect(d.alive(h)).toBe(true);
     expect(await code(d.create(s))).toBe(130409);
     await d.pause(h);
@@ -61,7 +61,9 @@ describe('sim driver lifecycle', () => {
   it('cleanup keeps what it is told to and removes every other sandbox and leftover directory', async () => {
     const d = new SimDriver({ dataDir: join(dataDir, 'cleanup') });
     await d.init();
-    const [a, b] = [await d.create(spec()), await d.create(spec())];
+    const [a, b, c] = [await d.create(spec()), await d.create(spec()), await d.create(spec())];
+    // Directories an older version made (with its meta.json) and left behind.
+    for (const h of [a, b]) mkdirSync(h.dir);
     const fresh = new SimDriver({ dataDir: join(dataDir, 'cleanup') }); // a restart: memory is empty, directories remain
     await fresh.init();
     expect(await fresh.scan()).toEqual([]);
@@ -69,8 +71,22 @@ describe('sim driver lifecycle', () => {
     expect(removed).toEqual([b.sandboxID]);
     expect(existsSync(a.dir)).toBe(true);
     expect(existsSync(b.dir)).toBe(false);
-    await d.cleanup(new Set());
+    expect((await d.cleanup(new Set())).removed.sort()).toEqual([a.sandboxID, b.sandboxID, c.sandboxID].sort());
     expect(existsSync(a.dir)).toBe(false);
+  });
+
+  it("keeps the cubelet's meta in memory, as a copy a later change of the object does not reach, until the sandbox is destroyed", async () => {
+    const d = new SimDriver({ dataDir: join(dataDir, 'meta') });
+    await d.init();
+    const h = await d.create(spec());
+    expect(await d.meta.read(h.dir)).toBeUndefined(); // before the cubelet's write: an incomplete create
+    const meta = { sandboxID: h.sandboxID, templateID: 'host', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, slotIndex: 3, startedAt: 1, endAt: 2, metadata: { k: 'v' }, env: {}, paused: false };
+    await d.meta.write(h.dir, meta);
+    meta.metadata.k = 'changed';
+    meta.paused = true;
+    expect(await d.meta.read(h.dir)).toEqual({ ...meta, metadata: { k: 'v' }, paused: false });
+    await d.destroy(h.sandboxID);
+    expect(await d.meta.read(h.dir)).toBeUndefined();
   });
 });
 
