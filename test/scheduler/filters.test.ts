@@ -123,3 +123,23 @@ describe('mvm_num', () => {
     expect(verdict(FILTERS.mvm_num, ctx(node('a', { sandboxes: { total } }), { cfg: { scheduler: { node_max_mvm_num: cap } } }))).toBe(want);
   });
 });
+
+describe('PreparedNode.holds', () => {
+  it('a name asked for before any node listed it is found once a node lists it', () => {
+    const early = prepareNode(node('early', { templates: ['host'] }));
+    expect(early.holds('late-name')).toBe(false);
+    expect(prepareNode(node('late', { templates: ['late-name'] })).holds('late-name')).toBe(true);
+    expect(early.holds('late-name')).toBe(false);
+  });
+
+  it('answers for every template name, also past the names that get a bit (30), and for a name built at run time', () => {
+    const names = Array.from({ length: 45 }, (_, i) => `t${i}`);
+    const nodes = names.map((t, i) => prepareNode(node(`n${i}`, { templates: ['host', t] })));
+    for (const [i, n] of nodes.entries()) {
+      expect(n.holds('host')).toBe(true);
+      expect(n.holds(`t${String(i)}`)).toBe(true);
+      expect(n.holds(`t${String((i + 1) % names.length)}`)).toBe(false);
+      expect(n.holds('never-listed')).toBe(false);
+    }
+  });
+});

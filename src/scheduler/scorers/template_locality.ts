@@ -6,7 +6,7 @@ import type { Scorer } from '../plugin.js';
  * (50: a create there waits for a fetch under way), then the rest (0: a create there fetches it).
  */
 export const templateLocality: Scorer = ({ req, node }) => {
-  if (node.templates.includes(req.templateID)) return 100;
+  if (node.holds(req.templateID)) return 100;
   const want = listedName(req.templateID);
   return node.fetching?.some((f) => listedName(f.split(' ', 1)[0]!) === want) ? 50 : 0;
 };
