@@ -3,7 +3,7 @@ import { computeDensity, densityParamsFromConfig } from '../../src/model/density
 import { FILTERS } from '../../src/scheduler/filters/index.js';
 import { prefilter } from '../../src/scheduler/filters/prefilter.js';
 import { SCORERS } from '../../src/scheduler/scorers/index.js';
-import { prepareNode, type Filter, type NodeContext } from '../../src/scheduler/plugin.js';
+import { holds, prepareNode, type Filter, type NodeContext } from '../../src/scheduler/plugin.js';
 import { config, node, NOW, REQ } from './fixtures.js';
 
 function ctx(n: ReturnType<typeof node>, opts: { inFlight?: number; cfg?: Record<string, unknown>; req?: Partial<typeof REQ> } = {}): NodeContext {
@@ -124,22 +124,22 @@ describe('mvm_num', () => {
   });
 });
 
-describe('PreparedNode.holds', () => {
+describe('holds', () => {
   it('a name asked for before any node listed it is found once a node lists it', () => {
     const early = prepareNode(node('early', { templates: ['host'] }));
-    expect(early.holds('late-name')).toBe(false);
-    expect(prepareNode(node('late', { templates: ['late-name'] })).holds('late-name')).toBe(true);
-    expect(early.holds('late-name')).toBe(false);
+    expect(holds(early, 'late-name')).toBe(false);
+    expect(holds(prepareNode(node('late', { templates: ['late-name'] })), 'late-name')).toBe(true);
+    expect(holds(early, 'late-name')).toBe(false);
   });
 
   it('answers for every template name, also past the names that get a bit (30), and for a name built at run time', () => {
     const names = Array.from({ length: 45 }, (_, i) => `t${i}`);
     const nodes = names.map((t, i) => prepareNode(node(`n${i}`, { templates: ['host', t] })));
     for (const [i, n] of nodes.entries()) {
-      expect(n.holds('host')).toBe(true);
-      expect(n.holds(`t${String(i)}`)).toBe(true);
-      expect(n.holds(`t${String((i + 1) % names.length)}`)).toBe(false);
-      expect(n.holds('never-listed')).toBe(false);
+      expect(holds(n, 'host')).toBe(true);
+      expect(holds(n, `t${String(i)}`)).toBe(true);
+      expect(holds(n, `t${String((i + 1) % names.length)}`)).toBe(false);
+      expect(holds(n, 'never-listed')).toBe(false);
     }
   });
 });

@@ -1,6 +1,6 @@
-import type { Filter, NodeContext } from '../plugin.js';
+import { holds, type Filter, type NodeContext } from '../plugin.js';
 
-const takes = ({ req, node }: NodeContext) => node.holds(req.templateID) || (req.fetchable === true && node.fetches);
+const takes = ({ req, node }: NodeContext) => holds(node, req.templateID) || (req.fetchable === true && node.fetches);
 
 /**
  * The node holds the template, or (cluster) it is on another node and this node fetches what it
