@@ -78,7 +78,7 @@ function bitOf(templateID: string): number {
  * changed, only replaced). Views come from JSON, operator flags and placement overlays in many
  * object shapes: read in the loop, every property load was megamorphic, and looking the lastSeen
  * string up in a memo of parsed times was 31% of a decision (profile of bench/scheduler.ts
- * --book). One class, flat fields.
+ * --book). One shape (prepareNode), flat fields.
  */
 export interface PreparedNode {
   readonly view: NodeView;
