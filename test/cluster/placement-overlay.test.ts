@@ -73,6 +73,22 @@ describe('PlacementBook: the prepared nodes decisions read', () => {
   });
 });
 
+describe('PlacementBook: a view a read brings again', () => {
+  it('keeps its prepared node; a new view of the node gets a new one', () => {
+    const book = new PlacementBook(() => params);
+    const a = node('a', { lastSeen: new Date(NOW).toISOString() });
+    const b = node('b', { lastSeen: new Date(NOW).toISOString() });
+    book.setViews([a, b], NOW);
+    const [pa, pb] = book.withInFlight(new Map()).map((c) => c.prepared);
+    const b2 = node('b', { lastSeen: new Date(NOW + 1000).toISOString(), sandboxes: { total: 5 } });
+    book.setViews([b2, a], NOW + 1000);
+    const [cb, ca] = book.withInFlight(new Map());
+    expect(ca!.prepared).toBe(pa);
+    expect(cb!.prepared).not.toBe(pb);
+    expect(cb!.prepared).toMatchObject({ view: b2, sandboxes: 5 });
+  });
+});
+
 describe('withPlacements', () => {
   const p = (at: number, nodeID = 'a') => ({ nodeID, cpus: 2, memoryMiB: 1024, at: NOW + at });
   it.each([

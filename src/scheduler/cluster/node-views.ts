@@ -45,11 +45,18 @@ export class PlacementBook {
 
   /** New views (a metrics read): placements that a node's heartbeat now shows, or too old to wait for, are done. */
   setViews(views: NodeView[], now: number): void {
+    const before = this.candidates;
+    const at = new Map(this.index);
     this.views = views;
     this.index.clear();
     views.forEach((v, i) => this.index.set(v.nodeID, i));
     this.overlaid = views.slice();
-    this.candidates = views.map(candidate);
+    // A read that brings a node's view again (the same object: its metrics did not change) keeps its prepared node.
+    this.candidates = views.map((view) => {
+      const j = at.get(view.nodeID);
+      const prepared = j === undefined ? undefined : before[j]?.prepared;
+      return prepared !== undefined && prepared.view === view ? { view, inFlightCreates: 0, prepared } : candidate(view);
+    });
     for (const [nodeID, list] of this.pending) {
       const i = this.index.get(nodeID);
       const seen = i === undefined ? Infinity : Date.parse(views[i]!.lastSeen);
