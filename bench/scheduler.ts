@@ -1,15 +1,20 @@
 // Scheduler decision benchmark: the real pipeline over simulated node views (no sandboxes run).
 // Each placement is applied to the chosen node's usage, so filters start refusing as nodes fill;
 // a share of sandboxes is destroyed as we go to hold a steady state.
-//   npx tsx bench/scheduler.ts [--nodes 1000] [--decisions 20000] [--select 3]
+//   npx tsx bench/scheduler.ts [--nodes 1000] [--decisions 20000] [--select 3] [--book]
+// --book: the candidates as the control plane has them: simulated nodes' views (simNodeSpecs)
+// through JSON (as read from Redis) and clusterNodeView, in a PlacementBook that each placement
+// updates, with new views every 10 decisions (a metrics read every 250 ms at 40 creates/s).
 import { parseArgs } from 'node:util';
 import type { NodeView } from '../src/api/types.js';
+import { simNodeSpecs } from '../src/cubelet/sim-nodes.js';
+import { clusterNodeView, PlacementBook } from '../src/scheduler/cluster/node-views.js';
 import { summarizeLatencies } from '../src/bench/stats.js';
 import { MasterConfigSchema } from '../src/config/schema.js';
 import { densityParamsFromConfig, footprintMiB } from '../src/model/density.js';
 import { describeRejections, schedule } from '../src/scheduler/pipeline.js';
 
-const { values } = parseArgs({ options: { nodes: { type: 'string', default: '1000' }, decisions: { type: 'string', default: '20000' }, select: { type: 'string', default: '3' } } });
+const { values } = parseArgs({ options: { nodes: { type: 'string', default: '1000' }, decisions: { type: 'string', default: '20000' }, select: { type: 'string', default: '3' }, book: { type: 'boolean', default: false } } });
 const N = Number(values.nodes);
 const DECISIONS = Number(values.decisions);
 const cfg = MasterConfigSchema.parse({ scheduler: { priority_select_num: Number(values.select) } });
@@ -47,6 +52,18 @@ const specs = [
   { cpus: 1, memoryMiB: 512 },
 ];
 const placed: { nodeID: string; cpus: number; fp: number }[] = [];
+const book = values.book ? new PlacementBook(() => params) : undefined;
+const specsOfNodes = simNodeSpecs(N, 'sim-');
+/** New views of every node, as a metrics read builds them: each parsed from its own JSON, its own lastSeen. */
+function readViews(at: number): NodeView[] {
+  return nodes.map(({ view }, i) => {
+    const spec = specsOfNodes[i]!;
+    const reported = { ...view, runtime: 'sim', runtimes: [{ name: 'sim' }], capacity: { cpus: spec.cpus, memoryMiB: spec.memoryMiB, declared: true }, usage: { ...view.usage, cpuUtilPercent: 2 }, templates: spec.templates, layers: [], fetching: [], lastSeen: new Date(at - (i % 1000)).toISOString() };
+    return clusterNodeView({ nodeID: view.nodeID, cordoned: view.cordoned, draining: false, joinedAt: new Date(0).toISOString() }, JSON.parse(JSON.stringify(reported)) as NodeView, false, at, 10_000);
+  });
+}
+if (book) book.setViews(readViews(now), now);
+const inFlight = new Map<string, number>();
 
 const latMs: number[] = [];
 let ok = 0;
@@ -55,9 +72,16 @@ let lastRefusal = '';
 const t0 = process.hrtime.bigint();
 for (let d = 0; d < DECISIONS; d++) {
   const spec = specs[d % specs.length]!;
+  let cands = nodes;
+  if (book) {
+    if (d % 10 === 0) book.setViews(readViews(now), now);
+    cands = book.withInFlight(inFlight);
+  }
   const start = process.hrtime.bigint();
-  const r = schedule({ templateID: 'host', ...spec }, nodes, cfg, now, rand);
+  const r = schedule({ templateID: 'host', ...spec, ...(book ? { fetchable: true } : {}) }, cands, cfg, now, rand);
   latMs.push(Number(process.hrtime.bigint() - start) / 1e6);
+  // Counted by the node from before its next read's lastSeen (readViews), which then retires it.
+  if (book && r.ok) book.place({ nodeID: r.nodeID, cpus: spec.cpus, memoryMiB: spec.memoryMiB, at: now - 1001 });
   if (r.ok) {
     ok++;
     const n = byID.get(r.nodeID)!;

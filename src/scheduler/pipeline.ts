@@ -4,27 +4,103 @@
 // a hot-reloaded config takes effect on the next decision.
 import type { MasterConfig } from '../config/schema.js';
 import { CubeError } from '../errors.js';
-import { computeDensity, densityParamsFromConfig, DensityInputError, type Density, type DensityParams, type NodeCapacity } from '../model/density.js';
+import { computeDensity, densityParamsFromConfig, DensityInputError, type Density, type DensityParams } from '../model/density.js';
 import { FILTERS } from './filters/index.js';
-import { prefilter } from './filters/prefilter.js';
-import type { Candidate, NodeContext, PlacementRequest, Rejection } from './plugin.js';
+import { passesPrefilter, preparedPrefilter } from './filters/prefilter.js';
+import { prepareNode, type Candidate, type Filter, type NodeContext, type NodeShape, type PlacementRequest, type PreparedNode, type Rejection, type Scorer } from './plugin.js';
 import { SCORERS } from './scorers/index.js';
 
 export type ScheduleResult = { ok: true; nodeID: string; score: number } | { ok: false; rejections: Rejection[] };
 
+/** What a decision takes from the config, made once per config object (a hot reload brings a new one). */
+interface Plan {
+  params: DensityParams;
+  filters: { name: string; filter: Filter }[];
+  scorers: { run: Scorer; weight: number }[];
+  weightSum: number;
+  /** Densities by request spec ("cpus/memoryMiB"), each indexed by NodeShape.id. */
+  densities: Map<string, (Density | DensityInputError | undefined)[]>;
+}
+
+const plans = new WeakMap<MasterConfig, Plan>();
+function planOf(cfg: MasterConfig): Plan {
+  let plan = plans.get(cfg);
+  if (plan === undefined) {
+    const weights = cfg.scheduler.score.resource_weights;
+    const scorers = cfg.scheduler.score.enable_scorers.map((name) => ({ run: SCORERS[name], weight: weights[name] ?? 0 })).filter((s) => s.weight > 0);
+    plan = {
+      params: densityParamsFromConfig(cfg),
+      filters: cfg.scheduler.filter.enable_filters.map((name) => ({ name, filter: FILTERS[name] })),
+      scorers,
+      weightSum: scorers.reduce((a, s) => a + s.weight, 0),
+      densities: new Map(),
+    };
+    plans.set(cfg, plan);
+  }
+  return plan;
+}
+
+/**
+ * The density table of one spec: nodes of one capacity share it, and it outlives the decision
+ * (computing the 18 shapes of 1000 simulated nodes in each decision was a fifth of its time in
+ * a profile of bench/scheduler.ts --book).
+ */
+function densityTable(plan: Plan, req: PlacementRequest): (Density | DensityInputError | undefined)[] {
+  const key = `${req.cpus}/${req.memoryMiB}`;
+  let table = plan.densities.get(key);
+  if (table === undefined) {
+    if (plan.densities.size >= 1000) plan.densities.clear();
+    plan.densities.set(key, (table = []));
+  }
+  return table;
+}
+
+function densityOf(table: (Density | DensityInputError | undefined)[], shape: NodeShape, params: DensityParams, req: PlacementRequest): Density | DensityInputError {
+  let d = table[shape.id];
+  if (d === undefined) {
+    try {
+      d = computeDensity(shape, params, req);
+    } catch (e) {
+      if (!(e instanceof DensityInputError)) throw e;
+      d = e;
+    }
+    table[shape.id] = d;
+  }
+  return d;
+}
+
+// A node's verdict in the loop: it passes, or the rule that refused it (a filter's index in Plan.filters, or one of these).
+const PASSES = -1;
+const BY_RUNTIME = -2;
+const BY_PREFILTER = -3;
+const BY_CAPACITY = -4;
+
+/** The index of the first filter that refuses, or PASSES. */
+function firstRefusal(filters: Plan['filters'], ctx: NodeContext): number {
+  for (let f = 0; f < filters.length; f++) if (!filters[f]!.filter.passes(ctx)) return f;
+  return PASSES;
+}
+
+/** The candidate's prepared node, made now when it has none for its current view. */
+const preparedOf = (c: Candidate): PreparedNode => (c.prepared !== undefined && c.prepared.view === c.view ? c.prepared : prepareNode(c.view));
+
+/** The runtime a request needs on this node, if any: its own, else its template's default there. */
+const runtimeFor = (req: PlacementRequest, node: PreparedNode): string | undefined => req.runtime ?? node.templateRuntimes?.[req.templateID];
+
 export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterConfig, now: number, rand: () => number = Math.random): ScheduleResult {
   if (!(req.cpus > 0) || !(req.memoryMiB > 0)) throw new CubeError('BAD_REQUEST', `cpus and memory must be positive (got ${req.cpus} cpus, ${req.memoryMiB} MiB)`);
-  const params = densityParamsFromConfig(cfg);
-  const filters = cfg.scheduler.filter.enable_filters.map((name) => ({ name, run: FILTERS[name] }));
-  const weights = cfg.scheduler.score.resource_weights;
-  const scorers = cfg.scheduler.score.enable_scorers.map((name) => ({ run: SCORERS[name], weight: weights[name] ?? 0 })).filter((s) => s.weight > 0);
-  const weightSum = scorers.reduce((a, s) => a + s.weight, 0);
+  const plan = planOf(cfg);
+  const { params, filters, scorers, weightSum } = plan;
+  const densities = densityTable(plan, req);
+  const timeout = cfg.scheduler.heartbeat_timeout_ms;
   const topN = cfg.scheduler.priority_select_num;
 
-  const rejections: Rejection[] = [];
+  // Refused nodes as candidate index and rule (BY_* or a filter's index): the words are built
+  // only when the decision is refused.
+  const refusedAt: number[] = [];
+  const refusedBy: number[] = [];
   const top: Ranked[] = [];
-  // Nodes of one shape share a density: compute it once per shape and decision.
-  const densities = new Map<number, Map<number, Density | DensityInputError>>();
+  let ctx: NodeContext | undefined;
   let considered = 0;
   // A decision over 1000 nodes scored all of them (p99 15-23 ms in the control under load); it
   // now stops after `candidate_limit` feasible ones, visited from a random start so that
@@ -34,67 +110,62 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
   const start = limit > 0 && nodes.length > limit ? Math.floor(rand() * nodes.length) : 0;
   let feasible = 0;
   for (let k = 0; k < nodes.length && (limit === 0 || feasible < limit); k++) {
-    const { view, inFlightCreates } = nodes[(start + k) % nodes.length]!;
-    if (req.nodeID !== undefined && view.nodeID !== req.nodeID) continue;
+    const i = start + k < nodes.length ? start + k : start + k - nodes.length;
+    const c = nodes[i]!;
+    const node = preparedOf(c);
+    if (req.nodeID !== undefined && node.nodeID !== req.nodeID) continue;
     considered++;
-    // A create that names no runtime runs on its template's default, where the template has one.
-    const runtime = req.runtime ?? view.templateRuntimes?.[req.templateID];
-    if (runtime !== undefined && !(view.runtimes ? view.runtimes.some((r) => r.name === runtime) : view.runtime === runtime)) {
-      const offered = view.runtimes?.map((r) => r.name) ?? [view.runtime];
-      const why = req.runtime === undefined ? ` (template ${req.templateID}'s default)` : '';
-      rejections.push({ nodeID: view.nodeID, filter: 'runtime', reason: `runtime ${offered.join(', ')}, not ${runtime}${why}` });
-      continue;
-    }
-    const pre = prefilter(view, cfg.scheduler.heartbeat_timeout_ms, now);
-    if (pre !== undefined) {
-      rejections.push({ nodeID: view.nodeID, filter: 'prefilter', reason: pre });
-      continue;
-    }
-    const density = densityFor(densities, view.capacity, params, req);
-    if (density instanceof DensityInputError) {
-      rejections.push({ nodeID: view.nodeID, filter: 'capacity', reason: density.message });
-      continue;
-    }
-    const ctx: NodeContext = { req, node: view, inFlightCreates, cfg, now, density };
-    let refused = false;
-    for (const f of filters) {
-      const reason = f.run(ctx);
-      if (reason !== undefined) {
-        rejections.push({ nodeID: view.nodeID, filter: f.name, reason });
-        refused = true;
-        break;
+    const runtime = runtimeFor(req, node);
+    let by = PASSES;
+    if (runtime !== undefined && !node.runtimes.includes(runtime)) by = BY_RUNTIME;
+    else if (!passesPrefilter(node, timeout, now)) by = BY_PREFILTER;
+    else {
+      const density = densityOf(densities, node.capacity, params, req);
+      if (density instanceof DensityInputError) by = BY_CAPACITY;
+      else {
+        if (ctx === undefined) ctx = { req, node, inFlightCreates: c.inFlightCreates, cfg, now, density };
+        else {
+          ctx.node = node;
+          ctx.inFlightCreates = c.inFlightCreates;
+          ctx.density = density;
+        }
+        by = firstRefusal(filters, ctx);
       }
     }
-    if (refused) continue;
+    if (by !== PASSES) {
+      refusedAt.push(i);
+      refusedBy.push(by);
+      continue;
+    }
     let score = 0;
     if (weightSum > 0) {
-      for (const s of scorers) score += s.weight * s.run(ctx);
+      for (let s = 0; s < scorers.length; s++) score += scorers[s]!.weight * scorers[s]!.run(ctx!);
       score /= weightSum;
     }
-    insertTop(top, { nodeID: view.nodeID, score, tie: rand() }, topN);
+    insertTop(top, node.nodeID, score, rand(), topN);
     feasible++;
   }
+  if (top.length > 0) {
+    const pick = top[Math.min(top.length - 1, Math.floor(rand() * top.length))]!;
+    return { ok: true, nodeID: pick.nodeID, score: pick.score };
+  }
+  const rejections = refusedAt.map((i, n) => rejection(nodes[i]!, refusedBy[n]!, req, plan, densities, cfg, now));
   if (req.nodeID !== undefined && considered === 0) rejections.push({ nodeID: req.nodeID, filter: 'prefilter', reason: 'not registered' });
-  if (top.length === 0) return { ok: false, rejections };
-  const pick = top[Math.min(top.length - 1, Math.floor(rand() * top.length))]!;
-  return { ok: true, nodeID: pick.nodeID, score: pick.score };
+  return { ok: false, rejections };
 }
 
-/** By CPUs, then memory (no key string built per node visited: a decision visits 100 or more). */
-function densityFor(cache: Map<number, Map<number, Density | DensityInputError>>, capacity: NodeCapacity, params: DensityParams, spec: PlacementRequest): Density | DensityInputError {
-  let byMem = cache.get(capacity.cpus);
-  if (byMem === undefined) cache.set(capacity.cpus, (byMem = new Map()));
-  let d = byMem.get(capacity.memoryMiB);
-  if (d === undefined) {
-    try {
-      d = computeDensity(capacity, params, spec);
-    } catch (e) {
-      if (!(e instanceof DensityInputError)) throw e;
-      d = e;
-    }
-    byMem.set(capacity.memoryMiB, d);
+/** The words of one refusal the loop recorded. */
+function rejection(c: Candidate, by: number, req: PlacementRequest, plan: Plan, densities: (Density | DensityInputError | undefined)[], cfg: MasterConfig, now: number): Rejection {
+  const node = preparedOf(c);
+  if (by === BY_RUNTIME) {
+    const why = req.runtime === undefined ? ` (template ${req.templateID}'s default)` : '';
+    return { nodeID: node.nodeID, filter: 'runtime', reason: `runtime ${node.runtimes.join(', ')}, not ${runtimeFor(req, node)}${why}` };
   }
-  return d;
+  if (by === BY_PREFILTER) return { nodeID: node.nodeID, filter: 'prefilter', reason: preparedPrefilter(node, cfg.scheduler.heartbeat_timeout_ms, now) ?? 'refused' };
+  const density = densityOf(densities, node.capacity, plan.params, req);
+  if (density instanceof DensityInputError) return { nodeID: node.nodeID, filter: 'capacity', reason: density.message };
+  const { name, filter } = plan.filters[by]!;
+  return { nodeID: node.nodeID, filter: name, reason: filter.reason({ req, node, inFlightCreates: c.inFlightCreates, cfg, now, density }) ?? 'refused' };
 }
 
 interface Ranked {
@@ -104,18 +175,19 @@ interface Ranked {
   tie: number;
 }
 
-const better = (a: Ranked, b: Ranked) => a.score > b.score || (a.score === b.score && a.tie < b.tie);
+const better = (score: number, tie: number, b: Ranked) => score > b.score || (score === b.score && tie < b.tie);
 
 /**
  * Keeps `top` sorted best first, at most `n` long. Equal scores are ordered by their random
  * `tie`: with arrival order, a fleet of identical empty nodes sent every placement to the same
- * first N (200 creates on 1000 simulated nodes landed on 72-95 of them).
+ * first N (200 creates on 1000 simulated nodes landed on 72-95 of them). An entry is made only
+ * for a node that gets in.
  */
-function insertTop(top: Ranked[], entry: Ranked, n: number): void {
-  if (top.length === n && !better(entry, top[n - 1]!)) return;
+function insertTop(top: Ranked[], nodeID: string, score: number, tie: number, n: number): void {
+  if (top.length === n && !better(score, tie, top[n - 1]!)) return;
   let i = top.length;
-  while (i > 0 && better(entry, top[i - 1]!)) i--;
-  top.splice(i, 0, entry);
+  while (i > 0 && better(score, tie, top[i - 1]!)) i--;
+  top.splice(i, 0, { nodeID, score, tie });
   if (top.length > n) top.pop();
 }
 

@@ -10,7 +10,7 @@ import type { NodeView } from '../model/node.js';
 import { FILTERS } from './filters/index.js';
 import { prefilter } from './filters/prefilter.js';
 import { schedule } from './pipeline.js';
-import type { NodeContext } from './plugin.js';
+import { prepareNode, type NodeContext } from './plugin.js';
 
 export interface Schedulability {
   schedulable: boolean;
@@ -63,9 +63,9 @@ export function ruleVerdicts(view: NodeView, inFlightCreates: number, cfg: Maste
     if (!(e instanceof DensityInputError)) throw e;
     return [...out, { rule: 'capacity', refusal: e.message }];
   }
-  const ctx: NodeContext = { req, node: view, inFlightCreates, cfg, now, density };
+  const ctx: NodeContext = { req, node: prepareNode(view), inFlightCreates, cfg, now, density };
   for (const name of cfg.scheduler.filter.enable_filters) {
-    const refusal = FILTERS[name](ctx);
+    const refusal = FILTERS[name].reason(ctx);
     out.push(refusal === undefined ? { rule: name } : { rule: name, refusal });
   }
   return out;

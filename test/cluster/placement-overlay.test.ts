@@ -5,7 +5,8 @@ import { parseProxyPath, proxyPath } from '../../src/cubelet/rpc-wire.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
 import { PlacementBook, withPlacements } from '../../src/scheduler/cluster/node-views.js';
 import { densityParamsFromConfig, footprintMiB } from '../../src/model/density.js';
-import { NOW, node } from '../scheduler/fixtures.js';
+import { schedule } from '../../src/scheduler/pipeline.js';
+import { NOW, REQ, config, node } from '../scheduler/fixtures.js';
 
 const params = densityParamsFromConfig(MasterConfigSchema.parse({}));
 const seen = (ms: number) => node('a', { lastSeen: new Date(NOW + ms).toISOString() });
@@ -46,6 +47,45 @@ describe('PlacementBook: which placements a new metrics read still needs added',
     const cands = book.withInFlight(new Map([['b', 3]]));
     expect(cands.map((c) => c.inFlightCreates)).toEqual([0, 3]);
     expect(book.withInFlight(new Map()).map((c) => c.inFlightCreates)).toEqual([0, 0]);
+  });
+});
+
+describe('PlacementBook: the prepared nodes decisions read', () => {
+  it('each candidate carries the node prepared from its current view: a metrics read and a placement make it again', () => {
+    const book = new PlacementBook(() => params);
+    // 116 of the reference spec held: one more fits, then the node is full.
+    const nearlyFull = () => node('a', { lastSeen: new Date(NOW).toISOString(), usage: { quotaMemUsedMiB: 116 * 4202 } });
+    book.setViews([nearlyFull()], NOW);
+    const before = book.withInFlight(new Map());
+    expect(before[0]!.prepared?.view).toBe(before[0]!.view);
+    expect(schedule(REQ, before, config(), NOW, () => 0)).toMatchObject({ ok: true, nodeID: 'a' });
+    // The node answered at NOW + 500 (its clock): a heartbeat stamped later shows the sandbox.
+    book.place({ nodeID: 'a', cpus: REQ.cpus, memoryMiB: REQ.memoryMiB, at: NOW + 500 });
+    const after = book.withInFlight(new Map([['a', 1]]));
+    expect(after[0]!.prepared?.view).toBe(after[0]!.view);
+    expect(after[0]!.prepared?.quotaMemUsedMiB).toBe(117 * 4202);
+    expect(schedule(REQ, after, config(), NOW, () => 0)).toMatchObject({ ok: false, rejections: [{ nodeID: 'a', filter: 'mem', reason: 'mem 117/117 (491634+4202 > 493568 MiB)' }] });
+    // A newer read whose heartbeat shows the sandbox ended meanwhile (the placement is done): room again.
+    book.setViews([node('a', { lastSeen: new Date(NOW + 1000).toISOString(), usage: { quotaMemUsedMiB: 116 * 4202 } })], NOW + 1000);
+    const read = book.withInFlight(new Map());
+    expect(read[0]!.prepared?.view).toBe(read[0]!.view);
+    expect(schedule(REQ, read, config(), NOW + 1000, () => 0)).toMatchObject({ ok: true, nodeID: 'a' });
+  });
+});
+
+describe('PlacementBook: a view a read brings again', () => {
+  it('keeps its prepared node; a new view of the node gets a new one', () => {
+    const book = new PlacementBook(() => params);
+    const a = node('a', { lastSeen: new Date(NOW).toISOString() });
+    const b = node('b', { lastSeen: new Date(NOW).toISOString() });
+    book.setViews([a, b], NOW);
+    const [pa, pb] = book.withInFlight(new Map()).map((c) => c.prepared);
+    const b2 = node('b', { lastSeen: new Date(NOW + 1000).toISOString(), sandboxes: { total: 5 } });
+    book.setViews([b2, a], NOW + 1000);
+    const [cb, ca] = book.withInFlight(new Map());
+    expect(ca!.prepared).toBe(pa);
+    expect(cb!.prepared).not.toBe(pb);
+    expect(cb!.prepared).toMatchObject({ view: b2, sandboxes: 5 });
   });
 });
 

@@ -3,13 +3,20 @@ import { computeDensity, densityParamsFromConfig } from '../../src/model/density
 import { FILTERS } from '../../src/scheduler/filters/index.js';
 import { prefilter } from '../../src/scheduler/filters/prefilter.js';
 import { SCORERS } from '../../src/scheduler/scorers/index.js';
-import type { NodeContext } from '../../src/scheduler/plugin.js';
+import { holds, prepareNode, type Filter, type NodeContext } from '../../src/scheduler/plugin.js';
 import { config, node, NOW, REQ } from './fixtures.js';
 
 function ctx(n: ReturnType<typeof node>, opts: { inFlight?: number; cfg?: Record<string, unknown>; req?: Partial<typeof REQ> } = {}): NodeContext {
   const cfg = config(opts.cfg);
   const req = { ...REQ, ...opts.req };
-  return { req, node: n, inFlightCreates: opts.inFlight ?? 0, cfg, now: NOW, density: computeDensity(n.capacity, densityParamsFromConfig(cfg), req) };
+  return { req, node: prepareNode(n), inFlightCreates: opts.inFlight ?? 0, cfg, now: NOW, density: computeDensity(n.capacity, densityParamsFromConfig(cfg), req) };
+}
+
+/** The filter's words, checked against its quick verdict (the pipeline runs `passes`, and `reason` only to report a refusal). */
+function verdict(filter: Filter, c: NodeContext): string | undefined {
+  const reason = filter.reason(c);
+  expect(filter.passes(c)).toBe(reason === undefined);
+  return reason;
 }
 
 describe('prefilter', () => {
@@ -40,7 +47,7 @@ describe('cpu', () => {
     ['2-core box read from the host: 25 one-vCPU sandboxes', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { quotaCpuUsed: 24.5 } }), {}, undefined],
     ['... and not 26', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { quotaCpuUsed: 25 } }), {}, 'cpu quota 25+1 > 25.6'],
   ])('%s', (_name, n, cfg, want) => {
-    expect(FILTERS.cpu(ctx(n, { cfg }))).toBe(want);
+    expect(verdict(FILTERS.cpu, ctx(n, { cfg }))).toBe(want);
   });
 });
 
@@ -58,7 +65,7 @@ describe('mem', () => {
     ['host-read node short of real memory', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { memAvailableMiB: 6000 } }), {}, 'memory available 6000 MiB < reserve 6144 MiB'],
     ['a declared node is not gated on MemAvailable', node('a', { usage: { memAvailableMiB: 100 } }), {}, undefined],
   ])('%s', (_name, n, cfg, want) => {
-    expect(FILTERS.mem(ctx(n, { cfg }))).toBe(want);
+    expect(verdict(FILTERS.mem, ctx(n, { cfg }))).toBe(want);
   });
 });
 
@@ -69,7 +76,7 @@ describe('disk', () => {
     ['over', 83, {}, 'disk 83% >= 80%'],
     ['watermark raised', 83, { scheduler: { disk_usage_max_percent: 90 } }, undefined],
   ])('%s', (_name, pct, cfg, want) => {
-    expect(FILTERS.disk(ctx(node('a', { usage: { diskUsedPercent: pct } }), { cfg }))).toBe(want);
+    expect(verdict(FILTERS.disk, ctx(node('a', { usage: { diskUsedPercent: pct } }), { cfg }))).toBe(want);
   });
 });
 
@@ -80,7 +87,7 @@ describe('realtime_create_num', () => {
     [100, 100, 'creates in flight 100 >= 100'],
     [5, 5, 'creates in flight 5 >= 5'],
   ])('%i in flight, limit %i', (inFlight, limit, want) => {
-    expect(FILTERS.realtime_create_num(ctx(node('a'), { inFlight, cfg: { scheduler: { realtime_create_num: limit } } }))).toBe(want);
+    expect(verdict(FILTERS.realtime_create_num, ctx(node('a'), { inFlight, cfg: { scheduler: { realtime_create_num: limit } } }))).toBe(want);
   });
 });
 
@@ -96,7 +103,7 @@ describe('template_locality', () => {
     ['py', ['host'], false, true, 'template py not on node, which fetches no templates', 0],
   ])('%s on %j (fetches %s, fetchable %s)', (templateID, templates, fetches, fetchable, want, score) => {
     const c = ctx(node('a', { templates, ...(fetches ? { layers: [] } : {}) }), { req: { templateID, fetchable } });
-    expect(FILTERS.template_locality(c)).toBe(want);
+    expect(verdict(FILTERS.template_locality, c)).toBe(want);
     expect(SCORERS.template_locality(c)).toBe(score);
   });
 
@@ -113,6 +120,26 @@ describe('mvm_num', () => {
     [3000, 3000, 'sandboxes 3000 >= 3000'],
     [10, 10, 'sandboxes 10 >= 10'],
   ])('%i sandboxes, cap %i', (total, cap, want) => {
-    expect(FILTERS.mvm_num(ctx(node('a', { sandboxes: { total } }), { cfg: { scheduler: { node_max_mvm_num: cap } } }))).toBe(want);
+    expect(verdict(FILTERS.mvm_num, ctx(node('a', { sandboxes: { total } }), { cfg: { scheduler: { node_max_mvm_num: cap } } }))).toBe(want);
+  });
+});
+
+describe('holds', () => {
+  it('a name asked for before any node listed it is found once a node lists it', () => {
+    const early = prepareNode(node('early', { templates: ['host'] }));
+    expect(holds(early, 'late-name')).toBe(false);
+    expect(holds(prepareNode(node('late', { templates: ['late-name'] })), 'late-name')).toBe(true);
+    expect(holds(early, 'late-name')).toBe(false);
+  });
+
+  it('answers for every template name, also past the names that get a bit (30), and for a name built at run time', () => {
+    const names = Array.from({ length: 45 }, (_, i) => `t${i}`);
+    const nodes = names.map((t, i) => prepareNode(node(`n${i}`, { templates: ['host', t] })));
+    for (const [i, n] of nodes.entries()) {
+      expect(holds(n, 'host')).toBe(true);
+      expect(holds(n, `t${String(i)}`)).toBe(true);
+      expect(holds(n, `t${String((i + 1) % names.length)}`)).toBe(false);
+      expect(holds(n, 'never-listed')).toBe(false);
+    }
   });
 });

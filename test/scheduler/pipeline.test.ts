@@ -1,5 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { CubeError } from '../../src/errors.js';
+import { FILTERS } from '../../src/scheduler/filters/index.js';
+import { prepareNode } from '../../src/scheduler/plugin.js';
 import { describeRejections, schedule } from '../../src/scheduler/pipeline.js';
 import { schedulability } from '../../src/scheduler/schedulable.js';
 import { config, node, NOW, REQ } from './fixtures.js';
@@ -141,6 +143,39 @@ describe('schedule', () => {
     const stale = cand(node('a', { lastSeen: new Date(NOW - 5000).toISOString() }));
     expect(schedule(REQ, [stale], config(), NOW, first).ok).toBe(false);
     expect(schedule(REQ, [stale], config({ scheduler: { heartbeat_timeout_ms: 10000 } }), NOW, first).ok).toBe(true);
+  });
+
+  it('a config reloaded between decisions takes effect at the next one (what is made once per config is made again)', () => {
+    // 60 x 4202 MiB held: over the 246784 MiB quota without oversell, under the 493568 with it.
+    const n = [cand(node('a', { usage: { quotaMemUsedMiB: 60 * 4202 } }))];
+    const tight = config({ host: { quota: { mem_oversell_ratio: 1 } } });
+    const loose = config();
+    expect(schedule(REQ, n, tight, NOW, first)).toMatchObject({ ok: false, rejections: [{ filter: 'mem' }] });
+    expect(schedule(REQ, n, loose, NOW, first)).toMatchObject({ ok: true, nodeID: 'a' });
+    expect(schedule(REQ, n, tight, NOW, first).ok).toBe(false);
+    const noMem = config({ host: { quota: { mem_oversell_ratio: 1 } }, scheduler: { filter: { enable_filters: ['cpu', 'disk'] } } });
+    expect(schedule(REQ, n, noMem, NOW, first).ok).toBe(true);
+  });
+
+  it("a candidate's prepared node counts only for the view it was made from", () => {
+    const full = node('a', { usage: { diskUsedPercent: 95 } });
+    const r = schedule(REQ, [{ view: full, inFlightCreates: 0, prepared: prepareNode(node('a')) }], config(), NOW, first);
+    expect(r).toEqual({ ok: false, rejections: [{ nodeID: 'a', filter: 'disk', reason: 'disk 95% >= 80%' }] });
+    const fresh = node('b');
+    expect(schedule(REQ, [{ view: fresh, inFlightCreates: 0, prepared: prepareNode(fresh) }], config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'b' });
+  });
+
+  it('a decision that places builds no refusal words; a refused one names every refused node', () => {
+    const words = vi.spyOn(FILTERS.disk, 'reason');
+    try {
+      const nodes = [cand(node('full', { usage: { diskUsedPercent: 95 } })), cand(node('ok'))];
+      expect(schedule(REQ, nodes, config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'ok' });
+      expect(words).not.toHaveBeenCalled();
+      expect(schedule(REQ, [nodes[0]!], config(), NOW, first)).toEqual({ ok: false, rejections: [{ nodeID: 'full', filter: 'disk', reason: 'disk 95% >= 80%' }] });
+      expect(words).toHaveBeenCalledTimes(1);
+    } finally {
+      words.mockRestore();
+    }
   });
 
   it('rejects a nonsensical request as a bad request', () => {

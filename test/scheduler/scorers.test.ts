@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { computeDensity, densityParamsFromConfig } from '../../src/model/density.js';
-import { headroomScore, type NodeContext } from '../../src/scheduler/plugin.js';
+import { headroomScore, prepareNode, type NodeContext } from '../../src/scheduler/plugin.js';
 import { SCORERS } from '../../src/scheduler/scorers/index.js';
 import { config, node, NOW, REQ } from './fixtures.js';
 
 function ctx(n: ReturnType<typeof node>, inFlight = 0): NodeContext {
   const cfg = config();
-  return { req: REQ, node: n, inFlightCreates: inFlight, cfg, now: NOW, density: computeDensity(n.capacity, densityParamsFromConfig(cfg), REQ) };
+  return { req: REQ, node: prepareNode(n), inFlightCreates: inFlight, cfg, now: NOW, density: computeDensity(n.capacity, densityParamsFromConfig(cfg), REQ) };
 }
 
 describe('headroomScore', () => {

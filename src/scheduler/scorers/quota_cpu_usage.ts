@@ -1,3 +1,3 @@
 import { headroomScore, type Scorer } from '../plugin.js';
 
-export const quotaCpuUsage: Scorer = ({ node, density }) => headroomScore(node.usage.quotaCpuUsed, density.cpuQuota);
+export const quotaCpuUsage: Scorer = ({ node, density }) => headroomScore(node.quotaCpuUsed, density.cpuQuota);

@@ -1,3 +1,3 @@
 import { headroomScore, type Scorer } from '../plugin.js';
 
-export const quotaMemUsage: Scorer = ({ node, density }) => headroomScore(node.usage.quotaMemUsedMiB, density.memQuotaMiB);
+export const quotaMemUsage: Scorer = ({ node, density }) => headroomScore(node.quotaMemUsedMiB, density.memQuotaMiB);

@@ -1,12 +1,12 @@
 import { listedName } from '../../runtime/templates.js';
-import type { Scorer } from '../plugin.js';
+import { holds, type Scorer } from '../plugin.js';
 
 /**
  * Prefers the nodes that hold the template (100: nothing to fetch), then those fetching it already
  * (50: a create there waits for a fetch under way), then the rest (0: a create there fetches it).
  */
 export const templateLocality: Scorer = ({ req, node }) => {
-  if (node.templates.includes(req.templateID)) return 100;
+  if (holds(node, req.templateID)) return 100;
   const want = listedName(req.templateID);
   return node.fetching?.some((f) => listedName(f.split(' ', 1)[0]!) === want) ? 50 : 0;
 };
