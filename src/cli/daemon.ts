@@ -434,7 +434,12 @@ async function runControl(flags: Flags): Promise<void> {
   await store.init();
   const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), nodes: new RemoteNodes(secret), replicaID });
   await cp.start();
-  const relay = new LayerRelay({ nodes: () => cp.listNodes(), secret, noteTemplates: (nodeID, templates) => cp.noteNodeTemplates(nodeID, templates) });
+  const relay = new LayerRelay({
+    nodes: () => cp.listNodes(),
+    secret,
+    noteTemplates: (nodeID, templates) => cp.noteNodeTemplates(nodeID, templates),
+    registryHolders: async (listed) => (await cp.templates()).find((t) => t.templateID === listed)?.nodes ?? [],
+  });
   const clusterTemplates = new ClusterTemplates({ nodes: () => cp.listNodes(), client: (v) => relay.node(v), book: store, secret, sandboxes: () => cp.listSandboxes(), memoryMiB: () => config.config.master.sandbox.default_spec.memory_mib, templatesChanged: (v) => relay.templatesChanged(v) });
   const api = createApiServer({
     ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), relay, clusterTemplates },

@@ -150,7 +150,7 @@ describe('template builds through a control replica', () => {
     expect((await c.api(0, '/admin/v1/templates/cbuilt', { method: 'DELETE' })).status).toBe(404);
   }, 300_000);
 
-  it("shows a client's own import, tag and rm through the replica in its very next list (read-your-writes)", async () => {
+  it("shows a client's own import, tag and rm through the replica in its very next list and inspect (read-your-writes)", async () => {
     // The replica lists the registry the nodes' heartbeats write: without the write-through, a list
     // right after the import lacked the template for up to a heartbeat.
     const listed = async () => new Map((await c.api<{ templateID: string; nodes: string[] }[]>(0, '/admin/v1/templates')).body.map((t) => [t.templateID, t.nodes]));
@@ -159,8 +159,11 @@ describe('template builds through a control replica', () => {
       const res = await fetch(`${c.controls[0]!.url}/admin/v1/templates/import?name=cryw&node=${nodeID(2)}`, { method: 'POST', headers: { 'x-api-key': c.apiKey, 'content-type': 'application/octet-stream' }, body });
       expect(res.status, await res.clone().text()).toBe(201);
       expect((await listed()).get('cryw')).toEqual([nodeID(2)]);
+      // Inspect too: it looked for a holder in the node views only, which lag by a heartbeat (404).
+      expect((await c.api(0, '/admin/v1/templates/cryw')).status).toBe(200);
       await Template.assignTags('cryw', 'next', opts());
       expect((await listed()).get('cryw:next')).toEqual([nodeID(2)]);
+      expect((await c.api(0, '/admin/v1/templates/cryw:next')).status).toBe(200);
       for (const ref of ['cryw:next', 'cryw']) expect((await c.api(0, `/admin/v1/templates/${ref}`, { method: 'DELETE' })).status).toBe(200);
       const after = await listed();
       expect([after.has('cryw'), after.has('cryw:next')]).toEqual([false, false]);

@@ -213,8 +213,12 @@ describe('e2b SDK against cubed', () => {
       }
       throw new Error(`sandbox ${sbx.sandboxId} was not paused by its timeout`);
     };
-    const auto = await create({ timeoutMs: 1_000, lifecycle: { onTimeout: 'pause', autoResume: true } });
+    // The 1 s timeout starts once the file is written: counted from the create, it fired before
+    // the first command under load (the create took more than 1 s), which then resumed the sandbox
+    // for the default timeout and it was never paused here.
+    const auto = await create({ timeoutMs: 60_000, lifecycle: { onTimeout: 'pause', autoResume: true } });
     await auto.commands.run('echo kept > /tmp/state');
+    await auto.setTimeout(1_000);
     expect((await pausedByTimeout(auto)).lifecycle).toEqual({ onTimeout: 'pause', autoResume: true });
     // Two requests at once: one resume, both served, memory and files as they were.
     const [a, b] = await Promise.all([auto.commands.run('cat /tmp/state'), auto.files.read('/tmp/state')]);

@@ -5,9 +5,10 @@
 // whose token verifies it is looked up). Other ports are public, as E2B's proxy serves them.
 // Paused, dead or unknown sandboxes get 502, which the SDK turns into "sandbox not found / timed out".
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
 import { CubeError, errorBody, toCubeError } from '../../errors.js';
-import type { SandboxRecord } from '../../model/sandbox.js';
+import type { SandboxRecord, SandboxState } from '../../model/sandbox.js';
+import type { NodeApi } from '../../cubelet/types.js';
 import type { ApiContext } from '../context.js';
 import { sendError, sendJson, sendNoContent } from '../../http.js';
 import { proxyHttp, proxyUpgrade, rejectUpgrade, upstreamOf } from '../../cubelet/port-proxy.js';
@@ -104,18 +105,6 @@ async function findBySignature(ctx: ApiContext, signed: SignedFileRequest): Prom
   return (await ctx.cp.listSandboxes()).find((s) => s.state === 'running' && checkFileSignature(signed, s.accessToken, now) !== 'mismatch')?.sandboxID;
 }
 
-/**
- * The state of an autoResume sandbox as its node has it: the record lags the node by a heartbeat,
- * so a sandbox its timeout paused a moment ago still read `running` there, and the request went
- * to the node, which refused it (130409 "paused; resume it first") instead of being resumed.
- */
-async function liveRecordOf(ctx: ApiContext, sandboxID: string): Promise<SandboxRecord | undefined> {
-  const rec = await recordOf(ctx, sandboxID);
-  if (!rec?.lifecycle?.autoResume) return rec;
-  const live = await (await ctx.cp.nodeFor(sandboxID)).getSandbox(sandboxID);
-  return live ? { ...rec, state: live.state } : rec;
-}
-
 const AUTO_RESUME_WAIT_MS = 10_000;
 const AUTO_RESUME_TRIES = 3;
 
@@ -123,20 +112,24 @@ const AUTO_RESUME_TRIES = 3;
  * E2B autoResume: the first request for a paused sandbox resumes it (with the default timeout
  * from now); one still pausing (its timeout just fired) is resumed once the pause is done.
  * Requests arriving together all wait for the one resume; a resume refused (the node's
- * release-ratio policy) a few times over answers 502 with the reason.
+ * release-ratio policy) a few times over answers 502 with the reason. `state`: the sandbox's
+ * state as its node just said, for a record that has not caught up yet.
  */
-async function autoResume(ctx: ApiContext, sandboxID: string): Promise<void> {
+async function autoResume(ctx: ApiContext, sandboxID: string, state?: SandboxState): Promise<void> {
   const t0 = Date.now();
   let why = '';
   let tries = 0;
-  for (;;) {
-    const rec = await liveRecordOf(ctx, sandboxID);
-    if (rec?.state === 'running') return;
-    const waiting = rec !== undefined && (rec.state === 'paused' || rec.state === 'pausing' || rec.state === 'resuming');
+  for (let known = state; ; known = undefined) {
+    const rec = await recordOf(ctx, sandboxID);
+    const seen = known ?? rec?.state;
+    if (seen === 'running') return;
+    const waiting = rec !== undefined && (seen === 'paused' || seen === 'pausing' || seen === 'resuming');
     if (!waiting || tries >= AUTO_RESUME_TRIES || Date.now() - t0 > AUTO_RESUME_WAIT_MS) {
-      throw gone(sandboxID, `sandbox ${sandboxID} is ${rec?.state ?? 'gone'} and could not be resumed${why ? `: ${why}` : ''}`);
+      throw gone(sandboxID, `sandbox ${sandboxID} is ${seen ?? 'gone'} and could not be resumed${why ? `: ${why}` : ''}`);
     }
-    if (rec.state === 'paused') {
+    // The control plane asks the node when the record is not `paused`, and the node's resume
+    // waits for a pause in progress.
+    if (seen === 'paused' || seen === 'pausing') {
       tries++;
       // Losing the race to another request's resume is fine: the loop then sees it running.
       const ok = await ctx.cp.resumeSandbox(sandboxID, ctx.config().sandbox.default_timeout_sec, 'system:auto-resume').then(
@@ -147,6 +140,40 @@ async function autoResume(ctx: ApiContext, sandboxID: string): Promise<void> {
     }
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * The node of an autoResume sandbox as its envd traffic calls it. The record the request was
+ * admitted on lags the node by up to a heartbeat, so a sandbox its timeout paused a moment ago
+ * can still read `running`: a call the node refuses (130409 "paused; resume it first", or busy
+ * while pausing) resumes the sandbox if the node has it paused or pausing, and is made once
+ * more. Reading the node's state before every request instead cost a node call (an RPC in a
+ * cluster) per request of every autoResume sandbox.
+ */
+function resumingNode(ctx: ApiContext, node: NodeApi, sandboxID: string): NodeApi {
+  const resumedAfter = async (e: unknown): Promise<boolean> => {
+    if (!(e instanceof CubeError) || (e.kind !== 'CONFLICT' && e.kind !== 'SANDBOX_BUSY')) return false;
+    const state = (await node.getSandbox(sandboxID))?.state;
+    if (state !== 'paused' && state !== 'pausing') return false;
+    await autoResume(ctx, sandboxID, state);
+    return true;
+  };
+  return new Proxy(node, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        const first: unknown = value.apply(target, args);
+        if (!(first instanceof Promise)) return first;
+        return first.catch(async (e: unknown) => {
+          // A body the refused call began to read (a cluster node's upload) cannot be sent again.
+          if (args.some((a) => a instanceof Readable && a.readableDidRead)) throw e;
+          if (!(await resumedAfter(e))) throw e;
+          return value.apply(target, args) as unknown;
+        });
+      };
+    },
+  });
 }
 
 /** What a request carries to reach a sandbox: its routing headers, and a /files signature if any. */
@@ -175,7 +202,7 @@ async function resolve(ctx: ApiContext, a: Access, guard: FailureGuard): Promise
     if (!t) throw new CubeError('UNAUTHORIZED', 'the /files signature matches no running sandbox (wrong, or signed for another path, operation or user)');
     throw new Refusal(502, { sandboxId: '(unknown)', message: 'The sandbox was not found: no sandbox has this access token', code: 502 }, true);
   }
-  const rec = await liveRecordOf(ctx, sandboxID);
+  const rec = await recordOf(ctx, sandboxID);
   if (!rec) throw gone(sandboxID, `sandbox ${sandboxID} does not exist`);
   const token = t?.token;
   if (token !== undefined && token !== rec.accessToken) throw new CubeError('UNAUTHORIZED', `X-Access-Token does not match sandbox ${sandboxID}`);
@@ -190,7 +217,8 @@ async function resolve(ctx: ApiContext, a: Access, guard: FailureGuard): Promise
     if (check === 'mismatch') throw new CubeError('UNAUTHORIZED', `the /files signature does not match sandbox ${sandboxID} (path, operation or user differ)`);
     if (check === 'expired') throw new CubeError('UNAUTHORIZED', `the /files signature expired at ${new Date(a.signed.expiration! * 1000).toISOString()}`);
   }
-  return { call: { node: await ctx.cp.nodeFor(sandboxID), sandboxID }, port };
+  const node = await ctx.cp.nodeFor(sandboxID);
+  return { call: { node: rec.lifecycle?.autoResume ? resumingNode(ctx, node, sandboxID) : node, sandboxID }, port };
 }
 
 /** Resolves the request's sandbox; failed authentications are counted, and past the budget answered with 429. */

@@ -34,6 +34,8 @@ export class LayerRelay {
       secret: string;
       /** Records node `nodeID`'s template list in the registry (ControlPlaneService.noteNodeTemplates). */
       noteTemplates: (nodeID: string, templates: string[]) => Promise<void>;
+      /** The nodes holding template `listed` as the registry has it (ControlPlaneService.templates). */
+      registryHolders: (listed: string) => Promise<string[]>;
     },
   ) {}
 
@@ -84,10 +86,20 @@ export class LayerRelay {
     return rec;
   }
 
-  /** Template `name`'s record and layer trees from a node holding it (not `from`, the asking node). */
+  /**
+   * Template `name`'s record and layer trees from a node holding it (not `from`, the asking node).
+   * The node views list a node's templates as of its last heartbeat: when none holds it, the
+   * registry decides, which an import, build or tag through this replica has written already
+   * (templatesChanged), so an inspect right after them is not a 404 for up to a heartbeat.
+   */
   async template(name: string, from?: string): Promise<HeldTemplate> {
     const want = listedName(name);
-    const list = holders(await this.o.nodes(), from, (v) => v.templates.includes(want));
+    const views = await this.o.nodes();
+    let list = holders(views, from, (v) => v.templates.includes(want));
+    if (list.length === 0) {
+      const held = new Set(await this.o.registryHolders(want));
+      list = holders(views, from, (v) => held.has(v.nodeID));
+    }
     return this.fromHolders(list, () => new CubeError('NOT_FOUND', `template ${name} is on no live node of the cluster`), (n) => n.templateRecord(name));
   }
 
