@@ -3,7 +3,7 @@
 // a share of sandboxes is destroyed as we go to hold a steady state.
 //   npx tsx bench/scheduler.ts [--nodes 1000] [--decisions 20000] [--select 3]
 import { parseArgs } from 'node:util';
-import type { NodeView } from '../src/api/types.js';
+import type { NodeView } from '../src/model/node.js';
 import { summarizeLatencies } from '../src/bench/stats.js';
 import { MasterConfigSchema } from '../src/config/schema.js';
 import { densityParamsFromConfig, footprintMiB } from '../src/model/density.js';
@@ -36,7 +36,7 @@ const nodes = Array.from({ length: N }, (_, i) => {
     density: {} as NodeView['density'],
     pool: {} as NodeView['pool'],
     templates: i % 10 === 0 ? ['other'] : ['host'],
-    lastSeen: new Date(now).toISOString(),
+    lastSeen: now,
   };
   return { view, inFlightCreates: i % 4 };
 });

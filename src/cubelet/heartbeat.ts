@@ -125,7 +125,7 @@ export class HeartbeatSender {
           const hb: Heartbeat = { nodeID: node.nodeID, address, events: byNode.get(node.nodeID) ?? [], at };
           if (hb.events.length > 0) hb.sender = this.sender;
           const last = this.sent.get(node.nodeID);
-          const viewKey = JSON.stringify({ ...view, lastSeen: '' });
+          const viewKey = JSON.stringify({ ...view, lastSeen: 0 });
           const listKey = JSON.stringify(sandboxes);
           if (viewKey !== last?.view) hb.view = view;
           else hb.seen = { lastSeen: view.lastSeen, ...(view.configVersion !== undefined ? { configVersion: view.configVersion } : {}) };

@@ -119,7 +119,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
     templates: i.templates,
     ...(i.templateRuntimes && Object.keys(i.templateRuntimes).length ? { templateRuntimes: i.templateRuntimes } : {}),
     ...(i.layerFacts ? { layers: i.layerFacts.layers, ...(i.layerFacts.fetching.length ? { fetching: i.layerFacts.fetching } : {}) } : {}),
-    lastSeen: i.now.toISOString(),
+    lastSeen: i.now.getTime(),
   };
 }
 

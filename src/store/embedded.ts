@@ -8,7 +8,7 @@ import { CubeError } from '../errors.js';
 import type { EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
 import type { ListFilter, SandboxRecord, SandboxState, SnapshotRecord } from '../model/sandbox.js';
-import { fenceFloor, matchesFilter, parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
+import { fenceFloor, matchesFilter, parseNodeRecord, parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
 
 // Append-only list: a migration, once released, never changes; new ones go at the end.
 const MIGRATIONS: string[] = [
@@ -249,11 +249,11 @@ export class EmbeddedStore implements StateStore {
 
   async getNode(nodeID: string): Promise<NodeRecord | undefined> {
     const row = this.q('SELECT record FROM nodes WHERE node_id = ?').get(nodeID) as { record: string } | undefined;
-    return row ? (JSON.parse(row.record) as NodeRecord) : undefined;
+    return row ? parseNodeRecord(row.record) : undefined;
   }
 
   async listNodes(): Promise<NodeRecord[]> {
-    return (this.q('SELECT record FROM nodes ORDER BY node_id').all() as { record: string }[]).map((r) => JSON.parse(r.record) as NodeRecord);
+    return (this.q('SELECT record FROM nodes ORDER BY node_id').all() as { record: string }[]).map((r) => parseNodeRecord(r.record));
   }
 
   async deleteNode(nodeID: string): Promise<void> {
@@ -288,7 +288,7 @@ export class EmbeddedStore implements StateStore {
     for (const view of views) this.metrics.set(view.nodeID, { view, until });
   }
 
-  async touchNodeMetrics(seen: { nodeID: string; lastSeen: string }[], ttlMs: number): Promise<string[]> {
+  async touchNodeMetrics(seen: { nodeID: string; lastSeen: number }[], ttlMs: number): Promise<string[]> {
     const now = Date.now();
     const missing: string[] = [];
     for (const { nodeID, lastSeen } of seen) {

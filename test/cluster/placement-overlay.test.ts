@@ -8,7 +8,7 @@ import { densityParamsFromConfig, footprintMiB } from '../../src/model/density.j
 import { NOW, node } from '../scheduler/fixtures.js';
 
 const params = densityParamsFromConfig(MasterConfigSchema.parse({}));
-const seen = (ms: number) => node('a', { lastSeen: new Date(NOW + ms).toISOString() });
+const seen = (ms: number) => node('a', { lastSeen: NOW + ms });
 
 describe('PlacementBook: which placements a new metrics read still needs added', () => {
   const p = (at: number, nodeID = 'a') => ({ nodeID, cpus: 1, memoryMiB: 512, at: NOW + at });
@@ -30,14 +30,14 @@ describe('PlacementBook: which placements a new metrics read still needs added',
     const book = new PlacementBook(() => params);
     book.setViews([seen(0)], NOW);
     book.place(p(1));
-    book.setViews([node('b', { lastSeen: new Date(NOW).toISOString() })], NOW);
+    book.setViews([node('b', { lastSeen: NOW })], NOW);
     book.setViews([seen(0)], NOW);
     expect(book.nodeViews()[0]!.sandboxes.total).toBe(0);
   });
 
   it('a forgotten placement (the create failed) no longer counts; creates in flight go on the candidates only', () => {
     const book = new PlacementBook(() => params);
-    book.setViews([seen(0), node('b', { lastSeen: new Date(NOW).toISOString() })], NOW);
+    book.setViews([seen(0), node('b', { lastSeen: NOW })], NOW);
     const q = { ...p(0), at: Infinity };
     book.place(q);
     expect(book.nodeViews()[0]!.sandboxes.total).toBe(1);
@@ -67,7 +67,7 @@ describe('withPlacements', () => {
 
   it('another node is untouched: the book changes only the placed node', () => {
     const book = new PlacementBook(() => params);
-    const b = node('b', { lastSeen: new Date(NOW).toISOString() });
+    const b = node('b', { lastSeen: NOW });
     book.setViews([seen(0), b], NOW);
     book.place(p(500));
     expect(book.nodeViews()[1]).toBe(b);

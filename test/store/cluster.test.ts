@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { CubeError } from '../../src/errors.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope, REDIS_URL } from '../helpers/cluster-state.js';
-import { EPOCH_TIMES, legacyRecordJson, sandboxRecord, storeContract } from './contract.js';
+import { EPOCH_NODE, EPOCH_TIMES, LEGACY_NODE_JSON, legacyRecordJson, sandboxRecord, storeContract } from './contract.js';
 
 async function open(eventRetention = 100): Promise<{ store: ClusterStore; cleanup: () => Promise<void> }> {
   const scope = clusterStateScope();
@@ -220,6 +220,23 @@ describe('cluster store', () => {
       expect(await store.getSandbox('old')).toMatchObject({ sandboxID: 'old', ...EPOCH_TIMES });
       // Ordered by start time as numbers, the legacy record among new ones.
       expect((await store.listSandboxes()).map((r) => [r.sandboxID, r.startedAt])).toEqual([['old', EPOCH_TIMES.startedAt], ['new', EPOCH_TIMES.startedAt + 1]]);
+    }));
+
+  it('node times an older version wrote as ISO 8601 load as epoch ms: the registry in MySQL, a view and a heartbeat time in Redis', () =>
+    withStore(async (store) => {
+      const pool = (store.mysql as unknown as { pool: { query(sql: string, args: unknown[]): Promise<unknown> } }).pool;
+      await pool.query('INSERT INTO nodes (node_id, record) VALUES (?, ?)', ['n1', LEGACY_NODE_JSON]);
+      expect(await store.getNode('n1')).toEqual(EPOCH_NODE);
+      expect(await store.listNodes()).toEqual([EPOCH_NODE]);
+      const prefix = (store.live as unknown as { prefix: string }).prefix;
+      const seen = Date.parse('2026-01-01T00:00:05.000Z');
+      await store.live.redis.set(`${prefix}master:node:metric:n1`, JSON.stringify({ nodeID: 'n1', lastSeen: '2026-01-01T00:00:05.000Z', evictAt: '2026-01-01T00:10:00.000Z' }), 'PX', 60_000);
+      expect((await store.getNodeMetrics(['n1'])).get('n1')).toEqual({ nodeID: 'n1', lastSeen: seen, evictAt: EPOCH_NODE.evictAt });
+      // A heartbeat time an older replica recorded beside it (touchNodeMetrics), later than the view's.
+      await store.live.redis.hset(`${prefix}master:node:seen`, 'n1', '2026-01-01T00:00:06.000Z');
+      expect((await store.getNodeMetrics(['n1'])).get('n1')?.lastSeen).toBe(seen + 1000);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n1', lastSeen: seen + 2000 }], 60_000)).toEqual([]);
+      expect((await store.getNodeMetrics(['n1'])).get('n1')?.lastSeen).toBe(seen + 2000);
     }));
 
   it('a fencing counter Redis lost starts above every token handed out before', () =>

@@ -3,7 +3,7 @@
 // The factory returns a fresh, empty, initialised store and a cleanup that removes it.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { NodeView } from '../../src/api/types.js';
+import type { NodeView } from '../../src/model/node.js';
 import type { SandboxRecord } from '../../src/model/sandbox.js';
 import type { StateStore } from '../../src/store/types.js';
 
@@ -30,6 +30,10 @@ export function sandboxRecord(id: string, over: Partial<SandboxRecord> = {}): Sa
 export function legacyRecordJson(id: string, over: Record<string, unknown> = {}): string {
   return JSON.stringify({ ...sandboxRecord(id), startedAt: '2026-01-01T00:00:00.000Z', endAt: '2026-01-01T00:05:00.000Z', ...over });
 }
+
+/** A node's registry record as versions before numeric times stored it, and what reading it must give. */
+export const LEGACY_NODE_JSON = JSON.stringify({ nodeID: 'n1', address: 'http://10.0.0.2:7000', cordoned: true, draining: true, evictAt: '2026-01-01T00:10:00.000Z', joinedAt: '2026-01-01T00:00:00.000Z' });
+export const EPOCH_NODE = { nodeID: 'n1', address: 'http://10.0.0.2:7000', cordoned: true, draining: true, evictAt: Date.parse('2026-01-01T00:10:00.000Z'), joinedAt: Date.parse('2026-01-01T00:00:00.000Z') };
 
 /** What every read of a legacy record must give: epoch ms. */
 export const EPOCH_TIMES = { startedAt: Date.parse('2026-01-01T00:00:00.000Z'), endAt: Date.parse('2026-01-01T00:05:00.000Z') };
@@ -147,9 +151,9 @@ export function storeContract(name: string, factory: StoreFactory): void {
     });
 
     it('keeps the node registry with cordon and drain flags', async () => {
-      await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 't' });
-      await store.putNode({ nodeID: 'n1', cordoned: true, draining: false, joinedAt: 't' });
-      await store.putNode({ nodeID: 'n2', cordoned: false, draining: true, joinedAt: 't' });
+      await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 1 });
+      await store.putNode({ nodeID: 'n1', cordoned: true, draining: false, joinedAt: 1 });
+      await store.putNode({ nodeID: 'n2', cordoned: false, draining: true, joinedAt: 1 });
       expect(await store.getNode('n1')).toMatchObject({ cordoned: true });
       expect((await store.listNodes()).map((n) => n.nodeID)).toEqual(['n1', 'n2']);
       await store.deleteNode('n1');
@@ -200,7 +204,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
     });
 
     it('templates per node, replaced by each report and gone with the node', async () => {
-      await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 't' });
+      await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 1 });
       await store.setNodeTemplates('n1', ['host', 'deb']);
       await store.setNodeTemplates('n2', ['host']);
       expect(await store.listTemplates()).toEqual([{ templateID: 'deb', nodes: ['n1'] }, { templateID: 'host', nodes: ['n1', 'n2'] }]);
@@ -216,15 +220,16 @@ export function storeContract(name: string, factory: StoreFactory): void {
       await sleep(200);
       expect((await store.getNodeMetrics(['n1'])).has('n1')).toBe(false);
       // A heartbeat without a view keeps the view and moves its lastSeen; an unknown or expired node is asked for it.
-      await store.putNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:01.000Z' } as NodeView], 600);
-      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:02.000Z' }, { nodeID: 'n4', lastSeen: '2026-01-01T00:00:02.000Z' }], 600)).toEqual(['n4']);
-      expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe('2026-01-01T00:00:02.000Z');
+      const t = Date.parse('2026-01-01T00:00:00.000Z');
+      await store.putNodeMetrics([{ nodeID: 'n3', lastSeen: t + 1000 } as NodeView], 600);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: t + 2000 }, { nodeID: 'n4', lastSeen: t + 2000 }], 600)).toEqual(['n4']);
+      expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe(t + 2000);
       await sleep(400);
-      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:03.000Z' }], 600)).toEqual([]);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: t + 3000 }], 600)).toEqual([]);
       await sleep(400);
-      expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe('2026-01-01T00:00:03.000Z');
+      expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe(t + 3000);
       await sleep(700);
-      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:04.000Z' }], 600)).toEqual(['n3']);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: t + 4000 }], 600)).toEqual(['n3']);
       expect((await store.getNodeMetrics(['n3'])).has('n3')).toBe(false);
       expect(await store.markNodeLost('n1')).toBe(true);
       expect(await store.markNodeLost('n1')).toBe(false);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { EmbeddedStore } from '../../src/store/embedded.js';
-import { EPOCH_TIMES, legacyRecordJson, sandboxRecord, storeContract } from './contract.js';
+import { EPOCH_NODE, EPOCH_TIMES, LEGACY_NODE_JSON, legacyRecordJson, sandboxRecord, storeContract } from './contract.js';
 
 storeContract('embedded (SQLite)', async ({ eventRetention }) => {
   const dir = mkdtempSync(join(tmpdir(), 'cubed-test-store-'));
@@ -48,6 +48,26 @@ it('a record an older version wrote (ISO 8601 times in its JSON) loads with epoc
     // Written back (a state change), it is stored with numbers.
     expect(await b.updateSandboxState('old', 'paused')).toBe(true);
     expect(JSON.parse((new Database(path, { readonly: true }).prepare('SELECT record FROM sandboxes').get() as { record: string }).record)).toMatchObject(EPOCH_TIMES);
+    await b.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it('a node record an older version wrote (ISO 8601 joinedAt, evictAt) loads with epoch ms times', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cubed-test-store-'));
+  try {
+    const path = join(dir, 'cubed.db');
+    const a = new EmbeddedStore({ path });
+    await a.init();
+    await a.close();
+    const db = new Database(path);
+    db.prepare('INSERT INTO nodes (node_id, record) VALUES (?, ?)').run('n1', LEGACY_NODE_JSON);
+    db.close();
+    const b = new EmbeddedStore({ path });
+    await b.init();
+    expect(await b.getNode('n1')).toEqual(EPOCH_NODE);
+    expect(await b.listNodes()).toEqual([EPOCH_NODE]);
     await b.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -11,7 +11,7 @@ import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import { assertForkFits } from '../rate-limit.js';
 import { registerTemplateRoutes } from './templates.js';
 import { serveWatch } from './watch.js';
-import { sandboxWire } from './wire.js';
+import { nodeWire, sandboxWire } from './wire.js';
 
 const P = '/admin/v1';
 const STATES: readonly SandboxState[] = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'];
@@ -69,19 +69,19 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
       Promise.resolve(h(req, res, params, (query ?? {}) as Record<string, string>)).catch((e: unknown) => sendError(res, e, 'admin', ctx.log));
     });
   const nodeAction = (action: 'cordon' | 'uncordon') => async (req: IncomingMessage, res: ServerResponse, p: Record<string, string | undefined>) =>
-    sendJson(res, 200, await cp.nodeAction({ nodeID: p.nodeID!, action, ...opt('actor', actor(req)) }));
+    sendJson(res, 200, nodeWire(await cp.nodeAction({ nodeID: p.nodeID!, action, ...opt('actor', actor(req)) })));
 
-  on('GET', '/nodes', async (_req, res) => sendJson(res, 200, await cp.listNodes()));
+  on('GET', '/nodes', async (_req, res) => sendJson(res, 200, (await cp.listNodes()).map(nodeWire)));
   on('GET', '/nodes/:nodeID', async (_req, res, p) => {
     const node = (await cp.listNodes()).find((n) => n.nodeID === p.nodeID);
     if (!node) throw new CubeError('NOT_FOUND', `node ${p.nodeID} not found`);
-    sendJson(res, 200, node);
+    sendJson(res, 200, nodeWire(node));
   });
   on('POST', '/nodes/:nodeID/cordon', nodeAction('cordon'));
   on('POST', '/nodes/:nodeID/uncordon', nodeAction('uncordon'));
   on('POST', '/nodes/:nodeID/drain', async (req, res, p) => {
     const b = await body(req, DrainBody);
-    sendJson(res, 200, await cp.nodeAction({ nodeID: p.nodeID!, action: 'drain', ...b, ...opt('actor', actor(req)) }));
+    sendJson(res, 200, nodeWire(await cp.nodeAction({ nodeID: p.nodeID!, action: 'drain', ...b, ...opt('actor', actor(req)) })));
   });
   on('DELETE', '/nodes/:nodeID', async (req, res, p) => {
     await cp.nodeAction({ nodeID: p.nodeID!, action: 'delete', ...opt('actor', actor(req)) });

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import type { EventView } from '../../model/event.js';
 import type { SandboxRecord, SnapshotRecord } from '../../model/sandbox.js';
-import { parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
+import { parseNodeRecord, parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
 import { GroupCommit } from './group-commit.js';
 import { withRetry } from './retry.js';
 
@@ -274,12 +274,12 @@ export class MysqlRecords {
 
   async getNode(nodeID: string): Promise<NodeRecord | undefined> {
     const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM nodes WHERE node_id = ?', [nodeID]);
-    return rows[0] ? (JSON.parse(rows[0].record as string) as NodeRecord) : undefined;
+    return rows[0] ? parseNodeRecord(rows[0].record as string) : undefined;
   }
 
   async listNodes(): Promise<NodeRecord[]> {
     const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM nodes ORDER BY node_id');
-    return rows.map((r) => JSON.parse(r.record as string) as NodeRecord);
+    return rows.map((r) => parseNodeRecord(r.record as string));
   }
 
   async deleteNode(nodeID: string): Promise<void> {

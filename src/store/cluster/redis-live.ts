@@ -3,7 +3,7 @@
 // release, leader leases, and the events stream. Keys: `<prefix><scope>:<what>[:<id>]`.
 import { Redis } from 'ioredis';
 import type { EventView } from '../../model/event.js';
-import type { NodeView } from '../../model/node.js';
+import { nodeWithEpochTimes, type NodeView } from '../../model/node.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
 import { fenceFloor, parseRecord } from '../types.js';
 import { withRetry } from './retry.js';
@@ -227,7 +227,7 @@ export class RedisLive {
   }
 
   /** Heartbeats without a view: see StateStore.touchNodeMetrics. */
-  async touchNodeMetrics(seen: { nodeID: string; lastSeen: string }[], ttlMs: number): Promise<string[]> {
+  async touchNodeMetrics(seen: { nodeID: string; lastSeen: number }[], ttlMs: number): Promise<string[]> {
     if (seen.length === 0) return [];
     return (await this.run((r) => r.cubeTouchMetrics!(this.k('master', 'node', 'seen'), this.k('master', 'node', 'metric', ''), ttlMs, ...seen.flatMap((s) => [s.nodeID, s.lastSeen])))) as string[];
   }
@@ -245,11 +245,14 @@ export class RedisLive {
       if (!raw) return;
       const id = nodeIDs[i]!;
       let known = this.parsedMetrics.get(id);
-      if (known?.raw !== raw) this.parsedMetrics.set(id, (known = { raw, view: JSON.parse(raw) as NodeView }));
-      // ISO times of one format: later sorts later.
+      if (known?.raw !== raw) this.parsedMetrics.set(id, (known = { raw, view: nodeWithEpochTimes(JSON.parse(raw) as NodeView) }));
       const at = seen[i];
-      if (!at || at <= known.view.lastSeen) return out.set(id, known.view);
-      if (known.seen !== at) [known.seen, known.merged] = [at, { ...known.view, lastSeen: at }];
+      if (!at) return out.set(id, known.view);
+      if (known.seen !== at) {
+        // Epoch ms; ISO 8601 where a replica of the version before wrote it.
+        const ms = /^\d+$/.test(at) ? Number(at) : Date.parse(at);
+        [known.seen, known.merged] = [at, ms > known.view.lastSeen ? { ...known.view, lastSeen: ms } : known.view];
+      }
       out.set(id, known.merged!);
     });
     return out;
