@@ -4,14 +4,15 @@
 // that differs on the wire is defined here and mapped at the route (src/api/admin/wire.ts), as
 // src/api/e2b/wire.ts does for the E2B API: times, epoch ms in the model, are ISO 8601 here.
 // Layers below the API import src/model/, never this file.
+import type { EventView as ModelEventView } from '../model/event.js';
 import type { NodeView as ModelNodeView } from '../model/node.js';
-import type { SandboxView as ModelSandboxView } from '../model/sandbox.js';
+import type { SandboxView as ModelSandboxView, SnapshotView as ModelSnapshotView } from '../model/sandbox.js';
 import type { Snapshot as ModelSnapshot, WatchMessage as ModelWatchMessage } from '../model/watch.js';
 
 export type { ConfigChange, ConfigOverride, ConfigView, ReloadResult } from '../model/config.js';
-export type { EventKind, EventView } from '../model/event.js';
+export type { EventKind } from '../model/event.js';
 export type { DensityView, PoolView, RuntimeInfo, StoreView } from '../model/node.js';
-export type { PauseOptions, SandboxLifecycle, SandboxSpecView, SandboxState, SnapshotKeeps, SnapshotView } from '../model/sandbox.js';
+export type { PauseOptions, SandboxLifecycle, SandboxSpecView, SandboxState, SnapshotKeeps } from '../model/sandbox.js';
 export type { StatsView } from '../model/watch.js';
 
 export interface SandboxView extends Omit<ModelSandboxView, 'startedAt' | 'endAt'> {
@@ -28,10 +29,21 @@ export interface NodeView extends Omit<ModelNodeView, 'lastSeen' | 'evictAt'> {
   evictAt?: string;
 }
 
+export interface SnapshotView extends Omit<ModelSnapshotView, 'createdAt'> {
+  /** ISO 8601. */
+  createdAt: string;
+}
+
+export interface EventView extends Omit<ModelEventView, 'at'> {
+  /** ISO 8601. */
+  at: string;
+}
+
 /** How the admin wire writes each record of a snapshot and the watch. */
 export interface WireShapes {
   sandbox: SandboxView;
   node: NodeView;
+  event: EventView;
 }
 
 export type Snapshot = ModelSnapshot<WireShapes>;

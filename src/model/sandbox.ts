@@ -57,8 +57,8 @@ export interface SnapshotView {
   keeps: SnapshotKeeps;
   spec: SandboxSpecView;
   metadata: Record<string, string>;
-  /** ISO 8601. */
-  createdAt: string;
+  /** Epoch ms. */
+  createdAt: number;
 }
 
 export type SnapshotKeeps = 'filesystem' | 'filesystem+memory';
@@ -116,6 +116,12 @@ export function withEpochTimes<T extends { startedAt: number; endAt: number }>(v
   return { ...v, startedAt: epochMs(startedAt), endAt: epochMs(endAt) };
 }
 
+
+/** A snapshot record read back from where a version before numeric times wrote its createdAt as ISO 8601 (a store, an older node's answer). */
+export function snapshotWithEpochTime<T extends { createdAt: number }>(s: T): T {
+  const at = (s as { createdAt: number | string }).createdAt;
+  return typeof at === 'number' ? s : { ...s, createdAt: epochMs(at) };
+}
 
 /** A record without what only the sandbox's owner may see (token, env). */
 export function publicView(rec: SandboxRecord): SandboxView {

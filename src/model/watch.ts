@@ -26,17 +26,19 @@ export interface StatsView {
 export interface Shapes {
   sandbox: unknown;
   node: unknown;
+  event: unknown;
 }
 
 export interface ModelShapes extends Shapes {
   sandbox: SandboxView;
   node: NodeView;
+  event: EventView;
 }
 
 export interface Snapshot<W extends Shapes = ModelShapes> {
   nodes: W['node'][];
   sandboxes: W['sandbox'][];
-  events: EventView[];
+  events: W['event'][];
   config: ConfigView;
   stats: StatsView;
 }
@@ -48,6 +50,6 @@ export type WatchMessage<W extends Shapes = ModelShapes> =
   | { type: 'node.removed'; nodeID: string }
   | { type: 'sandbox'; sandbox: W['sandbox'] }
   | { type: 'sandbox.removed'; sandboxID: string }
-  | { type: 'event'; event: EventView }
+  | { type: 'event'; event: W['event'] }
   | { type: 'config'; config: ConfigView; changes: ConfigChange[] }
   | { type: 'stats'; stats: StatsView };

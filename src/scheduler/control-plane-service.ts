@@ -801,8 +801,8 @@ export class ControlPlaneService implements ControlPlane {
     }
   }
 
-  private async appendEvent(e: Omit<EventView, 'id' | 'at'> & { at?: string; kind: EventKind }): Promise<void> {
-    const event = await this.store.appendEvent({ ...e, at: e.at ?? new Date().toISOString() });
+  private async appendEvent(e: Omit<EventView, 'id' | 'at'> & { at?: number; kind: EventKind }): Promise<void> {
+    const event = await this.store.appendEvent({ ...e, at: e.at ?? Date.now() });
     if (this.o.solo) this.broadcast({ type: 'event', event });
   }
 

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { CubeError } from '../../src/errors.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope, REDIS_URL } from '../helpers/cluster-state.js';
-import { EPOCH_NODE, EPOCH_TIMES, LEGACY_NODE_JSON, legacyRecordJson, sandboxRecord, storeContract } from './contract.js';
+import { EPOCH_EVENT_AT, EPOCH_NODE, EPOCH_TIMES, LEGACY_EVENT_BODY, LEGACY_NODE_JSON, LEGACY_SNAPSHOT, legacyRecordJson, sandboxRecord, snapshotRecord, storeContract } from './contract.js';
 
 async function open(eventRetention = 100): Promise<{ store: ClusterStore; cleanup: () => Promise<void> }> {
   const scope = clusterStateScope();
@@ -184,7 +184,7 @@ describe('cluster store', () => {
       await Promise.all([a.init(), b.init()]);
       await a.putSandbox(sandboxRecord('s1'));
       expect((await b.getSandbox('s1'))?.accessToken).toBe('tok-s1');
-      const ev = await b.appendEvent({ at: 't', kind: 'node.joined', nodeID: 'n', message: 'joined' });
+      const ev = await b.appendEvent({ at: 1, kind: 'node.joined', nodeID: 'n', message: 'joined' });
       expect((await a.listEvents({ sinceID: ev.id - 1 })).map((e) => e.message)).toEqual(['joined']);
       await a.close();
       const c = new ClusterStore(scope);
@@ -200,8 +200,8 @@ describe('cluster store', () => {
 
   it('concurrent appends go in batches: consecutive ids in call order, in Redis and in MySQL', () =>
     withStore(async (store) => {
-      const first = await store.appendEvent({ at: 't', kind: 'node.joined', nodeID: 'n', message: 'first' });
-      const evs = await Promise.all(Array.from({ length: 40 }, (_, i) => store.appendEvent({ at: 't', kind: 'sandbox.created', nodeID: 'n', message: `e${i}` })));
+      const first = await store.appendEvent({ at: 1, kind: 'node.joined', nodeID: 'n', message: 'first' });
+      const evs = await Promise.all(Array.from({ length: 40 }, (_, i) => store.appendEvent({ at: 1, kind: 'sandbox.created', nodeID: 'n', message: `e${i}` })));
       expect(evs.map((e) => e.id)).toEqual(Array.from({ length: 40 }, (_, i) => first.id + 1 + i));
       expect((await store.listEvents({ sinceID: first.id })).map((e) => `${e.id} ${e.message}`)).toEqual(evs.map((e) => `${e.id} ${e.message}`));
       expect((await store.mysql.latestEvents(41)).events.map((e) => e.message)).toEqual(['first', ...evs.map((e) => e.message)]);
@@ -237,6 +237,28 @@ describe('cluster store', () => {
       expect((await store.getNodeMetrics(['n1'])).get('n1')?.lastSeen).toBe(seen + 1000);
       expect(await store.touchNodeMetrics([{ nodeID: 'n1', lastSeen: seen + 2000 }], 60_000)).toEqual([]);
       expect((await store.getNodeMetrics(['n1'])).get('n1')?.lastSeen).toBe(seen + 2000);
+    }));
+
+  it('events an older version wrote (ISO 8601 times) load as epoch ms, from the Redis stream and from MySQL', () =>
+    withStore(async (store) => {
+      const pool = (store.mysql as unknown as { pool: { query(sql: string, args: unknown[]): Promise<unknown> } }).pool;
+      const prefix = (store.live as unknown as { prefix: string }).prefix;
+      const mine = await store.appendEvent({ at: EPOCH_EVENT_AT + 1, kind: 'node.joined', nodeID: 'n2', message: 'new' });
+      await store.live.redis.xadd(`${prefix}shared:events`, `${mine.id + 1}-0`, 'e', LEGACY_EVENT_BODY);
+      await store.live.redis.set(`${prefix}shared:events:seq`, String(mine.id + 1));
+      await pool.query('INSERT INTO events (id, body) VALUES (?, ?)', [mine.id + 1, LEGACY_EVENT_BODY]);
+      expect((await store.listEvents({ sinceID: mine.id - 1 })).map((e) => [e.message, e.at])).toEqual([['new', EPOCH_EVENT_AT + 1], ['old', EPOCH_EVENT_AT]]);
+      expect((await store.mysql.latestEvents(1)).events.map((e) => [e.message, e.at])).toEqual([['old', EPOCH_EVENT_AT]]);
+    }));
+
+  it('a snapshot record an older version wrote (ISO 8601 createdAt) loads as epoch ms and sorts before one taken since', () =>
+    withStore(async (store) => {
+      const pool = (store.mysql as unknown as { pool: { query(sql: string, args: unknown[]): Promise<unknown> } }).pool;
+      await pool.query('INSERT INTO snapshots (snapshot_id, node_id, created_at, record) VALUES (?, ?, ?, ?)', [LEGACY_SNAPSHOT.id, 'node-a', LEGACY_SNAPSHOT.createdAt, LEGACY_SNAPSHOT.json]);
+      const old = Date.parse(LEGACY_SNAPSHOT.createdAt);
+      await store.putSnapshot(snapshotRecord('snap-new', old + 1));
+      expect(await store.getSnapshot(LEGACY_SNAPSHOT.id)).toEqual(snapshotRecord(LEGACY_SNAPSHOT.id, old));
+      expect((await store.listSnapshots()).map((x) => [x.snapshotID, x.createdAt])).toEqual([[LEGACY_SNAPSHOT.id, old], ['snap-new', old + 1]]);
     }));
 
   it('a fencing counter Redis lost starts above every token handed out before', () =>
@@ -287,7 +309,7 @@ describe('cluster store', () => {
       await store.putSandbox(sandboxRecord('keep'));
       await store.putSandbox(sandboxRecord('gone'));
       await store.deleteSandbox('gone');
-      const before = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'before' });
+      const before = await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'before' });
       await wipeRedis(store, { disconnect: true });
       let list: string[] = [];
       for (let i = 0; i < 50 && list.length === 0; i++) {
@@ -298,7 +320,7 @@ describe('cluster store', () => {
         if (list.length === 0) await sleep(100);
       }
       expect(list).toEqual(['keep']);
-      const after = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'after' });
+      const after = await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'after' });
       expect(after.id).toBeGreaterThan(before.id);
       // The history came back from MySQL with its ids.
       expect((await store.listEvents({ limit: 10 })).map((e) => [e.id, e.message])).toEqual([[before.id, 'before'], [after.id, 'after']]);
@@ -306,11 +328,11 @@ describe('cluster store', () => {
 
   it('events keep their ids across a Redis that comes back empty, even for a replica that never saw them', () =>
     withStore(async (store) => {
-      const first = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'one' });
-      await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'two' });
+      const first = await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'one' });
+      await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'two' });
       await wipeRedis(store);
       // No reconnect seen (the keys just vanished): the append itself notices the missing counter.
-      const three = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'three' });
+      const three = await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'three' });
       expect(three.id).toBe(first.id + 2);
       expect((await store.listEvents({ limit: 10 })).map((e) => e.message)).toEqual(['one', 'two', 'three']);
     }));

@@ -41,7 +41,7 @@ export async function sweepLostNodes(store: StateStore, cfg: MasterConfig, now: 
     newlyLost.push(id);
     const secs = ((now - lastSeen) / 1000).toFixed(1);
     const age = reported === undefined ? `no metrics for ${secs}s` : `last heartbeat ${secs}s ago`;
-    await store.appendEvent({ at: new Date(now).toISOString(), kind: 'node.lost', nodeID: id, message: `node ${id} lost (${age}); ${marked.length} sandbox(es) marked lost` });
+    await store.appendEvent({ at: now, kind: 'node.lost', nodeID: id, message: `node ${id} lost (${age}); ${marked.length} sandbox(es) marked lost` });
   }
   return newlyLost;
 }

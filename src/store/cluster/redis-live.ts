@@ -2,7 +2,7 @@
 // metrics with TTL, creates in flight per node, per-sandbox operation locks with token-checked
 // release, leader leases, and the events stream. Keys: `<prefix><scope>:<what>[:<id>]`.
 import { Redis } from 'ioredis';
-import type { EventView } from '../../model/event.js';
+import { eventWithEpochTime, type EventView } from '../../model/event.js';
 import { nodeWithEpochTimes, type NodeView } from '../../model/node.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
 import { fenceFloor, parseRecord } from '../types.js';
@@ -368,6 +368,6 @@ export class RedisLive {
       opts.sinceID !== undefined
         ? await this.run((r) => r.xrange(key, `(${opts.sinceID}-0`, '+', 'COUNT', limit))
         : (await this.run((r) => r.xrevrange(key, opts.beforeID !== undefined ? `(${opts.beforeID}-0` : '+', '-', 'COUNT', limit))).reverse();
-    return entries.map(([id, fields]) => ({ ...(JSON.parse(fields[1]!) as Omit<EventView, 'id'>), id: Number(id.split('-')[0]) }));
+    return entries.map(([id, fields]) => ({ ...eventWithEpochTime(JSON.parse(fields[1]!) as Omit<EventView, 'id'>), id: Number(id.split('-')[0]) }));
   }
 }
