@@ -6,7 +6,7 @@
 // through JSON (as read from Redis) and clusterNodeView, in a PlacementBook that each placement
 // updates, with new views every 10 decisions (a metrics read every 250 ms at 40 creates/s).
 import { parseArgs } from 'node:util';
-import type { NodeView } from '../src/api/types.js';
+import type { NodeView } from '../src/model/node.js';
 import { simNodeSpecs } from '../src/cubelet/sim-nodes.js';
 import { clusterNodeView, PlacementBook } from '../src/scheduler/cluster/node-views.js';
 import { summarizeLatencies } from '../src/bench/stats.js';
@@ -41,7 +41,7 @@ const nodes = Array.from({ length: N }, (_, i) => {
     density: {} as NodeView['density'],
     pool: {} as NodeView['pool'],
     templates: i % 10 === 0 ? ['other'] : ['host'],
-    lastSeen: new Date(now).toISOString(),
+    lastSeen: now,
   };
   return { view, inFlightCreates: i % 4 };
 });
@@ -58,8 +58,8 @@ const specsOfNodes = simNodeSpecs(N, 'sim-');
 function readViews(at: number): NodeView[] {
   return nodes.map(({ view }, i) => {
     const spec = specsOfNodes[i]!;
-    const reported = { ...view, runtime: 'sim', runtimes: [{ name: 'sim' }], capacity: { cpus: spec.cpus, memoryMiB: spec.memoryMiB, declared: true }, usage: { ...view.usage, cpuUtilPercent: 2 }, templates: spec.templates, layers: [], fetching: [], lastSeen: new Date(at - (i % 1000)).toISOString() };
-    return clusterNodeView({ nodeID: view.nodeID, cordoned: view.cordoned, draining: false, joinedAt: new Date(0).toISOString() }, JSON.parse(JSON.stringify(reported)) as NodeView, false, at, 10_000);
+    const reported = { ...view, runtime: 'sim', runtimes: [{ name: 'sim' }], capacity: { cpus: spec.cpus, memoryMiB: spec.memoryMiB, declared: true }, usage: { ...view.usage, cpuUtilPercent: 2 }, templates: spec.templates, layers: [], fetching: [], lastSeen: at - (i % 1000) };
+    return clusterNodeView({ nodeID: view.nodeID, cordoned: view.cordoned, draining: false, joinedAt: 0 }, JSON.parse(JSON.stringify(reported)) as NodeView, false, at, 10_000);
   });
 }
 if (book) book.setViews(readViews(now), now);

@@ -2,7 +2,7 @@
 // templates and layers they fetch (relayed from the nodes holding them: layer-relay.ts), behind
 // the cluster secret rather than an API key.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, HEARTBEAT_PATH, secretMatches, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from '../cubelet/rpc-wire.js';
+import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, HEARTBEAT_PATH, heartbeatWithEpochTimes, secretMatches, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from '../cubelet/rpc-wire.js';
 import { CubeError } from '../errors.js';
 import type { LayerRelay } from '../scheduler/cluster/layer-relay.js';
 import { readJson, sendError, sendJson, type ErrorLog } from '../http.js';
@@ -13,7 +13,7 @@ export const CLUSTER_PREFIX = '/cluster/v1/';
 const MAX_HEARTBEAT = 256 << 20;
 
 function checkHeartbeat(hb: Heartbeat): void {
-  if (typeof hb?.nodeID !== 'string' || !hb.nodeID || typeof hb.address !== 'string' || !(hb.view || typeof hb.seen?.lastSeen === 'string') || (hb.sandboxes !== undefined && !Array.isArray(hb.sandboxes)) || !Array.isArray(hb.events)) throw new CubeError('BAD_REQUEST', 'heartbeat needs nodeID, address, view or seen.lastSeen, and events[] (sandboxes[] when listed)');
+  if (typeof hb?.nodeID !== 'string' || !hb.nodeID || typeof hb.address !== 'string' || !(hb.view || typeof hb.seen?.lastSeen === 'number' || typeof hb.seen?.lastSeen === 'string') || (hb.sandboxes !== undefined && !Array.isArray(hb.sandboxes)) || !Array.isArray(hb.events)) throw new CubeError('BAD_REQUEST', 'heartbeat needs nodeID, address, view or seen.lastSeen, and events[] (sandboxes[] when listed)');
   if (hb.view && hb.view.nodeID !== hb.nodeID) throw new CubeError('BAD_REQUEST', `heartbeat from ${hb.nodeID} carries the view of ${hb.view.nodeID}`);
 }
 
@@ -34,9 +34,10 @@ export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<He
     if (path !== HEARTBEAT_PATH || req.method !== 'POST') throw new CubeError('NOT_FOUND', `no cluster route ${req.method} ${path}`);
     // One node's heartbeat, or a batch from a process standing for many nodes.
     const body = await readJson<Heartbeat | HeartbeatBatch>(req, MAX_HEARTBEAT);
-    const hbs = body && 'heartbeats' in body && Array.isArray(body.heartbeats) ? body.heartbeats : [body as Heartbeat];
-    if (hbs.length === 0) throw new CubeError('BAD_REQUEST', 'heartbeat batch is empty');
-    hbs.forEach(checkHeartbeat);
+    const sent = body && 'heartbeats' in body && Array.isArray(body.heartbeats) ? body.heartbeats : [body as Heartbeat];
+    if (sent.length === 0) throw new CubeError('BAD_REQUEST', 'heartbeat batch is empty');
+    sent.forEach(checkHeartbeat);
+    const hbs = sent.map(heartbeatWithEpochTimes);
     sendJson(res, 200, await cp.heartbeats(hbs));
   };
   return (req, res) => {

@@ -3,7 +3,8 @@
 // by every collector of that scrape: the scheduler's own node views, density and stats, never
 // a second computation here); latencies are observed from the event stream.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { NodeView, PoolView, SandboxState } from './types.js';
+import type { NodeView, PoolView } from '../model/node.js';
+import type { SandboxState } from '../model/sandbox.js';
 import type { Snapshot } from '../model/watch.js';
 import type { ControlPlane } from '../scheduler/control-plane.js';
 

@@ -2,15 +2,17 @@
 // cubectl and cubectl-tui import these types (types only) and nothing else from the daemon.
 // The internal model (src/model/) goes on this wire as it is, so these are mostly its types; a shape
 // that differs on the wire is defined here and mapped at the route (src/api/admin/wire.ts), as
-// src/api/e2b/wire.ts does for the E2B API: a sandbox's times, epoch ms in the model, are ISO 8601 here.
+// src/api/e2b/wire.ts does for the E2B API: times, epoch ms in the model, are ISO 8601 here.
 // Layers below the API import src/model/, never this file.
-import type { SandboxView as ModelSandboxView } from '../model/sandbox.js';
+import type { EventView as ModelEventView } from '../model/event.js';
+import type { NodeView as ModelNodeView } from '../model/node.js';
+import type { SandboxView as ModelSandboxView, SnapshotView as ModelSnapshotView } from '../model/sandbox.js';
 import type { Snapshot as ModelSnapshot, WatchMessage as ModelWatchMessage } from '../model/watch.js';
 
 export type { ConfigChange, ConfigOverride, ConfigView, ReloadResult } from '../model/config.js';
-export type { EventKind, EventView } from '../model/event.js';
-export type { DensityView, NodeView, PoolView, RuntimeInfo, StoreView } from '../model/node.js';
-export type { PauseOptions, SandboxLifecycle, SandboxSpecView, SandboxState, SnapshotKeeps, SnapshotView } from '../model/sandbox.js';
+export type { EventKind } from '../model/event.js';
+export type { DensityView, PoolView, RuntimeInfo, StoreView } from '../model/node.js';
+export type { PauseOptions, SandboxLifecycle, SandboxSpecView, SandboxState, SnapshotKeeps } from '../model/sandbox.js';
 export type { StatsView } from '../model/watch.js';
 
 export interface SandboxView extends Omit<ModelSandboxView, 'startedAt' | 'endAt'> {
@@ -20,6 +22,30 @@ export interface SandboxView extends Omit<ModelSandboxView, 'startedAt' | 'endAt
   endAt: string;
 }
 
-export type Snapshot = ModelSnapshot<SandboxView>;
+export interface NodeView extends Omit<ModelNodeView, 'lastSeen' | 'evictAt'> {
+  /** ISO 8601 of the last heartbeat/metrics update. */
+  lastSeen: string;
+  /** ISO 8601: a pending `drain --evict` destroys the node's sandboxes at this time. */
+  evictAt?: string;
+}
+
+export interface SnapshotView extends Omit<ModelSnapshotView, 'createdAt'> {
+  /** ISO 8601. */
+  createdAt: string;
+}
+
+export interface EventView extends Omit<ModelEventView, 'at'> {
+  /** ISO 8601. */
+  at: string;
+}
+
+/** How the admin wire writes each record of a snapshot and the watch. */
+export interface WireShapes {
+  sandbox: SandboxView;
+  node: NodeView;
+  event: EventView;
+}
+
+export type Snapshot = ModelSnapshot<WireShapes>;
 /** One message of GET /admin/v1/watch (server-sent events; `event:` is the type). */
-export type WatchMessage = ModelWatchMessage<SandboxView>;
+export type WatchMessage = ModelWatchMessage<WireShapes>;

@@ -364,7 +364,7 @@ export class Cubelet implements NodeApi {
     }
     const { meta, view } = entry;
     this.emitEvent('sandbox.snapshot', `snapshot ${snapshotID} taken (${keeps})`, { sandboxID, durationMs: Math.round(performance.now() - t0) });
-    return { snapshotID, sandboxID, nodeID: this.nodeID, templateID: meta.templateID, runtime: view.runtime, keeps, spec: { ...meta.spec }, metadata: { ...meta.metadata }, env: { ...meta.env }, createdAt: new Date().toISOString() };
+    return { snapshotID, sandboxID, nodeID: this.nodeID, templateID: meta.templateID, runtime: view.runtime, keeps, spec: { ...meta.spec }, metadata: { ...meta.metadata }, env: { ...meta.env }, createdAt: Date.now() };
   }
 
   async deleteSnapshot(snapshotID: string): Promise<void> {
@@ -763,7 +763,7 @@ export class Cubelet implements NodeApi {
   }
 
   private emitEvent(kind: EventKind, message: string, extra: Partial<Omit<EventView, 'id' | 'at' | 'kind' | 'message'>> = {}): void {
-    this.emit({ type: 'event', event: { at: new Date().toISOString(), kind, nodeID: this.nodeID, message, ...extra } });
+    this.emit({ type: 'event', event: { at: Date.now(), kind, nodeID: this.nodeID, message, ...extra } });
   }
 
   private emit(e: NodeEvent): void {

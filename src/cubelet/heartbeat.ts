@@ -115,7 +115,7 @@ export class HeartbeatSender {
   async beat(): Promise<boolean> {
     const first = this.o.nodes[0]!.node.nodeID;
     if (this.dropped > 0) {
-      this.pending.push({ at: new Date().toISOString(), kind: 'sandbox.error', nodeID: first, message: `${this.dropped} node notice(s) dropped while no control replica answered`, seq: ++this.seq });
+      this.pending.push({ at: Date.now(), kind: 'sandbox.error', nodeID: first, message: `${this.dropped} node notice(s) dropped while no control replica answered`, seq: ++this.seq });
       this.dropped = 0;
     }
     const events = this.pending.slice();

@@ -124,7 +124,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
 }
 
 /** A view's time stamp: when the node answered (the one place that says how it is written). */
-export const seenAt = (now: Date): Pick<NodeView, 'lastSeen'> => ({ lastSeen: now.toISOString() });
+export const seenAt = (now: Date): Pick<NodeView, 'lastSeen'> => ({ lastSeen: now.getTime() });
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
 

@@ -6,14 +6,14 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
 import type { NodeView } from '../model/node.js';
-import type { PauseOptions, SandboxView } from '../model/sandbox.js';
+import { snapshotWithEpochTime, type PauseOptions, type SandboxView } from '../model/sandbox.js';
 import type { EgressRequest } from '../network/egress.js';
 import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import type { TemplateRecord } from '../runtime/templates.js';
 import type { BuildRecord } from './template-build.js';
-import { decodeProcessEvent, FENCE_HEADER, type ImportRequest, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
+import { decodeProcessEvent, FENCE_HEADER, type ImportRequest, nodeEventWithEpochTimes, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
 import type { HeldTemplate } from './layer-fetch.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
@@ -248,8 +248,8 @@ export class RemoteNode implements NodeApi {
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView> {
     return this.json('setEgress', sandboxID, req);
   }
-  snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
-    return this.json('snapshotSandbox', sandboxID, snapshotID);
+  async snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
+    return snapshotWithEpochTime(await this.json<NodeSnapshot>('snapshotSandbox', sandboxID, snapshotID));
   }
   async deleteSnapshot(snapshotID: string): Promise<void> {
     await this.json('deleteSnapshot', snapshotID);
@@ -388,7 +388,7 @@ export class RemoteNode implements NodeApi {
     while (!abort.signal.aborted) {
       try {
         const res = await this.request('events', { signal: abort.signal });
-        for await (const line of await this.ndjson(res)) if (line) for (const l of this.listeners) l(JSON.parse(line) as NodeEvent);
+        for await (const line of await this.ndjson(res)) if (line) for (const l of this.listeners) l(nodeEventWithEpochTimes(JSON.parse(line) as NodeEvent));
       } catch {
         // Reopened below; the control plane learns of a dead node from missed heartbeats.
       }

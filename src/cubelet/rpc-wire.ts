@@ -2,11 +2,12 @@
 // prefix, the shared-secret check, and how values that JSON cannot carry are encoded.
 import { timingSafeEqual } from 'node:crypto';
 import type { MasterConfig } from '../config/schema.js';
-import type { EventView } from '../model/event.js';
-import type { NodeView } from '../model/node.js';
-import { epochMs, type SandboxView } from '../model/sandbox.js';
+import { eventWithEpochTime, type EventView } from '../model/event.js';
+import { nodeWithEpochTimes, type NodeView } from '../model/node.js';
+import { withEpochTimes, type SandboxView } from '../model/sandbox.js';
+import { epochMs } from '../model/time.js';
 import type { FileStat, TemplateConfig } from '../runtime/types.js';
-import type { ProcessEvent } from './types.js';
+import type { NodeEvent, ProcessEvent } from './types.js';
 
 export const RPC_PREFIX = '/node/v1/';
 
@@ -145,7 +146,7 @@ export interface Heartbeat {
    */
   view?: NodeView;
   /** With no view: the node's clock now (the view's lastSeen) and the config version it runs. */
-  seen?: { lastSeen: string; configVersion?: number };
+  seen?: { lastSeen: number; configVersion?: number };
   /**
    * Every sandbox the node holds; omitted when the list is what the last accepted heartbeat
    * carried and it was sent less than SANDBOX_LIST_REFRESH_MS ago (the control reconciles with
@@ -169,8 +170,40 @@ export type NodeNotice = Omit<EventView, 'id'> & { seq?: number };
 /** A node's unchanged sandbox list is sent again at least this often (spread: 0.5-1.5x per node). */
 export const SANDBOX_LIST_REFRESH_MS = 10_000;
 
+/**
+ * A heartbeat as the control takes it: a node of the version before numeric times sends its view's
+ * lastSeen, `seen.lastSeen`, its sandboxes' and its notices' times as ISO 8601, read as epoch ms. The same objects
+ * where they are numbers already (1000 nodes' heartbeats a second go through here).
+ */
+export function heartbeatWithEpochTimes(hb: Heartbeat): Heartbeat {
+  const seen = hb.seen as { lastSeen: number | string; configVersion?: number } | undefined;
+  const iso = (t: unknown) => typeof t === 'string';
+  const old = iso(seen?.lastSeen) || iso(hb.view?.lastSeen) || hb.sandboxes?.some((s) => iso(s.startedAt) || iso(s.endAt)) || hb.events.some((e) => iso(e.at));
+  if (!old) return hb;
+  return {
+    ...hb,
+    ...(hb.view ? { view: nodeWithEpochTimes(hb.view) } : {}),
+    ...(seen ? { seen: { ...seen, lastSeen: epochMs(seen.lastSeen) } } : {}),
+    ...(hb.sandboxes ? { sandboxes: hb.sandboxes.map(withEpochTimes) } : {}),
+    events: hb.events.map(eventWithEpochTime),
+  };
+}
+
+/** A node's event stream message (node RPC `events`), its times read as epoch ms where an older node wrote ISO 8601. */
+export function nodeEventWithEpochTimes(e: NodeEvent): NodeEvent {
+  if (e.type === 'sandbox') {
+    const sandbox = withEpochTimes(e.sandbox);
+    return sandbox === e.sandbox ? e : { ...e, sandbox };
+  }
+  if (e.type === 'event') {
+    const event = eventWithEpochTime(e.event);
+    return event === e.event ? e : { ...e, event };
+  }
+  return e;
+}
+
 /** The time a heartbeat was taken (pure). */
-export function heartbeatSeen(hb: Heartbeat): { lastSeen: string; configVersion?: number } | undefined {
+export function heartbeatSeen(hb: Heartbeat): { lastSeen: number; configVersion?: number } | undefined {
   return hb.view ? { lastSeen: hb.view.lastSeen, ...(hb.view.configVersion !== undefined ? { configVersion: hb.view.configVersion } : {}) } : hb.seen;
 }
 

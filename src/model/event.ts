@@ -1,5 +1,6 @@
 // The event history: what happened to a sandbox, a node, the config or a pool, as the store keeps
 // it and the watch stream carries it.
+import { epochMs } from './time.js';
 
 export type EventKind =
   | 'sandbox.created'
@@ -25,8 +26,8 @@ export type EventKind =
 
 export interface EventView {
   id: number;
-  /** ISO 8601. */
-  at: string;
+  /** Epoch ms. */
+  at: number;
   kind: EventKind;
   nodeID?: string;
   sandboxID?: string;
@@ -35,4 +36,13 @@ export interface EventView {
   message: string;
   /** Milliseconds the operation took (creates, destroys, pauses). */
   durationMs?: number;
+}
+
+/**
+ * An event read back from where a version before numeric times wrote it with an ISO 8601 time (a
+ * store, an older node's notice or event stream): epoch ms. The same object when it is a number.
+ */
+export function eventWithEpochTime<T extends { at: number }>(e: T): T {
+  const at = (e as { at: number | string }).at;
+  return typeof at === 'number' ? e : { ...e, at: epochMs(at) };
 }

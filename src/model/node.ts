@@ -1,6 +1,7 @@
 // A node's snapshot as its cubelet reports it (heartbeats, the node RPC) and the control plane
-// keeps and shows it: capacity, usage, density, pools, store, runtimes.
+// keeps and shows it: capacity, usage, density, pools, store, runtimes. Its times are epoch ms (time.ts).
 import type { Density } from './density.js';
+import { epochMs, epochMsOpt } from './time.js';
 
 /** The density model's figures (density.ts) a node reports, with what its live counts make of them. */
 export interface DensityView extends Pick<Density, 'footprintMiB' | 'paperCeiling' | 'safetyBoundary' | 'cpuCeiling' | 'effectiveCeiling' | 'bottleneck' | 'allPausedCeiling'> {
@@ -69,8 +70,8 @@ export interface NodeView {
   refusedBy?: string;
   cordoned: boolean;
   draining: boolean;
-  /** ISO 8601: a pending `drain --evict` destroys the node's sandboxes at this time (cluster: kept in the store, carried out by any replica). */
-  evictAt?: string;
+  /** Epoch ms: a pending `drain --evict` destroys the node's sandboxes at this time (cluster: kept in the store, carried out by any replica). */
+  evictAt?: number;
   lost: boolean;
   /** The node's default runtime. */
   runtime: string;
@@ -109,8 +110,23 @@ export interface NodeView {
    */
   layers?: string[];
   fetching?: string[];
-  /** ISO 8601 of the last heartbeat/metrics update. */
-  lastSeen: string;
+  /** Epoch ms of the last heartbeat/metrics update (the node's clock). */
+  lastSeen: number;
   /** Cluster: the version of the cluster's config the node runs (taken from the control plane with its heartbeat answers); absent until it took one. */
   configVersion?: number;
+}
+
+/** A node's view whose times may be ISO 8601: as an older version wrote it, or the admin wire. */
+export type NodeViewAnyTimes = Omit<NodeView, 'lastSeen' | 'evictAt'> & { lastSeen: number | string; evictAt?: number | string };
+
+/**
+ * A node's view read as epoch ms from where its times may be ISO 8601 (an older node's heartbeat, a
+ * store's copy an older replica wrote, the admin wire). The same object when they are numbers
+ * already (every heartbeat goes through here).
+ */
+export function nodeWithEpochTimes(v: NodeViewAnyTimes): NodeView {
+  const { lastSeen, evictAt, ...rest } = v;
+  if (typeof lastSeen === 'number' && typeof evictAt !== 'string') return v as NodeView;
+  const ev = epochMsOpt(evictAt);
+  return { ...rest, lastSeen: epochMs(lastSeen), ...(ev !== undefined ? { evictAt: ev } : {}) };
 }

@@ -2,6 +2,7 @@
 // keeps (with what only its owner may see), kept snapshots, and the view the admin API answers
 // (src/api/types.ts names these as its wire model). A sandbox's times are epoch milliseconds; the
 // API writes them as ISO 8601 on its wires (src/api/e2b/wire.ts, src/api/admin/wire.ts).
+import { epochMs } from './time.js';
 
 export type SandboxState = 'creating' | 'running' | 'pausing' | 'paused' | 'resuming' | 'destroying' | 'gone' | 'error' | 'lost';
 
@@ -56,8 +57,8 @@ export interface SnapshotView {
   keeps: SnapshotKeeps;
   spec: SandboxSpecView;
   metadata: Record<string, string>;
-  /** ISO 8601. */
-  createdAt: string;
+  /** Epoch ms. */
+  createdAt: number;
 }
 
 export type SnapshotKeeps = 'filesystem' | 'filesystem+memory';
@@ -115,8 +116,12 @@ export function withEpochTimes<T extends { startedAt: number; endAt: number }>(v
   return { ...v, startedAt: epochMs(startedAt), endAt: epochMs(endAt) };
 }
 
-/** A time as epoch ms, from epoch ms or from the ISO 8601 an older version wrote (NaN when it is neither). */
-export const epochMs = (t: number | string): number => (typeof t === 'number' ? t : Date.parse(t));
+
+/** A snapshot record read back from where a version before numeric times wrote its createdAt as ISO 8601 (a store, an older node's answer). */
+export function snapshotWithEpochTime<T extends { createdAt: number }>(s: T): T {
+  const at = (s as { createdAt: number | string }).createdAt;
+  return typeof at === 'number' ? s : { ...s, createdAt: epochMs(at) };
+}
 
 /** A record without what only the sandbox's owner may see (token, env). */
 export function publicView(rec: SandboxRecord): SandboxView {

@@ -1,6 +1,6 @@
 // What the control plane's watch carries (GET /admin/v1/watch): a snapshot of everything, then
-// deltas; and the rates it keeps (StatsView). `S` is how a sandbox is written: the model's view here,
-// the admin API's wire view (ISO 8601 times) on the wire.
+// deltas; and the rates it keeps (StatsView). `W` is how each kind of record is written: the model's
+// types here (epoch ms times), the admin API's wire types (ISO 8601 times) on the wire.
 import type { ConfigChange, ConfigView } from './config.js';
 import type { EventView } from './event.js';
 import type { NodeView } from './node.js';
@@ -22,21 +22,34 @@ export interface StatsView {
   refusedSinceStart?: { code: number; rule: string; count: number }[];
 }
 
-export interface Snapshot<S = SandboxView> {
-  nodes: NodeView[];
-  sandboxes: S[];
-  events: EventView[];
+/** The record types a snapshot and the watch carry. */
+export interface Shapes {
+  sandbox: unknown;
+  node: unknown;
+  event: unknown;
+}
+
+export interface ModelShapes extends Shapes {
+  sandbox: SandboxView;
+  node: NodeView;
+  event: EventView;
+}
+
+export interface Snapshot<W extends Shapes = ModelShapes> {
+  nodes: W['node'][];
+  sandboxes: W['sandbox'][];
+  events: W['event'][];
   config: ConfigView;
   stats: StatsView;
 }
 
 /** One message of GET /admin/v1/watch (server-sent events; `event:` is the type). */
-export type WatchMessage<S = SandboxView> =
-  | { type: 'snapshot'; snapshot: Snapshot<S> }
-  | { type: 'node'; node: NodeView }
+export type WatchMessage<W extends Shapes = ModelShapes> =
+  | { type: 'snapshot'; snapshot: Snapshot<W> }
+  | { type: 'node'; node: W['node'] }
   | { type: 'node.removed'; nodeID: string }
-  | { type: 'sandbox'; sandbox: S }
+  | { type: 'sandbox'; sandbox: W['sandbox'] }
   | { type: 'sandbox.removed'; sandboxID: string }
-  | { type: 'event'; event: EventView }
+  | { type: 'event'; event: W['event'] }
   | { type: 'config'; config: ConfigView; changes: ConfigChange[] }
   | { type: 'stats'; stats: StatsView };

@@ -15,6 +15,7 @@ import type { ConfigChange, ConfigView, ReloadResult } from '../model/config.js'
 import type { EventKind, EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
 import { publicView, type ListFilter, type PauseOptions, type SandboxRecord, type SandboxView } from '../model/sandbox.js';
+import { isoTime } from '../model/time.js';
 import type { Snapshot, WatchMessage } from '../model/watch.js';
 import type { NodeDirectory } from './node-directory.js';
 import { CubeError, toCubeError } from '../errors.js';
@@ -205,7 +206,7 @@ export class ControlPlaneService implements ControlPlane {
           if (fresh && !view) return void resend.add(nodeID);
           // A node deleted from the registry (its templates with it) and back: written anew.
           if (fresh) this.templatesWritten.delete(nodeID);
-          rec = { cordoned: false, draining: false, joinedAt: new Date().toISOString(), ...rec, nodeID, address: hb.address };
+          rec = { cordoned: false, draining: false, joinedAt: Date.now(), ...rec, nodeID, address: hb.address };
           await this.store.putNode(rec);
           if (fresh && view) await this.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} registered at ${hb.address} (${view.capacity.cpus} cpus, ${view.capacity.memoryMiB} MiB, templates ${view.templates.join(', ') || 'none'})` });
         }
@@ -549,7 +550,7 @@ export class ControlPlaneService implements ControlPlane {
         }
         const view = clusterNodeView(rec, m, isLost, now, timeout);
         // A stale node's reason counts the seconds since its heartbeat: rebuilt every read.
-        const seen = m ? Date.parse(m.lastSeen) : Number.NaN;
+        const seen = m ? m.lastSeen : Number.NaN;
         built.set(rec.nodeID, { rec, metrics: m, lost: isLost, timeout, view, freshUntil: !isLost && now - seen <= timeout ? seen + timeout : -Infinity });
         return view;
       });
@@ -605,9 +606,9 @@ export class ControlPlaneService implements ControlPlane {
           const evict = a.evict === true;
           const deadlineSec = a.deadlineSec ?? 0;
           // The deadline lives in the registry: whichever replica is alive then evicts (evictDue).
-          const evictAt = evict ? new Date(Date.now() + deadlineSec * 1000).toISOString() : undefined;
+          const evictAt = evict ? Date.now() + deadlineSec * 1000 : undefined;
           await this.store.putNode({ ...withoutEviction(rec), draining: true, ...(evictAt !== undefined ? { evictAt } : {}) });
-          await this.appendEvent({ kind: 'node.draining', nodeID, message: evict ? `node ${nodeID} draining: sandboxes destroyed after ${deadlineSec}s (at ${evictAt})` : `node ${nodeID} draining: waiting for sandboxes to end` });
+          await this.appendEvent({ kind: 'node.draining', nodeID, message: evict ? `node ${nodeID} draining: sandboxes destroyed after ${deadlineSec}s (at ${isoTime(evictAt!)})` : `node ${nodeID} draining: waiting for sandboxes to end` });
           break;
         }
         case 'delete': {
@@ -635,14 +636,14 @@ export class ControlPlaneService implements ControlPlane {
    * The deadline is cleared once the node holds no record: a failed destroy is tried again.
    */
   private async evictDue(): Promise<void> {
-    const due = (await this.store.listNodes()).filter((n) => n.evictAt !== undefined && Date.parse(n.evictAt) <= Date.now());
+    const due = (await this.store.listNodes()).filter((n) => n.evictAt !== undefined && n.evictAt <= Date.now());
     if (due.length === 0 || !(await this.store.holdLease(EVICT_LEASE, this.o.replicaID, EVICT_LEASE_MS))) return;
     for (const n of due) {
       await this.evict(n.nodeID);
       if ((await this.store.listSandboxes({ nodeID: n.nodeID })).length > 0) continue;
       const cur = await this.store.getNode(n.nodeID);
       if (cur?.evictAt !== undefined) await this.store.putNode(withoutEviction(cur));
-      await this.appendEvent({ kind: 'node.draining', nodeID: n.nodeID, message: `node ${n.nodeID}: drain deadline ${n.evictAt} reached, its sandboxes were destroyed (by ${this.o.replicaID})` });
+      await this.appendEvent({ kind: 'node.draining', nodeID: n.nodeID, message: `node ${n.nodeID}: drain deadline ${isoTime(n.evictAt!)} reached, its sandboxes were destroyed (by ${this.o.replicaID})` });
     }
   }
 
@@ -797,7 +798,7 @@ export class ControlPlaneService implements ControlPlane {
     // Every replica's metrics registry watches for events alone: listing and diffing every node
     // and sandbox each second for it was 17% of the control's CPU at 1000 nodes with no watcher else.
     if (!this.watchers.wantState) return this.o.solo ? undefined : this.eventDeltas();
-    diff(s.nodes, (await this.listNodes()).map((n) => [n.nodeID, n, JSON.stringify({ ...n, lastSeen: '' })]), (node) => this.broadcast({ type: 'node', node }), (nodeID) => this.broadcast({ type: 'node.removed', nodeID }));
+    diff(s.nodes, (await this.listNodes()).map((n) => [n.nodeID, n, JSON.stringify({ ...n, lastSeen: 0 })]), (node) => this.broadcast({ type: 'node', node }), (nodeID) => this.broadcast({ type: 'node.removed', nodeID }));
     if (!this.o.solo) await this.storeDeltas();
     const stats = this.stats.view();
     const sk = JSON.stringify(stats);
@@ -824,8 +825,8 @@ export class ControlPlaneService implements ControlPlane {
     }
   }
 
-  private async appendEvent(e: Omit<EventView, 'id' | 'at'> & { at?: string; kind: EventKind }): Promise<void> {
-    const event = await this.store.appendEvent({ ...e, at: e.at ?? new Date().toISOString() });
+  private async appendEvent(e: Omit<EventView, 'id' | 'at'> & { at?: number; kind: EventKind }): Promise<void> {
+    const event = await this.store.appendEvent({ ...e, at: e.at ?? Date.now() });
     if (this.o.solo) this.broadcast({ type: 'event', event });
   }
 

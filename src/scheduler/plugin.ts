@@ -144,7 +144,7 @@ export function prepareNode(view: NodeView): PreparedNode {
     view,
     nodeID: view.nodeID,
     down: view.lost ? 'lost (missed heartbeats)' : !view.healthy ? 'unhealthy' : view.cordoned ? 'cordoned' : view.draining ? 'draining' : undefined,
-    seenMs: Date.parse(view.lastSeen),
+    seenMs: view.lastSeen,
     capacity: shapeOf(view.capacity),
     cpuUtilPercent: usage.cpuUtilPercent,
     sandboxCpuUtilPercent: usage.sandboxCpuUtilPercent,

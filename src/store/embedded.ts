@@ -5,10 +5,11 @@
 // which keeps nothing on disk either: one process holds it, and a restart starts it over.
 import Database from 'better-sqlite3';
 import { CubeError } from '../errors.js';
-import type { EventView } from '../model/event.js';
+import { eventWithEpochTime, type EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
-import type { ListFilter, SandboxRecord, SandboxState, SnapshotRecord } from '../model/sandbox.js';
-import { fenceFloor, matchesFilter, parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
+import { snapshotWithEpochTime, type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../model/sandbox.js';
+import { isoTime } from '../model/time.js';
+import { fenceFloor, matchesFilter, parseNodeRecord, parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
 
 // Append-only list: a migration, once released, never changes; new ones go at the end.
 const MIGRATIONS: string[] = [
@@ -169,7 +170,8 @@ export class EmbeddedStore implements StateStore {
   async appendEvent(e: Omit<EventView, 'id'>): Promise<EventView> {
     const d = this.d;
     const id = d.transaction(() => {
-      const info = this.q('INSERT INTO events (at, body) VALUES (?, ?)').run(e.at, JSON.stringify(e));
+      // The at column keeps ISO 8601, as in the rows before numeric times (the body is what is read).
+      const info = this.q('INSERT INTO events (at, body) VALUES (?, ?)').run(isoTime(e.at), JSON.stringify(e));
       const newID = Number(info.lastInsertRowid);
       this.q('DELETE FROM events WHERE id <= ?').run(newID - this.retention);
       return newID;
@@ -190,7 +192,7 @@ export class EmbeddedStore implements StateStore {
       opts.sinceID !== undefined
         ? (this.q('SELECT id, body FROM events WHERE id > ? ORDER BY id LIMIT ?').all(opts.sinceID, limit) as { id: number; body: string }[])
         : (this.q('SELECT id, body FROM (SELECT id, body FROM events WHERE id < ? ORDER BY id DESC LIMIT ?) ORDER BY id').all(opts.beforeID ?? Number.MAX_SAFE_INTEGER, limit) as { id: number; body: string }[]);
-    return rows.map((r) => ({ ...(JSON.parse(r.body) as Omit<EventView, 'id'>), id: r.id }));
+    return rows.map((r) => ({ ...eventWithEpochTime(JSON.parse(r.body) as Omit<EventView, 'id'>), id: r.id }));
   }
 
   /** Appending wrote it to the file already. */
@@ -249,11 +251,11 @@ export class EmbeddedStore implements StateStore {
 
   async getNode(nodeID: string): Promise<NodeRecord | undefined> {
     const row = this.q('SELECT record FROM nodes WHERE node_id = ?').get(nodeID) as { record: string } | undefined;
-    return row ? (JSON.parse(row.record) as NodeRecord) : undefined;
+    return row ? parseNodeRecord(row.record) : undefined;
   }
 
   async listNodes(): Promise<NodeRecord[]> {
-    return (this.q('SELECT record FROM nodes ORDER BY node_id').all() as { record: string }[]).map((r) => JSON.parse(r.record) as NodeRecord);
+    return (this.q('SELECT record FROM nodes ORDER BY node_id').all() as { record: string }[]).map((r) => parseNodeRecord(r.record));
   }
 
   async deleteNode(nodeID: string): Promise<void> {
@@ -288,7 +290,7 @@ export class EmbeddedStore implements StateStore {
     for (const view of views) this.metrics.set(view.nodeID, { view, until });
   }
 
-  async touchNodeMetrics(seen: { nodeID: string; lastSeen: string }[], ttlMs: number): Promise<string[]> {
+  async touchNodeMetrics(seen: { nodeID: string; lastSeen: number }[], ttlMs: number): Promise<string[]> {
     const now = Date.now();
     const missing: string[] = [];
     for (const { nodeID, lastSeen } of seen) {
@@ -371,16 +373,17 @@ export class EmbeddedStore implements StateStore {
   }
 
   async putSnapshot(rec: SnapshotRecord): Promise<void> {
-    this.q('INSERT OR REPLACE INTO snapshots (id, node_id, created_at, record) VALUES (?, ?, ?, ?)').run(rec.snapshotID, rec.nodeID, rec.createdAt, JSON.stringify(rec));
+    // created_at keeps ISO 8601, as in the rows before numeric times: they sort together.
+    this.q('INSERT OR REPLACE INTO snapshots (id, node_id, created_at, record) VALUES (?, ?, ?, ?)').run(rec.snapshotID, rec.nodeID, isoTime(rec.createdAt), JSON.stringify(rec));
   }
 
   async getSnapshot(snapshotID: string): Promise<SnapshotRecord | undefined> {
     const row = this.q('SELECT record FROM snapshots WHERE id = ?').get(snapshotID) as { record: string } | undefined;
-    return row ? (JSON.parse(row.record) as SnapshotRecord) : undefined;
+    return row ? snapshotWithEpochTime(JSON.parse(row.record) as SnapshotRecord) : undefined;
   }
 
   async listSnapshots(): Promise<SnapshotRecord[]> {
-    return (this.q('SELECT record FROM snapshots ORDER BY created_at, id').all() as { record: string }[]).map((r) => JSON.parse(r.record) as SnapshotRecord);
+    return (this.q('SELECT record FROM snapshots ORDER BY created_at, id').all() as { record: string }[]).map((r) => snapshotWithEpochTime(JSON.parse(r.record) as SnapshotRecord));
   }
 
   async deleteSnapshot(snapshotID: string): Promise<boolean> {

@@ -4,6 +4,7 @@
 // backend fits; none returns live objects (callers get copies).
 import type { EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
+import { epochMs, epochMsOpt } from '../model/time.js';
 import { withEpochTimes, type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../model/sandbox.js';
 
 export interface ConfigVersionRecord {
@@ -37,10 +38,10 @@ export interface NodeRecord {
   address?: string;
   cordoned: boolean;
   draining: boolean;
-  /** ISO 8601: when a pending drain --evict destroys the node's sandboxes (whichever replica is alive does it). */
-  evictAt?: string;
-  /** ISO 8601 of registration. */
-  joinedAt: string;
+  /** Epoch ms: when a pending drain --evict destroys the node's sandboxes (whichever replica is alive does it). */
+  evictAt?: number;
+  /** Epoch ms of registration. */
+  joinedAt: number;
 }
 
 export interface StateStore {
@@ -124,7 +125,7 @@ export interface StateStore {
    * and getNodeMetrics answers it with this `lastSeen`. Returns the nodes whose view is not held
    * (never sent, expired, or the store restarted empty): they must send it.
    */
-  touchNodeMetrics(seen: { nodeID: string; lastSeen: string }[], ttlMs: number): Promise<string[]>;
+  touchNodeMetrics(seen: { nodeID: string; lastSeen: number }[], ttlMs: number): Promise<string[]>;
   /** Marks a node lost; true only for the call that changed it (so one node.lost event). */
   markNodeLost(nodeID: string): Promise<boolean>;
   clearNodeLost(nodeID: string): Promise<void>;
@@ -182,6 +183,15 @@ export function matchesFilter(rec: SandboxRecord, f: ListFilter = {}): boolean {
 /** A stored record read back (times written as ISO 8601 by older versions are read as epoch ms). */
 export function parseRecord(json: string): SandboxRecord {
   return withEpochTimes(JSON.parse(json) as SandboxRecord);
+}
+
+/** A stored node record read back (times written as ISO 8601 by older versions are read as epoch ms). */
+export function parseNodeRecord(json: string): NodeRecord {
+  const r = JSON.parse(json) as NodeRecord;
+  const { joinedAt, evictAt } = r as { joinedAt: number | string; evictAt?: number | string };
+  if (typeof joinedAt === 'number' && typeof evictAt !== 'string') return r;
+  const ev = epochMsOpt(evictAt);
+  return { ...r, joinedAt: epochMs(joinedAt), ...(ev !== undefined ? { evictAt: ev } : {}) };
 }
 
 /** The record as a backend stores it: its generation lives beside it (a column), not in it. */

@@ -3,6 +3,7 @@
 // out. The node's rules are the scheduler's own (ruleVerdicts), so describe and placement agree.
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
 import type { MasterConfig } from '../config/schema.js';
+import { nodeWithEpochTimes } from '../model/node.js';
 import { ruleVerdicts } from '../scheduler/schedulable.js';
 import { mib, percent, ratio, runtimesLabel } from './format.js';
 
@@ -43,7 +44,7 @@ export function describeNode(n: NodeView, master: MasterConfig | null, events: r
     'Scheduler rules for the default spec (prefilter, then the enabled filters)',
   ];
   if (master) {
-    for (const v of ruleVerdicts(n, 0, master, now)) lines.push(`  ${v.refusal === undefined ? 'pass' : 'REFUSE'} ${v.rule}${v.refusal === undefined ? '' : `: ${v.refusal}`}`);
+    for (const v of ruleVerdicts(nodeWithEpochTimes(n), 0, master, now)) lines.push(`  ${v.refusal === undefined ? 'pass' : 'REFUSE'} ${v.rule}${v.refusal === undefined ? '' : `: ${v.refusal}`}`);
   } else lines.push('  config not received yet');
   lines.push('', `Templates: ${n.templates.join(', ') || 'none'}`);
   // Cluster compute nodes: what they hold and the template fetches a create waits for (cubelet/layer-fetch.ts).

@@ -9,7 +9,7 @@ import { schedule } from '../../src/scheduler/pipeline.js';
 import { NOW, REQ, config, node } from '../scheduler/fixtures.js';
 
 const params = densityParamsFromConfig(MasterConfigSchema.parse({}));
-const seen = (ms: number) => node('a', { lastSeen: new Date(NOW + ms).toISOString() });
+const seen = (ms: number) => node('a', { lastSeen: NOW + ms });
 
 describe('PlacementBook: which placements a new metrics read still needs added', () => {
   const p = (at: number, nodeID = 'a') => ({ nodeID, cpus: 1, memoryMiB: 512, at: NOW + at });
@@ -31,14 +31,14 @@ describe('PlacementBook: which placements a new metrics read still needs added',
     const book = new PlacementBook(() => params);
     book.setViews([seen(0)], NOW);
     book.place(p(1));
-    book.setViews([node('b', { lastSeen: new Date(NOW).toISOString() })], NOW);
+    book.setViews([node('b', { lastSeen: NOW })], NOW);
     book.setViews([seen(0)], NOW);
     expect(book.nodeViews()[0]!.sandboxes.total).toBe(0);
   });
 
   it('a forgotten placement (the create failed) no longer counts; creates in flight go on the candidates only', () => {
     const book = new PlacementBook(() => params);
-    book.setViews([seen(0), node('b', { lastSeen: new Date(NOW).toISOString() })], NOW);
+    book.setViews([seen(0), node('b', { lastSeen: NOW })], NOW);
     const q = { ...p(0), at: Infinity };
     book.place(q);
     expect(book.nodeViews()[0]!.sandboxes.total).toBe(1);
@@ -54,7 +54,7 @@ describe('PlacementBook: the prepared nodes decisions read', () => {
   it('each candidate carries the node prepared from its current view: a metrics read and a placement make it again', () => {
     const book = new PlacementBook(() => params);
     // 116 of the reference spec held: one more fits, then the node is full.
-    const nearlyFull = () => node('a', { lastSeen: new Date(NOW).toISOString(), usage: { quotaMemUsedMiB: 116 * 4202 } });
+    const nearlyFull = () => node('a', { lastSeen: NOW, usage: { quotaMemUsedMiB: 116 * 4202 } });
     book.setViews([nearlyFull()], NOW);
     const before = book.withInFlight(new Map());
     expect(before[0]!.prepared?.view).toBe(before[0]!.view);
@@ -66,7 +66,7 @@ describe('PlacementBook: the prepared nodes decisions read', () => {
     expect(after[0]!.prepared?.quotaMemUsedMiB).toBe(117 * 4202);
     expect(schedule(REQ, after, config(), NOW, () => 0)).toMatchObject({ ok: false, rejections: [{ nodeID: 'a', filter: 'mem', reason: 'mem 117/117 (491634+4202 > 493568 MiB)' }] });
     // A newer read whose heartbeat shows the sandbox ended meanwhile (the placement is done): room again.
-    book.setViews([node('a', { lastSeen: new Date(NOW + 1000).toISOString(), usage: { quotaMemUsedMiB: 116 * 4202 } })], NOW + 1000);
+    book.setViews([node('a', { lastSeen: NOW + 1000, usage: { quotaMemUsedMiB: 116 * 4202 } })], NOW + 1000);
     const read = book.withInFlight(new Map());
     expect(read[0]!.prepared?.view).toBe(read[0]!.view);
     expect(schedule(REQ, read, config(), NOW + 1000, () => 0)).toMatchObject({ ok: true, nodeID: 'a' });
@@ -76,11 +76,11 @@ describe('PlacementBook: the prepared nodes decisions read', () => {
 describe('PlacementBook: a view a read brings again', () => {
   it('keeps its prepared node; a new view of the node gets a new one', () => {
     const book = new PlacementBook(() => params);
-    const a = node('a', { lastSeen: new Date(NOW).toISOString() });
-    const b = node('b', { lastSeen: new Date(NOW).toISOString() });
+    const a = node('a', { lastSeen: NOW });
+    const b = node('b', { lastSeen: NOW });
     book.setViews([a, b], NOW);
     const [pa, pb] = book.withInFlight(new Map()).map((c) => c.prepared);
-    const b2 = node('b', { lastSeen: new Date(NOW + 1000).toISOString(), sandboxes: { total: 5 } });
+    const b2 = node('b', { lastSeen: NOW + 1000, sandboxes: { total: 5 } });
     book.setViews([b2, a], NOW + 1000);
     const [cb, ca] = book.withInFlight(new Map());
     expect(ca!.prepared).toBe(pa);
@@ -107,7 +107,7 @@ describe('withPlacements', () => {
 
   it('another node is untouched: the book changes only the placed node', () => {
     const book = new PlacementBook(() => params);
-    const b = node('b', { lastSeen: new Date(NOW).toISOString() });
+    const b = node('b', { lastSeen: NOW });
     book.setViews([seen(0), b], NOW);
     book.place(p(500));
     expect(book.nodeViews()[1]).toBe(b);

@@ -7,15 +7,15 @@ import { clusterNodeView } from '../../src/scheduler/cluster/node-views.js';
 import { syncNodeSandboxes } from '../../src/scheduler/cluster/sandbox-sync.js';
 import { NOW, node } from '../scheduler/fixtures.js';
 
-const reg = (over: Partial<{ cordoned: boolean; draining: boolean; address: string }> = {}) => ({ nodeID: 'a', cordoned: false, draining: false, joinedAt: '2025-01-01T00:00:00Z', address: 'http://10.0.0.2:7000', ...over });
+const reg = (over: Partial<{ cordoned: boolean; draining: boolean; address: string }> = {}) => ({ nodeID: 'a', cordoned: false, draining: false, joinedAt: Date.parse('2025-01-01T00:00:00Z'), address: 'http://10.0.0.2:7000', ...over });
 
 describe('clusterNodeView', () => {
   it.each([
     ['fresh', reg(), node('a'), false, { healthy: true, schedulable: true, lost: false, reason: '' }],
     ['cordoned', reg({ cordoned: true }), node('a'), false, { healthy: true, schedulable: false, cordoned: true, reason: 'cordoned' }],
     ['disk over watermark stays healthy', reg(), node('a', { schedulable: false, reason: 'disk watermark 83% >= 80%' }), false, { healthy: true, schedulable: false, reason: 'disk watermark 83% >= 80%' }],
-    ['stale', reg(), node('a', { lastSeen: new Date(NOW - 5000).toISOString() }), false, { healthy: false, schedulable: false, lost: false, reason: 'heartbeat stale: last heartbeat 5.0s ago' }],
-    ['lost', reg(), node('a', { lastSeen: new Date(NOW - 4000).toISOString() }), true, { healthy: false, schedulable: false, lost: true, reason: 'lost: last heartbeat 4.0s ago' }],
+    ['stale', reg(), node('a', { lastSeen: NOW - 5000 }), false, { healthy: false, schedulable: false, lost: false, reason: 'heartbeat stale: last heartbeat 5.0s ago' }],
+    ['lost', reg(), node('a', { lastSeen: NOW - 4000 }), true, { healthy: false, schedulable: false, lost: true, reason: 'lost: last heartbeat 4.0s ago' }],
     ['no metrics', reg(), undefined, true, { healthy: false, lost: true, reason: 'lost: no heartbeat on record', templates: [] }],
   ])('%s', (_name, rec, metrics, lost, want) => {
     const v = clusterNodeView(rec, metrics, lost, NOW, 3000);

@@ -26,9 +26,9 @@ describe('prefilter', () => {
     ['unhealthy', node('a', { healthy: false }), 'unhealthy'],
     ['cordoned', node('a', { cordoned: true }), 'cordoned'],
     ['draining', node('a', { draining: true }), 'draining'],
-    ['stale metrics', node('a', { lastSeen: new Date(NOW - 4200).toISOString() }), 'heartbeat 4.2s old > 3s'],
-    ['exactly at the timeout still passes', node('a', { lastSeen: new Date(NOW - 3000).toISOString() }), undefined],
-    ['never seen', node('a', { lastSeen: '' }), 'no heartbeat yet'],
+    ['stale metrics', node('a', { lastSeen: NOW - 4200 }), 'heartbeat 4.2s old > 3s'],
+    ['exactly at the timeout still passes', node('a', { lastSeen: NOW - 3000 }), undefined],
+    ['never seen', node('a', { lastSeen: NaN }), 'no heartbeat yet'],
   ])('%s', (_name, n, want) => {
     expect(prefilter(n, 3000, NOW)).toBe(want);
   });

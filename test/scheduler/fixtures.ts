@@ -1,5 +1,5 @@
 // Node snapshots and configs for the scheduler's table tests.
-import type { NodeView } from '../../src/api/types.js';
+import type { NodeView } from '../../src/model/node.js';
 import type { PlacementRequest } from '../../src/scheduler/plugin.js';
 import { MasterConfigSchema, type MasterConfig } from '../../src/config/schema.js';
 
@@ -23,7 +23,7 @@ export function node(nodeID: string, over: { usage?: Partial<NodeView['usage']>;
     density: {} as NodeView['density'],
     pool: {} as NodeView['pool'],
     templates: ['host'],
-    lastSeen: new Date(NOW - 500).toISOString(),
+    lastSeen: NOW - 500,
     ...rest,
   };
 }

@@ -140,7 +140,7 @@ describe('schedule', () => {
   });
 
   it('stale metrics take a node out; the heartbeat timeout follows the config', () => {
-    const stale = cand(node('a', { lastSeen: new Date(NOW - 5000).toISOString() }));
+    const stale = cand(node('a', { lastSeen: NOW - 5000 }));
     expect(schedule(REQ, [stale], config(), NOW, first).ok).toBe(false);
     expect(schedule(REQ, [stale], config({ scheduler: { heartbeat_timeout_ms: 10000 } }), NOW, first).ok).toBe(true);
   });

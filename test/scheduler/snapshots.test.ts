@@ -16,7 +16,7 @@ const snap = (id: string, over: Partial<SnapshotRecord> = {}): SnapshotRecord =>
   spec: { cpus: 2, memoryMiB: 512, diskGiB: 3 },
   metadata: { team: 'rl', run: '1' },
   envVars: { A: '1', B: '2' },
-  createdAt: '2026-01-01T00:00:00.000Z',
+  createdAt: Date.parse('2026-01-01T00:00:00.000Z'),
   ...over,
 });
 

@@ -8,7 +8,7 @@ import { CubeError } from '../../src/errors.js';
 import type { NodeView } from '../../src/model/node.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope, REDIS_URL } from '../helpers/cluster-state.js';
-import { EPOCH_TIMES, legacyRecordJson, sandboxRecord, storeContract } from './contract.js';
+import { EPOCH_EVENT_AT, EPOCH_NODE, EPOCH_TIMES, LEGACY_EVENT_BODY, LEGACY_NODE_JSON, LEGACY_SNAPSHOT, legacyRecordJson, sandboxRecord, snapshotRecord, storeContract } from './contract.js';
 
 async function open(eventRetention = 100): Promise<{ store: ClusterStore; cleanup: () => Promise<void> }> {
   const scope = clusterStateScope();
@@ -231,7 +231,7 @@ describe('cluster store', () => {
         fetched.push(...keys.filter((k) => k.includes(':metric:')).map((k) => k.split(':').at(-1)!));
         return mget(...keys);
       };
-      const view = (nodeID: string, lastSeen: string) => ({ nodeID, lastSeen }) as NodeView;
+      const view = (nodeID: string, lastSeen: string) => ({ nodeID, lastSeen: Date.parse(lastSeen) }) as NodeView;
       const ids = ['n1', 'n2', 'n3'];
       await a.putNodeMetrics(ids.map((id) => view(id, '2026-01-01T00:00:01.000Z')), 60_000);
       expect([...(await b.getNodeMetrics(ids)).keys()]).toEqual(ids);
@@ -239,15 +239,15 @@ describe('cluster store', () => {
       fetched.length = 0;
       const again = await b.getNodeMetrics(ids);
       expect(fetched).toEqual([]);
-      expect(again.get('n2')?.lastSeen).toBe('2026-01-01T00:00:01.000Z');
+      expect(again.get('n2')?.lastSeen).toBe(Date.parse('2026-01-01T00:00:01.000Z'));
       // Another replica's write of one view: that one is fetched, the others are not.
       await a.putNodeMetrics([view('n2', '2026-01-01T00:00:05.000Z')], 60_000);
-      expect((await b.getNodeMetrics(ids)).get('n2')?.lastSeen).toBe('2026-01-01T00:00:05.000Z');
+      expect((await b.getNodeMetrics(ids)).get('n2')?.lastSeen).toBe(Date.parse('2026-01-01T00:00:05.000Z'));
       expect(fetched).toEqual(['n2']);
       // B's own write: its next read fetches nothing.
       fetched.length = 0;
       await b.putNodeMetrics([view('n1', '2026-01-01T00:00:06.000Z')], 60_000);
-      expect((await b.getNodeMetrics(ids)).get('n1')?.lastSeen).toBe('2026-01-01T00:00:06.000Z');
+      expect((await b.getNodeMetrics(ids)).get('n1')?.lastSeen).toBe(Date.parse('2026-01-01T00:00:06.000Z'));
       expect(fetched).toEqual([]);
       // Deleted (the node left the registry) by A, expired: gone from B's next read.
       await a.deleteNode('n3');
@@ -317,7 +317,7 @@ describe('cluster store', () => {
       await Promise.all([a.init(), b.init()]);
       await a.putSandbox(sandboxRecord('s1'));
       expect((await b.getSandbox('s1'))?.accessToken).toBe('tok-s1');
-      const ev = await b.appendEvent({ at: 't', kind: 'node.joined', nodeID: 'n', message: 'joined' });
+      const ev = await b.appendEvent({ at: 1, kind: 'node.joined', nodeID: 'n', message: 'joined' });
       expect((await a.listEvents({ sinceID: ev.id - 1 })).map((e) => e.message)).toEqual(['joined']);
       await a.close();
       const c = new ClusterStore(scope);
@@ -333,8 +333,8 @@ describe('cluster store', () => {
 
   it('concurrent appends go in batches: consecutive ids in call order, in Redis and in MySQL', () =>
     withStore(async (store) => {
-      const first = await store.appendEvent({ at: 't', kind: 'node.joined', nodeID: 'n', message: 'first' });
-      const evs = await Promise.all(Array.from({ length: 40 }, (_, i) => store.appendEvent({ at: 't', kind: 'sandbox.created', nodeID: 'n', message: `e${i}` })));
+      const first = await store.appendEvent({ at: 1, kind: 'node.joined', nodeID: 'n', message: 'first' });
+      const evs = await Promise.all(Array.from({ length: 40 }, (_, i) => store.appendEvent({ at: 1, kind: 'sandbox.created', nodeID: 'n', message: `e${i}` })));
       expect(evs.map((e) => e.id)).toEqual(Array.from({ length: 40 }, (_, i) => first.id + 1 + i));
       expect((await store.listEvents({ sinceID: first.id })).map((e) => `${e.id} ${e.message}`)).toEqual(evs.map((e) => `${e.id} ${e.message}`));
       expect((await store.mysql.latestEvents(41)).events.map((e) => e.message)).toEqual(['first', ...evs.map((e) => e.message)]);
@@ -353,6 +353,45 @@ describe('cluster store', () => {
       expect(await store.getSandbox('old')).toMatchObject({ sandboxID: 'old', ...EPOCH_TIMES });
       // Ordered by start time as numbers, the legacy record among new ones.
       expect((await store.listSandboxes()).map((r) => [r.sandboxID, r.startedAt])).toEqual([['old', EPOCH_TIMES.startedAt], ['new', EPOCH_TIMES.startedAt + 1]]);
+    }));
+
+  it('node times an older version wrote as ISO 8601 load as epoch ms: the registry in MySQL, a view and a heartbeat time in Redis', () =>
+    withStore(async (store) => {
+      const pool = (store.mysql as unknown as { pool: { query(sql: string, args: unknown[]): Promise<unknown> } }).pool;
+      await pool.query('INSERT INTO nodes (node_id, record) VALUES (?, ?)', ['n1', LEGACY_NODE_JSON]);
+      expect(await store.getNode('n1')).toEqual(EPOCH_NODE);
+      expect(await store.listNodes()).toEqual([EPOCH_NODE]);
+      const prefix = (store.live as unknown as { prefix: string }).prefix;
+      const seen = Date.parse('2026-01-01T00:00:05.000Z');
+      await store.live.redis.set(`${prefix}master:node:metric:n1`, JSON.stringify({ nodeID: 'n1', lastSeen: '2026-01-01T00:00:05.000Z', evictAt: '2026-01-01T00:10:00.000Z' }), 'PX', 60_000);
+      expect((await store.getNodeMetrics(['n1'])).get('n1')).toEqual({ nodeID: 'n1', lastSeen: seen, evictAt: EPOCH_NODE.evictAt });
+      // A heartbeat time an older replica recorded beside it (touchNodeMetrics), later than the view's.
+      await store.live.redis.hset(`${prefix}master:node:seen`, 'n1', '2026-01-01T00:00:06.000Z');
+      expect((await store.getNodeMetrics(['n1'])).get('n1')?.lastSeen).toBe(seen + 1000);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n1', lastSeen: seen + 2000 }], 60_000)).toEqual([]);
+      expect((await store.getNodeMetrics(['n1'])).get('n1')?.lastSeen).toBe(seen + 2000);
+    }));
+
+  it('events an older version wrote (ISO 8601 times) load as epoch ms, from the Redis stream and from MySQL', () =>
+    withStore(async (store) => {
+      const pool = (store.mysql as unknown as { pool: { query(sql: string, args: unknown[]): Promise<unknown> } }).pool;
+      const prefix = (store.live as unknown as { prefix: string }).prefix;
+      const mine = await store.appendEvent({ at: EPOCH_EVENT_AT + 1, kind: 'node.joined', nodeID: 'n2', message: 'new' });
+      await store.live.redis.xadd(`${prefix}shared:events`, `${mine.id + 1}-0`, 'e', LEGACY_EVENT_BODY);
+      await store.live.redis.set(`${prefix}shared:events:seq`, String(mine.id + 1));
+      await pool.query('INSERT INTO events (id, body) VALUES (?, ?)', [mine.id + 1, LEGACY_EVENT_BODY]);
+      expect((await store.listEvents({ sinceID: mine.id - 1 })).map((e) => [e.message, e.at])).toEqual([['new', EPOCH_EVENT_AT + 1], ['old', EPOCH_EVENT_AT]]);
+      expect((await store.mysql.latestEvents(1)).events.map((e) => [e.message, e.at])).toEqual([['old', EPOCH_EVENT_AT]]);
+    }));
+
+  it('a snapshot record an older version wrote (ISO 8601 createdAt) loads as epoch ms and sorts before one taken since', () =>
+    withStore(async (store) => {
+      const pool = (store.mysql as unknown as { pool: { query(sql: string, args: unknown[]): Promise<unknown> } }).pool;
+      await pool.query('INSERT INTO snapshots (snapshot_id, node_id, created_at, record) VALUES (?, ?, ?, ?)', [LEGACY_SNAPSHOT.id, 'node-a', LEGACY_SNAPSHOT.createdAt, LEGACY_SNAPSHOT.json]);
+      const old = Date.parse(LEGACY_SNAPSHOT.createdAt);
+      await store.putSnapshot(snapshotRecord('snap-new', old + 1));
+      expect(await store.getSnapshot(LEGACY_SNAPSHOT.id)).toEqual(snapshotRecord(LEGACY_SNAPSHOT.id, old));
+      expect((await store.listSnapshots()).map((x) => [x.snapshotID, x.createdAt])).toEqual([[LEGACY_SNAPSHOT.id, old], ['snap-new', old + 1]]);
     }));
 
   it('a fencing counter Redis lost starts above every token handed out before', () =>
@@ -403,7 +442,7 @@ describe('cluster store', () => {
       await store.putSandbox(sandboxRecord('keep'));
       await store.putSandbox(sandboxRecord('gone'));
       await store.deleteSandbox('gone');
-      const before = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'before' });
+      const before = await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'before' });
       await wipeRedis(store, { disconnect: true });
       let list: string[] = [];
       for (let i = 0; i < 50 && list.length === 0; i++) {
@@ -414,7 +453,7 @@ describe('cluster store', () => {
         if (list.length === 0) await sleep(100);
       }
       expect(list).toEqual(['keep']);
-      const after = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'after' });
+      const after = await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'after' });
       expect(after.id).toBeGreaterThan(before.id);
       // The history came back from MySQL with its ids.
       expect((await store.listEvents({ limit: 10 })).map((e) => [e.id, e.message])).toEqual([[before.id, 'before'], [after.id, 'after']]);
@@ -422,11 +461,11 @@ describe('cluster store', () => {
 
   it('events keep their ids across a Redis that comes back empty, even for a replica that never saw them', () =>
     withStore(async (store) => {
-      const first = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'one' });
-      await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'two' });
+      const first = await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'one' });
+      await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'two' });
       await wipeRedis(store);
       // No reconnect seen (the keys just vanished): the append itself notices the missing counter.
-      const three = await store.appendEvent({ at: 't', kind: 'sandbox.created', message: 'three' });
+      const three = await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'three' });
       expect(three.id).toBe(first.id + 2);
       expect((await store.listEvents({ limit: 10 })).map((e) => e.message)).toEqual(['one', 'two', 'three']);
     }));

@@ -3,8 +3,8 @@
 // The factory returns a fresh, empty, initialised store and a cleanup that removes it.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { NodeView } from '../../src/api/types.js';
-import type { SandboxRecord } from '../../src/model/sandbox.js';
+import type { NodeView } from '../../src/model/node.js';
+import type { SandboxRecord, SnapshotRecord } from '../../src/model/sandbox.js';
 import type { StateStore } from '../../src/store/types.js';
 
 export type StoreFactory = (opts: { eventRetention: number }) => Promise<{ store: StateStore; cleanup: () => Promise<void> }>;
@@ -30,6 +30,21 @@ export function sandboxRecord(id: string, over: Partial<SandboxRecord> = {}): Sa
 export function legacyRecordJson(id: string, over: Record<string, unknown> = {}): string {
   return JSON.stringify({ ...sandboxRecord(id), startedAt: '2026-01-01T00:00:00.000Z', endAt: '2026-01-01T00:05:00.000Z', ...over });
 }
+
+export function snapshotRecord(id: string, createdAt: number): SnapshotRecord {
+  return { snapshotID: id, names: [`n-${id}`], sandboxID: 'a', nodeID: 'node-a', templateID: 'host', runtime: 'ns', keeps: 'filesystem', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: { k: 'v' }, createdAt, envVars: { A: '1' } };
+}
+
+/** A snapshot record as versions before numeric times stored it: its JSON with createdAt in ISO 8601 (also the created_at column). */
+export const LEGACY_SNAPSHOT = { id: 'snap-old', createdAt: '2026-01-01T00:00:03.000Z', json: JSON.stringify({ ...snapshotRecord('snap-old', 0), createdAt: '2026-01-01T00:00:03.000Z' }) };
+
+/** A node's registry record as versions before numeric times stored it, and what reading it must give. */
+export const LEGACY_NODE_JSON = JSON.stringify({ nodeID: 'n1', address: 'http://10.0.0.2:7000', cordoned: true, draining: true, evictAt: '2026-01-01T00:10:00.000Z', joinedAt: '2026-01-01T00:00:00.000Z' });
+export const EPOCH_NODE = { nodeID: 'n1', address: 'http://10.0.0.2:7000', cordoned: true, draining: true, evictAt: Date.parse('2026-01-01T00:10:00.000Z'), joinedAt: Date.parse('2026-01-01T00:00:00.000Z') };
+
+/** An event as versions before numeric times stored it (its JSON body), and its time as reading it must give it. */
+export const LEGACY_EVENT_BODY = JSON.stringify({ at: '2026-01-01T00:00:07.000Z', kind: 'node.joined', nodeID: 'n1', message: 'old' });
+export const EPOCH_EVENT_AT = Date.parse('2026-01-01T00:00:07.000Z');
 
 /** What every read of a legacy record must give: epoch ms. */
 export const EPOCH_TIMES = { startedAt: Date.parse('2026-01-01T00:00:00.000Z'), endAt: Date.parse('2026-01-01T00:05:00.000Z') };
@@ -89,7 +104,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
 
     it('appends events with increasing ids, lists since an id and keeps only the retention', async () => {
       const ids: number[] = [];
-      for (let i = 0; i < 8; i++) ids.push((await store.appendEvent({ at: new Date().toISOString(), kind: 'sandbox.created', sandboxID: `s${i}`, message: `m${i}` })).id);
+      for (let i = 0; i < 8; i++) ids.push((await store.appendEvent({ at: Date.now(), kind: 'sandbox.created', sandboxID: `s${i}`, message: `m${i}` })).id);
       for (let i = 1; i < ids.length; i++) expect(ids[i]!).toBeGreaterThan(ids[i - 1]!);
       const all = await store.listEvents({ limit: 100 });
       expect(all.map((e) => e.message)).toEqual(['m3', 'm4', 'm5', 'm6', 'm7']);
@@ -102,7 +117,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
     });
 
     it("appends a node's notice once per sender and seq, whatever else is appended between", async () => {
-      const at = new Date().toISOString();
+      const at = Date.now();
       const notice = (seq: number) => ({ at, kind: 'sandbox.created' as const, sandboxID: `n${seq}`, message: `notice ${seq}` });
       const a = await store.appendNodeEvent(notice(1), { sender: 'node-a:1', seq: 1 });
       expect(a?.sandboxID).toBe('n1');
@@ -135,10 +150,9 @@ export function storeContract(name: string, factory: StoreFactory): void {
     });
 
     it('keeps snapshot records, oldest first, and deletes them once', async () => {
-      const snap = (id: string, createdAt: string) => ({ snapshotID: id, names: [`n-${id}`], sandboxID: 'a', nodeID: 'node-a', templateID: 'host', runtime: 'ns', keeps: 'filesystem' as const, spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: { k: 'v' }, createdAt, envVars: { A: '1' } });
-      await store.putSnapshot(snap('snap-b', '2026-01-01T00:00:02.000Z'));
-      await store.putSnapshot(snap('snap-a', '2026-01-01T00:00:01.000Z'));
-      expect(await store.getSnapshot('snap-b')).toEqual(snap('snap-b', '2026-01-01T00:00:02.000Z'));
+      await store.putSnapshot(snapshotRecord('snap-b', Date.parse('2026-01-01T00:00:02.000Z')));
+      await store.putSnapshot(snapshotRecord('snap-a', Date.parse('2026-01-01T00:00:01.000Z')));
+      expect(await store.getSnapshot('snap-b')).toEqual(snapshotRecord('snap-b', Date.parse('2026-01-01T00:00:02.000Z')));
       expect((await store.listSnapshots()).map((s) => s.snapshotID)).toEqual(['snap-a', 'snap-b']);
       expect(await store.deleteSnapshot('snap-a')).toBe(true);
       expect(await store.deleteSnapshot('snap-a')).toBe(false);
@@ -147,9 +161,9 @@ export function storeContract(name: string, factory: StoreFactory): void {
     });
 
     it('keeps the node registry with cordon and drain flags', async () => {
-      await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 't' });
-      await store.putNode({ nodeID: 'n1', cordoned: true, draining: false, joinedAt: 't' });
-      await store.putNode({ nodeID: 'n2', cordoned: false, draining: true, joinedAt: 't' });
+      await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 1 });
+      await store.putNode({ nodeID: 'n1', cordoned: true, draining: false, joinedAt: 1 });
+      await store.putNode({ nodeID: 'n2', cordoned: false, draining: true, joinedAt: 1 });
       expect(await store.getNode('n1')).toMatchObject({ cordoned: true });
       expect((await store.listNodes()).map((n) => n.nodeID)).toEqual(['n1', 'n2']);
       await store.deleteNode('n1');
@@ -200,7 +214,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
     });
 
     it('templates per node, replaced by each report and gone with the node', async () => {
-      await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 't' });
+      await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 1 });
       await store.setNodeTemplates('n1', ['host', 'deb']);
       await store.setNodeTemplates('n2', ['host']);
       expect(await store.listTemplates()).toEqual([{ templateID: 'deb', nodes: ['n1'] }, { templateID: 'host', nodes: ['n1', 'n2'] }]);
@@ -216,15 +230,16 @@ export function storeContract(name: string, factory: StoreFactory): void {
       await sleep(200);
       expect((await store.getNodeMetrics(['n1'])).has('n1')).toBe(false);
       // A heartbeat without a view keeps the view and moves its lastSeen; an unknown or expired node is asked for it.
-      await store.putNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:01.000Z' } as NodeView], 600);
-      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:02.000Z' }, { nodeID: 'n4', lastSeen: '2026-01-01T00:00:02.000Z' }], 600)).toEqual(['n4']);
-      expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe('2026-01-01T00:00:02.000Z');
+      const t = Date.parse('2026-01-01T00:00:00.000Z');
+      await store.putNodeMetrics([{ nodeID: 'n3', lastSeen: t + 1000 } as NodeView], 600);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: t + 2000 }, { nodeID: 'n4', lastSeen: t + 2000 }], 600)).toEqual(['n4']);
+      expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe(t + 2000);
       await sleep(400);
-      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:03.000Z' }], 600)).toEqual([]);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: t + 3000 }], 600)).toEqual([]);
       await sleep(400);
-      expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe('2026-01-01T00:00:03.000Z');
+      expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe(t + 3000);
       await sleep(700);
-      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: '2026-01-01T00:00:04.000Z' }], 600)).toEqual(['n3']);
+      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: t + 4000 }], 600)).toEqual(['n3']);
       expect((await store.getNodeMetrics(['n3'])).has('n3')).toBe(false);
       expect(await store.markNodeLost('n1')).toBe(true);
       expect(await store.markNodeLost('n1')).toBe(false);

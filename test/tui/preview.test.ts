@@ -2,6 +2,7 @@
 // ratio in force while the daemon said 117, with 128 MiB sandboxes counted at the default spec).
 import { describe, expect, it } from 'vitest';
 import type { PoolView } from '../../src/api/types.js';
+import { nodeWire } from '../../src/api/admin/wire.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
 import { buildNodeView } from '../../src/cubelet/node-view.js';
 import { computeHeadroom, densityParamsFromConfig } from '../../src/model/density.js';
@@ -11,9 +12,9 @@ const pool: PoolView = { free: 4, inUse: 0, creating: 0, total: 4, target: 4, in
 const master = (ratio: number) => MasterConfigSchema.parse({ host: { quota: { paused_resource_release_ratio: ratio } } });
 const small = { cpus: 1, memoryMiB: 128, diskGiB: 1 };
 const big = { cpus: 2, memoryMiB: 8192, diskGiB: 1 };
-/** The reference node (128 cpus, 251 GiB) with 128 MiB and 8 GiB sandboxes, as the daemon computes it at `ratio`. */
+/** The reference node (128 cpus, 251 GiB) with 128 MiB and 8 GiB sandboxes, as the daemon computes it at `ratio` and the console reads it. */
 const node = (ratio: number) =>
-  buildNodeView({
+  nodeWire(buildNodeView({
     nodeID: 'n1',
     runtime: 'ns',
     capacity: { cpus: 128, memoryMiB: 251 * 1024, declared: true },
@@ -31,7 +32,7 @@ const node = (ratio: number) =>
     poolSlotLimit: 16383,
     templates: ['host'],
     now: new Date(0),
-  });
+  }));
 
 const figures = (text: string) => {
   const m = /all paused (\d+) -> (\d+), frees ([\d.]+\w+) -> ([\d.]+\w+), headroom (\d+) -> (\d+)/.exec(text);

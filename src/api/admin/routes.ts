@@ -11,7 +11,7 @@ import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import { assertForkFits } from '../rate-limit.js';
 import { registerTemplateRoutes } from './templates.js';
 import { serveWatch } from './watch.js';
-import { sandboxWire } from './wire.js';
+import { eventWire, nodeWire, sandboxWire, snapshotViewWire } from './wire.js';
 
 const P = '/admin/v1';
 const STATES: readonly SandboxState[] = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'];
@@ -56,12 +56,6 @@ async function body<T>(req: IncomingMessage, schema: z.ZodType<T>): Promise<T> {
 
 const actor = (req: IncomingMessage & { caller?: Caller }) => req.caller?.keyID;
 
-/** A snapshot without the origin's envVars (its owner's secret, like a sandbox's). */
-function publicSnapshot(s: SnapshotRecord): SnapshotView {
-  const { envVars: _e, ...view } = s;
-  return view;
-}
-
 export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   const { cp } = ctx;
   const on = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, h: Handler) =>
@@ -69,19 +63,19 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
       Promise.resolve(h(req, res, params, (query ?? {}) as Record<string, string>)).catch((e: unknown) => sendError(res, e, 'admin', ctx.log));
     });
   const nodeAction = (action: 'cordon' | 'uncordon') => async (req: IncomingMessage, res: ServerResponse, p: Record<string, string | undefined>) =>
-    sendJson(res, 200, await cp.nodeAction({ nodeID: p.nodeID!, action, ...opt('actor', actor(req)) }));
+    sendJson(res, 200, nodeWire(await cp.nodeAction({ nodeID: p.nodeID!, action, ...opt('actor', actor(req)) })));
 
-  on('GET', '/nodes', async (_req, res) => sendJson(res, 200, await cp.listNodes()));
+  on('GET', '/nodes', async (_req, res) => sendJson(res, 200, (await cp.listNodes()).map(nodeWire)));
   on('GET', '/nodes/:nodeID', async (_req, res, p) => {
     const node = (await cp.listNodes()).find((n) => n.nodeID === p.nodeID);
     if (!node) throw new CubeError('NOT_FOUND', `node ${p.nodeID} not found`);
-    sendJson(res, 200, node);
+    sendJson(res, 200, nodeWire(node));
   });
   on('POST', '/nodes/:nodeID/cordon', nodeAction('cordon'));
   on('POST', '/nodes/:nodeID/uncordon', nodeAction('uncordon'));
   on('POST', '/nodes/:nodeID/drain', async (req, res, p) => {
     const b = await body(req, DrainBody);
-    sendJson(res, 200, await cp.nodeAction({ nodeID: p.nodeID!, action: 'drain', ...b, ...opt('actor', actor(req)) }));
+    sendJson(res, 200, nodeWire(await cp.nodeAction({ nodeID: p.nodeID!, action: 'drain', ...b, ...opt('actor', actor(req)) })));
   });
   on('DELETE', '/nodes/:nodeID', async (req, res, p) => {
     await cp.nodeAction({ nodeID: p.nodeID!, action: 'delete', ...opt('actor', actor(req)) });
@@ -111,7 +105,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   // Snapshots (what each keeps: `keeps`) and fork: one entry per fork, {sandbox} or {error: {code, message, status}}.
   on('POST', '/sandboxes/:id/snapshots', async (req, res, p) => {
     const b = await body(req, SnapshotBody);
-    sendJson(res, 201, publicSnapshot(await cp.snapshots.take(p.id!, { ...b, ...(actor(req) ? { actor: actor(req)! } : {}) })));
+    sendJson(res, 201, snapshotViewWire(await cp.snapshots.take(p.id!, { ...b, ...(actor(req) ? { actor: actor(req)! } : {}) })));
   });
   on('POST', '/sandboxes/:id/fork', async (req, res, p) => {
     const b = await body(req, ForkBody);
@@ -119,7 +113,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
     const results = await cp.snapshots.fork(p.id!, { count: b.count ?? 1, ...(b.timeoutSec !== undefined ? { timeoutSec: b.timeoutSec } : {}), ...(actor(req) ? { actor: actor(req)! } : {}) });
     sendJson(res, 201, results.map((r) => ('sandbox' in r ? { sandbox: sandboxWire(r.sandbox) } : { error: errorBody(r.error, 'admin') })));
   });
-  on('GET', '/snapshots', async (_req, res, _p, q) => sendJson(res, 200, (await cp.snapshots.list({ ...(q.sandbox ? { sandboxID: q.sandbox } : {}), ...(q.name ? { name: q.name } : {}) })).map(publicSnapshot)));
+  on('GET', '/snapshots', async (_req, res, _p, q) => sendJson(res, 200, (await cp.snapshots.list({ ...(q.sandbox ? { sandboxID: q.sandbox } : {}), ...(q.name ? { name: q.name } : {}) })).map(snapshotViewWire)));
   on('DELETE', '/snapshots/:ref', async (req, res, p) => {
     await cp.snapshots.remove(p.ref!, actor(req));
     sendNoContent(res);
@@ -139,7 +133,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
       if (!Number.isInteger(n) || n < 0) throw new CubeError('BAD_REQUEST', `${name} must be a non-negative integer (got ${v})`);
       return n;
     };
-    sendJson(res, 200, await cp.events({ ...opt('sinceID', num('since', q.since)), ...opt('beforeID', num('before', q.before)), ...opt('limit', num('limit', q.limit)) }));
+    sendJson(res, 200, (await cp.events({ ...opt('sinceID', num('since', q.since)), ...opt('beforeID', num('before', q.before)), ...opt('limit', num('limit', q.limit)) })).map(eventWire));
   });
   on('GET', '/stats', async (_req, res) => sendJson(res, 200, (await cp.snapshot()).stats));
   registerTemplateRoutes(on, ctx);

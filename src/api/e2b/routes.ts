@@ -5,6 +5,7 @@ import type { HTTPMethod } from 'find-my-way';
 import { CubeError } from '../../errors.js';
 import type { OutputLine } from '../../cubelet/output-log.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
+import { isoTime } from '../../model/time.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
 import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import {
@@ -189,7 +190,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     const limit = Math.min(Number(query.get('limit') ?? 1000) || 1000, 10_000);
     const events = (await ctx.cp.events({ limit: 10_000 })).filter((e) => e.sandboxID === id);
     const lifecycle = events.map((e) => ({
-      timestamp: e.at,
+      timestamp: isoTime(e.at),
       level: e.code !== undefined ? 'error' : 'info',
       message: `${e.kind}: ${e.message}`,
       fields: { logger: 'lifecycle', kind: e.kind, ...(e.code !== undefined ? { code: String(e.code) } : {}), ...(e.nodeID ? { nodeID: e.nodeID } : {}) },

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { CubeError, errorBody, toCubeError } from '../../errors.js';
 import type { SandboxRecord, SnapshotRecord } from '../../model/sandbox.js';
+import { isoTime } from '../../model/time.js';
 import type { ApiContext } from '../context.js';
 import { readJson, sendJson } from '../../http.js';
 import { assertForkFits } from '../rate-limit.js';
@@ -20,7 +21,7 @@ const ForkSchema = z.looseObject({ count: z.number().int().optional(), timeout: 
 
 /** SnapshotInfo, with what it keeps (an addition the SDK ignores). */
 export function snapshotJson(s: SnapshotRecord): Record<string, unknown> {
-  return { snapshotID: s.snapshotID, names: s.names, sandboxID: s.sandboxID, templateID: s.templateID, runtime: s.runtime, keeps: s.keeps, processesKept: s.keeps !== 'filesystem', createdAt: s.createdAt };
+  return { snapshotID: s.snapshotID, names: s.names, sandboxID: s.sandboxID, templateID: s.templateID, runtime: s.runtime, keeps: s.keeps, processesKept: s.keeps !== 'filesystem', createdAt: isoTime(s.createdAt) };
 }
 
 /** One page of snapshots, oldest first; the token is the last id of the page (pure). */

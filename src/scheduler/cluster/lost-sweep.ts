@@ -8,10 +8,9 @@ import type { StateStore } from '../../store/types.js';
 export const LOST_SWEEP_LEASE = 'lost-sweep';
 
 /** Pure: is a node whose last metrics are `lastSeen` (undefined = expired or never) lost at `now`? */
-export function isLost(lastSeen: string | undefined, now: number, heartbeatTimeoutMs: number): boolean {
+export function isLost(lastSeen: number | undefined, now: number, heartbeatTimeoutMs: number): boolean {
   if (lastSeen === undefined) return true;
-  const t = Date.parse(lastSeen);
-  return Number.isNaN(t) || now - t > heartbeatTimeoutMs;
+  return Number.isNaN(lastSeen) || now - lastSeen > heartbeatTimeoutMs;
 }
 
 /**
@@ -34,15 +33,15 @@ export async function sweepLostNodes(store: StateStore, cfg: MasterConfig, now: 
     const reported = metrics.get(id)?.lastSeen;
     if (reported !== undefined) missingSince.delete(id);
     else if (!missingSince.has(id)) missingSince.set(id, now);
-    const lastSeen = reported ?? new Date(missingSince.get(id)!).toISOString();
-    if (!isLost(lastSeen, now, timeout) || !isLost(new Date(blindAt).toISOString(), now, timeout)) continue;
+    const lastSeen = reported ?? missingSince.get(id)!;
+    if (!isLost(lastSeen, now, timeout) || !isLost(blindAt, now, timeout)) continue;
     // Sandboxes first: if this fails half-way the marker is not set and the next sweep redoes it.
     const marked = await store.markNodeSandboxes(id, 'lost', `node ${id} stopped heartbeating`);
     if (!(await store.markNodeLost(id))) continue;
     newlyLost.push(id);
-    const secs = ((now - Date.parse(lastSeen)) / 1000).toFixed(1);
+    const secs = ((now - lastSeen) / 1000).toFixed(1);
     const age = reported === undefined ? `no metrics for ${secs}s` : `last heartbeat ${secs}s ago`;
-    await store.appendEvent({ at: new Date(now).toISOString(), kind: 'node.lost', nodeID: id, message: `node ${id} lost (${age}); ${marked.length} sandbox(es) marked lost` });
+    await store.appendEvent({ at: now, kind: 'node.lost', nodeID: id, message: `node ${id} lost (${age}); ${marked.length} sandbox(es) marked lost` });
   }
   return newlyLost;
 }

@@ -3,6 +3,7 @@
 // (a stale heartbeat or a lost marker makes it UNHEALTHY and unschedulable, never absent).
 import { withOperatorFlags } from '../../cubelet/node-view.js';
 import type { NodeView } from '../../model/node.js';
+import { isoTime } from '../../model/time.js';
 import type { NodeRecord } from '../../store/types.js';
 import { footprintMiB, type DensityParams } from '../../model/density.js';
 import { prepareNode, type Candidate } from '../plugin.js';
@@ -59,7 +60,7 @@ export class PlacementBook {
     });
     for (const [nodeID, list] of this.pending) {
       const i = this.index.get(nodeID);
-      const seen = i === undefined ? Infinity : Date.parse(views[i]!.lastSeen);
+      const seen = i === undefined ? Infinity : views[i]!.lastSeen;
       const left = list.filter((p) => p.at > now - PLACEMENT_HORIZON_MS && !(seen > p.at));
       if (left.length === 0) this.pending.delete(nodeID);
       else this.pending.set(nodeID, left);
@@ -116,8 +117,7 @@ const candidate = (view: NodeView): Candidate => ({ view, inFlightCreates: 0, pr
 
 /** The view with the placements its heartbeat predates added in (pure; the same object when there are none). */
 export function withPlacements(v: NodeView, mine: readonly RecentPlacement[], params: DensityParams): NodeView {
-  const seen = Date.parse(v.lastSeen);
-  const extra = mine.filter((p) => !(seen > p.at));
+  const extra = mine.filter((p) => !(v.lastSeen > p.at));
   if (extra.length === 0) return v;
   const mem = extra.reduce((s, p) => s + footprintMiB(p, params), 0);
   const cpus = extra.reduce((s, p) => s + p.cpus, 0);
@@ -130,9 +130,9 @@ export function withPlacements(v: NodeView, mine: readonly RecentPlacement[], pa
 
 export function clusterNodeView(rec: NodeRecord, metrics: NodeView | undefined, lost: boolean, now: number, heartbeatTimeoutMs: number): NodeView {
   const flagged = withOperatorFlags(metrics ?? silentNode(rec), rec);
-  const base: NodeView = rec.evictAt !== undefined && rec.draining ? { ...flagged, evictAt: rec.evictAt, reason: flagged.reason === 'draining' ? `draining: sandboxes evicted at ${rec.evictAt}` : flagged.reason } : flagged;
+  const base: NodeView = rec.evictAt !== undefined && rec.draining ? { ...flagged, evictAt: rec.evictAt, reason: flagged.reason === 'draining' ? `draining: sandboxes evicted at ${isoTime(rec.evictAt)}` : flagged.reason } : flagged;
   const view: NodeView = rec.address !== undefined ? { ...base, address: rec.address } : base;
-  const age = metrics ? now - Date.parse(metrics.lastSeen) : Infinity;
+  const age = metrics ? now - metrics.lastSeen : Infinity;
   if (!lost && age <= heartbeatTimeoutMs) return view;
   const since = Number.isFinite(age) ? `last heartbeat ${(age / 1000).toFixed(1)}s ago` : 'no heartbeat on record';
   return { ...view, healthy: false, lost, schedulable: false, reason: `${lost ? 'lost' : 'heartbeat stale'}: ${since}` };

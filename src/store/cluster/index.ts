@@ -358,7 +358,7 @@ export class ClusterStore implements StateStore {
     return this.live.getNodeMetrics(nodeIDs);
   }
 
-  touchNodeMetrics(seen: { nodeID: string; lastSeen: string }[], ttlMs: number): Promise<string[]> {
+  touchNodeMetrics(seen: { nodeID: string; lastSeen: number }[], ttlMs: number): Promise<string[]> {
     return this.live.touchNodeMetrics(seen, ttlMs);
   }
 

@@ -2,9 +2,10 @@
 // of truth for which sandboxes exist), config versions and the audit trail.
 import { randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
-import type { EventView } from '../../model/event.js';
-import type { SandboxRecord, SnapshotRecord } from '../../model/sandbox.js';
-import { parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
+import { eventWithEpochTime, type EventView } from '../../model/event.js';
+import { snapshotWithEpochTime, type SandboxRecord, type SnapshotRecord } from '../../model/sandbox.js';
+import { isoTime } from '../../model/time.js';
+import { parseNodeRecord, parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
 import { GroupCommit } from './group-commit.js';
 import { isConnectionError, unavailable, withRetry } from './retry.js';
 
@@ -256,7 +257,7 @@ export class MysqlRecords {
   /** The newest `limit` events, oldest first, and the highest id ever recorded. */
   async latestEvents(limit: number): Promise<{ maxID: number; events: EventView[] }> {
     const rows = await this.q<mysql.RowDataPacket[]>('SELECT id, body FROM events ORDER BY id DESC LIMIT ?', [limit]);
-    const events = rows.reverse().map((r) => ({ ...(JSON.parse(r.body as string) as Omit<EventView, 'id'>), id: Number(r.id) }));
+    const events = rows.reverse().map((r) => ({ ...eventWithEpochTime(JSON.parse(r.body as string) as Omit<EventView, 'id'>), id: Number(r.id) }));
     return { maxID: events.at(-1)?.id ?? 0, events };
   }
 
@@ -333,12 +334,12 @@ export class MysqlRecords {
 
   async getNode(nodeID: string): Promise<NodeRecord | undefined> {
     const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM nodes WHERE node_id = ?', [nodeID]);
-    return rows[0] ? (JSON.parse(rows[0].record as string) as NodeRecord) : undefined;
+    return rows[0] ? parseNodeRecord(rows[0].record as string) : undefined;
   }
 
   async listNodes(): Promise<NodeRecord[]> {
     const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM nodes ORDER BY node_id');
-    return rows.map((r) => JSON.parse(r.record as string) as NodeRecord);
+    return rows.map((r) => parseNodeRecord(r.record as string));
   }
 
   async deleteNode(nodeID: string): Promise<void> {
@@ -347,17 +348,18 @@ export class MysqlRecords {
   }
 
   async putSnapshot(rec: SnapshotRecord): Promise<void> {
-    await this.q('REPLACE INTO snapshots (snapshot_id, node_id, created_at, record) VALUES (?, ?, ?, ?)', [rec.snapshotID, rec.nodeID, rec.createdAt, JSON.stringify(rec)]);
+    // created_at keeps ISO 8601, as in the rows before numeric times: they sort together.
+    await this.q('REPLACE INTO snapshots (snapshot_id, node_id, created_at, record) VALUES (?, ?, ?, ?)', [rec.snapshotID, rec.nodeID, isoTime(rec.createdAt), JSON.stringify(rec)]);
   }
 
   async getSnapshot(snapshotID: string): Promise<SnapshotRecord | undefined> {
     const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM snapshots WHERE snapshot_id = ?', [snapshotID]);
-    return rows[0] ? (JSON.parse(rows[0].record as string) as SnapshotRecord) : undefined;
+    return rows[0] ? snapshotWithEpochTime(JSON.parse(rows[0].record as string) as SnapshotRecord) : undefined;
   }
 
   async listSnapshots(): Promise<SnapshotRecord[]> {
     const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM snapshots ORDER BY created_at, snapshot_id');
-    return rows.map((r) => JSON.parse(r.record as string) as SnapshotRecord);
+    return rows.map((r) => snapshotWithEpochTime(JSON.parse(r.record as string) as SnapshotRecord));
   }
 
   async deleteSnapshot(snapshotID: string): Promise<boolean> {

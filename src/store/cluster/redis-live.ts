@@ -2,8 +2,8 @@
 // metrics with TTL, creates in flight per node, per-sandbox operation locks with token-checked
 // release, leader leases, and the events stream. Keys: `<prefix><scope>:<what>[:<id>]`.
 import { Redis } from 'ioredis';
-import type { EventView } from '../../model/event.js';
-import type { NodeView } from '../../model/node.js';
+import { eventWithEpochTime, type EventView } from '../../model/event.js';
+import { nodeWithEpochTimes, type NodeView } from '../../model/node.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
 import { fenceFloor, parseRecord } from '../types.js';
 import { withRetry } from './retry.js';
@@ -237,7 +237,7 @@ export class RedisLive {
   }
 
   /** Heartbeats without a view: see StateStore.touchNodeMetrics. */
-  async touchNodeMetrics(seen: { nodeID: string; lastSeen: string }[], ttlMs: number): Promise<string[]> {
+  async touchNodeMetrics(seen: { nodeID: string; lastSeen: number }[], ttlMs: number): Promise<string[]> {
     if (seen.length === 0) return [];
     return (await this.run((r) => r.cubeTouchMetrics!(this.k('master', 'node', 'seen'), this.k('master', 'node', 'metric', ''), this.k('master', 'node', 'metric-ver', ''), ttlMs, ...seen.flatMap((s) => [s.nodeID, s.lastSeen])))) as string[];
   }
@@ -264,17 +264,20 @@ export class RedisLive {
         const known = this.parsedMetrics.get(id);
         // A view written between the two reads is newer than the version read: fetched again next time.
         if (known?.raw === raw) known.ver = vers[i] ?? undefined;
-        else this.parsedMetrics.set(id, { raw, view: JSON.parse(raw) as NodeView, ver: vers[i] ?? undefined });
+        else this.parsedMetrics.set(id, { raw, view: nodeWithEpochTimes(JSON.parse(raw) as NodeView), ver: vers[i] ?? undefined });
       });
     }
     const out = new Map<string, NodeView>();
     nodeIDs.forEach((id, i) => {
       const known = this.parsedMetrics.get(id);
       if (!known) return;
-      // ISO times of one format: later sorts later.
       const at = seen[i];
-      if (!at || at <= known.view.lastSeen) return out.set(id, known.view);
-      if (known.seen !== at) [known.seen, known.merged] = [at, { ...known.view, lastSeen: at }];
+      if (!at) return out.set(id, known.view);
+      if (known.seen !== at) {
+        // Epoch ms; ISO 8601 where a replica of the version before wrote it.
+        const ms = /^\d+$/.test(at) ? Number(at) : Date.parse(at);
+        [known.seen, known.merged] = [at, ms > known.view.lastSeen ? { ...known.view, lastSeen: ms } : known.view];
+      }
       out.set(id, known.merged!);
     });
     return out;
@@ -390,6 +393,6 @@ export class RedisLive {
       opts.sinceID !== undefined
         ? await this.run((r) => r.xrange(key, `(${opts.sinceID}-0`, '+', 'COUNT', limit))
         : (await this.run((r) => r.xrevrange(key, opts.beforeID !== undefined ? `(${opts.beforeID}-0` : '+', '-', 'COUNT', limit))).reverse();
-    return entries.map(([id, fields]) => ({ ...(JSON.parse(fields[1]!) as Omit<EventView, 'id'>), id: Number(id.split('-')[0]) }));
+    return entries.map(([id, fields]) => ({ ...eventWithEpochTime(JSON.parse(fields[1]!) as Omit<EventView, 'id'>), id: Number(id.split('-')[0]) }));
   }
 }
