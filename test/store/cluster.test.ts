@@ -181,6 +181,29 @@ describe('cluster store', () => {
     }
   });
 
+  it('hostile text in batched writes (quotes, backslashes, statement separators, comments) is stored as data, in one batch: the batch runs several statements per query', async () => {
+    let writes = 0;
+    const relay = await mysqlRelay((_c, _s, d) => {
+      if (/INTO sandbox_history|INTO audit/.test(d.toString('latin1'))) writes++;
+      return false;
+    });
+    const { store, cleanup } = await relayedStore(relay);
+    try {
+      await store.init();
+      writes = 0;
+      const hostile = ["x'; DROP TABLE sandbox_history; --", 'a\\\'b', '"; COMMIT; DELETE FROM audit; #', '\u0000\n\r\u001a', '/* */ ROLLBACK'];
+      await Promise.all([...hostile.map((v, i) => store.putSandbox(sandboxRecord(`h${i}`, { metadata: { v } }))), ...hostile.map((v) => store.appendAudit({ at: 't', actor: v, action: 'sandbox.create', target: v, outcome: v }))]);
+      // The first alone, the other nine in one batch: a batch that broke on the text would have
+      // been rolled back and each write made again on its own (more queries).
+      expect(writes).toBe(2);
+      expect((await store.listSandboxes()).map((r) => r.metadata['v']).sort()).toEqual([...hostile].sort());
+      expect((await store.listAudit({ limit: 50 })).map((a) => a.target).sort()).toEqual([...hostile].sort());
+    } finally {
+      await cleanup();
+      await relay.close();
+    }
+  });
+
   it('a statement that fails in a batch fails alone: the batch is rolled back and the others are written on their own', () =>
     withStore(async (store) => {
       const audit = (target: string, actor = 'k') => store.appendAudit({ at: 't', actor, action: 'sandbox.create', target, outcome: 'ok' });
