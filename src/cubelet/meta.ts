@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { withEpochTimes, type SandboxLifecycle, type SandboxSpecView } from '../model/sandbox.js';
 import type { EgressRequest, EgressRules } from '../network/egress.js';
 import type { SlotMode } from '../network/types.js';
+import type { DirRecords } from '../runtime/types.js';
 
 export interface SandboxMeta {
   sandboxID: string;
@@ -54,14 +55,7 @@ export async function readMeta(dir: string): Promise<SandboxMeta | undefined> {
   }
 }
 
-/**
- * Where a cubelet keeps its sandboxes' meta, by sandbox directory: meta.json there (META_FILES),
- * or a runtime's own keeping (the sim driver's, in memory like its sandboxes).
- */
-export interface MetaKeeper {
-  write(dir: string, meta: SandboxMeta): Promise<void>;
-  /** undefined when there is none (an incomplete create). */
-  read(dir: string): Promise<SandboxMeta | undefined>;
-}
+/** Where a cubelet keeps its sandboxes' meta: meta.json in each sandbox directory (META_FILES) or a runtime's own keeping. */
+export type MetaKeeper = DirRecords<SandboxMeta>;
 
 export const META_FILES: MetaKeeper = { write: writeMeta, read: readMeta };

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import { Cubelet, type TemplateCatalog } from './cubelet.js';
+import type { SandboxMeta } from './meta.js';
 import { sharedHostReadings } from './host-metrics.js';
 import { CubeError } from '../errors.js';
 import { nodeTag } from '../ids.js';
@@ -120,7 +121,7 @@ export function simNode(o: { nodeID: string; dataDir: string; config: () => Conf
     nodeID: o.nodeID,
     dataDir: o.dataDir,
     driver,
-    meta: driver.meta,
+    meta: driver.metaKeeper<SandboxMeta>(),
     network: new SimNetworkAgent({ nodeTag: nodeTag(o.nodeID), cidr }),
     templates: new SimTemplates(o.spec?.templates ?? [HOST_TEMPLATE]),
     config,

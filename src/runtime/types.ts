@@ -168,6 +168,16 @@ export interface SandboxStats {
   diskUsedBytes?: number;
 }
 
+/**
+ * Where a runtime keeps one record per sandbox for the cubelet, by the sandbox's directory (the
+ * cubelet's meta: meta.json there by default, the sim driver's in memory).
+ */
+export interface DirRecords<T> {
+  write(dir: string, value: T): Promise<void>;
+  /** undefined when there is none (an incomplete create). */
+  read(dir: string): Promise<T | undefined>;
+}
+
 export interface RuntimeDriver {
   readonly name: 'ns' | 'microvm' | 'sim';
   /** Checks prerequisites and prepares per-node parents (cgroup parents named cube-<nodeTag>). */

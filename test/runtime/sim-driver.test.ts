@@ -4,6 +4,7 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { SandboxMeta } from '../../src/cubelet/meta.js';
 import { isCubeError } from '../../src/errors.js';
 import { newSandboxID } from '../../src/ids.js';
 import { SimDriver } from '../../src/runtime/sim/driver.js';
@@ -79,14 +80,15 @@ describe('sim driver lifecycle', () => {
     const d = new SimDriver({ dataDir: join(dataDir, 'meta') });
     await d.init();
     const h = await d.create(spec());
-    expect(await d.meta.read(h.dir)).toBeUndefined(); // before the cubelet's write: an incomplete create
-    const meta = { sandboxID: h.sandboxID, templateID: 'host', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, slotIndex: 3, startedAt: 1, endAt: 2, metadata: { k: 'v' }, env: {}, paused: false };
-    await d.meta.write(h.dir, meta);
+    const keeper = d.metaKeeper<SandboxMeta>();
+    expect(await keeper.read(h.dir)).toBeUndefined(); // before the cubelet's write: an incomplete create
+    const meta: SandboxMeta = { sandboxID: h.sandboxID, templateID: 'host', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, slotIndex: 3, startedAt: 1, endAt: 2, metadata: { k: 'v' }, env: {}, paused: false };
+    await keeper.write(h.dir, meta);
     meta.metadata.k = 'changed';
     meta.paused = true;
-    expect(await d.meta.read(h.dir)).toEqual({ ...meta, metadata: { k: 'v' }, paused: false });
+    expect(await keeper.read(h.dir)).toEqual({ ...meta, metadata: { k: 'v' }, paused: false });
     await d.destroy(h.sandboxID);
-    expect(await d.meta.read(h.dir)).toBeUndefined();
+    expect(await keeper.read(h.dir)).toBeUndefined();
   });
 });
 

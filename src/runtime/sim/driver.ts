@@ -9,11 +9,10 @@
 // (cubelet.runtime = "sim" or --runtime sim).
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { MetaKeeper, SandboxMeta } from '../../cubelet/meta.js';
 import { CubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
 import { SANDBOX_USERS, sandboxUser } from '../templates.js';
-import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxHandle, SandboxStats } from '../types.js';
+import type { DirRecords, ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxHandle, SandboxStats } from '../types.js';
 import { simExec } from './exec.js';
 import { newTree, SimFiles, treeBytes, type SimTree } from './files.js';
 
@@ -41,15 +40,19 @@ export class SimDriver implements RuntimeDriver {
   private readonly boxes = new Map<string, SimSandbox>();
   private readonly root: string;
   readonly files: SimFiles;
-  /** The cubelet's meta of each sandbox, by its directory (CubeletOptions.meta). */
-  private readonly metas = new Map<string, SandboxMeta>();
-  readonly meta: MetaKeeper = {
-    write: async (dir, meta) => void this.metas.set(dir, structuredClone(meta)),
-    read: async (dir) => {
-      const m = this.metas.get(dir);
-      return m && structuredClone(m);
-    },
-  };
+  /** The cubelet's meta of each sandbox, by its directory, as metaKeeper() keeps it. */
+  private readonly metas = new Map<string, unknown>();
+
+  /** Keeps the cubelet's meta of each sandbox (CubeletOptions.meta) in memory, as a copy a later change does not reach (as a file would), until the sandbox is destroyed. */
+  metaKeeper<T>(): DirRecords<T> {
+    return {
+      write: async (dir, value) => void this.metas.set(dir, structuredClone(value)),
+      read: async (dir) => {
+        const m = this.metas.get(dir) as T | undefined;
+        return m === undefined ? undefined : structuredClone(m);
+      },
+    };
+  }
 
   constructor(o: SimDriverOptions) {
     this.root = join(o.dataDir, 'sandboxes');
