@@ -8,6 +8,7 @@ import { CubeError, isCubeError, toCubeError } from '../errors.js';
 import type { EventKind, EventView } from '../model/event.js';
 import type { NodeView, StoreView } from '../model/node.js';
 import type { PauseOptions, SandboxState, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
+import { isoTime } from '../model/time.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
 import type { FileMetadata, FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
 import { cpuUtilPercent, HOST, hostCpus, sandboxCpuPercent, type CpuTimes, type HostReadings } from './host-metrics.js';
@@ -691,15 +692,15 @@ export class Cubelet implements NodeApi {
         if (entry.view.state === 'paused') return;
         const id = entry.view.sandboxID;
         if (entry.meta.lifecycle?.onTimeout === 'pause') {
-          this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}: pausing (lifecycle onTimeout pause)`, { sandboxID: id });
+          this.emitEvent('sandbox.timeout', `timeout reached at ${isoTime(entry.view.endAt)}: pausing (lifecycle onTimeout pause)`, { sandboxID: id });
           // A sandbox busy with another operation is looked at again in a second.
-          this.freezeOp(id, 'pause', `paused at its timeout ${entry.view.endAt} (lifecycle onTimeout pause)`, { release: true }).catch((err: unknown) => {
+          this.freezeOp(id, 'pause', `paused at its timeout ${isoTime(entry.view.endAt)} (lifecycle onTimeout pause)`, { release: true }).catch((err: unknown) => {
             if (isCubeError(err) && err.kind === 'SANDBOX_BUSY') entry.timer = setTimeout(() => this.armTimer(entry), 1000);
             else this.o.log.error({ err, sandboxID: id }, 'pause on timeout failed');
           });
           return;
         }
-        this.emitEvent('sandbox.timeout', `timeout reached at ${entry.view.endAt}`, { sandboxID: id });
+        this.emitEvent('sandbox.timeout', `timeout reached at ${isoTime(entry.view.endAt)}`, { sandboxID: id });
         this.destroySandbox(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'destroy on timeout failed'));
       },
       Math.max(0, Math.min(ms, MAX_TIMER_MS)),

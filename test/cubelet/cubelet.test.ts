@@ -135,9 +135,11 @@ describe('process table', () => {
 
 describe('lifecycle events', () => {
   it('destroys a sandbox at its endAt and emits sandbox.timeout', async () => {
-    const sb = await create({ endAt: Date.now() + 300 });
+    const endAt = Date.now() + 300;
+    const sb = await create({ endAt });
     await until(async () => (await cubelet.getSandbox(sb.sandboxID)) === undefined);
-    expect(events.some((e) => e.type === 'event' && e.event.kind === 'sandbox.timeout' && e.event.sandboxID === sb.sandboxID)).toBe(true);
+    // The time as operators read it everywhere (ISO 8601), not the epoch ms kept inside.
+    expect(events.some((e) => e.type === 'event' && e.event.kind === 'sandbox.timeout' && e.event.sandboxID === sb.sandboxID && e.event.message === `timeout reached at ${new Date(endAt).toISOString()}`)).toBe(true);
     expect((await cubelet.nodeView()).pool.inUse).toBe(0);
   });
 
@@ -157,10 +159,11 @@ describe('lifecycle events', () => {
   });
 
   it('lifecycle onTimeout pause: paused at its endAt with the reason, not destroyed; resume clears the reason', async () => {
-    const sb = await create({ endAt: Date.now() + 300, lifecycle: { onTimeout: 'pause', autoResume: false } });
+    const endAt = Date.now() + 300;
+    const sb = await create({ endAt, lifecycle: { onTimeout: 'pause', autoResume: false } });
     try {
       await until(async () => (await cubelet.getSandbox(sb.sandboxID))?.state === 'paused');
-      expect(await cubelet.getSandbox(sb.sandboxID)).toMatchObject({ lifecycle: { onTimeout: 'pause', autoResume: false }, reason: expect.stringMatching(/^paused at its timeout .* \(lifecycle onTimeout pause\)$/) });
+      expect(await cubelet.getSandbox(sb.sandboxID)).toMatchObject({ lifecycle: { onTimeout: 'pause', autoResume: false }, reason: `paused at its timeout ${new Date(endAt).toISOString()} (lifecycle onTimeout pause)` });
       expect(events.some((e) => e.type === 'event' && e.event.kind === 'sandbox.timeout' && e.event.sandboxID === sb.sandboxID && /pausing/.test(e.event.message))).toBe(true);
       const resumed = await cubelet.resumeSandbox(sb.sandboxID);
       expect(resumed.state).toBe('running');
