@@ -5,22 +5,14 @@
 // by the node (130409), and then resumes the sandbox and runs. Wired as daemon.ts runAll wires
 // role all, over a simulated node whose calls are counted; heartbeats are sent by the test only,
 // so the record keeps lagging for as long as the test needs.
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Sandbox } from 'e2b';
-import pino from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createApiServer } from '../../src/api/server.js';
-import { packageRoot } from '../../src/config/loader.js';
-import { ConfigStore } from '../../src/config/store.js';
-import { FenceBook } from '../../src/cubelet/fences.js';
 import { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
-import { simNode } from '../../src/cubelet/sim-nodes.js';
 import type { NodeApi } from '../../src/cubelet/types.js';
 import { ControlPlaneService } from '../../src/scheduler/control-plane-service.js';
 import { LocalNodes } from '../../src/scheduler/node-directory.js';
-import { EmbeddedStore } from '../../src/store/embedded.js';
+import { soloNode } from '../helpers/solo.js';
 
 const API_KEY = 'e2b_envd_auto_resume_test';
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -46,20 +38,9 @@ function counted(n: NodeApi): NodeApi {
 }
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cube-test-envd-auto-resume-'));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  for (const f of ['cubemaster.yaml', 'cubelet.toml']) copyFileSync(join(packageRoot(), 'config', f), join(dir, f));
-  const config = new ConfigStore(dir, { watch: false });
-  cleanups.push(() => config.close());
-  const log = pino({ level: 'silent' });
-  const store = new EmbeddedStore({ path: join(dir, 'cubed.db') });
-  await store.init();
-  cleanups.push(() => store.close());
-  const sim = simNode({ nodeID: 'local', dataDir: join(dir, 'node'), config: () => config.config, log });
-  await sim.cubelet.start();
-  cleanups.push(() => sim.cubelet.stop({ destroy: true }));
+  const { config, log, store, sim, fences } = await soloNode('envd-auto-resume', cleanups);
   node = sim.api;
-  cp = new ControlPlaneService({ store, config, log, nodes: new LocalNodes([{ node: counted(node), fences: new FenceBook(join(dir, 'node'), []) }]), replicaID: 'local', solo: true });
+  cp = new ControlPlaneService({ store, config, log, nodes: new LocalNodes([{ node: counted(node), fences }]), replicaID: 'local', solo: true });
   await cp.start();
   cleanups.push(() => cp.stop());
   heartbeat = new HeartbeatSender({ nodes: [{ node, address: 'in-process' }], to: { local: (b) => cp.heartbeats(b.heartbeats, true) }, log });

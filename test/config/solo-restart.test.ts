@@ -2,16 +2,15 @@
 // A restart on unchanged files is no change: it keeps the version in force (every start
 // recorded a new one: a real daemon showed "config v2" after a plain restart). Files changed
 // while it was down make exactly one new version.
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, expect, it } from 'vitest';
-import { packageRoot } from '../../src/config/loader.js';
 import { ConfigStore } from '../../src/config/store.js';
 import { ControlPlaneService } from '../../src/scheduler/control-plane-service.js';
 import { LocalNodes } from '../../src/scheduler/node-directory.js';
 import { EmbeddedStore } from '../../src/store/embedded.js';
+import { soloConfigDir } from '../helpers/solo.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -19,9 +18,7 @@ afterEach(async () => {
 });
 
 it('a restart on unchanged files keeps the version in force; changed files (an edit, a set) make one new version each', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cube-test-solo-restart-'));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  for (const f of ['cubemaster.yaml', 'cubelet.toml']) copyFileSync(join(packageRoot(), 'config', f), join(dir, f));
+  const dir = soloConfigDir('solo-restart', cleanups);
   const log = pino({ level: 'silent' });
 
   // One daemon run: its config from the files, its control plane over the store it keeps.

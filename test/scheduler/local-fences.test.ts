@@ -1,20 +1,12 @@
 // Role all is a cluster of one: its control plane reaches the in-process node through
 // LocalNodes, and lock fences are checked there as node RPC checks them on a compute node. A
 // holder whose lease lapsed (this process stalled past it) cannot act after the next holder did.
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pino from 'pino';
 import { afterEach, expect, it } from 'vitest';
-import { packageRoot } from '../../src/config/loader.js';
-import { ConfigStore } from '../../src/config/store.js';
-import { FenceBook } from '../../src/cubelet/fences.js';
 import { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
 import { CubeError } from '../../src/errors.js';
-import { simNode } from '../../src/cubelet/sim-nodes.js';
 import { ControlPlaneService } from '../../src/scheduler/control-plane-service.js';
 import { LocalNodes } from '../../src/scheduler/node-directory.js';
-import { EmbeddedStore } from '../../src/store/embedded.js';
+import { soloNode } from '../helpers/solo.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -22,20 +14,10 @@ afterEach(async () => {
 });
 
 it('the in-process node refuses a call under a lapsed lock once the next holder reached it (130491), as a compute node does', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cube-test-local-fences-'));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  for (const f of ['cubemaster.yaml', 'cubelet.toml']) copyFileSync(join(packageRoot(), 'config', f), join(dir, f));
-  const config = new ConfigStore(dir, { watch: false });
-  cleanups.push(() => config.close());
-  const log = pino({ level: 'silent' });
-  const store = new EmbeddedStore({ path: join(dir, 'cubed.db') });
-  await store.init();
-  cleanups.push(() => store.close());
-  const { cubelet, api: node } = simNode({ nodeID: 'local', dataDir: join(dir, 'node'), config: () => config.config, log });
-  await cubelet.start();
-  cleanups.push(() => cubelet.stop({ destroy: true }));
+  const { config, log, store, sim, fences } = await soloNode('local-fences', cleanups);
+  const node = sim.api;
   // Wired as daemon.ts runAll wires it.
-  const nodes = new LocalNodes([{ node, fences: new FenceBook(join(dir, 'node'), []) }]);
+  const nodes = new LocalNodes([{ node, fences }]);
   const cp = new ControlPlaneService({ store, config, log, nodes, replicaID: 'local', solo: true });
   await cp.start();
   cleanups.push(() => cp.stop());
