@@ -163,6 +163,7 @@ try {
   for (const sb of sandboxes) perNode.set(sb.nodeID, (perNode.get(sb.nodeID) ?? 0) + 1);
   const counts = [...perNode.values()].sort((a, b) => a - b);
   console.log(`spread: ${sandboxes.length} sandboxes on ${perNode.size} of ${N} nodes (per node min ${counts[0] ?? 0}, max ${counts.at(-1) ?? 0})`);
+  // Cleanup of a bench run whose stack goes with it right after: a failed kill has no consequence.
   for (let i = 0; i < made.length; i += 64) await Promise.all(made.slice(i, i + 64).map((id) => http.kill(id).catch(() => undefined)));
   if (values['cpu-prof']) mkdirSync(resolve(values['cpu-prof']), { recursive: true });
   if (values['cpu-prof']) writeFileSync(join(resolve(values['cpu-prof']), 'windows.json'), JSON.stringify({ control: controlProc.pid, compute: computeProc.pid, windows }));

@@ -5,18 +5,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { Profile, ProfileNode } from './cpuprofile.js';
 
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  children?: number[];
-}
-interface Profile {
-  nodes: ProfileNode[];
-  startTime: number;
-  samples: number[];
-  timeDeltas: number[];
-}
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { phase: { type: 'string', default: 'creates' }, top: { type: 'string', default: '30' } } });
 const dir = positionals[0];

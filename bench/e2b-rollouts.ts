@@ -8,18 +8,23 @@
 // through envd is compared with). Run as root after `npm run build`:
 //   npx tsx bench/e2b-rollouts.ts [-n 200] [-c 20] [-w 20] [--cmd true]... [--file-bytes 4096]
 //                                 [--shipped] [--launcher-probe] [--url U --api-key K] [--cpu-prof-dir D]
-//                                 [--host-ids]
+//                                 [--host-ids] [--budget DIR]
+// --budget DIR: where one rollout's CPU goes (issue 26 item 1): cubed's V8 CPU profile, `perf
+// record -a -g` and `perf stat -a` (syscalls, forks, execs) over the measured rollouts alone, into
+// DIR; then `npx tsx bench/rollout-budget.ts DIR` prints the table. Machine-wide counts: run it
+// on a quiet machine.
 // --host-ids: the benchmark daemon's sandboxes share the host's ids (identity.userns = false), to
 // read what the per-sandbox user namespaces cost against the default.
-import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
 import { summarizeLatencies } from '../src/bench/stats.js';
 import { Cgroups } from '../src/runtime/ns/cgroups.js';
 import { defaultLauncher } from '../src/runtime/ns/helper.js';
-import { sandboxUser } from '../src/runtime/templates.js';
+import { sandboxUser } from '../src/templates/store.js';
 import { startDaemon } from '../test/helpers/daemon.js';
 import { startBenchDaemon } from './daemon.js';
 
@@ -37,6 +42,7 @@ const { values } = parseArgs({
     cidr: { type: 'string', default: '10.194.0.0/16' },
     'cpu-prof-dir': { type: 'string' },
     'host-ids': { type: 'boolean', default: false },
+    budget: { type: 'string' },
   },
 });
 const count = Number(values.count);
@@ -94,8 +100,25 @@ function launcherExec(tag: string, sandboxID: string): Promise<number> {
   });
 }
 
+const monotonicMicros = (): number => Number(process.hrtime.bigint() / 1000n);
+
+/** perf over the measured window: call graphs of every CPU, and the machine's syscalls, forks and execs. */
+function startRecorders(dir: string): ChildProcess[] {
+  const events = ['raw_syscalls:sys_enter', 'sched:sched_process_fork', 'sched:sched_process_exec'].flatMap((e) => ['-e', e]);
+  return [
+    spawn('perf', ['record', '-q', '-a', '-g', '-o', join(dir, 'perf.data')], { stdio: 'ignore' }),
+    spawn('perf', ['stat', '-a', '-x', ',', '-o', join(dir, 'perf-stat.csv'), ...events], { stdio: 'ignore' }),
+  ];
+}
+
+async function stopRecorders(ps: ChildProcess[]): Promise<void> {
+  await Promise.all(ps.map((p) => new Promise<void>((done) => (p.exitCode !== null ? done() : (p.once('exit', () => done()), p.kill('SIGINT'))))));
+}
+
 const own = values.url === undefined;
-const prof = values['cpu-prof-dir'];
+const budget = values.budget;
+if (budget) mkdirSync(budget, { recursive: true });
+const prof = budget ?? values['cpu-prof-dir'];
 const nodeArgs = prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : undefined;
 const d = !own
   ? undefined
@@ -166,6 +189,8 @@ try {
   const samples: Record<string, number[]> = {};
   const cpu0 = d ? treeCpuMs(d.pid) : { tree: 0, own: 0 };
   const client0 = process.cpuUsage();
+  const recorders = budget ? startRecorders(budget) : [];
+  const window0 = monotonicMicros();
   const t0 = performance.now();
   let ok = 0;
   await runPool(
@@ -177,8 +202,10 @@ try {
     noteError,
   );
   const secs = (performance.now() - t0) / 1000;
+  const window1 = monotonicMicros();
   const client = process.cpuUsage(client0);
   const cpu1 = d ? treeCpuMs(d.pid) : { tree: NaN, own: NaN };
+  await stopRecorders(recorders);
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   const config = !own ? url : values.shipped ? 'shipped default config' : 'benchmark daemon (bench/daemon.ts)';
   console.log(`e2b rollouts: ${ok}/${count} ok, c=${conc}, commands ${JSON.stringify(cmds)}${fileBytes ? `, file ${fileBytes} B` : ''}, ${config} (load ${load})`);
@@ -190,6 +217,11 @@ try {
   const per = (ms: number): string => (ok ? `${(ms / ok).toFixed(2)} ms` : '-');
   const daemon = d ? `daemon tree ${per(cpu1.tree - cpu0.tree)} (cubed itself ${per(cpu1.own - cpu0.own)}, its helpers and their children the rest)` : 'daemon n/a (external)';
   console.log(`  CPU per rollout: ${daemon}, client ${per((client.user + client.system) / 1000)}`);
+  if (budget && d) {
+    // The window in the clock V8's profiles use (CLOCK_MONOTONIC, µs), for bench/rollout-budget.ts.
+    writeFileSync(join(budget, 'windows.json'), JSON.stringify({ control: d.pid, compute: 0, windows: { rollouts: [window0, window1] } }));
+    writeFileSync(join(budget, 'rollouts.json'), JSON.stringify({ rollouts: ok, seconds: secs, load, config, cpuMs: { tree: cpu1.tree - cpu0.tree, cubed: cpu1.own - cpu0.own, client: (client.user + client.system) / 1000 } }));
+  }
   for (const [k, n] of errors) console.log(`  failed x${n}: ${k}`);
 } finally {
   await d?.stop();

@@ -19,8 +19,9 @@ const { values } = parseArgs({
     'slot-mode': { type: 'string', default: 'ns' },
   },
 });
-const slotMode = values['slot-mode'] as SlotMode;
-if (slotMode !== 'ns' && slotMode !== 'tap') throw new Error(`--slot-mode must be ns or tap, got ${String(slotMode)}`);
+const slotModeArg = values['slot-mode'];
+if (slotModeArg !== 'ns' && slotModeArg !== 'tap') throw new Error(`--slot-mode must be ns or tap, got ${slotModeArg}`);
+const slotMode: SlotMode = slotModeArg;
 const burst = Number(values.burst);
 const rounds = Number(values.rounds);
 const tag = nodeTag(`pool-burst-${process.pid}`);

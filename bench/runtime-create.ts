@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import { percentile } from '../src/model/stats.js';
 import { newSandboxID, nodeTag } from '../src/ids.js';
 import { NsDriver } from '../src/runtime/ns/driver.js';
-import { TemplateStore } from '../src/runtime/templates.js';
+import { TemplateStore } from '../src/templates/store.js';
 import type { LaunchSpec, SandboxHandle } from '../src/runtime/types.js';
 
 const { values } = parseArgs({

@@ -8,7 +8,7 @@
 import { parseArgs } from 'node:util';
 import type { NodeView } from '../src/model/node.js';
 import { simNodeSpecs } from '../src/cubelet/sim-nodes.js';
-import { clusterNodeView, PlacementBook } from '../src/scheduler/cluster/node-views.js';
+import { clusterNodeView, PlacementBook } from '../src/control/cluster/node-views.js';
 import { summarizeLatencies } from '../src/bench/stats.js';
 import { MasterConfigSchema } from '../src/config/schema.js';
 import { densityParamsFromConfig, footprintMiB } from '../src/model/density.js';

@@ -22,7 +22,7 @@ const intervalMs = Number(values.interval);
 
 /** /health latencies (ms) measured one after another, `intervalMs` apart, until `done` settles. */
 async function probeHealth(url: string, done: Promise<unknown>): Promise<number[]> {
-  let over = false;
+  let over = false as boolean; // set when `done` settles
   void done.finally(() => (over = true));
   const out: number[] = [];
   while (!over) {

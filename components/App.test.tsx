@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { render } from 'ink-testing-library';
 import { recordingActions, storeFrom } from '../test/tui/console.js';
 import { inputReady, waitForFrame } from '../test/tui/replay.js';
+import { setUi } from '../src/tui/store.js';
 import { App } from './App.js';
 
 const setup = async (opts: { readonly?: boolean } = {}) => {
@@ -27,7 +28,7 @@ describe('App', () => {
   it('switches views with number keys, tab and :command', async () => {
     const { r } = await setup();
     r.stdin.write('2');
-    await waitForFrame(r.lastFrame, (f) => /SANDBOX +TEMPLATE/.test(f));
+    await waitForFrame(r.lastFrame, (f) => /SANDBOX +NODE +STATE/.test(f));
     r.stdin.write('\t');
     await waitForFrame(r.lastFrame, (f) => /FREE\/TOTAL/.test(f));
     r.stdin.write(':');
@@ -196,6 +197,9 @@ describe('App', () => {
     r.stdin.write('G');
     const end = await waitForFrame(r.lastFrame, (x) => x.includes('Recent events'));
     expect(end).toContain('REFUSE prefilter: cordoned');
+    // G went to the end: the position names the last line, and it shows.
+    expect(end).toMatch(/node node-b  \d+-(\d+) of \1, j\/k scroll/);
+    expect(end).toMatch(/Recent events\n {2}none in the console buffer\n/);
     r.stdin.write('\x1b');
     await waitForFrame(r.lastFrame, (x) => /^NODE +STATE/m.test(x));
   });
@@ -269,6 +273,35 @@ describe('App', () => {
     expect(actions.calls[1]).toBe('logs "sb-0001"');
     r.stdin.write('g');
     await waitForFrame(r.lastFrame, (x) => x.includes('Sandbox sb-0001'));
+  });
+
+  it('a opens a shell in a running sandbox, says why not for a paused one, and reads no key while the shell has the terminal', async () => {
+    const store = storeFrom();
+    const shells: string[] = [];
+    const r = render(<App store={store} actions={recordingActions()} shell={(id) => shells.push(id)} />);
+    await inputReady();
+    r.stdin.write('2');
+    await waitForFrame(r.lastFrame, (f) => f.includes('sb-0001'));
+    r.stdin.write('a');
+    await waitForFrame(r.lastFrame, () => shells.length === 1);
+    expect(shells).toEqual(['sb-0001']);
+    // sb-0003 is paused: a status line, no shell.
+    r.stdin.write('/');
+    r.stdin.write('0003\r');
+    await waitForFrame(r.lastFrame, (x) => x.includes('filter: /0003'));
+    r.stdin.write('a');
+    await waitForFrame(r.lastFrame, (x) => x.includes('no shell: sandbox sb-0003 is paused (p resumes it): a shell needs it running'));
+    expect(shells).toEqual(['sb-0001']);
+    // Suspended: keys are the shell's, not the console's.
+    setUi(store, { suspended: true });
+    await new Promise((res) => setTimeout(res, 50));
+    r.stdin.write('?');
+    await new Promise((res) => setTimeout(res, 100));
+    expect(r.lastFrame()).not.toContain('General');
+    setUi(store, { suspended: false });
+    await inputReady();
+    r.stdin.write('?');
+    await waitForFrame(r.lastFrame, (x) => x.includes('General'));
   });
 
   it('e edits a live key from the config view; a restart key says to edit the file', async () => {

@@ -9,6 +9,7 @@ import { keyName } from '../src/tui/keymap.js';
 import { StoreContext, useConsole, useTerminalSize } from '../src/tui/react.js';
 import type { ConsoleStore } from '../src/tui/store.js';
 import type { ViewName } from '../src/tui/views.js';
+import { KeysView, SnapshotsView, TemplatesView } from './CatalogViews.js';
 import { CommandBar } from './CommandBar.js';
 import { Confirm, confirmHeight } from './Confirm.js';
 import { Describe } from './Describe.js';
@@ -20,6 +21,7 @@ import { NodesView } from './NodesView.js';
 import { PoolView } from './PoolView.js';
 import { Prompt, PROMPT_HEIGHT } from './Prompt.js';
 import { SandboxesView } from './SandboxesView.js';
+import { TableMode } from './Table.js';
 import { StatusLine, statusHeight } from './StatusLine.js';
 import { TriageView } from './TriageView.js';
 
@@ -33,6 +35,9 @@ const BODIES: Record<ViewName, (p: { height: number; width: number }) => React.R
   events: EventsView,
   config: ConfigView,
   triage: TriageView,
+  templates: TemplatesView,
+  snapshots: SnapshotsView,
+  keys: KeysView,
 };
 
 export interface AppProps {
@@ -40,6 +45,10 @@ export interface AppProps {
   actions: Actions;
   /** Called before Ink exits (the entry point restores the terminal and stops the stream). */
   onQuit?: () => void;
+  /** Connects the watch stream now (`ctrl-r`). */
+  reconnect?: () => void;
+  /** Opens a shell in a sandbox on the terminal (src/tui/shell.ts). */
+  shell?: (sandboxID: string) => void;
 }
 
 export function App(props: AppProps) {
@@ -50,7 +59,7 @@ export function App(props: AppProps) {
   );
 }
 
-function Frame({ store, actions, onQuit }: AppProps) {
+function Frame({ store, actions, onQuit, reconnect, shell }: AppProps) {
   const { exit } = useApp();
   const { columns, rows } = useTerminalSize();
   const view = useConsole((s) => s.ui.view);
@@ -58,6 +67,9 @@ function Frame({ store, actions, onQuit }: AppProps) {
   const flash = useConsole((s) => s.ui.flash);
   const busy = useConsole((s) => s.ui.busy);
   const skin = useConsole((s) => s.settings.skin);
+  const wide = useConsole((s) => s.ui.wide);
+  const pan = useConsole((s) => s.ui.pan);
+  const mode = useMemo(() => ({ wide, pan }), [wide, pan]);
   const top = useConsole((s) => headerHeight(s.data.config)) + TABS_HEIGHT;
   const height = Math.max(6, rows - 1);
   const bottom = overlay?.kind === 'confirm' ? confirmHeight(overlay) : overlay?.kind === 'prompt' ? PROMPT_HEIGHT : statusHeight(flash, busy !== '', columns);
@@ -78,10 +90,14 @@ function Frame({ store, actions, onQuit }: AppProps) {
       },
       pageSize: () => pageRef.current,
       paneMax: () => paneMaxRef.current,
+      ...(reconnect ? { reconnect } : {}),
+      ...(shell ? { shell } : {}),
     }),
-    [store, actions, onQuit, exit],
+    [store, actions, onQuit, exit, reconnect, shell],
   );
-  useInput((input, key) => handleKey(ctx, keyName(input, key), input));
+  // While a shell has the terminal Ink lets go of the keyboard (and of raw mode).
+  const suspended = useConsole((s) => s.ui.suspended);
+  useInput((input, key) => handleKey(ctx, keyName(input, key), input), { isActive: !suspended });
   const Body = BODIES[view];
   return (
     <Box flexDirection="column" height={height} width={columns} overflowY="hidden">
@@ -93,7 +109,9 @@ function Frame({ store, actions, onQuit }: AppProps) {
         ) : overlay?.kind === 'describe' ? (
           <Describe pane={overlay} height={bodyHeight} width={columns} onMax={onPaneMax} />
         ) : (
-          <Body height={bodyHeight} width={columns} />
+          <TableMode.Provider value={mode}>
+            <Body height={bodyHeight} width={columns} />
+          </TableMode.Provider>
         )}
       </Box>
       {overlay?.kind === 'confirm' ? <Confirm confirm={overlay} width={columns} skin={skin} /> : overlay?.kind === 'prompt' ? <Prompt prompt={overlay} width={columns} skin={skin} /> : <StatusLine width={columns} />}

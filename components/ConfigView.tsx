@@ -4,7 +4,8 @@
 import React, { useMemo } from 'react';
 import { Text } from 'ink';
 import { cut } from '../src/tui/format.js';
-import { configRows, type ConfigRow } from '../src/tui/selectors.js';
+import { configRows } from '../src/tui/selectors.js';
+import type { ConfigRow } from '../src/tui/sorting.js';
 import { sortLabel } from '../src/tui/sorting.js';
 import { useViewState } from '../src/tui/react.js';
 import { colorOf } from '../src/tui/skins.js';
@@ -12,7 +13,8 @@ import { Table, type Column } from './Table.js';
 
 /** The selected key whole: its value in force and where it came from, and what a flag overrides. */
 export function configDetail(r: ConfigRow): string {
-  return `${r.path} = ${r.value}${r.source ? ` (from ${r.source})` : ''}${r.overridden ? `, over the ${r.overridden}` : ''}${r.restart ? '; a new value waits for a restart' : ''}`;
+  const restart = r.running !== undefined ? `; RESTART PENDING: the daemon runs ${r.running} until it restarts` : r.restart ? '; a new value waits for a restart' : '';
+  return `${r.path} = ${r.value}${r.source ? ` (from ${r.source})` : ''}${r.overridden ? `, over the ${r.overridden}` : ''}${restart}`;
 }
 
 export function ConfigView({ height, width }: { height: number; width: number }) {
@@ -21,9 +23,10 @@ export function ConfigView({ height, width }: { height: number; width: number })
   const columns = useMemo<Column<ConfigRow>[]>(
     () => [
       { title: 'PATH', width: 'flex', min: 30, keepEnd: true, cell: (r) => r.path, tone: (r) => (changed.has(r.path.replace(/^(master|cubelet)\./, '')) ? 'accent' : undefined) },
-      { title: 'APPLIES', width: 7, cell: (r) => (r.restart ? 'restart' : 'live'), tone: (r) => (r.restart ? 'warn' : undefined) },
+      // `pending`: the value shown is the file's; the daemon still runs the one in the detail line.
+      { title: 'APPLIES', width: 7, cell: (r) => (r.running !== undefined ? 'pending' : r.restart ? 'restart' : 'live'), tone: (r) => (r.running !== undefined ? 'bad' : r.restart ? 'warn' : undefined) },
       { title: 'FROM', width: 10, cell: (r) => r.source, tone: (r) => (r.overridden ? 'accent' : undefined) },
-      { title: 'VALUE', width: 22, cell: (r) => r.value },
+      { title: 'VALUE', width: 22, cell: (r) => (r.running !== undefined ? `${r.value} (runs ${r.running})` : r.value) },
     ],
     [changed],
   );

@@ -58,7 +58,7 @@ describe('Header', () => {
   });
 
   it('puts the p99 first when even the short words do not fit', () => {
-    const big = { nodes: 1000, schedulable: 998, running: 25000, paused: 12000 };
+    const big = { nodes: 1000, schedulable: 998, running: 25000, paused: 12000, creating: 0 };
     const stats = { createsLastMinute: 12000, createRatePerSec: 200, createP99Ms: 1234 } as Parameters<typeof headerTotals>[1];
     const forms = headerTotals(big, stats);
     expect(forms[forms.length - 1]).toBe('creates 12000/min p99 1.2s  nodes 1000 (998 sched)  25000 run 12000 paused');

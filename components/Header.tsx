@@ -40,12 +40,16 @@ export function headerRight(url: string, version: number | undefined, r: number 
  * The totals line, whole and then in shorter words, so the create p99 is never the part cut:
  * at 80 columns the whole line was 86 characters and lost `p99` (tmux, issue 16).
  */
-export function headerTotals(t: { nodes: number; schedulable: number; running: number; paused: number }, stats: StatsView | null): string[] {
-  const creates = (perSec: boolean) => (stats ? `creates ${stats.createsLastMinute}/min${perSec ? ` ${stats.createRatePerSec.toFixed(2)}/s` : ''} p99 ${millis(stats.createP99Ms)}` : 'creates -');
+export function headerTotals(t: { nodes: number; schedulable: number; running: number; paused: number; creating: number }, stats: StatsView | null): string[] {
+  // No create in the minute: no p99 to show (it read `p99 0ms`, a latency nobody measured).
+  const p99 = (x: StatsView) => (x.createsLastMinute > 0 ? millis(x.createP99Ms) : '-');
+  const creates = (perSec: boolean) => (stats ? `creates ${stats.createsLastMinute}/min${perSec ? ` ${stats.createRatePerSec.toFixed(2)}/s` : ''} p99 ${p99(stats)}` : 'creates -');
+  // Creates in progress count as sandboxes too (a burst showed 0 while 20 were being made).
+  const mk = (long: boolean) => (t.creating ? ` ${t.creating} ${long ? 'creating' : 'new'}` : '');
   return [
-    `nodes ${t.nodes} (${t.schedulable} schedulable)  sandboxes ${t.running} running ${t.paused} paused  ${creates(true)}`,
-    `nodes ${t.nodes} (${t.schedulable} schedulable)  sandboxes ${t.running} run ${t.paused} paused  ${creates(false)}`,
-    `${creates(false)}  nodes ${t.nodes} (${t.schedulable} sched)  ${t.running} run ${t.paused} paused`,
+    `nodes ${t.nodes} (${t.schedulable} schedulable)  sandboxes ${t.running} running ${t.paused} paused${mk(true)}  ${creates(true)}`,
+    `nodes ${t.nodes} (${t.schedulable} schedulable)  sandboxes ${t.running} run ${t.paused} paused${mk(true)}  ${creates(false)}`,
+    `${creates(false)}  nodes ${t.nodes} (${t.schedulable} sched)  ${t.running} run ${t.paused} paused${mk(false)}`,
   ];
 }
 
@@ -61,12 +65,13 @@ export function Header({ width }: { width: number }) {
   // Only a stale stream needs a clock (its age); a live one repaints on data.
   const now = useNow(1000, conn.state !== 'live');
   const totals = useMemo(() => {
-    const t = { nodes: 0, schedulable: 0, running: 0, paused: 0 };
+    const t = { nodes: 0, schedulable: 0, running: 0, paused: 0, creating: 0 };
     for (const n of Object.values(nodes)) {
       t.nodes++;
       if (n.schedulable) t.schedulable++;
       t.running += n.sandboxes.running;
       t.paused += n.sandboxes.paused;
+      t.creating += n.sandboxes.creating;
     }
     return t;
   }, [nodes]);

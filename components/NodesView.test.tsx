@@ -95,6 +95,28 @@ describe('NodesView', () => {
     expect(nodeDetail({ ...host, capacity: { cpus: 128, memoryMiB: 257024, declared: true }, density: { ...a.density, memQuotaMiB: 482048 } })).toContain('footprint 0Mi of quota 470.8Gi = 1.9x declared 251.0Gi,');
   });
 
+  it('shows the disk quota held against what the store may promise, and the refusal whole at 80 columns', () => {
+    const store = storeFrom();
+    const b = store.getState().data.nodes['node-b']!;
+    // Issue 29: the store of 12 GiB at the default oversell 20, full of default-spec quotas.
+    const full = {
+      ...b,
+      cordoned: false,
+      schedulable: false,
+      refusedBy: 'disk_quota',
+      reason: 'disk quota 240+10 > 240 GiB (store 12 GiB x 20 disk oversell)',
+      usage: { ...b.usage, diskUsedPercent: 41, quotaDiskUsedGiB: 240, store: { kind: 'loop' as const, path: '/d/store', sizeBytes: 12 * 2 ** 30, freeBytes: 8 * 2 ** 30, usedPercent: 33 } },
+      density: { ...b.density, diskQuotaGiB: 240 },
+    };
+    expect(nodeDetail(full)).toMatch(/^node-b NOT schedulable \(disk_quota\): disk quota 240\+10 > 240 GiB \(store 12 GiB x 20 disk oversell\) \| .*, disk 41%\/80%, quota 240\/240Gi$/);
+    expect(nodeDetail(b)).not.toContain('quota 0');
+    store.setState((s) => ({ data: { ...s.data, nodes: { ...s.data.nodes, 'node-b': full } }, ui: { ...s.ui, selected: { nodes: 'node-b' } } }));
+    const { lastFrame } = render(withStore(store, <NodesView height={7} width={80} />));
+    const rows = lastFrame()!.split('\n');
+    for (const l of rows) expect(l.length).toBeLessThanOrEqual(80);
+    expect(rows.slice(-3).join(' ')).toContain('quota 240/240Gi');
+  });
+
   it('sizes the NODE column to the longest id, up to a cap', () => {
     expect(nodeColumns(19)[0]!.width).toBe(19);
     expect(nodeColumns(60, 200)[0]!.width).toBe(24);

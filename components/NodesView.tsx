@@ -1,14 +1,14 @@
 // One row a node: health and schedulability (the scheduler's verdict and reason), host CPU use
 // and MemAvailable, density against the ceiling and the safety boundary, headroom, what pausing
 // frees, disk against the watermark, the NIC pool.
-import React, { useMemo } from 'react';
+import React, { useContext, useMemo } from 'react';
 import type { NodeView } from '../src/api/types.js';
-import { densityLevel, densityText, gauge, mib, percent, ratio, sparkline, type Level } from '../src/tui/format.js';
+import { densityLevel, densityText, diskQuota, gauge, mib, percent, ratio, sparkline, type Level } from '../src/tui/format.js';
 import { nodeRows } from '../src/tui/selectors.js';
 import { sortLabel } from '../src/tui/sorting.js';
 import { useViewState } from '../src/tui/react.js';
 import type { Tone } from '../src/tui/skins.js';
-import { Table, type Column } from './Table.js';
+import { Table, TableMode, type Column } from './Table.js';
 
 const live = (n: NodeView) => n.sandboxes.running + n.sandboxes.paused;
 /**
@@ -41,8 +41,9 @@ export function quotaBasis(n: NodeView): string {
   return ` of quota ${mib(q)} = ${base > 0 ? (q / base).toFixed(1) : '-'}x ${n.capacity.declared ? 'declared' : 'host'} ${mib(base)}`;
 }
 
+/** Health first; a healthy node being drained says so (it read HEALTHY while draining). */
 export function nodeState(n: NodeView): string {
-  return n.lost ? 'LOST' : n.healthy ? 'HEALTHY' : 'UNHEALTHY';
+  return n.lost ? 'LOST' : !n.healthy ? 'UNHEALTHY' : n.draining ? 'DRAINING' : 'HEALTHY';
 }
 
 export function schedulable(n: NodeView): string {
@@ -59,10 +60,21 @@ export function nodeDetail(n: NodeView): string {
   const total = n.usage.memTotalMiB;
   const d = n.density;
   // Density before the host figures: at 80 columns the table already shows CPU, MEMAV and DISK/MARK.
-  return `${n.nodeID} ${verdict} | footprint ${mib(n.usage.quotaMemUsedMiB)}${quotaBasis(n)}, headroom ${d.headroom}, all paused ${d.allPausedCeiling} at r ${ratio(d.releaseRatio)} | host cpu ${percent(n.usage.cpuUtilPercent)}, MemAvailable ${mib(n.usage.memAvailableMiB)}${total ? ` of ${mib(total)}` : ''}, disk ${percent(n.usage.diskUsedPercent)}/${n.usage.diskWatermarkPercent}%`;
+  return `${n.nodeID} ${verdict} | footprint ${mib(n.usage.quotaMemUsedMiB)}${quotaBasis(n)}, headroom ${d.headroom}, all paused ${d.allPausedCeiling} at r ${ratio(d.releaseRatio)} | host cpu ${percent(n.usage.cpuUtilPercent)}, MemAvailable ${mib(n.usage.memAvailableMiB)}${total ? ` of ${mib(total)}` : ''}, disk ${percent(n.usage.diskUsedPercent)}/${n.usage.diskWatermarkPercent}%${d.diskQuotaGiB !== undefined ? `, quota ${diskQuota(n)}` : ''}${n.tapPool ? ` | microVM TAP pool ${n.tapPool.free}/${n.tapPool.total} free` : ''}`;
 }
 
 const GAUGE = 6;
+
+const density = (n: NodeView): string => densityText(live(n), n.density.effectiveCeiling, n.density.safetyBoundary);
+/** DENSITY's width when every row's text is shorter: `86 / 117 (58 safe)`; wider texts widen it (`100 / 469 (234 safe)` was cut). */
+const DENSITY_MIN = 18;
+
+/** The widest DENSITY text of the rows, at least DENSITY_MIN (pure). */
+export function densityWidth(nodes: Iterable<NodeView>): number {
+  let w = DENSITY_MIN;
+  for (const n of nodes) w = Math.max(w, density(n).length);
+  return w;
+}
 
 /**
  * The node's verdict, its footprint against the quota (and what the quota is), then the host
@@ -83,11 +95,11 @@ export const NODE_ID_MAX = 24;
 // the footprint, which the detail line also says), then cut long node ids: at 80 columns CPU,
 // MEMAVAIL, DENSITY, HEAD, DISK/MARK and POOL stay whole.
 const COLUMNS: Column<NodeView>[] = [
-  { title: 'STATE', width: 9, cell: nodeState, tone: (n): Tone | undefined => (n.healthy && !n.lost ? undefined : 'bad') },
+  { title: 'STATE', width: 9, cell: nodeState, tone: (n): Tone | undefined => (n.healthy && !n.lost ? (n.draining ? 'warn' : undefined) : 'bad') },
   { title: 'SCHEDULABLE', width: 'flex', min: 6, cell: schedulable, tone: (n) => (n.schedulable ? undefined : 'warn') },
   { title: 'CPU', width: 4, align: 'right', cell: (n) => percent(n.usage.cpuUtilPercent) },
   { title: 'MEMAV', width: 7, align: 'right', cell: (n) => mib(n.usage.memAvailableMiB) },
-  { title: 'DENSITY', width: 18, align: 'right', cell: (n) => densityText(live(n), n.density.effectiveCeiling, n.density.safetyBoundary), tone: level },
+  { title: 'DENSITY', width: DENSITY_MIN, align: 'right', cell: density, tone: level },
   { title: 'HEAD', width: 4, align: 'right', cell: (n) => String(n.density.headroom), tone: (n) => (n.density.headroom <= 0 ? 'bad' : undefined) },
   { title: 'FOOT/QUOTA', width: 15, shed: 0, align: 'right', cell: footprint, tone: level },
   { title: 'ALLP', width: 4, shed: 0.5, align: 'right', cell: (n) => String(n.density.allPausedCeiling) },
@@ -102,15 +114,21 @@ const COLUMNS: Column<NodeView>[] = [
 /** What the columns that are never left out take (with one separator each), NODE aside. */
 const KEPT_WIDTH = COLUMNS.filter((c) => c.shed === undefined).reduce((w, c) => w + 1 + (c.width === 'flex' ? (c.min ?? 8) : c.width), 0);
 
-/** NODE first, as wide as the longest id up to NODE_ID_MAX, and cut further when the kept columns would not fit `width`. */
-export const nodeColumns = (idWidth: number, width = 120): Column<NodeView>[] => [
-  { title: 'NODE', width: Math.max(4, Math.min(NODE_ID_MAX, idWidth, width - KEPT_WIDTH)), cell: (n) => n.nodeID },
-  ...COLUMNS,
+/**
+ * NODE first, as wide as the longest id up to NODE_ID_MAX, and cut further when the kept columns
+ * would not fit `width`; DENSITY as wide as its widest text (node ids give way to it).
+ */
+export const nodeColumns = (idWidth: number, width = 120, densityW = DENSITY_MIN): Column<NodeView>[] => [
+  { title: 'NODE', width: Math.max(4, Math.min(NODE_ID_MAX, idWidth, width - KEPT_WIDTH - (densityW - DENSITY_MIN))), cell: (n) => n.nodeID },
+  ...COLUMNS.map((c) => (c.title === 'DENSITY' && densityW !== DENSITY_MIN ? { ...c, width: densityW } : c)),
 ];
 
 export function NodesView({ height, width }: { height: number; width: number }) {
   const { data, filter, sort, selected, skin } = useViewState('nodes');
   const idWidth = data.nodeOrder.reduce((w, id) => Math.max(w, id.length), 0);
-  const columns = useMemo(() => nodeColumns(idWidth, width), [idWidth, width]);
+  const densityW = useMemo(() => densityWidth(Object.values(data.nodes)), [data.nodes]);
+  // Wide mode: node ids whole (up to NODE_ID_MAX), the line cut at the right edge instead.
+  const { wide } = useContext(TableMode);
+  const columns = useMemo(() => nodeColumns(idWidth, wide ? Infinity : width, densityW), [idWidth, width, densityW, wide]);
   return <Table columns={columns} rows={nodeRows(data, filter, sort)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} detail={nodeDetail} detailLines={NODE_DETAIL_LINES} sort={sortLabel('nodes', sort)} empty="no nodes (is the daemon up?)" />;
 }

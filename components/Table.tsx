@@ -1,7 +1,7 @@
 // Our windowed table: rows are sliced to the visible window before React sees them, each
 // row is one pre-formatted line (cells padded to their widths, the line cut to the
 // terminal width), and a row re-renders only when its data, widths or selection change.
-import React, { memo, useMemo } from 'react';
+import React, { createContext, memo, useContext, useMemo } from 'react';
 import { Box, Text } from 'ink';
 import { cut, fit, wrap } from '../src/tui/format.js';
 import { colorOf, type Skin, type Tone } from '../src/tui/skins.js';
@@ -41,7 +41,8 @@ export interface TableProps<T> {
   empty?: string;
   /**
    * The selected row's full text (a refusal reason, an event message, triage evidence and its
-   * fix), wrapped on DETAIL_LINES lines of its own under the rows: columns get cut at 80, this never is.
+   * fix), wrapped on lines of its own under the rows (at least detailLines, more when it needs
+   * them): columns get cut at 80, this never is.
    */
   detail?: (row: T) => string;
   /** Lines the detail takes (default DETAIL_LINES). */
@@ -50,6 +51,15 @@ export interface TableProps<T> {
   sort?: { title: string; arrow: string } | undefined;
   /** Said at the right of the header before the row counter (e.g. `3 marked`). */
   note?: string;
+}
+
+/** Wide mode (`w`, ui.wide/pan): every column, `pan` of them after the first scrolled past. Provided by the App. */
+export const TableMode = createContext<{ wide: boolean; pan: number }>({ wide: false, pan: 0 });
+
+/** The columns wide mode shows: all, less `pan` after the first (at least one stays after it). Pure. */
+export function pannedColumns<T>(columns: readonly Column<T>[], pan: number): readonly Column<T>[] {
+  const skip = Math.max(0, Math.min(pan, columns.length - 2));
+  return skip ? [columns[0]!, ...columns.slice(1 + skip)] : columns;
 }
 
 /** What a marked row's first cell ends with: visible in every skin, mono included. */
@@ -127,18 +137,23 @@ function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTo
 const Row = memo(RowLine) as typeof RowLine;
 
 export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty, detail, detailLines: wanted = DETAIL_LINES, sort, note }: TableProps<T>) {
-  const columns = useMemo(() => fitColumns(all, width), [all, width]);
+  const mode = useContext(TableMode);
+  const columns = useMemo(() => (mode.wide ? pannedColumns(all, mode.pan) : fitColumns(all, width)), [all, width, mode.wide, mode.pan]);
   const widths = useMemo(() => columnWidths(columns, width), [columns, width]);
-  const detailLines = detail && height > wanted + 2 ? wanted : 0;
-  const bodyHeight = Math.max(1, height - 1 - detailLines);
   const found = selectedID === undefined ? -1 : rows.findIndex((r) => rowKey(r) === selectedID);
   const selected = found < 0 ? 0 : found;
+  const current = rows[selected];
+  // The detail takes what its whole text needs (never cut, docs/console.md), at least `wanted`
+  // lines so the table does not jump on short ones, and leaves the header and two rows.
+  const room = detail ? Math.max(0, height - 3) : 0;
+  const whole = room && current !== undefined ? wrap(detail!(current), width) : [];
+  const detailLines = room >= wanted ? Math.min(room, Math.max(wanted, whole.length)) : 0;
+  const detailText = detailLines ? (whole.length > detailLines ? wrap(detail!(current!), width, detailLines) : whole) : [];
+  const bodyHeight = Math.max(1, height - 1 - detailLines);
   const start = windowStart(rows.length, selected, bodyHeight);
   const visible = rows.slice(start, start + bodyHeight);
   const header = cut(columns.map((c, i) => fit(c.title === sort?.title ? c.title + sort.arrow : c.title, widths[i]!, c.align)).join(' '), width);
   const position = (note ? ` ${note}` : '') + (rows.length > bodyHeight ? ` ${start + 1}-${start + visible.length} of ${rows.length}` : '');
-  const current = rows[selected];
-  const detailText = detailLines && current !== undefined ? wrap(detail!(current), width, detailLines) : [];
   return (
     <>
       <Text bold color={colorOf(skin, 'title')} wrap="truncate">

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -49,6 +50,9 @@ enum {
 #define MAX_PROCS 256
 #define MAX_WRITES 64
 #define MAX_FRAME (1u << 20)
+/* The largest frame the host takes from us (MAX_GUEST_FRAME in protocol.ts): a longer one
+   breaks the protocol and the host kills the VM, so a listing past it is refused instead. */
+#define MAX_REPLY (16u << 20)
 #define CHUNK 65536
 /* How long an exited command's output may still drain (background children can hold the pipes). */
 #define DRAIN_MS 200
@@ -210,6 +214,7 @@ static int mkdirs(const char *path, int self, uid_t uid, gid_t gid) {
   return 0;
 }
 
+/* rm -r: what may go goes; a failure below is the one reported (not the ENOTEMPTY it leaves). */
 static int remove_tree(const char *path) {
   struct stat st;
   if (lstat(path, &st) < 0) return -1;
@@ -217,14 +222,45 @@ static int remove_tree(const char *path) {
   DIR *d = opendir(path);
   if (!d) return -1;
   struct dirent *e;
+  int below = 0;
   while ((e = readdir(d))) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     char child[4096];
     snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-    remove_tree(child);
+    if (remove_tree(child) < 0 && errno != ENOENT && !below) below = errno;
   }
   closedir(d);
-  return rmdir(path);
+  if (rmdir(path) == 0) return 0;
+  if (below) errno = below;
+  return -1;
+}
+
+/* A file request made for a user (the files API): its last field is "as=UID:GID", taken off here.
+   The request then runs with that fsuid and fsgid (no supplementary groups, as the user's
+   commands run: do_exec), so the guest kernel decides as for the user's own process: modes,
+   owners, ACLs, sticky directories. While the fsuid is not 0 the agent's filesystem capabilities
+   are off (the kernel drops them with it and gives them back with fsuid 0). 1: taken, 0: none. */
+static int take_identity(char **f, int *n, uid_t *uid, gid_t *gid) {
+  if (*n < 2 || strncmp(f[*n - 1], "as=", 3) != 0) return 0;
+  unsigned u, g;
+  if (sscanf(f[*n - 1] + 3, "%u:%u", &u, &g) != 2) return -1;
+  *uid = u;
+  *gid = g;
+  (*n)--;
+  return 1;
+}
+
+static int become(uid_t uid, gid_t gid) {
+  setfsgid(gid);
+  setfsuid(uid);
+  /* Each returns the previous id; asking again with -1 (invalid, no change) tells the current. */
+  if ((uid_t)setfsuid((uid_t)-1) != uid || (gid_t)setfsgid((gid_t)-1) != gid) {
+    setfsuid(0);
+    setfsgid(0);
+    errno = EPERM;
+    return -1;
+  }
+  return 0;
 }
 
 /* --- exec --- */
@@ -398,9 +434,24 @@ static void reply_stat(uint32_t chan, const char *path) {
   free(b.p);
 }
 
+static void file_op(uint8_t type, uint32_t chan, char *payload, uint32_t len, char **f, int n, int as);
+
 static void do_file(uint8_t type, uint32_t chan, char *payload, uint32_t len) {
-  char *f[4];
-  int n = split(payload, len, f, 4);
+  char *f[5];
+  int n = split(payload, len, f, 5);
+  int as = 0;
+  if (type != T_WRITE_DATA && type != T_WRITE_END) { /* those carry file data, not fields */
+    uid_t uid = 0;
+    gid_t gid = 0;
+    as = take_identity(f, &n, &uid, &gid);
+    if (as < 0) return send_error(chan, EINVAL, "file request identity");
+    if (as && become(uid, gid) < 0) return send_error(chan, errno, "file request identity");
+  }
+  file_op(type, chan, payload, len, f, n, as);
+  if (as) become(0, 0);
+}
+
+static void file_op(uint8_t type, uint32_t chan, char *payload, uint32_t len, char **f, int n, int as) {
   if (type != T_WRITE_DATA && type != T_WRITE_END && n < 1) return send_error(chan, EINVAL, "file request");
   switch (type) {
   case T_STAT:
@@ -409,9 +460,13 @@ static void do_file(uint8_t type, uint32_t chan, char *payload, uint32_t len) {
     struct stat st;
     if (stat(f[0], &st) < 0) return send_error(chan, errno, f[0]);
     if (!S_ISDIR(st.st_mode)) return send_error(chan, ENOTDIR, f[0]);
+    DIR *top = opendir(f[0]); /* list_dir passes over a directory it cannot read; the one asked for is an error */
+    if (!top) return send_error(chan, errno, f[0]);
+    closedir(top);
     struct buf b = {0};
     list_dir(&b, f[0], n > 1 ? atoi(f[1]) : 1);
-    send_frame(T_OK, chan, b.p, (uint32_t)b.len);
+    if (b.len > MAX_REPLY) send_error(chan, E2BIG, "listing over 16 MiB (list fewer levels)");
+    else send_frame(T_OK, chan, b.p, (uint32_t)b.len);
     free(b.p);
     return;
   }
@@ -438,10 +493,12 @@ static void do_file(uint8_t type, uint32_t chan, char *payload, uint32_t len) {
     for (int i = 0; i < MAX_WRITES && !w; i++)
       if (!wfiles[i].path) w = &wfiles[i];
     if (!w) return send_error(chan, EAGAIN, "too many writes");
+    /* As the user, what it makes is its own already, and a file it may write keeps its owner. */
+    if (as) uid = (uid_t)-1, gid = (gid_t)-1;
     if (mkdirs(f[0], 0, uid, gid) < 0) return send_error(chan, errno, f[0]);
     int fd = open(f[0], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return send_error(chan, errno, f[0]);
-    if (fchown(fd, uid, gid) < 0) {
+    if (!as && fchown(fd, uid, gid) < 0) {
       close(fd);
       return send_error(chan, errno, f[0]);
     }
@@ -489,7 +546,8 @@ static void do_file(uint8_t type, uint32_t chan, char *payload, uint32_t len) {
       if (!S_ISDIR(st.st_mode)) return send_error(chan, EEXIST, f[0]);
       return send_frame(T_OK, chan, "0", 2);
     }
-    if (mkdirs(f[0], 1, n > 1 ? (uid_t)atoi(f[1]) : 0, n > 2 ? (gid_t)atoi(f[2]) : 0) < 0) return send_error(chan, errno, f[0]);
+    if (as) n = 1; /* made as the user: its own */
+    if (mkdirs(f[0], 1, n > 1 ? (uid_t)atoi(f[1]) : (uid_t)-1, n > 2 ? (gid_t)atoi(f[2]) : (gid_t)-1) < 0) return send_error(chan, errno, f[0]);
     return send_frame(T_OK, chan, "1", 2);
   }
   case T_RENAME:
@@ -527,6 +585,8 @@ static void handle(uint8_t type, uint32_t chan, char *payload, uint32_t len) {
   struct proc *p;
   switch (type) {
   case T_PING:
+    /* "caps": what this agent does beyond the first protocol (older agents echo it back). */
+    if (len == 5 && !memcmp(payload, "caps\0", 5)) return send_frame(T_PONG, chan, "caps\0ids\0", 9);
     return send_frame(T_PONG, chan, payload, len);
   case T_SETUP:
     return do_setup(chan, payload, len);

@@ -22,6 +22,8 @@
 //     watch_dir below for what it prints.
 //     -X (metadata): instead of running ARGV, the helper reads or replaces the user.e2b.* extended
 //     attributes of files in the sandbox, as the user; see file_metadata below.
+//     -A (access): instead of running ARGV, the helper asks the kernel whether the user may reach
+//     paths of the sandbox in the given ways; see check_access below.
 //   cube-launch serve
 //     Stays up and runs requests framed on stdin, answering on stdout, so the daemon never forks
 //     itself (a fork of the daemon blocks its event loop for its whole page-table copy: 40-50 ms
@@ -50,6 +52,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <grp.h>
 #include <linux/audit.h>
 #include <linux/btrfs.h>
@@ -834,6 +837,7 @@ static int cmd_create(int argc, char **argv) {
 static volatile pid_t command_pid = 0;
 static int watch_dir(const char *dir, int recursive);
 static int file_metadata(char **args);
+static int check_access(char **args);
 static void write_all(int fd, const void *p, size_t n);
 // serve's exec jobs with a terminal: the command leads its own session with stdin (the pty slave
 // the helper opened inside the sandbox) as its controlling terminal, instead of only a new group.
@@ -868,11 +872,11 @@ static void expect_init(int pid) {
 
 static int cmd_exec(int argc, char **argv) {
   const char *cgroups[MAX_CGROUPS], *cwd = NULL;
-  int ncg = 0, pid = 0, opt, watch = 0, recursive = 0, metadata = 0;
+  int ncg = 0, pid = 0, opt, watch = 0, recursive = 0, metadata = 0, access_check = 0;
   uid_t uid = 0;
   gid_t gid = 0;
   rlim_t nofile = 0;
-  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:WrXI:")) != -1) {
+  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:WrXAI:")) != -1) {
     switch (opt) {
       case 'I': break; // read by serve: the pty's owner in host ids (the namespace itself is the init's)
       case 'R': keep_net_raw = 1; break;
@@ -880,6 +884,7 @@ static int cmd_exec(int argc, char **argv) {
       case 'W': watch = 1; break;
       case 'r': recursive = 1; break;
       case 'X': metadata = 1; break;
+      case 'A': access_check = 1; break;
       case 'p': pid = atoi(optarg); break;
       case 'u': uid = (uid_t)atoi(optarg); break;
       case 'g': gid = (gid_t)atoi(optarg); break;
@@ -966,6 +971,7 @@ static int cmd_exec(int argc, char **argv) {
     if (cwd && chdir(cwd) < 0) die("chdir %s", cwd);
     if (watch) _exit(watch_dir(cmd[0], recursive));
     if (metadata) _exit(file_metadata(cmd));
+    if (access_check) _exit(check_access(cmd));
     execvpe(cmd[0], cmd, environ);
     int code = errno == ENOENT ? 127 : 126;
     fprintf(stderr, "cube-launch: %s: %s\n", cmd[0], strerror(errno));
@@ -1138,6 +1144,112 @@ static int file_metadata(char **args) {
       return 1;
     }
   }
+  return 0;
+}
+
+// ---- access: the files API as a user (src/runtime/ns/files.ts) -----------------------------------
+//   MODE PATH [MODE PATH]...   MODE: R_OK 4 | W_OK 2 | X_OK 1 (0: exists and reachable), plus
+//     8  UNLINK: PATH (not followed) may be removed from, or renamed out of, its directory: that
+//        directory writable and searchable, and where it is sticky (/tmp) the user owns PATH or it
+//     16 TREE: PATH, when a directory, may be emptied: every directory below it (itself included)
+//        readable, writable and searchable, the sticky rule for each entry (what rm -r needs)
+//     32 SOFT: a refusal of this pair is printed on stdout ("INDEX\n", the pair's place from 0)
+//        and the checks go on
+// The daemon reads and writes a sandbox's files as host root through /proc/<init>/root; before it
+// acts for a user it asks here, in the sandbox and as that user, so every directory on the way and
+// the file's own mode, owner and ACLs decide as they would for the user's own process (before,
+// a write as `user` replaced a root-owned 0600 file and created files in /root, a read showed it).
+// The real ids are the user's (setuid above), so faccessat without AT_EACCESS checks them; the
+// sticky rule is the kernel's (may_delete): no capability is left to the user to pass it otherwise.
+// Exit 1 and "PATH: reason" at the first refusal that is not SOFT.
+#define CHECK_UNLINK 8
+#define CHECK_TREE 16
+#define CHECK_SOFT 32
+
+// The sticky directory rule: in a directory with S_ISVTX only the owner of an entry or of the
+// directory may remove or rename the entry.
+static int sticky_allows(const struct stat *dir, const struct stat *entry) {
+  if (!(dir->st_mode & S_ISVTX) || entry->st_uid == getuid() || dir->st_uid == getuid()) return 1;
+  errno = EPERM;
+  return 0;
+}
+
+static int may_unlink(const char *path) {
+  char parent[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (!slash || strlen(path) >= sizeof parent) { errno = EINVAL; return -1; }
+  size_t n = slash == path ? 1 : (size_t)(slash - path);
+  memcpy(parent, path, n);
+  parent[n] = '\0';
+  struct stat dir, entry;
+  if (faccessat(AT_FDCWD, parent, W_OK | X_OK, 0) < 0 || stat(parent, &dir) < 0 || lstat(path, &entry) < 0) return -1;
+  return sticky_allows(&dir, &entry) ? 0 : -1;
+}
+
+// The directories of the tree walk by level, for each entry's sticky rule (nftw gives no parent).
+static struct stat *tree_dirs;
+static int tree_depth;
+static int tree_errno;
+static char tree_path[PATH_MAX];
+
+static int tree_entry(const char *fpath, const struct stat *st, int flag, struct FTW *ftw) {
+  if (flag == FTW_DNR || flag == FTW_NS) {
+    tree_errno = flag == FTW_DNR ? EACCES : errno;
+  } else if (ftw->level > 0 && !sticky_allows(&tree_dirs[ftw->level - 1], st)) {
+    tree_errno = errno;
+  } else if (flag == FTW_D && faccessat(AT_FDCWD, fpath + ftw->base, R_OK | W_OK | X_OK, 0) < 0) {
+    tree_errno = errno;
+  } else {
+    if (flag == FTW_D) {
+      if (ftw->level >= tree_depth) {
+        int more = tree_depth ? tree_depth * 2 : 64;
+        struct stat *grown = realloc(tree_dirs, (size_t)more * sizeof *grown);
+        if (!grown) { tree_errno = ENOMEM; goto refused; }
+        tree_dirs = grown;
+        tree_depth = more;
+      }
+      tree_dirs[ftw->level] = *st;
+    }
+    return 0;
+  }
+refused:
+  snprintf(tree_path, sizeof tree_path, "%s", fpath);
+  return 1;
+}
+
+// Whether the whole tree at PATH may be removed by the user (a file or link: nothing below it).
+static int may_empty(const char *path) {
+  tree_errno = 0;
+  // FTW_CHDIR: names are looked up relative to their directory, so a deep tree is no long path.
+  int r = nftw(path, tree_entry, 16, FTW_PHYS | FTW_CHDIR);
+  if (r < 0) return -1;
+  if (r > 0) {
+    errno = tree_errno;
+    return -1;
+  }
+  return 0;
+}
+
+static int check_access(char **args) {
+  for (int i = 0; args[i] && args[i + 1]; i += 2) {
+    int mode = atoi(args[i]);
+    const char *path = args[i + 1];
+    tree_path[0] = '\0';
+    int bits = mode & (R_OK | W_OK | X_OK);
+    // Not followed for UNLINK and TREE alone: a dangling link may be removed.
+    int refused = ((bits || !(mode & (CHECK_UNLINK | CHECK_TREE))) && faccessat(AT_FDCWD, path, bits, 0) < 0)
+      || ((mode & CHECK_UNLINK) && may_unlink(path) < 0)
+      || ((mode & CHECK_TREE) && may_empty(path) < 0);
+    if (!refused) continue;
+    if (mode & CHECK_SOFT) {
+      printf("%d\n", i / 2);
+      continue;
+    }
+    fprintf(stderr, "cube-launch: %s: %s\n", tree_path[0] ? tree_path : path, strerror(errno));
+    fflush(stdout); // the caller _exits
+    return 1;
+  }
+  fflush(stdout);
   return 0;
 }
 
@@ -1319,14 +1431,16 @@ struct job {
   int status, reaped;
   // Streamed exec jobs (op 3) only: output leaves as it comes; `in` is the command's stdin (a pipe,
   // or the pty master) fed from `ibuf`, closed once drained when `in_eof` is set; `pty`: `out` is
-  // the pty master (and takes the resizes); exit_sent: the EXIT frame went out.
-  int stream, pty, in, in_eof, exit_sent;
+  // the pty master (and takes the resizes); exit_sent: the EXIT frame went out. paced (-w): the
+  // bytes of stdout (ocredit) and stderr (ecredit) it may still send, granted by CREDIT ops.
+  int stream, pty, in, in_eof, exit_sent, paced;
+  long ocredit, ecredit;
   char *ibuf;
   size_t ilen, icap;
 };
 
 #define MAX_JOBS 1024
-enum { OP_CREATE, OP_RUN, OP_HOLDERS, OP_EXEC, OP_INPUT, OP_CLOSE_STDIN, OP_SIGNAL, OP_RESIZE, OP_DETACH, OP_STORE };
+enum { OP_CREATE, OP_RUN, OP_HOLDERS, OP_EXEC, OP_INPUT, OP_CLOSE_STDIN, OP_SIGNAL, OP_RESIZE, OP_DETACH, OP_STORE, OP_CREDIT };
 #define ANSWER_DATA -2
 #define ANSWER_CLOSED -3
 static struct job jobs[MAX_JOBS];
@@ -1498,9 +1612,19 @@ static void start_job(uint32_t id, uint32_t op, int argc, char **argv, const cha
 
 static int job_done(struct job *j) { return j->reaped && j->out < 0 && j->err < 0; }
 
+// The fd to poll for a job's output: none while a paced stream has no credit left (its pipe
+// fills, the command blocks; EOF is seen once credit comes back or the client detaches).
+static int job_poll_fd(const struct job *j, int fd) {
+  if (fd < 0 || !j->paced) return fd;
+  return (fd == j->out ? j->ocredit : j->ecredit) > 0 ? fd : -1;
+}
+
 static void read_job_fd(struct job *j, int *fd, char **buf, size_t *len, size_t *cap) {
   char tmp[65536];
-  ssize_t r = read(*fd, tmp, sizeof tmp);
+  long *credit = fd == &j->out ? &j->ocredit : &j->ecredit;
+  size_t want = j->paced && *credit < (long)sizeof tmp ? (size_t)*credit : sizeof tmp;
+  if (want == 0) return;
+  ssize_t r = read(*fd, tmp, want);
   if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (r <= 0) {
     close(*fd);
@@ -1508,6 +1632,7 @@ static void read_job_fd(struct job *j, int *fd, char **buf, size_t *len, size_t 
     return;
   }
   if (j->stream) {
+    if (j->paced) *credit -= r;
     if (fd == &j->out) answer(j->id, ANSWER_DATA, tmp, (size_t)r, NULL, 0);
     else answer(j->id, ANSWER_DATA, NULL, 0, tmp, (size_t)r);
     return;
@@ -1518,7 +1643,7 @@ static void read_job_fd(struct job *j, int *fd, char **buf, size_t *len, size_t 
 // ---- serve: streamed exec jobs -------------------------------------------------------------
 // Op 3 runs `cube-launch exec` (cmd_exec) in a forked child of the helper, so a command costs the
 // daemon one frame instead of a fork of itself. Request argv:
-//   [-e K=V]... [-i] [-t COLSxROWS] exec EXEC_OPTIONS... -- ARGV...
+//   [-e K=V]... [-i] [-t COLSxROWS] [-w BYTES] exec EXEC_OPTIONS... -- ARGV...
 // -e: the command's environment; -i: stdin is a pipe fed by input ops (else /dev/null); -t: a pty
 // of the sandbox's own devpts, opened here, is the command's stdin/stdout/stderr and controlling
 // terminal (output comes back as stdout). Answers for the job's id, in this order: DATA frames
@@ -1528,7 +1653,12 @@ static void read_job_fd(struct job *j, int *fd, char **buf, size_t *len, size_t 
 // has ended or the client detached; the id is free after it. A refused request gets -1 as before.
 // Control ops name a job by its id, answer nothing and are ignored for unknown ids: 4 input
 // (stdin bytes), 5 close stdin, 6 signal (argv[0] = number; SIGKILL kills the command's whole
-// process group), 7 resize (argv = cols rows), 8 detach (stop reading its output).
+// process group), 7 resize (argv = cols rows), 8 detach (stop reading its output), 10 credit.
+// Flow control, per stream: with -w BYTES before `exec`, the job sends at most BYTES of stdout and
+// BYTES of stderr ahead of what the client took; CREDIT (argv = 1 for stdout or 2 for stderr, and a
+// byte count) gives that much back. A stream out of credit is not read: its pipe fills and the
+// command blocks on it, every other job going on (they all share this process's stdout, so the
+// client could not stop reading one of them without stopping all). Without -w: no limit.
 // If this helper dies, each exec child gets SIGUSR1 (its "kill the whole group") from the kernel.
 
 static struct job *stream_job(uint32_t id) {
@@ -1584,10 +1714,12 @@ static void start_exec_job(uint32_t id, int argc, char **argv, const sigset_t *o
   char *env[1025];
   int nenv = 0, i = 0, want_stdin = 0, pty = 0;
   unsigned cols = 0, rows = 0;
+  long window = 0;
   for (; i < argc && strcmp(argv[i], "exec") != 0; i++) {
     if (strcmp(argv[i], "-e") == 0 && i + 1 < argc && nenv < 1024) env[nenv++] = argv[++i];
     else if (strcmp(argv[i], "-i") == 0) want_stdin = 1;
     else if (strcmp(argv[i], "-t") == 0 && i + 1 < argc && sscanf(argv[++i], "%ux%u", &cols, &rows) == 2 && cols && rows && cols < 65536 && rows < 65536) pty = 1;
+    else if (strcmp(argv[i], "-w") == 0 && i + 1 < argc && atol(argv[i + 1]) > 0 && atol(argv[i + 1]) <= (1L << 30)) window = atol(argv[++i]);
     else { answer(id, -1, NULL, 0, "bad exec request", 16); return; }
   }
   env[nenv] = NULL;
@@ -1638,6 +1770,8 @@ static void start_exec_job(uint32_t id, int argc, char **argv, const sigset_t *o
   j->id = id;
   j->stream = 1;
   j->pty = pty;
+  j->paced = window > 0;
+  j->ocredit = j->ecredit = window;
   if (pty) {
     close(slave);
     j->out = master;
@@ -1677,6 +1811,12 @@ static void control_job(uint32_t id, uint32_t op, int argc, char **argv, const c
       if (argc != 2 || !j->pty || j->out < 0) return;
       struct winsize ws = {(unsigned short)atoi(argv[1]), (unsigned short)atoi(argv[0]), 0, 0};
       if (ws.ws_row && ws.ws_col) ioctl(j->out, TIOCSWINSZ, &ws); // the kernel sends SIGWINCH to the foreground group
+      return;
+    }
+    case OP_CREDIT: {
+      long n = argc == 2 ? atol(argv[1]) : 0;
+      long *credit = argc == 2 && strcmp(argv[0], "1") == 0 ? &j->ocredit : argc == 2 && strcmp(argv[0], "2") == 0 ? &j->ecredit : NULL;
+      if (credit && n > 0 && n <= (1L << 30) && *credit <= (1L << 30)) *credit += n;
       return;
     }
     case OP_DETACH:
@@ -1731,8 +1871,8 @@ static int cmd_serve(void) {
     pfd[n++] = (struct pollfd){.fd = in_open ? 0 : -1, .events = POLLIN};
     pfd[n++] = (struct pollfd){.fd = HOST_MOUNTS_FD, .events = POLLPRI};
     for (int i = 0; i < njobs; i++) {
-      pfd[n++] = (struct pollfd){.fd = jobs[i].out, .events = POLLIN};
-      pfd[n++] = (struct pollfd){.fd = jobs[i].err, .events = POLLIN};
+      pfd[n++] = (struct pollfd){.fd = job_poll_fd(&jobs[i], jobs[i].out), .events = POLLIN};
+      pfd[n++] = (struct pollfd){.fd = job_poll_fd(&jobs[i], jobs[i].err), .events = POLLIN};
       pfd[n++] = (struct pollfd){.fd = jobs[i].stream && jobs[i].ilen > 0 ? jobs[i].in : -1, .events = POLLOUT};
     }
     int wait = -1;
@@ -1803,7 +1943,7 @@ static int cmd_serve(void) {
           p += strnlen(p, (size_t)(end - p)) + 1;
         }
         argv[k] = NULL;
-        if (op >= OP_INPUT && op <= OP_DETACH) {
+        if ((op >= OP_INPUT && op <= OP_DETACH) || op == OP_CREDIT) {
           if (k == argc && p == end) control_job(id, op, (int)argc, argv, end, inlen);
         } else if (k != argc || k == 0 || p != end || op > OP_STORE) answer(id, -1, NULL, 0, "bad request", 11);
         else if (op == OP_EXEC) start_exec_job(id, (int)argc, argv, &old);

@@ -1,13 +1,28 @@
 // The one table of error codes. Numbers follow CubeSandbox's so operators can grep
 // across both systems; `http` is the status the API answers with.
+import { DEATH_MEANING, type DeathReason, type Tombstone } from './model/death.js';
+import { isoTime } from './model/time.js';
+
 export const ErrorTable = {
   BAD_REQUEST: { code: 130400, http: 400, name: 'bad request' },
   UNAUTHORIZED: { code: 130401, http: 401, name: 'unauthorized' },
+  FORBIDDEN: { code: 130403, http: 403, name: 'forbidden for this key\'s role' },
   NOT_FOUND: { code: 130404, http: 404, name: 'not found' },
+  // A sandbox that ended without its client asking (src/model/death.ts): 404 like any unknown
+  // sandbox, so E2B SDKs raise their not-found errors, with the reason in the code and message.
+  ENDED_TIMEOUT: { code: 130411, http: 404, name: 'sandbox ended: timeout' },
+  ENDED_OOM: { code: 130412, http: 404, name: 'sandbox ended: init OOM-killed' },
+  ENDED_INIT_EXITED: { code: 130413, http: 404, name: 'sandbox ended: init exited' },
+  ENDED_VM_EXITED: { code: 130414, http: 404, name: 'sandbox ended: microVM exited' },
+  ENDED_NODE_LOST: { code: 130415, http: 404, name: 'sandbox ended: node lost' },
+  ENDED_DRAIN_EVICTED: { code: 130416, http: 404, name: 'sandbox ended: drain eviction' },
+  ENDED_NOT_READOPTED: { code: 130417, http: 404, name: 'sandbox ended: not re-adopted after a node restart' },
+  ENDED_OPERATOR_KILLED: { code: 130418, http: 404, name: 'sandbox ended: killed by an operator' },
+  ENDED_VANISHED: { code: 130419, http: 404, name: 'sandbox ended: its node stopped listing it' },
   CONFLICT: { code: 130409, http: 409, name: 'conflict' },
   RATE_LIMITED: { code: 130429, http: 429, name: 'rate limited' },
   CONCURRENCY_LIMITED: { code: 130480, http: 429, name: 'concurrency limited' },
-  SANDBOX_LIMITED: { code: 130481, http: 429, name: 'sandbox limit per key reached' },
+  QUOTA_EXCEEDED: { code: 130481, http: 429, name: 'API key quota reached' },
   SANDBOX_BUSY: { code: 130490, http: 503, name: 'sandbox busy' },
   STALE_FENCE: { code: 130491, http: 409, name: 'stale lock fence' },
   EXEC_FAILED: { code: 130497, http: 500, name: 'exec in sandbox failed' },
@@ -35,6 +50,21 @@ export const ErrorTable = {
 
 export type ErrorKind = keyof typeof ErrorTable;
 
+/** The error kind of each death reason. */
+export const DEATH_ERRORS: Readonly<Record<DeathReason, ErrorKind>> = {
+  timeout: 'ENDED_TIMEOUT',
+  oom: 'ENDED_OOM',
+  init_exited: 'ENDED_INIT_EXITED',
+  vm_exited: 'ENDED_VM_EXITED',
+  node_lost: 'ENDED_NODE_LOST',
+  drain_evicted: 'ENDED_DRAIN_EVICTED',
+  not_readopted: 'ENDED_NOT_READOPTED',
+  operator_killed: 'ENDED_OPERATOR_KILLED',
+  vanished: 'ENDED_VANISHED',
+};
+
+export const deathCode = (reason: DeathReason): number => ErrorTable[DEATH_ERRORS[reason]].code;
+
 /** An error that carries a code from the table, a message for humans and optional details for machines. */
 export class CubeError extends Error {
   readonly kind: ErrorKind;
@@ -57,6 +87,20 @@ export class CubeError extends Error {
 
 export function isCubeError(e: unknown): e is CubeError {
   return e instanceof CubeError;
+}
+
+/** A missing sandbox, template, node...: plain (130404) or a sandbox that ended with a reason (1304xx). */
+export function isNotFound(e: unknown): e is CubeError {
+  return e instanceof CubeError && e.http === 404;
+}
+
+/**
+ * The answer for a call on a sandbox that died: 404 with the reason's code, and the reason, time
+ * and node in the message (E2B SDKs show only the message) and in `details`.
+ */
+export function deathError(t: Tombstone): CubeError {
+  const message = `sandbox ${t.sandboxID} ended: ${t.reason} (${DEATH_MEANING[t.reason]}) at ${isoTime(t.at)} on node ${t.nodeID}${t.message ? `: ${t.message}` : ''}`;
+  return new CubeError(DEATH_ERRORS[t.reason], message, { details: { sandboxID: t.sandboxID, reason: t.reason, endedAt: isoTime(t.at), nodeID: t.nodeID, ...(t.by !== undefined ? { by: t.by } : {}) } });
 }
 
 /** Wraps anything thrown into a CubeError, keeping CubeErrors as they are. */

@@ -32,9 +32,31 @@ export function isSandboxID(s: string): boolean {
   return /^[a-z][a-z0-9]{19}$/.test(s);
 }
 
-/** 4 hex characters naming a node's kernel objects (cube-<tag>-N netns, cube<tag>N links, cube-<tag> cgroups, table cube_<tag>). */
+/** A tag's first character: never a hex digit, so a 6-character tag never starts like a 4-hex one (and `cube<tag>*` of one form never matches a link of the other). */
+const TAG_FIRST = 'ghijklmnopqrstuvwxyz';
+
+/**
+ * 6 characters naming a node's kernel objects (cube-<tag>-N netns, cube<tag>N links, cube-<tag>
+ * cgroups, table cube_<tag>): about 1.2e9 values, where the 4 hex digits before (legacyNodeTag)
+ * gave 65,536. The link name `cube<tag><index>` must fit IFNAMSIZ - 1 = 15 characters, which
+ * leaves 5 digits of slot index (ipam MAX_SLOT_INDEX). A data dir keeps the tag it was made with
+ * (src/cubelet/host-claims.ts dataDirTag), and two live daemons never hold one (the host claims).
+ */
 export function nodeTag(nodeID: string): string {
+  let n = createHash('sha256').update(nodeID).digest().readUIntBE(0, 6);
+  let tag = TAG_FIRST[n % TAG_FIRST.length]!;
+  n = Math.floor(n / TAG_FIRST.length);
+  for (let i = 0; i < 5; i++, n = Math.floor(n / 36)) tag += ALPHABET[n % 36]!;
+  return tag;
+}
+
+/** The 4-hex tag of versions before the 6-character one: the names an upgraded data dir's kernel objects carry. */
+export function legacyNodeTag(nodeID: string): string {
   return createHash('sha1').update(nodeID).digest('hex').slice(0, 4);
+}
+
+export function isNodeTag(s: string): boolean {
+  return /^(?:[0-9a-f]{4}|[g-z][a-z0-9]{5})$/.test(s);
 }
 
 export function newToken(): string {

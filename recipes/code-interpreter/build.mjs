@@ -70,9 +70,37 @@ const out = outArg > 0 ? process.argv[outArg + 1] : join(cacheDir, `${NAME}-${ha
 if (!out) die('--out needs a file name');
 const layer = join(cacheDir, `${NAME}-rootfs-${layerKey}.tar`);
 
+/**
+ * One build at a time per cache (npm test starts one early, in the background, and the test that
+ * needs the image runs this again): a second run waits for the first, then finds its archive. A
+ * lock whose process is gone (killed) is taken over.
+ */
+async function lockCache() {
+  mkdirSync(cacheDir, { recursive: true });
+  const lock = join(cacheDir, `${NAME}.lock`);
+  for (;;) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      process.on('exit', () => rmSync(lock, { force: true }));
+      return;
+    } catch (e) {
+      if (e.code !== 'EEXIST') throw e;
+    }
+    const holder = Number(readFileSync(lock, 'utf8'));
+    let alive = false;
+    try {
+      alive = holder > 0 && process.kill(holder, 0);
+    } catch {
+      alive = false; // ESRCH: its process is gone
+    }
+    if (!alive) rmSync(lock, { force: true });
+    else await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+if (!existsSync(out)) await lockCache();
 if (!existsSync(out)) {
   if (process.getuid?.() !== 0) die('run as root (mmdebstrap builds the root filesystem with chroot)');
-  mkdirSync(cacheDir, { recursive: true });
   mkdirSync(dirname(out), { recursive: true });
   if (!existsSync(layer)) {
     const tmp = `${layer}.${process.pid}.tmp`;

@@ -1,11 +1,12 @@
-// API keys: from --api-key, else CUBE_API_KEY, else one generated on first start and kept in
-// <data-dir>/api-key (mode 0600). Callers are identified by a key id (a hash prefix), so
-// audit records and logs never hold the key itself.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+// Who is asking. The key every version before key records had (from --api-key, else
+// CUBE_API_KEY, else one generated on first start and kept in <data-dir>/api-key, mode 0600)
+// becomes the first admin key (KeyBook.bootstrap); the keys themselves are records in the state
+// store (control/keys.ts). Callers are identified by a key id (a hash prefix), so audit records and
+// logs never hold the key itself.
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
-import type { Caller } from './context.js';
+import { newApiKey } from '../control/keys.js';
 
 export interface ApiKeySource {
   key: string;
@@ -22,14 +23,10 @@ export function resolveApiKey(opts: { flag?: string; env?: string; dataDir: stri
     const key = readFileSync(path, 'utf8').trim();
     if (key) return { key, from: 'file', path };
   }
-  const key = `e2b_${randomBytes(20).toString('hex')}`;
+  const key = newApiKey();
   writeFileSync(path, `${key}\n`, { mode: 0o600, flag: 'w' });
   chmodSync(path, 0o600);
   return { key, from: 'generated', path };
-}
-
-export function keyID(key: string): string {
-  return `key-${createHash('sha256').update(key).digest('hex').slice(0, 8)}`;
 }
 
 /** The key a request presents: `X-API-Key` (any case) or `Authorization: Bearer`. */
@@ -41,21 +38,7 @@ export function presentedKey(req: IncomingMessage): string | undefined {
   return m?.[1];
 }
 
-export class ApiKeys {
-  private readonly keys: { digest: Buffer; id: string }[];
-
-  constructor(keys: string[]) {
-    this.keys = keys.map((k) => ({ digest: digest(k), id: keyID(k) }));
-  }
-
-  /** The caller, or undefined when the key is missing or wrong (constant-time compare). */
-  authenticate(req: IncomingMessage): Caller | undefined {
-    const k = presentedKey(req);
-    if (!k) return undefined;
-    const d = digest(k);
-    const hit = this.keys.find((x) => timingSafeEqual(x.digest, d));
-    return hit ? { keyID: hit.id } : undefined;
-  }
+/** Paths only an admin key may use: the admin API (nodes, config, keys, every sandbox) and the node's metrics. */
+export function needsAdmin(path: string): boolean {
+  return path.startsWith('/admin/') || path === '/metrics';
 }
-
-const digest = (k: string) => createHash('sha256').update(k).digest();

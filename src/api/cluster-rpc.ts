@@ -1,10 +1,10 @@
 // What a control replica serves to compute nodes (not to API clients): heartbeats, and the
-// templates and layers they fetch (relayed from the nodes holding them: layer-relay.ts), behind
+// templates and layers they fetch (relayed from the nodes holding them: templates/relay.ts), behind
 // the cluster secret rather than an API key.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, HEARTBEAT_PATH, heartbeatWithEpochTimes, secretMatches, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from '../cubelet/rpc-wire.js';
 import { CubeError } from '../errors.js';
-import type { LayerRelay } from '../scheduler/cluster/layer-relay.js';
+import type { LayerRelay } from '../templates/relay.js';
 import { readJson, sendError, sendJson, type ErrorLog } from '../http.js';
 
 export const CLUSTER_PREFIX = '/cluster/v1/';
@@ -12,7 +12,9 @@ export const CLUSTER_PREFIX = '/cluster/v1/';
 /** A batch from a process standing for 1000 simulated nodes runs to a few MB. */
 const MAX_HEARTBEAT = 256 << 20;
 
-function checkHeartbeat(hb: Heartbeat): void {
+function checkHeartbeat(sent: unknown): void {
+  // The wire's JSON, checked before it is trusted as a Heartbeat.
+  const hb = sent as Partial<Heartbeat> | null;
   if (typeof hb?.nodeID !== 'string' || !hb.nodeID || typeof hb.address !== 'string' || !(hb.view || typeof hb.seen?.lastSeen === 'number' || typeof hb.seen?.lastSeen === 'string') || (hb.sandboxes !== undefined && !Array.isArray(hb.sandboxes)) || !Array.isArray(hb.events)) throw new CubeError('BAD_REQUEST', 'heartbeat needs nodeID, address, view or seen.lastSeen, and events[] (sandboxes[] when listed)');
   if (hb.view && hb.view.nodeID !== hb.nodeID) throw new CubeError('BAD_REQUEST', `heartbeat from ${hb.nodeID} carries the view of ${hb.view.nodeID}`);
 }
@@ -33,7 +35,7 @@ export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<He
     }
     if (path !== HEARTBEAT_PATH || req.method !== 'POST') throw new CubeError('NOT_FOUND', `no cluster route ${req.method} ${path}`);
     // One node's heartbeat, or a batch from a process standing for many nodes.
-    const body = await readJson<Heartbeat | HeartbeatBatch>(req, MAX_HEARTBEAT);
+    const body = await readJson<Heartbeat | HeartbeatBatch | null>(req, MAX_HEARTBEAT);
     const sent = body && 'heartbeats' in body && Array.isArray(body.heartbeats) ? body.heartbeats : [body as Heartbeat];
     if (sent.length === 0) throw new CubeError('BAD_REQUEST', 'heartbeat batch is empty');
     sent.forEach(checkHeartbeat);

@@ -3,11 +3,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type Router from 'find-my-way';
 import type { MasterConfig } from '../config/schema.js';
-import type { TemplateBuilder } from '../cubelet/template-build.js';
-import type { TemplateStore } from '../runtime/templates.js';
-import type { ClusterTemplates } from '../scheduler/cluster/cluster-templates.js';
-import type { LayerRelay } from '../scheduler/cluster/layer-relay.js';
-import type { ControlPlane } from '../scheduler/control-plane.js';
+import type { TemplateBuilder } from '../templates/build/build.js';
+import type { TemplateStore } from '../templates/store.js';
+import type { ClusterTemplates } from '../templates/cluster.js';
+import type { LayerRelay } from '../templates/relay.js';
+import type { ControlPlane } from '../control/control-plane.js';
+import type { KeyRole } from '../model/api-key.js';
 
 export interface ApiContext {
   cp: ControlPlane;
@@ -18,15 +19,17 @@ export interface ApiContext {
   templates?: TemplateStore;
   /** Template builds (the E2B build API), beside the template store on the ns runtime. */
   builds?: TemplateBuilder;
-  /** Cluster control replicas: imports go on to a node, whose layers the others fetch (scheduler/cluster/layer-relay.ts). */
+  /** Cluster control replicas: imports go on to a node, whose layers the others fetch (templates/relay.ts). */
   relay?: LayerRelay;
-  /** Cluster control replicas: builds handed to a compute node, template rm across the nodes (scheduler/cluster/cluster-templates.ts). */
+  /** Cluster control replicas: builds handed to a compute node, template rm across the nodes (templates/cluster.ts). */
   clusterTemplates?: ClusterTemplates;
 }
 
-/** Identity of an authenticated caller (API key id, never the key itself), for audit records. */
+/** Identity of an authenticated caller (API key id, never the key itself), for audit records and role checks. */
 export interface Caller {
   keyID: string;
+  name: string;
+  role: KeyRole;
 }
 
 export type Handler = (req: IncomingMessage & { caller?: Caller }, res: ServerResponse, params: Record<string, string | undefined>, query: Record<string, string>) => Promise<void> | void;

@@ -6,9 +6,20 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { NodeView, PoolView } from '../model/node.js';
 import type { SandboxState } from '../model/sandbox.js';
 import type { Snapshot } from '../model/watch.js';
-import type { ControlPlane } from '../scheduler/control-plane.js';
+import type { ControlPlane } from '../control/control-plane.js';
+import { FILTERS } from '../scheduler/filters/index.js';
 
 const STATES: SandboxState[] = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'error', 'lost'];
+/**
+ * Every (code, rule) a refusal can carry (src/control/admission.ts refusalRule: a filter, the
+ * prefilter, the node's pool, no node at all; resumes: the release ratio), exported at 0 from the
+ * start: a counter series that first appears at 1 has no earlier sample, so rate() and increase()
+ * never see that first refusal (the CubedCreatesRefused rule missed a single one).
+ */
+export const REFUSAL_SERIES: readonly { code: string; rule: string }[] = [
+  ...[...Object.keys(FILTERS), 'prefilter', 'runtime', 'capacity', 'pool', 'no node'].map((rule) => ({ code: '130597', rule })),
+  { code: '130409', rule: 'release_ratio' },
+];
 const LATENCY_BUCKETS = [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 2, 5];
 
 /** One per-node gauge: its name, help and how to read it from the node view (undefined: not exported for that node). */
@@ -151,6 +162,7 @@ export function createMetrics(cp: ControlPlane): { registry: Registry; close: ()
     registers: [registry],
     async collect() {
       this.reset();
+      for (const labels of REFUSAL_SERIES) this.inc(labels, 0);
       for (const r of (await scrape()).stats.refusedSinceStart ?? []) this.inc({ code: String(r.code), rule: r.rule }, r.count);
     },
   });
@@ -161,7 +173,7 @@ export function createMetrics(cp: ControlPlane): { registry: Registry; close: ()
   const close = cp.watch(
     (m) => {
       if (m.type !== 'event' || m.event.durationMs === undefined) return;
-      const h = timed[m.event.kind as keyof typeof timed];
+      const h = (timed as Partial<Record<string, (typeof timed)[keyof typeof timed]>>)[m.event.kind];
       if (h) h.observe(m.event.durationMs / 1000);
     },
     { eventsOnly: true },

@@ -1,24 +1,25 @@
 // The HTTP front door (node:http + find-my-way). Order per request: /health and /metrics
-// (no key), sandbox traffic (envd protocol, authorised by the sandbox's token, not a key),
-// then API-key auth (failures limited per source address), the per-key limits (creates in
-// flight, and an optional request rate) and the routes (E2B REST and /admin/v1).
+// (no key from loopback), sandbox traffic (envd protocol, authorised by the sandbox's token, not a
+// key), then API-key auth (a key record in the state store; failures limited per source address),
+// the key's role (the admin API and node-wide policy take an admin key only: 403 otherwise), the
+// per-key creates in flight on this replica, and the routes (E2B REST and /admin/v1). A key's
+// quotas are claimed by the control plane (control/keys.ts), the same on every replica.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Router from 'find-my-way';
 import { CubeError } from '../errors.js';
 import { registerAdminRoutes } from './admin/routes.js';
-import { ApiKeys } from './auth.js';
+import { needsAdmin, presentedKey } from './auth.js';
 import type { ApiContext, ApiRouter, Caller } from './context.js';
 import { registerE2bRoutes } from './e2b/routes.js';
 import { e2bTemplateRoutes } from './e2b/templates.js';
 import { handleSandboxTraffic, handleSandboxUpgrade, isSandboxTraffic } from './envd/index.js';
 import { sendError, sendJson, type Flavour } from '../http.js';
 import { createMetrics } from './metrics.js';
-import { ConcurrencyLimiter, isCreate, isCreateLike, RateLimiter, RunningBound } from './rate-limit.js';
+import { ConcurrencyLimiter, isCreateLike, RateLimiter } from './rate-limit.js';
 
 export interface ApiServerOptions {
   ctx: ApiContext;
-  apiKeys: string[];
   nodeID: string;
   version: string;
   /** Traffic that authenticates itself (e.g. compute nodes' heartbeats on a control replica), by path prefix; served before API-key auth. */
@@ -48,11 +49,9 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   registerE2bRoutes(router, ctx);
   const templates = e2bTemplateRoutes(ctx);
   templates.register(router);
-  const keys = new ApiKeys(o.apiKeys);
   const limiter = new RateLimiter(() => ctx.config().api.rate_limit_per_sec);
   const failures = new RateLimiter(() => ctx.config().api.auth_failures_per_sec);
   const creates = new ConcurrencyLimiter(() => ctx.config().api.create_concurrency_per_key);
-  const running = new RunningBound();
   const metrics = createMetrics(ctx.cp);
 
   const handle = async (req: IncomingMessage & { caller?: Caller }, res: ServerResponse): Promise<void> => {
@@ -63,33 +62,46 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
     const extra = [templates.uploadRoute, ...(o.extraRoutes ?? [])].find((r) => path.startsWith(r.prefix));
     if (extra) return extra.handle(req, res);
     if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok', nodeID: o.nodeID, version: o.version });
-    const caller = keys.authenticate(req);
-    if (path === '/metrics' && req.method === 'GET' && (caller || isLoopback(req))) {
+    const caller = await authenticate(req);
+    if (path === '/metrics' && req.method === 'GET' && (caller?.role === 'admin' || (!caller && isLoopback(req)))) {
       const text = await metrics.registry.metrics();
       res.writeHead(200, { 'content-type': metrics.registry.contentType });
       res.end(text);
       return;
     }
     if (!caller) {
-      const from = req.socket.remoteAddress ?? '';
-      const blocked = failures.take(from);
-      if (blocked > 0) throw new CubeError('RATE_LIMITED', `more than ${ctx.config().api.auth_failures_per_sec} failed authentications per second from ${from}`, { retryAfter: blocked });
+      const blocked = failures.take(sourceOf(req));
+      if (blocked > 0) throw tooManyFailures(req, blocked);
       throw new CubeError('UNAUTHORIZED', 'missing or invalid API key (send X-API-Key: <key> or Authorization: Bearer <key>)');
     }
+    if (caller.role !== 'admin' && needsAdmin(path))
+      throw new CubeError('FORBIDDEN', `API key "${caller.name}" (${caller.keyID}) has the role ${caller.role}: ${req.method} ${path} takes an admin key (the admin API, node-wide policy and metrics); cubectl and the console use the admin key in <data-dir>/api-key`);
     const wait = limiter.take(caller.keyID);
     if (wait > 0) throw new CubeError('RATE_LIMITED', `more than ${ctx.config().api.rate_limit_per_sec} requests per second for this API key`, { retryAfter: wait });
     if (isCreateLike(req.method, path)) {
       const release = creates.acquire(caller.keyID);
       if (!release) throw new CubeError('CONCURRENCY_LIMITED', `${creates.inFlight(caller.keyID)} creates already in flight for this API key (api.create_concurrency_per_key)`, { retryAfter: 1 });
       res.once('close', release);
-      if (isCreate(req.method, path)) {
-        const refusal = await running.refusal(ctx, caller.keyID, creates.inFlight(caller.keyID), ctx.config().api.max_sandboxes_per_key);
-        if (refusal) throw refusal;
-      }
-      running.note(caller.keyID);
     }
     req.caller = caller;
     router.lookup(req, res);
+  };
+
+  const sourceOf = (req: IncomingMessage) => req.socket.remoteAddress ?? '';
+  const tooManyFailures = (req: IncomingMessage, wait: number) => new CubeError('RATE_LIMITED', `more than ${ctx.config().api.auth_failures_per_sec} failed authentications per second from ${sourceOf(req)}`, { retryAfter: wait });
+  /**
+   * The caller of a request, or undefined. A key this replica does not know from a source over its
+   * failure budget is refused before any store lookup: a flood of wrong keys costs no MySQL read each.
+   */
+  const authenticate = async (req: IncomingMessage): Promise<Caller | undefined> => {
+    const k = presentedKey(req);
+    if (k === undefined) return undefined;
+    if (!ctx.cp.keys.knows(k)) {
+      const wait = failures.wait(sourceOf(req));
+      if (wait > 0) throw tooManyFailures(req, wait);
+    }
+    const rec = await ctx.cp.keys.authenticate(k);
+    return rec ? { keyID: rec.id, name: rec.name, role: rec.role } : undefined;
   };
 
   const server = createServer((req, res) => {

@@ -4,15 +4,18 @@
 // that differs on the wire is defined here and mapped at the route (src/api/admin/wire.ts), as
 // src/api/e2b/wire.ts does for the E2B API: times, epoch ms in the model, are ISO 8601 here.
 // Layers below the API import src/model/, never this file.
+import type { KeyView as ModelKeyView } from '../model/api-key.js';
 import type { EventView as ModelEventView } from '../model/event.js';
 import type { NodeView as ModelNodeView } from '../model/node.js';
 import type { SandboxView as ModelSandboxView, SnapshotView as ModelSnapshotView } from '../model/sandbox.js';
 import type { Snapshot as ModelSnapshot, WatchMessage as ModelWatchMessage } from '../model/watch.js';
 
+export type { KeyQuotas, KeyRole, KeyUsage, QuotaLimits, QuotaName } from '../model/api-key.js';
+export type { AuditRecord as AuditView } from '../store/types.js';
 export type { ConfigChange, ConfigOverride, ConfigView, ReloadResult } from '../model/config.js';
 export type { EventKind } from '../model/event.js';
-export type { DensityView, PoolView, RuntimeInfo, StoreView } from '../model/node.js';
-export type { PauseOptions, SandboxLifecycle, SandboxSpecView, SandboxState, SnapshotKeeps } from '../model/sandbox.js';
+export type { DensityView, PoolView, RuleVerdict, RuntimeInfo, StoreView } from '../model/node.js';
+export type { PauseOptions, SandboxLifecycle, SandboxSpecView, SandboxState, SandboxUsage, SnapshotKeeps } from '../model/sandbox.js';
 export type { StatsView } from '../model/watch.js';
 
 export interface SandboxView extends Omit<ModelSandboxView, 'startedAt' | 'endAt'> {
@@ -37,6 +40,17 @@ export interface SnapshotView extends Omit<ModelSnapshotView, 'createdAt'> {
 export interface EventView extends Omit<ModelEventView, 'at'> {
   /** ISO 8601. */
   at: string;
+}
+
+/** An API key (GET /admin/v1/keys): never the key or its hash. */
+export interface KeyView extends Omit<ModelKeyView, 'createdAt'> {
+  /** ISO 8601. */
+  createdAt: string;
+}
+
+/** POST /admin/v1/keys: the new key itself, shown this once (the store keeps its hash), and its record. */
+export interface NewKeyView extends KeyView {
+  key: string;
 }
 
 /** How the admin wire writes each record of a snapshot and the watch. */

@@ -15,6 +15,8 @@ export class BenchOpError extends Error {
   constructor(
     readonly code: string,
     message: string,
+    /** The connection was refused: the request never reached a server. */
+    readonly neverSent = false,
   ) {
     super(message);
   }
@@ -26,6 +28,7 @@ export interface CreatedSandbox {
 }
 
 export interface E2bHttpOptions {
+  /** One API URL, or several control replicas comma-separated: calls go round them in turn, as behind a load balancer. */
   apiUrl: string;
   apiKey: string;
   /** Per-request timeout. */
@@ -33,14 +36,41 @@ export interface E2bHttpOptions {
 }
 
 export class E2bHttp {
-  /** envd's process service through the API's sandbox routing, in the SDK's JSON codec. */
-  private readonly process: Client<typeof Process>;
+  /** The API URLs; `new URL(path, 'http://a,http://b')` threw a TypeError for every call of `bench --api A,B`. */
+  private readonly urls: string[];
+  /** envd's process service through each replica's sandbox routing, in the SDK's JSON codec. */
+  private readonly process: Client<typeof Process>[];
+  private turn = 0;
 
   /** Connections kept open between calls (idle ones do not hold the process open). */
   private readonly agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
 
   constructor(private readonly opts: E2bHttpOptions) {
-    this.process = createClient(Process, createConnectTransport({ baseUrl: opts.apiUrl, httpVersion: '1.1', useBinaryFormat: false }));
+    this.urls = opts.apiUrl
+      .split(',')
+      .map((u) => u.trim())
+      .filter(Boolean);
+    if (this.urls.length === 0) throw new BenchOpError('bad_config', `no API URL in ${JSON.stringify(opts.apiUrl)}`);
+    this.process = this.urls.map((baseUrl) => createClient(Process, createConnectTransport({ baseUrl, httpVersion: '1.1', useBinaryFormat: false })));
+  }
+
+  /** The next replica's index (round robin). */
+  private next(): number {
+    return this.turn++ % this.urls.length;
+  }
+
+  /**
+   * One REST call to the next replica; a replica that refuses the connection (the request was
+   * never sent) passes it on to the others in turn.
+   */
+  private async call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+    for (let tried = 1; ; tried++) {
+      try {
+        return await this.callAt(this.urls[this.next()]!, method, path, body);
+      } catch (e) {
+        if (!(e instanceof BenchOpError && e.neverSent) || tried >= this.urls.length) throw e;
+      }
+    }
   }
 
   /**
@@ -48,9 +78,9 @@ export class E2bHttp {
    * 2.6 ms CPU per create in bench/cluster-sim.ts, more than the simulated nodes' process; this
    * keeps the client's share of a shared machine small (ratios in the commit that made it).
    */
-  private call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+  private callAt(base: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    const url = new URL(path, this.opts.apiUrl);
+    const url = new URL(path, base);
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     return new Promise<{ status: number; text: string; statusText: string }>((resolve, reject) => {
       const headers: Record<string, string | number> = { 'x-api-key': this.opts.apiKey, ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }) };
@@ -67,7 +97,7 @@ export class E2bHttp {
       const timer = setTimeout(() => req.destroy(new BenchOpError('timeout', `${method} ${path}: no answer in ${timeoutMs} ms`)), timeoutMs);
       function fail(e: Error): void {
         clearTimeout(timer);
-        reject(e instanceof BenchOpError ? e : new BenchOpError('unreachable', `${method} ${path}: ${e.message}`));
+        reject(e instanceof BenchOpError ? e : new BenchOpError('unreachable', `${method} ${path}: ${e.message}`, (e as NodeJS.ErrnoException).code === 'ECONNREFUSED'));
       }
       req.on('error', fail);
       req.end(payload);
@@ -98,7 +128,7 @@ export class E2bHttp {
     network?: { allowOut?: string[]; denyOut?: string[] };
   }): Promise<CreatedSandbox> {
     const { json } = await this.call('POST', '/v2/sandboxes', body);
-    const j = json as { sandboxID?: string; envdAccessToken?: string };
+    const j = json as { sandboxID?: string; envdAccessToken?: string } | null;
     if (!j?.sandboxID) throw new BenchOpError('bad_response', 'create answered without a sandboxID');
     return { sandboxID: j.sandboxID, ...(j.envdAccessToken ? { envdAccessToken: j.envdAccessToken } : {}) };
   }
@@ -123,7 +153,7 @@ export class E2bHttp {
     const headers = { 'e2b-sandbox-id': sb.sandboxID, 'e2b-sandbox-port': ENVD_PORT, ...(sb.envdAccessToken ? { 'x-access-token': sb.envdAccessToken } : {}) };
     let exitCode: number | undefined;
     try {
-      const events = this.process.start({ process: { cmd: '/bin/bash', args: ['-l', '-c', cmd], envs: {} } }, { headers, timeoutMs: this.opts.timeoutMs ?? 60_000 });
+      const events = this.process[this.next()]!.start({ process: { cmd: '/bin/bash', args: ['-l', '-c', cmd], envs: {} } }, { headers, timeoutMs: this.opts.timeoutMs ?? 60_000 });
       for await (const { event } of events) if (event?.event.case === 'end') exitCode = event.event.value.exitCode;
     } catch (e) {
       const err = ConnectError.from(e);

@@ -4,8 +4,8 @@ import { performance } from 'node:perf_hooks';
 import { BenchOpError } from './e2b-http.js';
 import { histogram, grade, summarize, summarizeLatencies, type BenchResult, type LatencySummary } from './stats.js';
 
-export type BenchMode = 'create-only' | 'create-delete' | 'create-exec-delete' | 'pause-resume';
-export const BENCH_MODES: readonly BenchMode[] = ['create-only', 'create-delete', 'create-exec-delete', 'pause-resume'];
+export { BENCH_MODES, type BenchMode } from './modes.js';
+import type { BenchMode } from './modes.js';
 
 export interface BenchOps {
   create(): Promise<string>;
@@ -55,7 +55,7 @@ export function seededRandom(seed: number): () => number {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function errorCode(e: unknown): string {
-  return e instanceof BenchOpError ? e.code : (e as Error)?.name || 'error';
+  return e instanceof BenchOpError ? e.code : (e instanceof Error && e.name) || 'error';
 }
 
 export async function runBench(cfg: BenchConfig, ops: BenchOps, onProgress?: (p: Progress) => void): Promise<RunResult> {
@@ -132,7 +132,7 @@ export async function runBench(cfg: BenchConfig, ops: BenchOps, onProgress?: (p:
       if (wait > 0) await sleep(wait);
       const q0 = performance.now();
       while (inFlight >= cfg.concurrency) await new Promise<void>((r) => waiters.push(r));
-      if (i >= cfg.warmup) (phases.queue ??= []).push(performance.now() - q0);
+      if (i >= cfg.warmup) (phases['queue'] ??= []).push(performance.now() - q0);
       inFlight++;
       started.push(
         iteration(i).finally(() => {

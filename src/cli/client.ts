@@ -1,25 +1,31 @@
 // A small typed client for the admin API (/admin/v1), used by cubectl and the console.
 // Errors: the daemon's JSON `{code, message}` becomes CubeClientError; a daemon that cannot
-// be reached at all becomes DaemonUnreachableError.
-import type { ConfigView, EventView, NodeView, PauseOptions, ReloadResult, SandboxState, SandboxView, SnapshotView, StatsView, WatchMessage } from '../api/types.js';
+// be reached at all becomes DaemonUnreachableError. Every answer's strings come back
+// terminal-safe (terminal.ts): what a sandbox or another client wrote never acts on the
+// operator's terminal, whichever verb or view prints it.
+import type { AuditView, ConfigView, EventView, KeyQuotas, KeyRole, KeyView, NewKeyView, NodeView, PauseOptions, ReloadResult, SandboxState, SandboxUsage, SandboxView, SnapshotView, StatsView, WatchMessage } from '../api/types.js';
 import type { TemplateListing } from '../api/admin/templates.js';
-import type { BuildLogEntry, BuildRecord } from '../cubelet/template-build.js';
+import type { BuildLogEntry, BuildRecord } from '../templates/build/build.js';
 import type { ProcessEvent } from '../cubelet/types.js';
-import type { TemplateRecord } from '../runtime/templates.js';
-import type { EgressRequest } from '../network/egress.js';
+import type { OutputLine } from '../cubelet/output-log.js';
+import type { TemplateRecord } from '../templates/store.js';
 import type { ExecRequest as RuntimeExecRequest, TemplateRuntime } from '../runtime/types.js';
-import type { CreateSandboxRequest as ControlPlaneCreate } from '../scheduler/control-plane.js';
+import { terminalSafe, terminalSafeDeep } from './terminal.js';
+import type { CreateSandboxRequest as ControlPlaneCreate, EgressRequest } from '../model/sandbox.js';
 
 export class CubeClientError extends Error {
   /** 1305xx reason from the daemon (0 when the answer carried none). */
   readonly code: number;
   /** HTTP status. */
   readonly status: number;
-  constructor(message: string, code: number, status: number) {
+  /** The answer's `details` (a dead sandbox's tombstone: reason, endedAt, nodeID, by), when it had some. */
+  readonly details: Record<string, unknown> | undefined;
+  constructor(message: string, code: number, status: number, details?: Record<string, unknown>) {
     super(message);
     this.name = 'CubeClientError';
     this.code = code;
     this.status = status;
+    this.details = details;
   }
 }
 
@@ -62,7 +68,28 @@ export interface ClientOptions {
   /** e.g. http://127.0.0.1:3000, or several control replicas comma-separated (tried in turn). */
   baseUrl: string;
   apiKey?: string;
+  /**
+   * How long one replica may take to start answering (DEFAULT_TIMEOUT_MS). A replica that is
+   * frozen (SIGSTOP, a stalled host) still accepts connections and never answers: without it
+   * `cubectl nodes` waited for ever on the first of two replicas. Calls that take long by nature
+   * (creates, resumes, forks, exec: LONG_TIMEOUT_MS) wait at least that long; an import none.
+   */
+  timeoutMs?: number;
 }
+
+export const DEFAULT_TIMEOUT_MS = 10_000;
+/** What the E2B SDK waits for a request by default: a create on a loaded node takes seconds. */
+const LONG_TIMEOUT_MS = 60_000;
+
+/** How one call is sent: whether it may be sent again to another replica after no answer, and how long it waits. */
+interface CallOptions {
+  /** Sending it twice does what sending it once does (GET, PUT, PATCH, DELETE are; a POST says so). */
+  idempotent?: boolean;
+  /** At least this long (LONG_TIMEOUT_MS), or 0: no limit (a streamed upload). */
+  waitMs?: number;
+}
+const LONG: CallOptions = { waitMs: LONG_TIMEOUT_MS };
+const IDEMPOTENT: CallOptions = { idempotent: true };
 
 /** The control URLs of a comma-separated list (as `cubed --control` takes them), without trailing slashes. */
 export function controlUrls(list: string): string[] {
@@ -73,12 +100,12 @@ export function controlUrls(list: string): string[] {
 }
 
 /**
- * Whether a request that failed this way may go to the next replica: any failure for reads; for
- * writes only when the connection was never made (the request cannot have been acted on).
+ * Whether a request that failed this way may go to the next replica: any failure (no answer in
+ * time included) for a request that is idempotent; for others only when the connection was never
+ * made (the request cannot have been acted on).
  */
-function mayFailOver(method: string, code: string | undefined): boolean {
-  if (method === 'GET' || method === 'HEAD') return true;
-  return code !== undefined && NEVER_SENT.has(code);
+function mayFailOver(idempotent: boolean, code: string | undefined): boolean {
+  return idempotent || (code !== undefined && NEVER_SENT.has(code));
 }
 const NEVER_SENT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
 
@@ -115,11 +142,13 @@ export class CubeClient {
   /** The replica that answered last: requests go there first. */
   private current = 0;
   private readonly apiKey: string | undefined;
+  private readonly timeoutMs: number;
 
   constructor(opts: ClientOptions) {
     this.urls = controlUrls(opts.baseUrl);
     if (this.urls.length === 0) throw new Error(`no control URL in ${JSON.stringify(opts.baseUrl)}`);
     this.apiKey = opts.apiKey;
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   }
 
   /** The control URL requests go to first (the one that answered last). */
@@ -137,13 +166,13 @@ export class CubeClient {
     return this.json('GET', `/admin/v1/nodes/${enc(nodeID)}`);
   }
   cordon(nodeID: string): Promise<NodeView> {
-    return this.json('POST', `/admin/v1/nodes/${enc(nodeID)}/cordon`);
+    return this.json('POST', `/admin/v1/nodes/${enc(nodeID)}/cordon`, undefined, undefined, IDEMPOTENT);
   }
   uncordon(nodeID: string): Promise<NodeView> {
-    return this.json('POST', `/admin/v1/nodes/${enc(nodeID)}/uncordon`);
+    return this.json('POST', `/admin/v1/nodes/${enc(nodeID)}/uncordon`, undefined, undefined, IDEMPOTENT);
   }
   drain(nodeID: string, opts: DrainOptions = {}): Promise<NodeView> {
-    return this.json('POST', `/admin/v1/nodes/${enc(nodeID)}/drain`, opts);
+    return this.json('POST', `/admin/v1/nodes/${enc(nodeID)}/drain`, opts, undefined, IDEMPOTENT);
   }
   async deleteNode(nodeID: string): Promise<void> {
     await this.send('DELETE', `/admin/v1/nodes/${enc(nodeID)}`);
@@ -156,7 +185,7 @@ export class CubeClient {
     return this.json('GET', `/admin/v1/sandboxes/${enc(id)}`);
   }
   createSandbox(req: CreateSandboxRequest = {}): Promise<SandboxView> {
-    return this.json('POST', '/admin/v1/sandboxes', req);
+    return this.json('POST', '/admin/v1/sandboxes', req, undefined, LONG);
   }
   async deleteSandbox(id: string): Promise<void> {
     await this.send('DELETE', `/admin/v1/sandboxes/${enc(id)}`);
@@ -167,16 +196,16 @@ export class CubeClient {
   }
   /** `release`: free the memory where the runtime can (a microVM's goes to a file, QEMU ends). */
   pause(id: string, opts: PauseOptions = {}): Promise<SandboxView> {
-    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/pause`, opts);
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/pause`, opts, undefined, LONG);
   }
   resume(id: string): Promise<SandboxView> {
-    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/resume`);
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/resume`, undefined, undefined, LONG);
   }
   snapshot(id: string, name?: string): Promise<SnapshotView> {
-    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/snapshots`, name === undefined ? {} : { name });
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/snapshots`, name === undefined ? {} : { name }, undefined, LONG);
   }
   fork(id: string, opts: { count: number; timeoutSec?: number }): Promise<ForkAnswer[]> {
-    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/fork`, opts);
+    return this.json('POST', `/admin/v1/sandboxes/${enc(id)}/fork`, opts, undefined, LONG);
   }
   snapshots(filter: { sandboxID?: string; name?: string } = {}): Promise<SnapshotView[]> {
     return this.json('GET', '/admin/v1/snapshots', undefined, { sandbox: filter.sandboxID, name: filter.name });
@@ -187,22 +216,51 @@ export class CubeClient {
 
   /** Runs a command; yields `start`, output chunks and exactly one `end` (aborting the signal kills it). */
   async *exec(id: string, req: ExecRequest, signal?: AbortSignal): AsyncGenerator<ProcessEvent> {
-    const res = await this.send('POST', `/admin/v1/sandboxes/${enc(id)}/exec`, req, undefined, signal);
+    const res = await this.send('POST', `/admin/v1/sandboxes/${enc(id)}/exec`, req, undefined, signal, LONG);
     for await (const line of lines(res)) {
       if (line.trim() === '') continue;
       const ev = JSON.parse(line) as { type: string; data?: string };
-      yield (ev.type === 'stdout' || ev.type === 'stderr' ? { type: ev.type, data: Buffer.from(ev.data ?? '', 'base64') } : ev) as ProcessEvent;
+      // Output stays bytes (the caller decides: a file gets them as they are); the rest is made safe.
+      yield (ev.type === 'stdout' || ev.type === 'stderr' ? { type: ev.type, data: Buffer.from(ev.data ?? '', 'base64') } : terminalSafeDeep(ev)) as ProcessEvent;
     }
+  }
+
+  /** What envd calls need (the E2B GET /sandboxes/:id answer): the replica to send them to and the sandbox's access token. */
+  async envdAccess(id: string): Promise<{ baseUrl: string; sandboxID: string; token: string }> {
+    const d = await this.json<{ sandboxID: string; envdAccessToken?: string }>('GET', `/sandboxes/${enc(id)}`);
+    return { baseUrl: this.baseUrl, sandboxID: d.sandboxID, token: d.envdAccessToken ?? '' };
   }
 
   config(): Promise<ConfigView> {
     return this.json('GET', '/admin/v1/config');
   }
   reloadConfig(): Promise<ReloadResult> {
-    return this.json('POST', '/admin/v1/config/reload');
+    return this.json('POST', '/admin/v1/config/reload', undefined, undefined, IDEMPOTENT);
   }
   setConfig(path: string, value: unknown): Promise<ReloadResult> {
     return this.json('PUT', '/admin/v1/config', { path, value });
+  }
+
+  keys(): Promise<KeyView[]> {
+    return this.json('GET', '/admin/v1/keys');
+  }
+  key(ref: string): Promise<KeyView> {
+    return this.json('GET', `/admin/v1/keys/${enc(ref)}`);
+  }
+  /** A new key: the answer's `key` is shown this once (the daemon keeps its hash). */
+  createKey(req: { name: string; role?: KeyRole; quotas?: KeyQuotas }): Promise<NewKeyView> {
+    return this.json('POST', '/admin/v1/keys', req);
+  }
+  /** A quota set to null goes back to its default. */
+  setKey(ref: string, patch: { name?: string; role?: KeyRole; quotas?: { [K in keyof KeyQuotas]?: number | null } }): Promise<KeyView> {
+    return this.json('PATCH', `/admin/v1/keys/${enc(ref)}`, patch);
+  }
+  async deleteKey(ref: string): Promise<void> {
+    await this.send('DELETE', `/admin/v1/keys/${enc(ref)}`);
+  }
+  /** Operator actions, newest first (`actor`: one key id). */
+  audit(q: { actor?: string; limit?: number } = {}): Promise<AuditView[]> {
+    return this.json('GET', '/admin/v1/audit', undefined, q);
   }
 
   /** `since`: events after that id; `before`: the newest `limit` before that id (paging back into the history). */
@@ -212,6 +270,16 @@ export class CubeClient {
   stats(): Promise<StatsView> {
     return this.json('GET', '/admin/v1/stats');
   }
+  /** What the sandbox's processes printed, oldest first, from `since` (ISO 8601, inclusive) on. */
+  output(id: string, since?: string): Promise<OutputLine[]> {
+    return this.json('GET', `/admin/v1/sandboxes/${enc(id)}/output`, undefined, { since });
+  }
+
+  /** Live use of every running and paused sandbox (their nodes' cgroup counters, read now). */
+  usage(): Promise<SandboxUsage[]> {
+    return this.json('GET', '/admin/v1/usage');
+  }
+
   templates(): Promise<TemplateListing[]> {
     return this.json('GET', '/admin/v1/templates');
   }
@@ -232,18 +300,18 @@ export class CubeClient {
   /** PUTs an archive to an upload link (signed: no key sent). */
   async uploadTemplateFiles(url: string, archive: AsyncIterable<Uint8Array>): Promise<void> {
     const res = await fetch(url, { method: 'PUT', body: archive as unknown as NonNullable<RequestInit['body']>, duplex: 'half' } as RequestInit);
-    if (!res.ok) throw new CubeClientError(`upload of the build's files: HTTP ${res.status} ${(await res.text()).slice(0, 200)}`, 0, res.status);
+    if (!res.ok) throw new CubeClientError(terminalSafe(`upload of the build's files: HTTP ${res.status} ${(await res.text()).slice(0, 200)}`), 0, res.status);
   }
   async startBuild(templateID: string, buildID: string, body: unknown): Promise<void> {
-    await this.send('POST', `/v2/templates/${enc(templateID)}/builds/${enc(buildID)}`, body);
+    await this.send('POST', `/v2/templates/${enc(templateID)}/builds/${enc(buildID)}`, body, undefined, undefined, LONG);
   }
   buildStatus(templateID: string, buildID: string, logsOffset: number): Promise<BuildStatusView> {
     return this.json('GET', `/templates/${enc(templateID)}/builds/${enc(buildID)}/status`, undefined, { logsOffset });
   }
   /** Streams an image archive (docker-archive or oci-archive tar, plain or gzipped) to the daemon, which imports it. */
   async importTemplate(name: string, archive: AsyncIterable<Uint8Array>, opts: ImportTemplateOptions = {}): Promise<TemplateRecord> {
-    const res = await this.send('POST', '/admin/v1/templates/import', new RawBody(archive, 'application/x-tar'), { name, ...opts });
-    return (await res.json()) as TemplateRecord;
+    const res = await this.send('POST', '/admin/v1/templates/import', new RawBody(archive, 'application/x-tar'), { name, ...opts }, undefined, { waitMs: 0 });
+    return terminalSafeDeep(await res.json()) as TemplateRecord;
   }
 
   /** The watch stream: a snapshot first, then deltas, until the signal aborts or the daemon stops. */
@@ -252,7 +320,7 @@ export class CubeClient {
     let data: string[] = [];
     for await (const line of lines(res)) {
       if (line === '') {
-        if (data.length > 0) yield JSON.parse(data.join('\n')) as WatchMessage;
+        if (data.length > 0) yield terminalSafeDeep(JSON.parse(data.join('\n'))) as WatchMessage;
         data = [];
       } else if (line.startsWith('data:')) {
         data.push(line.slice(5).replace(/^ /, ''));
@@ -261,16 +329,20 @@ export class CubeClient {
     }
   }
 
-  private async json<T>(method: string, path: string, body?: unknown, query?: Query): Promise<T> {
-    const res = await this.send(method, path, body, query);
-    return (await res.json()) as T;
+  private async json<T>(method: string, path: string, body?: unknown, query?: Query, call?: CallOptions): Promise<T> {
+    const res = await this.send(method, path, body, query, undefined, call);
+    return terminalSafeDeep(await res.json()) as T;
   }
 
-  /** One request, to each control replica in turn (from the last that answered) while they cannot be reached. */
-  private async send(method: string, path: string, body?: unknown, query?: Query, signal?: AbortSignal): Promise<Response> {
+  /**
+   * One request, to each control replica in turn (from the last that answered) while they cannot
+   * be reached or, for an idempotent request, do not answer in time. A request that may have been
+   * acted on (sent, no answer) is not sent again unless it is idempotent: the error says so.
+   */
+  private async send(method: string, path: string, body?: unknown, query?: Query, signal?: AbortSignal, call: CallOptions = {}): Promise<Response> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.apiKey) headers['x-api-key'] = this.apiKey;
-    const init: RequestInit & { duplex?: 'half' } = { method, headers, ...(signal ? { signal } : {}) };
+    const init: RequestInit & { duplex?: 'half' } = { method, headers };
     if (body instanceof RawBody) {
       headers['content-type'] = body.contentType;
       init.body = body.data as unknown as NonNullable<RequestInit['body']>; // streamed: fetch takes an async iterable with duplex 'half'
@@ -279,35 +351,58 @@ export class CubeClient {
       headers['content-type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
+    const idempotent = call.idempotent ?? ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE'].includes(method);
+    const waitMs = call.waitMs === 0 ? 0 : Math.max(this.timeoutMs, call.waitMs ?? 0);
     let res: Response | undefined;
     const failed: string[] = [];
     for (let i = 0; res === undefined; i++) {
       const k = (this.current + i) % this.urls.length;
       const url = new URL(this.urls[k]! + path);
       for (const [q, v] of Object.entries(query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(q, String(v));
+      // The timer stops once the answer starts: a stream (watch, exec output) then runs as long as it
+      // runs, until the caller's signal aborts it. The fetch follows that signal for the whole body,
+      // not just until the headers: a listener removed once they came left an aborted watch reading
+      // on (the stream ended only when the daemon closed it).
+      const attempt = new AbortController();
+      const both = signal ? AbortSignal.any([signal, attempt.signal]) : attempt.signal;
+      let timedOut = false as boolean; // set by the timer below
+      const timer =
+        waitMs > 0
+          ? setTimeout(() => {
+              timedOut = true;
+              attempt.abort(new Error(`no answer in ${waitMs / 1000} s`));
+            }, waitMs)
+          : undefined;
       try {
-        res = await fetch(url, init);
+        if (signal?.aborted) throw signal.reason;
+        res = await fetch(url, { ...init, signal: both });
         this.current = k;
       } catch (e) {
         if (signal?.aborted) throw e;
         const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-        failed.push(`${this.urls[k]}: ${cause?.code ?? cause?.message ?? (e as Error).message}`);
+        const why = timedOut ? `no answer in ${waitMs / 1000} s` : (cause?.code ?? cause?.message ?? (e as Error).message);
+        failed.push(`${this.urls[k]}: ${why}`);
         // A streamed body is read once: it is not sent again.
-        if (i + 1 >= this.urls.length || body instanceof RawBody || !mayFailOver(method, cause?.code)) {
-          throw new DaemonUnreachableError(this.urls.length === 1 ? this.urls[0]! : this.urls.join(','), failed.length === 1 ? (cause?.code ?? cause?.message ?? (e as Error).message) : failed.join('; '));
+        if (i + 1 >= this.urls.length || body instanceof RawBody || !mayFailOver(idempotent, timedOut ? undefined : cause?.code)) {
+          const where = this.urls.length === 1 ? this.urls[0]! : this.urls.join(',');
+          const unsure = timedOut && !idempotent ? `; ${method} ${path} may have been carried out, so it was not sent to another replica: check before running it again` : '';
+          throw new DaemonUnreachableError(where, (failed.length === 1 ? why : failed.join('; ')) + unsure);
         }
+      } finally {
+        clearTimeout(timer);
       }
     }
     if (res.ok) return res;
     const text = await res.text();
-    let parsed: { code?: unknown; message?: unknown } | undefined;
+    let parsed: { code?: unknown; message?: unknown; details?: unknown } | undefined;
     try {
       parsed = JSON.parse(text) as typeof parsed;
     } catch {
       parsed = undefined;
     }
     const message = typeof parsed?.message === 'string' ? parsed.message : `HTTP ${res.status} ${res.statusText}${text ? `: ${text.slice(0, 200)}` : ''}`;
-    throw new CubeClientError(message, typeof parsed?.code === 'number' ? parsed.code : 0, res.status);
+    const details = parsed?.details && typeof parsed.details === 'object' ? terminalSafeDeep(parsed.details as Record<string, unknown>) : undefined;
+    throw new CubeClientError(terminalSafe(message), typeof parsed?.code === 'number' ? parsed.code : 0, res.status, details);
   }
 }
 

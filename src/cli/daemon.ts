@@ -1,6 +1,6 @@
 // cubed: the daemon. Role all runs the API, the local placement step, the cubelet and the
 // network-agent in one process with embedded state. See `cubed --help`.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, ftruncateSync, mkdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -17,11 +17,13 @@ import type { HeartbeatMember } from '../cubelet/heartbeat.js';
 import { clusterSecret } from '../cubelet/rpc-wire.js';
 import { CubeError, isCubeError } from '../errors.js';
 import { nodeTag } from '../ids.js';
+import { ID_RANGE } from '../runtime/ns/ids.js';
+import { HostTaken, claimHost, dataDirTag, lockFile } from '../cubelet/host-claims.js';
 import type { NsDriverOptions } from '../runtime/ns/driver.js';
 import type { RuntimeDriver } from '../runtime/types.js';
-import type { TemplateBuilder } from '../cubelet/template-build.js';
-import type { TemplateStore } from '../runtime/templates.js';
-import type { FetchingCatalog } from '../cubelet/layer-fetch.js';
+import type { TemplateBuilder } from '../templates/build/build.js';
+import type { TemplateStore } from '../templates/store.js';
+import type { FetchingCatalog } from '../templates/fetch.js';
 
 interface Flags {
   role: 'all' | 'control' | 'compute';
@@ -76,7 +78,9 @@ API key:
 Data dir (default /var/lib/cubed):
   cubed.db (records, events, audit), api-key, sandboxes/<id>/ (overlay upper dirs and
   meta.json), templates/, microvm/ (microVM disks, sockets, template images, memory
-  snapshots). One daemon per data dir (cubed.pid).
+  snapshots), node-tag (the tag naming its kernel objects). One daemon per data dir
+  (cubed.pid, locked), per node id and per tag; claims live in /run/cube (one file per
+  daemon, locked while it runs).
 
 Signals:
   SIGTERM, SIGINT   graceful stop: the API closes, sandboxes keep running and are re-adopted
@@ -84,13 +88,18 @@ Signals:
                     --destroy-on-exit every sandbox and the network pool are destroyed and the
                     host's netns, links, cgroups, mounts and nftables are as before the start.
                     A second signal exits at once.
+  SIGUSR2           the same stop, destroying as --destroy-on-exit does (a node taken out of
+                    service without a restart of its flags; the test suite's stop).
 
 Logs:
   JSON lines (pino) on stdout; level from $CUBE_LOG_LEVEL (default info).
 
 Exit status:
   0 stopped by a signal; 1 start-up failed (reason on stderr and in the log);
-  2 bad usage or invalid configuration.
+  2 bad usage or invalid configuration; 3 the host is taken: another live cubed holds
+  this data dir, node id, node tag, an overlapping pool cidr (in this network namespace) or
+  overlapping sandbox host ids, or the pool cidr meets a route or address of the host
+  (retrying does not help: systemd's RestartPreventExitStatus=3).
 
 Examples:
   cubed                                       # role all on 127.0.0.1:3000
@@ -113,19 +122,24 @@ function parseListen(s: string): { host: string; port: number } {
 
 class UsageError extends Error {}
 
-/** One daemon per data dir: a second one would fight over the same kernel objects. */
+/**
+ * One daemon per data dir: a second one would fight over the same kernel objects. The pid file
+ * is flock'd for the daemon's life (the kernel unlocks it when the process dies), where a pid
+ * read back and looked up in /proc raced with a second start and with pid reuse.
+ */
 function takePidLock(dataDir: string): () => void {
   const path = join(dataDir, 'cubed.pid');
-  try {
-    const other = Number(readFileSync(path, 'utf8').trim());
-    // A stale file whose pid now belongs to another program does not count.
-    const cmdline = other > 0 && other !== process.pid ? readFileSync(`/proc/${other}/cmdline`, 'utf8') : '';
-    if (cmdline.includes('cubed')) throw new UsageError(`another cubed (pid ${other}) is running with data dir ${dataDir}`);
-  } catch (e) {
-    if (e instanceof UsageError) throw e;
+  const fd = lockFile(path);
+  if (fd === undefined) {
+    const other = readFileSync(path, 'utf8').trim();
+    throw new HostTaken(`another cubed (pid ${other || '?'}) is running with data dir ${dataDir}`);
   }
-  writeFileSync(path, `${process.pid}\n`);
-  return () => rmSync(path, { force: true });
+  ftruncateSync(fd, 0);
+  writeSync(fd, `${process.pid}\n`);
+  return () => {
+    rmSync(path, { force: true });
+    closeSync(fd);
+  };
 }
 
 /** The master config in force with --sandbox-domain laid over it (rebuilt only when the config changes). */
@@ -213,10 +227,9 @@ function runtimeOf(m: NodeModules, flags: Flags, config: ConfigStore): Runtimes 
  * The node agent of roles all and compute: cubelet + network-agent + runtime on `dataDir`.
  * `api` is what the node serves (the cubelet itself, or with simulated usage on a sim node).
  */
-function buildCubelet(m: NodeModules, nodeID: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new m.TemplateStore(dataDir), catalog?: FetchingCatalog): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
+function buildCubelet(m: NodeModules, nodeID: string, tag: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new m.TemplateStore(dataDir), catalog?: FetchingCatalog): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
   const { simNode, NsNetworkAgent, policySettingsOf, Cubelet, parseRange, TemplateBuilder } = m;
   if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
-  const tag = nodeTag(nodeID);
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
   let cubelet: Cubelet | undefined;
   const network = new NsNetworkAgent({
@@ -240,7 +253,7 @@ function buildCubelet(m: NodeModules, nodeID: string, dataDir: string, config: C
       (err: unknown) => log.error({ err }, 'network policy update failed: the previous table stays in force'),
     );
   });
-  const driver = runtimeDriver(m, runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, snapshots: config.config.cubelet.microvm.snapshots, storeImageGiB: config.config.cubelet.storage.image_gib, identity: identityOf(config.config.cubelet.identity), ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
+  const driver = runtimeDriver(m, runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, snapshots: config.config.cubelet.microvm.snapshots, consoleLogBytes: config.config.cubelet.microvm.console_log_kib * 1024, storeImageGiB: config.config.cubelet.storage.image_gib, identity: identityOf(config.config.cubelet.identity), ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
   cubelet = new Cubelet({
     nodeID,
     dataDir,
@@ -251,7 +264,7 @@ function buildCubelet(m: NodeModules, nodeID: string, dataDir: string, config: C
     log: log.child({ component: 'cubelet' }),
     poolSlotLimit: parseRange(net.cidr).maxIndex,
   });
-  if (catalog) catalog.onEvent = (kind, message, extra) => cubelet?.report(kind, message, extra);
+  if (catalog) catalog.onEvent = (kind, message, extra) => cubelet.report(kind, message, extra);
   // Build steps run on the ns runtime (their writable layer becomes a template layer).
   // A cluster compute node fetches a build's base template it lacks, as a create does.
   const builds = runtime.includes('ns') ? new TemplateBuilder({ dataDir, templates, driver, network, config: () => config.config, log: log.child({ component: 'template-build' }), ...(catalog ? { fetchTemplate: (name: string) => catalog.resolve(name) } : {}) }) : undefined;
@@ -266,14 +279,16 @@ async function startStore(m: NodeModules, templates: TemplateStore, log: Logger)
 }
 
 /** One driver, or a RuntimeSet when the node offers several. */
-function runtimeDriver(m: NodeModules, runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; snapshots: boolean; storeImageGiB: number; identity: NonNullable<NsDriverOptions['identity']>; declaredMemoryMiB?: number }): RuntimeDriver {
+function runtimeDriver(m: NodeModules, runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; snapshots: boolean; consoleLogBytes: number; storeImageGiB: number; identity: NonNullable<NsDriverOptions['identity']>; declaredMemoryMiB?: number }): RuntimeDriver {
   const { NsDriver, MicrovmDriver, readMeminfo, RuntimeSet } = m;
-  const { declaredMemoryMiB, snapshots, identity, ...common } = o;
+  const { declaredMemoryMiB, snapshots, consoleLogBytes, identity, ...common } = o;
   // The ns driver limits its sandboxes together at the declared quota only (none declared: no
   // limit of ours); a microVM is refused when it cannot fit the node (declared, else MemTotal).
   const ns = runtimes.includes('ns') ? new NsDriver({ ...common, identity, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) }) : undefined;
-  // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too.
-  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, snapshots, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(declaredMemoryMiB ? { declaredMemoryMiB } : {}), ...(ns ? { storage: ns.storage } : {}) })));
+  // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too;
+  // and one set of host id ranges, so no QEMU runs with an ns sandbox's ids.
+  const ids = ns?.ids ? { ids: ns.ids } : {};
+  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, snapshots, consoleLogBytes, identity, ...ids, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(declaredMemoryMiB ? { declaredMemoryMiB } : {}), ...(ns ? { storage: ns.storage } : {}) })));
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
 }
 
@@ -282,7 +297,27 @@ function identityOf(c: { userns: boolean; host_id_base: number; host_id_ranges: 
   return { userns: c.userns, hostIdBase: c.host_id_base, hostIdRanges: c.host_id_ranges };
 }
 
-/** SIGTERM/SIGINT run `stop` once (exit 0, or 1 when it fails); a second signal exits at once. */
+/**
+ * The node's claim on the host (src/cubelet/host-claims.ts): its node id, tag, pool CIDR and
+ * sandbox host ids, refused with HostTaken (exit 3) when a live daemon holds one or the CIDR meets
+ * a route of the host. A simulated node makes no kernel object and claims nothing.
+ */
+function claimNode(nodeID: string, dataDir: string, config: ConfigStore, runtime: Runtimes): { tag: string; release: () => void } {
+  if (runtime === 'sim') return { tag: nodeTag(nodeID), release: () => {} };
+  const tag = dataDirTag(dataDir, nodeID);
+  const id = config.config.cubelet.identity;
+  const hostIds: [number, number] = [id.host_id_base, id.host_id_base + id.host_id_ranges * ID_RANGE - 1];
+  const { release } = claimHost({ nodeID, tag, dataDir, cidr: config.config.cubelet.plugins['io.cubelet.internal.v1.network'].cidr, ...(runtime.includes('ns') && id.userns ? { hostIds } : {}) });
+  return { tag, release };
+}
+
+/** What became of the startup key (KeyBook.bootstrap), in the log. */
+function logBootstrap(log: Logger, outcome: 'migrated' | 'present' | 'not-a-key', from: string): void {
+  if (outcome === 'migrated') log.info({ from }, 'API key recorded as the first admin key ("admin"); cubectl key create makes more');
+  else if (outcome === 'not-a-key') log.warn({ from }, 'the startup API key is not one of the stored API keys (it was removed): clients using it get 401; cubectl key ls lists the keys');
+}
+
+/** SIGTERM/SIGINT/SIGUSR2 run `stop` once (exit 0, or 1 when it fails); a second signal exits at once. */
 function onSignals(log: Logger, stop: (signal: string) => Promise<void>): void {
   let stopping = false;
   const handle = async (signal: string) => {
@@ -302,32 +337,34 @@ function onSignals(log: Logger, stop: (signal: string) => Promise<void>): void {
   };
   process.on('SIGTERM', () => void handle('SIGTERM'));
   process.on('SIGINT', () => void handle('SIGINT'));
+  process.on('SIGUSR2', () => void handle('SIGUSR2'));
 }
 
 async function runAll(flags: Flags): Promise<void> {
   const { configDir, config, nodeID, dataDir, listen, log, unlock } = openNode(flags);
-  const [{ resolveApiKey, EmbeddedStore, ControlPlaneService, LocalNodes, createApiServer }, m] = await Promise.all([controlModules(), nodeModules()]);
+  const [{ resolveApiKey, EmbeddedStore, ControlPlaneService, inProcessControl, createApiServer }, m] = await Promise.all([controlModules(), nodeModules()]);
   const { TemplateStore, FenceBook, HeartbeatSender } = m;
-  const tag = nodeTag(nodeID);
+  const runtime = runtimeOf(m, flags, config);
+  const { tag, release } = claimNode(nodeID, dataDir, config, runtime);
   const apiKey = resolveApiKey({ ...(flags.apiKey ? { flag: flags.apiKey } : {}), ...(process.env.CUBE_API_KEY ? { env: process.env.CUBE_API_KEY } : {}), dataDir });
   if (apiKey.from === 'generated') log.warn({ path: apiKey.path }, `generated an API key in ${apiKey.path} (mode 0600); clients send it as X-API-Key`);
   else log.info({ from: apiKey.from, path: apiKey.path }, 'API key loaded');
 
   const store = new EmbeddedStore({ path: join(dataDir, 'cubed.db') });
   await store.init();
-  const runtime = runtimeOf(m, flags, config);
   // One store for the node and the admin API (template import and rm): it caches the index.
   const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
   if (templates) await startStore(m, templates, log);
-  const { cubelet, api: node, builds } = buildCubelet(m, nodeID, dataDir, config, log, runtime, templates);
+  const { cubelet, api: node, builds } = buildCubelet(m, nodeID, tag, dataDir, config, log, runtime, templates);
   await builds?.restore();
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
   // A cluster of one, wired in-process: the same control plane as role control, over the
   // embedded store, with this process's cubelet as its one node, heartbeating by a call.
   const fences = new FenceBook(dataDir, (await node.listSandboxes()).map((s) => s.sandboxID));
-  const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), nodes: new LocalNodes([{ node, fences }]), replicaID: nodeID, solo: true });
+  const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), replicaID: nodeID, ...inProcessControl([{ node, fences }]) });
   await cp.start();
+  logBootstrap(log, await cp.keys.bootstrap(apiKey.key), apiKey.path ?? apiKey.from);
   let settled = false;
   const heartbeat = new HeartbeatSender({
     nodes: [{ node, address: 'in-process' }],
@@ -339,13 +376,13 @@ async function runAll(flags: Flags): Promise<void> {
   heartbeat.start();
   const swept = await cp.snapshots.sweep(node);
   if (swept.data.length || swept.records.length) log.info({ unrecorded: swept.data, dataGone: swept.records }, 'snapshots swept at start');
-  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}), ...(templates && builds ? { builds } : {}) }, apiKeys: [apiKey.key], nodeID, version: version() });
+  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}), ...(templates && builds ? { builds } : {}) }, nodeID, version: version() });
   const addr = await api.listen(listen.host, listen.port);
   config.setOverrides(overridesOf(flags, config.config, { listen: addr, nodeID, dataDir }));
   log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');
 
   onSignals(log, async (signal) => {
-    const destroy = flags.destroyOnExit === true;
+    const destroy = flags.destroyOnExit === true || signal === 'SIGUSR2';
     log.info({ signal, destroy }, destroy ? 'stopping: destroying every sandbox and the pool' : 'stopping: sandboxes stay for the next start');
     await api.close();
     await heartbeat.stop();
@@ -354,6 +391,7 @@ async function runAll(flags: Flags): Promise<void> {
     await builds?.flush();
     await store.close();
     config.close();
+    release();
     unlock();
   });
 }
@@ -367,18 +405,26 @@ async function runAll(flags: Flags): Promise<void> {
  * wait in test/cluster/layers.test.ts).
  */
 async function controlModules() {
-  const [auth, clusterRpc, server, relay, cp, templates, directory, cluster, embedded] = await Promise.all([
+  const [auth, server, cp, directory, embedded] = await Promise.all([
     import('../api/auth.js'),
-    import('../api/cluster-rpc.js'),
     import('../api/server.js'),
-    import('../scheduler/cluster/layer-relay.js'),
-    import('../scheduler/control-plane-service.js'),
-    import('../scheduler/cluster/cluster-templates.js'),
-    import('../scheduler/node-directory.js'),
-    import('../store/cluster/index.js'),
+    import('../control/service.js'),
+    import('../control/wiring.js'),
     import('../store/embedded.js'),
   ]);
-  return { ...auth, ...clusterRpc, ...server, ...relay, ...cp, ...templates, ...directory, ...cluster, ...embedded };
+  return { ...auth, ...server, ...cp, ...directory, ...embedded };
+}
+
+/** What a control replica adds (the cluster store's Redis and MySQL clients, node RPC, the layer relay): role all never loads them. */
+async function clusterModules() {
+  const [base, clusterRpc, relay, templates, cluster] = await Promise.all([
+    controlModules(),
+    import('../api/cluster-rpc.js'),
+    import('../templates/relay.js'),
+    import('../templates/cluster.js'),
+    import('../store/cluster/index.js'),
+  ]);
+  return { ...base, ...clusterRpc, ...relay, ...templates, ...cluster };
 }
 
 /**
@@ -403,10 +449,10 @@ async function nodeModules() {
     import('../runtime/microvm/driver.js'),
     import('../runtime/multi.js'),
     import('../cubelet/sim-nodes.js'),
-    import('../runtime/layers/import.js'),
-    import('../cubelet/template-build.js'),
-    import('../runtime/templates.js'),
-    import('../cubelet/layer-fetch.js'),
+    import('../templates/layers/import.js'),
+    import('../templates/build/build.js'),
+    import('../templates/store.js'),
+    import('../templates/fetch.js'),
   ]);
   return { ...cubelet, ...hostMetrics, ...heartbeat, ...fences, ...rpcServer, ...portProxy, ...agent, ...firewall, ...ipam, ...ns, ...microvm, ...multi, ...sim, ...layersImport, ...build, ...templates, ...layerFetch };
 }
@@ -424,7 +470,7 @@ async function runControl(flags: Flags): Promise<void> {
   const apiKey = flags.apiKey ?? process.env.CUBE_API_KEY;
   if (!apiKey) throw new UsageError('--role control needs the API key from --api-key or $CUBE_API_KEY (every replica must share it)');
   const secret = requireSecret(apiKey);
-  const { ClusterStore, ControlPlaneService, RemoteNodes, LayerRelay, ClusterTemplates, createApiServer, CLUSTER_PREFIX, clusterRpcHandler } = await controlModules();
+  const { ClusterStore, ControlPlaneService, clusterControl, LayerRelay, ClusterTemplates, createApiServer, CLUSTER_PREFIX, clusterRpcHandler } = await clusterModules();
   const configDir = resolveConfigDir(flags.configDir);
   const config = new ConfigStore(configDir);
   const listen = parseListen(flags.listen ?? config.config.master.api.listen);
@@ -432,8 +478,9 @@ async function runControl(flags: Flags): Promise<void> {
   const log: Logger = pino({ level: process.env.CUBE_LOG_LEVEL ?? 'info', base: { replica: replicaID } });
   const store = new ClusterStore({ redisURL: flags.redis, mysqlURL: flags.mysql, ...(flags.redisPrefix ? { keyPrefix: flags.redisPrefix } : {}) });
   await store.init();
-  const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), nodes: new RemoteNodes(secret), replicaID });
+  const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), replicaID, ...clusterControl(store, secret, () => config.config.master.sandbox.call_deadline_sec * 1000) });
   await cp.start();
+  logBootstrap(log, await cp.keys.bootstrap(apiKey), flags.apiKey ? '--api-key' : '$CUBE_API_KEY');
   const relay = new LayerRelay({
     nodes: () => cp.listNodes(),
     secret,
@@ -443,7 +490,6 @@ async function runControl(flags: Flags): Promise<void> {
   const clusterTemplates = new ClusterTemplates({ nodes: () => cp.listNodes(), client: (v) => relay.node(v), book: store, secret, sandboxes: () => cp.listSandboxes(), memoryMiB: () => config.config.master.sandbox.default_spec.memory_mib, templatesChanged: (v) => relay.templatesChanged(v) });
   const api = createApiServer({
     ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), relay, clusterTemplates },
-    apiKeys: [apiKey],
     nodeID: replicaID,
     version: version(),
     extraRoutes: [{ prefix: CLUSTER_PREFIX, handle: clusterRpcHandler(cp, secret, log.child({ component: 'cluster-rpc' }), relay) }],
@@ -472,6 +518,7 @@ async function runCompute(flags: Flags): Promise<void> {
     throw new UsageError(`--listen ${flags.listen}: a wildcard address needs --advertise http://ADDR:PORT (where control replicas reach this node)`);
   }
   const runtime = runtimeOf(m, flags, config);
+  const { tag, release } = claimNode(nodeID, dataDir, config, runtime);
   const simCount = flags.simNodes === undefined ? 0 : Number(flags.simNodes);
   if (flags.simNodes !== undefined && !(Number.isInteger(simCount) && simCount >= 1 && simCount <= 10_000)) {
     unlock();
@@ -482,14 +529,14 @@ async function runCompute(flags: Flags): Promise<void> {
     throw new UsageError('--sim-nodes needs --runtime sim (or cubelet.runtime = "sim"): only simulated nodes can share a process');
   }
   // One node, or (sim) many behind one listener, each under /sim/<nodeID>.
-  // A real node fetches the templates it lacks from the control plane (cubelet/layer-fetch.ts) and serves its own to the others.
+  // A real node fetches the templates it lacks from the control plane (templates/fetch.ts) and serves its own to the others.
   const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
   if (templates) await startStore(m, templates, log);
   const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }), nodeID }) : undefined;
   const nodes =
     simCount > 0
       ? simNodeSpecs(simCount, flags.nodeIdPrefix ?? 'sim-').map((spec) => ({ path: simNodePath(spec.nodeID), ...simNode({ nodeID: spec.nodeID, dataDir: simNodeDataDir(dataDir, spec.nodeID), config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim', nodeID: spec.nodeID }), spec }) }))
-      : [{ path: '', ...buildCubelet(m, nodeID, dataDir, config, log, runtime, templates, catalog) }];
+      : [{ path: '', ...buildCubelet(m, nodeID, tag, dataDir, config, log, runtime, templates, catalog) }];
   const builds = simCount > 0 ? undefined : (nodes[0] as { builds?: TemplateBuilder }).builds;
   await builds?.restore();
   let adopted = 0;
@@ -513,9 +560,9 @@ async function runCompute(flags: Flags): Promise<void> {
   const members: HeartbeatMember[] = nodes.map((n) => ({ node: n.api, address: address.replace(/\/+$/, '') + n.path }));
   const heartbeat = new HeartbeatSender({ nodes: members, to: { controls, secret }, log: log.child({ component: 'heartbeat' }), config });
   heartbeat.start();
-  log.info({ address, controls, dataDir, tag: nodeTag(nodeID), runtime, nodes: nodes.length, adopted, cleaned: removed, role: 'compute' }, 'cubed compute ready');
+  log.info({ address, controls, dataDir, tag, runtime, nodes: nodes.length, adopted, cleaned: removed, role: 'compute' }, 'cubed compute ready');
   onSignals(log, async (signal) => {
-    const destroy = flags.destroyOnExit === true;
+    const destroy = flags.destroyOnExit === true || signal === 'SIGUSR2';
     log.info({ signal, destroy }, destroy ? 'stopping: destroying every sandbox and the pool' : 'stopping: sandboxes stay for the next start');
     await heartbeat.stop();
     server.closeAllConnections();
@@ -523,6 +570,7 @@ async function runCompute(flags: Flags): Promise<void> {
     for (const n of nodes) await n.cubelet.stop({ destroy });
     await builds?.flush();
     config.close();
+    release();
     unlock();
   });
 }
@@ -557,7 +605,7 @@ export async function main(argv: string[]): Promise<void> {
   } catch (e) {
     const usage = e instanceof UsageError || (isCubeError(e) && e.kind === 'CONFIG_INVALID');
     process.stderr.write(`cubed: ${(e as Error).message.replace(/\n/g, '\n  ')}\n`);
-    process.exit(usage ? 2 : 1);
+    process.exit(e instanceof HostTaken ? e.exitCode : usage ? 2 : 1);
   }
 }
 

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
-import { CubeClient } from './client.js';
+import { CubeClient, DEFAULT_TIMEOUT_MS } from './client.js';
 
 export const EXIT = { OK: 0, FAILED: 1, USAGE: 2, UNREACHABLE: 3 } as const;
 
@@ -31,11 +31,16 @@ export interface Globals {
   api: string;
   json: boolean;
   dataDir: string;
+  /** --request-timeout / CUBE_API_TIMEOUT, in ms. */
+  timeoutMs: number;
 }
 
 export function globals(cmd: Command): Globals {
-  const o = cmd.optsWithGlobals<{ api?: string; json?: boolean; dataDir?: string }>();
-  return { api: o.api ?? process.env.CUBE_API_URL ?? DEFAULT_API, json: o.json === true, dataDir: o.dataDir ?? DEFAULT_DATA_DIR };
+  const o = cmd.optsWithGlobals<{ api?: string; json?: boolean; dataDir?: string; requestTimeout?: string }>();
+  const raw = o.requestTimeout ?? process.env.CUBE_API_TIMEOUT;
+  const sec = raw === undefined ? DEFAULT_TIMEOUT_MS / 1000 : Number(raw);
+  if (!(Number.isFinite(sec) && sec > 0 && sec <= 3600)) throw new UsageError(`request timeout ${JSON.stringify(raw)}: seconds from more than 0 to 3600`);
+  return { api: o.api ?? process.env.CUBE_API_URL ?? DEFAULT_API, json: o.json === true, dataDir: o.dataDir ?? DEFAULT_DATA_DIR, timeoutMs: sec * 1000 };
 }
 
 /**
@@ -70,7 +75,7 @@ export function apiKey(dataDir: string): string | undefined {
 export function clientFor(cmd: Command): CubeClient {
   const g = globals(cmd);
   const key = apiKey(g.dataDir);
-  return new CubeClient({ baseUrl: g.api, ...(key ? { apiKey: key } : {}) });
+  return new CubeClient({ baseUrl: g.api, timeoutMs: g.timeoutMs, ...(key ? { apiKey: key } : {}) });
 }
 
 export function printJson(value: unknown): void {

@@ -12,7 +12,8 @@ import { apiKey, apiUrls, DEFAULT_API, DEFAULT_DATA_DIR, EXIT } from './io.js';
 const KEY_FILE = join(DEFAULT_DATA_DIR, 'api-key');
 
 const HELP_AFTER = `
-Views (switch with tab, 1-6 or :name): nodes, sandboxes, pool, events, config, triage.
+Views (switch with tab, 1-9 or :name): nodes, sandboxes, pool, events, config, triage,
+templates, snapshots, keys.
 Press ? inside the console for every key; docs/console.md has the same list.
 
 Connection:
@@ -104,7 +105,7 @@ async function startBundledDaemon(baseUrl: string): Promise<string> {
 
 async function main(argv: string[]): Promise<void> {
   const program = new Command('cubectl-tui')
-    .description('Operations console for cubed: nodes, density, sandboxes, NIC pool, events, config, bottleneck triage')
+    .description('Operations console for cubed: nodes, density, sandboxes (a shell in one), NIC pool, events, config, bottleneck triage, templates, snapshots, API keys')
     .option('--api <urls>', `admin API address; several comma-separated replicas are tried in turn (env CUBE_API_URL; default ${DEFAULT_API})`, parseUrls)
     .option('--readonly', 'bind no key that changes anything (they vanish from help too)', false)
     .option('--refresh <ms>', 'repaint at most once per this many milliseconds', parseRefresh, 250)

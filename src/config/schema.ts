@@ -16,7 +16,7 @@ export const SandboxSpecSchema = z
   })
   .strict();
 
-export const FILTER_NAMES = ['cpu', 'mem', 'disk', 'realtime_create_num', 'template_locality', 'mvm_num'] as const;
+export const FILTER_NAMES = ['cpu', 'mem', 'disk', 'disk_quota', 'realtime_create_num', 'template_locality', 'mvm_num'] as const;
 export const SCORER_NAMES = ['mvm_num', 'local_create_num', 'quota_cpu_usage', 'quota_mem_usage', 'template_locality'] as const;
 
 export const MasterConfigSchema = z
@@ -41,7 +41,7 @@ export const MasterConfigSchema = z
           .int()
           .min(1)
           .default(1000)
-          .describe('running sandboxes (creates in flight included) per API key; one more create gets 429 (code 130481) with Retry-After, which the E2B SDK retries before raising RateLimitError. Paused sandboxes do not count. E2B\'s own plans allow 20 to 100; 1000 keeps one key from filling a small cluster (3000 per node at most) without limiting a single-team RL fleet'),
+          .describe('the sandboxes quota of an API key that sets none of its own (`cubectl key set NAME --sandboxes N`): sandboxes running or starting at once per key, counted in the state store so every control replica admits the same; one more create gets 429 (code 130481) with Retry-After naming the quota, which the E2B SDK retries before raising RateLimitError. Paused sandboxes do not count. E2B\'s own plans allow 20 to 100; 1000 keeps one key from filling a small cluster (3000 per node at most) without limiting a single-team RL fleet'),
         auth_failures_per_sec: z
           .number()
           .int()
@@ -96,6 +96,14 @@ export const MasterConfigSchema = z
           .object({
             mem_oversell_ratio: z.number().min(1).max(100).default(2).describe('memory oversell factor'),
             cpu_oversell_ratio: z.number().min(1).max(100).default(3).describe('CPU oversell factor'),
+            disk_oversell_ratio: z
+              .number()
+              .gt(0)
+              .max(100)
+              .default(20)
+              .describe(
+                "sandbox store oversell factor: the disk_gib quotas of a node's sandboxes (paused ones too: their layers stay) may add up to the store's size times this (the disk_quota filter), and a sandbox asking for more than the store's size (times this when it is below 1) is refused with 400. 20 lets 20 sandboxes of the default 10 GiB spec onto a 10 GiB store (the default image is half the data dir filesystem's free space); writable layers mostly hold megabytes of their quota, and the disk watermark guards what they really write. 1 or less: no sandbox can fill the store for its neighbours",
+              ),
             paused_resource_release_ratio: ratio('paused_resource_release_ratio').default(0).describe('share of a paused sandbox\'s cpu and memory given back (0 = resume guaranteed, 1 = best effort)'),
           })
           .strict()
@@ -134,6 +142,20 @@ export const MasterConfigSchema = z
         default_timeout_sec: z.number().int().min(1).default(300).describe('sandbox lifetime when a create names none'),
         max_timeout_sec: z.number().int().min(1).default(86400).describe('longest lifetime a create, setTimeout or connect may ask for, in seconds (longer is refused with 400)'),
         pids_max: z.number().int().min(8).default(1024).describe('process limit per sandbox (fork bombs stop here)'),
+        create_deadline_sec: z
+          .number()
+          .int()
+          .min(1)
+          .max(50)
+          .default(10)
+          .describe("how long a create waits for the node it placed the sandbox on (a create fetching layers there counts as answering while bytes come): a node silent that long (frozen, overloaded) is given up, the create placed on another node, and what the late node makes is destroyed when it reports (it also refuses a create that reaches it after this deadline). Well under the E2B SDK's 60 s request timeout, so a client gets an answer"),
+        call_deadline_sec: z
+          .number()
+          .int()
+          .min(1)
+          .max(300)
+          .default(30)
+          .describe('how long the control plane waits for a node to answer any other call on a sandbox (pause, resume, set-timeout, exec, files, destroy): a node silent that long is answered for with 503 (130596), and a call that reaches it later than that is refused there, not carried out'),
       })
       .strict()
       .prefault({}),
@@ -153,6 +175,7 @@ export const CubeletConfigSchema = z
       .object({
         boot_timeout_sec: z.number().int().min(5).max(600).default(90).meta({ restart: true }).describe('a microVM whose guest agent has not answered by then is a failed create (its console tail is in the error)'),
         snapshots: z.boolean().default(true).meta({ restart: true }).describe('create microVMs from per-shape memory snapshots (a restore instead of a boot); false: every create boots cold (to measure it, or so no guest starts from memory another guest had)'),
+        console_log_kib: z.number().int().min(4).max(1024 * 1024).default(1024).meta({ restart: true }).describe("a microVM's serial console (and QEMU's own messages) on the host: console.log, rotated to console.log.1 at this size, so a guest writing to its console holds at most twice it"),
       })
       .strict()
       .prefault({})

@@ -7,6 +7,7 @@
 // cluster's version put in force) runs in one queue: no change can slip between another's
 // compare-and-set and its outcome.
 import { watch, type FSWatcher } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import { chmod, rename, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { TypedEmitter } from '../emitter.js';
@@ -14,7 +15,7 @@ import { CubeError } from '../errors.js';
 import type { ConfigChange, ConfigOverride, ConfigView, ReloadResult } from '../model/config.js';
 import { diffConfig, patchConfig } from './diff.js';
 import { setInText } from './edit.js';
-import { formatPath, leafValues, resolvePath, type ConfigFile } from './introspect.js';
+import { formatPath, leafValues, needsRestart, resolvePath, type ConfigFile } from './introspect.js';
 import { configPaths, FILE_NAMES, formatIssues, loadConfig, parseConfigText, parseSyntax, readIfExists, validate, type ConfigIssue } from './loader.js';
 import type { Config } from './schema.js';
 
@@ -109,6 +110,9 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
    * every other key the files hold.
    */
   private fromFiles: Config;
+  /** The config this process started with: what restart keys still run with (ConfigView.restartPending). */
+  private readonly started: Readonly<Config>;
+  private pending: { version: number; list: NonNullable<ConfigView['restartPending']> } | undefined;
   private authority: ConfigAuthority | undefined;
 
   /** Loads the directory; throws CONFIG_INVALID (every `path: reason`) when a file is invalid. */
@@ -119,6 +123,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
     this.seen = { master: readIfExists(this.files.master), cubelet: readIfExists(this.files.cubelet) };
     this.current = this.version(1, loadConfig(dir));
     this.fromFiles = this.current.config;
+    this.started = this.current.config;
     this.inFile = pathsIn(this.seen);
     if (opts.watch ?? true) this.startWatching(opts.pollMs ?? 5000, opts.debounceMs ?? 50);
   }
@@ -146,7 +151,26 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
       ...(this.rejected ? { rejected: this.rejected } : {}),
       ...(this.overrides.length ? { overrides: this.overrides } : {}),
       ...(this.inFile ? { inFile: this.inFile } : {}),
+      ...(this.restartPending().length ? { restartPending: this.restartPending() } : {}),
     };
+  }
+
+  /**
+   * Restart keys whose value in force differs from the one this process started with: the
+   * console showed the file's tap_init_num as in force while the old one ran. Computed once per version.
+   */
+  private restartPending(): NonNullable<ConfigView['restartPending']> {
+    if (this.pending?.version === this.current.version) return this.pending.list;
+    const list: NonNullable<ConfigView['restartPending']> = [];
+    for (const file of ['master', 'cubelet'] as const) {
+      const running = new Map(leafValues(this.started[file]).map((l) => [l.segs.join('.'), l.value]));
+      for (const { segs, value } of leafValues(this.current.config[file])) {
+        const key = segs.join('.');
+        if (needsRestart(file, segs) && !isDeepStrictEqual(running.get(key), value)) list.push({ path: `${file}.${key}`, running: running.get(key) });
+      }
+    }
+    this.pending = { version: this.current.version, list };
+    return list;
   }
 
   /**
@@ -279,7 +303,7 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.queue.then(fn, fn);
-    this.queue = run.catch(() => undefined);
+    this.queue = run.catch(() => undefined); // the caller gets run's error; the queue only orders
     return run;
   }
 

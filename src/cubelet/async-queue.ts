@@ -1,11 +1,20 @@
 // A push-driven async iterable: producers push, one consumer iterates. Ending the iteration
-// early calls onReturn (unsubscribe) and drops what is buffered.
+// early calls onReturn (unsubscribe) and drops what is buffered. `weight` is what the items
+// buffered and not yet taken weigh (by `weigh`), so a producer can bound a slow consumer.
 export class AsyncQueue<T> implements AsyncIterable<T> {
   private readonly items: T[] = [];
   private waiting?: (r: IteratorResult<T>) => void;
   private closed = false;
+  private held = 0;
 
-  constructor(private readonly onReturn?: () => void) {}
+  constructor(
+    private readonly onReturn?: () => void,
+    private readonly weigh: (item: T) => number = () => 1,
+  ) {}
+
+  get weight(): number {
+    return this.held;
+  }
 
   push(item: T): void {
     if (this.closed) return;
@@ -13,7 +22,10 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
       const w = this.waiting;
       this.waiting = undefined;
       w({ value: item, done: false });
-    } else this.items.push(item);
+    } else {
+      this.items.push(item);
+      this.held += this.weigh(item);
+    }
   }
 
   /** No more items after the buffered ones. */
@@ -30,13 +42,17 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
     return {
       next: () => {
         const item = this.items.shift();
-        if (item !== undefined) return Promise.resolve({ value: item, done: false });
+        if (item !== undefined) {
+          this.held -= this.weigh(item);
+          return Promise.resolve({ value: item, done: false });
+        }
         if (this.closed) return Promise.resolve({ value: undefined, done: true });
         return new Promise((resolve) => (this.waiting = resolve));
       },
       return: () => {
         this.closed = true;
         this.items.length = 0;
+        this.held = 0;
         this.onReturn?.();
         return Promise.resolve({ value: undefined, done: true });
       },

@@ -4,17 +4,22 @@
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
-import { CubeError, isCubeError, toCubeError } from '../errors.js';
+import { CubeError, deathCode, isCubeError, toCubeError } from '../errors.js';
+import type { DeathReason } from '../model/death.js';
+import { initDeath } from './deaths.js';
+import { isSandboxID } from '../ids.js';
 import type { EventKind, EventView } from '../model/event.js';
 import type { NodeView, StoreView } from '../model/node.js';
-import type { PauseOptions, SandboxState, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
+import type { EgressRequest, PauseOptions, SandboxState, SandboxUsage, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
 import { isoTime } from '../model/time.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
-import type { FileMetadata, FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
+import type { FileAccess, FileMetadata, FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
 import { cpuUtilPercent, HOST, hostCpus, sandboxCpuPercent, type CpuTimes, type HostReadings } from './host-metrics.js';
 import { META_FILES, type MetaKeeper, type SandboxMeta } from './meta.js';
-import { describeEgress, resolveEgress, type EgressRequest } from '../network/egress.js';
+import { describeEgress, resolveEgress } from '../network/egress.js';
+import { linkBytes } from '../network/host-scan.js';
 import { slotModeOf } from '../network/tap.js';
+import { usageOf, type CpuReading } from './usage.js';
 import { buildNodeView } from './node-view.js';
 import type { OutputLine } from './output-log.js';
 import { ProcessTable } from './process-table.js';
@@ -41,12 +46,12 @@ interface HostSample {
   store?: StoreView;
 }
 
-/** Where templates come from (TemplateStore in src/runtime/templates.ts). */
+/** Where templates come from (TemplateStore in src/templates/store.ts). */
 export interface TemplateCatalog {
   /** 130404 when unknown. */
   resolve(name: string): Promise<TemplateRef>;
   listTemplates(): Promise<TemplateRef[]>;
-  /** Cluster compute nodes (cubelet/layer-fetch.ts): the layers held and the fetches in progress, for the node view. */
+  /** Cluster compute nodes (templates/fetch.ts): the layers held and the fetches in progress, for the node view. */
   layerFacts?(): Promise<{ layers: string[]; fetching: string[] }>;
 }
 
@@ -81,7 +86,17 @@ interface Entry {
   /** A snapshot in progress: a pause or resume waits for it (it freezes and thaws on its own). */
   snapshotting?: Promise<unknown>;
   oomKills: number;
+  /** The last CPU reading taken for sandboxUsage(): the next one's CPU share is measured from it. */
+  cpuReading?: CpuReading;
 }
+
+/**
+ * The files API acts for its user (default 'user'): where that user's own process inside the
+ * sandbox could not read, list, write, remove or move, neither can the call (issue 30 item 5).
+ */
+const AS_USER: FileAccess = { permissions: true };
+/** Notices kept for a first listener: a restart that lost more sandboxes than this reports the first ones. */
+const MAX_UNHEARD = 1000;
 
 // setTimeout keeps at most 2^31-1 ms; longer timeouts re-arm.
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -90,8 +105,12 @@ export class Cubelet implements NodeApi {
   readonly nodeID: string;
   private readonly entries = new Map<string, Entry>();
   private readonly listeners = new Set<(e: NodeEvent) => void>();
+  /** Notices emitted while nobody listened (start() runs before the heartbeat subscribes). */
+  private readonly unheard: NodeEvent[] = [];
   private watchTimer?: NodeJS.Timeout;
   private diskTimer?: NodeJS.Timeout;
+  /** Timer jobs running now (see once()). */
+  private readonly timerJobs = new Set<string>();
   private readonly host: HostReadings;
   private readonly meta: MetaKeeper;
   private cpuPrev: CpuTimes;
@@ -127,6 +146,12 @@ export class Cubelet implements NodeApi {
     );
     const adopted = found.filter((f) => network.slotOf(f.h.sandboxID) !== undefined);
     const { removed } = await driver.cleanup(new Set(adopted.map((f) => f.h.sandboxID)));
+    // What it held before the restart and could not take back (a half-made create among them:
+    // its client had no answer, and the tombstone tells one that asks).
+    for (const id of removed.filter(isSandboxID)) {
+      const why = found.some((f) => f.h.sandboxID === id) ? 'its network slot could not be restored' : 'its init was no longer running';
+      this.reportDeath(id, 'not_readopted', `node ${this.nodeID} restarted and could not re-adopt it: ${why}`);
+    }
     for (const { h, meta } of adopted) {
       const slot = network.slotOf(h.sandboxID)!;
       const entry = this.newEntry(meta, meta.paused ? 'paused' : 'running');
@@ -138,10 +163,10 @@ export class Cubelet implements NodeApi {
     }
     log.info({ adopted: adopted.map((f) => f.h.sandboxID), removed }, 'cubelet reconciled with the kernel');
     const period = this.o.watchIntervalMs ?? 1000;
-    this.watchTimer = setInterval(() => void this.watch(), period);
+    this.watchTimer = setInterval(() => void this.once('watch', () => this.watch()), period);
     this.watchTimer.unref();
     if (driver.storage) {
-      this.diskTimer = setInterval(() => void this.sampleDisk(), DISK_SAMPLE_MS);
+      this.diskTimer = setInterval(() => void this.once('disk', () => this.sampleDisk()), DISK_SAMPLE_MS);
       this.diskTimer.unref();
     }
     return { adopted: adopted.map((f) => f.h.sandboxID), removed };
@@ -171,6 +196,8 @@ export class Cubelet implements NodeApi {
 
   subscribe(listener: (e: NodeEvent) => void): () => void {
     this.listeners.add(listener);
+    // Notices from before anyone listened (a start's deaths): to the first listener.
+    for (const e of this.unheard.splice(0)) listener(e);
     return () => this.listeners.delete(listener);
   }
 
@@ -385,7 +412,7 @@ export class Cubelet implements NodeApi {
   /** `reason`: why a pause happened other than on request (shown with the paused state). */
   private async freezeOp(sandboxID: string, op: 'pause' | 'resume', reason?: string, opts?: PauseOptions): Promise<SandboxView> {
     const pending = this.entries.get(sandboxID);
-    await pending?.snapshotting?.catch(() => undefined);
+    await pending?.snapshotting?.catch(() => undefined); // waited for, not reported: the snapshot's caller has its error
     // A resume that meets a pause in progress (its timeout fired as the client connected)
     // resumes once the pause is done: a 503 there failed E2B's connect right after it read `paused`.
     if (op === 'resume' && pending?.view.state === 'pausing') await pending.op?.catch(() => undefined);
@@ -501,12 +528,12 @@ export class Cubelet implements NodeApi {
     this.get(sandboxID).procs.resize(pid, cols, rows);
   }
 
-  async statFile(sandboxID: string, path: string): Promise<FileStat> {
-    return this.o.driver.files.stat(this.ready(sandboxID, 'files').handle!, path);
+  async statFile(sandboxID: string, path: string, user?: string): Promise<FileStat> {
+    return this.o.driver.files.stat(this.ready(sandboxID, 'files').handle!, path, user, AS_USER);
   }
 
-  async listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]> {
-    return this.o.driver.files.list(this.ready(sandboxID, 'files').handle!, path, depth);
+  async listDir(sandboxID: string, path: string, depth?: number, user?: string): Promise<FileStat[]> {
+    return this.o.driver.files.list(this.ready(sandboxID, 'files').handle!, path, depth, user, AS_USER);
   }
 
   async readMetadata(sandboxID: string, paths: string[], user?: string): Promise<FileMetadata[]> {
@@ -537,30 +564,53 @@ export class Cubelet implements NodeApi {
     return this.o.driver.watch(this.ready(sandboxID, 'files').handle!, req);
   }
 
-  async readFile(sandboxID: string, path: string): Promise<Readable> {
-    return this.o.driver.files.read(this.ready(sandboxID, 'files').handle!, path);
+  async readFile(sandboxID: string, path: string, user?: string): Promise<Readable> {
+    return this.o.driver.files.read(this.ready(sandboxID, 'files').handle!, path, user, AS_USER);
   }
 
   async writeFile(sandboxID: string, path: string, data: Readable | Buffer, user?: string): Promise<FileStat> {
-    return this.o.driver.files.write(this.ready(sandboxID, 'files').handle!, path, data, user);
+    return this.o.driver.files.write(this.ready(sandboxID, 'files').handle!, path, data, user, undefined, AS_USER);
   }
 
   async makeDir(sandboxID: string, path: string, user?: string): Promise<boolean> {
-    return this.o.driver.files.mkdir(this.ready(sandboxID, 'files').handle!, path, user);
+    return this.o.driver.files.mkdir(this.ready(sandboxID, 'files').handle!, path, user, AS_USER);
   }
 
-  async removePath(sandboxID: string, path: string): Promise<void> {
-    return this.o.driver.files.remove(this.ready(sandboxID, 'files').handle!, path);
+  async removePath(sandboxID: string, path: string, user?: string): Promise<void> {
+    return this.o.driver.files.remove(this.ready(sandboxID, 'files').handle!, path, user, AS_USER);
   }
 
-  async movePath(sandboxID: string, from: string, to: string): Promise<FileStat> {
-    return this.o.driver.files.move(this.ready(sandboxID, 'files').handle!, from, to);
+  async movePath(sandboxID: string, from: string, to: string, user?: string): Promise<FileStat> {
+    return this.o.driver.files.move(this.ready(sandboxID, 'files').handle!, from, to, user, AS_USER);
   }
 
   async sandboxStats(sandboxID: string): Promise<SandboxStats> {
     const e = this.get(sandboxID);
     if (!e.handle) throw new CubeError('SANDBOX_BUSY', `sandbox ${sandboxID} is ${e.view.state}`, { retryAfter: 1 });
     return this.o.driver.stats(e.handle);
+  }
+
+  /**
+   * Live use of every running and paused sandbox: its cgroup counters (no walk of its files: the
+   * disk figure is the quota group's, as sampled), its link's byte counters. A sandbox whose
+   * counters cannot be read (going away) is left out.
+   */
+  async sandboxUsage(): Promise<SandboxUsage[]> {
+    const live = [...this.entries.values()].filter((e) => e.handle && (e.view.state === 'running' || e.view.state === 'paused'));
+    const out = await Promise.all(
+      live.map(async (e) => {
+        try {
+          const [s, link] = await Promise.all([this.o.driver.stats(e.handle!), e.slot ? linkBytes(e.slot.hostIf) : undefined]);
+          const cur = { at: Date.now(), cpuUsageNs: s.cpuUsageNs };
+          const u = usageOf(e.view, s, cur, e.cpuReading, link);
+          e.cpuReading = cur;
+          return u;
+        } catch {
+          return undefined;
+        }
+      }),
+    );
+    return out.filter((u): u is SandboxUsage => u !== undefined);
   }
 
   async nodeView(): Promise<NodeView> {
@@ -701,34 +751,49 @@ export class Cubelet implements NodeApi {
           return;
         }
         this.emitEvent('sandbox.timeout', `timeout reached at ${isoTime(entry.view.endAt)}`, { sandboxID: id });
-        this.destroySandbox(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'destroy on timeout failed'));
+        void this.end(id, 'timeout', `timeout reached at ${isoTime(entry.view.endAt)}`);
       },
       Math.max(0, Math.min(ms, MAX_TIMER_MS)),
     );
     entry.timer.unref();
   }
 
-  // Liveness (a dead init turns the sandbox to `error`) and OOM kills seen by the memory cgroup.
+  /** Runs a timer's job unless its previous run is still going: slow rounds never pile up. */
+  private async once(job: 'watch' | 'disk', run: () => Promise<void>): Promise<void> {
+    if (this.timerJobs.has(job)) return;
+    this.timerJobs.add(job);
+    try {
+      await run();
+    } finally {
+      this.timerJobs.delete(job);
+    }
+  }
+
+  // Liveness (a dead init turns the sandbox to `error`) and OOM kills, from the memory cgroup's
+  // counter: one small read per running sandbox a second, never a walk of its files.
   private async watch(): Promise<void> {
     for (const entry of this.entries.values()) {
       const h = entry.handle;
       if (!h || (entry.view.state !== 'running' && entry.view.state !== 'paused')) continue;
       if (!this.o.driver.alive(h)) {
-        const reason = this.o.driver.deathReason?.(h) ?? 'sandbox init process died';
-        this.setState(entry, 'error', reason);
-        this.emitEvent('sandbox.error', reason, { sandboxID: entry.view.sandboxID });
+        const oomKillsNow = await this.o.driver.stats(h).then((s) => s.oomKills, () => undefined);
+        const death = initDeath({ runtime: entry.view.runtime, oomKillsBefore: entry.oomKills, oomKillsNow, driverReason: this.o.driver.deathReason?.(h) });
+        this.setState(entry, 'error', death.message);
+        this.emitEvent('sandbox.error', death.message, { sandboxID: entry.view.sandboxID });
+        // Nothing of it runs any more: its resources go back now, not at its timeout.
+        void this.end(entry.view.sandboxID, death.reason, death.message);
         continue;
       }
       if (entry.view.state !== 'running') continue;
       try {
-        const s = await this.o.driver.stats(h);
-        if (s.oomKills > entry.oomKills) {
-          const n = s.oomKills - entry.oomKills;
-          entry.oomKills = s.oomKills;
+        const kills = await this.o.driver.oomKills(h);
+        if (kills > entry.oomKills) {
+          const n = kills - entry.oomKills;
+          entry.oomKills = kills;
           this.noteOom(entry, `${n} process(es) OOM-killed at the ${entry.view.spec.memoryMiB} MiB limit`);
         }
       } catch (err) {
-        this.o.log.debug({ err, sandboxID: entry.view.sandboxID }, 'stats failed');
+        this.o.log.debug({ err, sandboxID: entry.view.sandboxID }, 'OOM counter read failed');
       }
     }
   }
@@ -753,6 +818,20 @@ export class Cubelet implements NodeApi {
     }
   }
 
+  /** Destroys a sandbox that ended without being asked, then reports why (sandbox.died). */
+  private async end(sandboxID: string, reason: DeathReason, message: string): Promise<void> {
+    try {
+      await this.destroySandbox(sandboxID);
+    } catch (err) {
+      this.o.log.error({ err, sandboxID, reason }, 'destroy of a sandbox that ended failed');
+    }
+    this.reportDeath(sandboxID, reason, message);
+  }
+
+  private reportDeath(sandboxID: string, reason: DeathReason, message: string): void {
+    this.emitEvent('sandbox.died', message, { sandboxID, death: reason, code: deathCode(reason) });
+  }
+
   private noteOom(entry: Entry, message: string): void {
     entry.view.reason = `OOM: ${message}`;
     this.emitEvent('sandbox.oom', message, { sandboxID: entry.view.sandboxID });
@@ -768,6 +847,7 @@ export class Cubelet implements NodeApi {
   }
 
   private emit(e: NodeEvent): void {
+    if (this.listeners.size === 0 && e.type === 'event' && this.unheard.length < MAX_UNHEARD) this.unheard.push(e);
     for (const l of this.listeners) {
       try {
         l(e);

@@ -3,8 +3,8 @@
 // a sandbox without one was never complete and is cleaned at the next start.
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { withEpochTimes, type SandboxLifecycle, type SandboxSpecView } from '../model/sandbox.js';
-import type { EgressRequest, EgressRules } from '../network/egress.js';
+import { withEpochTimes, type EgressRequest, type SandboxLifecycle, type SandboxSpecView } from '../model/sandbox.js';
+import type { EgressRules } from '../network/egress.js';
 import type { SlotMode } from '../network/types.js';
 import type { DirRecords } from '../runtime/types.js';
 

@@ -2,7 +2,7 @@
 // density for the default spec with live counts, and the one refusal only the node can see.
 import type { MasterConfig } from '../config/schema.js';
 import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsage } from '../model/density.js';
-import type { NodeView, PoolView, RuntimeInfo, StoreView } from '../model/node.js';
+import { POOL_EXHAUSTED, type NodeView, type PoolView, type RuntimeInfo, type StoreView } from '../model/node.js';
 import type { SandboxSpecView, SandboxState } from '../model/sandbox.js';
 
 export interface NodeViewInputs {
@@ -34,8 +34,6 @@ export interface NodeViewInputs {
   now: Date;
 }
 
-/** The refusal the node reports for itself: the scheduler's filters do not see pool levels (admission's refusalOf applies it). */
-export const POOL_EXHAUSTED = 'pool exhausted';
 
 // States that hold a sandbox's full resources; paused ones hold (1 - r).
 const HOLDING: readonly SandboxState[] = ['creating', 'running', 'pausing', 'resuming'];
@@ -49,9 +47,12 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
   let released = 0;
   let pausedFootprint = 0;
   let pausedCpus = 0;
+  // Disk quotas hold in full while the layer exists: a paused sandbox keeps its layer.
+  let diskUsed = 0;
   const counts = { running: 0, paused: 0, creating: 0, total: 0 };
   for (const s of i.sandboxes) {
     const fp = footprintMiB(s.spec, params);
+    if (HOLDING.includes(s.state) || s.state === 'paused') diskUsed += s.spec.diskGiB;
     if (HOLDING.includes(s.state)) {
       memUsed += fp;
       cpuUsed += s.spec.cpus;
@@ -71,7 +72,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
   const h = headroomFromUsage(i.capacity, params, spec, { memUsedMiB: memUsed, cpuUsed, releasedMiB: released, count: counts.total });
   const diskMax = i.master.scheduler.disk_usage_max_percent;
   // The watermark applies to the fuller of the sandbox store and the data dir's filesystem.
-  const diskUsed = Math.max(i.diskUsedPercent, i.store?.usedPercent ?? 0);
+  const diskUsedPercent = Math.max(i.diskUsedPercent, i.store?.usedPercent ?? 0);
   // The node reports only what the scheduler's filters cannot see; the control plane puts the
   // pipeline's verdict for the default spec on top (scheduler/schedulable.ts).
   const pools = [i.pool, ...(i.tapPool ? [i.tapPool] : [])];
@@ -92,11 +93,12 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
       ...(i.sandboxCpuUtilPercent !== undefined ? { sandboxCpuUtilPercent: round1(i.sandboxCpuUtilPercent) } : {}),
       memAvailableMiB: i.memAvailableMiB,
       ...(i.memTotalMiB !== undefined ? { memTotalMiB: i.memTotalMiB } : {}),
-      diskUsedPercent: diskUsed,
+      diskUsedPercent,
       diskWatermarkPercent: diskMax,
       ...(i.store ? { store: i.store } : {}),
       quotaMemUsedMiB: round1(memUsed),
       quotaCpuUsed: round1(cpuUsed),
+      quotaDiskUsedGiB: round1(diskUsed),
     },
     sandboxes: counts,
     density: {
@@ -113,6 +115,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
       memQuotaMiB: round1(d.memQuotaMiB),
       pausedFootprintMiB: round1(pausedFootprint),
       pausedCpus: round1(pausedCpus),
+      ...(i.store ? { diskQuotaGiB: round1((i.store.sizeBytes / 1024 ** 3) * i.master.host.quota.disk_oversell_ratio) } : {}),
     },
     pool: i.pool,
     ...(i.tapPool ? { tapPool: i.tapPool } : {}),

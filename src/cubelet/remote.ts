@@ -4,17 +4,17 @@ import { Agent, request as httpRequest } from 'node:http';
 import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import { CubeError, ErrorTable, type ErrorKind } from '../errors.js';
+import { CubeError } from '../errors.js';
+import { answerError, errorOf } from '../http.js';
 import type { NodeView } from '../model/node.js';
-import { snapshotWithEpochTime, type PauseOptions, type SandboxView } from '../model/sandbox.js';
-import type { EgressRequest } from '../network/egress.js';
+import { snapshotWithEpochTime, type EgressRequest, type PauseOptions, type SandboxUsage, type SandboxView } from '../model/sandbox.js';
 import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
-import type { TemplateRecord } from '../runtime/templates.js';
-import type { BuildRecord } from './template-build.js';
-import { decodeProcessEvent, FENCE_HEADER, type ImportRequest, nodeEventWithEpochTimes, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
-import type { HeldTemplate } from './layer-fetch.js';
+import type { TemplateRecord } from '../templates/store.js';
+import type { BuildRecord } from '../templates/build/build.js';
+import { DEADLINE_HEADER, decodeProcessEvent, FENCE_HEADER, type ImportRequest, nodeEventWithEpochTimes, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
+import type { HeldTemplate } from '../templates/fetch.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
 /** The node's clock when it answered, per result object (rpc-server.ts adds it to every answer). */
@@ -23,24 +23,6 @@ const answered = new WeakMap<object, number>();
 /** When (node clock, ms) the node produced this answer; undefined for in-process nodes and older nodes. */
 export function answeredAt(result: object): number | undefined {
   return answered.get(result);
-}
-
-const KIND_BY_CODE = new Map<number, ErrorKind>(Object.entries(ErrorTable).map(([kind, v]) => [v.code, kind as ErrorKind]));
-
-/** The CubeError an error answer of a cubed process (node RPC, cluster routes) carries, by its code. */
-export async function answerError(res: Response, who: string): Promise<CubeError> {
-  return errorOf(res.status, await res.text().catch(() => ''), who);
-}
-
-function errorOf(status: number, text: string, who: string): CubeError {
-  let body: { code?: number; message?: string; details?: Record<string, unknown> } = {};
-  try {
-    body = JSON.parse(text) as typeof body;
-  } catch {
-    // not JSON: the status says it
-  }
-  const kind = (body.code !== undefined && KIND_BY_CODE.get(body.code)) || 'INTERNAL';
-  return new CubeError(kind, (body.message ?? `${who} answered ${status}`).replace(/^\d{6} /, ''), body.details ? { details: body.details } : {});
 }
 
 /**
@@ -93,7 +75,7 @@ export class RemoteNode implements NodeApi {
     /** http://host:port of the node's RPC listener. */
     readonly address: string,
     private readonly secret: string,
-    private readonly timeoutMs = 30_000,
+    readonly timeoutMs = 30_000,
     /** The lock fence its calls carry (withFence). */
     private readonly fence?: string,
   ) {}
@@ -123,8 +105,14 @@ export class RemoteNode implements NodeApi {
     throw await answerError(res, `node ${this.nodeID}`);
   }
 
-  private headers(contentType: string): Record<string, string> {
-    return { authorization: `Bearer ${this.secret}`, 'content-type': contentType, ...(this.fence !== undefined ? { [FENCE_HEADER]: this.fence } : {}) };
+  /**
+   * A fenced call (one under a sandbox lock) carries its deadline, the end of this call's timeout:
+   * the node refuses it after that (DEADLINE_HEADER), so an error answered for a frozen node is
+   * never undone by the node carrying the call out when it wakes.
+   */
+  private headers(contentType: string, deadline?: number): Record<string, string> {
+    const by = deadline ?? (this.fence !== undefined ? Date.now() + this.timeoutMs : undefined);
+    return { authorization: `Bearer ${this.secret}`, 'content-type': contentType, ...(this.fence !== undefined ? { [FENCE_HEADER]: this.fence } : {}), ...(by !== undefined ? { [DEADLINE_HEADER]: String(by) } : {}) };
   }
 
   private unreachable(e: unknown): CubeError {
@@ -136,14 +124,14 @@ export class RemoteNode implements NodeApi {
   }
 
   /** `signal`: ends the call instead of the call timeout (a create bounded by its fetch's progress). */
-  private async jsonWith<T>(method: JsonMethod | 'sendInput', init: { signal?: AbortSignal }, args: unknown[]): Promise<T> {
+  private async jsonWith<T>(method: JsonMethod | 'sendInput', init: { signal?: AbortSignal; deadline?: number }, args: unknown[]): Promise<T> {
     const url = new URL(this.address.replace(/\/+$/, '') + RPC_PREFIX + method);
     const body = JSON.stringify({ args });
     let answer: { result: T; at?: number };
     if (url.protocol === 'http:') {
       let res: { status: number; text: string };
       try {
-        res = await postJson(url, this.headers('application/json'), body, init.signal ?? this.timeoutMs);
+        res = await postJson(url, this.headers('application/json', init.deadline), body, init.signal ?? this.timeoutMs);
       } catch (e) {
         throw this.unreachable(e);
       }
@@ -182,6 +170,9 @@ export class RemoteNode implements NodeApi {
   processOutput(sandboxID: string): Promise<OutputLine[]> {
     return this.json('processOutput', sandboxID);
   }
+  sandboxUsage(): Promise<SandboxUsage[]> {
+    return this.json('sandboxUsage');
+  }
 
   async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
     const ac = new AbortController();
@@ -197,7 +188,7 @@ export class RemoteNode implements NodeApi {
   }
 
   /**
-   * A create fetches the template's layers first where the node lacks them (layer-fetch.ts), which
+   * A create fetches the template's layers first where the node lacks them (templates/fetch.ts), which
    * takes as long as the layers are large: the call is bounded by progress, not in total. Each
    * time the call timeout passes without an answer, the node is asked how many layer bytes it has
    * fetched: the create is given up (130596) only when no fetch runs there or no byte came since
@@ -208,20 +199,23 @@ export class RemoteNode implements NodeApi {
     let done = false;
     let seen: number | undefined;
     let timer: NodeJS.Timeout | undefined;
+    // The caller's deadline (sandbox.create_deadline_sec) bounds the first wait; a node that is
+    // fetching layers for it is waited for as long as bytes come.
+    const firstMs = req.deadline !== undefined ? Math.max(0, req.deadline - Date.now()) : this.timeoutMs;
     const look = async () => {
       // A short look: a node that does not answer it (frozen, gone) ends the wait at once, not a call timeout later.
-      const p = await this.result<{ bytes: number; active: number }>('fetchProgress', [], Math.min(5000, this.timeoutMs)).catch(() => undefined);
+      const p = await this.result<{ bytes: number; active: number }>('fetchProgress', [], Math.min(req.deadline !== undefined ? 2000 : 5000, this.timeoutMs)).catch(() => undefined);
       if (done) return;
       if (p && p.active > 0 && p.bytes !== seen) {
         seen = p.bytes;
         timer = setTimeout(() => void look(), this.timeoutMs);
         return;
       }
-      ac.abort(new Error(`no answer to the create within ${this.timeoutMs / 1000} s${p?.active ? `, and no layer byte fetched there in the last ${this.timeoutMs / 1000} s` : ''}`));
+      ac.abort(new Error(`no answer to the create within ${(seen === undefined ? firstMs : this.timeoutMs) / 1000} s${p?.active ? `, and no layer byte fetched there in the last ${this.timeoutMs / 1000} s` : ''}`));
     };
-    timer = setTimeout(() => void look(), this.timeoutMs);
+    timer = setTimeout(() => void look(), firstMs);
     try {
-      return await this.jsonWith<SandboxView>('createSandbox', { signal: ac.signal }, [req]);
+      return await this.jsonWith<SandboxView>('createSandbox', { signal: ac.signal, ...(req.deadline !== undefined ? { deadline: req.deadline } : {}) }, [req]);
     } finally {
       done = true;
       clearTimeout(timer);
@@ -281,14 +275,14 @@ export class RemoteNode implements NodeApi {
   resizeProcess(sandboxID: string, pid: number, cols: number, rows: number): Promise<void> {
     return this.json('resizeProcess', sandboxID, pid, cols, rows);
   }
-  statFile(sandboxID: string, path: string): Promise<FileStat> {
-    return this.json('statFile', sandboxID, path);
+  statFile(sandboxID: string, path: string, user?: string): Promise<FileStat> {
+    return this.json('statFile', sandboxID, path, user);
   }
-  listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]> {
-    return this.json('listDir', sandboxID, path, depth);
+  listDir(sandboxID: string, path: string, depth?: number, user?: string): Promise<FileStat[]> {
+    return this.json('listDir', sandboxID, path, depth, user);
   }
-  async readFile(sandboxID: string, path: string): Promise<Readable> {
-    const res = await this.request('readFile', { query: { sandboxID, path }, timeout: false });
+  async readFile(sandboxID: string, path: string, user?: string): Promise<Readable> {
+    const res = await this.request('readFile', { query: { sandboxID, path, user }, timeout: false });
     return Readable.fromWeb(res.body as WebReadableStream<Uint8Array>);
   }
   async writeFile(sandboxID: string, path: string, data: Readable | Buffer, user?: string): Promise<FileStat> {
@@ -299,11 +293,11 @@ export class RemoteNode implements NodeApi {
   makeDir(sandboxID: string, path: string, user?: string): Promise<boolean> {
     return this.json('makeDir', sandboxID, path, user);
   }
-  removePath(sandboxID: string, path: string): Promise<void> {
-    return this.json('removePath', sandboxID, path);
+  removePath(sandboxID: string, path: string, user?: string): Promise<void> {
+    return this.json('removePath', sandboxID, path, user);
   }
-  movePath(sandboxID: string, from: string, to: string): Promise<FileStat> {
-    return this.json('movePath', sandboxID, from, to);
+  movePath(sandboxID: string, from: string, to: string, user?: string): Promise<FileStat> {
+    return this.json('movePath', sandboxID, from, to, user);
   }
   nodeView(): Promise<NodeView> {
     return this.json('nodeView');
@@ -338,8 +332,8 @@ export class RemoteNode implements NodeApi {
     return this.result('buildRequest', [o]);
   }
   /** Starts the build's steps; waits for no step, but for a base template the node fetches first (no timeout). */
-  async buildStart(templateID: string, buildID: string, body: unknown): Promise<void> {
-    await this.result('buildStart', [templateID, buildID, body], false);
+  async buildStart(templateID: string, buildID: string, body: unknown, owner?: string): Promise<void> {
+    await this.result('buildStart', [templateID, buildID, body, owner], false);
   }
   buildGet(templateID: string, buildID: string): Promise<BuildRecord> {
     return this.result('buildGet', [templateID, buildID]);
@@ -347,12 +341,12 @@ export class RemoteNode implements NodeApi {
   buildList(templateID: string): Promise<BuildRecord[]> {
     return this.result('buildList', [templateID]);
   }
-  buildHasFiles(hash: string): Promise<boolean> {
-    return this.result('buildHasFiles', [hash]);
+  buildHasFiles(hash: string, owner?: string): Promise<boolean> {
+    return this.result('buildHasFiles', [hash, owner]);
   }
   /** A COPY step's upload (the SDK's tar), streamed to the node building it. */
-  async buildFiles(hash: string, body: Readable): Promise<void> {
-    await this.request('buildFiles', { query: { hash }, body: Readable.toWeb(body) as ReadableStream, contentType: 'application/octet-stream', timeout: false });
+  async buildFiles(hash: string, body: Readable, owner?: string): Promise<void> {
+    await this.request('buildFiles', { query: { hash, owner }, body: Readable.toWeb(body) as ReadableStream, contentType: 'application/octet-stream', timeout: false });
   }
   /** Layer `digest` as a tar (layers/pack.ts); the body streams for as long as it takes. */
   async layer(digest: string): Promise<Response> {
@@ -385,14 +379,16 @@ export class RemoteNode implements NodeApi {
   private async followEvents(): Promise<void> {
     const abort = new AbortController();
     this.eventsAbort = abort;
-    while (!abort.signal.aborted) {
+    // A call, not the property: the flag changes while the stream is awaited (narrowing would say it cannot).
+    const aborted = () => abort.signal.aborted;
+    while (!aborted()) {
       try {
         const res = await this.request('events', { signal: abort.signal });
         for await (const line of await this.ndjson(res)) if (line) for (const l of this.listeners) l(nodeEventWithEpochTimes(JSON.parse(line) as NodeEvent));
       } catch {
         // Reopened below; the control plane learns of a dead node from missed heartbeats.
       }
-      if (!abort.signal.aborted) await new Promise((r) => setTimeout(r, 1000));
+      if (!aborted()) await new Promise((r) => setTimeout(r, 1000));
     }
   }
 }

@@ -5,15 +5,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { readBody, readJson, sendError, sendJson, type ErrorLog } from '../http.js';
+import { readBody, readJson, sendError, sendJson, writeWaiting, type ErrorLog } from '../http.js';
 import { proxyHttp, proxyUpgrade, rejectUpgrade } from './port-proxy.js';
 import { CubeError, errorBody, toCubeError } from '../errors.js';
-import type { LayerServer } from './layer-fetch.js';
+import type { LayerServer } from '../templates/fetch.js';
 import { underFence, type FenceBook } from './fences.js';
-import type { TemplateBuilder } from './template-build.js';
-import { sameTemplate } from '../runtime/templates.js';
-import { encodeProcessEvent, FENCE_HEADER, JSON_METHODS, nodeArgs, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type ImportRequest, type JsonMethod } from './rpc-wire.js';
+import type { TemplateBuilder } from '../templates/build/build.js';
+import { checkDeadline, DEADLINE_HEADER, encodeProcessEvent, FENCE_HEADER, JSON_METHODS, nodeArgs, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type ImportRequest, type JsonMethod } from './rpc-wire.js';
 import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
+import { sameTemplate } from '../model/template.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -22,8 +22,8 @@ const MAX_FILE = 1 << 30;
 
 /**
  * `fences`: the node's FenceBook (the highest lock fence accepted per sandbox, kept across restarts).
- * `layers`: the node's templates and layers, served to the nodes fetching them through the control plane (cubelet/layer-fetch.ts).
- * `builds`: the node's template builder, which control replicas hand builds to (scheduler/cluster/cluster-templates.ts).
+ * `layers`: the node's templates and layers, served to the nodes fetching them through the control plane (templates/fetch.ts).
+ * `builds`: the node's template builder, which control replicas hand builds to (templates/cluster.ts).
  */
 export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog, layers?: LayerServer, builds?: TemplateBuilder): Handler {
   const jsonMethods = new Set<string>(JSON_METHODS);
@@ -32,10 +32,12 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
   async function streamProcess(res: ServerResponse, p: Promise<ProcessStream>): Promise<void> {
     const stream = await p;
     res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-    // The control plane hanging up detaches from the process; it does not kill it.
+    // The control plane hanging up detaches from the process; it does not kill it. A slow reader
+    // is waited for (the events queue behind, bounded per subscriber: process-table.ts), never
+    // buffered in the response without bound.
     for await (const e of stream.events) {
       if (res.destroyed) break;
-      res.write(JSON.stringify(encodeProcessEvent(e)) + '\n');
+      await writeWaiting(res, JSON.stringify(encodeProcessEvent(e)) + '\n');
     }
     res.end();
   }
@@ -65,12 +67,12 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
       return;
     }
     if (builds && method === 'buildFiles') {
-      await builds.putFiles(q('hash') ?? '', req);
+      await builds.putFiles(q('hash') ?? '', req, q('owner'));
       return sendJson(res, 201, { result: null });
     }
     if (layers && method === 'importImage') return sendJson(res, 201, { result: await layers.importUpload(req, JSON.parse(q('import') ?? '{}') as ImportRequest) });
     if (method === 'readFile') {
-      const body = await node.readFile(q('sandboxID')!, q('path')!);
+      const body = await node.readFile(q('sandboxID')!, q('path')!, q('user'));
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
       body.pipe(res);
       return;
@@ -96,11 +98,13 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
     }
     if (builds && method.startsWith('build')) {
       const [a, b, c] = args as [never, never, never];
+      // The key whose uploads a build takes (buildStart's 4th argument, buildHasFiles' 2nd): JSON's null is none.
+      const owner = (i: number) => (typeof args[i] === 'string' ? args[i] : undefined);
       if (method === 'buildRequest') return sendJson(res, 200, { result: builds.request(a) });
-      if (method === 'buildStart') return sendJson(res, 200, { result: await builds.start(a, b, c) });
+      if (method === 'buildStart') return sendJson(res, 200, { result: await builds.start(a, b, c, owner(3)) });
       if (method === 'buildGet') return sendJson(res, 200, { result: builds.get(a, b) });
       if (method === 'buildList') return sendJson(res, 200, { result: builds.list(a) });
-      if (method === 'buildHasFiles') return sendJson(res, 200, { result: builds.hasFiles(a) });
+      if (method === 'buildHasFiles') return sendJson(res, 200, { result: builds.hasFiles(a, owner(1)) });
     }
     if (method === 'startProcess') return streamProcess(res, node.startProcess(...(args as Parameters<NodeApi['startProcess']>)));
     if (method === 'watchDir') {
@@ -116,6 +120,7 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
     }
     if (method === 'connectProcess') return streamProcess(res, node.connectProcess(...(args as Parameters<NodeApi['connectProcess']>)));
     if (!jsonMethods.has(method)) throw new CubeError('NOT_FOUND', `no node method ${method}`);
+    checkDeadline(method, req.headers[DEADLINE_HEADER]);
     const fence = req.headers[FENCE_HEADER];
     const result = await underFence(fences, method, args[0], Array.isArray(fence) ? fence[0] : fence, () => call[method as JsonMethod](...nodeArgs(method, args)));
     // `at`: this node's clock once the call is done; the control plane orders the node's later

@@ -2,6 +2,7 @@
 // prefix, the shared-secret check, and how values that JSON cannot carry are encoded.
 import { timingSafeEqual } from 'node:crypto';
 import type { MasterConfig } from '../config/schema.js';
+import { CubeError } from '../errors.js';
 import { eventWithEpochTime, type EventView } from '../model/event.js';
 import { nodeWithEpochTimes, type NodeView } from '../model/node.js';
 import { withEpochTimes, type SandboxView } from '../model/sandbox.js';
@@ -35,6 +36,7 @@ export const JSON_METHODS = [
   'removePath',
   'movePath',
   'processOutput',
+  'sandboxUsage',
   'readMetadata',
   'writeMetadata',
   'nodeView',
@@ -62,6 +64,21 @@ export function nodeArgs(method: string, args: unknown[]): unknown[] {
  */
 export const FENCE_HEADER = 'x-cube-fence';
 export const FENCED_METHODS: ReadonlySet<string> = new Set<JsonMethod>(['destroySandbox', 'pauseSandbox', 'resumeSandbox', 'setEndAt', 'setEgress']);
+
+/**
+ * The caller's deadline (epoch ms) on a create and on fenced calls: the node refuses a call that
+ * reaches it after it (130596), so a call the caller gave up on (the node was frozen and read it
+ * when it woke) is never carried out late: the caller's error said "not done", and stays true.
+ * Control and nodes compare wall clocks here: keep them in sync (NTP).
+ */
+export const DEADLINE_HEADER = 'x-cube-deadline';
+
+/** Refuses a call that reached the node after the caller's deadline (DEADLINE_HEADER). */
+export function checkDeadline(method: string, deadline: string | string[] | undefined, now = Date.now()): void {
+  const d = Number(Array.isArray(deadline) ? deadline[0] : deadline);
+  if (deadline === undefined || !Number.isFinite(d) || now <= d) return;
+  throw new CubeError('NODE_UNREACHABLE', `${method} reached the node ${((now - d) / 1000).toFixed(1)} s after its caller's deadline (the node was frozen or overloaded): refused, not done`);
+}
 
 /** CUBE_CLUSTER_SECRET, else the API key; a cluster without either refuses to start. */
 export function clusterSecret(env: NodeJS.ProcessEnv = process.env): string | undefined {

@@ -15,10 +15,10 @@ import { CubeError } from '../errors.js';
 import { nodeTag } from '../ids.js';
 import type { NodeView } from '../model/node.js';
 import { parseRange } from '../network/ipam.js';
-import { HOST_TEMPLATE } from '../runtime/templates.js';
 import type { TemplateRef } from '../runtime/types.js';
 import { SimDriver } from '../runtime/sim/driver.js';
 import { SimNetworkAgent } from '../runtime/sim/network.js';
+import { HOST_TEMPLATE } from '../model/template.js';
 
 export interface SimNodeSpec {
   nodeID: string;

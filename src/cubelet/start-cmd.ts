@@ -44,7 +44,7 @@ export async function runStartCommand(config: TemplateConfig, hooks: StartCmdHoo
   const tail = new Tail();
   const it = proc.events[Symbol.asyncIterator]();
   let ended: Extract<ProcessEvent, { type: 'end' }> | undefined;
-  let stop = false;
+  let stop = false as boolean; // set by the caller's side once the sandbox is ready
   // Reads the start command's output until it ends or the sandbox is ready (then stops
   // listening: the process goes on, its output no longer kept here).
   const reading = (async () => {
@@ -77,6 +77,7 @@ export async function runStartCommand(config: TemplateConfig, hooks: StartCmdHoo
   } finally {
     stop = true;
     void it.return?.();
+    // The reader's error (the stream closed under it) is what ending it means here.
     await Promise.race([reading, sleep(0)]).catch(() => undefined);
   }
 }

@@ -4,8 +4,7 @@
 import type { Readable } from 'node:stream';
 import type { EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
-import type { PauseOptions, SandboxLifecycle, SandboxView, SnapshotView } from '../model/sandbox.js';
-import type { EgressRequest } from '../network/egress.js';
+import type { EgressRequest, PauseOptions, SandboxLifecycle, SandboxUsage, SandboxView, SnapshotView } from '../model/sandbox.js';
 import type { OutputLine } from './output-log.js';
 import type { ExecRequest, FileMetadata, FileStat, FsChange, SandboxStats, WatchRequest } from '../runtime/types.js';
 
@@ -28,6 +27,8 @@ export interface NodeCreateRequest {
   runtime?: string;
   /** Start from this snapshot kept on the node (its writable layer) rather than the bare template. */
   fromSnapshot?: string;
+  /** Epoch ms: the control gives up on this node by then (sandbox.create_deadline_sec); node RPC refuses the create once it passed (rpc-wire.ts DEADLINE_HEADER). */
+  deadline?: number;
 }
 
 /** What a node keeps of a snapshot it took: the view without the names the control plane gives, plus the origin's env. */
@@ -100,13 +101,14 @@ export interface NodeApi {
   /** Resizes the terminal of a process started with `pty`. */
   resizeProcess(sandboxID: string, pid: number, cols: number, rows: number): Promise<void>;
 
-  statFile(sandboxID: string, path: string): Promise<FileStat>;
-  listDir(sandboxID: string, path: string, depth?: number): Promise<FileStat[]>;
-  readFile(sandboxID: string, path: string): Promise<Readable>;
+  // The files API: each call acts with the permissions of `user` inside the sandbox (default 'user').
+  statFile(sandboxID: string, path: string, user?: string): Promise<FileStat>;
+  listDir(sandboxID: string, path: string, depth?: number, user?: string): Promise<FileStat[]>;
+  readFile(sandboxID: string, path: string, user?: string): Promise<Readable>;
   writeFile(sandboxID: string, path: string, data: Readable | Buffer, user?: string): Promise<FileStat>;
   makeDir(sandboxID: string, path: string, user?: string): Promise<boolean>;
-  removePath(sandboxID: string, path: string): Promise<void>;
-  movePath(sandboxID: string, from: string, to: string): Promise<FileStat>;
+  removePath(sandboxID: string, path: string, user?: string): Promise<void>;
+  movePath(sandboxID: string, from: string, to: string, user?: string): Promise<FileStat>;
   /** What the sandbox's processes printed, oldest first (a bounded ring: cubelet/output-log.ts). */
   processOutput(sandboxID: string): Promise<OutputLine[]>;
   /** envd file metadata of each path as `user` sees it (RuntimeDriver.readMetadata). */
@@ -115,6 +117,9 @@ export interface NodeApi {
   writeMetadata(sandboxID: string, path: string, meta: FileMetadata, user?: string): Promise<void>;
   /** inotify on a directory inside the sandbox (RuntimeDriver.watch); ending the iteration removes the watch. */
   watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>>;
+
+  /** Live use of every running and paused sandbox (the console's sandboxes view); optional: a node without it reports none. */
+  sandboxUsage?(): Promise<SandboxUsage[]>;
 
   /** The sandbox's cgroup counters now (E2B getMetrics); optional: without it getMetrics answers no samples. */
   sandboxStats?(sandboxID: string): Promise<SandboxStats>;

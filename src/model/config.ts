@@ -25,6 +25,11 @@ export interface ConfigView {
   overrides?: ConfigOverride[];
   /** Paths (`master.api.listen`) the files on disk set; the other keys are the schema's defaults. Absent where the config came from a cluster store. */
   inFile?: string[];
+  /**
+   * Keys that wait for a restart (`master.api.listen`, `cubelet.tap_init_num`) whose value above
+   * is not the one the running process uses: `running` is that one. Absent: none pending.
+   */
+  restartPending?: { path: string; running: unknown }[];
 }
 
 export interface ConfigOverride {

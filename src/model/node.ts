@@ -15,6 +15,8 @@ export interface DensityView extends Pick<Density, 'footprintMiB' | 'paperCeilin
   /** Footprints and vCPUs of the paused sandboxes at their own specs: with the usage figures, what any other ratio gives (the console's ratio preview). */
   pausedFootprintMiB?: number;
   pausedCpus?: number;
+  /** The disk quota the sandboxes' disk_gib count against (the store's size times host.quota.disk_oversell_ratio); absent without a store and from older nodes. */
+  diskQuotaGiB?: number;
 }
 
 export interface PoolView {
@@ -47,6 +49,14 @@ export interface StoreView {
   usedPercent: number;
 }
 
+/** One scheduler rule's answer for the default spec on a node (NodeView.rules). */
+export interface RuleVerdict {
+  /** 'prefilter', 'capacity' or a filter name, in the order the pipeline runs them. */
+  rule: string;
+  /** Why the rule refuses the default spec here; absent when it passes. */
+  refusal?: string;
+}
+
 /** A runtime a node offers. */
 export interface RuntimeInfo {
   name: string;
@@ -68,6 +78,12 @@ export interface NodeView {
   reason: string;
   /** The scheduler rule that refuses the default spec here (a filter name, 'prefilter', 'pool'); absent when schedulable. */
   refusedBy?: string;
+  /**
+   * Every rule's answer for the default spec here, in the order the pipeline runs them (the
+   * pipeline stops at the first refusal; these are all of them): what the console's describe
+   * shows. Set by the control plane with its verdict; absent from a node's own report.
+   */
+  rules?: RuleVerdict[];
   cordoned: boolean;
   draining: boolean;
   /** Epoch ms: a pending `drain --evict` destroys the node's sandboxes at this time (cluster: kept in the store, carried out by any replica). */
@@ -94,6 +110,8 @@ export interface NodeView {
     /** Sum of spec memory / cpus over running sandboxes and (1 - r) of paused ones. */
     quotaMemUsedMiB: number;
     quotaCpuUsed: number;
+    /** Sum of the disk_gib quotas of the sandboxes holding a writable layer (paused ones in full): what the disk_quota filter counts against the store's size; absent from older nodes. */
+    quotaDiskUsedGiB?: number;
   };
   sandboxes: { running: number; paused: number; creating: number; total: number };
   density: DensityView;
@@ -106,7 +124,7 @@ export interface NodeView {
   /**
    * Cluster compute nodes: the layer digests in the node's store and its template fetches in
    * progress ("NAME:TAG done/of" layers). A node that reports `layers` fetches the templates it
-   * lacks from the control plane (cubelet/layer-fetch.ts), so template_locality lets it take them.
+   * lacks from the control plane (templates/fetch.ts), so template_locality lets it take them.
    */
   layers?: string[];
   fetching?: string[];
@@ -130,3 +148,6 @@ export function nodeWithEpochTimes(v: NodeViewAnyTimes): NodeView {
   const ev = epochMsOpt(evictAt);
   return { ...rest, lastSeen: epochMs(lastSeen), ...(ev !== undefined ? { evictAt: ev } : {}) };
 }
+
+/** The refusal a node reports for itself when its network pool is out of slots: the scheduler's filters do not see pool levels (admission's refusalOf applies it). */
+export const POOL_EXHAUSTED = 'pool exhausted';

@@ -82,6 +82,11 @@ export interface PauseOptions {
 export interface SandboxRecord extends SandboxView {
   /** Token the envd protocol checks (X-Access-Token); unique per sandbox. */
   accessToken: string;
+  /**
+   * E2B's traffic access token, when the create asked `allowPublicTraffic: false`: requests to
+   * the sandbox's ports other than envd's must carry it (header e2b-traffic-access-token).
+   */
+  trafficAccessToken?: string;
   envVars: Record<string, string>;
   /** Set by the store: bumped by every write, so a writer can say "only if nobody wrote since I read". */
   generation?: number;
@@ -91,6 +96,20 @@ export interface SandboxRecord extends SandboxView {
    * overwrite it.
    */
   nodeAt?: number;
+  /**
+   * Epoch ms: the create's deadline. While `creating`, a record still creating after it whose
+   * creator no longer holds its lock (the replica died, or the create failed during a store
+   * outage) is settled from the node's truth (create-outcomes.ts). An unkeyed create's `running`
+   * record carries it too, where the store can hold a record written and not yet answered (the
+   * cluster: MySQL has it, the route in Redis is written after): a made sandbox whose record still
+   * has it past the deadline was never answered, and is undone (cluster/sandbox-sync.ts).
+   */
+  createBy?: number;
+  /**
+   * The create carried an idempotency key: a creator gone before its answer leaves the sandbox
+   * for the key's next create to adopt; without one, the create is undone.
+   */
+  keyed?: boolean;
 }
 
 /** A kept snapshot as the state store holds it: the view and the origin's envVars (its owner's secret). */
@@ -125,6 +144,77 @@ export function snapshotWithEpochTime<T extends { createdAt: number }>(s: T): T 
 
 /** A record without what only the sandbox's owner may see (token, env). */
 export function publicView(rec: SandboxRecord): SandboxView {
-  const { accessToken: _t, envVars: _e, generation: _g, nodeAt: _n, ...view } = rec;
+  const { accessToken: _t, trafficAccessToken: _p, envVars: _e, generation: _g, nodeAt: _n, createBy: _c, keyed: _k, ...view } = rec;
   return view;
+}
+
+/** A sandbox's own egress rules as a create asks for them; absent fields take the node's default (network/egress.ts resolves them). */
+export interface EgressRequest {
+  allowInternet?: boolean;
+  allowOut?: string[];
+  denyOut?: string[];
+}
+
+/** A create as the control plane takes it (E2B and admin routes map their bodies to it). */
+export interface CreateSandboxRequest {
+  /** 'base' or absent means the configured default template. */
+  templateID?: string;
+  /** Seconds; absent = sandbox.default_timeout_sec. */
+  timeoutSec?: number;
+  cpus?: number;
+  memoryMiB?: number;
+  diskGiB?: number;
+  metadata?: Record<string, string>;
+  envVars?: Record<string, string>;
+  /** The sandbox's own egress rules; absent: the node's defaults. */
+  egress?: EgressRequest;
+  /** What its timeout does; absent: killed. */
+  lifecycle?: SandboxLifecycle;
+  /** false (E2B network.allowPublicTraffic): its ports other than envd's answer only requests carrying its traffic access token. */
+  allowPublicTraffic?: boolean;
+  /** Place on this node only (console "launch on the selected node"). */
+  nodeID?: string;
+  /** Place only on nodes of this runtime driver (ns, microvm, sim). */
+  runtime?: string;
+  /** Who asked (API key id), for the audit trail. */
+  actor?: string;
+  /** Set by the control plane for a templateID that names a snapshot: the node starts the writable layer from it. */
+  fromSnapshot?: string;
+  /** The client's idempotency key (header or label cube.idempotency_key): repeats get this create's outcome (control/create-keys.ts). */
+  idempotencyKey?: string;
+  /** Aborted when the client's connection closes before the answer: a create without a key is then undone. */
+  signal?: AbortSignal;
+}
+
+/** The record without the mark of a create not yet answered (`createBy` on a made sandbox): for a writer whose write was answered. */
+export function answeredRecord(rec: SandboxRecord): SandboxRecord {
+  if (rec.state === 'creating' || rec.createBy === undefined) return rec;
+  const { createBy: _c, ...answered } = rec;
+  return answered;
+}
+
+/** What a record keeps that no node answer carries (its owner's secrets): kept when a node's view is written over it. */
+export function secretsOf(rec: SandboxRecord): Pick<SandboxRecord, 'accessToken' | 'trafficAccessToken' | 'envVars'> {
+  return { accessToken: rec.accessToken, envVars: rec.envVars, ...(rec.trafficAccessToken !== undefined ? { trafficAccessToken: rec.trafficAccessToken } : {}) };
+}
+
+/**
+ * A sandbox's live use, as its node reads it on request (GET /admin/v1/usage, the console's
+ * sandboxes view): cgroup counters and the writable layer's quota-group figure, never a walk of
+ * its files. Sizes in bytes.
+ */
+export interface SandboxUsage {
+  sandboxID: string;
+  /** CPU used since the node's previous reading, percent of the sandbox's own vCPUs (100 = all busy); absent on the first reading. */
+  cpuPercent?: number;
+  memoryBytes: number;
+  memoryLimitBytes: number;
+  /** Processes (and threads) in its pids cgroup. */
+  pids: number;
+  /** The writable layer's quota-group use, as last sampled (every few seconds); absent: not measured yet or no store. */
+  diskUsedBytes?: number;
+  diskLimitBytes: number;
+  /** Bytes received and sent by the sandbox since its network slot was made (its host-side link's counters); absent where it has none. */
+  netRxBytes?: number;
+  netTxBytes?: number;
 }

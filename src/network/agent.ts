@@ -5,6 +5,7 @@
 // table and sandboxes' own rules).
 import type { Logger } from 'pino';
 import { CubeError } from '../errors.js';
+import { isNodeTag } from '../ids.js';
 import type { PoolView } from '../model/node.js';
 import type { NetSlot, NetworkAgent, SlotMode } from './types.js';
 import { parseRange } from './ipam.js';
@@ -41,7 +42,7 @@ export class NsNetworkAgent implements NetworkAgent {
   private readonly background = new Set<Promise<unknown>>();
 
   constructor(private readonly opts: NetworkAgentOptions) {
-    if (!/^[0-9a-f]{4}$/.test(opts.nodeTag)) throw new CubeError('CONFIG_INVALID', `node tag "${opts.nodeTag}" must be 4 hex characters`);
+    if (!isNodeTag(opts.nodeTag)) throw new CubeError('CONFIG_INVALID', `node tag "${opts.nodeTag}" is not a node tag (src/ids.ts)`);
     const tapInitNum = opts.tapInitNum ?? 0;
     for (const [key, n] of [['tap_init_num', opts.initNum], ['microvm_tap_init_num', tapInitNum]] as const) {
       if (!Number.isInteger(n) || n < 0) throw new CubeError('CONFIG_INVALID', `${key} must be a non-negative integer, got ${n}`);
@@ -51,8 +52,8 @@ export class NsNetworkAgent implements NetworkAgent {
     if (opts.initNum + tapInitNum > range.maxIndex) {
       throw new CubeError('CONFIG_INVALID', `tap_init_num ${opts.initNum} + microvm_tap_init_num ${tapInitNum} exceed the ${range.maxIndex} slots of ${range.cidr}`);
     }
-    this.slots = new Slots(this.sp, this.tag, range, (i) => this.all().some((p) => p.holds(i)), opts.log);
     this.firewall = new Firewall(this.sp, this.tag, range.cidr, opts.policy);
+    this.slots = new Slots(this.sp, this.tag, range, (i) => this.all().some((p) => p.holds(i)), () => this.firewall.connLimits, opts.log);
     const pool = (mode: SlotMode, target: number) =>
       new SlotPool({ tag: this.tag, mode, target, slots: this.slots, firewall: this.firewall, track: (p) => this.track(p), ...(opts.log ? { log: opts.log } : {}), ...(opts.onNotice ? { onNotice: opts.onNotice } : {}) });
     this.pools = { ns: pool('ns', opts.initNum), tap: pool('tap', tapInitNum) };

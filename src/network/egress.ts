@@ -6,13 +6,7 @@
 // deny list). Destinations are IPv4 addresses or CIDRs, merged into disjoint ranges because
 // nftables interval sets refuse overlapping elements. Pure.
 import { CubeError } from '../errors.js';
-
-/** What a create asks for; absent fields take the node's default. */
-export interface EgressRequest {
-  allowInternet?: boolean;
-  allowOut?: string[];
-  denyOut?: string[];
-}
+import type { EgressRequest } from '../model/sandbox.js';
 
 /** A sandbox's resolved rules, as nftables set elements (ranges `a.b.c.d-e.f.g.h` or single addresses). */
 export interface EgressRules {
@@ -99,7 +93,7 @@ export function destinationElements(list: readonly string[], field: string): str
 export function resolveEgress(req: EgressRequest | undefined, nodeDenyOut: readonly string[]): EgressRules | undefined {
   if (!req || (req.allowInternet === undefined && !req.allowOut?.length && !req.denyOut?.length)) return undefined;
   const allow = merge((req.allowOut ?? []).map((s) => parseDestination(s, 'network.allowOut')));
-  const nodeDeny = (nodeDenyOut ?? []).map((s) => [s, parseDestination(s, 'deny_out')] as const);
+  const nodeDeny = nodeDenyOut.map((s) => [s, parseDestination(s, 'deny_out')] as const);
   for (const [a, b] of allow) {
     const hit = nodeDeny.find(([, [c, d]]) => a <= d && c <= b);
     if (hit) {

@@ -69,6 +69,11 @@ export class Firewall {
     for (const [index, rules] of bySlot) this.egress.set(index, rules);
   }
 
+  /** Per-sandbox connection limits in force (a TAP slot's netns applies them when it is made or reset). */
+  get connLimits(): ConnLimits {
+    return this.policy.connLimits;
+  }
+
   /** Validates and takes a new policy; `install` replaces the table with it. */
   setPolicy(policy: PolicySettings): void {
     destinationElements(policy.denyOut, 'deny_out');

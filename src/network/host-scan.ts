@@ -108,3 +108,13 @@ export function hostNetworksOf(routeTable: string): string[] {
 export async function hostNetworks(): Promise<string[]> {
   return hostNetworksOf(await readFile('/proc/net/route', 'utf8').catch(() => ''));
 }
+
+/** A host link's byte counters (/sys/class/net/IF/statistics), or undefined when it has none. */
+export async function linkBytes(ifName: string): Promise<{ rx: number; tx: number } | undefined> {
+  try {
+    const [rx, tx] = await Promise.all(['rx_bytes', 'tx_bytes'].map((f) => readFile(`${SYS_NET_DIR}/${ifName}/statistics/${f}`, 'utf8')));
+    return { rx: Number(rx), tx: Number(tx) };
+  } catch {
+    return undefined;
+  }
+}

@@ -20,8 +20,12 @@ export interface Range {
   maxIndex: number;
 }
 
-/** Wider than /8 would need more than 7 digits in `cube<tag><index>`, which must fit in 15 chars. */
 const MIN_PREFIX = 8;
+/**
+ * Highest slot index: `cube` + a 6-character tag + the index must fit IFNAMSIZ - 1 = 15
+ * characters, so 5 digits. A range wider than a /14 hands out its first 99,999 slots only.
+ */
+export const MAX_SLOT_INDEX = 99_999;
 export const SLOT_PREFIX = 30;
 
 function bad(msg: string): CubeError {
@@ -56,7 +60,7 @@ export function parseRange(cidr: string): Range {
   if (base % size !== 0) {
     throw bad(`network cidr "${cidr}" has host bits set; did you mean ${formatIPv4(base - (base % size))}/${prefixLen}?`);
   }
-  return { cidr: `${formatIPv4(base)}/${prefixLen}`, base, prefixLen, maxIndex: size / 4 - 1 };
+  return { cidr: `${formatIPv4(base)}/${prefixLen}`, base, prefixLen, maxIndex: Math.min(size / 4 - 1, MAX_SLOT_INDEX) };
 }
 
 export function slotAddresses(range: Range, index: number): SlotAddresses {

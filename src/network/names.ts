@@ -8,7 +8,7 @@ export function netnsName(tag: string, index: number): string {
   return `cube-${tag}-${index}`;
 }
 
-/** `cube` + 4-hex tag + index: at most 15 chars (IFNAMSIZ - 1) for indices below 10^7. */
+/** `cube` + tag + index: at most 15 chars (IFNAMSIZ - 1): a 6-character tag and indices up to MAX_SLOT_INDEX (a 4-hex tag of an older data dir, likewise). */
 export function hostIfName(tag: string, index: number): string {
   return `cube${tag}${index}`;
 }

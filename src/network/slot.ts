@@ -4,6 +4,7 @@
 // pool: which slot is free or whose is the pool's (pool.ts).
 import { access } from 'node:fs/promises';
 import type { Logger } from 'pino';
+import type { ConnLimits } from './nft.js';
 import type { NetSlot, SlotMode } from './types.js';
 import { SlotAllocator, slotAddresses, type Range, type SlotAddresses } from './ipam.js';
 import { NETNS_DIR, hostIfName, netnsName } from './names.js';
@@ -48,6 +49,8 @@ export class Slots {
     readonly range: Range,
     /** Whether a sandbox holds the slot of this index (its index is not freed under it). */
     private readonly held: (index: number) => boolean,
+    /** The node's per-sandbox connection limits now (config): a TAP slot's netns applies them to its guest. */
+    private readonly connLimits: () => ConnLimits,
     private readonly log?: Logger,
   ) {
     this.alloc = new SlotAllocator(range);
@@ -108,7 +111,7 @@ export class Slots {
 
   /** The TAP mode's part, made (or made again): undefined when done, else what failed. */
   private async setupTap(netnsPath: string): Promise<string | undefined> {
-    const r = await this.sp.run('nsenter', [`--net=${netnsPath}`, '--', 'sh', '-c', tapSetupScript()]);
+    const r = await this.sp.run('nsenter', [`--net=${netnsPath}`, '--', 'sh', '-c', tapSetupScript(this.connLimits())]);
     return r.exitCode === 0 ? undefined : `TAP setup failed: ${r.stderr.trim() || `exit ${r.exitCode}`}`;
   }
 

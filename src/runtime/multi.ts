@@ -40,13 +40,13 @@ export class RuntimeSet implements RuntimeDriver {
     }
     const of = (h: SandboxHandle) => this.driverOf(h.sandboxID).files;
     this.files = {
-      stat: (h, p) => of(h).stat(h, p),
-      list: (h, p, d) => of(h).list(h, p, d),
-      read: (h, p) => of(h).read(h, p),
-      write: (h, p, data, u, m) => of(h).write(h, p, data, u, m),
-      mkdir: (h, p, u) => of(h).mkdir(h, p, u),
-      remove: (h, p) => of(h).remove(h, p),
-      move: (h, a, b) => of(h).move(h, a, b),
+      stat: (h, p, u, as) => of(h).stat(h, p, u, as),
+      list: (h, p, d, u, as) => of(h).list(h, p, d, u, as),
+      read: (h, p, u, as) => of(h).read(h, p, u, as),
+      write: (h, p, data, u, m, as) => of(h).write(h, p, data, u, m, as),
+      mkdir: (h, p, u, as) => of(h).mkdir(h, p, u, as),
+      remove: (h, p, u, as) => of(h).remove(h, p, u, as),
+      move: (h, a, b, u, as) => of(h).move(h, a, b, u, as),
     };
   }
 
@@ -129,6 +129,10 @@ export class RuntimeSet implements RuntimeDriver {
 
   stats(h: SandboxHandle): Promise<SandboxStats> {
     return this.driverOf(h.sandboxID).stats(h);
+  }
+
+  oomKills(h: SandboxHandle): Promise<number> {
+    return this.driverOf(h.sandboxID).oomKills(h);
   }
 
   /** The runtime a sandbox runs on. */

@@ -111,6 +111,13 @@ export interface ExecProcess {
   kill(signal?: NodeJS.Signals): void;
   /** Resizes the terminal (only for a `pty` request). */
   resize?(cols: number, rows: number): void;
+  /**
+   * Stops reading stdout and stderr for `ms` (output nobody took): the command blocks on its full
+   * pipe meanwhile, cubed holding a bounded amount of it; calls while stopped do not extend it; a
+   * no-op once the command has exited, so its last output drains. Absent: the runtime cannot
+   * (pausing the streams would only buffer what keeps coming).
+   */
+  pauseOutput?(ms: number): void;
 }
 
 export interface FileStat {
@@ -126,16 +133,33 @@ export interface FileStat {
   symlinkTarget?: string;
 }
 
-/** File access confined to the sandbox root: `..` and symlinks leading out are refused (130400). */
+/** How a file operation acts for its user: `permissions` true, only where the user's own process could. */
+export interface FileAccess {
+  permissions?: boolean;
+}
+
+/**
+ * File access confined to the sandbox root: `..` and symlinks leading out are refused (130400).
+ * `user` (default 'user') with `as.permissions` (the files API): the operation is refused (400
+ * "Permission denied") where that user's own process inside the sandbox could not do it (read a
+ * 0600 root file, list /root, remove a root file from a root directory or from /tmp); root, and
+ * callers without `as.permissions` (template builds, as Docker's COPY), act anywhere.
+ */
 export interface SandboxFiles {
-  stat(h: SandboxHandle, path: string): Promise<FileStat>;
-  list(h: SandboxHandle, path: string, depth?: number): Promise<FileStat[]>;
-  read(h: SandboxHandle, path: string): Promise<Readable>;
-  /** Creates parent directories; owned by `user` (default 'user'); `mode` (default 0644, the ns runtime's template builds set it) applies to the file. */
-  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number): Promise<FileStat>;
-  mkdir(h: SandboxHandle, path: string, user?: string): Promise<boolean>;
-  remove(h: SandboxHandle, path: string): Promise<void>;
-  move(h: SandboxHandle, from: string, to: string): Promise<FileStat>;
+  stat(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<FileStat>;
+  /** Below a directory the user may not read, a deeper listing lists nothing (as `ls -R` goes on past it). */
+  list(h: SandboxHandle, path: string, depth?: number, user?: string, as?: FileAccess): Promise<FileStat[]>;
+  read(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<Readable>;
+  /**
+   * Creates parent directories; owned by `user` (default 'user'); `mode` (default 0644, the ns
+   * runtime's template builds set it) applies to the file. Without `as.permissions` (template
+   * builds, as Docker's COPY) it writes anywhere and gives the files to `user`.
+   */
+  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number, as?: FileAccess): Promise<FileStat>;
+  mkdir(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<boolean>;
+  remove(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<void>;
+  /** Parent directories of `to` are made, owned by `user` with `as.permissions`, else by the moved file's owner. */
+  move(h: SandboxHandle, from: string, to: string, user?: string, as?: FileAccess): Promise<FileStat>;
 }
 
 /** A change below a watched directory; `name` is relative to it. */
@@ -191,6 +215,11 @@ export interface RuntimeDriver {
   alive(h: SandboxHandle): boolean;
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess;
   stats(h: SandboxHandle): Promise<SandboxStats>;
+  /**
+   * Processes OOM-killed in the sandbox so far (a kernel counter: the memory cgroup's oom_kill),
+   * what the cubelet polls every second: one small read, never a walk of the sandbox's files.
+   */
+  oomKills(h: SandboxHandle): Promise<number>;
   /** CPU time all of this node's sandboxes have used, microseconds, monotonic (the live cpu gate); absent when the driver cannot tell. */
   cpuUsageUsec?(): number | undefined;
   files: SandboxFiles;

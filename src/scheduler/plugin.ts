@@ -9,6 +9,8 @@ export interface PlacementRequest {
   templateID: string;
   cpus: number;
   memoryMiB: number;
+  /** The writable layer's quota (disk_gib); absent: counted as 0 (the disk_quota filter then checks only what the node holds). */
+  diskGiB?: number;
   /** Place on this node only. */
   nodeID?: string;
   /** Place only on nodes running this runtime driver. */
@@ -94,6 +96,10 @@ export interface PreparedNode {
   readonly diskUsedPercent: number;
   readonly quotaMemUsedMiB: number;
   readonly quotaCpuUsed: number;
+  /** Disk quotas its sandboxes hold, GiB (0 from nodes that do not say). */
+  readonly quotaDiskUsedGiB: number;
+  /** Its sandbox store's size in bytes; undefined on runtimes without one (nothing to count disk against). */
+  readonly storeBytes: number | undefined;
   /** Sandboxes on the node, paused ones included. */
   readonly sandboxes: number;
   readonly templates: readonly string[];
@@ -152,6 +158,8 @@ export function prepareNode(view: NodeView): PreparedNode {
     diskUsedPercent: usage.diskUsedPercent,
     quotaMemUsedMiB: usage.quotaMemUsedMiB,
     quotaCpuUsed: usage.quotaCpuUsed,
+    quotaDiskUsedGiB: usage.quotaDiskUsedGiB ?? 0,
+    storeBytes: usage.store?.sizeBytes,
     sandboxes: view.sandboxes.total,
     templates: view.templates,
     templateMask,

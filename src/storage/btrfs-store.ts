@@ -28,6 +28,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { CubeError } from '../errors.js';
 import type { StoreView } from '../model/node.js';
+import { namesOrNone, readTextOrAbsent } from '../fsx.js';
 
 export const BTRFS_MAGIC = 0x9123683e;
 const GIB = 1024 ** 3;
@@ -292,7 +293,7 @@ export class BtrfsStore {
 
   /** Ids of the kept snapshots. */
   async kept(): Promise<string[]> {
-    return readdir(this.snapshotsDir).catch(() => []);
+    return namesOrNone(this.snapshotsDir);
   }
 
   private keptDir(snapshotID: string): string {
@@ -344,7 +345,8 @@ export class BtrfsStore {
     try {
       await Promise.all([mkdir(join(dir, 'upper')), mkdir(join(dir, 'work'))]);
     } catch (e) {
-      await this.removeDir(dir).catch(() => undefined);
+      // The mkdir's error is the one to report; a subvolume left behind is named in the log.
+      await this.removeDir(dir).catch((err: unknown) => this.log?.warn({ err, dir }, 'could not remove a half-made subvolume'));
       throw this.failure(what, (e as Error).message);
     }
     return Number(r.stdout.trim());
@@ -361,7 +363,7 @@ export class BtrfsStore {
 
   /** Sandbox ids that have a directory in the store. */
   async list(): Promise<string[]> {
-    return readdir(this.sandboxesDir).catch(() => []);
+    return namesOrNone(this.sandboxesDir);
   }
 
   /** Size and free space of the store (one statfs; remembered for assertRoom). */
@@ -388,7 +390,7 @@ export class BtrfsStore {
       [...sandboxIDs].map(async (id) => {
         const sub = this.ids.get(id);
         if (!sub || !this.fsid) return;
-        const text = await readFile(join('/sys/fs/btrfs', this.fsid, 'qgroups', `0_${sub}`, 'exclusive'), 'utf8').catch(() => undefined);
+        const text = await readTextOrAbsent(join('/sys/fs/btrfs', this.fsid, 'qgroups', `0_${sub}`, 'exclusive'));
         if (text !== undefined) out.set(id, Number(text.trim()));
       }),
     );
@@ -400,7 +402,7 @@ export class BtrfsStore {
    * usage last read (at most USAGE_MAX_AGE_MS old, refreshed in the background): no syscall waited for.
    */
   assertRoom(): void {
-    if (!this.cached || Date.now() - this.cached.at > USAGE_MAX_AGE_MS) void this.usage().catch(() => undefined);
+    if (!this.cached || Date.now() - this.cached.at > USAGE_MAX_AGE_MS) void this.usage().catch(() => undefined); // a failed read keeps the last figure; the next call tries again
     const u = this.cached?.usage;
     if (u && u.freeBytes < STORE_MIN_FREE_BYTES) {
       throw new CubeError('STORE_FULL', `sandbox store ${u.path} is full: ${mib(u.freeBytes)} MiB free of ${mib(u.sizeBytes)} MiB (at least ${mib(STORE_MIN_FREE_BYTES)} MiB needed)`, { retryAfter: 5 });
@@ -445,7 +447,13 @@ export class BtrfsStore {
         await f.close();
       }
       try {
-        await this.run(['mkfs.btrfs', '-q', '-L', 'cube-store', this.image]);
+        // Mixed block groups, single profile: the default DUP metadata on one device stores every
+        // metadata block twice while qgroups count it once (issue 29: a file flood under a 64 MiB
+        // quota cost 128 MiB of store; mixed single, 65 MiB). Mixed, not separate single groups:
+        // with those, data chunks took all unallocated space once a writer filled the store, and
+        // with 100 MiB still free no subvolume, directory or file could be made (the metadata
+        // group, 8 MiB, could not grow). A store made before keeps its profile.
+        await this.run(['mkfs.btrfs', '-q', '-L', 'cube-store', '--mixed', '-m', 'single', '-d', 'single', this.image]);
       } catch (e) {
         await rm(this.image, { force: true });
         throw e;

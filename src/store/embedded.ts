@@ -4,12 +4,16 @@
 // views, lost markers, creates in flight, locks, leases) in memory, like the cluster's Redis,
 // which keeps nothing on disk either: one process holds it, and a restart starts it over.
 import Database from 'better-sqlite3';
+import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
 import { CubeError } from '../errors.js';
-import { eventWithEpochTime, type EventView } from '../model/event.js';
+import { eventWithEpochTime, isFloodKind, type EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
-import { snapshotWithEpochTime, type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../model/sandbox.js';
+import { answeredRecord, snapshotWithEpochTime, type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../model/sandbox.js';
 import { isoTime } from '../model/time.js';
-import { fenceFloor, matchesFilter, parseNodeRecord, parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from './types.js';
+import type { ApiKeyRecord, KeyUsage, QuotaClaim, QuotaRefusal } from '../model/api-key.js';
+import { EmbeddedKeys, KEY_MIGRATIONS } from './embedded-keys.js';
+import { EmbeddedLifecycle, LIFECYCLE_MIGRATION } from './embedded-lifecycle.js';
+import { createKeyRow, fenceFloor, matchesFilter, parseNodeRecord, parseRecord, recordJson, type ApiKeyPatch, type AuditRecord, type ConfigVersionRecord, type CreateKeyRecord, type CreateKeyRow, type NodeRecord, type StateStore } from './types.js';
 
 // Append-only list: a migration, once released, never changes; new ones go at the end.
 const MIGRATIONS: string[] = [
@@ -25,6 +29,13 @@ const MIGRATIONS: string[] = [
   `CREATE TABLE deleted_sandboxes (id TEXT PRIMARY KEY, at INTEGER NOT NULL);
    CREATE TABLE config_head (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, at TEXT NOT NULL, actor TEXT NOT NULL, reason TEXT NOT NULL, master TEXT NOT NULL, cubelet TEXT NOT NULL);
    CREATE TABLE node_templates (template_id TEXT NOT NULL, node_id TEXT NOT NULL, PRIMARY KEY (template_id, node_id));`,
+  ...KEY_MIGRATIONS,
+  LIFECYCLE_MIGRATION,
+  // Idempotent creates: `open` is 1 while the claim has no outcome or a failed one (it may be taken over).
+  `CREATE TABLE create_keys (k TEXT PRIMARY KEY, sandbox_id TEXT NOT NULL, deadline INTEGER NOT NULL, expires_at INTEGER NOT NULL, outcome TEXT, open INTEGER NOT NULL);`,
+  // Events of the flood kinds (model/event.ts isFloodKind) are kept within their own retention.
+  `ALTER TABLE events ADD COLUMN flood INTEGER NOT NULL DEFAULT 0;
+   CREATE INDEX events_flood ON events(flood, id);`,
 ];
 
 /**
@@ -37,10 +48,12 @@ const DELETED_KEEP_MS = 24 * 3600_000;
 export interface EmbeddedStoreOptions {
   /** File path, or ':memory:'. */
   path: string;
-  /** Events kept; older ones are pruned on append. */
+  /** Events kept of the lifecycle kinds, and again of the flood kinds (model/event.ts); older ones are pruned on append. */
   eventRetention?: number;
 }
 
+// Records go without a made sandbox's `createBy` (SandboxRecord): here the record's write and the
+// answer are one process's, with no I/O between them, so a written record was answered.
 export class EmbeddedStore implements StateStore {
   private db?: Database.Database;
   private readonly retention: number;
@@ -52,6 +65,13 @@ export class EmbeddedStore implements StateStore {
   private readonly locks = new Map<string, { token: string; until: number }>();
   private readonly leases = new Map<string, { holder: string; until: number }>();
   private fence = fenceFloor();
+  private readonly keys = new EmbeddedKeys((sql) => this.q(sql));
+  readonly lifecycle = new EmbeddedLifecycle(
+    (sql) => this.q(sql),
+    () => this.d,
+  );
+  /** Claims since open: every 1000th prunes the expired keys. */
+  private claims = 0;
 
   constructor(private readonly opts: EmbeddedStoreOptions) {
     this.retention = opts.eventRetention ?? 10_000;
@@ -59,8 +79,17 @@ export class EmbeddedStore implements StateStore {
 
   async init(): Promise<void> {
     try {
+      // Tokens and env vars live here: owner only, also when the file (or the data dir) existed
+      // before with a looser mode; SQLite makes its -wal and -shm files with the database's mode.
+      // (':memory:' is no file: opening it as one left an empty ':memory:' in the working directory.)
+      const onDisk = this.opts.path !== ':memory:';
+      if (onDisk) {
+        closeSync(openSync(this.opts.path, 'a', 0o600));
+        chmodSync(this.opts.path, 0o600);
+      }
       const db = new Database(this.opts.path);
       db.pragma('journal_mode = WAL');
+      if (onDisk) for (const side of ['-wal', '-shm']) if (existsSync(this.opts.path + side)) chmodSync(this.opts.path + side, 0o600);
       db.pragma('synchronous = NORMAL');
       db.pragma('busy_timeout = 5000');
       const current = db.pragma('user_version', { simple: true }) as number;
@@ -99,12 +128,14 @@ export class EmbeddedStore implements StateStore {
   }
 
   async putSandbox(rec: SandboxRecord): Promise<number> {
+    rec = answeredRecord(rec);
     const row = this.q('INSERT INTO sandboxes (id, state, node_id, template_id, record, generation) VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT(id) DO UPDATE SET state=excluded.state, node_id=excluded.node_id, template_id=excluded.template_id, record=excluded.record, generation=generation+1 RETURNING generation')
       .get(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, recordJson(rec)) as { generation: number };
     return row.generation;
   }
 
   async putSandboxIf(rec: SandboxRecord, generation: number): Promise<number> {
+    rec = answeredRecord(rec);
     const row =
       generation === 0
         ? this.q('INSERT INTO sandboxes (id, state, node_id, template_id, record, generation) SELECT ?, ?, ?, ?, ?, 1 WHERE NOT EXISTS (SELECT 1 FROM deleted_sandboxes WHERE id = ?) ON CONFLICT(id) DO NOTHING RETURNING generation').get(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, recordJson(rec), rec.sandboxID)
@@ -123,6 +154,7 @@ export class EmbeddedStore implements StateStore {
   /** A tombstone: wasDeleted answers from it, and putSandboxIf(…, 0) refuses the id. */
   private remember(sandboxID: string): void {
     this.q('INSERT OR REPLACE INTO deleted_sandboxes (id, at) VALUES (?, ?)').run(sandboxID, Date.now());
+    this.keys.forget(sandboxID);
   }
 
   async getSandboxForWrite(sandboxID: string): Promise<SandboxRecord | undefined> {
@@ -171,10 +203,11 @@ export class EmbeddedStore implements StateStore {
     const d = this.d;
     const id = d.transaction(() => {
       // The at column keeps ISO 8601, as in the rows before numeric times (the body is what is read).
-      const info = this.q('INSERT INTO events (at, body) VALUES (?, ?)').run(isoTime(e.at), JSON.stringify(e));
-      const newID = Number(info.lastInsertRowid);
-      this.q('DELETE FROM events WHERE id <= ?').run(newID - this.retention);
-      return newID;
+      const flood = isFloodKind(e.kind) ? 1 : 0;
+      const info = this.q('INSERT INTO events (at, body, flood) VALUES (?, ?, ?)').run(isoTime(e.at), JSON.stringify(e), flood);
+      // Each kind's class keeps its newest `retention`: a flood pushes out only its own kind's.
+      this.q('DELETE FROM events WHERE flood = ? AND id <= (SELECT id FROM events WHERE flood = ? ORDER BY id DESC LIMIT 1 OFFSET ?)').run(flood, flood, this.retention);
+      return Number(info.lastInsertRowid);
     })();
     return { ...e, id };
   }
@@ -229,10 +262,10 @@ export class EmbeddedStore implements StateStore {
     return (this.q('SELECT * FROM config_versions ORDER BY version DESC LIMIT ?').all(limit) as ConfigRow[]).map(configRecord);
   }
 
-  async appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
-    const info = this.q('INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(rec.at, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail));
-    return { ...rec, id: Number(info.lastInsertRowid) };
+  async appendAudit(rec: Omit<AuditRecord, 'id' | 'actorName'>): Promise<AuditRecord> {
+    const row = this.q('INSERT INTO audit (at, actor, actor_name, action, target, outcome, detail) VALUES (?, ?, (SELECT name FROM api_keys WHERE id = ?), ?, ?, ?, ?) RETURNING id, actor_name')
+      .get(rec.at, rec.actor, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)) as { id: number; actor_name: string | null };
+    return { ...rec, id: row.id, ...(row.actor_name !== null ? { actorName: row.actor_name } : {}) };
   }
 
   async listAudit(opts: { limit?: number; actor?: string } = {}): Promise<AuditRecord[]> {
@@ -241,8 +274,8 @@ export class EmbeddedStore implements StateStore {
       opts.actor !== undefined
         ? this.q('SELECT * FROM audit WHERE actor = ? ORDER BY id DESC LIMIT ?').all(opts.actor, limit)
         : this.q('SELECT * FROM audit ORDER BY id DESC LIMIT ?').all(limit)
-    ) as (Omit<AuditRecord, 'detail'> & { detail: string | null })[];
-    return rows.map(({ detail, ...r }) => (detail === null ? r : { ...r, detail: JSON.parse(detail) as Record<string, unknown> }));
+    ) as (Omit<AuditRecord, 'detail' | 'actorName'> & { detail: string | null; actor_name: string | null })[];
+    return rows.map(({ detail, actor_name, ...r }) => ({ ...r, ...(actor_name !== null ? { actorName: actor_name } : {}), ...(detail !== null ? { detail: JSON.parse(detail) as Record<string, unknown> } : {}) }));
   }
 
   async putNode(rec: NodeRecord): Promise<void> {
@@ -370,6 +403,64 @@ export class EmbeddedStore implements StateStore {
     if (cur && cur.holder !== holder && cur.until > now) return false;
     this.leases.set(name, { holder, until: now + ttlMs });
     return true;
+  }
+
+  async putApiKey(rec: ApiKeyRecord): Promise<boolean> {
+    return this.keys.put(rec);
+  }
+
+  async getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
+    return this.keys.get(id);
+  }
+
+  async apiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+    return this.keys.byHash(hash);
+  }
+
+  async listApiKeys(): Promise<ApiKeyRecord[]> {
+    return this.keys.list();
+  }
+
+  async updateApiKey(id: string, patch: ApiKeyPatch): Promise<ApiKeyRecord | undefined> {
+    return this.keys.update(id, patch);
+  }
+
+  async deleteApiKey(id: string): Promise<boolean> {
+    return this.keys.remove(id);
+  }
+
+  async claimQuota(claim: QuotaClaim): Promise<QuotaRefusal | undefined> {
+    return this.keys.claim(claim);
+  }
+
+  async releaseQuota(owner: string, sandboxID: string): Promise<void> {
+    this.keys.release(owner, sandboxID);
+  }
+
+  async quotaUsage(owners: string[]): Promise<Map<string, KeyUsage>> {
+    return new Map(owners.map((o) => [o, this.keys.usage(o)]));
+  }
+
+  async claimCreateKey(rec: CreateKeyRecord, over?: string): Promise<CreateKeyRecord> {
+    const now = Date.now();
+    const open = rec.outcome === undefined || 'failed' in rec.outcome ? 1 : 0;
+    const outcome = rec.outcome === undefined ? null : JSON.stringify(rec.outcome);
+    this.d.transaction(() => {
+      this.q('DELETE FROM create_keys WHERE k = ? AND expires_at <= ?').run(rec.key, now);
+      if (this.q('INSERT OR IGNORE INTO create_keys (k, sandbox_id, deadline, expires_at, outcome, open) VALUES (?, ?, ?, ?, ?, ?)').run(rec.key, rec.sandboxID, rec.deadline, rec.expiresAt, outcome, open).changes === 1) return;
+      if (over !== undefined) this.q('UPDATE create_keys SET sandbox_id = ?, deadline = ?, expires_at = ?, outcome = ?, open = ? WHERE k = ? AND sandbox_id = ? AND open = 1').run(rec.sandboxID, rec.deadline, rec.expiresAt, outcome, open, rec.key, over);
+    })();
+    if (++this.claims % 1000 === 0) this.q('DELETE FROM create_keys WHERE expires_at <= ?').run(now);
+    return (await this.getCreateKey(rec.key)) ?? rec;
+  }
+
+  async getCreateKey(key: string): Promise<CreateKeyRecord | undefined> {
+    const row = this.q('SELECT k, sandbox_id, deadline, expires_at, outcome FROM create_keys WHERE k = ? AND expires_at > ?').get(key, Date.now()) as CreateKeyRow | undefined;
+    return row && createKeyRow(row);
+  }
+
+  async settleCreateKey(key: string, sandboxID: string, outcome: NonNullable<CreateKeyRecord['outcome']>): Promise<boolean> {
+    return this.q('UPDATE create_keys SET outcome = ?, open = ? WHERE k = ? AND sandbox_id = ?').run(JSON.stringify(outcome), 'failed' in outcome ? 1 : 0, key, sandboxID).changes === 1;
   }
 
   async putSnapshot(rec: SnapshotRecord): Promise<void> {

@@ -2,7 +2,9 @@
 // SQLite backend (embedded.ts); a cluster uses Redis + MySQL behind the same interface, and both
 // pass the same contract tests (test/store/contract.ts). Every method is async so a networked
 // backend fits; none returns live objects (callers get copies).
+import type { ApiKeyRecord, KeyQuotas, KeyRole, KeyUsage, QuotaClaim, QuotaRefusal } from '../model/api-key.js';
 import type { EventView } from '../model/event.js';
+import type { LifecycleStore } from './lifecycle.js';
 import type { NodeView } from '../model/node.js';
 import { epochMs, epochMsOpt } from '../model/time.js';
 import { withEpochTimes, type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../model/sandbox.js';
@@ -24,6 +26,8 @@ export interface AuditRecord {
   at: string;
   /** API key id (never the key), or 'system'. */
   actor: string;
+  /** The key's name when the record was written (the store reads it from the key's record); absent for 'system' or a key gone since. */
+  actorName?: string;
   /** e.g. 'sandbox.create', 'node.cordon', 'config.set'. */
   action: string;
   /** Sandbox id, node id or config path. */
@@ -44,7 +48,30 @@ export interface NodeRecord {
   joinedAt: number;
 }
 
+/**
+ * A create's idempotency key (control/create-keys.ts): which sandbox the key's create is making or
+ * made, and its outcome once known. Kept in the durable half of the store, so any replica answers a
+ * repeated create the same way, also after the replica that took the first one died.
+ */
+export interface CreateKeyRecord {
+  /** The key as stored: a hash of the caller's key id and the client's key. */
+  key: string;
+  /** The sandbox the claim's create makes (a new id for each node it tries). */
+  sandboxID: string;
+  /** Epoch ms: the claim's create has an outcome by then, or its sandbox is settled from the node's truth. */
+  deadline: number;
+  /** Epoch ms: forgotten after this. */
+  expiresAt: number;
+  /**
+   * Once known: `created` (the sandbox), `refused` (the same refusal for every repeat), or `failed`
+   * (nothing was made and nothing is left: the next create with the key creates).
+   */
+  outcome?: { created: true } | { refused: { kind: string; message: string } } | { failed: string };
+}
+
 export interface StateStore {
+  /** Tombstones, E2B lifecycle events, webhooks and their deliveries (src/store/lifecycle.ts). */
+  readonly lifecycle: LifecycleStore;
   /** Runs migrations (idempotent) and opens connections. */
   init(): Promise<void>;
   close(): Promise<void>;
@@ -101,7 +128,8 @@ export interface StateStore {
   latestConfigVersion(): Promise<ConfigVersionRecord | undefined>;
   listConfigVersions(limit?: number): Promise<ConfigVersionRecord[]>;
 
-  appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord>;
+  /** Appends the record with the name its actor's key has now (actorName: the caller's is ignored). */
+  appendAudit(rec: Omit<AuditRecord, 'id' | 'actorName'>): Promise<AuditRecord>;
   /** Newest first. */
   listAudit(opts?: { limit?: number; actor?: string }): Promise<AuditRecord[]>;
 
@@ -152,6 +180,44 @@ export interface StateStore {
   /** Takes or extends the lease `name` for `holder` (one replica does a job); false while another holds it. */
   holdLease(name: string, holder: string, ttlMs: number): Promise<boolean>;
 
+  // --- API keys: records (durable) and the usage their quotas count
+  /** Inserts the key; false when its id, name or hash is taken. */
+  putApiKey(rec: ApiKeyRecord): Promise<boolean>;
+  getApiKey(id: string): Promise<ApiKeyRecord | undefined>;
+  /** The key whose SHA-256 (hex) is `hash`: how a request is authenticated. */
+  apiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined>;
+  /** Oldest first. */
+  listApiKeys(): Promise<ApiKeyRecord[]>;
+  /** Changes name, role or quotas (a quota set to null goes back to its default); the record after, undefined when there is none; 409 when the name is taken. */
+  updateApiKey(id: string, patch: ApiKeyPatch): Promise<ApiKeyRecord | undefined>;
+  /** false when there was none. */
+  deleteApiKey(id: string): Promise<boolean>;
+  /**
+   * Admits a create or resume against its key's quotas in one step, whichever replica asks: what
+   * the key's live records in HOLDING_STATES hold, plus the claims admitted and not recorded yet,
+   * plus this claim, must fit every limit, and a creates_per_sec token must be there (taken only
+   * when it is admitted). The claim lasts until its sandbox's record is written in a holding
+   * state (the record counts from then on), releaseQuota, or `ttlMs`. A claim for a sandbox that
+   * holds one already is admitted again (a retry). Undefined when admitted, else the refusal.
+   */
+  claimQuota(claim: QuotaClaim): Promise<QuotaRefusal | undefined>;
+  /** Drops a claim (its create or resume failed); nothing when there is none. */
+  releaseQuota(owner: string, sandboxID: string): Promise<void>;
+  /** Each owner's usage (zero for an owner with none). */
+  quotaUsage(owners: string[]): Promise<Map<string, KeyUsage>>;
+  // --- idempotent creates (CreateKeyRecord), durable
+  /**
+   * Claims `rec.key` for `rec`, in one step: when no claim holds the key (or it expired), or when
+   * `over` is given and the claim in force is still the one for sandbox `over` with no outcome
+   * but `failed` (its creator moves to another node, or a repeat takes over a failed create).
+   * Returns the claim in force after the call: `rec` when it won.
+   */
+  claimCreateKey(rec: CreateKeyRecord, over?: string): Promise<CreateKeyRecord>;
+  /** The claim in force for `key` (undefined when none, or expired). */
+  getCreateKey(key: string): Promise<CreateKeyRecord | undefined>;
+  /** Records the outcome of the claim for sandbox `sandboxID`; false when the key is claimed for another. */
+  settleCreateKey(key: string, sandboxID: string, outcome: NonNullable<CreateKeyRecord['outcome']>): Promise<boolean>;
+
   /** Inserts or replaces a kept snapshot's record. */
   putSnapshot(rec: SnapshotRecord): Promise<void>;
   getSnapshot(snapshotID: string): Promise<SnapshotRecord | undefined>;
@@ -159,6 +225,23 @@ export interface StateStore {
   listSnapshots(): Promise<SnapshotRecord[]>;
   /** false when there was none. */
   deleteSnapshot(snapshotID: string): Promise<boolean>;
+}
+
+/** A change to a key: a quota set to null goes back to its default. */
+export interface ApiKeyPatch {
+  name?: string;
+  role?: KeyRole;
+  quotas?: { [K in keyof KeyQuotas]?: number | null };
+}
+
+/** The record with `patch` applied. Pure. */
+export function patchedKey(rec: ApiKeyRecord, patch: ApiKeyPatch): ApiKeyRecord {
+  const quotas: KeyQuotas = { ...rec.quotas };
+  for (const [k, v] of Object.entries(patch.quotas ?? {}) as [keyof KeyQuotas, number | null | undefined][]) {
+    if (v === null) delete quotas[k];
+    else if (v !== undefined) quotas[k] = v;
+  }
+  return { ...rec, ...(patch.name !== undefined ? { name: patch.name } : {}), ...(patch.role !== undefined ? { role: patch.role } : {}), quotas };
 }
 
 /**
@@ -176,7 +259,7 @@ export function matchesFilter(rec: SandboxRecord, f: ListFilter = {}): boolean {
   if (f.state && f.state.length > 0 && !f.state.includes(rec.state)) return false;
   if (f.nodeID && rec.nodeID !== f.nodeID) return false;
   if (f.templateID && rec.templateID !== f.templateID) return false;
-  if (f.metadata) for (const [k, v] of Object.entries(f.metadata)) if (rec.metadata[k] !== v) return false;
+  if (f.metadata) for (const [k, v] of Object.entries(f.metadata)) if (!Object.hasOwn(rec.metadata, k) || rec.metadata[k] !== v) return false;
   return true;
 }
 
@@ -198,4 +281,19 @@ export function parseNodeRecord(json: string): NodeRecord {
 export function recordJson(rec: SandboxRecord): string {
   const { generation: _g, ...rest } = rec;
   return JSON.stringify(rest);
+}
+
+/** A create key's row as both backends keep it (columns, not JSON: the claim's conditions read them). */
+export interface CreateKeyRow {
+  k: string;
+  sandbox_id: string;
+  deadline: number | string;
+  expires_at: number | string;
+  outcome: string | null;
+}
+
+export function createKeyRow(r: CreateKeyRow): CreateKeyRecord {
+  const rec: CreateKeyRecord = { key: r.k, sandboxID: r.sandbox_id, deadline: Number(r.deadline), expiresAt: Number(r.expires_at) };
+  if (r.outcome !== null) rec.outcome = JSON.parse(r.outcome) as NonNullable<CreateKeyRecord['outcome']>;
+  return rec;
 }

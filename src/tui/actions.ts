@@ -6,7 +6,8 @@ import type { MasterConfig } from '../config/schema.js';
 import { computeDensity, computeHeadroom, densityParamsFromConfig, headroomFromUsage, type DensityParams, type Headroom } from '../model/density.js';
 import { densityText, inline, mib, ratio } from './format.js';
 import { EVENT_PAGE, withOlderEvents } from './model.js';
-import { flash, setUi, type ConsoleStore } from './store.js';
+import { flash, setUi, type ConsoleStore, type Follow } from './store.js';
+import type { OutputLine } from '../cubelet/output-log.js';
 
 export const RELEASE_RATIO_PATH = 'host.quota.paused_resource_release_ratio';
 
@@ -136,6 +137,32 @@ export interface Actions {
   olderEvents(): Promise<EventView | undefined>;
 }
 
+/** Log lines kept per sandbox in the console (k9s keeps about 500): a chatty process cannot grow it. */
+export const LOG_KEEP = 1000;
+
+const eventLogLine = (e: EventView): string => `${e.at.slice(0, 19).replace('T', ' ')} ${e.kind}${e.code === undefined ? '' : ` ${e.code}`}: ${e.message}${e.durationMs === undefined ? '' : ` (${e.durationMs}ms)`}`;
+
+/** One line of a process's output as the logs show it: time to the ms, pid and stream, the text (tabs as spaces: Ink measures a tab as one column). */
+export const outputLogLine = (l: OutputLine): string => `${l.at.slice(0, 23).replace('T', ' ')} [${l.pid} ${l.stream}] ${l.line.replace(/\t/g, '    ')}`;
+
+/** Where following a sandbox's output resumes: its last line's time and how many lines had that time (the next poll asks from it, inclusive). */
+export function followFrom(sandboxID: string, lines: readonly OutputLine[], prev?: Follow): Follow {
+  const last = lines.at(-1);
+  if (!last) return prev ?? { sandboxID, since: '', atSince: 0 };
+  let n = 0;
+  for (let i = lines.length - 1; i >= 0 && lines[i]!.at === last.at; i--) n++;
+  return { sandboxID, since: last.at, atSince: n };
+}
+
+/** The lines of a poll from `f.since` on that are new: those after it, and those at it past the ones already held (pure). */
+export function newOutput(f: Follow, lines: readonly OutputLine[]): OutputLine[] {
+  let skip = f.atSince;
+  return lines.filter((l) => {
+    if (l.at !== f.since) return l.at > f.since;
+    return skip-- <= 0;
+  });
+}
+
 /** Events the daemon keeps at most (the store's retention): `l` reads them all. */
 const HISTORY_LIMIT = 10_000;
 
@@ -255,10 +282,11 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
       }),
     logs: (sandboxID) =>
       run(`logs of ${sandboxID}`, async () => {
-        const events = (await api().events({ limit: HISTORY_LIMIT })).filter((e) => e.sandboxID === sandboxID);
-        const lines = events.map((e) => `${e.at.slice(0, 19).replace('T', ' ')} ${e.kind}${e.code === undefined ? '' : ` ${e.code}`}: ${e.message}${e.durationMs === undefined ? '' : ` (${e.durationMs}ms)`}`);
-        setUi(store, { logs: { ...store.getState().ui.logs, [sandboxID]: lines.length ? lines : ['no event about it in the daemon history'] } });
-        flash(store, `${sandboxID}: ${events.length} event(s) from the daemon history`);
+        const [events, output] = await Promise.all([api().events({ limit: HISTORY_LIMIT }), api().output(sandboxID)]);
+        const mine = events.filter((e) => e.sandboxID === sandboxID);
+        const lines = [...mine.map(eventLogLine), ...output.map(outputLogLine)].sort();
+        setUi(store, { logs: { ...store.getState().ui.logs, [sandboxID]: lines.length ? lines.slice(-LOG_KEEP) : ['no event about it in the daemon history and no output'] }, follow: followFrom(sandboxID, output) });
+        flash(store, `${sandboxID}: ${mine.length} event(s) from the daemon history, ${output.length} output line(s); following its output`);
       }),
     olderEvents: async () => {
       let newest: EventView | undefined;

@@ -17,6 +17,10 @@ export interface CommandContext {
   pageSize: () => number;
   /** The farthest a help/describe pane scrolls (its wrapped length minus its height), as last drawn. */
   paneMax?: () => number;
+  /** Connects the watch stream now instead of at the next retry (`ctrl-r`). */
+  reconnect?: () => void;
+  /** Hands the terminal to a shell in the sandbox until it ends (src/tui/shell.ts); absent where there is no terminal to hand over. */
+  shell?: (sandboxID: string) => void;
 }
 
 function currentIDs(s: ConsoleState): string[] {
@@ -65,10 +69,6 @@ function needNode(ctx: CommandContext): string | undefined {
 export function runCommand(ctx: CommandContext, id: CommandId): void {
   const { store, actions } = ctx;
   const s = store.getState();
-  if (id.startsWith('view:')) {
-    setUi(store, { view: id.slice(5) as (typeof VIEWS)[number] });
-    return;
-  }
   switch (id) {
     case 'help':
       return setUi(store, { overlay: { kind: 'help', offset: 0 } });
@@ -94,6 +94,14 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
           showDescribed(ctx, id);
         },
       });
+    }
+    case 'shell': {
+      const sb = selectedSandbox(s);
+      if (!sb) return flash(store, 'no sandbox selected', 'warn');
+      // The watch's word first: a paused sandbox gets a line, not a suspended console.
+      if (sb.state !== 'running') return flash(store, `no shell: sandbox ${sb.sandboxID} is ${sb.state}${sb.state === 'paused' ? ' (p resumes it)' : ''}: a shell needs it running`, 'warn');
+      if (!ctx.shell) return flash(store, 'no shell: this console has no terminal to hand over', 'warn');
+      return ctx.shell(sb.sandboxID);
     }
     case 'logs': {
       const sb = selectedSandbox(s);
@@ -134,6 +142,17 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
     }
     case 'quit':
       return ctx.quit();
+    case 'reconnect':
+      if (s.conn.state === 'live') return flash(store, 'connected: nothing to retry');
+      ctx.reconnect?.();
+      return flash(store, `reconnecting to ${s.settings.apiUrl} now`, 'warn');
+    case 'wide':
+      setUi(store, { wide: !s.ui.wide, pan: 0 });
+      return flash(store, s.ui.wide ? 'wide mode off: columns that do not fit are left out' : 'wide mode: every column; left/right pan (the first column stays)');
+    case 'panLeft':
+    case 'panRight':
+      if (!s.ui.wide) return;
+      return setUi(store, { pan: Math.max(0, s.ui.pan + (id === 'panRight' ? 1 : -1)) });
     case 'command':
       return setUi(store, { overlay: { kind: 'command', text: '' } });
     case 'filter':
@@ -261,6 +280,9 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
       void actions.togglePause(sb);
       return;
     }
+    default:
+      // What is left are the views' ids ('view:<name>'), one per view.
+      return setUi(store, { view: id.slice(5) as (typeof VIEWS)[number] });
   }
 }
 
@@ -309,7 +331,7 @@ export function runCommandLine(ctx: CommandContext, text: string): void {
   if (/^(q|quit)!?$/.test(word)) return ctx.quit();
   const view = resolveView(word);
   if (view) setUi(ctx.store, { view, overlay: null });
-  else setUi(ctx.store, { overlay: null, flash: { text: `unknown command ":${word}" (try :nodes :sandboxes :pool :events :config :triage :q)`, level: 'warn', detail: [] } });
+  else setUi(ctx.store, { overlay: null, flash: { text: `unknown command ":${word}" (try ${VIEWS.map((v) => `:${v}`).join(' ')} :q)`, level: 'warn', detail: [] } });
 }
 
 /** Line editing shared by the command bar, the filter and prompts (pasted text arrives whole). */
@@ -353,7 +375,7 @@ export function handleKey(ctx: CommandContext, name: string, input: string): voi
       if (name === 'escape' || name === '?' || name === 'q' || name === 'enter') return setUi(store, { overlay: null });
       // A sandbox's pane takes its own keys (exec, logs) as the sandboxes table does.
       const own = ov.kind === 'describe' && ov.target?.kind === 'sandbox' ? resolveKey(name, 'sandboxes', s.settings.readonly) : null;
-      if (own?.id === 'exec' || own?.id === 'logs') return runCommand(ctx, own.id);
+      if (own?.id === 'exec' || own?.id === 'shell' || own?.id === 'logs') return runCommand(ctx, own.id);
       const step = paneStep(name, ctx.pageSize());
       const max = ctx.paneMax?.() ?? Number.MAX_SAFE_INTEGER;
       if (step !== null) setUi(store, { overlay: { ...ov, offset: Math.max(0, Math.min(max, Math.min(max, ov.offset) + step)) } });

@@ -1,11 +1,10 @@
 // What Enter shows (k9s `d`): a node or a sandbox described in full, as plain lines the
 // Describe pane wraps and scrolls. Pure: the store's data and the config in force in, lines
-// out. The node's rules are the scheduler's own (ruleVerdicts), so describe and placement agree.
+// out. Whether the node takes a create, and the rule that says no, are the control plane's answer
+// (NodeView.schedulable, reason, refusedBy): the console does not run placement rules itself.
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
-import type { MasterConfig } from '../config/schema.js';
-import { nodeWithEpochTimes } from '../model/node.js';
-import { ruleVerdicts } from '../scheduler/schedulable.js';
-import { mib, percent, ratio, runtimesLabel } from './format.js';
+import { bytes, diskUse, memUse, mib, percent, ratio, runtimesLabel } from './format.js';
+import type { SandboxRow } from './model.js';
 
 /** Events about the target shown, newest first. */
 export const DESCRIBE_EVENTS = 10;
@@ -19,7 +18,7 @@ const recent = (events: readonly EventView[], match: (e: EventView) => boolean):
   return out.length ? out : ['  none in the console buffer'];
 };
 
-export function describeNode(n: NodeView, master: MasterConfig | null, events: readonly EventView[], now: number): string[] {
+export function describeNode(n: NodeView, events: readonly EventView[]): string[] {
   const d = n.density;
   const u = n.usage;
   const lines = [
@@ -29,6 +28,7 @@ export function describeNode(n: NodeView, master: MasterConfig | null, events: r
     'Quota',
     `  capacity ${n.capacity.cpus} cpus, ${mib(n.capacity.memoryMiB)} (${n.capacity.declared ? 'declared in cubelet.toml [quota]' : 'the host'})`,
     `  in use: ${u.quotaCpuUsed} cpus, ${mib(u.quotaMemUsedMiB)} (running at full footprint, paused at 1 - ratio)${d.memQuotaMiB === undefined ? '' : ` of memory quota ${mib(d.memQuotaMiB)} (capacity less the reserve, times the oversell factor)`}`,
+    ...(d.diskQuotaGiB !== undefined && u.store ? [`  disk: ${u.quotaDiskUsedGiB ?? 0} GiB of disk quota ${d.diskQuotaGiB} GiB (sandbox store ${(u.store.sizeBytes / 1024 ** 3).toFixed(1)} GiB times the disk oversell factor; paused sandboxes count in full)`] : []),
     `  host: cpu ${percent(u.cpuUtilPercent)}, MemAvailable ${mib(u.memAvailableMiB)}${u.memTotalMiB ? ` of ${mib(u.memTotalMiB)}` : ''}, disk ${percent(u.diskUsedPercent)} (watermark ${u.diskWatermarkPercent}%)`,
     '',
     'Density for the default spec',
@@ -42,12 +42,11 @@ export function describeNode(n: NodeView, master: MasterConfig | null, events: r
     ),
     '',
     'Scheduler rules for the default spec (prefilter, then the enabled filters)',
+    // The control plane's answers (NodeView.rules): the console runs no placement rule itself.
+    ...(n.rules?.length ? n.rules.map((v) => `  ${v.refusal === undefined ? 'pass' : 'REFUSE'} ${v.rule}${v.refusal === undefined ? '' : `: ${v.refusal}`}`) : ['  not reported by this daemon (the verdict above is its answer)']),
   ];
-  if (master) {
-    for (const v of ruleVerdicts(nodeWithEpochTimes(n), 0, master, now)) lines.push(`  ${v.refusal === undefined ? 'pass' : 'REFUSE'} ${v.rule}${v.refusal === undefined ? '' : `: ${v.refusal}`}`);
-  } else lines.push('  config not received yet');
   lines.push('', `Templates: ${n.templates.join(', ') || 'none'}`);
-  // Cluster compute nodes: what they hold and the template fetches a create waits for (cubelet/layer-fetch.ts).
+  // Cluster compute nodes: what they hold and the template fetches a create waits for (templates/fetch.ts).
   if (n.layers) lines.push(`Layers: ${n.layers.length} in the store${n.fetching?.length ? `; fetching ${n.fetching.join(', ')} layers` : ''}`);
   lines.push('', 'Recent events');
   return [...lines, ...recent(events, (e) => e.nodeID === n.nodeID)];
@@ -59,17 +58,25 @@ export interface SandboxExtras {
   logs?: readonly string[] | undefined;
 }
 
-export function describeSandbox(x: SandboxView, events: readonly EventView[], extras: SandboxExtras = {}): string[] {
+/** The sandbox's live use line (polled every 2 s while the sandboxes view or this pane shows). */
+export function usageLine(x: SandboxRow): string {
+  const u = x.usage;
+  if (!u) return x.state === 'running' || x.state === 'paused' ? 'Use: not read yet (polled every 2 s while shown)' : 'Use: -';
+  return `Use: cpu ${u.cpuPercent === undefined ? '- (next reading)' : percent(u.cpuPercent)} of ${x.spec.cpus} vCPU, memory ${memUse(u)}, ${u.pids} processes, disk ${diskUse(x)}, network rx ${bytes(u.netRxBytes)} tx ${bytes(u.netTxBytes)}`;
+}
+
+export function describeSandbox(x: SandboxRow, events: readonly EventView[], extras: SandboxExtras = {}): string[] {
   const eg = x.egress;
   const lines = [
     `Sandbox ${x.sandboxID}, template ${x.templateID}, on node ${x.nodeID} (${x.runtime})`,
     `State: ${x.state}${x.reason ? `: ${x.reason}` : ''}`,
     `Spec: ${x.spec.cpus} cpus, ${mib(x.spec.memoryMiB)}, disk ${x.spec.diskGiB} GiB`,
+    usageLine(x),
     `Address: ${x.ip ?? '-'}`,
     `Started ${x.startedAt}, ends ${x.endAt}${x.lifecycle ? ` (on timeout: ${x.lifecycle.onTimeout}${x.lifecycle.autoResume ? ', auto-resume' : ''})` : ''}`,
     `Egress: ${eg ? `internet ${eg.allowInternet === false ? 'denied' : 'allowed'}; allow ${eg.allowOut?.join(', ') || '-'}; deny ${eg.denyOut?.join(', ') || '-'}` : "the node's defaults"}`,
     `Metadata: ${Object.entries(x.metadata).map(([k, v]) => `${k}=${v}`).join(' ') || '-'}`,
-    'Keys here: x runs a command in it (not with --readonly), l fetches its logs; both show at the end',
+    'Keys here: x runs a command in it (not with --readonly), l fetches its logs and follows its output; both show at the end',
     '',
     'State history and events',
   ];
@@ -77,7 +84,7 @@ export function describeSandbox(x: SandboxView, events: readonly EventView[], ex
     ...lines,
     ...recent(events, (e) => e.sandboxID === x.sandboxID),
     '',
-    'Logs: its lifecycle from the daemon history (l fetches)',
+    "Logs: its lifecycle from the daemon history and its processes' output (l fetches, then follows while this pane is open)",
     ...(extras.logs ?? ['not fetched']).map((l) => `  ${l}`),
     '',
     'Recent output (x runs a command)',

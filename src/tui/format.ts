@@ -93,6 +93,38 @@ export function storeFree(n: NodeView): string {
   return s ? `${mib(s.freeBytes / 2 ** 20)}/${mib(s.sizeBytes / 2 ** 20)}` : '-';
 }
 
+/** Disk quota the node's sandboxes hold of what its store may promise: `1.5/240Gi` ('-' on runtimes without a store or older nodes). */
+export function diskQuota(n: NodeView): string {
+  const used = n.usage.quotaDiskUsedGiB;
+  const limit = n.density.diskQuotaGiB;
+  return used === undefined || limit === undefined ? '-' : `${fmtGiB(used)}/${fmtGiB(limit)}Gi`;
+}
+
+const fmtGiB = (g: number): string => (Number.isInteger(g) ? String(g) : g.toFixed(1));
+
+/** Bytes as the operator reads them: 512B, 12K, 3.4M, 1.2G (compact: a column's worth). */
+export function bytes(n: number | undefined): string {
+  if (n === undefined || !Number.isFinite(n)) return '-';
+  const units = ['B', 'K', 'M', 'G', 'T'];
+  let v = n;
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${Math.round(v)}B` : `${v < 10 ? v.toFixed(1) : Math.round(v)}${units[i]}`;
+}
+
+/** A sandbox's live memory against its limit, `120Mi/256Mi` ('-' until polled). */
+export function memUse(u: { memoryBytes: number; memoryLimitBytes: number } | undefined): string {
+  return u ? `${mib(u.memoryBytes / 2 ** 20)}/${mib(u.memoryLimitBytes / 2 ** 20)}` : '-';
+}
+
+/** Network bytes received/sent, `1.2M/30K` ('-' where unknown). */
+export function netUse(u: { netRxBytes?: number; netTxBytes?: number } | undefined): string {
+  return u?.netRxBytes === undefined ? '-' : `${bytes(u.netRxBytes)}/${bytes(u.netTxBytes)}`;
+}
+
 /** Writable layer use of its limit: `1.2Gi/10Gi` ('-' until measured). */
 export function diskUse(x: SandboxView): string {
   return x.diskUsedBytes === undefined ? `-/${x.spec.diskGiB}Gi` : `${mib(x.diskUsedBytes / 2 ** 20)}/${x.spec.diskGiB}Gi`;

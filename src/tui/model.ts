@@ -1,6 +1,25 @@
 // The console's data model and the pure reducer that applies watch-stream messages to it.
 // Unchanged rows keep their object identity, so memoised rows skip work.
-import type { ConfigChange, ConfigView, EventView, NodeView, SandboxView, StatsView, WatchMessage } from '../api/types.js';
+import type { ConfigChange, ConfigView, EventView, KeyView, NodeView, SandboxUsage, SandboxView, SnapshotView, StatsView, WatchMessage } from '../api/types.js';
+
+/** A template as the templates view shows it: the listing (which nodes hold it) and its latest build's status. */
+export interface TemplateRow {
+  templateID: string;
+  nodes: string[];
+  digest?: string;
+  sizeBytes?: number;
+  layers?: number;
+  source?: string;
+  created?: string;
+  buildID?: string;
+  /** The build's status (`ready`, `building`, `error`...), when it was made by a build. */
+  build?: string;
+}
+
+/** A sandbox as the console holds it: the watch's view, and its live use once polled (GET /admin/v1/usage). */
+export interface SandboxRow extends SandboxView {
+  usage?: SandboxUsage;
+}
 
 /** Events kept for the events view (k9s keeps about 500 log lines). */
 export const EVENT_BUFFER = 500;
@@ -15,7 +34,7 @@ export interface DataState {
   nodes: Record<string, NodeView>;
   /** Node ids in display order (sorted), replaced only when membership changes. */
   nodeOrder: string[];
-  sandboxes: Record<string, SandboxView>;
+  sandboxes: Record<string, SandboxRow>;
   sandboxOrder: string[];
   /** Oldest first, at most eventCap. */
   events: EventView[];
@@ -28,6 +47,11 @@ export interface DataState {
   /** Changes of the last config message (shown after a reload). */
   lastChanges: ConfigChange[];
   stats: StatsView | null;
+  /** Templates and snapshots (not on the watch stream): fetched while their views show (catalog.ts); null until then. */
+  templates: TemplateRow[] | null;
+  snapshots: SnapshotView[] | null;
+  /** API keys with their quotas and use (GET /admin/v1/keys: never a key itself), fetched while their view shows; null until then. */
+  keys: KeyView[] | null;
   /** Messages applied since start (a cheap change counter for tests and the bench). */
   applied: number;
 }
@@ -42,6 +66,9 @@ export const emptyData = (): DataState => ({
   config: null,
   lastChanges: [],
   stats: null,
+  templates: null,
+  snapshots: null,
+  keys: null,
   applied: 0,
 });
 
@@ -83,7 +110,7 @@ export function applyMessage(s: DataState, msg: WatchMessage): DataState {
       return {
         nodes: byKey(nodes, (n) => n.nodeID),
         nodeOrder: sorted(nodes.map((n) => n.nodeID)),
-        sandboxes: byKey(sandboxes, (x) => x.sandboxID),
+        sandboxes: byKey(sandboxes.map((x) => keepUsage(s.sandboxes[x.sandboxID], x)), (x) => x.sandboxID),
         sandboxOrder: sorted(sandboxes.map((x) => x.sandboxID)),
         // After a reconnect the events seen before it stay (the snapshot carries only the last 100).
         events: appendEvents(s.events, [...events].sort((a, b) => a.id - b.id), s.eventCap),
@@ -91,6 +118,9 @@ export function applyMessage(s: DataState, msg: WatchMessage): DataState {
         config,
         lastChanges: s.lastChanges,
         stats,
+        templates: s.templates,
+        snapshots: s.snapshots,
+        keys: s.keys,
         applied,
       };
     }
@@ -108,7 +138,7 @@ export function applyMessage(s: DataState, msg: WatchMessage): DataState {
         const u = remove(s.sandboxes, s.sandboxOrder, msg.sandbox.sandboxID);
         return { ...s, sandboxes: u.map, sandboxOrder: u.order, applied };
       }
-      const u = upsert(s.sandboxes, s.sandboxOrder, msg.sandbox.sandboxID, msg.sandbox);
+      const u = upsert(s.sandboxes, s.sandboxOrder, msg.sandbox.sandboxID, keepUsage(s.sandboxes[msg.sandbox.sandboxID], msg.sandbox));
       return { ...s, sandboxes: u.map, sandboxOrder: u.order, applied };
     }
     case 'sandbox.removed': {
@@ -125,6 +155,26 @@ export function applyMessage(s: DataState, msg: WatchMessage): DataState {
     case 'stats':
       return { ...s, stats: msg.stats, applied };
   }
+}
+
+/** A new view of a sandbox keeps the live use last polled for it (the watch does not carry use). */
+function keepUsage(prev: SandboxRow | undefined, next: SandboxView): SandboxRow {
+  return prev?.usage ? { ...next, usage: prev.usage } : next;
+}
+
+const sameUsage = (a: SandboxUsage | undefined, b: SandboxUsage): boolean =>
+  !!a && a.cpuPercent === b.cpuPercent && a.memoryBytes === b.memoryBytes && a.memoryLimitBytes === b.memoryLimitBytes && a.pids === b.pids && a.diskUsedBytes === b.diskUsedBytes && a.netRxBytes === b.netRxBytes && a.netTxBytes === b.netTxBytes;
+
+/** Live use polled from the daemon laid on the sandboxes it names; rows whose use did not move keep their identity (pure). */
+export function withUsage(s: DataState, list: readonly SandboxUsage[]): DataState {
+  let sandboxes: Record<string, SandboxRow> | undefined;
+  for (const u of list) {
+    const row = s.sandboxes[u.sandboxID];
+    if (!row || sameUsage(row.usage, u)) continue;
+    sandboxes ??= { ...s.sandboxes };
+    sandboxes[u.sandboxID] = { ...row, usage: u };
+  }
+  return sandboxes ? { ...s, sandboxes } : s;
 }
 
 /** The release ratio in force, from the config the daemon reports. */

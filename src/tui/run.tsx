@@ -5,9 +5,13 @@ import { render } from 'ink';
 import { App } from '../../components/App.js';
 import { createActions, type ApiTarget } from './actions.js';
 import { installFrameCache } from './frame-cache.js';
-import { ScreenSink } from './screen.js';
+import { ScreenSink, TERMINAL_ENTER, TERMINAL_LEAVE } from './screen.js';
 import { createConsoleStore, flash } from './store.js';
 import type { SkinName } from './skins.js';
+import { startCatalogPoll } from './catalog.js';
+import { startLogFollow } from './log-follow.js';
+import { startUsagePoll } from './usage-poll.js';
+import { createShellOpener } from './shell.js';
 import { startWatch } from './watch.js';
 
 export interface RunOptions {
@@ -19,15 +23,14 @@ export interface RunOptions {
   note?: string;
 }
 
-// Alt screen on, autowrap off, mouse reporting off (SREs select text with the mouse).
-const ENTER = '\x1b[?1049h\x1b[?7l\x1b[?25l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[H\x1b[2J';
-const LEAVE = '\x1b[?7h\x1b[?25h\x1b[?1049l';
-
 export async function runConsole(opts: RunOptions): Promise<void> {
   const store = createConsoleStore({ apiUrl: opts.target.baseUrl, readonly: opts.readonly, skin: opts.skin });
   const actions = createActions(opts.target, store);
   if (opts.note) flash(store, opts.note, 'warn');
   const watch = startWatch(opts.target, store, { refreshMs: opts.refreshMs });
+  const usage = startUsagePoll(opts.target, store);
+  const follow = startLogFollow(opts.target, store);
+  const catalog = startCatalogPoll(opts.target, store);
   // debug: Ink hands every whole frame to the sink, which writes only what changed.
   const screen = new ScreenSink(process.stdout);
   let restored = false;
@@ -35,8 +38,11 @@ export async function runConsole(opts: RunOptions): Promise<void> {
     if (restored) return;
     restored = true;
     watch.stop();
+    usage.stop();
+    follow.stop();
+    catalog.stop();
     screen.close();
-    process.stdout.write(LEAVE);
+    process.stdout.write(TERMINAL_LEAVE);
   };
   const die = (code: number) => () => {
     restore();
@@ -52,8 +58,12 @@ export async function runConsole(opts: RunOptions): Promise<void> {
     process.exit(1);
   });
   await installFrameCache();
-  process.stdout.write(ENTER);
-  const ink = render(<App store={store} actions={actions} onQuit={restore} />, {
+  process.stdout.write(TERMINAL_ENTER);
+  const openShell = createShellOpener(opts.target, store, { input: process.stdin, output: process.stdout, screen });
+  const shell = (sandboxID: string) => {
+    openShell(sandboxID).catch((e: unknown) => flash(store, `shell in ${sandboxID} failed: ${(e as Error).message}`, 'bad'));
+  };
+  const ink = render(<App store={store} actions={actions} onQuit={restore} reconnect={watch.retryNow} shell={shell} />, {
     stdout: screen as unknown as NodeJS.WriteStream,
     debug: true,
     exitOnCtrlC: false,

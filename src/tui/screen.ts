@@ -25,10 +25,17 @@ export function diffFrame(prev: readonly string[], next: readonly string[]): str
   return out;
 }
 
+/** What the console writes to take the terminal: alternate screen, no autowrap, cursor hidden, mouse reporting off (SREs select text with the mouse). */
+export const TERMINAL_ENTER = '\x1b[?1049h\x1b[?7l\x1b[?25l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[H\x1b[2J';
+/** What gives it back: autowrap and cursor on, the main screen as it was. */
+export const TERMINAL_LEAVE = '\x1b[?7h\x1b[?25h\x1b[?1049l';
+
 /** A stdout stand-in for Ink: sizes and resize events of the real terminal, frames diffed onto it. */
 export class ScreenSink extends EventEmitter {
   private prev: string[] = [];
   private closed = false;
+  /** Suspended (a shell has the terminal): frames are kept, not written. */
+  private held = false;
   readonly isTTY = true;
   /** Bytes written to the terminal so far (the render benchmark reads it). */
   bytesWritten = 0;
@@ -38,7 +45,7 @@ export class ScreenSink extends EventEmitter {
     out.on?.('resize', () => {
       // Wrapped or moved lines cannot be trusted after a resize: repaint everything.
       this.prev = [];
-      this.emit_(`${ESC}2J`);
+      if (!this.held) this.emit_(`${ESC}2J`);
       this.emit('resize');
     });
   }
@@ -56,9 +63,26 @@ export class ScreenSink extends EventEmitter {
     this.closed = true;
   }
 
+  /** Nothing reaches the terminal until resume(); Ink's frames meanwhile are kept (the last one is drawn then). */
+  suspend(): void {
+    this.held = true;
+  }
+
+  /** The terminal is the console's again (cleared by TERMINAL_ENTER): the last frame is drawn whole. */
+  resume(): void {
+    this.held = false;
+    const last = this.prev;
+    this.prev = [];
+    this.write(last.join('\n'));
+  }
+
   write(frame: string): boolean {
     if (this.closed) return true;
     const next = frame.replace(/\n$/, '').split('\n');
+    if (this.held) {
+      this.prev = next;
+      return true;
+    }
     const diff = diffFrame(this.prev, next);
     this.prev = next;
     if (diff) this.emit_(BEGIN_SYNC + diff + END_SYNC);

@@ -1,10 +1,10 @@
 // Rows of each view, derived from the store data: the views render them and the keys
 // navigate them, so both agree on order and filtering. Pure.
-import type { EventView, NodeView, SandboxView } from '../api/types.js';
-import type { DataState } from './model.js';
+import type { EventView, KeyView, NodeView, SandboxView, SnapshotView } from '../api/types.js';
+import type { DataState, TemplateRow } from './model.js';
 import { leafValues, needsRestart } from '../config/introspect.js';
 import { inline } from './format.js';
-import { SORTS, sortRows, type SortState } from './sorting.js';
+import { SORTS, sortRows, type ConfigRow, type SortState } from './sorting.js';
 import { triage, type Finding } from './triage.js';
 import type { ViewName } from './views.js';
 
@@ -41,31 +41,20 @@ export function eventRows(events: readonly EventView[], filter?: string, sort?: 
   return sortRows(out, SORTS.events, sort);
 }
 
-export interface ConfigRow {
-  path: string;
-  /** The value in force: a daemon flag's where one overrides the files. */
-  value: string;
-  /** A new value waits for a daemon restart (the schema's `restart` mark, as `config set` reports it). */
-  restart: boolean;
-  /** Where the value in force came from: `file`, `default`, a flag such as `--listen`, or what the daemon found (`listening`, `host name`); '' when the daemon does not say. */
-  source: string;
-  /** The files' (or default) value a flag overrides, which is not in force. */
-  overridden?: string;
-}
-
 /** The master and cubelet config flattened to `path = value` lines, with the daemon's overrides laid over them. */
 export function configRows(d: DataState, filter?: string, sort?: SortState): ConfigRow[] {
   const c = d.config;
   if (!c) return [];
   const overrides = new Map((c.overrides ?? []).map((o) => [o.path, o]));
   const inFile = c.inFile && new Set(c.inFile);
+  const pending = new Map((c.restartPending ?? []).map((p) => [p.path, inline(p.running)]));
   const out: ConfigRow[] = [];
   for (const file of ['master', 'cubelet'] as const) {
     for (const { segs, value } of leafValues(c[file])) {
       const path = [file, ...segs].join('.');
       const o = overrides.get(path);
       const base = inFile ? (inFile.has(path) ? 'file' : 'default') : '';
-      out.push({ path, value: inline(o ? o.value : value), restart: needsRestart(file, segs), source: o?.from ?? base, ...(o && inline(o.value) !== inline(value) ? { overridden: `${base || 'config'} ${inline(value)}` } : {}) });
+      out.push({ path, value: inline(o ? o.value : value), restart: needsRestart(file, segs), source: o?.from ?? base, ...(o && inline(o.value) !== inline(value) ? { overridden: `${base || 'config'} ${inline(value)}` } : {}), ...(pending.has(path) ? { running: pending.get(path)! } : {}) });
     }
   }
   return sortRows(
@@ -78,6 +67,28 @@ export function configRows(d: DataState, filter?: string, sort?: SortState): Con
 export function triageRows(d: DataState, sort?: SortState): Finding[] {
   const cap = (d.config?.master as { scheduler?: { node_max_cpu_util?: unknown } } | undefined)?.scheduler?.node_max_cpu_util;
   return sortRows(triage(nodeRows(d), { stats: d.stats, ...(typeof cap === 'number' ? { cpuCapPercent: cap } : {}) }), SORTS.triage, sort);
+}
+
+export function templateRows(d: DataState, filter?: string, sort?: SortState): TemplateRow[] {
+  return sortRows((d.templates ?? []).filter((t) => matches(filter, t.templateID, t.digest, t.source, t.build, ...t.nodes)), SORTS.templates, sort);
+}
+
+export function snapshotRows(d: DataState, filter?: string, sort?: SortState): SnapshotView[] {
+  return sortRows((d.snapshots ?? []).filter((x) => matches(filter, x.snapshotID, x.sandboxID, x.nodeID, x.templateID, ...x.names)), SORTS.snapshots, sort);
+}
+
+export function keyRows(d: DataState, filter?: string, sort?: SortState): KeyView[] {
+  return sortRows((d.keys ?? []).filter((k) => matches(filter, k.id, k.name, k.role, k.createdBy)), SORTS.keys, sort);
+}
+
+/** Live sandboxes per template (the templates view's SANDBOXES column). */
+export function sandboxesByTemplate(d: DataState): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const id of d.sandboxOrder) {
+    const t = d.sandboxes[id]!.templateID;
+    out.set(t, (out.get(t) ?? 0) + 1);
+  }
+  return out;
 }
 
 export const findingID = (f: Finding): string => `${f.nodeID}/${f.bottleneck}`;
@@ -96,6 +107,12 @@ export function rowIDs(view: ViewName, d: DataState, filter?: string, sort?: Sor
       return configRows(d, filter, sort).map((r) => r.path);
     case 'triage':
       return triageRows(d, sort).map(findingID);
+    case 'templates':
+      return templateRows(d, filter, sort).map((t) => t.templateID);
+    case 'snapshots':
+      return snapshotRows(d, filter, sort).map((x) => x.snapshotID);
+    case 'keys':
+      return keyRows(d, filter, sort).map((k) => k.id);
   }
 }
 

@@ -2,10 +2,24 @@
 // One list per view, named by the column titles the tables show (the header marks the sorted
 // one), read by the selectors (so keys and rows agree), the keymap's help and docs/console.md.
 // Pure.
-import type { EventView, NodeView, SandboxView } from '../api/types.js';
-import type { ConfigRow } from './selectors.js';
+import type { EventView, KeyView, NodeView, SandboxView, SnapshotView } from '../api/types.js';
+import type { SandboxRow, TemplateRow } from './model.js';
 import type { Finding } from './triage.js';
 import type { ViewName } from './views.js';
+
+export interface ConfigRow {
+  path: string;
+  /** The value in force: a daemon flag's where one overrides the files. */
+  value: string;
+  /** A new value waits for a daemon restart (the schema's `restart` mark, as `config set` reports it). */
+  restart: boolean;
+  /** Where the value in force came from: `file`, `default`, a flag such as `--listen`, or what the daemon found (`listening`, `host name`); '' when the daemon does not say. */
+  source: string;
+  /** The files' (or default) value a flag overrides, which is not in force. */
+  overridden?: string;
+  /** A restart key changed since the daemon started: the value it still runs with until a restart. */
+  running?: string;
+}
 
 export interface SortColumn<T> {
   /** The column title it sorts by, as the table's header spells it. */
@@ -39,9 +53,14 @@ export const SORTS = {
     { title: 'STATE', key: (x) => x.state },
     // Oldest first: the youngest start is the largest.
     { title: 'AGE', key: (x) => -Date.parse(x.startedAt) },
-    { title: 'MEM', key: (x) => x.spec.memoryMiB },
+    // Live use where polled (unknown sorts lowest), else the spec.
+    { title: 'CPU%', key: (x) => x.usage?.cpuPercent ?? -1 },
+    { title: 'MEM', key: (x) => x.usage?.memoryBytes ?? x.spec.memoryMiB * 2 ** 20 },
+    { title: 'PROCS', key: (x) => x.usage?.pids ?? -1 },
     { title: 'DISK', key: (x) => x.diskUsedBytes ?? -1 },
-    { title: 'LEFT', key: (x) => Date.parse(x.endAt) },
+    { title: 'NET RX/TX', key: (x) => (x.usage?.netRxBytes ?? -1) + (x.usage?.netTxBytes ?? 0) },
+    // Paused sandboxes do not time out: last.
+    { title: 'LEFT', key: (x) => (x.state === 'paused' ? Infinity : Date.parse(x.endAt)) },
   ],
   pool: [
     { title: 'NODE', key: (n) => n.nodeID },
@@ -65,13 +84,36 @@ export const SORTS = {
     { title: 'NODE', key: (f) => f.nodeID },
     { title: 'BOTTLENECK', key: (f) => f.bottleneck },
   ],
+  templates: [
+    { title: 'TEMPLATE', key: (t) => t.templateID },
+    { title: 'SIZE', key: (t) => t.sizeBytes ?? -1 },
+    { title: 'LAYERS', key: (t) => t.layers ?? -1 },
+    { title: 'NODES', key: (t) => t.nodes.length },
+  ],
+  snapshots: [
+    { title: 'SNAPSHOT', key: (x) => x.snapshotID },
+    { title: 'NODE', key: (x) => x.nodeID },
+    { title: 'TEMPLATE', key: (x) => x.templateID },
+    { title: 'AGE', key: (x) => -Date.parse(x.createdAt) },
+  ],
+  keys: [
+    { title: 'NAME', key: (k) => k.name },
+    { title: 'ROLE', key: (k) => k.role },
+    { title: 'SANDBOXES', key: (k) => k.usage.sandboxes },
+    { title: 'VCPUS', key: (k) => k.usage.vcpus },
+    { title: 'MEM', key: (k) => k.usage.memoryMiB },
+    { title: 'CREATED', key: (k) => k.createdAt },
+  ],
 } satisfies {
   nodes: SortColumn<NodeView>[];
-  sandboxes: SortColumn<SandboxView>[];
+  sandboxes: SortColumn<SandboxRow>[];
   pool: SortColumn<NodeView>[];
   events: SortColumn<EventView>[];
   config: SortColumn<ConfigRow>[];
   triage: SortColumn<Finding>[];
+  templates: SortColumn<TemplateRow>[];
+  snapshots: SortColumn<SnapshotView>[];
+  keys: SortColumn<KeyView>[];
 } & Record<ViewName, unknown>;
 
 /** Rows in the sort's order (a stable sort: ties keep the view's own order); the same array without a sort. */

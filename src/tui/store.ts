@@ -55,6 +55,15 @@ export interface Flash {
   detail: string[];
 }
 
+/** The sandbox whose output the logs follow (`l`), and where the next poll starts. */
+export interface Follow {
+  sandboxID: string;
+  /** ISO time of the last output line held ('' before any). */
+  since: string;
+  /** Lines held with exactly that time (the next poll's answer starts with them again). */
+  atSince: number;
+}
+
 export interface UiState {
   view: ViewName;
   /** Selected row id per view (kept by id, not index, so updates do not move it). */
@@ -65,12 +74,19 @@ export interface UiState {
   marked: string[];
   /** Per sandbox: the output of commands run from its describe pane (`x`), the last EXEC_KEEP lines. */
   output: Record<string, string[]>;
-  /** Per sandbox: its lifecycle from the daemon's whole event history (`l`), oldest first. */
+  /** Per sandbox: its lifecycle from the daemon's whole event history and its processes' output (`l`), oldest first, the last LOG_KEEP. */
   logs: Record<string, string[]>;
+  /** The output followed while that sandbox's describe pane is open. */
+  follow: Follow | null;
   overlay: Overlay;
+  /** Wide mode (`w`): every column, none left out for the width; `pan` columns after the first are scrolled past. */
+  wide: boolean;
+  pan: number;
   flash: Flash | null;
   /** An action is running (one at a time). */
   busy: string;
+  /** A shell has the terminal (src/tui/shell.ts): the console reads no key and draws nothing until it ends. */
+  suspended: boolean;
 }
 
 export interface Settings {
@@ -92,7 +108,7 @@ export function createConsoleStore(opts: { apiUrl: string; readonly?: boolean; s
   return createStore<ConsoleState>(() => ({
     data: emptyData(),
     conn: { state: 'connecting', since: Date.now(), error: '', attempt: 0 },
-    ui: { view: opts.view ?? 'nodes', selected: {}, filter: {}, sort: {}, marked: [], output: {}, logs: {}, overlay: null, flash: null, busy: '' },
+    ui: { view: opts.view ?? 'nodes', selected: {}, filter: {}, sort: {}, marked: [], output: {}, logs: {}, follow: null, overlay: null, wide: false, pan: 0, flash: null, busy: '', suspended: false },
     settings: { apiUrl: opts.apiUrl, readonly: opts.readonly ?? false, skin: pickSkin(opts.skin ?? 'dark') },
   }));
 }
@@ -120,5 +136,5 @@ export function flash(store: ConsoleStore, text: string, level: Level = 'ok', de
   // Expires unless another outcome replaced it meanwhile.
   setTimeout(() => {
     if (store.getState().ui.flash === f) setUi(store, { flash: null });
-  }, FLASH_TTL_MS[level]).unref?.();
+  }, FLASH_TTL_MS[level]).unref();
 }

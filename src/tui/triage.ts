@@ -4,9 +4,11 @@
 // allocations in the last 5 minutes, host CPU averaged over about 30 s), so a problem that
 // is over stops showing without a restart.
 import type { NodeView, StatsView } from '../api/types.js';
+
+type PoolView = NodeView['pool'];
 import { mib, millis, percent, storeFree } from './format.js';
 
-export type Bottleneck = 'creates-refused' | 'cpu-starvation' | 'memory-oversell' | 'disk-watermark' | 'nic-stall';
+export type Bottleneck = 'creates-refused' | 'cpu-starvation' | 'memory-oversell' | 'disk-watermark' | 'nic-stall' | 'tap-stall';
 
 export const BOTTLENECK_TITLES: Record<Bottleneck, string> = {
   'creates-refused': 'creates refused',
@@ -14,6 +16,7 @@ export const BOTTLENECK_TITLES: Record<Bottleneck, string> = {
   'memory-oversell': 'memory oversell cashed in',
   'disk-watermark': 'disk watermark',
   'nic-stall': 'NIC allocation stall',
+  'tap-stall': 'microVM TAP pool stall',
 };
 
 export interface Finding {
@@ -129,8 +132,12 @@ function diskWatermark(n: NodeView): Finding | null {
   };
 }
 
-function nicStall(n: NodeView): Finding | null {
-  const p = n.pool;
+/**
+ * Creates waiting on a slot pool: the ns pool (`pool`, tap_init_num) or, on a node offering
+ * microvm, the microVMs' TAP pool (`tapPool`, microvm_tap_init_num), which triage left out.
+ */
+function poolStall(n: NodeView, p: PoolView | undefined, bottleneck: 'nic-stall' | 'tap-stall', key: string): Finding | null {
+  if (!p) return null;
   const empty = p.free === 0 && p.total > 0;
   const waiting = p.inFlight > 0;
   const slow = p.waitP99Ms >= NIC_WAIT_P99_MS;
@@ -138,10 +145,10 @@ function nicStall(n: NodeView): Finding | null {
   if (!(slow || (empty && waiting) || onDemand > 0)) return null;
   return {
     nodeID: n.nodeID,
-    bottleneck: 'nic-stall',
+    bottleneck,
     severity: (empty && waiting) || slow ? 'bad' : 'warn',
-    evidence: `pool ${p.free}/${p.total} free, ${p.inFlight} waiting, ${p.onDemandRecent === undefined ? `${p.onDemand} on-demand since start` : `${onDemand} on-demand in 5m`}, wait p99 ${millis(p.waitP99Ms)} (p50 ${millis(p.waitP50Ms)})`,
-    fix: `raise network tap_init_num in cubelet.toml above ${p.target} (restart needed)`,
+    evidence: `${bottleneck === 'tap-stall' ? 'TAP pool' : 'pool'} ${p.free}/${p.total} free, ${p.inFlight} waiting, ${p.onDemandRecent === undefined ? `${p.onDemand} on-demand since start` : `${onDemand} on-demand in 5m`}, wait p99 ${millis(p.waitP99Ms)} (p50 ${millis(p.waitP50Ms)})`,
+    fix: `raise network ${key} in cubelet.toml above ${p.target} (restart needed)`,
   };
 }
 
@@ -152,7 +159,7 @@ export function triage(nodes: readonly NodeView[], ctx: TriageContext = {}): Fin
   const refused = createsRefused(ctx.stats);
   if (refused) out.push(refused);
   for (const n of nodes) {
-    for (const f of [cpuStarvation(n, cap), memoryOversell(n), diskWatermark(n), nicStall(n)]) if (f) out.push(f);
+    for (const f of [cpuStarvation(n, cap), memoryOversell(n), diskWatermark(n), poolStall(n, n.pool, 'nic-stall', 'tap_init_num'), poolStall(n, n.tapPool, 'tap-stall', 'microvm_tap_init_num')]) if (f) out.push(f);
   }
   return out.sort((a, b) => (a.severity === b.severity ? a.nodeID.localeCompare(b.nodeID) : a.severity === 'bad' ? -1 : 1));
 }

@@ -7,12 +7,10 @@
 // so the record keeps lagging for as long as the test needs.
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createApiServer } from '../../src/api/server.js';
-import { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
+import type { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
 import type { NodeApi } from '../../src/cubelet/types.js';
-import { ControlPlaneService } from '../../src/scheduler/control-plane-service.js';
-import { LocalNodes } from '../../src/scheduler/node-directory.js';
-import { soloNode } from '../helpers/solo.js';
+import type { ControlPlaneService } from '../../src/control/service.js';
+import { soloApi, soloNode } from '../helpers/solo.js';
 
 const API_KEY = 'e2b_envd_auto_resume_test';
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -38,18 +36,9 @@ function counted(n: NodeApi): NodeApi {
 }
 
 beforeAll(async () => {
-  const { config, log, store, sim, fences } = await soloNode('envd-auto-resume', cleanups);
-  node = sim.api;
-  cp = new ControlPlaneService({ store, config, log, nodes: new LocalNodes([{ node: counted(node), fences }]), replicaID: 'local', solo: true });
-  await cp.start();
-  cleanups.push(() => cp.stop());
-  heartbeat = new HeartbeatSender({ nodes: [{ node, address: 'in-process' }], to: { local: (b) => cp.heartbeats(b.heartbeats, true) }, log });
-  expect(await heartbeat.beat()).toBe(true);
-  const api = createApiServer({ ctx: { cp, log, config: () => config.config.master }, apiKeys: [API_KEY], nodeID: 'local', version: 'test' });
-  const addr = await api.listen('127.0.0.1', 0);
-  cleanups.push(() => api.close());
-  const url = `http://127.0.0.1:${addr.port}`;
-  opts = { apiKey: API_KEY, apiUrl: url, sandboxUrl: url };
+  const solo = await soloNode('envd-auto-resume', cleanups);
+  node = solo.sim.api;
+  ({ cp, heartbeat, opts } = await soloApi(solo, counted(node), API_KEY, cleanups));
 }, 60_000);
 
 afterAll(async () => {
@@ -79,7 +68,7 @@ it('a request right after the timeout paused an autoResume sandbox, its record s
   calls.clear();
   expect(await sbx.files.read('/tmp/state')).toBe('kept');
   // The download's first node call was refused, the sandbox resumed, the call made again.
-  expect(calls.get('statFile')).toBe(2);
+  expect(calls.get('readFile')).toBe(2);
   expect(calls.get('resumeSandbox')).toBe(1);
   expect((await node.getSandbox(sandboxID))?.state).toBe('running');
   expect((await cp.getSandbox(sandboxID)).state).toBe('running');

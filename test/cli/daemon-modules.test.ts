@@ -50,8 +50,8 @@ async function modulesOf(name: string, args: string[], until?: string): Promise<
   return { modules, log };
 }
 
-const NODE_AGENT = ['cubelet/cubelet.js', 'cubelet/heartbeat.js', 'cubelet/rpc-server.js', 'cubelet/sim-nodes.js', 'cubelet/template-build.js', 'network/agent.js', 'runtime/ns/driver.js', 'runtime/microvm/driver.js', 'storage/btrfs-store.js'];
-const CONTROL_PLANE = ['scheduler/control-plane-service.js', 'api/server.js', 'store/cluster/index.js', 'store/embedded.js'];
+const NODE_AGENT = ['cubelet/cubelet.js', 'cubelet/heartbeat.js', 'cubelet/rpc-server.js', 'cubelet/sim-nodes.js', 'templates/build/build.js', 'network/agent.js', 'runtime/ns/driver.js', 'runtime/microvm/driver.js', 'storage/btrfs-store.js'];
+const CONTROL_PLANE = ['control/service.js', 'api/server.js', 'store/cluster/index.js', 'store/embedded.js'];
 
 it('a control replica loads none of the node agent\'s modules', async () => {
   // Its stores are unreachable: it exits once it has loaded its modules and tried them.

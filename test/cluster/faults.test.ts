@@ -62,7 +62,7 @@ afterAll(async () => {
 }, 300_000);
 
 describe('cluster faults', () => {
-  it('create then exec, 200 times without faults: no running -> creating flip, no deleted sandbox coming back', async () => {
+  it('create then exec, 120 times without faults: no running -> creating flip, no deleted sandbox coming back', async () => {
     const opts = (i: number) => ({ apiKey: c.apiKey, apiUrl: c.controls[i % 2]!.url, sandboxUrl: c.controls[i % 2]!.url });
     /** When each create returned and each delete was answered (ids listed after that are findings). */
     const returned = new Map<string, number>();
@@ -85,7 +85,7 @@ describe('cluster faults', () => {
       }
     })();
     try {
-      await burst(200, 4, async (k) => {
+      await burst(120, 4, async (k) => {
         const sbx = await Sandbox.create({ ...opts(k), timeoutMs: 300_000 });
         returned.set(sbx.sandboxId, Date.now());
         try {

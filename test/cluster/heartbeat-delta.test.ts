@@ -14,8 +14,8 @@ import { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
 import type { Heartbeat, HeartbeatAnswer } from '../../src/cubelet/rpc-wire.js';
 import { newSandboxID } from '../../src/ids.js';
 import { simNode, type SimNode } from '../../src/cubelet/sim-nodes.js';
-import { ControlPlaneService } from '../../src/scheduler/control-plane-service.js';
-import { RemoteNodes } from '../../src/scheduler/node-directory.js';
+import { ControlPlaneService } from '../../src/control/service.js';
+import { clusterControl } from '../../src/control/wiring.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope, type ClusterStateScope } from '../helpers/cluster-state.js';
 
@@ -34,7 +34,7 @@ const seen: { a: Heartbeat[][]; b: Heartbeat[][] } = { a: [], b: [] };
 let loseAnswersOfA = false;
 
 async function replica(name: 'a' | 'b'): Promise<string> {
-  const cp = new ControlPlaneService({ store, config, log, nodes: new RemoteNodes(SECRET), replicaID: `hb-${name}` });
+  const cp = new ControlPlaneService({ store, config, log, replicaID: `hb-${name}`, ...clusterControl(store, SECRET, () => 30_000) });
   const handler = clusterRpcHandler(
     {
       heartbeats: async (hbs): Promise<HeartbeatAnswer> => {
@@ -138,7 +138,7 @@ describe('heartbeats against two replicas', () => {
     const view = await create(S3);
     await store.mysql.putSandboxIf({ ...pending, ...view, nodeAt: Date.now() }, gen);
     // The survivor reconciles the node's list over the route: the record must follow the node.
-    const cp = new ControlPlaneService({ store, config, log, nodes: new RemoteNodes(SECRET), replicaID: 'hb-survivor' });
+    const cp = new ControlPlaneService({ store, config, log, replicaID: 'hb-survivor', ...clusterControl(store, SECRET, () => 30_000) });
     const hb: Heartbeat = { nodeID: node.api.nodeID, address: 'http://127.0.0.1:1', events: [], at: Date.now(), view: await node.api.nodeView(), sandboxes: await node.api.listSandboxes() };
     await cp.heartbeats([hb]);
     // Before the fix its update was refused over the route's stale generation, with every list.

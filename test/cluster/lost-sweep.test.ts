@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { NodeView } from '../../src/model/node.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
-import { isLost, sweepLostNodes } from '../../src/scheduler/cluster/lost-sweep.js';
+import { isLost, sweepLostNodes } from '../../src/control/cluster/lost-sweep.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope } from '../helpers/cluster-state.js';
 import { sandboxRecord } from '../store/contract.js';

@@ -7,7 +7,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventView, NodeView } from '../../src/api/types.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
-import { PLACEMENT_METRICS_MS } from '../../src/scheduler/control-plane-service.js';
+import { PLACEMENT_METRICS_MS } from '../../src/control/nodes.js';
 import { burst, startCluster, until, type TestCluster } from '../helpers/cluster.js';
 import { holdServicesRestarter, withServicesExclusive } from '../helpers/services-lock.js';
 

@@ -17,7 +17,7 @@ import { newSandboxID, nodeTag } from '../../src/ids.js';
 import { NsNetworkAgent } from '../../src/network/agent.js';
 import { parseRange } from '../../src/network/ipam.js';
 import { NsDriver } from '../../src/runtime/ns/driver.js';
-import { TemplateStore } from '../../src/runtime/templates.js';
+import { TemplateStore } from '../../src/templates/store.js';
 import { defaultNetworkPolicy, countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
 
 const SECRET = 'test-cluster-secret';

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseProxyPath, proxyPath } from '../../src/cubelet/rpc-wire.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
-import { PlacementBook, withPlacements } from '../../src/scheduler/cluster/node-views.js';
+import { PlacementBook, withPlacements } from '../../src/control/cluster/node-views.js';
 import { densityParamsFromConfig, footprintMiB } from '../../src/model/density.js';
 import { schedule } from '../../src/scheduler/pipeline.js';
 import { NOW, REQ, config, node } from '../scheduler/fixtures.js';
@@ -90,7 +90,7 @@ describe('PlacementBook: a view a read brings again', () => {
 });
 
 describe('withPlacements', () => {
-  const p = (at: number, nodeID = 'a') => ({ nodeID, cpus: 2, memoryMiB: 1024, at: NOW + at });
+  const p = (at: number, nodeID = 'a') => ({ nodeID, cpus: 2, memoryMiB: 1024, diskGiB: 10, at: NOW + at });
   it.each([
     ['in flight (at = Infinity) counts', [{ ...p(0), at: Infinity }], 1],
     ['answered after the last heartbeat counts', [p(500)], 1],
@@ -103,6 +103,8 @@ describe('withPlacements', () => {
     expect(v.sandboxes.creating - base.sandboxes.creating).toBe(extra);
     expect(v.usage.quotaCpuUsed - base.usage.quotaCpuUsed).toBe(2 * extra);
     expect(v.usage.quotaMemUsedMiB - base.usage.quotaMemUsedMiB).toBeCloseTo(extra * footprintMiB({ cpus: 2, memoryMiB: 1024 }, params));
+    // The disk quota a burst takes counts before the node reports it (the disk_quota filter reads it).
+    if (extra > 0) expect(v.usage.quotaDiskUsedGiB).toBe(10 * extra);
   });
 
   it('another node is untouched: the book changes only the placed node', () => {

@@ -3,8 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import type { SandboxView } from '../../src/model/sandbox.js';
 import type { SandboxRecord } from '../../src/model/sandbox.js';
-import { clusterNodeView } from '../../src/scheduler/cluster/node-views.js';
-import { syncNodeSandboxes } from '../../src/scheduler/cluster/sandbox-sync.js';
+import { clusterNodeView } from '../../src/control/cluster/node-views.js';
+import { syncNodeSandboxes } from '../../src/control/cluster/sandbox-sync.js';
 import { NOW, node } from '../scheduler/fixtures.js';
 
 const reg = (over: Partial<{ cordoned: boolean; draining: boolean; address: string }> = {}) => ({ nodeID: 'a', cordoned: false, draining: false, joinedAt: Date.parse('2025-01-01T00:00:00Z'), address: 'http://10.0.0.2:7000', ...over });
@@ -35,6 +35,9 @@ describe('syncNodeSandboxes', () => {
     ['record only: gone', [rec('s3')], [], [{ type: 'gone', rec: rec('s3') }]],
     ['creating within grace: left alone', [rec('s4', { state: 'creating', startedAt: NOW - 1000 })], [], []],
     ['creating past grace: gone', [rec('s5', { state: 'creating', startedAt: NOW - 200_000 })], [], [{ type: 'gone', rec: rec('s5', { state: 'creating', startedAt: NOW - 200_000 }) }]],
+    ['made, its answer still on its way before the deadline: left alone', [rec('s6', { createBy: NOW + 1000 })], [view('s6')], []],
+    ['made, its answer never delivered by the deadline: unanswered', [rec('s7', { createBy: NOW - 1 })], [view('s7')], [{ type: 'unanswered', rec: rec('s7', { createBy: NOW - 1 }) }]],
+    ['creating past its deadline on the node: an update (its creator is asked under the lock)', [rec('s8', { state: 'creating', createBy: NOW - 1 })], [view('s8')], [{ type: 'update', rec: rec('s8', { createBy: NOW - 1 }) }]],
   ])('%s', (_name, records, onNode, want) => {
     expect(syncNodeSandboxes(records, onNode, NOW, 120_000)).toEqual(want);
   });
@@ -47,6 +50,7 @@ describe('syncNodeSandboxes with the node clock of the list', () => {
     ['nor drop a record written after it', [rec('s1', { nodeAt: LISTED })], [], []],
     ['a list taken after the answer updates, stamped with its time', [rec('s1', { nodeAt: LISTED - 5 })], [view('s1', { state: 'paused' })], [{ type: 'update', rec: rec('s1', { state: 'paused', nodeAt: LISTED }) }]],
     ['a record without a stamp follows the list', [rec('s1')], [], [{ type: 'gone', rec: rec('s1') }]],
+    ['an unanswered create is undone however new its record', [rec('s1', { nodeAt: LISTED + 5, createBy: NOW - 1 })], [view('s1')], [{ type: 'unanswered', rec: rec('s1', { nodeAt: LISTED + 5, createBy: NOW - 1 }) }]],
   ])('%s', (_name, records, onNode, want) => {
     expect(syncNodeSandboxes(records, onNode, NOW, 120_000, LISTED)).toEqual(want);
   });

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NodeView } from '../../src/api/types.js';
-import type { TemplateRecord } from '../../src/runtime/templates.js';
+import type { TemplateRecord } from '../../src/templates/store.js';
 import { cubectl } from '../cli/run-cli.js';
 import { startCluster, until, type TestCluster } from '../helpers/cluster.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../helpers/images.js';

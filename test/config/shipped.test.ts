@@ -21,7 +21,7 @@ describe('shipped config files', () => {
     expect(master.scheduler.node_max_mvm_num).toBe(3000);
     expect(master.scheduler.node_max_mem_reserved_in_mb).toBe(10240);
     expect(master.scheduler.overhead).toEqual({ vm_memory_overhead_base_mib: 42, vm_memory_overhead_coefficient: 64 });
-    expect(master.host.quota).toEqual({ mem_oversell_ratio: 2, cpu_oversell_ratio: 3, paused_resource_release_ratio: 0 });
+    expect(master.host.quota).toEqual({ mem_oversell_ratio: 2, cpu_oversell_ratio: 3, disk_oversell_ratio: 20, paused_resource_release_ratio: 0 });
     expect(master.sandbox.default_spec).toEqual({ cpus: 1, memory_mib: 4096, disk_gib: 10 });
     expect(cubelet.plugins['io.cubelet.internal.v1.network'].tap_init_num).toBeGreaterThan(0);
   });

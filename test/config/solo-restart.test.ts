@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, expect, it } from 'vitest';
 import { ConfigStore } from '../../src/config/store.js';
-import { ControlPlaneService } from '../../src/scheduler/control-plane-service.js';
-import { LocalNodes } from '../../src/scheduler/node-directory.js';
+import { ControlPlaneService } from '../../src/control/service.js';
+import { inProcessControl } from '../../src/control/wiring.js';
 import { EmbeddedStore } from '../../src/store/embedded.js';
 import { soloConfigDir } from '../helpers/solo.js';
 
@@ -26,7 +26,7 @@ it('a restart on unchanged files keeps the version in force; changed files (an e
     const config = new ConfigStore(dir, { watch: false });
     const store = new EmbeddedStore({ path: join(dir, 'cubed.db') });
     await store.init();
-    const cp = new ControlPlaneService({ store, config, log, nodes: new LocalNodes([]), replicaID: 'local', solo: true });
+    const cp = new ControlPlaneService({ store, config, log, replicaID: 'local', ...inProcessControl([]) });
     const stop = async () => {
       await cp.stop();
       config.close();

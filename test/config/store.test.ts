@@ -295,3 +295,16 @@ describe('following a config kept elsewhere (a cluster\'s store)', () => {
     expect((await store.adopt(17, store.config)).changes).toEqual([]);
   });
 });
+
+describe('restart keys pending', () => {
+  it('says which restart keys in force are not the ones this process started with, until they are put back', async () => {
+    store = new ConfigStore(dir, { watch: false });
+    expect(store.view().restartPending).toBeUndefined();
+    edit(cubelet(), 'tap_init_num = 32', 'tap_init_num = 8');
+    expect((await store.reload()).ok).toBe(true);
+    expect(store.view().restartPending).toEqual([{ path: `cubelet.plugins.${NET}.tap_init_num`, running: 32 }]);
+    edit(cubelet(), 'tap_init_num = 8', 'tap_init_num = 32');
+    await store.reload();
+    expect(store.view().restartPending).toBeUndefined();
+  });
+});

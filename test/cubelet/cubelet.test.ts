@@ -14,7 +14,7 @@ import { newSandboxID, nodeTag } from '../../src/ids.js';
 import { NsNetworkAgent } from '../../src/network/agent.js';
 import { parseRange } from '../../src/network/ipam.js';
 import { NsDriver } from '../../src/runtime/ns/driver.js';
-import { TemplateStore } from '../../src/runtime/templates.js';
+import { TemplateStore } from '../../src/templates/store.js';
 import { defaultNetworkPolicy, countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
 
 const nodeID = uniqueNodeID('cubelet');
@@ -208,17 +208,17 @@ describe('lifecycle events', () => {
     expect(await cubelet.listSandboxes()).toHaveLength(before);
   });
 
-  it('turns a sandbox whose init died into error with a reason; destroy still cleans it', async () => {
+  it('ends a sandbox whose init died at once (error, then destroyed) and reports why: sandbox.died init_exited', async () => {
     const sb = await create();
     const init = (await collect(await cubelet.startProcess(sb.sandboxID, { argv: ['cat', '/proc/1/status'], user: 'root' }))).out;
     expect(init).toContain('cube-init');
     // A pid namespace's init ignores SIGKILL from inside: kill it from the host.
     const initPid = await hostInitPid(sb.sandboxID);
     process.kill(initPid, 'SIGKILL');
-    await until(async () => (await cubelet.getSandbox(sb.sandboxID))?.state === 'error');
-    expect((await cubelet.getSandbox(sb.sandboxID))?.reason).toBe('sandbox init process died');
-    await expect(cubelet.startProcess(sb.sandboxID, { argv: ['true'] })).rejects.toMatchObject({ kind: 'CONFLICT' });
-    await cubelet.destroySandbox(sb.sandboxID);
+    const died = () => events.find((e) => e.type === 'event' && e.event.kind === 'sandbox.died' && e.event.sandboxID === sb.sandboxID);
+    await until(() => died() !== undefined);
+    expect(died()).toMatchObject({ event: { death: 'init_exited', code: 130413, message: 'sandbox init process died', nodeID: cubelet.nodeID } });
+    expect(events.some((e) => e.type === 'sandbox' && e.sandbox.sandboxID === sb.sandboxID && e.sandbox.state === 'error' && e.sandbox.reason === 'sandbox init process died')).toBe(true);
     expect(await cubelet.getSandbox(sb.sandboxID)).toBeUndefined();
   });
 

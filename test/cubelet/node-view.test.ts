@@ -3,7 +3,7 @@ import type { PoolView, StoreView } from '../../src/api/types.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
 import { parseMeminfo, parseProcStat, cpuUtilPercent } from '../../src/cubelet/host-metrics.js';
 import { buildNodeView, withOperatorFlags } from '../../src/cubelet/node-view.js';
-import { withSchedulability } from '../../src/scheduler/schedulable.js';
+import { withSchedulability } from '../../src/control/schedulable.js';
 
 const pool: PoolView = { free: 4, inUse: 0, creating: 0, total: 4, target: 4, inFlight: 0, onDemand: 0, waitP50Ms: 0, waitP99Ms: 0, recentWaitsMs: [] };
 const spec = { cpus: 1, memoryMiB: 4096, diskGiB: 10 };
@@ -33,6 +33,15 @@ const view = (over: { ratio?: number; running?: number; paused?: number; disk?: 
 const shown = (over: Parameters<typeof view>[0] = {}) => withSchedulability(view(over), 0, master(over.ratio), 0);
 
 describe('node view', () => {
+  it('sums the disk quotas of running and paused sandboxes (a paused layer stays)', () => {
+    expect(view().usage.quotaDiskUsedGiB).toBe(0);
+    expect(view({ running: 3, paused: 2 }).usage.quotaDiskUsedGiB).toBe(50);
+    expect(view({ running: 3, paused: 2, ratio: 1 }).usage.quotaDiskUsedGiB).toBe(50);
+    // What they count against: the store's size x host.quota.disk_oversell_ratio (20); none without a store.
+    expect(view({ store: { kind: 'loop', path: '/d/store', sizeBytes: 12 * 1024 ** 3, freeBytes: 0, usedPercent: 0 } }).density.diskQuotaGiB).toBe(240);
+    expect(view().density.diskQuotaGiB).toBeUndefined();
+  });
+
   it('reproduces the reference density numbers', () => {
     expect(view().density).toMatchObject({ footprintMiB: 4202, paperCeiling: 117, safetyBoundary: 58, cpuCeiling: 307, bottleneck: 'memory', headroom: 117 });
     expect(view({ ratio: 0.75 }).density.allPausedCeiling).toBe(469);

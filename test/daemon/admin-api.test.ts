@@ -55,8 +55,10 @@ describe('sandbox lifecycle through /admin/v1', () => {
       expect((await api('DELETE', `/admin/v1/sandboxes/${sb.sandboxID}`)).status).toBe(204);
     }
     expect((await api('GET', `/admin/v1/sandboxes/${sb.sandboxID}`)).status).toBe(404);
-    const events = (await api('GET', '/admin/v1/events?limit=50')).json as { kind: string; sandboxID?: string }[];
-    expect(events.filter((e) => e.sandboxID === sb.sandboxID).map((e) => e.kind)).toEqual(['sandbox.created', 'sandbox.paused', 'sandbox.resumed', 'sandbox.destroyed']);
+    const events = (await api('GET', '/admin/v1/events?limit=50')).json as { kind: string; sandboxID?: string; death?: string }[];
+    // An admin API delete is an operator's kill, not the client's: a death (operator_killed) its tombstone keeps.
+    expect(events.filter((e) => e.sandboxID === sb.sandboxID).map((e) => e.kind)).toEqual(['sandbox.created', 'sandbox.paused', 'sandbox.resumed', 'sandbox.died', 'sandbox.destroyed']);
+    expect(events.find((e) => e.sandboxID === sb.sandboxID && e.kind === 'sandbox.died')).toMatchObject({ death: 'operator_killed' });
   });
 
   it('refuses an unknown template with 404 and a bad body with 400', async () => {

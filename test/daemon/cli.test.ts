@@ -30,7 +30,8 @@ it('exits 2 with a one-line reason on bad usage', async () => {
 
 it('refuses a second daemon on the same data dir, and the first keeps serving', async () => {
   const r = await cubed(['--config-dir', d.configDir, '--data-dir', d.dataDir, '--listen', '127.0.0.1:0']);
-  expect(r.exitCode).toBe(2);
+  // 3: the host is taken (the data dir's lock is held), as for a node id or pool cidr (test/daemon/host-claims).
+  expect(r.exitCode).toBe(3);
   expect(r.stderr).toContain(`another cubed (pid ${d.pid}) is running with data dir ${d.dataDir}`);
   expect((await fetch(`${d.url}/health`)).status).toBe(200);
 });

@@ -119,7 +119,7 @@ describe('admission on a development box', () => {
       expect(over.status).toBe(429);
       expect(over.headers.get('retry-after')).toBe('1');
       expect(over.json).toMatchObject({ code: 429, cubeCode: 130481 });
-      expect(over.json.message).toMatch(/2 running sandboxes and 1 creates in flight: at most 2 \(api\.max_sandboxes_per_key\)/);
+      expect(over.json.message).toMatch(/is at its sandboxes quota: 2 running or starting, at most 2 \(api\.max_sandboxes_per_key, the default/);
       // The SDK retries a 429 with Retry-After a few times, then says RateLimitError.
       await expect(create()).rejects.toThrow(/max_sandboxes_per_key/);
       await a!.pause();

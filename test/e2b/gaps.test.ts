@@ -183,10 +183,16 @@ describe('metrics', () => {
 
   it('getMetrics keeps a history with memCache and diskUsed, and honours start/end', async () => {
     await sbx.files.write('blob.bin', 'x'.repeat(1 << 20));
+    // diskUsed is the quota group's figure, which btrfs updates at its commit (every 30 s): sync commits now.
+    await sbx.commands.run('sync');
     const first = await sbx.getMetrics();
     expect(first.length).toBeGreaterThanOrEqual(1);
-    await new Promise((r) => setTimeout(r, 11_000));
-    const later = await sbx.getMetrics();
+    // The next sample (every 5 s), polled for instead of slept for.
+    let later = first;
+    for (let i = 0; i < 60 && later.length < 2; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      later = await sbx.getMetrics();
+    }
     expect(later.length).toBeGreaterThanOrEqual(2);
     const last = later.at(-1)!;
     expect(last.memCache).toBeTypeOf('number');

@@ -9,19 +9,22 @@ import { echo, get as getFrom, startPortServers, upgrade as upgradeTo } from '..
 const DOMAIN = 'sbx.test';
 let d: TestDaemon;
 let sbx: Sandbox | undefined;
+/** Created with network.allowPublicTraffic false: its ports need its traffic access token. */
+let closed: Sandbox | undefined;
 
 const get = (path: string, headers: IncomingHttpHeaders) => getFrom(d.url, path, headers);
 const upgrade = (headers: IncomingHttpHeaders) => upgradeTo(d.url, headers);
 
 beforeAll(async () => {
   d = await startDaemon({ args: ['--sandbox-domain', DOMAIN] });
-  sbx = await Sandbox.create({ apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url });
-  await startPortServers(sbx, 'hello from the sandbox');
+  const opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
+  [sbx, closed] = await Promise.all([Sandbox.create(opts), Sandbox.create({ ...opts, network: { allowPublicTraffic: false } })]);
+  await Promise.all([startPortServers(sbx, 'hello from the sandbox'), startPortServers(closed, 'only with the token')]);
 }, 180_000);
 
 afterAll(async () => {
   try {
-    await sbx?.kill();
+    await Promise.all([sbx?.kill(), closed?.kill()]);
   } finally {
     await d?.stop();
   }
@@ -49,6 +52,30 @@ describe('port routing', () => {
     expect(JSON.parse(closed.body)).toMatchObject({ code: 502, message: expect.stringContaining('port 8999') });
     const unknown = await get('/', { host: `8000-zzzzzzzzzzzzzzzzzzzz.${DOMAIN}` });
     expect(unknown.status).toBe(502);
+  });
+
+  it("allowPublicTraffic false: its ports answer only with its traffic access token (E2B's 403 otherwise), envd is not affected", async () => {
+    const token = closed!.trafficAccessToken;
+    expect(token).toMatch(/^\S{16,}$/);
+    expect(sbx!.trafficAccessToken).toBeUndefined();
+    const to = { 'e2b-sandbox-id': closed!.sandboxId, 'e2b-sandbox-port': '8000' };
+    const missing = await get('/index.html', to);
+    expect(missing.status).toBe(403);
+    expect(JSON.parse(missing.body)).toEqual({ sandboxId: closed!.sandboxId, code: 403, message: "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing" });
+    const wrong = await get('/index.html', { ...to, 'e2b-traffic-access-token': `${token}x` });
+    expect(wrong.status).toBe(403);
+    expect(JSON.parse(wrong.body).message).toMatch(/Provided token in header 'e2b-traffic-access-token' is invalid/);
+    // The other sandbox's token opens nothing here.
+    expect((await get('/index.html', { host: closed!.getHost(8000), 'e2b-traffic-access-token': 'not-this-one' })).status).toBe(403);
+    expect(await get('/index.html', { ...to, 'e2b-traffic-access-token': token! })).toEqual({ status: 200, body: 'only with the token' });
+    expect(await get('/index.html', { host: closed!.getHost(8000), 'e2b-traffic-access-token': token! })).toEqual({ status: 200, body: 'only with the token' });
+    await expect(upgrade({ host: closed!.getHost(8001) })).rejects.toThrow(/403/);
+    expect(await echo(await upgrade({ host: closed!.getHost(8001), 'e2b-traffic-access-token': token! }), 'tok')).toBe('TOK');
+    // envd has its own token: the SDK works as before, and the sandbox says its ports are not public.
+    expect((await closed!.commands.run('echo ok')).stdout).toBe('ok\n');
+    expect((await closed!.getInfo()).network?.allowPublicTraffic).toBe(false);
+    // The public one is public.
+    expect((await get('/index.html', { 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8000' })).status).toBe(200);
   });
 
   it('passes upgrades by header and by Host', async () => {

@@ -165,8 +165,6 @@ describe('E2B REST errors', () => {
     const mask = await call('POST', '/v2/sandboxes', { templateID: 'base', network: { maskRequestHost: 'x.example' } });
     expect(mask.status).toBe(400);
     expect(mask.json!.message).toMatch(/network\.maskRequestHost is not supported/);
-    const closed = await call('POST', '/v2/sandboxes', { templateID: 'base', network: { allowPublicTraffic: false } });
-    expect(closed.json!.message).toMatch(/network\.allowPublicTraffic is not supported/);
     const bad = await call('POST', '/v2/sandboxes', { templateID: 'base', network: { denyOut: ['1.2.3.4/40'] } });
     expect(bad.status).toBe(400);
     expect(bad.json!.message).toMatch(/network\.denyOut: "1\.2\.3\.4\/40" is not an IPv4 address or CIDR/);

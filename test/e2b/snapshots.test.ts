@@ -154,7 +154,7 @@ describe('fork', () => {
     try {
       const e = await origin.fork({ count: 3 }).catch((x: unknown) => x);
       expect(e).toBeInstanceOf(RateLimitError);
-      expect((e as Error).message).toMatch(/at most \d+ \(api.max_sandboxes_per_key\)/);
+      expect((e as Error).message).toMatch(/\+ 3 asked, at most \d+ \(api\.max_sandboxes_per_key, the default/);
       expect(((await call(d, 'GET', '/admin/v1/sandboxes?state=running')).json as unknown[]).length).toBe(running);
     } finally {
       await call(d, 'PUT', '/admin/v1/config', { path: 'api.max_sandboxes_per_key', value: before });

@@ -1,15 +1,18 @@
 // Template builds through the real `e2b` SDK, unchanged: Template() + Template.build() against a
 // real cubed (steps in ns sandboxes, layers captured into the store), then sandboxes from the
 // alias; the cache, force, a failing step, bad input; tags and the E2B template list/get/delete.
-import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FilesHash, S_IFREG } from '../../src/templates/build/files-hash.js';
+import { copyFiles, filesHash } from '../../src/templates/recipe.js';
 import { cubectl } from '../cli/run-cli.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { busyboxLayer, dockerArchive, tarOf } from '../helpers/images.js';
+import { busyboxLayer, dockerArchive, longNameHeader, tarOf } from '../helpers/images.js';
 import { sdkClient, type SdkClient } from '../helpers/sdk.js';
 
 let d: TestDaemon;
@@ -222,7 +225,8 @@ describe('Template.build with the e2b SDK', () => {
     expect(missing).toMatchObject({ code: 2, stderr: expect.stringMatching(/nope\.yaml: no such file/) });
     for (const t of ['v1', 'v2']) expect((await cubectl(['template', 'rm', `cli-built:${t}`], env)).code).toBe(0);
     expect((await cubectl(['template', 'rm', 'cli-built'], env)).code).toBe(0);
-  });
+    // Ten cubectl runs: each took 6-12 s at load 25 on this machine (60 s timed out, before this change too).
+  }, 180_000);
 
   it('builds over base (the host template): the host /usr stays read-only, the step writes its home', async () => {
     const t = Template()
@@ -267,6 +271,101 @@ describe('Template.build with the e2b SDK', () => {
     await sbx.kill();
     expect((await call('DELETE', '/templates/hostile')).status).toBe(204);
   });
+
+  it('keeps the first upload of a files hash (another client\'s cannot replace it) and refuses one that does not match its hash at build start', async () => {
+    const build = async (name: string, hash: string, src: string) => {
+      const req = (await call('POST', '/v3/templates', { name })).json as { templateID: string; buildID: string };
+      return { req, start: () => call('POST', `/v2/templates/${req.templateID}/builds/${req.buildID}`, { fromImage: 'busybox', steps: [{ type: 'COPY', args: [src, '/opt/'], filesHash: hash }] }) };
+    };
+    const waitReady = async (templateID: string, buildID: string) => {
+      let st: { status: string } = { status: 'waiting' };
+      for (let i = 0; i < 600 && (st.status === 'waiting' || st.status === 'building'); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        st = (await call('GET', `/templates/${templateID}/builds/${buildID}/status`)).json as { status: string };
+      }
+      return st.status;
+    };
+    // The SDK's hash of COPY one.txt /opt/ holding "good".
+    const hash = new FilesHash('one.txt', '/opt/').entry('one.txt', S_IFREG | 0o644, 5).data('good\n').digest();
+    const victim = await build('kept', hash, 'one.txt');
+    // Both clients asked for a link before anything was uploaded; the victim uploads first.
+    const victimLink = (await call('GET', `/templates/${victim.req.templateID}/files/${hash}`)).json as { url: string };
+    const otherLink = (await call('GET', `/templates/${victim.req.templateID}/files/${hash}`)).json as { url: string };
+    expect((await fetch(victimLink.url, { method: 'PUT', body: await tarOf([{ name: 'one.txt', content: 'good\n' }]) })).status).toBe(201);
+    expect((await fetch(otherLink.url, { method: 'PUT', body: await tarOf([{ name: 'one.txt', content: 'evil\n' }]) })).status).toBe(201);
+    expect((await victim.start()).status).toBe(202);
+    expect(await waitReady(victim.req.templateID, victim.req.buildID)).toBe('ready');
+    const sbx = await create('kept');
+    expect((await sbx.commands.run('cat /opt/one.txt')).stdout).toBe('good\n');
+    await sbx.kill();
+    // An upload first made under another's hash (predicted) is refused at build start and removed.
+    const hash2 = new FilesHash('two.txt', '/opt/').entry('two.txt', S_IFREG | 0o644, 5).data('fine\n').digest();
+    const poisoned = await build('poisoned', hash2, 'two.txt');
+    const link = (await call('GET', `/templates/${poisoned.req.templateID}/files/${hash2}`)).json as { url: string };
+    expect((await fetch(link.url, { method: 'PUT', body: await tarOf([{ name: 'two.txt', content: 'evil\n' }]) })).status).toBe(201);
+    const refused = await poisoned.start();
+    expect(refused.status).toBe(400);
+    expect((refused.json as { message: string }).message).toMatch(/step 1 \(COPY two\.txt \/opt\/\): do not match its files hash|do not match its files hash/);
+    expect(((await call('GET', `/templates/${poisoned.req.templateID}/files/${hash2}`)).json as { present: boolean }).present).toBe(false);
+    // The SDK's own hashes of files and links pass the check: a build copying a file and a link.
+    await symlink('hello.txt', join(ctxDir, 'app', 'hello-link'));
+    try {
+      const t = Template({ fileContextPath: ctxDir }).fromImage('busybox').copy('app/hello.txt', '/opt/').copy('app/hello-link', '/opt/');
+      await Template.build(t, 'sdk-files', opts);
+      const s2 = await create('sdk-files');
+      expect((await s2.commands.run('cat /opt/hello.txt; readlink /opt/hello-link')).stdout).toBe('hello from the build context\nhello.txt\n');
+      await s2.kill();
+    } finally {
+      await rm(join(ctxDir, 'app', 'hello-link'));
+    }
+    for (const n of ['kept', 'poisoned', 'sdk-files']) await call('DELETE', `/templates/${n}`);
+  }, 300_000);
+
+  it('refuses a build upload whose long-name header claims megabytes (tar-stream would hold the whole body) with 400 at upload, before reading it', async () => {
+    // A GNU long-name entry of 8 MiB, gzipped to a few KiB: the kind of upload that grew cubed by the body's size.
+    const header = longNameHeader(8 * 2 ** 20);
+    const body = gzipSync(Buffer.concat([header, Buffer.alloc(8 * 2 ** 20, 'a'), Buffer.alloc(1024)]));
+    const hash = new FilesHash('x.txt', '/opt/').entry('x.txt', S_IFREG | 0o644, 2).data('x\n').digest();
+    const req = (await call('POST', '/v3/templates', { name: 'long-name' })).json as { templateID: string; buildID: string };
+    const link = (await call('GET', `/templates/${req.templateID}/files/${hash}`)).json as { url: string };
+    const put = await fetch(link.url, { method: 'PUT', body });
+    expect({ status: put.status, message: ((await put.json()) as { message?: string }).message }).toEqual({ status: 400, message: expect.stringMatching(/GNU long name header of 8388608 bytes/) });
+    expect(((await call('GET', `/templates/${req.templateID}/files/${hash}`)).json as { present: boolean }).present).toBe(false);
+    await call('DELETE', '/templates/long-name');
+  });
+
+  it("uploads are each key's own: another key's upload under a build's files hash (a directory, which no hash check can verify) is never what that build copies", async () => {
+    await mkdir(join(ctxDir, 'tree'));
+    await writeFile(join(ctxDir, 'tree', 'a.txt'), 'good\n');
+    try {
+      // The SDK's hash of COPY tree /opt/tree/: it covers the directory's st_size here, which the upload does not carry.
+      const hash = await filesHash({ step: 0, src: 'tree', dest: '/opt/tree/' }, await copyFiles(ctxDir, 'tree'));
+      const made = await call('POST', '/admin/v1/keys', { name: 'other-builder' });
+      expect(made.status).toBe(201);
+      const other = (made.json as { key: string }).key;
+      const asOther = (method: string, path: string, body?: unknown) =>
+        fetch(`${d.url}${path}`, { method, headers: { 'x-api-key': other, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) }).then(async (r) => ({ status: r.status, json: (await r.json()) as Record<string, unknown> }));
+      // The other key predicts the hash and uploads first, under its own link.
+      const req = (await asOther('POST', '/v3/templates', { name: 'kept-dir' })).json as { templateID: string };
+      const link = (await asOther('GET', `/templates/${req.templateID}/files/${hash}`)).json as { url: string };
+      const evil = await tarOf([{ name: 'tree/', type: 'directory' }, { name: 'tree/a.txt', content: 'evil\n' }]);
+      expect((await fetch(link.url, { method: 'PUT', body: evil })).status).toBe(201);
+      // Something that is not a tar is refused at once, and nothing kept changes.
+      expect((await fetch(link.url, { method: 'PUT', body: 'not a tar' })).status).toBe(400);
+      expect(((await asOther('GET', `/templates/${req.templateID}/files/${hash}`)).json as { present: boolean }).present).toBe(true);
+      // For this key the hash has no upload yet: the SDK uploads its own, and the build copies it.
+      expect(((await call('GET', `/templates/${req.templateID}/files/${hash}`)).json as { present: boolean }).present).toBe(false);
+      await Template.build(Template({ fileContextPath: ctxDir }).fromImage('busybox').copy('tree', '/opt/tree/'), 'kept-dir', opts);
+      // (the SDK's hash is the one predicted: its upload is there now)
+      expect(((await call('GET', `/templates/${req.templateID}/files/${hash}`)).json as { present: boolean }).present).toBe(true);
+      const sbx = await create('kept-dir');
+      expect((await sbx.commands.run('cat /opt/tree/a.txt')).stdout).toBe('good\n');
+      await sbx.kill();
+    } finally {
+      await rm(join(ctxDir, 'tree'), { recursive: true, force: true });
+      await call('DELETE', '/templates/kept-dir');
+    }
+  }, 300_000);
 
   it("the e2b CLI's template list shows real dates", async () => {
     const r = await execa('node', ['node_modules/@e2b/cli/dist/index.js', 'template', 'list'], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });

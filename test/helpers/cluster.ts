@@ -18,9 +18,9 @@ import { stringify as toToml } from 'smol-toml';
 import { stringify as toYaml } from 'yaml';
 import type { NodeView, SandboxView } from '../../src/api/types.js';
 import { nodeTag } from '../../src/ids.js';
-import { clusterStateScope } from './cluster-state.js';
+import { clusterStateScope, type ClusterStateScope } from './cluster-state.js';
 import { exited, freePort, merge, settledKernelObjects, waitHealthy, type Tree } from './daemon.js';
-import { purgeNetwork, testCidr, uniqueNodeID } from './kernel.js';
+import { TEST_HOST_ID_RANGES, purgeNetwork, testCidr, testHostIdBase, uniqueNodeID } from './kernel.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const BIN = join(ROOT, 'bin/cubed');
@@ -35,6 +35,8 @@ export interface ClusterOptions {
   dataDirs?: Record<number, string>;
   /** One more compute process, in the root namespace, standing for `nodes` SIMULATED nodes (--runtime sim). */
   sim?: { nodes: number; prefix: string };
+  /** Where the replicas keep their state (a benchmark's own Redis and MariaDB, own-stores.ts); default: a scope of the machine's. */
+  state?: ClusterStateScope;
 }
 
 export interface ClusterProcess {
@@ -86,7 +88,7 @@ function cgroupRemounts(): string {
 
 export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
   const dir = mkdtempSync('/tmp/cubed-test-cluster-');
-  const scope = clusterStateScope();
+  const scope = o.state ?? clusterStateScope();
   const apiKey = `e2b_${randomBytes(20).toString('hex')}`;
   const secret = randomBytes(16).toString('hex');
   const t = randomBytes(2).toString('hex');
@@ -101,7 +103,7 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
   const master = merge(
     {
       api: { rate_limit_per_sec: 10_000 },
-      scheduler: { node_max_mem_reserved_in_mb: 1024, filter: { enable_filters: ['mem', 'disk', 'realtime_create_num', 'template_locality', 'mvm_num'] } },
+      scheduler: { node_max_mem_reserved_in_mb: 1024, filter: { enable_filters: ['mem', 'disk', 'disk_quota', 'realtime_create_num', 'template_locality', 'mvm_num'] } },
       sandbox: { default_spec: { cpus: 1, memory_mib: 256, disk_gib: 1 } },
     },
     o.master,
@@ -242,7 +244,7 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
       mkdirSync(cfgDir);
       mkdirSync(dataDir, { recursive: true });
       writeFileSync(join(cfgDir, 'cubemaster.yaml'), toYaml(master));
-      writeFileSync(join(cfgDir, 'cubelet.toml'), toToml({ quota: { cpus: 16, memory_mib: 65_536 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, cidr: testCidr() } } }));
+      writeFileSync(join(cfgDir, 'cubelet.toml'), toToml({ quota: { cpus: 16, memory_mib: 65_536 }, identity: { host_id_base: testHostIdBase(), host_id_ranges: TEST_HOST_ID_RANGES }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, cidr: testCidr() } } }));
       const url = `http://${hostIP(i)}:${NODE_PORT}`;
       const argv = [process.execPath, BIN, '--role', 'compute', '--control', controlURLs.join(','), '--node-id', nodeID, '--listen', `${hostIP(i)}:${NODE_PORT}`, '--data-dir', dataDir, '--config-dir', cfgDir, '--destroy-on-exit'];
       const p = proc(`compute-${i}`, url, () => ['ip', 'netns', 'exec', hostNs(i), 'sh', '-c', `${remounts} && exec ${argv.join(' ')}`]);

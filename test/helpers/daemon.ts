@@ -6,15 +6,16 @@
 //   try { await fetch(`${d.url}/admin/v1/nodes`, { headers: { 'x-api-key': d.apiKey } }) }
 //   finally { await d.stop() }            // or in afterAll
 //
-// What you get: its own node id (so its own 4-hex tag for kernel objects), its own pool
-// CIDR, a data dir and config dir under /tmp/cubed-test-*, a random API key (given through
+// What you get: its own node id (so its own tag for kernel objects), its own pool CIDR and
+// sandbox host ids (a daemon refuses to start beside a live one holding either), a data dir and config dir under /tmp/cubed-test-*, a random API key (given through
 // CUBE_API_KEY), and these defaults, deep-merged under your overrides:
 //   cubelet.toml: declared [quota] 64 cpus / 256 GiB (fits any test), tap_init_num 4, microvm_tap_init_num 2
 //   cubemaster.yaml: default_spec 1 cpu / 256 MiB / 1 GiB, rate limit 1000/s, 1 GiB reserve,
 //     and the live `cpu` filter off (it refuses creates when host CPU use is >= 80%, which
 //     parallel test runs on 2 cores reach all the time; the cpu quota still counts in density).
-// stop({ destroy = true }): SIGTERM (graceful: sandboxes stay), then when destroying, one more
-// start with --destroy-on-exit that re-adopts and removes everything; then it checks that no
+// stop({ destroy = true }): SIGTERM (graceful: sandboxes stay), or when destroying SIGUSR2 (the
+// daemon removes everything as it stops; a daemon killed -9 is started once more with
+// --destroy-on-exit to re-adopt and remove it); then it checks that no
 // kernel object of the node's tag is left (throws listing them, after purging) and removes
 // the dirs. restart(): graceful stop + start on the same dirs and port (re-adoption).
 // kill9(): SIGKILL, nothing cleaned; follow with restart() or stop().
@@ -28,7 +29,7 @@ import { execa } from 'execa';
 import { stringify as toToml } from 'smol-toml';
 import { stringify as toYaml } from 'yaml';
 import { nodeTag } from '../../src/ids.js';
-import { countKernelObjects, purgeNetwork, testCidr, uniqueNodeID, type KernelObjects } from './kernel.js';
+import { TEST_HOST_ID_RANGES, countKernelObjects, purgeNetwork, testCidr, testHostIdBase, uniqueNodeID, type KernelObjects } from './kernel.js';
 
 export type Tree = { [k: string]: unknown };
 
@@ -48,6 +49,8 @@ export interface StartDaemonOptions {
   nodeArgs?: string[];
   /** The shipped defaults (benchmarks of what users run): none of the test settings below, only the node id, dirs, listen address and pool CIDR. */
   shipped?: boolean;
+  /** Files written into the data dir before the first start (name -> content). */
+  dataDirFiles?: Record<string, string>;
 }
 
 /**
@@ -61,7 +64,7 @@ export interface TestDaemon {
   url: string;
   apiKey: string;
   nodeID: string;
-  /** 4-hex tag of the node's kernel objects. */
+  /** The tag of the node's kernel objects (a fresh data dir's: nodeTag of the node id). */
   tag: string;
   dataDir: string;
   configDir: string;
@@ -147,20 +150,22 @@ process.once('exit', () => {
 
 export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDaemon> {
   const nodeID = opts.nodeID ?? uniqueNodeID('cubed');
-  const tag = nodeTag(nodeID);
   const dir = mkdtempSync('/tmp/cubed-test-');
   const configDir = join(dir, 'config');
   const dataDir = join(dir, 'data');
   mkdirSync(configDir);
   mkdirSync(dataDir);
+  for (const [name, text] of Object.entries(opts.dataDirFiles ?? {})) writeFileSync(join(dataDir, name), text);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const apiKey = `e2b_${randomBytes(20).toString('hex')}`;
   const network = { cidr: opts.cidr ?? testCidr() };
+  // Host ids apart from every other live test daemon's (the shipped default outside vitest: bench scripts).
+  const identity = !process.env.VITEST ? {} : { identity: { host_id_base: testHostIdBase(), host_id_ranges: TEST_HOST_ID_RANGES } };
   const cubelet = merge(
     opts.shipped
-      ? { node_id: nodeID, data_dir: dataDir, plugins: { 'io.cubelet.internal.v1.network': network } }
-      : { node_id: nodeID, data_dir: dataDir, quota: { cpus: 64, memory_mib: 262_144 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, microvm_tap_init_num: 2, ...network } } },
+      ? { node_id: nodeID, data_dir: dataDir, ...identity, plugins: { 'io.cubelet.internal.v1.network': network } }
+      : { node_id: nodeID, data_dir: dataDir, ...identity, quota: { cpus: 64, memory_mib: 262_144 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, microvm_tap_init_num: 2, ...network } } },
     opts.cubelet,
   );
   const master = merge(
@@ -168,7 +173,7 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
       ? { api: { listen: `127.0.0.1:${port}` } }
       : {
           api: { listen: `127.0.0.1:${port}`, rate_limit_per_sec: 1000 },
-          scheduler: { node_max_mem_reserved_in_mb: 1024, filter: { enable_filters: ['mem', 'disk', 'realtime_create_num', 'template_locality', 'mvm_num'] } },
+          scheduler: { node_max_mem_reserved_in_mb: 1024, filter: { enable_filters: ['mem', 'disk', 'disk_quota', 'realtime_create_num', 'template_locality', 'mvm_num'] } },
           sandbox: { default_spec: { cpus: 1, memory_mib: 256, disk_gib: 1 } },
         },
     opts.master,
@@ -194,9 +199,9 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
     return child;
   };
 
-  const term = async (c: ChildProcess) => {
+  const term = async (c: ChildProcess, signal: 'SIGTERM' | 'SIGUSR2' = 'SIGTERM') => {
     if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGTERM');
+      c.kill(signal);
       const t = setTimeout(() => c.kill('SIGKILL'), 60_000);
       await exited(c);
       clearTimeout(t);
@@ -204,6 +209,16 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
   };
 
   let child = await launch();
+  // The tag the data dir records (a fresh one: nodeTag of the node id; one given a tag keeps it).
+  // A simulated node records none.
+  const recorded = (() => {
+    try {
+      return readFileSync(join(dataDir, 'node-tag'), 'utf8').trim();
+    } catch {
+      return undefined;
+    }
+  })();
+  const tag = recorded || nodeTag(nodeID);
   let stopped = false;
   const d: TestDaemon = {
     url,
@@ -215,11 +230,13 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
     pid: child.pid!,
     async stop({ destroy = true } = {}) {
       if (stopped) return;
-      await term(child);
-      if (!destroy) return;
+      if (!destroy) return term(child);
       stopped = true;
       try {
-        await term(await launch(['--destroy-on-exit']));
+        // A live daemon destroys what it holds as it stops (SIGUSR2); one already gone (kill -9)
+        // is started once more to re-adopt and destroy it (2.8 s a stop at load 3: a start and a stop).
+        if (child.exitCode === null && child.signalCode === null) await term(child, 'SIGUSR2');
+        else await term(await launch(['--destroy-on-exit']));
       } finally {
         const left: Record<string, number> = { ...(await settledKernelObjects(tag)), store: (await unmountStore(dataDir)) ? 1 : 0 };
         const leaked = Object.entries(left).filter(([, n]) => n > 0);

@@ -125,3 +125,18 @@ export async function ociLayoutDir(dir: string, layers: Buffer[], c: ImageConfig
     }
   }
 }
+
+/** A GNU long-name ('L') tar header claiming a body of `size` bytes (the body is the caller's). */
+export function longNameHeader(size: number): Buffer {
+  const header = Buffer.alloc(512);
+  header.write('././@LongLink', 0, 'latin1');
+  header.write('0000644\0', 100, 'latin1');
+  header.write(`${size.toString(8).padStart(11, '0')}\0`, 124, 'latin1');
+  header.write('L', 156, 'latin1');
+  header.write('ustar  \0', 257, 'latin1');
+  header.fill(' ', 148, 156);
+  let sum = 0;
+  for (const b of header) sum += b;
+  header.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1');
+  return header;
+}

@@ -14,6 +14,7 @@ import { CubeletConfigSchema } from '../../src/config/schema.js';
 const TAG_LOCKS = '/tmp/cube-test-tag';
 const CIDR_LOCKS = '/tmp/cube-test-cidr';
 const CIDR_SECOND_OCTETS = { first: 200, last: 249 };
+const HOST_ID_LOCKS = '/tmp/cube-test-hostids';
 
 /** Whether process `pid` exists (EPERM: it does, owned by someone else). */
 export function alive(pid: number): boolean {
@@ -56,7 +57,8 @@ function tryLock(dir: string, name: string, onRelease?: () => void): boolean {
     rmSync(path, { recursive: true, force: true });
   };
   process.once('exit', release);
-  afterAll(release);
+  // Outside vitest (a bench script starting a test cluster) the exit releases it.
+  if (process.env.VITEST) afterAll(release);
   return true;
 }
 
@@ -71,7 +73,7 @@ function tagInUse(tag: string): boolean {
   return has(NETNS_DIR, new RegExp(`^cube-${tag}-`)) || has(SYS_NET_DIR, new RegExp(`^cube${tag}\\d`));
 }
 
-/** A node id unique to this test file and run whose 4-hex tag no live test holds. */
+/** A node id unique to this test file and run whose tag no live test holds. */
 export function uniqueNodeID(prefix: string): string {
   for (let attempt = 0; attempt < 200; attempt++) {
     const id = `${prefix}-${process.pid}-${randomBytes(4).toString('hex')}`;
@@ -126,15 +128,44 @@ export function testCidr(): string {
   const { first, last } = CIDR_SECOND_OCTETS;
   const n = last - first + 1;
   const start = Math.floor(Math.random() * n);
+  // A range the host already routes (a daemon of another checkout, whose locks we do not see) is
+  // skipped: a daemon refuses a pool cidr that meets a route of the host (src/cubelet/host-claims.ts).
+  const routed = new Set<string>();
+  try {
+    const routes = JSON.parse(execFileSync('ip', ['-j', '-4', 'route', 'show', 'table', 'all'], { encoding: 'utf8' }) || '[]') as { dst: string; type?: string }[];
+    for (const r of routes) if (r.type !== 'unreachable' && /^10\.\d+\./.test(r.dst)) routed.add(r.dst.split('.')[1]!);
+  } catch {
+    // no ip: take the locks alone
+  }
   for (let k = 0; k < n; k++) {
     const octet = first + ((start + k) % n);
     const cidr = `10.${octet}.0.0/16`;
+    if (routed.has(String(octet))) continue;
     if (tryLock(CIDR_LOCKS, String(octet), () => routeGuard('del', cidr))) {
       routeGuard('replace', cidr);
       return cidr;
     }
   }
   throw new Error(`testCidr: all ${n} test ranges are held by running tests`);
+}
+
+/**
+ * Sandbox host ids (cubelet identity) no other live test daemon holds: a daemon refuses to start
+ * beside a live one whose ranges overlap its own (src/cubelet/host-claims.ts). 256 ranges each
+ * (a test runs at most 100 sandboxes at once), from 10^9: clear of the shipped default
+ * (10^6 + 4096 ranges) that benchmarks run with and of the in-process rigs' bases.
+ */
+export const TEST_HOST_ID_RANGES = 256;
+export function testHostIdBase(): number {
+  const first = 1_000_000_000;
+  const span = TEST_HOST_ID_RANGES * 65_536;
+  const slots = Math.floor((2 ** 32 - 2 - first) / span);
+  const start = Math.floor(Math.random() * slots);
+  for (let k = 0; k < slots; k++) {
+    const slot = (start + k) % slots;
+    if (tryLock(HOST_ID_LOCKS, String(slot))) return first + slot * span;
+  }
+  throw new Error(`testHostIdBase: all ${slots} host id slots are held by running tests`);
 }
 
 export interface KernelObjects {

@@ -47,7 +47,7 @@ describe('forged IPv6 neighbour solicitations on a slot link', () => {
       const table = (await execa('ip', ['-6', 'neigh', 'show', 'dev', slot.hostIf])).stdout;
       for (const src of forged) expect(table, `host learned ${src}`).not.toContain(`${src} `);
       // The packets did reach the host, and were dropped by the node's filter, not lost on the way.
-      const tag = slot.hostIf.slice(4, 8); // hostIfName: `cube` + the node's 4-hex tag + index
+      const tag = slot.hostIf.slice(4, 10); // hostIfName: `cube` + the node's 6-character tag + index
       const rules = (await execa('nft', ['list', 'chain', 'inet', nftTableName(tag), 'input'])).stdout;
       const dropped = /meta nfproto ipv6 counter packets (\d+)/.exec(rules);
       expect(Number(dropped?.[1] ?? 0)).toBeGreaterThanOrEqual(forged.length);

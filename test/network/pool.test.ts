@@ -165,6 +165,22 @@ describe('network slot pool', () => {
     await a.stop({ destroy: true });
   });
 
+  it('refills to tap_init_num after a burst empties it, while the burst still holds its slots', async () => {
+    // A 20-create burst on tap_init_num = 4 used to leave free at 0 until the next acquire or
+    // release: the on-demand slots went to the waiters and nothing asked for a refill after.
+    const a = agent(4);
+    await a.start();
+    const slots = await Promise.all(ids(20, 'burst').map((id) => a.acquire(id)));
+    expect(distinctIndices(slots)).toBe(20);
+    await waitFor(() => a.levels().free === 4, 'the pool back at its target of 4 free');
+    expect(a.levels()).toMatchObject({ free: 4, inUse: 20, creating: 0 });
+    // The next create takes a warm slot.
+    const onDemand = a.levels().onDemand;
+    await a.acquire('after-burst');
+    expect(a.levels().onDemand).toBe(onDemand);
+    await a.stop({ destroy: true });
+  });
+
   it('says NETWORK_FAILED when the range is exhausted', async () => {
     const small = `${cidr.split('.').slice(0, 2).join('.')}.255.0/29`; // one slot
     const a = agent(1, { cidr: small });

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { OUTPUT_WINDOW } from '../../src/runtime/ns/helper.js';
 import type { SandboxHandle } from '../../src/runtime/types.js';
 import { run, useRig } from './harness.js';
 
@@ -84,6 +85,24 @@ describe('ns driver exec', () => {
     p.stdin!.end();
     expect(await p.exited).toMatchObject({ exitCode: 0 });
     expect(lines).toEqual(['ready', 'got one', 'got two']);
+  });
+
+  it('holds a paused stream at the helper (its credit window), every other command going on, and loses none of it', async () => {
+    const p = rig().driver.exec(h, { argv: ['sh', '-c', 'head -c 3000000 /dev/zero; echo done >&2'] });
+    let got = 0;
+    let err = '';
+    p.stdout.on('data', (b: Buffer) => (got += b.length));
+    p.stderr.on('data', (b: Buffer) => (err += b.toString()));
+    p.stdout.pause();
+    while (p.stdout.readableLength < OUTPUT_WINDOW) await new Promise((r) => setTimeout(r, 20));
+    // The helper's one pipe carries this command too: it is not stalled by the paused stream.
+    const other = await run(rig(), h, ['seq', '100000']);
+    expect([other.stdout.length, other.exitCode]).toEqual([588_895, 0]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect([got, p.stdout.readableLength]).toEqual([0, OUTPUT_WINDOW]); // no more came than the window
+    p.stdout.resume();
+    expect(await p.exited).toMatchObject({ exitCode: 0 });
+    expect([got, err]).toEqual([3_000_000, 'done\n']);
   });
 
   it('gives a pty command a terminal of the sandbox: session leader, sized, resizable, TERM set', async () => {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, expect } from 'vitest';
 import { nodeTag, newSandboxID } from '../../src/ids.js';
 import { Cgroups, HIERARCHIES } from '../../src/runtime/ns/cgroups.js';
 import { NsDriver, type NsDriverOptions } from '../../src/runtime/ns/driver.js';
-import { TemplateStore } from '../../src/runtime/templates.js';
+import { TemplateStore } from '../../src/templates/store.js';
 import type { ExecRequest, ExitInfo, LaunchSpec, SandboxHandle, TemplateRef } from '../../src/runtime/types.js';
 
 const repo = join(import.meta.dirname, '..', '..');

@@ -1,7 +1,8 @@
 // The pure parts of the microvm runtime: QEMU's argv, the agent's wire format,
 // the runtime set's choice and the runtimes label (no VM is booted here).
 import { describe, expect, it } from 'vitest';
-import { kvmBackend, memoryRefusal, qemuArgs } from '../../src/runtime/microvm/driver.js';
+import { kvmBackend, memoryRefusal } from '../../src/runtime/microvm/driver.js';
+import { qemuArgs } from '../../src/runtime/microvm/qemu.js';
 import { FrameDecoder, T, encodeFrame, fields, parseStats, splitFields } from '../../src/runtime/microvm/protocol.js';
 import { RuntimeSet } from '../../src/runtime/multi.js';
 import { runtimesLabel } from '../../src/tui/format.js';
@@ -13,7 +14,7 @@ const shape = { kernel: '/k', initrd: '/i', image: '/img', cpus: 2, memoryMiB: 2
 
 describe('qemuArgs', () => {
   it("emulates with the timer arguments the probe needed, names the process, joins the TAP-mode slot's TAP", () => {
-    const a = qemuArgs({ ...shape, id: 'abc', dir: '/d', disk: '/d/disk.qcow2', net: 'tap' });
+    const a = qemuArgs({ ...shape, id: 'abc', dir: '/d', disk: '/d/disk.qcow2', net: 'tap', uid: 1_065_536 });
     const at = (flag: string) => a[a.indexOf(flag) + 1];
     expect(at('-accel')).toBe('tcg,tb-size=32');
     expect(at('-append')).toContain('tsc_early_khz=2000000 no_timer_check lpj=4000000');
@@ -21,11 +22,23 @@ describe('qemuArgs', () => {
     expect(at('-smp')).toBe('2');
     expect(at('-netdev')).toBe('tap,id=n0,ifname=cubetap0,script=no,downscript=no,vhost=off');
     expect(a).not.toContain('-incoming');
-    expect(a.join(' ')).toContain('file=/img,format=raw,if=none,readonly=on');
+    // The disks come as descriptors (a chrooted QEMU cannot reopen a path): the image, then the writable disk read-write and read-only.
+    expect(a.join(' ')).toContain('-add-fd fd=4,set=1 -add-fd fd=5,set=2 -add-fd fd=6,set=2 -drive file=/dev/fdset/1,format=raw,if=none,readonly=on');
+  });
+
+  it('confines QEMU: seccomp without new processes or resource control, its own uid, an empty root; it runs in the foreground and its console goes to a socket', () => {
+    const a = qemuArgs({ ...shape, id: 'abc', dir: '/d', disk: '/d/disk.qcow2', net: 'tap', uid: 1_065_536 });
+    const at = (flag: string) => a[a.indexOf(flag) + 1];
+    expect(at('-sandbox')).toBe('on,obsolete=deny,spawn=deny,resourcecontrol=deny');
+    expect(at('-runas')).toBe('1065536:1065536');
+    expect(at('-chroot')).toBe('/d/jail');
+    expect(at('-serial')).toBe('chardev:con');
+    expect(at('-chardev')).toBe('socket,id=con,path=/d/c.sock,server=on,wait=off');
+    expect(a).not.toContain('-daemonize');
   });
 
   it('a KVM host drops the TCG timer workaround; a clone maps the snapshot RAM privately and waits for its state', () => {
-    const a = qemuArgs({ ...shape, kvm: true, id: 'x', dir: '/d', disk: '/d/disk.qcow2', net: 'hub', ram: { path: '/s/ram', shared: false }, incoming: true });
+    const a = qemuArgs({ ...shape, kvm: true, id: 'x', dir: '/d', disk: '/d/disk.qcow2', net: 'hub', uid: 1_000_000, ram: { path: '/s/ram', shared: false }, incoming: true });
     const at = (flag: string) => a[a.indexOf(flag) + 1];
     expect(at('-accel')).toBe('kvm');
     expect(at('-append')).not.toContain('lpj=');

@@ -80,6 +80,26 @@ describe('disk', () => {
   });
 });
 
+describe('disk_quota', () => {
+  const GIB = 1024 ** 3;
+  const withStore = (gib: number, quotaDiskUsedGiB: number | undefined) =>
+    node('a', { usage: { ...(quotaDiskUsedGiB !== undefined ? { quotaDiskUsedGiB } : {}), store: { kind: 'loop', path: '/x/store', sizeBytes: gib * GIB, freeBytes: gib * GIB, usedPercent: 0 } } });
+  it.each([
+    // The headline workload: 20 sandboxes of the default 10 GiB spec on a 10 GiB store pass at the default ratio 20 (200 GiB).
+    ['the 20th default sandbox on a 10 GiB store', withStore(10, 190), { diskGiB: 10 }, {}, undefined],
+    ['... and not the 21st', withStore(10, 200), { diskGiB: 10 }, {}, 'disk quota 200+10 > 200 GiB (store 10 GiB x 20 disk oversell)'],
+    ['exactly full passes', withStore(12, 230), { diskGiB: 10 }, {}, undefined],
+    ['one over', withStore(12, 231), { diskGiB: 10 }, {}, 'disk quota 231+10 > 240 GiB (store 12 GiB x 20 disk oversell)'],
+    ['ratio 1: the issue\'s 2 GiB store takes two 1 GiB sandboxes, not three', withStore(2, 2), { diskGiB: 1 }, { host: { quota: { disk_oversell_ratio: 1 } } }, 'disk quota 2+1 > 2 GiB (store 2 GiB x 1 disk oversell)'],
+    ['ratio below 1 keeps room', withStore(10, 4), { diskGiB: 1.5 }, { host: { quota: { disk_oversell_ratio: 0.5 } } }, 'disk quota 4+1.5 > 5 GiB (store 10 GiB x 0.5 disk oversell)'],
+    ['an older node reports no quota sum: counted as 0', withStore(2, undefined), { diskGiB: 1 }, { host: { quota: { disk_oversell_ratio: 1 } } }, undefined],
+    ['no store (a runtime without one): passes', node('a', { usage: { quotaDiskUsedGiB: 5000 } }), { diskGiB: 10 }, {}, undefined],
+    ['a request naming no disk counts 0', withStore(1, 20), {}, {}, undefined],
+  ])('%s', (_name, n, req, cfg, want) => {
+    expect(verdict(FILTERS.disk_quota, ctx(n, { cfg, req }))).toBe(want);
+  });
+});
+
 describe('realtime_create_num', () => {
   it.each([
     [0, 100, undefined],

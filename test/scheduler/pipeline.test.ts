@@ -3,7 +3,7 @@ import { CubeError } from '../../src/errors.js';
 import { FILTERS } from '../../src/scheduler/filters/index.js';
 import { prepareNode } from '../../src/scheduler/plugin.js';
 import { describeRejections, schedule } from '../../src/scheduler/pipeline.js';
-import { schedulability } from '../../src/scheduler/schedulable.js';
+import { schedulability, withSchedulability } from '../../src/control/schedulable.js';
 import { config, node, NOW, REQ } from './fixtures.js';
 
 const cand = (n: ReturnType<typeof node>, inFlightCreates = 0) => ({ view: n, inFlightCreates });
@@ -207,5 +207,17 @@ describe('schedulability', () => {
     ['host cpu over node_max_cpu_util (the verdict a create gets)', node('a', { usage: { cpuUtilPercent: 94.8 } }), { schedulable: false, reason: 'cpu util 94.8% >= 80%', refusedBy: 'cpu' }],
   ])('%s', (_name, n, want) => {
     expect(schedulability(n, 0, config(), NOW)).toEqual(want);
+  });
+});
+
+describe('withSchedulability', () => {
+  it('carries every rule\'s answer, not just the first refusal (what the console\'s describe shows)', () => {
+    const v = withSchedulability(node('a', { cordoned: true, usage: { diskUsedPercent: 83 } }), 0, config(), NOW);
+    expect(v).toMatchObject({ schedulable: false, reason: 'cordoned', refusedBy: 'prefilter' });
+    expect(v.rules?.[0]).toEqual({ rule: 'prefilter', refusal: 'cordoned' });
+    expect(v.rules).toContainEqual({ rule: 'disk', refusal: 'disk 83% >= 80%' });
+    expect(v.rules).toContainEqual({ rule: 'mem' });
+    // A node's own rules (an older replica's copy) are replaced, never kept.
+    expect(withSchedulability({ ...node('a'), rules: [{ rule: 'prefilter', refusal: 'old' }] }, 0, config(), NOW).rules?.[0]).toEqual({ rule: 'prefilter' });
   });
 });

@@ -354,6 +354,69 @@ describe('cluster store', () => {
     }
   });
 
+  it('two replicas admit no more than a key quota together: 24 claims at once through two stores, 5 admitted', async () => {
+    const scope = clusterStateScope();
+    const a = new ClusterStore(scope);
+    const b = new ClusterStore(scope);
+    try {
+      await Promise.all([a.init(), b.init()]);
+      const limits = { sandboxes: 5, vcpus: 0, memory_mib: 0, creates_per_sec: 0 };
+      const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => (i % 2 ? a : b).claimQuota({ owner: 'key-x', sandboxID: `s${i}`, cpus: 1, memoryMiB: 256, limits, ttlMs: 60_000 })));
+      expect(answers.filter((r) => r === undefined)).toHaveLength(5);
+      expect(answers.filter((r) => r !== undefined).every((r) => r!.quota === 'sandboxes' && r!.limit === 5)).toBe(true);
+      expect((await b.quotaUsage(['key-x'])).get('key-x')).toEqual({ sandboxes: 5, vcpus: 5, memoryMiB: 1280 });
+    } finally {
+      await a.close().catch(() => undefined);
+      await b.close().catch(() => undefined);
+      await scope.drop();
+    }
+  });
+
+  it('key quota usage comes back with the routes after Redis restarts empty, and a version that did not count it is counted at start', () =>
+    withStore(async (store) => {
+      await store.putSandbox(sandboxRecord('q1', { owner: 'key-q', state: 'running' }));
+      await store.putSandbox(sandboxRecord('q2', { owner: 'key-q', state: 'paused' }));
+      const usage = async () => (await store.quotaUsage(['key-q'])).get('key-q');
+      expect(await usage()).toEqual({ sandboxes: 1, vcpus: 1, memoryMiB: 256 });
+      await wipeRedis(store, { disconnect: true });
+      let u: unknown;
+      for (let i = 0; i < 50 && !(u as { sandboxes?: number } | undefined)?.sandboxes; i++) {
+        u = await usage().catch(() => undefined);
+        if (!(u as { sandboxes?: number } | undefined)?.sandboxes) await sleep(100);
+      }
+      expect(u).toEqual({ sandboxes: 1, vcpus: 1, memoryMiB: 256 });
+      // The counters gone but the routes there (written by a version before quotas): recounted when the routes are rebuilt.
+      const admin = new Redis(REDIS_URL);
+      try {
+        await admin.del(`${(store.live as unknown as { prefix: string }).prefix}shared:quota-usage`);
+      } finally {
+        admin.disconnect();
+      }
+      await store.reconcileRoutes();
+      expect(await usage()).toEqual({ sandboxes: 1, vcpus: 1, memoryMiB: 256 });
+    }));
+
+  it("a made sandbox's create deadline (the mark of a create not yet answered) stays in MySQL: its writer's route goes without it, a route repaired over the one a dead writer left keeps it, one rebuilt into an empty Redis does not", () =>
+    withStore(async (store) => {
+      const createBy = Date.now() + 10_000;
+      const pending = await store.putSandbox(sandboxRecord('m1', { state: 'creating', createBy }));
+      expect((await store.getSandbox('m1'))?.createBy).toBe(createBy);
+      // Its writer: MySQL, then the route.
+      const written = await store.putSandboxIf(sandboxRecord('m1', { createBy }), pending);
+      expect((await store.getSandbox('m1'))?.createBy).toBeUndefined();
+      expect((await store.getSandboxForWrite('m1'))?.createBy).toBe(createBy);
+      // A writer killed between MySQL and Redis: the route still says creating; the repair keeps the mark.
+      await store.putSandbox(sandboxRecord('m2', { state: 'creating', createBy }));
+      await store.mysql.putSandboxIf(sandboxRecord('m2', { createBy }), 1);
+      await store.reconcileRoutes();
+      expect((await store.getSandbox('m2'))).toMatchObject({ state: 'running', createBy });
+      // Redis emptied: whether they were answered is not known, and none is marked.
+      await wipeRedis(store);
+      await store.reconcileRoutes();
+      expect([(await store.getSandbox('m1'))?.createBy, (await store.getSandbox('m2'))?.createBy, (await store.getSandbox('m2'))?.state]).toEqual([undefined, undefined, 'running']);
+      expect(written).toBeGreaterThan(pending);
+    }));
+
   it('concurrent appends go in batches: consecutive ids in call order, in Redis and in MySQL', () =>
     withStore(async (store) => {
       const first = await store.appendEvent({ at: 1, kind: 'node.joined', nodeID: 'n', message: 'first' });

@@ -1,11 +1,15 @@
 // Contract tests every StateStore backend must pass. Call from a backend's test file:
 //   storeContract('embedded', async () => ({ store, cleanup }))
 // The factory returns a fresh, empty, initialised store and a cleanup that removes it.
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { ApiKeyRecord, KeyQuotas, KeyRole } from '../../src/model/api-key.js';
+import type { EventView } from '../../src/model/event.js';
 import type { NodeView } from '../../src/model/node.js';
 import type { SandboxRecord, SnapshotRecord } from '../../src/model/sandbox.js';
 import type { StateStore } from '../../src/store/types.js';
+import { lifecycleContract } from './lifecycle-contract.js';
 
 export type StoreFactory = (opts: { eventRetention: number }) => Promise<{ store: StateStore; cleanup: () => Promise<void> }>;
 
@@ -29,6 +33,10 @@ export function sandboxRecord(id: string, over: Partial<SandboxRecord> = {}): Sa
 /** The record as versions before numeric times stored it (a JSON column, a Redis route): ISO 8601 times. */
 export function legacyRecordJson(id: string, over: Record<string, unknown> = {}): string {
   return JSON.stringify({ ...sandboxRecord(id), startedAt: '2026-01-01T00:00:00.000Z', endAt: '2026-01-01T00:05:00.000Z', ...over });
+}
+
+export function apiKeyRecord(id: string, name: string, role: KeyRole, quotas: KeyQuotas = {}): ApiKeyRecord {
+  return { id, name, role, hash: createHash('sha256').update(id).digest('hex'), quotas, createdAt: Date.parse('2026-01-01T00:00:00.000Z'), createdBy: 'system' };
 }
 
 export function snapshotRecord(id: string, createdAt: number): SnapshotRecord {
@@ -60,6 +68,8 @@ export function storeContract(name: string, factory: StoreFactory): void {
       await store.close();
       await cleanup();
     });
+
+    lifecycleContract(() => store);
 
     it('stores, updates, filters and deletes sandbox records', async () => {
       await store.putSandbox(sandboxRecord('a', { metadata: { team: 'rl' } }));
@@ -116,6 +126,18 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect((await store.listEvents({ beforeID: ids[3]! })).map((e) => e.message)).toEqual([]);
     });
 
+    it('keeps lifecycle events apart from a flood: OOM events push out only older OOM events (issue 30 item 8)', async () => {
+      const add = (kind: EventView['kind'], message: string) => store.appendEvent({ at: Date.now(), kind, sandboxID: 's0', message });
+      for (let i = 0; i < 3; i++) await add('sandbox.created', `created ${i}`);
+      for (let i = 0; i < 20; i++) await add('sandbox.oom', `oom ${i}`);
+      await add('sandbox.died', 'died');
+      const oom = ['oom 15', 'oom 16', 'oom 17', 'oom 18', 'oom 19'];
+      expect((await store.listEvents({ limit: 100 })).map((e) => e.message)).toEqual(['created 0', 'created 1', 'created 2', ...oom, 'died']);
+      // The lifecycle keeps its own retention too.
+      for (let i = 3; i < 7; i++) await add('sandbox.created', `created ${i}`);
+      expect((await store.listEvents({ limit: 100 })).map((e) => e.message)).toEqual([...oom, 'died', 'created 3', 'created 4', 'created 5', 'created 6']);
+    });
+
     it("appends a node's notice once per sender and seq, whatever else is appended between", async () => {
       const at = Date.now();
       const notice = (seq: number) => ({ at, kind: 'sandbox.created' as const, sandboxID: `n${seq}`, message: `notice ${seq}` });
@@ -147,6 +169,89 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect(all.map((a) => a.action)).toEqual(['config.set', 'node.cordon']);
       expect(all[0]!.detail).toEqual({ value: 0.5 });
       expect((await store.listAudit({ actor: 'k1' })).map((a) => a.target)).toEqual(['node-a']);
+    });
+
+    it('keeps API keys by id and by hash, unique by id, name and hash; patches and removes them', async () => {
+      const a = apiKeyRecord('key-aaaa0001', 'ops', 'admin');
+      const b = apiKeyRecord('key-bbbb0002', 'rl-team', 'user', { sandboxes: 20, vcpus: 8 });
+      expect(await store.putApiKey(a)).toBe(true);
+      expect(await store.putApiKey(b)).toBe(true);
+      expect(await store.putApiKey({ ...b, hash: 'f'.repeat(64) })).toBe(false); // id taken
+      expect(await store.putApiKey({ ...b, id: 'key-cccc0003', hash: 'e'.repeat(64) })).toBe(false); // name taken
+      expect(await store.putApiKey({ ...b, id: 'key-cccc0003', name: 'other' })).toBe(false); // hash taken
+      expect(await store.getApiKey('key-bbbb0002')).toEqual(b);
+      expect(await store.apiKeyByHash(b.hash)).toEqual(b);
+      expect(await store.apiKeyByHash('0'.repeat(64))).toBeUndefined();
+      expect((await store.listApiKeys()).map((k) => k.id)).toEqual(['key-aaaa0001', 'key-bbbb0002']);
+      expect(await store.updateApiKey('key-bbbb0002', { role: 'admin', quotas: { sandboxes: null, memory_mib: 4096 } })).toEqual({ ...b, role: 'admin', quotas: { vcpus: 8, memory_mib: 4096 } });
+      expect(await store.getApiKey('key-bbbb0002')).toMatchObject({ role: 'admin', quotas: { vcpus: 8, memory_mib: 4096 } });
+      await expect(store.updateApiKey('key-bbbb0002', { name: 'ops' })).rejects.toMatchObject({ kind: 'CONFLICT' });
+      expect(await store.updateApiKey('key-nope', { name: 'x' })).toBeUndefined();
+      expect(await store.deleteApiKey('key-aaaa0001')).toBe(true);
+      expect(await store.deleteApiKey('key-aaaa0001')).toBe(false);
+      expect(await store.apiKeyByHash(a.hash)).toBeUndefined();
+    });
+
+    it("writes each audit row with its key's name as it was then", async () => {
+      await store.putApiKey(apiKeyRecord('key-aaaa0001', 'ops', 'admin'));
+      await store.appendAudit({ at: 't1', actor: 'key-aaaa0001', action: 'key.create', target: 'key-bbbb0002', outcome: 'ok' });
+      await store.updateApiKey('key-aaaa0001', { name: 'ops-renamed' });
+      await store.appendAudit({ at: 't2', actor: 'key-aaaa0001', action: 'config.set', target: 'x', outcome: 'ok' });
+      await store.appendAudit({ at: 't3', actor: 'system', action: 'config.reload', target: 'x', outcome: 'ok' });
+      const rows = await store.listAudit();
+      expect(rows.map((r) => r.actorName)).toEqual([undefined, 'ops-renamed', 'ops']);
+    });
+
+    it('key quotas: usage counts holding records and standing claims, a claim is admitted or refused as one step, naming the quota', async () => {
+      const limits = { sandboxes: 3, vcpus: 2.5, memory_mib: 0, creates_per_sec: 0 };
+      const claim = (sandboxID: string, cpus = 1, owner = 'key-1') => store.claimQuota({ owner, sandboxID, cpus, memoryMiB: 512, limits, ttlMs: 60_000 });
+      expect(await claim('s1')).toBeUndefined();
+      expect(await claim('s1')).toBeUndefined(); // a retry of the same create
+      expect((await store.quotaUsage(['key-1'])).get('key-1')).toEqual({ sandboxes: 1, vcpus: 1, memoryMiB: 512 });
+      // Its record, once written in a holding state, takes over the claim: counted once.
+      await store.putSandbox(sandboxRecord('s1', { state: 'creating', owner: 'key-1', spec: { cpus: 1, memoryMiB: 512, diskGiB: 1 } }));
+      await store.putSandbox(sandboxRecord('s1', { state: 'running', owner: 'key-1', spec: { cpus: 1, memoryMiB: 512, diskGiB: 1 } }));
+      expect((await store.quotaUsage(['key-1'])).get('key-1')).toEqual({ sandboxes: 1, vcpus: 1, memoryMiB: 512 });
+      expect(await claim('s2', 1.5)).toBeUndefined();
+      expect(await claim('s3', 0.5)).toEqual({ quota: 'vcpus', used: 2.5, limit: 2.5, retryAfter: 1 });
+      // Other keys and records of no key count for nobody here.
+      expect(await claim('o1', 1, 'key-2')).toBeUndefined();
+      await store.putSandbox(sandboxRecord('x1', { state: 'running' }));
+      expect((await store.quotaUsage(['key-1', 'key-2', 'key-3']))).toEqual(
+        new Map([
+          ['key-1', { sandboxes: 2, vcpus: 2.5, memoryMiB: 1024 }],
+          ['key-2', { sandboxes: 1, vcpus: 1, memoryMiB: 512 }],
+          ['key-3', { sandboxes: 0, vcpus: 0, memoryMiB: 0 }],
+        ]),
+      );
+      // A failed create releases its claim; a paused sandbox holds nothing; a deleted one neither.
+      await store.releaseQuota('key-1', 's2');
+      await store.putSandbox(sandboxRecord('s1', { state: 'paused', owner: 'key-1', spec: { cpus: 1, memoryMiB: 512, diskGiB: 1 } }));
+      expect((await store.quotaUsage(['key-1'])).get('key-1')).toEqual({ sandboxes: 0, vcpus: 0, memoryMiB: 0 });
+      for (const id of ['a', 'b', 'c']) expect(await claim(id, 0.5)).toBeUndefined();
+      expect(await claim('d', 0.5)).toEqual({ quota: 'sandboxes', used: 3, limit: 3, retryAfter: 1 });
+      await store.deleteSandbox('s1');
+      await store.putSandbox(sandboxRecord('a', { state: 'running', owner: 'key-1', spec: { cpus: 0.5, memoryMiB: 512, diskGiB: 1 } }));
+      await store.deleteSandbox('a');
+      expect((await store.quotaUsage(['key-1'])).get('key-1')).toEqual({ sandboxes: 2, vcpus: 1, memoryMiB: 1024 });
+      // A claim whose create never recorded its sandbox lapses.
+      expect(await store.claimQuota({ owner: 'key-4', sandboxID: 'z', cpus: 1, memoryMiB: 1, limits, ttlMs: 50 })).toBeUndefined();
+      await sleep(120);
+      expect((await store.quotaUsage(['key-4'])).get('key-4')).toEqual({ sandboxes: 0, vcpus: 0, memoryMiB: 0 });
+    });
+
+    it('key quotas: creates_per_sec is a bucket of one second, taken only by admitted claims', async () => {
+      const limits = { sandboxes: 1, vcpus: 0, memory_mib: 0, creates_per_sec: 2 };
+      const claim = (sandboxID: string) => store.claimQuota({ owner: 'key-r', sandboxID, cpus: 1, memoryMiB: 1, limits, ttlMs: 60_000 });
+      expect(await claim('r1')).toBeUndefined();
+      // Refused by the sandboxes quota: no token taken.
+      expect(await claim('r2')).toMatchObject({ quota: 'sandboxes' });
+      await store.releaseQuota('key-r', 'r1');
+      expect(await claim('r3')).toBeUndefined();
+      await store.releaseQuota('key-r', 'r3');
+      expect(await claim('r4')).toEqual({ quota: 'creates_per_sec', used: 2, limit: 2, retryAfter: 1 });
+      await sleep(600);
+      expect(await claim('r5')).toBeUndefined();
     });
 
     it('keeps snapshot records, oldest first, and deletes them once', async () => {
@@ -277,6 +382,39 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect(await store.acquireLock('sbx', 5000)).toBeUndefined();
       // Tokens start above any a node accepted before the store was emptied (fenceFloor).
       expect(Number(t1)).toBeGreaterThan(Date.parse('2026-01-01T00:00:00Z') * 1000);
+    });
+
+    it('create keys: one claim per key until it expires; taken over only while open (no outcome, or failed) and over its sandbox', async () => {
+      const now = Date.now();
+      const claim = (sandboxID: string, over?: string, expiresAt = now + 600_000) => store.claimCreateKey({ key: 'k1', sandboxID, deadline: now + 10_000, expiresAt }, over);
+      expect(await store.getCreateKey('k1')).toBeUndefined();
+      expect(await claim('sb1')).toEqual({ key: 'k1', sandboxID: 'sb1', deadline: now + 10_000, expiresAt: now + 600_000 });
+      // Claimed: a second create with the key gets the first's claim, whatever it asks for.
+      expect((await claim('sb2')).sandboxID).toBe('sb1');
+      // Its creator moves to another node (over its own sandbox); over another's, nothing moves.
+      expect((await claim('sb3', 'sb1')).sandboxID).toBe('sb3');
+      expect((await claim('sb4', 'sb1')).sandboxID).toBe('sb3');
+      // A settled claim stays, for every repeat, and only its own sandbox settles it.
+      expect(await store.settleCreateKey('k1', 'sb1', { created: true })).toBe(false);
+      expect(await store.settleCreateKey('k1', 'sb3', { refused: { kind: 'NOT_FOUND', message: 'template x not found' } })).toBe(true);
+      expect(await store.getCreateKey('k1')).toMatchObject({ sandboxID: 'sb3', outcome: { refused: { kind: 'NOT_FOUND', message: 'template x not found' } } });
+      expect((await claim('sb5', 'sb3')).sandboxID).toBe('sb3');
+      // A failed create left nothing: the next one takes over.
+      await store.claimCreateKey({ key: 'k2', sandboxID: 'a1', deadline: now, expiresAt: now + 600_000 });
+      expect(await store.settleCreateKey('k2', 'a1', { failed: 'no node available' })).toBe(true);
+      expect((await store.claimCreateKey({ key: 'k2', sandboxID: 'a2', deadline: now, expiresAt: now + 600_000 }, 'a1')).sandboxID).toBe('a2');
+      expect((await store.getCreateKey('k2'))?.outcome).toBeUndefined();
+      // Expired: gone, and claimed anew.
+      await store.claimCreateKey({ key: 'k3', sandboxID: 'e1', deadline: now, expiresAt: Date.now() + 50 });
+      await sleep(100);
+      expect(await store.getCreateKey('k3')).toBeUndefined();
+      expect((await store.claimCreateKey({ key: 'k3', sandboxID: 'e2', deadline: now, expiresAt: now + 600_000 })).sandboxID).toBe('e2');
+    });
+
+    it('create keys: of concurrent claims of one key exactly one wins, and all see it', async () => {
+      const now = Date.now();
+      const got = await Promise.all(Array.from({ length: 8 }, (_, i) => store.claimCreateKey({ key: 'race', sandboxID: `s${i}`, deadline: now, expiresAt: now + 600_000 })));
+      expect(new Set(got.map((g) => g.sandboxID)).size).toBe(1);
     });
 
     it('leases: held and extended by one holder, taken over after they lapse', async () => {

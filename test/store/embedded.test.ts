@@ -101,3 +101,30 @@ it('a reopened store remembers deletes and hands out fencing tokens above the on
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it('a database of the version before API keys: migrated in place, its sandboxes counted against their owners', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cubed-test-store-'));
+  try {
+    const path = join(dir, 'cubed.db');
+    const a = new EmbeddedStore({ path });
+    await a.init();
+    await a.putSandbox(sandboxRecord('mine', { owner: 'key-0000abcd' }));
+    await a.appendAudit({ at: 't', actor: 'key-0000abcd', action: 'sandbox.create', target: 'mine', outcome: 'ok' });
+    await a.close();
+    // What that version left: four migrations, no keys table, no owner column, no actor_name (and none
+    // of the lifecycle tables and event classes that came after).
+    const db = new Database(path);
+    db.exec('DROP INDEX sandboxes_owner; ALTER TABLE sandboxes DROP COLUMN owner; DROP TABLE api_keys; ALTER TABLE audit DROP COLUMN actor_name; PRAGMA user_version = 4;');
+    for (const t of ['tombstones', 'lifecycle_events', 'webhooks', 'webhook_deliveries', 'cursors', 'ended_sandboxes', 'create_keys']) db.exec(`DROP TABLE ${t}`);
+    db.exec('DROP INDEX events_flood; ALTER TABLE events DROP COLUMN flood;');
+    db.close();
+    const b = new EmbeddedStore({ path });
+    await b.init();
+    expect((await b.quotaUsage(['key-0000abcd'])).get('key-0000abcd')).toEqual({ sandboxes: 1, vcpus: 1, memoryMiB: 256 });
+    expect(await b.listAudit()).toMatchObject([{ actor: 'key-0000abcd', action: 'sandbox.create' }]);
+    expect(await b.listApiKeys()).toEqual([]);
+    await b.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -13,7 +13,7 @@ import { BIN, tmuxConsole } from './tmux.js';
 const { start, keys, until, ended, kill } = tmuxConsole(`cube-tui-incident-${process.pid}`);
 
 /** The table row of the node (its id is cut at 80 columns; the detail line under the table starts with it too). */
-const nodeRow = (s: string) => s.split('\n').find((l) => l.startsWith(d.nodeID.slice(0, 6)) && / (HEALTHY|UNHEALTHY|LOST) /.test(l)) ?? '';
+const nodeRow = (s: string) => s.split('\n').find((l) => l.startsWith(d.nodeID.slice(0, 6)) && / (HEALTHY|UNHEALTHY|LOST|DRAINING) /.test(l)) ?? '';
 /** The screen's lines joined: the detail lines wrap at 80. */
 const flat = (s: string) => s.split('\n').map((l) => l.trimEnd()).join(' ');
 
@@ -108,7 +108,7 @@ describe('cubectl-tui at 80x24 in an incident', () => {
       keys('C-u', '0', 'Enter');
       // The outcome wraps at 80 columns instead of losing its end.
       await until('the drain outcome', (x) => flat(x).includes(`${d.nodeID} draining: 4 sandbox(es) destroyed in 0s unless they end first`));
-      s = await until('the node draining and empty', (x) => /HEALTHY +no: dr/.test(nodeRow(x)) && / 0 \/ \d+ /.test(nodeRow(x)), 30_000);
+      s = await until('the node draining and empty', (x) => /DRAINING +no: dr/.test(nodeRow(x)) && / 0 \/ \d+ /.test(nodeRow(x)), 30_000);
       expect(await api.sandboxes()).toEqual([]);
 
       keys(':', 'q', '!', 'Enter');

@@ -33,7 +33,16 @@ describe('cubectl-tui in tmux against a real cubed', () => {
       await api.pause(sb.sandboxID);
       keys('2');
       s = await until('the paused sandbox', (x) => row(x, sb.sandboxID).includes('paused'));
-      expect(row(s, sb.sandboxID)).toMatch(new RegExp(`${sb.sandboxID} +host +${d.nodeID.slice(0, 14)}\S* +paused`));
+      // 120 columns hold the live-use columns, not TEMPLATE (it goes right after NET RX/TX): the
+      // row has id, node and state; the template is in the selected row's detail line, and `w`
+      // (wide mode) brings its column back.
+      expect(row(s, sb.sandboxID)).toMatch(new RegExp(`^${sb.sandboxID} +${d.nodeID.slice(0, 14)}\\S* +paused `));
+      expect(s).toContain(`${sb.sandboxID} paused | host on ${d.nodeID}`);
+      keys('w');
+      s = await until('the wide table', (x) => /^SANDBOX +TEMPLATE +NODE +STATE/m.test(x));
+      expect(row(s, sb.sandboxID)).toMatch(new RegExp(`^${sb.sandboxID} +host +${d.nodeID.slice(0, 8)}\\S* +paused `));
+      keys('w');
+      await until('the table as it fits again', (x) => /^SANDBOX +NODE +STATE/m.test(x));
 
       keys('1');
       // One paused sandbox; with ratio 0 pausing frees nothing: its whole footprint is in use.
@@ -57,7 +66,8 @@ describe('cubectl-tui in tmux against a real cubed', () => {
       keys('d');
       await until('the drain confirmation', (x) => x.includes(`Drain node ${d.nodeID}?`));
       keys('y');
-      s = await until('the node draining', (x) => /HEALTHY +no: drain/.test(row(x, d.nodeID)));
+      // A healthy node being drained says DRAINING where it said HEALTHY (and why it takes nothing).
+      s = await until('the node draining', (x) => /DRAINING +no: drain/.test(row(x, d.nodeID)));
       expect((await api.node(d.nodeID)).draining).toBe(true);
 
       // q ends the console, and with it the session's only pane.

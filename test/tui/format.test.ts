@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { NodeView, SandboxView } from '../../src/api/types.js';
-import { age, cut, densityLevel, densityText, diskUse, fit, gauge, inline, mib, millis, shortDuration, sparkline, storeFree, timeLeft, wrap } from '../../src/tui/format.js';
+import { age, cut, densityLevel, densityText, diskQuota, diskUse, fit, gauge, inline, mib, millis, shortDuration, sparkline, storeFree, timeLeft, wrap } from '../../src/tui/format.js';
 
 const NOW = Date.parse('2026-11-30T06:00:00.000Z');
 
@@ -85,6 +85,12 @@ describe('format', () => {
     const spec = { cpus: 1, memoryMiB: 256, diskGiB: 10 };
     expect(diskUse({ spec, diskUsedBytes: 300 * 2 ** 20 } as SandboxView)).toBe('300Mi/10Gi');
     expect(diskUse({ spec } as SandboxView)).toBe('-/10Gi');
+  });
+
+  it('shows the disk quota held of what the store may promise', () => {
+    expect(diskQuota({ usage: { quotaDiskUsedGiB: 1.5 }, density: { diskQuotaGiB: 240 } } as NodeView)).toBe('1.5/240Gi');
+    expect(diskQuota({ usage: { quotaDiskUsedGiB: 0 }, density: {} } as NodeView)).toBe('-');
+    expect(diskQuota({ usage: {}, density: { diskQuotaGiB: 240 } } as NodeView)).toBe('-');
   });
 });
 

@@ -21,7 +21,7 @@ describe('keymap', () => {
 
   it('--readonly does not bind dangerous keys, and help and hints do not show them', () => {
     const dangerous = KEYMAP.filter((b) => b.dangerous);
-    expect(dangerous.map((b) => b.id).sort()).toEqual(['cordon', 'destroy', 'drain', 'editConfig', 'exec', 'launch', 'pause', 'releaseRatio', 'reload', 'uncordon'].sort());
+    expect(dangerous.map((b) => b.id).sort()).toEqual(['cordon', 'destroy', 'drain', 'editConfig', 'exec', 'launch', 'pause', 'releaseRatio', 'reload', 'shell', 'uncordon'].sort());
     for (const b of dangerous) {
       for (const k of b.keys) for (const v of b.views ?? (['nodes'] as const)) expect(resolveKey(k, v, true)).toBeNull();
     }

@@ -42,3 +42,21 @@ describe('ScreenSink on resize', () => {
     expect(term.written.slice(1)).toEqual(['\x1b[2J', '\x1b[?2026h\x1b[1;1H\x1b[2Ka\x1b[2;1H\x1b[2Kb\x1b[?2026l']);
   });
 });
+
+describe('ScreenSink while a shell has the terminal', () => {
+  it('writes nothing while suspended, not even on a resize, then draws the last frame whole', async () => {
+    const { EventEmitter } = await import('node:events');
+    const term = Object.assign(new EventEmitter(), { columns: 80, rows: 24, written: [] as string[], write(s: string) { term.written.push(s); } });
+    const sink = new ScreenSink(term);
+    sink.write('a\nb\n');
+    sink.suspend();
+    sink.write('a\nB\n');
+    term.emit('resize');
+    sink.write('A\nB\n');
+    expect(term.written).toHaveLength(1);
+    sink.resume();
+    expect(term.written.slice(1)).toEqual(['\x1b[?2026h\x1b[1;1H\x1b[2KA\x1b[2;1H\x1b[2KB\x1b[?2026l']);
+    sink.write('A\nB\n');
+    expect(term.written).toHaveLength(2);
+  });
+});

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { nextSort, sortHelp, sortLabel, sortRows, SORTS } from '../../src/tui/sorting.js';
 import { nodeRows, rowIDs, sandboxRows } from '../../src/tui/selectors.js';
 import { nodeColumns } from '../../components/NodesView.js';
+import { keyColumns, snapshotColumns, templateColumns } from '../../components/CatalogViews.js';
 import { POOL_COLUMNS } from '../../components/PoolView.js';
 import { sandboxColumns } from '../../components/SandboxesView.js';
 import { EVENT_COLUMNS } from '../../components/EventsView.js';
@@ -47,10 +48,13 @@ describe('sorting', () => {
       events: EVENT_COLUMNS.map((c) => c.title),
       config: ['PATH', 'VALUE'],
       triage: TRIAGE_COLUMNS.map((c) => c.title),
+      templates: templateColumns(new Map()).map((c) => c.title),
+      snapshots: snapshotColumns(0).map((c) => c.title),
+      keys: keyColumns.map((c) => c.title),
     };
     for (const [view, cols] of Object.entries(SORTS)) {
       for (const c of cols) expect(titles[view as keyof typeof titles], `${view} ${c.title}`).toContain(c.title);
     }
-    expect(sortHelp()).toContain('sandboxes: SANDBOX TEMPLATE NODE STATE AGE MEM DISK LEFT');
+    expect(sortHelp()).toContain('sandboxes: SANDBOX TEMPLATE NODE STATE AGE CPU% MEM PROCS DISK NET RX/TX LEFT');
   });
 });

@@ -4,11 +4,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { CubeError, errorBody } from '../../errors.js';
-import type { SnapshotRecord } from '../../model/sandbox.js';
+import type { SandboxUsage, SnapshotRecord } from '../../model/sandbox.js';
 import type { SandboxState, SnapshotView } from '../types.js';
 import type { ApiContext, ApiRouter, Caller, Handler } from '../context.js';
-import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
-import { assertForkFits } from '../rate-limit.js';
+import { closedBeforeAnswer, readJson, sendError, sendJson, sendNoContent, writeWaiting } from '../../http.js';
+import { clientKeyOf, CREATE_KEY_HEADER } from '../../control/create-keys.js';
+import { body } from './body.js';
+import { registerKeyRoutes } from './keys.js';
 import { registerTemplateRoutes } from './templates.js';
 import { serveWatch } from './watch.js';
 import { eventWire, nodeWire, sandboxWire, snapshotViewWire } from './wire.js';
@@ -48,19 +50,13 @@ const ForkBody = z.object({ count: z.number().int().optional(), timeoutSec: z.nu
 const DrainBody = z.object({ evict: z.boolean().optional(), deadlineSec: z.number().int().min(0).optional() }).strict();
 const SetBody = z.object({ path: z.string().min(1), value: z.unknown() }).strict();
 
-async function body<T>(req: IncomingMessage, schema: z.ZodType<T>): Promise<T> {
-  const r = schema.safeParse(await readJson(req));
-  if (!r.success) throw new CubeError('BAD_REQUEST', r.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
-  return r.data;
-}
-
 const actor = (req: IncomingMessage & { caller?: Caller }) => req.caller?.keyID;
 
 export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   const { cp } = ctx;
-  const on = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, h: Handler) =>
+  const on = (method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, h: Handler) =>
     router.on(method, `${P}${path}`, (req, res, params, _store, query) => {
-      Promise.resolve(h(req, res, params, (query ?? {}) as Record<string, string>)).catch((e: unknown) => sendError(res, e, 'admin', ctx.log));
+      Promise.resolve(h(req, res, params, query as Record<string, string>)).catch((e: unknown) => sendError(res, e, 'admin', ctx.log));
     });
   const nodeAction = (action: 'cordon' | 'uncordon') => async (req: IncomingMessage, res: ServerResponse, p: Record<string, string | undefined>) =>
     sendJson(res, 200, nodeWire(await cp.nodeAction({ nodeID: p.nodeID!, action, ...opt('actor', actor(req)) })));
@@ -90,18 +86,40 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
     sendJson(res, 200, list.map(sandboxWire));
   });
   on('POST', '/sandboxes', async (req, res) => {
+    const signal = closedBeforeAnswer(res);
     const b = await body(req, CreateBody);
-    sendJson(res, 201, sandboxWire(await cp.createSandbox({ ...b, ...opt('actor', actor(req)) })));
+    sendJson(res, 201, sandboxWire(await cp.createSandbox({ ...b, signal, ...opt('idempotencyKey', clientKeyOf(req.headers[CREATE_KEY_HEADER], b.metadata)), ...opt('actor', actor(req)) })));
   });
   on('GET', '/sandboxes/:id', async (_req, res, p) => sendJson(res, 200, sandboxWire(await cp.getSandbox(p.id!))));
   on('DELETE', '/sandboxes/:id', async (req, res, p) => {
-    await cp.destroySandbox(p.id!, actor(req));
+    // An operator's kill (cubectl, the console): its client did not ask, so a tombstone says who did.
+    await cp.destroySandbox(p.id!, actor(req), { reason: 'operator_killed', message: `killed by an operator (key ${actor(req) ?? 'none'}) through the admin API` });
     sendNoContent(res);
   });
   on('POST', '/sandboxes/:id/pause', async (req, res, p) => sendJson(res, 200, sandboxWire(await cp.pauseSandbox(p.id!, actor(req), await body(req, PauseBody)))));
-  on('PUT', '/sandboxes/:id/egress', async (req, res, p) => sendJson(res, 200, sandboxWire(await cp.setEgress(p.id!, await body(req, EgressBody)))));
+  on('PUT', '/sandboxes/:id/egress', async (req, res, p) => {
+    const b = await body(req, EgressBody);
+    sendJson(res, 200, sandboxWire(await cp.audit.run(actor(req), 'sandbox.egress', p.id!, () => cp.setEgress(p.id!, b), { ...b })));
+  });
   on('POST', '/sandboxes/:id/resume', async (req, res, p) => sendJson(res, 200, sandboxWire((await cp.resumeSandbox(p.id!, undefined, actor(req))).sandbox)));
-  on('POST', '/sandboxes/:id/exec', async (req, res, p) => serveExec(req, res, ctx, p.id!, await body(req, ExecBody)));
+  // Live use of every running and paused sandbox, asked of their nodes now (cgroup counters and
+  // the sampled quota-group disk use: no file walk). A node that cannot answer (down, older) is
+  // left out: its sandboxes show no use rather than failing the console's poll.
+  on('GET', '/usage', async (_req, res) => sendJson(res, 200, await liveUsage(ctx)));
+  // What the sandbox's processes printed (its node's bounded ring, oldest first), from `since`
+  // (ISO 8601, inclusive) on: the console follows it once a second with the last time it holds.
+  on('GET', '/sandboxes/:id/output', async (_req, res, p, q) => {
+    const since = q.since === undefined ? undefined : Date.parse(q.since);
+    if (since !== undefined && !Number.isFinite(since)) throw new CubeError('BAD_REQUEST', `since must be an ISO 8601 time (got ${q.since})`);
+    const lines = await (await cp.nodeFor(p.id!)).processOutput(p.id!);
+    sendJson(res, 200, since === undefined ? lines : lines.filter((l) => Date.parse(l.at) >= since));
+  });
+  on('POST', '/sandboxes/:id/exec', async (req, res, p) => {
+    const b = await body(req, ExecBody);
+    // Recorded as it starts (its output is streamed): an operator running a command in a sandbox.
+    await cp.audit.run(actor(req), 'sandbox.exec', p.id!, async () => undefined, { argv: b.argv.slice(0, 16).map((a) => a.slice(0, 200)), ...(b.user ? { user: b.user } : {}) });
+    await serveExec(req, res, ctx, p.id!, b);
+  });
   // Snapshots (what each keeps: `keeps`) and fork: one entry per fork, {sandbox} or {error: {code, message, status}}.
   on('POST', '/sandboxes/:id/snapshots', async (req, res, p) => {
     const b = await body(req, SnapshotBody);
@@ -109,7 +127,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
   on('POST', '/sandboxes/:id/fork', async (req, res, p) => {
     const b = await body(req, ForkBody);
-    await assertForkFits(ctx, actor(req), b.count ?? 1);
+    await cp.keys.assertRoomFor(actor(req), b.count ?? 1);
     const results = await cp.snapshots.fork(p.id!, { count: b.count ?? 1, ...(b.timeoutSec !== undefined ? { timeoutSec: b.timeoutSec } : {}), ...(actor(req) ? { actor: actor(req)! } : {}) });
     sendJson(res, 201, results.map((r) => ('sandbox' in r ? { sandbox: sandboxWire(r.sandbox) } : { error: errorBody(r.error, 'admin') })));
   });
@@ -137,7 +155,27 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
   on('GET', '/stats', async (_req, res) => sendJson(res, 200, (await cp.snapshot()).stats));
   registerTemplateRoutes(on, ctx);
+  registerKeyRoutes(on, ctx);
   on('GET', '/watch', (req, res) => serveWatch(req, res, ctx));
+}
+
+async function liveUsage(ctx: ApiContext): Promise<SandboxUsage[]> {
+  const live = await ctx.cp.listSandboxes({ state: ['running', 'paused'] });
+  // One sandbox per node names the node (nodeFor answers the node that holds it).
+  const one = new Map<string, string>();
+  for (const s of live) if (!one.has(s.nodeID)) one.set(s.nodeID, s.sandboxID);
+  const parts = await Promise.all(
+    [...one.values()].map(async (id) => {
+      try {
+        const node = await ctx.cp.nodeFor(id);
+        return node.sandboxUsage ? await node.sandboxUsage() : [];
+      } catch (e) {
+        ctx.log.debug({ err: e, sandboxID: id }, 'usage: node did not answer');
+        return [];
+      }
+    }),
+  );
+  return parts.flat();
 }
 
 /** `{[k]: v}` when v is defined, else `{}` (exactOptionalPropertyTypes-friendly spreading). */
@@ -153,12 +191,14 @@ async function serveExec(req: IncomingMessage, res: ServerResponse, ctx: ApiCont
   res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
   let ended = false;
   res.on('close', () => {
+    // The client left: its command goes too. A process already gone or a node that cannot be
+    // reached has nobody left to tell (the command's own timeout ends it then).
     if (!ended) node.signalProcess(sandboxID, proc.pid, 'SIGKILL').catch(() => {});
   });
   for await (const ev of proc.events) {
     if (ev.type === 'end') ended = true;
     const line = ev.type === 'stdout' || ev.type === 'stderr' || ev.type === 'pty' ? { type: ev.type, data: ev.data.toString('base64') } : ev;
-    res.write(`${JSON.stringify(line)}\n`);
+    await writeWaiting(res, `${JSON.stringify(line)}\n`);
   }
   res.end();
 }

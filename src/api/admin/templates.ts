@@ -3,11 +3,12 @@
 // sandbox or a template built from it uses it). On a control replica, import goes on to a node
 // and rm is checked across the cluster, then carried out on every live node holding the template.
 import { CubeError } from '../../errors.js';
-import { importUpload } from '../../runtime/layers/import.js';
-import { parseTemplateRef, sameTemplate, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
+import { importUpload } from '../../templates/layers/import.js';
+import { parseTemplateRef, type TemplateRecord, type TemplateStore } from '../../templates/store.js';
 import { templateRuntime, type TemplateConfig } from '../../runtime/types.js';
 import type { ApiContext, Handler } from '../context.js';
 import { sendJson } from '../../http.js';
+import { sameTemplate } from '../../model/template.js';
 
 type On = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, h: Handler) => void;
 
@@ -34,12 +35,14 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     sendJson(res, 200, list);
   });
   on('GET', '/templates/:name', async (_req, res, p) => sendJson(res, 200, !ctx.templates && ctx.relay ? (await ctx.relay.template(p.name!)).record : await store().get(p.name!)));
-  on('DELETE', '/templates/:name', async (_req, res, p) => {
-    // A control replica: checked against the whole cluster, removed from every live node holding it.
-    if (!ctx.templates && ctx.clusterTemplates) return sendJson(res, 200, await ctx.clusterTemplates.remove(p.name!));
-    const removed = await store().remove(p.name!, async (rec) => {
-      const live = await ctx.cp.listSandboxes();
-      return live.filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, rec.ref)).map((s) => s.sandboxID);
+  on('DELETE', '/templates/:name', async (req, res, p) => {
+    const removed = await ctx.cp.audit.run(req.caller?.keyID, 'template.rm', p.name!, async () => {
+      // A control replica: checked against the whole cluster, removed from every live node holding it.
+      if (!ctx.templates && ctx.clusterTemplates) return ctx.clusterTemplates.remove(p.name!);
+      return store().remove(p.name!, async (rec) => {
+        const live = await ctx.cp.listSandboxes();
+        return live.filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, rec.ref)).map((s) => s.sandboxID);
+      });
     });
     sendJson(res, 200, removed);
   });
@@ -49,7 +52,7 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     const config = configOverrides(q);
     const t0 = performance.now();
     // A control replica keeps no store: the archive goes on to a node (?node=, else any live one), whose layers every node can then fetch.
-    const rec = !ctx.templates && ctx.relay ? await ctx.relay.importOn(q.node, req, { ref, config }) : await importUpload(store(), req, { ref, config });
+    const rec = await ctx.cp.audit.run(req.caller?.keyID, 'template.import', ref, () => (!ctx.templates && ctx.relay ? ctx.relay.importOn(q.node, req, { ref, config }) : importUpload(store(), req, { ref, config })));
     ctx.log.info({ template: rec.ref, digest: rec.digest, layers: rec.layers.length, ms: Math.round(performance.now() - t0) }, 'template imported');
     sendJson(res, 201, rec);
   });

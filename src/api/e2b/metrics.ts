@@ -2,7 +2,8 @@
 // metrics`): a short per-sandbox history. The first request for a sandbox answers one sample
 // measured then and starts sampling it every SAMPLE_MS; later requests get the samples inside
 // [start, end]. A sandbox nobody asked about for FORGET_MS, or that is gone, is forgotten, so
-// idle sandboxes cost nothing (a sample walks the writable layer for diskUsed).
+// idle sandboxes cost little (a sample reads a few cgroup files and the quota group's usage;
+// it walked the writable layer before, on this timer). A round still running skips the next.
 import type { SandboxStats } from '../../runtime/types.js';
 
 export const SAMPLE_MS = 5_000;
@@ -57,6 +58,7 @@ interface Tracked {
 export class MetricsHistory {
   private readonly tracked = new Map<string, Tracked>();
   private timer?: NodeJS.Timeout;
+  private sampling = false;
 
   /** The samples of [start, end]; the first call for a sandbox measures one now and starts its history. */
   async query(sandboxID: string, spec: { cpus: number; diskGiB: number }, read: () => Promise<SandboxStats>, startSec?: number, endSec?: number): Promise<Metric[]> {
@@ -89,10 +91,21 @@ export class MetricsHistory {
   }
 
   private async sampleAll(): Promise<void> {
+    if (this.sampling) return;
+    this.sampling = true;
+    try {
+      await this.sampleRound();
+    } finally {
+      this.sampling = false;
+    }
+  }
+
+  private async sampleRound(): Promise<void> {
     const now = Date.now();
     await Promise.all(
       [...this.tracked].map(async ([id, t]) => {
         if (now - t.askedAt > FORGET_MS) return void this.tracked.delete(id);
+        // A failed read (sandbox gone, node away) ends the history like a paused sandbox does.
         const cur = await t.read().catch(() => undefined);
         if (!cur) return void this.tracked.delete(id); // gone, or paused: its history ends here
         const at = Date.now();

@@ -2,12 +2,13 @@
 // /sandboxes and /resume). Auth and rate limit are done by the server before these run.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HTTPMethod } from 'find-my-way';
-import { CubeError } from '../../errors.js';
+import { CubeError, isNotFound } from '../../errors.js';
 import type { OutputLine } from '../../cubelet/output-log.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
 import { isoTime } from '../../model/time.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
-import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
+import { closedBeforeAnswer, readJson, sendError, sendJson, sendNoContent } from '../../http.js';
+import { clientKeyOf, CREATE_KEY_HEADER } from '../../control/create-keys.js';
 import {
   ConnectSchema,
   ENVD_VERSION,
@@ -32,6 +33,7 @@ import {
 } from './wire.js';
 import { MetricsHistory } from './metrics.js';
 import { registerSnapshotRoutes } from './snapshots.js';
+import { registerLifecycleRoutes } from './events.js';
 
 type Req = IncomingMessage & { caller?: Caller };
 type Route = (req: Req, res: ServerResponse, id: string, query: URLSearchParams, params: Record<string, string | undefined>) => Promise<void>;
@@ -50,8 +52,16 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   };
   const actor = (req: Req): string | undefined => req.caller?.keyID;
   // A sandbox on its way out (timeout reached, kill under way) is already gone for E2B clients.
-  const fresh = async (id: string): Promise<SandboxRecord> => {
+  // A user key sees the sandboxes it created and no other (E2B: a key sees its team's): another
+  // key's is not found, and lists leave it out. Admin keys see every one (operators, cubectl).
+  const mine = (req: Req, rec: SandboxRecord): boolean => req.caller?.role !== 'user' || rec.owner === req.caller.keyID;
+  const owned = async (id: string, req: Req): Promise<SandboxRecord> => {
     const rec = await ctx.cp.getSandbox(id);
+    if (!mine(req, rec)) throw new CubeError('NOT_FOUND', `sandbox ${id} not found`);
+    return rec;
+  };
+  const fresh = async (id: string, req: Req): Promise<SandboxRecord> => {
+    const rec = await owned(id, req);
     if (!isListed(rec.state)) throw new CubeError('NOT_FOUND', `sandbox ${id} not found (${rec.state})`);
     return rec;
   };
@@ -61,15 +71,19 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     try {
       return await (await ctx.cp.nodeFor(id)).processOutput(id);
     } catch (e) {
-      if (e instanceof CubeError && e.kind === 'NOT_FOUND') return [];
+      if (isNotFound(e)) return [];
       throw e;
     }
   };
 
   on('POST', ['/sandboxes', '/v2/sandboxes'], async (req, res) => {
+    const signal = closedBeforeAnswer(res);
     const b = parseBody(NewSandboxSchema, await readJson(req), 'sandbox create body');
     refuseUnsupported(b);
+    const key = clientKeyOf(req.headers[CREATE_KEY_HEADER], b.metadata);
     const rec = await ctx.cp.createSandbox({
+      signal,
+      ...(key !== undefined ? { idempotencyKey: key } : {}),
       ...(b.templateID ? { templateID: b.templateID } : {}),
       ...(b.timeout !== undefined ? { timeoutSec: b.timeout } : {}),
       ...(b.cpuCount !== undefined ? { cpus: b.cpuCount } : {}),
@@ -80,46 +94,48 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
       ...(b.envVars ? { envVars: b.envVars } : {}),
       ...egressOf(b),
       ...lifecycleOf(b),
+      ...(b.network?.allowPublicTraffic === false ? { allowPublicTraffic: false } : {}),
       ...(actor(req) ? { actor: actor(req) } : {}),
     });
     sendJson(res, 201, sandboxJson(rec, domain()));
   });
 
-  on('GET', ['/v2/sandboxes'], async (_req, res, _id, query) => {
+  on('GET', ['/v2/sandboxes'], async (req, res, _id, query) => {
     const q = parseListQuery(query, ['running', 'paused']);
-    const page = pageOf(await ctx.cp.listSandboxes(), q);
-    const all = await ctx.cp.listSandboxes({ state: ['running'] });
+    const page = pageOf((await ctx.cp.listSandboxes()).filter((r) => mine(req, r)), q);
+    const all = (await ctx.cp.listSandboxes({ state: ['running'] })).filter((r) => mine(req, r));
     const headers: Record<string, string> = { 'x-total-running': String(all.length) };
     if (page.nextToken) headers['x-next-token'] = page.nextToken;
     sendJson(res, 200, page.items.map(listedJson), headers);
   });
 
   // v1 list: running sandboxes only, no paging (what e2b 1.x reads).
-  on('GET', ['/sandboxes'], async (_req, res, _id, query) => {
+  on('GET', ['/sandboxes'], async (req, res, _id, query) => {
     const q = parseListQuery(query, ['running']);
-    sendJson(res, 200, pageOf(await ctx.cp.listSandboxes(), { ...q, limit: Number.MAX_SAFE_INTEGER }).items.map(listedJson));
+    sendJson(res, 200, pageOf((await ctx.cp.listSandboxes()).filter((r) => mine(req, r)), { ...q, limit: Number.MAX_SAFE_INTEGER }).items.map(listedJson));
   });
 
-  on('GET', ['/sandboxes/:id'], async (_req, res, id) => {
-    sendJson(res, 200, detailJson(await fresh(id), domain()));
+  on('GET', ['/sandboxes/:id'], async (req, res, id) => {
+    sendJson(res, 200, detailJson(await fresh(id, req), domain()));
   });
 
   on('DELETE', ['/sandboxes/:id'], async (req, res, id) => {
     // A missing or already dying sandbox is a 404 body, which makes the SDK's kill() return false.
-    await fresh(id);
+    await fresh(id, req);
     await ctx.cp.destroySandbox(id, actor(req));
     sendNoContent(res);
   });
 
   on('POST', ['/sandboxes/:id/timeout'], async (req, res, id) => {
     const b = parseBody(TimeoutSchema, await readJson(req), 'timeout body');
+    await owned(id, req);
     await ctx.cp.setTimeout(id, b.timeout);
     sendNoContent(res);
   });
 
   on('PUT', ['/sandboxes/:id/network'], async (req, res, id) => {
     const b = parseBody(NetworkUpdateSchema, await readJson(req), 'network body');
-    await fresh(id);
+    await fresh(id, req);
     await ctx.cp.setEgress(id, egressUpdateOf(b));
     sendNoContent(res);
   });
@@ -128,13 +144,13 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   on('POST', ['/sandboxes/:id/refreshes'], async (req, res, id) => {
     const b = parseBody(RefreshSchema, await readJson(req), 'refresh body');
     const duration = b.duration ?? ctx.config().sandbox.default_timeout_sec;
-    await extendTo(ctx, await fresh(id), duration);
+    await extendTo(ctx, await fresh(id, req), duration);
     sendNoContent(res);
   });
 
   on('POST', ['/sandboxes/:id/pause'], async (req, res, id) => {
     refuseMemoryless(parseBody(PauseSchema, await readJson(req), 'pause body'), 'pause');
-    const rec = await fresh(id);
+    const rec = await fresh(id, req);
     if (rec.state === 'paused' || rec.state === 'pausing') throw new CubeError('CONFLICT', `sandbox ${id} is already ${rec.state}`);
     // The SDK's pause() gives the memory back where the runtime can (a microVM's goes to disk).
     await ctx.cp.pauseSandbox(id, actor(req), { release: true });
@@ -146,7 +162,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
     const b = parseBody(ConnectSchema, await readJson(req), 'connect body');
     refuseMemoryless(b, 'resume');
     const timeout = b.timeout ?? ctx.config().sandbox.default_timeout_sec;
-    const rec = await fresh(id);
+    const rec = await fresh(id, req);
     if (rec.state === 'running') {
       sendJson(res, 200, sandboxJson(await extendTo(ctx, rec, timeout), domain()));
       return;
@@ -159,14 +175,14 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   on('POST', ['/sandboxes/:id/resume'], async (req, res, id) => {
     const b = parseBody(ConnectSchema, await readJson(req), 'resume body');
     refuseMemoryless(b, 'resume');
-    const rec = await fresh(id);
+    const rec = await fresh(id, req);
     if (rec.state === 'running') throw new CubeError('CONFLICT', `sandbox ${id} is already running`);
     const r = await ctx.cp.resumeSandbox(id, b.timeout ?? ctx.config().sandbox.default_timeout_sec, actor(req));
     sendJson(res, 201, sandboxJson(r.sandbox, domain()));
   });
 
-  on('GET', ['/sandboxes/:id/metrics'], async (_req, res, id, query) => {
-    const rec = await fresh(id);
+  on('GET', ['/sandboxes/:id/metrics'], async (req, res, id, query) => {
+    const rec = await fresh(id, req);
     const node = await ctx.cp.nodeFor(id);
     // None for a paused sandbox or a node that cannot measure.
     if (rec.state !== 'running' || !node.sandboxStats) return sendJson(res, 200, []);
@@ -185,7 +201,10 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   // (create, pause, resume, timeout, OOM, network changes, destroy) from the event stream, kept
   // after the sandbox is gone for as long as the stream holds them (10 000 events), and its
   // processes' starts, output lines and ends, from the node's ring while the sandbox exists.
-  on('GET', ['/sandboxes/:id/logs', '/v2/sandboxes/:id/logs'], async (_req, res, id, query) => {
+  on('GET', ['/sandboxes/:id/logs', '/v2/sandboxes/:id/logs'], async (req, res, id, query) => {
+    // Another key's live sandbox is not found; a gone one's lifecycle lines stay readable by id.
+    const rec = await ctx.cp.getSandbox(id).catch(() => undefined);
+    if (rec && !mine(req, rec)) throw new CubeError('NOT_FOUND', `sandbox ${id} not found`);
     const start = Number(query.get('start') ?? 0);
     const limit = Math.min(Number(query.get('limit') ?? 1000) || 1000, 10_000);
     const events = (await ctx.cp.events({ limit: 10_000 })).filter((e) => e.sandboxID === id);
@@ -212,6 +231,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
 
   registerSnapshotRoutes(on, ctx, fresh, domain);
+  registerLifecycleRoutes(on, ctx);
 }
 
 /** Sets the end to now + seconds only when that is later than the current end. */

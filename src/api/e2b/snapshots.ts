@@ -6,14 +6,13 @@ import { z } from 'zod';
 import { CubeError, errorBody, toCubeError } from '../../errors.js';
 import type { SandboxRecord, SnapshotRecord } from '../../model/sandbox.js';
 import { isoTime } from '../../model/time.js';
-import type { ApiContext } from '../context.js';
+import type { ApiContext, Caller } from '../context.js';
 import { readJson, sendJson } from '../../http.js';
-import { assertForkFits } from '../rate-limit.js';
 import { MAX_PAGE, parseBody, sandboxJson } from './wire.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HTTPMethod } from 'find-my-way';
 
-type Route = (req: IncomingMessage & { caller?: { keyID?: string } }, res: ServerResponse, id: string, query: URLSearchParams, params: Record<string, string | undefined>) => Promise<void>;
+type Route = (req: IncomingMessage & { caller?: Caller }, res: ServerResponse, id: string, query: URLSearchParams, params: Record<string, string | undefined>) => Promise<void>;
 type On = (method: HTTPMethod, paths: string[], fn: Route) => void;
 
 const SnapshotSchema = z.looseObject({ name: z.string().optional() });
@@ -32,13 +31,13 @@ export function snapshotPage(all: SnapshotRecord[], limit: number, nextToken?: s
   return from + limit < all.length ? { items, nextToken: items[items.length - 1]!.snapshotID } : { items };
 }
 
-export function registerSnapshotRoutes(on: On, ctx: ApiContext, fresh: (id: string) => Promise<SandboxRecord>, domain: () => string): void {
+export function registerSnapshotRoutes(on: On, ctx: ApiContext, fresh: (id: string, req: Parameters<Route>[0]) => Promise<SandboxRecord>, domain: () => string): void {
   const actor = (req: Parameters<Route>[0]) => req.caller?.keyID;
 
   // 404 for an unknown sandbox (the SDK's SandboxNotFoundError); a paused sandbox is snapshotted as it is.
   on('POST', ['/sandboxes/:id/snapshots'], async (req, res, id) => {
     const b = parseBody(SnapshotSchema, await readJson(req), 'snapshot body');
-    await fresh(id);
+    await fresh(id, req);
     const snap = await ctx.cp.snapshots.take(id, { ...(b.name !== undefined ? { name: b.name } : {}), ...(actor(req) ? { actor: actor(req)! } : {}) });
     sendJson(res, 201, snapshotJson(snap));
   });
@@ -56,8 +55,8 @@ export function registerSnapshotRoutes(on: On, ctx: ApiContext, fresh: (id: stri
   // One entry per fork: the sandbox, or the error that kept it from starting (code = HTTP status).
   on('POST', ['/sandboxes/:id/fork'], async (req, res, id) => {
     const b = parseBody(ForkSchema, await readJson(req), 'fork body');
-    await fresh(id);
-    await assertForkFits(ctx, actor(req), b.count ?? 1);
+    await fresh(id, req);
+    await ctx.cp.keys.assertRoomFor(actor(req), b.count ?? 1);
     const results = await ctx.cp.snapshots.fork(id, { count: b.count ?? 1, ...(b.timeout !== undefined ? { timeoutSec: b.timeout } : {}), ...(actor(req) ? { actor: actor(req)! } : {}) });
     sendJson(
       res,

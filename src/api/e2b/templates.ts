@@ -5,7 +5,7 @@
 // its tags are NAME:TAG records of the node's template store (`latest` is listed as NAME).
 // Upload links are signed (HMAC of the hash, the template and an expiry): the SDK sends no API key
 // with the PUT, so that route is served before key auth (uploadRoute). On a control replica the
-// builds run on a compute node (scheduler/cluster/cluster-templates.ts): the same routes, the
+// builds run on a compute node (templates/cluster.ts): the same routes, the
 // uploads forwarded to the node of the template's newest build, the links signed with a key every
 // replica shares.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -14,12 +14,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { CubeError } from '../../errors.js';
 import type { Readable } from 'node:stream';
-import type { BuildRecord, TemplateBuilder } from '../../cubelet/template-build.js';
-import { HOST_TEMPLATE, parseTemplateRef, sameTemplate, type TemplateRecord, type TemplateStore } from '../../runtime/templates.js';
-import type { BuildRequest } from '../../scheduler/cluster/cluster-templates.js';
+import type { BuildRecord, TemplateBuilder } from '../../templates/build/build.js';
+import { parseTemplateRef, type TemplateRecord, type TemplateStore } from '../../templates/store.js';
+import type { BuildRequest } from '../../templates/cluster.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
 import { readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import { ENVD_VERSION, parseBody } from './wire.js';
+import { HOST_TEMPLATE, sameTemplate } from '../../model/template.js';
 
 type Req = IncomingMessage & { caller?: Caller };
 type Route = (req: Req, res: ServerResponse, p: Record<string, string>, query: URLSearchParams) => Promise<void>;
@@ -40,28 +41,31 @@ const RemoveTagsSchema = z.looseObject({ name: z.string().min(1), tags: z.array(
 /** Builds as the routes drive them: this daemon's builder (role all) or a control replica's, handing them to nodes. */
 interface Builds {
   request(o: BuildRequest): Promise<BuildRecord>;
-  start(templateID: string, buildID: string, body: unknown): Promise<unknown>;
+  /** `owner`: the key starting it, whose uploads its COPY steps take. */
+  start(templateID: string, buildID: string, body: unknown, owner: string | undefined): Promise<unknown>;
   get(templateID: string, buildID: string): Promise<BuildRecord>;
   list(templateID: string): Promise<BuildRecord[]>;
-  hasFiles(templateID: string, hash: string): Promise<boolean>;
-  putFiles(templateID: string, hash: string, body: Readable): Promise<void>;
+  /** Uploads are each key's own (`owner`): TemplateBuilder.uploadsOf. */
+  hasFiles(templateID: string, hash: string, owner: string | undefined): Promise<boolean>;
+  putFiles(templateID: string, hash: string, body: Readable, owner: string | undefined): Promise<void>;
 }
 
 function localBuilds(b: TemplateBuilder): Builds {
   return {
     request: async (o) => b.request(o),
-    start: (t, id, body) => b.start(t, id, body),
+    start: (t, id, body, owner) => b.start(t, id, body, owner),
     get: async (t, id) => b.get(t, id),
     list: async (t) => b.list(t),
-    hasFiles: async (_t, hash) => b.hasFiles(hash),
-    putFiles: (_t, hash, body) => b.putFiles(hash, body),
+    hasFiles: async (_t, hash, owner) => b.hasFiles(hash, owner),
+    putFiles: (_t, hash, body, owner) => b.putFiles(hash, body, owner),
   };
 }
 
 /** The E2B template routes and the pre-auth upload route that goes with them (one signing key). */
 export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter): void; uploadRoute: { prefix: string; handle: (req: IncomingMessage, res: ServerResponse) => void } } {
   const key = ctx.clusterTemplates?.linkKey ?? randomBytes(32);
-  const sign = (hash: string, templateID: string, exp: number) => createHmac('sha256', key).update(`${hash}.${templateID}.${exp}`).digest('hex');
+  // The link is the asking key's: what is PUT there is kept among that key's uploads.
+  const sign = (hash: string, templateID: string, owner: string, exp: number) => createHmac('sha256', key).update(`${hash}.${templateID}.${owner}.${exp}`).digest('hex');
   const startedAt = new Date().toISOString();
   const store = (): TemplateStore => {
     if (!ctx.templates) throw new CubeError('BAD_REQUEST', 'this daemon keeps no template store (role all on the ns runtime does): templates are managed there');
@@ -211,14 +215,15 @@ export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter
     ['GET', '/templates/:id/files/:hash', async (req, res, p) => {
       const hash = p.hash!;
       const tid = p.id!.split(':', 1)[0]!;
-      if (await builder().hasFiles(tid, hash)) return sendJson(res, 200, { present: true });
+      const owner = req.caller?.keyID ?? '';
+      if (await builder().hasFiles(tid, hash, owner || undefined)) return sendJson(res, 200, { present: true });
       const exp = Date.now() + UPLOAD_TTL_MS;
       const proto = (req.headers['x-forwarded-proto'] as string | undefined) ?? 'http';
       const host = req.headers.host ?? '127.0.0.1';
-      sendJson(res, 201, { present: false, url: `${proto}://${host}${UPLOAD_PREFIX}${hash}?t=${encodeURIComponent(tid)}&exp=${exp}&sig=${sign(hash, tid, exp)}` });
+      sendJson(res, 201, { present: false, url: `${proto}://${host}${UPLOAD_PREFIX}${hash}?t=${encodeURIComponent(tid)}&o=${encodeURIComponent(owner)}&exp=${exp}&sig=${sign(hash, tid, owner, exp)}` });
     }],
     ['POST', '/v2/templates/:id/builds/:buildID', async (req, res, p) => {
-      await builder().start(p.id!, p.buildID!, await readJson(req, 4 << 20));
+      await builder().start(p.id!, p.buildID!, await readJson(req, 4 << 20), req.caller?.keyID);
       sendNoContent(res, 202);
     }],
     ['GET', '/templates/:id/builds/:buildID/status', async (_req, res, p, q) => {
@@ -239,12 +244,13 @@ export function e2bTemplateRoutes(ctx: ApiContext): { register(router: ApiRouter
         const url = new URL(req.url ?? '/', 'http://x');
         const hash = url.pathname.slice(UPLOAD_PREFIX.length);
         const tid = url.searchParams.get('t') ?? '';
+        const owner = url.searchParams.get('o') ?? '';
         const exp = Number(url.searchParams.get('exp'));
         const sig = Buffer.from(url.searchParams.get('sig') ?? '', 'hex');
-        const want = Buffer.from(sign(hash, tid, exp), 'hex');
+        const want = Buffer.from(sign(hash, tid, owner, exp), 'hex');
         if (req.method !== 'PUT') throw new CubeError('BAD_REQUEST', 'upload with PUT');
         if (sig.length !== want.length || !timingSafeEqual(sig, want) || !(exp > Date.now())) throw new CubeError('UNAUTHORIZED', 'upload link invalid or expired: ask GET /templates/{id}/files/{hash} for a new one');
-        await builder().putFiles(tid, hash, req);
+        await builder().putFiles(tid, hash, req, owner || undefined);
         sendNoContent(res, 201);
       };
       run().catch((e: unknown) => sendError(res, e, 'e2b', ctx.log));

@@ -2,9 +2,9 @@
 // our SandboxRecord. Pure: the routes do the I/O.
 import { z } from 'zod';
 import { CubeError } from '../../errors.js';
-import type { SandboxRecord } from '../../model/sandbox.js';
+import type { EgressRequest, SandboxRecord } from '../../model/sandbox.js';
 import type { SandboxLifecycle, SandboxState } from '../types.js';
-import { egressRequest, type EgressRequest } from '../../network/egress.js';
+import { egressRequest } from '../../network/egress.js';
 
 /** envd protocol level we implement; the SDK gates features on it (0.5.7: octet-stream uploads, 0.6.2: file metadata, 0.6.3: watchDir includeEntry, 0.6.4: watchDir allowNetworkMounts). */
 export const ENVD_VERSION = '0.6.4';
@@ -31,8 +31,12 @@ export function sandboxIDParam(raw: string | undefined): string {
   return id;
 }
 
-/** `Sandbox` (create/connect answers). `domain` only when host routing is configured. */
+/** `Sandbox` (create/connect answers: the only ones that carry the traffic access token, as E2B's). `domain` only when host routing is configured. */
 export function sandboxJson(r: SandboxRecord, domain: string): Record<string, unknown> {
+  return { ...sandboxFields(r, domain), trafficAccessToken: r.trafficAccessToken ?? null };
+}
+
+function sandboxFields(r: SandboxRecord, domain: string): Record<string, unknown> {
   return {
     sandboxID: r.sandboxID,
     clientID: CLIENT_ID,
@@ -40,7 +44,6 @@ export function sandboxJson(r: SandboxRecord, domain: string): Record<string, un
     alias: r.templateID,
     envdVersion: ENVD_VERSION,
     envdAccessToken: r.accessToken,
-    trafficAccessToken: null,
     ...(domain ? { domain } : {}),
   };
 }
@@ -61,14 +64,14 @@ function common(r: SandboxRecord): Record<string, unknown> {
 export function detailJson(r: SandboxRecord, domain: string): Record<string, unknown> {
   const e = r.egress;
   return {
-    ...sandboxJson(r, domain),
+    ...sandboxFields(r, domain),
     ...common(r),
     // Always there, as E2B answers them: what was asked, or what is in force when nothing was
     // (killed at the timeout; the node's egress defaults, of which only its allow_internet_access
-    // is not known here; ports public).
+    // is not known here; ports public unless the create said otherwise).
     lifecycle: { onTimeout: r.lifecycle?.onTimeout ?? 'kill', autoResume: r.lifecycle?.autoResume ?? false },
     ...(e?.allowInternet !== undefined ? { allowInternetAccess: e.allowInternet } : {}),
-    network: { allowOut: e?.allowOut ?? [], denyOut: e?.denyOut ?? [], allowPublicTraffic: true },
+    network: { allowOut: e?.allowOut ?? [], denyOut: e?.denyOut ?? [], allowPublicTraffic: r.trafficAccessToken === undefined },
   };
 }
 
@@ -137,8 +140,8 @@ export function refuseMemoryless(b: { memory?: boolean | undefined }, what: stri
     throw new CubeError('BAD_REQUEST', `${what} without memory is not supported: a paused sandbox keeps its memory (frozen processes), so there is no filesystem-only state to ${what === 'pause' ? 'keep' : 'reboot from'}`);
 }
 
-/** network fields we enforce; allowPublicTraffic only as its default (true: ports are public). */
-const NETWORK_SUPPORTED = new Set(['allowOut', 'denyOut']);
+/** network fields we enforce. */
+const NETWORK_SUPPORTED = new Set(['allowOut', 'denyOut', 'allowPublicTraffic']);
 
 /** Features the SDK can ask for that we do not have: refused with a clear reason rather than ignored. */
 export function refuseUnsupported(b: NewSandbox): void {
@@ -146,7 +149,7 @@ export function refuseUnsupported(b: NewSandbox): void {
   if (b.autoResume?.enabled && b.autoPause !== true) throw new CubeError('BAD_REQUEST', "autoResume needs autoPause (lifecycle onTimeout 'pause')");
   if (b.volumeMounts && b.volumeMounts.length > 0) throw new CubeError('BAD_REQUEST', 'volumeMounts are not supported: cubed has no volumes; copy files in with sandbox.files.write');
   const net: Record<string, unknown> = b.network ?? {};
-  const used = Object.entries(net).filter(([k, v]) => v !== undefined && !NETWORK_SUPPORTED.has(k) && !(k === 'allowPublicTraffic' && v === true) && !(Array.isArray(v) && v.length === 0));
+  const used = Object.entries(net).filter(([k, v]) => v !== undefined && !NETWORK_SUPPORTED.has(k) && !(Array.isArray(v) && v.length === 0));
   if (used.length > 0) throw new CubeError('BAD_REQUEST', `network.${used[0]![0]} is not supported: use allow_internet_access, network.allowOut and network.denyOut (IPv4 addresses and CIDRs)`);
 }
 
@@ -187,7 +190,9 @@ export interface ListQuery {
  * by the URL parser). So: unescape the value, split on & and =, unescape each part.
  */
 export function parseMetadataFilter(v: string | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
+  // No prototype: `__proto__=x` is a key like any other (assigned on a plain object it set the
+  // prototype, left the filter empty, and the filter matched every sandbox).
+  const out: Record<string, string> = Object.create(null) as Record<string, string>;
   if (!v) return out;
   const bad = (what: string): CubeError => new CubeError('BAD_REQUEST', `metadata filter ${JSON.stringify(what)} is not URL-encoded key=value pairs`);
   let joined: string;
@@ -260,7 +265,7 @@ export function pageOf(records: SandboxRecord[], q: ListQuery): { items: Sandbox
   const after = q.nextToken ? decodeCursor(q.nextToken) : undefined;
   const matching = records
     .filter((r) => isListed(r.state) && q.states.includes(e2bState(r.state)))
-    .filter((r) => Object.entries(q.metadata).every(([k, v]) => r.metadata[k] === v))
+    .filter((r) => Object.entries(q.metadata).every(([k, v]) => Object.hasOwn(r.metadata, k) && r.metadata[k] === v))
     .filter((r) => !q.template || r.templateID === q.template)
     .filter((r) => q.startedAfter === undefined || r.startedAt > q.startedAfter)
     .filter((r) => !after || cmp(key(r), after) > 0)

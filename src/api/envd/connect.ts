@@ -22,7 +22,8 @@ const CODE_OF_KIND: Partial<Record<ErrorKind, Code>> = {
 /** Any thrown value as a Connect error; CubeErrors keep their 1305xx code in the message. */
 export function toConnectError(e: unknown): ConnectError {
   if (e instanceof ConnectError) return e;
-  if (e instanceof CubeError) return new ConnectError(`${e.code} ${e.message}`, CODE_OF_KIND[e.kind] ?? Code.Internal);
+  // A sandbox that ended (1304xx): not_found, which the SDK raises as its NotFoundError with this message.
+  if (e instanceof CubeError) return new ConnectError(`${e.code} ${e.message}`, CODE_OF_KIND[e.kind] ?? (e.http === 404 ? Code.NotFound : Code.Internal));
   return new ConnectError(e instanceof Error ? e.message : String(e), Code.Internal);
 }
 

@@ -31,7 +31,7 @@ export async function handleFiles(req: IncomingMessage, res: ServerResponse, cal
   const query = new URL(req.url ?? '/', 'http://x').searchParams;
   try {
     const user = userOf(req, query);
-    if (req.method === 'GET') await download(res, call, resolvePath(requiredPath(query), user));
+    if (req.method === 'GET') await download(res, call, resolvePath(requiredPath(query), user), user);
     else if (req.method === 'POST') await upload(req, res, call, query, user);
     else throw new CubeError('BAD_REQUEST', `${req.method} /files is not supported: GET or POST`);
   } catch (e) {
@@ -56,23 +56,32 @@ export function contentDisposition(name: string): string {
   return `inline; filename="${ascii}"; filename*=UTF-8''${encoded}`;
 }
 
-async function download(res: ServerResponse, call: SandboxCall, p: string): Promise<void> {
-  const st = await call.node.statFile(call.sandboxID, p);
-  if (st.type === 'dir') throw new CubeError('BAD_REQUEST', `${p} is a directory`);
-  const headers = {
-    'content-type': 'application/octet-stream',
-    'content-disposition': contentDisposition(path.basename(p)),
-    // The size is only trusted when it is 0 (the SDK short-cuts empty files on it); otherwise chunked, since the file may change between stat and read.
-    ...(st.size === 0 ? { 'content-length': '0' } : {}),
-  };
-  const body = await call.node.readFile(call.sandboxID, p);
+async function download(res: ServerResponse, call: SandboxCall, p: string, user: string): Promise<void> {
+  // One call (one permission check as the user): the first chunk tells an empty file, which the SDK
+  // short-cuts on content-length 0; others go chunked, since the file may change as it is read.
+  const body = await call.node.readFile(call.sandboxID, p, user);
+  const chunks = body[Symbol.asyncIterator]();
+  let first: IteratorResult<Buffer>;
   try {
-    res.writeHead(200, headers);
+    first = (await chunks.next()) as IteratorResult<Buffer>;
+    res.writeHead(200, {
+      'content-type': 'application/octet-stream',
+      'content-disposition': contentDisposition(path.basename(p)),
+      ...(first.done ? { 'content-length': '0' } : {}),
+    });
   } catch (e) {
     body.destroy(); // the file handle behind it closes now, not never
     throw e;
   }
-  await pipeline(body, res);
+  if (first.done) return void res.end();
+  await pipeline(async function* () {
+    try {
+      yield first.value;
+      for (let r = await chunks.next(); !r.done; r = await chunks.next()) yield r.value as Buffer;
+    } finally {
+      body.destroy(); // a client gone mid-file: its handle closes now
+    }
+  }, res);
 }
 
 const METADATA_HEADER = 'x-metadata-';

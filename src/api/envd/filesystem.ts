@@ -57,12 +57,13 @@ async function entries(call: SandboxCall, stats: FileStat[]): Promise<EntryInfoI
 }
 
 async function entry(call: SandboxCall, path: string): Promise<EntryInfoInit> {
-  return (await entries(call, [await call.node.statFile(call.sandboxID, path)]))[0]!;
+  return (await entries(call, [await call.node.statFile(call.sandboxID, path, call.user)]))[0]!;
 }
 
 /** The entry a change names, when asked for and it still exists (a short-lived file may be gone). */
 async function entryOf(call: SandboxCall, dir: string, c: FsChange): Promise<EntryInfoInit | undefined> {
   if (c.type === 'remove' || c.type === 'rename') return undefined;
+  // Gone by the time it is looked at (a short-lived file): the change is sent without its entry.
   return entry(call, join(dir, c.name)).catch(() => undefined);
 }
 
@@ -79,17 +80,17 @@ export const filesystemService: ServiceImpl<typeof Filesystem> = {
   async move(req, ctx) {
     const { call, path: from } = target(ctx, req.source, 'source');
     const to = resolvePath(required(req.destination, 'destination'), call.user);
-    return { entry: (await entries(call, [await call.node.movePath(call.sandboxID, from, to)]))[0] };
+    return { entry: (await entries(call, [await call.node.movePath(call.sandboxID, from, to, call.user)]))[0] };
   },
   async listDir(req, ctx) {
     const { call, path } = target(ctx, req.path, 'path');
-    const st = await call.node.statFile(call.sandboxID, path);
+    const st = await call.node.statFile(call.sandboxID, path, call.user);
     if (st.type !== 'dir') throw new ConnectError(`${path} is not a directory`, Code.InvalidArgument);
-    return { entries: await entries(call, await call.node.listDir(call.sandboxID, path, listDepth(req.depth))) };
+    return { entries: await entries(call, await call.node.listDir(call.sandboxID, path, listDepth(req.depth), call.user)) };
   },
   async remove(req, ctx) {
     const { call, path } = target(ctx, req.path, 'path');
-    await call.node.removePath(call.sandboxID, path);
+    await call.node.removePath(call.sandboxID, path, call.user);
     return {};
   },
   async createWatcher(req, ctx) {

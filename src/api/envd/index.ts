@@ -4,9 +4,10 @@
 // URL the token pre-signed (uploadUrl/downloadUrl; such a URL names no sandbox, so the one
 // whose token verifies it is looked up). Other ports are public, as E2B's proxy serves them.
 // Paused, dead or unknown sandboxes get 502, which the SDK turns into "sandbox not found / timed out".
+import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable, type Duplex } from 'node:stream';
-import { CubeError, errorBody, toCubeError } from '../../errors.js';
+import { CubeError, errorBody, isNotFound, toCubeError } from '../../errors.js';
 import type { SandboxRecord, SandboxState } from '../../model/sandbox.js';
 import type { NodeApi } from '../../cubelet/types.js';
 import type { ApiContext } from '../context.js';
@@ -38,11 +39,38 @@ class Refusal extends Error {
   constructor(
     readonly status: number,
     readonly body: Record<string, unknown>,
-    /** The request presented a token no sandbox has (counts against its address). */
+    /** The request presented a wrong traffic token (counts against its address). */
     readonly badToken = false,
   ) {
     super(String(body.message));
   }
+}
+
+/** The sandbox died (it has a tombstone): `error` is its 404 with the reason (src/errors.ts deathError). */
+class Ended extends Error {
+  constructor(readonly error: CubeError) {
+    super(error.message);
+  }
+}
+
+/**
+ * Calls on a sandbox that died: envd's calls answer the reason as not found, which the SDK raises
+ * as its NotFoundError with the message (commands.run, files.*: a Connect `not_found`, a 404 on
+ * /files). /health stays 502 (the SDK's isRunning() reads that as "not running"), and so do
+ * other ports (E2B's proxy answers those), with the reason in the message.
+ */
+function serveEnded(req: IncomingMessage, res: ServerResponse, ctx: ApiContext, err: CubeError): void {
+  const path = (req.url ?? '/').split('?')[0] ?? '/';
+  const port = targetOf(req.headers, ctx.config().api.sandbox_domain)?.port ?? ENVD_PORT;
+  const sandboxID = String(err.details?.sandboxID ?? '');
+  if (port !== ENVD_PORT || path === '/health') return sendJson(res, 502, { sandboxId: sandboxID, message: `The sandbox was not found: ${err.message}`, code: 502, cubeCode: err.code });
+  if (RPC_PATH.test(path)) return serveRpc(req, res, { node: endedNode(err), sandboxID });
+  sendError(res, err, 'e2b', ctx.log);
+}
+
+/** A node whose every call fails with `err` (the services turn it into their protocol's error). */
+function endedNode(err: CubeError): NodeApi {
+  return new Proxy({} as NodeApi, { get: (_t, prop) => (prop === 'then' ? undefined : () => Promise.reject(err)) });
 }
 
 const gone = (sandboxID: string, why: string): Refusal => new Refusal(502, { sandboxId: sandboxID, message: `The sandbox was not found: ${why}`, code: 502 });
@@ -95,6 +123,8 @@ async function recordOf(ctx: ApiContext, sandboxID: string): Promise<SandboxReco
     return await ctx.cp.getSandbox(sandboxID);
   } catch (e) {
     if (e instanceof CubeError && e.kind === 'NOT_FOUND') return undefined;
+    // A sandbox that died: its envd calls answer 404 with the reason (serveEnvd), not 502.
+    if (isNotFound(e)) throw new Ended(e);
     throw e;
   }
 }
@@ -176,8 +206,32 @@ function resumingNode(ctx: ApiContext, node: NodeApi, sandboxID: string): NodeAp
   });
 }
 
+/** E2B's header for a sandbox created with allowPublicTraffic false (its ports other than envd's). */
+export const TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
+
+const headerOf = (h: IncomingMessage['headers'], name: string): string | undefined => {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+/**
+ * A port of a sandbox whose create said allowPublicTraffic false answers only requests carrying
+ * its traffic access token: refused otherwise with E2B's 403 body (compared in constant time).
+ */
+function checkTrafficToken(rec: SandboxRecord, given: string | undefined): void {
+  const want = rec.trafficAccessToken;
+  if (want === undefined) return;
+  // A wrong token counts against the caller's address as a wrong access token does.
+  const refuse = (message: string, badToken: boolean) => new Refusal(403, { sandboxId: rec.sandboxID, message, code: 403 }, badToken);
+  if (!given) throw refuse(`Sandbox is secured with traffic access token. Token header '${TRAFFIC_TOKEN_HEADER}' is missing`, false);
+  const a = Buffer.from(given);
+  const b = Buffer.from(want);
+  if (a.length !== b.length || !timingSafeEqual(a, b)) throw refuse(`Sandbox is secured with traffic access token. Provided token in header '${TRAFFIC_TOKEN_HEADER}' is invalid`, true);
+}
+
 /** What a request carries to reach a sandbox: its routing headers, and a /files signature if any. */
 interface Access {
+  headers: IncomingMessage['headers'];
   target?: Target;
   signed?: SignedFileRequest;
   /** An envd route that needs the token (all but /health). */
@@ -188,7 +242,7 @@ function accessOf(req: IncomingMessage, ctx: ApiContext): Access {
   const target = targetOf(req.headers, ctx.config().api.sandbox_domain);
   const signed = signedFileRequest(req.method, req.url ?? '/');
   const envdAuth = (req.url ?? '/').split('?')[0] !== '/health';
-  return { ...(target ? { target } : {}), ...(signed ? { signed } : {}), envdAuth };
+  return { headers: req.headers, ...(target ? { target } : {}), ...(signed ? { signed } : {}), envdAuth };
 }
 
 /** The live sandbox a request is for, its node, and the port it wants; a Refusal otherwise. */
@@ -200,17 +254,20 @@ async function resolve(ctx: ApiContext, a: Access, guard: FailureGuard): Promise
   const sandboxID = t?.by === 'id' ? t.sandboxID : t?.by === 'token' ? await findByToken(ctx, t.token) : await findBySignature(ctx, a.signed!);
   if (!sandboxID) {
     if (!t) throw new CubeError('UNAUTHORIZED', 'the /files signature matches no running sandbox (wrong, or signed for another path, operation or user)');
-    throw new Refusal(502, { sandboxId: '(unknown)', message: 'The sandbox was not found: no sandbox has this access token', code: 502 }, true);
+    // A client error (was 502, E2B's proxy's answer for an unknown sandbox: read as a node fault).
+    throw new CubeError('UNAUTHORIZED', 'no running sandbox has this access token (X-Access-Token); send E2b-Sandbox-Id with it');
   }
   const rec = await recordOf(ctx, sandboxID);
   if (!rec) throw gone(sandboxID, `sandbox ${sandboxID} does not exist`);
   const token = t?.token;
   if (token !== undefined && token !== rec.accessToken) throw new CubeError('UNAUTHORIZED', `X-Access-Token does not match sandbox ${sandboxID}`);
+  const port = t?.port ?? ENVD_PORT;
+  // Before an autoResume: a request without the sandbox's traffic token wakes nothing.
+  if (port !== ENVD_PORT) checkTrafficToken(rec, headerOf(a.headers, TRAFFIC_TOKEN_HEADER));
   if (rec.state !== 'running') {
     if (!rec.lifecycle?.autoResume || !['paused', 'pausing', 'resuming'].includes(rec.state)) throw gone(sandboxID, `sandbox ${sandboxID} is ${rec.state}`);
     await autoResume(ctx, sandboxID);
   }
-  const port = t?.port ?? ENVD_PORT;
   if (port === ENVD_PORT && a.envdAuth && token === undefined) {
     if (!a.signed) throw new CubeError('UNAUTHORIZED', `envd of sandbox ${sandboxID} needs its access token (X-Access-Token)`);
     const check = checkFileSignature(a.signed, rec.accessToken, Math.floor(Date.now() / 1000));
@@ -242,6 +299,7 @@ export async function handleSandboxTraffic(req: IncomingMessage, res: ServerResp
     await serveEnvd(req, res, call);
   } catch (e) {
     if (e instanceof Refusal) sendJson(res, e.status, e.body);
+    else if (e instanceof Ended) serveEnded(req, res, ctx, e.error);
     else sendError(res, e, 'e2b', ctx.log);
   }
 }
@@ -261,6 +319,7 @@ export async function handleSandboxUpgrade(req: IncomingMessage, socket: Duplex,
     proxyUpgrade(req, socket, head, call.sandboxID, port, await upstreamOf(call.node, call.sandboxID, port, req.url ?? '/'));
   } catch (e) {
     if (e instanceof Refusal) rejectUpgrade(socket, e.status, e.body);
+    else if (e instanceof Ended) rejectUpgrade(socket, 502, { sandboxId: String(e.error.details?.sandboxID ?? ''), message: `The sandbox was not found: ${e.error.message}`, code: 502, cubeCode: e.error.code });
     else {
       const err = toCubeError(e);
       rejectUpgrade(socket, err.http, errorBody(err, 'e2b'));

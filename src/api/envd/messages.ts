@@ -3,7 +3,7 @@
 import path from 'node:path/posix';
 import type { ProcessEvent, ProcessInfo } from '../../cubelet/types.js';
 import type { FileMetadata, FileStat } from '../../runtime/types.js';
-import { SANDBOX_USERS, isSandboxUser } from '../../runtime/templates.js';
+import { SANDBOX_USERS, isSandboxUser } from '../../templates/store.js';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code, ConnectError } from './connect.js';
@@ -179,7 +179,7 @@ const SIGNALS: Partial<Record<Signal, 'SIGKILL' | 'SIGTERM'>> = { [Signal.SIGKIL
 
 export function signalName(v: Signal): 'SIGKILL' | 'SIGTERM' {
   const s = SIGNALS[v];
-  if (!s) throw new ConnectError(`unsupported signal ${Signal[v] ?? v}: SIGNAL_SIGKILL or SIGNAL_SIGTERM`, Code.InvalidArgument);
+  if (!s) throw new ConnectError(`unsupported signal ${(Signal[v] as string | undefined) ?? v}: SIGNAL_SIGKILL or SIGNAL_SIGTERM`, Code.InvalidArgument);
   return s;
 }
 

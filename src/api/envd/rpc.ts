@@ -81,6 +81,7 @@ export async function* withKeepalives<T, K>(events: AsyncIterable<T>, keepalive:
       yield r.value;
     }
   } finally {
-    void it.return?.()?.catch(() => undefined);
+    // Closing the source is best effort: the client is gone, nothing is left to tell.
+    void it.return?.().catch(() => undefined);
   }
 }

@@ -2,8 +2,9 @@
 // drives), and `cubectl bench compare` for A/B ratios of two result files.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { E2bHttp, type CreatedSandbox } from '../../bench/e2b-http.js';
-import { BENCH_MODES, runBench, type BenchMode, type Progress, type RunResult } from '../../bench/runner.js';
+import type { CreatedSandbox } from '../../bench/e2b-http.js';
+import { BENCH_MODES, type BenchMode } from '../../bench/modes.js';
+import type { Progress, RunResult } from '../../bench/runner.js';
 import { compare, type BenchResult, type LatencySummary } from '../../bench/stats.js';
 import { apiKey, examples, EXIT, ExitError, globals, numberArg, printJson, table, UsageError } from '../io.js';
 
@@ -130,6 +131,8 @@ export function register(program: Command): void {
       if (opts.workload === 'burst' && opts.rate !== undefined) throw new UsageError('--rate goes with --workload steady');
       const key = apiKey(g.dataDir);
       if (!key) throw new UsageError('no API key: set CUBE_API_KEY or E2B_API_KEY, or run where <data-dir>/api-key is readable');
+      // Loaded here: the connect client and protobuf were a fifth of every cubectl run's start-up.
+      const [{ E2bHttp }, { runBench }] = await Promise.all([import('../../bench/e2b-http.js'), import('../../bench/runner.js')]);
       const http = new E2bHttp({ apiUrl: g.api, apiKey: key, timeoutMs: opts.timeout });
       const created = new Map<string, CreatedSandbox>();
       const createBody = {
@@ -187,7 +190,7 @@ function readResult(file: string): BenchResult {
   } catch (e) {
     throw new UsageError(`cannot read ${file}: ${(e as Error).message}`);
   }
-  const r = parsed as BenchResult;
+  const r = parsed as Partial<BenchResult> | null;
   if (!r?.summary?.latencyMs || typeof r.summary.throughputPerSec !== 'number') throw new UsageError(`${file} is not a cubectl bench result (no summary.latencyMs)`);
-  return r;
+  return r as BenchResult;
 }

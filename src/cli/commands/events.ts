@@ -34,6 +34,8 @@ export function register(program: Command): void {
         process.stdout.write(json ? `${JSON.stringify(e)}\n` : eventLine(e));
       };
       const abort = new AbortController();
+      // A call, not the property: the flag changes while the stream is awaited (narrowing would say it cannot).
+      const aborted = () => abort.signal.aborted;
       const stop = () => abort.abort();
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
@@ -42,7 +44,7 @@ export function register(program: Command): void {
       let backoffMs = 500;
       let first = true;
       try {
-        while (!abort.signal.aborted) {
+        while (!aborted()) {
           try {
             for await (const m of client.watch(abort.signal)) {
               backoffMs = 500;
@@ -52,10 +54,10 @@ export function register(program: Command): void {
                 first = false;
               } else if (m.type === 'event') print(m.event);
             }
-            if (abort.signal.aborted) break;
+            if (aborted()) break;
             process.stderr.write(`cubectl: the watch stream ended; reconnecting in ${backoffMs / 1000}s\n`);
           } catch (e) {
-            if (abort.signal.aborted) break;
+            if (aborted()) break;
             // A refusal (bad key, 4xx) will not heal by waiting; a lost or unreachable daemon may.
             if (e instanceof CubeClientError && e.status < 500) throw e;
             process.stderr.write(`cubectl: the watch stream was lost (${(e as Error).message}); reconnecting in ${backoffMs / 1000}s\n`);

@@ -4,10 +4,11 @@ import { register as bench } from './bench.js';
 import { register as config } from './config.js';
 import { register as density } from './density.js';
 import { register as events } from './events.js';
+import { register as key } from './key.js';
 import { register as node } from './node.js';
 import { register as nodes } from './nodes.js';
 import { register as sandbox } from './sandbox.js';
 import { register as snapshot } from './snapshot.js';
 import { register as template } from './template.js';
 
-export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, snapshot, template, config, events, bench];
+export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, snapshot, template, config, key, events, bench];

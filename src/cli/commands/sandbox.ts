@@ -1,9 +1,12 @@
-// `cubectl sandbox create|ls|exec|pause|resume|rm|snapshot|fork`.
+// `cubectl sandbox create|ls|get|exec|shell|egress|pause|resume|rm|snapshot|fork`.
 import { Option, type Command } from 'commander';
 import type { SandboxLifecycle, SandboxView } from '../../api/types.js';
-import { egressRequest, type EgressRequest } from '../../network/egress.js';
+import { egressRequest } from '../../network/egress.js';
 import { diskUse } from '../../tui/format.js';
-import { clientFor, examples, ExitError, globals, keyValueArg, numberArg, printJson, table, UsageError } from '../io.js';
+import { StringDecoder } from 'node:string_decoder';
+import { terminalSafe } from '../terminal.js';
+import { clientFor, examples, EXIT, ExitError, globals, keyValueArg, numberArg, printJson, table, UsageError } from '../io.js';
+import type { EgressRequest } from '../../model/sandbox.js';
 
 const STATES = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'] as const;
 
@@ -59,6 +62,7 @@ function egressOpts(o: CreateOpts): { egress?: EgressRequest } {
 const listArg = (value: string, previous: string[] = []): string[] => [...previous, ...value.split(',').map((v) => v.trim()).filter(Boolean)];
 
 interface ExecOpts {
+  raw?: boolean;
   user?: string;
   cwd?: string;
   env?: Record<string, string>;
@@ -68,7 +72,7 @@ interface ExecOpts {
 export function register(program: Command): void {
   const sandbox = program
     .command('sandbox')
-    .summary('create, ls, exec, pause, resume, rm, snapshot, fork sandboxes')
+    .summary('create, ls, exec, shell, pause, resume, rm, snapshot, fork sandboxes')
     .description('Create, list, run commands in, pause, resume and remove sandboxes.')
     .addHelpText('after', examples('id=$(cubectl sandbox create)', 'cubectl sandbox exec $id -- sh -c "echo hi"', 'cubectl sandbox rm $id'));
 
@@ -131,6 +135,17 @@ export function register(program: Command): void {
     });
 
   sandbox
+    .command('get')
+    .description('Show sandbox ID: state (and why, for error and lost), node, template, spec, address and lifetime. A sandbox that ended without its client asking (timeout, OOM, node lost, drain, an operator) answers for a day with why, when and where: exit code 1 with that reason.')
+    .argument('<id>', 'sandbox id')
+    .addHelpText('after', examples('cubectl sandbox get $id', 'cubectl sandbox get $id --json'))
+    .action(async (id: string, _o: unknown, cmd: Command) => {
+      const s = await clientFor(cmd).sandbox(id);
+      if (globals(cmd).json) printJson(s);
+      else process.stdout.write(sandboxDetail(s));
+    });
+
+  sandbox
     .command('exec')
     .description("Run a command in sandbox ID, streaming its stdout and stderr, and exit with the command's exit code. Put the command after `--` so its options are not read as cubectl's. Interrupting cubectl kills the command.")
     .argument('<id>', 'sandbox id')
@@ -139,6 +154,7 @@ export function register(program: Command): void {
     .option('--cwd <dir>', 'working directory inside the sandbox')
     .option('--env <k=v>', 'environment variable (repeatable)', keyValueArg)
     .option('--timeout-ms <ms>', 'kill the command after this many milliseconds', numberArg({ int: true, min: 0 }))
+    .option('--raw', "write the command's output to a terminal as it is (by default control characters are shown escaped there; a pipe or file always gets the bytes)")
     .addHelpText('after', examples('cubectl sandbox exec $id -- uname -a', 'cubectl sandbox exec $id --user user --cwd /tmp --env A=1 -- sh -c \'echo $A; exit 3\'; echo $?   # 1, then 3'))
     .action(async (id: string, argv: string[], o: ExecOpts, cmd: Command) => {
       const abort = new AbortController();
@@ -146,9 +162,11 @@ export function register(program: Command): void {
       process.once('SIGINT', stop);
       try {
         const events = clientFor(cmd).exec(id, { argv, ...(o.env ? { env: o.env } : {}), ...(o.cwd ? { cwd: o.cwd } : {}), ...(o.user ? { user: o.user } : {}), ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }) }, abort.signal);
+        const out = outputTo(process.stdout, o.raw === true);
+        const err = outputTo(process.stderr, o.raw === true);
         for await (const ev of events) {
-          if (ev.type === 'stdout') process.stdout.write(ev.data);
-          else if (ev.type === 'stderr') process.stderr.write(ev.data);
+          if (ev.type === 'stdout') out(ev.data);
+          else if (ev.type === 'stderr') err(ev.data);
           else if (ev.type === 'end') {
             const why = ev.error ?? (ev.oomKilled ? 'killed: out of memory' : ev.timedOut ? 'killed: timeout' : ev.signal ? `killed by ${ev.signal}` : undefined);
             const code = ev.exitCode >= 0 && ev.exitCode <= 255 ? ev.exitCode : 1;
@@ -164,6 +182,31 @@ export function register(program: Command): void {
       } finally {
         process.off('SIGINT', stop);
       }
+    });
+
+  sandbox
+    .command('shell')
+    .description(
+      "An interactive shell in running sandbox ID: a terminal through envd, as the e2b SDK's sandbox.pty (bash where the template has it, else sh). Every key goes to the shell (ctrl-c interrupts its command); `exit` or ctrl-d ends it, with the shell's exit code. A sandbox that dies or a daemon that goes away ends it with a one-line reason. A paused sandbox is not resumed.",
+    )
+    .argument('<id>', 'sandbox id')
+    .option('--user <u>', 'run as this user (root or user; default user)')
+    .addHelpText('after', examples('cubectl sandbox shell $id', 'cubectl sandbox shell $id --user root'))
+    .action(async (id: string, o: { user?: string }, cmd: Command) => {
+      if (!process.stdin.isTTY || !process.stdout.isTTY) throw new UsageError('sandbox shell needs a terminal (stdin and stdout must be a TTY); use sandbox exec for scripts');
+      // Loaded here: the Connect client is not every cubectl verb's start-up cost.
+      const { runShell, shellAccess, ShellRefused } = await import('../shell.js');
+      const client = clientFor(cmd);
+      let access;
+      try {
+        access = await shellAccess(client, id);
+      } catch (e) {
+        if (e instanceof ShellRefused) throw new ExitError(e.message);
+        throw e;
+      }
+      const end = await runShell(client, access, { input: process.stdin, output: process.stdout }, o.user ? { user: o.user } : {});
+      if (end.reason !== undefined) throw new ExitError(`shell in ${id} ended: ${end.reason}`, end.exitCode === 0 ? EXIT.FAILED : end.exitCode);
+      if (end.exitCode !== 0) throw new ExitError('', end.exitCode > 255 ? EXIT.FAILED : end.exitCode);
     });
 
   egressOptions(
@@ -244,4 +287,31 @@ export function register(program: Command): void {
     },
     'removed',
   );
+}
+
+/**
+ * Writes a command's output: a terminal gets it terminal-safe (line breaks, tabs and carriage
+ * returns kept, so progress lines still work), unless --raw; a pipe or file gets the bytes.
+ */
+function outputTo(stream: NodeJS.WriteStream, raw: boolean): (data: Buffer) => void {
+  if (raw || !stream.isTTY) return (data) => void stream.write(data);
+  const decoder = new StringDecoder('utf8'); // a character split across chunks stays one
+  return (data) => void stream.write(terminalSafe(decoder.write(data), '\n\t\r'));
+}
+
+/** One sandbox, a field a line. */
+export function sandboxDetail(s: SandboxView): string {
+  const rows: [string, string | undefined][] = [
+    ['id', s.sandboxID],
+    ['state', s.reason ? `${s.state} (${s.reason})` : s.state],
+    ['node', s.nodeID],
+    ['template', s.templateID],
+    ['runtime', s.runtime],
+    ['spec', `${s.spec.cpus} cpu, ${s.spec.memoryMiB} MiB, ${s.spec.diskGiB} GiB`],
+    ['ip', s.ip],
+    ['started', s.startedAt],
+    ['ends', s.endAt],
+    ['metadata', Object.entries(s.metadata).map(([k, v]) => `${k}=${v}`).join(' ') || undefined],
+  ];
+  return rows.flatMap(([k, v]) => (v === undefined ? [] : [`${`${k}:`.padEnd(10)}${v}\n`])).join('');
 }

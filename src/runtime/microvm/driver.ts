@@ -7,7 +7,6 @@
 // to the slot's address are ready there and reset by the pool when the slot comes back; and
 // inside the sandbox's cgroups.
 // Without /dev/kvm the guest is emulated (TCG, about 38x slower on CPU: runtime-probe.md §6).
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { accessSync, constants as fsConstants, existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
@@ -22,13 +21,16 @@ import type { PauseOptions, SnapshotKeeps } from '../../model/sandbox.js';
 import type { BtrfsStore } from '../../storage/btrfs-store.js';
 import { splitSandboxPath, sandboxPath } from '../ns/files.js';
 import { Cgroups, keyedValue } from '../ns/cgroups.js';
+import { DEFAULT_IDENTITY, HostIdRanges } from '../ns/ids.js';
 import { hostTables, nodeParentLimits } from '../ns/host-limits.js';
-import { DEFAULT_PATH, etcHosts, sandboxUser } from '../templates.js';
-import type { ExecProcess, ExecRequest, ExitInfo, FileStat, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats } from '../types.js';
+import { DEFAULT_PATH, etcHosts, sandboxUser } from '../../templates/store.js';
+import type { ExecProcess, ExecRequest, ExitInfo, FileAccess, FileStat, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats } from '../types.js';
 import { ImageCache, overlayDisk } from './images.js';
-import { AgentConnection, T, fields, parseStats, splitFields } from './protocol.js';
-import { type Qmp, withQmp } from './qmp.js';
-import { GATEWAY_IP, GUEST_IP, TAP_NAME } from '../../network/tap.js';
+import { AgentConnection, type AgentProtocolError, T, agentActsAsUser, asField, fields, parseStats, splitFields } from './protocol.js';
+import { withQmp } from './qmp.js';
+import { CONSOLE_SOCKET, ConsoleLog, consoleTail } from './console.js';
+import { JAIL, QEMU, type VmFiles, type VmShape, killPid, launchQemu, migrationSocket, qemuArgs, restore, saveState } from './qemu.js';
+import { readTextOrAbsent, statOrAbsent } from '../../fsx.js';
 
 export interface MicrovmDriverOptions {
   dataDir: string;
@@ -50,7 +52,19 @@ export interface MicrovmDriverOptions {
    * ns, and counts in the store's figures. Absent: the disk stays in the sandbox's directory.
    */
   storage?: BtrfsStore;
+  /**
+   * Host id ranges (the ns driver's on a node offering both, so no QEMU shares ids with an ns
+   * sandbox): each QEMU runs as the first id of a range of its own. Absent: made from `identity`.
+   */
+  ids?: HostIdRanges;
+  /** cubelet identity.* (its ranges are used whatever `userns` says: a QEMU never runs as root). */
+  identity?: { hostIdBase: number; hostIdRanges: number };
+  /** A VM's console log is rotated at this size (console.log + console.log.1 on the host). */
+  consoleLogBytes?: number;
 }
+
+/** cubelet microvm.console_log_kib's default. */
+export const CONSOLE_LOG_BYTES = 1024 * 1024;
 
 /**
  * A VM disk's subvolume limit: the guest's filesystem is disk_gib, and its qcow2 file can hold a
@@ -94,12 +108,6 @@ export function kvmBackend(loaded: (module: string) => boolean): 'kvm_intel' | '
   return (['kvm_intel', 'kvm_amd'] as const).find(loaded);
 }
 
-export const QEMU = 'qemu-system-x86_64';
-/**
- * Without these the emulated guest hangs calibrating its TSC (runtime-probe.md §6.2); `quiet`
- * because every console line costs 30-40 ms on the emulated UART.
- */
-const TCG_APPEND = 'tsc_early_khz=2000000 no_timer_check lpj=4000000';
 /** QEMU's own memory beside the guest's (TCG translation cache 32 MiB + device model): the cgroup limit adds it. */
 const QEMU_OVERHEAD_MIB = 160;
 /** Unix socket paths are limited to 107 bytes. */
@@ -116,7 +124,12 @@ interface VmRecord {
   /** The guest's disk and memory (absent in records of an older cubed): what a kept snapshot of it restores. */
   diskGiB?: number;
   memoryMiB?: number;
+  /** QEMU's host uid and gid (the first id of a range of ours); absent: an older cubed's unconfined QEMU. */
+  idBase?: number;
+  /** The files QEMU gets as descriptors (absent: an older cubed's QEMU, which opens them by path). */
+  files?: VmFiles;
 }
+
 
 /** A kept snapshot's guest: its writable filesystem is `diskGiB` big and its memory `memoryMiB`, whatever a create asks. */
 type KeptShape = Pick<VmRecord, 'diskGiB' | 'memoryMiB'>;
@@ -124,50 +137,6 @@ const KEPT_SHAPE = 'shape.json';
 
 /** The guest's memory and device state while a releasing pause holds it (QEMU ended), in the sandbox's directory. */
 const RELEASED = 'memory.state';
-
-export interface VmShape {
-  kernel: string;
-  initrd: string;
-  image: string;
-  cpus: number;
-  memoryMiB: number;
-  kvm: boolean;
-}
-
-/**
- * QEMU's argv (pure). `net`: the TAP of the TAP-mode slot QEMU runs in, or a hub port with nothing on it
- * (a snapshot's source VM, which needs the same devices as its clones but no network).
- * `ram`: guest memory in a file: shared (the snapshot source writes it) or private (a clone's
- * copy-on-write view of it). `incoming`: wait for a migrate-incoming (a clone).
- */
-export function qemuArgs(o: VmShape & { id: string; dir: string; disk: string; net: 'tap' | 'hub'; ram?: { path: string; shared: boolean }; incoming?: boolean }): string[] {
-  const append = ['console=ttyS0', 'quiet', 'panic=-1', ...(o.kvm ? [] : [TCG_APPEND]), `cube.ip=${GUEST_IP}/24`, `cube.gw=${GATEWAY_IP}`];
-  return [
-    '-name', `cube-${o.id},process=cube-vm`,
-    '-M', o.ram ? 'microvm,memory-backend=mem' : 'microvm',
-    ...(o.ram ? ['-object', `memory-backend-file,id=mem,size=${o.memoryMiB}M,mem-path=${o.ram.path},share=${o.ram.shared ? 'on' : 'off'}`] : []),
-    '-accel', o.kvm ? 'kvm' : 'tcg,tb-size=32',
-    '-m', String(o.memoryMiB),
-    '-smp', String(Math.max(1, Math.ceil(o.cpus))),
-    '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
-    '-serial', `file:${join(o.dir, 'console.log')}`,
-    '-kernel', o.kernel,
-    '-initrd', o.initrd,
-    '-append', append.join(' '),
-    '-drive', `file=${o.image},format=raw,if=none,readonly=on,id=root`,
-    '-device', 'virtio-blk-device,drive=root',
-    '-drive', `file=${o.disk},format=qcow2,if=none,id=rw,discard=unmap`,
-    '-device', 'virtio-blk-device,drive=rw',
-    '-netdev', o.net === 'tap' ? `tap,id=n0,ifname=${TAP_NAME},script=no,downscript=no,vhost=off` : 'hubport,id=n0,hubid=0',
-    '-device', 'virtio-net-device,netdev=n0,mac=02:00:0a:00:02:0f',
-    '-device', 'virtio-serial-device',
-    '-chardev', `socket,id=agent,path=${join(o.dir, 'a.sock')},server=on,wait=off`,
-    '-device', 'virtserialport,chardev=agent,name=cube.agent',
-    '-qmp', `unix:${join(o.dir, 'q.sock')},server=on,wait=off`,
-    ...(o.incoming ? ['-incoming', 'defer'] : []),
-    '-daemonize', '-pidfile', join(o.dir, 'qemu.pid'),
-  ];
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -182,6 +151,11 @@ export class MicrovmDriver implements RuntimeDriver {
   private readonly records = new Map<string, VmRecord>();
   private readonly agents = new Map<string, Promise<AgentConnection>>();
   private readonly netns = new Map<string, string>();
+  /** Sandboxes killed for breaking the agent protocol: why (their death reason). */
+  private readonly broken = new Map<string, string>();
+  /** Each running VM's console log (with QEMU's stderr). */
+  private readonly consoles = new Map<string, ConsoleLog>();
+  private readonly ids: HostIdRanges;
   /** Memory snapshots by shape key: made or being made. */
   private readonly snapshots = new Map<string, Promise<string>>();
   /** Kept sandbox states (E2B snapshots): <keptRoot>/<snapshotID>/memory.state; the disk is kept in the store. */
@@ -196,6 +170,8 @@ export class MicrovmDriver implements RuntimeDriver {
     this.root = join(opts.dataDir, 'microvm', 'sandboxes');
     this.keptRoot = join(opts.dataDir, 'microvm', 'kept');
     this.images = new ImageCache(opts.dataDir);
+    const identity = opts.identity ?? DEFAULT_IDENTITY;
+    this.ids = opts.ids ?? new HostIdRanges(identity.hostIdBase, identity.hostIdRanges);
     this.log = opts.log?.child({ component: 'runtime-microvm' });
     this.files = new MicrovmFiles((h) => this.agent(h));
     const storage = opts.storage;
@@ -220,7 +196,7 @@ export class MicrovmDriver implements RuntimeDriver {
       const r = this.records.get(h.sandboxID);
       const shape: KeptShape = { ...(r?.diskGiB ? { diskGiB: r.diskGiB } : {}), ...(r?.memoryMiB ? { memoryMiB: r.memoryMiB } : {}) };
       await writeFile(join(dir, KEPT_SHAPE), JSON.stringify(shape));
-      await withQmp(join(h.dir, 'q.sock'), (q) => saveState(q, join(dir, RELEASED)));
+      await withQmp(join(h.dir, 'q.sock'), (q) => saveState(q, join(dir, RELEASED), this.migrationVia(h)));
       await storage.keep(h.sandboxID, snapshotID);
     } catch (e) {
       await rm(dir, { recursive: true, force: true });
@@ -237,9 +213,10 @@ export class MicrovmDriver implements RuntimeDriver {
   async init(): Promise<void> {
     const a = microvmArtifacts(this.opts.buildDir);
     if (a.missing) throw new CubeError('INTERNAL', `microvm runtime: ${a.missing}`);
-    if (!['qemu-img', QEMU, 'mkfs.ext4', 'nsenter'].every(onPath)) {
-      throw new CubeError('INTERNAL', `microvm runtime: ${QEMU}, qemu-img, mkfs.ext4 and nsenter are needed (install.sh installs qemu-system-x86, qemu-utils, e2fsprogs)`);
+    if (!['qemu-img', QEMU, 'mkfs.ext4', 'nsenter', 'setpriv'].every(onPath)) {
+      throw new CubeError('INTERNAL', `microvm runtime: ${QEMU}, qemu-img, mkfs.ext4, nsenter and setpriv are needed (install.sh installs qemu-system-x86, qemu-utils, e2fsprogs, util-linux)`);
     }
+    await this.ids.checkHost();
     // QEMU runs in the sandbox's cgroups under the node's parent: its pids and memory limits hold
     // the VMs too, also on a node offering microvm only or when a microVM makes the parent again.
     this.cgroupsOrUndefined = new Cgroups(this.opts.nodeTag);
@@ -292,6 +269,7 @@ export class MicrovmDriver implements RuntimeDriver {
       throw toCubeError(e, 'CREATE_FAILED');
     }
     const t0 = performance.now();
+    const idBase = this.ids.take();
     try {
       const a = microvmArtifacts(this.opts.buildDir);
       const diskGiB = spec.diskGiB ?? 1;
@@ -310,19 +288,21 @@ export class MicrovmDriver implements RuntimeDriver {
         this.cgroups.create(id, { memoryMiB: spec.memoryMiB + QEMU_OVERHEAD_MIB, cpus: spec.cpus, pidsMax: Math.max(spec.pidsMax, 64) }),
       ]);
       const net = spec.netnsPath ? 'tap' : 'hub';
-      const args = qemuArgs({ ...shape, id, dir, disk, net, ...(snap ? { ram: { path: join(snap, 'ram'), shared: false } } : {}), incoming: !!(snap || kept) });
+      const args = qemuArgs({ ...shape, id, dir, disk, net, uid: idBase, ...(snap ? { ram: { path: join(snap, 'ram'), shared: false } } : {}), incoming: !!(snap || kept) });
       if (spec.netnsPath) {
         this.netns.set(id, spec.netnsPath);
         await writeFile(join(dir, 'netns'), spec.netnsPath);
       }
       const tPrepared = performance.now();
-      const pid = await this.launch(dir, args, spec.netnsPath, this.cgroups.procsFiles(id));
+      const state = kept ?? (snap ? join(snap, 'state') : undefined);
+      const files: VmFiles = { image, disk };
+      const pid = await launchQemu(dir, args, { netnsPath: spec.netnsPath, procs: this.cgroups.procsFiles(id), files, ...(state ? { state } : {}), console: this.openConsole(id, dir) });
       const tLaunched = performance.now();
-      const record: VmRecord = { template: spec.template.name, env: spec.env, pid, args, diskGiB, memoryMiB: spec.memoryMiB };
+      const record: VmRecord = { template: spec.template.name, env: spec.env, pid, args, diskGiB, memoryMiB: spec.memoryMiB, idBase, files };
       await writeFile(join(dir, 'vm.json'), JSON.stringify(record));
       this.records.set(id, record);
       const h: SandboxHandle = { sandboxID: id, initPid: pid, dir };
-      if (kept ?? snap) await restore(join(dir, 'q.sock'), kept ?? join(snap!, 'state'));
+      if (state) await restore(join(dir, 'q.sock'));
       const tRestored = performance.now();
       await this.waitAgent(h, this.opts.bootTimeoutMs ?? 60_000);
       const tAgent = performance.now();
@@ -335,7 +315,9 @@ export class MicrovmDriver implements RuntimeDriver {
       );
       return h;
     } catch (e) {
+      const recorded = this.records.has(id);
       await this.remove(id).catch((d: unknown) => this.log?.error({ sandboxID: id, err: d }, 'cleanup after failed create failed'));
+      if (!recorded) this.ids.release(idBase);
       throw toCubeError(e, 'CREATE_FAILED');
     }
   }
@@ -354,7 +336,7 @@ export class MicrovmDriver implements RuntimeDriver {
     if (!p) {
       p = existsSync(join(final, 'state')) ? Promise.resolve(final) : this.makeSnapshot(shape, blank, final);
       this.snapshots.set(key, p);
-      p.catch(() => undefined);
+      p.catch(() => undefined); // not unhandled while nobody waits: every awaiter gets the error
     }
     return p.catch((e: unknown) => {
       this.snapshots.delete(key);
@@ -369,10 +351,11 @@ export class MicrovmDriver implements RuntimeDriver {
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true });
     let pid = 0;
+    const idBase = this.ids.take();
     try {
       await overlayDisk(blank, join(dir, 'disk.qcow2'), 'raw');
-      const args = qemuArgs({ ...shape, id: 'snapshot', dir, disk: join(dir, 'disk.qcow2'), net: 'hub', ram: { path: join(dir, 'ram'), shared: true } });
-      pid = await this.launch(dir, args, undefined, []);
+      const args = qemuArgs({ ...shape, id: 'snapshot', dir, disk: join(dir, 'disk.qcow2'), net: 'hub', uid: idBase, ram: { path: join(dir, 'ram'), shared: true } });
+      pid = await launchQemu(dir, args, { procs: [], files: { image: shape.image, disk: join(dir, 'disk.qcow2') }, console: this.openConsole(`snapshot-${process.pid}`, dir) });
       const conn = await AgentConnection.open(join(dir, 'a.sock'));
       try {
         await conn.request(T.PING, Buffer.from('boot'), this.opts.bootTimeoutMs ?? 60_000).catch((e: unknown) => {
@@ -383,54 +366,54 @@ export class MicrovmDriver implements RuntimeDriver {
       }
       await withQmp(join(dir, 'q.sock'), async (q) => {
         await q.run('stop');
-        await saveState(q, join(dir, 'state'));
+        await saveState(q, join(dir, 'state'), { ...migrationSocket(dir, args), uid: idBase });
+        // The state is saved; a QEMU that does not take 'quit' is killed with its cgroup below.
         await q.run('quit').catch(() => undefined);
       });
       await waitGone(pid);
+      this.closeConsole(`snapshot-${process.pid}`);
+      // What a chrooted QEMU could not unlink at its exit.
+      await Promise.all([JAIL, 'a.sock', 'q.sock', CONSOLE_SOCKET].map((f) => rm(join(dir, f), { recursive: true, force: true })));
       await rm(final, { recursive: true, force: true });
       await rename(dir, final);
       this.log?.info({ snapshot: final, ms: Math.round(performance.now() - t0) }, 'memory snapshot made');
       return final;
     } catch (e) {
       if (pid) killPid(pid);
+      this.closeConsole(`snapshot-${process.pid}`);
       await rm(dir, { recursive: true, force: true });
       throw e;
+    } finally {
+      this.ids.release(idBase);
     }
   }
 
-  /**
-   * Starts QEMU: a shell joins the sandbox's cgroups, enters the slot's netns (when given: its TAP is
-   * ready there) and execs QEMU, which daemonizes once its sockets listen. Resolves with QEMU's pid.
-   */
-  private async launch(dir: string, args: string[], netnsPath: string | undefined, procs: string[]): Promise<number> {
-    // sh -c WRAPPER sh <n> <n cgroup.procs files> <QEMU argv...>
-    const wrapper = [
-      'n=$1; shift; i=0',
-      'while [ $i -lt $n ]; do echo $$ > "$1" || exit 1; shift; i=$((i+1)); done',
-      `exec ${QEMU} "$@"`,
-    ].join('\n');
-    const argv = [...(netnsPath ? [`--net=${netnsPath}`, '--'] : []), 'sh', '-c', wrapper, 'sh', String(procs.length), ...procs, ...args];
-    const cmd = netnsPath ? 'nsenter' : argv.shift()!;
-    const stderr = await new Promise<string>((res, rej) => {
-      const child = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'], cwd: dir });
-      let err = '';
-      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-      child.once('error', rej);
-      child.once('close', (code) => (code === 0 ? res(err) : rej(new CubeError('CREATE_FAILED', `QEMU did not start (exit ${code}): ${err.trim()}`))));
-    });
-    const pid = Number((await readFile(join(dir, 'qemu.pid'), 'utf8')).trim());
-    if (!Number.isInteger(pid) || pid <= 0) throw new CubeError('CREATE_FAILED', `QEMU wrote no pid file: ${stderr.trim()}`);
-    return pid;
+  private openConsole(id: string, dir: string): ConsoleLog {
+    this.consoles.get(id)?.close();
+    const c = new ConsoleLog(dir, this.opts.consoleLogBytes ?? CONSOLE_LOG_BYTES);
+    this.consoles.set(id, c);
+    return c;
+  }
+
+  private closeConsole(id: string): void {
+    this.consoles.get(id)?.close();
+    this.consoles.delete(id);
+  }
+
+  /** Where the VM of `h` migrates through (its jail, for a confined QEMU). */
+  private migrationVia(h: SandboxHandle): { host: string; qemu: string; uid?: number } {
+    const r = this.records.get(h.sandboxID);
+    return { ...migrationSocket(h.dir, r?.args ?? []), ...(r?.idBase !== undefined ? { uid: r.idBase } : {}) };
   }
 
   /** Connects and pings the agent until it answers (the guest booted) or the deadline passes. */
   private async waitAgent(h: SandboxHandle, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    const conn = await AgentConnection.open(join(h.dir, 'a.sock'));
+    const conn = await AgentConnection.open(join(h.dir, 'a.sock'), (e) => this.agentBroke(h, e));
     this.agents.set(h.sandboxID, Promise.resolve(conn));
     // The ping's own limit comes after the deadline, so a guest that stays silent reads as a boot timeout.
     const ping = conn.request(T.PING, Buffer.from('boot'), timeoutMs + 5000);
-    ping.catch(() => undefined);
+    ping.catch(() => undefined); // awaited below, with the boot deadline
     for (;;) {
       const done = await Promise.race([ping.then(() => true), sleep(100).then(() => false)]).catch((e: unknown) => {
         throw new CubeError('CREATE_FAILED', `guest of ${h.sandboxID}: ${(e as Error).message}; console: ${this.consoleTail(h)}`);
@@ -449,12 +432,7 @@ export class MicrovmDriver implements RuntimeDriver {
 
   /** The last lines the guest printed on its console (for errors). */
   consoleTail(h: { dir: string }, lines = 15): string {
-    try {
-      const text = readFileSync(join(h.dir, 'console.log'), 'utf8').trim();
-      return text ? text.split('\n').slice(-lines).join(' | ') : '(empty)';
-    } catch {
-      return '(no console log)';
-    }
+    return consoleTail(h.dir, lines);
   }
 
   private agent(h: SandboxHandle): Promise<AgentConnection> {
@@ -467,10 +445,23 @@ export class MicrovmDriver implements RuntimeDriver {
       });
     }
     if (!this.running(h)) return Promise.reject(new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`));
-    const p = AgentConnection.open(join(h.dir, 'a.sock'));
+    const p = AgentConnection.open(join(h.dir, 'a.sock'), (e) => this.agentBroke(h, e));
     this.agents.set(h.sandboxID, p);
     p.catch(() => this.agents.delete(h.sandboxID));
     return p;
+  }
+
+  /**
+   * A guest whose agent broke the protocol (its root replaced or subverted pid 1) is killed: what
+   * it sends can no longer be matched to requests. The watch loop then marks the sandbox `error`
+   * with this reason, which starts with 'agent-protocol' (the death's type).
+   */
+  private agentBroke(h: SandboxHandle, e: AgentProtocolError): void {
+    const reason = `${e.reason}: the guest agent broke the protocol (${e.message}); the microVM was killed`;
+    this.broken.set(h.sandboxID, reason);
+    this.log?.warn({ sandboxID: h.sandboxID, reason }, 'guest agent broke the protocol: microVM killed');
+    this.dropAgent(h.sandboxID);
+    killPid(this.pidOf(h));
   }
 
   /** Closes the host side of the agent channel (its QEMU is ending or gone). */
@@ -495,13 +486,17 @@ export class MicrovmDriver implements RuntimeDriver {
       const t0 = performance.now();
       this.dropAgent(id);
       await this.cgroups.destroy(id);
+      this.closeConsole(id);
       const tKilled = performance.now();
       await this.opts.storage?.remove(id);
       await rm(this.dir(id), { recursive: true, force: true });
       const ms = (a: number) => Math.round(a - t0);
       this.log?.debug({ sandboxID: id, killMs: ms(tKilled), ms: ms(performance.now()) }, 'microVM removed');
+      const idBase = this.records.get(id)?.idBase;
+      if (idBase !== undefined) this.ids.release(idBase);
       this.records.delete(id);
       this.netns.delete(id);
+      this.broken.delete(id);
     } catch (e) {
       throw toCubeError(e, 'DESTROY_FAILED');
     }
@@ -537,12 +532,13 @@ export class MicrovmDriver implements RuntimeDriver {
     await withQmp(join(h.dir, 'q.sock'), async (q) => {
       await q.run('stop');
       try {
-        await saveState(q, tmp);
+        await saveState(q, tmp, this.migrationVia(h));
       } catch (e) {
         await q.run('cont');
         await rm(tmp, { force: true });
         throw e;
       }
+      // Saved; a QEMU that does not take 'quit' is killed with its cgroup when the sandbox goes.
       await q.run('quit').catch(() => undefined);
     });
     this.dropAgent(h.sandboxID);
@@ -560,9 +556,9 @@ export class MicrovmDriver implements RuntimeDriver {
     const record = this.records.get(id);
     if (!record) throw new CubeError('INTERNAL', `sandbox ${id} has no vm.json`);
     const args = record.args.includes('-incoming') ? record.args : [...record.args, '-incoming', 'defer'];
-    const pid = await this.launch(h.dir, args, this.netns.get(id), this.cgroups.procsFiles(id));
+    const pid = await launchQemu(h.dir, args, { netnsPath: this.netns.get(id), procs: this.cgroups.procsFiles(id), files: record.files, state: join(h.dir, RELEASED), console: this.openConsole(id, h.dir) });
     try {
-      await restore(join(h.dir, 'q.sock'), join(h.dir, RELEASED));
+      await restore(join(h.dir, 'q.sock'));
       const next = { ...record, pid };
       await writeFile(join(h.dir, 'vm.json'), JSON.stringify(next));
       this.records.set(id, next);
@@ -602,6 +598,8 @@ export class MicrovmDriver implements RuntimeDriver {
   }
 
   deathReason(h: SandboxHandle): string {
+    const broken = this.broken.get(h.sandboxID);
+    if (broken) return broken;
     return `the microVM's QEMU (pid ${this.pidOf(h)}) exited; guest console: ${this.consoleTail(h, 5)}`;
   }
 
@@ -704,7 +702,7 @@ export class MicrovmDriver implements RuntimeDriver {
       this.cgroups.readValue('memory', id, 'memory.limit_in_bytes'),
       this.cgroups.readValue('unified', id, 'cpu.stat'),
       this.cgroups.readValue('pids', id, 'pids.current'),
-      stat(this.diskOf(id)).catch(() => undefined),
+      statOrAbsent(this.diskOf(id)),
     ]).catch((e: unknown) => {
       throw new CubeError('NOT_FOUND', `sandbox ${id} has no cgroups on this node`, { cause: e });
     });
@@ -718,6 +716,11 @@ export class MicrovmDriver implements RuntimeDriver {
       // What the guest wrote: the blocks its qcow2 overlay holds (the template image is shared).
       ...(disk ? { diskUsedBytes: disk.blocks * 512 } : {}),
     };
+  }
+
+  /** The guest's own OOM kills happen inside its kernel; the host cgroup's would be QEMU's (the sandbox's death). */
+  async oomKills(): Promise<number> {
+    return 0;
   }
 
   /** QEMU runs in the sandbox's cgroups: the node parent's CPU time is the guests' (live cpu gate). */
@@ -734,8 +737,12 @@ export class MicrovmDriver implements RuntimeDriver {
       if (!record) continue;
       const h = { sandboxID: id, initPid: record.pid, dir };
       if (!this.alive(h)) continue;
+      if (record.idBase !== undefined && !this.ids.adopt(record.idBase)) {
+        this.log?.warn({ sandboxID: id, idBase: record.idBase }, "a running microVM's host ids are outside the configured identity ranges");
+      }
       this.records.set(id, record);
-      const netns = await readFile(join(dir, 'netns'), 'utf8').catch(() => undefined);
+      if (this.running(h)) this.openConsole(id, dir).attach();
+      const netns = await readTextOrAbsent(join(dir, 'netns'));
       if (netns) this.netns.set(id, netns);
       out.push(h);
     }
@@ -754,46 +761,6 @@ export class MicrovmDriver implements RuntimeDriver {
   }
 }
 
-/**
- * Migrates the stopped VM to `path` (the stream `restore` loads). With x-ignore-shared, RAM in a
- * shared file (a snapshot source) is left out; private RAM is written. Unthrottled: QEMU's default
- * migration bandwidth (128 MiB/s) would make a release pause of a 512 MiB guest take seconds.
- */
-async function saveState(q: Qmp, path: string): Promise<void> {
-  await q.run('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
-  await q.run('migrate-set-parameters', { 'max-bandwidth': 64 * 1024 ** 3 });
-  await q.run('migrate', { uri: `exec:cat > ${path}` });
-  for (;;) {
-    const m = await q.run<{ status?: string; 'error-desc'?: string }>('query-migrate');
-    if (m.status === 'completed') return;
-    if (m.status === 'failed' || m.status === 'cancelled') throw new Error(`saving the VM state: ${m['error-desc'] ?? m.status}`);
-    await sleep(10);
-  }
-}
-
-/** Loads a saved state into a QEMU waiting for it (a clone from the snapshot, or a resume from released memory) and runs it. */
-async function restore(qmpSock: string, state: string): Promise<void> {
-  await withQmp(qmpSock, async (q) => {
-    await q.run('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
-    await q.run('migrate-incoming', { uri: `exec:cat ${state}` });
-    // The source was stopped when saved, so the clone stays paused until `cont` (runtime-probe.md §6.4).
-    for (;;) {
-      const s = await q.run<{ status: string }>('query-status');
-      if (s.status === 'paused' || s.status === 'postmigrate' || s.status === 'prelaunch') break;
-      if (s.status !== 'inmigrate') throw new Error(`loading ${state}: VM is ${s.status}`);
-      await sleep(5);
-    }
-    await q.run('cont');
-  });
-}
-
-function killPid(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // already gone
-  }
-}
 
 async function waitGone(pid: number, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -813,45 +780,73 @@ function signalName(n: number): string {
   return Object.entries(SIGNALS).find(([, v]) => v === n)?.[0] ?? `SIG${n}`;
 }
 
-/** The files API over the guest agent; paths normalised as for the ns runtime. */
+/**
+ * The files API over the guest agent; paths normalised as for the ns runtime. A request made for
+ * a user other than root with `as.permissions` carries that user's ids, and the agent runs it
+ * with them (native/cube-agent.c take_identity): the guest kernel decides, as for the user's own
+ * process. An agent from before that (a sandbox or kept snapshot of an older cubed) is refused
+ * such requests (409) rather than acting as guest root for the user.
+ */
 class MicrovmFiles implements SandboxFiles {
+  private readonly actsAsUser = new WeakMap<AgentConnection, Promise<boolean>>();
+
   constructor(private readonly agent: (h: SandboxHandle) => Promise<AgentConnection>) {}
 
   private path(p: string): string {
     return sandboxPath(splitSandboxPath(p));
   }
 
-  async stat(h: SandboxHandle, path: string): Promise<FileStat> {
-    const st = parseStats(await (await this.agent(h)).request(T.STAT, fields(this.path(path))))[0];
+  /** The agent, and the identity field its request takes for `user` (none for root or without `as.permissions`). */
+  private async as(h: SandboxHandle, user: string | undefined, as: FileAccess | undefined): Promise<{ conn: AgentConnection; id: string[] }> {
+    const conn = await this.agent(h);
+    const u = sandboxUser(user);
+    if (!as?.permissions || u.uid === 0) return { conn, id: [] };
+    let acts = this.actsAsUser.get(conn);
+    if (!acts) this.actsAsUser.set(conn, (acts = agentActsAsUser(conn)));
+    if (!(await acts)) {
+      throw new CubeError('CONFLICT', `sandbox ${h.sandboxID}'s guest agent is from an older cubed and cannot act as '${user ?? 'user'}': use the files API as root, or a new sandbox`);
+    }
+    return { conn, id: [asField(u.uid, u.gid)] };
+  }
+
+  async stat(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<FileStat> {
+    const { conn, id } = await this.as(h, user, as);
+    const st = parseStats(await conn.request(T.STAT, fields(this.path(path), ...id)))[0];
     if (!st) throw new CubeError('INTERNAL', `no stat of ${path}`);
     return st;
   }
 
-  async list(h: SandboxHandle, path: string, depth = 1): Promise<FileStat[]> {
-    return parseStats(await (await this.agent(h)).request(T.LIST, fields(this.path(path), depth)));
+  async list(h: SandboxHandle, path: string, depth = 1, user?: string, as?: FileAccess): Promise<FileStat[]> {
+    const { conn, id } = await this.as(h, user, as);
+    return parseStats(await conn.request(T.LIST, fields(this.path(path), depth, ...id)));
   }
 
-  async read(h: SandboxHandle, path: string): Promise<Readable> {
-    return (await this.agent(h)).read(this.path(path));
+  async read(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<Readable> {
+    const { conn, id } = await this.as(h, user, as);
+    return conn.read(this.path(path), id[0]);
   }
 
-  async write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string): Promise<FileStat> {
+  async write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, _mode?: number, as?: FileAccess): Promise<FileStat> {
     const u = sandboxUser(user);
-    return (await this.agent(h)).write(this.path(path), u.uid, u.gid, data);
+    const { conn, id } = await this.as(h, user, as);
+    return conn.write(this.path(path), u.uid, u.gid, data, id[0]);
   }
 
-  async mkdir(h: SandboxHandle, path: string, user?: string): Promise<boolean> {
+  async mkdir(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<boolean> {
     const u = sandboxUser(user);
-    const r = await (await this.agent(h)).request(T.MKDIR, fields(this.path(path), u.uid, u.gid));
+    const { conn, id } = await this.as(h, user, as);
+    const r = await conn.request(T.MKDIR, fields(this.path(path), u.uid, u.gid, ...id));
     return r.toString().startsWith('1');
   }
 
-  async remove(h: SandboxHandle, path: string): Promise<void> {
-    await (await this.agent(h)).request(T.REMOVE, fields(this.path(path)));
+  async remove(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<void> {
+    const { conn, id } = await this.as(h, user, as);
+    await conn.request(T.REMOVE, fields(this.path(path), ...id));
   }
 
-  async move(h: SandboxHandle, from: string, to: string): Promise<FileStat> {
-    const st = parseStats(await (await this.agent(h)).request(T.RENAME, fields(this.path(from), this.path(to))))[0];
+  async move(h: SandboxHandle, from: string, to: string, user?: string, as?: FileAccess): Promise<FileStat> {
+    const { conn, id } = await this.as(h, user, as);
+    const st = parseStats(await conn.request(T.RENAME, fields(this.path(from), this.path(to), ...id)))[0];
     if (!st) throw new CubeError('INTERNAL', `no stat of ${to}`);
     return st;
   }

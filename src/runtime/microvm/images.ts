@@ -7,10 +7,11 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { CubeError } from '../../errors.js';
 import type { TemplateRef } from '../types.js';
+import { statOrAbsent } from '../../fsx.js';
 
 /** Runs a tool; rejects with its stderr. */
 export function run(cmd: string, args: string[], opts: { cwd?: string } = {}): Promise<string> {
@@ -43,7 +44,7 @@ export class ImageCache {
     }
     if (t.digest) return t.digest.slice(7, 23);
     const rootfs = t.layers[0]!;
-    const st = await stat(rootfs).catch(() => undefined);
+    const st = await statOrAbsent(rootfs);
     if (!st?.isDirectory()) throw new CubeError('BAD_REQUEST', `template '${t.name}': ${rootfs} is not a directory`);
     return createHash('sha256').update(`${t.name}\0${t.layers.join('\0')}\0${st.mtimeMs}`).digest('hex').slice(0, 16);
   }

@@ -53,6 +53,19 @@ export function fields(...parts: (string | number)[]): Buffer {
   return Buffer.from(parts.map((p) => `${p}\0`).join(''));
 }
 
+/**
+ * The last field of a file request the agent runs as `uid`:`gid` (its fsuid and fsgid), so the
+ * guest kernel decides as for that user's own process (native/cube-agent.c take_identity).
+ */
+export function asField(uid: number, gid: number): string {
+  return `as=${uid}:${gid}`;
+}
+
+/** Whether the agent runs file requests as their user (asField); an agent before it echoes the question and would act as root. */
+export async function agentActsAsUser(conn: AgentConnection): Promise<boolean> {
+  return splitFields(await conn.request(T.PING, fields('caps'))).includes('ids');
+}
+
 export function splitFields(b: Buffer): string[] {
   const s = b.toString('utf8');
   const out = s.split('\0');
@@ -66,17 +79,76 @@ export interface Frame {
   payload: Buffer;
 }
 
-/** Incremental frame decoder (pure). */
+/**
+ * The largest frame a guest may send (a directory listing is the largest reply: the agent refuses
+ * one past its MAX_REPLY, which is this). A header claiming more breaks the protocol: buffering
+ * it would let a guest's root hold the daemon's memory (a header claiming 4 GiB took 230 MiB
+ * and stalled /health for a minute before this limit).
+ */
+export const MAX_GUEST_FRAME = 16 * 1024 * 1024;
+
+/** The agent broke the protocol: its sandbox is killed with this reason (deathReason 'agent-protocol: ...'). */
+export class AgentProtocolError extends Error {
+  readonly reason = 'agent-protocol';
+}
+
+/**
+ * Incremental frame decoder (pure): chunks are kept as they came and each byte is copied at most
+ * once, into the frame it belongs to. Re-concatenating the whole backlog on every chunk was
+ * quadratic: a 16 MiB frame in 64 KiB chunks copied 2 GiB. Throws AgentProtocolError on a header
+ * over `maxPayload`, as soon as the header is in.
+ */
 export class FrameDecoder {
-  private buf: Buffer = Buffer.alloc(0);
+  private chunks: Buffer[] = [];
+  private have = 0;
+  private header?: { len: number; type: number; chan: number };
+
+  constructor(private readonly maxPayload = MAX_GUEST_FRAME) {}
+
+  /** Bytes held for frames not complete yet. */
+  get buffered(): number {
+    return this.have;
+  }
+
   push(chunk: Buffer): Frame[] {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    if (chunk.length) {
+      this.chunks.push(chunk);
+      this.have += chunk.length;
+    }
     const out: Frame[] = [];
-    while (this.buf.length >= HEADER) {
-      const len = this.buf.readUInt32LE(0);
-      if (this.buf.length < HEADER + len) break;
-      out.push({ type: this.buf[4]!, chan: this.buf.readUInt32LE(5), payload: this.buf.subarray(HEADER, HEADER + len) });
-      this.buf = this.buf.subarray(HEADER + len);
+    for (;;) {
+      if (!this.header) {
+        if (this.have < HEADER) break;
+        const h = this.take(HEADER);
+        const len = h.readUInt32LE(0);
+        if (len > this.maxPayload) throw new AgentProtocolError(`a frame of ${len} bytes announced (the limit is ${this.maxPayload})`);
+        this.header = { len, type: h[4]!, chan: h.readUInt32LE(5) };
+      }
+      if (this.have < this.header.len) break;
+      out.push({ type: this.header.type, chan: this.header.chan, payload: this.take(this.header.len) });
+      this.header = undefined;
+    }
+    return out;
+  }
+
+  /** The first n held bytes (n <= have): a view of the first chunk when it holds them, else one copy. */
+  private take(n: number): Buffer {
+    this.have -= n;
+    const first = this.chunks[0];
+    if (first && first.length >= n) {
+      if (first.length === n) this.chunks.shift();
+      else this.chunks[0] = first.subarray(n);
+      return first.subarray(0, n);
+    }
+    const out = Buffer.allocUnsafe(n);
+    let at = 0;
+    while (at < n) {
+      const c = this.chunks[0]!;
+      const k = Math.min(c.length, n - at);
+      c.copy(out, at, 0, k);
+      at += k;
+      if (k === c.length) this.chunks.shift();
+      else this.chunks[0] = c.subarray(k);
     }
     return out;
   }
@@ -108,6 +180,14 @@ function errnoKind(errno: number): ErrorKind {
   switch (errno) {
     case 2: // ENOENT
       return 'NOT_FOUND';
+    case 16: // EBUSY
+      return 'CONFLICT';
+    case 1: // EPERM (a sticky directory, for a user)
+    case 13: // EACCES (a user's permissions)
+    case 18: // EXDEV
+    case 27: // EFBIG
+    case 31: // EMLINK
+    case 40: // ELOOP
     case 17: // EEXIST
     case 39: // ENOTEMPTY
       return 'CONFLICT';
@@ -116,6 +196,7 @@ function errnoKind(errno: number): ErrorKind {
     case 22: // EINVAL
     case 28: // ENOSPC
     case 30: // EROFS
+    case 7: // E2BIG (a listing over the frame limit)
     case 36: // ENAMETOOLONG
     case 122: // EDQUOT
       return 'BAD_REQUEST';
@@ -142,10 +223,22 @@ export class AgentConnection {
   private nextChan = 1;
   private closedWith?: Error;
 
-  private constructor(private readonly sock: Socket) {
+  private constructor(
+    private readonly sock: Socket,
+    onBroken?: (e: AgentProtocolError) => void,
+  ) {
     const dec = new FrameDecoder();
     sock.on('data', (chunk: Buffer) => {
-      for (const f of dec.push(chunk)) this.handlers.get(f.chan)?.on(f);
+      let frames: Frame[];
+      try {
+        frames = dec.push(chunk);
+      } catch (e) {
+        // Nothing more is read from a guest that broke the protocol: its frames cannot be trusted to line up again.
+        sock.destroy(e as Error);
+        if (e instanceof AgentProtocolError) onBroken?.(e);
+        return;
+      }
+      for (const f of frames) this.handlers.get(f.chan)?.on(f);
     });
     const close = (e?: Error) => {
       if (this.closedWith) return;
@@ -157,12 +250,13 @@ export class AgentConnection {
     sock.on('close', () => close());
   }
 
-  static open(path: string): Promise<AgentConnection> {
+  /** `onBroken`: the agent broke the protocol (the connection is closed by then). */
+  static open(path: string, onBroken?: (e: AgentProtocolError) => void): Promise<AgentConnection> {
     return new Promise((resolve, reject) => {
       const s = connect(path);
       s.once('connect', () => {
         s.removeListener('error', reject);
-        resolve(new AgentConnection(s));
+        resolve(new AgentConnection(s, onBroken));
       });
       s.once('error', reject);
     });
@@ -215,8 +309,8 @@ export class AgentConnection {
     });
   }
 
-  /** A file's contents as a stream (DATA frames until END). */
-  read(path: string): Promise<Readable> {
+  /** A file's contents as a stream (DATA frames until END); `as`: the identity field of a user's request (asField). */
+  read(path: string, as?: string): Promise<Readable> {
     return new Promise((resolve, reject) => {
       const out = new PassThrough();
       let started = false;
@@ -241,12 +335,12 @@ export class AgentConnection {
         },
         (e) => (started ? out.destroy(e) : reject(e)),
       );
-      this.send(T.READ, chan, fields(path));
+      this.send(T.READ, chan, fields(path, ...(as ? [as] : [])));
     });
   }
 
-  /** Streams `data` into a file; resolves with the agent's stat of it. */
-  async write(path: string, uid: number, gid: number, data: Readable | Buffer): Promise<FileStat> {
+  /** Streams `data` into a file; resolves with the agent's stat of it. `as`: see read(). */
+  async write(path: string, uid: number, gid: number, data: Readable | Buffer, as?: string): Promise<FileStat> {
     let result!: Promise<Buffer>;
     const ch = await new Promise<number>((resolveChan) => {
       result = new Promise<Buffer>((resolve, reject) => {
@@ -263,7 +357,7 @@ export class AgentConnection {
       });
     });
     result.catch(() => undefined); // awaited below
-    this.send(T.WRITE_OPEN, ch, fields(path, uid, gid));
+    this.send(T.WRITE_OPEN, ch, fields(path, uid, gid, ...(as ? [as] : [])));
     const sink = new Writable({
       write: (chunk: Buffer, _enc, cb) => {
         try {
@@ -276,7 +370,11 @@ export class AgentConnection {
       },
     });
     if (Buffer.isBuffer(data)) await new Promise<void>((res, rej) => sink.end(data, () => res()).once('error', rej));
-    else await new Promise<void>((res, rej) => data.pipe(sink).once('finish', res).once('error', rej) && data.once('error', rej));
+    else
+      await new Promise<void>((res, rej) => {
+        data.once('error', rej);
+        data.pipe(sink).once('finish', res).once('error', rej);
+      });
     this.send(T.WRITE_END, ch);
     const stat = parseStats(await result)[0];
     if (!stat) throw new CubeError('INTERNAL', `guest agent returned no stat for ${path}`);
@@ -289,7 +387,7 @@ export function rejectAfter(ms: number, message: string, kind: ErrorKind = 'CREA
   const promise = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new CubeError(kind, message)), ms);
   });
-  promise.catch(() => undefined);
+  promise.catch(() => undefined); // raced by the caller, who gets the rejection; not unhandled when cancelled
   return { promise, cancel: () => clearTimeout(timer) };
 }
 

@@ -4,6 +4,9 @@
 import { connect, type Socket } from 'node:net';
 import { CubeError } from '../../errors.js';
 
+/** QMP's answers are short (query-migrate, query-status): a longer line is not QEMU speaking. */
+const MAX_LINE = 1024 * 1024;
+
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
 
 export class Qmp {
@@ -17,10 +20,17 @@ export class Qmp {
     sock.on('data', (d: string) => {
       this.buf += d;
       let nl: number;
-      while ((nl = this.buf.indexOf('\n')) >= 0) {
-        const line = this.buf.slice(0, nl).trim();
-        this.buf = this.buf.slice(nl + 1);
-        if (line) this.onLine(JSON.parse(line) as Record<string, unknown>);
+      try {
+        while ((nl = this.buf.indexOf('\n')) >= 0) {
+          const line = this.buf.slice(0, nl).trim();
+          this.buf = this.buf.slice(nl + 1);
+          if (line) this.onLine(JSON.parse(line) as Record<string, unknown>);
+        }
+        if (this.buf.length > MAX_LINE) throw new Error(`a QMP line over ${MAX_LINE} bytes`);
+      } catch (e) {
+        // QEMU runs the guest: what it says is parsed, never trusted to be well formed. A throw
+        // here (bad JSON) was an uncaught exception in the daemon.
+        sock.destroy(new CubeError('INTERNAL', `QMP: ${(e as Error).message}`));
       }
     });
     const fail = (e?: Error) => {

@@ -2,9 +2,10 @@
 // v1), cgroup2 for freeze/thaw and atomic kill. Every sandbox lives at
 // `<own cgroup of this process>/cube-<tag>/<sandboxID>` in each hierarchy.
 import { readFileSync } from 'node:fs';
-import { access, mkdir, readFile, readdir, rmdir, watch, writeFile } from 'node:fs/promises';
+import { access, mkdir, readFile, rmdir, watch, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CubeError } from '../../errors.js';
+import { entriesOrNone } from '../../fsx.js';
 
 export type Hierarchy = 'memory' | 'cpu' | 'pids' | 'unified';
 export const HIERARCHIES: readonly Hierarchy[] = ['memory', 'cpu', 'pids', 'unified'];
@@ -146,7 +147,7 @@ export class Cgroups {
   async list(): Promise<Set<string>> {
     const ids = new Set<string>();
     for (const h of HIERARCHIES) {
-      const entries = await readdir(this.parents[h], { withFileTypes: true }).catch(() => []);
+      const entries = await entriesOrNone(this.parents[h]);
       for (const e of entries) if (e.isDirectory()) ids.add(e.name);
     }
     return ids;

@@ -14,9 +14,10 @@ import type { FileHandle } from 'node:fs/promises';
 import type { Stats } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { CubeError } from '../../errors.js';
-import { SANDBOX_USERS, sandboxUser } from '../templates.js';
-import type { FileStat, SandboxFiles, SandboxHandle } from '../types.js';
+import { SANDBOX_USERS, sandboxUser } from '../../templates/store.js';
+import type { FileAccess, FileStat, SandboxFiles, SandboxHandle } from '../types.js';
 import { ID_RANGE } from './ids.js';
+import { lstatOrAbsent } from '../../fsx.js';
 
 const MAX_LINKS = 40;
 const VIRTUAL_ROOTS = new Set(['proc', 'dev', 'sys']);
@@ -24,14 +25,24 @@ const VIRTUAL_ROOTS = new Set(['proc', 'dev', 'sys']);
 const O_PATH = 0o10000000;
 const DIR_HANDLE = O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
+/** Linux's NAME_MAX and PATH_MAX (bytes): longer names the kernel refuses with ENAMETOOLONG. */
+const NAME_MAX = 255;
+const PATH_MAX = 4096;
+
 /** Components of a path inside the sandbox; relative paths start at /home/user; `..` is refused (pure). */
 export function splitSandboxPath(path: string): string[] {
   if (typeof path !== 'string' || path === '' || path.includes('\0')) throw new CubeError('BAD_REQUEST', `invalid path '${path}'`);
   const abs = path.startsWith('/') ? path : `${SANDBOX_USERS.user.home}/${path}`;
   const comps = abs.split('/').filter((c) => c !== '' && c !== '.');
   if (comps.includes('..')) throw new CubeError('BAD_REQUEST', `path '${path}' contains '..'`);
+  const long = comps.find((c) => Buffer.byteLength(c) > NAME_MAX);
+  if (long !== undefined) throw new CubeError('BAD_REQUEST', `a name of ${Buffer.byteLength(long)} bytes in '${shorten(path)}': at most ${NAME_MAX}`);
+  if (Buffer.byteLength(abs) >= PATH_MAX) throw new CubeError('BAD_REQUEST', `a path of ${Buffer.byteLength(abs)} bytes ('${shorten(path)}'): at most ${PATH_MAX - 1}`);
   return comps;
 }
+
+/** A path cut for a message (pure). */
+const shorten = (p: string): string => (p.length > 80 ? `${p.slice(0, 77)}...` : p);
 
 export function sandboxPath(comps: string[]): string {
   return '/' + comps.join('/');
@@ -42,8 +53,14 @@ function below(dir: FileHandle, name?: string): string {
   return name === undefined ? `/proc/self/fd/${dir.fd}` : `/proc/self/fd/${dir.fd}/${name}`;
 }
 
+/** Linux's EDQUOT, which libuv has no name for (its code reads 'Unknown system error -122'). */
+const EDQUOT_ERRNO = -122;
+
+/** A file operation's error as the API answers it: the caller's input or the sandbox's state (4xx), or the host's fault (500). */
 function fsError(e: unknown, path: string): CubeError {
-  const code = (e as NodeJS.ErrnoException).code;
+  if (e instanceof CubeError) return e;
+  const err = e as NodeJS.ErrnoException;
+  const code = err.errno === EDQUOT_ERRNO ? 'EDQUOT' : err.code;
   switch (code) {
     case 'ENOENT':
     case 'ESRCH':
@@ -62,7 +79,22 @@ function fsError(e: unknown, path: string): CubeError {
       return new CubeError('BAD_REQUEST', `'${path}' changed into a symlink while being accessed`, { cause: e });
     case 'ENOSPC':
     case 'EDQUOT':
-      return new CubeError('BAD_REQUEST', `no space left for '${path}'`, { cause: e });
+      return new CubeError('BAD_REQUEST', `no space left for '${path}' (the sandbox's disk is full)`, { cause: e });
+    case 'ENAMETOOLONG':
+      return new CubeError('BAD_REQUEST', `'${shorten(path)}': a name or path too long`, { cause: e });
+    case 'EACCES':
+    case 'EPERM':
+      return new CubeError('BAD_REQUEST', `'${path}': ${code === 'EPERM' ? 'Operation not permitted' : 'Permission denied'}`, { cause: e });
+    case 'EXDEV':
+      return new CubeError('BAD_REQUEST', `'${path}': cannot be moved across filesystems of the sandbox (a mount inside it)`, { cause: e });
+    case 'EBUSY':
+    case 'ETXTBSY':
+      return new CubeError('CONFLICT', `'${path}' is in use (a mount point or a running program)`, { cause: e });
+    case 'EINVAL':
+    case 'EMLINK':
+    case 'EFBIG':
+    case 'EOVERFLOW':
+      return new CubeError('BAD_REQUEST', `'${path}': ${err.message}`, { cause: e });
     default:
       return new CubeError('INTERNAL', `'${path}': ${(e as Error).message}`, { cause: e });
   }
@@ -129,6 +161,7 @@ class Walk {
   }
 
   async close(): Promise<void> {
+    // Closing read-only handles cannot lose data; an error here has nobody to go to.
     await Promise.all(this.held.splice(0).map((fh) => fh.close().catch(() => {})));
   }
 
@@ -256,6 +289,26 @@ class Walk {
   }
 }
 
+/** What a user must be allowed for a files-API call (native/cube-launch.c check_access): access(2) bits and the helper's own. */
+export const MAY = { READ: 4, WRITE: 2, SEARCH: 1, UNLINK: 8, TREE: 16, SOFT: 32 } as const;
+/** [MAY bits, path inside the sandbox]. */
+export type AccessCheck = [number, string];
+
+/**
+ * Entries one listing answers at most, held in memory and sent in one message: a depth-2 listing
+ * of `/` walked the whole root filesystem (the host's /usr too, for the host template).
+ */
+const MAX_LISTED = 100_000;
+
+/** Paths by their components, as a depth-first walk meets them (pure). */
+function compareComps(a: string[], b: string[]): number {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i]! < b[i]! ? -1 : 1;
+  return a.length - b.length;
+}
+
+/** The directory holding `comps` ('/' for a top-level entry) (pure). */
+const parentOf = (comps: string[]): string => sandboxPath(comps.slice(0, -1));
+
 export class NsFiles implements SandboxFiles {
   /**
    * `alive` tells that initPid is still this sandbox's init: a reused pid would be a host process's root.
@@ -264,7 +317,30 @@ export class NsFiles implements SandboxFiles {
   constructor(
     private readonly alive: (h: SandboxHandle) => boolean,
     private readonly idBase: (h: SandboxHandle) => number | undefined,
+    /** Asks the kernel, in the sandbox as `user`, for each check; throws the first refusal, returns the indexes of SOFT ones refused. */
+    private readonly mayAccess?: (h: SandboxHandle, user: string, checks: AccessCheck[]) => Promise<number[]>,
   ) {}
+
+  /**
+   * With `as.permissions` and a user other than root: whether the user may do what `checks` say,
+   * asked of the kernel in the sandbox as that user (a helper job: native/cube-launch.c
+   * check_access, one per call, so only the files API's calls as a user pay it). The walk and the
+   * operation itself run as host root (below). Paths of files that exist are given as the caller
+   * named them, so the kernel also checks the directories a symlink on the way passes through;
+   * where something is created, the deepest existing directory of the walk (where it lands).
+   * Returns the SOFT checks refused.
+   */
+  private async allowed(h: SandboxHandle, user: string | undefined, as: FileAccess | undefined, checks: AccessCheck[]): Promise<number[]> {
+    const name = user ?? 'user';
+    if (!as?.permissions || !this.mayAccess || sandboxUser(name).uid === 0 || checks.length === 0) return [];
+    return this.mayAccess(h, name, checks);
+  }
+
+  /** Whether `user` may create `at`'s missing components (or replace it when it exists). */
+  private mayWrite(h: SandboxHandle, path: string, user: string | undefined, at: Located, as: FileAccess | undefined): Promise<number[]> {
+    const deepest = at.comps.slice(0, at.comps.length - at.missing.length);
+    return this.allowed(h, user, as, [at.stat ? [MAY.WRITE, sandboxPath(splitSandboxPath(path))] : [MAY.WRITE | MAY.SEARCH, sandboxPath(deepest)]]);
+  }
 
   /** The host ids files of `user` get in `h` (created from here, as host root, then chowned). */
   private owner(h: SandboxHandle, user: string | undefined): { uid: number; gid: number } {
@@ -273,11 +349,16 @@ export class NsFiles implements SandboxFiles {
     return { uid: base + u.uid, gid: base + u.gid };
   }
 
-  /** Runs `fn` with a walk of `h`'s root, closing every handle it opened afterwards. */
-  private async within<T>(h: SandboxHandle, fn: (w: Walk) => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` with a walk of `h`'s root, closing every handle it opened afterwards. An error the
+   * operation did not name (a file changed under it) is answered as fsError says, never raw.
+   */
+  private async within<T>(h: SandboxHandle, path: string, fn: (w: Walk) => Promise<T>): Promise<T> {
     const w = await Walk.start(h, this.alive);
     try {
       return await fn(w);
+    } catch (e) {
+      throw fsError(e, path);
     } finally {
       await w.close();
     }
@@ -290,42 +371,57 @@ export class NsFiles implements SandboxFiles {
   }
 
   private async statOf(h: SandboxHandle, dir: FileHandle, name: string | undefined, comps: string[], st: Stats): Promise<FileStat> {
-    const target = st.isSymbolicLink() && name !== undefined ? await readlink(below(dir, name)) : undefined;
+    // A link gone or replaced since its lstat (the sandbox changes its files as it likes) is shown without its target.
+    const target = st.isSymbolicLink() && name !== undefined ? await readlink(below(dir, name)).catch(() => undefined) : undefined;
     return toFileStat(sandboxPath(comps), st, target, this.idBase(h));
   }
 
-  stat(h: SandboxHandle, path: string): Promise<FileStat> {
-    return this.within(h, async (w) => {
+  async stat(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<FileStat> {
+    const comps = splitSandboxPath(path);
+    return this.within(h, path, async (w) => {
+      // lstat needs only the way there: every directory on it searchable.
+      if (comps.length) await this.allowed(h, user, as, [[MAY.SEARCH, parentOf(comps)]]);
       const at = await this.existing(w, path, false);
       return this.statOf(h, at.dir, at.name, at.comps, at.stat);
     });
   }
 
-  list(h: SandboxHandle, path: string, depth = 1): Promise<FileStat[]> {
-    return this.within(h, async (w) => {
+  list(h: SandboxHandle, path: string, depth = 1, user?: string, as?: FileAccess): Promise<FileStat[]> {
+    return this.within(h, path, async (w) => {
+      await this.allowed(h, user, as, [[MAY.READ | MAY.SEARCH, sandboxPath(splitSandboxPath(path))]]);
       const at = await this.existing(w, path, true);
       if (!at.stat.isDirectory()) throw new CubeError('BAD_REQUEST', `'${path}' is not a directory`);
-      const out: FileStat[] = [];
-      const walk = async (dir: FileHandle, comps: string[], level: number): Promise<void> => {
-        const names = await readdir(below(dir)).catch((e: unknown) => { throw fsError(e, sandboxPath(comps)); });
-        for (const name of names.sort()) {
-          const child = [...comps, name];
-          const st = await lstat(below(dir, name)).catch(() => undefined);
-          if (!st) continue; // removed meanwhile
-          out.push(await this.statOf(h, dir, name, child, st));
-          if (level < depth && st.isDirectory()) {
-            const sub = await w.openDir(dir, name, sandboxPath(child)).catch(() => undefined); // swapped or removed meanwhile
-            if (sub) await walk(sub, child, level + 1);
+      const out: { comps: string[]; stat: FileStat }[] = [];
+      // One level at a time, so the user's permission for all of a level's directories is one question.
+      let level: { dir: FileHandle; comps: string[] }[] = [{ dir: await w.enter(at), comps: at.comps }];
+      for (let n = 1; level.length; n++) {
+        const next: { dir: FileHandle; comps: string[] }[] = [];
+        for (const { dir, comps } of level) {
+          const names = await readdir(below(dir)).catch((e: unknown) => { throw fsError(e, sandboxPath(comps)); });
+          for (const name of names.sort()) {
+            const child = [...comps, name];
+            const st = await lstatOrAbsent(below(dir, name));
+            if (!st) continue; // removed meanwhile
+            out.push({ comps: child, stat: await this.statOf(h, dir, name, child, st) });
+            if (out.length > MAX_LISTED) throw new CubeError('BAD_REQUEST', `'${path}' holds more than ${MAX_LISTED} entries within depth ${depth}: list fewer levels, or a directory below it`);
+            // /proc, /dev and /sys are listed as names, never entered (not reachable through the files API).
+            if (n < depth && st.isDirectory() && !(child.length === 1 && VIRTUAL_ROOTS.has(name))) {
+              const sub = await w.openDir(dir, name, sandboxPath(child)).catch(() => undefined); // swapped or removed meanwhile
+              if (sub) next.push({ dir: sub, comps: child });
+            }
           }
         }
-      };
-      await walk(await w.enter(at), at.comps, 1);
-      return out;
+        const refused = new Set(await this.allowed(h, user, as, next.map((d) => [MAY.READ | MAY.SEARCH | MAY.SOFT, sandboxPath(d.comps)])));
+        level = next.filter((_, i) => !refused.has(i));
+      }
+      // Depth first, each directory's names in order (as a recursive walk and envd's list them).
+      return out.sort((a, b) => compareComps(a.comps, b.comps)).map((e) => e.stat);
     });
   }
 
-  read(h: SandboxHandle, path: string): Promise<Readable> {
-    return this.within(h, async (w) => {
+  read(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<Readable> {
+    return this.within(h, path, async (w) => {
+      await this.allowed(h, user, as, [[MAY.READ, sandboxPath(splitSandboxPath(path))]]);
       const at = await this.existing(w, path, true);
       if (!at.stat.isFile() || at.name === undefined) throw new CubeError('BAD_REQUEST', `'${path}' is not a regular file`);
       const fh = await open(below(at.dir, at.name), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch((e: unknown) => {
@@ -339,12 +435,13 @@ export class NsFiles implements SandboxFiles {
     });
   }
 
-  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number): Promise<FileStat> {
+  write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number, as?: FileAccess): Promise<FileStat> {
     const owner = this.owner(h, user);
-    return this.within(h, async (w) => {
+    return this.within(h, path, async (w) => {
       const at = await w.locate(splitSandboxPath(path), true);
       if (!at.comps.length) throw new CubeError('BAD_REQUEST', `cannot write to '/'`);
       if (at.stat && !at.stat.isFile()) throw new CubeError('BAD_REQUEST', `'${path}' is not a regular file`);
+      await this.mayWrite(h, path, user, at, as);
       const name = at.name ?? at.missing.at(-1)!;
       const dir = at.missing.length > 1 ? await w.makeDirs(at.dir, at.missing.slice(0, -1), at.comps.slice(0, -at.missing.length), owner) : at.dir;
       // No O_TRUNC before the type is known (a FIFO or device swapped in must not be touched).
@@ -368,37 +465,47 @@ export class NsFiles implements SandboxFiles {
     });
   }
 
-  mkdir(h: SandboxHandle, path: string, user?: string): Promise<boolean> {
+  mkdir(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<boolean> {
     const owner = this.owner(h, user);
-    return this.within(h, async (w) => {
+    return this.within(h, path, async (w) => {
       const at = await w.locate(splitSandboxPath(path), true);
       if (at.stat) {
         if (at.stat.isDirectory()) return false;
         throw new CubeError('CONFLICT', `'${path}' exists and is not a directory`);
       }
+      await this.mayWrite(h, path, user, at, as);
       await w.makeDirs(at.dir, at.missing, at.comps.slice(0, -at.missing.length), owner);
       return true;
     });
   }
 
-  remove(h: SandboxHandle, path: string): Promise<void> {
-    return this.within(h, async (w) => {
+  async remove(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<void> {
+    const comps = splitSandboxPath(path);
+    if (!comps.length) throw new CubeError('BAD_REQUEST', `cannot remove '/'`);
+    return this.within(h, path, async (w) => {
+      await this.allowed(h, user, as, [[MAY.UNLINK | MAY.TREE, sandboxPath(comps)]]);
       const at = await this.existing(w, path, false);
       if (at.name === undefined) throw new CubeError('BAD_REQUEST', `cannot remove '/'`);
       await w.removeTree(at.dir, at.name, sandboxPath(at.comps));
     });
   }
 
-  move(h: SandboxHandle, from: string, to: string): Promise<FileStat> {
-    return this.within(h, async (w) => {
+  move(h: SandboxHandle, from: string, to: string, user?: string, as?: FileAccess): Promise<FileStat> {
+    return this.within(h, from, async (w) => {
       const src = await this.existing(w, from, false);
       if (src.name === undefined) throw new CubeError('BAD_REQUEST', `cannot move '/'`);
       const dst = await w.locate(splitSandboxPath(to), false);
       if (!dst.comps.length) throw new CubeError('BAD_REQUEST', `cannot move onto '/'`);
+      const fromPath = sandboxPath(splitSandboxPath(from));
+      const checks: AccessCheck[] = [[MAY.UNLINK, fromPath]];
+      // rename(2): the destination's directory, an entry replaced there as if removed, and a directory
+      // changing parent must be writable itself (its `..` changes).
+      checks.push(dst.stat ? [MAY.UNLINK, sandboxPath(splitSandboxPath(to))] : [MAY.WRITE | MAY.SEARCH, sandboxPath(dst.comps.slice(0, dst.comps.length - dst.missing.length))]);
+      if (src.stat.isDirectory() && parentOf(src.comps) !== parentOf(dst.comps)) checks.push([MAY.WRITE, fromPath]);
+      await this.allowed(h, user, as, checks);
       const name = dst.name ?? dst.missing.at(-1)!;
-      const dir = dst.missing.length > 1
-        ? await w.makeDirs(dst.dir, dst.missing.slice(0, -1), dst.comps.slice(0, -dst.missing.length), { uid: src.stat.uid, gid: src.stat.gid })
-        : dst.dir;
+      const owner = as?.permissions ? this.owner(h, user) : { uid: src.stat.uid, gid: src.stat.gid };
+      const dir = dst.missing.length > 1 ? await w.makeDirs(dst.dir, dst.missing.slice(0, -1), dst.comps.slice(0, -dst.missing.length), owner) : dst.dir;
       await rename(below(src.dir, src.name), below(dir, name)).catch((e: unknown) => { throw fsError(e, to); });
       const st = await lstat(below(dir, name)).catch((e: unknown) => { throw fsError(e, to); });
       return this.statOf(h, dir, name, dst.comps, st);

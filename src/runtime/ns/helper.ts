@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { dirname, join } from 'node:path';
-import { PassThrough } from 'node:stream';
+import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { CubeError } from '../../errors.js';
 
@@ -31,14 +31,66 @@ const ANSWER_REFUSED = -1;
 const ANSWER_DATA = -2;
 const ANSWER_CLOSED = -3;
 const OP_STORE = 9;
+const OP_CREDIT = 10;
 const HEADER = 16;
 /** The helper parses at most 2047 strings a request (native/cube-launch.c). */
 const MAX_EXEC_ARGV = 2000;
 
+/**
+ * Output of a streamed job the helper may send ahead of what its reader took, per stream (`-w`,
+ * the credit window of native/cube-launch.c): a reader that stops (a paused stream) stops the
+ * helper reading that stream's pipe after this much, and the command blocks on the full pipe,
+ * while the helper goes on with every other job. Without it a stream nobody read buffered in
+ * cubed whatever the command printed (and pausing one would have had to stop the shared pipe).
+ */
+export const OUTPUT_WINDOW = 256 * 1024;
+/** Credit goes back in batches of at least this much (one small frame per batch). */
+const CREDIT_BATCH = 64 * 1024;
+
+/**
+ * A streamed job's stdout or stderr: the helper's frames pushed as they come; what the reader took
+ * goes back to the helper as credit. At most OUTPUT_WINDOW of it is ever in cubed unread.
+ */
+class JobOutput extends Readable {
+  /** Received and not yet credited back. */
+  private owed = 0;
+
+  constructor(private readonly credit: (bytes: number) => void) {
+    super({ highWaterMark: CREDIT_BATCH });
+  }
+
+  arrived(data: Buffer): void {
+    this.owed += data.length;
+    this.push(data);
+  }
+
+  override _read(): void {
+    // Below the batch the helper still has most of its window: it sends on, and the next push
+    // calls _read again. At or above it, the reader wants more: credit what it took.
+    if (this.owed < CREDIT_BATCH) return;
+    this.credit(this.owed);
+    this.owed = 0;
+  }
+}
+
+/**
+ * `b` as a buffer of its own when it is a small part of a larger one (pure): a view keeps its whole
+ * parent, and a reader holding small events of output (a subscriber's queue) would otherwise keep
+ * every chunk of the helper's pipe they came in, whatever else those chunks carried. Not pooled
+ * (Buffer.from would put it in an 8 KiB slab shared with anything, kept as long as it is).
+ */
+export function ownBytes(b: Buffer): Buffer {
+  if (b.buffer.byteLength <= Math.max(2 * b.length, b.length + 64)) return b;
+  const own = Buffer.allocUnsafeSlow(b.length);
+  b.copy(own);
+  return own;
+}
+
 /** A command `cube-launch exec` runs in a child of the helper, its output streamed as it comes. */
 export interface HelperExecJob {
-  stdout: PassThrough;
-  stderr: PassThrough;
+  /** Flow-controlled: a paused one stops the command's output at its pipe once OUTPUT_WINDOW is unread. */
+  stdout: Readable;
+  stderr: Readable;
   /** The exec child's end: the command's exit code, or 128 + signal. Rejects when the helper refused the request or died. */
   exited: Promise<{ exitCode: number; signal?: NodeJS.Signals }>;
   /** Output has ended (or was detached); stdout and stderr are ended then. Never rejects. */
@@ -53,7 +105,7 @@ export interface HelperExecJob {
 }
 
 interface StreamJob {
-  job: HelperExecJob;
+  job: HelperExecJob & { stdout: JobOutput; stderr: JobOutput };
   exit: (r: { exitCode: number; signal?: NodeJS.Signals }) => void;
   fail: (e: unknown) => void;
   close: () => void;
@@ -100,7 +152,9 @@ interface Pending {
 
 export class LaunchHelper {
   private child?: ChildProcess;
-  private buf: Buffer = Buffer.alloc(0);
+  /** Bytes of the helper's stdout not parsed yet: the chunks as read, the first one partly used. */
+  private chunks: Buffer[] = [];
+  private buffered = 0;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private readonly streams = new Map<number, StreamJob>();
@@ -142,7 +196,7 @@ export class LaunchHelper {
     const argv = Object.entries(o.env).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
     if (o.stdin) argv.push('-i');
     if (o.pty) argv.push('-t', `${o.pty.cols}x${o.pty.rows}`);
-    argv.push('exec', ...args);
+    argv.push('-w', String(OUTPUT_WINDOW), 'exec', ...args);
     if (argv.some((a) => a.includes('\0'))) throw new CubeError('BAD_REQUEST', 'exec arguments and environment must not contain NUL');
     if (argv.length > MAX_EXEC_ARGV) throw new CubeError('BAD_REQUEST', `exec takes at most ${MAX_EXEC_ARGV} arguments plus twice the environment variables (got ${argv.length})`);
     const child = this.child ?? this.start();
@@ -150,15 +204,15 @@ export class LaunchHelper {
     const send = (op: number, a: readonly string[] = [], data: Buffer = Buffer.alloc(0)): void => {
       if (this.streams.has(id) && this.child === child) child.stdin!.write(encodeRequest(id, op, a, data));
     };
-    const stdout = new PassThrough();
-    const stderr = new PassThrough();
+    const stdout = new JobOutput((n) => send(OP_CREDIT, ['1', String(n)]));
+    const stderr = new JobOutput((n) => send(OP_CREDIT, ['2', String(n)]));
     let exit!: StreamJob['exit'];
     let fail!: StreamJob['fail'];
     let close!: () => void;
     const exited = new Promise<{ exitCode: number; signal?: NodeJS.Signals }>((res, rej) => ((exit = res), (fail = rej)));
     exited.catch(() => {}); // the caller may only await `closed`
     const closed = new Promise<void>((res) => (close = res));
-    const job: HelperExecJob = {
+    const job: StreamJob['job'] = {
       stdout,
       stderr,
       exited,
@@ -194,8 +248,8 @@ export class LaunchHelper {
   /** One frame for a streamed exec job. */
   private onStreamFrame(id: number, s: StreamJob, status: number, out: Buffer, err: Buffer): void {
     if (status === ANSWER_DATA) {
-      if (out.length) s.job.stdout.write(out);
-      if (err.length) s.job.stderr.write(err);
+      if (out.length) s.job.stdout.arrived(ownBytes(out));
+      if (err.length) s.job.stderr.arrived(ownBytes(err));
     } else if (status === ANSWER_CLOSED || status === ANSWER_REFUSED) {
       if (status === ANSWER_REFUSED) s.fail(new CubeError('EXEC_FAILED', `launch helper refused an exec: ${err.toString()}`));
       this.endStream(id, s);
@@ -206,8 +260,8 @@ export class LaunchHelper {
 
   private endStream(id: number, s: StreamJob): void {
     this.streams.delete(id);
-    s.job.stdout.end();
-    s.job.stderr.end();
+    s.job.stdout.push(null);
+    s.job.stderr.push(null);
     s.close();
     this.refreshRef();
   }
@@ -221,7 +275,8 @@ export class LaunchHelper {
     const gone = (why: string) => {
       if (this.child !== child) return;
       this.child = undefined;
-      this.buf = Buffer.alloc(0);
+      this.chunks = [];
+      this.buffered = 0;
       const err = new CubeError('INTERNAL', `launch helper ${this.path} ${why}${stderr ? `: ${stderr.trim()}` : ''}`);
       for (const p of this.pending.values()) p.reject(err);
       this.pending.clear();
@@ -251,16 +306,21 @@ export class LaunchHelper {
     }
   }
 
+  /**
+   * Frames out of the helper's stdout. A frame inside one chunk is a view of it; one across chunks
+   * is copied together once. (Before, each chunk was concatenated onto what was left, a new
+   * buffer per chunk and, for a frame of many chunks, all of it again each time.)
+   */
   private onData(chunk: Buffer): void {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
-    while (this.buf.length >= 4) {
-      const len = this.buf.readUInt32LE(0);
-      if (this.buf.length < 4 + len) return;
-      const id = this.buf.readUInt32LE(4);
-      const status = this.buf.readInt32LE(8);
-      const olen = this.buf.readUInt32LE(12);
-      const frame = this.buf;
-      this.buf = this.buf.subarray(4 + len);
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    while (this.buffered >= 4) {
+      const len = this.peekLength();
+      if (this.buffered < 4 + len) return;
+      const frame = this.take(4 + len);
+      const id = frame.readUInt32LE(4);
+      const status = frame.readInt32LE(8);
+      const olen = frame.readUInt32LE(12);
       const s = this.streams.get(id);
       if (s) {
         this.onStreamFrame(id, s, status, frame.subarray(16, 16 + olen), frame.subarray(16 + olen, 4 + len));
@@ -275,6 +335,36 @@ export class LaunchHelper {
       if (status === -1) p.reject(new CubeError('INTERNAL', `launch helper refused a request: ${stderr}`));
       else p.resolve({ ...decodeWaitStatus(status), stdout, stderr });
     }
+  }
+
+  /** The length word of the next frame (it may straddle chunks). */
+  private peekLength(): number {
+    const first = this.chunks[0]!;
+    if (first.length >= 4) return first.readUInt32LE(0);
+    const word = Buffer.alloc(4);
+    let off = 0;
+    for (let i = 0; off < 4; i++) off += this.chunks[i]!.copy(word, off, 0, Math.min(this.chunks[i]!.length, 4 - off));
+    return word.readUInt32LE(0);
+  }
+
+  /** The next n (<= buffered) bytes: a view of the first chunk when it holds them, else one copy. */
+  private take(n: number): Buffer {
+    this.buffered -= n;
+    const first = this.chunks[0]!;
+    if (first.length >= n) {
+      if (first.length === n) this.chunks.shift();
+      else this.chunks[0] = first.subarray(n);
+      return first.subarray(0, n);
+    }
+    const out = Buffer.allocUnsafeSlow(n);
+    for (let off = 0; off < n; ) {
+      const c = this.chunks[0]!;
+      const k = c.copy(out, off, 0, Math.min(c.length, n - off));
+      off += k;
+      if (k === c.length) this.chunks.shift();
+      else this.chunks[0] = c.subarray(k);
+    }
+    return out;
   }
 }
 

@@ -8,6 +8,9 @@
 import { readFile } from 'node:fs/promises';
 import { CubeError } from '../../errors.js';
 
+/** cubelet identity.* defaults: each sandbox's own host ids, ranges from host id 1,000,000. */
+export const DEFAULT_IDENTITY = { userns: true, hostIdBase: 1_000_000, hostIdRanges: 4096 };
+
 /** Ids inside a sandbox that are mapped: 0-65535, as a container's. */
 export const ID_RANGE = 65_536;
 

@@ -1,6 +1,6 @@
 // envd's file metadata in the ns runtime: user.e2b.* extended attributes, read and replaced by
 // `cube-launch exec -X` inside the sandbox as the user (native/cube-launch.c, file_metadata).
-import { CubeError } from '../../errors.js';
+import { CubeError, type ErrorKind } from '../../errors.js';
 import type { FileMetadata } from '../types.js';
 import type { HelperExecJob } from './helper.js';
 
@@ -15,6 +15,16 @@ export function parseMetadata(out: Buffer, paths: number): FileMetadata[] {
   return maps;
 }
 
+/**
+ * The helper's refusals (strerror texts) that come from the caller's input or the sandbox's state,
+ * not the host's fault: a path the sandbox changed meanwhile, a user's permissions, a full disk.
+ */
+const HELPER_REFUSALS: [RegExp, ErrorKind][] = [
+  [/No such file/, 'NOT_FOUND'],
+  [/Device or resource busy|Directory not empty/, 'CONFLICT'],
+  [/Permission denied|Operation not permitted|No space|Disk quota|too large|Argument list|Not a directory|Is a directory|File name too long|Too many levels of symbolic links|Read-only file system/, 'BAD_REQUEST'],
+];
+
 /** Runs a metadata job to its end: its stdout, or the helper's message as a CubeError. */
 export async function metadataJob(job: HelperExecJob, what: string): Promise<Buffer> {
   const out: Buffer[] = [];
@@ -24,8 +34,5 @@ export async function metadataJob(job: HelperExecJob, what: string): Promise<Buf
   const [end] = await Promise.all([job.exited, job.closed]);
   if (end.exitCode === 0) return Buffer.concat(out);
   const msg = err.trim().replace(/^cube-launch: /, '') || `exit ${end.exitCode}`;
-  if (/Permission denied|Operation not permitted/.test(msg)) throw new CubeError('BAD_REQUEST', `${what}: ${msg}`);
-  if (/No such file/.test(msg)) throw new CubeError('NOT_FOUND', `${what}: ${msg}`);
-  if (/No space|too large|Argument list/.test(msg)) throw new CubeError('BAD_REQUEST', `${what}: ${msg}`);
-  throw new CubeError('INTERNAL', `${what}: ${msg}`);
+  throw new CubeError(HELPER_REFUSALS.find(([re]) => re.test(msg))?.[1] ?? 'INTERNAL', `${what}: ${msg}`);
 }

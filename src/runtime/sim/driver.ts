@@ -11,7 +11,7 @@ import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
-import { SANDBOX_USERS, sandboxUser } from '../templates.js';
+import { SANDBOX_USERS, sandboxUser } from '../../templates/store.js';
 import type { DirRecords, ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxHandle, SandboxStats } from '../types.js';
 import { simExec } from './exec.js';
 import { newTree, SimFiles, treeBytes, type SimTree } from './files.js';
@@ -117,6 +117,10 @@ export class SimDriver implements RuntimeDriver {
   async stats(h: SandboxHandle): Promise<SandboxStats> {
     const b = this.box(h);
     return { memoryBytes: BASE_MEMORY_BYTES + treeBytes(b.tree), memoryLimitBytes: b.spec.memoryMiB * 2 ** 20, cpuUsageNs: b.cpuNs, pids: 1 + b.running, oomKills: 0 };
+  }
+
+  async oomKills(): Promise<number> {
+    return 0;
   }
 
   async scan(): Promise<SandboxHandle[]> {

@@ -5,7 +5,7 @@
 import { Readable } from 'node:stream';
 import { CubeError } from '../../errors.js';
 import { sandboxPath, splitSandboxPath } from '../ns/files.js';
-import { SANDBOX_USERS, sandboxUser } from '../templates.js';
+import { SANDBOX_USERS, sandboxUser } from '../../templates/store.js';
 import type { FileStat, SandboxFiles, SandboxHandle } from '../types.js';
 
 interface Node {

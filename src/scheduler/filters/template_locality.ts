@@ -4,7 +4,7 @@ const takes = ({ req, node }: NodeContext) => holds(node, req.templateID) || (re
 
 /**
  * The node holds the template, or (cluster) it is on another node and this node fetches what it
- * lacks (NodeView.layers: cubelet/layer-fetch.ts); the create then waits for the fetch there.
+ * lacks (NodeView.layers: templates/fetch.ts); the create then waits for the fetch there.
  */
 export const templateLocality: Filter = {
   passes: takes,

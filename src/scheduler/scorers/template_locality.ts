@@ -1,5 +1,5 @@
-import { listedName } from '../../runtime/templates.js';
 import { holds, type Scorer } from '../plugin.js';
+import { listedName } from '../../model/template.js';
 
 /**
  * Prefers the nodes that hold the template (100: nothing to fetch), then those fetching it already

@@ -3,11 +3,13 @@
 // to MySQL first, then Redis; a Redis failure in between, or a Redis restart (it keeps nothing
 // on disk), marks the routes dirty and the next sandbox read rebuilds them from MySQL, so a
 // sandbox is never recorded but missing from the routes.
-import type { EventView } from '../../model/event.js';
+import { newestOfEachClass, type EventView } from '../../model/event.js';
 import type { NodeView } from '../../model/node.js';
-import type { ListFilter, SandboxRecord, SandboxState, SnapshotRecord } from '../../model/sandbox.js';
-import { matchesFilter, type AuditRecord, type ConfigVersionRecord, type NodeRecord, type StateStore } from '../types.js';
+import { answeredRecord, type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../../model/sandbox.js';
+import type { ApiKeyRecord, KeyUsage, QuotaClaim, QuotaRefusal } from '../../model/api-key.js';
+import { matchesFilter, type ApiKeyPatch, type AuditRecord, type ConfigVersionRecord, type CreateKeyRecord, type NodeRecord, type StateStore } from '../types.js';
 import { GroupCommit } from './group-commit.js';
+import type { MysqlLifecycle } from './mysql-lifecycle.js';
 import { MysqlRecords } from './mysql-records.js';
 import { RedisLive } from './redis-live.js';
 import { isConnectionError, unavailable } from './retry.js';
@@ -20,12 +22,12 @@ const REGISTRY_MAX_AGE_MS = 5000;
 /** A build's placement record is kept this long (the E2B SDK polls a build's status while it runs; a week covers the slowest). */
 const BUILD_KEEP_MS = 7 * 24 * 3600_000;
 
-/** A template build a control replica handed to a compute node (scheduler/cluster/cluster-templates.ts). */
+/** A template build a control replica handed to a compute node (templates/cluster.ts). */
 export interface BuildPlacement {
   buildID: string;
   templateID: string;
   nodeID: string;
-  /** The build's final status record (cubelet/template-build.ts BuildRecord), once finished or its node went: answered from here on, whatever the node says later. */
+  /** The build's final status record (templates/build/build.ts BuildRecord), once finished or its node went: answered from here on, whatever the node says later. */
   final?: unknown;
 }
 
@@ -37,9 +39,18 @@ export interface ClusterStoreOptions {
   eventRetention?: number;
 }
 
+// The route its writer writes goes without a made sandbox's `createBy` (SandboxRecord), which
+// stays in MySQL. MySQL is written first and the route after, then the create answers: a running
+// record whose route is still `creating` was written by a replica that died before answering, and
+// the route repaired from MySQL keeps the mark (redis-live.ts PUT_ROUTE_IF_NEWER), so the
+// reconcile undoes the create.
 export class ClusterStore implements StateStore {
   readonly mysql: MysqlRecords;
   readonly live: RedisLive;
+  /** In MySQL alone: a tombstone or a queued delivery outlives a Redis restart. */
+  get lifecycle(): MysqlLifecycle {
+    return this.mysql.lifecycle;
+  }
   private routesDirty = false;
   private reconciling?: Promise<void>;
   private readonly eventRetention: number;
@@ -82,6 +93,8 @@ export class ClusterStore implements StateStore {
         // A route missing from the snapshot is either deleted or created since it was taken: only the deleted go.
         const deleted = await this.mysql.deletedAmong((await this.live.routeIDs()).filter((id) => !listed.has(id)));
         await this.live.replaceRoutes(live, [...deleted]);
+        // Routes written by a version that did not count quota usage, or whose script failed halfway: counted again.
+        await this.live.quota.rebuild();
         await this.restoreEvents();
       } catch (e) {
         this.routesDirty = true;
@@ -112,14 +125,14 @@ export class ClusterStore implements StateStore {
     let generation = 0;
     await this.writeThrough(
       async () => void (generation = await this.mysql.putSandbox(rec)),
-      () => this.live.putRoute({ ...rec, generation }),
+      () => this.live.putRoute({ ...answeredRecord(rec), generation }),
     );
     return generation;
   }
 
   async putSandboxIf(rec: SandboxRecord, expected: number): Promise<number> {
     const generation = await this.mysql.putSandboxIf(rec, expected);
-    if (generation > 0) await this.writeThrough(async () => undefined, () => this.live.putRoute({ ...rec, generation }));
+    if (generation > 0) await this.writeThrough(async () => undefined, () => this.live.putRoute({ ...answeredRecord(rec), generation }));
     else await this.repairRoute(rec.sandboxID);
     return generation;
   }
@@ -171,11 +184,18 @@ export class ClusterStore implements StateStore {
     return all.filter((r) => matchesFilter(r, filter));
   }
 
+  /**
+   * Done once MySQL took it: the delete is remembered there, and a route Redis could not drop is
+   * rebuilt from MySQL by the next read. An error here means nothing was deleted (a delete that
+   * answered 503 while being done was a lie the caller could not settle).
+   */
   async deleteSandbox(sandboxID: string): Promise<void> {
-    await this.writeThrough(
-      async () => void (await this.mysql.markSandboxDeleted(sandboxID)),
-      () => this.live.deleteRoute(sandboxID),
-    );
+    await this.mysql.markSandboxDeleted(sandboxID);
+    try {
+      await this.live.deleteRoute(sandboxID);
+    } catch {
+      this.routesDirty = true;
+    }
   }
 
   /** From MySQL, where the compare-and-set happens: a route in Redis can lag it (rebuilt from a snapshot after a reconnect). */
@@ -229,10 +249,10 @@ export class ClusterStore implements StateStore {
     }
     const evs = out.filter((e) => e !== undefined);
     this.unsaved.push(...evs);
-    await this.flushEvents().catch(() => undefined);
+    await this.flushEvents().catch(() => undefined); // unsaved events stay queued and go with the next flush
     const before = this.appended;
     this.appended += evs.length;
-    if (Math.floor(before / 1000) !== Math.floor(this.appended / 1000)) await this.mysql.pruneEvents(this.eventRetention).catch(() => undefined);
+    if (Math.floor(before / 1000) !== Math.floor(this.appended / 1000)) await this.mysql.pruneEvents(this.eventRetention).catch(() => undefined); // retried at the next thousand
     return out;
   });
 
@@ -244,7 +264,7 @@ export class ClusterStore implements StateStore {
       await this.mysql.putEvents(batch);
     } catch (e) {
       // Kept (the newest, up to the retention) for the next append.
-      this.unsaved = [...batch, ...this.unsaved].slice(-this.eventRetention);
+      this.unsaved = newestOfEachClass([...batch, ...this.unsaved], this.eventRetention);
       throw e;
     }
   }
@@ -286,7 +306,7 @@ export class ClusterStore implements StateStore {
     return this.mysql.listConfigVersions(limit);
   }
 
-  appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
+  appendAudit(rec: Omit<AuditRecord, 'id' | 'actorName'>): Promise<AuditRecord> {
     return this.mysql.appendAudit(rec);
   }
 
@@ -400,6 +420,61 @@ export class ClusterStore implements StateStore {
 
   holdLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
     return this.live.holdLease(name, holder, ttlMs);
+  }
+
+  // --- API keys: records in MySQL; quota usage and claims in Redis (beside the routes they count)
+
+  putApiKey(rec: ApiKeyRecord): Promise<boolean> {
+    return this.mysql.putApiKey(rec);
+  }
+
+  getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
+    return this.mysql.getApiKey(id);
+  }
+
+  apiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+    return this.mysql.apiKeyByHash(hash);
+  }
+
+  listApiKeys(): Promise<ApiKeyRecord[]> {
+    return this.mysql.listApiKeys();
+  }
+
+  updateApiKey(id: string, patch: ApiKeyPatch): Promise<ApiKeyRecord | undefined> {
+    return this.mysql.updateApiKey(id, patch);
+  }
+
+  deleteApiKey(id: string): Promise<boolean> {
+    return this.mysql.deleteApiKey(id);
+  }
+
+  /** Counts what the routes hold: they are rebuilt first when dirty (a Redis restart), or usage would read zero. */
+  async claimQuota(claim: QuotaClaim): Promise<QuotaRefusal | undefined> {
+    await this.routes();
+    return this.live.quota.claim(claim);
+  }
+
+  releaseQuota(owner: string, sandboxID: string): Promise<void> {
+    return this.live.quota.release(owner, sandboxID);
+  }
+
+  async quotaUsage(owners: string[]): Promise<Map<string, KeyUsage>> {
+    await this.routes();
+    return this.live.quota.usage(owners);
+  }
+
+  // --- idempotent creates: MySQL alone (they must outlive a Redis restart)
+
+  claimCreateKey(rec: CreateKeyRecord, over?: string): Promise<CreateKeyRecord> {
+    return this.mysql.claimCreateKey(rec, over);
+  }
+
+  getCreateKey(key: string): Promise<CreateKeyRecord | undefined> {
+    return this.mysql.getCreateKey(key);
+  }
+
+  settleCreateKey(key: string, sandboxID: string, outcome: NonNullable<CreateKeyRecord['outcome']>): Promise<boolean> {
+    return this.mysql.settleCreateKey(key, sandboxID, outcome);
   }
 
   putSnapshot(rec: SnapshotRecord): Promise<void> {

@@ -2,11 +2,14 @@
 // of truth for which sandboxes exist), config versions and the audit trail.
 import { randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
-import { eventWithEpochTime, type EventView } from '../../model/event.js';
+import { eventWithEpochTime, isFloodKind, type EventView } from '../../model/event.js';
 import { snapshotWithEpochTime, type SandboxRecord, type SnapshotRecord } from '../../model/sandbox.js';
 import { isoTime } from '../../model/time.js';
-import { parseNodeRecord, parseRecord, recordJson, type AuditRecord, type ConfigVersionRecord, type NodeRecord } from '../types.js';
+import { CubeError } from '../../errors.js';
+import type { ApiKeyRecord } from '../../model/api-key.js';
+import { createKeyRow, parseNodeRecord, parseRecord, patchedKey, recordJson, type ApiKeyPatch, type AuditRecord, type ConfigVersionRecord, type CreateKeyRecord, type CreateKeyRow, type NodeRecord } from '../types.js';
 import { GroupCommit } from './group-commit.js';
+import { LIFECYCLE_MIGRATIONS, MysqlLifecycle } from './mysql-lifecycle.js';
 import { isConnectionError, unavailable, withRetry } from './retry.js';
 
 // Append-only: a released migration never changes; new ones go at the end.
@@ -43,6 +46,17 @@ const MIGRATIONS: string[] = [
      LEFT JOIN config_head hw ON hw.id = 1 AND hw.version = w.version AND hw.actor = w.actor
      WHERE (hw.id IS NOT NULL, w.at, w.actor) > (hv.id IS NOT NULL, v.at, v.actor)`,
   `ALTER TABLE config_versions DROP PRIMARY KEY, ADD PRIMARY KEY (version)`,
+  // API keys: the key's SHA-256, never the key; role and quotas in the record.
+  `CREATE TABLE IF NOT EXISTS api_keys (id VARCHAR(64) PRIMARY KEY, name VARCHAR(128) NOT NULL UNIQUE, hash CHAR(64) NOT NULL UNIQUE, record TEXT NOT NULL,
+     seq BIGINT NOT NULL AUTO_INCREMENT UNIQUE) ENGINE=InnoDB`,
+  // The acting key's name as it was when the row was written (keys are renamed and removed).
+  `ALTER TABLE audit ADD COLUMN IF NOT EXISTS actor_name VARCHAR(128) NULL`,
+  // Tombstones, E2B lifecycle events, webhooks and their deliveries (mysql-lifecycle.ts).
+  ...LIFECYCLE_MIGRATIONS,
+  // Idempotent creates: `open` is 1 while the claim has no outcome or a failed one (it may be taken over).
+  `CREATE TABLE IF NOT EXISTS create_keys (k CHAR(64) PRIMARY KEY, sandbox_id VARCHAR(64) NOT NULL, deadline BIGINT NOT NULL, expires_at BIGINT NOT NULL, outcome TEXT NULL, open TINYINT NOT NULL, INDEX expiry (expires_at)) ENGINE=InnoDB`,
+  // Events of the flood kinds (model/event.ts isFloodKind) are kept within their own retention.
+  `ALTER TABLE events ADD COLUMN IF NOT EXISTS flood TINYINT NOT NULL DEFAULT 0, ADD INDEX IF NOT EXISTS by_flood (flood, id)`,
 ];
 
 /** A write that may go in a batch: its SQL, arguments, and whether running it twice is harmless (see q). */
@@ -64,6 +78,9 @@ export class MysqlRecords {
   private batchPool?: mysql.Pool;
   private readonly database: string;
   private readonly base: URL;
+  readonly lifecycle = new MysqlLifecycle((sql, args, idempotent) => this.q(sql, args, idempotent));
+  /** When this replica last dropped expired create keys. */
+  private prunedAt = 0;
 
   constructor(url: string) {
     this.base = new URL(url);
@@ -93,6 +110,7 @@ export class MysqlRecords {
         await conn.query('INSERT IGNORE INTO schema_migrations (version) VALUES (?)', [v + 1]);
       }
     } finally {
+      // A lost connection releases MySQL's named lock by itself.
       await conn.query(`SELECT RELEASE_LOCK('cube_migrations')`).catch(() => undefined);
       conn.release();
     }
@@ -111,7 +129,7 @@ export class MysqlRecords {
   async close(): Promise<void> {
     const pools = [this.pool, this.batchPool];
     this.pool = this.batchPool = undefined;
-    await Promise.all(pools.map((p) => p?.end()));
+    await Promise.all(pools.filter((p) => p !== undefined).map((p) => p.end()));
   }
 
   /** Drops the whole database (tests). */
@@ -177,7 +195,7 @@ export class MysqlRecords {
     } catch (e) {
       if (isConnectionError(e)) {
         conn.destroy();
-        return Promise.all(ws.map((w) => (w.idempotent ? alone(w) : { err: unavailable('MySQL', e) })));
+        return Promise.all(ws.map((w) => (w.idempotent ? alone(w) : Promise.resolve({ err: unavailable('MySQL', e) }))));
       }
       // The transaction is still open on this connection: rolled back before it is used again.
       await conn.query('ROLLBACK').then(
@@ -246,18 +264,24 @@ export class MysqlRecords {
   /** Idempotent (by id): a retry after a lost answer writes nothing twice. */
   async putEvents(events: EventView[]): Promise<void> {
     if (events.length === 0) return;
-    await this.q('INSERT IGNORE INTO events (id, body) VALUES ?', [events.map(({ id, ...e }) => [id, JSON.stringify(e)])]);
+    await this.q('INSERT IGNORE INTO events (id, body, flood) VALUES ?', [events.map(({ id, ...e }) => [id, JSON.stringify(e), isFloodKind(e.kind) ? 1 : 0])]);
   }
 
   /** Drops events older than the newest `keep`. */
+  /** Keeps the newest `keep` events of the lifecycle kinds and again of the flood kinds. */
   async pruneEvents(keep: number): Promise<void> {
-    await this.q('DELETE FROM events WHERE id <= (SELECT m FROM (SELECT COALESCE(MAX(id), 0) - ? AS m FROM events) AS t)', [keep]);
+    for (const flood of [0, 1]) {
+      await this.q('DELETE FROM events WHERE flood = ? AND id <= (SELECT m FROM (SELECT id AS m FROM events WHERE flood = ? ORDER BY id DESC LIMIT 1 OFFSET ?) AS t)', [flood, flood, keep]);
+    }
   }
 
-  /** The newest `limit` events, oldest first, and the highest id ever recorded. */
+  /** The newest `limit` events of each class (lifecycle, flood), oldest first, and the highest id ever recorded. */
   async latestEvents(limit: number): Promise<{ maxID: number; events: EventView[] }> {
-    const rows = await this.q<mysql.RowDataPacket[]>('SELECT id, body FROM events ORDER BY id DESC LIMIT ?', [limit]);
-    const events = rows.reverse().map((r) => ({ ...eventWithEpochTime(JSON.parse(r.body as string) as Omit<EventView, 'id'>), id: Number(r.id) }));
+    const rows = await this.q<mysql.RowDataPacket[]>(
+      '(SELECT id, body FROM events WHERE flood = 0 ORDER BY id DESC LIMIT ?) UNION ALL (SELECT id, body FROM events WHERE flood = 1 ORDER BY id DESC LIMIT ?)',
+      [limit, limit],
+    );
+    const events = rows.map((r) => ({ ...eventWithEpochTime(JSON.parse(r.body as string) as Omit<EventView, 'id'>), id: Number(r.id) })).sort((a, b) => a.id - b.id);
     return { maxID: events.at(-1)?.id ?? 0, events };
   }
 
@@ -311,8 +335,8 @@ export class MysqlRecords {
   }
 
   /** Goes in a batch with other writes (write): one append may not run twice. */
-  async appendAudit(rec: Omit<AuditRecord, 'id'>): Promise<AuditRecord> {
-    const r = await this.write('INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)', [rec.at, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)], false);
+  async appendAudit(rec: Omit<AuditRecord, 'id' | 'actorName'>): Promise<AuditRecord> {
+    const r = await this.write('INSERT INTO audit (at, actor, actor_name, action, target, outcome, detail) VALUES (?, ?, (SELECT name FROM api_keys WHERE id = ?), ?, ?, ?, ?)', [rec.at, rec.actor, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)], false);
     return { ...rec, id: r.insertId };
   }
 
@@ -323,9 +347,48 @@ export class MysqlRecords {
         ? await this.q<mysql.RowDataPacket[]>('SELECT * FROM audit WHERE actor = ? ORDER BY id DESC LIMIT ?', [opts.actor, limit])
         : await this.q<mysql.RowDataPacket[]>('SELECT * FROM audit ORDER BY id DESC LIMIT ?', [limit]);
     return rows.map((r) => {
-      const base = { id: Number(r.id), at: r.at as string, actor: r.actor as string, action: r.action as string, target: r.target as string, outcome: r.outcome as string };
+      const base = { id: Number(r.id), at: r.at as string, actor: r.actor as string, ...(r.actor_name !== null ? { actorName: r.actor_name as string } : {}), action: r.action as string, target: r.target as string, outcome: r.outcome as string };
       return r.detail === null ? base : { ...base, detail: JSON.parse(r.detail as string) as Record<string, unknown> };
     });
+  }
+
+  /** false when the id, name or hash is taken. */
+  async putApiKey(rec: ApiKeyRecord): Promise<boolean> {
+    const r = await this.q<mysql.ResultSetHeader>('INSERT IGNORE INTO api_keys (id, name, hash, record) VALUES (?, ?, ?, ?)', [rec.id, rec.name, rec.hash, JSON.stringify(rec)], false);
+    return r.affectedRows === 1;
+  }
+
+  async getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
+    return keyRow(await this.q<mysql.RowDataPacket[]>('SELECT record FROM api_keys WHERE id = ?', [id]));
+  }
+
+  async apiKeyByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+    return keyRow(await this.q<mysql.RowDataPacket[]>('SELECT record FROM api_keys WHERE hash = ?', [hash]));
+  }
+
+  async listApiKeys(): Promise<ApiKeyRecord[]> {
+    return (await this.q<mysql.RowDataPacket[]>('SELECT record FROM api_keys ORDER BY seq')).map((r) => JSON.parse(r.record as string) as ApiKeyRecord);
+  }
+
+  /** Compare-and-set on the record read: a change another replica made meanwhile is read again and kept. */
+  async updateApiKey(id: string, patch: ApiKeyPatch): Promise<ApiKeyRecord | undefined> {
+    for (;;) {
+      const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM api_keys WHERE id = ?', [id]);
+      if (!rows[0]) return undefined;
+      const raw = rows[0].record as string;
+      const next = patchedKey(JSON.parse(raw) as ApiKeyRecord, patch);
+      try {
+        const r = await this.q<mysql.ResultSetHeader>('UPDATE api_keys SET name = ?, record = ? WHERE id = ? AND record = ?', [next.name, JSON.stringify(next), id, raw]);
+        if (r.affectedRows === 1 || JSON.stringify(next) === raw) return next;
+      } catch (e) {
+        if ((e as { code?: string }).code === 'ER_DUP_ENTRY') throw new CubeError('CONFLICT', `an API key named ${JSON.stringify(next.name)} exists already`);
+        throw e;
+      }
+    }
+  }
+
+  async deleteApiKey(id: string): Promise<boolean> {
+    return (await this.q<mysql.ResultSetHeader>('DELETE FROM api_keys WHERE id = ?', [id])).affectedRows === 1;
   }
 
   async putNode(rec: NodeRecord): Promise<void> {
@@ -367,6 +430,38 @@ export class MysqlRecords {
     return r.affectedRows > 0;
   }
 
+  /**
+   * StateStore.claimCreateKey in single statements, each atomic: an insert where no claim is, a
+   * take-over of an expired or open one, then a read of the claim in force. Each may run again
+   * (a retry after a lost answer): the read then finds this call's own claim.
+   */
+  async claimCreateKey(rec: CreateKeyRecord, over?: string): Promise<CreateKeyRecord> {
+    const now = Date.now();
+    const open = rec.outcome === undefined || 'failed' in rec.outcome ? 1 : 0;
+    const outcome = rec.outcome === undefined ? null : JSON.stringify(rec.outcome);
+    const ins = await this.q<mysql.ResultSetHeader>('INSERT IGNORE INTO create_keys (k, sandbox_id, deadline, expires_at, outcome, open) VALUES (?, ?, ?, ?, ?, ?)', [rec.key, rec.sandboxID, rec.deadline, rec.expiresAt, outcome, open]);
+    if (ins.affectedRows !== 1) {
+      await this.q('UPDATE create_keys SET sandbox_id = ?, deadline = ?, expires_at = ?, outcome = ?, open = ? WHERE k = ? AND (expires_at <= ? OR (sandbox_id = ? AND open = 1))', [rec.sandboxID, rec.deadline, rec.expiresAt, outcome, open, rec.key, now, over ?? '']);
+    }
+    if (now - this.prunedAt > 60_000) {
+      this.prunedAt = now;
+      // Expired keys are ignored by every read; a failed prune is retried at the next one.
+      await this.q('DELETE FROM create_keys WHERE expires_at <= ? LIMIT 10000', [now]).catch(() => undefined);
+    }
+    return (await this.getCreateKey(rec.key)) ?? rec;
+  }
+
+  async getCreateKey(key: string): Promise<CreateKeyRecord | undefined> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT k, sandbox_id, deadline, expires_at, outcome FROM create_keys WHERE k = ? AND expires_at > ?', [key, Date.now()]);
+    return rows[0] ? createKeyRow(rows[0] as unknown as CreateKeyRow) : undefined;
+  }
+
+  async settleCreateKey(key: string, sandboxID: string, outcome: NonNullable<CreateKeyRecord['outcome']>): Promise<boolean> {
+    const r = await this.q<mysql.ResultSetHeader>('UPDATE create_keys SET outcome = ?, open = ? WHERE k = ? AND sandbox_id = ?', [JSON.stringify(outcome), 'failed' in outcome ? 1 : 0, key, sandboxID]);
+    // A retry after a lost answer changes nothing the second time: matched, not changed, is done too.
+    return r.affectedRows === 1 || (await this.getCreateKey(key))?.sandboxID === sandboxID;
+  }
+
   /** Replaces the templates a node reports holding. */
   async setNodeTemplates(nodeID: string, templateIDs: string[]): Promise<void> {
     await this.q('DELETE FROM templates WHERE node_id = ?', [nodeID]);
@@ -379,6 +474,10 @@ export class MysqlRecords {
     for (const r of rows) by.set(r.template_id as string, [...(by.get(r.template_id as string) ?? []), r.node_id as string]);
     return [...by].map(([templateID, nodes]) => ({ templateID, nodes }));
   }
+}
+
+function keyRow(rows: mysql.RowDataPacket[]): ApiKeyRecord | undefined {
+  return rows[0] ? (JSON.parse(rows[0].record as string) as ApiKeyRecord) : undefined;
 }
 
 function rowRecord(r: mysql.RowDataPacket): SandboxRecord {

@@ -2,22 +2,28 @@
 // metrics with TTL, creates in flight per node, per-sandbox operation locks with token-checked
 // release, leader leases, and the events stream. Keys: `<prefix><scope>:<what>[:<id>]`.
 import { Redis } from 'ioredis';
-import { eventWithEpochTime, type EventView } from '../../model/event.js';
+import { eventWithEpochTime, isFloodKind, type EventView } from '../../model/event.js';
 import { nodeWithEpochTimes, type NodeView } from '../../model/node.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
 import { fenceFloor, parseRecord } from '../types.js';
+import { HOLD_LUA, RedisQuota } from './redis-quota.js';
 import { withRetry } from './retry.js';
 
 // Atomic: ids come from one counter so every replica's events interleave in one order; a batch
 // gets ids in its order, one per event (0 for a node's notice whose sender appended that seq
 // already: the check and the append are one step, so a heartbeat resent to another replica while
-// the first still works on it adds nothing twice). ARGV: retention, the sender keys' prefix and
-// time to live, then (sender or '', seq, body) per event. No counter means Redis came back
-// empty: -1, and the caller restores the stream and the counter from MySQL first
-// (restoreEvents), so an id is never handed out twice.
+// the first still works on it adds nothing twice). KEYS: the stream, the counter, and the ids of
+// the lifecycle and of the flood kinds in the stream, oldest first (model/event.ts isFloodKind):
+// each list keeps its newest `retention` and the stream loses what a list drops, so a flood
+// pushes out only events of its own class (the stream's MAXLEN, twice the retention, trims only
+// events from before these lists). ARGV: retention, the sender keys' prefix and time to live,
+// then (sender or '', seq, flood 0/1, body) per event. No counter means Redis came back empty:
+// -1, and the caller restores the stream and the counter from MySQL first (restoreEvents), so an
+// id is never handed out twice.
 const APPEND_EVENTS = `if redis.call('EXISTS', KEYS[2]) == 0 then return -1 end
+local keep = tonumber(ARGV[1])
 local ids = {}
-for i = 4, #ARGV, 3 do
+for i = 4, #ARGV, 4 do
   local fresh = true
   if ARGV[i] ~= '' then
     local k = ARGV[2] .. ARGV[i]
@@ -25,7 +31,11 @@ for i = 4, #ARGV, 3 do
   end
   if fresh then
     local id = redis.call('INCR', KEYS[2])
-    redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], id .. '-0', 'e', ARGV[i + 2])
+    redis.call('XADD', KEYS[1], 'MAXLEN', tostring(2 * keep), id .. '-0', 'e', ARGV[i + 3])
+    local class = KEYS[3]
+    if ARGV[i + 2] == '1' then class = KEYS[4] end
+    redis.call('RPUSH', class, id)
+    while redis.call('LLEN', class) > keep do redis.call('XDEL', KEYS[1], redis.call('LPOP', class) .. '-0') end
     table.insert(ids, id)
   else
     table.insert(ids, 0)
@@ -59,10 +69,15 @@ for i = 4, #ARGV, 2 do
   end
 end
 return missing`;
-// Once, by whichever replica comes first: the stream's last events and the counter from MySQL.
-// ARGV: the highest id MySQL holds, then id, body pairs oldest first.
+// Once, by whichever replica comes first: the stream's last events, their class lists (KEYS[3],
+// KEYS[4]: see APPEND_EVENTS) and the counter from MySQL. ARGV: the highest id MySQL holds, then
+// (id, flood 0/1, body) oldest first.
 const RESTORE_EVENTS = `if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-for i = 2, #ARGV, 2 do redis.call('XADD', KEYS[1], ARGV[i] .. '-0', 'e', ARGV[i + 1]) end
+redis.call('DEL', KEYS[3], KEYS[4])
+for i = 2, #ARGV, 3 do
+  redis.call('XADD', KEYS[1], ARGV[i] .. '-0', 'e', ARGV[i + 2])
+  if ARGV[i + 1] == '1' then redis.call('RPUSH', KEYS[4], ARGV[i]) else redis.call('RPUSH', KEYS[3], ARGV[i]) end
+end
 redis.call('SET', KEYS[2], ARGV[1])
 return 1`;
 const RELEASE_IF_OWNER = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
@@ -81,13 +96,24 @@ if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
 return 0`;
 // Routes are written after MySQL, by several replicas: an older generation arriving late, or a
 // write after the delete (its tombstone), must not overwrite what is there.
-const PUT_ROUTE_IF_NEWER = `if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+// The owner's quota usage moves with the route (redis-quota.ts: KEYS[3] the usage, ARGV[4] the claims' prefix).
+// A made sandbox's createBy (SandboxRecord) comes into a route only over an older route (the
+// repair of one its writer left behind: never answered); a route written anew from MySQL (Redis
+// restarted) goes without it, since whether it was answered is not known. The record's JSON is
+// JSON.stringify's ("createBy" never its first key); cjson would round its epoch-ms numbers.
+const PUT_ROUTE_IF_NEWER = `${HOLD_LUA}
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local rec = ARGV[2]
 if cur then
   local g = cjson.decode(cur).generation
   if g and tonumber(g) >= tonumber(ARGV[3]) then return 0 end
+elseif string.find(rec, '"createBy":', 1, true) and not string.find(rec, '"state":"creating"', 1, true) then
+  rec = (string.gsub(rec, ',"createBy":%d+', '', 1))
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[1], rec)
+hold(cur, -1, KEYS[3], ARGV[4], ARGV[1])
+hold(rec, 1, KEYS[3], ARGV[4], ARGV[1])
 return 1`;
 /** How long a deleted sandbox's tombstone keeps late route writes out (longer than any in-flight write). */
 const TOMBSTONE_MS = 10 * 60_000;
@@ -101,7 +127,17 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
 end
 return out`;
 // The tombstone and the removal in one command (a MULTI took a socket write of its own per delete).
-const DELETE_ROUTE = `redis.call('SET', KEYS[1], '1', 'PX', ARGV[2]) redis.call('HDEL', KEYS[2], ARGV[1]) return 1`;
+// The quota its owner held goes with it (KEYS[3] the usage, ARGV[3] the claims' prefix), and so does a claim left for it.
+const DELETE_ROUTE = `${HOLD_LUA}
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+hold(cur, -1, KEYS[3], ARGV[3], ARGV[1])
+if cur then
+  local o = cjson.decode(cur).owner
+  if type(o) == 'string' then redis.call('HDEL', ARGV[3] .. o, ARGV[1]) end
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1`;
 // One command, not a MULTI: ioredis writes a MULTI on its own, while commands issued together
 // share one socket write (auto-pipelining); a MULTI here was 6.8% of the control's busy CPU during
 // the creates of the 1000-node bench.
@@ -135,20 +171,27 @@ export class RedisLive {
     // of the control in the 1000-node bench (socket writes 21% of its CPU, mostly Redis and MySQL).
     this.redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, enableAutoPipelining: true, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: (n) => Math.min(100 * n, 2000) });
     this.redis.on('error', () => undefined); // reported through the failing commands
-    this.redis.defineCommand('cubeAppendEvents', { numberOfKeys: 2, lua: APPEND_EVENTS });
+    this.redis.defineCommand('cubeAppendEvents', { numberOfKeys: 4, lua: APPEND_EVENTS });
     this.redis.defineCommand('cubeReleaseIfOwner', { numberOfKeys: 1, lua: RELEASE_IF_OWNER });
     this.redis.defineCommand('cubeRenewIfOwner', { numberOfKeys: 1, lua: RENEW_IF_OWNER });
     this.redis.defineCommand('cubeAcquireFenced', { numberOfKeys: 2, lua: ACQUIRE_FENCED });
     this.redis.defineCommand('cubeHoldLease', { numberOfKeys: 1, lua: HOLD_LEASE });
-    this.redis.defineCommand('cubeRestoreEvents', { numberOfKeys: 2, lua: RESTORE_EVENTS });
-    this.redis.defineCommand('cubeDeleteRoute', { numberOfKeys: 2, lua: DELETE_ROUTE });
+    this.redis.defineCommand('cubeRestoreEvents', { numberOfKeys: 4, lua: RESTORE_EVENTS });
+    this.redis.defineCommand('cubeDeleteRoute', { numberOfKeys: 3, lua: DELETE_ROUTE });
     this.redis.defineCommand('cubeIncInFlight', { numberOfKeys: 2, lua: INC_IN_FLIGHT });
     this.redis.defineCommand('cubeDecrFloor', { numberOfKeys: 1, lua: DECR_FLOOR });
-    this.redis.defineCommand('cubePutRouteIfNewer', { numberOfKeys: 2, lua: PUT_ROUTE_IF_NEWER });
+    this.redis.defineCommand('cubePutRouteIfNewer', { numberOfKeys: 3, lua: PUT_ROUTE_IF_NEWER });
+    RedisQuota.define(this.redis);
     this.redis.defineCommand('cubeInFlight', { numberOfKeys: 1, lua: IN_FLIGHT });
     this.redis.defineCommand('cubeTouchMetrics', { numberOfKeys: 1, lua: TOUCH_METRICS });
     this.redis.defineCommand('cubePutMetrics', { numberOfKeys: 2, lua: PUT_METRICS });
   }
+
+  /** API-key quota usage and claims, kept beside the routes. */
+  readonly quota = new RedisQuota(
+    (op, idempotent) => this.run(op, idempotent),
+    (...parts) => this.k(...parts),
+  );
 
   private k(...parts: string[]): string {
     return this.prefix + parts.join(':');
@@ -169,7 +212,7 @@ export class RedisLive {
   // --- sandbox routes
   /** Writes the route unless a newer generation is there or the sandbox was deleted. */
   async putRoute(rec: SandboxRecord & { generation: number }): Promise<void> {
-    await this.run((r) => r.cubePutRouteIfNewer!(this.k('shared', 'sandboxes'), this.k('shared', 'deleted', rec.sandboxID), rec.sandboxID, JSON.stringify(rec), rec.generation));
+    await this.run((r) => r.cubePutRouteIfNewer!(this.k('shared', 'sandboxes'), this.k('shared', 'deleted', rec.sandboxID), this.quota.usageKey, rec.sandboxID, JSON.stringify(rec), rec.generation, this.quota.claimsPrefix));
   }
 
   async getRoute(sandboxID: string): Promise<SandboxRecord | undefined> {
@@ -194,7 +237,7 @@ export class RedisLive {
   }
 
   async deleteRoute(sandboxID: string): Promise<void> {
-    await this.run((r) => r.cubeDeleteRoute!(this.k('shared', 'deleted', sandboxID), this.k('shared', 'sandboxes'), sandboxID, TOMBSTONE_MS));
+    await this.run((r) => r.cubeDeleteRoute!(this.k('shared', 'deleted', sandboxID), this.k('shared', 'sandboxes'), this.quota.usageKey, sandboxID, TOMBSTONE_MS, this.quota.claimsPrefix));
   }
 
   async routeIDs(): Promise<string[]> {
@@ -211,8 +254,8 @@ export class RedisLive {
     const key = this.k('shared', 'sandboxes');
     await this.run(() => {
       const p = this.redis.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> & { exec(): Promise<unknown> };
-      for (const s of live) p.cubePutRouteIfNewer!(key, this.k('shared', 'deleted', s.sandboxID), s.sandboxID, JSON.stringify(s), s.generation ?? 0);
-      if (deleted.length > 0) p.hdel!(key, ...deleted);
+      for (const s of live) p.cubePutRouteIfNewer!(key, this.k('shared', 'deleted', s.sandboxID), this.quota.usageKey, s.sandboxID, JSON.stringify(s), s.generation ?? 0, this.quota.claimsPrefix);
+      for (const id of deleted) p.cubeDeleteRoute!(this.k('shared', 'deleted', id), key, this.quota.usageKey, id, TOMBSTONE_MS, this.quota.claimsPrefix);
       return p.exec();
     });
   }
@@ -369,8 +412,8 @@ export class RedisLive {
    * notice its sender appended already), or undefined when Redis lost the counter (restoreEvents first).
    */
   async appendEvents(es: { e: Omit<EventView, 'id'>; origin?: { sender: string; seq: number } }[]): Promise<(EventView | undefined)[] | undefined> {
-    const args = es.flatMap(({ e, origin }) => [origin?.sender ?? '', origin?.seq ?? 0, JSON.stringify(e)]);
-    const ids = await this.run((r) => r.cubeAppendEvents!(this.k('shared', 'events'), this.k('shared', 'events', 'seq'), this.eventRetention, this.k('master', 'notice-seq', ''), SENDER_TTL_MS, ...args), false);
+    const args = es.flatMap(({ e, origin }) => [origin?.sender ?? '', origin?.seq ?? 0, isFloodKind(e.kind) ? 1 : 0, JSON.stringify(e)]);
+    const ids = await this.run((r) => r.cubeAppendEvents!(...this.eventKeys(), this.eventRetention, this.k('master', 'notice-seq', ''), SENDER_TTL_MS, ...args), false);
     if (!Array.isArray(ids)) return undefined;
     return es.map(({ e }, i) => (Number(ids[i]) > 0 ? { ...e, id: Number(ids[i]) } : undefined));
   }
@@ -382,8 +425,13 @@ export class RedisLive {
 
   /** Restores the stream and the counter (`maxID`: the highest id ever handed out) unless another replica did. */
   async restoreEvents(maxID: number, events: EventView[]): Promise<void> {
-    const args = events.flatMap(({ id, ...e }) => [String(id), JSON.stringify(e)]);
-    await this.run((r) => r.cubeRestoreEvents!(this.k('shared', 'events'), this.k('shared', 'events', 'seq'), String(maxID), ...args));
+    const args = events.flatMap(({ id, ...e }) => [String(id), isFloodKind(e.kind) ? '1' : '0', JSON.stringify(e)]);
+    await this.run((r) => r.cubeRestoreEvents!(...this.eventKeys(), String(maxID), ...args));
+  }
+
+  /** The stream, the id counter, the ids of the lifecycle kinds and of the flood kinds (APPEND_EVENTS). */
+  private eventKeys(): [string, string, string, string] {
+    return [this.k('shared', 'events'), this.k('shared', 'events', 'seq'), this.k('shared', 'events', 'lifecycle-ids'), this.k('shared', 'events', 'flood-ids')];
   }
 
   async listEvents(opts: { sinceID?: number; beforeID?: number; limit?: number } = {}): Promise<EventView[]> {

@@ -7,7 +7,7 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMED
 /** Whether an error means "the backend is not reachable right now" rather than "the request was wrong". */
 export function isConnectionError(e: unknown): boolean {
   if (e instanceof CubeError) return e.kind === 'STATE_UNAVAILABLE';
-  const err = e as { code?: string; message?: string; fatal?: boolean };
+  const err = e as { code?: string; message?: string; fatal?: boolean } | null | undefined;
   if (err?.code && CONNECTION_CODES.has(err.code)) return true;
   if (err?.fatal) return true;
   const msg = err?.message ?? '';
@@ -15,7 +15,7 @@ export function isConnectionError(e: unknown): boolean {
 }
 
 export function unavailable(backend: string, e: unknown): CubeError {
-  return new CubeError('STATE_UNAVAILABLE', `${backend} unavailable: ${(e as Error)?.message ?? String(e)}`, { retryAfter: 1, cause: e });
+  return new CubeError('STATE_UNAVAILABLE', `${backend} unavailable: ${e instanceof Error ? e.message : String(e)}`, { retryAfter: 1, cause: e });
 }
 
 export const RETRY_DELAYS_MS = [50, 150, 400];

@@ -1,0 +1,202 @@
+// Importing an image archive as a template: layers into the node's store (each unpacked once,
+// by its diff_id, in a scratch directory renamed into place after its digest checked out), then
+// the template record. A failure at any point removes the layers this import added and registers
+// nothing; layers already in the store are shared, not unpacked again.
+import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream, existsSync } from 'node:fs';
+import { chmod, mkdir, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { pack } from 'tar-stream';
+import { CubeError } from '../../errors.js';
+import { namesOrNone } from '../../fsx.js';
+import { SANDBOX_USERS, layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
+import type { TemplateConfig } from '../../runtime/types.js';
+import { decompressing, eachEntry, planImport, templateConfigOf, type LayerPlan } from './image.js';
+import { treeDigest, writeTree } from './tree.js';
+import { unpackLayer, type UnpackResult } from './unpack.js';
+import { HOST_TEMPLATE } from '../../model/template.js';
+
+export interface ImportOptions {
+  /** NAME[:TAG] */
+  ref: string;
+  /** Overrides of the image's config (start and ready commands have no image equivalent). */
+  config?: Partial<TemplateConfig>;
+  onProgress?: (p: ImportProgress) => void;
+}
+
+export interface ImportProgress {
+  phase: 'plan' | 'layer' | 'register';
+  /** 1-based, with `of`, during 'layer'. */
+  layer?: number;
+  of?: number;
+  digest?: string;
+  /** The layer was in the store already. */
+  cached?: boolean;
+}
+
+/** The store's scratch directory for layers being unpacked (and uploads being spooled). */
+export function scratchDir(dataDir: string): string {
+  return join(dataDir, 'layers', 'tmp');
+}
+
+/** Removes what a crash mid-import left (scratch dirs, spooled uploads, layers moved aside); run at start. */
+export async function cleanScratch(dataDir: string): Promise<void> {
+  for (const d of [scratchDir(dataDir), join(dataDir, 'layers', 'trash')]) {
+    for (const name of await namesOrNone(d)) await rm(join(d, name), { recursive: true, force: true });
+  }
+}
+
+/**
+ * `<dataDir>/layers`, mode 0700: layers hold the images' own modes (world-writable /tmp dirs and
+ * all), which host users must not reach to change what every sandbox of a template sees.
+ */
+export async function ensureStoreDir(dataDir: string): Promise<void> {
+  const dir = join(dataDir, 'layers');
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await chmod(dir, 0o700);
+}
+
+/** Imports the archive `file` (docker-archive, oci-archive; plain or gzipped) as template `opts.ref`. */
+export function importImage(store: TemplateStore, file: string, opts: ImportOptions): Promise<TemplateRecord> {
+  const target = parseTemplateRef(opts.ref);
+  if (target.name === HOST_TEMPLATE) throw new CubeError('CONFLICT', `template name '${HOST_TEMPLATE}' is reserved`);
+  return store.exclusive(async () => {
+    await ensureStoreDir(store.dataDir);
+    opts.onProgress?.({ phase: 'plan' });
+    const plan = await planImport(file);
+    const added: string[] = [];
+    try {
+      const byEntry = new Map<string, LayerPlan>();
+      for (const l of plan.layers) byEntry.set(l.entry, l);
+      const have = new Set(plan.layers.filter((l) => existsSync(layerDir(store.dataDir, l.diffID))).map((l) => l.diffID));
+      const seen = new Set<string>();
+      let sizeBytes = 0;
+      let n = 0;
+      // A second read of the archive only when some layer is new to the store.
+      const needed = plan.layers.some((l) => !have.has(l.diffID));
+      if (!needed) for (const l of plan.layers) if (plan.entries.has(l.entry)) seen.add(l.entry);
+      if (needed) await eachEntry(file, async (name, _size, body) => {
+        const l = byEntry.get(name);
+        if (!l || seen.has(name)) return;
+        seen.add(name);
+        n++;
+        const cached = have.has(l.diffID);
+        opts.onProgress?.({ phase: 'layer', layer: n, of: byEntry.size, digest: l.diffID, cached });
+        if (cached) return;
+        const r = await addLayer(store.dataDir, body, l, `layer ${plan.layers.indexOf(l) + 1} (${l.diffID})`);
+        added.push(l.diffID);
+        have.add(l.diffID);
+        sizeBytes += r.sizeBytes;
+      });
+      const missing = [...byEntry.values()].filter((l) => !seen.has(l.entry));
+      if (missing.length) throw new CubeError('IMAGE_INVALID', `the archive lacks ${missing.map((l) => `layer ${plan.layers.indexOf(l) + 1} (${l.entry})`).join(', ')}`);
+      const base = await ensureBaseLayer(store.dataDir);
+      if (base.added) added.push(base.digest);
+      opts.onProgress?.({ phase: 'register' });
+      const image = plan.config.config;
+      return await store.putLocked({
+        ...target,
+        layers: lastOccurrences([...plan.layers.map((l) => l.diffID), base.digest]),
+        config: { ...templateConfigOf(plan.config), ...opts.config },
+        source: plan.format,
+        sizeBytes,
+        image: { ...(image?.Entrypoint ? { entrypoint: image.Entrypoint } : {}), ...(image?.Cmd ? { cmd: image.Cmd } : {}) },
+      });
+    } catch (e) {
+      await store.dropUnusedLayers(added);
+      throw e;
+    }
+  });
+}
+
+/** Imports an archive arriving as `body` (an API upload, or one a control replica forwards): spooled under the store's scratch dir, then imported. */
+export async function importUpload(store: TemplateStore, body: Readable, opts: ImportOptions): Promise<TemplateRecord> {
+  await ensureStoreDir(store.dataDir);
+  const dir = scratchDir(store.dataDir);
+  await mkdir(dir, { recursive: true });
+  const file = join(dir, `upload-${randomBytes(6).toString('hex')}`);
+  try {
+    await pipeline(body, createWriteStream(file, { flags: 'wx', mode: 0o600 })).catch((e: unknown) => {
+      const err = e as NodeJS.ErrnoException;
+      if (err.code === 'ENOSPC' || err.code === 'EDQUOT') throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });
+      throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
+    });
+    return await importImage(store, file, opts);
+  } finally {
+    await rm(file, { force: true });
+  }
+}
+
+/** Unpacks one layer blob (gzipped or not) into the store; checks its blob digest and diff_id. */
+async function addLayer(dataDir: string, body: AsyncIterable<Buffer>, l: LayerPlan, what: string): Promise<UnpackResult> {
+  const scratch = join(scratchDir(dataDir), `${l.diffID.slice(7, 19)}.${randomBytes(4).toString('hex')}`);
+  await mkdir(scratch, { recursive: true });
+  try {
+    const blobHash = l.blobDigest ? createHash('sha256') : undefined;
+    const tar = await decompressing(body, what, blobHash ? (b) => blobHash.update(b) : undefined);
+    const r = await unpackLayer(tar, scratch).catch((e: unknown) => {
+      if (e instanceof CubeError && e.kind === 'IMAGE_INVALID') throw new CubeError('IMAGE_INVALID', `${what}: ${e.message}`, { cause: e });
+      throw e;
+    });
+    if (blobHash) {
+      const blob = `sha256:${blobHash.digest('hex')}`;
+      if (blob !== l.blobDigest) throw new CubeError('LAYER_DIGEST_MISMATCH', `${what}: the blob has digest ${blob}, the manifest says ${l.blobDigest}`);
+    }
+    if (r.diffID !== l.diffID) throw new CubeError('LAYER_DIGEST_MISMATCH', `${what}: the unpacked tar has digest ${r.diffID}, the image config says ${l.diffID}`);
+    // Taken from the content whose diff_id just checked out: what other nodes verify their copy against.
+    const tree = await treeDigest(scratch);
+    const dest = layerDir(dataDir, l.diffID);
+    await mkdir(join(dest, '..'), { recursive: true });
+    await rename(scratch, dest);
+    await writeTree(dataDir, l.diffID, tree);
+    return r;
+  } catch (e) {
+    await rm(scratch, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+/**
+ * The layer every imported template gets on top: what the runtime expects of a root filesystem
+ * and images seldom have (the sandbox user's home, /root, /tmp, a resolv.conf). Made from a
+ * fixed tar, so its digest is the same on every node and it is stored once.
+ */
+export async function ensureBaseLayer(dataDir: string): Promise<{ digest: string; added: boolean }> {
+  const tar = await baseLayerTar();
+  const digest = `sha256:${createHash('sha256').update(tar).digest('hex')}`;
+  if (existsSync(layerDir(dataDir, digest))) return { digest, added: false };
+  await addLayer(dataDir, Readable.from([tar]), { entry: '(base)', diffID: digest }, 'the base layer');
+  return { digest, added: true };
+}
+
+let baseTar: Buffer | undefined;
+
+async function baseLayerTar(): Promise<Buffer> {
+  if (baseTar) return baseTar;
+  const p = pack();
+  const mtime = new Date(0);
+  const u = SANDBOX_USERS.user;
+  const dir = (name: string, mode: number, uid = 0, gid = 0) => p.entry({ name, type: 'directory', mode, uid, gid, mtime });
+  dir('home/', 0o755);
+  dir('home/user/', 0o755, u.uid, u.gid);
+  dir('root/', 0o700);
+  dir('tmp/', 0o1777);
+  dir('etc/', 0o755);
+  p.entry({ name: 'etc/resolv.conf', mode: 0o644, uid: 0, gid: 0, mtime }, 'nameserver 8.8.8.8\nnameserver 1.1.1.1\n');
+  p.finalize();
+  const chunks: Buffer[] = [];
+  for await (const chunk of p) chunks.push(chunk as Buffer);
+  baseTar = Buffer.concat(chunks);
+  return baseTar;
+}
+
+/**
+ * A layer listed twice (images repeat their empty layer) kept only where it is highest: overlayfs
+ * refuses the same lower directory twice, and the higher copy re-applies every file of the lower
+ * one anyway (pure).
+ */
+export function lastOccurrences(layers: readonly string[]): string[] {
+  return layers.filter((l, i) => layers.indexOf(l, i + 1) < 0);
+}
