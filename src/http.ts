@@ -21,6 +21,32 @@ export function closedBeforeAnswer(res: ServerResponse): AbortSignal {
   return ac.signal;
 }
 
+/**
+ * An answer's delivery (model/sandbox.ts AnswerHook): `sent()` is called right after the answer's
+ * `res.end`, which writes to the socket in that call (Node uncorks at the end), so work hooked
+ * here follows the write by microseconds, not by the event-loop turns a 'finish' event takes.
+ */
+export class Delivery {
+  private hooks?: { sent: () => void; lost: () => void };
+  constructor(res: ServerResponse) {
+    res.once('close', () => {
+      const h = this.hooks;
+      this.hooks = undefined;
+      if (!res.writableFinished) h?.lost();
+    });
+  }
+
+  whenSent(sent: () => void, lost: () => void): void {
+    this.hooks = { sent, lost };
+  }
+
+  sent(): void {
+    const h = this.hooks;
+    this.hooks = undefined;
+    h?.sent();
+  }
+}
+
 export function sendNoContent(res: ServerResponse, status = 204): void {
   // A 202 or 201 without a body says so (content-length 0): the e2b SDK's client parses a body otherwise.
   res.writeHead(status, status === 204 ? {} : { 'content-length': 0 });

@@ -184,6 +184,17 @@ export interface CreateSandboxRequest {
   idempotencyKey?: string;
   /** Aborted when the client's connection closes before the answer: a create without a key is then undone. */
   signal?: AbortSignal;
+  /**
+   * The answer's delivery: an unkeyed create stays marked unanswered (StateStore.markAnswered)
+   * until the answer is written. Without it the create counts as answered when it returns.
+   */
+  answer?: AnswerHook;
+}
+
+/** Work that must follow an answer's write in the same turn of the event loop, or its loss. */
+export interface AnswerHook {
+  /** `sent` runs right after the answer was written to the client's socket; `lost` if the connection closed first. */
+  whenSent(sent: () => void, lost: () => void): void;
 }
 
 /** The record without the mark of a create not yet answered (`createBy` on a made sandbox): for a writer whose write was answered. */

@@ -134,6 +134,9 @@ export class EmbeddedStore implements StateStore {
     return row.generation;
   }
 
+  /** Records are written answered (answeredRecord): the write and the answer go together in this process. */
+  async markAnswered(): Promise<void> {}
+
   async putSandboxIf(rec: SandboxRecord, generation: number): Promise<number> {
     rec = answeredRecord(rec);
     const row =

@@ -84,6 +84,13 @@ export interface StateStore {
    * write (or a delete) came first.
    */
   putSandboxIf(rec: SandboxRecord, generation: number): Promise<number>;
+  /**
+   * The create's answer reached the client's socket: the mark of a create not yet answered
+   * (`createBy` on a made sandbox) leaves the record readers see, and later writes carrying it do
+   * not bring it back. Until then a replica's death leaves the mark, and the reconcile undoes the
+   * sandbox past its deadline.
+   */
+  markAnswered(sandboxID: string): Promise<void>;
   /** Deletes only if the live record's generation is still `generation`; false otherwise. */
   deleteSandboxIf(sandboxID: string, generation: number): Promise<boolean>;
   /**

@@ -37,7 +37,8 @@ describe('syncNodeSandboxes', () => {
     ['creating past grace: gone', [rec('s5', { state: 'creating', startedAt: NOW - 200_000 })], [], [{ type: 'gone', rec: rec('s5', { state: 'creating', startedAt: NOW - 200_000 }) }]],
     ['made, its answer still on its way before the deadline: left alone', [rec('s6', { createBy: NOW + 1000 })], [view('s6')], []],
     ['made, its answer never delivered by the deadline: unanswered', [rec('s7', { createBy: NOW - 1 })], [view('s7')], [{ type: 'unanswered', rec: rec('s7', { createBy: NOW - 1 }) }]],
-    ['creating past its deadline on the node: an update (its creator is asked under the lock)', [rec('s8', { state: 'creating', createBy: NOW - 1 })], [view('s8')], [{ type: 'update', rec: rec('s8', { createBy: NOW - 1 }) }]],
+    ['creating past its deadline on the node: an update (its creator is asked under the lock), without the mark: undone or adopted, no answer is awaited', [rec('s8', { state: 'creating', createBy: NOW - 1 })], [view('s8')], [{ type: 'update', rec: rec('s8') }]],
+    ['a keyed create, settled by its key, is never undone as unanswered', [rec('s9', { createBy: NOW - 1, keyed: true })], [view('s9')], []],
   ])('%s', (_name, records, onNode, want) => {
     expect(syncNodeSandboxes(records, onNode, NOW, 120_000)).toEqual(want);
   });

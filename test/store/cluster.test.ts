@@ -396,15 +396,28 @@ describe('cluster store', () => {
       expect(await usage()).toEqual({ sandboxes: 1, vcpus: 1, memoryMiB: 256 });
     }));
 
-  it("a made sandbox's create deadline (the mark of a create not yet answered) stays in MySQL: its writer's route goes without it, a route repaired over the one a dead writer left keeps it, one rebuilt into an empty Redis does not", () =>
+  it("a made sandbox's create deadline (the mark of a create not yet answered) stays on its route until markAnswered, and no later write brings it back; MySQL keeps it; a route repaired over the one a dead writer left keeps it, one rebuilt into an empty Redis does not", () =>
     withStore(async (store) => {
       const createBy = Date.now() + 10_000;
       const pending = await store.putSandbox(sandboxRecord('m1', { state: 'creating', createBy }));
       expect((await store.getSandbox('m1'))?.createBy).toBe(createBy);
-      // Its writer: MySQL, then the route.
+      // Its writer: MySQL, then the route, both marked until the answer is out.
       const written = await store.putSandboxIf(sandboxRecord('m1', { createBy }), pending);
-      expect((await store.getSandbox('m1'))?.createBy).toBeUndefined();
+      expect((await store.getSandbox('m1'))?.createBy).toBe(createBy);
+      await store.markAnswered('m1');
+      const answered = await store.getSandbox('m1');
+      expect({ createBy: answered?.createBy, generation: answered?.generation, state: answered?.state }).toEqual({ createBy: undefined, generation: written, state: 'running' });
       expect((await store.getSandboxForWrite('m1'))?.createBy).toBe(createBy);
+      // A heartbeat that read the marked record before the answer writes it later: the mark stays gone.
+      const later = await store.putSandboxIf(sandboxRecord('m1', { createBy, ip: '10.0.0.9' }), written);
+      expect((await store.getSandbox('m1'))).toMatchObject({ ip: '10.0.0.9', generation: later });
+      expect((await store.getSandbox('m1'))?.createBy).toBeUndefined();
+      // Labels named like the record's fields decide nothing.
+      await store.putSandbox(sandboxRecord('m3', { state: 'creating', createBy, metadata: { state: 'creating', createBy: '1' } }));
+      await store.putSandboxIf(sandboxRecord('m3', { createBy, metadata: { state: 'creating', createBy: '1' } }), 1);
+      await store.markAnswered('m3');
+      expect((await store.getSandbox('m3'))).toMatchObject({ metadata: { state: 'creating', createBy: '1' } });
+      expect((await store.getSandbox('m3'))?.createBy).toBeUndefined();
       // A writer killed between MySQL and Redis: the route still says creating; the repair keeps the mark.
       await store.putSandbox(sandboxRecord('m2', { state: 'creating', createBy }));
       await store.mysql.putSandboxIf(sandboxRecord('m2', { createBy }), 1);

@@ -7,7 +7,7 @@ import { CubeError, errorBody } from '../../errors.js';
 import type { SandboxUsage, SnapshotRecord } from '../../model/sandbox.js';
 import type { SandboxState, SnapshotView } from '../types.js';
 import type { ApiContext, ApiRouter, Caller, Handler } from '../context.js';
-import { closedBeforeAnswer, readJson, sendError, sendJson, sendNoContent, writeWaiting } from '../../http.js';
+import { closedBeforeAnswer, Delivery, readJson, sendError, sendJson, sendNoContent, writeWaiting } from '../../http.js';
 import { clientKeyOf, CREATE_KEY_HEADER } from '../../control/create-keys.js';
 import { body } from './body.js';
 import { registerKeyRoutes } from './keys.js';
@@ -87,8 +87,10 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
   on('POST', '/sandboxes', async (req, res) => {
     const signal = closedBeforeAnswer(res);
+    const answer = new Delivery(res);
     const b = await body(req, CreateBody);
-    sendJson(res, 201, sandboxWire(await cp.createSandbox({ ...b, signal, ...opt('idempotencyKey', clientKeyOf(req.headers[CREATE_KEY_HEADER], b.metadata)), ...opt('actor', actor(req)) })));
+    sendJson(res, 201, sandboxWire(await cp.createSandbox({ ...b, signal, answer, ...opt('idempotencyKey', clientKeyOf(req.headers[CREATE_KEY_HEADER], b.metadata)), ...opt('actor', actor(req)) })));
+    answer.sent();
   });
   on('GET', '/sandboxes/:id', async (_req, res, p) => sendJson(res, 200, sandboxWire(await cp.getSandbox(p.id!))));
   on('DELETE', '/sandboxes/:id', async (req, res, p) => {

@@ -7,7 +7,7 @@ import type { OutputLine } from '../../cubelet/output-log.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
 import { isoTime } from '../../model/time.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
-import { closedBeforeAnswer, readJson, sendError, sendJson, sendNoContent } from '../../http.js';
+import { closedBeforeAnswer, Delivery, readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import { clientKeyOf, CREATE_KEY_HEADER } from '../../control/create-keys.js';
 import {
   ConnectSchema,
@@ -78,11 +78,13 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
 
   on('POST', ['/sandboxes', '/v2/sandboxes'], async (req, res) => {
     const signal = closedBeforeAnswer(res);
+    const answer = new Delivery(res);
     const b = parseBody(NewSandboxSchema, await readJson(req), 'sandbox create body');
     refuseUnsupported(b);
     const key = clientKeyOf(req.headers[CREATE_KEY_HEADER], b.metadata);
     const rec = await ctx.cp.createSandbox({
       signal,
+      answer,
       ...(key !== undefined ? { idempotencyKey: key } : {}),
       ...(b.templateID ? { templateID: b.templateID } : {}),
       ...(b.timeout !== undefined ? { timeoutSec: b.timeout } : {}),
@@ -98,6 +100,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
       ...(actor(req) ? { actor: actor(req) } : {}),
     });
     sendJson(res, 201, sandboxJson(rec, domain()));
+    answer.sent();
   });
 
   on('GET', ['/v2/sandboxes'], async (req, res, _id, query) => {

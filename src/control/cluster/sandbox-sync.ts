@@ -21,8 +21,8 @@ export type SyncAction =
  * so a list taken mid-create never turns a running sandbox back into `creating`. A record still
  * `creating` before its deadline (`createBy`; records without one: `creatingGraceMs` after their
  * start) may not be on the node yet and is left alone too.
- * A made sandbox whose record still carries `createBy` past it was never answered (its replica died
- * between the record and the answer): 'unanswered', whatever the list's age.
+ * A made sandbox without a key whose record still carries `createBy` past it was never answered
+ * (its replica died between the record and the answer): 'unanswered', whatever the list's age.
  * The caller writes the actions with compare-and-set on the records' generations, so a record
  * changed after `records` was read is not overwritten either.
  */
@@ -37,13 +37,16 @@ export function syncNodeSandboxes(records: SandboxRecord[], onNode: SandboxView[
       out.push({ type: 'unknown', view });
       continue;
     }
-    if (rec.state !== 'creating' && rec.createBy !== undefined && now > rec.createBy) {
+    if (rec.state !== 'creating' && rec.createBy !== undefined && !rec.keyed && now > rec.createBy) {
       out.push({ type: 'unanswered', rec });
       continue;
     }
     if (newer(rec)) continue;
-    const { reason: _r, ...withoutReason } = rec;
-    const merged: SandboxRecord = { ...withoutReason, ...view, accessToken: rec.accessToken, envVars: rec.envVars };
+    // A `creating` record settled from the list is undone (no key) or adopted (keyed: its key's
+    // next create returns it): either way no answer is awaited, and its mark goes. Kept, it
+    // undid 5 adopted keyed sandboxes at their deadline in the cluster test's kill -9.
+    const { reason: _r, createBy: _c, ...kept } = rec;
+    const merged: SandboxRecord = { ...kept, ...(rec.state === 'creating' || rec.createBy === undefined ? {} : { createBy: rec.createBy }), ...view, accessToken: rec.accessToken, envVars: rec.envVars };
     if (!sameView(merged, rec)) out.push({ type: 'update', rec: listedAt === undefined ? merged : { ...merged, nodeAt: listedAt } });
   }
   for (const rec of byID.values()) {

@@ -5,7 +5,7 @@
 // sandbox is never recorded but missing from the routes.
 import { newestOfEachClass, type EventView } from '../../model/event.js';
 import type { NodeView } from '../../model/node.js';
-import { answeredRecord, type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../../model/sandbox.js';
+import { type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../../model/sandbox.js';
 import type { ApiKeyRecord, KeyUsage, QuotaClaim, QuotaRefusal } from '../../model/api-key.js';
 import { matchesFilter, type ApiKeyPatch, type AuditRecord, type ConfigVersionRecord, type CreateKeyRecord, type NodeRecord, type StateStore } from '../types.js';
 import { GroupCommit } from './group-commit.js';
@@ -39,11 +39,9 @@ export interface ClusterStoreOptions {
   eventRetention?: number;
 }
 
-// The route its writer writes goes without a made sandbox's `createBy` (SandboxRecord), which
-// stays in MySQL. MySQL is written first and the route after, then the create answers: a running
-// record whose route is still `creating` was written by a replica that died before answering, and
-// the route repaired from MySQL keeps the mark (redis-live.ts PUT_ROUTE_IF_NEWER), so the
-// reconcile undoes the create.
+// A made sandbox's `createBy` (SandboxRecord) stays on the route until markAnswered, which the
+// create sends once its answer is in the client's socket; MySQL keeps it. A replica that dies
+// before that leaves the mark, and the reconcile undoes the create past its deadline.
 export class ClusterStore implements StateStore {
   readonly mysql: MysqlRecords;
   readonly live: RedisLive;
@@ -125,16 +123,20 @@ export class ClusterStore implements StateStore {
     let generation = 0;
     await this.writeThrough(
       async () => void (generation = await this.mysql.putSandbox(rec)),
-      () => this.live.putRoute({ ...answeredRecord(rec), generation }),
+      () => this.live.putRoute({ ...rec, generation }),
     );
     return generation;
   }
 
   async putSandboxIf(rec: SandboxRecord, expected: number): Promise<number> {
     const generation = await this.mysql.putSandboxIf(rec, expected);
-    if (generation > 0) await this.writeThrough(async () => undefined, () => this.live.putRoute({ ...answeredRecord(rec), generation }));
+    if (generation > 0) await this.writeThrough(async () => undefined, () => this.live.putRoute({ ...rec, generation }));
     else await this.repairRoute(rec.sandboxID);
     return generation;
+  }
+
+  async markAnswered(sandboxID: string): Promise<void> {
+    await this.live.markAnswered(sandboxID);
   }
 
   async deleteSandboxIf(sandboxID: string, generation: number): Promise<boolean> {

@@ -97,23 +97,40 @@ return 0`;
 // Routes are written after MySQL, by several replicas: an older generation arriving late, or a
 // write after the delete (its tombstone), must not overwrite what is there.
 // The owner's quota usage moves with the route (redis-quota.ts: KEYS[3] the usage, ARGV[4] the claims' prefix).
-// A made sandbox's createBy (SandboxRecord) comes into a route only over an older route (the
-// repair of one its writer left behind: never answered); a route written anew from MySQL (Redis
-// restarted) goes without it, since whether it was answered is not known. The record's JSON is
-// JSON.stringify's ("createBy" never its first key); cjson would round its epoch-ms numbers.
+// A made sandbox's createBy (SandboxRecord: its create not yet answered) is written with the route
+// until MARK_ANSWERED takes it out; a later write carrying it (a heartbeat that read the route
+// before, a writer retrying over MySQL's copy) does not bring it back over a route without it, nor
+// into an absent route (rebuilt from MySQL after Redis restarted: whether it was answered is not
+// known, and undoing a sandbox a client holds is the worse error). Decoded to decide: a metadata
+// label named "state" or "createBy" is text inside the JSON too. The strip edits the text, since
+// cjson would round epoch-ms numbers on encoding; metadata values are strings, so the one unquoted
+// number after "createBy": is the record's.
+const MARK_LUA = `local function unanswered(json)
+  local r = cjson.decode(json)
+  return r.createBy ~= nil and r.state ~= 'creating'
+end
+local function answered(json) return (string.gsub(json, ',"createBy":%d+', '', 1)) end`;
 const PUT_ROUTE_IF_NEWER = `${HOLD_LUA}
+${MARK_LUA}
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local rec = ARGV[2]
 if cur then
-  local g = cjson.decode(cur).generation
-  if g and tonumber(g) >= tonumber(ARGV[3]) then return 0 end
-elseif string.find(rec, '"createBy":', 1, true) and not string.find(rec, '"state":"creating"', 1, true) then
-  rec = (string.gsub(rec, ',"createBy":%d+', '', 1))
+  local c = cjson.decode(cur)
+  if c.generation and tonumber(c.generation) >= tonumber(ARGV[3]) then return 0 end
+  if c.createBy == nil and unanswered(rec) then rec = answered(rec) end
+elseif unanswered(rec) then
+  rec = answered(rec)
 end
 redis.call('HSET', KEYS[1], ARGV[1], rec)
 hold(cur, -1, KEYS[3], ARGV[4], ARGV[1])
 hold(rec, 1, KEYS[3], ARGV[4], ARGV[1])
+return 1`;
+// The generation stays: the record is the same sandbox, only no longer waiting for its answer.
+const MARK_ANSWERED = `${MARK_LUA}
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur or not unanswered(cur) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], answered(cur))
 return 1`;
 /** How long a deleted sandbox's tombstone keeps late route writes out (longer than any in-flight write). */
 const TOMBSTONE_MS = 10 * 60_000;
@@ -169,7 +186,9 @@ export class RedisLive {
     // Auto-pipelining: the commands issued in one event-loop turn (concurrent creates, the
     // heartbeat's) go out in one socket write; one write per command was the largest single cost
     // of the control in the 1000-node bench (socket writes 21% of its CPU, mostly Redis and MySQL).
-    this.redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, enableAutoPipelining: true, maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: (n) => Math.min(100 * n, 2000) });
+    // The mark of an answered create is written in the call that makes it, right after the answer
+    // (control/sandboxes.ts answered()), not in the next tick's batch.
+    this.redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, enableAutoPipelining: true, autoPipeliningIgnoredCommands: ['cubeMarkAnswered'], maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: (n) => Math.min(100 * n, 2000) });
     this.redis.on('error', () => undefined); // reported through the failing commands
     this.redis.defineCommand('cubeAppendEvents', { numberOfKeys: 4, lua: APPEND_EVENTS });
     this.redis.defineCommand('cubeReleaseIfOwner', { numberOfKeys: 1, lua: RELEASE_IF_OWNER });
@@ -181,6 +200,7 @@ export class RedisLive {
     this.redis.defineCommand('cubeIncInFlight', { numberOfKeys: 2, lua: INC_IN_FLIGHT });
     this.redis.defineCommand('cubeDecrFloor', { numberOfKeys: 1, lua: DECR_FLOOR });
     this.redis.defineCommand('cubePutRouteIfNewer', { numberOfKeys: 3, lua: PUT_ROUTE_IF_NEWER });
+    this.redis.defineCommand('cubeMarkAnswered', { numberOfKeys: 1, lua: MARK_ANSWERED });
     RedisQuota.define(this.redis);
     this.redis.defineCommand('cubeInFlight', { numberOfKeys: 1, lua: IN_FLIGHT });
     this.redis.defineCommand('cubeTouchMetrics', { numberOfKeys: 1, lua: TOUCH_METRICS });
@@ -213,6 +233,10 @@ export class RedisLive {
   /** Writes the route unless a newer generation is there or the sandbox was deleted. */
   async putRoute(rec: SandboxRecord & { generation: number }): Promise<void> {
     await this.run((r) => r.cubePutRouteIfNewer!(this.k('shared', 'sandboxes'), this.k('shared', 'deleted', rec.sandboxID), this.quota.usageKey, rec.sandboxID, JSON.stringify(rec), rec.generation, this.quota.claimsPrefix));
+  }
+
+  async markAnswered(sandboxID: string): Promise<void> {
+    await this.run((r) => r.cubeMarkAnswered!(this.k('shared', 'sandboxes'), sandboxID));
   }
 
   async getRoute(sandboxID: string): Promise<SandboxRecord | undefined> {
