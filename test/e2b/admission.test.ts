@@ -184,7 +184,9 @@ describe('admission on a development box', () => {
       );
       const ts = tokens.map((r) => r.status);
       expect(ts).toContain(429);
-      expect(ts.every((s) => s === 429 || s === 502)).toBe(true);
+      // Refused, limited or (a token the proxy cannot route) 502; never served. A 401 comes when
+      // the limiter's second turns over mid-flood (1 of 30 in one of three runs under load 6).
+      expect(ts.filter((s) => s !== 429 && s !== 502 && s !== 401)).toEqual([]);
     } finally {
       await new Promise((r) => setTimeout(r, 1500));
       await setConfig('api.auth_failures_per_sec', 20);
