@@ -55,6 +55,8 @@ const NODE_GAUGES: NodeGauge[] = [
   // Cluster: a node still on an old version after a config change is what this finds.
   { name: 'cubed_node_config_version', help: "Cluster: the version of the cluster's config the node runs (absent until it took one, and on a single-node daemon: see cubed_config_version)", read: (n) => n.configVersion },
   { name: 'cubed_node_disk_used_percent', help: 'Disk use the disk filter compares with the watermark (sandbox store or data dir, whichever is fuller)', read: (n) => n.usage.diskUsedPercent },
+  { name: 'cubed_node_disk_quota_used_gib', help: 'Sum of the disk_gib quotas of the sandboxes holding a writable layer (paused ones in full): what the disk_quota filter counts (absent without a sandbox store)', read: (n) => (n.density.diskQuotaGiB === undefined ? undefined : (n.usage.quotaDiskUsedGiB ?? 0)) },
+  { name: 'cubed_node_disk_quota_gib', help: "The disk quota sandboxes' disk_gib count against: the sandbox store's size times host.quota.disk_oversell_ratio (absent without a store)", read: (n) => n.density.diskQuotaGiB },
   { name: 'cubed_node_disk_watermark_percent', help: 'scheduler.disk_usage_max_percent: at or above it the node takes no new sandboxes', read: (n) => n.usage.diskWatermarkPercent },
   { name: 'cubed_node_host_cpu_percent', help: "The whole host's CPU use, percent", read: (n) => n.usage.cpuUtilPercent },
   { name: 'cubed_node_sandbox_cpu_percent', help: "The node's sandboxes' CPU use (their cgroups, about 30 s), percent of its CPUs: what the cpu filter gates on", read: (n) => n.usage.sandboxCpuUtilPercent },

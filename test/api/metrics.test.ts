@@ -79,6 +79,9 @@ describe('/metrics', () => {
       expect(v('cubed_node_sandboxes', { state: 'running' })).toBe(2);
       expect(v('cubed_node_sandboxes', { state: 'paused' })).toBe(1);
       expect(v('cubed_node_disk_watermark_percent')).toBe(node.usage.diskWatermarkPercent);
+      // Disk admission's figures (issue 29 item 5): 3 live sandboxes of 1 GiB against the store's quota.
+      expect([v('cubed_node_disk_quota_used_gib'), v('cubed_node_disk_quota_gib')]).toEqual([3, node.density.diskQuotaGiB]);
+      expect(node.density.diskQuotaGiB).toBeGreaterThan(0);
       expect(v('cubed_node_mem_total_mib')).toBe(node.usage.memTotalMiB);
       expect(v('cubed_node_mem_available_mib')).toBeGreaterThan(0);
       expect(v('cubed_pool_slots', { level: 'target' })).toBe(node.pool.target);
