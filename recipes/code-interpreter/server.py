@@ -8,6 +8,9 @@
 # so output streams while the code runs.
 import json
 import os
+import queue
+import select
+import socket
 import sys
 import threading
 import uuid
@@ -41,6 +44,12 @@ class BadRequest(Exception):
 
 class NotFound(Exception):
     pass
+
+
+def no_kernel(language):
+    # 404, not 400: @e2b/code-interpreter (JS) shows the body of a 404 (NotFoundError) but only the
+    # status line of a 400, so the caller would not learn which languages there are.
+    return NotFound(f"language '{language}' is not offered by this template: it has a kernel for {', '.join(sorted(set(KERNELS)))} only")
 
 
 def result_event(data, is_main):
@@ -88,8 +97,8 @@ class Context:
             if reply["parent_header"].get("msg_id") == msg_id:
                 return
 
-    def execute(self, code, env_vars, emit):
-        """Runs code, calling emit(event) for each event; emit returning False means the client left."""
+    def execute(self, code, env_vars, emit, gone):
+        """Runs code, calling emit(event) for each event; emit returning False, or gone() True, means the client left."""
         with self.lock:
             if env_vars:
                 # Set for this execution only, then restored (what E2B's interpreter does).
@@ -100,7 +109,7 @@ class Context:
                     "__cube_os.environ.update(__cube_env)\n"
                 )
             try:
-                self._run(code, emit)
+                self._run(code, emit, gone)
             finally:
                 if env_vars:
                     self._silent(
@@ -110,12 +119,19 @@ class Context:
                         "del __cube_env, __cube_saved\n"
                     )
 
-    def _run(self, code, emit):
+    def _run(self, code, emit, gone):
         msg_id = self.kc.execute(code, store_history=True, allow_stdin=False)
         count = None
         listening = True
         while True:
-            msg = self.kc.get_iopub_msg(timeout=None)
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.5)
+            except queue.Empty:
+                # A silent cell: the client's leaving (its timeoutMs) shows only on its connection.
+                if listening and gone():
+                    listening = False
+                    self.km.interrupt_kernel()
+                continue
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
@@ -149,7 +165,7 @@ class Contexts:
     def create(self, language, cwd):
         language = (language or "python").lower()
         if language not in KERNELS:
-            raise BadRequest(f"language '{language}' is not available in this template (available: {', '.join(sorted(KERNELS))})")
+            raise no_kernel(language)
         cwd = cwd or DEFAULT_CWD
         if not os.path.isdir(cwd):
             raise BadRequest(f"cwd '{cwd}' is not a directory in the sandbox")
@@ -161,7 +177,7 @@ class Contexts:
     def default_for(self, language):
         language = (language or "python").lower()
         if language not in KERNELS:
-            raise BadRequest(f"language '{language}' is not available in this template (available: {', '.join(sorted(KERNELS))})")
+            raise no_kernel(language)
         key = KERNELS[language]
         with self.lock:
             ctx = self.default.get(key)
@@ -215,6 +231,14 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest("body must be a JSON object")
         return body
 
+    def _client_gone(self):
+        """True when the client closed its connection (EOF on it; the request body was read whole)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
     def _json(self, status, value):
         data = json.dumps(value).encode()
         self.send_response(status)
@@ -231,15 +255,15 @@ class Handler(BaseHTTPRequestHandler):
         try:
             fn()
         except BadRequest as e:
-            self._json(400, {"error": str(e)})
+            self._json(400, {"code": 400, "message": str(e)})
         except NotFound as e:
-            self._json(404, {"error": str(e)})
+            self._json(404, {"code": 404, "message": str(e)})
         except (BrokenPipeError, ConnectionResetError):
             pass
         except Exception as e:  # a bug or a dead kernel: answer, and say what it was
             sys.stderr.write(f"error: {type(e).__name__}: {e}\n")
             try:
-                self._json(500, {"error": f"{type(e).__name__}: {e}"})
+                self._json(500, {"code": 500, "message": f"{type(e).__name__}: {e}"})
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
@@ -307,7 +331,7 @@ class Handler(BaseHTTPRequestHandler):
             except (BrokenPipeError, ConnectionResetError):
                 return False
 
-        ctx.execute(code, env_vars, emit)
+        ctx.execute(code, env_vars, emit, self._client_gone)
         try:
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()

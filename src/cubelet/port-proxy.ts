@@ -3,7 +3,7 @@
 // plain HTTP and WebSocket upgrades alike. Only the sandbox's node reaches that address: a
 // control replica forwards to the node's port proxy instead (NodeApi.portUpstream), and the
 // node forwards from there with these same functions (so they live in the node's layer, below the API).
-import { STATUS_CODES, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { STATUS_CODES, request, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { PROXY_SECRET_HEADER } from './rpc-wire.js';
@@ -50,24 +50,43 @@ function badGateway(res: ServerResponse, err: CubeError): void {
 }
 
 /** Forwards the request to `up`; `port` is the sandbox port it is for (error messages). */
+/**
+ * Nothing is held back either way: the answer's headers go out as soon as the sandbox sent them
+ * (node:http keeps them until the first body byte otherwise, so a server that answered at once and
+ * streamed its first event later, a Jupyter cell that printed nothing for a while, looked silent:
+ * the SDK's request timeout ran on), and every chunk as it comes (no Nagle delay on either socket).
+ * A request without a body that fails on a kept-alive connection before any answer (the server
+ * closed it as it was reused) is sent once more on a new one, as browsers and Go's client do.
+ */
 export function proxyHttp(req: IncomingMessage, res: ServerResponse, sandboxID: string, port: number, target: PortUpstream): Promise<void> {
+  const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+  req.socket.setNoDelay(true);
+  if (!hasBody) req.resume();
   return new Promise((resolve) => {
-    const up = request({ host: target.host, port: target.port, method: req.method, path: target.path, headers: { ...forwardHeaders(req.headers), ...target.headers } }, (upRes) => {
-      const headers = forwardHeaders(upRes.headers);
-      res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, headers);
-      upRes.pipe(res);
-      upRes.on('end', resolve);
-      upRes.on('error', () => {
-        res.destroy();
+    let current: ClientRequest | undefined;
+    res.on('close', () => current?.destroy());
+    const send = (mayRetry: boolean): void => {
+      const up = request({ host: target.host, port: target.port, method: req.method, path: target.path, headers: { ...forwardHeaders(req.headers), ...target.headers } }, (upRes) => {
+        res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, forwardHeaders(upRes.headers));
+        res.flushHeaders();
+        upRes.pipe(res);
+        upRes.on('end', resolve);
+        upRes.on('error', () => {
+          res.destroy();
+          resolve();
+        });
+      });
+      current = up;
+      up.on('socket', (s) => s.setNoDelay(true));
+      up.on('error', (e) => {
+        if (mayRetry && up.reusedSocket && !res.headersSent && !res.destroyed) return send(false);
+        badGateway(res, unreachable(sandboxID, port, target, e));
         resolve();
       });
-    });
-    up.on('error', (e) => {
-      badGateway(res, unreachable(sandboxID, port, target, e));
-      resolve();
-    });
-    res.on('close', () => up.destroy());
-    req.pipe(up);
+      if (hasBody) req.pipe(up);
+      else up.end();
+    };
+    send(!hasBody);
   });
 }
 
@@ -82,6 +101,8 @@ export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
   }
   for (const [name, value] of Object.entries(target.headers)) lines.push(`${name}: ${value}`);
   let connected = false;
+  up.setNoDelay(true);
+  if ('setNoDelay' in socket && typeof socket.setNoDelay === 'function') (socket as Socket).setNoDelay(true);
   up.once('connect', () => {
     connected = true;
     up.write(lines.join('\r\n') + '\r\n\r\n');

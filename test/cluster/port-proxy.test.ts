@@ -7,7 +7,7 @@ import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROXY_SECRET_HEADER, proxyPath } from '../../src/cubelet/rpc-wire.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
-import { echo, get as getFrom, startPortServers, upgrade as upgradeTo } from '../helpers/sandbox-ports.js';
+import { echo, get as getFrom, startPortServers, startStreamServers, upgrade as upgradeTo, watchEvents, websocketConversation } from '../helpers/sandbox-ports.js';
 
 const DOMAIN = 'sbx.cluster.test';
 let c: TestCluster;
@@ -20,7 +20,7 @@ const upgrade = (headers: IncomingHttpHeaders) => upgradeTo(control(), headers);
 beforeAll(async () => {
   c = await startCluster({ computes: 1, controls: 1, master: { api: { sandbox_domain: DOMAIN } } });
   sbx = await Sandbox.create({ apiKey: c.apiKey, apiUrl: control(), sandboxUrl: control() });
-  await startPortServers(sbx, 'hello from a compute node');
+  await Promise.all([startPortServers(sbx, 'hello from a compute node'), startStreamServers(sbx)]);
 }, 240_000);
 
 afterAll(async () => {
@@ -55,5 +55,14 @@ describe('port proxying through the compute node', () => {
     expect((await getFrom(node, path, { [PROXY_SECRET_HEADER]: 'wrong', authorization: `Bearer ${c.secret}` })).status).toBe(401);
     expect(await getFrom(node, path, { [PROXY_SECRET_HEADER]: c.secret })).toEqual({ status: 200, body: 'hello from a compute node' });
     await expect(upgradeTo(node, { host: 'x' })).rejects.toThrow(/HTTP 404/);
+  });
+
+  it('streams through both proxies as it comes: headers before the first event, each event, WebSocket frames', async () => {
+    // Event 1 is sent only after the client saw the headers, event i+1 only after event i.
+    const chunked = await watchEvents(control(), sbx!, 'cluster-chunked', '/events/cluster-chunked?chunked', { 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8002' });
+    expect(chunked).toEqual(['headers 200 text/event-stream', 'event 1', 'event 2', 'event 3']);
+    const closing = await watchEvents(control(), sbx!, 'cluster-close', '/events/cluster-close', { host: sbx!.getHost(8002) });
+    expect(closing).toEqual(['headers 200 text/event-stream', 'event 1', 'event 2', 'event 3']);
+    await websocketConversation(control(), { host: sbx!.getHost(8003) });
   });
 });

@@ -4,8 +4,9 @@
 // the first run on a machine pays for mmdebstrap.
 import { execFile } from 'node:child_process';
 import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { Sandbox } from '@e2b/code-interpreter';
+import { NotFoundError, Sandbox, TimeoutError } from '@e2b/code-interpreter';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
@@ -112,6 +113,42 @@ describe('@e2b/code-interpreter against code-interpreter-v1', () => {
     await sbx.removeCodeContext(ctx);
     expect((await sbx.listCodeContexts()).map((c) => c.id)).not.toContain(ctx.id);
 
-    await expect(sbx.runCode('1', { language: 'r' })).rejects.toThrow(/400/);
+    // A 404 with the reason: the SDK shows a 404's body (NotFoundError), of a 400 only its status line.
+    const noKernel = /language 'r' is not offered by this template: it has a kernel for python, python3 only/;
+    const unknown = await sbx.runCode('1', { language: 'r' }).catch((e: unknown) => e);
+    expect(unknown).toBeInstanceOf(NotFoundError);
+    expect(String(unknown)).toMatch(noKernel);
+    await expect(sbx.createCodeContext({ language: 'R' })).rejects.toThrow(noKernel);
+    expect((await sbx.runCode('1 + 1', { language: 'python' })).text).toBe('2');
+  });
+
+  it("timeoutMs ends a silent cell (and interrupts it); a cell silent past the request timeout completes", async () => {
+    const sbx = await create();
+    // The answer's headers come at once, so timeoutMs (counted from them) ends a cell that prints
+    // nothing: the SDK's execution timeout, not its request timeout. The server sees the client go
+    // and interrupts the cell, which would otherwise sleep on and hold the context.
+    const late = await sbx
+      .runCode('import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    open("/tmp/interrupted", "w").write("yes")\n    raise', { timeoutMs: 2000 })
+      .catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(TimeoutError);
+    expect(String(late)).toMatch(/Execution timed out/);
+    const after = await sbx.runCode('open("/tmp/interrupted").read()', { timeoutMs: 60_000 });
+    expect(after.error).toBeUndefined();
+    expect(after.text).toBe("'yes'");
+
+    // requestTimeoutMs runs until the answer's headers: a cell silent three times that long
+    // (it waits for a file the test writes only then) completes.
+    const requestTimeoutMs = 2000;
+    const silent = sbx.runCode('import os, time\nwhile not os.path.exists("/tmp/go-silent"):\n    time.sleep(0.05)\nprint("done")', { requestTimeoutMs, timeoutMs: 120_000 });
+    const outcome = silent.then(
+      (e) => ({ ok: e }),
+      (err: unknown) => ({ err }),
+    );
+    await sleep(3 * requestTimeoutMs);
+    await sbx.files.write('/tmp/go-silent', 'go');
+    const r = await outcome;
+    expect('err' in r ? String(r.err) : undefined).toBeUndefined();
+    expect('ok' in r && r.ok.error).toBeFalsy();
+    expect('ok' in r && r.ok.logs.stdout).toEqual(['done\n']);
   });
 });

@@ -1,10 +1,11 @@
 // Port routing: a server started inside the sandbox answers through E2b-Sandbox-Port and
-// through Host <port>-<sandboxID>.<domain> (sandbox.getHost), plain HTTP and upgrades.
+// through Host <port>-<sandboxID>.<domain> (sandbox.getHost), plain HTTP and upgrades, and
+// streams pass as they come: headers before the first body byte, each event, each frame.
 import type { IncomingHttpHeaders } from 'node:http';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { echo, get as getFrom, startPortServers, upgrade as upgradeTo } from '../helpers/sandbox-ports.js';
+import { echo, get as getFrom, startPortServers, startStreamServers, upgrade as upgradeTo, watchEvents, websocketConversation } from '../helpers/sandbox-ports.js';
 
 const DOMAIN = 'sbx.test';
 let d: TestDaemon;
@@ -18,8 +19,9 @@ const upgrade = (headers: IncomingHttpHeaders) => upgradeTo(d.url, headers);
 beforeAll(async () => {
   d = await startDaemon({ args: ['--sandbox-domain', DOMAIN] });
   const opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
-  [sbx, closed] = await Promise.all([Sandbox.create(opts), Sandbox.create({ ...opts, network: { allowPublicTraffic: false } })]);
-  await Promise.all([startPortServers(sbx, 'hello from the sandbox'), startPortServers(closed, 'only with the token')]);
+  // Each kept as soon as it exists, so afterAll removes it even when the other create failed.
+  await Promise.all([Sandbox.create(opts).then((s) => (sbx = s)), Sandbox.create({ ...opts, network: { allowPublicTraffic: false } }).then((s) => (closed = s))]);
+  await Promise.all([startPortServers(sbx!, 'hello from the sandbox'), startPortServers(closed!, 'only with the token'), startStreamServers(sbx!)]);
 }, 180_000);
 
 afterAll(async () => {
@@ -81,5 +83,24 @@ describe('port routing', () => {
   it('passes upgrades by header and by Host', async () => {
     expect(await echo(await upgrade({ 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8001' }), 'ping')).toBe('PING');
     expect(await echo(await upgrade({ host: sbx!.getHost(8001) }), 'pong')).toBe('PONG');
+  });
+});
+
+describe('streams through the port proxy', () => {
+  it.each([
+    ['close-delimited', ''],
+    ['chunked', '?chunked'],
+  ])('sends the headers before the first event, then each event as it comes (%s)', async (name, query) => {
+    // Event 1 is sent only after the client saw the headers: headers held until the first body byte never come.
+    const byHeader = await watchEvents(d.url, sbx!, `h-${name}`, `/events/h-${name}${query}`, { 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8002' });
+    expect(byHeader).toEqual(['headers 200 text/event-stream', 'event 1', 'event 2', 'event 3']);
+    const byHost = await watchEvents(d.url, sbx!, `n-${name}`, `/events/n-${name}${query}`, { host: sbx!.getHost(8002) });
+    expect(byHost).toEqual(['headers 200 text/event-stream', 'event 1', 'event 2', 'event 3']);
+  });
+
+  it('passes a WebSocket: the handshake, a frame the server sends first, echoes, ping and close', async () => {
+    for (const headers of [{ 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8003' }, { host: sbx!.getHost(8003) }]) {
+      await websocketConversation(d.url, headers);
+    }
   });
 });

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ALL_TRAFFIC, AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, getSignature, type SandboxOpts } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startAndRead } from '../helpers/envd-raw.js';
 import { startWanHost } from '../helpers/wan.js';
 
 let d: TestDaemon;
@@ -83,6 +84,13 @@ describe('e2b SDK against cubed', () => {
     const deadline = Date.now() + 15_000;
     while ((await sbx.commands.list()).some((p) => p.args.join(' ').includes('sleep 30')) && Date.now() < deadline) await sleep(200);
     expect((await sbx.commands.list()).map((p) => p.args.join(' '))).not.toContain('-l -c sleep 30 && echo late');
+
+    // Without a deadline of the client's own (the Python SDK's commands.run(timeout=...)), the
+    // server ends the stream with deadline_exceeded, which the SDKs raise as their timeout error.
+    const wire = await startAndRead(d.url, { sandboxID: sbx.sandboxId, envdAccessToken: sbx.envdAccessToken! }, 'echo started; sleep 30', 1000);
+    expect(wire.error?.code).toBe('deadline_exceeded');
+    expect(wire.messages.map((m) => Object.keys((m as { event: object }).event)[0])).toEqual(expect.arrayContaining(['start', 'data']));
+    expect(wire.messages.some((m) => 'end' in (m as { event: object }).event)).toBe(false);
 
     const h = await sbx.commands.run('sleep 3; echo done', { background: true });
     await h.disconnect();

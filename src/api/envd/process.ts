@@ -28,12 +28,20 @@ async function pidOf(call: SandboxCall, sel: ReturnType<typeof selector>): Promi
   return found.pid;
 }
 
-async function* responses(events: AsyncIterable<ProcessEventOf>): AsyncGenerator<{ event: ReturnType<typeof processEvent> }> {
-  for await (const ev of events) yield { event: processEvent(ev) };
+/**
+ * `timeoutMs`: the Start call's own deadline. Its process killed for it (the node's timer can fire
+ * a moment before Connect's) ends the stream with `deadline_exceeded`, as envd ends it, not with
+ * an end event: the SDKs raise their TimeoutError for that code only.
+ */
+async function* responses(events: AsyncIterable<ProcessEventOf>, timeoutMs?: number): AsyncGenerator<{ event: ReturnType<typeof processEvent> }> {
+  for await (const ev of events) {
+    if (ev.type === 'end' && ev.timedOut && timeoutMs !== undefined) throw new ConnectError(`the command ran past its timeout of ${timeoutMs} ms and was killed`, Code.DeadlineExceeded);
+    yield { event: processEvent(ev) };
+  }
 }
 
 /** A process's events as Start/Connect responses, with keepalives while it is quiet. */
-const stream = (ctx: HandlerContext, ps: ProcessStream) => withKeepalives(responses(ps.events), { event: KEEPALIVE_EVENT }, ctx);
+const stream = (ctx: HandlerContext, ps: ProcessStream, timeoutMs?: number) => withKeepalives(responses(ps.events, timeoutMs), { event: KEEPALIVE_EVENT }, ctx);
 
 export const processService: ServiceImpl<typeof Process> = {
   async list(_req, ctx) {
@@ -90,7 +98,7 @@ export const processService: ServiceImpl<typeof Process> = {
       ...(r.tag ? { tag: r.tag } : {}),
       ...(timeoutMs !== undefined ? { timeoutMs } : {}),
     });
-    yield* stream(ctx, ps);
+    yield* stream(ctx, ps, timeoutMs);
   },
   async *connect(req, ctx) {
     const call = sandboxOf(ctx);

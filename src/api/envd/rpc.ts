@@ -52,11 +52,19 @@ export function callOf<C>(ctx: HandlerContext, key: ContextKey<C | undefined>): 
   return call;
 }
 
+/** The call's Connect-Timeout-Ms passed: what its signal says when it aborted for that. */
+function deadlineOf(ctx: HandlerContext): ConnectError | undefined {
+  const reason: unknown = ctx.signal.reason;
+  return reason instanceof ConnectError && reason.code === Code.DeadlineExceeded ? reason : undefined;
+}
+
 /**
  * `events` until they end or the call ends (client gone, deadline), with `keepalive` sent
  * whenever nothing else was for Keepalive-Ping-Interval, as envd does. Stopping early only
  * detaches (return() on the iterator): the producer decides what that means, and NodeApi
- * streams keep their process running.
+ * streams keep their process running. A call whose deadline (Connect-Timeout-Ms) passed ends
+ * with `deadline_exceeded`, as envd's does: the SDKs raise their timeout error on it (a stream
+ * that merely stopped was "Command ended without an end event" to the Python SDK).
  */
 export async function* withKeepalives<T, K>(events: AsyncIterable<T>, keepalive: K, ctx: HandlerContext): AsyncGenerator<T | K> {
   const everyMs = keepaliveIntervalMs(ctx.requestHeader.get('keepalive-ping-interval'));
@@ -71,7 +79,11 @@ export async function* withKeepalives<T, K>(events: AsyncIterable<T>, keepalive:
       let timer: NodeJS.Timeout | undefined;
       const idle = new Promise<'idle'>((resolve) => (timer = setTimeout(() => resolve('idle'), everyMs)));
       const r = await Promise.race([next, idle, aborted]).finally(() => clearTimeout(timer));
-      if (r === 'aborted') return;
+      if (r === 'aborted') {
+        const deadline = deadlineOf(ctx);
+        if (deadline) throw deadline;
+        return;
+      }
       if (r === 'idle') {
         yield keepalive;
         continue;
