@@ -6,7 +6,8 @@
 // with a registry FROM), and sandboxes run commands from them. A digest pulled once is not
 // copied again (the registry's access log says so). Failures: unknown tag, wrong and missing
 // credentials, a registry down, a registry not listed as insecure: each its code, never a 500.
-// The registry passwords appear in no record, build status or log of the daemon.
+// The registry passwords appear in no record, build status or log of the daemon, and no pull leaves
+// its scratch dir behind.
 import { readdir, readFile, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -107,6 +108,10 @@ describe('cubectl template import docker://', () => {
     expect(bad.stderr).not.toContain(BAD_PASSWORD);
     const ok = await cubectl(['template', 'import', image, '--name', 'private:v1'], { ...env, CUBE_REGISTRY_USERNAME: 'ci', CUBE_REGISTRY_PASSWORD: PASSWORD });
     expect(ok.code, ok.stderr).toBe(0);
+    // --password-stdin, as `docker login` takes it: no password in the process list.
+    const stdin = await execa(process.execPath, [join(import.meta.dirname, '../../bin/cubectl'), 'template', 'import', image, '--name', 'private:stdin', '--username', 'ci', '--password-stdin'], { input: `${PASSWORD}\n`, env, reject: false });
+    expect(stdin.exitCode, stdin.stderr).toBe(0);
+    expect(stdin.stdout).toMatch(/^imported private:stdin .*nothing pulled: in the layer store already/);
     const sbx = await sdk.create('private:v1');
     expect((await sbx.commands.run('/opt/app/hello')).stdout).toBe('hello-from-locked\n');
     await sbx.kill();
@@ -189,5 +194,7 @@ describe('e2b SDK: Template().fromImage and fromDockerfile from a registry', () 
     };
     await walk(join(d!.dataDir, '..')); // data and config dirs, daemon.log
     expect(hits).toEqual([]);
+    // Every pull's scratch dir (its auth file and archive) is gone, failed pulls' too.
+    expect((await readdir(join(d!.dataDir, 'layers', 'tmp')).catch(() => [] as string[])).filter((n) => n.startsWith('pull-'))).toEqual([]);
   });
 });

@@ -37,6 +37,8 @@ export interface ImageRef {
 }
 
 const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
+/** A copy still running after this long is killed (it holds the store's writer lock): 130428. */
+const PULL_TIMEOUT_MIN = 60;
 const COMPONENT_RE = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/;
 const TAG_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 const HOST_RE = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]{1,5})?$/;
@@ -206,7 +208,7 @@ export async function pullLocked(store: TemplateStore, ref: ImageRef, digest: st
     const file = join(auth.dir, 'image.tar');
     const byDigest = `${ref.registry}/${ref.repository}@${digest}`;
     progress(`Pulling ${ref.canonical} (${digest}) with skopeo`);
-    await skopeo(['--tmpdir', auth.dir, 'copy', '--retry-times', '2', ...auth.args, `docker://${byDigest}`, `oci-archive:${file}`], ref, (l) => progress(l));
+    await skopeo(['--tmpdir', auth.dir, '--command-timeout', `${PULL_TIMEOUT_MIN}m`, 'copy', '--retry-times', '2', ...auth.args, `docker://${byDigest}`, `oci-archive:${file}`], ref, (l) => progress(l));
     progress(`Pulled ${ref.canonical}; unpacking its layers`);
     const r = await importLayersLocked(store, file, (p) => {
       if (p.phase === 'layer') progress(`layer ${p.layer}/${p.of} ${p.digest?.slice(0, 19)}${p.cached ? ' (in the store already)' : ''}`);
