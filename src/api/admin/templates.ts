@@ -73,7 +73,7 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     if (b.username !== undefined && (typeof b.username !== 'string' || typeof b.password !== 'string' || !b.username || !b.password || b.username.includes(':'))) throw new CubeError('BAD_REQUEST', 'username and password must be non-empty strings (no colon in the username)');
     const creds = typeof b.username === 'string' && typeof b.password === 'string' ? { username: b.username, password: b.password } : undefined;
     if (!ctx.templates) throw new CubeError('BAD_REQUEST', 'a control replica pulls no images itself: pull on a node (role all), or build with the E2B SDK fromImage, which runs on a compute node');
-    const access = { ...(creds ? { creds } : {}), insecure: ctx.builds?.insecureRegistries() ?? [] };
+    const access = { ...(creds ? { creds } : {}), insecure: ctx.registryInsecure?.() ?? [] };
     const t0 = performance.now();
     await ctx.cp.audit.run(req.caller?.keyID, 'template.pull', ref, async () => {
       const image = await resolveImage(store().dataDir, b.image as string, access);

@@ -30,7 +30,7 @@ import { Tail } from '../../cubelet/start-cmd.js';
 import { FilesHash, S_IFLNK, S_IFREG } from './files-hash.js';
 import { afterLayer, applyStep, checkFilesHash, copyTarget, describeStep, makesLayer, parseBuild, stepKey, type BuildPlan, type Step } from './steps.js';
 import { readTextOrAbsent } from '../../fsx.js';
-import { HOST_TEMPLATE } from '../../model/template.js';
+import { HOST_TEMPLATE, splitTemplateRef } from '../../model/template.js';
 
 export type BuildStatus = 'waiting' | 'building' | 'ready' | 'error';
 
@@ -425,7 +425,7 @@ export class TemplateBuilder {
   }
 
   /** The registries this node reaches without TLS checks (cubelet.toml [registry] insecure). */
-  insecureRegistries(): readonly string[] {
+  private insecureRegistries(): readonly string[] {
     return this.o.config().cubelet.registry.insecure;
   }
 
@@ -439,7 +439,8 @@ export class TemplateBuilder {
       await this.base(from);
       return from;
     }
-    if (!from.creds) {
+    // A name no template can have (HOST:PORT/..., a path) is looked up nowhere but its registry.
+    if (!from.creds && !('problem' in splitTemplateRef(from.image))) {
       try {
         await this.base({ image: from.image });
         return from;
