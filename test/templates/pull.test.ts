@@ -50,6 +50,7 @@ describe('skopeoError', () => {
     expect(down.message).toMatch(/try again later/);
     expect(skopeoError(fatal('pinging container registry r:1: Get "https://r:1/v2/": http: server gave HTTP response to HTTPS client'), 'r:1/a', 'r:1').message).toMatch(/\[registry\] insecure/);
     expect(skopeoError('', 'r:1/a', 'r:1')).toMatchObject({ kind: 'REGISTRY_UNREACHABLE' });
+    expect(skopeoError(fatal('writing blob: write /var/lib/cubed/layers/tmp/pull-1/x: no space left on device'), 'a', 'r')).toMatchObject({ kind: 'STORE_FULL', http: 503 });
     // A port that looks like a status is no status.
     expect(skopeoError(fatal('pinging container registry localhost:40339: Get "https://localhost:40339/v2/": dial tcp: connect: connection refused'), 'a', 'localhost:40339')).toMatchObject({ kind: 'REGISTRY_UNREACHABLE' });
     expect(skopeoError(fatal('reading manifest v1: received unexpected HTTP status: 403 Forbidden'), 'a', 'r')).toMatchObject({ kind: 'REGISTRY_AUTH' });

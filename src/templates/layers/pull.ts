@@ -96,6 +96,7 @@ export function skopeoError(stderr: string, image: string, registry: string): Cu
   const s = said.toLowerCase();
   // An HTTP status in the message, not a port or part of an address (`localhost:40339`).
   const status = (codes: string) => new RegExp(`(?<![:.\\d])(${codes})(?!\\d)`).test(s);
+  if (/no space left on device|disk quota exceeded/.test(s)) return new CubeError('STORE_FULL', `no room under the layer store for ${image}: ${said}`, { retryAfter: 60 });
   if (/server gave http response to https client|x509|certificate|tls:/.test(s)) {
     return new CubeError('REGISTRY_UNREACHABLE', `registry ${registry}: TLS failed (${said}); a registry without valid TLS must be listed in cubelet.toml [registry] insecure`);
   }
