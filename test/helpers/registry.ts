@@ -20,7 +20,7 @@ import { exited, freePort } from './daemon.js';
 const BIN = '/usr/bin/docker-registry';
 
 export interface TestRegistry {
-  /** 127.0.0.1:PORT */
+  /** ADDRESS:PORT (127.0.0.1 unless given) */
   host: string;
   port: number;
   dir: string;
@@ -54,7 +54,8 @@ process.once('exit', () => {
   for (const c of live) c.kill('SIGKILL');
 });
 
-export async function startRegistry(o: { auth?: { username: string; password: string } } = {}): Promise<TestRegistry> {
+/** `address`: where it listens (default 127.0.0.1; a cluster test gives the root side of a test host). */
+export async function startRegistry(o: { auth?: { username: string; password: string }; address?: string } = {}): Promise<TestRegistry> {
   await ensureRegistryInstalled();
   const dir = await mkdtemp(join(tmpdir(), 'cubed-test-registry-'));
   let child: ChildProcess | undefined;
@@ -78,14 +79,14 @@ export async function startRegistry(o: { auth?: { username: string; password: st
       await writeFile(join(dir, 'htpasswd'), `${o.auth.username}:${hash}\n`);
       auth = `auth:\n  htpasswd:\n    realm: cube-test\n    path: ${join(dir, 'htpasswd')}\n`;
     }
-    const config = `version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, 'data')}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:${port}\n  secret: cube-test-${port}\n${auth}`;
+    const config = `version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, 'data')}\n  delete:\n    enabled: true\nhttp:\n  addr: ${o.address ?? '127.0.0.1'}:${port}\n  secret: cube-test-${port}\n${auth}`;
     await writeFile(join(dir, 'config.yml'), config);
     const logPath = join(dir, 'registry.log');
     const fd = openSync(logPath, 'a');
     child = spawn(BIN, ['serve', join(dir, 'config.yml')], { stdio: ['ignore', fd, fd] });
     closeSync(fd);
     live.add(child);
-    const host = `127.0.0.1:${port}`;
+    const host = `${o.address ?? '127.0.0.1'}:${port}`;
     for (let i = 0; ; i++) {
       if (child.exitCode !== null) throw new Error(`docker-registry exited: ${readFileSync(logPath, 'utf8').slice(-1000)}`);
       const ok = await fetch(`http://${host}/v2/`).then((r) => r.status === 200 || r.status === 401, () => false);
