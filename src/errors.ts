@@ -44,6 +44,9 @@ export const ErrorTable = {
   BUILD_STEP_FAILED: { code: 130423, http: 422, name: 'template build step failed' },
   LAYER_CORRUPT: { code: 130424, http: 502, name: 'fetched layer failed verification' },
   LAYER_UNAVAILABLE: { code: 130425, http: 503, name: 'no live node holds the layer' },
+  IMAGE_NOT_FOUND: { code: 130426, http: 404, name: 'image or tag not found in the registry' },
+  REGISTRY_AUTH: { code: 130427, http: 403, name: 'registry refused the credentials' },
+  REGISTRY_UNREACHABLE: { code: 130428, http: 503, name: 'registry unreachable' },
   STORE_FULL: { code: 130598, http: 503, name: 'store full' },
   IDS_EXHAUSTED: { code: 130599, http: 503, name: 'no free sandbox host id range' },
 } as const;

@@ -17,6 +17,8 @@ export interface ApiContext {
   config(): MasterConfig;
   /** The node's template store where this daemon holds one (role all on the ns runtime): import and rm. */
   templates?: TemplateStore;
+  /** The registries this node pulls from without TLS checks (cubelet.toml [registry] insecure), where it keeps a template store. */
+  registryInsecure?: () => readonly string[];
   /** Template builds (the E2B build API), beside the template store on the ns runtime. */
   builds?: TemplateBuilder;
   /** Cluster control replicas: imports go on to a node, whose layers the others fetch (templates/relay.ts). */

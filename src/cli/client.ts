@@ -314,6 +314,23 @@ export class CubeClient {
     return terminalSafeDeep(await res.json()) as TemplateRecord;
   }
 
+  /**
+   * Pulls a registry image into the daemon's layer store as template `name` (the daemon runs
+   * skopeo; credentials go in the body, over this connection only). `onProgress` gets the
+   * daemon's progress lines; the record ends it, or the daemon's error as a CubeClientError.
+   */
+  async pullTemplate(name: string, image: string, opts: ImportTemplateOptions & { username?: string; password?: string } = {}, onProgress?: (line: string) => void): Promise<TemplateRecord & { pulled?: boolean }> {
+    const res = await this.send('POST', '/admin/v1/templates/pull', { name, image, ...opts }, undefined, undefined, { waitMs: 0 });
+    for await (const line of lines(res)) {
+      if (!line) continue;
+      const m = JSON.parse(line) as { progress?: string; record?: TemplateRecord & { pulled?: boolean }; error?: { code?: number; status?: number; message?: string; details?: Record<string, unknown> } };
+      if (m.progress !== undefined) onProgress?.(terminalSafe(m.progress));
+      if (m.record) return terminalSafeDeep(m.record) as TemplateRecord & { pulled?: boolean };
+      if (m.error) throw new CubeClientError(terminalSafe(m.error.message ?? 'pull failed'), m.error.code ?? 0, m.error.status ?? 500, m.error.details);
+    }
+    throw new CubeClientError('the daemon ended the pull without a result (it may have stopped): run the import again', 0, 502);
+  }
+
   /** The watch stream: a snapshot first, then deltas, until the signal aborts or the daemon stops. */
   async *watch(signal?: AbortSignal): AsyncGenerator<WatchMessage> {
     const res = await this.send('GET', '/admin/v1/watch', undefined, undefined, signal);

@@ -376,7 +376,7 @@ async function runAll(flags: Flags): Promise<void> {
   heartbeat.start();
   const swept = await cp.snapshots.sweep(node);
   if (swept.data.length || swept.records.length) log.info({ unrecorded: swept.data, dataGone: swept.records }, 'snapshots swept at start');
-  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates } : {}), ...(templates && builds ? { builds } : {}) }, nodeID, version: version() });
+  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates, registryInsecure: () => config.config.cubelet.registry.insecure } : {}), ...(templates && builds ? { builds } : {}) }, nodeID, version: version() });
   const addr = await api.listen(listen.host, listen.port);
   config.setOverrides(overridesOf(flags, config.config, { listen: addr, nodeID, dataDir }));
   log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');

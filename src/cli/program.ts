@@ -1,7 +1,7 @@
 // cubectl's command tree and error reporting. Exit codes: 0 ok, 1 the operation failed, 2 usage or invalid
 // input, 3 the daemon cannot be reached. Errors are one line on stderr, `cubectl: <reason>`.
 import { Command, CommanderError } from 'commander';
-import { CubeError } from '../errors.js';
+import { CubeError, ErrorTable } from '../errors.js';
 import { DensityInputError } from '../model/density.js';
 import { CubeClientError, DaemonUnreachableError, DEFAULT_TIMEOUT_MS } from './client.js';
 import { commands } from './commands/index.js';
@@ -71,7 +71,7 @@ function report(e: unknown): number {
     return fail(`${e.message}; start it with \`cubed\` (as root), or point --api / CUBE_API_URL at a running one`, EXIT.UNREACHABLE);
   if (e instanceof CubeClientError) {
     if (e.status === 401) return fail(`${e.message} (set CUBE_API_KEY, or run as a user who can read <data-dir>/api-key)`, EXIT.FAILED);
-    if (e.status === 403) return fail(`${e.message} (cubectl needs an admin key: CUBE_API_KEY, or <data-dir>/api-key)`, EXIT.FAILED);
+    if (e.status === 403 && e.code !== ErrorTable.REGISTRY_AUTH.code) return fail(`${e.message} (cubectl needs an admin key: CUBE_API_KEY, or <data-dir>/api-key)`, EXIT.FAILED);
     // The daemon refused the input itself (400): the user's to fix, like a usage error.
     return fail(e.message, e.status === 400 ? EXIT.USAGE : EXIT.FAILED);
   }

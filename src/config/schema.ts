@@ -205,6 +205,18 @@ export const CubeletConfigSchema = z
       })
       .strict()
       .prefault({}),
+    registry: z
+      .object({
+        insecure: z
+          .array(z.string().regex(/^[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^\[[0-9a-fA-F:]+\](:[0-9]{1,5})?$/, { error: 'must be a registry host or host:port' }))
+          .default([])
+          .describe(
+            'registries this node pulls images from (template import docker://..., E2B fromImage) over plain HTTP or without verifying their TLS certificate: host:port as the image reference names it (a bare host covers every port of it). Every other registry is reached over verified HTTPS',
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe('pulling images from registries (skopeo)'),
     quota: z
       .object({
         cpus: z.number().positive().optional().describe('declared node CPUs (in place of what the host reports)'),

@@ -78,7 +78,7 @@ export interface TemplateRecord {
   layers: string[];
   config: TemplateConfig;
   created: string;
-  /** docker-archive, oci, directory or build. */
+  /** docker-archive, oci, registry, directory or build. */
   source: string;
   /** The template this one was built from (rm of that one is refused while this one exists). */
   parent?: string;
@@ -90,6 +90,8 @@ export interface TemplateRecord {
   bindHostUsr?: boolean;
   /** The image's own entrypoint and command, kept for inspect (never run implicitly). */
   image?: { entrypoint?: string[]; cmd?: string[] };
+  /** Pulled from a registry (source 'registry', or a build from a registry image): the reference as asked (never credentials) and the manifest digest pulled. */
+  registry?: { image: string; digest: string };
 }
 
 /** NAME[:TAG] -> parts, checked: 400 naming what is wrong (pure). */

@@ -31,6 +31,8 @@ export interface ClusterOptions {
   controls: number;
   /** Deep-merged into every cubemaster.yaml. */
   master?: Tree;
+  /** Deep-merged into every compute node's cubelet.toml; a function gets the address the control replicas listen on (the root side of test host 1, which every test host reaches). */
+  cubelet?: Tree | ((rootHost: string) => Tree);
   /** Data dir of compute i (e.g. a loop mount) instead of one under the cluster's dir. */
   dataDirs?: Record<number, string>;
   /** One more compute process, in the root namespace, standing for `nodes` SIMULATED nodes (--runtime sim). */
@@ -244,7 +246,7 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
       mkdirSync(cfgDir);
       mkdirSync(dataDir, { recursive: true });
       writeFileSync(join(cfgDir, 'cubemaster.yaml'), toYaml(master));
-      writeFileSync(join(cfgDir, 'cubelet.toml'), toToml({ quota: { cpus: 16, memory_mib: 65_536 }, identity: { host_id_base: testHostIdBase(), host_id_ranges: TEST_HOST_ID_RANGES }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, cidr: testCidr() } } }));
+      writeFileSync(join(cfgDir, 'cubelet.toml'), toToml(merge({ quota: { cpus: 16, memory_mib: 65_536 }, identity: { host_id_base: testHostIdBase(), host_id_ranges: TEST_HOST_ID_RANGES }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, cidr: testCidr() } } }, typeof o.cubelet === 'function' ? o.cubelet(rootHost) : o.cubelet)));
       const url = `http://${hostIP(i)}:${NODE_PORT}`;
       const argv = [process.execPath, BIN, '--role', 'compute', '--control', controlURLs.join(','), '--node-id', nodeID, '--listen', `${hostIP(i)}:${NODE_PORT}`, '--data-dir', dataDir, '--config-dir', cfgDir, '--destroy-on-exit'];
       const p = proc(`compute-${i}`, url, () => ['ip', 'netns', 'exec', hostNs(i), 'sh', '-c', `${remounts} && exec ${argv.join(' ')}`]);

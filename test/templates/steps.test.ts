@@ -39,7 +39,7 @@ describe('parseBuild', () => {
   it.each([
     [{}, /exactly one of fromTemplate and fromImage/],
     [{ fromImage: 'a', fromTemplate: 'b' }, /exactly one/],
-    [{ fromImage: 'a', fromImageRegistry: { type: 'registry', username: 'u', password: 'p' } }, /import the image first/],
+    [{ fromImage: 'a', fromImageRegistry: { type: 'gcp', serviceAccountJson: '{}' } }, /type 'gcp' is not supported here/],
     [{ fromImage: 'a', steps: [{ type: 'RUN', args: [] }] }, /step 1 \(RUN\): a command is required/],
     [{ fromImage: 'a', steps: [{ type: 'RUN', args: ['x', 'nobody'] }] }, /user must be 'root' or 'user'/],
     [{ fromImage: 'a', steps: [{ type: 'ENV', args: ['A'] }] }, /KEY, VALUE pairs/],

@@ -2,8 +2,15 @@
 // spooled under the data dir, then unpacked into the layer store) and rm (refused while a
 // sandbox or a template built from it uses it). On a control replica, import goes on to a node
 // and rm is checked across the cluster, then carried out on every live node holding the template.
-import { CubeError } from '../../errors.js';
+// pull: an image from a registry (layers/pull.ts), resolved to its digest before the answer
+// starts (so an unknown image, refused credentials or a registry down are plain 404 / 403 / 503
+// answers), then NDJSON: {progress} lines while skopeo copies and the layers unpack, and one
+// {record} or {error} line at the end. The credentials in the body go to skopeo in an auth file,
+// never to a log, the audit trail or the record.
+import { CubeError, errorBody, toCubeError } from '../../errors.js';
 import { importUpload } from '../../templates/layers/import.js';
+import { pullTemplate, resolveImage } from '../../templates/layers/pull.js';
+import { readJson } from '../../http.js';
 import { parseTemplateRef, type TemplateRecord, type TemplateStore } from '../../templates/store.js';
 import { templateRuntime, type TemplateConfig } from '../../runtime/types.js';
 import type { ApiContext, Handler } from '../context.js';
@@ -56,6 +63,52 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     ctx.log.info({ template: rec.ref, digest: rec.digest, layers: rec.layers.length, ms: Math.round(performance.now() - t0) }, 'template imported');
     sendJson(res, 201, rec);
   });
+  on('POST', '/templates/pull', async (req, res) => {
+    const b = await readJson(req, 64 << 10);
+    if (typeof b.image !== 'string' || !b.image) throw new CubeError('BAD_REQUEST', 'image is required (HOST[:PORT]/NAME:TAG or docker://...)');
+    if (typeof b.name !== 'string' || !b.name) throw new CubeError('BAD_REQUEST', 'name is required (NAME[:TAG])');
+    const ref = parseTemplateRef(b.name).ref;
+    const config = configOverrides(stringsOf(b, ['startCmd', 'readyCmd', 'readyTimeoutSec', 'workdir', 'user', 'runtime']));
+    if ((b.username === undefined) !== (b.password === undefined)) throw new CubeError('BAD_REQUEST', 'username and password go together');
+    if (b.username !== undefined && (typeof b.username !== 'string' || typeof b.password !== 'string' || !b.username || !b.password || b.username.includes(':'))) throw new CubeError('BAD_REQUEST', 'username and password must be non-empty strings (no colon in the username)');
+    const creds = typeof b.username === 'string' && typeof b.password === 'string' ? { username: b.username, password: b.password } : undefined;
+    if (!ctx.templates) throw new CubeError('BAD_REQUEST', 'a control replica pulls no images itself: pull on a node (role all), or build with the E2B SDK fromImage, which runs on a compute node');
+    const access = { ...(creds ? { creds } : {}), insecure: ctx.registryInsecure?.() ?? [] };
+    const t0 = performance.now();
+    await ctx.cp.audit.run(req.caller?.keyID, 'template.pull', ref, async () => {
+      const image = await resolveImage(store().dataDir, b.image as string, access);
+      res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
+      const line = (o: unknown) => res.write(`${JSON.stringify(o)}\n`);
+      line({ progress: `${image.ref.canonical} is ${image.digest}` });
+      try {
+        const rec = await pullTemplate(store(), image, { ...access, ref, config, progress: (p) => line({ progress: p }) });
+        ctx.log.info({ template: rec.ref, image: image.ref.canonical, digest: image.digest, pulled: rec.pulled, layers: rec.layers.length, ms: Math.round(performance.now() - t0) }, 'template pulled');
+        line({ record: rec });
+        return rec;
+      } catch (e) {
+        const err = toCubeError(e);
+        ctx.log.warn({ template: ref, image: image.ref.canonical, code: err.code, err: err.message }, 'template pull failed');
+        line({ error: { ...errorBody(err, 'admin'), ...(err.retryAfter !== undefined ? { retryAfter: err.retryAfter } : {}) } });
+        throw err;
+      } finally {
+        res.end();
+      }
+    }).catch((e: unknown) => {
+      if (!res.headersSent) throw e; // answered as an error by the router
+    });
+  });
+}
+
+/** Strings of a JSON body as the query-string options configOverrides reads. */
+function stringsOf(b: Record<string, unknown>, keys: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of keys) {
+    const v = b[k];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'string' && typeof v !== 'number') throw new CubeError('BAD_REQUEST', `${k} must be a string`);
+    out[k] = String(v);
+  }
+  return out;
 }
 
 /** Config given with the import (query string): start and ready commands, workdir, user, default runtime. */

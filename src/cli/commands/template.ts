@@ -91,9 +91,11 @@ export function register(program: Command): void {
     .command('import <path>')
     .summary('import an image: docker save tarball, oci-archive or OCI layout directory')
     .description(
-      'Imports an image as a template: a `docker save` tarball (docker-archive), an OCI archive, an OCI image layout directory, or an image reference skopeo understands (docker://REF from a registry, oci:DIR, docker-archive:FILE, ...), copied by skopeo to a temporary OCI archive first. The archive streams to cubed, which unpacks each layer once into its layer store (whiteouts honoured, nothing written outside the layer) and keeps Env, WorkingDir and User. Start and ready commands are given here.',
+      'Imports an image as a template: a `docker save` tarball (docker-archive), an OCI archive, an OCI image layout directory, or an image reference skopeo understands (oci:DIR, docker-archive:FILE, ...), copied by skopeo here to a temporary OCI archive first. The archive streams to cubed, which unpacks each layer once into its layer store (whiteouts honoured, nothing written outside the layer) and keeps Env, WorkingDir and User. docker://HOST[:PORT]/NAME:TAG is pulled by cubed itself (skopeo on the node, by digest: the tag is resolved first and the digest recorded; a digest already in the layer store is not pulled again), with --username and --password-stdin or $CUBE_REGISTRY_USERNAME/$CUBE_REGISTRY_PASSWORD for registries that want them; plain-HTTP registries must be listed in cubelet.toml [registry] insecure. Start and ready commands are given here.',
     )
-    .requiredOption('--name <name[:tag]>', 'template name (tag default latest)')
+    .option('--name <name[:tag]>', "template name (tag default latest); for docker://REF the default is the image's last name component and tag")
+    .option('--username <user>', 'registry user for docker://REF (else $CUBE_REGISTRY_USERNAME)')
+    .option('--password-stdin', 'read the registry password from stdin (else $CUBE_REGISTRY_PASSWORD); never a flag, so it is not in the process list')
     .option('--start-cmd <cmd>', 'run in the background (sh -c) when a sandbox starts')
     .option('--ready-cmd <cmd>', 'the sandbox is running once this exits 0 (polled; default: as soon as the start command runs)')
     .option('--ready-timeout <sec>', 'give up on the ready command after this long (default 60)', numberArg({ int: true, min: 1, max: 3600 }))
@@ -104,12 +106,15 @@ export function register(program: Command): void {
       'after',
       examples(
         'cubectl template import app.tar --name app:v1 --start-cmd "python -m http.server 8000" --ready-cmd "nc -z 127.0.0.1 8000"',
-        'cubectl template import docker://python:3.12-slim --name python   # pulled with skopeo where a registry is reachable',
+        'cubectl template import docker://registry.example:5000/team/app:v3   # pulled by the daemon (skopeo), by digest, as app:v3',
+        'printf %s "$TOKEN" | cubectl template import docker://registry.example/app:v3 --username ci --password-stdin',
         'cubectl template import agent.tar --name agent --runtime microvm   # its sandboxes get their own kernel unless a create says otherwise',
       ),
     )
-    .action(async (source: string, o: { name: string; startCmd?: string; readyCmd?: string; readyTimeout?: number; workdir?: string; user?: string; runtime?: TemplateRuntime }, cmd: Command) => {
+    .action(async (source: string, o: ImportCliOptions, cmd: Command) => {
       if (o.user !== undefined && o.user !== 'root' && o.user !== 'user') throw new UsageError(`--user must be root or user (got ${o.user})`);
+      if (source.startsWith('docker://') && !(await statOrAbsent(source))) return pullFromRegistry(cmd, source, o);
+      if (!o.name) throw new UsageError('--name NAME[:TAG] is required to import an archive');
       let path = source;
       let st = await statOrAbsent(path);
       let pulled: { file: string; cleanup: () => Promise<void> } | undefined;
@@ -119,23 +124,73 @@ export function register(program: Command): void {
         st = await stat(path);
       }
       if (!st) throw new UsageError(`${path}: no such file or directory (or give an image as docker://REF, oci:DIR, ... to pull it through skopeo)`);
-      const opts: ImportTemplateOptions = {
-        ...(o.startCmd ? { startCmd: o.startCmd } : {}),
-        ...(o.readyCmd ? { readyCmd: o.readyCmd } : {}),
-        ...(o.readyTimeout ? { readyTimeoutSec: o.readyTimeout } : {}),
-        ...(o.workdir !== undefined ? { workdir: o.workdir } : {}),
-        ...(o.user ? { user: o.user as 'root' | 'user' } : {}),
-        ...(o.runtime ? { runtime: o.runtime } : {}),
-      };
+      const opts = importOptions(o);
       const total = st.isDirectory() ? undefined : st.size;
-      const body = withProgress(st.isDirectory() ? tarDirectory(path) : createReadStream(path), total, o.name, process.stderr.isTTY === true && !globals(cmd).json);
+      const name = o.name;
+      const body = withProgress(st.isDirectory() ? tarDirectory(path) : createReadStream(path), total, name, process.stderr.isTTY === true && !globals(cmd).json);
       const rec = await clientFor(cmd)
-        .importTemplate(o.name, body, opts)
+        .importTemplate(name, body, opts)
         .finally(() => pulled?.cleanup());
       if (process.stderr.isTTY && !globals(cmd).json) process.stderr.write('\n');
       if (globals(cmd).json) printJson(rec);
       else process.stdout.write(`imported ${rec.ref} ${rec.digest} (${rec.layers.length} layers, ${rec.source})\n`);
     });
+}
+
+interface ImportCliOptions {
+  name?: string;
+  startCmd?: string;
+  readyCmd?: string;
+  readyTimeout?: number;
+  workdir?: string;
+  user?: string;
+  runtime?: TemplateRuntime;
+  username?: string;
+  passwordStdin?: boolean;
+}
+
+/** The template config given on the command line, as the import and pull requests take it (pure). */
+function importOptions(o: ImportCliOptions): ImportTemplateOptions {
+  return {
+    ...(o.startCmd ? { startCmd: o.startCmd } : {}),
+    ...(o.readyCmd ? { readyCmd: o.readyCmd } : {}),
+    ...(o.readyTimeout ? { readyTimeoutSec: o.readyTimeout } : {}),
+    ...(o.workdir !== undefined ? { workdir: o.workdir } : {}),
+    ...(o.user ? { user: o.user as 'root' | 'user' } : {}),
+    ...(o.runtime ? { runtime: o.runtime } : {}),
+  };
+}
+
+/** The template name a registry image gets by default: its last name component and its tag (pure). */
+export function defaultTemplateName(image: string): string {
+  const ref = image.replace(/^docker:\/\//, '').split('@')[0]!;
+  const last = ref.slice(ref.lastIndexOf('/') + 1);
+  return last.includes(':') ? last : `${last}:latest`;
+}
+
+/** `template import docker://REF`: the daemon pulls (skopeo, by digest, into its layer store); its progress lines go to stderr. */
+async function pullFromRegistry(cmd: Command, source: string, o: ImportCliOptions): Promise<void> {
+  const json = globals(cmd).json;
+  const username = o.username ?? process.env.CUBE_REGISTRY_USERNAME;
+  let password = process.env.CUBE_REGISTRY_PASSWORD;
+  if (o.passwordStdin) {
+    const chunks: Buffer[] = [];
+    for await (const c of process.stdin) chunks.push(c as Buffer);
+    password = Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  }
+  if (password !== undefined && password !== '' && !username) throw new UsageError('a registry password needs a user: --username or $CUBE_REGISTRY_USERNAME');
+  if (username && !password) throw new UsageError('--username needs a password: --password-stdin or $CUBE_REGISTRY_PASSWORD');
+  const name = o.name ?? defaultTemplateName(source);
+  const rec = await clientFor(cmd).pullTemplate(
+    name,
+    source,
+    { ...importOptions(o), ...(username && password ? { username, password } : {}) },
+    (line) => {
+      if (!json) process.stderr.write(`${line}\n`);
+    },
+  );
+  if (json) printJson(rec);
+  else process.stdout.write(`imported ${rec.ref} ${rec.digest} from ${rec.registry?.image ?? source}@${rec.registry?.digest ?? '?'} (${rec.layers.length} layers${rec.pulled === false ? ', nothing pulled: in the layer store already' : ''})\n`);
 }
 
 interface BuildOptions {

@@ -21,6 +21,7 @@ import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID } from '../../ids.js';
 import type { NetworkAgent } from '../../network/types.js';
 import { ensureStoreDir, scratchDir } from '../layers/import.js';
+import { parseImageRef, pullLocked, resolveImage } from '../layers/pull.js';
 import { TAR_META_MAX_BYTES, tarMetaGuard } from '../layers/tar-guard.js';
 import { EMPTY_TREE, treeDigest, writeTree } from '../layers/tree.js';
 import { DEFAULT_CONFIG, etcHosts, layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
@@ -29,7 +30,7 @@ import { Tail } from '../../cubelet/start-cmd.js';
 import { FilesHash, S_IFLNK, S_IFREG } from './files-hash.js';
 import { afterLayer, applyStep, checkFilesHash, copyTarget, describeStep, makesLayer, parseBuild, stepKey, type BuildPlan, type Step } from './steps.js';
 import { readTextOrAbsent } from '../../fsx.js';
-import { HOST_TEMPLATE } from '../../model/template.js';
+import { HOST_TEMPLATE, splitTemplateRef } from '../../model/template.js';
 
 export type BuildStatus = 'waiting' | 'building' | 'ready' | 'error';
 
@@ -319,7 +320,7 @@ export class TemplateBuilder {
     const b = this.get(templateID, buildID);
     if (b.status !== 'waiting' || b.logs.length) throw new CubeError('CONFLICT', `build ${buildID} was started already (${b.status})`);
     const plan = parseBuild(body);
-    await this.base(plan.from); // 404 now rather than a failed build
+    plan.from = await this.resolveFrom(plan.from); // 404 (template, image, tag), 403 (registry credentials), 503 (registry down) now rather than a failed build
     const missing = plan.steps.flatMap((s, i) => (s.type === 'COPY' && !this.hasFiles(s.filesHash, owner) ? [`step ${i + 1} (${describeStep(s)})`] : []));
     if (missing.length) throw new CubeError('BAD_REQUEST', `the files of ${missing.join(', ')} were not uploaded (GET /templates/${templateID}/files/{hash} gives the link)`);
     for (const [i, s] of plan.steps.entries()) {
@@ -369,7 +370,7 @@ export class TemplateBuilder {
   }
 
   private async steps(b: BuildRecord, plan: BuildPlan, added: string[], uploads: string): Promise<void> {
-    const base = await this.base(plan.from);
+    const base = await this.base(plan.from, { b, added });
     await ensureStoreDir(this.o.dataDir);
     const cache = await this.readCache();
     let key = base.key;
@@ -417,13 +418,54 @@ export class TemplateBuilder {
         buildID: b.buildID,
         ...(base.parent ? { parent: base.parent } : {}),
         ...(base.bindHostUsr ? { bindHostUsr: true } : {}),
+        ...(base.registry ? { registry: base.registry } : {}),
       });
       this.log(b, 'info', `Registered ${rec.ref} ${rec.digest}`);
     }
   }
 
-  /** The template a build starts from: `fromTemplate` (host/base included) or an imported image by name. */
-  private async base(from: BuildPlan['from']): Promise<{ key: string; layers: string[]; config: TemplateConfig; bindHostUsr: boolean; parent?: string }> {
+  /** The registries this node reaches without TLS checks (cubelet.toml [registry] insecure). */
+  private insecureRegistries(): readonly string[] {
+    return this.o.config().cubelet.registry.insecure;
+  }
+
+  /**
+   * What `fromImage` names: a template of the store (an imported image, by name; fetched from
+   * the cluster where it is elsewhere) unless registry credentials come with it, else an image
+   * of a registry, resolved to its digest now (so the build pulls what the start saw).
+   */
+  private async resolveFrom(from: BuildPlan['from']): Promise<BuildPlan['from']> {
+    if ('template' in from) {
+      await this.base(from);
+      return from;
+    }
+    // A name no template can have (HOST:PORT/..., a path) is looked up nowhere but its registry.
+    if (!from.creds && !('problem' in splitTemplateRef(from.image))) {
+      try {
+        await this.base({ image: from.image });
+        return from;
+      } catch (e) {
+        if (!(e instanceof CubeError && e.kind === 'NOT_FOUND')) throw e;
+        try {
+          parseImageRef(from.image);
+        } catch {
+          throw e; // not an image reference either: the template's 404
+        }
+      }
+    }
+    const { ref, digest } = await resolveImage(this.o.dataDir, from.image, { ...(from.creds ? { creds: from.creds } : {}), insecure: this.insecureRegistries() });
+    return { ...from, registry: { ref, digest, ...(from.creds ? { creds: from.creds } : {}) } };
+  }
+
+  /** The template a build starts from: `fromTemplate` (host/base included), an imported image by name, or a registry image (pulled into the store here, under the writer lock: `pull`). */
+  private async base(from: BuildPlan['from'], pull?: { b: BuildRecord; added: string[] }): Promise<{ key: string; layers: string[]; config: TemplateConfig; bindHostUsr: boolean; parent?: string; registry?: { image: string; digest: string } }> {
+    if ('registry' in from && from.registry) {
+      const r = from.registry;
+      if (!pull) throw new CubeError('INTERNAL', 'a registry base is pulled only inside a build');
+      const img = await pullLocked(this.o.templates, r.ref, r.digest, { ...(r.creds ? { creds: r.creds } : {}), insecure: this.insecureRegistries() }, pull.added, (line) => this.log(pull.b, 'info', line, 0));
+      // Keyed by the image's digest: the same recipe on the same image reuses its cached steps.
+      return { key: r.digest, layers: img.layers, config: img.config, bindHostUsr: false, registry: { image: img.image, digest: r.digest } };
+    }
     const name = 'template' in from ? from.template : from.image;
     const resolved = name === 'base' ? this.o.config().master.sandbox.default_template : name;
     if (resolved === HOST_TEMPLATE) {
@@ -438,10 +480,10 @@ export class TemplateBuilder {
         return this.o.templates.get(resolved);
       });
     } catch (e) {
-      if (e instanceof CubeError && e.kind === 'NOT_FOUND' && 'image' in from) throw new CubeError('NOT_FOUND', `image '${name}' is not imported on this node (no registry is pulled from at build time): cubectl template import FILE --name ${name}`);
+      if (e instanceof CubeError && e.kind === 'NOT_FOUND' && 'image' in from) throw new CubeError('NOT_FOUND', `image '${name}' is neither a template of this node nor an image reference a registry can be asked for (HOST[:PORT]/NAME:TAG, or a Docker Hub name)`);
       throw e;
     }
-    return { key: rec.digest, layers: rec.layers, config: rec.config, bindHostUsr: rec.bindHostUsr ?? false, ...('template' in from ? { parent: rec.ref } : {}) };
+    return { key: rec.digest, layers: rec.layers, config: rec.config, bindHostUsr: rec.bindHostUsr ?? false, ...('template' in from ? { parent: rec.ref } : {}), ...(rec.registry ? { registry: rec.registry } : {}) };
   }
 
   /** One step in a sandbox of its own; its writable layer becomes a layer of the store. */

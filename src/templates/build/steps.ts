@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { CubeError } from '../../errors.js';
 import { isSandboxUser } from '../store.js';
 import type { TemplateConfig } from '../../runtime/types.js';
+import type { ImageRef, RegistryCreds } from '../layers/pull.js';
 
 const StepSchema = z.object({
   type: z.string().min(1),
@@ -23,7 +24,7 @@ const StepSchema = z.object({
 export const BuildBodySchema = z.object({
   fromTemplate: z.string().min(1).optional(),
   fromImage: z.string().min(1).optional(),
-  fromImageRegistry: z.unknown().optional(),
+  fromImageRegistry: z.looseObject({ type: z.string() }).optional(),
   startCmd: z.string().optional(),
   readyCmd: z.string().optional(),
   steps: z.array(StepSchema).max(500).default([]),
@@ -38,8 +39,16 @@ export type Step =
   | { type: 'WORKDIR'; dir: string; force: boolean }
   | { type: 'USER'; user: string; force: boolean };
 
+/** A registry image a build starts from, resolved to its digest when the build starts (build.ts). */
+export interface RegistryBase {
+  ref: ImageRef;
+  digest: string;
+  creds?: RegistryCreds;
+}
+
 export interface BuildPlan {
-  from: { template: string } | { image: string };
+  /** `creds`: the build body's fromImageRegistry (E2B fromImage(image, {username, password})); `registry` once resolved. */
+  from: { template: string } | { image: string; creds?: RegistryCreds; registry?: RegistryBase };
   steps: Step[];
   startCmd?: string;
   readyCmd?: string;
@@ -71,16 +80,26 @@ export function parseBuild(body: unknown): BuildPlan {
   const r = BuildBodySchema.safeParse(body);
   if (!r.success) throw new CubeError('BAD_REQUEST', `build body: ${r.error.issues.map((i) => `${i.path.join('.') || '(body)'} ${i.message}`).join('; ')}`);
   const b = r.data;
-  if (b.fromImageRegistry !== undefined) throw new CubeError('BAD_REQUEST', 'fromImageRegistry: no registry is pulled from at build time; import the image first (cubectl template import) and build fromImage by its name');
   if (!!b.fromTemplate === !!b.fromImage) throw new CubeError('BAD_REQUEST', 'build body: exactly one of fromTemplate and fromImage must be given');
+  const creds = registryCreds(b.fromImageRegistry, !!b.fromImage);
   const steps = b.steps.map((s, i) => parseStep(s, `step ${i + 1} (${s.type})`));
   return {
-    from: b.fromTemplate ? { template: b.fromTemplate } : { image: b.fromImage! },
+    from: b.fromTemplate ? { template: b.fromTemplate } : { image: b.fromImage!, ...(creds ? { creds } : {}) },
     steps,
     ...(b.startCmd ? { startCmd: b.startCmd } : {}),
     ...(b.readyCmd ? { readyCmd: b.readyCmd } : {}),
     force: b.force,
   };
+}
+
+/** fromImageRegistry: username and password (type 'registry'); AWS and GCP registries are refused, naming what works (pure). */
+function registryCreds(r: { type: string; [k: string]: unknown } | undefined, fromImage: boolean): RegistryCreds | undefined {
+  if (r === undefined) return undefined;
+  if (!fromImage) throw new CubeError('BAD_REQUEST', 'fromImageRegistry goes with fromImage');
+  if (r.type !== 'registry') throw new CubeError('BAD_REQUEST', `fromImageRegistry type '${String(r.type).slice(0, 40)}' is not supported here (fromAWSRegistry, fromGCPRegistry): use fromImage(image, {username, password}) with a token the registry accepts as a password`);
+  if (typeof r.username !== 'string' || typeof r.password !== 'string' || !r.username || !r.password) throw new CubeError('BAD_REQUEST', 'fromImageRegistry: username and password are required');
+  if (r.username.includes(':')) throw new CubeError('BAD_REQUEST', 'fromImageRegistry: the username must not contain a colon');
+  return { username: r.username, password: r.password };
 }
 
 function parseStep(s: z.infer<typeof StepSchema>, what: string): Step {

@@ -63,52 +63,88 @@ export function importImage(store: TemplateStore, file: string, opts: ImportOpti
   const target = parseTemplateRef(opts.ref);
   if (target.name === HOST_TEMPLATE) throw new CubeError('CONFLICT', `template name '${HOST_TEMPLATE}' is reserved`);
   return store.exclusive(async () => {
-    await ensureStoreDir(store.dataDir);
-    opts.onProgress?.({ phase: 'plan' });
-    const plan = await planImport(file);
-    const added: string[] = [];
+    const r = await importLayersLocked(store, file, opts.onProgress);
     try {
-      const byEntry = new Map<string, LayerPlan>();
-      for (const l of plan.layers) byEntry.set(l.entry, l);
-      const have = new Set(plan.layers.filter((l) => existsSync(layerDir(store.dataDir, l.diffID))).map((l) => l.diffID));
-      const seen = new Set<string>();
-      let sizeBytes = 0;
-      let n = 0;
-      // A second read of the archive only when some layer is new to the store.
-      const needed = plan.layers.some((l) => !have.has(l.diffID));
-      if (!needed) for (const l of plan.layers) if (plan.entries.has(l.entry)) seen.add(l.entry);
-      if (needed) await eachEntry(file, async (name, _size, body) => {
-        const l = byEntry.get(name);
-        if (!l || seen.has(name)) return;
-        seen.add(name);
-        n++;
-        const cached = have.has(l.diffID);
-        opts.onProgress?.({ phase: 'layer', layer: n, of: byEntry.size, digest: l.diffID, cached });
-        if (cached) return;
-        const r = await addLayer(store.dataDir, body, l, `layer ${plan.layers.indexOf(l) + 1} (${l.diffID})`);
-        added.push(l.diffID);
-        have.add(l.diffID);
-        sizeBytes += r.sizeBytes;
-      });
-      const missing = [...byEntry.values()].filter((l) => !seen.has(l.entry));
-      if (missing.length) throw new CubeError('IMAGE_INVALID', `the archive lacks ${missing.map((l) => `layer ${plan.layers.indexOf(l) + 1} (${l.entry})`).join(', ')}`);
-      const base = await ensureBaseLayer(store.dataDir);
-      if (base.added) added.push(base.digest);
       opts.onProgress?.({ phase: 'register' });
-      const image = plan.config.config;
       return await store.putLocked({
         ...target,
-        layers: lastOccurrences([...plan.layers.map((l) => l.diffID), base.digest]),
-        config: { ...templateConfigOf(plan.config), ...opts.config },
-        source: plan.format,
-        sizeBytes,
-        image: { ...(image?.Entrypoint ? { entrypoint: image.Entrypoint } : {}), ...(image?.Cmd ? { cmd: image.Cmd } : {}) },
+        layers: r.layers,
+        config: { ...r.config, ...opts.config },
+        source: r.format,
+        sizeBytes: r.sizeBytes,
+        image: { ...(r.entrypoint ? { entrypoint: r.entrypoint } : {}), ...(r.cmd ? { cmd: r.cmd } : {}) },
       });
     } catch (e) {
-      await store.dropUnusedLayers(added);
+      await store.dropUnusedLayers(r.added);
       throw e;
     }
   });
+}
+
+/** An archive's layers in the store, with the base layer on top, and the config the image implies. */
+export interface ImportedLayers {
+  format: 'docker-archive' | 'oci';
+  /** Lowest first, the base layer last. */
+  layers: string[];
+  config: TemplateConfig;
+  entrypoint?: string[];
+  cmd?: string[];
+  /** Unpacked bytes of the layers this import added. */
+  sizeBytes: number;
+  /** Layers this import put in the store (a caller whose registration fails drops them). */
+  added: string[];
+}
+
+/**
+ * The layers of archive `file` into the store (each unpacked once), registering nothing; for a
+ * caller inside store.exclusive(). A failure removes the layers it added.
+ */
+export async function importLayersLocked(store: TemplateStore, file: string, onProgress?: (p: ImportProgress) => void): Promise<ImportedLayers> {
+  await ensureStoreDir(store.dataDir);
+  onProgress?.({ phase: 'plan' });
+  const plan = await planImport(file);
+  const added: string[] = [];
+  try {
+    const byEntry = new Map<string, LayerPlan>();
+    for (const l of plan.layers) byEntry.set(l.entry, l);
+    const have = new Set(plan.layers.filter((l) => existsSync(layerDir(store.dataDir, l.diffID))).map((l) => l.diffID));
+    const seen = new Set<string>();
+    let sizeBytes = 0;
+    let n = 0;
+    // A second read of the archive only when some layer is new to the store.
+    const needed = plan.layers.some((l) => !have.has(l.diffID));
+    if (!needed) for (const l of plan.layers) if (plan.entries.has(l.entry)) seen.add(l.entry);
+    if (needed) await eachEntry(file, async (name, _size, body) => {
+      const l = byEntry.get(name);
+      if (!l || seen.has(name)) return;
+      seen.add(name);
+      n++;
+      const cached = have.has(l.diffID);
+      onProgress?.({ phase: 'layer', layer: n, of: byEntry.size, digest: l.diffID, cached });
+      if (cached) return;
+      const r = await addLayer(store.dataDir, body, l, `layer ${plan.layers.indexOf(l) + 1} (${l.diffID})`);
+      added.push(l.diffID);
+      have.add(l.diffID);
+      sizeBytes += r.sizeBytes;
+    });
+    const missing = [...byEntry.values()].filter((l) => !seen.has(l.entry));
+    if (missing.length) throw new CubeError('IMAGE_INVALID', `the archive lacks ${missing.map((l) => `layer ${plan.layers.indexOf(l) + 1} (${l.entry})`).join(', ')}`);
+    const base = await ensureBaseLayer(store.dataDir);
+    if (base.added) added.push(base.digest);
+    const image = plan.config.config;
+    return {
+      format: plan.format,
+      layers: lastOccurrences([...plan.layers.map((l) => l.diffID), base.digest]),
+      config: templateConfigOf(plan.config),
+      ...(image?.Entrypoint ? { entrypoint: image.Entrypoint } : {}),
+      ...(image?.Cmd ? { cmd: image.Cmd } : {}),
+      sizeBytes,
+      added,
+    };
+  } catch (e) {
+    await store.dropUnusedLayers(added);
+    throw e;
+  }
 }
 
 /** Imports an archive arriving as `body` (an API upload, or one a control replica forwards): spooled under the store's scratch dir, then imported. */
