@@ -87,7 +87,10 @@ describe('e2b SDK against cubed', () => {
 
     // Without a deadline of the client's own (the Python SDK's commands.run(timeout=...)), the
     // server ends the stream with deadline_exceeded, which the SDKs raise as their timeout error.
-    const wire = await startAndRead(d.url, { sandboxID: sbx.sandboxId, envdAccessToken: sbx.envdAccessToken! }, 'echo started; sleep 30', 1000);
+    // Its envd token as any client gets it (E2B's connect answer; the SDK keeps it protected).
+    const conn = await fetch(`${d.url}/sandboxes/${sbx.sandboxId}/connect`, { method: 'POST', headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' }, body: JSON.stringify({ timeout: 120 }) });
+    const { envdAccessToken } = (await conn.json()) as { envdAccessToken: string };
+    const wire = await startAndRead(d.url, { sandboxID: sbx.sandboxId, envdAccessToken }, 'echo started; sleep 30', 1000);
     expect(wire.error?.code).toBe('deadline_exceeded');
     expect(wire.messages.map((m) => Object.keys((m as { event: object }).event)[0])).toEqual(expect.arrayContaining(['start', 'data']));
     expect(wire.messages.some((m) => 'end' in (m as { event: object }).event)).toBe(false);
