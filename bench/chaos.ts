@@ -8,6 +8,7 @@
 //   npx tsx bench/chaos.ts [-n 2000] [--quiet 200] [-c 20] [--every 15] [--freeze 20] [--each]
 // --each: the 12 faults (kill -9, freeze, restart of a replica, a node, Redis, MariaDB) in turn
 // instead of a random one each time, so that a run of a dozen faults has had every one.
+// CUBE_KEEP_CLUSTER_LOGS=1 keeps the replicas' and nodes' logs (their dir is printed at the end).
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { runChaos, type Fault } from '../test/helpers/chaos.js';
