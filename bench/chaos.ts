@@ -5,10 +5,13 @@
 // replica, a node, Redis, MariaDB) is killed with -9, frozen for 20 s (SIGSTOP) or restarted.
 // A quiet run first gives the rate the chaos run is compared with. Prints the counts that must be
 // 0 (test/helpers/chaos.ts says what each means) and every finding. Run as root after `npm run build`:
-//   npx tsx bench/chaos.ts [-n 2000] [--quiet 200] [-c 20] [--every 15] [--freeze 20]
+//   npx tsx bench/chaos.ts [-n 2000] [--quiet 200] [-c 20] [--every 15] [--freeze 20] [--each]
+// --each: the 12 faults (kill -9, freeze, restart of a replica, a node, Redis, MariaDB) in turn
+// instead of a random one each time, so that a run of a dozen faults has had every one.
+// CUBE_KEEP_CLUSTER_LOGS=1 keeps the replicas' and nodes' logs (their dir is printed at the end).
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { runChaos } from '../test/helpers/chaos.js';
+import { runChaos, type Fault } from '../test/helpers/chaos.js';
 
 const { values } = parseArgs({
   options: {
@@ -17,8 +20,25 @@ const { values } = parseArgs({
     concurrency: { type: 'string', short: 'c', default: '20' },
     every: { type: 'string', default: '15' },
     freeze: { type: 'string', default: '20' },
+    each: { type: 'boolean', default: false },
   },
 });
+
+// Targets and actions interleaved, so that consecutive faults hit different components.
+const EACH: Fault[] = [
+  { action: 'kill9', target: 'replica' },
+  { action: 'freeze', target: 'node' },
+  { action: 'restart', target: 'redis' },
+  { action: 'kill9', target: 'mariadb' },
+  { action: 'freeze', target: 'replica' },
+  { action: 'kill9', target: 'node' },
+  { action: 'freeze', target: 'redis' },
+  { action: 'restart', target: 'mariadb' },
+  { action: 'restart', target: 'replica' },
+  { action: 'restart', target: 'node' },
+  { action: 'kill9', target: 'redis' },
+  { action: 'freeze', target: 'mariadb' },
+];
 
 const load0 = loadavg()[0]!;
 const r = await runChaos({
@@ -27,6 +47,7 @@ const r = await runChaos({
   concurrency: Number(values.concurrency),
   faultEveryMs: Number(values.every) * 1000,
   freezeMs: Number(values.freeze) * 1000,
+  ...(values.each ? { faults: EACH } : {}),
   log: (l) => console.log(`[${new Date().toISOString()}] ${l}`),
 });
 console.log(JSON.stringify({ ...r, findings: r.findings.length, load: { start: load0, end: loadavg()[0] } }, null, 1));

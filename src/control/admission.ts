@@ -180,14 +180,19 @@ export async function audit(store: StateStore, actor: string | undefined, action
   await store.appendAudit({ at: new Date().toISOString(), actor: actor ?? 'system', action, target, outcome, ...(detail ? { detail } : {}) });
 }
 
-/** Runs `fn` and audits its outcome (the error message when it throws, which is rethrown). */
+/** Runs `fn` and audits its outcome (the error message when it throws, which is rethrown); an audit the store refuses is left out. */
 export async function audited<T>(store: StateStore, actor: string | undefined, action: string, target: string, fn: () => Promise<T>, detail?: Record<string, unknown>): Promise<T> {
+  let r: T;
   try {
-    const r = await fn();
-    await audit(store, actor, action, target, 'ok', detail);
-    return r;
+    r = await fn();
   } catch (e) {
-    await audit(store, actor, action, target, toCubeError(e).message, detail);
+    // The operation's own error is the answer, not the audit's (a refusal stays a refusal).
+    await audit(store, actor, action, target, toCubeError(e).message, detail).catch(() => undefined);
     throw e;
   }
+  // Done is done: an audit row the store could not take (it went away just after the operation)
+  // must not turn the answer into an error, which says "not done" (issue 24: a delete answered 503
+  // whose sandbox was gone, its retry 404). The operation's own writes are its record.
+  await audit(store, actor, action, target, 'ok', detail).catch(() => undefined);
+  return r;
 }

@@ -35,6 +35,8 @@ export interface ControlPlane {
   listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]>;
   /** `death`: the destroy ends it without its client asking (an operator, a drain): a tombstone says why (control/deaths.ts). */
   destroySandbox(sandboxID: string, actor?: string, death?: ControlDeath): Promise<void>;
+  /** A client's delete of the sandbox was accepted and its record is gone (no death first): its owner; a repeat answers done. */
+  deleteAccepted(sandboxID: string): Promise<{ owner?: string } | undefined>;
   /** `opts.release`: free the memory where the runtime can (PauseOptions). */
   pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord>;
   /** Resumes a paused sandbox (admission by the release-ratio policy: 130409 when refused). `resumed` says whether it was paused. */

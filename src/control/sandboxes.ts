@@ -276,6 +276,20 @@ export class SandboxOps {
     );
   }
 
+  /**
+   * Whether a client's delete of this sandbox was accepted: remembered (its ended record, written
+   * before the record goes) and its record gone, with no death before it. A repeat of that delete
+   * is answered done again, never 404: its first answer may have been lost, or an error that came
+   * after the delete was remembered (a MySQL commit lands even when its writer sees the connection
+   * drop). Its owner, for the caller's check.
+   */
+  async deleteAccepted(sandboxID: string): Promise<{ owner?: string } | undefined> {
+    const l = this.ctx.store.lifecycle;
+    const [live, ended, death] = await Promise.all([this.ctx.store.getSandbox(sandboxID), l.getEndedSandbox(sandboxID), l.getTombstone(sandboxID)]);
+    if ((live && live.state !== 'gone') || !ended || death) return undefined;
+    return ended.owner !== undefined ? { owner: ended.owner } : {};
+  }
+
   async pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord> {
     const rec = await this.getSandbox(sandboxID);
     return audited(this.ctx.store, actor, 'sandbox.pause', sandboxID, () => this.locks.locked(sandboxID, async (fence) => this.record(rec, await (await this.nodes.nodeApi(rec.nodeID, fence)).pauseSandbox(sandboxID, opts))));

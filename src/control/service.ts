@@ -176,6 +176,10 @@ export class ControlPlaneService implements ControlPlane {
     return this.sandboxes.destroySandbox(sandboxID, actor, death);
   }
 
+  deleteAccepted(sandboxID: string): Promise<{ owner?: string } | undefined> {
+    return this.sandboxes.deleteAccepted(sandboxID);
+  }
+
   pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord> {
     return this.sandboxes.pauseSandbox(sandboxID, actor, opts);
   }

@@ -1,7 +1,9 @@
 // Admission rules shared by role all and the cluster: request defaults, template check,
-// 130597 text, release-ratio resume policy.
+// 130597 text, release-ratio resume policy, the audit an operation leaves.
 import { describe, expect, it } from 'vitest';
-import { refusalError, refusalOf, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../../src/control/admission.js';
+import { audited, refusalError, refusalOf, requireFits, requireTemplate, resolveCreate, resumeRefusal } from '../../src/control/admission.js';
+import { CubeError } from '../../src/errors.js';
+import { EmbeddedStore } from '../../src/store/embedded.js';
 import { config, node } from '../scheduler/fixtures.js';
 
 describe('resolveCreate', () => {
@@ -96,4 +98,36 @@ describe('refusalError: a transient shortage says when to retry', () => {
   ])('%s', (_name, rejections, want) => {
     expect(refusalError({ ok: false, rejections }, 'no node available: ...')).toMatchObject(want);
   });
+});
+
+describe('audited: the answer is the operation\'s, whatever becomes of its audit row (issue 24)', () => {
+  const withStore = async (fn: (store: EmbeddedStore) => Promise<void>): Promise<void> => {
+    const store = new EmbeddedStore({ path: ':memory:' });
+    await store.init();
+    try {
+      await fn(store);
+    } finally {
+      await store.close();
+    }
+  };
+  // The store goes away between the operation and its audit (MariaDB killed just after a delete
+  // was remembered): the delete answered 503 ("not done"), and its retry 404.
+  it('a done operation answers done when the audit cannot be written', () =>
+    withStore(async (store) => {
+      expect(await audited(store, 'k', 'sandbox.destroy', 'sb1', async () => (await store.close(), 'done'))).toBe('done');
+    }));
+  it('a refused one keeps its own error, not the audit\'s', () =>
+    withStore(async (store) => {
+      const refused = audited(store, 'k', 'sandbox.pause', 'sb1', async () => {
+        await store.close();
+        throw new CubeError('CONFLICT', 'sandbox sb1 is already paused');
+      });
+      await expect(refused).rejects.toMatchObject({ kind: 'CONFLICT' });
+    }));
+  it('audits both outcomes while the store is there', () =>
+    withStore(async (store) => {
+      await audited(store, 'k', 'sandbox.destroy', 'sb1', async () => undefined);
+      await audited(store, 'k', 'sandbox.destroy', 'sb2', async () => Promise.reject(new CubeError('NOT_FOUND', 'gone'))).catch(() => undefined);
+      expect((await store.listAudit()).map((a) => [a.target, a.outcome]).sort()).toEqual([['sb1', 'ok'], ['sb2', 'gone']]);
+    }));
 });

@@ -9,8 +9,13 @@
 //   unexplained  sandboxes that died under their client (a command found them gone) with no
 //             event naming a reason
 //   lies      answers the truth contradicts: a kill answered as done whose sandbox a node still
-//             holds after the run, a kill answered with an error (not done) that was done
-//   stale     records still `creating` 10 s past their create's deadline, sampled every 2 s
+//             holds after the run, a kill answered 404 (nothing to kill) while a node held the
+//             sandbox, read from the nodes right after the answer. A kill answered with an error
+//             and then 404 is not one by itself: a delete that was accepted answers its repeat as
+//             done (204), so the 404 says the error's "not done" was true and the sandbox went
+//             otherwise (its node restarted without it), which the nodes' lists confirm
+//   stale     records still `creating` 10 s past their create's deadline, counted from when the
+//             stores were last back (not while one is down), sampled every 2 s
 import { Sandbox } from 'e2b';
 import type { EventView, SandboxView } from '../../src/api/types.js';
 import type { SandboxView as NodeSandbox } from '../../src/model/sandbox.js';
@@ -50,8 +55,12 @@ export interface ChaosReport {
   findings: string[];
 }
 
-/** The create deadline in the cluster (sandbox.create_deadline_sec) plus the 10 s a record may outlive it. */
-const STALE_AFTER_MS = 20_000;
+/** The create deadline in the cluster (sandbox.create_deadline_sec). */
+const CREATE_DEADLINE_MS = 10_000;
+/** How long a record may stay `creating` past its deadline, or past the stores' return. */
+const STALE_AFTER_MS = 10_000;
+/** How long the check of a 404 waits for each node's list (a frozen node says nothing). */
+const TRUTH_LOOK_MS = 3000;
 /** How long a rollout keeps retrying a step before its outcome counts as lost. */
 const STEP_PATIENCE_MS = 120_000;
 
@@ -60,8 +69,10 @@ interface Rollout {
   sandboxID?: string;
   outcome?: 'created' | 'refused';
   killed?: 'done' | 'gone';
-  /** The kill answered an error (not done) and a later try found the sandbox gone. */
+  /** The kill answered an error (not done) and a later try found the sandbox gone (context, not a lie by itself). */
   killErrorThenGone?: boolean;
+  /** The kill answered 404 while a node held the sandbox (its node and state then): a lie. */
+  notFoundWhileHeld?: string;
   commandError?: string;
 }
 
@@ -104,6 +115,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
           const done = await Sandbox.kill(r.sandboxID!, sdk(k + attempt));
           r.killed = done ? 'done' : 'gone';
           if (!done && erred) r.killErrorThenGone = true;
+          if (!done) {
+            // Nothing to kill: the nodes' truth at that moment says whether that was so.
+            const held = await holderOf(cluster, r.sandboxID!);
+            if (held) r.notFoundWhileHeld = held;
+          }
         } catch (e) {
           // Only an answer from the server says "not done"; a client timeout or a dropped connection says nothing.
           if ((e as Error).name === 'ServiceBusyError' || (e as { statusCode?: number }).statusCode !== undefined) erred = true;
@@ -127,15 +143,24 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     }
 
     // Stale records, sampled through whichever replica answers: `creating` 10 s past the create's
-    // deadline, counted from when the stores were last back (nothing can be settled without them).
-    const stale = new Set<string>();
+    // deadline, counted from when the stores were last back (nothing can be settled without them),
+    // and not while a store is down (a fault on one in progress).
+    const stale = new Map<string, string>();
     let storesBackAt = 0;
+    let storesDown = false;
     let sampling = true;
     const sampler = (async () => {
       for (let i = 0; sampling; i++) {
         const at = Date.now();
         const listed = await cluster.api<SandboxView[]>(i % 2, '/admin/v1/sandboxes?state=creating').catch(() => undefined);
-        if (Array.isArray(listed?.body)) for (const s of listed.body) if (at - Math.max(Date.parse(String(s.startedAt)), storesBackAt - 10_000) > STALE_AFTER_MS) stale.add(s.sandboxID);
+        if (Array.isArray(listed?.body) && !storesDown) {
+          for (const s of listed.body) {
+            const startedAt = Date.parse(String(s.startedAt));
+            if (at - Math.max(startedAt + CREATE_DEADLINE_MS, storesBackAt) > STALE_AFTER_MS && !stale.has(s.sandboxID)) {
+              stale.set(s.sandboxID, `on ${s.nodeID}, started ${new Date(startedAt).toISOString()}, seen ${new Date(at).toISOString()}, stores back ${storesBackAt ? new Date(storesBackAt).toISOString() : 'never down'}`);
+            }
+          }
+        }
         await new Promise((res) => setTimeout(res, 2000));
       }
     })();
@@ -148,8 +173,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
         await new Promise((res) => setTimeout(res, o.faultEveryMs));
         if (!faulting) break;
         const f = o.faults ? o.faults[i % o.faults.length]! : randomFault();
-        faults.push(await inject(cluster, stores, f, o.freezeMs).catch((e: Error) => `${f.action} ${f.target} failed: ${e.message}`));
-        if (f.target === 'redis' || f.target === 'mariadb') storesBackAt = Date.now();
+        const store = f.target === 'redis' || f.target === 'mariadb';
+        storesDown ||= store;
+        faults.push(`${new Date().toISOString()} ${await inject(cluster, stores, f, o.freezeMs).catch((e: Error) => `${f.action} ${f.target} failed: ${e.message}`)}`);
+        if (store) [storesBackAt, storesDown] = [Date.now(), false];
         log(`fault: ${faults.at(-1)}`);
       }
     })();
@@ -172,15 +199,17 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     for (const r of lost) findings.push(`lost: ${r.key} (${r.outcome ?? 'create never answered'}${r.sandboxID ? `, ${r.sandboxID} never answered its kill` : ''})`);
     const orphans = [...truth.keys()].filter((id) => !held.has(id));
     for (const id of orphans) findings.push(`orphan: ${id} (${truth.get(id)!.state}) on ${truth.get(id)!.nodeID}`);
-    const lies = all.filter((r) => (r.killed && truth.has(r.sandboxID!)) || r.killErrorThenGone);
-    for (const r of lies) findings.push(`lie: ${r.sandboxID}: ${r.killErrorThenGone ? 'a kill answered with an error was done' : 'killed, but still on its node'}`);
+    const lies = all.filter((r) => (r.killed === 'done' && truth.has(r.sandboxID!)) || r.notFoundWhileHeld !== undefined);
+    for (const r of lies) findings.push(`lie: ${r.sandboxID}: ${r.notFoundWhileHeld !== undefined ? `a kill answered 404 while ${r.notFoundWhileHeld} held it` : 'killed, but still on its node'}`);
+    for (const r of all.filter((x) => x.killErrorThenGone && x.notFoundWhileHeld === undefined)) findings.push(`note: ${r.sandboxID}: a kill answered an error, a later one 404 with no node holding it (it went otherwise)`);
     const events = (await cluster.api<EventView[]>(0, '/admin/v1/events?limit=10000').catch(() => ({ body: [] as EventView[] }))).body;
     const why = new Map<string, string[]>();
     for (const e of Array.isArray(events) ? events : []) if (e.sandboxID) why.set(e.sandboxID, [...(why.get(e.sandboxID) ?? []), e.kind]);
     const died = all.filter((r) => r.commandError && /not found|was killed|is lost/i.test(r.commandError));
     const unexplained = died.filter((r) => !(why.get(r.sandboxID!) ?? []).some((k) => k !== 'sandbox.created'));
     for (const r of unexplained) findings.push(`unexplained death: ${r.sandboxID}: ${r.commandError}`);
-    for (const id of stale) findings.push(`stale: ${id} creating past its deadline + 10 s`);
+    const told = (id: string): string => (Array.isArray(events) ? events : []).filter((e) => e.sandboxID === id).map((e) => `${e.at} ${e.kind}: ${e.message}`).join(' | ') || 'none';
+    for (const [id, what] of stale) findings.push(`stale: ${id} creating past its deadline + 10 s (${what}); its events: ${told(id)}`);
     return {
       ...(quiet ? { quiet } : {}),
       chaos: { rollouts: o.rollouts, seconds: ch.seconds, perSec: o.rollouts / ch.seconds },
@@ -197,6 +226,16 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       await stores.scope.drop();
     }
   }
+}
+
+/** The node holding `sandboxID` now, and the sandbox's state there (one being destroyed does not count); nodes that do not answer say nothing. */
+async function holderOf(c: TestCluster, sandboxID: string): Promise<string | undefined> {
+  const lists = await Promise.all(c.computes.map(async (n) => ({ n, list: await new RemoteNode(n.nodeID, n.url, c.secret, TRUTH_LOOK_MS).listSandboxes().catch(() => []) })));
+  for (const { n, list } of lists) {
+    const s = list.find((x) => x.sandboxID === sandboxID && x.state !== 'destroying' && x.state !== 'gone');
+    if (s) return `node ${n.nodeID} (${s.state})`;
+  }
+  return undefined;
 }
 
 function randomFault(): Fault {

@@ -195,7 +195,9 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
           await sh('ip', ['link', 'del', `cubeth${t}${i}`]);
         }
         await scope.drop();
-        if (problems.length === 0) rmSync(dir, { recursive: true, force: true });
+        // CUBE_KEEP_CLUSTER_LOGS=1: kept after a clean stop too (a chaos run's findings are read in them).
+        if (problems.length === 0 && !process.env.CUBE_KEEP_CLUSTER_LOGS) rmSync(dir, { recursive: true, force: true });
+        else if (problems.length === 0) console.error(`cluster logs kept in ${dir}`);
       }
       if (problems.length > 0) throw new Error(`cluster clean-up (logs in ${dir}): ${problems.join('; ')}`);
     },

@@ -372,6 +372,17 @@ describe('cluster store', () => {
     }
   });
 
+  it('a read retried across a reconnect to a Redis that came back empty finds the record (routes rebuilt from MySQL), never a miss: a miss was a 404 for a sandbox that exists (issue 24)', () =>
+    withStore(async (store) => {
+      await store.putSandbox(sandboxRecord('w1', { state: 'running' }));
+      // No wait for the reconnect: the read is under way (retried on the dropped connection) when Redis is back.
+      await wipeRedis(store, { disconnect: true });
+      const reads = await Promise.all([store.getSandbox('w1'), sleep(20).then(() => store.getSandbox('w1')), sleep(60).then(() => store.getSandbox('w1'))].map((p) => p.catch((e: unknown) => (e as Error).message)));
+      // A read may answer 503 (Redis away for all its retries); none may answer nothing.
+      for (const r of reads) expect(r === undefined ? 'a miss' : typeof r === 'string' ? r : r.sandboxID).toMatch(/^(w1|Redis unavailable.*)$/);
+      expect((await store.getSandbox('w1'))?.sandboxID).toBe('w1');
+    }));
+
   it('key quota usage comes back with the routes after Redis restarts empty, and a version that did not count it is counted at start', () =>
     withStore(async (store) => {
       await store.putSandbox(sandboxRecord('q1', { owner: 'key-q', state: 'running' }));

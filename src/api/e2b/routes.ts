@@ -123,9 +123,17 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
 
   on('DELETE', ['/sandboxes/:id'], async (req, res, id) => {
-    // A missing or already dying sandbox is a 404 body, which makes the SDK's kill() return false.
-    await fresh(id, req);
-    await ctx.cp.destroySandbox(id, actor(req));
+    // A missing or already dying sandbox is a 404 body, which makes the SDK's kill() return false;
+    // one whose delete a client asked before and was accepted is deleted: done again (204), the
+    // answer a retry needs (its first answer lost, or an error after the delete was remembered).
+    try {
+      await fresh(id, req);
+      await ctx.cp.destroySandbox(id, actor(req));
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+      const accepted = await ctx.cp.deleteAccepted(id);
+      if (!accepted || (req.caller?.role === 'user' && accepted.owner !== req.caller.keyID)) throw e;
+    }
     sendNoContent(res);
   });
 

@@ -50,6 +50,8 @@ export class ClusterStore implements StateStore {
     return this.mysql.lifecycle;
   }
   private routesDirty = false;
+  /** Reconnects to Redis so far: a route read that overlapped one may have met a Redis that came back empty (fromRoutes). */
+  private reconnects = 0;
   private reconciling?: Promise<void>;
   private readonly eventRetention: number;
   /** Events Redis numbered but MySQL did not take yet (it was down): written with the next append. */
@@ -65,7 +67,10 @@ export class ClusterStore implements StateStore {
     // 'ready' after a reconnect: Redis may have restarted empty.
     let connected = false;
     this.live.redis.on('ready', () => {
-      if (connected) this.routesDirty = true;
+      if (connected) {
+        this.routesDirty = true;
+        this.reconnects++;
+      }
       connected = true;
     });
   }
@@ -106,6 +111,22 @@ export class ClusterStore implements StateStore {
 
   private async routes(): Promise<void> {
     if (this.routesDirty) await this.reconcileRoutes();
+  }
+
+  /**
+   * A read of the routes. One that overlapped a reconnect (its command retried on the new
+   * connection, after routes() had passed) or a rebuild may have read a Redis that came back
+   * empty: unless `complete`, it is read again once the routes are rebuilt. A miss there was a
+   * 404 for a sandbox that exists (a kill after a Redis restart: issue 24).
+   */
+  private async fromRoutes<T>(read: () => Promise<T>, complete: (v: T) => boolean): Promise<T> {
+    const epoch = this.reconnects;
+    await this.routes();
+    const v = await read();
+    if (complete(v) || (epoch === this.reconnects && !this.reconciling)) return v;
+    if (this.reconciling) await this.reconciling;
+    await this.routes();
+    return read();
   }
 
   /** MySQL then Redis; if Redis fails the record stands and the routes get rebuilt. */
@@ -174,14 +195,12 @@ export class ClusterStore implements StateStore {
     return (await this.putSandboxIf(reason === undefined ? { ...rest, state } : { ...rest, state, reason }, found.generation ?? 0)) > 0;
   }
 
-  async getSandbox(sandboxID: string): Promise<SandboxRecord | undefined> {
-    await this.routes();
-    return this.live.getRoute(sandboxID);
+  getSandbox(sandboxID: string): Promise<SandboxRecord | undefined> {
+    return this.fromRoutes(() => this.live.getRoute(sandboxID), (rec) => rec !== undefined);
   }
 
   async listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]> {
-    await this.routes();
-    const all = await this.live.listRoutes();
+    const all = await this.fromRoutes(() => this.live.listRoutes(), () => false);
     all.sort((a, b) => a.startedAt - b.startedAt || a.sandboxID.localeCompare(b.sandboxID));
     return all.filter((r) => matchesFilter(r, filter));
   }
