@@ -32,7 +32,9 @@ if ((${#missing[@]} > 0)); then
 fi
 
 say "npm ci"
-npm ci --no-audit --no-fund --loglevel=error
+# better-sqlite3 compiles its C sources here (its prebuilt download is not reachable): JOBS=max lets
+# node-gyp's make build them side by side (87 s instead of 108 s on this 2-core machine, load 1).
+JOBS=max npm ci --no-audit --no-fund --loglevel=error
 say "npm run build"
 npm run build --silent
 say "npm link (cubed, cubectl, cubectl-tui)"
