@@ -7,8 +7,10 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Profile, ProfileNode } from './cpuprofile.js';
 
-
-const { values, positionals } = parseArgs({ allowPositionals: true, options: { phase: { type: 'string', default: 'creates' }, top: { type: 'string', default: '30' } } });
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { phase: { type: 'string', default: 'creates' }, top: { type: 'string', default: '30' } },
+});
 const dir = positionals[0];
 if (!dir) throw new Error('usage: npx tsx bench/cpuprofile-summary.ts DIR [--phase creates] [--top 30]');
 const meta = JSON.parse(readFileSync(join(dir, 'windows.json'), 'utf8')) as { control: number; compute: number; windows: Record<string, [number, number]> };
@@ -17,7 +19,10 @@ if (!win) throw new Error(`no phase ${values.phase} in windows.json (phases: ${O
 const top = Number(values.top);
 
 const where = (n: ProfileNode) => {
-  const url = n.callFrame.url.replace(/^file:\/\//, '').replace(/^.*\/node_modules\//, 'node_modules/').replace(/^.*?\/(src|bench|test)\//, '$1/');
+  const url = n.callFrame.url
+    .replace(/^file:\/\//, '')
+    .replace(/^.*\/node_modules\//, 'node_modules/')
+    .replace(/^.*?\/(src|bench|test)\//, '$1/');
   return { fn: `${n.callFrame.functionName || '(anonymous)'} ${url || '(native)'}:${n.callFrame.lineNumber + 1}`, file: url || '(native)' };
 };
 
@@ -51,14 +56,25 @@ function summarise(name: string, file: string): void {
     }
   }
   console.log(`\n# ${name} (${file}): ${(busy / 1000).toFixed(0)} ms busy in ${((win![1] - win![0]) / 1e6).toFixed(1)} s of phase '${values.phase}'`);
-  for (const [title, m] of [['self time by function', fns], ['self time by file', files], ['inclusive time by function', inclusive]] as const) {
+  for (const [title, m] of [
+    ['self time by function', fns],
+    ['self time by file', files],
+    ['inclusive time by function', inclusive],
+  ] as const) {
     console.log(`## ${title}`);
-    for (const [k, t] of [...m].filter(([k]) => !k.startsWith('(root)')).sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${((100 * t) / busy).toFixed(1).padStart(5)}% ${(t / 1000).toFixed(0).padStart(6)} ms  ${k}`);
+    for (const [k, t] of [...m]
+      .filter(([k]) => !k.startsWith('(root)'))
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top))
+      console.log(`${((100 * t) / busy).toFixed(1).padStart(5)}% ${(t / 1000).toFixed(0).padStart(6)} ms  ${k}`);
   }
 }
 
 // Each process writes one profile per thread (CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile): thread 0 is the main one.
-for (const [name, pid] of [['control', meta.control], ['simulated nodes', meta.compute]] as const) {
+for (const [name, pid] of [
+  ['control', meta.control],
+  ['simulated nodes', meta.compute],
+] as const) {
   const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile') && x.split('.')[3] === String(pid) && x.split('.')[4] === '0');
   if (f) summarise(name, f);
   else console.log(`\n# ${name}: no main-thread profile of pid ${pid} in ${dir}`);

@@ -74,7 +74,10 @@ if (import.meta.filename === resolve(process.argv[1] ?? '')) {
   const stop = () => {
     if (stopping) return;
     stopping = true;
-    void d.stop().then(() => process.exit(0), (e: unknown) => (console.error(e), process.exit(1)));
+    void d.stop().then(
+      () => process.exit(0),
+      (e: unknown) => (console.error(e), process.exit(1)),
+    );
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

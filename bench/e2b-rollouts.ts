@@ -71,7 +71,7 @@ function treeCpuMs(root: number): { tree: number; own: number } {
   };
   let ticks = 0;
   for (const [pid, s] of stats) if (inTree(pid)) ticks += s.ticks;
-  return { tree: (ticks * 1000) / SC_CLK_TCK, own: (stats.get(root)?.own ?? 0) * 1000 / SC_CLK_TCK };
+  return { tree: (ticks * 1000) / SC_CLK_TCK, own: ((stats.get(root)?.own ?? 0) * 1000) / SC_CLK_TCK };
 }
 
 /** The host pid of a sandbox's init (comm cube-init, in the sandbox's cgroup). */
@@ -79,7 +79,8 @@ function initPidOf(sandboxID: string): number {
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      if (readFileSync(`/proc/${name}/comm`, 'utf8') === 'cube-init\n' && readFileSync(`/proc/${name}/cgroup`, 'utf8').includes(`/${sandboxID}\n`)) return Number(name);
+      if (readFileSync(`/proc/${name}/comm`, 'utf8') === 'cube-init\n' && readFileSync(`/proc/${name}/cgroup`, 'utf8').includes(`/${sandboxID}\n`))
+        return Number(name);
     } catch {
       // gone meanwhile
     }
@@ -124,7 +125,12 @@ const d = !own
   ? undefined
   : values.shipped
     ? await startDaemon({ shipped: true, nodeID: `bench-${process.pid}`, cidr: values.cidr!, ...(nodeArgs ? { nodeArgs } : {}) })
-    : await startBenchDaemon({ cidr: values.cidr!, tapInit: 32, ...(nodeArgs ? { nodeArgs } : {}), ...(values['host-ids'] ? { cubelet: { identity: { userns: false } } } : {}) });
+    : await startBenchDaemon({
+        cidr: values.cidr!,
+        tapInit: 32,
+        ...(nodeArgs ? { nodeArgs } : {}),
+        ...(values['host-ids'] ? { cubelet: { identity: { userns: false } } } : {}),
+      });
 const url = d?.url ?? values.url!;
 const opts = { apiKey: d?.apiKey ?? values['api-key'] ?? process.env.E2B_API_KEY, apiUrl: url, sandboxUrl: url };
 const payload = 'x'.repeat(fileBytes);
@@ -208,19 +214,32 @@ try {
   await stopRecorders(recorders);
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   const config = !own ? url : values.shipped ? 'shipped default config' : 'benchmark daemon (bench/daemon.ts)';
-  console.log(`e2b rollouts: ${ok}/${count} ok, c=${conc}, commands ${JSON.stringify(cmds)}${fileBytes ? `, file ${fileBytes} B` : ''}, ${config} (load ${load})`);
+  console.log(
+    `e2b rollouts: ${ok}/${count} ok, c=${conc}, commands ${JSON.stringify(cmds)}${fileBytes ? `, file ${fileBytes} B` : ''}, ${config} (load ${load})`,
+  );
   console.log(`  ${(ok / secs).toFixed(1)} rollouts/s over ${secs.toFixed(1)} s`);
   for (const [k, xs] of Object.entries(samples)) {
     const s = summarizeLatencies(xs);
     console.log(`  ${k.padEnd(14)} p50 ${s.p50.toFixed(1).padStart(7)} ms  p99 ${s.p99.toFixed(1).padStart(7)} ms`);
   }
   const per = (ms: number): string => (ok ? `${(ms / ok).toFixed(2)} ms` : '-');
-  const daemon = d ? `daemon tree ${per(cpu1.tree - cpu0.tree)} (cubed itself ${per(cpu1.own - cpu0.own)}, its helpers and their children the rest)` : 'daemon n/a (external)';
+  const daemon = d
+    ? `daemon tree ${per(cpu1.tree - cpu0.tree)} (cubed itself ${per(cpu1.own - cpu0.own)}, its helpers and their children the rest)`
+    : 'daemon n/a (external)';
   console.log(`  CPU per rollout: ${daemon}, client ${per((client.user + client.system) / 1000)}`);
   if (budget && d) {
     // The window in the clock V8's profiles use (CLOCK_MONOTONIC, µs), for bench/rollout-budget.ts.
     writeFileSync(join(budget, 'windows.json'), JSON.stringify({ control: d.pid, compute: 0, windows: { rollouts: [window0, window1] } }));
-    writeFileSync(join(budget, 'rollouts.json'), JSON.stringify({ rollouts: ok, seconds: secs, load, config, cpuMs: { tree: cpu1.tree - cpu0.tree, cubed: cpu1.own - cpu0.own, client: (client.user + client.system) / 1000 } }));
+    writeFileSync(
+      join(budget, 'rollouts.json'),
+      JSON.stringify({
+        rollouts: ok,
+        seconds: secs,
+        load,
+        config,
+        cpuMs: { tree: cpu1.tree - cpu0.tree, cubed: cpu1.own - cpu0.own, client: (client.user + client.system) / 1000 },
+      }),
+    );
   }
   for (const [k, n] of errors) console.log(`  failed x${n}: ${k}`);
 } finally {

@@ -28,9 +28,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Runs f over items with at most `c` in flight. */
 async function pool<T>(items: T[], c: number, f: (x: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: c }, async () => {
-    while (next < items.length) await f(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: c }, async () => {
+      while (next < items.length) await f(items[next++]!);
+    }),
+  );
 }
 
 // pids: 1000 inits plus the daemon's own; the default spec is what the density model admits.
@@ -46,15 +48,21 @@ try {
     const memcgBefore = memcgMiB();
     const ids: string[] = [];
     const t0 = Date.now();
-    await pool(Array.from({ length: n }, (_, i) => i), concurrency, async () => {
-      ids.push((await http.create({ templateID: 'base', timeout: 3600 })).sandboxID);
-    });
+    await pool(
+      Array.from({ length: n }, (_, i) => i),
+      concurrency,
+      async () => {
+        ids.push((await http.create({ templateID: 'base', timeout: 3600 })).sandboxID);
+      },
+    );
     const createSec = (Date.now() - t0) / 1000;
     await sleep(SETTLE_MS);
     const after = memAvailableMiB();
     const memcg = (memcgMiB() - memcgBefore) / n;
     const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-    console.log(`N=${n}: MemAvailable ${before.toFixed(0)} -> ${after.toFixed(0)} MiB, ${((before - after) / n).toFixed(2)} MiB per idle sandbox; node memcg ${(memcg * 1024).toFixed(0)} KiB per sandbox (created in ${createSec.toFixed(1)} s; load ${load})`);
+    console.log(
+      `N=${n}: MemAvailable ${before.toFixed(0)} -> ${after.toFixed(0)} MiB, ${((before - after) / n).toFixed(2)} MiB per idle sandbox; node memcg ${(memcg * 1024).toFixed(0)} KiB per sandbox (created in ${createSec.toFixed(1)} s; load ${load})`,
+    );
     await pool(ids, concurrency, (id) => http.kill(id));
   }
 } finally {

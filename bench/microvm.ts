@@ -36,7 +36,11 @@ const unknown = asked.filter((m) => !(MODES as readonly string[]).includes(m));
 if (unknown.length) throw new Error(`unknown mode ${unknown.join(', ')}: one or more of all, ${MODES.join(', ')}`);
 const modes = new Set(asked as Mode[]);
 const COUNT = Number(values.count);
-const list = (s: string) => s.split(',').map(Number).filter((n) => n > 0);
+const list = (s: string) =>
+  s
+    .split(',')
+    .map(Number)
+    .filter((n) => n > 0);
 const CONCURRENCY = list(values.concurrency!);
 const IDLE = list(values.idle!);
 const SETTLE_MS = Number(values.settle) * 1000;
@@ -68,9 +72,11 @@ async function timed<T>(f: () => Promise<T>): Promise<[T, number]> {
 /** Runs f over n items with at most c in flight. */
 async function pool(n: number, c: number, f: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: c }, async () => {
-    while (next < n) await f(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: c }, async () => {
+      while (next < n) await f(next++);
+    }),
+  );
 }
 
 /** The table printed at the end: one row per figure, with the load average when it was taken. */
@@ -142,7 +148,10 @@ if (modes.has('create') || modes.has('exec') || modes.has('pause') || modes.has(
         row('exec true', ms(execs));
       }
       if (modes.has('pause')) {
-        const kinds: [string, Record<string, unknown>][] = [['plain (QMP stop)', {}], ['releasing (memory to a file)', { release: true }]];
+        const kinds: [string, Record<string, unknown>][] = [
+          ['plain (QMP stop)', {}],
+          ['releasing (memory to a file)', { release: true }],
+        ];
         for (const [kind, opts] of kinds) {
           const pauses: number[] = [];
           const resumes: number[] = [];

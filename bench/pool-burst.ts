@@ -35,7 +35,13 @@ interface Round {
 
 async function round(mode: 'warm' | 'cold'): Promise<Round> {
   const warm = mode === 'warm' ? burst : 0;
-  const agent = new NsNetworkAgent({ nodeTag: tag, cidr: values.cidr!, initNum: slotMode === 'ns' ? warm : 0, tapInitNum: slotMode === 'tap' ? warm : 0, policy: { ...policySettingsOf(CubeletConfigSchema.parse({}).plugins['io.cubelet.internal.v1.network']), denyOut: [] } });
+  const agent = new NsNetworkAgent({
+    nodeTag: tag,
+    cidr: values.cidr!,
+    initNum: slotMode === 'ns' ? warm : 0,
+    tapInitNum: slotMode === 'tap' ? warm : 0,
+    policy: { ...policySettingsOf(CubeletConfigSchema.parse({}).plugins['io.cubelet.internal.v1.network']), denyOut: [] },
+  });
   try {
     await agent.start();
     const spawns0 = agent.spawns;

@@ -9,11 +9,16 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Profile, ProfileNode } from './cpuprofile.js';
 
-
 const dir = process.argv[2];
 if (!dir) throw new Error('usage: npx tsx bench/rollout-budget.ts DIR (written by bench/e2b-rollouts.ts --budget DIR)');
-const win = (JSON.parse(readFileSync(join(dir, 'windows.json'), 'utf8')) as { control: number; windows: { rollouts: [number, number] } });
-const run = JSON.parse(readFileSync(join(dir, 'rollouts.json'), 'utf8')) as { rollouts: number; seconds: number; load: string; config: string; cpuMs: { tree: number; cubed: number; client: number } };
+const win = JSON.parse(readFileSync(join(dir, 'windows.json'), 'utf8')) as { control: number; windows: { rollouts: [number, number] } };
+const run = JSON.parse(readFileSync(join(dir, 'rollouts.json'), 'utf8')) as {
+  rollouts: number;
+  seconds: number;
+  load: string;
+  config: string;
+  cpuMs: { tree: number; cubed: number; client: number };
+};
 const n = run.rollouts;
 const ms = (x: number): string => (x / n).toFixed(2).padStart(7);
 const pct = (x: number, of: number): string => `${((100 * x) / of).toFixed(0).padStart(3)}%`;
@@ -73,7 +78,11 @@ function cubedStages(): Map<string, number> {
 
 /** perf's report lines `  12.34%  ...  name` as [name, percent]. */
 function perfReport(args: string[]): [string, number][] {
-  const text = execFileSync('perf', ['report', '-i', join(dir!, 'perf.data'), '--stdio', '-g', 'none', ...args], { encoding: 'utf8', maxBuffer: 256 * 2 ** 20, stdio: ['ignore', 'pipe', 'ignore'] });
+  const text = execFileSync('perf', ['report', '-i', join(dir!, 'perf.data'), '--stdio', '-g', 'none', ...args], {
+    encoding: 'utf8',
+    maxBuffer: 256 * 2 ** 20,
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   return text.split('\n').flatMap((l) => {
     const m = /^\s+([\d.]+)%\s+(?:([\d.]+)%\s+)?(.*\S)\s*$/.exec(l);
     return m ? [[m[3]!, Number(m[1])] as [string, number]] : [];
@@ -88,10 +97,16 @@ const ENTRIES: [RegExp, string][] = [
   [/\] asm_exc_page_fault$/, 'page faults (copy-on-write after fork, exec)'],
   [/\] __x64_sys_execve$/, 'exec'],
   [/\] do_exit$/, 'process exit and teardown'],
-  [/\] (__x64_sys_mount|__x64_sys_umount|__do_sys_pivot_root|__x64_sys_open_tree|__x64_sys_mount_setattr|__x64_sys_move_mount|__x64_sys_fsmount)$/, 'mounts (mount, umount, pivot_root)'],
+  [
+    /\] (__x64_sys_mount|__x64_sys_umount|__do_sys_pivot_root|__x64_sys_open_tree|__x64_sys_mount_setattr|__x64_sys_move_mount|__x64_sys_fsmount)$/,
+    'mounts (mount, umount, pivot_root)',
+  ],
   [/\] (__x64_sys_unshare|__do_sys_setns)$/, 'namespaces (unshare, setns)'],
   [/\] (__cgroup1_procs_write\.isra\.0|cgroup_procs_write|__cgroup_procs_write|cgroup_attach_task|cgroup_file_write)$/, 'cgroups (attach, limits)'],
-  [/\] (__x64_sys_openat|__do_sys_newfstatat|__x64_sys_getdents64|__x64_sys_close|__x64_sys_access|__x64_sys_read|__x64_sys_write)$/, 'files (open, stat, read, write, close)'],
+  [
+    /\] (__x64_sys_openat|__do_sys_newfstatat|__x64_sys_getdents64|__x64_sys_close|__x64_sys_access|__x64_sys_read|__x64_sys_write)$/,
+    'files (open, stat, read, write, close)',
+  ],
 ];
 
 function helperEntries(): { total: number; byEntry: Map<string, number>; user: number } {
@@ -102,7 +117,9 @@ function helperEntries(): { total: number; byEntry: Map<string, number>; user: n
     const e = ENTRIES.find(([re]) => re.test(sym))?.[1];
     if (e) byEntry.set(e, Math.max(byEntry.get(e) ?? 0, p));
   }
-  const user = perfReport(['--no-children', '--comms', HELPER_COMMS.join(','), '--sort', 'dso']).filter(([d]) => !d.includes('kernel')).reduce((s, [, p]) => s + p, 0);
+  const user = perfReport(['--no-children', '--comms', HELPER_COMMS.join(','), '--sort', 'dso'])
+    .filter(([d]) => !d.includes('kernel'))
+    .reduce((s, [, p]) => s + p, 0);
   return { total, byEntry, user };
 }
 
@@ -117,10 +134,17 @@ function counts(): Map<string, number> {
 
 const c = run.cpuMs;
 const helperMs = c.tree - c.cubed;
-console.log(`# One rollout's CPU: ${n} rollouts (SDK create, commands.run('true'), kill), ${run.config}, ${(n / run.seconds).toFixed(1)}/s, load ${run.load}\n`);
+console.log(
+  `# One rollout's CPU: ${n} rollouts (SDK create, commands.run('true'), kill), ${run.config}, ${(n / run.seconds).toFixed(1)}/s, load ${run.load}\n`,
+);
 console.log('| process | ms per rollout | share |\n|---|---:|---:|');
 const all = c.tree + c.client;
-for (const [name, v] of [['cubed (one process: HTTP, control, node agent)', c.cubed], ['launch helper, sandbox inits and commands (cube-launch, cube-init, the command)', helperMs], ['the SDK client (this process)', c.client]] as const) console.log(`| ${name} | ${ms(v)} | ${pct(v, all)} |`);
+for (const [name, v] of [
+  ['cubed (one process: HTTP, control, node agent)', c.cubed],
+  ['launch helper, sandbox inits and commands (cube-launch, cube-init, the command)', helperMs],
+  ['the SDK client (this process)', c.client],
+] as const)
+  console.log(`| ${name} | ${ms(v)} | ${pct(v, all)} |`);
 
 const stages = cubedStages();
 const sampled = [...stages.values()].reduce((s, v) => s + v, 0);
@@ -129,11 +153,18 @@ console.log('| stage | ms per rollout | share |\n|---|---:|---:|');
 for (const [s, v] of [...stages].sort((a, b) => b[1] - a[1])) console.log(`| ${s} | ${ms((c.cubed * v) / sampled)} | ${pct(v, sampled)} |`);
 
 const h = helperEntries();
-console.log(`\n## the launch helper and its children by kernel entry (perf, inclusive: nested work counts in each, so they do not add up; ${h.total.toFixed(1)}% of the machine's samples)\n`);
+console.log(
+  `\n## the launch helper and its children by kernel entry (perf, inclusive: nested work counts in each, so they do not add up; ${h.total.toFixed(1)}% of the machine's samples)\n`,
+);
 console.log('| where | ms per rollout | share |\n|---|---:|---:|');
 for (const [e, p] of [...h.byEntry].sort((a, b) => b[1] - a[1])) console.log(`| ${e} | ${ms((helperMs * p) / h.total)} | ${pct(p, h.total)} |`);
 console.log(`| user space (not the kernel) | ${ms((helperMs * h.user) / h.total)} | ${pct(h.user, h.total)} |`);
 
 const k = counts();
 console.log(`\n## counts per rollout (the whole machine, perf stat -a)\n`);
-for (const [ev, name] of [['raw_syscalls:sys_enter', 'syscalls'], ['sched:sched_process_fork', 'forks'], ['sched:sched_process_exec', 'execs']] as const) console.log(`- ${name}: ${((k.get(ev) ?? NaN) / n).toFixed(1)}`);
+for (const [ev, name] of [
+  ['raw_syscalls:sys_enter', 'syscalls'],
+  ['sched:sched_process_fork', 'forks'],
+  ['sched:sched_process_exec', 'execs'],
+] as const)
+  console.log(`- ${name}: ${((k.get(ev) ?? NaN) / n).toFixed(1)}`);

@@ -57,11 +57,15 @@ try {
   const each: number[] = [];
   const walls: number[] = [];
   for (let r = 0; r < n('rounds'); r++) {
-    const [hs, wall] = await timed(() => Promise.all(Array.from({ length: n('concurrent') }, async () => {
-      const [h, c] = await timed(() => driver.create(spec()));
-      each.push(c);
-      return h;
-    })));
+    const [hs, wall] = await timed(() =>
+      Promise.all(
+        Array.from({ length: n('concurrent') }, async () => {
+          const [h, c] = await timed(() => driver.create(spec()));
+          each.push(c);
+          return h;
+        }),
+      ),
+    );
     walls.push(wall);
     await Promise.all(hs.map((h) => driver.destroy(h.sandboxID)));
   }

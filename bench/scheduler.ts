@@ -14,7 +14,14 @@ import { MasterConfigSchema } from '../src/config/schema.js';
 import { densityParamsFromConfig, footprintMiB } from '../src/model/density.js';
 import { describeRejections, schedule } from '../src/scheduler/pipeline.js';
 
-const { values } = parseArgs({ options: { nodes: { type: 'string', default: '1000' }, decisions: { type: 'string', default: '20000' }, select: { type: 'string', default: '3' }, book: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: {
+    nodes: { type: 'string', default: '1000' },
+    decisions: { type: 'string', default: '20000' },
+    select: { type: 'string', default: '3' },
+    book: { type: 'boolean', default: false },
+  },
+});
 const N = Number(values.nodes);
 const DECISIONS = Number(values.decisions);
 const cfg = MasterConfigSchema.parse({ scheduler: { priority_select_num: Number(values.select) } });
@@ -22,7 +29,7 @@ const params = densityParamsFromConfig(cfg);
 
 // A seeded generator so runs are comparable.
 let seed = 42;
-const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 
 const now = Date.now();
 const nodes = Array.from({ length: N }, (_, i) => {
@@ -36,7 +43,14 @@ const nodes = Array.from({ length: N }, (_, i) => {
     lost: false,
     runtime: 'sim',
     capacity: { cpus: [32, 64, 128][i % 3]!, memoryMiB: [128, 251, 512][i % 3]! * 1024, declared: true },
-    usage: { cpuUtilPercent: 20 + (i % 50), memAvailableMiB: 64 * 1024, diskUsedPercent: i % 50 === 3 ? 85 : 40, diskWatermarkPercent: 80, quotaMemUsedMiB: 0, quotaCpuUsed: 0 },
+    usage: {
+      cpuUtilPercent: 20 + (i % 50),
+      memAvailableMiB: 64 * 1024,
+      diskUsedPercent: i % 50 === 3 ? 85 : 40,
+      diskWatermarkPercent: 80,
+      quotaMemUsedMiB: 0,
+      quotaCpuUsed: 0,
+    },
     sandboxes: { running: 0, paused: 0, creating: 0, total: 0 },
     density: {} as NodeView['density'],
     pool: {} as NodeView['pool'],
@@ -58,8 +72,24 @@ const specsOfNodes = simNodeSpecs(N, 'sim-');
 function readViews(at: number): NodeView[] {
   return nodes.map(({ view }, i) => {
     const spec = specsOfNodes[i]!;
-    const reported = { ...view, runtime: 'sim', runtimes: [{ name: 'sim' }], capacity: { cpus: spec.cpus, memoryMiB: spec.memoryMiB, declared: true }, usage: { ...view.usage, cpuUtilPercent: 2 }, templates: spec.templates, layers: [], fetching: [], lastSeen: at - (i % 1000) };
-    return clusterNodeView({ nodeID: view.nodeID, cordoned: view.cordoned, draining: false, joinedAt: 0 }, JSON.parse(JSON.stringify(reported)) as NodeView, false, at, 10_000);
+    const reported = {
+      ...view,
+      runtime: 'sim',
+      runtimes: [{ name: 'sim' }],
+      capacity: { cpus: spec.cpus, memoryMiB: spec.memoryMiB, declared: true },
+      usage: { ...view.usage, cpuUtilPercent: 2 },
+      templates: spec.templates,
+      layers: [],
+      fetching: [],
+      lastSeen: at - (i % 1000),
+    };
+    return clusterNodeView(
+      { nodeID: view.nodeID, cordoned: view.cordoned, draining: false, joinedAt: 0 },
+      JSON.parse(JSON.stringify(reported)) as NodeView,
+      false,
+      at,
+      10_000,
+    );
   });
 }
 if (book) book.setViews(readViews(now), now);

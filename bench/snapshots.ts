@@ -19,7 +19,11 @@ const { values } = parseArgs({
 });
 const d = await startBenchDaemon({ cidr: values.cidr!, tapInit: Number(values.fork) + 8 });
 const api = async (method: string, path: string, body?: unknown): Promise<unknown> => {
-  const r = await fetch(`${d.url}${path}`, { method, headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const r = await fetch(`${d.url}${path}`, {
+    method,
+    headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   const text = await r.text();
   if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
   return text ? JSON.parse(text) : undefined;
@@ -33,7 +37,8 @@ const stats = (raw: number[]) => {
   const xs = [...raw].sort((a, b) => a - b);
   return { n: xs.length, p50: +percentile(xs, 50).toFixed(1), p90: +percentile(xs, 90).toFixed(1), max: +xs[xs.length - 1]!.toFixed(1) };
 };
-const create = async (templateID?: string) => ((await api('POST', '/sandboxes', { ...(templateID ? { templateID } : {}), timeout: 600 })) as { sandboxID: string }).sandboxID;
+const create = async (templateID?: string) =>
+  ((await api('POST', '/sandboxes', { ...(templateID ? { templateID } : {}), timeout: 600 })) as { sandboxID: string }).sandboxID;
 const kill = (id: string) => api('DELETE', `/sandboxes/${id}`);
 
 try {
@@ -57,7 +62,15 @@ try {
   const fromTemplate: number[] = [];
   const fromSnapshot: number[] = [];
   for (let i = 0; i < Number(values.creates); i++) {
-    for (const [list, t] of (i % 2 ? [[fromSnapshot, snapshotID], [fromTemplate, undefined]] : [[fromTemplate, undefined], [fromSnapshot, snapshotID]]) as [number[], string | undefined][]) {
+    for (const [list, t] of (i % 2
+      ? [
+          [fromSnapshot, snapshotID],
+          [fromTemplate, undefined],
+        ]
+      : [
+          [fromTemplate, undefined],
+          [fromSnapshot, snapshotID],
+        ]) as [number[], string | undefined][]) {
       const [ms, id] = await timed(() => create(t));
       list.push(ms);
       await kill(id);
@@ -65,12 +78,19 @@ try {
   }
 
   // The node's own part of each create (the sandbox.created event's duration), by kind.
-  const created = ((await api('GET', '/admin/v1/events?limit=10000')) as { kind: string; message: string; durationMs?: number }[]).filter((e) => e.kind === 'sandbox.created' && e.durationMs !== undefined);
-  const nodeSide = { fromTemplate: stats(created.filter((e) => !e.message.includes('snapshot')).map((e) => e.durationMs!)), fromSnapshot: stats(created.filter((e) => e.message.includes('snapshot')).map((e) => e.durationMs!)) };
+  const created = ((await api('GET', '/admin/v1/events?limit=10000')) as { kind: string; message: string; durationMs?: number }[]).filter(
+    (e) => e.kind === 'sandbox.created' && e.durationMs !== undefined,
+  );
+  const nodeSide = {
+    fromTemplate: stats(created.filter((e) => !e.message.includes('snapshot')).map((e) => e.durationMs!)),
+    fromSnapshot: stats(created.filter((e) => e.message.includes('snapshot')).map((e) => e.durationMs!)),
+  };
 
   const forkMs: number[] = [];
   for (let r = 0; r < Number(values.rounds); r++) {
-    const [ms, results] = await timed(() => api('POST', `/sandboxes/${origin}/fork`, { count: Number(values.fork) }) as Promise<{ sandbox?: { sandboxID: string }; error?: unknown }[]>);
+    const [ms, results] = await timed(
+      () => api('POST', `/sandboxes/${origin}/fork`, { count: Number(values.fork) }) as Promise<{ sandbox?: { sandboxID: string }; error?: unknown }[]>,
+    );
     const failed = results.filter((x) => !x.sandbox);
     if (failed.length) throw new Error(`fork: ${failed.length} failed: ${JSON.stringify(failed[0])}`);
     forkMs.push(ms);
@@ -80,7 +100,21 @@ try {
   await kill(origin);
   const t = stats(fromTemplate);
   const s = stats(fromSnapshot);
-  console.log(JSON.stringify({ snapshotIdle: stats(snapMs), pauseBaseline: stats(pauseMs), createFromTemplate: t, createFromSnapshot: s, snapshotOverTemplateP50: +(s.p50 / t.p50).toFixed(2), [`fork${values.fork}`]: stats(forkMs), nodeSideCreate: nodeSide }, null, 1));
+  console.log(
+    JSON.stringify(
+      {
+        snapshotIdle: stats(snapMs),
+        pauseBaseline: stats(pauseMs),
+        createFromTemplate: t,
+        createFromSnapshot: s,
+        snapshotOverTemplateP50: +(s.p50 / t.p50).toFixed(2),
+        [`fork${values.fork}`]: stats(forkMs),
+        nodeSideCreate: nodeSide,
+      },
+      null,
+      1,
+    ),
+  );
 } finally {
   await d.stop();
 }

@@ -124,10 +124,16 @@ try {
   const rows = (Object.keys(before) as (keyof Counts)[]).map((k) => {
     const growth = after[k] - before[k];
     const pass = k === 'rssMiB' ? growth < RSS_LIMIT_MIB : growth === 0;
-    return { k, pass, line: `  ${k.padEnd(10)} ${before[k].toFixed(k === 'rssMiB' ? 1 : 0).padStart(8)} -> ${after[k].toFixed(k === 'rssMiB' ? 1 : 0).padStart(8)}  ${pass ? 'ok' : 'LEAK'}` };
+    return {
+      k,
+      pass,
+      line: `  ${k.padEnd(10)} ${before[k].toFixed(k === 'rssMiB' ? 1 : 0).padStart(8)} -> ${after[k].toFixed(k === 'rssMiB' ? 1 : 0).padStart(8)}  ${pass ? 'ok' : 'LEAK'}`,
+    };
   });
   console.log(rows.map((x) => x.line).join('\n'));
-  console.log(`  js heap    ${heapBefore.toFixed(1).padStart(8)} -> ${(await heapUsedMiB(d.url)).toFixed(1).padStart(8)}  (in use, MiB; part of rssMiB, not a pass criterion)`);
+  console.log(
+    `  js heap    ${heapBefore.toFixed(1).padStart(8)} -> ${(await heapUsedMiB(d.url)).toFixed(1).padStart(8)}  (in use, MiB; part of rssMiB, not a pass criterion)`,
+  );
   for (const k of new Set([...fdsBefore.keys(), ...fdsAfter.keys()])) {
     const [b, a] = [fdsBefore.get(k) ?? 0, fdsAfter.get(k) ?? 0];
     if (a !== b) console.log(`  fds of kind ${k}: ${b} -> ${a}`);

@@ -48,7 +48,12 @@ try {
   const t0 = performance.now();
   const m = await adminExec(d, id, ['python3', '-c', make]);
   if (m.stdout !== 'made\n') throw new Error(`making files: ${m.stderr}`);
-  console.log(`${files} files made in ${((performance.now() - t0) / 1000).toFixed(1)} s; load ${(await import('node:os')).loadavg().map((x) => x.toFixed(1)).join(' ')}`);
+  console.log(
+    `${files} files made in ${((performance.now() - t0) / 1000).toFixed(1)} s; load ${(await import('node:os'))
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}`,
+  );
 
   const idle = await probeHealth(d.url, new Promise((r) => setTimeout(r, 3000)));
   const t1 = performance.now();

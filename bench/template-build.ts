@@ -14,7 +14,9 @@ import { CubeClient } from '../src/cli/client.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../test/helpers/images.js';
 import { startBenchDaemon } from './daemon.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, mib: { type: 'string', default: '20' }, cidr: { type: 'string', default: '10.193.0.0/16' } } });
+const { values } = parseArgs({
+  options: { rounds: { type: 'string', default: '3' }, mib: { type: 'string', default: '20' }, cidr: { type: 'string', default: '10.193.0.0/16' } },
+});
 const rounds = Number(values.rounds);
 const mib = Number(values.mib);
 const scratch = await mkdtemp(join(tmpdir(), 'cube-bench-build-'));
@@ -49,7 +51,18 @@ try {
   }
   const cold = median(runs.map((x) => x.cold));
   const cached = median(runs.map((x) => x.cached));
-  console.log(JSON.stringify({ steps: 3, runMiB: mib, copyFiles: 100, medianColdMs: cold, medianCachedMs: cached, medianForcedMs: median(runs.map((x) => x.forced)), cachedOverCold: +(cached / cold).toFixed(3), load1: loadavg()[0]!.toFixed(1) }));
+  console.log(
+    JSON.stringify({
+      steps: 3,
+      runMiB: mib,
+      copyFiles: 100,
+      medianColdMs: cold,
+      medianCachedMs: cached,
+      medianForcedMs: median(runs.map((x) => x.forced)),
+      cachedOverCold: +(cached / cold).toFixed(3),
+      load1: loadavg()[0]!.toFixed(1),
+    }),
+  );
 } finally {
   await d.stop();
   await rm(scratch, { recursive: true, force: true });

@@ -18,7 +18,14 @@ import { CubeClient } from '../src/cli/client.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../test/helpers/images.js';
 import { startBenchDaemon } from './daemon.js';
 
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '200' }, idle: { type: 'string', default: '20' }, cidr: { type: 'string', default: '10.199.0.0/16' }, 'cpu-prof-dir': { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    mib: { type: 'string', default: '200' },
+    idle: { type: 'string', default: '20' },
+    cidr: { type: 'string', default: '10.199.0.0/16' },
+    'cpu-prof-dir': { type: 'string' },
+  },
+});
 const mib = Number(values.mib);
 const scratch = await mkdtemp(join(tmpdir(), 'cube-bench-import-'));
 const prof = values['cpu-prof-dir'];
@@ -52,16 +59,29 @@ try {
       await new Promise((r) => setTimeout(r, 2000)); // let the idle sandboxes settle (their first writes land)
       const delta = (await used()) - before;
       // `btrfs qgroup show -f --raw PATH`: the subvolume's own qgroup line, "0/ID RFER EXCL".
-      const q = await Promise.all(ids.map(async (id) => (await execa('btrfs', ['qgroup', 'show', '-f', '--raw', join(store, 'sandboxes', id)])).stdout.split('\n').map((l) => l.trim().split(/\s+/)).find((f) => /^0\/\d+$/.test(f[0] ?? ''))!));
+      const q = await Promise.all(
+        ids.map(async (id) =>
+          (await execa('btrfs', ['qgroup', 'show', '-f', '--raw', join(store, 'sandboxes', id)])).stdout
+            .split('\n')
+            .map((l) => l.trim().split(/\s+/))
+            .find((f) => /^0\/\d+$/.test(f[0] ?? ''))!,
+        ),
+      );
       const med = (xs: number[]) => xs.sort((a, b) => a - b)[xs.length >> 1]!;
-      return { sandboxes: n, storeKiBPerSandbox: Math.round(delta / n / 1024), qgroupKiB: { referenced: med(q.map((f) => Number(f[1]))) / 1024, exclusive: med(q.map((f) => Number(f[2]))) / 1024 } };
+      return {
+        sandboxes: n,
+        storeKiBPerSandbox: Math.round(delta / n / 1024),
+        qgroupKiB: { referenced: med(q.map((f) => Number(f[1]))) / 1024, exclusive: med(q.map((f) => Number(f[2]))) / 1024 },
+      };
     } finally {
       for (const id of ids) await client.deleteSandbox(id);
     }
   };
   const idleHost = await overhead('host');
   const idleImage = await overhead('bench-import');
-  console.log(JSON.stringify({ archiveMiB: +(image.length / 2 ** 20).toFixed(1), cold, layersStored: warm, storeOverhead: { host: idleHost, image: idleImage } }));
+  console.log(
+    JSON.stringify({ archiveMiB: +(image.length / 2 ** 20).toFixed(1), cold, layersStored: warm, storeOverhead: { host: idleHost, image: idleImage } }),
+  );
 } finally {
   await d.stop();
   await rm(scratch, { recursive: true, force: true });

@@ -46,19 +46,69 @@ const sandbox = (i: number, tick: number): SandboxView => ({
   startedAt: new Date(Date.now() - i * 1000).toISOString(),
   endAt: new Date(Date.now() + 300_000 - tick * 1000).toISOString(),
 });
-const use = (i: number, tick: number): SandboxUsage => ({ sandboxID: `sb${String(i).padStart(18, '0')}`, cpuPercent: (i * 7 + tick * 13) % 100, memoryBytes: (40 + ((i + tick) % 200)) * 2 ** 20, memoryLimitBytes: 4096 * 2 ** 20, pids: 1 + ((i + tick) % 9), diskUsedBytes: 2 ** 20 * (i % 500), diskLimitBytes: 10 * 2 ** 30, netRxBytes: 1000 * (i + tick), netTxBytes: 700 * (i + tick) });
-const apiKey = (i: number, tick: number): KeyView => ({ id: `key-${String(i).padStart(8, '0')}`, name: `team-${i}`, role: i === 0 ? 'admin' : 'user', quotas: { sandboxes: 100 }, createdAt: new Date(Date.now() - i * 86_400_000).toISOString(), createdBy: 'system', usage: { sandboxes: (i + tick) % 100, vcpus: (i + tick) % 64, memoryMiB: 256 * ((i + tick) % 100) }, limits: { sandboxes: 100, vcpus: 0, memory_mib: 0, creates_per_sec: 0 } });
-const event = (id: number): EventView => ({ id, at: new Date().toISOString(), kind: 'sandbox.created', nodeID: nodeID(id % 50), sandboxID: `sb${String(id % 1000).padStart(18, '0')}`, message: 'created from host', durationMs: 40 + (id % 60) });
+const use = (i: number, tick: number): SandboxUsage => ({
+  sandboxID: `sb${String(i).padStart(18, '0')}`,
+  cpuPercent: (i * 7 + tick * 13) % 100,
+  memoryBytes: (40 + ((i + tick) % 200)) * 2 ** 20,
+  memoryLimitBytes: 4096 * 2 ** 20,
+  pids: 1 + ((i + tick) % 9),
+  diskUsedBytes: 2 ** 20 * (i % 500),
+  diskLimitBytes: 10 * 2 ** 30,
+  netRxBytes: 1000 * (i + tick),
+  netTxBytes: 700 * (i + tick),
+});
+const apiKey = (i: number, tick: number): KeyView => ({
+  id: `key-${String(i).padStart(8, '0')}`,
+  name: `team-${i}`,
+  role: i === 0 ? 'admin' : 'user',
+  quotas: { sandboxes: 100 },
+  createdAt: new Date(Date.now() - i * 86_400_000).toISOString(),
+  createdBy: 'system',
+  usage: { sandboxes: (i + tick) % 100, vcpus: (i + tick) % 64, memoryMiB: 256 * ((i + tick) % 100) },
+  limits: { sandboxes: 100, vcpus: 0, memory_mib: 0, creates_per_sec: 0 },
+});
+const event = (id: number): EventView => ({
+  id,
+  at: new Date().toISOString(),
+  kind: 'sandbox.created',
+  nodeID: nodeID(id % 50),
+  sandboxID: `sb${String(id % 1000).padStart(18, '0')}`,
+  message: 'created from host',
+  durationMs: 40 + (id % 60),
+});
 
 const store = createConsoleStore({ apiUrl: 'http://127.0.0.1:3000', skin: 'dark' });
-applyBatch(store, [{ type: 'snapshot', snapshot: { ...snap, nodes: Array.from({ length: 50 }, (_, i) => node(i, 0)), sandboxes: Array.from({ length: 1000 }, (_, i) => sandbox(i, 0)), events: Array.from({ length: 300 }, (_, i) => event(i + 1)) } }]);
+applyBatch(store, [
+  {
+    type: 'snapshot',
+    snapshot: {
+      ...snap,
+      nodes: Array.from({ length: 50 }, (_, i) => node(i, 0)),
+      sandboxes: Array.from({ length: 1000 }, (_, i) => sandbox(i, 0)),
+      events: Array.from({ length: 300 }, (_, i) => event(i + 1)),
+    },
+  },
+]);
 setConn(store, { state: 'live' });
 
 let onFrame: (() => void) | null = null;
 const terminal = { columns: COLUMNS, rows: ROWS, write: () => onFrame?.() };
 const sink = new ScreenSink(terminal);
 const noop = async () => {};
-const actions: Actions = { reload: noop, setReleaseRatio: noop, cordon: noop, uncordon: noop, drain: noop, launch: noop, destroy: noop, togglePause: noop, setConfig: noop, exec: noop, logs: noop, olderEvents: async () => undefined };
+const actions: Actions = {
+  reload: noop,
+  setReleaseRatio: noop,
+  cordon: noop,
+  uncordon: noop,
+  drain: noop,
+  launch: noop,
+  destroy: noop,
+  togglePause: noop,
+  setConfig: noop,
+  exec: noop,
+  logs: noop,
+  olderEvents: async () => undefined,
+};
 // A keyboard that never types: the App binds keys, so Ink wants a raw-mode TTY.
 class QuietStdin extends EventEmitter {
   readonly isTTY = true;
@@ -74,7 +124,13 @@ class QuietStdin extends EventEmitter {
 }
 // As the console does (src/tui/run.tsx): Ink's parsed lines carried between frames.
 if (!process.argv.includes('--no-frame-cache')) await installFrameCache();
-const ink = render(React.createElement(App, { store, actions }), { stdout: sink as unknown as NodeJS.WriteStream, stdin: new QuietStdin() as unknown as NodeJS.ReadStream, debug: true, exitOnCtrlC: false, patchConsole: false });
+const ink = render(React.createElement(App, { store, actions }), {
+  stdout: sink as unknown as NodeJS.WriteStream,
+  stdin: new QuietStdin() as unknown as NodeJS.ReadStream,
+  debug: true,
+  exitOnCtrlC: false,
+  patchConsole: false,
+});
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
@@ -109,16 +165,35 @@ async function measure(label: string, view: ViewName, update: (tick: number) => 
 const MEASURES: Record<string, () => Promise<string>> = {
   nodes: () => measure('nodes', 'nodes', (t) => ({ type: 'node', node: node(t % 10, t) })),
   sandboxes: () => measure('sandboxes', 'sandboxes', (t) => ({ type: 'sandbox', sandbox: sandbox(t % 10, t) })),
-  use: () => measure('sandboxes, use poll', 'sandboxes', (t) => () => store.setState((s) => ({ data: withUsage(s.data, Array.from({ length: 1000 }, (_, i) => use(i, t))) }))),
+  use: () =>
+    measure(
+      'sandboxes, use poll',
+      'sandboxes',
+      (t) => () =>
+        store.setState((s) => ({
+          data: withUsage(
+            s.data,
+            Array.from({ length: 1000 }, (_, i) => use(i, t)),
+          ),
+        })),
+    ),
   events: () => measure('events', 'events', (t) => ({ type: 'event', event: event(1000 + t) })),
   // Each update moves a node across the disk watermark, so the findings change.
-  triage: () => measure('triage', 'triage', (t) => ({ type: 'node', node: { ...node(t % 10, t), usage: { ...nodeShape.usage, diskUsedPercent: t % 2 ? 85 : 40 } } })),
-  keys: () => measure('keys', 'keys', (t) => () => store.setState((s) => ({ data: { ...s.data, keys: Array.from({ length: 50 }, (_, i) => apiKey(i, i === t % 10 ? t : 0)) } }))),
+  triage: () =>
+    measure('triage', 'triage', (t) => ({ type: 'node', node: { ...node(t % 10, t), usage: { ...nodeShape.usage, diskUsedPercent: t % 2 ? 85 : 40 } } })),
+  keys: () =>
+    measure(
+      'keys',
+      'keys',
+      (t) => () => store.setState((s) => ({ data: { ...s.data, keys: Array.from({ length: 50 }, (_, i) => apiKey(i, i === t % 10 ? t : 0)) } })),
+    ),
 };
 const rows: string[] = [];
 for (const v of VIEWS) rows.push(await MEASURES[v]!());
 ink.unmount();
-console.log(`tui-render: ${COLUMNS}x${ROWS}, 50 nodes, 1000 sandboxes, 50 keys, ${UPDATES} updates per view, frame cache ${process.argv.includes('--no-frame-cache') ? 'off' : 'on'}, NODE_ENV=${process.env.NODE_ENV ?? '(unset)'}`);
+console.log(
+  `tui-render: ${COLUMNS}x${ROWS}, 50 nodes, 1000 sandboxes, 50 keys, ${UPDATES} updates per view, frame cache ${process.argv.includes('--no-frame-cache') ? 'off' : 'on'}, NODE_ENV=${process.env.NODE_ENV ?? '(unset)'}`,
+);
 console.log('| view | update p50 | p99 | max | CPU p50 | bytes/update avg | max |\n|---|---|---|---|---|---|---|');
 for (const r of rows) console.log(r);
 process.exit(0);

@@ -70,7 +70,6 @@ function inside(): string {
 }
 const load = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
-
 try {
   const r = await call(d, 'POST', '/sandboxes', { templateID: 'base', secure: true, timeout: 600 });
   if (r.status !== 201) throw new Error(`create: ${r.status} ${JSON.stringify(r.json)}`);
@@ -83,7 +82,9 @@ try {
   const line = (label: string) => {
     const st = status(d.pid);
     const now = { cubed: ticks(d.pid), helper: helper ? ticks(helper) : 0 };
-    console.log(`${label}: rss ${mib(st.rss)} peak ${mib(st.hwm)} anon ${mib(anon(d.pid))} MiB; ${inside()}; cpu cubed ${now.cubed - last.cubed}% helper ${now.helper - last.helper}%; load ${load()}`);
+    console.log(
+      `${label}: rss ${mib(st.rss)} peak ${mib(st.hwm)} anon ${mib(anon(d.pid))} MiB; ${inside()}; cpu cubed ${now.cubed - last.cubed}% helper ${now.helper - last.helper}%; load ${load()}`,
+    );
     last = now;
     return st;
   };

@@ -265,7 +265,9 @@ describe('App', () => {
     r.stdin.write('echo hi\r');
     await waitForFrame(r.lastFrame, (x) => x.includes('sandbox sb-0001') && x.includes('Recent output'));
     expect(actions.calls).toEqual(['exec "sb-0001" "echo hi"']);
-    store.setState((s) => ({ ui: { ...s.ui, output: { 'sb-0001': ['$ echo hi', 'hi', '[exit 0]'] }, logs: { 'sb-0001': ['2026-01-01 10:00:00 sandbox.created: created'] } } }));
+    store.setState((s) => ({
+      ui: { ...s.ui, output: { 'sb-0001': ['$ echo hi', 'hi', '[exit 0]'] }, logs: { 'sb-0001': ['2026-01-01 10:00:00 sandbox.created: created'] } },
+    }));
     const f = await waitForFrame(r.lastFrame, (x) => x.includes('[exit 0]'));
     expect(f).toContain('$ echo hi');
     r.stdin.write('l');

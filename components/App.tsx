@@ -114,7 +114,13 @@ function Frame({ store, actions, onQuit, reconnect, shell }: AppProps) {
           </TableMode.Provider>
         )}
       </Box>
-      {overlay?.kind === 'confirm' ? <Confirm confirm={overlay} width={columns} skin={skin} /> : overlay?.kind === 'prompt' ? <Prompt prompt={overlay} width={columns} skin={skin} /> : <StatusLine width={columns} />}
+      {overlay?.kind === 'confirm' ? (
+        <Confirm confirm={overlay} width={columns} skin={skin} />
+      ) : overlay?.kind === 'prompt' ? (
+        <Prompt prompt={overlay} width={columns} skin={skin} />
+      ) : (
+        <StatusLine width={columns} />
+      )}
     </Box>
   );
 }

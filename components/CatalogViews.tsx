@@ -20,7 +20,12 @@ export function templateColumns(using: Map<string, number>): Column<TemplateRow>
     { title: 'DIGEST', width: 12, shed: 2, cell: (t) => shortDigest(t.digest) },
     { title: 'SIZE', width: 6, align: 'right', cell: (t) => bytes(t.sizeBytes) },
     { title: 'LAYERS', width: 6, align: 'right', cell: (t) => (t.layers === undefined ? '-' : String(t.layers)) },
-    { title: 'BUILD', width: 9, cell: (t) => t.build ?? (t.source === 'build' ? '?' : t.source ?? '-'), tone: (t) => (t.build === 'error' ? 'bad' : t.build === 'building' ? 'warn' : undefined) },
+    {
+      title: 'BUILD',
+      width: 9,
+      cell: (t) => t.build ?? (t.source === 'build' ? '?' : (t.source ?? '-')),
+      tone: (t) => (t.build === 'error' ? 'bad' : t.build === 'building' ? 'warn' : undefined),
+    },
     { title: 'NODES', width: 5, align: 'right', cell: (t) => String(t.nodes.length) },
     { title: 'SANDBOXES', width: 9, align: 'right', cell: (t) => String(using.get(t.templateID) ?? 0) },
     { title: 'CREATED', width: 10, shed: 1, cell: (t) => t.created?.slice(0, 10) ?? '-' },
@@ -28,15 +33,30 @@ export function templateColumns(using: Map<string, number>): Column<TemplateRow>
 }
 
 /** The selected template whole: digest, which nodes hold it, its build. */
-export const templateDetail = (using: Map<string, number>) => (t: TemplateRow): string =>
-  `${t.templateID} ${t.digest ?? ''} | ${t.layers ?? '-'} layers, ${bytes(t.sizeBytes)}, from ${t.source ?? '-'}${t.buildID ? `, build ${t.buildID} ${t.build ?? ''}` : ''} | on ${t.nodes.join(', ') || 'no node'} | ${using.get(t.templateID) ?? 0} sandbox(es) use it`;
+export const templateDetail =
+  (using: Map<string, number>) =>
+  (t: TemplateRow): string =>
+    `${t.templateID} ${t.digest ?? ''} | ${t.layers ?? '-'} layers, ${bytes(t.sizeBytes)}, from ${t.source ?? '-'}${t.buildID ? `, build ${t.buildID} ${t.build ?? ''}` : ''} | on ${t.nodes.join(', ') || 'no node'} | ${using.get(t.templateID) ?? 0} sandbox(es) use it`;
 
 export function TemplatesView({ height, width }: { height: number; width: number }) {
   const { data, filter, sort, selected, skin } = useViewState('templates');
   const using = useMemo(() => sandboxesByTemplate(data), [data.sandboxes, data.sandboxOrder]);
   const columns = useMemo(() => templateColumns(using), [using]);
   const detail = useMemo(() => templateDetail(using), [using]);
-  return <Table columns={columns} rows={templateRows(data, filter, sort)} rowKey={(t) => t.templateID} selectedID={selected} height={height} width={width} skin={skin} detail={detail} sort={sortLabel('templates', sort)} empty={data.templates === null ? 'loading templates...' : 'no templates'} />;
+  return (
+    <Table
+      columns={columns}
+      rows={templateRows(data, filter, sort)}
+      rowKey={(t) => t.templateID}
+      selectedID={selected}
+      height={height}
+      width={width}
+      skin={skin}
+      detail={detail}
+      sort={sortLabel('templates', sort)}
+      empty={data.templates === null ? 'loading templates...' : 'no templates'}
+    />
+  );
 }
 
 export function snapshotColumns(now: number): Column<SnapshotView>[] {
@@ -58,22 +78,54 @@ export function SnapshotsView({ height, width }: { height: number; width: number
   const { data, filter, sort, selected, skin } = useViewState('snapshots');
   const now = useNow(1000);
   const columns = useMemo(() => snapshotColumns(now), [now]);
-  return <Table columns={columns} rows={snapshotRows(data, filter, sort)} rowKey={(x) => x.snapshotID} selectedID={selected} height={height} width={width} skin={skin} detail={snapshotDetail} sort={sortLabel('snapshots', sort)} empty={data.snapshots === null ? 'loading snapshots...' : 'no snapshots'} />;
+  return (
+    <Table
+      columns={columns}
+      rows={snapshotRows(data, filter, sort)}
+      rowKey={(x) => x.snapshotID}
+      selectedID={selected}
+      height={height}
+      width={width}
+      skin={skin}
+      detail={snapshotDetail}
+      sort={sortLabel('snapshots', sort)}
+      empty={data.snapshots === null ? 'loading snapshots...' : 'no snapshots'}
+    />
+  );
 }
 
 /** `used/limit`, `-` where the limit is 0 (none). */
 const ofLimit = (used: string, limit: number, unit: (n: number) => string = String) => `${used}/${limit > 0 ? unit(limit) : '-'}`;
 const cpus = (n: number) => String(Math.round(n * 100) / 100);
 /** A quota at its limit is the refusal's cause (429): bad; within 20% of it: warn. */
-const nearLimit = (used: number, limit: number): Tone | undefined => (limit <= 0 ? undefined : used >= limit ? 'bad' : used >= 0.8 * limit ? 'warn' : undefined);
+const nearLimit = (used: number, limit: number): Tone | undefined =>
+  limit <= 0 ? undefined : used >= limit ? 'bad' : used >= 0.8 * limit ? 'warn' : undefined;
 
 export const keyColumns: Column<KeyView>[] = [
   { title: 'KEY', width: 12, cell: (k) => k.id },
   { title: 'NAME', width: 'flex', min: 8, cell: (k) => k.name },
   { title: 'ROLE', width: 5, cell: (k) => k.role },
-  { title: 'SANDBOXES', width: 9, align: 'right', cell: (k) => ofLimit(String(k.usage.sandboxes), k.limits.sandboxes), tone: (k) => nearLimit(k.usage.sandboxes, k.limits.sandboxes) },
-  { title: 'VCPUS', width: 7, align: 'right', cell: (k) => ofLimit(cpus(k.usage.vcpus), k.limits.vcpus, cpus), tone: (k) => nearLimit(k.usage.vcpus, k.limits.vcpus) },
-  { title: 'MEM', width: 13, align: 'right', cell: (k) => ofLimit(mib(k.usage.memoryMiB), k.limits.memory_mib, mib), tone: (k) => nearLimit(k.usage.memoryMiB, k.limits.memory_mib) },
+  {
+    title: 'SANDBOXES',
+    width: 9,
+    align: 'right',
+    cell: (k) => ofLimit(String(k.usage.sandboxes), k.limits.sandboxes),
+    tone: (k) => nearLimit(k.usage.sandboxes, k.limits.sandboxes),
+  },
+  {
+    title: 'VCPUS',
+    width: 7,
+    align: 'right',
+    cell: (k) => ofLimit(cpus(k.usage.vcpus), k.limits.vcpus, cpus),
+    tone: (k) => nearLimit(k.usage.vcpus, k.limits.vcpus),
+  },
+  {
+    title: 'MEM',
+    width: 13,
+    align: 'right',
+    cell: (k) => ofLimit(mib(k.usage.memoryMiB), k.limits.memory_mib, mib),
+    tone: (k) => nearLimit(k.usage.memoryMiB, k.limits.memory_mib),
+  },
   { title: 'CREATE/S', width: 8, align: 'right', cell: (k) => (k.limits.creates_per_sec > 0 ? String(k.limits.creates_per_sec) : '-') },
   { title: 'CREATED', width: 10, shed: 1, cell: (k) => k.createdAt.slice(0, 10) },
   { title: 'BY', width: 12, shed: 2, cell: (k) => k.createdBy },
@@ -88,5 +140,18 @@ export const keyDetail = (k: KeyView): string => {
 
 export function KeysView({ height, width }: { height: number; width: number }) {
   const { data, filter, sort, selected, skin } = useViewState('keys');
-  return <Table columns={keyColumns} rows={keyRows(data, filter, sort)} rowKey={(k) => k.id} selectedID={selected} height={height} width={width} skin={skin} detail={keyDetail} sort={sortLabel('keys', sort)} empty={data.keys === null ? 'loading keys...' : 'no keys'} />;
+  return (
+    <Table
+      columns={keyColumns}
+      rows={keyRows(data, filter, sort)}
+      rowKey={(k) => k.id}
+      selectedID={selected}
+      height={height}
+      width={width}
+      skin={skin}
+      detail={keyDetail}
+      sort={sortLabel('keys', sort)}
+      empty={data.keys === null ? 'loading keys...' : 'no keys'}
+    />
+  );
 }

@@ -20,11 +20,13 @@ describe('CommandBar', () => {
     expect(commandBarParts('nodes', undefined, 80).tabs.join('')).toBe('1:nodes 2:sb 3:pool 4:ev 5:cfg 6:tri 7:tpl 8:snap 9:keys');
   });
 
-  it('keeps the filter in force whole as the width shrinks: the hint goes, then the other views\' names', () => {
+  it("keeps the filter in force whole as the width shrinks: the hint goes, then the other views' names", () => {
     const store = storeFrom();
     // Wide enough (ink-testing-library draws 100 columns: the parts at 120), the hint too.
     const wide = commandBarParts('sandboxes', 'x', 120);
-    expect(wide.tabs.join('') + wide.tail).toBe('1:nodes 2:sandboxes 3:pool 4:events 5:config 6:triage 7:templates 8:snapshots 9:keys  filter: /x  (esc clears)');
+    expect(wide.tabs.join('') + wide.tail).toBe(
+      '1:nodes 2:sandboxes 3:pool 4:events 5:config 6:triage 7:templates 8:snapshots 9:keys  filter: /x  (esc clears)',
+    );
     setUi(store, { view: 'config', filter: { config: 'disk' } });
     const at = (width: number) => render(withStore(store, <CommandBar width={width} />)).lastFrame();
     // 80 columns: the other views by their `:` words (each picks its view), the current one whole.

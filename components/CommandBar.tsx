@@ -7,7 +7,17 @@ import { colorOf } from '../src/tui/skins.js';
 import { VIEWS, type ViewName } from '../src/tui/views.js';
 
 /** The other views' names when the filter in force needs the room: each one a `:` word that picks it (resolveView). */
-const SHORT: Record<ViewName, string> = { nodes: 'node', sandboxes: 'sb', pool: 'pool', events: 'ev', config: 'cfg', triage: 'tri', templates: 'tpl', snapshots: 'snap', keys: 'keys' };
+const SHORT: Record<ViewName, string> = {
+  nodes: 'node',
+  sandboxes: 'sb',
+  pool: 'pool',
+  events: 'ev',
+  config: 'cfg',
+  triage: 'tri',
+  templates: 'tpl',
+  snapshots: 'snap',
+  keys: 'keys',
+};
 
 const tabsOf = (view: ViewName, names: 'full' | 'short' | 'numbers'): string[] =>
   VIEWS.map((v, i) => `${i === 0 ? '' : ' '}${i + 1}${v === view || names === 'full' ? `:${v}` : names === 'short' ? `:${SHORT[v]}` : ''}`);

@@ -12,13 +12,22 @@ describe('ConfigView', () => {
     const { lastFrame } = render(withStore(store, <ConfigView height={10} width={100} />));
     const lines = lastFrame()!.split('\n');
     expect(lines[0]).toBe('config v2 loaded 2026-11-30T05:30:00.000Z  files: /etc/cubed/cubemaster.yaml /etc/cubed/cubelet.toml');
-    expect(lines.slice(2, 5)).toEqual([expect.stringMatching(/^master\.host\.quota\.mem_oversell_ratio +live +2$/), expect.stringMatching(/^master\.host\.quota\.cpu_oversell_ratio +live +3$/), expect.stringMatching(/^master\.host\.quota\.paused_resource_release_ratio +live +0\.75$/)]);
+    expect(lines.slice(2, 5)).toEqual([
+      expect.stringMatching(/^master\.host\.quota\.mem_oversell_ratio +live +2$/),
+      expect.stringMatching(/^master\.host\.quota\.cpu_oversell_ratio +live +3$/),
+      expect.stringMatching(/^master\.host\.quota\.paused_resource_release_ratio +live +0\.75$/),
+    ]);
   });
 
   it('marks the keys whose new value waits for a restart (the schema says which)', () => {
     const store = storeFrom();
     const config = store.getState().data.config!;
-    store.setState((s) => ({ data: { ...s.data, config: { ...config, master: { api: { listen: '127.0.0.1:3000' } }, cubelet: { plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 32 } } } } } }));
+    store.setState((s) => ({
+      data: {
+        ...s.data,
+        config: { ...config, master: { api: { listen: '127.0.0.1:3000' } }, cubelet: { plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 32 } } } },
+      },
+    }));
     const { lastFrame } = render(withStore(store, <ConfigView height={10} width={80} />));
     expect(lastFrame()).toMatch(/^master\.api\.listen +restart +127\.0\.0\.1:3000$/m);
     expect(lastFrame()).toMatch(/^~\S*internal\.v1\.network\.tap_init_num +restart +32$/m);
@@ -53,7 +62,9 @@ describe('ConfigView', () => {
     expect(frame).toMatch(/^cubelet\.node_id +restart +host name +web-7$/m);
     expect(frame).not.toContain('127.0.0.1:3000 ');
     // The selected key's line of its own names what the flag overrides.
-    expect(frame.split('\n').slice(-2).join(' ').trimEnd()).toBe('master.api.listen = 127.0.0.1:4123 (from --listen), over the default 127.0.0.1:3000; a new value waits for a restart');
+    expect(frame.split('\n').slice(-2).join(' ').trimEnd()).toBe(
+      'master.api.listen = 127.0.0.1:4123 (from --listen), over the default 127.0.0.1:3000; a new value waits for a restart',
+    );
     for (const l of frame.split('\n')) expect(l.length).toBeLessThanOrEqual(80);
   });
 

@@ -13,7 +13,8 @@ import { Table, type Column } from './Table.js';
 
 /** The selected key whole: its value in force and where it came from, and what a flag overrides. */
 export function configDetail(r: ConfigRow): string {
-  const restart = r.running !== undefined ? `; RESTART PENDING: the daemon runs ${r.running} until it restarts` : r.restart ? '; a new value waits for a restart' : '';
+  const restart =
+    r.running !== undefined ? `; RESTART PENDING: the daemon runs ${r.running} until it restarts` : r.restart ? '; a new value waits for a restart' : '';
   return `${r.path} = ${r.value}${r.source ? ` (from ${r.source})` : ''}${r.overridden ? `, over the ${r.overridden}` : ''}${restart}`;
 }
 
@@ -22,9 +23,21 @@ export function ConfigView({ height, width }: { height: number; width: number })
   const changed = useMemo(() => new Set(data.lastChanges.map((c) => c.path)), [data.lastChanges]);
   const columns = useMemo<Column<ConfigRow>[]>(
     () => [
-      { title: 'PATH', width: 'flex', min: 30, keepEnd: true, cell: (r) => r.path, tone: (r) => (changed.has(r.path.replace(/^(master|cubelet)\./, '')) ? 'accent' : undefined) },
+      {
+        title: 'PATH',
+        width: 'flex',
+        min: 30,
+        keepEnd: true,
+        cell: (r) => r.path,
+        tone: (r) => (changed.has(r.path.replace(/^(master|cubelet)\./, '')) ? 'accent' : undefined),
+      },
       // `pending`: the value shown is the file's; the daemon still runs the one in the detail line.
-      { title: 'APPLIES', width: 7, cell: (r) => (r.running !== undefined ? 'pending' : r.restart ? 'restart' : 'live'), tone: (r) => (r.running !== undefined ? 'bad' : r.restart ? 'warn' : undefined) },
+      {
+        title: 'APPLIES',
+        width: 7,
+        cell: (r) => (r.running !== undefined ? 'pending' : r.restart ? 'restart' : 'live'),
+        tone: (r) => (r.running !== undefined ? 'bad' : r.restart ? 'warn' : undefined),
+      },
       { title: 'FROM', width: 10, cell: (r) => r.source, tone: (r) => (r.overridden ? 'accent' : undefined) },
       { title: 'VALUE', width: 22, cell: (r) => (r.running !== undefined ? `${r.value} (runs ${r.running})` : r.value) },
     ],
@@ -37,7 +50,18 @@ export function ConfigView({ height, width }: { height: number; width: number })
       <Text color={colorOf(skin, 'dim')} wrap="truncate">
         {cut(c ? `config v${c.version} loaded ${c.loadedAt}  files: ${c.files.master} ${c.files.cubelet}` : 'config not received yet', width)}
       </Text>
-      <Table columns={columns} rows={rows} rowKey={(r) => r.path} selectedID={selected} detail={configDetail} height={height - 1} width={width} skin={skin} sort={sortLabel('config', sort)} empty="no config" />
+      <Table
+        columns={columns}
+        rows={rows}
+        rowKey={(r) => r.path}
+        selectedID={selected}
+        detail={configDetail}
+        height={height - 1}
+        width={width}
+        skin={skin}
+        sort={sortLabel('config', sort)}
+        empty="no config"
+      />
     </>
   );
 }

@@ -19,5 +19,15 @@ export function Describe({ pane, height, width, onMax }: { pane: PaneState; heig
     const x = t ? data.sandboxes[t.id] : undefined;
     return x ? describeSandbox(x, data.events, { output, logs }) : [`sandbox ${t?.id ?? '?'} is gone (destroyed); the events view keeps its history`];
   }, [t, data, output, logs]);
-  return <Pane title={`${t?.kind ?? ''} ${t?.id ?? ''}`} lines={lines} offset={pane.offset} height={height} width={width} skin={skin} {...(onMax ? { onMax } : {})} />;
+  return (
+    <Pane
+      title={`${t?.kind ?? ''} ${t?.id ?? ''}`}
+      lines={lines}
+      offset={pane.offset}
+      height={height}
+      width={width}
+      skin={skin}
+      {...(onMax ? { onMax } : {})}
+    />
+  );
 }

@@ -33,11 +33,26 @@ export const EVENT_COLUMNS: readonly Column<EventView>[] = [
 ];
 
 /** The selected event whole: the message of a 130597 names every node and rule, which no column holds. */
-export const eventDetail = (e: EventView): string => `${e.at} ${e.kind}${e.code === undefined ? '' : ` ${e.code}`}${e.nodeID ? ` ${e.nodeID}` : ''}${e.sandboxID ? ` ${e.sandboxID}` : ''}: ${message(e)}`;
+export const eventDetail = (e: EventView): string =>
+  `${e.at} ${e.kind}${e.code === undefined ? '' : ` ${e.code}`}${e.nodeID ? ` ${e.nodeID}` : ''}${e.sandboxID ? ` ${e.sandboxID}` : ''}: ${message(e)}`;
 
 export function EventsView({ height, width }: { height: number; width: number }) {
   const { data, filter, sort, selected, skin } = useViewState('events');
   const events = data.events;
   const rows = useMemo(() => eventRows(events, filter, sort), [events, filter, sort]);
-  return <Table columns={EVENT_COLUMNS} rows={rows} rowKey={(e) => String(e.id)} selectedID={selected} height={height} width={width} skin={skin} sort={sortLabel('events', sort)} rowTone={eventTone} detail={eventDetail} empty={filter ? `no event matches "${filter}"` : 'no events yet'} />;
+  return (
+    <Table
+      columns={EVENT_COLUMNS}
+      rows={rows}
+      rowKey={(e) => String(e.id)}
+      selectedID={selected}
+      height={height}
+      width={width}
+      skin={skin}
+      sort={sortLabel('events', sort)}
+      rowTone={eventTone}
+      detail={eventDetail}
+      empty={filter ? `no event matches "${filter}"` : 'no events yet'}
+    />
+  );
 }

@@ -15,7 +15,12 @@ describe('Header', () => {
   it('says a rejected config on disk on a line of its own until it is fixed', () => {
     const store = storeFrom();
     const config = store.getState().data.config!;
-    store.setState((s) => ({ data: { ...s.data, config: { ...config, rejected: { at: '2026-11-30T05:40:01.000Z', errors: [{ path: 'host.quota.mem_oversell_ratio', message: 'Too small' }] } } } }));
+    store.setState((s) => ({
+      data: {
+        ...s.data,
+        config: { ...config, rejected: { at: '2026-11-30T05:40:01.000Z', errors: [{ path: 'host.quota.mem_oversell_ratio', message: 'Too small' }] } },
+      },
+    }));
     const { lastFrame, rerender } = render(withStore(store, <Header width={100} />));
     expect(lastFrame()!.split('\n')[2]).toBe('CONFIG ON DISK REJECTED (v2 stays, since 05:40:01): host.quota.mem_oversell_ratio: Too small');
     expect(headerHeight(store.getState().data.config)).toBe(3);
@@ -54,7 +59,11 @@ describe('Header', () => {
     expect(l2).toBe('nodes 2 (1 schedulable)  sandboxes 2 run 1 paused  creates 15/min p99 101ms');
     // A reconnect's reason takes the room: the version and ratio come before the URL.
     store.setState(() => ({ conn: { state: 'stale', since: Date.now(), error: 'connect ECONNREFUSED', attempt: 4 } }));
-    expect(render(withStore(store, <Header width={80} />)).lastFrame()!.split('\n')[0]).toBe('STALE 0s (retry 4: connect ECONNREFUSED)  config v2  release ratio 0.75  http://');
+    expect(
+      render(withStore(store, <Header width={80} />))
+        .lastFrame()!
+        .split('\n')[0],
+    ).toBe('STALE 0s (retry 4: connect ECONNREFUSED)  config v2  release ratio 0.75  http://');
   });
 
   it('puts the p99 first when even the short words do not fit', () => {

@@ -43,7 +43,8 @@ export function headerRight(url: string, version: number | undefined, r: number 
 export function headerTotals(t: { nodes: number; schedulable: number; running: number; paused: number; creating: number }, stats: StatsView | null): string[] {
   // No create in the minute: no p99 to show (it read `p99 0ms`, a latency nobody measured).
   const p99 = (x: StatsView) => (x.createsLastMinute > 0 ? millis(x.createP99Ms) : '-');
-  const creates = (perSec: boolean) => (stats ? `creates ${stats.createsLastMinute}/min${perSec ? ` ${stats.createRatePerSec.toFixed(2)}/s` : ''} p99 ${p99(stats)}` : 'creates -');
+  const creates = (perSec: boolean) =>
+    stats ? `creates ${stats.createsLastMinute}/min${perSec ? ` ${stats.createRatePerSec.toFixed(2)}/s` : ''} p99 ${p99(stats)}` : 'creates -';
   // Creates in progress count as sandboxes too (a burst showed 0 while 20 were being made).
   const mk = (long: boolean) => (t.creating ? ` ${t.creating} ${long ? 'creating' : 'new'}` : '');
   return [

@@ -18,5 +18,16 @@ export function Help({ height, width, offset, onMax }: { height: number; width: 
   const readonly = useConsole((s) => s.settings.readonly);
   const skin = useConsole((s) => s.settings.skin);
   const lines = useMemo(() => helpLines(readonly), [readonly]);
-  return <Pane title={`Keys${readonly ? ' (read-only: actions are not bound)' : ''}`} lines={lines} hang={KEYS_WIDTH + 1} offset={offset} height={height} width={width} skin={skin} {...(onMax ? { onMax } : {})} />;
+  return (
+    <Pane
+      title={`Keys${readonly ? ' (read-only: actions are not bound)' : ''}`}
+      lines={lines}
+      hang={KEYS_WIDTH + 1}
+      offset={offset}
+      height={height}
+      width={width}
+      skin={skin}
+      {...(onMax ? { onMax } : {})}
+    />
+  );
 }

@@ -20,7 +20,9 @@ describe('NodesView', () => {
     const b = store.getState().data.nodes['node-b']!;
     expect(NODE_COLUMNS.find((c) => c.title === 'SCHEDULABLE')!.cell(b)).toBe('no: disk 83% >= 80%');
     // The selected row's verdict, whole, on a line of its own.
-    expect(lastFrame()!.split('\n').slice(-3).join(' ').trimEnd()).toBe('node-a schedulable | footprint 12.3Gi, headroom 114, all paused 117 at r 0 | host cpu 24%, MemAvailable 146.5Gi, disk 41%/80%');
+    expect(lastFrame()!.split('\n').slice(-3).join(' ').trimEnd()).toBe(
+      'node-a schedulable | footprint 12.3Gi, headroom 114, all paused 117 at r 0 | host cpu 24%, MemAvailable 146.5Gi, disk 41%/80%',
+    );
     for (const l of lastFrame()!.split('\n')) expect(l.length).toBeLessThanOrEqual(100);
   });
 
@@ -32,7 +34,9 @@ describe('NodesView', () => {
     expect(header!.split(/ +/)).toEqual(['NODE', 'STATE', 'SCHEDULA', 'CPU', 'MEMAV', 'DENSITY', 'HEAD', 'DISK/MARK', 'POOL']);
     for (const l of [header!, ...rows]) expect(l.length).toBeLessThanOrEqual(80);
     expect(line(lastFrame()!, 'node-a')).toMatch(/3 \/ 117 \(58 safe\) +115 +\d+%\/80% +0\/32$/);
-    expect(rows.slice(-3).join(' ').trimEnd()).toMatch(/^node-b NOT schedulable \(prefilter\): cordoned \| footprint 0Mi, headroom 117, all paused 117 at r 0 \| host cpu 24%, MemAvailable 146\.5Gi, disk 83%\/80%$/);
+    expect(rows.slice(-3).join(' ').trimEnd()).toMatch(
+      /^node-b NOT schedulable \(prefilter\): cordoned \| footprint 0Mi, headroom 117, all paused 117 at r 0 \| host cpu 24%, MemAvailable 146\.5Gi, disk 83%\/80%$/,
+    );
   });
 
   it('cuts a long node id before it lets POOL go at 80 columns', () => {
@@ -43,8 +47,16 @@ describe('NodesView', () => {
 
   it('names the rule and shows MemAvailable against the real MemTotal in the detail', () => {
     const a = storeFrom().getState().data.nodes['node-a']!;
-    const hot = { ...a, schedulable: false, reason: 'cpu util 94.8% >= 80%', refusedBy: 'cpu', usage: { ...a.usage, cpuUtilPercent: 94.8, memTotalMiB: 257024 } };
-    expect(nodeDetail(hot)).toMatch(/^node-a NOT schedulable \(cpu\): cpu util 94\.8% >= 80% \| footprint .* \| host cpu 95%, MemAvailable 146\.5Gi of 251\.0Gi/);
+    const hot = {
+      ...a,
+      schedulable: false,
+      reason: 'cpu util 94.8% >= 80%',
+      refusedBy: 'cpu',
+      usage: { ...a.usage, cpuUtilPercent: 94.8, memTotalMiB: 257024 },
+    };
+    expect(nodeDetail(hot)).toMatch(
+      /^node-a NOT schedulable \(cpu\): cpu util 94\.8% >= 80% \| footprint .* \| host cpu 95%, MemAvailable 146\.5Gi of 251\.0Gi/,
+    );
   });
 
   it('after the deltas: what the release ratio frees, the disk against its watermark, the empty pool', () => {
@@ -80,7 +92,11 @@ describe('NodesView', () => {
     const a = storeFrom().getState().data.nodes['node-a']!;
     const tone = NODE_COLUMNS.find((c) => c.title === 'DENSITY')!.tone!;
     // 7 small sandboxes on a node whose ceiling for the default spec is 6 (issue 16: a red `7 / 6`).
-    const small = { ...a, sandboxes: { running: 7, paused: 0, creating: 0, total: 7 }, density: { ...a.density, paperCeiling: 6, effectiveCeiling: 6, safetyBoundary: 3, memQuotaMiB: 6 * 4202, headroom: 4 } };
+    const small = {
+      ...a,
+      sandboxes: { running: 7, paused: 0, creating: 0, total: 7 },
+      density: { ...a.density, paperCeiling: 6, effectiveCeiling: 6, safetyBoundary: 3, memQuotaMiB: 6 * 4202, headroom: 4 },
+    };
     expect(tone({ ...small, usage: { ...a.usage, quotaMemUsedMiB: 7 * 174 } })).toBe('ok');
     expect(tone({ ...small, usage: { ...a.usage, quotaMemUsedMiB: 4 * 4202 } })).toBe('warn');
     expect(tone({ ...small, density: { ...small.density, headroom: 0 }, usage: { ...a.usage, quotaMemUsedMiB: 6 * 4202 } })).toBe('bad');
@@ -90,9 +106,16 @@ describe('NodesView', () => {
   it('says what the footprint is counted against: the quota, and how it relates to the host or declared memory', () => {
     const a = storeFrom().getState().data.nodes['node-a']!;
     // A 23.5 GiB host whose quota, oversold, is 105.9 GiB (issue 16: `0Mi/105.9Gi` read as the host's memory).
-    const host = { ...a, capacity: { cpus: 8, memoryMiB: 24064, declared: false }, usage: { ...a.usage, quotaMemUsedMiB: 0 }, density: { ...a.density, memQuotaMiB: 108442 } };
+    const host = {
+      ...a,
+      capacity: { cpus: 8, memoryMiB: 24064, declared: false },
+      usage: { ...a.usage, quotaMemUsedMiB: 0 },
+      density: { ...a.density, memQuotaMiB: 108442 },
+    };
     expect(nodeDetail(host)).toContain('| footprint 0Mi of quota 105.9Gi = 4.5x host 23.5Gi, headroom');
-    expect(nodeDetail({ ...host, capacity: { cpus: 128, memoryMiB: 257024, declared: true }, density: { ...a.density, memQuotaMiB: 482048 } })).toContain('footprint 0Mi of quota 470.8Gi = 1.9x declared 251.0Gi,');
+    expect(nodeDetail({ ...host, capacity: { cpus: 128, memoryMiB: 257024, declared: true }, density: { ...a.density, memQuotaMiB: 482048 } })).toContain(
+      'footprint 0Mi of quota 470.8Gi = 1.9x declared 251.0Gi,',
+    );
   });
 
   it('shows the disk quota held against what the store may promise, and the refusal whole at 80 columns', () => {
@@ -105,10 +128,17 @@ describe('NodesView', () => {
       schedulable: false,
       refusedBy: 'disk_quota',
       reason: 'disk quota 240+10 > 240 GiB (store 12 GiB x 20 disk oversell)',
-      usage: { ...b.usage, diskUsedPercent: 41, quotaDiskUsedGiB: 240, store: { kind: 'loop' as const, path: '/d/store', sizeBytes: 12 * 2 ** 30, freeBytes: 8 * 2 ** 30, usedPercent: 33 } },
+      usage: {
+        ...b.usage,
+        diskUsedPercent: 41,
+        quotaDiskUsedGiB: 240,
+        store: { kind: 'loop' as const, path: '/d/store', sizeBytes: 12 * 2 ** 30, freeBytes: 8 * 2 ** 30, usedPercent: 33 },
+      },
       density: { ...b.density, diskQuotaGiB: 240 },
     };
-    expect(nodeDetail(full)).toMatch(/^node-b NOT schedulable \(disk_quota\): disk quota 240\+10 > 240 GiB \(store 12 GiB x 20 disk oversell\) \| .*, disk 41%\/80%, quota 240\/240Gi$/);
+    expect(nodeDetail(full)).toMatch(
+      /^node-b NOT schedulable \(disk_quota\): disk quota 240\+10 > 240 GiB \(store 12 GiB x 20 disk oversell\) \| .*, disk 41%\/80%, quota 240\/240Gi$/,
+    );
     expect(nodeDetail(b)).not.toContain('quota 0');
     store.setState((s) => ({ data: { ...s.data, nodes: { ...s.data.nodes, 'node-b': full } }, ui: { ...s.ui, selected: { nodes: 'node-b' } } }));
     const { lastFrame } = render(withStore(store, <NodesView height={7} width={80} />));

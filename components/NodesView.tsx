@@ -106,8 +106,20 @@ const COLUMNS: Column<NodeView>[] = [
   { title: 'LOAD', width: GAUGE, shed: 3, cell: (n) => gauge(live(n), n.density.effectiveCeiling, GAUGE), tone: level },
   { title: 'BOUND', width: 6, shed: 2, cell: (n) => n.density.bottleneck },
   { title: 'PAUS/FREE', width: 9, shed: 1, align: 'right', cell: (n) => `${n.sandboxes.paused}/${mib(n.density.releasedMiB)}` },
-  { title: 'DISK/MARK', width: 9, align: 'right', cell: (n) => `${Math.round(n.usage.diskUsedPercent)}%/${n.usage.diskWatermarkPercent}%`, tone: (n) => (n.usage.diskUsedPercent >= n.usage.diskWatermarkPercent ? 'bad' : undefined) },
-  { title: 'POOL', width: 7, align: 'right', cell: (n) => `${n.pool.free}/${n.pool.total}`, tone: (n) => (n.pool.free === 0 && n.pool.total > 0 ? 'bad' : undefined) },
+  {
+    title: 'DISK/MARK',
+    width: 9,
+    align: 'right',
+    cell: (n) => `${Math.round(n.usage.diskUsedPercent)}%/${n.usage.diskWatermarkPercent}%`,
+    tone: (n) => (n.usage.diskUsedPercent >= n.usage.diskWatermarkPercent ? 'bad' : undefined),
+  },
+  {
+    title: 'POOL',
+    width: 7,
+    align: 'right',
+    cell: (n) => `${n.pool.free}/${n.pool.total}`,
+    tone: (n) => (n.pool.free === 0 && n.pool.total > 0 ? 'bad' : undefined),
+  },
   { title: 'WAITS', width: 6, shed: 4, cell: (n) => sparkline(n.pool.recentWaitsMs, 6) },
 ];
 
@@ -130,5 +142,19 @@ export function NodesView({ height, width }: { height: number; width: number }) 
   // Wide mode: node ids whole (up to NODE_ID_MAX), the line cut at the right edge instead.
   const { wide } = useContext(TableMode);
   const columns = useMemo(() => nodeColumns(idWidth, wide ? Infinity : width, densityW), [idWidth, width, densityW, wide]);
-  return <Table columns={columns} rows={nodeRows(data, filter, sort)} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} detail={nodeDetail} detailLines={NODE_DETAIL_LINES} sort={sortLabel('nodes', sort)} empty="no nodes (is the daemon up?)" />;
+  return (
+    <Table
+      columns={columns}
+      rows={nodeRows(data, filter, sort)}
+      rowKey={(n) => n.nodeID}
+      selectedID={selected}
+      height={height}
+      width={width}
+      skin={skin}
+      detail={nodeDetail}
+      detailLines={NODE_DETAIL_LINES}
+      sort={sortLabel('nodes', sort)}
+      empty="no nodes (is the daemon up?)"
+    />
+  );
 }

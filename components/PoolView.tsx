@@ -10,7 +10,13 @@ import { Table, type Column } from './Table.js';
 
 export const POOL_COLUMNS: readonly Column<NodeView>[] = [
   { title: 'NODE', width: 'flex', min: 10, cell: (n) => n.nodeID },
-  { title: 'FREE/TOTAL', width: 10, align: 'right', cell: (n) => `${n.pool.free}/${n.pool.total}`, tone: (n) => (n.pool.free === 0 && n.pool.total > 0 ? 'bad' : 'ok') },
+  {
+    title: 'FREE/TOTAL',
+    width: 10,
+    align: 'right',
+    cell: (n) => `${n.pool.free}/${n.pool.total}`,
+    tone: (n) => (n.pool.free === 0 && n.pool.total > 0 ? 'bad' : 'ok'),
+  },
   { title: 'IN USE', width: 6, align: 'right', cell: (n) => String(n.pool.inUse) },
   { title: 'CREATING', width: 8, shed: 1, align: 'right', cell: (n) => String(n.pool.creating) },
   { title: 'TARGET', width: 6, shed: 2, align: 'right', cell: (n) => String(n.pool.target) },
@@ -21,16 +27,36 @@ export const POOL_COLUMNS: readonly Column<NodeView>[] = [
   { title: 'RECENT WAITS', width: 16, shed: 3, cell: (n) => sparkline(n.pool.recentWaitsMs, 16) },
   // A node offering microvm keeps a second pool: slots made with a TAP for the microVMs. Kept at
   // 80 columns (CREATING and TARGET give way: the detail line says them).
-  { title: 'TAP F/T', width: 9, align: 'right', cell: (n) => (n.tapPool ? `${n.tapPool.free}/${n.tapPool.total}` : '-'), tone: (n) => (n.tapPool && n.tapPool.free === 0 && n.tapPool.total > 0 ? 'bad' : undefined) },
+  {
+    title: 'TAP F/T',
+    width: 9,
+    align: 'right',
+    cell: (n) => (n.tapPool ? `${n.tapPool.free}/${n.tapPool.total}` : '-'),
+    tone: (n) => (n.tapPool && n.tapPool.free === 0 && n.tapPool.total > 0 ? 'bad' : undefined),
+  },
 ];
 
 /** The selected node's pools whole: what the columns left out at 80 (creating, target) and the TAP pool's waits. */
 export function poolDetail(n: NodeView): string {
-  const line = (name: string, p: NodeView['pool']) => `${name} ${p.free}/${p.total} free, ${p.inUse} in use, ${p.creating} creating, target ${p.target}, ${p.inFlight} waiting, ${p.onDemand} on demand, wait p50 ${millis(p.waitP50Ms)} p99 ${millis(p.waitP99Ms)}`;
+  const line = (name: string, p: NodeView['pool']) =>
+    `${name} ${p.free}/${p.total} free, ${p.inUse} in use, ${p.creating} creating, target ${p.target}, ${p.inFlight} waiting, ${p.onDemand} on demand, wait p50 ${millis(p.waitP50Ms)} p99 ${millis(p.waitP99Ms)}`;
   return `${n.nodeID}: ${line('pool', n.pool)}${n.tapPool ? ` | ${line('microVM TAP pool', n.tapPool)}` : ''}`;
 }
 
 export function PoolView({ height, width }: { height: number; width: number }) {
   const { data, filter, sort, selected, skin } = useViewState('pool');
-  return <Table columns={POOL_COLUMNS} rows={nodeRows(data, filter, sort, 'pool')} rowKey={(n) => n.nodeID} selectedID={selected} height={height} width={width} skin={skin} detail={poolDetail} sort={sortLabel('pool', sort)} empty="no nodes" />;
+  return (
+    <Table
+      columns={POOL_COLUMNS}
+      rows={nodeRows(data, filter, sort, 'pool')}
+      rowKey={(n) => n.nodeID}
+      selectedID={selected}
+      height={height}
+      width={width}
+      skin={skin}
+      detail={poolDetail}
+      sort={sortLabel('pool', sort)}
+      empty="no nodes"
+    />
+  );
 }

@@ -22,7 +22,20 @@ describe('SandboxesView', () => {
 
   it('at 80 columns keeps CPU%, MEM and PROCS of the live use (polled) and leaves out net, template, reason, disk', () => {
     const store = storeFrom();
-    store.setState((s) => ({ data: withUsage(s.data, [{ sandboxID: 'sb-0001', cpuPercent: 97.4, memoryBytes: 200 * 2 ** 20, memoryLimitBytes: 4096 * 2 ** 20, pids: 7, diskLimitBytes: 2 ** 30, netRxBytes: 5000, netTxBytes: 300 }]) }));
+    store.setState((s) => ({
+      data: withUsage(s.data, [
+        {
+          sandboxID: 'sb-0001',
+          cpuPercent: 97.4,
+          memoryBytes: 200 * 2 ** 20,
+          memoryLimitBytes: 4096 * 2 ** 20,
+          pids: 7,
+          diskLimitBytes: 2 ** 30,
+          netRxBytes: 5000,
+          netTxBytes: 300,
+        },
+      ]),
+    }));
     const { lastFrame } = render(withStore(store, <SandboxesView height={8} width={80} now={NOW} />));
     const lines = lastFrame()!.split('\n');
     expect(lines[0]).toMatch(/^SANDBOX +NODE +STATE +AGE +CPU% +MEM +PROCS +LEFT$/);
@@ -34,7 +47,12 @@ describe('SandboxesView', () => {
 
   it('sorts by CPU% (the cpu triage fix: find what burns CPU)', async () => {
     const store = storeFrom();
-    store.setState((s) => ({ data: withUsage(s.data, [{ sandboxID: 'sb-0001', cpuPercent: 3, memoryBytes: 1, memoryLimitBytes: 2, pids: 1, diskLimitBytes: 1 }, { sandboxID: 'sb-0004', cpuPercent: 99, memoryBytes: 1, memoryLimitBytes: 2, pids: 1, diskLimitBytes: 1 }]) }));
+    store.setState((s) => ({
+      data: withUsage(s.data, [
+        { sandboxID: 'sb-0001', cpuPercent: 3, memoryBytes: 1, memoryLimitBytes: 2, pids: 1, diskLimitBytes: 1 },
+        { sandboxID: 'sb-0004', cpuPercent: 99, memoryBytes: 1, memoryLimitBytes: 2, pids: 1, diskLimitBytes: 1 },
+      ]),
+    }));
     const { SORTS } = await import('../src/tui/sorting.js');
     setUi(store, { sort: { sandboxes: { by: SORTS.sandboxes.findIndex((c) => c.title === 'CPU%'), desc: true } } });
     const { lastFrame } = render(withStore(store, <SandboxesView height={6} width={80} now={NOW} />));
@@ -46,7 +64,11 @@ describe('SandboxesView', () => {
     const store = storeFrom();
     setUi(store, { filter: { sandboxes: 'paused' } });
     const { lastFrame, rerender } = render(withStore(store, <SandboxesView height={6} width={100} now={NOW} />));
-    expect(lastFrame()!.split('\n').filter((l) => /^sb-\d{4} /.test(l))).toHaveLength(2);
+    expect(
+      lastFrame()!
+        .split('\n')
+        .filter((l) => /^sb-\d{4} /.test(l)),
+    ).toHaveLength(2);
     expect(lastFrame()).toMatch(/^sb-0003 +node-a/m);
     expect(lastFrame()).toMatch(/^sb-0003 paused \|/m);
     setUi(store, { filter: { sandboxes: 'zzz' } });

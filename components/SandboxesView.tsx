@@ -10,7 +10,15 @@ import type { Tone } from '../src/tui/skins.js';
 import { Table, type Column } from './Table.js';
 
 // Running is the normal state and stays plain; the rest stand out.
-const STATE_TONE: Partial<Record<SandboxView['state'], Tone>> = { paused: 'dim', error: 'bad', lost: 'bad', creating: 'accent', destroying: 'warn', pausing: 'warn', resuming: 'warn' };
+const STATE_TONE: Partial<Record<SandboxView['state'], Tone>> = {
+  paused: 'dim',
+  error: 'bad',
+  lost: 'bad',
+  creating: 'accent',
+  destroying: 'warn',
+  pausing: 'warn',
+  resuming: 'warn',
+};
 
 /**
  * Time until the timeout; `-` while paused: a paused sandbox does not time out (one resumed past
@@ -32,8 +40,20 @@ export function sandboxColumns(now: number): Column<SandboxRow>[] {
     { title: 'NODE', width: 'flex', min: 8, cell: (x) => x.nodeID },
     { title: 'STATE', width: 9, cell: (x) => x.state, tone: (x) => STATE_TONE[x.state] },
     { title: 'AGE', width: 4, shed: 2, align: 'right', cell: (x) => age(x.startedAt, now) },
-    { title: 'CPU%', width: 5, align: 'right', cell: (x) => (x.usage?.cpuPercent === undefined ? '-' : percent(x.usage.cpuPercent)), tone: (x) => ((x.usage?.cpuPercent ?? 0) >= 90 ? 'warn' : undefined) },
-    { title: 'MEM', width: 11, align: 'right', cell: (x) => (x.usage ? memUse(x.usage) : mib(x.spec.memoryMiB)), tone: (x) => (x.usage && x.usage.memoryBytes >= 0.9 * x.usage.memoryLimitBytes ? 'warn' : undefined) },
+    {
+      title: 'CPU%',
+      width: 5,
+      align: 'right',
+      cell: (x) => (x.usage?.cpuPercent === undefined ? '-' : percent(x.usage.cpuPercent)),
+      tone: (x) => ((x.usage?.cpuPercent ?? 0) >= 90 ? 'warn' : undefined),
+    },
+    {
+      title: 'MEM',
+      width: 11,
+      align: 'right',
+      cell: (x) => (x.usage ? memUse(x.usage) : mib(x.spec.memoryMiB)),
+      tone: (x) => (x.usage && x.usage.memoryBytes >= 0.9 * x.usage.memoryLimitBytes ? 'warn' : undefined),
+    },
     { title: 'PROCS', width: 5, shed: 3, align: 'right', cell: (x) => (x.usage ? String(x.usage.pids) : '-') },
     { title: 'DISK', width: 12, shed: 4, align: 'right', cell: diskUse },
     { title: 'NET RX/TX', width: 11, shed: 7, align: 'right', cell: (x) => netUse(x.usage) },
@@ -44,9 +64,13 @@ export function sandboxColumns(now: number): Column<SandboxRow>[] {
 
 /** The selected sandbox's line of its own: state and why, where, spec, address, egress. */
 export function sandboxDetail(x: SandboxRow): string {
-  const egress = x.egress ? ` egress ${x.egress.allowInternet === false ? 'no internet' : 'internet'}${x.egress.allowOut?.length ? ` allow ${x.egress.allowOut.join(',')}` : ''}${x.egress.denyOut?.length ? ` deny ${x.egress.denyOut.join(',')}` : ''}` : '';
+  const egress = x.egress
+    ? ` egress ${x.egress.allowInternet === false ? 'no internet' : 'internet'}${x.egress.allowOut?.length ? ` allow ${x.egress.allowOut.join(',')}` : ''}${x.egress.denyOut?.length ? ` deny ${x.egress.denyOut.join(',')}` : ''}`
+    : '';
   const u = x.usage;
-  const use = u ? ` | cpu ${u.cpuPercent === undefined ? '-' : percent(u.cpuPercent)} of ${x.spec.cpus}, mem ${memUse(u)}, ${u.pids} procs, disk ${diskUse(x)}, net rx/tx ${netUse(u)}` : '';
+  const use = u
+    ? ` | cpu ${u.cpuPercent === undefined ? '-' : percent(u.cpuPercent)} of ${x.spec.cpus}, mem ${memUse(u)}, ${u.pids} procs, disk ${diskUse(x)}, net rx/tx ${netUse(u)}`
+    : '';
   return `${x.sandboxID} ${x.state}${x.reason ? `: ${x.reason}` : ''} | ${x.templateID} on ${x.nodeID}, ${x.spec.cpus} cpu ${mib(x.spec.memoryMiB)}, ip ${x.ip ?? '-'}, ${x.state === 'paused' ? 'paused: no timeout runs' : `ends ${x.endAt}`}${egress}${use}`;
 }
 
@@ -59,5 +83,20 @@ export function SandboxesView({ height, width, now: fixedNow }: { height: number
   const columns = useMemo(() => sandboxColumns(now), [now]);
   const marked = useMemo(() => new Set(markedList), [markedList]);
   const rows = useMemo(() => sandboxRows(data, filter, sort), [data, filter, sort]);
-  return <Table columns={columns} rows={rows} rowKey={(x) => x.sandboxID} selectedID={selected} marked={marked} height={height} width={width} skin={skin} detail={sandboxDetail} sort={sortLabel('sandboxes', sort)} {...(marked.size ? { note: `${marked.size} marked` } : {})} empty={filter ? `no sandbox matches "${filter}"` : 'no sandboxes'} />;
+  return (
+    <Table
+      columns={columns}
+      rows={rows}
+      rowKey={(x) => x.sandboxID}
+      selectedID={selected}
+      marked={marked}
+      height={height}
+      width={width}
+      skin={skin}
+      detail={sandboxDetail}
+      sort={sortLabel('sandboxes', sort)}
+      {...(marked.size ? { note: `${marked.size} marked` } : {})}
+      empty={filter ? `no sandbox matches "${filter}"` : 'no sandboxes'}
+    />
+  );
 }

@@ -15,7 +15,8 @@ export const MAX_TEXT_LINES = 3;
 
 /** The outcome wrapped to the width, then its detail lines (each cut, at most MAX_DETAIL). */
 export function flashLines(flash: Flash, width: number): { text: string[]; detail: string[] } {
-  const detail = flash.detail.length > MAX_DETAIL ? flash.detail.slice(0, MAX_DETAIL - 1).concat(`... ${flash.detail.length - MAX_DETAIL + 1} more`) : flash.detail;
+  const detail =
+    flash.detail.length > MAX_DETAIL ? flash.detail.slice(0, MAX_DETAIL - 1).concat(`... ${flash.detail.length - MAX_DETAIL + 1} more`) : flash.detail;
   return { text: wrap(flash.text, width, MAX_TEXT_LINES), detail };
 }
 

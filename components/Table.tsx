@@ -24,7 +24,8 @@ export interface Column<T> {
 }
 
 /** A cell at its column's width: cut at the end, or for `keepEnd` columns at the start. */
-const cellText = <T,>(c: Column<T>, s: string, width: number): string => (c.keepEnd && s.length > width && width > 1 ? fit(`~${s.slice(s.length - width + 1)}`, width) : fit(s, width, c.align));
+const cellText = <T,>(c: Column<T>, s: string, width: number): string =>
+  c.keepEnd && s.length > width && width > 1 ? fit(`~${s.slice(s.length - width + 1)}`, width) : fit(s, width, c.align);
 
 export interface TableProps<T> {
   columns: readonly Column<T>[];
@@ -136,7 +137,22 @@ function RowLine<T>({ row, columns, widths, width, selected, marked, skin, rowTo
 
 const Row = memo(RowLine) as typeof RowLine;
 
-export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, height, width, skin, rowTone, empty, detail, detailLines: wanted = DETAIL_LINES, sort, note }: TableProps<T>) {
+export function Table<T>({
+  columns: all,
+  rows,
+  rowKey,
+  selectedID,
+  marked,
+  height,
+  width,
+  skin,
+  rowTone,
+  empty,
+  detail,
+  detailLines: wanted = DETAIL_LINES,
+  sort,
+  note,
+}: TableProps<T>) {
   const mode = useContext(TableMode);
   const columns = useMemo(() => (mode.wide ? pannedColumns(all, mode.pan) : fitColumns(all, width)), [all, width, mode.wide, mode.pan]);
   const widths = useMemo(() => columnWidths(columns, width), [columns, width]);
@@ -164,7 +180,19 @@ export function Table<T>({ columns: all, rows, rowKey, selectedID, marked, heigh
       ) : (
         visible.map((r, i) => {
           const key = rowKey(r);
-          return <Row key={key} row={r} columns={columns} widths={widths} width={width} selected={start + i === selected} marked={marked?.has(key) ?? false} skin={skin} rowTone={rowTone} />;
+          return (
+            <Row
+              key={key}
+              row={r}
+              columns={columns}
+              widths={widths}
+              width={width}
+              selected={start + i === selected}
+              marked={marked?.has(key) ?? false}
+              skin={skin}
+              rowTone={rowTone}
+            />
+          );
         })
       )}
       {detailLines > 0 && (

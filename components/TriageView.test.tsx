@@ -13,13 +13,17 @@ describe('TriageView', () => {
     expect(lastFrame()).toMatch(/BAD +node-a +NIC allocation stall +pool 0\/32 free, 4 waiting, 7 on-demand/);
     expect(lastFrame()).toMatch(/BAD +node-b +disk watermark +disk 83% >= watermark 80%/);
     // The selected finding whole, with its fix, under the table.
-    expect(lines.slice(-2).join(' ')).toMatch(/^node-a NIC allocation stall: pool 0\/32 free, 4 waiting, 7 on-demand since start, wait p99 230ms \(p50 \S+\)\. FIX: raise network tap_init_num/);
+    expect(lines.slice(-2).join(' ')).toMatch(
+      /^node-a NIC allocation stall: pool 0\/32 free, 4 waiting, 7 on-demand since start, wait p99 230ms \(p50 \S+\)\. FIX: raise network tap_init_num/,
+    );
   });
 
   it('says when nothing is active', () => {
     const store = storeFrom(loadStream('watch-cubed.ndjson'));
     // Recorded on a busy build machine: calm its host CPU, the one thing that was not.
-    store.setState((s) => ({ data: { ...s.data, nodes: Object.fromEntries(Object.entries(s.data.nodes).map(([id, n]) => [id, { ...n, usage: { ...n.usage, cpuUtilPercent: 5 } }])) } }));
+    store.setState((s) => ({
+      data: { ...s.data, nodes: Object.fromEntries(Object.entries(s.data.nodes).map(([id, n]) => [id, { ...n, usage: { ...n.usage, cpuUtilPercent: 5 } }])) },
+    }));
     const { lastFrame } = render(withStore(store, <TriageView height={6} width={120} />));
     expect(lastFrame()).toContain('no bottleneck active');
     expect(lastFrame()).toMatch(/^1 nodes  clear: creates refused, CPU starvation, memory oversell cashed in, disk watermark, NIC/);

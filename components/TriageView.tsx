@@ -35,7 +35,18 @@ export function TriageView({ height, width }: { height: number; width: number })
       <Text color={colorOf(skin, findings.length ? 'warn' : 'ok')} wrap="truncate">
         {cut(`${data.nodeOrder.length} nodes  ${summary}`, width)}
       </Text>
-      <Table columns={TRIAGE_COLUMNS} rows={findings} rowKey={findingID} selectedID={selected} height={height - 1} width={width} skin={skin} sort={sortLabel('triage', sort)} detail={findingDetail} empty="no bottleneck active" />
+      <Table
+        columns={TRIAGE_COLUMNS}
+        rows={findings}
+        rowKey={findingID}
+        selectedID={selected}
+        height={height - 1}
+        width={width}
+        skin={skin}
+        sort={sortLabel('triage', sort)}
+        detail={findingDetail}
+        empty="no bottleneck active"
+      />
     </>
   );
 }

@@ -6,7 +6,7 @@ import { isoTime } from './model/time.js';
 export const ErrorTable = {
   BAD_REQUEST: { code: 130400, http: 400, name: 'bad request' },
   UNAUTHORIZED: { code: 130401, http: 401, name: 'unauthorized' },
-  FORBIDDEN: { code: 130403, http: 403, name: 'forbidden for this key\'s role' },
+  FORBIDDEN: { code: 130403, http: 403, name: "forbidden for this key's role" },
   NOT_FOUND: { code: 130404, http: 404, name: 'not found' },
   // A sandbox that ended without its client asking (src/model/death.ts): 404 like any unknown
   // sandbox, so E2B SDKs raise their not-found errors, with the reason in the code and message.
@@ -103,7 +103,9 @@ export function isNotFound(e: unknown): e is CubeError {
  */
 export function deathError(t: Tombstone): CubeError {
   const message = `sandbox ${t.sandboxID} ended: ${t.reason} (${DEATH_MEANING[t.reason]}) at ${isoTime(t.at)} on node ${t.nodeID}${t.message ? `: ${t.message}` : ''}`;
-  return new CubeError(DEATH_ERRORS[t.reason], message, { details: { sandboxID: t.sandboxID, reason: t.reason, endedAt: isoTime(t.at), nodeID: t.nodeID, ...(t.by !== undefined ? { by: t.by } : {}) } });
+  return new CubeError(DEATH_ERRORS[t.reason], message, {
+    details: { sandboxID: t.sandboxID, reason: t.reason, endedAt: isoTime(t.at), nodeID: t.nodeID, ...(t.by !== undefined ? { by: t.by } : {}) },
+  });
 }
 
 /** Wraps anything thrown into a CubeError, keeping CubeErrors as they are. */
@@ -118,7 +120,10 @@ export function toCubeError(e: unknown, fallback: ErrorKind = 'INTERNAL'): CubeE
  * (404 makes kill() return false, 409 makes pause() return false), so E2B routes put the
  * status in `code` and our reason in `cubeCode`; admin routes put our reason in `code`.
  */
-export function errorBody(err: CubeError, flavour: 'e2b' | 'admin'): { code: number; message: string; cubeCode?: number; status?: number; details?: Record<string, unknown> } {
+export function errorBody(
+  err: CubeError,
+  flavour: 'e2b' | 'admin',
+): { code: number; message: string; cubeCode?: number; status?: number; details?: Record<string, unknown> } {
   const message = `${err.code} ${err.message}`;
   if (flavour === 'e2b') return { code: err.http, message, cubeCode: err.code, ...(err.details ? { details: err.details } : {}) };
   return { code: err.code, message, status: err.http, ...(err.details ? { details: err.details } : {}) };

@@ -2,7 +2,16 @@
 // templates and layers they fetch (relayed from the nodes holding them: templates/relay.ts), behind
 // the cluster secret rather than an API key.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, HEARTBEAT_PATH, heartbeatWithEpochTimes, secretMatches, type Heartbeat, type HeartbeatAnswer, type HeartbeatBatch } from '../cubelet/rpc-wire.js';
+import {
+  CLUSTER_LAYER_PATH,
+  CLUSTER_TEMPLATE_PATH,
+  HEARTBEAT_PATH,
+  heartbeatWithEpochTimes,
+  secretMatches,
+  type Heartbeat,
+  type HeartbeatAnswer,
+  type HeartbeatBatch,
+} from '../cubelet/rpc-wire.js';
 import { CubeError } from '../errors.js';
 import type { LayerRelay } from '../templates/relay.js';
 import { readJson, sendError, sendJson, type ErrorLog } from '../http.js';
@@ -15,13 +24,27 @@ const MAX_HEARTBEAT = 256 << 20;
 function checkHeartbeat(sent: unknown): void {
   // The wire's JSON, checked before it is trusted as a Heartbeat.
   const hb = sent as Partial<Heartbeat> | null;
-  if (typeof hb?.nodeID !== 'string' || !hb.nodeID || typeof hb.address !== 'string' || !(hb.view || typeof hb.seen?.lastSeen === 'number' || typeof hb.seen?.lastSeen === 'string') || (hb.sandboxes !== undefined && !Array.isArray(hb.sandboxes)) || !Array.isArray(hb.events)) throw new CubeError('BAD_REQUEST', 'heartbeat needs nodeID, address, view or seen.lastSeen, and events[] (sandboxes[] when listed)');
+  if (
+    typeof hb?.nodeID !== 'string' ||
+    !hb.nodeID ||
+    typeof hb.address !== 'string' ||
+    !(hb.view || typeof hb.seen?.lastSeen === 'number' || typeof hb.seen?.lastSeen === 'string') ||
+    (hb.sandboxes !== undefined && !Array.isArray(hb.sandboxes)) ||
+    !Array.isArray(hb.events)
+  )
+    throw new CubeError('BAD_REQUEST', 'heartbeat needs nodeID, address, view or seen.lastSeen, and events[] (sandboxes[] when listed)');
   if (hb.view && hb.view.nodeID !== hb.nodeID) throw new CubeError('BAD_REQUEST', `heartbeat from ${hb.nodeID} carries the view of ${hb.view.nodeID}`);
 }
 
-export function clusterRpcHandler(cp: { heartbeats(hbs: Heartbeat[]): Promise<HeartbeatAnswer> }, secret: string, log?: ErrorLog, relay?: LayerRelay): (req: IncomingMessage, res: ServerResponse) => void {
+export function clusterRpcHandler(
+  cp: { heartbeats(hbs: Heartbeat[]): Promise<HeartbeatAnswer> },
+  secret: string,
+  log?: ErrorLog,
+  relay?: LayerRelay,
+): (req: IncomingMessage, res: ServerResponse) => void {
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    if (!secretMatches(req.headers.authorization, secret)) throw new CubeError('UNAUTHORIZED', 'cluster traffic needs the cluster secret (CUBE_CLUSTER_SECRET)');
+    if (!secretMatches(req.headers.authorization, secret))
+      throw new CubeError('UNAUTHORIZED', 'cluster traffic needs the cluster secret (CUBE_CLUSTER_SECRET)');
     const path = (req.url ?? '/').split('?', 1)[0];
     if (relay && req.method === 'POST' && (path === CLUSTER_TEMPLATE_PATH || path === CLUSTER_LAYER_PATH)) {
       const body = await readJson<{ name?: unknown; digest?: unknown; nodeID?: unknown }>(req, 64 << 10);

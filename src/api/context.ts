@@ -34,6 +34,11 @@ export interface Caller {
   role: KeyRole;
 }
 
-export type Handler = (req: IncomingMessage & { caller?: Caller }, res: ServerResponse, params: Record<string, string | undefined>, query: Record<string, string>) => Promise<void> | void;
+export type Handler = (
+  req: IncomingMessage & { caller?: Caller },
+  res: ServerResponse,
+  params: Record<string, string | undefined>,
+  query: Record<string, string>,
+) => Promise<void> | void;
 
 export type ApiRouter = Router.Instance<Router.HTTPVersion.V1>;

@@ -32,34 +32,94 @@ interface NodeGauge {
 }
 
 const NODE_GAUGES: NodeGauge[] = [
-  { name: 'cubed_node_schedulable', help: "1 when the scheduler would place a sandbox of the default spec on the node now (its own filters), else 0", read: (n) => (n.schedulable ? 1 : 0) },
+  {
+    name: 'cubed_node_schedulable',
+    help: '1 when the scheduler would place a sandbox of the default spec on the node now (its own filters), else 0',
+    read: (n) => (n.schedulable ? 1 : 0),
+  },
   {
     name: 'cubed_node_ceiling_sandboxes',
     help: 'Sandboxes of the default spec the node holds: paper (memory quota), cpu, effective (the lower) and all_paused (every sandbox paused at the release ratio in force)',
-    by: { label: 'kind', values: { paper: (n) => n.density.paperCeiling, cpu: (n) => n.density.cpuCeiling, effective: (n) => n.density.effectiveCeiling, all_paused: (n) => n.density.allPausedCeiling } },
+    by: {
+      label: 'kind',
+      values: {
+        paper: (n) => n.density.paperCeiling,
+        cpu: (n) => n.density.cpuCeiling,
+        effective: (n) => n.density.effectiveCeiling,
+        all_paused: (n) => n.density.allPausedCeiling,
+      },
+    },
   },
-  { name: 'cubed_node_safe_boundary_sandboxes', help: 'Live sandboxes (running + paused) the node holds without counting on memory released by paused ones', read: (n) => n.density.safetyBoundary },
-  { name: 'cubed_node_headroom_sandboxes', help: 'Sandboxes of the default spec that still fit, given the live running and paused counts', read: (n) => n.density.headroom },
+  {
+    name: 'cubed_node_safe_boundary_sandboxes',
+    help: 'Live sandboxes (running + paused) the node holds without counting on memory released by paused ones',
+    read: (n) => n.density.safetyBoundary,
+  },
+  {
+    name: 'cubed_node_headroom_sandboxes',
+    help: 'Sandboxes of the default spec that still fit, given the live running and paused counts',
+    read: (n) => n.density.headroom,
+  },
   {
     name: 'cubed_node_sandboxes',
     help: 'Sandboxes on the node by state',
     by: { label: 'state', values: { running: (n) => n.sandboxes.running, paused: (n) => n.sandboxes.paused, creating: (n) => n.sandboxes.creating } },
   },
-  { name: 'cubed_node_footprint_mib', help: 'Memory footprint of one sandbox of the default spec (memory + base + memory/coefficient)', read: (n) => n.density.footprintMiB },
-  { name: 'cubed_node_memory_capacity_mib', help: "The node's memory (declared in [quota] of cubelet.toml or read from the host); the quota density counts against is this less the reserve, times the oversell factor", read: (n) => n.capacity.memoryMiB },
-  { name: 'cubed_node_memory_quota_used_mib', help: 'Footprint in use: spec memory of running sandboxes and (1 - r) of paused ones', read: (n) => n.usage.quotaMemUsedMiB },
+  {
+    name: 'cubed_node_footprint_mib',
+    help: 'Memory footprint of one sandbox of the default spec (memory + base + memory/coefficient)',
+    read: (n) => n.density.footprintMiB,
+  },
+  {
+    name: 'cubed_node_memory_capacity_mib',
+    help: "The node's memory (declared in [quota] of cubelet.toml or read from the host); the quota density counts against is this less the reserve, times the oversell factor",
+    read: (n) => n.capacity.memoryMiB,
+  },
+  {
+    name: 'cubed_node_memory_quota_used_mib',
+    help: 'Footprint in use: spec memory of running sandboxes and (1 - r) of paused ones',
+    read: (n) => n.usage.quotaMemUsedMiB,
+  },
   // The denominator of the footprint in use: without it an alert on the quota's fill had to redo the daemon's density arithmetic.
-  { name: 'cubed_node_memory_quota_mib', help: 'The memory quota footprints count against: the capacity less the reserve, times the oversell factor (above the host memory when oversold)', read: (n) => n.density.memQuotaMiB },
+  {
+    name: 'cubed_node_memory_quota_mib',
+    help: 'The memory quota footprints count against: the capacity less the reserve, times the oversell factor (above the host memory when oversold)',
+    read: (n) => n.density.memQuotaMiB,
+  },
   { name: 'cubed_node_released_mib', help: 'Memory the release ratio currently frees from paused sandboxes', read: (n) => n.density.releasedMiB },
   { name: 'cubed_node_release_ratio', help: 'host.quota.paused_resource_release_ratio in force on the node', read: (n) => n.density.releaseRatio },
   // Cluster: a node still on an old version after a config change is what this finds.
-  { name: 'cubed_node_config_version', help: "Cluster: the version of the cluster's config the node runs (absent until it took one, and on a single-node daemon: see cubed_config_version)", read: (n) => n.configVersion },
-  { name: 'cubed_node_disk_used_percent', help: 'Disk use the disk filter compares with the watermark (sandbox store or data dir, whichever is fuller)', read: (n) => n.usage.diskUsedPercent },
-  { name: 'cubed_node_disk_quota_used_gib', help: 'Sum of the disk_gib quotas of the sandboxes holding a writable layer (paused ones in full): what the disk_quota filter counts (absent without a sandbox store)', read: (n) => (n.density.diskQuotaGiB === undefined ? undefined : (n.usage.quotaDiskUsedGiB ?? 0)) },
-  { name: 'cubed_node_disk_quota_gib', help: "The disk quota sandboxes' disk_gib count against: the sandbox store's size times host.quota.disk_oversell_ratio (absent without a store)", read: (n) => n.density.diskQuotaGiB },
-  { name: 'cubed_node_disk_watermark_percent', help: 'scheduler.disk_usage_max_percent: at or above it the node takes no new sandboxes', read: (n) => n.usage.diskWatermarkPercent },
+  {
+    name: 'cubed_node_config_version',
+    help: "Cluster: the version of the cluster's config the node runs (absent until it took one, and on a single-node daemon: see cubed_config_version)",
+    read: (n) => n.configVersion,
+  },
+  {
+    name: 'cubed_node_disk_used_percent',
+    help: 'Disk use the disk filter compares with the watermark (sandbox store or data dir, whichever is fuller)',
+    read: (n) => n.usage.diskUsedPercent,
+  },
+  {
+    name: 'cubed_node_disk_quota_used_gib',
+    help: 'Sum of the disk_gib quotas of the sandboxes holding a writable layer (paused ones in full): what the disk_quota filter counts (absent without a sandbox store)',
+    read: (n) => (n.density.diskQuotaGiB === undefined ? undefined : (n.usage.quotaDiskUsedGiB ?? 0)),
+  },
+  {
+    name: 'cubed_node_disk_quota_gib',
+    help: "The disk quota sandboxes' disk_gib count against: the sandbox store's size times host.quota.disk_oversell_ratio (absent without a store)",
+    read: (n) => n.density.diskQuotaGiB,
+  },
+  {
+    name: 'cubed_node_disk_watermark_percent',
+    help: 'scheduler.disk_usage_max_percent: at or above it the node takes no new sandboxes',
+    read: (n) => n.usage.diskWatermarkPercent,
+  },
   { name: 'cubed_node_host_cpu_percent', help: "The whole host's CPU use, percent", read: (n) => n.usage.cpuUtilPercent },
-  { name: 'cubed_node_sandbox_cpu_percent', help: "The node's sandboxes' CPU use (their cgroups, about 30 s), percent of its CPUs: what the cpu filter gates on", read: (n) => n.usage.sandboxCpuUtilPercent },
+  {
+    name: 'cubed_node_sandbox_cpu_percent',
+    help: "The node's sandboxes' CPU use (their cgroups, about 30 s), percent of its CPUs: what the cpu filter gates on",
+    read: (n) => n.usage.sandboxCpuUtilPercent,
+  },
   { name: 'cubed_node_mem_available_mib', help: "The host's MemAvailable", read: (n) => n.usage.memAvailableMiB },
   { name: 'cubed_node_mem_total_mib', help: "The host's real MemTotal (the memory quota may be declared above it)", read: (n) => n.usage.memTotalMiB },
   {
@@ -68,7 +128,11 @@ const NODE_GAUGES: NodeGauge[] = [
     by: { label: 'quantile', values: { '0.5': (n) => n.pool.waitP50Ms / 1000, '0.99': (n) => n.pool.waitP99Ms / 1000 } },
   },
   { name: 'cubed_pool_allocations_waiting', help: 'Allocations waiting for a network slot now', read: (n) => n.pool.inFlight },
-  { name: 'cubed_pool_on_demand_recent', help: 'Allocations served by creating a slot on demand (the pool was empty) in the last 5 minutes', read: (n) => n.pool.onDemandRecent },
+  {
+    name: 'cubed_pool_on_demand_recent',
+    help: 'Allocations served by creating a slot on demand (the pool was empty) in the last 5 minutes',
+    read: (n) => n.pool.onDemandRecent,
+  },
 ];
 
 export function createMetrics(cp: ControlPlane): { registry: Registry; close: () => void } {
@@ -109,7 +173,15 @@ export function createMetrics(cp: ControlPlane): { registry: Registry; close: ()
         for (const n of (await scrape()).nodes) {
           const p = poolOf(n);
           if (!p) continue;
-          for (const [level, v] of Object.entries({ free: p.free, in_use: p.inUse, creating: p.creating, total: p.total, target: p.target, on_demand: p.onDemand })) this.set({ node: n.nodeID, level }, v);
+          for (const [level, v] of Object.entries({
+            free: p.free,
+            in_use: p.inUse,
+            creating: p.creating,
+            total: p.total,
+            target: p.target,
+            on_demand: p.onDemand,
+          }))
+            this.set({ node: n.nodeID, level }, v);
         }
       },
     });
@@ -124,7 +196,9 @@ export function createMetrics(cp: ControlPlane): { registry: Registry; close: ()
         // A node that left must not keep its last values.
         this.reset();
         for (const n of (await scrape()).nodes) {
-          const entries = g.by ? Object.entries(g.by.values).map(([v, read]) => [{ node: n.nodeID, [g.by!.label]: v }, read(n)] as const) : [[{ node: n.nodeID }, g.read!(n)] as const];
+          const entries = g.by
+            ? Object.entries(g.by.values).map(([v, read]) => [{ node: n.nodeID, [g.by!.label]: v }, read(n)] as const)
+            : [[{ node: n.nodeID }, g.read!(n)] as const];
           for (const [labels, v] of entries) if (v !== undefined) this.set(labels, v);
         }
       },
@@ -168,9 +242,24 @@ export function createMetrics(cp: ControlPlane): { registry: Registry; close: ()
       for (const r of (await scrape()).stats.refusedSinceStart ?? []) this.inc({ code: String(r.code), rule: r.rule }, r.count);
     },
   });
-  const createSeconds = new Histogram({ name: 'cubed_sandbox_create_seconds', help: 'Sandbox create latency on the node', buckets: LATENCY_BUCKETS, registers: [registry] });
-  const pauseSeconds = new Histogram({ name: 'cubed_sandbox_pause_seconds', help: 'Sandbox pause latency on the node', buckets: LATENCY_BUCKETS, registers: [registry] });
-  const resumeSeconds = new Histogram({ name: 'cubed_sandbox_resume_seconds', help: 'Sandbox resume latency on the node', buckets: LATENCY_BUCKETS, registers: [registry] });
+  const createSeconds = new Histogram({
+    name: 'cubed_sandbox_create_seconds',
+    help: 'Sandbox create latency on the node',
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const pauseSeconds = new Histogram({
+    name: 'cubed_sandbox_pause_seconds',
+    help: 'Sandbox pause latency on the node',
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const resumeSeconds = new Histogram({
+    name: 'cubed_sandbox_resume_seconds',
+    help: 'Sandbox resume latency on the node',
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
   const timed = { 'sandbox.created': createSeconds, 'sandbox.paused': pauseSeconds, 'sandbox.resumed': resumeSeconds } as const;
   const close = cp.watch(
     (m) => {

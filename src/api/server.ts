@@ -43,7 +43,8 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   const { ctx } = o;
   const router: ApiRouter = Router({
     ignoreTrailingSlash: true,
-    defaultRoute: (req, res) => sendError(res, new CubeError('NOT_FOUND', `no route for ${req.method} ${(req.url ?? '/').split('?', 1)[0]}`), flavourOf(req.url ?? '/')),
+    defaultRoute: (req, res) =>
+      sendError(res, new CubeError('NOT_FOUND', `no route for ${req.method} ${(req.url ?? '/').split('?', 1)[0]}`), flavourOf(req.url ?? '/')),
   });
   registerAdminRoutes(router, ctx);
   registerE2bRoutes(router, ctx);
@@ -75,12 +76,21 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
       throw new CubeError('UNAUTHORIZED', 'missing or invalid API key (send X-API-Key: <key> or Authorization: Bearer <key>)');
     }
     if (caller.role !== 'admin' && needsAdmin(path))
-      throw new CubeError('FORBIDDEN', `API key "${caller.name}" (${caller.keyID}) has the role ${caller.role}: ${req.method} ${path} takes an admin key (the admin API, node-wide policy and metrics); cubectl and the console use the admin key in <data-dir>/api-key`);
+      throw new CubeError(
+        'FORBIDDEN',
+        `API key "${caller.name}" (${caller.keyID}) has the role ${caller.role}: ${req.method} ${path} takes an admin key (the admin API, node-wide policy and metrics); cubectl and the console use the admin key in <data-dir>/api-key`,
+      );
     const wait = limiter.take(caller.keyID);
-    if (wait > 0) throw new CubeError('RATE_LIMITED', `more than ${ctx.config().api.rate_limit_per_sec} requests per second for this API key`, { retryAfter: wait });
+    if (wait > 0)
+      throw new CubeError('RATE_LIMITED', `more than ${ctx.config().api.rate_limit_per_sec} requests per second for this API key`, { retryAfter: wait });
     if (isCreateLike(req.method, path)) {
       const release = creates.acquire(caller.keyID);
-      if (!release) throw new CubeError('CONCURRENCY_LIMITED', `${creates.inFlight(caller.keyID)} creates already in flight for this API key (api.create_concurrency_per_key)`, { retryAfter: 1 });
+      if (!release)
+        throw new CubeError(
+          'CONCURRENCY_LIMITED',
+          `${creates.inFlight(caller.keyID)} creates already in flight for this API key (api.create_concurrency_per_key)`,
+          { retryAfter: 1 },
+        );
       res.once('close', release);
     }
     req.caller = caller;
@@ -88,7 +98,10 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   };
 
   const sourceOf = (req: IncomingMessage) => req.socket.remoteAddress ?? '';
-  const tooManyFailures = (req: IncomingMessage, wait: number) => new CubeError('RATE_LIMITED', `more than ${ctx.config().api.auth_failures_per_sec} failed authentications per second from ${sourceOf(req)}`, { retryAfter: wait });
+  const tooManyFailures = (req: IncomingMessage, wait: number) =>
+    new CubeError('RATE_LIMITED', `more than ${ctx.config().api.auth_failures_per_sec} failed authentications per second from ${sourceOf(req)}`, {
+      retryAfter: wait,
+    });
   /**
    * The caller of a request, or undefined. A key this replica does not know from a source over its
    * failure budget is refused before any store lookup: a flood of wrong keys costs no MySQL read each.

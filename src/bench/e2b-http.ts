@@ -83,7 +83,10 @@ export class E2bHttp {
     const url = new URL(path, base);
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     return new Promise<{ status: number; text: string; statusText: string }>((resolve, reject) => {
-      const headers: Record<string, string | number> = { 'x-api-key': this.opts.apiKey, ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }) };
+      const headers: Record<string, string | number> = {
+        'x-api-key': this.opts.apiKey,
+        ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
+      };
       const req = send(url, { method, headers, agent: url.protocol === 'https:' ? this.agents.https : this.agents.http }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -97,7 +100,11 @@ export class E2bHttp {
       const timer = setTimeout(() => req.destroy(new BenchOpError('timeout', `${method} ${path}: no answer in ${timeoutMs} ms`)), timeoutMs);
       function fail(e: Error): void {
         clearTimeout(timer);
-        reject(e instanceof BenchOpError ? e : new BenchOpError('unreachable', `${method} ${path}: ${e.message}`, (e as NodeJS.ErrnoException).code === 'ECONNREFUSED'));
+        reject(
+          e instanceof BenchOpError
+            ? e
+            : new BenchOpError('unreachable', `${method} ${path}: ${e.message}`, (e as NodeJS.ErrnoException).code === 'ECONNREFUSED'),
+        );
       }
       req.on('error', fail);
       req.end(payload);
@@ -153,7 +160,10 @@ export class E2bHttp {
     const headers = { 'e2b-sandbox-id': sb.sandboxID, 'e2b-sandbox-port': ENVD_PORT, ...(sb.envdAccessToken ? { 'x-access-token': sb.envdAccessToken } : {}) };
     let exitCode: number | undefined;
     try {
-      const events = this.process[this.next()]!.start({ process: { cmd: '/bin/bash', args: ['-l', '-c', cmd], envs: {} } }, { headers, timeoutMs: this.opts.timeoutMs ?? 60_000 });
+      const events = this.process[this.next()]!.start(
+        { process: { cmd: '/bin/bash', args: ['-l', '-c', cmd], envs: {} } },
+        { headers, timeoutMs: this.opts.timeoutMs ?? 60_000 },
+      );
       for await (const { event } of events) if (event?.event.case === 'end') exitCode = event.event.value.exitCode;
     } catch (e) {
       const err = ConnectError.from(e);

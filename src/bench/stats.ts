@@ -111,7 +111,10 @@ export function compare(a: BenchResult, b: BenchResult): CompareRow[] {
     ratio: x === 0 ? 0 : y / x,
     better: LOWER_IS_BETTER.has(metric) ? y < x : y > x,
   });
-  const rows = [row('throughputPerSec', a.summary.throughputPerSec, b.summary.throughputPerSec), row('successRate', a.summary.successRate, b.summary.successRate)];
+  const rows = [
+    row('throughputPerSec', a.summary.throughputPerSec, b.summary.throughputPerSec),
+    row('successRate', a.summary.successRate, b.summary.successRate),
+  ];
   for (const k of Object.keys(a.summary.latencyMs) as (keyof LatencySummary)[]) {
     if (k === 'std') continue;
     rows.push(row(k, a.summary.latencyMs[k], b.summary.latencyMs[k]));

@@ -3,7 +3,24 @@
 // be reached at all becomes DaemonUnreachableError. Every answer's strings come back
 // terminal-safe (terminal.ts): what a sandbox or another client wrote never acts on the
 // operator's terminal, whichever verb or view prints it.
-import type { AuditView, ConfigView, EventView, KeyQuotas, KeyRole, KeyView, NewKeyView, NodeView, PauseOptions, ReloadResult, SandboxState, SandboxUsage, SandboxView, SnapshotView, StatsView, WatchMessage } from '../api/types.js';
+import type {
+  AuditView,
+  ConfigView,
+  EventView,
+  KeyQuotas,
+  KeyRole,
+  KeyView,
+  NewKeyView,
+  NodeView,
+  PauseOptions,
+  ReloadResult,
+  SandboxState,
+  SandboxUsage,
+  SandboxView,
+  SnapshotView,
+  StatsView,
+  WatchMessage,
+} from '../api/types.js';
 import type { TemplateListing } from '../api/admin/templates.js';
 import type { BuildLogEntry, BuildRecord } from '../templates/build/build.js';
 import type { ProcessEvent } from '../cubelet/types.js';
@@ -221,7 +238,9 @@ export class CubeClient {
       if (line.trim() === '') continue;
       const ev = JSON.parse(line) as { type: string; data?: string };
       // Output stays bytes (the caller decides: a file gets them as they are); the rest is made safe.
-      yield (ev.type === 'stdout' || ev.type === 'stderr' ? { type: ev.type, data: Buffer.from(ev.data ?? '', 'base64') } : terminalSafeDeep(ev)) as ProcessEvent;
+      yield (
+        ev.type === 'stdout' || ev.type === 'stderr' ? { type: ev.type, data: Buffer.from(ev.data ?? '', 'base64') } : terminalSafeDeep(ev)
+      ) as ProcessEvent;
     }
   }
 
@@ -319,11 +338,20 @@ export class CubeClient {
    * skopeo; credentials go in the body, over this connection only). `onProgress` gets the
    * daemon's progress lines; the record ends it, or the daemon's error as a CubeClientError.
    */
-  async pullTemplate(name: string, image: string, opts: ImportTemplateOptions & { username?: string; password?: string } = {}, onProgress?: (line: string) => void): Promise<TemplateRecord & { pulled?: boolean }> {
+  async pullTemplate(
+    name: string,
+    image: string,
+    opts: ImportTemplateOptions & { username?: string; password?: string } = {},
+    onProgress?: (line: string) => void,
+  ): Promise<TemplateRecord & { pulled?: boolean }> {
     const res = await this.send('POST', '/admin/v1/templates/pull', { name, image, ...opts }, undefined, undefined, { waitMs: 0 });
     for await (const line of lines(res)) {
       if (!line) continue;
-      const m = JSON.parse(line) as { progress?: string; record?: TemplateRecord & { pulled?: boolean }; error?: { code?: number; status?: number; message?: string; details?: Record<string, unknown> } };
+      const m = JSON.parse(line) as {
+        progress?: string;
+        record?: TemplateRecord & { pulled?: boolean };
+        error?: { code?: number; status?: number; message?: string; details?: Record<string, unknown> };
+      };
       if (m.progress !== undefined) onProgress?.(terminalSafe(m.progress));
       if (m.record) return terminalSafeDeep(m.record) as TemplateRecord & { pulled?: boolean };
       if (m.error) throw new CubeClientError(terminalSafe(m.error.message ?? 'pull failed'), m.error.code ?? 0, m.error.status ?? 500, m.error.details);
@@ -402,7 +430,10 @@ export class CubeClient {
         // A streamed body is read once: it is not sent again.
         if (i + 1 >= this.urls.length || body instanceof RawBody || !mayFailOver(idempotent, timedOut ? undefined : cause?.code)) {
           const where = this.urls.length === 1 ? this.urls[0]! : this.urls.join(',');
-          const unsure = timedOut && !idempotent ? `; ${method} ${path} may have been carried out, so it was not sent to another replica: check before running it again` : '';
+          const unsure =
+            timedOut && !idempotent
+              ? `; ${method} ${path} may have been carried out, so it was not sent to another replica: check before running it again`
+              : '';
           throw new DaemonUnreachableError(where, (failed.length === 1 ? why : failed.join('; ')) + unsure);
         }
       } finally {

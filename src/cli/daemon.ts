@@ -164,7 +164,11 @@ function apiConfig(config: ConfigStore, flags: Flags): () => MasterConfig {
  * node_id. The console's config view showed the file's `api.listen 127.0.0.1:3000` for a daemon
  * started with --listen elsewhere.
  */
-function overridesOf(flags: Flags, cfg: Readonly<Config>, found: { listen: { address: string; port: number }; nodeID?: string; dataDir?: string }): ConfigOverride[] {
+function overridesOf(
+  flags: Flags,
+  cfg: Readonly<Config>,
+  found: { listen: { address: string; port: number }; nodeID?: string; dataDir?: string },
+): ConfigOverride[] {
   const out: ConfigOverride[] = [];
   // A flag always counts; what the daemon found only when it differs from the file.
   const add = (path: string, value: unknown, inFile: unknown, flag: string | undefined, found?: string) => {
@@ -205,7 +209,7 @@ function protectFromOomKiller(log: Logger): void {
     writeFileSync('/proc/self/oom_score_adj', `${DAEMON_OOM_SCORE_ADJ}\n`);
   } catch (err) {
     // Without CAP_SYS_RESOURCE (some containers) it stays at 0: still below the sandboxes' +500.
-    log.warn({ err }, 'could not lower the daemon\'s oom_score_adj below 0 (no CAP_SYS_RESOURCE): sandboxes (+500) still go first');
+    log.warn({ err }, "could not lower the daemon's oom_score_adj below 0 (no CAP_SYS_RESOURCE): sandboxes (+500) still go first");
   }
 }
 
@@ -227,7 +231,17 @@ function runtimeOf(m: NodeModules, flags: Flags, config: ConfigStore): Runtimes 
  * The node agent of roles all and compute: cubelet + network-agent + runtime on `dataDir`.
  * `api` is what the node serves (the cubelet itself, or with simulated usage on a sim node).
  */
-function buildCubelet(m: NodeModules, nodeID: string, tag: string, dataDir: string, config: ConfigStore, log: Logger, runtime: Runtimes, templates = new m.TemplateStore(dataDir), catalog?: FetchingCatalog): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
+function buildCubelet(
+  m: NodeModules,
+  nodeID: string,
+  tag: string,
+  dataDir: string,
+  config: ConfigStore,
+  log: Logger,
+  runtime: Runtimes,
+  templates = new m.TemplateStore(dataDir),
+  catalog?: FetchingCatalog,
+): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
   const { simNode, NsNetworkAgent, policySettingsOf, Cubelet, parseRange, TemplateBuilder } = m;
   if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
@@ -253,7 +267,17 @@ function buildCubelet(m: NodeModules, nodeID: string, tag: string, dataDir: stri
       (err: unknown) => log.error({ err }, 'network policy update failed: the previous table stays in force'),
     );
   });
-  const driver = runtimeDriver(m, runtime, { dataDir, nodeTag: tag, log, bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000, snapshots: config.config.cubelet.microvm.snapshots, consoleLogBytes: config.config.cubelet.microvm.console_log_kib * 1024, storeImageGiB: config.config.cubelet.storage.image_gib, identity: identityOf(config.config.cubelet.identity), ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}) });
+  const driver = runtimeDriver(m, runtime, {
+    dataDir,
+    nodeTag: tag,
+    log,
+    bootTimeoutMs: config.config.cubelet.microvm.boot_timeout_sec * 1000,
+    snapshots: config.config.cubelet.microvm.snapshots,
+    consoleLogBytes: config.config.cubelet.microvm.console_log_kib * 1024,
+    storeImageGiB: config.config.cubelet.storage.image_gib,
+    identity: identityOf(config.config.cubelet.identity),
+    ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}),
+  });
   cubelet = new Cubelet({
     nodeID,
     dataDir,
@@ -267,7 +291,17 @@ function buildCubelet(m: NodeModules, nodeID: string, tag: string, dataDir: stri
   if (catalog) catalog.onEvent = (kind, message, extra) => cubelet.report(kind, message, extra);
   // Build steps run on the ns runtime (their writable layer becomes a template layer).
   // A cluster compute node fetches a build's base template it lacks, as a create does.
-  const builds = runtime.includes('ns') ? new TemplateBuilder({ dataDir, templates, driver, network, config: () => config.config, log: log.child({ component: 'template-build' }), ...(catalog ? { fetchTemplate: (name: string) => catalog.resolve(name) } : {}) }) : undefined;
+  const builds = runtime.includes('ns')
+    ? new TemplateBuilder({
+        dataDir,
+        templates,
+        driver,
+        network,
+        config: () => config.config,
+        log: log.child({ component: 'template-build' }),
+        ...(catalog ? { fetchTemplate: (name: string) => catalog.resolve(name) } : {}),
+      })
+    : undefined;
   return { cubelet, api: cubelet, ...(builds ? { builds } : {}) };
 }
 
@@ -279,7 +313,21 @@ async function startStore(m: NodeModules, templates: TemplateStore, log: Logger)
 }
 
 /** One driver, or a RuntimeSet when the node offers several. */
-function runtimeDriver(m: NodeModules, runtimes: ('ns' | 'microvm')[], o: { dataDir: string; nodeTag: string; log: Logger; bootTimeoutMs: number; snapshots: boolean; consoleLogBytes: number; storeImageGiB: number; identity: NonNullable<NsDriverOptions['identity']>; declaredMemoryMiB?: number }): RuntimeDriver {
+function runtimeDriver(
+  m: NodeModules,
+  runtimes: ('ns' | 'microvm')[],
+  o: {
+    dataDir: string;
+    nodeTag: string;
+    log: Logger;
+    bootTimeoutMs: number;
+    snapshots: boolean;
+    consoleLogBytes: number;
+    storeImageGiB: number;
+    identity: NonNullable<NsDriverOptions['identity']>;
+    declaredMemoryMiB?: number;
+  },
+): RuntimeDriver {
   const { NsDriver, MicrovmDriver, readMeminfo, RuntimeSet } = m;
   const { declaredMemoryMiB, snapshots, consoleLogBytes, identity, ...common } = o;
   // The ns driver limits its sandboxes together at the declared quota only (none declared: no
@@ -288,7 +336,20 @@ function runtimeDriver(m: NodeModules, runtimes: ('ns' | 'microvm')[], o: { data
   // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too;
   // and one set of host id ranges, so no QEMU runs with an ns sandbox's ids.
   const ids = ns?.ids ? { ids: ns.ids } : {};
-  const drivers = runtimes.map((r) => (r === 'ns' ? ns! : new MicrovmDriver({ ...common, snapshots, consoleLogBytes, identity, ...ids, nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB, ...(declaredMemoryMiB ? { declaredMemoryMiB } : {}), ...(ns ? { storage: ns.storage } : {}) })));
+  const drivers = runtimes.map((r) =>
+    r === 'ns'
+      ? ns!
+      : new MicrovmDriver({
+          ...common,
+          snapshots,
+          consoleLogBytes,
+          identity,
+          ...ids,
+          nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB,
+          ...(declaredMemoryMiB ? { declaredMemoryMiB } : {}),
+          ...(ns ? { storage: ns.storage } : {}),
+        }),
+  );
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
 }
 
@@ -307,14 +368,21 @@ function claimNode(nodeID: string, dataDir: string, config: ConfigStore, runtime
   const tag = dataDirTag(dataDir, nodeID);
   const id = config.config.cubelet.identity;
   const hostIds: [number, number] = [id.host_id_base, id.host_id_base + id.host_id_ranges * ID_RANGE - 1];
-  const { release } = claimHost({ nodeID, tag, dataDir, cidr: config.config.cubelet.plugins['io.cubelet.internal.v1.network'].cidr, ...(runtime.includes('ns') && id.userns ? { hostIds } : {}) });
+  const { release } = claimHost({
+    nodeID,
+    tag,
+    dataDir,
+    cidr: config.config.cubelet.plugins['io.cubelet.internal.v1.network'].cidr,
+    ...(runtime.includes('ns') && id.userns ? { hostIds } : {}),
+  });
   return { tag, release };
 }
 
 /** What became of the startup key (KeyBook.bootstrap), in the log. */
 function logBootstrap(log: Logger, outcome: 'migrated' | 'present' | 'not-a-key', from: string): void {
   if (outcome === 'migrated') log.info({ from }, 'API key recorded as the first admin key ("admin"); cubectl key create makes more');
-  else if (outcome === 'not-a-key') log.warn({ from }, 'the startup API key is not one of the stored API keys (it was removed): clients using it get 401; cubectl key ls lists the keys');
+  else if (outcome === 'not-a-key')
+    log.warn({ from }, 'the startup API key is not one of the stored API keys (it was removed): clients using it get 401; cubectl key ls lists the keys');
 }
 
 /** SIGTERM/SIGINT/SIGUSR2 run `stop` once (exit 0, or 1 when it fails); a second signal exits at once. */
@@ -346,7 +414,11 @@ async function runAll(flags: Flags): Promise<void> {
   const { TemplateStore, FenceBook, HeartbeatSender } = m;
   const runtime = runtimeOf(m, flags, config);
   const { tag, release } = claimNode(nodeID, dataDir, config, runtime);
-  const apiKey = resolveApiKey({ ...(flags.apiKey ? { flag: flags.apiKey } : {}), ...(process.env.CUBE_API_KEY ? { env: process.env.CUBE_API_KEY } : {}), dataDir });
+  const apiKey = resolveApiKey({
+    ...(flags.apiKey ? { flag: flags.apiKey } : {}),
+    ...(process.env.CUBE_API_KEY ? { env: process.env.CUBE_API_KEY } : {}),
+    dataDir,
+  });
   if (apiKey.from === 'generated') log.warn({ path: apiKey.path }, `generated an API key in ${apiKey.path} (mode 0600); clients send it as X-API-Key`);
   else log.info({ from: apiKey.from, path: apiKey.path }, 'API key loaded');
 
@@ -361,8 +433,17 @@ async function runAll(flags: Flags): Promise<void> {
   const { adopted, removed } = await cubelet.start();
   // A cluster of one, wired in-process: the same control plane as role control, over the
   // embedded store, with this process's cubelet as its one node, heartbeating by a call.
-  const fences = new FenceBook(dataDir, (await node.listSandboxes()).map((s) => s.sandboxID));
-  const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), replicaID: nodeID, ...inProcessControl([{ node, fences }]) });
+  const fences = new FenceBook(
+    dataDir,
+    (await node.listSandboxes()).map((s) => s.sandboxID),
+  );
+  const cp = new ControlPlaneService({
+    store,
+    config,
+    log: log.child({ component: 'control-plane' }),
+    replicaID: nodeID,
+    ...inProcessControl([{ node, fences }]),
+  });
   await cp.start();
   logBootstrap(log, await cp.keys.bootstrap(apiKey.key), apiKey.path ?? apiKey.from);
   let settled = false;
@@ -376,10 +457,31 @@ async function runAll(flags: Flags): Promise<void> {
   heartbeat.start();
   const swept = await cp.snapshots.sweep(node);
   if (swept.data.length || swept.records.length) log.info({ unrecorded: swept.data, dataGone: swept.records }, 'snapshots swept at start');
-  const api = createApiServer({ ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), ...(templates ? { templates, registryInsecure: () => config.config.cubelet.registry.insecure } : {}), ...(templates && builds ? { builds } : {}) }, nodeID, version: version() });
+  const api = createApiServer({
+    ctx: {
+      cp,
+      log: log.child({ component: 'api' }),
+      config: apiConfig(config, flags),
+      ...(templates ? { templates, registryInsecure: () => config.config.cubelet.registry.insecure } : {}),
+      ...(templates && builds ? { builds } : {}),
+    },
+    nodeID,
+    version: version(),
+  });
   const addr = await api.listen(listen.host, listen.port);
   config.setOverrides(overridesOf(flags, config.config, { listen: addr, nodeID, dataDir }));
-  log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, configDir, dataDir, tag, adopted: adopted.length, cleaned: removed.length, startMs: Math.round(performance.now() - t0) }, 'cubed ready');
+  log.info(
+    {
+      url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`,
+      configDir,
+      dataDir,
+      tag,
+      adopted: adopted.length,
+      cleaned: removed.length,
+      startMs: Math.round(performance.now() - t0),
+    },
+    'cubed ready',
+  );
 
   onSignals(log, async (signal) => {
     const destroy = flags.destroyOnExit === true || signal === 'SIGUSR2';
@@ -435,7 +537,25 @@ async function clusterModules() {
  * previous build, at load 10-12; its wall time moved with the load more than that).
  */
 async function nodeModules() {
-  const [cubelet, hostMetrics, heartbeat, fences, rpcServer, portProxy, agent, firewall, ipam, ns, microvm, multi, sim, layersImport, build, templates, layerFetch] = await Promise.all([
+  const [
+    cubelet,
+    hostMetrics,
+    heartbeat,
+    fences,
+    rpcServer,
+    portProxy,
+    agent,
+    firewall,
+    ipam,
+    ns,
+    microvm,
+    multi,
+    sim,
+    layersImport,
+    build,
+    templates,
+    layerFetch,
+  ] = await Promise.all([
     import('../cubelet/cubelet.js'),
     import('../cubelet/host-metrics.js'),
     import('../cubelet/heartbeat.js'),
@@ -454,7 +574,25 @@ async function nodeModules() {
     import('../templates/store.js'),
     import('../templates/fetch.js'),
   ]);
-  return { ...cubelet, ...hostMetrics, ...heartbeat, ...fences, ...rpcServer, ...portProxy, ...agent, ...firewall, ...ipam, ...ns, ...microvm, ...multi, ...sim, ...layersImport, ...build, ...templates, ...layerFetch };
+  return {
+    ...cubelet,
+    ...hostMetrics,
+    ...heartbeat,
+    ...fences,
+    ...rpcServer,
+    ...portProxy,
+    ...agent,
+    ...firewall,
+    ...ipam,
+    ...ns,
+    ...microvm,
+    ...multi,
+    ...sim,
+    ...layersImport,
+    ...build,
+    ...templates,
+    ...layerFetch,
+  };
 }
 type NodeModules = Awaited<ReturnType<typeof nodeModules>>;
 
@@ -470,7 +608,8 @@ async function runControl(flags: Flags): Promise<void> {
   const apiKey = flags.apiKey ?? process.env.CUBE_API_KEY;
   if (!apiKey) throw new UsageError('--role control needs the API key from --api-key or $CUBE_API_KEY (every replica must share it)');
   const secret = requireSecret(apiKey);
-  const { ClusterStore, ControlPlaneService, clusterControl, LayerRelay, ClusterTemplates, createApiServer, CLUSTER_PREFIX, clusterRpcHandler } = await clusterModules();
+  const { ClusterStore, ControlPlaneService, clusterControl, LayerRelay, ClusterTemplates, createApiServer, CLUSTER_PREFIX, clusterRpcHandler } =
+    await clusterModules();
   const configDir = resolveConfigDir(flags.configDir);
   const config = new ConfigStore(configDir);
   const listen = parseListen(flags.listen ?? config.config.master.api.listen);
@@ -478,7 +617,13 @@ async function runControl(flags: Flags): Promise<void> {
   const log: Logger = pino({ level: process.env.CUBE_LOG_LEVEL ?? 'info', base: { replica: replicaID } });
   const store = new ClusterStore({ redisURL: flags.redis, mysqlURL: flags.mysql, ...(flags.redisPrefix ? { keyPrefix: flags.redisPrefix } : {}) });
   await store.init();
-  const cp = new ControlPlaneService({ store, config, log: log.child({ component: 'control-plane' }), replicaID, ...clusterControl(store, secret, () => config.config.master.sandbox.call_deadline_sec * 1000) });
+  const cp = new ControlPlaneService({
+    store,
+    config,
+    log: log.child({ component: 'control-plane' }),
+    replicaID,
+    ...clusterControl(store, secret, () => config.config.master.sandbox.call_deadline_sec * 1000),
+  });
   await cp.start();
   logBootstrap(log, await cp.keys.bootstrap(apiKey), flags.apiKey ? '--api-key' : '$CUBE_API_KEY');
   const relay = new LayerRelay({
@@ -487,7 +632,15 @@ async function runControl(flags: Flags): Promise<void> {
     noteTemplates: (nodeID, templates) => cp.noteNodeTemplates(nodeID, templates),
     registryHolders: async (listed) => (await cp.templates()).find((t) => t.templateID === listed)?.nodes ?? [],
   });
-  const clusterTemplates = new ClusterTemplates({ nodes: () => cp.listNodes(), client: (v) => relay.node(v), book: store, secret, sandboxes: () => cp.listSandboxes(), memoryMiB: () => config.config.master.sandbox.default_spec.memory_mib, templatesChanged: (v) => relay.templatesChanged(v) });
+  const clusterTemplates = new ClusterTemplates({
+    nodes: () => cp.listNodes(),
+    client: (v) => relay.node(v),
+    book: store,
+    secret,
+    sandboxes: () => cp.listSandboxes(),
+    memoryMiB: () => config.config.master.sandbox.default_spec.memory_mib,
+    templatesChanged: (v) => relay.templatesChanged(v),
+  });
   const api = createApiServer({
     ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), relay, clusterTemplates },
     nodeID: replicaID,
@@ -506,12 +659,29 @@ async function runControl(flags: Flags): Promise<void> {
 }
 
 async function runCompute(flags: Flags): Promise<void> {
-  const controls = (flags.control ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const controls = (flags.control ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (controls.length === 0) throw new UsageError('--role compute needs --control http://ADDR:PORT[,http://ADDR2:PORT]');
   for (const c of controls) if (!URL.canParse(c)) throw new UsageError(`--control ${c}: not a URL`);
   const secret = requireSecret(flags.apiKey);
   const m = await nodeModules();
-  const { TemplateStore, FetchingCatalog, ControlLayerSource, simNode, simNodeSpecs, simNodePath, simNodeDataDir, simNodeRouter, nodeRpcHandler, nodeUpgradeHandler, rejectUpgrade, FenceBook, HeartbeatSender } = m;
+  const {
+    TemplateStore,
+    FetchingCatalog,
+    ControlLayerSource,
+    simNode,
+    simNodeSpecs,
+    simNodePath,
+    simNodeDataDir,
+    simNodeRouter,
+    nodeRpcHandler,
+    nodeUpgradeHandler,
+    rejectUpgrade,
+    FenceBook,
+    HeartbeatSender,
+  } = m;
   const { config, nodeID, dataDir, listen, log, unlock } = openNode(flags);
   if ((listen.host === '0.0.0.0' || listen.host === '::') && !flags.advertise) {
     unlock();
@@ -535,7 +705,16 @@ async function runCompute(flags: Flags): Promise<void> {
   const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }), nodeID }) : undefined;
   const nodes =
     simCount > 0
-      ? simNodeSpecs(simCount, flags.nodeIdPrefix ?? 'sim-').map((spec) => ({ path: simNodePath(spec.nodeID), ...simNode({ nodeID: spec.nodeID, dataDir: simNodeDataDir(dataDir, spec.nodeID), config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim', nodeID: spec.nodeID }), spec }) }))
+      ? simNodeSpecs(simCount, flags.nodeIdPrefix ?? 'sim-').map((spec) => ({
+          path: simNodePath(spec.nodeID),
+          ...simNode({
+            nodeID: spec.nodeID,
+            dataDir: simNodeDataDir(dataDir, spec.nodeID),
+            config: () => config.config,
+            log: log.child({ component: 'cubelet', runtime: 'sim', nodeID: spec.nodeID }),
+            spec,
+          }),
+        }))
       : [{ path: '', ...buildCubelet(m, nodeID, tag, dataDir, config, log, runtime, templates, catalog) }];
   const builds = simCount > 0 ? undefined : (nodes[0] as { builds?: TemplateBuilder }).builds;
   await builds?.restore();
@@ -546,11 +725,40 @@ async function runCompute(flags: Flags): Promise<void> {
     adopted += r.adopted.length;
     removed += r.removed.length;
   }
-  const health = (_req: IncomingMessage, res: ServerResponse) => sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', runtime, nodes: nodes.length, version: version() });
+  const health = (_req: IncomingMessage, res: ServerResponse) =>
+    sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', runtime, nodes: nodes.length, version: version() });
   const rpcLog = log.child({ component: 'node-rpc' });
-  const handlers = await Promise.all(nodes.map(async (n) => [n.cubelet.nodeID, nodeRpcHandler(n.api, secret, new FenceBook(simCount > 0 ? simNodeDataDir(dataDir, n.cubelet.nodeID) : dataDir, (await n.api.listSandboxes()).map((s) => s.sandboxID)), rpcLog, simCount > 0 ? undefined : catalog, builds)] as const));
-  const rpc = simCount > 0 ? simNodeRouter(new Map(handlers), (req, res) => (req.url === '/health' ? health(req, res) : sendError(res, new CubeError('NOT_FOUND', `no simulated node at ${req.url}`), 'admin'))) : handlers[0]![1];
-  const upgrade = simCount > 0 ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeUpgradeHandler(n.api, secret)])), (_req: IncomingMessage, socket: Duplex) => rejectUpgrade(socket, 404, { code: 404, message: 'no simulated node there' })) : nodeUpgradeHandler(nodes[0]!.api, secret);
+  const handlers = await Promise.all(
+    nodes.map(
+      async (n) =>
+        [
+          n.cubelet.nodeID,
+          nodeRpcHandler(
+            n.api,
+            secret,
+            new FenceBook(
+              simCount > 0 ? simNodeDataDir(dataDir, n.cubelet.nodeID) : dataDir,
+              (await n.api.listSandboxes()).map((s) => s.sandboxID),
+            ),
+            rpcLog,
+            simCount > 0 ? undefined : catalog,
+            builds,
+          ),
+        ] as const,
+    ),
+  );
+  const rpc =
+    simCount > 0
+      ? simNodeRouter(new Map(handlers), (req, res) =>
+          req.url === '/health' ? health(req, res) : sendError(res, new CubeError('NOT_FOUND', `no simulated node at ${req.url}`), 'admin'),
+        )
+      : handlers[0]![1];
+  const upgrade =
+    simCount > 0
+      ? simNodeRouter(new Map(nodes.map((n) => [n.cubelet.nodeID, nodeUpgradeHandler(n.api, secret)])), (_req: IncomingMessage, socket: Duplex) =>
+          rejectUpgrade(socket, 404, { code: 404, message: 'no simulated node there' }),
+        )
+      : nodeUpgradeHandler(nodes[0]!.api, secret);
   const server = createServer((req, res) => (req.url === '/health' ? health(req, res) : rpc(req, res)));
   server.on('upgrade', upgrade);
   server.requestTimeout = 0;
@@ -584,15 +792,23 @@ export async function main(argv: string[]): Promise<void> {
     .option('--data-dir <dir>', 'sandboxes, templates and state (default: data_dir, /var/lib/cubed)')
     .option('--config-dir <dir>', 'directory with cubemaster.yaml and cubelet.toml')
     .option('--api-key <key>', 'the API key clients must send (default: $CUBE_API_KEY or <data-dir>/api-key)')
-    .option('--node-id <name>', 'this node\'s name (default: node_id, else the host name)')
-    .option('--sandbox-domain <domain>', 'route Host <port>-<sandboxID>.<domain> to that port of the sandbox and return it as `domain` to E2B clients (default: api.sandbox_domain)')
+    .option('--node-id <name>', "this node's name (default: node_id, else the host name)")
+    .option(
+      '--sandbox-domain <domain>',
+      'route Host <port>-<sandboxID>.<domain> to that port of the sandbox and return it as `domain` to E2B clients (default: api.sandbox_domain)',
+    )
     .option('--destroy-on-exit', 'on SIGTERM/SIGINT destroy every sandbox and the network pool')
     .option('--redis <url>', 'control: Redis for live state, e.g. redis://127.0.0.1:6379/0')
     .option('--mysql <url>', 'control: MySQL/MariaDB for records, e.g. mysql://root@127.0.0.1:3306/cube')
     .option('--redis-prefix <prefix>', 'control: prefix of every Redis key (default cube:v1:)')
     .option('--control <urls>', 'compute: control replica URL(s), comma-separated')
-    .option('--advertise <url>', 'compute: URL control replicas reach this node\'s RPC at (default: http://<listen>)')
-    .addOption(new Option('--runtime <runtime>', 'runtime driver (default: cubelet.runtime, ns); microvm: a QEMU microVM per sandbox (npm run build makes its kernel and initramfs); sim is a SIMULATION for benchmarks').choices(['ns', 'microvm', 'sim']))
+    .option('--advertise <url>', "compute: URL control replicas reach this node's RPC at (default: http://<listen>)")
+    .addOption(
+      new Option(
+        '--runtime <runtime>',
+        'runtime driver (default: cubelet.runtime, ns); microvm: a QEMU microVM per sandbox (npm run build makes its kernel and initramfs); sim is a SIMULATION for benchmarks',
+      ).choices(['ns', 'microvm', 'sim']),
+    )
     .option('--sim-nodes <n>', 'compute with --runtime sim: stand for N simulated nodes in this one process')
     .option('--node-id-prefix <prefix>', 'with --sim-nodes: node names are <prefix>0000, <prefix>0001, ... (default sim-)')
     .addHelpText('after', HELP_AFTER)

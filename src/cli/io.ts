@@ -48,7 +48,10 @@ export function globals(cmd: Command): Globals {
  * (any serves any request). Each must be http(s); the origins come back in the given order.
  */
 export function apiUrls(spec: string): string[] {
-  const urls = spec.split(',').map((u) => u.trim()).filter(Boolean);
+  const urls = spec
+    .split(',')
+    .map((u) => u.trim())
+    .filter(Boolean);
   if (urls.length === 0) throw new UsageError('no API URL given (e.g. http://127.0.0.1:3000, or several separated by commas)');
   return urls.map((u) => {
     try {
@@ -86,7 +89,16 @@ export function printJson(value: unknown): void {
 export function table(headers: string[], rows: (string | number)[][]): string {
   const cells = [headers.map((h) => h.toUpperCase()), ...rows.map((r) => r.map(String))];
   const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
-  return cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd()).join('\n') + '\n';
+  return (
+    cells
+      .map((r) =>
+        r
+          .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!)))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n') + '\n'
+  );
 }
 
 /** Commander argument parser for numbers with bounds; bad input becomes a usage error (exit 2). */

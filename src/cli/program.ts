@@ -12,11 +12,22 @@ export function buildProgram(): Command {
     .description('Operate cubed: nodes, sandboxes, config and events through its admin API, and the density model offline.')
     .option('--api <url>', `cubed API address, or several control replicas comma-separated, tried in turn (env CUBE_API_URL; default ${DEFAULT_API})`)
     .option('--json', 'machine-readable output (JSON) instead of text')
-    .option('--request-timeout <s>', `seconds one control replica may take to start answering before cubectl gives up on it and, for a read or an idempotent change, asks the next (env CUBE_API_TIMEOUT; default ${DEFAULT_TIMEOUT_MS / 1000}; creates, resumes, forks and exec wait at least 60)`)
+    .option(
+      '--request-timeout <s>',
+      `seconds one control replica may take to start answering before cubectl gives up on it and, for a read or an idempotent change, asks the next (env CUBE_API_TIMEOUT; default ${DEFAULT_TIMEOUT_MS / 1000}; creates, resumes, forks and exec wait at least 60)`,
+    )
     .option('--data-dir <dir>', `where to find the api-key file cubed wrote, when CUBE_API_KEY and E2B_API_KEY are unset (default ${DEFAULT_DATA_DIR})`)
     .exitOverride()
     .configureHelp({ sortSubcommands: true })
-    .configureOutput({ outputError: (str, write) => write(`cubectl: ${str.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ').trim()}\n`) })
+    .configureOutput({
+      outputError: (str, write) =>
+        write(
+          `cubectl: ${str
+            .replace(/^error: /, '')
+            .replace(/\s*\n\s*/g, ' ')
+            .trim()}\n`,
+        ),
+    })
     .addHelpText(
       'after',
       `
@@ -71,7 +82,8 @@ function report(e: unknown): number {
     return fail(`${e.message}; start it with \`cubed\` (as root), or point --api / CUBE_API_URL at a running one`, EXIT.UNREACHABLE);
   if (e instanceof CubeClientError) {
     if (e.status === 401) return fail(`${e.message} (set CUBE_API_KEY, or run as a user who can read <data-dir>/api-key)`, EXIT.FAILED);
-    if (e.status === 403 && e.code !== ErrorTable.REGISTRY_AUTH.code) return fail(`${e.message} (cubectl needs an admin key: CUBE_API_KEY, or <data-dir>/api-key)`, EXIT.FAILED);
+    if (e.status === 403 && e.code !== ErrorTable.REGISTRY_AUTH.code)
+      return fail(`${e.message} (cubectl needs an admin key: CUBE_API_KEY, or <data-dir>/api-key)`, EXIT.FAILED);
     // The daemon refused the input itself (400): the user's to fix, like a usage error.
     return fail(e.message, e.status === 400 ? EXIT.USAGE : EXIT.FAILED);
   }

@@ -103,7 +103,10 @@ export async function runShell(client: CubeClient, access: ShellAccess, term: Sh
       while (queued.length > 0 && !abort.signal.aborted) {
         const bytes = Buffer.concat(queued);
         queued = [];
-        await proc.sendInput({ process: { selector: { case: 'pid', value: pid } }, input: { input: { case: 'pty', value: bytes } } }, { headers, signal: abort.signal });
+        await proc.sendInput(
+          { process: { selector: { case: 'pid', value: pid } }, input: { input: { case: 'pty', value: bytes } } },
+          { headers, signal: abort.signal },
+        );
       }
     } catch {
       // The process ended or the daemon went away: the output stream says which.
@@ -121,7 +124,10 @@ export async function runShell(client: CubeClient, access: ShellAccess, term: Sh
     void pump();
   };
   const onResize = () => {
-    if (pid !== 0) proc.update({ process: { selector: { case: 'pid', value: pid } }, pty: { size: size() } }, { headers, signal: abort.signal }).catch(() => undefined /* resizing is best effort: the next one or the exit says more */);
+    if (pid !== 0)
+      proc
+        .update({ process: { selector: { case: 'pid', value: pid } }, pty: { size: size() } }, { headers, signal: abort.signal })
+        .catch(() => undefined /* resizing is best effort: the next one or the exit says more */);
   };
   const wasRaw = term.input.isRaw === true;
   if (term.input.isTTY) term.input.setRawMode?.(true);
@@ -131,7 +137,10 @@ export async function runShell(client: CubeClient, access: ShellAccess, term: Sh
   let end: ShellEnd | undefined;
   let streamWhy = 'the connection to cubed ended before the shell did';
   try {
-    const stream = proc.start({ process: { cmd: SHELL[0], args: SHELL.slice(1), envs: { TERM: process.env.TERM ?? 'xterm-256color', LANG: 'C.UTF-8' } }, pty: { size: size() } }, { headers, signal: abort.signal });
+    const stream = proc.start(
+      { process: { cmd: SHELL[0], args: SHELL.slice(1), envs: { TERM: process.env.TERM ?? 'xterm-256color', LANG: 'C.UTF-8' } }, pty: { size: size() } },
+      { headers, signal: abort.signal },
+    );
     for await (const r of stream) {
       const ev = r.event?.event;
       if (ev?.case === 'start') {

@@ -105,7 +105,9 @@ async function startBundledDaemon(baseUrl: string): Promise<string> {
 
 async function main(argv: string[]): Promise<void> {
   const program = new Command('cubectl-tui')
-    .description('Operations console for cubed: nodes, density, sandboxes (a shell in one), NIC pool, events, config, bottleneck triage, templates, snapshots, API keys')
+    .description(
+      'Operations console for cubed: nodes, density, sandboxes (a shell in one), NIC pool, events, config, bottleneck triage, templates, snapshots, API keys',
+    )
     .option('--api <urls>', `admin API address; several comma-separated replicas are tried in turn (env CUBE_API_URL; default ${DEFAULT_API})`, parseUrls)
     .option('--readonly', 'bind no key that changes anything (they vanish from help too)', false)
     .option('--refresh <ms>', 'repaint at most once per this many milliseconds', parseRefresh, 250)
@@ -146,7 +148,13 @@ async function main(argv: string[]): Promise<void> {
   delete process.env.CONTINUOUS_INTEGRATION;
   const { runConsole } = await import('../tui/run.js');
   // Said on screen (stderr is hidden under the alternate screen): where the daemon came from.
-  await runConsole({ target: { baseUrl: urls[0]!, urls, apiKey: apiKey(DEFAULT_DATA_DIR) ?? '' }, readonly: flags.readonly, refreshMs: flags.refresh, skin: flags.skin, note });
+  await runConsole({
+    target: { baseUrl: urls[0]!, urls, apiKey: apiKey(DEFAULT_DATA_DIR) ?? '' },
+    readonly: flags.readonly,
+    refreshMs: flags.refresh,
+    skin: flags.skin,
+    note,
+  });
 }
 
 main(process.argv).catch((e: unknown) => {

@@ -31,7 +31,10 @@ function diffValue(file: ConfigFile, segs: string[], a: unknown, b: unknown, out
  * Where `base` equals `from` the result is `to`.
  */
 export function patchConfig(base: Config, from: Config, to: Config): Config {
-  return { master: patchValue(base.master, from.master, to.master) as Config['master'], cubelet: patchValue(base.cubelet, from.cubelet, to.cubelet) as Config['cubelet'] };
+  return {
+    master: patchValue(base.master, from.master, to.master) as Config['master'],
+    cubelet: patchValue(base.cubelet, from.cubelet, to.cubelet) as Config['cubelet'],
+  };
 }
 
 function patchValue(base: unknown, from: unknown, to: unknown): unknown {

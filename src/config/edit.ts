@@ -57,7 +57,8 @@ const sameData = (a: unknown, b: unknown): boolean => isDeepStrictEqual(JSON.par
 function setToml(text: string, segs: readonly string[], value: unknown): Edit {
   const before = text.trim() === '' ? {} : (parseToml(text) as Table);
   const expected = setPath(before, segs, value);
-  const edited = typeof value === 'object' && value !== null && !Array.isArray(value) ? undefined : editTomlLines(text, segs.slice(0, -1), segs[segs.length - 1]!, value);
+  const edited =
+    typeof value === 'object' && value !== null && !Array.isArray(value) ? undefined : editTomlLines(text, segs.slice(0, -1), segs[segs.length - 1]!, value);
   if (edited !== undefined) {
     try {
       if (sameData(parseToml(edited), expected)) return { text: edited, commentsKept: true };

@@ -35,8 +35,8 @@ export function generateConfigDoc(): string {
     '`needsRestart: true`. `cubectl config set KEY VALUE` validates one key, writes it to its file (comments kept)',
     'and applies it live.',
     '',
-    section('master', 'API, scheduler and quota (YAML). Key names follow CubeSandbox\'s cubemaster.yaml.'),
-    section('cubelet', 'The node agent (TOML). Key names follow CubeSandbox\'s Cubelet config.toml.'),
+    section('master', "API, scheduler and quota (YAML). Key names follow CubeSandbox's cubemaster.yaml."),
+    section('cubelet', "The node agent (TOML). Key names follow CubeSandbox's Cubelet config.toml."),
   ].join('\n');
 }
 

@@ -44,7 +44,7 @@ function objectShape(s: z.ZodType): Record<string, z.ZodType> | undefined {
 }
 
 function recordValue(s: z.ZodType): z.ZodType | undefined {
-  return s.def.type === 'record' ? (s as z.ZodRecord).def.valueType as z.ZodType : undefined;
+  return s.def.type === 'record' ? ((s as z.ZodRecord).def.valueType as z.ZodType) : undefined;
 }
 
 /** Which file a top-level key belongs to (the two files' keys are disjoint). */
@@ -56,7 +56,10 @@ export function fileOf(topKey: string): ConfigFile | undefined {
 
 /** Renders segments the way TOML writes keys: `plugins."io.cubelet.internal.v1.network".tap_init_num`. */
 export function formatPath(segs: readonly (string | number)[]): string {
-  return segs.map((s) => (typeof s === 'number' ? `[${s}]` : /^[A-Za-z0-9_-]+$/.test(s) ? s : JSON.stringify(s))).join('.').replace(/\.\[/g, '[');
+  return segs
+    .map((s) => (typeof s === 'number' ? `[${s}]` : /^[A-Za-z0-9_-]+$/.test(s) ? s : JSON.stringify(s)))
+    .join('.')
+    .replace(/\.\[/g, '[');
 }
 
 function tokenize(raw: string): { text: string; quoted: boolean }[] {
@@ -99,7 +102,10 @@ export interface ResolvedPath {
 export function resolvePath(raw: string): ResolvedPath {
   const toks = tokenize(raw.trim());
   const file = toks[0] ? fileOf(toks[0].text) : undefined;
-  if (!file) throw new Error(`${raw}: unknown key (top-level keys: ${[...Object.keys(MasterConfigSchema.shape), ...Object.keys(CubeletConfigSchema.shape)].join(', ')})`);
+  if (!file)
+    throw new Error(
+      `${raw}: unknown key (top-level keys: ${[...Object.keys(MasterConfigSchema.shape), ...Object.keys(CubeletConfigSchema.shape)].join(', ')})`,
+    );
   const segs: string[] = [];
   let node = unwrap(ROOTS[file]);
   let i = 0;

@@ -36,7 +36,11 @@ export function parseSyntax(file: ConfigFile, text: string | undefined): Parsed<
   try {
     return { ok: true, value: parseToml(text) };
   } catch (e) {
-    if (e instanceof TomlError) return { ok: false, errors: [{ path: name, message: `line ${e.line}, column ${e.column}: ${firstLine(e.message.replace(/^Invalid TOML document: /, ''))}` }] };
+    if (e instanceof TomlError)
+      return {
+        ok: false,
+        errors: [{ path: name, message: `line ${e.line}, column ${e.column}: ${firstLine(e.message.replace(/^Invalid TOML document: /, ''))}` }],
+      };
     throw e;
   }
 }

@@ -6,13 +6,23 @@ import { z } from 'zod';
 // `.describe()` text becomes the reference doc.
 
 const ratio = (what: string) =>
-  z.number({ error: `${what} must be a number` }).min(0, { error: 'must be between 0 and 1' }).max(1, { error: 'must be between 0 and 1' });
+  z
+    .number({ error: `${what} must be a number` })
+    .min(0, { error: 'must be between 0 and 1' })
+    .max(1, { error: 'must be between 0 and 1' });
 
 export const SandboxSpecSchema = z
   .object({
     cpus: z.number().positive().max(256).default(1).describe('vCPUs per sandbox (cfs quota = cpus x period)'),
     memory_mib: z.number().int().min(16).max(1048576).default(4096).describe('memory limit per sandbox in MiB'),
-    disk_gib: z.number().positive().max(4096).default(10).describe('writable layer size in GiB, enforced: the exclusive btrfs quota-group limit of the sandbox\'s subvolume (data and metadata), so a writer or a file flood gets EDQUOT inside the sandbox'),
+    disk_gib: z
+      .number()
+      .positive()
+      .max(4096)
+      .default(10)
+      .describe(
+        "writable layer size in GiB, enforced: the exclusive btrfs quota-group limit of the sandbox's subvolume (data and metadata), so a writer or a file flood gets EDQUOT inside the sandbox",
+      ),
   })
   .strict();
 
@@ -35,19 +45,25 @@ export const MasterConfigSchema = z
           .int()
           .min(1)
           .default(256)
-          .describe('creates (and resumes) in flight at once per API key; one more gets 429 with Retry-After, which the E2B SDK retries. Above scheduler.realtime_create_num (100 per node), so a burst one node takes is never refused by the key limit'),
+          .describe(
+            'creates (and resumes) in flight at once per API key; one more gets 429 with Retry-After, which the E2B SDK retries. Above scheduler.realtime_create_num (100 per node), so a burst one node takes is never refused by the key limit',
+          ),
         max_sandboxes_per_key: z
           .number()
           .int()
           .min(1)
           .default(1000)
-          .describe('the sandboxes quota of an API key that sets none of its own (`cubectl key set NAME --sandboxes N`): sandboxes running or starting at once per key, counted in the state store so every control replica admits the same; one more create gets 429 (code 130481) with Retry-After naming the quota, which the E2B SDK retries before raising RateLimitError. Paused sandboxes do not count. E2B\'s own plans allow 20 to 100; 1000 keeps one key from filling a small cluster (3000 per node at most) without limiting a single-team RL fleet'),
+          .describe(
+            "the sandboxes quota of an API key that sets none of its own (`cubectl key set NAME --sandboxes N`): sandboxes running or starting at once per key, counted in the state store so every control replica admits the same; one more create gets 429 (code 130481) with Retry-After naming the quota, which the E2B SDK retries before raising RateLimitError. Paused sandboxes do not count. E2B's own plans allow 20 to 100; 1000 keeps one key from filling a small cluster (3000 per node at most) without limiting a single-team RL fleet",
+          ),
         auth_failures_per_sec: z
           .number()
           .int()
           .min(1)
           .default(20)
-          .describe('requests with a missing or wrong API key, access token or signature allowed per second per source address (burst of the same size); beyond that 429 with Retry-After, before any lookup'),
+          .describe(
+            'requests with a missing or wrong API key, access token or signature allowed per second per source address (burst of the same size); beyond that 429 with Retry-After, before any lookup',
+          ),
         sandbox_domain: z.string().default('').describe('domain for <port>-<sandboxID>.<domain> routing; empty = not advertised'),
       })
       .strict()
@@ -55,22 +71,52 @@ export const MasterConfigSchema = z
     scheduler: z
       .object({
         priority_select_num: z.number().int().min(1).default(3).describe('pick at random among the top N scored nodes (spreads load, avoids hot spots)'),
-        candidate_limit: z.number().int().min(0).default(100).describe('score at most this many nodes that pass the filters per decision, visited from a random starting node (as Nomad limits its candidates); 0 scores every node. Below this many nodes every one is scored'),
+        candidate_limit: z
+          .number()
+          .int()
+          .min(0)
+          .default(100)
+          .describe(
+            'score at most this many nodes that pass the filters per decision, visited from a random starting node (as Nomad limits its candidates); 0 scores every node. Below this many nodes every one is scored',
+          ),
         node_max_mvm_num: z.number().int().min(1).default(3000).describe('hard cap of sandboxes per node (running + paused)'),
         node_max_mem_reserved_in_mb: z.number().int().min(0).default(10240).describe('host memory kept out of the sandbox budget, MiB'),
-        node_max_cpu_util: z.number().gt(0).max(100).default(80).describe("CPU utilisation cap in percent: applied to the oversold CPU quota, and a node whose sandboxes' CPU use (their cgroups, averaged over about 30 s; other processes on the host do not count) is at or above it takes no new sandboxes until it drops (503 with Retry-After)"),
-        disk_usage_max_percent: z.number().gt(0).max(100).default(80).describe('disk watermark: a node whose data disk is at or above it takes no new sandboxes'),
+        node_max_cpu_util: z
+          .number()
+          .gt(0)
+          .max(100)
+          .default(80)
+          .describe(
+            "CPU utilisation cap in percent: applied to the oversold CPU quota, and a node whose sandboxes' CPU use (their cgroups, averaged over about 30 s; other processes on the host do not count) is at or above it takes no new sandboxes until it drops (503 with Retry-After)",
+          ),
+        disk_usage_max_percent: z
+          .number()
+          .gt(0)
+          .max(100)
+          .default(80)
+          .describe('disk watermark: a node whose data disk is at or above it takes no new sandboxes'),
         realtime_create_num: z.number().int().min(1).default(100).describe('in-flight creates allowed per node'),
-        heartbeat_timeout_ms: z.number().int().min(100).default(3000).describe('a node whose metrics are older than this is filtered out and, in a cluster, marked lost'),
+        heartbeat_timeout_ms: z
+          .number()
+          .int()
+          .min(100)
+          .default(3000)
+          .describe('a node whose metrics are older than this is filtered out and, in a cluster, marked lost'),
         filter: z
           .object({
-            enable_filters: z.array(z.enum(FILTER_NAMES)).default([...FILTER_NAMES]).describe('filters a node must pass'),
+            enable_filters: z
+              .array(z.enum(FILTER_NAMES))
+              .default([...FILTER_NAMES])
+              .describe('filters a node must pass'),
           })
           .strict()
           .prefault({}),
         score: z
           .object({
-            enable_scorers: z.array(z.enum(SCORER_NAMES)).default([...SCORER_NAMES]).describe('scorers summed (weighted) into a 0-100 score'),
+            enable_scorers: z
+              .array(z.enum(SCORER_NAMES))
+              .default([...SCORER_NAMES])
+              .describe('scorers summed (weighted) into a 0-100 score'),
             // Partial: a file written before template_locality existed names four weights and stays valid (a weight left out is 0).
             resource_weights: z
               .partialRecord(z.enum(SCORER_NAMES), z.number().min(0))
@@ -104,7 +150,9 @@ export const MasterConfigSchema = z
               .describe(
                 "sandbox store oversell factor: the disk_gib quotas of a node's sandboxes (paused ones too: their layers stay) may add up to the store's size times this (the disk_quota filter), and a sandbox asking for more than the store's size (times this when it is below 1) is refused with 400. 20 lets 20 sandboxes of the default 10 GiB spec onto a 10 GiB store (the default image is half the data dir filesystem's free space); writable layers mostly hold megabytes of their quota, and the disk watermark guards what they really write. 1 or less: no sandbox can fill the store for its neighbours",
               ),
-            paused_resource_release_ratio: ratio('paused_resource_release_ratio').default(0).describe('share of a paused sandbox\'s cpu and memory given back (0 = resume guaranteed, 1 = best effort)'),
+            paused_resource_release_ratio: ratio('paused_resource_release_ratio')
+              .default(0)
+              .describe("share of a paused sandbox's cpu and memory given back (0 = resume guaranteed, 1 = best effort)"),
           })
           .strict()
           .prefault({}),
@@ -115,13 +163,17 @@ export const MasterConfigSchema = z
               .min(1)
               .max(100)
               .default(16)
-              .describe('CPU oversell factor of a node whose capacity is read from the host (no [quota] in cubelet.toml): a sandbox\'s vCPUs are a cap, not a reservation, and the live gate on what sandboxes use keeps the node under node_max_cpu_util'),
+              .describe(
+                "CPU oversell factor of a node whose capacity is read from the host (no [quota] in cubelet.toml): a sandbox's vCPUs are a cap, not a reservation, and the live gate on what sandboxes use keeps the node under node_max_cpu_util",
+              ),
             mem_oversell_ratio: z
               .number()
               .min(1)
               .max(100)
               .default(6)
-              .describe('memory oversell factor of a node whose capacity is read from the host; such a node also takes no sandbox while MemAvailable is under its reserve'),
+              .describe(
+                'memory oversell factor of a node whose capacity is read from the host; such a node also takes no sandbox while MemAvailable is under its reserve',
+              ),
             mem_reserved_percent: z
               .number()
               .gt(0)
@@ -131,7 +183,9 @@ export const MasterConfigSchema = z
           })
           .strict()
           .prefault({})
-          .describe('a development box: nodes whose capacity is not declared; declared nodes keep the reference model (host.quota, node_max_mem_reserved_in_mb)'),
+          .describe(
+            'a development box: nodes whose capacity is not declared; declared nodes keep the reference model (host.quota, node_max_mem_reserved_in_mb)',
+          ),
       })
       .strict()
       .prefault({}),
@@ -140,7 +194,12 @@ export const MasterConfigSchema = z
         default_spec: SandboxSpecSchema.prefault({}).describe('spec used when a create names none; also the spec the density figures are computed for'),
         default_template: z.string().min(1).default('host').describe('template used for templateID "base" or when none is named'),
         default_timeout_sec: z.number().int().min(1).default(300).describe('sandbox lifetime when a create names none'),
-        max_timeout_sec: z.number().int().min(1).default(86400).describe('longest lifetime a create, setTimeout or connect may ask for, in seconds (longer is refused with 400)'),
+        max_timeout_sec: z
+          .number()
+          .int()
+          .min(1)
+          .default(86400)
+          .describe('longest lifetime a create, setTimeout or connect may ask for, in seconds (longer is refused with 400)'),
         pids_max: z.number().int().min(8).default(1024).describe('process limit per sandbox (fork bombs stop here)'),
         create_deadline_sec: z
           .number()
@@ -148,14 +207,18 @@ export const MasterConfigSchema = z
           .min(1)
           .max(50)
           .default(10)
-          .describe("how long a create waits for the node it placed the sandbox on (a create fetching layers there counts as answering while bytes come): a node silent that long (frozen, overloaded) is given up, the create placed on another node, and what the late node makes is destroyed when it reports (it also refuses a create that reaches it after this deadline). Well under the E2B SDK's 60 s request timeout, so a client gets an answer"),
+          .describe(
+            "how long a create waits for the node it placed the sandbox on (a create fetching layers there counts as answering while bytes come): a node silent that long (frozen, overloaded) is given up, the create placed on another node, and what the late node makes is destroyed when it reports (it also refuses a create that reaches it after this deadline). Well under the E2B SDK's 60 s request timeout, so a client gets an answer",
+          ),
         call_deadline_sec: z
           .number()
           .int()
           .min(1)
           .max(300)
           .default(30)
-          .describe('how long the control plane waits for a node to answer any other call on a sandbox (pause, resume, set-timeout, exec, files, destroy): a node silent that long is answered for with 503 (130596), and a call that reaches it later than that is refused there, not carried out'),
+          .describe(
+            'how long the control plane waits for a node to answer any other call on a sandbox (pause, resume, set-timeout, exec, files, destroy): a node silent that long is answered for with 503 (130596), and a call that reaches it later than that is refused there, not carried out',
+          ),
       })
       .strict()
       .prefault({}),
@@ -170,12 +233,36 @@ export const CubeletConfigSchema = z
       .union([z.enum(['ns', 'microvm', 'sim']), z.array(z.enum(['ns', 'microvm'])).min(1)])
       .default('ns')
       .meta({ restart: true })
-      .describe('runtime driver, or the list a node offers (the first is the default; a create picks another with --runtime or the metadata label cube.runtime); sim only for scheduler benchmarks'),
+      .describe(
+        'runtime driver, or the list a node offers (the first is the default; a create picks another with --runtime or the metadata label cube.runtime); sim only for scheduler benchmarks',
+      ),
     microvm: z
       .object({
-        boot_timeout_sec: z.number().int().min(5).max(600).default(90).meta({ restart: true }).describe('a microVM whose guest agent has not answered by then is a failed create (its console tail is in the error)'),
-        snapshots: z.boolean().default(true).meta({ restart: true }).describe('create microVMs from per-shape memory snapshots (a restore instead of a boot); false: every create boots cold (to measure it, or so no guest starts from memory another guest had)'),
-        console_log_kib: z.number().int().min(4).max(1024 * 1024).default(1024).meta({ restart: true }).describe("a microVM's serial console (and QEMU's own messages) on the host: console.log, rotated to console.log.1 at this size, so a guest writing to its console holds at most twice it"),
+        boot_timeout_sec: z
+          .number()
+          .int()
+          .min(5)
+          .max(600)
+          .default(90)
+          .meta({ restart: true })
+          .describe('a microVM whose guest agent has not answered by then is a failed create (its console tail is in the error)'),
+        snapshots: z
+          .boolean()
+          .default(true)
+          .meta({ restart: true })
+          .describe(
+            'create microVMs from per-shape memory snapshots (a restore instead of a boot); false: every create boots cold (to measure it, or so no guest starts from memory another guest had)',
+          ),
+        console_log_kib: z
+          .number()
+          .int()
+          .min(4)
+          .max(1024 * 1024)
+          .default(1024)
+          .meta({ restart: true })
+          .describe(
+            "a microVM's serial console (and QEMU's own messages) on the host: console.log, rotated to console.log.1 at this size, so a guest writing to its console holds at most twice it",
+          ),
       })
       .strict()
       .prefault({})
@@ -199,9 +286,26 @@ export const CubeletConfigSchema = z
           .boolean()
           .default(true)
           .meta({ restart: true })
-          .describe("each sandbox of the ns runtime in a user namespace of its own, ids 0-65535 inside mapped to its own range of host ids (root inside is not host root, `user` is no other sandbox's or host account's uid); false: every sandbox's `user` is host uid 1000 and root is host root (kernels without idmapped mounts). Sandboxes that ask for NET_RAW (cube.net_raw) always run the false way: raw sockets need root of the host's namespace"),
-        host_id_base: z.number().int().min(1).default(1_000_000).meta({ restart: true }).describe('first host id of the sandboxes\' ranges (65,536 ids each); the daemon refuses to start when the ranges meet an id of /etc/passwd, /etc/group, /etc/subuid or /etc/subgid'),
-        host_id_ranges: z.number().int().min(1).max(60_000).default(4096).meta({ restart: true }).describe('ranges of 65,536 host ids, one per running sandbox: a create past them gets 503 (code 130599)'),
+          .describe(
+            "each sandbox of the ns runtime in a user namespace of its own, ids 0-65535 inside mapped to its own range of host ids (root inside is not host root, `user` is no other sandbox's or host account's uid); false: every sandbox's `user` is host uid 1000 and root is host root (kernels without idmapped mounts). Sandboxes that ask for NET_RAW (cube.net_raw) always run the false way: raw sockets need root of the host's namespace",
+          ),
+        host_id_base: z
+          .number()
+          .int()
+          .min(1)
+          .default(1_000_000)
+          .meta({ restart: true })
+          .describe(
+            "first host id of the sandboxes' ranges (65,536 ids each); the daemon refuses to start when the ranges meet an id of /etc/passwd, /etc/group, /etc/subuid or /etc/subgid",
+          ),
+        host_id_ranges: z
+          .number()
+          .int()
+          .min(1)
+          .max(60_000)
+          .default(4096)
+          .meta({ restart: true })
+          .describe('ranges of 65,536 host ids, one per running sandbox: a create past them gets 503 (code 130599)'),
       })
       .strict()
       .prefault({}),
@@ -229,7 +333,14 @@ export const CubeletConfigSchema = z
       .object({
         'io.cubelet.internal.v1.network': z
           .object({
-            tap_init_num: z.number().int().min(0).max(16000).default(32).meta({ restart: true }).describe('network slots (netns + veth) created at start-up and kept warm for ns sandboxes (on a node offering the ns runtime)'),
+            tap_init_num: z
+              .number()
+              .int()
+              .min(0)
+              .max(16000)
+              .default(32)
+              .meta({ restart: true })
+              .describe('network slots (netns + veth) created at start-up and kept warm for ns sandboxes (on a node offering the ns runtime)'),
             microvm_tap_init_num: z
               .number()
               .int()
@@ -237,35 +348,50 @@ export const CubeletConfigSchema = z
               .max(16000)
               .default(8)
               .meta({ restart: true })
-              .describe("TAP-mode network slots (netns + veth + a TAP device and the guest's NAT) created at start-up and kept warm for microvm sandboxes (on a node offering the microvm runtime): the console's TAP pool"),
-            cidr: z.string().regex(/^\d+\.\d+\.\d+\.\d+\/\d+$/, { error: 'must be an IPv4 CIDR like 10.213.0.0/16' }).default('10.213.0.0/16').meta({ restart: true }).describe('private range the IPAM carves /30 slots from; must not overlap another node on the same host'),
+              .describe(
+                "TAP-mode network slots (netns + veth + a TAP device and the guest's NAT) created at start-up and kept warm for microvm sandboxes (on a node offering the microvm runtime): the console's TAP pool",
+              ),
+            cidr: z
+              .string()
+              .regex(/^\d+\.\d+\.\d+\.\d+\/\d+$/, { error: 'must be an IPv4 CIDR like 10.213.0.0/16' })
+              .default('10.213.0.0/16')
+              .meta({ restart: true })
+              .describe('private range the IPAM carves /30 slots from; must not overlap another node on the same host'),
             allow_host_access: z.boolean().default(false).describe('let sandboxes reach services on host addresses (off: nftables drops it)'),
             allow_internet_access: z
               .boolean()
               .default(true)
               .describe("internet (NAT through the host) for sandboxes whose create does not say; E2B's allow_internet_access overrides it per sandbox"),
             deny_out: z
-              .array(z.string().regex(/^((25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(25[0-5]|2[0-4]\d|1?\d?\d)(\/(3[0-2]|[12]?\d))?$/, { error: 'must be an IPv4 address or CIDR like 10.0.0.0/8' }))
+              .array(
+                z.string().regex(/^((25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(25[0-5]|2[0-4]\d|1?\d?\d)(\/(3[0-2]|[12]?\d))?$/, {
+                  error: 'must be an IPv4 address or CIDR like 10.0.0.0/8',
+                }),
+              )
               .default(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16'])
               .describe("destinations no sandbox reaches, whatever it asks (the host's LAN, cloud metadata); a sandbox's network.allowOut cannot reopen them"),
             deny_host_networks: z
               .boolean()
               .default(true)
-              .describe("also deny, like deny_out, the host's own connected IPv4 subnets and gateways (read from its routing table when the rules are installed: at start and on a policy change), whatever their range"),
+              .describe(
+                "also deny, like deny_out, the host's own connected IPv4 subnets and gateways (read from its routing table when the rules are installed: at start and on a policy change), whatever their range",
+              ),
             conntrack_max_per_sandbox: z
               .number()
               .int()
               .min(16)
               .max(1_000_000)
               .default(4096)
-              .describe("connections one sandbox may have tracked at once (nftables ct count by source address): the host's conntrack table (nf_conntrack_max) is shared by every sandbox and the host; past it a sandbox's new connections are dropped"),
+              .describe(
+                "connections one sandbox may have tracked at once (nftables ct count by source address): the host's conntrack table (nf_conntrack_max) is shared by every sandbox and the host; past it a sandbox's new connections are dropped",
+              ),
             new_connections_per_sec: z
               .number()
               .int()
               .min(1)
               .max(1_000_000)
               .default(500)
-              .describe('new connections per second one sandbox may open (burst: one second\'s worth); more are dropped'),
+              .describe("new connections per second one sandbox may open (burst: one second's worth); more are dropped"),
           })
           .strict()
           .prefault({}),

@@ -227,7 +227,11 @@ export class ConfigStore extends TypedEmitter<ConfigEvents> {
   change(path: string, value: unknown, actor?: string): Promise<ReloadResult> {
     return this.serial(async () => {
       const { result, lostTo } = await this.apply(this.withValue(path, value), { ...(actor ? { actor } : {}), reason: `set ${path}`, files: false });
-      if (lostTo) throw new CubeError('CONFLICT', `config changed meanwhile: version ${lostTo.version} (${lostTo.reason}, by ${lostTo.actor}) is in force, ${path} was not set; read it and set again`);
+      if (lostTo)
+        throw new CubeError(
+          'CONFLICT',
+          `config changed meanwhile: version ${lostTo.version} (${lostTo.reason}, by ${lostTo.actor}) is in force, ${path} was not set; read it and set again`,
+        );
       return result;
     });
   }
@@ -453,7 +457,10 @@ function invalid(errors: ConfigIssue[]): CubeError {
 /** Write to a temporary file beside it and rename, so readers (and the watcher) never see half a file. */
 async function writeAtomic(path: string, text: string): Promise<void> {
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
-  const mode = await stat(path).then((s) => s.mode & 0o7777, () => 0o644);
+  const mode = await stat(path).then(
+    (s) => s.mode & 0o7777,
+    () => 0o644,
+  );
   await writeFile(tmp, text, { mode });
   await chmod(tmp, mode);
   await rename(tmp, path);

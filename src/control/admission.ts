@@ -4,7 +4,15 @@
 // which only write to the StateStore they are given.
 import { SandboxSpecSchema, type MasterConfig } from '../config/schema.js';
 import { CubeError, toCubeError } from '../errors.js';
-import { computeDensity, densityParamsFromConfig, DensityInputError, footprintMiB, paramsForNode, type DensityParams, type SpecShape } from '../model/density.js';
+import {
+  computeDensity,
+  densityParamsFromConfig,
+  DensityInputError,
+  footprintMiB,
+  paramsForNode,
+  type DensityParams,
+  type SpecShape,
+} from '../model/density.js';
 import { envVarsProblem } from '../model/env.js';
 import { POOL_EXHAUSTED, type NodeView } from '../model/node.js';
 import type { CreateSandboxRequest, SandboxSpecView } from '../model/sandbox.js';
@@ -32,11 +40,14 @@ export function resolveCreate(req: CreateSandboxRequest, master: MasterConfig): 
   // The bounds of the config's default_spec are the bounds of any spec: one table.
   const spec = SandboxSpecSchema.safeParse({ cpus, memory_mib: memoryMiB, disk_gib: diskGiB });
   if (!spec.success) {
-    const bad = spec.error.issues.map((i) => `${i.path.join('.')} ${JSON.stringify({ cpus, memory_mib: memoryMiB, disk_gib: diskGiB }[String(i.path[0])])}: ${i.message}`);
+    const bad = spec.error.issues.map(
+      (i) => `${i.path.join('.')} ${JSON.stringify({ cpus, memory_mib: memoryMiB, disk_gib: diskGiB }[String(i.path[0])])}: ${i.message}`,
+    );
     throw new CubeError('BAD_REQUEST', `invalid spec: ${bad.join('; ')}`);
   }
   checkTimeout(timeoutSec, master, 1);
-  if (templateID.length > INPUT_LIMITS.templateIDMax) throw new CubeError('BAD_REQUEST', `templateID is ${templateID.length} characters, at most ${INPUT_LIMITS.templateIDMax}`);
+  if (templateID.length > INPUT_LIMITS.templateIDMax)
+    throw new CubeError('BAD_REQUEST', `templateID is ${templateID.length} characters, at most ${INPUT_LIMITS.templateIDMax}`);
   const badEnv = envVarsProblem(req.envVars, 'envVars');
   if (badEnv !== undefined) throw new CubeError('BAD_REQUEST', badEnv);
   checkMetadata(req.metadata);
@@ -56,7 +67,8 @@ export const INPUT_LIMITS = {
 /** A lifetime in whole seconds between `min` and sandbox.max_timeout_sec; 400 otherwise. */
 export function checkTimeout(sec: number, master: MasterConfig, min = 0): void {
   const max = master.sandbox.max_timeout_sec;
-  if (!Number.isInteger(sec) || sec < min || sec > max) throw new CubeError('BAD_REQUEST', `timeout must be a whole number of seconds from ${min} to ${max} (sandbox.max_timeout_sec), got ${sec}`);
+  if (!Number.isInteger(sec) || sec < min || sec > max)
+    throw new CubeError('BAD_REQUEST', `timeout must be a whole number of seconds from ${min} to ${max} (sandbox.max_timeout_sec), got ${sec}`);
 }
 
 export function checkMetadata(md: Record<string, unknown> | undefined): void {
@@ -67,8 +79,10 @@ export function checkMetadata(md: Record<string, unknown> | undefined): void {
   let total = 0;
   for (const [k, v] of entries) {
     if (typeof v !== 'string') throw new CubeError('BAD_REQUEST', `metadata: value of ${JSON.stringify(k.slice(0, 40))} must be a string`);
-    if (k.length === 0 || k.length > L.metadataKeyMax) throw new CubeError('BAD_REQUEST', `metadata: key of ${k.length} characters, must be 1 to ${L.metadataKeyMax}`);
-    if (v.length > L.metadataValueMax) throw new CubeError('BAD_REQUEST', `metadata: value of ${JSON.stringify(k.slice(0, 40))} is ${v.length} characters, at most ${L.metadataValueMax}`);
+    if (k.length === 0 || k.length > L.metadataKeyMax)
+      throw new CubeError('BAD_REQUEST', `metadata: key of ${k.length} characters, must be 1 to ${L.metadataKeyMax}`);
+    if (v.length > L.metadataValueMax)
+      throw new CubeError('BAD_REQUEST', `metadata: value of ${JSON.stringify(k.slice(0, 40))} is ${v.length} characters, at most ${L.metadataValueMax}`);
     total += Buffer.byteLength(k) + Buffer.byteLength(v);
   }
   if (total > L.metadataTotalMax) throw new CubeError('BAD_REQUEST', `metadata: ${total} bytes, at most ${L.metadataTotalMax}`);
@@ -99,7 +113,10 @@ export function requireFits(spec: SpecShape & { diskGiB?: number }, nodes: NodeV
     why.push(`${n.nodeID}: ${limit}`);
   }
   const disk = spec.diskGiB !== undefined ? ` / ${fmt(spec.diskGiB)} GiB disk` : '';
-  throw new CubeError('BAD_REQUEST', `a sandbox of ${fmt(spec.cpus)} vCPU / ${fmt(spec.memoryMiB)} MiB${disk} can never fit, even on an empty node: ${why.join('; ')}`);
+  throw new CubeError(
+    'BAD_REQUEST',
+    `a sandbox of ${fmt(spec.cpus)} vCPU / ${fmt(spec.memoryMiB)} MiB${disk} can never fit, even on an empty node: ${why.join('; ')}`,
+  );
 }
 
 /**
@@ -176,12 +193,26 @@ export function resumeRefusal(spec: SandboxSpecView, node: NodeView, master: Mas
 }
 
 /** One audit record: who (API key id or 'system'), what, on what, and how it ended. */
-export async function audit(store: StateStore, actor: string | undefined, action: string, target: string, outcome: string, detail?: Record<string, unknown>): Promise<void> {
+export async function audit(
+  store: StateStore,
+  actor: string | undefined,
+  action: string,
+  target: string,
+  outcome: string,
+  detail?: Record<string, unknown>,
+): Promise<void> {
   await store.appendAudit({ at: new Date().toISOString(), actor: actor ?? 'system', action, target, outcome, ...(detail ? { detail } : {}) });
 }
 
 /** Runs `fn` and audits its outcome (the error message when it throws, which is rethrown); an audit the store refuses is left out. */
-export async function audited<T>(store: StateStore, actor: string | undefined, action: string, target: string, fn: () => Promise<T>, detail?: Record<string, unknown>): Promise<T> {
+export async function audited<T>(
+  store: StateStore,
+  actor: string | undefined,
+  action: string,
+  target: string,
+  fn: () => Promise<T>,
+  detail?: Record<string, unknown>,
+): Promise<T> {
   let r: T;
   try {
     r = await fn();

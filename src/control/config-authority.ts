@@ -50,7 +50,13 @@ export class ConfigAuthority {
         if (!r.ok || r.changes.length === 0) this.watch.broadcast({ type: 'config', config: cfg.view(), changes: [] });
       }),
       cfg.on('rejected', ({ errors, kept }) => {
-        void this.watch.appendEvent({ kind: 'config.rejected', code: 130483, message: `config rejected on ${replicaID}, version ${kept.version} stays: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}` }).catch((err: unknown) => this.ctx.log.warn({ err }, 'could not record a config rejection event'));
+        void this.watch
+          .appendEvent({
+            kind: 'config.rejected',
+            code: 130483,
+            message: `config rejected on ${replicaID}, version ${kept.version} stays: ${errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`,
+          })
+          .catch((err: unknown) => this.ctx.log.warn({ err }, 'could not record a config rejection event'));
       }),
     ];
   }
@@ -66,7 +72,10 @@ export class ConfigAuthority {
 
   async reloadConfig(actor?: string): Promise<ReloadResult> {
     const r = await this.ctx.cfg.reload();
-    await audit(this.ctx.store, actor, 'config.reload', this.ctx.cfg.dir, r.ok ? 'ok' : (r.error ?? []).map((e) => `${e.path}: ${e.message}`).join('; '), { version: r.version, replica: this.ctx.replicaID });
+    await audit(this.ctx.store, actor, 'config.reload', this.ctx.cfg.dir, r.ok ? 'ok' : (r.error ?? []).map((e) => `${e.path}: ${e.message}`).join('; '), {
+      version: r.version,
+      replica: this.ctx.replicaID,
+    });
     return r;
   }
 
@@ -92,14 +101,25 @@ export class ConfigAuthority {
     const reason = meta.reason ?? `files of ${replicaID}: ${changes.map((c) => c.path).join(', ')}`;
     const rec = { version: over.version + 1, at: new Date().toISOString(), actor: meta.actor ?? replicaID, reason, master: next.master, cubelet: next.cubelet };
     if (await store.casConfigHead(rec, over.version)) {
-      await this.watch.appendEvent({ kind: 'config.reloaded', message: `config version ${rec.version} (${reason}, by ${rec.actor}) in force on ${replicaID}: ${what}` });
+      await this.watch.appendEvent({
+        kind: 'config.reloaded',
+        message: `config version ${rec.version} (${reason}, by ${rec.actor}) in force on ${replicaID}: ${what}`,
+      });
       return { won: true, version: rec.version };
     }
     const head = await store.configHead();
     if (!head) throw new CubeError('STATE_UNAVAILABLE', 'the cluster has no config in force (its store was emptied); a replica seeds it again within a tick');
     // A set that lost answers 409 to its caller; an edit of the files has no caller to tell.
-    if (meta.files) await this.watch.appendEvent({ kind: 'config.rejected', code: 130409, message: `the files of ${replicaID} changed (${what}) but version ${head.version} (${head.reason}, by ${head.actor}) was recorded first; the cluster's version stays` });
-    return { won: false, head: { version: head.version, config: { master: head.master, cubelet: head.cubelet } as Config, actor: head.actor, reason: head.reason } };
+    if (meta.files)
+      await this.watch.appendEvent({
+        kind: 'config.rejected',
+        code: 130409,
+        message: `the files of ${replicaID} changed (${what}) but version ${head.version} (${head.reason}, by ${head.actor}) was recorded first; the cluster's version stays`,
+      });
+    return {
+      won: false,
+      head: { version: head.version, config: { master: head.master, cubelet: head.cubelet } as Config, actor: head.actor, reason: head.reason },
+    };
   }
 }
 
@@ -117,7 +137,8 @@ export class FilesConfig implements ConfigOrigin {
     if (!cfg.resumeNumbering(head && { version: head.version, config: { master: head.master, cubelet: head.cubelet } as Config }, latest)) return;
     const v = cfg.versionInfo;
     const rec = { version: v.version, at: v.loadedAt, actor: replicaID, reason: 'start', master: v.config.master, cubelet: v.config.cubelet };
-    if (!(await store.casConfigHead(rec, head?.version ?? 0))) throw new CubeError('CONFLICT', `the config in the store moved on while ${replicaID} started; is another replica using this store?`);
+    if (!(await store.casConfigHead(rec, head?.version ?? 0)))
+      throw new CubeError('CONFLICT', `the config in the store moved on while ${replicaID} started; is another replica using this store?`);
   }
 
   /** Nothing to follow: this replica is the cluster's only one. */
@@ -143,11 +164,25 @@ export class StoreConfig implements ConfigOrigin {
       if (head) return { version: head.version, config: { master: head.master, cubelet: head.cubelet } as Config };
       // Numbered after every version the history or this replica ran, so none is reused.
       const version = Math.max((await store.latestConfigVersion())?.version ?? 0, cur.version) + 1;
-      const seeded = await store.casConfigHead({ version, at: new Date().toISOString(), actor: replicaID, reason: `seeded from the files of ${replicaID}`, master: cur.config.master, cubelet: cur.config.cubelet }, 0);
+      const seeded = await store.casConfigHead(
+        {
+          version,
+          at: new Date().toISOString(),
+          actor: replicaID,
+          reason: `seeded from the files of ${replicaID}`,
+          master: cur.config.master,
+          cubelet: cur.config.cubelet,
+        },
+        0,
+      );
       const now = seeded ? undefined : await store.configHead();
       return now ? { version: now.version, config: { master: now.master, cubelet: now.cubelet } as Config } : { version, config: cur.config };
     });
-    if (r.changes.length > 0) await events.appendEvent({ kind: 'config.reloaded', message: `config version ${r.version} in force on ${replicaID}: ${r.changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ')}` });
+    if (r.changes.length > 0)
+      await events.appendEvent({
+        kind: 'config.reloaded',
+        message: `config version ${r.version} in force on ${replicaID}: ${r.changes.map((c) => `${c.path} ${JSON.stringify(c.from)} -> ${JSON.stringify(c.to)}`).join(', ')}`,
+      });
   }
 
   tick(ctx: ControlContext, events: EventWriter): Promise<void> {

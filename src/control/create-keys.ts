@@ -31,7 +31,9 @@ const POLL_MS = 100;
 
 /** The key as stored: scoped to the caller's API key (another tenant's identical key is another key), hashed to a fixed length. */
 export function createKeyOf(actor: string | undefined, clientKey: string): string {
-  return createHash('sha256').update(`${actor ?? ''}\0${clientKey}`).digest('hex');
+  return createHash('sha256')
+    .update(`${actor ?? ''}\0${clientKey}`)
+    .digest('hex');
 }
 
 /** The client's key from a create request: the header, else the metadata label; 400 when it is empty or too long. */
@@ -116,11 +118,15 @@ export class CreateKeys {
       const err = toCubeError(e);
       // A repeat learns it without waiting for the deadline; if this write fails, the deadline tells it.
       const outcome = isRefusal(err) ? { refused: { kind: err.kind, message: err.message } } : { failed: err.message };
-      await this.store.settleCreateKey(key, current, outcome).catch((w: unknown) => this.log.warn({ err: toCubeError(w).message, sandboxID: current }, 'could not record a keyed create outcome'));
+      await this.store
+        .settleCreateKey(key, current, outcome)
+        .catch((w: unknown) => this.log.warn({ err: toCubeError(w).message, sandboxID: current }, 'could not record a keyed create outcome'));
       throw e;
     }
     // Best effort: a repeat also finds the sandbox by its record.
-    await this.store.settleCreateKey(key, rec.sandboxID, { created: true }).catch((w: unknown) => this.log.warn({ err: toCubeError(w).message, sandboxID: rec.sandboxID }, 'could not record a keyed create outcome'));
+    await this.store
+      .settleCreateKey(key, rec.sandboxID, { created: true })
+      .catch((w: unknown) => this.log.warn({ err: toCubeError(w).message, sandboxID: rec.sandboxID }, 'could not record a keyed create outcome'));
     return rec;
   }
 
@@ -130,16 +136,20 @@ export class CreateKeys {
    * the key over from (nothing was made, or what was made is gone for good).
    */
   private async outcomeOf(claim: CreateKeyRecord, until: number): Promise<{ rec: SandboxRecord } | { failed: string | undefined }> {
-    for (let cur: CreateKeyRecord | undefined = claim; ; ) {
+    for (let cur: CreateKeyRecord | undefined = claim; ;) {
       const outcome = cur.outcome;
       if (outcome && 'refused' in outcome) throw new CubeError(outcome.refused.kind as ErrorKind, outcome.refused.message);
       if (outcome && 'failed' in outcome) return { failed: cur.sandboxID };
       const rec = await this.store.getSandbox(cur.sandboxID);
       if (rec && rec.state !== 'creating' && rec.state !== 'gone') return { rec };
-      if (!rec && outcome && 'created' in outcome) throw new CubeError('CONFLICT', `the create with this idempotency key made sandbox ${cur.sandboxID}, which was deleted since`);
+      if (!rec && outcome && 'created' in outcome)
+        throw new CubeError('CONFLICT', `the create with this idempotency key made sandbox ${cur.sandboxID}, which was deleted since`);
       // Nothing left of a create past its deadline: its replica died before the record, or the record was settled away.
       if (!rec && Date.now() > cur.deadline) return { failed: cur.sandboxID };
-      if (Date.now() > until) throw new CubeError('SANDBOX_BUSY', `the create with this idempotency key (sandbox ${cur.sandboxID}) has no outcome yet; retry with the same key`, { retryAfter: 1 });
+      if (Date.now() > until)
+        throw new CubeError('SANDBOX_BUSY', `the create with this idempotency key (sandbox ${cur.sandboxID}) has no outcome yet; retry with the same key`, {
+          retryAfter: 1,
+        });
       await new Promise((r) => setTimeout(r, POLL_MS));
       const next = await this.store.getCreateKey(claim.key);
       if (!next) return { failed: undefined };

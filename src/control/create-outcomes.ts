@@ -49,9 +49,17 @@ export async function undoCreate(d: Pick<OutcomeDeps, 'store' | 'event' | 'log'>
   if (!gone) return;
   const failed = await node?.destroySandbox(rec.sandboxID).then(
     () => false,
-    (e: unknown) => (d.log.warn({ err: toCubeError(e).message, sandboxID: rec.sandboxID }, 'undo of a create: node destroy failed; done when the node reports it'), true),
+    (e: unknown) => (
+      d.log.warn({ err: toCubeError(e).message, sandboxID: rec.sandboxID }, 'undo of a create: node destroy failed; done when the node reports it'),
+      true
+    ),
   );
-  await d.event({ kind: 'sandbox.destroyed', nodeID: rec.nodeID, sandboxID: rec.sandboxID, message: `create of ${rec.sandboxID} undone: ${why}${failed ? `; node ${rec.nodeID} destroys it when it reports it` : ''}` });
+  await d.event({
+    kind: 'sandbox.destroyed',
+    nodeID: rec.nodeID,
+    sandboxID: rec.sandboxID,
+    message: `create of ${rec.sandboxID} undone: ${why}${failed ? `; node ${rec.nodeID} destroys it when it reports it` : ''}`,
+  });
 }
 
 /** `creating` records past their deadline (records of older versions, without one, after `legacyGraceMs`). */
@@ -73,13 +81,21 @@ export async function settleCreate(d: OutcomeDeps, stale: SandboxRecord): Promis
     let reached = true;
     try {
       node = await d.node(rec.nodeID, fence);
-      view = await Promise.race([node.getSandbox(rec.sandboxID), new Promise<never>((_, no) => setTimeout(() => no(new Error(`no answer within ${LOOK_MS} ms`)), LOOK_MS).unref())]);
+      view = await Promise.race([
+        node.getSandbox(rec.sandboxID),
+        new Promise<never>((_, no) => setTimeout(() => no(new Error(`no answer within ${LOOK_MS} ms`)), LOOK_MS).unref()),
+      ]);
     } catch {
       reached = false;
     }
     if (view && rec.keyed) {
       await d.adopt(rec, view);
-      await d.event({ kind: 'sandbox.created', nodeID: rec.nodeID, sandboxID: rec.sandboxID, message: `create of ${rec.sandboxID} settled from node ${rec.nodeID} (${view.state}) after its replica went before answering; the idempotency key's next create returns it` });
+      await d.event({
+        kind: 'sandbox.created',
+        nodeID: rec.nodeID,
+        sandboxID: rec.sandboxID,
+        message: `create of ${rec.sandboxID} settled from node ${rec.nodeID} (${view.state}) after its replica went before answering; the idempotency key's next create returns it`,
+      });
       return;
     }
     const why = view

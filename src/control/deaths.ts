@@ -28,7 +28,15 @@ export class Deaths {
   async bury(report: DeathReport, rec?: SandboxRecord): Promise<void> {
     const t = await this.tombstone(report, rec);
     if (!(await this.o.store.lifecycle.putTombstone(t))) return;
-    await this.o.appendEvent({ at: t.at, kind: 'sandbox.died', sandboxID: t.sandboxID, nodeID: t.nodeID, code: t.cubeCode, death: t.reason, message: t.message });
+    await this.o.appendEvent({
+      at: t.at,
+      kind: 'sandbox.died',
+      sandboxID: t.sandboxID,
+      nodeID: t.nodeID,
+      code: t.cubeCode,
+      death: t.reason,
+      message: t.message,
+    });
   }
 
   /**
@@ -38,7 +46,9 @@ export class Deaths {
   async noted(e: Omit<EventView, 'id'>): Promise<void> {
     if (e.kind !== 'sandbox.died' || e.sandboxID === undefined || !isDeathReason(e.death)) return;
     try {
-      await this.o.store.lifecycle.putTombstone(await this.tombstone({ sandboxID: e.sandboxID, reason: e.death, at: e.at, nodeID: e.nodeID ?? '', message: e.message }));
+      await this.o.store.lifecycle.putTombstone(
+        await this.tombstone({ sandboxID: e.sandboxID, reason: e.death, at: e.at, nodeID: e.nodeID ?? '', message: e.message }),
+      );
     } catch (err) {
       // The notice is appended all the same; the list's reconcile leaves a vanished tombstone at worst.
       this.o.log.warn({ err, sandboxID: e.sandboxID }, 'could not keep the tombstone of a death a node reported');

@@ -52,10 +52,21 @@ export class Heartbeats {
     // changed; the others are touched (their lastSeen moves), and a node whose view the store
     // does not hold is asked for it.
     const lost = await store.lostNodes(ids);
-    await store.putNodeMetrics(hbs.flatMap((hb) => (hb.view ? [hb.view] : [])), METRICS_TTL_MS);
-    const resend = new Set(await store.touchNodeMetrics(hbs.flatMap((hb) => (hb.view || !hb.seen ? [] : [{ nodeID: hb.nodeID, lastSeen: hb.seen.lastSeen }])), METRICS_TTL_MS));
+    await store.putNodeMetrics(
+      hbs.flatMap((hb) => (hb.view ? [hb.view] : [])),
+      METRICS_TTL_MS,
+    );
+    const resend = new Set(
+      await store.touchNodeMetrics(
+        hbs.flatMap((hb) => (hb.view || !hb.seen ? [] : [{ nodeID: hb.nodeID, lastSeen: hb.seen.lastSeen }])),
+        METRICS_TTL_MS,
+      ),
+    );
     const listed = hbs.filter((hb) => hb.sandboxes !== undefined);
-    const [recs, records] = await Promise.all([store.listNodes(), listed.length === 0 ? [] : store.listSandboxes(listed.length === 1 ? { nodeID: listed[0]!.nodeID } : undefined)]);
+    const [recs, records] = await Promise.all([
+      store.listNodes(),
+      listed.length === 0 ? [] : store.listSandboxes(listed.length === 1 ? { nodeID: listed[0]!.nodeID } : undefined),
+    ]);
     const byID = new Map(recs.map((r) => [r.nodeID, r]));
     await Promise.all(
       hbs.map(async (hb) => {
@@ -69,7 +80,12 @@ export class Heartbeats {
           if (fresh) this.templatesWritten.delete(nodeID);
           rec = { cordoned: false, draining: false, joinedAt: Date.now(), ...rec, nodeID, address: hb.address };
           await store.putNode(rec);
-          if (fresh && view) await this.watch.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} registered at ${hb.address} (${view.capacity.cpus} cpus, ${view.capacity.memoryMiB} MiB, templates ${view.templates.join(', ') || 'none'})` });
+          if (fresh && view)
+            await this.watch.appendEvent({
+              kind: 'node.joined',
+              nodeID,
+              message: `node ${nodeID} registered at ${hb.address} (${view.capacity.cpus} cpus, ${view.capacity.memoryMiB} MiB, templates ${view.templates.join(', ') || 'none'})`,
+            });
         }
         // The template registry changes only when the node's list does (it is in the view).
         if (view) await this.noteNodeTemplates(nodeID, view.templates);
@@ -77,7 +93,11 @@ export class Heartbeats {
           // Its sandboxes were marked lost: its list sets them right (asked for when it did not come).
           if (!hb.sandboxes) resend.add(nodeID);
           await store.clearNodeLost(nodeID);
-          await this.watch.appendEvent({ kind: 'node.joined', nodeID, message: `node ${nodeID} is back after being lost; its sandboxes are reconciled with what it still holds` });
+          await this.watch.appendEvent({
+            kind: 'node.joined',
+            nodeID,
+            message: `node ${nodeID} is back after being lost; its sandboxes are reconciled with what it still holds`,
+          });
         }
       }),
     );
@@ -96,7 +116,9 @@ export class Heartbeats {
     }
     // Nodes run the cluster's config: this replica's is the store's (followConfig, every tick).
     const { version, config } = this.ctx.cfg.versionInfo;
-    const answer: HeartbeatAnswer = hbs.some((hb) => heartbeatSeen(hb)?.configVersion !== version) ? { ok: true, config: { version, master: config.master } } : { ok: true };
+    const answer: HeartbeatAnswer = hbs.some((hb) => heartbeatSeen(hb)?.configVersion !== version)
+      ? { ok: true, config: { version, master: config.master } }
+      : { ok: true };
     return resend.size > 0 ? { ...answer, resend: [...resend] } : answer;
   }
 
@@ -138,7 +160,13 @@ export class Heartbeats {
    * every `creating` record is settled now, however far its deadline (the first list after a
    * kill -9 mid-burst showed them `creating` until the sweep).
    */
-  private async syncSandboxes(nodeID: string, records: SandboxRecord[], onNode: SandboxView[], listedAt: number | undefined, creatingGraceMs: number | 'settle'): Promise<void> {
+  private async syncSandboxes(
+    nodeID: string,
+    records: SandboxRecord[],
+    onNode: SandboxView[],
+    listedAt: number | undefined,
+    creatingGraceMs: number | 'settle',
+  ): Promise<void> {
     const { store } = this.ctx;
     const read = new Map(records.map((r) => [r.sandboxID, r]));
     const settle = creatingGraceMs === 'settle';
@@ -148,31 +176,49 @@ export class Heartbeats {
       // An operation in progress writes its own outcome; this heartbeat may predate it. Writes
       // are compare-and-set on the generation read with `records`: a record written since (an
       // operation that finished, a delete) is newer than this report and stays.
-      await this.locks.withLock(sandboxID, async (fence) => {
-        // A create holds its lock until its answer is written (create-outcomes.ts): a `creating`
-        // record whose lock this took lost its creator, and without a key nobody will ever learn
-        // of the sandbox; one its node does not hold past its deadline did not happen.
-        if (a.type === 'update' && was?.state === 'creating' && was.createBy !== undefined && !was.keyed) await undoCreate(this.outcomes, was, await this.nodes.nodeApi(nodeID, fence), CREATOR_GONE);
-        // Read again under the lock: the answer may have been delivered since `records` (its mark cleared, the generation kept).
-        else if (a.type === 'unanswered') {
-          const cur = await store.getSandbox(sandboxID);
-          if (cur?.createBy !== undefined && cur.generation === a.rec.generation) await undoCreate(this.outcomes, cur, await this.nodes.nodeApi(nodeID, fence), CREATOR_GONE);
-        }
-        else if (a.type === 'update') await store.putSandboxIf(a.rec, a.rec.generation ?? 0);
-        else if (a.type === 'gone' && a.rec.state === 'creating' && a.rec.createBy !== undefined) await undoCreate(this.outcomes, a.rec, undefined, notOnNode(nodeID));
-        else if (a.type === 'gone') {
-          // Gone without a sandbox.died notice before it (that tombstone stays): lost with its node, or unexplained.
-          if ((await store.deleteSandboxIf(sandboxID, a.rec.generation ?? 0)) && a.rec.state !== 'creating') {
-            await this.deaths.bury({ sandboxID, nodeID, at: Date.now(), ...(a.rec.state === 'lost' ? { reason: 'node_lost', message: `node ${nodeID} came back without it` } : { reason: 'vanished', message: `node ${nodeID} no longer lists it and gave no reason` }) }, a.rec);
+      await this.locks
+        .withLock(sandboxID, async (fence) => {
+          // A create holds its lock until its answer is written (create-outcomes.ts): a `creating`
+          // record whose lock this took lost its creator, and without a key nobody will ever learn
+          // of the sandbox; one its node does not hold past its deadline did not happen.
+          if (a.type === 'update' && was?.state === 'creating' && was.createBy !== undefined && !was.keyed)
+            await undoCreate(this.outcomes, was, await this.nodes.nodeApi(nodeID, fence), CREATOR_GONE);
+          // Read again under the lock: the answer may have been delivered since `records` (its mark cleared, the generation kept).
+          else if (a.type === 'unanswered') {
+            const cur = await store.getSandbox(sandboxID);
+            if (cur?.createBy !== undefined && cur.generation === a.rec.generation)
+              await undoCreate(this.outcomes, cur, await this.nodes.nodeApi(nodeID, fence), CREATOR_GONE);
+          } else if (a.type === 'update') await store.putSandboxIf(a.rec, a.rec.generation ?? 0);
+          else if (a.type === 'gone' && a.rec.state === 'creating' && a.rec.createBy !== undefined)
+            await undoCreate(this.outcomes, a.rec, undefined, notOnNode(nodeID));
+          else if (a.type === 'gone') {
+            // Gone without a sandbox.died notice before it (that tombstone stays): lost with its node, or unexplained.
+            if ((await store.deleteSandboxIf(sandboxID, a.rec.generation ?? 0)) && a.rec.state !== 'creating') {
+              await this.deaths.bury(
+                {
+                  sandboxID,
+                  nodeID,
+                  at: Date.now(),
+                  ...(a.rec.state === 'lost'
+                    ? { reason: 'node_lost', message: `node ${nodeID} came back without it` }
+                    : { reason: 'vanished', message: `node ${nodeID} no longer lists it and gave no reason` }),
+                },
+                a.rec,
+              );
+            }
+          } else if (await store.wasDeleted(sandboxID)) await this.nodes.nodeApi(nodeID, fence).then((n) => n.destroySandbox(sandboxID));
+          // Created on the node but its record was never written (a replica died in between): adopt
+          // it, unless a record appeared meanwhile (a create that was still writing it).
+          else if ((await store.putSandboxIf({ ...a.view, accessToken: newToken(), envVars: {} }, 0)) > 0) {
+            await this.watch.appendEvent({
+              kind: 'sandbox.created',
+              nodeID,
+              sandboxID,
+              message: `adopted from node ${nodeID} (its record was missing; new access token)`,
+            });
           }
-        }
-        else if (await store.wasDeleted(sandboxID)) await this.nodes.nodeApi(nodeID, fence).then((n) => n.destroySandbox(sandboxID));
-        // Created on the node but its record was never written (a replica died in between): adopt
-        // it, unless a record appeared meanwhile (a create that was still writing it).
-        else if ((await store.putSandboxIf({ ...a.view, accessToken: newToken(), envVars: {} }, 0)) > 0) {
-          await this.watch.appendEvent({ kind: 'sandbox.created', nodeID, sandboxID, message: `adopted from node ${nodeID} (its record was missing; new access token)` });
-        }
-      }).catch((err: unknown) => this.ctx.log.warn({ err, sandboxID, action: a.type }, 'sandbox reconcile step failed'));
+        })
+        .catch((err: unknown) => this.ctx.log.warn({ err, sandboxID, action: a.type }, 'sandbox reconcile step failed'));
     }
   }
 }

@@ -6,7 +6,16 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { MasterConfig } from '../config/schema.js';
 import { CubeError } from '../errors.js';
-import { KEY_ROLES, QUOTA_NAMES, type ApiKeyRecord, type KeyQuotas, type KeyRole, type KeyView, type QuotaLimits, type QuotaRefusal } from '../model/api-key.js';
+import {
+  KEY_ROLES,
+  QUOTA_NAMES,
+  type ApiKeyRecord,
+  type KeyQuotas,
+  type KeyRole,
+  type KeyView,
+  type QuotaLimits,
+  type QuotaRefusal,
+} from '../model/api-key.js';
 import type { SandboxSpecView } from '../model/sandbox.js';
 import type { ApiKeyPatch, StateStore } from '../store/types.js';
 import { audited } from './admission.js';
@@ -81,7 +90,8 @@ export class KeyBook {
     if ((await this.store.listApiKeys()).length > 0) return 'not-a-key';
     const rec: ApiKeyRecord = { id: keyID(key), name: 'admin', role: 'admin', hash, quotas: {}, createdAt: Date.now(), createdBy: 'system' };
     // Two replicas starting at once: one insert wins, the other finds it.
-    if (!(await this.store.putApiKey(rec)) && !(await this.store.apiKeyByHash(hash))) throw new CubeError('CONFLICT', `could not record the API key ${rec.id} as the first admin key: its id or the name "admin" is taken`);
+    if (!(await this.store.putApiKey(rec)) && !(await this.store.apiKeyByHash(hash)))
+      throw new CubeError('CONFLICT', `could not record the API key ${rec.id} as the first admin key: its id or the name "admin" is taken`);
     return 'migrated';
   }
 
@@ -91,13 +101,29 @@ export class KeyBook {
     checkRole(k.role);
     checkQuotas(k.quotas ?? {});
     const key = newApiKey();
-    const rec: ApiKeyRecord = { id: keyID(key), name: k.name, role: k.role, hash: hashKey(key), quotas: { ...(k.quotas ?? {}) }, createdAt: Date.now(), createdBy: actor ?? 'system' };
-    await audited(this.store, actor, 'key.create', rec.id, async () => {
-      if (await this.store.putApiKey(rec)) return;
-      if ((await this.store.listApiKeys()).some((r) => r.name === k.name)) throw new CubeError('CONFLICT', `an API key named ${JSON.stringify(k.name)} exists already`);
-      // 32 bits of id collided with another key's: a 1-in-4-billion event per pair, refused rather than retried silently.
-      throw new CubeError('CONFLICT', `the new key's id ${rec.id} is taken; run the create again`);
-    }, { name: k.name, role: k.role, quotas: rec.quotas });
+    const rec: ApiKeyRecord = {
+      id: keyID(key),
+      name: k.name,
+      role: k.role,
+      hash: hashKey(key),
+      quotas: { ...(k.quotas ?? {}) },
+      createdAt: Date.now(),
+      createdBy: actor ?? 'system',
+    };
+    await audited(
+      this.store,
+      actor,
+      'key.create',
+      rec.id,
+      async () => {
+        if (await this.store.putApiKey(rec)) return;
+        if ((await this.store.listApiKeys()).some((r) => r.name === k.name))
+          throw new CubeError('CONFLICT', `an API key named ${JSON.stringify(k.name)} exists already`);
+        // 32 bits of id collided with another key's: a 1-in-4-billion event per pair, refused rather than retried silently.
+        throw new CubeError('CONFLICT', `the new key's id ${rec.id} is taken; run the create again`);
+      },
+      { name: k.name, role: k.role, quotas: rec.quotas },
+    );
     return { key, record: (await this.views([rec]))[0]! };
   }
 
@@ -116,12 +142,19 @@ export class KeyBook {
     if (patch.role !== undefined) checkRole(patch.role);
     checkQuotas(patch.quotas ?? {});
     const rec = await this.find(ref);
-    const next = await audited(this.store, actor, 'key.set', rec.id, async () => {
-      if (patch.role === 'user' && rec.role === 'admin') await this.keepAnAdmin(rec, 'make it a user key');
-      const r = await this.store.updateApiKey(rec.id, patch);
-      if (!r) throw new CubeError('NOT_FOUND', `API key ${ref} not found`);
-      return r;
-    }, { ...patch });
+    const next = await audited(
+      this.store,
+      actor,
+      'key.set',
+      rec.id,
+      async () => {
+        if (patch.role === 'user' && rec.role === 'admin') await this.keepAnAdmin(rec, 'make it a user key');
+        const r = await this.store.updateApiKey(rec.id, patch);
+        if (!r) throw new CubeError('NOT_FOUND', `API key ${ref} not found`);
+        return r;
+      },
+      { ...patch },
+    );
     this.forget(rec);
     return (await this.views([next]))[0]!;
   }
@@ -129,17 +162,29 @@ export class KeyBook {
   /** The last admin key cannot be removed (409): nobody could manage the cluster after it. */
   async remove(ref: string, actor: string | undefined): Promise<void> {
     const rec = await this.find(ref);
-    await audited(this.store, actor, 'key.rm', rec.id, async () => {
-      if (rec.role === 'admin') await this.keepAnAdmin(rec, 'remove it');
-      if (!(await this.store.deleteApiKey(rec.id))) throw new CubeError('NOT_FOUND', `API key ${ref} not found`);
-    }, { name: rec.name });
+    await audited(
+      this.store,
+      actor,
+      'key.rm',
+      rec.id,
+      async () => {
+        if (rec.role === 'admin') await this.keepAnAdmin(rec, 'remove it');
+        if (!(await this.store.deleteApiKey(rec.id))) throw new CubeError('NOT_FOUND', `API key ${ref} not found`);
+      },
+      { name: rec.name },
+    );
     this.forget(rec);
   }
 
   /** The limits in force for a key: its own quotas over the defaults (0 = unlimited). */
   limitsOf(rec: Pick<ApiKeyRecord, 'quotas'> | undefined): QuotaLimits {
     const q = rec?.quotas ?? {};
-    return { sandboxes: q.sandboxes ?? this.master().api.max_sandboxes_per_key, vcpus: q.vcpus ?? 0, memory_mib: q.memory_mib ?? 0, creates_per_sec: q.creates_per_sec ?? 0 };
+    return {
+      sandboxes: q.sandboxes ?? this.master().api.max_sandboxes_per_key,
+      vcpus: q.vcpus ?? 0,
+      memory_mib: q.memory_mib ?? 0,
+      creates_per_sec: q.creates_per_sec ?? 0,
+    };
   }
 
   /**
@@ -150,7 +195,14 @@ export class KeyBook {
   async claimed<T>(owner: string | undefined, sandboxID: string, spec: Pick<SandboxSpecView, 'cpus' | 'memoryMiB'>, fn: () => Promise<T>): Promise<T> {
     if (owner === undefined) return fn();
     const rec = await this.cached(this.byID, owner, (id) => this.store.getApiKey(id));
-    const refusal = await this.store.claimQuota({ owner, sandboxID, cpus: spec.cpus, memoryMiB: spec.memoryMiB, limits: this.limitsOf(rec), ttlMs: CLAIM_TTL_MS });
+    const refusal = await this.store.claimQuota({
+      owner,
+      sandboxID,
+      cpus: spec.cpus,
+      memoryMiB: spec.memoryMiB,
+      limits: this.limitsOf(rec),
+      ttlMs: CLAIM_TTL_MS,
+    });
     if (refusal) throw quotaError(rec ?? { id: owner }, refusal, rec?.quotas[refusal.quota] === undefined);
     try {
       return await fn();
@@ -166,7 +218,8 @@ export class KeyBook {
     const rec = await this.cached(this.byID, owner, (id) => this.store.getApiKey(id));
     const limit = this.limitsOf(rec).sandboxes;
     const used = (await this.store.quotaUsage([owner])).get(owner)!.sandboxes;
-    if (limit > 0 && used + count > limit) throw quotaError(rec ?? { id: owner }, { quota: 'sandboxes', used, limit, retryAfter: 1 }, rec?.quotas.sandboxes === undefined, count);
+    if (limit > 0 && used + count > limit)
+      throw quotaError(rec ?? { id: owner }, { quota: 'sandboxes', used, limit, retryAfter: 1 }, rec?.quotas.sandboxes === undefined, count);
   }
 
   private async views(recs: ApiKeyRecord[]): Promise<KeyView[]> {
@@ -182,7 +235,10 @@ export class KeyBook {
 
   private async keepAnAdmin(rec: ApiKeyRecord, what: string): Promise<void> {
     if ((await this.store.listApiKeys()).some((r) => r.role === 'admin' && r.id !== rec.id)) return;
-    throw new CubeError('CONFLICT', `API key "${rec.name}" (${rec.id}) is the last admin key: make another admin key first (cubectl key create NAME --role admin), then ${what}`);
+    throw new CubeError(
+      'CONFLICT',
+      `API key "${rec.name}" (${rec.id}) is the last admin key: make another admin key first (cubectl key create NAME --role admin), then ${what}`,
+    );
   }
 
   private forget(rec: ApiKeyRecord): void {
@@ -190,7 +246,11 @@ export class KeyBook {
     this.byID.delete(rec.id);
   }
 
-  private async cached(map: Map<string, { rec: ApiKeyRecord | undefined; at: number }>, k: string, read: (k: string) => Promise<ApiKeyRecord | undefined>): Promise<ApiKeyRecord | undefined> {
+  private async cached(
+    map: Map<string, { rec: ApiKeyRecord | undefined; at: number }>,
+    k: string,
+    read: (k: string) => Promise<ApiKeyRecord | undefined>,
+  ): Promise<ApiKeyRecord | undefined> {
     const c = map.get(k);
     if (c && Date.now() - c.at < CACHE_MS) return c.rec;
     try {
@@ -217,11 +277,15 @@ function quotaError(key: Pick<ApiKeyRecord, 'id'> & Partial<Pick<ApiKeyRecord, '
       : r.quota === 'sandboxes'
         ? `${r.used} running or starting${asked !== undefined ? ` + ${asked} asked` : ''}, at most ${r.limit}`
         : `${r.used} in use, at most ${r.limit}`;
-  return new CubeError('QUOTA_EXCEEDED', `${who} is at its ${r.quota} quota: ${what} (${source})`, { retryAfter: r.retryAfter, details: { quota: r.quota, used: r.used, limit: r.limit } });
+  return new CubeError('QUOTA_EXCEEDED', `${who} is at its ${r.quota} quota: ${what} (${source})`, {
+    retryAfter: r.retryAfter,
+    details: { quota: r.quota, used: r.used, limit: r.limit },
+  });
 }
 
 function checkName(name: string): void {
-  if (!NAME.test(name)) throw new CubeError('BAD_REQUEST', `key name ${JSON.stringify(name.slice(0, 80))}: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit`);
+  if (!NAME.test(name))
+    throw new CubeError('BAD_REQUEST', `key name ${JSON.stringify(name.slice(0, 80))}: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit`);
 }
 
 function checkRole(role: string): void {
@@ -230,9 +294,11 @@ function checkRole(role: string): void {
 
 function checkQuotas(q: Record<string, number | null | undefined>): void {
   for (const [k, v] of Object.entries(q)) {
-    if (!(QUOTA_NAMES as readonly string[]).includes(k)) throw new CubeError('BAD_REQUEST', `unknown quota ${JSON.stringify(k)}: one of ${QUOTA_NAMES.join(', ')}`);
+    if (!(QUOTA_NAMES as readonly string[]).includes(k))
+      throw new CubeError('BAD_REQUEST', `unknown quota ${JSON.stringify(k)}: one of ${QUOTA_NAMES.join(', ')}`);
     if (v === null || v === undefined) continue;
     const whole = k !== 'vcpus';
-    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || (whole && !Number.isInteger(v)) || v > 1e9) throw new CubeError('BAD_REQUEST', `quota ${k}: ${whole ? 'a whole number' : 'a number'} from 0 (unlimited) up, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || (whole && !Number.isInteger(v)) || v > 1e9)
+      throw new CubeError('BAD_REQUEST', `quota ${k}: ${whole ? 'a whole number' : 'a number'} from 0 (unlimited) up, got ${JSON.stringify(v)}`);
   }
 }

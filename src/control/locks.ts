@@ -29,7 +29,7 @@ export class SandboxLocks {
    */
   async locked<T>(sandboxID: string, fn: (fence: string) => Promise<T>): Promise<T> {
     let token = await this.store.acquireLock(sandboxID, OP_LEASE_MS);
-    for (const until = Date.now() + LOCK_WAIT_MS; token === undefined && Date.now() < until; ) {
+    for (const until = Date.now() + LOCK_WAIT_MS; token === undefined && Date.now() < until;) {
       await new Promise((r) => setTimeout(r, 25));
       token = await this.store.acquireLock(sandboxID, OP_LEASE_MS);
     }

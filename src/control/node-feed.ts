@@ -92,7 +92,9 @@ export class InProcessFeed implements NodeFeed {
 
   keeps(nodeID: string): string | undefined {
     // Its next heartbeat would register it again at once.
-    return this.nodes.some((n) => n.nodeID === nodeID) ? `node ${nodeID} is this daemon's own node (role all) and cannot be deleted; stop the daemon instead` : undefined;
+    return this.nodes.some((n) => n.nodeID === nodeID)
+      ? `node ${nodeID} is this daemon's own node (role all) and cannot be deleted; stop the daemon instead`
+      : undefined;
   }
 }
 
@@ -127,7 +129,15 @@ export class StoreFeed implements NodeFeed {
       sink.broadcast({ type: 'event', event });
     }
     if (!wantState) return;
-    diff(s.sandboxes, (await this.store.listSandboxes()).map((r) => { const v = publicView(r); return [v.sandboxID, v, JSON.stringify(v)]; }), (sandbox) => sink.broadcast({ type: 'sandbox', sandbox }), (sandboxID) => sink.broadcast({ type: 'sandbox.removed', sandboxID }));
+    diff(
+      s.sandboxes,
+      (await this.store.listSandboxes()).map((r) => {
+        const v = publicView(r);
+        return [v.sandboxID, v, JSON.stringify(v)];
+      }),
+      (sandbox) => sink.broadcast({ type: 'sandbox', sandbox }),
+      (sandboxID) => sink.broadcast({ type: 'sandbox.removed', sandboxID }),
+    );
   }
 
   /** Remote nodes stamp their answers (node RPC). */

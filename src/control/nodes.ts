@@ -144,7 +144,13 @@ export class Nodes {
           // The deadline lives in the registry: whichever replica is alive then evicts (evictDue).
           const evictAt = evict ? Date.now() + deadlineSec * 1000 : undefined;
           await store.putNode({ ...withoutEviction(rec), draining: true, ...(evictAt !== undefined ? { evictAt } : {}) });
-          await this.watch.appendEvent({ kind: 'node.draining', nodeID, message: evict ? `node ${nodeID} draining: sandboxes destroyed after ${deadlineSec}s (at ${isoTime(evictAt!)})` : `node ${nodeID} draining: waiting for sandboxes to end` });
+          await this.watch.appendEvent({
+            kind: 'node.draining',
+            nodeID,
+            message: evict
+              ? `node ${nodeID} draining: sandboxes destroyed after ${deadlineSec}s (at ${isoTime(evictAt!)})`
+              : `node ${nodeID} draining: waiting for sandboxes to end`,
+          });
           break;
         }
         case 'delete': {
@@ -152,7 +158,11 @@ export class Nodes {
           const kept = feed.keeps(nodeID);
           if (kept !== undefined) throw new CubeError('CONFLICT', kept);
           const held = await store.listSandboxes({ nodeID });
-          if (held.length > 0) throw new CubeError('CONFLICT', `node ${nodeID} still holds ${held.length} sandbox(es) (${held.filter((s) => s.state === 'lost').length} lost); drain --evict it or destroy them first`);
+          if (held.length > 0)
+            throw new CubeError(
+              'CONFLICT',
+              `node ${nodeID} still holds ${held.length} sandbox(es) (${held.filter((s) => s.state === 'lost').length} lost); drain --evict it or destroy them first`,
+            );
           await store.deleteNode(nodeID);
           nodes.forget(nodeID);
           await this.watch.appendEvent({ kind: 'node.deleted', nodeID, message: `node ${nodeID} deleted from the registry` });
@@ -187,19 +197,28 @@ export class Nodes {
       if ((await store.listSandboxes({ nodeID: n.nodeID })).length > 0) continue;
       const cur = await store.getNode(n.nodeID);
       if (cur?.evictAt !== undefined) await store.putNode(withoutEviction(cur));
-      await this.watch.appendEvent({ kind: 'node.draining', nodeID: n.nodeID, message: `node ${n.nodeID}: drain deadline ${isoTime(n.evictAt!)} reached, its sandboxes were destroyed (by ${replicaID})` });
+      await this.watch.appendEvent({
+        kind: 'node.draining',
+        nodeID: n.nodeID,
+        message: `node ${n.nodeID}: drain deadline ${isoTime(n.evictAt!)} reached, its sandboxes were destroyed (by ${replicaID})`,
+      });
     }
   }
 
   private async evict(nodeID: string): Promise<void> {
     const list = await this.ctx.store.listSandboxes({ nodeID }).catch((err: unknown) => {
-      this.ctx.log.error({ err, nodeID }, 'drain eviction could not list the node\'s sandboxes');
+      this.ctx.log.error({ err, nodeID }, "drain eviction could not list the node's sandboxes");
       return [];
     });
     for (const s of list) {
       // A lost node's sandboxes are deleted too: destroyed there if it comes back (destroySandbox).
-      const death: ControlDeath = s.state === 'lost' ? { reason: 'node_lost', message: `node ${nodeID} was lost and then drained with --evict` } : { reason: 'drain_evicted', message: `node ${nodeID} drained with --evict: its deadline passed` };
-      await this.destroy(s.sandboxID, 'system:drain', death).catch((err: unknown) => this.ctx.log.error({ err, sandboxID: s.sandboxID }, 'drain eviction failed'));
+      const death: ControlDeath =
+        s.state === 'lost'
+          ? { reason: 'node_lost', message: `node ${nodeID} was lost and then drained with --evict` }
+          : { reason: 'drain_evicted', message: `node ${nodeID} drained with --evict: its deadline passed` };
+      await this.destroy(s.sandboxID, 'system:drain', death).catch((err: unknown) =>
+        this.ctx.log.error({ err, sandboxID: s.sandboxID }, 'drain eviction failed'),
+      );
     }
   }
 }

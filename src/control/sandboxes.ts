@@ -5,7 +5,16 @@ import type { NodeApi } from '../cubelet/types.js';
 import { CubeError, toCubeError } from '../errors.js';
 import { newSandboxID, newToken } from '../ids.js';
 import type { NodeView } from '../model/node.js';
-import { secretsOf, type AnswerHook, type CreateSandboxRequest, type EgressRequest, type ListFilter, type PauseOptions, type SandboxRecord, type SandboxView } from '../model/sandbox.js';
+import {
+  secretsOf,
+  type AnswerHook,
+  type CreateSandboxRequest,
+  type EgressRequest,
+  type ListFilter,
+  type PauseOptions,
+  type SandboxRecord,
+  type SandboxView,
+} from '../model/sandbox.js';
 import { schedule } from '../scheduler/pipeline.js';
 import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from './admission.js';
 import type { RecentPlacement } from './cluster/node-views.js';
@@ -43,7 +52,13 @@ export class SandboxOps {
     private readonly keys: KeyBook,
     private readonly deaths: Deaths,
   ) {
-    this.snapshots = new SnapshotBook({ store: ctx.store, node: (nodeID) => nodes.nodeApi(nodeID), sandbox: (id) => this.getSandbox(id), create: (req) => this.createSandbox(req), log: ctx.log });
+    this.snapshots = new SnapshotBook({
+      store: ctx.store,
+      node: (nodeID) => nodes.nodeApi(nodeID),
+      sandbox: (id) => this.getSandbox(id),
+      create: (req) => this.createSandbox(req),
+      log: ctx.log,
+    });
     this.createKeys = new CreateKeys(ctx.store, () => this.createDeadlineMs(), ctx.log);
     this.outcomes = {
       store: ctx.store,
@@ -70,14 +85,18 @@ export class SandboxOps {
     const { store, replicaID, log } = this.ctx;
     const stale = staleCreates(await store.listSandboxes({ state: ['creating'] }), Date.now(), CREATING_GRACE_MS);
     if (stale.length === 0 || !(await store.holdLease(SETTLE_LEASE, replicaID, 2 * SETTLE_EVERY_MS))) return;
-    for (const rec of stale) await settleCreate(this.outcomes, rec).catch((err: unknown) => log.warn({ err: toCubeError(err).message, sandboxID: rec.sandboxID }, 'settling a stale create failed'));
+    for (const rec of stale)
+      await settleCreate(this.outcomes, rec).catch((err: unknown) =>
+        log.warn({ err: toCubeError(err).message, sandboxID: rec.sandboxID }, 'settling a stale create failed'),
+      );
   }
 
   /** Places and creates a sandbox; one create per idempotency key, on any replica (create-keys.ts). */
   async createSandbox(asked: CreateSandboxRequest): Promise<SandboxRecord> {
     const snap = await this.snapshots.forCreate(asked.templateID);
     const req = snap ? createFromSnapshot(snap, asked) : asked;
-    if (req.idempotencyKey !== undefined) return this.createKeys.run(createKeyOf(req.actor, req.idempotencyKey), (id, moveTo) => this.placeCreate(req, id, moveTo));
+    if (req.idempotencyKey !== undefined)
+      return this.createKeys.run(createKeyOf(req.actor, req.idempotencyKey), (id, moveTo) => this.placeCreate(req, id, moveTo));
     return this.placeCreate(req, newSandboxID());
   }
 
@@ -89,10 +108,12 @@ export class SandboxOps {
    */
   private async placeCreate(req: CreateSandboxRequest, first: string, moveTo?: (sandboxID: string) => Promise<void>): Promise<SandboxRecord> {
     const unreachable = new Set<string>();
-    for (let sandboxID = first; ; ) {
+    for (let sandboxID = first; ;) {
       try {
         // The key's quota first: a create over it is refused at once, before any placement.
-        return await this.keys.claimed(req.actor, sandboxID, resolveCreate(req, this.ctx.cfg.config.master), () => this.createOnce(req, unreachable, sandboxID));
+        return await this.keys.claimed(req.actor, sandboxID, resolveCreate(req, this.ctx.cfg.config.master), () =>
+          this.createOnce(req, unreachable, sandboxID),
+        );
       } catch (e) {
         if (!(e instanceof UnreachableNode)) throw e;
         unreachable.add(e.nodeID);
@@ -122,7 +143,20 @@ export class SandboxOps {
     const candidates = unreachable.size === 0 ? book.withInFlight(inFlight) : book.withInFlight(inFlight).filter((c) => !unreachable.has(c.view.nodeID));
     const d0 = performance.now();
     // fetchable: requireTemplate found the template on some node; nodes lacking it fetch it (templates/fetch.ts).
-    const placed = schedule({ templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, fetchable: true, ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}) }, candidates, master, Date.now());
+    const placed = schedule(
+      {
+        templateID: r.templateID,
+        cpus: r.cpus,
+        memoryMiB: r.memoryMiB,
+        diskGiB: r.diskGiB,
+        fetchable: true,
+        ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}),
+        ...(req.runtime !== undefined ? { runtime: req.runtime } : {}),
+      },
+      candidates,
+      master,
+      Date.now(),
+    );
     this.stats.recordDecision(performance.now() - d0);
     const refusal = refusalOf(placed, nodes);
     if (refusal !== undefined || !placed.ok) {
@@ -150,11 +184,29 @@ export class SandboxOps {
     const endAt = now + r.timeoutSec * 1000;
     const createBy = now + this.createDeadlineMs();
     const keyed = req.idempotencyKey !== undefined;
-    const secrets = { accessToken: newToken(), envVars: { ...(req.envVars ?? {}) }, ...(req.allowPublicTraffic === false ? { trafficAccessToken: newToken() } : {}) };
+    const secrets = {
+      accessToken: newToken(),
+      envVars: { ...(req.envVars ?? {}) },
+      ...(req.allowPublicTraffic === false ? { trafficAccessToken: newToken() } : {}),
+    };
     const metadata = { ...(req.metadata ?? {}) };
     // Recorded before the node creates it: a replica dying now leaves a record the node's
     // heartbeats settle (running, or gone), never a sandbox nobody knows of.
-    const pending: SandboxRecord = { sandboxID, templateID: r.templateID, nodeID, state: 'creating', spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB }, metadata, startedAt: now, endAt, runtime: chosen?.runtime ?? 'unknown', createBy, ...(keyed ? { keyed } : {}), ...secrets, ...(req.actor !== undefined ? { owner: req.actor } : {}) };
+    const pending: SandboxRecord = {
+      sandboxID,
+      templateID: r.templateID,
+      nodeID,
+      state: 'creating',
+      spec: { cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB },
+      metadata,
+      startedAt: now,
+      endAt,
+      runtime: chosen?.runtime ?? 'unknown',
+      createBy,
+      ...(keyed ? { keyed } : {}),
+      ...secrets,
+      ...(req.actor !== undefined ? { owner: req.actor } : {}),
+    };
     // The sandbox's lock, the record and the in-flight count together: each round trip a create
     // waits for is a wake-up of the control and of the store, which on a loaded machine cost more
     // than the work. The lock is held until the answer is written: a `creating` record whose lock
@@ -163,10 +215,20 @@ export class SandboxOps {
     const [lock, put, inc] = await Promise.allSettled([this.locks.take(sandboxID), store.putSandbox(pending), store.incInFlight(nodeID)]);
     if (lock.status === 'rejected' || lock.value === undefined || put.status === 'rejected' || inc.status === 'rejected') {
       forget();
-      if (inc.status === 'fulfilled') await store.decInFlight(nodeID).catch((err: unknown) => log.warn({ err, nodeID }, 'could not uncount a create in flight'));
-      if (put.status === 'fulfilled') await store.deleteSandbox(sandboxID).catch((err: unknown) => log.warn({ err, sandboxID }, 'could not remove the record of a create that did not begin'));
+      if (inc.status === 'fulfilled')
+        await store.decInFlight(nodeID).catch((err: unknown) => log.warn({ err, nodeID }, 'could not uncount a create in flight'));
+      if (put.status === 'fulfilled')
+        await store
+          .deleteSandbox(sandboxID)
+          .catch((err: unknown) => log.warn({ err, sandboxID }, 'could not remove the record of a create that did not begin'));
       if (lock.status === 'fulfilled' && lock.value !== undefined) await store.releaseLock(sandboxID, lock.value).catch(() => undefined); // expires by its lease
-      throw put.status === 'rejected' ? put.reason : inc.status === 'rejected' ? inc.reason : lock.status === 'rejected' ? lock.reason : new CubeError('SANDBOX_BUSY', `sandbox ${sandboxID}: its lock is held`, { retryAfter: 1 });
+      throw put.status === 'rejected'
+        ? put.reason
+        : inc.status === 'rejected'
+          ? inc.reason
+          : lock.status === 'rejected'
+            ? lock.reason
+            : new CubeError('SANDBOX_BUSY', `sandbox ${sandboxID}: its lock is held`, { retryAfter: 1 });
     }
     const release = this.locks.hold(sandboxID, lock.value);
     const pendingGen = put.value;
@@ -180,7 +242,22 @@ export class SandboxOps {
     placement.at = this.ctx.feed.sentAt();
     try {
       if (req.signal?.aborted && !keyed) throw new CubeError('BAD_REQUEST', 'the client closed its connection before the create began');
-      const view = await node.createSandbox({ sandboxID, templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, diskGiB: r.diskGiB, endAt, env: secrets.envVars, metadata, deadline: createBy, ...(req.egress ? { egress: req.egress } : {}), ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}), ...(req.actor !== undefined ? { owner: req.actor } : {}), ...(req.runtime !== undefined ? { runtime: req.runtime } : {}), ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}) });
+      const view = await node.createSandbox({
+        sandboxID,
+        templateID: r.templateID,
+        cpus: r.cpus,
+        memoryMiB: r.memoryMiB,
+        diskGiB: r.diskGiB,
+        endAt,
+        env: secrets.envVars,
+        metadata,
+        deadline: createBy,
+        ...(req.egress ? { egress: req.egress } : {}),
+        ...(req.lifecycle ? { lifecycle: req.lifecycle } : {}),
+        ...(req.actor !== undefined ? { owner: req.actor } : {}),
+        ...(req.runtime !== undefined ? { runtime: req.runtime } : {}),
+        ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
+      });
       // Over the pending record (or a heartbeat's update of it); a destroy that came meanwhile
       // wins, and the node's copy goes.
       // An unkeyed create's deadline stays on the record (SandboxRecord.createBy) until its answer
@@ -192,7 +269,12 @@ export class SandboxOps {
       if (!rec) throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} was destroyed while it was being created`);
       // Nobody is left to hear this answer, and without a key nobody can ask for it again.
       if (req.signal?.aborted && !keyed) {
-        await undoCreate(this.outcomes, rec, node, `the client closed its connection before the answer (after ${((Date.now() - now) / 1000).toFixed(1)} s), and the create carried no idempotency key to adopt it by`);
+        await undoCreate(
+          this.outcomes,
+          rec,
+          node,
+          `the client closed its connection before the answer (after ${((Date.now() - now) / 1000).toFixed(1)} s), and the create carried no idempotency key to adopt it by`,
+        );
         throw new CubeError('NOT_FOUND', `sandbox ${sandboxID}: the client left before the answer; undone`);
       }
       // The node's clock, like the lastSeen it is compared with: the control's own clock after the
@@ -204,7 +286,9 @@ export class SandboxOps {
       // undoes (only `creating` records are settled), so nothing else waits in between. An
       // awaited audit write kept that window open for a MySQL commit (the cluster test's kill -9
       // of a replica mid-creates once left 2 sandboxes no client held: test/cluster/outcomes.test.ts).
-      void audit(store, req.actor, 'sandbox.create', sandboxID, 'ok', { templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, nodeID }).catch((err: unknown) => log.warn({ err: toCubeError(err).message, sandboxID }, 'audit of a create failed'));
+      void audit(store, req.actor, 'sandbox.create', sandboxID, 'ok', { templateID: r.templateID, cpus: r.cpus, memoryMiB: r.memoryMiB, nodeID }).catch(
+        (err: unknown) => log.warn({ err: toCubeError(err).message, sandboxID }, 'audit of a create failed'),
+      );
       void uncount();
       if (!keyed) await this.answered(rec, node, req.answer);
       return rec;
@@ -215,7 +299,9 @@ export class SandboxOps {
       await store.deleteSandbox(sandboxID).catch((err: unknown) => log.error({ err, sandboxID }, 'could not mark a failed create deleted'));
       // Not waited for: a frozen node answers nothing, and the create goes on to another node now.
       void node.destroySandbox(sandboxID).catch(() => undefined); // the deleted record destroys it at the node's next report
-      await audit(store, req.actor, 'sandbox.create', sandboxID, toCubeError(e).message, { nodeID }).catch((err: unknown) => log.warn({ err, sandboxID }, 'could not audit a failed create'));
+      await audit(store, req.actor, 'sandbox.create', sandboxID, toCubeError(e).message, { nodeID }).catch((err: unknown) =>
+        log.warn({ err, sandboxID }, 'could not audit a failed create'),
+      );
       // Unreachable: it never answered, so the create may be tried on another node.
       if (e instanceof CubeError && e.kind === 'NODE_UNREACHABLE') throw new UnreachableNode(nodeID, e);
       throw e;
@@ -237,7 +323,11 @@ export class SandboxOps {
       const holders = (await this.ctx.store.listTemplates()).find((t) => t.templateID === templateID)?.nodes ?? [];
       const waiting = holders.filter((id) => nodes.some((n) => n.nodeID === id && !n.lost));
       if (waiting.length === 0) throw e;
-      throw new CubeError('STATE_UNAVAILABLE', `template ${templateID} is on ${waiting.join(', ')}, whose reports are not in yet (the live store restarted); retry`, { retryAfter: 1 });
+      throw new CubeError(
+        'STATE_UNAVAILABLE',
+        `template ${templateID} is on ${waiting.join(', ')}, whose reports are not in yet (the live store restarted); retry`,
+        { retryAfter: 1 },
+      );
     }
   }
 
@@ -261,8 +351,19 @@ export class SandboxOps {
         // sandbox: the history holds the record as deleted and the reconcile destroys it.
         // Its death (or what it was, for its lifecycle events derived after the record went:
         // lifecycle/index.ts) before the record goes, so a call on it meanwhile finds one or the other.
-        if (death) await this.deaths.bury({ sandboxID, nodeID: rec.nodeID, at: Date.now(), reason: death.reason, message: death.message, ...(actor !== undefined ? { by: actor } : {}) }, rec);
-        else await this.ctx.store.lifecycle.putEndedSandbox({ sandboxID, at: Date.now(), templateID: rec.templateID, metadata: rec.metadata, ...(rec.owner !== undefined ? { owner: rec.owner } : {}) });
+        if (death)
+          await this.deaths.bury(
+            { sandboxID, nodeID: rec.nodeID, at: Date.now(), reason: death.reason, message: death.message, ...(actor !== undefined ? { by: actor } : {}) },
+            rec,
+          );
+        else
+          await this.ctx.store.lifecycle.putEndedSandbox({
+            sandboxID,
+            at: Date.now(),
+            templateID: rec.templateID,
+            metadata: rec.metadata,
+            ...(rec.owner !== undefined ? { owner: rec.owner } : {}),
+          });
         await this.ctx.store.deleteSandbox(sandboxID);
         const failed = await this.nodes
           .nodeApi(rec.nodeID, fence)
@@ -271,7 +372,15 @@ export class SandboxOps {
             () => undefined,
             (e: unknown) => toCubeError(e),
           );
-        if (failed && failed.kind !== 'NOT_FOUND') await this.watch.appendEvent({ kind: 'sandbox.destroyed', nodeID: rec.nodeID, sandboxID, message: `sandbox ${sandboxID} deleted; node ${rec.nodeID} could not destroy it now (${failed.message}): destroyed there when it next reports it` }).catch((err: unknown) => this.ctx.log.warn({ err, sandboxID }, 'could not record a deferred destroy'));
+        if (failed && failed.kind !== 'NOT_FOUND')
+          await this.watch
+            .appendEvent({
+              kind: 'sandbox.destroyed',
+              nodeID: rec.nodeID,
+              sandboxID,
+              message: `sandbox ${sandboxID} deleted; node ${rec.nodeID} could not destroy it now (${failed.message}): destroyed there when it next reports it`,
+            })
+            .catch((err: unknown) => this.ctx.log.warn({ err, sandboxID }, 'could not record a deferred destroy'));
       }),
     );
   }
@@ -292,7 +401,9 @@ export class SandboxOps {
 
   async pauseSandbox(sandboxID: string, actor?: string, opts?: PauseOptions): Promise<SandboxRecord> {
     const rec = await this.getSandbox(sandboxID);
-    return audited(this.ctx.store, actor, 'sandbox.pause', sandboxID, () => this.locks.locked(sandboxID, async (fence) => this.record(rec, await (await this.nodes.nodeApi(rec.nodeID, fence)).pauseSandbox(sandboxID, opts))));
+    return audited(this.ctx.store, actor, 'sandbox.pause', sandboxID, () =>
+      this.locks.locked(sandboxID, async (fence) => this.record(rec, await (await this.nodes.nodeApi(rec.nodeID, fence)).pauseSandbox(sandboxID, opts))),
+    );
   }
 
   async resumeSandbox(sandboxID: string, timeoutSec?: number, actor?: string): Promise<{ sandbox: SandboxRecord; resumed: boolean }> {
@@ -315,7 +426,9 @@ export class SandboxOps {
           await audit(store, actor, 'sandbox.resume', sandboxID, refusal);
           throw new CubeError('CONFLICT', refusal);
         }
-        view = await audited(store, actor, 'sandbox.resume', sandboxID, () => this.keys.claimed(rec.owner, sandboxID, rec.spec, () => node.resumeSandbox(sandboxID)));
+        view = await audited(store, actor, 'sandbox.resume', sandboxID, () =>
+          this.keys.claimed(rec.owner, sandboxID, rec.spec, () => node.resumeSandbox(sandboxID)),
+        );
         resumed = true;
       }
       if (timeoutSec !== undefined) view = await node.setEndAt(sandboxID, Date.now() + timeoutSec * 1000);
@@ -328,7 +441,9 @@ export class SandboxOps {
   async setTimeout(sandboxID: string, timeoutSec: number): Promise<SandboxRecord> {
     checkTimeout(timeoutSec, this.ctx.cfg.config.master, 1);
     const rec = await this.getSandbox(sandboxID);
-    const out = await this.locks.locked(sandboxID, async (fence) => this.record(rec, await (await this.nodes.nodeApi(rec.nodeID, fence)).setEndAt(sandboxID, Date.now() + timeoutSec * 1000)));
+    const out = await this.locks.locked(sandboxID, async (fence) =>
+      this.record(rec, await (await this.nodes.nodeApi(rec.nodeID, fence)).setEndAt(sandboxID, Date.now() + timeoutSec * 1000)),
+    );
     // E2B's sandbox.lifecycle.updated (set_timeout).
     await this.watch.appendEvent({ kind: 'sandbox.updated', nodeID: out.nodeID, sandboxID, message: `timeout set: ends at ${isoTime(out.endAt)}` });
     return out;
@@ -364,11 +479,20 @@ export class SandboxOps {
    */
   private async answered(rec: SandboxRecord, node: NodeApi, hook: AnswerHook | undefined): Promise<void> {
     const { store, log } = this.ctx;
-    const mark = () => store.markAnswered(rec.sandboxID).catch((err: unknown) => log.error({ err, sandboxID: rec.sandboxID }, 'could not mark a create answered: the reconcile undoes it past its deadline'));
+    const mark = () =>
+      store
+        .markAnswered(rec.sandboxID)
+        .catch((err: unknown) => log.error({ err, sandboxID: rec.sandboxID }, 'could not mark a create answered: the reconcile undoes it past its deadline'));
     if (!hook) return mark();
     hook.whenSent(
       () => void mark(),
-      () => void undoCreate(this.outcomes, rec, node, 'the client closed its connection before the answer reached it, and the create carried no idempotency key to adopt it by').catch((err: unknown) => log.warn({ err, sandboxID: rec.sandboxID }, 'could not undo a create whose answer was not delivered')),
+      () =>
+        void undoCreate(
+          this.outcomes,
+          rec,
+          node,
+          'the client closed its connection before the answer reached it, and the create carried no idempotency key to adopt it by',
+        ).catch((err: unknown) => log.warn({ err, sandboxID: rec.sandboxID }, 'could not undo a create whose answer was not delivered')),
     );
   }
 

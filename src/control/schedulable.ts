@@ -20,7 +20,13 @@ export interface Schedulability {
 
 export function schedulability(view: NodeView, inFlightCreates: number, cfg: MasterConfig, now: number): Schedulability {
   const spec = cfg.sandbox.default_spec;
-  const r = schedule({ templateID: cfg.sandbox.default_template, cpus: spec.cpus, memoryMiB: spec.memory_mib, diskGiB: spec.disk_gib, nodeID: view.nodeID }, [{ view, inFlightCreates }], cfg, now, () => 0);
+  const r = schedule(
+    { templateID: cfg.sandbox.default_template, cpus: spec.cpus, memoryMiB: spec.memory_mib, diskGiB: spec.disk_gib, nodeID: view.nodeID },
+    [{ view, inFlightCreates }],
+    cfg,
+    now,
+    () => 0,
+  );
   if (!r.ok) {
     const first = r.rejections[0];
     const by = first?.filter ?? 'pipeline';

@@ -28,7 +28,11 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$/;
 
 /** 400 unless `name` is 1-128 letters, digits, '.', '_', '/', '-' starting with a letter or digit (pure). */
 export function checkSnapshotName(name: string): void {
-  if (!NAME.test(name)) throw new CubeError('BAD_REQUEST', `snapshot name ${JSON.stringify(name)} must be 1-128 letters, digits, '.', '_', '/' or '-', starting with a letter or digit`);
+  if (!NAME.test(name))
+    throw new CubeError(
+      'BAD_REQUEST',
+      `snapshot name ${JSON.stringify(name)} must be 1-128 letters, digits, '.', '_', '/' or '-', starting with a letter or digit`,
+    );
 }
 
 /** Whether the record answers to `ref` (its id or one of its names) (pure). */
@@ -42,8 +46,13 @@ export function answersTo(rec: SnapshotRecord, ref: string): boolean {
  * request's.
  */
 export function createFromSnapshot(snap: SnapshotRecord, req: CreateSandboxRequest): CreateSandboxRequest {
-  if (req.nodeID !== undefined && req.nodeID !== snap.nodeID) throw new CubeError('BAD_REQUEST', `snapshot ${snap.snapshotID} is kept on node ${snap.nodeID}; a sandbox made from it cannot be placed on ${req.nodeID}`);
-  if (req.runtime !== undefined && req.runtime !== snap.runtime) throw new CubeError('BAD_REQUEST', `snapshot ${snap.snapshotID} was taken by the ${snap.runtime} runtime; a sandbox made from it cannot run on ${req.runtime}`);
+  if (req.nodeID !== undefined && req.nodeID !== snap.nodeID)
+    throw new CubeError('BAD_REQUEST', `snapshot ${snap.snapshotID} is kept on node ${snap.nodeID}; a sandbox made from it cannot be placed on ${req.nodeID}`);
+  if (req.runtime !== undefined && req.runtime !== snap.runtime)
+    throw new CubeError(
+      'BAD_REQUEST',
+      `snapshot ${snap.snapshotID} was taken by the ${snap.runtime} runtime; a sandbox made from it cannot run on ${req.runtime}`,
+    );
   return {
     ...req,
     templateID: snap.templateID,
@@ -97,7 +106,11 @@ export class SnapshotBook {
       try {
         await this.o.store.putSnapshot(out);
       } catch (e) {
-        await node.deleteSnapshot(out.snapshotID).catch((err: unknown) => this.o.log.warn({ err, snapshotID: out.snapshotID, nodeID: out.nodeID }, 'a snapshot the store could not record stays on its node'));
+        await node
+          .deleteSnapshot(out.snapshotID)
+          .catch((err: unknown) =>
+            this.o.log.warn({ err, snapshotID: out.snapshotID, nodeID: out.nodeID }, 'a snapshot the store could not record stays on its node'),
+          );
         throw e;
       }
       return out;
@@ -123,7 +136,9 @@ export class SnapshotBook {
   }
 
   async list(f: SnapshotFilter = {}): Promise<SnapshotRecord[]> {
-    return (await this.o.store.listSnapshots()).filter((s) => (f.sandboxID === undefined || s.sandboxID === f.sandboxID) && (f.name === undefined || answersTo(s, f.name)));
+    return (await this.o.store.listSnapshots()).filter(
+      (s) => (f.sandboxID === undefined || s.sandboxID === f.sandboxID) && (f.name === undefined || answersTo(s, f.name)),
+    );
   }
 
   /**
@@ -156,15 +171,22 @@ export class SnapshotBook {
    * or failing on its own), then the snapshot is deleted: the forks' layers are their own.
    */
   async fork(sandboxID: string, opts: { count: number; timeoutSec?: number; actor?: string }): Promise<ForkResult[]> {
-    if (!Number.isInteger(opts.count) || opts.count < 1 || opts.count > FORK_MAX) throw new CubeError('BAD_REQUEST', `fork count must be an integer from 1 to ${FORK_MAX} (got ${opts.count})`);
+    if (!Number.isInteger(opts.count) || opts.count < 1 || opts.count > FORK_MAX)
+      throw new CubeError('BAD_REQUEST', `fork count must be an integer from 1 to ${FORK_MAX} (got ${opts.count})`);
     const snap = await this.take(sandboxID, opts.actor !== undefined ? { actor: opts.actor } : {});
     try {
-      const req: CreateSandboxRequest = { templateID: snap.snapshotID, ...(opts.timeoutSec !== undefined ? { timeoutSec: opts.timeoutSec } : {}), ...(opts.actor !== undefined ? { actor: opts.actor } : {}) };
+      const req: CreateSandboxRequest = {
+        templateID: snap.snapshotID,
+        ...(opts.timeoutSec !== undefined ? { timeoutSec: opts.timeoutSec } : {}),
+        ...(opts.actor !== undefined ? { actor: opts.actor } : {}),
+      };
       const settled = await Promise.allSettled(Array.from({ length: opts.count }, () => this.o.create(req)));
       return settled.map((r) => (r.status === 'fulfilled' ? { sandbox: r.value } : { error: toCubeError(r.reason) }));
     } finally {
       // A failure here leaves the snapshot listed (and deletable); the forks are made either way.
-      await this.remove(snap.snapshotID, opts.actor).catch((err: unknown) => this.o.log.error({ err, snapshotID: snap.snapshotID }, 'fork: deleting its snapshot failed'));
+      await this.remove(snap.snapshotID, opts.actor).catch((err: unknown) =>
+        this.o.log.error({ err, snapshotID: snap.snapshotID }, 'fork: deleting its snapshot failed'),
+      );
     }
   }
 }

@@ -205,7 +205,8 @@ export class Cubelet implements NodeApi {
     const id = req.sandboxID;
     if (this.entries.has(id)) throw new CubeError('CONFLICT', `sandbox ${id} already exists`);
     // A control of a version before numeric times sends ISO 8601: its timer would fire at once.
-    if (!Number.isFinite(req.endAt)) throw new CubeError('BAD_REQUEST', `endAt ${String(req.endAt)} is not a time (epoch ms): control and nodes must run the same version`);
+    if (!Number.isFinite(req.endAt))
+      throw new CubeError('BAD_REQUEST', `endAt ${String(req.endAt)} is not a time (epoch ms): control and nodes must run the same version`);
     // Checked before anything is made: a bad destination, or one the node's deny list closes.
     const egress = resolveEgress(req.egress, this.o.config().cubelet.plugins['io.cubelet.internal.v1.network'].deny_out);
     const runtime = this.runtimeFor(req);
@@ -241,7 +242,10 @@ export class Cubelet implements NodeApi {
     } finally {
       entry.op = undefined;
     }
-    this.emitEvent('sandbox.created', `created from ${req.templateID}${req.fromSnapshot !== undefined ? ` and snapshot ${req.fromSnapshot}` : ''}`, { sandboxID: id, durationMs: Math.round(performance.now() - t0) });
+    this.emitEvent('sandbox.created', `created from ${req.templateID}${req.fromSnapshot !== undefined ? ` and snapshot ${req.fromSnapshot}` : ''}`, {
+      sandboxID: id,
+      durationMs: Math.round(performance.now() - t0),
+    });
     return { ...entry.view };
   }
 
@@ -280,7 +284,10 @@ export class Cubelet implements NodeApi {
       });
       await rules;
       if (template.config?.startCmd) {
-        const { readyAfterMs } = await runStartCommand(template.config, { start: (r) => this.spawnIn(entry, r), exec: (r) => driver.exec(entry.handle!, { ...r, env: { ...meta.env, ...r.env } }) });
+        const { readyAfterMs } = await runStartCommand(template.config, {
+          start: (r) => this.spawnIn(entry, r),
+          exec: (r) => driver.exec(entry.handle!, { ...r, env: { ...meta.env, ...r.env } }),
+        });
         this.o.log.debug({ sandboxID: id, readyAfterMs }, 'start command ready');
       }
       await this.meta.write(entry.handle.dir, meta);
@@ -288,7 +295,8 @@ export class Cubelet implements NodeApi {
       // Nothing half-made: undo in reverse order; each undo is idempotent.
       await rules?.catch(() => undefined); // settled before the slot (and its rules) is released
       await driver.destroy(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'undo of a failed create: driver destroy failed'));
-      if (entry.slot) await network.release(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'undo of a failed create: slot release failed'));
+      if (entry.slot)
+        await network.release(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'undo of a failed create: slot release failed'));
       this.entries.delete(id);
       this.emit({ type: 'sandbox.removed', sandboxID: id });
       throw e;
@@ -392,7 +400,18 @@ export class Cubelet implements NodeApi {
     }
     const { meta, view } = entry;
     this.emitEvent('sandbox.snapshot', `snapshot ${snapshotID} taken (${keeps})`, { sandboxID, durationMs: Math.round(performance.now() - t0) });
-    return { snapshotID, sandboxID, nodeID: this.nodeID, templateID: meta.templateID, runtime: view.runtime, keeps, spec: { ...meta.spec }, metadata: { ...meta.metadata }, env: { ...meta.env }, createdAt: Date.now() };
+    return {
+      snapshotID,
+      sandboxID,
+      nodeID: this.nodeID,
+      templateID: meta.templateID,
+      runtime: view.runtime,
+      keeps,
+      spec: { ...meta.spec },
+      metadata: { ...meta.metadata },
+      env: { ...meta.env },
+      createdAt: Date.now(),
+    };
   }
 
   async deleteSnapshot(snapshotID: string): Promise<void> {
@@ -443,7 +462,10 @@ export class Cubelet implements NodeApi {
     } finally {
       entry.op = undefined;
     }
-    this.emitEvent(op === 'pause' ? 'sandbox.paused' : 'sandbox.resumed', op === 'pause' ? 'paused' : 'resumed', { sandboxID, durationMs: Math.round(performance.now() - t0) });
+    this.emitEvent(op === 'pause' ? 'sandbox.paused' : 'sandbox.resumed', op === 'pause' ? 'paused' : 'resumed', {
+      sandboxID,
+      durationMs: Math.round(performance.now() - t0),
+    });
     return { ...entry.view };
   }
 
@@ -744,10 +766,12 @@ export class Cubelet implements NodeApi {
         if (entry.meta.lifecycle?.onTimeout === 'pause') {
           this.emitEvent('sandbox.timeout', `timeout reached at ${isoTime(entry.view.endAt)}: pausing (lifecycle onTimeout pause)`, { sandboxID: id });
           // A sandbox busy with another operation is looked at again in a second.
-          this.freezeOp(id, 'pause', `paused at its timeout ${isoTime(entry.view.endAt)} (lifecycle onTimeout pause)`, { release: true }).catch((err: unknown) => {
-            if (isCubeError(err) && err.kind === 'SANDBOX_BUSY') entry.timer = setTimeout(() => this.armTimer(entry), 1000);
-            else this.o.log.error({ err, sandboxID: id }, 'pause on timeout failed');
-          });
+          this.freezeOp(id, 'pause', `paused at its timeout ${isoTime(entry.view.endAt)} (lifecycle onTimeout pause)`, { release: true }).catch(
+            (err: unknown) => {
+              if (isCubeError(err) && err.kind === 'SANDBOX_BUSY') entry.timer = setTimeout(() => this.armTimer(entry), 1000);
+              else this.o.log.error({ err, sandboxID: id }, 'pause on timeout failed');
+            },
+          );
           return;
         }
         this.emitEvent('sandbox.timeout', `timeout reached at ${isoTime(entry.view.endAt)}`, { sandboxID: id });
@@ -776,7 +800,10 @@ export class Cubelet implements NodeApi {
       const h = entry.handle;
       if (!h || (entry.view.state !== 'running' && entry.view.state !== 'paused')) continue;
       if (!this.o.driver.alive(h)) {
-        const oomKillsNow = await this.o.driver.stats(h).then((s) => s.oomKills, () => undefined);
+        const oomKillsNow = await this.o.driver.stats(h).then(
+          (s) => s.oomKills,
+          () => undefined,
+        );
         const death = initDeath({ runtime: entry.view.runtime, oomKillsBefore: entry.oomKills, oomKillsNow, driverReason: this.o.driver.deathReason?.(h) });
         this.setState(entry, 'error', death.message);
         this.emitEvent('sandbox.error', death.message, { sandboxID: entry.view.sandboxID });

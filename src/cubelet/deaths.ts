@@ -16,6 +16,7 @@ export interface InitDeath {
 
 export function initDeath(d: InitDeath): { reason: DeathReason; message: string } {
   if (d.runtime === 'microvm') return { reason: 'vm_exited', message: d.driverReason ?? "the microVM's QEMU exited" };
-  if (d.oomKillsNow !== undefined && d.oomKillsNow > d.oomKillsBefore) return { reason: 'oom', message: `sandbox init process died: its memory cgroup counted ${d.oomKillsNow - d.oomKillsBefore} OOM kill(s)` };
+  if (d.oomKillsNow !== undefined && d.oomKillsNow > d.oomKillsBefore)
+    return { reason: 'oom', message: `sandbox init process died: its memory cgroup counted ${d.oomKillsNow - d.oomKillsBefore} OOM kill(s)` };
   return { reason: 'init_exited', message: d.driverReason ?? 'sandbox init process died' };
 }

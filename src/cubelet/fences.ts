@@ -29,7 +29,11 @@ export class FenceBook {
     if (!SAFE_ID.test(sandboxID)) throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} not found`);
     if (!Number.isSafeInteger(fence) || fence < 0) throw new CubeError('BAD_REQUEST', `${FENCE_HEADER}: expected a whole number, got ${JSON.stringify(fence)}`);
     const highest = this.read(sandboxID);
-    if (fence < highest) throw new CubeError('STALE_FENCE', `sandbox ${sandboxID}: lock fence ${fence} is older than ${highest}, which this node already accepted; another operation took the lock since (its lease lapsed)`);
+    if (fence < highest)
+      throw new CubeError(
+        'STALE_FENCE',
+        `sandbox ${sandboxID}: lock fence ${fence} is older than ${highest}, which this node already accepted; another operation took the lock since (its lease lapsed)`,
+      );
     if (fence === highest) return;
     this.highest.set(sandboxID, fence);
     // Renamed into place: a node killed mid-write keeps the previous fence, never half a number.

@@ -115,7 +115,13 @@ export class HeartbeatSender {
   async beat(): Promise<boolean> {
     const first = this.o.nodes[0]!.node.nodeID;
     if (this.dropped > 0) {
-      this.pending.push({ at: Date.now(), kind: 'sandbox.error', nodeID: first, message: `${this.dropped} node notice(s) dropped while no control replica answered`, seq: ++this.seq });
+      this.pending.push({
+        at: Date.now(),
+        kind: 'sandbox.error',
+        nodeID: first,
+        message: `${this.dropped} node notice(s) dropped while no control replica answered`,
+        seq: ++this.seq,
+      });
       this.dropped = 0;
     }
     const events = this.pending.slice();
@@ -136,16 +142,32 @@ export class HeartbeatSender {
           const version = node.stateVersion?.();
           const last = this.sent.get(node.nodeID);
           const still = version !== undefined && last?.version === version && last.following === this.following;
-          const [nodeView, sandboxes] = await Promise.all([still && last.view ? undefined : node.nodeView(), still && last.list && now < last.listDue ? undefined : node.listSandboxes()]);
+          const [nodeView, sandboxes] = await Promise.all([
+            still && last.view ? undefined : node.nodeView(),
+            still && last.list && now < last.listDue ? undefined : node.listSandboxes(),
+          ]);
           const hb: Heartbeat = { nodeID: node.nodeID, address, events: byNode.get(node.nodeID) ?? [], at };
           if (hb.events.length > 0) hb.sender = this.sender;
           const view = nodeView && (this.following === undefined ? nodeView : { ...nodeView, configVersion: this.following });
           const viewKey = view && JSON.stringify(unstamped(view));
           const listKey = sandboxes && JSON.stringify(sandboxes);
           if (view && viewKey !== last?.view) hb.view = view;
-          else hb.seen = { ...(view ? { lastSeen: view.lastSeen } : seenAt(new Date(at))), ...(this.following !== undefined ? { configVersion: this.following } : {}) };
+          else
+            hb.seen = {
+              ...(view ? { lastSeen: view.lastSeen } : seenAt(new Date(at))),
+              ...(this.following !== undefined ? { configVersion: this.following } : {}),
+            };
           if (sandboxes && (!last || listKey !== last.list || now >= last.listDue)) hb.sandboxes = sandboxes;
-          return { hb, carried: { nodeID: node.nodeID, version, following: this.following, ...(hb.view ? { view: viewKey } : {}), ...(hb.sandboxes ? { list: listKey } : {}) } };
+          return {
+            hb,
+            carried: {
+              nodeID: node.nodeID,
+              version,
+              following: this.following,
+              ...(hb.view ? { view: viewKey } : {}),
+              ...(hb.sandboxes ? { list: listKey } : {}),
+            },
+          };
         }),
       );
       batch = { heartbeats: beats.map((b) => b.hb) };
@@ -196,7 +218,12 @@ export class HeartbeatSender {
     return to.controls.map((url) => ({
       url,
       send: async () => {
-        const res = await fetch(new URL(HEARTBEAT_PATH, url), { method: 'POST', headers: { authorization: `Bearer ${to.secret}`, 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(Math.max(2000, (this.o.intervalMs ?? 1000) * 2)) });
+        const res = await fetch(new URL(HEARTBEAT_PATH, url), {
+          method: 'POST',
+          headers: { authorization: `Bearer ${to.secret}`, 'content-type': 'application/json' },
+          body,
+          signal: AbortSignal.timeout(Math.max(2000, (this.o.intervalMs ?? 1000) * 2)),
+        });
         if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
         return (await res.json()) as HeartbeatAnswer;
       },

@@ -16,7 +16,19 @@
 // ours after it exits: Node has no flock of its own).
 import { spawnSync, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, readdirSync, readlinkSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { isNodeTag, legacyNodeTag, nodeTag } from '../ids.js';
 import { formatIPv4, parseIPv4, parseRange } from '../network/ipam.js';
@@ -73,13 +85,21 @@ function who(c: HostClaim): string {
 export function hostConflicts(mine: HostClaim, others: readonly HostClaim[]): string[] {
   const out: string[] = [];
   for (const o of others) {
-    if (o.nodeID === mine.nodeID) out.push(`node id ${JSON.stringify(mine.nodeID)} is held by ${who(o)}: give this daemon another --node-id (and its own data dir, pool cidr and identity.host_id_base)`);
-    else if (o.tag === mine.tag) out.push(`node tag ${mine.tag} (the names of its netns, links, cgroups and nftables table; recorded in ${join(mine.dataDir, TAG_FILE)}) is held by ${who(o)}: was this data dir copied from that one?`);
+    if (o.nodeID === mine.nodeID)
+      out.push(
+        `node id ${JSON.stringify(mine.nodeID)} is held by ${who(o)}: give this daemon another --node-id (and its own data dir, pool cidr and identity.host_id_base)`,
+      );
+    else if (o.tag === mine.tag)
+      out.push(
+        `node tag ${mine.tag} (the names of its netns, links, cgroups and nftables table; recorded in ${join(mine.dataDir, TAG_FILE)}) is held by ${who(o)}: was this data dir copied from that one?`,
+      );
     if (mine.cidr && o.cidr && o.netns === mine.netns && meet(span(mine.cidr), span(o.cidr))) {
       out.push(`pool cidr ${mine.cidr} overlaps ${o.cidr} of ${who(o)}: give each daemon its own range (network cidr in cubelet.toml)`);
     }
     if (mine.hostIds && o.hostIds && meet(mine.hostIds, o.hostIds)) {
-      out.push(`sandbox host ids ${mine.hostIds[0]}-${mine.hostIds[1]} overlap ${o.hostIds[0]}-${o.hostIds[1]} of ${who(o)}: move identity.host_id_base (or lower identity.host_id_ranges) so the ranges are apart`);
+      out.push(
+        `sandbox host ids ${mine.hostIds[0]}-${mine.hostIds[1]} overlap ${o.hostIds[0]}-${o.hostIds[1]} of ${who(o)}: move identity.host_id_base (or lower identity.host_id_ranges) so the ranges are apart`,
+      );
     }
   }
   return out;
@@ -111,7 +131,9 @@ export function routeConflicts(cidr: string, tag: string, routes: readonly HostR
     const theirs: [number, number] = [first - (first % size), first - (first % size) + size - 1];
     if (!meet(mine, theirs)) continue;
     const what = r.type === 'local' ? `address ${addr}` : `route ${formatIPv4(theirs[0])}/${32 - Math.log2(size)}`;
-    out.push(`pool cidr ${cidr} overlaps the host's ${what}${r.dev ? ` on ${r.dev}` : ''}${r.table && r.table !== 'main' ? ` (table ${r.table})` : ''}: pick a range the host does not use (network cidr in cubelet.toml)`);
+    out.push(
+      `pool cidr ${cidr} overlaps the host's ${what}${r.dev ? ` on ${r.dev}` : ''}${r.table && r.table !== 'main' ? ` (table ${r.table})` : ''}: pick a range the host does not use (network cidr in cubelet.toml)`,
+    );
   }
   return out;
 }
@@ -131,7 +153,10 @@ export function dataDirTag(dataDir: string, nodeID: string): string {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
   if (recorded !== undefined) {
-    if (!isNodeTag(recorded)) throw new Error(`${path} holds ${JSON.stringify(recorded.slice(0, 40))}, not a node tag: restore it or remove it (after removing every sandbox of this data dir)`);
+    if (!isNodeTag(recorded))
+      throw new Error(
+        `${path} holds ${JSON.stringify(recorded.slice(0, 40))}, not a node tag: restore it or remove it (after removing every sandbox of this data dir)`,
+      );
     return recorded;
   }
   const older = existsSync(join(dataDir, 'sandboxes')) || existsSync(join(dataDir, 'microvm'));

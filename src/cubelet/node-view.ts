@@ -34,7 +34,6 @@ export interface NodeViewInputs {
   now: Date;
 }
 
-
 // States that hold a sandbox's full resources; paused ones hold (1 - r).
 const HOLDING: readonly SandboxState[] = ['creating', 'running', 'pausing', 'resuming'];
 

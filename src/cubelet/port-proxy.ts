@@ -32,8 +32,13 @@ const CODE_INTERPRETER_PORT = 49999;
 
 function unreachable(sandboxID: string, port: number, up: PortUpstream, e: Error): CubeError {
   const via = up.port === port ? '' : ` (through its node's port proxy at ${up.host}:${up.port})`;
-  const hint = port === CODE_INTERPRETER_PORT ? ' (the code interpreter runs in sandboxes of the code-interpreter-v1 template: build it with npm run template:code-interpreter)' : '';
-  return new CubeError('NODE_UNREACHABLE', `sandbox ${sandboxID} has nothing listening on port ${port}${via}: ${e.message}${hint}`, { details: { sandboxID, port } });
+  const hint =
+    port === CODE_INTERPRETER_PORT
+      ? ' (the code interpreter runs in sandboxes of the code-interpreter-v1 template: build it with npm run template:code-interpreter)'
+      : '';
+  return new CubeError('NODE_UNREACHABLE', `sandbox ${sandboxID} has nothing listening on port ${port}${via}: ${e.message}${hint}`, {
+    details: { sandboxID, port },
+  });
 }
 
 const badGatewayBody = (err: CubeError): object => ({ ...errorBody(err, 'e2b'), code: 502 });
@@ -66,16 +71,19 @@ export function proxyHttp(req: IncomingMessage, res: ServerResponse, sandboxID: 
     let current: ClientRequest | undefined;
     res.on('close', () => current?.destroy());
     const send = (mayRetry: boolean): void => {
-      const up = request({ host: target.host, port: target.port, method: req.method, path: target.path, headers: { ...forwardHeaders(req.headers), ...target.headers } }, (upRes) => {
-        res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, forwardHeaders(upRes.headers));
-        res.flushHeaders();
-        upRes.pipe(res);
-        upRes.on('end', resolve);
-        upRes.on('error', () => {
-          res.destroy();
-          resolve();
-        });
-      });
+      const up = request(
+        { host: target.host, port: target.port, method: req.method, path: target.path, headers: { ...forwardHeaders(req.headers), ...target.headers } },
+        (upRes) => {
+          res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, forwardHeaders(upRes.headers));
+          res.flushHeaders();
+          upRes.pipe(res);
+          upRes.on('end', resolve);
+          upRes.on('error', () => {
+            res.destroy();
+            resolve();
+          });
+        },
+      );
       current = up;
       up.on('socket', (s) => s.setNoDelay(true));
       up.on('error', (e) => {
@@ -123,6 +131,8 @@ export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
 export function rejectUpgrade(socket: Duplex, status: number, body: object): void {
   const text = JSON.stringify(body);
   if (socket.writable) {
-    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
+    );
   } else socket.destroy();
 }

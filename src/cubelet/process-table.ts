@@ -123,7 +123,13 @@ export class ProcessTable {
     if (req.tag !== undefined && this.byTag(req.tag)) throw new CubeError('CONFLICT', `a process tagged ${req.tag} is already running in ${this.sandboxID}`);
     const exec = spawn(req);
     const pid = this.nextPid++;
-    const info: ProcessInfo = { pid, argv: [...req.argv], env: { ...(req.env ?? {}) }, ...(req.tag !== undefined ? { tag: req.tag } : {}), ...(req.cwd !== undefined ? { cwd: req.cwd } : {}) };
+    const info: ProcessInfo = {
+      pid,
+      argv: [...req.argv],
+      env: { ...(req.env ?? {}) },
+      ...(req.tag !== undefined ? { tag: req.tag } : {}),
+      ...(req.cwd !== undefined ? { cwd: req.cwd } : {}),
+    };
     const proc: Proc = { info, exec, pty: req.pty !== undefined, subscribers: new Set() };
     this.procs.set(pid, proc);
     const stream = this.subscribe(proc);
@@ -207,7 +213,8 @@ export class ProcessTable {
   }
 
   private subscribe(proc: Proc): ProcessStream {
-    if (proc.subscribers.size >= MAX_SUBSCRIBERS) throw new CubeError('RATE_LIMITED', `process ${proc.info.pid} in ${this.sandboxID} has ${MAX_SUBSCRIBERS} connections already; close one first`);
+    if (proc.subscribers.size >= MAX_SUBSCRIBERS)
+      throw new CubeError('RATE_LIMITED', `process ${proc.info.pid} in ${this.sandboxID} has ${MAX_SUBSCRIBERS} connections already; close one first`);
     const sub: Subscriber = { q: new AsyncQueue(() => proc.subscribers.delete(sub), weigh), dropped: 0 };
     sub.q.push({ type: 'start', pid: proc.info.pid });
     proc.subscribers.add(sub);

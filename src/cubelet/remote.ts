@@ -13,9 +13,31 @@ import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import type { TemplateRecord } from '../templates/store.js';
 import type { BuildRecord } from '../templates/build/build.js';
-import { DEADLINE_HEADER, decodeProcessEvent, FENCE_HEADER, type ImportRequest, nodeEventWithEpochTimes, PROXY_SECRET_HEADER, proxyPath, reviveStats, RPC_PREFIX, type JsonMethod, type WireProcessEvent } from './rpc-wire.js';
+import {
+  DEADLINE_HEADER,
+  decodeProcessEvent,
+  FENCE_HEADER,
+  type ImportRequest,
+  nodeEventWithEpochTimes,
+  PROXY_SECRET_HEADER,
+  proxyPath,
+  reviveStats,
+  RPC_PREFIX,
+  type JsonMethod,
+  type WireProcessEvent,
+} from './rpc-wire.js';
 import type { HeldTemplate } from '../templates/fetch.js';
-import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, PortUpstream, ProcessEvent, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+import type {
+  NodeApi,
+  NodeCreateRequest,
+  NodeEvent,
+  NodeSnapshot,
+  PortUpstream,
+  ProcessEvent,
+  ProcessInfo,
+  ProcessStream,
+  StartProcessRequest,
+} from './types.js';
 
 /** The node's clock when it answered, per result object (rpc-server.ts adds it to every answer). */
 const answered = new WeakMap<object, number>();
@@ -38,7 +60,13 @@ const JSON_AGENT = new Agent({ keepAlive: true, timeout: 4000 });
  * 7% of the control's busy CPU in the 1000-node bench for the creates' calls alone.
  * `bound`: a timeout in ms, or a signal that ends the call.
  */
-function postJson(url: URL, headers: Record<string, string>, body: string, bound: number | AbortSignal, retry = true): Promise<{ status: number; text: string }> {
+function postJson(
+  url: URL,
+  headers: Record<string, string>,
+  body: string,
+  bound: number | AbortSignal,
+  retry = true,
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { method: 'POST', agent: JSON_AGENT, headers: { ...headers, 'content-length': Buffer.byteLength(body) } }, (res) => {
       const chunks: Buffer[] = [];
@@ -85,7 +113,16 @@ export class RemoteNode implements NodeApi {
     return new RemoteNode(this.nodeID, this.address, this.secret, this.timeoutMs, fence);
   }
 
-  private async request(method: string, init: { body?: Buffer | string | ReadableStream; query?: Record<string, string | undefined>; contentType?: string; timeout?: boolean | number; signal?: AbortSignal }): Promise<Response> {
+  private async request(
+    method: string,
+    init: {
+      body?: Buffer | string | ReadableStream;
+      query?: Record<string, string | undefined>;
+      contentType?: string;
+      timeout?: boolean | number;
+      signal?: AbortSignal;
+    },
+  ): Promise<Response> {
     // The address may carry a path (one listener serving many simulated nodes): keep it.
     const url = new URL(this.address.replace(/\/+$/, '') + RPC_PREFIX + method);
     for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
@@ -112,7 +149,12 @@ export class RemoteNode implements NodeApi {
    */
   private headers(contentType: string, deadline?: number): Record<string, string> {
     const by = deadline ?? (this.fence !== undefined ? Date.now() + this.timeoutMs : undefined);
-    return { authorization: `Bearer ${this.secret}`, 'content-type': contentType, ...(this.fence !== undefined ? { [FENCE_HEADER]: this.fence } : {}), ...(by !== undefined ? { [DEADLINE_HEADER]: String(by) } : {}) };
+    return {
+      authorization: `Bearer ${this.secret}`,
+      'content-type': contentType,
+      ...(this.fence !== undefined ? { [FENCE_HEADER]: this.fence } : {}),
+      ...(by !== undefined ? { [DEADLINE_HEADER]: String(by) } : {}),
+    };
   }
 
   private unreachable(e: unknown): CubeError {
@@ -204,14 +246,22 @@ export class RemoteNode implements NodeApi {
     const firstMs = req.deadline !== undefined ? Math.max(0, req.deadline - Date.now()) : this.timeoutMs;
     const look = async () => {
       // A short look: a node that does not answer it (frozen, gone) ends the wait at once, not a call timeout later.
-      const p = await this.result<{ bytes: number; active: number }>('fetchProgress', [], Math.min(req.deadline !== undefined ? 2000 : 5000, this.timeoutMs)).catch(() => undefined);
+      const p = await this.result<{ bytes: number; active: number }>(
+        'fetchProgress',
+        [],
+        Math.min(req.deadline !== undefined ? 2000 : 5000, this.timeoutMs),
+      ).catch(() => undefined); // no answer: the look says nothing, the wait goes on
       if (done) return;
       if (p && p.active > 0 && p.bytes !== seen) {
         seen = p.bytes;
         timer = setTimeout(() => void look(), this.timeoutMs);
         return;
       }
-      ac.abort(new Error(`no answer to the create within ${(seen === undefined ? firstMs : this.timeoutMs) / 1000} s${p?.active ? `, and no layer byte fetched there in the last ${this.timeoutMs / 1000} s` : ''}`));
+      ac.abort(
+        new Error(
+          `no answer to the create within ${(seen === undefined ? firstMs : this.timeoutMs) / 1000} s${p?.active ? `, and no layer byte fetched there in the last ${this.timeoutMs / 1000} s` : ''}`,
+        ),
+      );
     };
     timer = setTimeout(() => void look(), firstMs);
     try {
@@ -308,7 +358,12 @@ export class RemoteNode implements NodeApi {
   }
   /** Imports the archive `body` into the node's store (the control replica forwarding an upload). */
   async importImage(body: Readable, req: ImportRequest): Promise<TemplateRecord> {
-    const res = await this.request('importImage', { query: { import: JSON.stringify(req) }, body: Readable.toWeb(body) as ReadableStream, contentType: 'application/octet-stream', timeout: false });
+    const res = await this.request('importImage', {
+      query: { import: JSON.stringify(req) },
+      body: Readable.toWeb(body) as ReadableStream,
+      contentType: 'application/octet-stream',
+      timeout: false,
+    });
     return ((await res.json()) as { result: TemplateRecord }).result;
   }
   private async result<T>(method: string, args: unknown[], timeout: boolean | number = true): Promise<T> {
@@ -346,7 +401,12 @@ export class RemoteNode implements NodeApi {
   }
   /** A COPY step's upload (the SDK's tar), streamed to the node building it. */
   async buildFiles(hash: string, body: Readable, owner?: string): Promise<void> {
-    await this.request('buildFiles', { query: { hash, owner }, body: Readable.toWeb(body) as ReadableStream, contentType: 'application/octet-stream', timeout: false });
+    await this.request('buildFiles', {
+      query: { hash, owner },
+      body: Readable.toWeb(body) as ReadableStream,
+      contentType: 'application/octet-stream',
+      timeout: false,
+    });
   }
   /** Layer `digest` as a tar (layers/pack.ts); the body streams for as long as it takes. */
   async layer(digest: string): Promise<Response> {

@@ -11,7 +11,20 @@ import { CubeError, errorBody, toCubeError } from '../errors.js';
 import type { LayerServer } from '../templates/fetch.js';
 import { underFence, type FenceBook } from './fences.js';
 import type { TemplateBuilder } from '../templates/build/build.js';
-import { checkDeadline, DEADLINE_HEADER, encodeProcessEvent, FENCE_HEADER, JSON_METHODS, nodeArgs, parseProxyPath, PROXY_SECRET_HEADER, RPC_PREFIX, secretMatches, type ImportRequest, type JsonMethod } from './rpc-wire.js';
+import {
+  checkDeadline,
+  DEADLINE_HEADER,
+  encodeProcessEvent,
+  FENCE_HEADER,
+  JSON_METHODS,
+  nodeArgs,
+  parseProxyPath,
+  PROXY_SECRET_HEADER,
+  RPC_PREFIX,
+  secretMatches,
+  type ImportRequest,
+  type JsonMethod,
+} from './rpc-wire.js';
 import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
 import { sameTemplate } from '../model/template.js';
 
@@ -70,7 +83,8 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
       await builds.putFiles(q('hash') ?? '', req, q('owner'));
       return sendJson(res, 201, { result: null });
     }
-    if (layers && method === 'importImage') return sendJson(res, 201, { result: await layers.importUpload(req, JSON.parse(q('import') ?? '{}') as ImportRequest) });
+    if (layers && method === 'importImage')
+      return sendJson(res, 201, { result: await layers.importUpload(req, JSON.parse(q('import') ?? '{}') as ImportRequest) });
     if (method === 'readFile') {
       const body = await node.readFile(q('sandboxID')!, q('path')!, q('user'));
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
@@ -89,11 +103,13 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
     }
     if (layers && method === 'templateRecord') return sendJson(res, 200, { result: await layers.heldTemplate(String(args[0])) });
     if (layers && method === 'fetchProgress') return sendJson(res, 200, { result: layers.fetchProgress() });
-    if (layers && method === 'tagTemplate') return sendJson(res, 200, { result: await layers.tagTemplate(String(args[0]), (args[1] as unknown[]).map(String)) });
+    if (layers && method === 'tagTemplate')
+      return sendJson(res, 200, { result: await layers.tagTemplate(String(args[0]), (args[1] as unknown[]).map(String)) });
     if (layers && method === 'templateRecords') return sendJson(res, 200, { result: await layers.listRecords() });
     if (layers && method === 'removeTemplate') {
       // The replica checked the cluster's sandboxes; the node checks its own again (a create may have come since).
-      const inUse = async (ref: string) => (await node.listSandboxes()).filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, ref)).map((s) => s.sandboxID);
+      const inUse = async (ref: string) =>
+        (await node.listSandboxes()).filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, ref)).map((s) => s.sandboxID);
       return sendJson(res, 200, { result: await layers.removeTemplate(String(args[0]), (rec) => inUse(rec.ref)) });
     }
     if (builds && method.startsWith('build')) {
@@ -122,7 +138,9 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
     if (!jsonMethods.has(method)) throw new CubeError('NOT_FOUND', `no node method ${method}`);
     checkDeadline(method, req.headers[DEADLINE_HEADER]);
     const fence = req.headers[FENCE_HEADER];
-    const result = await underFence(fences, method, args[0], Array.isArray(fence) ? fence[0] : fence, () => call[method as JsonMethod](...nodeArgs(method, args)));
+    const result = await underFence(fences, method, args[0], Array.isArray(fence) ? fence[0] : fence, () =>
+      call[method as JsonMethod](...nodeArgs(method, args)),
+    );
     // `at`: this node's clock once the call is done; the control plane orders the node's later
     // heartbeat lists against it (rpc-wire.ts Heartbeat.at).
     sendJson(res, 200, { result: result ?? null, at: Date.now() });
@@ -138,7 +156,8 @@ async function portTarget(node: NodeApi, secret: string, req: IncomingMessage): 
   const t = parseProxyPath(req.url ?? '/');
   if (!t) return undefined;
   const got = req.headers[PROXY_SECRET_HEADER];
-  if (!secretMatches(Array.isArray(got) ? got[0] : got, secret)) throw new CubeError('UNAUTHORIZED', `the port proxy needs the cluster secret in ${PROXY_SECRET_HEADER}`);
+  if (!secretMatches(Array.isArray(got) ? got[0] : got, secret))
+    throw new CubeError('UNAUTHORIZED', `the port proxy needs the cluster secret in ${PROXY_SECRET_HEADER}`);
   return { sandboxID: t.sandboxID, up: { host: await node.sandboxAddress(t.sandboxID), port: t.port, path: t.path, headers: {} } };
 }
 

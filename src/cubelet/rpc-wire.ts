@@ -51,7 +51,8 @@ export type JsonMethod = (typeof JSON_METHODS)[number];
 export function nodeArgs(method: string, args: unknown[]): unknown[] {
   const iso = (t: unknown): unknown => (typeof t === 'string' ? epochMs(t) : t);
   if (method === 'setEndAt') return [args[0], iso(args[1]), ...args.slice(2)];
-  if (method === 'createSandbox' && args[0] && typeof args[0] === 'object') return [{ ...args[0], endAt: iso((args[0] as { endAt?: unknown }).endAt) }, ...args.slice(1)];
+  if (method === 'createSandbox' && args[0] && typeof args[0] === 'object')
+    return [{ ...args[0], endAt: iso((args[0] as { endAt?: unknown }).endAt) }, ...args.slice(1)];
   return args;
 }
 
@@ -77,7 +78,10 @@ export const DEADLINE_HEADER = 'x-cube-deadline';
 export function checkDeadline(method: string, deadline: string | string[] | undefined, now = Date.now()): void {
   const d = Number(Array.isArray(deadline) ? deadline[0] : deadline);
   if (deadline === undefined || !Number.isFinite(d) || now <= d) return;
-  throw new CubeError('NODE_UNREACHABLE', `${method} reached the node ${((now - d) / 1000).toFixed(1)} s after its caller's deadline (the node was frozen or overloaded): refused, not done`);
+  throw new CubeError(
+    'NODE_UNREACHABLE',
+    `${method} reached the node ${((now - d) / 1000).toFixed(1)} s after its caller's deadline (the node was frozen or overloaded): refused, not done`,
+  );
 }
 
 /** CUBE_CLUSTER_SECRET, else the API key; a cluster without either refuses to start. */

@@ -59,7 +59,12 @@ export function simNodeSpecs(count: number, prefix: string): SimNodeSpec[] {
   const width = Math.max(4, String(count - 1).length);
   return Array.from({ length: count }, (_, i) => {
     const cpus = CPUS[i % CPUS.length]!;
-    return { nodeID: `${prefix}${String(i).padStart(width, '0')}`, cpus, memoryMiB: cpus * GIB_PER_CPU[Math.floor(i / CPUS.length) % GIB_PER_CPU.length]! * 1024, templates: i % 3 === 2 ? [HOST_TEMPLATE, 'python'] : [HOST_TEMPLATE] };
+    return {
+      nodeID: `${prefix}${String(i).padStart(width, '0')}`,
+      cpus,
+      memoryMiB: cpus * GIB_PER_CPU[Math.floor(i / CPUS.length) % GIB_PER_CPU.length]! * 1024,
+      templates: i % 3 === 2 ? [HOST_TEMPLATE, 'python'] : [HOST_TEMPLATE],
+    };
   });
 }
 
@@ -68,7 +73,8 @@ class SimTemplates implements TemplateCatalog {
   constructor(private readonly names: string[]) {}
 
   async resolve(name: string): Promise<TemplateRef> {
-    if (!this.names.includes(name)) throw new CubeError('NOT_FOUND', `template '${name}' not found on this node (simulated templates: ${this.names.join(', ')})`);
+    if (!this.names.includes(name))
+      throw new CubeError('NOT_FOUND', `template '${name}' not found on this node (simulated templates: ${this.names.join(', ')})`);
     return { name, layers: ['/(simulated)'], bindHostUsr: false };
   }
 
@@ -143,7 +149,11 @@ export function simNode(o: { nodeID: string; dataDir: string; config: () => Conf
   const stateVersion = () => {
     const c = config();
     const host = hostFigures(o.dataDir);
-    if (c !== configSeen || (shown && (host.memTotalMiB !== shown.memTotalMiB || (host.diskUsedPercent !== undefined && host.diskUsedPercent !== shown.diskUsedPercent)))) changes++;
+    if (
+      c !== configSeen ||
+      (shown && (host.memTotalMiB !== shown.memTotalMiB || (host.diskUsedPercent !== undefined && host.diskUsedPercent !== shown.diskUsedPercent)))
+    )
+      changes++;
     configSeen = c;
     return changes;
   };
@@ -172,7 +182,10 @@ export function simNode(o: { nodeID: string; dataDir: string; config: () => Conf
 export const simNodePath = (nodeID: string) => `/sim/${encodeURIComponent(nodeID)}`;
 
 /** Routes /sim/<nodeID>/<rest> to that node's handler (requests or upgrades) with the URL rewritten to /<rest>. */
-export function simNodeRouter<A extends unknown[]>(handlers: Map<string, (req: IncomingMessage, ...rest: A) => void>, fallback: (req: IncomingMessage, ...rest: A) => void): (req: IncomingMessage, ...rest: A) => void {
+export function simNodeRouter<A extends unknown[]>(
+  handlers: Map<string, (req: IncomingMessage, ...rest: A) => void>,
+  fallback: (req: IncomingMessage, ...rest: A) => void,
+): (req: IncomingMessage, ...rest: A) => void {
   return (req, ...rest) => {
     const m = /^\/sim\/([^/?]+)(\/.*)?$/.exec(req.url ?? '/');
     const h = m ? handlers.get(decodeURIComponent(m[1]!)) : undefined;

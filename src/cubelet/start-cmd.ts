@@ -57,15 +57,23 @@ export async function runStartCommand(config: TemplateConfig, hooks: StartCmdHoo
     }
   })();
   const fail = (why: string, extra: Record<string, unknown> = {}) =>
-    new CubeError('TEMPLATE_START_FAILED', `${why}; start command output (last ${TAIL_BYTES} bytes): ${JSON.stringify(tail.toString())}`, { details: { startCmd: config.startCmd, output: tail.toString(), ...extra } });
+    new CubeError('TEMPLATE_START_FAILED', `${why}; start command output (last ${TAIL_BYTES} bytes): ${JSON.stringify(tail.toString())}`, {
+      details: { startCmd: config.startCmd, output: tail.toString(), ...extra },
+    });
   try {
     if (!config.readyCmd) return { pid: proc.pid, readyAfterMs: Date.now() - t0 };
     const timeoutMs = (config.readyTimeoutSec ?? DEFAULT_READY_TIMEOUT_SEC) * 1000;
     let last = '';
     for (;;) {
-      if (ended && ended.exitCode !== 0) throw fail(`the start command exited ${ended.exitCode}${ended.signal ? ` (${ended.signal})` : ''} before the ready command passed`, { exitCode: ended.exitCode });
+      if (ended && ended.exitCode !== 0)
+        throw fail(`the start command exited ${ended.exitCode}${ended.signal ? ` (${ended.signal})` : ''} before the ready command passed`, {
+          exitCode: ended.exitCode,
+        });
       const left = timeoutMs - (Date.now() - t0);
-      if (left <= 0) throw fail(`the ready command '${config.readyCmd}' did not exit 0 within ${timeoutMs / 1000} s (last: ${last || 'never finished'})`, { readyCmd: config.readyCmd });
+      if (left <= 0)
+        throw fail(`the ready command '${config.readyCmd}' did not exit 0 within ${timeoutMs / 1000} s (last: ${last || 'never finished'})`, {
+          readyCmd: config.readyCmd,
+        });
       const check = hooks.exec({ argv: ['/bin/sh', '-c', config.readyCmd], timeoutMs: Math.min(READY_RUN_MS, left), ...as });
       check.stdout.resume();
       check.stderr.resume();

@@ -63,9 +63,7 @@ export interface ProcessStream {
 
 /** Node events the cubelet emits (state changes and its own notices). */
 export type NodeEvent =
-  | { type: 'sandbox'; sandbox: SandboxView }
-  | { type: 'sandbox.removed'; sandboxID: string }
-  | { type: 'event'; event: Omit<EventView, 'id'> };
+  { type: 'sandbox'; sandbox: SandboxView } | { type: 'sandbox.removed'; sandboxID: string } | { type: 'event'; event: Omit<EventView, 'id'> };
 
 export interface NodeApi {
   readonly nodeID: string;

@@ -20,7 +20,13 @@ export function cpuPercentBetween(prev: CpuReading | undefined, cur: CpuReading,
 }
 
 /** One usage record from a reading, the previous CPU reading, the sampled disk use and the link counters (host side: its rx is the sandbox's tx). */
-export function usageOf(view: SandboxView, s: SandboxStats, cur: CpuReading, prev: CpuReading | undefined, link: { rx: number; tx: number } | undefined): SandboxUsage {
+export function usageOf(
+  view: SandboxView,
+  s: SandboxStats,
+  cur: CpuReading,
+  prev: CpuReading | undefined,
+  link: { rx: number; tx: number } | undefined,
+): SandboxUsage {
   const cpuPercent = cpuPercentBetween(prev, cur, view.spec.cpus);
   return {
     sandboxID: view.sandboxID,

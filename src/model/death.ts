@@ -9,7 +9,17 @@
  * sandbox and gave no reason (its notice was lost, or it came back without its data): still a
  * reason, and one a later typed report replaces (putTombstone).
  */
-export const DEATH_REASONS = ['timeout', 'oom', 'init_exited', 'vm_exited', 'node_lost', 'drain_evicted', 'not_readopted', 'operator_killed', 'vanished'] as const;
+export const DEATH_REASONS = [
+  'timeout',
+  'oom',
+  'init_exited',
+  'vm_exited',
+  'node_lost',
+  'drain_evicted',
+  'not_readopted',
+  'operator_killed',
+  'vanished',
+] as const;
 
 export type DeathReason = (typeof DEATH_REASONS)[number];
 

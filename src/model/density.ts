@@ -100,11 +100,13 @@ export function validateDensityInput(node: NodeCapacity, params: DensityParams, 
   positive(params.memOversellRatio, 'mem_oversell_ratio');
   positive(params.cpuOversellRatio, 'cpu_oversell_ratio');
   positive(params.overheadCoefficient, 'vm_memory_overhead_coefficient');
-  if (!(params.cpuUtilCapPercent > 0 && params.cpuUtilCapPercent <= 100)) throw new DensityInputError(`node_max_cpu_util must be in (0, 100] (got ${params.cpuUtilCapPercent})`);
+  if (!(params.cpuUtilCapPercent > 0 && params.cpuUtilCapPercent <= 100))
+    throw new DensityInputError(`node_max_cpu_util must be in (0, 100] (got ${params.cpuUtilCapPercent})`);
   if (!(params.memReservedMiB >= 0)) throw new DensityInputError(`node_max_mem_reserved_in_mb must be >= 0 (got ${params.memReservedMiB})`);
   if (params.memReservedMiB >= node.memoryMiB)
     throw new DensityInputError(`reserved memory ${params.memReservedMiB} MiB is not smaller than the node's ${node.memoryMiB} MiB`);
-  if (!(params.releaseRatio >= 0 && params.releaseRatio <= 1)) throw new DensityInputError(`paused_resource_release_ratio must be between 0 and 1 (got ${params.releaseRatio})`);
+  if (!(params.releaseRatio >= 0 && params.releaseRatio <= 1))
+    throw new DensityInputError(`paused_resource_release_ratio must be between 0 and 1 (got ${params.releaseRatio})`);
   if (!(params.overheadBaseMiB >= 0)) throw new DensityInputError(`vm_memory_overhead_base_mib must be >= 0 (got ${params.overheadBaseMiB})`);
 }
 
@@ -145,7 +147,18 @@ export function computeDensity(node: NodeCapacity, nodeParams: DensityParams, sp
   const pausedMem = keep > EPS ? floorSafe(memQuotaMiB / (footprint * keep)) : Infinity;
   const pausedCpu = keep > EPS ? floorSafe(cpuQuota / (spec.cpus * keep)) : Infinity;
   const allPausedCeiling = Math.min(pausedMem, pausedCpu, params.maxSandboxes);
-  return { footprintMiB: footprint, memBudgetMiB, memQuotaMiB, cpuQuota, paperCeiling, safetyBoundary, cpuCeiling, effectiveCeiling, bottleneck, allPausedCeiling };
+  return {
+    footprintMiB: footprint,
+    memBudgetMiB,
+    memQuotaMiB,
+    cpuQuota,
+    paperCeiling,
+    safetyBoundary,
+    cpuCeiling,
+    effectiveCeiling,
+    bottleneck,
+    allPausedCeiling,
+  };
 }
 
 /**
@@ -183,8 +196,16 @@ export function headroomFromUsage(node: NodeCapacity, params: DensityParams, spe
 
 /** Density parameters from the master config (the shape in src/config/schema.ts). */
 export function densityParamsFromConfig(master: {
-  scheduler: { node_max_mem_reserved_in_mb: number; node_max_cpu_util: number; node_max_mvm_num: number; overhead: { vm_memory_overhead_base_mib: number; vm_memory_overhead_coefficient: number } };
-  host: { quota: { mem_oversell_ratio: number; cpu_oversell_ratio: number; paused_resource_release_ratio: number }; detected?: { cpu_oversell_ratio: number; mem_oversell_ratio: number; mem_reserved_percent: number } };
+  scheduler: {
+    node_max_mem_reserved_in_mb: number;
+    node_max_cpu_util: number;
+    node_max_mvm_num: number;
+    overhead: { vm_memory_overhead_base_mib: number; vm_memory_overhead_coefficient: number };
+  };
+  host: {
+    quota: { mem_oversell_ratio: number; cpu_oversell_ratio: number; paused_resource_release_ratio: number };
+    detected?: { cpu_oversell_ratio: number; mem_oversell_ratio: number; mem_reserved_percent: number };
+  };
 }): DensityParams {
   const d = master.host.detected;
   return {

@@ -38,7 +38,15 @@ export type EventKind =
  * kind (creates, pauses, deaths, nodes, config): a flood of them pushes out older ones of theirs,
  * never the lifecycle (before, OOM events could push the whole history out).
  */
-const FLOOD_KINDS: ReadonlySet<EventKind> = new Set<EventKind>(['sandbox.oom', 'sandbox.updated', 'sandbox.network', 'schedule.failed', 'pool.exhausted', 'template.fetch', 'webhook.failed']);
+const FLOOD_KINDS: ReadonlySet<EventKind> = new Set<EventKind>([
+  'sandbox.oom',
+  'sandbox.updated',
+  'sandbox.network',
+  'schedule.failed',
+  'pool.exhausted',
+  'template.fetch',
+  'webhook.failed',
+]);
 
 /** Whether `kind` is kept within the flood budget (FLOOD_KINDS) (pure). */
 export function isFloodKind(kind: EventKind): boolean {

@@ -2,7 +2,14 @@
 // in E2B's types, kept 7 days; and the webhooks they are delivered to. Built from the event
 // history by the control plane (src/control/lifecycle/), one replica at a time.
 
-export const LIFECYCLE_TYPES = ['sandbox.lifecycle.created', 'sandbox.lifecycle.killed', 'sandbox.lifecycle.updated', 'sandbox.lifecycle.paused', 'sandbox.lifecycle.resumed', 'sandbox.lifecycle.checkpointed'] as const;
+export const LIFECYCLE_TYPES = [
+  'sandbox.lifecycle.created',
+  'sandbox.lifecycle.killed',
+  'sandbox.lifecycle.updated',
+  'sandbox.lifecycle.paused',
+  'sandbox.lifecycle.resumed',
+  'sandbox.lifecycle.checkpointed',
+] as const;
 
 export type LifecycleType = (typeof LIFECYCLE_TYPES)[number];
 

@@ -4,7 +4,10 @@ import type { Density } from './density.js';
 import { epochMs, epochMsOpt } from './time.js';
 
 /** The density model's figures (density.ts) a node reports, with what its live counts make of them. */
-export interface DensityView extends Pick<Density, 'footprintMiB' | 'paperCeiling' | 'safetyBoundary' | 'cpuCeiling' | 'effectiveCeiling' | 'bottleneck' | 'allPausedCeiling'> {
+export interface DensityView extends Pick<
+  Density,
+  'footprintMiB' | 'paperCeiling' | 'safetyBoundary' | 'cpuCeiling' | 'effectiveCeiling' | 'bottleneck' | 'allPausedCeiling'
+> {
   releaseRatio: number;
   /** Sandboxes of the default spec that still fit, given live running/paused counts. */
   headroom: number;

@@ -78,7 +78,6 @@ export interface PauseOptions {
   release?: boolean;
 }
 
-
 export interface SandboxRecord extends SandboxView {
   /** Token the envd protocol checks (X-Access-Token); unique per sandbox. */
   accessToken: string;
@@ -134,7 +133,6 @@ export function withEpochTimes<T extends { startedAt: number; endAt: number }>(v
   if (typeof startedAt === 'number' && typeof endAt === 'number') return v;
   return { ...v, startedAt: epochMs(startedAt), endAt: epochMs(endAt) };
 }
-
 
 /** A snapshot record read back from where a version before numeric times wrote its createdAt as ISO 8601 (a store, an older node's answer). */
 export function snapshotWithEpochTime<T extends { createdAt: number }>(s: T): T {
@@ -206,7 +204,11 @@ export function answeredRecord(rec: SandboxRecord): SandboxRecord {
 
 /** What a record keeps that no node answer carries (its owner's secrets): kept when a node's view is written over it. */
 export function secretsOf(rec: SandboxRecord): Pick<SandboxRecord, 'accessToken' | 'trafficAccessToken' | 'envVars'> {
-  return { accessToken: rec.accessToken, envVars: rec.envVars, ...(rec.trafficAccessToken !== undefined ? { trafficAccessToken: rec.trafficAccessToken } : {}) };
+  return {
+    accessToken: rec.accessToken,
+    envVars: rec.envVars,
+    ...(rec.trafficAccessToken !== undefined ? { trafficAccessToken: rec.trafficAccessToken } : {}),
+  };
 }
 
 /**

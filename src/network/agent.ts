@@ -44,18 +44,40 @@ export class NsNetworkAgent implements NetworkAgent {
   constructor(private readonly opts: NetworkAgentOptions) {
     if (!isNodeTag(opts.nodeTag)) throw new CubeError('CONFIG_INVALID', `node tag "${opts.nodeTag}" is not a node tag (src/ids.ts)`);
     const tapInitNum = opts.tapInitNum ?? 0;
-    for (const [key, n] of [['tap_init_num', opts.initNum], ['microvm_tap_init_num', tapInitNum]] as const) {
+    for (const [key, n] of [
+      ['tap_init_num', opts.initNum],
+      ['microvm_tap_init_num', tapInitNum],
+    ] as const) {
       if (!Number.isInteger(n) || n < 0) throw new CubeError('CONFIG_INVALID', `${key} must be a non-negative integer, got ${n}`);
     }
     this.tag = opts.nodeTag;
     const range = parseRange(opts.cidr);
     if (opts.initNum + tapInitNum > range.maxIndex) {
-      throw new CubeError('CONFIG_INVALID', `tap_init_num ${opts.initNum} + microvm_tap_init_num ${tapInitNum} exceed the ${range.maxIndex} slots of ${range.cidr}`);
+      throw new CubeError(
+        'CONFIG_INVALID',
+        `tap_init_num ${opts.initNum} + microvm_tap_init_num ${tapInitNum} exceed the ${range.maxIndex} slots of ${range.cidr}`,
+      );
     }
     this.firewall = new Firewall(this.sp, this.tag, range.cidr, opts.policy);
-    this.slots = new Slots(this.sp, this.tag, range, (i) => this.all().some((p) => p.holds(i)), () => this.firewall.connLimits, opts.log);
+    this.slots = new Slots(
+      this.sp,
+      this.tag,
+      range,
+      (i) => this.all().some((p) => p.holds(i)),
+      () => this.firewall.connLimits,
+      opts.log,
+    );
     const pool = (mode: SlotMode, target: number) =>
-      new SlotPool({ tag: this.tag, mode, target, slots: this.slots, firewall: this.firewall, track: (p) => this.track(p), ...(opts.log ? { log: opts.log } : {}), ...(opts.onNotice ? { onNotice: opts.onNotice } : {}) });
+      new SlotPool({
+        tag: this.tag,
+        mode,
+        target,
+        slots: this.slots,
+        firewall: this.firewall,
+        track: (p) => this.track(p),
+        ...(opts.log ? { log: opts.log } : {}),
+        ...(opts.onNotice ? { onNotice: opts.onNotice } : {}),
+      });
     this.pools = { ns: pool('ns', opts.initNum), tap: pool('tap', tapInitNum) };
   }
 

@@ -62,7 +62,11 @@ function render(ranges: Range[]): string[] {
 }
 
 /** An egress request from its three parts, empty lists left out; undefined when nothing is asked (pure). */
-export function egressRequest(allowInternet: boolean | undefined, allowOut: readonly string[] | undefined, denyOut: readonly string[] | undefined): EgressRequest | undefined {
+export function egressRequest(
+  allowInternet: boolean | undefined,
+  allowOut: readonly string[] | undefined,
+  denyOut: readonly string[] | undefined,
+): EgressRequest | undefined {
   const e: EgressRequest = {
     ...(allowInternet !== undefined ? { allowInternet } : {}),
     ...(allowOut?.length ? { allowOut: [...allowOut] } : {}),
@@ -97,7 +101,10 @@ export function resolveEgress(req: EgressRequest | undefined, nodeDenyOut: reado
   for (const [a, b] of allow) {
     const hit = nodeDeny.find(([, [c, d]]) => a <= d && c <= b);
     if (hit) {
-      throw new CubeError('BAD_REQUEST', `network.allowOut ${render([[a, b]])[0]} overlaps the node's deny_out ${hit[0]}: no sandbox on this node may reach it (ask the operator to change plugins."io.cubelet.internal.v1.network".deny_out)`);
+      throw new CubeError(
+        'BAD_REQUEST',
+        `network.allowOut ${render([[a, b]])[0]} overlaps the node's deny_out ${hit[0]}: no sandbox on this node may reach it (ask the operator to change plugins."io.cubelet.internal.v1.network".deny_out)`,
+      );
     }
   }
   return {

@@ -40,15 +40,17 @@ export function sharedReads<T>(read: () => Promise<T>): () => Promise<T> {
   let running: Promise<unknown> = Promise.resolve();
   let next: Promise<T> | undefined;
   return () => {
-    next ??= running.then(
-      () => undefined,
-      () => undefined,
-    ).then(() => {
-      next = undefined;
-      const r = read();
-      running = r;
-      return r;
-    });
+    next ??= running
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .then(() => {
+        next = undefined;
+        const r = read();
+        running = r;
+        return r;
+      });
     return next;
   };
 }
@@ -98,7 +100,10 @@ export function hostNetworksOf(routeTable: string): string[] {
     if (!up) continue;
     if (parseInt(gw, 16) !== 0) out.add(ipOf(gw));
     if (parseInt(gw, 16) === 0 && parseInt(mask, 16) !== 0) {
-      const bits = (parseInt(mask, 16) >>> 0).toString(2).split('').filter((b) => b === '1').length;
+      const bits = (parseInt(mask, 16) >>> 0)
+        .toString(2)
+        .split('')
+        .filter((b) => b === '1').length;
       out.add(`${ipOf(dest)}/${bits}`);
     }
   }

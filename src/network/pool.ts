@@ -296,7 +296,8 @@ export class SlotPool {
       if (slots.length === 0) throw this.o.slots.exhaustedError();
       const before = this.free.length;
       await this.createBatch(slots, false);
-      if (this.free.length === before) throw new CubeError('NETWORK_FAILED', `could not fill the ${this.o.mode} network pool of node tag ${this.o.tag}; see the log for ip's error`);
+      if (this.free.length === before)
+        throw new CubeError('NETWORK_FAILED', `could not fill the ${this.o.mode} network pool of node tag ${this.o.tag}; see the log for ip's error`);
     }
   }
 

@@ -19,12 +19,7 @@ export function rootCreateLines(s: SlotNames): string[] {
 
 /** Inside-the-netns part, run with `ip -n <netns>`. */
 export function innerCreateLines(s: SlotNames): string[] {
-  return [
-    'link set lo up',
-    `addr add ${s.sandboxIp}/${s.prefixLen} dev eth0`,
-    'link set eth0 up',
-    `route add default via ${s.hostIp}`,
-  ];
+  return ['link set lo up', `addr add ${s.sandboxIp}/${s.prefixLen} dev eth0`, 'link set eth0 up', `route add default via ${s.hostIp}`];
 }
 
 /** Removal: deleting the netns takes its veth pair with it, in the kernel's batched cleanup. */

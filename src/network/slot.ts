@@ -78,7 +78,15 @@ export class Slots {
   }
 
   toSlot(s: SlotNames, mode: SlotMode): NetSlot {
-    return { index: s.index, netns: s.netns, netnsPath: `${NETNS_DIR}/${s.netns}`, hostIf: s.hostIf, hostIp: s.hostIp, sandboxIp: s.sandboxIp, ...(mode === 'tap' ? { tap: TAP_NAME } : {}) };
+    return {
+      index: s.index,
+      netns: s.netns,
+      netnsPath: `${NETNS_DIR}/${s.netns}`,
+      hostIf: s.hostIf,
+      hostIp: s.hostIp,
+      sandboxIp: s.sandboxIp,
+      ...(mode === 'tap' ? { tap: TAP_NAME } : {}),
+    };
   }
 
   private at(index: number, mode: SlotMode): NetSlot {
@@ -91,7 +99,14 @@ export class Slots {
   async createRoot(slots: SlotNames[]): Promise<{ failed: Set<SlotNames>; reason: string }> {
     try {
       const r = await this.sp.ipBatch(slots.flatMap(rootCreateLines));
-      return { failed: failedItems(slots, slots.map((s) => rootCreateLines(s).length), r.failedLines), reason: r.stderr.trim() };
+      return {
+        failed: failedItems(
+          slots,
+          slots.map((s) => rootCreateLines(s).length),
+          r.failedLines,
+        ),
+        reason: r.stderr.trim(),
+      };
     } catch (e) {
       return { failed: new Set(slots), reason: (e as Error).message };
     }
@@ -150,7 +165,8 @@ export class Slots {
       const r = await this.sp.ipBatch(RESET_LINES, { netns: slot.netns, json: true, ipv4: true });
       const state = r.failedLines.size > 0 ? undefined : parseSlotState(r.stdout);
       if (!state) return `reset failed: ${r.stderr.trim()}`;
-      if (state.fingerprint !== expectedState(slot, slot.tap ? tapExpectedState() : undefined)) return 'links, addresses, routes or rules changed by the sandbox';
+      if (state.fingerprint !== expectedState(slot, slot.tap ? tapExpectedState() : undefined))
+        return 'links, addresses, routes or rules changed by the sandbox';
       this.eth0Macs.set(slot.index, state.eth0Mac);
       await this.forgetOnHost(slot, state.eth0Mac);
     } else {
@@ -165,7 +181,10 @@ export class Slots {
       await this.sp.ipBatch([`neigh flush dev ${slot.hostIf}`]);
     }
     if (await conntrackMentions(slot.sandboxIp)) {
-      this.conntrackTool ??= await access('/usr/sbin/conntrack').then(() => true, () => false);
+      this.conntrackTool ??= await access('/usr/sbin/conntrack').then(
+        () => true,
+        () => false,
+      );
       if (this.conntrackTool) {
         // -D exits 1 when nothing matched: that is fine.
         await this.sp.run('conntrack', ['-D', '-s', slot.sandboxIp]);
@@ -218,7 +237,10 @@ export class Slots {
     const staleNs = [...ns].filter((i) => !kept.has(i));
     const staleLinks = new Set([...links, ...staleNs].filter((i) => !kept.has(i)));
     if (staleLinks.size > 0) this.log?.info({ netns: staleNs.length, links: staleLinks.size }, 'removing stale network slots');
-    const survivors = await this.remove(staleNs.map((i) => netnsName(this.tag, i)), staleLinks);
+    const survivors = await this.remove(
+      staleNs.map((i) => netnsName(this.tag, i)),
+      staleLinks,
+    );
     // A veth held by a still-running process keeps its index busy until it goes.
     for (const i of survivors) {
       this.alloc.claim(i);

@@ -75,7 +75,11 @@ export function tapExpectedState(): StateExtra {
   return {
     links: [`${TAP_NAME} mtu=1500 up=true`],
     addrs: [`${TAP_NAME} ${GATEWAY_IP}/${TAP_PREFIX}`],
-    routes: [`main unicast ${net}.0/${TAP_PREFIX} via=- dev=${TAP_NAME}`, `local local ${GATEWAY_IP} via=- dev=${TAP_NAME}`, `local broadcast ${net}.255 via=- dev=${TAP_NAME}`],
+    routes: [
+      `main unicast ${net}.0/${TAP_PREFIX} via=- dev=${TAP_NAME}`,
+      `local local ${GATEWAY_IP} via=- dev=${TAP_NAME}`,
+      `local broadcast ${net}.255 via=- dev=${TAP_NAME}`,
+    ],
   };
 }
 

@@ -22,7 +22,10 @@ export class WaitWindow {
 
   summary(now = Date.now()): { waitP50Ms: number; waitP99Ms: number; recentWaitsMs: number[] } {
     const from = now - RECENT_MS;
-    const sorted = this.values.filter((v) => v.at >= from).map((v) => v.ms).sort((a, b) => a - b);
+    const sorted = this.values
+      .filter((v) => v.at >= from)
+      .map((v) => v.ms)
+      .sort((a, b) => a - b);
     return {
       waitP50Ms: percentile(sorted, 50),
       waitP99Ms: percentile(sorted, 99),

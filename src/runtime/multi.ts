@@ -5,7 +5,20 @@
 import { CubeError } from '../errors.js';
 import type { RuntimeInfo } from '../model/node.js';
 import type { PauseOptions } from '../model/sandbox.js';
-import type { ExecProcess, ExecRequest, FileMetadata, FsChange, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, SandboxStorage, WatchRequest } from './types.js';
+import type {
+  ExecProcess,
+  ExecRequest,
+  FileMetadata,
+  FsChange,
+  LaunchSpec,
+  RuntimeDriver,
+  SandboxFiles,
+  SandboxHandle,
+  SandboxSnapshots,
+  SandboxStats,
+  SandboxStorage,
+  WatchRequest,
+} from './types.js';
 
 export type RuntimeName = RuntimeDriver['name'];
 

@@ -7,7 +7,17 @@ import { CubeError } from '../errors.js';
 import { computeDensity, densityParamsFromConfig, DensityInputError, type Density, type DensityParams } from '../model/density.js';
 import { FILTERS } from './filters/index.js';
 import { passesPrefilter, preparedPrefilter } from './filters/prefilter.js';
-import { prepareNode, type Candidate, type Filter, type NodeContext, type NodeShape, type PlacementRequest, type PreparedNode, type Rejection, type Scorer } from './plugin.js';
+import {
+  prepareNode,
+  type Candidate,
+  type Filter,
+  type NodeContext,
+  type NodeShape,
+  type PlacementRequest,
+  type PreparedNode,
+  type Rejection,
+  type Scorer,
+} from './plugin.js';
 import { SCORERS } from './scorers/index.js';
 
 export type ScheduleResult = { ok: true; nodeID: string; score: number } | { ok: false; rejections: Rejection[] };
@@ -55,7 +65,12 @@ function densityTable(plan: Plan, req: PlacementRequest): (Density | DensityInpu
   return table;
 }
 
-function densityOf(table: (Density | DensityInputError | undefined)[], shape: NodeShape, params: DensityParams, req: PlacementRequest): Density | DensityInputError {
+function densityOf(
+  table: (Density | DensityInputError | undefined)[],
+  shape: NodeShape,
+  params: DensityParams,
+  req: PlacementRequest,
+): Density | DensityInputError {
   let d = table[shape.id];
   if (d === undefined) {
     try {
@@ -88,7 +103,8 @@ const preparedOf = (c: Candidate): PreparedNode => (c.prepared !== undefined && 
 const runtimeFor = (req: PlacementRequest, node: PreparedNode): string | undefined => req.runtime ?? node.templateRuntimes?.[req.templateID];
 
 export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterConfig, now: number, rand: () => number = Math.random): ScheduleResult {
-  if (!(req.cpus > 0) || !(req.memoryMiB > 0)) throw new CubeError('BAD_REQUEST', `cpus and memory must be positive (got ${req.cpus} cpus, ${req.memoryMiB} MiB)`);
+  if (!(req.cpus > 0) || !(req.memoryMiB > 0))
+    throw new CubeError('BAD_REQUEST', `cpus and memory must be positive (got ${req.cpus} cpus, ${req.memoryMiB} MiB)`);
   const plan = planOf(cfg);
   const { params, filters, scorers, weightSum } = plan;
   const densities = densityTable(plan, req);
@@ -155,13 +171,22 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
 }
 
 /** The words of one refusal the loop recorded. */
-function rejection(c: Candidate, by: number, req: PlacementRequest, plan: Plan, densities: (Density | DensityInputError | undefined)[], cfg: MasterConfig, now: number): Rejection {
+function rejection(
+  c: Candidate,
+  by: number,
+  req: PlacementRequest,
+  plan: Plan,
+  densities: (Density | DensityInputError | undefined)[],
+  cfg: MasterConfig,
+  now: number,
+): Rejection {
   const node = preparedOf(c);
   if (by === BY_RUNTIME) {
     const why = req.runtime === undefined ? ` (template ${req.templateID}'s default)` : '';
     return { nodeID: node.nodeID, filter: 'runtime', reason: `runtime ${node.runtimes.join(', ')}, not ${runtimeFor(req, node)}${why}` };
   }
-  if (by === BY_PREFILTER) return { nodeID: node.nodeID, filter: 'prefilter', reason: preparedPrefilter(node, cfg.scheduler.heartbeat_timeout_ms, now) ?? 'refused' };
+  if (by === BY_PREFILTER)
+    return { nodeID: node.nodeID, filter: 'prefilter', reason: preparedPrefilter(node, cfg.scheduler.heartbeat_timeout_ms, now) ?? 'refused' };
   const density = densityOf(densities, node.capacity, plan.params, req);
   if (density instanceof DensityInputError) return { nodeID: node.nodeID, filter: 'capacity', reason: density.message };
   const { name, filter } = plan.filters[by]!;

@@ -320,7 +320,13 @@ export class BtrfsStore {
 
   // Tops the pool up in the background, a few makes at a time; a failure (a full store) pauses it.
   private refill(): void {
-    while (!this.closed && this.kind && this.filling < POOL_REFILL_CONCURRENCY && this.ready.size + this.filling < POOL_TARGET && Date.now() >= this.refillAfter) {
+    while (
+      !this.closed &&
+      this.kind &&
+      this.filling < POOL_REFILL_CONCURRENCY &&
+      this.ready.size + this.filling < POOL_TARGET &&
+      Date.now() >= this.refillAfter
+    ) {
       this.filling++;
       const name = `p${process.pid.toString(36)}-${Date.now().toString(36)}-${(this.seq++).toString(36)}`;
       this.make(join(this.poolDir, name), 0, 'refilling the store pool').then(
@@ -359,7 +365,6 @@ export class BtrfsStore {
   upperDir(sandboxID: string): string {
     return join(this.dir(sandboxID), 'upper');
   }
-
 
   /** Sandbox ids that have a directory in the store. */
   async list(): Promise<string[]> {
@@ -405,13 +410,19 @@ export class BtrfsStore {
     if (!this.cached || Date.now() - this.cached.at > USAGE_MAX_AGE_MS) void this.usage().catch(() => undefined); // a failed read keeps the last figure; the next call tries again
     const u = this.cached?.usage;
     if (u && u.freeBytes < STORE_MIN_FREE_BYTES) {
-      throw new CubeError('STORE_FULL', `sandbox store ${u.path} is full: ${mib(u.freeBytes)} MiB free of ${mib(u.sizeBytes)} MiB (at least ${mib(STORE_MIN_FREE_BYTES)} MiB needed)`, { retryAfter: 5 });
+      throw new CubeError(
+        'STORE_FULL',
+        `sandbox store ${u.path} is full: ${mib(u.freeBytes)} MiB free of ${mib(u.sizeBytes)} MiB (at least ${mib(STORE_MIN_FREE_BYTES)} MiB needed)`,
+        { retryAfter: 5 },
+      );
     }
   }
 
   private failure(what: string, stderr: string): CubeError {
     const msg = `${what}: ${stderr.trim()}`;
-    return isFullError(stderr) ? new CubeError('STORE_FULL', `sandbox store ${this.path} is full: ${msg}`, { retryAfter: 5 }) : new CubeError('CREATE_FAILED', msg);
+    return isFullError(stderr)
+      ? new CubeError('STORE_FULL', `sandbox store ${this.path} is full: ${msg}`, { retryAfter: 5 })
+      : new CubeError('CREATE_FAILED', msg);
   }
 
   private async store(argv: string[]): Promise<string> {
@@ -483,7 +494,8 @@ export class BtrfsStore {
       const dir = join(this.poolDir, name);
       const id = ids[sandboxes.length + i]!;
       // A make cut short by a kill -9: finished here, or removed when it is not a subvolume.
-      if (id > 0) await Promise.all([mkdir(join(dir, 'upper'), { recursive: true }), mkdir(join(dir, 'work'), { recursive: true })]).then(() => this.ready.set(name, id));
+      if (id > 0)
+        await Promise.all([mkdir(join(dir, 'upper'), { recursive: true }), mkdir(join(dir, 'work'), { recursive: true })]).then(() => this.ready.set(name, id));
       else await this.removeDir(dir);
     }
   }

@@ -29,7 +29,9 @@ export class EmbeddedKeys {
   constructor(private readonly q: (sql: string) => Database.Statement) {}
 
   put(rec: ApiKeyRecord): boolean {
-    return this.q('INSERT OR IGNORE INTO api_keys (id, name, hash, record) VALUES (?, ?, ?, ?)').run(rec.id, rec.name, rec.hash, JSON.stringify(rec)).changes === 1;
+    return (
+      this.q('INSERT OR IGNORE INTO api_keys (id, name, hash, record) VALUES (?, ?, ?, ?)').run(rec.id, rec.name, rec.hash, JSON.stringify(rec)).changes === 1
+    );
   }
 
   get(id: string): ApiKeyRecord | undefined {
@@ -51,7 +53,8 @@ export class EmbeddedKeys {
     try {
       this.q('UPDATE api_keys SET name = ?, record = ? WHERE id = ?').run(next.name, JSON.stringify(next), id);
     } catch (e) {
-      if ((e as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw new CubeError('CONFLICT', `an API key named ${JSON.stringify(next.name)} exists already`);
+      if ((e as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE')
+        throw new CubeError('CONFLICT', `an API key named ${JSON.stringify(next.name)} exists already`);
       throw e;
     }
     return next;
@@ -98,7 +101,9 @@ export class EmbeddedKeys {
 
   /** The owner's holding records plus its claims still standing (lapsed ones and those their record took over are dropped). */
   private held(owner: string, now: number): { usage: KeyUsage; holding: Set<string> } {
-    const rows = this.q(`SELECT id, json_extract(record, '$.spec.cpus') AS cpus, json_extract(record, '$.spec.memoryMiB') AS mem FROM sandboxes WHERE owner = ? AND state IN (${HOLDING_SQL})`).all(owner) as { id: string; cpus: number; mem: number }[];
+    const rows = this.q(
+      `SELECT id, json_extract(record, '$.spec.cpus') AS cpus, json_extract(record, '$.spec.memoryMiB') AS mem FROM sandboxes WHERE owner = ? AND state IN (${HOLDING_SQL})`,
+    ).all(owner) as { id: string; cpus: number; mem: number }[];
     const holding = new Set(rows.map((r) => r.id));
     let n = rows.length;
     let mcpu = rows.reduce((a, r) => a + milliCpus(r.cpus), 0);

@@ -26,8 +26,16 @@ export class EmbeddedLifecycle implements LifecycleStore {
   ) {}
 
   async putTombstone(t: Tombstone): Promise<boolean> {
-    const onConflict = t.reason === 'vanished' ? 'DO NOTHING' : `DO UPDATE SET at = excluded.at, reason = excluded.reason, body = excluded.body WHERE reason = 'vanished'`;
-    return this.q(`INSERT INTO tombstones (id, at, reason, body) VALUES (?, ?, ?, ?) ON CONFLICT(id) ${onConflict}`).run(t.sandboxID, t.at, t.reason, JSON.stringify(t)).changes > 0;
+    const onConflict =
+      t.reason === 'vanished' ? 'DO NOTHING' : `DO UPDATE SET at = excluded.at, reason = excluded.reason, body = excluded.body WHERE reason = 'vanished'`;
+    return (
+      this.q(`INSERT INTO tombstones (id, at, reason, body) VALUES (?, ?, ?, ?) ON CONFLICT(id) ${onConflict}`).run(
+        t.sandboxID,
+        t.at,
+        t.reason,
+        JSON.stringify(t),
+      ).changes > 0
+    );
   }
 
   async getTombstone(sandboxID: string): Promise<Tombstone | undefined> {
@@ -97,7 +105,11 @@ export class EmbeddedLifecycle implements LifecycleStore {
 
   async claimDeliveries(now: number, limit: number, claimMs: number): Promise<Delivery[]> {
     return this.db().transaction(() => {
-      const rows = this.q('SELECT id, body FROM webhook_deliveries WHERE due_at <= ? AND claim_until <= ? ORDER BY due_at LIMIT ?').all(now, now, limit) as (Row & { id: string })[];
+      const rows = this.q('SELECT id, body FROM webhook_deliveries WHERE due_at <= ? AND claim_until <= ? ORDER BY due_at LIMIT ?').all(
+        now,
+        now,
+        limit,
+      ) as (Row & { id: string })[];
       const claim = this.q('UPDATE webhook_deliveries SET claim_until = ? WHERE id = ?');
       for (const r of rows) claim.run(now + claimMs, r.id);
       return rows.map((r) => JSON.parse(r.body) as Delivery);

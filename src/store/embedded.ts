@@ -13,7 +13,21 @@ import { isoTime } from '../model/time.js';
 import type { ApiKeyRecord, KeyUsage, QuotaClaim, QuotaRefusal } from '../model/api-key.js';
 import { EmbeddedKeys, KEY_MIGRATIONS } from './embedded-keys.js';
 import { EmbeddedLifecycle, LIFECYCLE_MIGRATION } from './embedded-lifecycle.js';
-import { createKeyRow, fenceFloor, matchesFilter, parseNodeRecord, parseRecord, recordJson, type ApiKeyPatch, type AuditRecord, type ConfigVersionRecord, type CreateKeyRecord, type CreateKeyRow, type NodeRecord, type StateStore } from './types.js';
+import {
+  createKeyRow,
+  fenceFloor,
+  matchesFilter,
+  parseNodeRecord,
+  parseRecord,
+  recordJson,
+  type ApiKeyPatch,
+  type AuditRecord,
+  type ConfigVersionRecord,
+  type CreateKeyRecord,
+  type CreateKeyRow,
+  type NodeRecord,
+  type StateStore,
+} from './types.js';
 
 // Append-only list: a migration, once released, never changes; new ones go at the end.
 const MIGRATIONS: string[] = [
@@ -129,8 +143,9 @@ export class EmbeddedStore implements StateStore {
 
   async putSandbox(rec: SandboxRecord): Promise<number> {
     rec = answeredRecord(rec);
-    const row = this.q('INSERT INTO sandboxes (id, state, node_id, template_id, record, generation) VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT(id) DO UPDATE SET state=excluded.state, node_id=excluded.node_id, template_id=excluded.template_id, record=excluded.record, generation=generation+1 RETURNING generation')
-      .get(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, recordJson(rec)) as { generation: number };
+    const row = this.q(
+      'INSERT INTO sandboxes (id, state, node_id, template_id, record, generation) VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT(id) DO UPDATE SET state=excluded.state, node_id=excluded.node_id, template_id=excluded.template_id, record=excluded.record, generation=generation+1 RETURNING generation',
+    ).get(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, recordJson(rec)) as { generation: number };
     return row.generation;
   }
 
@@ -141,8 +156,12 @@ export class EmbeddedStore implements StateStore {
     rec = answeredRecord(rec);
     const row =
       generation === 0
-        ? this.q('INSERT INTO sandboxes (id, state, node_id, template_id, record, generation) SELECT ?, ?, ?, ?, ?, 1 WHERE NOT EXISTS (SELECT 1 FROM deleted_sandboxes WHERE id = ?) ON CONFLICT(id) DO NOTHING RETURNING generation').get(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, recordJson(rec), rec.sandboxID)
-        : this.q('UPDATE sandboxes SET state=?, node_id=?, template_id=?, record=?, generation=generation+1 WHERE id=? AND generation=? RETURNING generation').get(rec.state, rec.nodeID, rec.templateID, recordJson(rec), rec.sandboxID, generation);
+        ? this.q(
+            'INSERT INTO sandboxes (id, state, node_id, template_id, record, generation) SELECT ?, ?, ?, ?, ?, 1 WHERE NOT EXISTS (SELECT 1 FROM deleted_sandboxes WHERE id = ?) ON CONFLICT(id) DO NOTHING RETURNING generation',
+          ).get(rec.sandboxID, rec.state, rec.nodeID, rec.templateID, recordJson(rec), rec.sandboxID)
+        : this.q(
+            'UPDATE sandboxes SET state=?, node_id=?, template_id=?, record=?, generation=generation+1 WHERE id=? AND generation=? RETURNING generation',
+          ).get(rec.state, rec.nodeID, rec.templateID, recordJson(rec), rec.sandboxID, generation);
     return (row as { generation: number } | undefined)?.generation ?? 0;
   }
 
@@ -209,7 +228,11 @@ export class EmbeddedStore implements StateStore {
       const flood = isFloodKind(e.kind) ? 1 : 0;
       const info = this.q('INSERT INTO events (at, body, flood) VALUES (?, ?, ?)').run(isoTime(e.at), JSON.stringify(e), flood);
       // Each kind's class keeps its newest `retention`: a flood pushes out only its own kind's.
-      this.q('DELETE FROM events WHERE flood = ? AND id <= (SELECT id FROM events WHERE flood = ? ORDER BY id DESC LIMIT 1 OFFSET ?)').run(flood, flood, this.retention);
+      this.q('DELETE FROM events WHERE flood = ? AND id <= (SELECT id FROM events WHERE flood = ? ORDER BY id DESC LIMIT 1 OFFSET ?)').run(
+        flood,
+        flood,
+        this.retention,
+      );
       return Number(info.lastInsertRowid);
     })();
     return { ...e, id };
@@ -227,7 +250,10 @@ export class EmbeddedStore implements StateStore {
     const rows =
       opts.sinceID !== undefined
         ? (this.q('SELECT id, body FROM events WHERE id > ? ORDER BY id LIMIT ?').all(opts.sinceID, limit) as { id: number; body: string }[])
-        : (this.q('SELECT id, body FROM (SELECT id, body FROM events WHERE id < ? ORDER BY id DESC LIMIT ?) ORDER BY id').all(opts.beforeID ?? Number.MAX_SAFE_INTEGER, limit) as { id: number; body: string }[]);
+        : (this.q('SELECT id, body FROM (SELECT id, body FROM events WHERE id < ? ORDER BY id DESC LIMIT ?) ORDER BY id').all(
+            opts.beforeID ?? Number.MAX_SAFE_INTEGER,
+            limit,
+          ) as { id: number; body: string }[]);
     return rows.map((r) => ({ ...eventWithEpochTime(JSON.parse(r.body) as Omit<EventView, 'id'>), id: r.id }));
   }
 
@@ -235,8 +261,14 @@ export class EmbeddedStore implements StateStore {
   async archiveEvents(): Promise<void> {}
 
   async putConfigVersion(rec: ConfigVersionRecord): Promise<void> {
-    this.q('INSERT OR REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet));
+    this.q('INSERT OR REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)').run(
+      rec.version,
+      rec.at,
+      rec.actor,
+      rec.reason,
+      JSON.stringify(rec.master),
+      JSON.stringify(rec.cubelet),
+    );
   }
 
   async configHead(): Promise<ConfigVersionRecord | undefined> {
@@ -250,7 +282,10 @@ export class EmbeddedStore implements StateStore {
       const r =
         expected === 0
           ? this.q('INSERT OR IGNORE INTO config_head (id, version, at, actor, reason, master, cubelet) VALUES (1, ?, ?, ?, ?, ?, ?)').run(...args)
-          : this.q('UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ? WHERE id = 1 AND version = ?').run(...args, expected);
+          : this.q('UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ? WHERE id = 1 AND version = ?').run(
+              ...args,
+              expected,
+            );
       if (r.changes !== 1) return false;
       this.q('INSERT OR REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)').run(...args);
       return true;
@@ -266,8 +301,12 @@ export class EmbeddedStore implements StateStore {
   }
 
   async appendAudit(rec: Omit<AuditRecord, 'id' | 'actorName'>): Promise<AuditRecord> {
-    const row = this.q('INSERT INTO audit (at, actor, actor_name, action, target, outcome, detail) VALUES (?, ?, (SELECT name FROM api_keys WHERE id = ?), ?, ?, ?, ?) RETURNING id, actor_name')
-      .get(rec.at, rec.actor, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)) as { id: number; actor_name: string | null };
+    const row = this.q(
+      'INSERT INTO audit (at, actor, actor_name, action, target, outcome, detail) VALUES (?, ?, (SELECT name FROM api_keys WHERE id = ?), ?, ?, ?, ?) RETURNING id, actor_name',
+    ).get(rec.at, rec.actor, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)) as {
+      id: number;
+      actor_name: string | null;
+    };
     return { ...rec, id: row.id, ...(row.actor_name !== null ? { actorName: row.actor_name } : {}) };
   }
 
@@ -278,7 +317,11 @@ export class EmbeddedStore implements StateStore {
         ? this.q('SELECT * FROM audit WHERE actor = ? ORDER BY id DESC LIMIT ?').all(opts.actor, limit)
         : this.q('SELECT * FROM audit ORDER BY id DESC LIMIT ?').all(limit)
     ) as (Omit<AuditRecord, 'detail' | 'actorName'> & { detail: string | null; actor_name: string | null })[];
-    return rows.map(({ detail, actor_name, ...r }) => ({ ...r, ...(actor_name !== null ? { actorName: actor_name } : {}), ...(detail !== null ? { detail: JSON.parse(detail) as Record<string, unknown> } : {}) }));
+    return rows.map(({ detail, actor_name, ...r }) => ({
+      ...r,
+      ...(actor_name !== null ? { actorName: actor_name } : {}),
+      ...(detail !== null ? { detail: JSON.parse(detail) as Record<string, unknown> } : {}),
+    }));
   }
 
   async putNode(rec: NodeRecord): Promise<void> {
@@ -313,7 +356,10 @@ export class EmbeddedStore implements StateStore {
 
   async listTemplates(): Promise<{ templateID: string; nodes: string[] }[]> {
     const by = new Map<string, string[]>();
-    for (const r of this.q('SELECT template_id, node_id FROM node_templates ORDER BY template_id, node_id').all() as { template_id: string; node_id: string }[]) {
+    for (const r of this.q('SELECT template_id, node_id FROM node_templates ORDER BY template_id, node_id').all() as {
+      template_id: string;
+      node_id: string;
+    }[]) {
       by.set(r.template_id, [...(by.get(r.template_id) ?? []), r.node_id]);
     }
     return [...by].map(([templateID, nodes]) => ({ templateID, nodes }));
@@ -450,25 +496,57 @@ export class EmbeddedStore implements StateStore {
     const outcome = rec.outcome === undefined ? null : JSON.stringify(rec.outcome);
     this.d.transaction(() => {
       this.q('DELETE FROM create_keys WHERE k = ? AND expires_at <= ?').run(rec.key, now);
-      if (this.q('INSERT OR IGNORE INTO create_keys (k, sandbox_id, deadline, expires_at, outcome, open) VALUES (?, ?, ?, ?, ?, ?)').run(rec.key, rec.sandboxID, rec.deadline, rec.expiresAt, outcome, open).changes === 1) return;
-      if (over !== undefined) this.q('UPDATE create_keys SET sandbox_id = ?, deadline = ?, expires_at = ?, outcome = ?, open = ? WHERE k = ? AND sandbox_id = ? AND open = 1').run(rec.sandboxID, rec.deadline, rec.expiresAt, outcome, open, rec.key, over);
+      if (
+        this.q('INSERT OR IGNORE INTO create_keys (k, sandbox_id, deadline, expires_at, outcome, open) VALUES (?, ?, ?, ?, ?, ?)').run(
+          rec.key,
+          rec.sandboxID,
+          rec.deadline,
+          rec.expiresAt,
+          outcome,
+          open,
+        ).changes === 1
+      )
+        return;
+      if (over !== undefined)
+        this.q('UPDATE create_keys SET sandbox_id = ?, deadline = ?, expires_at = ?, outcome = ?, open = ? WHERE k = ? AND sandbox_id = ? AND open = 1').run(
+          rec.sandboxID,
+          rec.deadline,
+          rec.expiresAt,
+          outcome,
+          open,
+          rec.key,
+          over,
+        );
     })();
     if (++this.claims % 1000 === 0) this.q('DELETE FROM create_keys WHERE expires_at <= ?').run(now);
     return (await this.getCreateKey(rec.key)) ?? rec;
   }
 
   async getCreateKey(key: string): Promise<CreateKeyRecord | undefined> {
-    const row = this.q('SELECT k, sandbox_id, deadline, expires_at, outcome FROM create_keys WHERE k = ? AND expires_at > ?').get(key, Date.now()) as CreateKeyRow | undefined;
+    const row = this.q('SELECT k, sandbox_id, deadline, expires_at, outcome FROM create_keys WHERE k = ? AND expires_at > ?').get(key, Date.now()) as
+      CreateKeyRow | undefined;
     return row && createKeyRow(row);
   }
 
   async settleCreateKey(key: string, sandboxID: string, outcome: NonNullable<CreateKeyRecord['outcome']>): Promise<boolean> {
-    return this.q('UPDATE create_keys SET outcome = ?, open = ? WHERE k = ? AND sandbox_id = ?').run(JSON.stringify(outcome), 'failed' in outcome ? 1 : 0, key, sandboxID).changes === 1;
+    return (
+      this.q('UPDATE create_keys SET outcome = ?, open = ? WHERE k = ? AND sandbox_id = ?').run(
+        JSON.stringify(outcome),
+        'failed' in outcome ? 1 : 0,
+        key,
+        sandboxID,
+      ).changes === 1
+    );
   }
 
   async putSnapshot(rec: SnapshotRecord): Promise<void> {
     // created_at keeps ISO 8601, as in the rows before numeric times: they sort together.
-    this.q('INSERT OR REPLACE INTO snapshots (id, node_id, created_at, record) VALUES (?, ?, ?, ?)').run(rec.snapshotID, rec.nodeID, isoTime(rec.createdAt), JSON.stringify(rec));
+    this.q('INSERT OR REPLACE INTO snapshots (id, node_id, created_at, record) VALUES (?, ?, ?, ?)').run(
+      rec.snapshotID,
+      rec.nodeID,
+      isoTime(rec.createdAt),
+      JSON.stringify(rec),
+    );
   }
 
   async getSnapshot(snapshotID: string): Promise<SnapshotRecord | undefined> {
@@ -477,14 +555,15 @@ export class EmbeddedStore implements StateStore {
   }
 
   async listSnapshots(): Promise<SnapshotRecord[]> {
-    return (this.q('SELECT record FROM snapshots ORDER BY created_at, id').all() as { record: string }[]).map((r) => snapshotWithEpochTime(JSON.parse(r.record) as SnapshotRecord));
+    return (this.q('SELECT record FROM snapshots ORDER BY created_at, id').all() as { record: string }[]).map((r) =>
+      snapshotWithEpochTime(JSON.parse(r.record) as SnapshotRecord),
+    );
   }
 
   async deleteSnapshot(snapshotID: string): Promise<boolean> {
     return this.q('DELETE FROM snapshots WHERE id = ?').run(snapshotID).changes > 0;
   }
 }
-
 
 interface ConfigRow {
   version: number;

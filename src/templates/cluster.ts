@@ -38,7 +38,9 @@ export interface BuildRequest {
 
 /** Live nodes that take builds: they run the ns runtime and keep a layer store (cluster compute nodes report `layers`) (pure). */
 function builders(views: readonly NodeView[]): NodeView[] {
-  return views.filter((v) => v.healthy && !v.lost && v.address !== undefined && v.layers !== undefined && (v.runtimes?.some((r) => r.name === 'ns') ?? v.runtime === 'ns'));
+  return views.filter(
+    (v) => v.healthy && !v.lost && v.address !== undefined && v.layers !== undefined && (v.runtimes?.some((r) => r.name === 'ns') ?? v.runtime === 'ns'),
+  );
 }
 
 /**
@@ -51,7 +53,11 @@ export function buildNode(views: readonly NodeView[], memoryMiB: number): NodeVi
   const room = (v: NodeView) => v.capacity.memoryMiB - v.usage.quotaMemUsedMiB;
   const fit = open.filter((v) => room(v) >= memoryMiB).sort((a, b) => room(b) - room(a));
   if (fit[0]) return fit[0];
-  const why = !all.length ? 'no live compute node offering the ns runtime (builds run there)' : !open.length ? `none of the ${all.length} node(s) offering the ns runtime is schedulable (${all.map((v) => `${v.nodeID}: ${v.reason || 'cordoned or draining'}`).join('; ')})` : `no node offering the ns runtime has ${memoryMiB} MiB of memory left for the build's steps (most: ${Math.max(...open.map(room))} MiB)`;
+  const why = !all.length
+    ? 'no live compute node offering the ns runtime (builds run there)'
+    : !open.length
+      ? `none of the ${all.length} node(s) offering the ns runtime is schedulable (${all.map((v) => `${v.nodeID}: ${v.reason || 'cordoned or draining'}`).join('; ')})`
+      : `no node offering the ns runtime has ${memoryMiB} MiB of memory left for the build's steps (most: ${Math.max(...open.map(room))} MiB)`;
   throw new CubeError('NO_NODE', `cannot place the template build: ${why}`, { retryAfter: 5 });
 }
 
@@ -94,7 +100,12 @@ export class ClusterTemplates {
   async start(templateID: string, buildID: string, body: unknown, owner?: string): Promise<void> {
     const { p, v } = await this.placed(templateID, buildID);
     if (p.final) throw new CubeError('CONFLICT', `build ${buildID} ended already (${(p.final as BuildRecord).status})`);
-    if (!v?.healthy) throw new CubeError('NODE_UNREACHABLE', `node ${p.nodeID}, where build ${buildID} was placed, is not live (${v?.reason ?? 'gone from the cluster'}): start a new build`, { retryAfter: 5 });
+    if (!v?.healthy)
+      throw new CubeError(
+        'NODE_UNREACHABLE',
+        `node ${p.nodeID}, where build ${buildID} was placed, is not live (${v?.reason ?? 'gone from the cluster'}): start a new build`,
+        { retryAfter: 5 },
+      );
     await this.o.client(v).buildStart(templateID, buildID, body, owner);
   }
 
@@ -129,7 +140,14 @@ export class ClusterTemplates {
     const message = `node ${p.nodeID}, which ran the build, went away (${v?.reason ?? 'gone from the cluster'}): the build ended there and registered nothing; start a new build`;
     const base = this.seen.get(buildID) ?? this.blank(templateID, buildID, 'error');
     const logs = [...base.logs, { timestamp: at, level: 'error' as const, message: `Build failed: ${message}` }];
-    const final: BuildRecord = { ...base, status: 'error', logs, reason: { message, logEntries: logs.filter((l) => l.level === 'error') }, updatedAt: at, finishedAt: at };
+    const final: BuildRecord = {
+      ...base,
+      status: 'error',
+      logs,
+      reason: { message, logEntries: logs.filter((l) => l.level === 'error') },
+      updatedAt: at,
+      finishedAt: at,
+    };
     await this.o.book.putBuild({ ...p, final });
     this.seen.delete(buildID);
     return final;
@@ -151,7 +169,10 @@ export class ClusterTemplates {
     const p = await this.o.book.newestBuild(templateID);
     if (!p) throw new CubeError('NOT_FOUND', `no build of template ${templateID} waits for files: POST /v3/templates first`);
     const v = (await this.o.nodes()).find((n) => n.nodeID === p.nodeID);
-    if (!v?.healthy) throw new CubeError('NODE_UNREACHABLE', `node ${p.nodeID}, where build ${p.buildID} of ${templateID} was placed, is not live: start a new build`, { retryAfter: 5 });
+    if (!v?.healthy)
+      throw new CubeError('NODE_UNREACHABLE', `node ${p.nodeID}, where build ${p.buildID} of ${templateID} was placed, is not live: start a new build`, {
+        retryAfter: 5,
+      });
     return this.o.client(v);
   }
 
@@ -202,8 +223,14 @@ export class ClusterTemplates {
     if (!holders.length) throw new CubeError('NOT_FOUND', `template ${ref} is on no live node of the cluster`);
     const children = [...new Set(held.flatMap((h) => h.recs.filter((r) => r.parent === ref).map((r) => r.ref)))];
     if (children.length) throw new CubeError('CONFLICT', `template ${ref} is the parent of ${children.join(', ')}: remove those first`);
-    const users = (await this.o.sandboxes()).filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, ref)).map((s) => `${s.sandboxID} (node ${s.nodeID})`);
-    if (users.length) throw new CubeError('CONFLICT', `template ${ref} is in use by ${users.length} sandbox(es): ${users.slice(0, 5).join(', ')}${users.length > 5 ? ', ...' : ''}`);
+    const users = (await this.o.sandboxes())
+      .filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, ref))
+      .map((s) => `${s.sandboxID} (node ${s.nodeID})`);
+    if (users.length)
+      throw new CubeError(
+        'CONFLICT',
+        `template ${ref} is in use by ${users.length} sandbox(es): ${users.slice(0, 5).join(', ')}${users.length > 5 ? ', ...' : ''}`,
+      );
     let removed: TemplateRecord | undefined;
     for (const h of holders) {
       removed = await this.o.client(h.v).removeTemplate(ref);

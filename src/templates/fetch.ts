@@ -116,11 +116,18 @@ export function checkHeld(served: HeldTemplate, name: string): HeldTemplate {
   // What came over the wire, trusted only once checked.
   const h = served as Partial<HeldTemplate> | null;
   const r = h?.record as Partial<TemplateRecord> | undefined;
-  if (!r || typeof r.ref !== 'string' || !Array.isArray(r.layers) || !r.config) throw new CubeError('INTERNAL', `the record served for template ${name} is malformed`);
+  if (!r || typeof r.ref !== 'string' || !Array.isArray(r.layers) || !r.config)
+    throw new CubeError('INTERNAL', `the record served for template ${name} is malformed`);
   const dirs = r.layers.filter((l) => !DIGEST_RE.test(l));
-  if (dirs.length) throw new CubeError('CONFLICT', `template ${r.ref} is a directory template (${dirs[0]}) on the nodes holding it: only layer templates (imported or built) are fetched by other nodes`);
-  for (const l of r.layers) if (!DIGEST_RE.test(h?.trees?.[l] ?? '')) throw new CubeError('INTERNAL', `the record served for template ${r.ref} gives no tree digest for layer ${l}`);
-  if (Object.values(h?.sizes ?? {}).some((n) => !Number.isSafeInteger(n) || n < 0)) throw new CubeError('INTERNAL', `the record served for template ${r.ref} gives a layer size that is no byte count`);
+  if (dirs.length)
+    throw new CubeError(
+      'CONFLICT',
+      `template ${r.ref} is a directory template (${dirs[0]}) on the nodes holding it: only layer templates (imported or built) are fetched by other nodes`,
+    );
+  for (const l of r.layers)
+    if (!DIGEST_RE.test(h?.trees?.[l] ?? '')) throw new CubeError('INTERNAL', `the record served for template ${r.ref} gives no tree digest for layer ${l}`);
+  if (Object.values(h?.sizes ?? {}).some((n) => !Number.isSafeInteger(n) || n < 0))
+    throw new CubeError('INTERNAL', `the record served for template ${r.ref} gives a layer size that is no byte count`);
   return served;
 }
 
@@ -251,7 +258,11 @@ export class FetchingCatalog implements LayerServer {
     const free = st.bavail * st.bsize;
     if (need + FETCH_RESERVE_BYTES <= free) return;
     const mib = (b: number) => (b / 1024 ** 2).toFixed(1);
-    throw new CubeError('STORE_FULL', `${this.o.nodeID ? `node ${this.o.nodeID}: ` : ''}the layer store ${dir} has ${mib(free)} MiB free; template ${rec.ref} needs ${mib(need)} MiB for its ${missing.length} missing layer(s) (and ${mib(FETCH_RESERVE_BYTES)} MiB kept free): nothing was fetched`, { retryAfter: 60, details: { needBytes: need, freeBytes: free } });
+    throw new CubeError(
+      'STORE_FULL',
+      `${this.o.nodeID ? `node ${this.o.nodeID}: ` : ''}the layer store ${dir} has ${mib(free)} MiB free; template ${rec.ref} needs ${mib(need)} MiB for its ${missing.length} missing layer(s) (and ${mib(FETCH_RESERVE_BYTES)} MiB kept free): nothing was fetched`,
+      { retryAfter: 60, details: { needBytes: need, freeBytes: free } },
+    );
   }
 
   /** The layers `missing` of `rec`, one after another (for a caller holding the store's writer lock, which also makes one fetch per layer). */
@@ -280,11 +291,15 @@ export class FetchingCatalog implements LayerServer {
       const body = stallGuard(await this.o.source.layer(digest), this.o.stallMs ?? LAYER_STALL_MS, what, (n) => (this.fetchedBytes += n));
       await unpackLayer(body, scratch).catch((e: unknown) => {
         const err = toCubeError(e);
-        if (err.kind === 'IMAGE_INVALID') throw new CubeError('LAYER_CORRUPT', `${what}: the tar that came is unreadable (${err.message})`, { details: { layer: digest }, cause: e });
+        if (err.kind === 'IMAGE_INVALID')
+          throw new CubeError('LAYER_CORRUPT', `${what}: the tar that came is unreadable (${err.message})`, { details: { layer: digest }, cause: e });
         throw err;
       });
       const got = await treeDigest(scratch);
-      if (got !== tree) throw new CubeError('LAYER_CORRUPT', `${what} failed verification: the copy that came has tree digest ${got}, the template's record says ${tree}`, { details: { layer: digest } });
+      if (got !== tree)
+        throw new CubeError('LAYER_CORRUPT', `${what} failed verification: the copy that came has tree digest ${got}, the template's record says ${tree}`, {
+          details: { layer: digest },
+        });
       const dest = layerDir(this.dataDir, digest);
       await mkdir(join(dest, '..'), { recursive: true });
       await rename(scratch, dest);
@@ -307,7 +322,12 @@ export class ControlLayerSource implements LayerSource {
       const ac = new AbortController();
       const headers = setTimeout(() => ac.abort(new Error(`no answer within ${LAYER_STALL_MS / 1000} s`)), LAYER_STALL_MS);
       try {
-        res = await fetch(new URL(path, c), { method: 'POST', headers: { authorization: `Bearer ${this.o.secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ ...(body as object), nodeID: this.o.nodeID }), signal: ac.signal });
+        res = await fetch(new URL(path, c), {
+          method: 'POST',
+          headers: { authorization: `Bearer ${this.o.secret}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ ...(body as object), nodeID: this.o.nodeID }),
+          signal: ac.signal,
+        });
       } catch (e) {
         last = e;
         continue;
@@ -317,7 +337,11 @@ export class ControlLayerSource implements LayerSource {
       if (res.ok) return res;
       throw await answerError(res, `control ${c}`);
     }
-    throw new CubeError('NODE_UNREACHABLE', `no control replica answered (${this.o.controls.join(', ')}): ${last instanceof Error ? last.message : String(last)}`, { retryAfter: 1 });
+    throw new CubeError(
+      'NODE_UNREACHABLE',
+      `no control replica answered (${this.o.controls.join(', ')}): ${last instanceof Error ? last.message : String(last)}`,
+      { retryAfter: 1 },
+    );
   }
 
   async template(name: string): Promise<HeldTemplate> {

@@ -15,7 +15,12 @@ import { UsageError } from '../cli/io.js';
 import { FilesHash } from './build/files-hash.js';
 import { DEFAULT_CONTEXT_BOUND, type ContextBound } from './context-bound.js';
 
-const Copy = z.strictObject({ src: z.string().min(1), dest: z.string().min(1), user: z.string().optional(), mode: z.union([z.string(), z.number()]).optional() });
+const Copy = z.strictObject({
+  src: z.string().min(1),
+  dest: z.string().min(1),
+  user: z.string().optional(),
+  mode: z.union([z.string(), z.number()]).optional(),
+});
 const StepSchema = z.union([
   z.strictObject({ run: z.union([z.string().min(1), z.strictObject({ cmd: z.string().min(1), user: z.string().optional() })]) }),
   z.strictObject({ copy: Copy }),
@@ -70,14 +75,21 @@ export function parseRecipe(text: string, file: string): Recipe {
 }
 
 /** The build body without the COPY hashes, and the COPY steps to hash (pure). */
-export function recipeBody(r: Recipe, force: boolean): { body: { fromTemplate?: string; fromImage?: string; startCmd?: string; readyCmd?: string; force: boolean; steps: BodyStep[] }; copies: CopySpec[] } {
+export function recipeBody(
+  r: Recipe,
+  force: boolean,
+): { body: { fromTemplate?: string; fromImage?: string; startCmd?: string; readyCmd?: string; force: boolean; steps: BodyStep[] }; copies: CopySpec[] } {
   const copies: CopySpec[] = [];
   const steps = r.steps.map((s, i): BodyStep => {
-    if ('run' in s) return typeof s.run === 'string' ? { type: 'RUN', args: [s.run], force: false } : { type: 'RUN', args: [s.run.cmd, ...(s.run.user ? [s.run.user] : [])], force: false };
+    if ('run' in s)
+      return typeof s.run === 'string'
+        ? { type: 'RUN', args: [s.run], force: false }
+        : { type: 'RUN', args: [s.run.cmd, ...(s.run.user ? [s.run.user] : [])], force: false };
     if ('copy' in s) {
       const c = s.copy;
       if (/[*?[]/.test(c.src)) throw new UsageError(`step ${i + 1}: copy src ${JSON.stringify(c.src)}: globs are for the SDK; name a file or a directory`);
-      if (c.src.startsWith('/') || posix.normalize(c.src).startsWith('..')) throw new UsageError(`step ${i + 1}: copy src ${JSON.stringify(c.src)} must be inside the context`);
+      if (c.src.startsWith('/') || posix.normalize(c.src).startsWith('..'))
+        throw new UsageError(`step ${i + 1}: copy src ${JSON.stringify(c.src)} must be inside the context`);
       copies.push({ step: i, src: c.src, dest: c.dest });
       // A number is read as chmod reads it (755 is rwxr-xr-x): YAML 1.2 and JSON have no octal literal.
       const mode = c.mode === undefined ? '' : String(c.mode).padStart(4, '0');
@@ -123,13 +135,19 @@ export { DEFAULT_CONTEXT_BOUND, type ContextBound } from './context-bound.js';
  * other file types (FIFOs, sockets, devices) too, and so is a context past `bound`. `progress`
  * hears the running totals.
  */
-export async function copyFiles(context: string, src: string, bound: ContextBound = DEFAULT_CONTEXT_BOUND, progress?: (entries: number, bytes: number) => void): Promise<CopyEntry[]> {
+export async function copyFiles(
+  context: string,
+  src: string,
+  bound: ContextBound = DEFAULT_CONTEXT_BOUND,
+  progress?: (entries: number, bytes: number) => void,
+): Promise<CopyEntry[]> {
   const root = resolve(context, src);
   const realContext = await realpath(context).catch(() => {
     throw new UsageError(`context ${context}: no such directory`);
   });
   const parent = await realpath(dirname(root)).catch(() => undefined); // absent: refused just below as not inside the context
-  if (!parent || (parent !== realContext && !parent.startsWith(`${realContext}/`))) throw new UsageError(`copy src ${src}: not inside the context ${context} (a link on the way leads out)`);
+  if (!parent || (parent !== realContext && !parent.startsWith(`${realContext}/`)))
+    throw new UsageError(`copy src ${src}: not inside the context ${context} (a link on the way leads out)`);
   if (!(await lstatOrAbsent(root))) throw new UsageError(`copy src ${src}: no such file or directory in ${context}`);
   const out: CopyEntry[] = [];
   let bytes = 0;
@@ -141,7 +159,8 @@ export async function copyFiles(context: string, src: string, bound: ContextBoun
     out.push({ rel, abs, type, mode: s.mode, size: s.size, ...(type === 'symlink' ? { target: await readlink(abs) } : {}) });
     if (type === 'file') bytes += s.size;
     if (out.length > bound.maxEntries) throw new UsageError(`copy src ${src}: more than ${bound.maxEntries} entries in the context (--max-context-entries)`);
-    if (bytes > bound.maxBytes) throw new UsageError(`copy src ${src}: more than ${(bound.maxBytes / 2 ** 20).toFixed(0)} MiB of files in the context (--max-context-mib)`);
+    if (bytes > bound.maxBytes)
+      throw new UsageError(`copy src ${src}: more than ${(bound.maxBytes / 2 ** 20).toFixed(0)} MiB of files in the context (--max-context-mib)`);
     progress?.(out.length, bytes);
     if (type === 'dir') for (const name of (await readdir(abs)).sort()) await add(join(abs, name));
   };
@@ -179,7 +198,10 @@ export async function* copyArchive(entries: readonly CopyEntry[], sent?: (bytes:
         if (f.size === 0) return void p.entry({ name: f.rel, size: 0, mode: f.mode & 0o7777 }, Buffer.alloc(0), done);
         const entry = p.entry({ name: f.rel, size: f.size, mode: f.mode & 0o7777 }, done);
         // Read as much as was counted: a file that grew since would break the tar entry.
-        createReadStream(f.abs, { end: Math.max(0, f.size - 1) }).once('error', rej).on('data', (c) => sent?.((packed += c.length))).pipe(entry);
+        createReadStream(f.abs, { end: Math.max(0, f.size - 1) })
+          .once('error', rej)
+          .on('data', (c) => sent?.((packed += c.length)))
+          .pipe(entry);
       });
     }
     p.finalize();

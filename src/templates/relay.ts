@@ -80,7 +80,12 @@ export class LayerRelay {
   async importOn(nodeID: string | undefined, body: Readable, opts: ImportRequest): Promise<TemplateRecord> {
     const list = holders(await this.o.nodes(), undefined, (v) => (nodeID !== undefined ? v.nodeID === nodeID : v.layers !== undefined));
     const v = list[0];
-    if (!v) throw new CubeError(nodeID !== undefined ? 'NOT_FOUND' : 'NO_NODE', nodeID !== undefined ? `node ${nodeID} is not a live node of the cluster` : 'no live node to import the template on', { retryAfter: 5 });
+    if (!v)
+      throw new CubeError(
+        nodeID !== undefined ? 'NOT_FOUND' : 'NO_NODE',
+        nodeID !== undefined ? `node ${nodeID} is not a live node of the cluster` : 'no live node to import the template on',
+        { retryAfter: 5 },
+      );
     const rec = await this.node(v).importImage(body, opts);
     await this.templatesChanged(v);
     return rec;
@@ -100,15 +105,26 @@ export class LayerRelay {
       const held = new Set(await this.o.registryHolders(want));
       list = holders(views, from, (v) => held.has(v.nodeID));
     }
-    return this.fromHolders(list, () => new CubeError('NOT_FOUND', `template ${name} is on no live node of the cluster`), (n) => n.templateRecord(name));
+    return this.fromHolders(
+      list,
+      () => new CubeError('NOT_FOUND', `template ${name} is on no live node of the cluster`),
+      (n) => n.templateRecord(name),
+    );
   }
 
   /** Streams layer `digest` from a node holding it into `res`. */
   async layer(digest: string, from: string | undefined, res: ServerResponse): Promise<void> {
     const list = holders(await this.o.nodes(), from, (v) => v.layers?.includes(digest) === true);
-    const up = await this.fromHolders(list, () => new CubeError('LAYER_UNAVAILABLE', `layer ${digest} is on no live node of the cluster`, { retryAfter: 5 }), (n) => n.layer(digest));
+    const up = await this.fromHolders(
+      list,
+      () => new CubeError('LAYER_UNAVAILABLE', `layer ${digest} is on no live node of the cluster`, { retryAfter: 5 }),
+      (n) => n.layer(digest),
+    );
     res.writeHead(200, { 'content-type': 'application/x-tar' });
     // A holder failing mid-stream ends the answer short: the fetching node's unpack or check fails (130424).
-    await pipeline(stallGuard(Readable.fromWeb(up.body as WebReadableStream<Uint8Array>), LAYER_STALL_MS, `layer ${digest} relayed from its holder`), res).catch(() => res.destroy());
+    await pipeline(
+      stallGuard(Readable.fromWeb(up.body as WebReadableStream<Uint8Array>), LAYER_STALL_MS, `layer ${digest} relayed from its holder`),
+      res,
+    ).catch(() => res.destroy());
   }
 }

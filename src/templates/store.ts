@@ -42,9 +42,7 @@ export function etcHosts(hostname?: string): string {
 export function hostEtc(): Record<string, [string, number]> {
   return {
     passwd: [
-      'root:x:0:0:root:/root:/bin/bash\n' +
-        'user:x:1000:1000:user:/home/user:/bin/bash\n' +
-        'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n',
+      'root:x:0:0:root:/root:/bin/bash\n' + 'user:x:1000:1000:user:/home/user:/bin/bash\n' + 'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n',
       0o644,
     ],
     group: ['root:x:0:\ntty:x:5:\nusers:x:100:user\nuser:x:1000:\nnogroup:x:65534:\n', 0o644],
@@ -165,7 +163,14 @@ export class TemplateStore {
     if (!isAbsolute(rootfs)) throw new CubeError('BAD_REQUEST', `template directory must be an absolute path: ${rootfs}`);
     const st = await statOrAbsent(rootfs);
     if (!st?.isDirectory()) throw new CubeError('BAD_REQUEST', `template directory ${rootfs} does not exist`);
-    const hasShell = await Promise.all(['bin/sh', 'usr/bin/sh'].map((p) => lstat(join(rootfs, p)).then(() => true, () => false)));
+    const hasShell = await Promise.all(
+      ['bin/sh', 'usr/bin/sh'].map((p) =>
+        lstat(join(rootfs, p)).then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
     if (!hasShell.some(Boolean)) throw new CubeError('BAD_REQUEST', `${rootfs} does not look like a root filesystem (no bin/sh)`);
     const rec = await this.put({ ...parseTemplateRef(ref), layers: [rootfs], config: { ...DEFAULT_CONFIG, ...config }, source: 'directory' });
     return this.toRef(rec);
@@ -210,7 +215,11 @@ export class TemplateStore {
       const children = [...index.values()].filter((c) => c.parent === rec.ref).map((c) => c.ref);
       if (children.length) throw new CubeError('CONFLICT', `template ${rec.ref} is the parent of ${children.join(', ')}: remove those first`);
       const users = await inUse(rec);
-      if (users.length) throw new CubeError('CONFLICT', `template ${rec.ref} is in use by ${users.length} sandbox(es): ${users.slice(0, 5).join(', ')}${users.length > 5 ? ', ...' : ''}`);
+      if (users.length)
+        throw new CubeError(
+          'CONFLICT',
+          `template ${rec.ref} is in use by ${users.length} sandbox(es): ${users.slice(0, 5).join(', ')}${users.length > 5 ? ', ...' : ''}`,
+        );
       index.delete(rec.ref);
       await this.save(index);
       await this.dropUnusedLayers(rec.layers);
@@ -310,7 +319,14 @@ export class TemplateStore {
       else {
         // Written before layers existed: a directory template named without a tag.
         const p = parseTemplateRef(key);
-        out.set(p.ref, { ...p, layers: [v.rootfs], config: { ...DEFAULT_CONFIG }, source: 'directory', digest: templateDigest([v.rootfs], DEFAULT_CONFIG), created: v.registeredAt });
+        out.set(p.ref, {
+          ...p,
+          layers: [v.rootfs],
+          config: { ...DEFAULT_CONFIG },
+          source: 'directory',
+          digest: templateDigest([v.rootfs], DEFAULT_CONFIG),
+          created: v.registeredAt,
+        });
       }
     }
     return out;

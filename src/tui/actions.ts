@@ -43,7 +43,8 @@ export function densitySummary(n: NodeView): string {
  */
 function headroomAt(n: NodeView, params: DensityParams, spec: { cpus: number; memoryMiB: number }): Pick<Headroom, 'headroom' | 'releasedMiB'> {
   const d = n.density;
-  if (d.pausedFootprintMiB === undefined || d.pausedCpus === undefined) return computeHeadroom(n.capacity, params, spec, { running: n.sandboxes.running, paused: n.sandboxes.paused });
+  if (d.pausedFootprintMiB === undefined || d.pausedCpus === undefined)
+    return computeHeadroom(n.capacity, params, spec, { running: n.sandboxes.running, paused: n.sandboxes.paused });
   const shift = d.releaseRatio - params.releaseRatio;
   return headroomFromUsage(n.capacity, params, spec, {
     memUsedMiB: n.usage.quotaMemUsedMiB + d.pausedFootprintMiB * shift,
@@ -140,7 +141,8 @@ export interface Actions {
 /** Log lines kept per sandbox in the console (k9s keeps about 500): a chatty process cannot grow it. */
 export const LOG_KEEP = 1000;
 
-const eventLogLine = (e: EventView): string => `${e.at.slice(0, 19).replace('T', ' ')} ${e.kind}${e.code === undefined ? '' : ` ${e.code}`}: ${e.message}${e.durationMs === undefined ? '' : ` (${e.durationMs}ms)`}`;
+const eventLogLine = (e: EventView): string =>
+  `${e.at.slice(0, 19).replace('T', ' ')} ${e.kind}${e.code === undefined ? '' : ` ${e.code}`}: ${e.message}${e.durationMs === undefined ? '' : ` (${e.durationMs}ms)`}`;
 
 /** One line of a process's output as the logs show it: time to the ms, pid and stream, the text (tabs as spaces: Ink measures a tab as one column). */
 export const outputLogLine = (l: OutputLine): string => `${l.at.slice(0, 23).replace('T', ' ')} [${l.pid} ${l.stream}] ${l.line.replace(/\t/g, '    ')}`;
@@ -212,7 +214,12 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
       run('set release ratio', async () => {
         const res = await api().setConfig(RELEASE_RATIO_PATH, r);
         if (!res.ok) {
-          flash(store, `release ratio ${r} rejected`, 'bad', (res.error ?? []).map((e) => `${e.path}: ${e.message}`));
+          flash(
+            store,
+            `release ratio ${r} rejected`,
+            'bad',
+            (res.error ?? []).map((e) => `${e.path}: ${e.message}`),
+          );
           return;
         }
         // The daemon's own numbers after the change, not our preview.
@@ -223,7 +230,13 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
     setConfig: (path, value) =>
       run(`set ${path}`, async () => {
         const res = await api().setConfig(path, value);
-        if (!res.ok) return flash(store, `${path} ${inline(value)} rejected`, 'bad', (res.error ?? []).map((e) => `${e.path}: ${e.message}`));
+        if (!res.ok)
+          return flash(
+            store,
+            `${path} ${inline(value)} rejected`,
+            'bad',
+            (res.error ?? []).map((e) => `${e.path}: ${e.message}`),
+          );
         const c = res.changes.find((x) => x.path === path);
         flash(store, c ? `${path}: ${inline(c.from)} -> ${inline(c.to)} applied (config v${res.version})` : `${path} unchanged (config v${res.version})`);
       }),
@@ -233,7 +246,12 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
       run(`drain ${nodeID}`, async () => {
         const n = await api().drain(nodeID, opts);
         const left = `${n.sandboxes.total} sandbox(es)`;
-        flash(store, opts.evict ? `${nodeID} draining: ${left} destroyed in ${opts.deadlineSec ?? 0}s unless they end first` : `${nodeID} draining: takes no new sandbox; ${left} run until they end (not migrated)`);
+        flash(
+          store,
+          opts.evict
+            ? `${nodeID} draining: ${left} destroyed in ${opts.deadlineSec ?? 0}s unless they end first`
+            : `${nodeID} draining: takes no new sandbox; ${left} run until they end (not migrated)`,
+        );
       }),
     launch: (spec) =>
       run('launch', async () => {
@@ -275,7 +293,14 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
           if (ev.type === 'stdout' || ev.type === 'stderr' || ev.type === 'pty') text += ev.data.toString('utf8');
           else if (ev.type === 'end') end = execEnd(ev);
         }
-        const lines = [`$ ${command}`, ...text.replace(/\n$/, '').split('\n').filter((l, i, all) => l !== '' || i < all.length - 1), end];
+        const lines = [
+          `$ ${command}`,
+          ...text
+            .replace(/\n$/, '')
+            .split('\n')
+            .filter((l, i, all) => l !== '' || i < all.length - 1),
+          end,
+        ];
         const { output } = store.getState().ui;
         setUi(store, { output: { ...output, [sandboxID]: [...(output[sandboxID] ?? []), ...lines].slice(-EXEC_KEEP) } });
         flash(store, `${sandboxID}: ${command} ${end}`, end === '[exit 0]' ? 'ok' : 'warn');
@@ -285,7 +310,10 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
         const [events, output] = await Promise.all([api().events({ limit: HISTORY_LIMIT }), api().output(sandboxID)]);
         const mine = events.filter((e) => e.sandboxID === sandboxID);
         const lines = [...mine.map(eventLogLine), ...output.map(outputLogLine)].sort();
-        setUi(store, { logs: { ...store.getState().ui.logs, [sandboxID]: lines.length ? lines.slice(-LOG_KEEP) : ['no event about it in the daemon history and no output'] }, follow: followFrom(sandboxID, output) });
+        setUi(store, {
+          logs: { ...store.getState().ui.logs, [sandboxID]: lines.length ? lines.slice(-LOG_KEEP) : ['no event about it in the daemon history and no output'] },
+          follow: followFrom(sandboxID, output),
+        });
         flash(store, `${sandboxID}: ${mine.length} event(s) from the daemon history, ${output.length} output line(s); following its output`);
       }),
     olderEvents: async () => {
@@ -296,7 +324,8 @@ export function createActions(target: ApiTarget, store: ConsoleStore): Actions {
         store.setState((s) => ({ data: withOlderEvents(s.data, page) }));
         newest = page.at(-1);
         if (page.length) flash(store, `${page.length} older event(s) from the daemon history, back to ${page[0]!.at.slice(0, 19).replace('T', ' ')}`);
-        else flash(store, `no event before ${oldest ? oldest.at.slice(0, 19).replace('T', ' ') : 'now'} in the daemon history (its retention ends there)`, 'warn');
+        else
+          flash(store, `no event before ${oldest ? oldest.at.slice(0, 19).replace('T', ' ') : 'now'} in the daemon history (its retention ends there)`, 'warn');
       });
       return newest;
     },

@@ -18,8 +18,27 @@ async function templatesOf(c: CubeClient): Promise<TemplateRow[]> {
   return Promise.all(
     listing.map(async (t) => {
       const r = t.record;
-      const build = r?.buildID ? await c.buildStatus(r.name, r.buildID, Number.MAX_SAFE_INTEGER).then((b) => b.status, () => undefined) : undefined;
-      return { templateID: t.templateID, nodes: t.nodes, ...(r ? { digest: r.digest, layers: r.layers.length, source: r.source, created: r.created, ...(r.sizeBytes === undefined ? {} : { sizeBytes: r.sizeBytes }), ...(r.buildID ? { buildID: r.buildID } : {}) } : {}), ...(build ? { build } : {}) };
+      const build = r?.buildID
+        ? await c.buildStatus(r.name, r.buildID, Number.MAX_SAFE_INTEGER).then(
+            (b) => b.status,
+            () => undefined,
+          )
+        : undefined;
+      return {
+        templateID: t.templateID,
+        nodes: t.nodes,
+        ...(r
+          ? {
+              digest: r.digest,
+              layers: r.layers.length,
+              source: r.source,
+              created: r.created,
+              ...(r.sizeBytes === undefined ? {} : { sizeBytes: r.sizeBytes }),
+              ...(r.buildID ? { buildID: r.buildID } : {}),
+            }
+          : {}),
+        ...(build ? { build } : {}),
+      };
     }),
   );
 }

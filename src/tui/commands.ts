@@ -75,7 +75,9 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
     case 'describe': {
       if (s.ui.view === 'sandboxes') {
         const sb = selectedSandbox(s);
-        return sb ? setUi(store, { overlay: { kind: 'describe', offset: 0, target: { kind: 'sandbox', id: sb.sandboxID } } }) : flash(store, 'no sandbox selected', 'warn');
+        return sb
+          ? setUi(store, { overlay: { kind: 'describe', offset: 0, target: { kind: 'sandbox', id: sb.sandboxID } } })
+          : flash(store, 'no sandbox selected', 'warn');
       }
       const nodeID = needNode(ctx);
       if (nodeID && nodeID !== 'all') setUi(store, { overlay: { kind: 'describe', offset: 0, target: { kind: 'node', id: nodeID } } });
@@ -88,7 +90,8 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
       return prompt(ctx, {
         title: `run in ${id} (sh -c, as user)`,
         value: '',
-        describe: (v) => (v.trim() ? { text: 'enter: run it; the output shows in the describe pane', valid: true } : { text: 'a command line, e.g. ps aux', valid: false }),
+        describe: (v) =>
+          v.trim() ? { text: 'enter: run it; the output shows in the describe pane', valid: true } : { text: 'a command line, e.g. ps aux', valid: false },
         submit: async (v) => {
           await actions.exec(id, v.trim());
           showDescribed(ctx, id);
@@ -99,7 +102,12 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
       const sb = selectedSandbox(s);
       if (!sb) return flash(store, 'no sandbox selected', 'warn');
       // The watch's word first: a paused sandbox gets a line, not a suspended console.
-      if (sb.state !== 'running') return flash(store, `no shell: sandbox ${sb.sandboxID} is ${sb.state}${sb.state === 'paused' ? ' (p resumes it)' : ''}: a shell needs it running`, 'warn');
+      if (sb.state !== 'running')
+        return flash(
+          store,
+          `no shell: sandbox ${sb.sandboxID} is ${sb.state}${sb.state === 'paused' ? ' (p resumes it)' : ''}: a shell needs it running`,
+          'warn',
+        );
       if (!ctx.shell) return flash(store, 'no shell: this console has no terminal to hand over', 'warn');
       return ctx.shell(sb.sandboxID);
     }
@@ -123,12 +131,18 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
       const id = s.ui.selected.config && ids.includes(s.ui.selected.config) ? s.ui.selected.config : ids[0];
       const row = configRows(s.data).find((r) => r.path === id);
       if (!row) return flash(store, 'no config key selected', 'warn');
-      if (row.restart) return flash(store, `${row.path} takes effect after a restart: edit ${row.path.startsWith('master.') ? 'cubemaster.yaml' : 'cubelet.toml'} and restart cubed`, 'warn');
+      if (row.restart)
+        return flash(
+          store,
+          `${row.path} takes effect after a restart: edit ${row.path.startsWith('master.') ? 'cubemaster.yaml' : 'cubelet.toml'} and restart cubed`,
+          'warn',
+        );
       const key = row.path.replace(/^(master|cubelet)\./, '');
       return prompt(ctx, {
         title: `${key} (now ${row.value}), applied live`,
         value: row.value,
-        describe: (v) => (v.trim() ? { text: 'enter: the daemon validates, persists and applies it', valid: true } : { text: 'a value (JSON for lists)', valid: false }),
+        describe: (v) =>
+          v.trim() ? { text: 'enter: the daemon validates, persists and applies it', valid: true } : { text: 'a value (JSON for lists)', valid: false },
         submit: async (v) => actions.setConfig(key, parseConfigValue(v)),
       });
     }
@@ -148,7 +162,10 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
       return flash(store, `reconnecting to ${s.settings.apiUrl} now`, 'warn');
     case 'wide':
       setUi(store, { wide: !s.ui.wide, pan: 0 });
-      return flash(store, s.ui.wide ? 'wide mode off: columns that do not fit are left out' : 'wide mode: every column; left/right pan (the first column stays)');
+      return flash(
+        store,
+        s.ui.wide ? 'wide mode off: columns that do not fit are left out' : 'wide mode: every column; left/right pan (the first column stays)',
+      );
     case 'panLeft':
     case 'panRight':
       if (!s.ui.wide) return;
@@ -224,7 +241,10 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
         overlay: {
           kind: 'confirm',
           title: `Drain node ${nodeID}?`,
-          lines: [`No new sandbox is placed on it. Its ${count} sandbox(es) are NOT migrated:`, 'y: they run until they end or time out; e: destroyed after a deadline.'],
+          lines: [
+            `No new sandbox is placed on it. Its ${count} sandbox(es) are NOT migrated:`,
+            'y: they run until they end or time out; e: destroyed after a deadline.',
+          ],
           run: () => actions.drain(nodeID),
           alt: {
             key: 'e',
@@ -235,7 +255,9 @@ export function runCommand(ctx: CommandContext, id: CommandId): void {
                 value: String(DRAIN_DEADLINE_SEC),
                 describe: (v) => {
                   const sec = parseDeadline(v);
-                  return typeof sec === 'string' ? { text: sec, valid: false } : { text: `enter: drain now, destroy what is left at ${sec}s (not migrated)`, valid: true };
+                  return typeof sec === 'string'
+                    ? { text: sec, valid: false }
+                    : { text: `enter: drain now, destroy what is left at ${sec}s (not migrated)`, valid: true };
                 },
                 submit: async (v) => {
                   const sec = parseDeadline(v);
@@ -331,7 +353,11 @@ export function runCommandLine(ctx: CommandContext, text: string): void {
   if (/^(q|quit)!?$/.test(word)) return ctx.quit();
   const view = resolveView(word);
   if (view) setUi(ctx.store, { view, overlay: null });
-  else setUi(ctx.store, { overlay: null, flash: { text: `unknown command ":${word}" (try ${VIEWS.map((v) => `:${v}`).join(' ')} :q)`, level: 'warn', detail: [] } });
+  else
+    setUi(ctx.store, {
+      overlay: null,
+      flash: { text: `unknown command ":${word}" (try ${VIEWS.map((v) => `:${v}`).join(' ')} :q)`, level: 'warn', detail: [] },
+    });
 }
 
 /** Line editing shared by the command bar, the filter and prompts (pasted text arrives whole). */

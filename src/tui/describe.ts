@@ -28,7 +28,11 @@ export function describeNode(n: NodeView, events: readonly EventView[]): string[
     'Quota',
     `  capacity ${n.capacity.cpus} cpus, ${mib(n.capacity.memoryMiB)} (${n.capacity.declared ? 'declared in cubelet.toml [quota]' : 'the host'})`,
     `  in use: ${u.quotaCpuUsed} cpus, ${mib(u.quotaMemUsedMiB)} (running at full footprint, paused at 1 - ratio)${d.memQuotaMiB === undefined ? '' : ` of memory quota ${mib(d.memQuotaMiB)} (capacity less the reserve, times the oversell factor)`}`,
-    ...(d.diskQuotaGiB !== undefined && u.store ? [`  disk: ${u.quotaDiskUsedGiB ?? 0} GiB of disk quota ${d.diskQuotaGiB} GiB (sandbox store ${(u.store.sizeBytes / 1024 ** 3).toFixed(1)} GiB times the disk oversell factor; paused sandboxes count in full)`] : []),
+    ...(d.diskQuotaGiB !== undefined && u.store
+      ? [
+          `  disk: ${u.quotaDiskUsedGiB ?? 0} GiB of disk quota ${d.diskQuotaGiB} GiB (sandbox store ${(u.store.sizeBytes / 1024 ** 3).toFixed(1)} GiB times the disk oversell factor; paused sandboxes count in full)`,
+        ]
+      : []),
     `  host: cpu ${percent(u.cpuUtilPercent)}, MemAvailable ${mib(u.memAvailableMiB)}${u.memTotalMiB ? ` of ${mib(u.memTotalMiB)}` : ''}, disk ${percent(u.diskUsedPercent)} (watermark ${u.diskWatermarkPercent}%)`,
     '',
     'Density for the default spec',
@@ -43,7 +47,9 @@ export function describeNode(n: NodeView, events: readonly EventView[]): string[
     '',
     'Scheduler rules for the default spec (prefilter, then the enabled filters)',
     // The control plane's answers (NodeView.rules): the console runs no placement rule itself.
-    ...(n.rules?.length ? n.rules.map((v) => `  ${v.refusal === undefined ? 'pass' : 'REFUSE'} ${v.rule}${v.refusal === undefined ? '' : `: ${v.refusal}`}`) : ['  not reported by this daemon (the verdict above is its answer)']),
+    ...(n.rules?.length
+      ? n.rules.map((v) => `  ${v.refusal === undefined ? 'pass' : 'REFUSE'} ${v.rule}${v.refusal === undefined ? '' : `: ${v.refusal}`}`)
+      : ['  not reported by this daemon (the verdict above is its answer)']),
   ];
   lines.push('', `Templates: ${n.templates.join(', ') || 'none'}`);
   // Cluster compute nodes: what they hold and the template fetches a create waits for (templates/fetch.ts).
@@ -75,7 +81,11 @@ export function describeSandbox(x: SandboxRow, events: readonly EventView[], ext
     `Address: ${x.ip ?? '-'}`,
     `Started ${x.startedAt}, ends ${x.endAt}${x.lifecycle ? ` (on timeout: ${x.lifecycle.onTimeout}${x.lifecycle.autoResume ? ', auto-resume' : ''})` : ''}`,
     `Egress: ${eg ? `internet ${eg.allowInternet === false ? 'denied' : 'allowed'}; allow ${eg.allowOut?.join(', ') || '-'}; deny ${eg.denyOut?.join(', ') || '-'}` : "the node's defaults"}`,
-    `Metadata: ${Object.entries(x.metadata).map(([k, v]) => `${k}=${v}`).join(' ') || '-'}`,
+    `Metadata: ${
+      Object.entries(x.metadata)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ') || '-'
+    }`,
     'Keys here: x runs a command in it (not with --readonly), l fetches its logs and follows its output; both show at the end',
     '',
     'State history and events',

@@ -56,7 +56,10 @@ interface Clip {
   y2?: number;
 }
 
-type Operation = { type: 'write'; x: number; y: number; text: string; transformers: ((line: string, index: number) => string)[] } | { type: 'clip'; clip: Clip } | { type: 'unclip' };
+type Operation =
+  | { type: 'write'; x: number; y: number; text: string; transformers: ((line: string, index: number) => string)[] }
+  | { type: 'clip'; clip: Clip }
+  | { type: 'unclip' };
 
 interface InkOutput {
   width: number;
@@ -95,10 +98,25 @@ async function install(): Promise<FrameCache | null> {
   // Ink's private shape, checked before it is relied on (another Ink version may lack it).
   const probe = new Output({ width: 0, height: 0 }) as Partial<InkOutput>;
   const caches = probe.caches as Partial<InkCaches> | undefined;
-  if (!Array.isArray(probe.operations) || !(caches?.styledChars instanceof Map) || !(caches.widths instanceof Map) || typeof caches.getStyledChars !== 'function' || typeof caches.getStringWidth !== 'function' || typeof caches.getWidestLine !== 'function') return null;
+  if (
+    !Array.isArray(probe.operations) ||
+    !(caches?.styledChars instanceof Map) ||
+    !(caches.widths instanceof Map) ||
+    typeof caches.getStyledChars !== 'function' ||
+    typeof caches.getStringWidth !== 'function' ||
+    typeof caches.getWidestLine !== 'function'
+  )
+    return null;
   const tok = await load<Partial<Tokenizer>>(path.join(path.dirname(inkRequire.resolve('@alcalzone/ansi-tokenize/package.json')), 'build/index.js'));
   const sliceAnsi = (await load<{ default: (s: string, from: number, to: number) => string }>(inkRequire.resolve('slice-ansi'))).default;
-  if (typeof tok.tokenize !== 'function' || typeof tok.reduceAnsiCodesIncremental !== 'function' || typeof tok.diffAnsiCodes !== 'function' || typeof tok.ansiCodesToString !== 'function' || typeof sliceAnsi !== 'function') return null;
+  if (
+    typeof tok.tokenize !== 'function' ||
+    typeof tok.reduceAnsiCodesIncremental !== 'function' ||
+    typeof tok.diffAnsiCodes !== 'function' ||
+    typeof tok.ansiCodesToString !== 'function' ||
+    typeof sliceAnsi !== 'function'
+  )
+    return null;
   const t = tok as Tokenizer;
 
   const Caches = (caches as InkCaches).constructor as new () => InkCaches;
@@ -115,7 +133,7 @@ async function install(): Promise<FrameCache | null> {
   const parsePlain = (line: string): StyledChar[] => {
     const out: StyledChar[] = [];
     let styles: readonly AnsiCode[] = NO_STYLES;
-    for (let i = 0; i < line.length; ) {
+    for (let i = 0; i < line.length;) {
       if (line.charCodeAt(i) === 27) {
         const end = line.indexOf('m', i) + 1;
         styles = Object.freeze(t.reduceAnsiCodesIncremental(styles, codesOf(line.slice(i, end))));

@@ -8,11 +8,41 @@ import { sortHelp } from './sorting.js';
 import { VIEWS, type ViewName } from './views.js';
 
 export type CommandId =
-  | 'help' | 'quit' | 'command' | 'filter' | 'back'
-  | 'up' | 'down' | 'pageUp' | 'pageDown' | 'top' | 'bottom'
-  | 'nextView' | 'prevView' | `view:${ViewName}`
-  | 'sort' | 'sortReverse' | 'wide' | 'panLeft' | 'panRight' | 'reconnect'
-  | 'describe' | 'exec' | 'shell' | 'logs' | 'olderEvents' | 'mark' | 'editConfig' | 'reload' | 'releaseRatio' | 'cordon' | 'uncordon' | 'drain' | 'launch' | 'destroy' | 'pause';
+  | 'help'
+  | 'quit'
+  | 'command'
+  | 'filter'
+  | 'back'
+  | 'up'
+  | 'down'
+  | 'pageUp'
+  | 'pageDown'
+  | 'top'
+  | 'bottom'
+  | 'nextView'
+  | 'prevView'
+  | `view:${ViewName}`
+  | 'sort'
+  | 'sortReverse'
+  | 'wide'
+  | 'panLeft'
+  | 'panRight'
+  | 'reconnect'
+  | 'describe'
+  | 'exec'
+  | 'shell'
+  | 'logs'
+  | 'olderEvents'
+  | 'mark'
+  | 'editConfig'
+  | 'reload'
+  | 'releaseRatio'
+  | 'cordon'
+  | 'uncordon'
+  | 'drain'
+  | 'launch'
+  | 'destroy'
+  | 'pause';
 
 export type Group = 'general' | 'navigation' | 'views' | 'actions';
 
@@ -34,38 +64,149 @@ const viewKeys: Binding[] = VIEWS.map((v, i) => ({ id: `view:${v}` as const, key
 export const KEYMAP: readonly Binding[] = [
   { id: 'help', hint: 'help', keys: ['?'], help: 'this help', group: 'general' },
   { id: 'command', hint: 'command', keys: [':'], help: `command mode: ${VIEWS.map((v) => `:${v}`).join(' ')} :q (:q! too)`, group: 'general' },
-  { id: 'filter', hint: 'filter', keys: ['/'], help: 'filter the rows of this view (substring, case-insensitive)', group: 'general', views: ['nodes', 'sandboxes', 'pool', 'events', 'config', 'templates', 'snapshots', 'keys'] },
+  {
+    id: 'filter',
+    hint: 'filter',
+    keys: ['/'],
+    help: 'filter the rows of this view (substring, case-insensitive)',
+    group: 'general',
+    views: ['nodes', 'sandboxes', 'pool', 'events', 'config', 'templates', 'snapshots', 'keys'],
+  },
   { id: 'back', keys: ['escape'], help: 'clear the filter / close a dialog', group: 'general' },
   { id: 'quit', hint: 'quit', keys: ['q', 'ctrl-c'], help: 'quit (restores the terminal)', group: 'general' },
-  { id: 'reconnect', keys: ['ctrl-r'], help: 'reconnect now: while the header says STALE, try the daemon again without waiting for the next retry (every second), ending an attempt that hangs', group: 'general' },
+  {
+    id: 'reconnect',
+    keys: ['ctrl-r'],
+    help: 'reconnect now: while the header says STALE, try the daemon again without waiting for the next retry (every second), ending an attempt that hangs',
+    group: 'general',
+  },
   { id: 'up', keys: ['up', 'k'], help: 'previous row', group: 'navigation' },
   { id: 'down', keys: ['down', 'j'], help: 'next row', group: 'navigation' },
   { id: 'pageUp', keys: ['pageup', 'ctrl-b'], help: 'page up', group: 'navigation' },
   { id: 'pageDown', keys: ['pagedown', 'ctrl-f'], help: 'page down', group: 'navigation' },
   { id: 'top', keys: ['g', 'home'], help: 'first row', group: 'navigation' },
   { id: 'bottom', keys: ['G', 'end'], help: 'last row', group: 'navigation' },
-  { id: 'sort', hint: 'sort', keys: ['s'], help: `sort by the next column, then back to the view's own order; the header marks it ^ (${sortHelp()})`, group: 'navigation' },
+  {
+    id: 'sort',
+    hint: 'sort',
+    keys: ['s'],
+    help: `sort by the next column, then back to the view's own order; the header marks it ^ (${sortHelp()})`,
+    group: 'navigation',
+  },
   { id: 'sortReverse', keys: ['S'], help: 'reverse the sort (the header marks it v)', group: 'navigation' },
-  { id: 'wide', keys: ['w'], help: 'wide mode: every column, also those a narrow terminal leaves out (left/right pan over them); again to go back', group: 'navigation' },
+  {
+    id: 'wide',
+    keys: ['w'],
+    help: 'wide mode: every column, also those a narrow terminal leaves out (left/right pan over them); again to go back',
+    group: 'navigation',
+  },
   { id: 'panLeft', keys: ['left'], help: 'wide mode: show the columns to the left (the first column stays)', group: 'navigation' },
   { id: 'panRight', keys: ['right'], help: 'wide mode: show the columns to the right (the first column stays)', group: 'navigation' },
   { id: 'nextView', hint: 'view', keys: ['tab'], help: 'next view', group: 'views' },
   { id: 'prevView', keys: ['shift-tab'], help: 'previous view', group: 'views' },
   ...viewKeys,
-  { id: 'describe', hint: 'describe', keys: ['enter'], help: 'describe the selected node or sandbox: quota, density, every scheduler rule, spec, egress, events (j/k scroll, esc closes)', group: 'actions', views: ['nodes', 'pool', 'triage', 'sandboxes'] },
-  { id: 'exec', keys: ['x'], help: `run a command in the sandbox (sh -c, killed after ${EXEC_TIMEOUT_MS / 1000}s); from the table or its describe pane, where the output shows`, group: 'actions', views: ['sandboxes'], dangerous: true },
-  { id: 'shell', hint: 'shell', keys: ['a'], help: "a shell in the running sandbox (k9s's s, which sorts here): the console steps aside for a terminal in it (bash, else sh, as user) and comes back, redrawn, when the shell exits, the sandbox dies or the daemon goes away (the reason in the status line); from the table or its describe pane", group: 'actions', views: ['sandboxes'], dangerous: true },
-  { id: 'logs', keys: ['l'], help: "the sandbox's logs: its lifecycle from the daemon's whole event history and its processes' stdout/stderr, then following the output once a second while its describe pane is open (the last 1000 lines kept, control characters shown escaped); from the table or its describe pane", group: 'actions', views: ['sandboxes'] },
-  { id: 'olderEvents', hint: 'older', keys: ['o'], help: `older events: the ${EVENT_PAGE} before the oldest shown, from the daemon's history (again for the page before; the selection goes to the first of them)`, group: 'actions', views: ['events'] },
-  { id: 'mark', hint: 'mark', keys: ['space'], help: 'mark / unmark the sandbox (marked rows end in *, the header counts them) AND move to the next row; ctrl-d acts on all marked', group: 'actions', views: ['sandboxes'] },
-  { id: 'editConfig', hint: 'edit', keys: ['e'], help: 'edit the selected live key (validated by the daemon, persisted with comments kept, applied live); restart keys are edited in the file', group: 'actions', views: ['config'], dangerous: true },
-  { id: 'reload', hint: 'reload', keys: ['R'], help: 'hot-reload the config files from disk (shows the diff or the validation error)', group: 'actions', dangerous: true },
-  { id: 'releaseRatio', hint: 'ratio', keys: ['r'], help: 'edit paused_resource_release_ratio (0..1, persisted, applied live)', group: 'actions', dangerous: true },
-  { id: 'cordon', hint: 'cordon', keys: ['c'], help: 'cordon the node (no new sandboxes)', group: 'actions', views: ['nodes', 'pool', 'triage'], dangerous: true },
+  {
+    id: 'describe',
+    hint: 'describe',
+    keys: ['enter'],
+    help: 'describe the selected node or sandbox: quota, density, every scheduler rule, spec, egress, events (j/k scroll, esc closes)',
+    group: 'actions',
+    views: ['nodes', 'pool', 'triage', 'sandboxes'],
+  },
+  {
+    id: 'exec',
+    keys: ['x'],
+    help: `run a command in the sandbox (sh -c, killed after ${EXEC_TIMEOUT_MS / 1000}s); from the table or its describe pane, where the output shows`,
+    group: 'actions',
+    views: ['sandboxes'],
+    dangerous: true,
+  },
+  {
+    id: 'shell',
+    hint: 'shell',
+    keys: ['a'],
+    help: "a shell in the running sandbox (k9s's s, which sorts here): the console steps aside for a terminal in it (bash, else sh, as user) and comes back, redrawn, when the shell exits, the sandbox dies or the daemon goes away (the reason in the status line); from the table or its describe pane",
+    group: 'actions',
+    views: ['sandboxes'],
+    dangerous: true,
+  },
+  {
+    id: 'logs',
+    keys: ['l'],
+    help: "the sandbox's logs: its lifecycle from the daemon's whole event history and its processes' stdout/stderr, then following the output once a second while its describe pane is open (the last 1000 lines kept, control characters shown escaped); from the table or its describe pane",
+    group: 'actions',
+    views: ['sandboxes'],
+  },
+  {
+    id: 'olderEvents',
+    hint: 'older',
+    keys: ['o'],
+    help: `older events: the ${EVENT_PAGE} before the oldest shown, from the daemon's history (again for the page before; the selection goes to the first of them)`,
+    group: 'actions',
+    views: ['events'],
+  },
+  {
+    id: 'mark',
+    hint: 'mark',
+    keys: ['space'],
+    help: 'mark / unmark the sandbox (marked rows end in *, the header counts them) AND move to the next row; ctrl-d acts on all marked',
+    group: 'actions',
+    views: ['sandboxes'],
+  },
+  {
+    id: 'editConfig',
+    hint: 'edit',
+    keys: ['e'],
+    help: 'edit the selected live key (validated by the daemon, persisted with comments kept, applied live); restart keys are edited in the file',
+    group: 'actions',
+    views: ['config'],
+    dangerous: true,
+  },
+  {
+    id: 'reload',
+    hint: 'reload',
+    keys: ['R'],
+    help: 'hot-reload the config files from disk (shows the diff or the validation error)',
+    group: 'actions',
+    dangerous: true,
+  },
+  {
+    id: 'releaseRatio',
+    hint: 'ratio',
+    keys: ['r'],
+    help: 'edit paused_resource_release_ratio (0..1, persisted, applied live)',
+    group: 'actions',
+    dangerous: true,
+  },
+  {
+    id: 'cordon',
+    hint: 'cordon',
+    keys: ['c'],
+    help: 'cordon the node (no new sandboxes)',
+    group: 'actions',
+    views: ['nodes', 'pool', 'triage'],
+    dangerous: true,
+  },
   { id: 'uncordon', hint: 'uncordon', keys: ['u'], help: 'uncordon the node', group: 'actions', views: ['nodes', 'pool', 'triage'], dangerous: true },
   { id: 'drain', hint: 'drain', keys: ['d'], help: 'drain the node (confirm)', group: 'actions', views: ['nodes', 'pool', 'triage'], dangerous: true },
-  { id: 'launch', hint: 'launch', keys: ['n'], help: 'launch a sandbox (template and spec prompt) on the node or anywhere', group: 'actions', views: ['nodes', 'sandboxes'], dangerous: true },
-  { id: 'destroy', hint: 'destroy', keys: ['ctrl-d'], help: 'destroy the selected / marked sandboxes (confirm)', group: 'actions', views: ['sandboxes'], dangerous: true },
+  {
+    id: 'launch',
+    hint: 'launch',
+    keys: ['n'],
+    help: 'launch a sandbox (template and spec prompt) on the node or anywhere',
+    group: 'actions',
+    views: ['nodes', 'sandboxes'],
+    dangerous: true,
+  },
+  {
+    id: 'destroy',
+    hint: 'destroy',
+    keys: ['ctrl-d'],
+    help: 'destroy the selected / marked sandboxes (confirm)',
+    group: 'actions',
+    views: ['sandboxes'],
+    dangerous: true,
+  },
   { id: 'pause', hint: 'pause/resume', keys: ['p'], help: 'pause / resume the sandbox', group: 'actions', views: ['sandboxes'], dangerous: true },
 ];
 
@@ -136,7 +277,10 @@ export function hintLine(view: ViewName, readonly: boolean, width = Infinity): s
     shown.add(b);
     used += 2 + text(b).length;
   }
-  return hints.filter((b) => shown.has(b)).map(text).join('  ');
+  return hints
+    .filter((b) => shown.has(b))
+    .map(text)
+    .join('  ');
 }
 
 const GROUP_TITLES: Record<Group, string> = { general: 'General', navigation: 'Navigation', views: 'Views', actions: 'Actions' };

@@ -110,10 +110,17 @@ export function applyMessage(s: DataState, msg: WatchMessage): DataState {
       return {
         nodes: byKey(nodes, (n) => n.nodeID),
         nodeOrder: sorted(nodes.map((n) => n.nodeID)),
-        sandboxes: byKey(sandboxes.map((x) => keepUsage(s.sandboxes[x.sandboxID], x)), (x) => x.sandboxID),
+        sandboxes: byKey(
+          sandboxes.map((x) => keepUsage(s.sandboxes[x.sandboxID], x)),
+          (x) => x.sandboxID,
+        ),
         sandboxOrder: sorted(sandboxes.map((x) => x.sandboxID)),
         // After a reconnect the events seen before it stay (the snapshot carries only the last 100).
-        events: appendEvents(s.events, [...events].sort((a, b) => a.id - b.id), s.eventCap),
+        events: appendEvents(
+          s.events,
+          [...events].sort((a, b) => a.id - b.id),
+          s.eventCap,
+        ),
         eventCap: s.eventCap,
         config,
         lastChanges: s.lastChanges,
@@ -163,7 +170,14 @@ function keepUsage(prev: SandboxRow | undefined, next: SandboxView): SandboxRow 
 }
 
 const sameUsage = (a: SandboxUsage | undefined, b: SandboxUsage): boolean =>
-  !!a && a.cpuPercent === b.cpuPercent && a.memoryBytes === b.memoryBytes && a.memoryLimitBytes === b.memoryLimitBytes && a.pids === b.pids && a.diskUsedBytes === b.diskUsedBytes && a.netRxBytes === b.netRxBytes && a.netTxBytes === b.netTxBytes;
+  !!a &&
+  a.cpuPercent === b.cpuPercent &&
+  a.memoryBytes === b.memoryBytes &&
+  a.memoryLimitBytes === b.memoryLimitBytes &&
+  a.pids === b.pids &&
+  a.diskUsedBytes === b.diskUsedBytes &&
+  a.netRxBytes === b.netRxBytes &&
+  a.netTxBytes === b.netTxBytes;
 
 /** Live use polled from the daemon laid on the sandboxes it names; rows whose use did not move keep their identity (pure). */
 export function withUsage(s: DataState, list: readonly SandboxUsage[]): DataState {
@@ -186,7 +200,10 @@ export function releaseRatioOf(config: ConfigView | null): number | null {
 
 /** The default sandbox spec and template in force, to prefill the launch prompt. */
 export function launchDefaultsOf(config: ConfigView | null): { templateID: string; cpus: number; memoryMiB: number; timeoutSec: number } {
-  const sb = (config?.master as { sandbox?: { default_template?: unknown; default_timeout_sec?: unknown; default_spec?: { cpus?: unknown; memory_mib?: unknown } } } | undefined)?.sandbox;
+  const sb = (
+    config?.master as
+      { sandbox?: { default_template?: unknown; default_timeout_sec?: unknown; default_spec?: { cpus?: unknown; memory_mib?: unknown } } } | undefined
+  )?.sandbox;
   const num = (v: unknown, d: number) => (typeof v === 'number' ? v : d);
   return {
     templateID: typeof sb?.default_template === 'string' ? sb.default_template : 'base',

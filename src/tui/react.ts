@@ -53,5 +53,11 @@ export function useNow(ms: number, active = true): number {
 
 /** What every table view reads: the data, its filter, sort and selection, the skin (faded while the stream is STALE). */
 export function useViewState(view: ViewName) {
-  return useConsoleShallow((s) => ({ data: s.data, filter: s.ui.filter[view], sort: s.ui.sort[view], selected: s.ui.selected[view], skin: s.conn.state === 'stale' ? fadedSkin(s.settings.skin) : s.settings.skin }));
+  return useConsoleShallow((s) => ({
+    data: s.data,
+    filter: s.ui.filter[view],
+    sort: s.ui.sort[view],
+    selected: s.ui.selected[view],
+    skin: s.conn.state === 'stale' ? fadedSkin(s.settings.skin) : s.settings.skin,
+  }));
 }

@@ -54,7 +54,14 @@ export function configRows(d: DataState, filter?: string, sort?: SortState): Con
       const path = [file, ...segs].join('.');
       const o = overrides.get(path);
       const base = inFile ? (inFile.has(path) ? 'file' : 'default') : '';
-      out.push({ path, value: inline(o ? o.value : value), restart: needsRestart(file, segs), source: o?.from ?? base, ...(o && inline(o.value) !== inline(value) ? { overridden: `${base || 'config'} ${inline(value)}` } : {}), ...(pending.has(path) ? { running: pending.get(path)! } : {}) });
+      out.push({
+        path,
+        value: inline(o ? o.value : value),
+        restart: needsRestart(file, segs),
+        source: o?.from ?? base,
+        ...(o && inline(o.value) !== inline(value) ? { overridden: `${base || 'config'} ${inline(value)}` } : {}),
+        ...(pending.has(path) ? { running: pending.get(path)! } : {}),
+      });
     }
   }
   return sortRows(
@@ -70,15 +77,27 @@ export function triageRows(d: DataState, sort?: SortState): Finding[] {
 }
 
 export function templateRows(d: DataState, filter?: string, sort?: SortState): TemplateRow[] {
-  return sortRows((d.templates ?? []).filter((t) => matches(filter, t.templateID, t.digest, t.source, t.build, ...t.nodes)), SORTS.templates, sort);
+  return sortRows(
+    (d.templates ?? []).filter((t) => matches(filter, t.templateID, t.digest, t.source, t.build, ...t.nodes)),
+    SORTS.templates,
+    sort,
+  );
 }
 
 export function snapshotRows(d: DataState, filter?: string, sort?: SortState): SnapshotView[] {
-  return sortRows((d.snapshots ?? []).filter((x) => matches(filter, x.snapshotID, x.sandboxID, x.nodeID, x.templateID, ...x.names)), SORTS.snapshots, sort);
+  return sortRows(
+    (d.snapshots ?? []).filter((x) => matches(filter, x.snapshotID, x.sandboxID, x.nodeID, x.templateID, ...x.names)),
+    SORTS.snapshots,
+    sort,
+  );
 }
 
 export function keyRows(d: DataState, filter?: string, sort?: SortState): KeyView[] {
-  return sortRows((d.keys ?? []).filter((k) => matches(filter, k.id, k.name, k.role, k.createdBy)), SORTS.keys, sort);
+  return sortRows(
+    (d.keys ?? []).filter((k) => matches(filter, k.id, k.name, k.role, k.createdBy)),
+    SORTS.keys,
+    sort,
+  );
 }
 
 /** Live sandboxes per template (the templates view's SANDBOXES column). */

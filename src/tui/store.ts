@@ -108,7 +108,22 @@ export function createConsoleStore(opts: { apiUrl: string; readonly?: boolean; s
   return createStore<ConsoleState>(() => ({
     data: emptyData(),
     conn: { state: 'connecting', since: Date.now(), error: '', attempt: 0 },
-    ui: { view: opts.view ?? 'nodes', selected: {}, filter: {}, sort: {}, marked: [], output: {}, logs: {}, follow: null, overlay: null, wide: false, pan: 0, flash: null, busy: '', suspended: false },
+    ui: {
+      view: opts.view ?? 'nodes',
+      selected: {},
+      filter: {},
+      sort: {},
+      marked: [],
+      output: {},
+      logs: {},
+      follow: null,
+      overlay: null,
+      wide: false,
+      pan: 0,
+      flash: null,
+      busy: '',
+      suspended: false,
+    },
     settings: { apiUrl: opts.apiUrl, readonly: opts.readonly ?? false, skin: pickSkin(opts.skin ?? 'dark') },
   }));
 }

@@ -113,7 +113,9 @@ function memoryOversell(n: NodeView): Finding | null {
     bottleneck: 'memory-oversell',
     severity: low || full ? 'bad' : 'warn',
     evidence: `${live} live > ${safe} safe (ceiling ${n.density.effectiveCeiling}, headroom ${n.density.headroom}); MemAvailable ${mib(avail)} = ${percent(share * 100)} of ${mib(total)}${low ? ' (low)' : ''}`,
-    fix: low ? 'lower host.quota.paused_resource_release_ratio (r, live) so paused sandboxes keep their memory, and drain (d) what does not fit' : 'watch MemAvailable; lower host.quota.paused_resource_release_ratio (r, live) before it runs low',
+    fix: low
+      ? 'lower host.quota.paused_resource_release_ratio (r, live) so paused sandboxes keep their memory, and drain (d) what does not fit'
+      : 'watch MemAvailable; lower host.quota.paused_resource_release_ratio (r, live) before it runs low',
   };
 }
 
@@ -126,7 +128,9 @@ function diskWatermark(n: NodeView): Finding | null {
     bottleneck: 'disk-watermark',
     severity: over ? 'bad' : 'warn',
     evidence:
-      (over ? `disk ${Math.round(used)}% >= watermark ${mark}%: healthy but takes no new sandboxes` : `disk ${Math.round(used)}%, watermark ${mark}% (${Math.round(mark - used)} points left)`) +
+      (over
+        ? `disk ${Math.round(used)}% >= watermark ${mark}%: healthy but takes no new sandboxes`
+        : `disk ${Math.round(used)}%, watermark ${mark}% (${Math.round(mark - used)} points left)`) +
       (n.usage.store ? `; sandbox store ${storeFree(n)} free` : ''),
     fix: REFUSAL_FIX.disk!,
   };
@@ -159,7 +163,14 @@ export function triage(nodes: readonly NodeView[], ctx: TriageContext = {}): Fin
   const refused = createsRefused(ctx.stats);
   if (refused) out.push(refused);
   for (const n of nodes) {
-    for (const f of [cpuStarvation(n, cap), memoryOversell(n), diskWatermark(n), poolStall(n, n.pool, 'nic-stall', 'tap_init_num'), poolStall(n, n.tapPool, 'tap-stall', 'microvm_tap_init_num')]) if (f) out.push(f);
+    for (const f of [
+      cpuStarvation(n, cap),
+      memoryOversell(n),
+      diskWatermark(n),
+      poolStall(n, n.pool, 'nic-stall', 'tap_init_num'),
+      poolStall(n, n.tapPool, 'tap-stall', 'microvm_tap_init_num'),
+    ])
+      if (f) out.push(f);
   }
   return out.sort((a, b) => (a.severity === b.severity ? a.nodeID.localeCompare(b.nodeID) : a.severity === 'bad' ? -1 : 1));
 }

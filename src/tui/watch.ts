@@ -50,7 +50,10 @@ export function startWatch(target: ApiTarget, store: ConsoleStore, opts: WatchOp
     const ac = abort;
     let silence = setTimeout(() => ac.abort(new Error(`no data for ${silenceMs / 1000}s`)), silenceMs);
     try {
-      const res = await fetch(new URL('/admin/v1/watch', urls[at]!), { headers: { ...(target.apiKey ? { 'x-api-key': target.apiKey } : {}), accept: 'text/event-stream' }, signal: ac.signal });
+      const res = await fetch(new URL('/admin/v1/watch', urls[at]!), {
+        headers: { ...(target.apiKey ? { 'x-api-key': target.apiKey } : {}), accept: 'text/event-stream' },
+        signal: ac.signal,
+      });
       if (!res.ok || !res.body) throw new Error(terminalSafe(`watch: HTTP ${res.status} ${(await res.text()).slice(0, 200)}`));
       const parser = new SseParser();
       const decoder = new TextDecoder();
@@ -84,7 +87,10 @@ export function startWatch(target: ApiTarget, store: ConsoleStore, opts: WatchOp
     const oldest = Math.min(...snapshotEvents.map((e) => e.id));
     if (last === undefined || !(oldest > last + 1)) return;
     try {
-      const res = await fetch(new URL(`/admin/v1/events?since=${last}&limit=${EVENT_BUFFER}`, urls[at]!), { headers: target.apiKey ? { 'x-api-key': target.apiKey } : {}, signal: AbortSignal.timeout(DEFAULT_TIMEOUT_MS) });
+      const res = await fetch(new URL(`/admin/v1/events?since=${last}&limit=${EVENT_BUFFER}`, urls[at]!), {
+        headers: target.apiKey ? { 'x-api-key': target.apiKey } : {},
+        signal: AbortSignal.timeout(DEFAULT_TIMEOUT_MS),
+      });
       if (!res.ok) return;
       for (const event of terminalSafeDeep(await res.json()) as EventView[]) if (event.id < oldest) pending.push({ type: 'event', event });
     } catch {
@@ -97,7 +103,7 @@ export function startWatch(target: ApiTarget, store: ConsoleStore, opts: WatchOp
     connectOnce().catch((e: unknown) => {
       if (stopped) return;
       const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-      const reason = abort?.signal.reason instanceof Error ? abort.signal.reason.message : cause?.code ?? cause?.message ?? (e as Error).message;
+      const reason = abort?.signal.reason instanceof Error ? abort.signal.reason.message : (cause?.code ?? cause?.message ?? (e as Error).message);
       const { conn } = store.getState();
       const attempt = conn.attempt + 1;
       // Stale since the stream went down, not since the last failed retry.

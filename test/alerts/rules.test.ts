@@ -38,7 +38,9 @@ describe('config/alerts.yml', () => {
   });
 
   it('names console keys the keymap binds to the views it says', () => {
-    const rules = (parse(readFileSync(RULES, 'utf8')) as { groups: { rules: { alert: string; annotations: Record<string, string> }[] }[] }).groups.flatMap((g) => g.rules);
+    const rules = (parse(readFileSync(RULES, 'utf8')) as { groups: { rules: { alert: string; annotations: Record<string, string> }[] }[] }).groups.flatMap(
+      (g) => g.rules,
+    );
     let named = 0;
     for (const r of rules) {
       for (const [, key, view] of (r.annotations.description ?? '').matchAll(/key (\d), :(\w+)/g)) {

@@ -75,7 +75,7 @@ it('a request right after the timeout paused an autoResume sandbox, its record s
   await cp.destroySandbox(sandboxID);
 }, 60_000);
 
-it('a sandbox without autoResume that its node paused is not resumed by a request: the node\'s refusal is answered', async () => {
+it("a sandbox without autoResume that its node paused is not resumed by a request: the node's refusal is answered", async () => {
   const { sandboxID } = await cp.createSandbox({ templateID: 'host', timeoutSec: 600, lifecycle: { onTimeout: 'pause', autoResume: false } });
   const sbx = await Sandbox.connect(sandboxID, opts);
   await node.pauseSandbox(sandboxID);

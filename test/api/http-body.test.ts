@@ -41,13 +41,17 @@ describe('request bodies', () => {
     req.end();
     expect(await outcome).toEqual({ templateID: 'host', timeout: 5 });
     const empty = await serve((r) => readJson(r));
-    request({ port: empty.port, host: '127.0.0.1', method: 'POST' }).on('error', () => undefined).end();
+    request({ port: empty.port, host: '127.0.0.1', method: 'POST' })
+      .on('error', () => undefined)
+      .end();
     expect(await empty.outcome).toEqual({});
   });
 
   it('a body over the limit is refused with 130400 BAD_REQUEST', async () => {
     const { port, outcome } = await serve((req) => readBody(req, 10));
-    request({ port, host: '127.0.0.1', method: 'POST' }).on('error', () => undefined).end('x'.repeat(100));
+    request({ port, host: '127.0.0.1', method: 'POST' })
+      .on('error', () => undefined)
+      .end('x'.repeat(100));
     expect(await outcome).toMatchObject({ kind: 'BAD_REQUEST', message: expect.stringContaining('larger than 10 bytes') });
   });
 

@@ -68,7 +68,14 @@ describe('API keys with roles and quotas', () => {
     expect(policy.status).toBe(403);
     expect(policy.json).toMatchObject({ code: 130403, status: 403 });
     expect(policy.json.message).toMatch(/API key "user-a" \(key-[0-9a-f]{8}\) has the role user: PUT \/admin\/v1\/config takes an admin key/);
-    for (const [m, p] of [['GET', '/admin/v1/nodes'], ['POST', '/admin/v1/nodes/x/cordon'], ['GET', '/admin/v1/keys'], ['GET', '/admin/v1/watch'], ['GET', '/metrics']] as const) expect((await as(user.key, m, p)).status).toBe(403);
+    for (const [m, p] of [
+      ['GET', '/admin/v1/nodes'],
+      ['POST', '/admin/v1/nodes/x/cordon'],
+      ['GET', '/admin/v1/keys'],
+      ['GET', '/admin/v1/watch'],
+      ['GET', '/metrics'],
+    ] as const)
+      expect((await as(user.key, m, p)).status).toBe(403);
     // Nothing changed; the admin key may.
     expect((await admin('GET', '/admin/v1/config')).json.cubelet.plugins['io.cubelet.internal.v1.network'].allow_host_access).toBe(false);
     await s.kill();
@@ -110,7 +117,9 @@ describe('API keys with roles and quotas', () => {
     expect(over.status).toBe(429);
     expect(over.headers.get('retry-after')).toBe('1');
     expect(over.json).toMatchObject({ code: 429, cubeCode: 130481, details: { quota: 'sandboxes', used: 1, limit: 1 } });
-    expect(over.json.message).toMatch(/API key "small" \(key-[0-9a-f]{8}\) is at its sandboxes quota: 1 running or starting, at most 1 \(cubectl key set small --sandboxes N\)/);
+    expect(over.json.message).toMatch(
+      /API key "small" \(key-[0-9a-f]{8}\) is at its sandboxes quota: 1 running or starting, at most 1 \(cubectl key set small --sandboxes N\)/,
+    );
     await expect(create(small.key)).rejects.toBeInstanceOf(RateLimitError);
     // Memory: 256 MiB sandboxes under a 300 MiB quota.
     expect((await admin('PATCH', '/admin/v1/keys/small', { quotas: { sandboxes: null, memory_mib: 300 } })).status).toBe(200);
@@ -140,7 +149,12 @@ describe('API keys with roles and quotas', () => {
     expect((await admin('PUT', '/admin/v1/config', { path: 'sandbox.default_timeout_sec', value: 301 })).status).toBe(200);
     const rows = (await admin('GET', '/admin/v1/audit?limit=20')).json as AuditView[];
     const adminID = ((await admin('GET', '/admin/v1/keys/admin')).json as KeyView).id;
-    expect(rows.find((r) => r.action === 'config.set')).toMatchObject({ actor: adminID, actorName: 'admin', target: 'sandbox.default_timeout_sec', outcome: 'ok' });
+    expect(rows.find((r) => r.action === 'config.set')).toMatchObject({
+      actor: adminID,
+      actorName: 'admin',
+      target: 'sandbox.default_timeout_sec',
+      outcome: 'ok',
+    });
     expect(rows.find((r) => r.action === 'key.rm')).toMatchObject({ actor: adminID, actorName: 'admin', target: doomed.id, outcome: 'ok' });
     expect(rows.find((r) => r.action === 'key.create' && r.target === doomed.id)).toMatchObject({ actor: adminID, detail: { name: 'doomed', role: 'user' } });
     // The last admin key stays.
@@ -154,7 +168,9 @@ describe('API keys with roles and quotas', () => {
     expect(made).toMatchObject({ code: 0, stderr: '' });
     const key = /^(e2b_[0-9a-f]{40})$/m.exec(made.stdout)?.[1];
     expect(key).toBeDefined();
-    expect(made.stdout).toMatch(/created API key ci \(key-[0-9a-f]{8}\), role user; sandboxes 0\/3, vcpus 0\/2\.5, memory-mib 0\/-, creates-per-sec -\ne2b_[0-9a-f]{40}\nThis is the only time the key is shown/);
+    expect(made.stdout).toMatch(
+      /created API key ci \(key-[0-9a-f]{8}\), role user; sandboxes 0\/3, vcpus 0\/2\.5, memory-mib 0\/-, creates-per-sec -\ne2b_[0-9a-f]{40}\nThis is the only time the key is shown/,
+    );
     const json = JSON.parse((await cubectl(['key', 'create', 'ci-json', '--json'], env)).stdout) as NewKeyView;
     expect(json).toMatchObject({ name: 'ci-json', role: 'user', key: expect.stringMatching(/^e2b_/) });
     const ls = await cubectl(['key', 'ls'], env);
@@ -164,7 +180,10 @@ describe('API keys with roles and quotas', () => {
     expect(ls.stdout).not.toContain(key!);
     const set = JSON.parse((await cubectl(['key', 'set', 'ci', '--sandboxes', 'default', '--creates-per-sec', '5', '--json'], env)).stdout) as KeyView;
     expect(set).toMatchObject({ quotas: { vcpus: 2.5, creates_per_sec: 5 }, limits: { sandboxes: 1000, creates_per_sec: 5 } });
-    expect(await cubectl(['key', 'set', 'ci', '--vcpus', 'lots'], env)).toMatchObject({ code: 2, stderr: expect.stringMatching(/^cubectl: .*expected a number >= 0/) });
+    expect(await cubectl(['key', 'set', 'ci', '--vcpus', 'lots'], env)).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^cubectl: .*expected a number >= 0/),
+    });
     expect(await cubectl(['key', 'rm', 'admin'], env)).toMatchObject({ code: 1, stderr: expect.stringMatching(/^cubectl: 130409 .*last admin key/) });
     // With a user key cubectl is refused, and says which key it needs.
     const denied = await cubectl(['nodes'], { CUBE_API_URL: d.url, CUBE_API_KEY: key! });

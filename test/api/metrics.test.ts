@@ -41,7 +41,9 @@ const value = (samples: Sample[], name: string, labels: Record<string, string>) 
 
 /** The shipped alert rules. */
 function alertRules(): { alert: string; expr: string; labels: Record<string, string>; annotations: Record<string, string> }[] {
-  const parsed = parse(readFileSync(join(import.meta.dirname, '../../config/alerts.yml'), 'utf8')) as { groups: { name: string; rules: { alert: string; expr: string; labels: Record<string, string>; annotations: Record<string, string> }[] }[] };
+  const parsed = parse(readFileSync(join(import.meta.dirname, '../../config/alerts.yml'), 'utf8')) as {
+    groups: { name: string; rules: { alert: string; expr: string; labels: Record<string, string>; annotations: Record<string, string> }[] }[];
+  };
   return parsed.groups.flatMap((g) => g.rules);
 }
 
@@ -100,7 +102,16 @@ describe('/metrics', () => {
 
   it('backs every series the shipped alert rules (config/alerts.yml) select; refusal counters exist at 0 before any refusal', async () => {
     const rules = alertRules();
-    expect(rules.map((r) => r.alert)).toEqual(expect.arrayContaining(['CubedMemoryOversellCashedIn', 'CubedDiskWatermark', 'CubedNicAllocationStall', 'CubedCpuStarvation', 'CubedCreatesRefused', 'CubedMicrovmTapPoolEmpty']));
+    expect(rules.map((r) => r.alert)).toEqual(
+      expect.arrayContaining([
+        'CubedMemoryOversellCashedIn',
+        'CubedDiskWatermark',
+        'CubedNicAllocationStall',
+        'CubedCpuStarvation',
+        'CubedCreatesRefused',
+        'CubedMicrovmTapPoolEmpty',
+      ]),
+    );
     const { types, samples } = parseExposition(await (await fetch(`${f.d.url}/metrics`)).text());
     // No create was refused by disk or the pool here: the series are there anyway, at 0, so an
     // alert's increase() sees the first refusal (a series born at 1 has no earlier sample).
@@ -125,7 +136,14 @@ describe('/metrics', () => {
       }
       // Grouping and matching labels exist on the series they name (job and instance: added by the scrape).
       for (const [, labels] of r.expr.matchAll(/\b(?:by|on|without|ignoring)\s*\(([^)]*)\)/g)) {
-        for (const l of labels!.split(',').map((x) => x.trim()).filter((x) => x !== 'job' && x !== 'instance')) expect(samples.some((s) => s.name.startsWith('cubed_') && l in s.labels), `${r.alert}: label ${l}`).toBe(true);
+        for (const l of labels!
+          .split(',')
+          .map((x) => x.trim())
+          .filter((x) => x !== 'job' && x !== 'instance'))
+          expect(
+            samples.some((s) => s.name.startsWith('cubed_') && l in s.labels),
+            `${r.alert}: label ${l}`,
+          ).toBe(true);
       }
     }
   });

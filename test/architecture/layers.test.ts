@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const CONFIG = join(ROOT, '.dependency-cruiser.cjs');
-const depcruise = (cwd: string) => execa(join(ROOT, 'node_modules/.bin/depcruise'), ['src', 'components', 'bench', '--config', CONFIG, '--output-type', 'err'], { cwd, reject: false });
+const depcruise = (cwd: string) =>
+  execa(join(ROOT, 'node_modules/.bin/depcruise'), ['src', 'components', 'bench', '--config', CONFIG, '--output-type', 'err'], { cwd, reject: false });
 const RULES = (createRequire(import.meta.url)(CONFIG) as { forbidden: { name: string }[] }).forbidden.map((r) => r.name);
 
 describe('layers', () => {
@@ -22,7 +23,11 @@ describe('layers', () => {
   it('every rule fires on the fixture that breaks it', async () => {
     const r = await depcruise(join(import.meta.dirname, 'fixture'));
     expect(r.exitCode).not.toBe(0);
-    const found = r.stdout.split('\n').filter((l) => l.includes('error ')).map((l) => l.trim()).sort();
+    const found = r.stdout
+      .split('\n')
+      .filter((l) => l.includes('error '))
+      .map((l) => l.trim())
+      .sort();
     expect(found).toEqual([
       'error api-imports-up: src/api/up.ts → src/cli/main.ts',
       'error base-imports-up: src/ids.ts → src/scheduler/pick.ts',

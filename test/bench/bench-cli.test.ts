@@ -51,7 +51,10 @@ describe('cubectl bench', () => {
     const seen: string[][] = [];
     // Sample the node's nftables table while the run goes on: the sandboxes' rules are there.
     const poll = setInterval(() => {
-      void slotRules(d.tag).then((m) => seen.push(...m.values()), () => undefined);
+      void slotRules(d.tag).then(
+        (m) => seen.push(...m.values()),
+        () => undefined,
+      );
     }, 20);
     try {
       // Each sandbox lives a second (--lifetime 1): long enough for the sampling to see its rules.
@@ -86,7 +89,18 @@ describe('cubectl bench', () => {
   it('compare prints ratios of two results; a file that is not a result exits 2', async () => {
     const a = join(dir, 'a.json');
     const b = join(dir, 'b.json');
-    const mk = (p99: number, tput: number) => ({ summary: { count: 1, success: 1, failed: 0, successRate: 1, durationSec: 1, throughputPerSec: tput, latencyMs: { min: 1, avg: 1, std: 0, p50: 1, p90: 1, p95: 1, p99, max: p99 } }, errors: {} });
+    const mk = (p99: number, tput: number) => ({
+      summary: {
+        count: 1,
+        success: 1,
+        failed: 0,
+        successRate: 1,
+        durationSec: 1,
+        throughputPerSec: tput,
+        latencyMs: { min: 1, avg: 1, std: 0, p50: 1, p90: 1, p95: 1, p99, max: p99 },
+      },
+      errors: {},
+    });
     writeFileSync(a, JSON.stringify(mk(100, 10)));
     writeFileSync(b, JSON.stringify(mk(50, 20)));
     const r = await cubectl(['--json', 'bench', 'compare', a, b]);
@@ -101,7 +115,11 @@ describe('cubectl bench', () => {
   });
 
   it('usage errors exit 2 with one line', async () => {
-    for (const args of [['bench', '--workload', 'steady'], ['bench', '-m', 'nope'], ['bench', '--spec', 'cpus=x']]) {
+    for (const args of [
+      ['bench', '--workload', 'steady'],
+      ['bench', '-m', 'nope'],
+      ['bench', '--spec', 'cpus=x'],
+    ]) {
       const r = await cubectl(args, env());
       expect(r.code).toBe(2);
       expect(r.stderr.trim().split('\n')).toHaveLength(1);

@@ -16,10 +16,15 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
       if (req.url === '/sandboxes/silent/pause') return; // never answers
-      if (req.headers['x-api-key'] !== 'k') return void res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ code: 401, message: 'bad key' }));
+      if (req.headers['x-api-key'] !== 'k')
+        return void res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ code: 401, message: 'bad key' }));
       bodies.push(body ? JSON.parse(body) : undefined);
-      if (req.method === 'POST' && req.url === '/v2/sandboxes') return void res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ sandboxID: 'sb1', envdAccessToken: 'tok' }));
-      if (req.method === 'DELETE' && req.url === '/sandboxes/gone') return void res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ code: 404, cubeCode: 130404, message: 'sandbox gone not found' }));
+      if (req.method === 'POST' && req.url === '/v2/sandboxes')
+        return void res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ sandboxID: 'sb1', envdAccessToken: 'tok' }));
+      if (req.method === 'DELETE' && req.url === '/sandboxes/gone')
+        return void res
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ code: 404, cubeCode: 130404, message: 'sandbox gone not found' }));
       res.writeHead(204).end();
     });
   });

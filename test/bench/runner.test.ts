@@ -37,17 +37,20 @@ function ledgerOps(failEvery = 0) {
 const base: BenchConfig = { mode: 'create-delete', concurrency: 3, count: 10, warmup: 2, workload: 'burst', seed: 1 };
 
 describe('runBench', () => {
-  it.each(['create-only', 'create-delete', 'create-exec-delete', 'pause-resume'] as const)('%s: measures count iterations after warm-up and leaves nothing alive', async (mode) => {
-    const { ops, live, calls } = ledgerOps();
-    const r = await runBench({ ...base, mode }, ops);
-    expect(r.summary.count).toBe(10);
-    expect(r.summary.success).toBe(10);
-    expect(live.size).toBe(0);
-    expect(calls.filter((c) => c.startsWith('create')).length).toBe(12);
-    if (mode === 'create-exec-delete') expect(r.phases.exec!.p50).toBeGreaterThanOrEqual(0);
-    if (mode === 'pause-resume') expect(Object.keys(r.phases)).toEqual(expect.arrayContaining(['pause', 'resume']));
-    if (mode !== 'create-only') expect(r.phases.delete).toBeDefined();
-  });
+  it.each(['create-only', 'create-delete', 'create-exec-delete', 'pause-resume'] as const)(
+    '%s: measures count iterations after warm-up and leaves nothing alive',
+    async (mode) => {
+      const { ops, live, calls } = ledgerOps();
+      const r = await runBench({ ...base, mode }, ops);
+      expect(r.summary.count).toBe(10);
+      expect(r.summary.success).toBe(10);
+      expect(live.size).toBe(0);
+      expect(calls.filter((c) => c.startsWith('create')).length).toBe(12);
+      if (mode === 'create-exec-delete') expect(r.phases.exec!.p50).toBeGreaterThanOrEqual(0);
+      if (mode === 'pause-resume') expect(Object.keys(r.phases)).toEqual(expect.arrayContaining(['pause', 'resume']));
+      if (mode !== 'create-only') expect(r.phases.delete).toBeDefined();
+    },
+  );
 
   it('groups failures by code and lowers the success rate', async () => {
     const { ops } = ledgerOps(4);

@@ -53,7 +53,13 @@ describe('CubeClient.watch', () => {
     expect((await it.next()).value).toMatchObject({ type: 'stats' });
     const next = it.next();
     // Past the timeout the stream still waits for its next message.
-    const first = await Promise.race([next.then(() => 'ended', () => 'failed'), new Promise((r) => setTimeout(() => r('open'), 400))]);
+    const first = await Promise.race([
+      next.then(
+        () => 'ended',
+        () => 'failed',
+      ),
+      new Promise((r) => setTimeout(() => r('open'), 400)),
+    ]);
     expect(first).toBe('open');
     ac.abort();
     await expect(next).rejects.toThrow();

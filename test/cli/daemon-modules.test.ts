@@ -22,7 +22,10 @@ beforeAll(() => {
     join(dir, 'hooks.mjs'),
     `import { appendFileSync } from 'node:fs';\nexport async function load(url, context, next) {\n  if (url.startsWith('file:')) appendFileSync(process.env.CUBE_TEST_MODULES, url + '\\n');\n  return next(url, context);\n}\n`,
   );
-  writeFileSync(join(dir, 'register.mjs'), `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(join(dir, 'hooks.mjs')).href)});\n`);
+  writeFileSync(
+    join(dir, 'register.mjs'),
+    `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(join(dir, 'hooks.mjs')).href)});\n`,
+  );
 });
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -50,23 +53,59 @@ async function modulesOf(name: string, args: string[], until?: string): Promise<
   return { modules, log };
 }
 
-const NODE_AGENT = ['cubelet/cubelet.js', 'cubelet/heartbeat.js', 'cubelet/rpc-server.js', 'cubelet/sim-nodes.js', 'templates/build/build.js', 'network/agent.js', 'runtime/ns/driver.js', 'runtime/microvm/driver.js', 'storage/btrfs-store.js'];
+const NODE_AGENT = [
+  'cubelet/cubelet.js',
+  'cubelet/heartbeat.js',
+  'cubelet/rpc-server.js',
+  'cubelet/sim-nodes.js',
+  'templates/build/build.js',
+  'network/agent.js',
+  'runtime/ns/driver.js',
+  'runtime/microvm/driver.js',
+  'storage/btrfs-store.js',
+];
 const CONTROL_PLANE = ['control/service.js', 'api/server.js', 'store/cluster/index.js', 'store/embedded.js'];
 
-it('a control replica loads none of the node agent\'s modules', async () => {
+it("a control replica loads none of the node agent's modules", async () => {
   // Its stores are unreachable: it exits once it has loaded its modules and tried them.
-  const { modules, log } = await modulesOf('control', ['--role', 'control', '--redis', 'redis://127.0.0.1:1/0', '--mysql', 'mysql://root@127.0.0.1:1/cube_none', '--listen', '127.0.0.1:0', '--config-dir', join(root, 'config')]);
+  const { modules, log } = await modulesOf('control', [
+    '--role',
+    'control',
+    '--redis',
+    'redis://127.0.0.1:1/0',
+    '--mysql',
+    'mysql://root@127.0.0.1:1/cube_none',
+    '--listen',
+    '127.0.0.1:0',
+    '--config-dir',
+    join(root, 'config'),
+  ]);
   expect(log).toMatch(/unavailable/);
   expect(modules).toEqual(expect.arrayContaining(CONTROL_PLANE));
   expect(modules.filter((m) => NODE_AGENT.includes(m))).toEqual([]);
 }, 60_000);
 
-it('a compute node loads none of the control plane\'s modules', async () => {
+it("a compute node loads none of the control plane's modules", async () => {
   const dataDir = join(dir, 'compute');
   mkdirSync(dataDir);
   const { modules, log } = await modulesOf(
     'compute',
-    ['--role', 'compute', '--runtime', 'sim', '--control', 'http://127.0.0.1:1', '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--node-id', 'daemon-modules', '--config-dir', join(root, 'config')],
+    [
+      '--role',
+      'compute',
+      '--runtime',
+      'sim',
+      '--control',
+      'http://127.0.0.1:1',
+      '--listen',
+      '127.0.0.1:0',
+      '--data-dir',
+      dataDir,
+      '--node-id',
+      'daemon-modules',
+      '--config-dir',
+      join(root, 'config'),
+    ],
     'cubed compute ready',
   );
   expect(log).toContain('cubed compute ready');

@@ -63,7 +63,9 @@ describe('cubectl against a real cubed', () => {
 
     const r = await cubectl(['sandbox', 'exec', id, '--', 'sh', '-c', 'echo out; echo err >&2; exit 7'], env);
     expect(r).toEqual({ code: 7, stdout: 'out\n', stderr: 'err\n' });
-    expect(await ok(['sandbox', 'exec', id, '--user', 'root', '--cwd', '/tmp', '--env', 'A=1', '--env', 'B=x=y', '--', 'sh', '-c', 'echo "$A $B $(pwd) $(id -u)"'])).toBe('1 x=y /tmp 0\n');
+    expect(
+      await ok(['sandbox', 'exec', id, '--user', 'root', '--cwd', '/tmp', '--env', 'A=1', '--env', 'B=x=y', '--', 'sh', '-c', 'echo "$A $B $(pwd) $(id -u)"']),
+    ).toBe('1 x=y /tmp 0\n');
 
     const killed = await cubectl(['sandbox', 'exec', id, '--timeout-ms', '300', '--', 'sleep', '30'], env);
     expect(killed.code).not.toBe(0);
@@ -78,7 +80,7 @@ describe('cubectl against a real cubed', () => {
     expect(after.map((s) => s.sandboxID)).not.toContain(id);
   });
 
-  it('a server-side failure exits 1 with the daemon\'s one-line reason', async () => {
+  it("a server-side failure exits 1 with the daemon's one-line reason", async () => {
     const r = await cubectl(['sandbox', 'rm', 'no-such-sandbox'], env);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^cubectl: 130404 [^\n]*no-such-sandbox[^\n]*\n$/);
@@ -94,7 +96,10 @@ describe('cubectl against a real cubed', () => {
     const set = await ok(['config', 'set', 'host.quota.paused_resource_release_ratio', '0.5']);
     expect(set).toMatch(/host\.quota\.paused_resource_release_ratio: 0 -> 0\.5\n/);
     expect(readFileSync(join(d.configDir, 'cubemaster.yaml'), 'utf8')).toMatch(/paused_resource_release_ratio: 0\.5/);
-    const after = JSON.parse(await ok(['config', 'show', '--json'])) as { version: number; master: { host: { quota: { paused_resource_release_ratio: number } } } };
+    const after = JSON.parse(await ok(['config', 'show', '--json'])) as {
+      version: number;
+      master: { host: { quota: { paused_resource_release_ratio: number } } };
+    };
     expect(after.version).toBe(before.version + 1);
     expect(after.master.host.quota.paused_resource_release_ratio).toBe(0.5);
 
@@ -126,7 +131,9 @@ describe('cubectl against a real cubed', () => {
     expect(events.filter((e) => e.kind === 'sandbox.created').map((e) => e.sandboxID)).toContain(first);
     expect(await ok(['events'])).toMatch(new RegExp(`sandbox\\.created +${d.nodeID} ${first} `));
 
-    const follow = spawn(process.execPath, [join(packageRoot(), 'bin/cubectl'), 'events', '--follow', '--json', '--limit', '1'], { env: { ...process.env, ...env } });
+    const follow = spawn(process.execPath, [join(packageRoot(), 'bin/cubectl'), 'events', '--follow', '--json', '--limit', '1'], {
+      env: { ...process.env, ...env },
+    });
     try {
       const got: EventView[] = [];
       const waiters: { pred: (e: EventView) => boolean; resolve: (e: EventView) => void }[] = [];
@@ -181,7 +188,9 @@ describe('cubectl against a real cubed', () => {
     expect(refused.code).toBe(2); // bad input (400), as for a usage error
     expect(refused.stderr).toMatch(/^cubectl: 130400 network\.allowOut 10\.1\.2\.3 overlaps the node's deny_out 10\.0\.0\.0\/8/);
     expect(refused.stderr.trim().split('\n')).toHaveLength(1);
-    const made = JSON.parse(await ok(['sandbox', 'create', '--no-internet', '--allow-out', '1.1.1.1,1.0.0.1', '--allow-out', '9.9.9.9', '--json'])) as SandboxView;
+    const made = JSON.parse(
+      await ok(['sandbox', 'create', '--no-internet', '--allow-out', '1.1.1.1,1.0.0.1', '--allow-out', '9.9.9.9', '--json']),
+    ) as SandboxView;
     try {
       expect([...(await slotRules(d.tag)).values()]).toEqual([['ip daddr { 1.0.0.1, 1.1.1.1, 9.9.9.9 } accept', 'drop']]);
       // `sandbox egress` replaces them at once; with no option, back to the node's defaults.

@@ -27,7 +27,11 @@ describe('cubectl density', () => {
   });
 
   it.each([
-    ['reference', [], { paperCeiling: 117, safetyBoundary: 58, cpuCeiling: 307, bottleneck: 'memory', allPausedCeiling: 117, footprintMiB: 4202, effectiveCeiling: 117 }],
+    [
+      'reference',
+      [],
+      { paperCeiling: 117, safetyBoundary: 58, cpuCeiling: 307, bottleneck: 'memory', allPausedCeiling: 117, footprintMiB: 4202, effectiveCeiling: 117 },
+    ],
     ['reference, r = 0.75', ['--release-ratio', '0.75'], { paperCeiling: 117, allPausedCeiling: 469, releaseRatio: 0.75 }],
     ['cpu-heavy spec', ['--sandbox-cpus', '4', '--sandbox-mem-mib', '512'], { cpuCeiling: 76, bottleneck: 'cpu', effectiveCeiling: 76 }],
     ['smaller reserve', ['--reserved-mib', '0'], { paperCeiling: 122, safetyBoundary: 61 }],
@@ -50,7 +54,11 @@ describe('cubectl density', () => {
     ['negative memory', [...REF.slice(0, 3), '--node-mem-gib', '-5'], /--node-mem-gib.*must be greater than 0/],
     ['negative sandbox memory', [...REF, '--sandbox-mem-mib', '-1'], /--sandbox-mem-mib.*must be greater than 0/],
     ['ratio 1.5', [...REF, '--release-ratio', '1.5'], /paused_resource_release_ratio must be between 0 and 1 \(got 1\.5\)/],
-    ['reserve larger than the node', ['density', '--node-cpus', '4', '--node-mem-gib', '8'], /reserved memory 10240 MiB is not smaller than the node's 8192 MiB/],
+    [
+      'reserve larger than the node',
+      ['density', '--node-cpus', '4', '--node-mem-gib', '8'],
+      /reserved memory 10240 MiB is not smaller than the node's 8192 MiB/,
+    ],
     ['not a number', ['density', '--node-cpus', 'many', '--node-mem-gib', '8'], /--node-cpus.*not a number/],
     ['a missing required option', ['density', '--node-mem-gib', '8'], /required option '--node-cpus <n>' not specified/],
     ['an unknown option', [...REF, '--bogus'], /unknown option '--bogus'/],

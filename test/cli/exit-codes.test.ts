@@ -21,7 +21,10 @@ async function closedPort(): Promise<number> {
 describe('cubectl exit codes', () => {
   it('3 when the daemon cannot be reached, naming the URL and how to start it', async () => {
     const url = `http://127.0.0.1:${await closedPort()}`;
-    for (const args of [['--api', url, 'nodes'], ['sandbox', 'ls', '--api', url, '--json']]) {
+    for (const args of [
+      ['--api', url, 'nodes'],
+      ['sandbox', 'ls', '--api', url, '--json'],
+    ]) {
       const r = await cubectl(args);
       expect(r.code).toBe(3);
       expect(r.stderr).toMatch(new RegExp(`^cubectl: cannot reach cubed at ${url} \\(ECONNREFUSED\\); start it with \`cubed\``));
@@ -60,8 +63,9 @@ describe('api key lookup', () => {
   const saved = { CUBE_API_KEY: process.env.CUBE_API_KEY, E2B_API_KEY: process.env.E2B_API_KEY };
   let dir: string | undefined;
   afterEach(() => {
-    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+    for (const [k, v] of Object.entries(saved))
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 

@@ -20,7 +20,24 @@ const all = leaves(buildProgram());
 describe('cubectl --help', () => {
   it('covers the verbs of the brief', () => {
     expect(all.map((l) => l.path)).toEqual(
-      expect.arrayContaining(['density', 'nodes', 'node cordon', 'node uncordon', 'node drain', 'node delete', 'sandbox create', 'sandbox ls', 'sandbox exec', 'sandbox pause', 'sandbox resume', 'sandbox rm', 'config show', 'config reload', 'config set', 'events']),
+      expect.arrayContaining([
+        'density',
+        'nodes',
+        'node cordon',
+        'node uncordon',
+        'node drain',
+        'node delete',
+        'sandbox create',
+        'sandbox ls',
+        'sandbox exec',
+        'sandbox pause',
+        'sandbox resume',
+        'sandbox rm',
+        'config show',
+        'config reload',
+        'config set',
+        'events',
+      ]),
     );
   });
 

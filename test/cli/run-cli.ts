@@ -18,9 +18,14 @@ export interface CliResult {
 
 export function cubectl(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [join(root, 'bin/cubectl'), ...args], { env: { ...process.env, CUBE_API_URL: undefined, CUBE_API_KEY: undefined, E2B_API_KEY: undefined, ...env } as NodeJS.ProcessEnv }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [join(root, 'bin/cubectl'), ...args],
+      { env: { ...process.env, CUBE_API_URL: undefined, CUBE_API_KEY: undefined, E2B_API_KEY: undefined, ...env } as NodeJS.ProcessEnv },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
 }

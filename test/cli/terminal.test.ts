@@ -28,7 +28,10 @@ describe('terminalSafe', () => {
 
 describe('terminalSafeDeep', () => {
   it('makes every string of a JSON value safe, keys included, and leaves other values alone', () => {
-    const hostile = JSON.parse('{"metadata":{"\\u001b]0;k\\u0007":"\\u009b2J","__proto__":"x"},"n":3,"ok":true,"none":null,"list":["\\u001b[H",1]}') as Record<string, unknown>;
+    const hostile = JSON.parse('{"metadata":{"\\u001b]0;k\\u0007":"\\u009b2J","__proto__":"x"},"n":3,"ok":true,"none":null,"list":["\\u001b[H",1]}') as Record<
+      string,
+      unknown
+    >;
     const safe = terminalSafeDeep(hostile);
     expect(safe).toEqual({ metadata: { '\\x1b]0;k\\x07': '\\u009b2J', ['__proto__']: 'x' }, n: 3, ok: true, none: null, list: ['\\x1b[H', 1] });
     expect(Object.getPrototypeOf((safe as { metadata: object }).metadata)).toBe(Object.prototype);

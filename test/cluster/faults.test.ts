@@ -20,20 +20,28 @@ const nodes = (i = 0) => c.nodes(i);
 const sandboxes = (i = 0) => c.sandboxes(i);
 const create = (i: number, body: Record<string, unknown> = {}) => c.create(i, body);
 async function destroyAll(): Promise<void> {
-  await until('no sandbox left', async () => {
-    const left = await sandboxes();
-    for (const s of left) await c.api(0, `/admin/v1/sandboxes/${s.sandboxID}`, { method: 'DELETE' });
-    return left.length === 0 ? true : undefined;
-  }, 60_000);
+  await until(
+    'no sandbox left',
+    async () => {
+      const left = await sandboxes();
+      for (const s of left) await c.api(0, `/admin/v1/sandboxes/${s.sandboxID}`, { method: 'DELETE' });
+      return left.length === 0 ? true : undefined;
+    },
+    60_000,
+  );
 }
 /** A sandbox on `nodeID` (retried for 30 s; the last answer in the error). */
 async function createOn(i: number, nodeID: string): Promise<void> {
   let last = '';
-  await until(`a sandbox on ${nodeID}`, async () => {
-    const r = await create(i, { nodeID });
-    last = `${r.status} ${r.body.message ?? ''}`;
-    return r.status === 201 ? true : undefined;
-  }, 30_000).catch((e: Error) => Promise.reject(new Error(`${e.message}; last answer ${last}`)));
+  await until(
+    `a sandbox on ${nodeID}`,
+    async () => {
+      const r = await create(i, { nodeID });
+      last = `${r.status} ${r.body.message ?? ''}`;
+      return r.status === 201 ? true : undefined;
+    },
+    30_000,
+  ).catch((e: Error) => Promise.reject(new Error(`${e.message}; last answer ${last}`)));
 }
 /** The id of a sandbox created on `nodeID` by replica 0 (which must answer 201). */
 async function createdOn(nodeID: string): Promise<string> {
@@ -118,7 +126,8 @@ describe('cluster faults', () => {
         const watcher = (async () => {
           for (let k = 0; watching; k++) {
             for (const n of listed<NodeView>(await nodes(k % 2).catch(() => []))) if (n.lost) lostSeen.push(`node ${n.nodeID}: ${n.reason}`);
-            for (const s of listed<SandboxView>(await sandboxes(k % 2).catch(() => []))) if (s.state === 'lost') lostSeen.push(`sandbox ${s.sandboxID}: ${s.reason}`);
+            for (const s of listed<SandboxView>(await sandboxes(k % 2).catch(() => [])))
+              if (s.state === 'lost') lostSeen.push(`sandbox ${s.sandboxID}: ${s.reason}`);
             await new Promise((r) => setTimeout(r, 250));
           }
         })();
@@ -136,7 +145,10 @@ describe('cluster faults', () => {
       });
       const events = (await c.api<EventView[]>(0, '/admin/v1/events?limit=1000')).body;
       expect({ lostSeen, lostEvents: events.filter((e) => e.kind === 'node.lost').map((e) => e.message) }).toEqual({ lostSeen: [], lostEvents: [] });
-      expect((await nodes()).map((n) => [n.healthy, n.lost])).toEqual([[true, false], [true, false]]);
+      expect((await nodes()).map((n) => [n.healthy, n.lost])).toEqual([
+        [true, false],
+        [true, false],
+      ]);
     } finally {
       await destroyAll();
     }
@@ -149,12 +161,14 @@ describe('cluster faults', () => {
     try {
       // Replica 0 pauses and resumes them over and over, so it holds some of their locks when it dies.
       let churning = true;
-      const churn = Promise.all(ids.map(async (id) => {
-        while (churning) {
-          await c.api(0, `/admin/v1/sandboxes/${id}/pause`, { body: {} }).catch(() => undefined);
-          await c.api(0, `/admin/v1/sandboxes/${id}/resume`, { body: {} }).catch(() => undefined);
-        }
-      }));
+      const churn = Promise.all(
+        ids.map(async (id) => {
+          while (churning) {
+            await c.api(0, `/admin/v1/sandboxes/${id}/pause`, { body: {} }).catch(() => undefined);
+            await c.api(0, `/admin/v1/sandboxes/${id}/resume`, { body: {} }).catch(() => undefined);
+          }
+        }),
+      );
       await new Promise((r) => setTimeout(r, 2000));
       await c.controls[0]!.kill9();
       churning = false;
@@ -163,11 +177,15 @@ describe('cluster faults', () => {
       const deadline = Date.now() + 10_000;
       const answers: string[] = [];
       for (const id of ids) {
-        await until(`replica 1 destroys ${id}`, async () => {
-          const r = await c.api<{ code?: number }>(1, `/admin/v1/sandboxes/${id}`, { method: 'DELETE' });
-          answers.push(`${id}: ${r.status} ${r.body?.code ?? ''}`);
-          return r.status === 204 ? true : undefined;
-        }, Math.max(0, deadline - Date.now())).catch((e: Error) => Promise.reject(new Error(`${e.message}; answers ${answers.join(', ')}`)));
+        await until(
+          `replica 1 destroys ${id}`,
+          async () => {
+            const r = await c.api<{ code?: number }>(1, `/admin/v1/sandboxes/${id}`, { method: 'DELETE' });
+            answers.push(`${id}: ${r.status} ${r.body?.code ?? ''}`);
+            return r.status === 204 ? true : undefined;
+          },
+          Math.max(0, deadline - Date.now()),
+        ).catch((e: Error) => Promise.reject(new Error(`${e.message}; answers ${answers.join(', ')}`)));
       }
     } finally {
       await c.controls[0]!.start();
@@ -185,7 +203,11 @@ describe('cluster faults', () => {
       // Both replicas show the pending eviction.
       expect((await nodes(1)).find((n) => n.nodeID === target)).toMatchObject({ evictAt: drained.body.evictAt });
       await c.controls[0]!.kill9();
-      await until('the survivor evicted the node', async () => ((await sandboxes(1)).filter((s) => s.nodeID === target).length === 0 ? true : undefined), 30_000);
+      await until(
+        'the survivor evicted the node',
+        async () => ((await sandboxes(1)).filter((s) => s.nodeID === target).length === 0 ? true : undefined),
+        30_000,
+      );
       // Done: the pending eviction is cleared, the node stays draining.
       await until('eviction cleared', async () => ((await nodes(1)).find((n) => n.nodeID === target && n.evictAt === undefined) ? true : undefined), 10_000);
       expect((await nodes(1)).find((n) => n.nodeID === target)).toMatchObject({ draining: true });
@@ -232,7 +254,11 @@ describe('cluster faults', () => {
       expect((await c.api(0, `/sandboxes/${id}`, { method: 'DELETE' })).status).toBe(204);
       await victim.start();
       // The node re-adopts what it held; the control plane then destroys what was deleted meanwhile.
-      await until('the node no longer holds it', async () => ((await new RemoteNode(victim.nodeID, victim.url, c.secret).listSandboxes()).some((s) => s.sandboxID === id) ? undefined : true), 60_000);
+      await until(
+        'the node no longer holds it',
+        async () => ((await new RemoteNode(victim.nodeID, victim.url, c.secret).listSandboxes()).some((s) => s.sandboxID === id) ? undefined : true),
+        60_000,
+      );
       expect((await sandboxes()).map((s) => s.sandboxID)).not.toContain(id);
     } finally {
       if (!victim.alive()) await victim.start();
@@ -255,21 +281,29 @@ describe('cluster faults', () => {
           await ensureRedis();
         }
         // Creates right away, through both replicas: retryable 503s while the nodes report again, then 201.
-        await until('a create succeeds on both replicas', async () => {
-          const r = await Promise.all([create(0), create(1)]);
-          for (const x of r) if (x.status !== 201) answers.push(`${x.status} ${x.body.code} ${x.body.message}`);
-          return r.every((x) => x.status === 201) ? true : undefined;
-        }, 60_000);
+        await until(
+          'a create succeeds on both replicas',
+          async () => {
+            const r = await Promise.all([create(0), create(1)]);
+            for (const x of r) if (x.status !== 201) answers.push(`${x.status} ${x.body.code} ${x.body.message}`);
+            return r.every((x) => x.status === 201) ? true : undefined;
+          },
+          60_000,
+        );
       });
       expect(answers.filter((a) => !a.startsWith('503 '))).toEqual([]);
       // From the oldest event read before on (a window of the newest 1000 would slide past it).
       // The creates' events come from the nodes with their next accepted heartbeat, seconds
       // later on a loaded machine: waited for, not read once.
       const since = `/admin/v1/events?since=${before[0]!.id - 1}&limit=10000`;
-      const after = await until('an event newer than the restart', async () => {
-        const evs = (await c.api<EventView[]>(1, since)).body;
-        return Array.isArray(evs) && evs.some((e) => e.id > before.at(-1)!.id) ? evs : undefined;
-      }, 60_000);
+      const after = await until(
+        'an event newer than the restart',
+        async () => {
+          const evs = (await c.api<EventView[]>(1, since)).body;
+          return Array.isArray(evs) && evs.some((e) => e.id > before.at(-1)!.id) ? evs : undefined;
+        },
+        60_000,
+      );
       const byID = new Map(after.map((e) => [e.id, e.message]));
       // The history is kept with its ids, and new events number on from the old ones.
       expect(before.filter((e) => byID.get(e.id) !== e.message)).toEqual([]);
@@ -287,17 +321,33 @@ describe('cluster faults', () => {
     const inForce = async (i: number) => (await c.api<ConfigView>(i, '/admin/v1/config')).body;
     for (let trial = 0; trial < 8; trial++) {
       const values = [0.1 + trial / 100, 0.6 + trial / 100];
-      const answers = await Promise.all(values.map((value, i) => c.api<ReloadResult & { code?: number; message?: string }>(i, '/admin/v1/config', { method: 'PUT', body: { path: key, value } })));
+      const answers = await Promise.all(
+        values.map((value, i) =>
+          c.api<ReloadResult & { code?: number; message?: string }>(i, '/admin/v1/config', { method: 'PUT', body: { path: key, value } }),
+        ),
+      );
       const won = answers.flatMap((a, i) => (a.status === 200 ? [{ version: a.body.version, value: values[i]! }] : []));
-      for (const a of answers) if (a.status !== 200) expect(a.body).toMatchObject({ code: 130409, message: expect.stringMatching(/^130409 .*config changed meanwhile: version \d+ /) });
+      for (const a of answers)
+        if (a.status !== 200)
+          expect(a.body).toMatchObject({ code: 130409, message: expect.stringMatching(/^130409 .*config changed meanwhile: version \d+ /) });
       expect(won.length).toBeGreaterThan(0);
       // Two winners only one after the other: never two configs under one version.
       expect(new Set(won.map((w) => w.version)).size).toBe(won.length);
       const last = won.reduce((a, b) => (b.version > a.version ? b : a));
-      await until(`both replicas on version ${last.version}`, async () => {
-        const seen = await Promise.all([inForce(0), inForce(1)]);
-        return seen.every((v) => v.version === last.version && (v.master as { host: { quota: { paused_resource_release_ratio: number } } }).host.quota.paused_resource_release_ratio === last.value) ? true : undefined;
-      }, 15_000);
+      await until(
+        `both replicas on version ${last.version}`,
+        async () => {
+          const seen = await Promise.all([inForce(0), inForce(1)]);
+          return seen.every(
+            (v) =>
+              v.version === last.version &&
+              (v.master as { host: { quota: { paused_resource_release_ratio: number } } }).host.quota.paused_resource_release_ratio === last.value,
+          )
+            ? true
+            : undefined;
+        },
+        15_000,
+      );
     }
   }, 300_000);
 
@@ -305,10 +355,14 @@ describe('cluster faults', () => {
     // The nodes' own cubemaster.yaml says 0 (the default); the cluster's config says otherwise.
     const set = await c.api<ReloadResult>(1, '/admin/v1/config', { method: 'PUT', body: { path: 'host.quota.paused_resource_release_ratio', value: 0.35 } });
     expect(set.status).toBe(200);
-    const seen = await until(`every node on config version ${set.body.version}`, async () => {
-      const ns = await nodes();
-      return ns.length === 2 && ns.every((n) => n.configVersion === set.body.version && n.density.releaseRatio === 0.35) ? ns : undefined;
-    }, 15_000);
+    const seen = await until(
+      `every node on config version ${set.body.version}`,
+      async () => {
+        const ns = await nodes();
+        return ns.length === 2 && ns.every((n) => n.configVersion === set.body.version && n.density.releaseRatio === 0.35) ? ns : undefined;
+      },
+      15_000,
+    );
     expect(seen.map((n) => n.configVersion)).toEqual([set.body.version, set.body.version]);
   }, 60_000);
 
@@ -329,7 +383,10 @@ describe('cluster faults', () => {
       const late = await new RemoteNode(node.nodeID, node.url, c.secret)
         .withFence(stale!)
         .destroySandbox(id)
-        .then(() => undefined, (e: unknown) => e);
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
       expect(late).toBeInstanceOf(CubeError);
       expect((late as CubeError).code).toBe(130491);
       expect(await new RemoteNode(node.nodeID, node.url, c.secret).getSandbox(id)).toMatchObject({ sandboxID: id });
@@ -345,7 +402,23 @@ async function startMariaDB(): Promise<void> {
   await until('MariaDB answers', async () => ((await execa('mysqladmin', ['-uroot', 'ping'], { reject: false })).exitCode === 0 ? true : undefined), 60_000);
 }
 
-const REDIS_START = ['--daemonize', 'yes', '--bind', '127.0.0.1', '-::1', '--port', '6379', '--save', '', '--appendonly', 'no', '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/ci.log'];
+const REDIS_START = [
+  '--daemonize',
+  'yes',
+  '--bind',
+  '127.0.0.1',
+  '-::1',
+  '--port',
+  '6379',
+  '--save',
+  '',
+  '--appendonly',
+  'no',
+  '--dir',
+  '/var/lib/redis',
+  '--logfile',
+  '/var/log/redis/ci.log',
+];
 
 async function ensureRedis(): Promise<void> {
   if ((await execa('redis-cli', ['ping'], { reject: false })).stdout !== 'PONG') await execa('redis-server', REDIS_START, { reject: false });

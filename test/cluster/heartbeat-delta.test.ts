@@ -72,7 +72,8 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const create = (sandboxID: string) => node.api.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: Date.now() + 600_000, env: {}, metadata: {} });
+const create = (sandboxID: string) =>
+  node.api.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: Date.now() + 600_000, env: {}, metadata: {} });
 
 describe('heartbeats against two replicas', () => {
   it('send the view and the list only when they change; a lost view is asked for and sent again', async () => {
@@ -106,7 +107,12 @@ describe('heartbeats against two replicas', () => {
 
   it('a heartbeat whose answer was lost is sent again to the other replica; its notices are appended once', async () => {
     const [a, b] = [await replica('a'), await replica('b')];
-    const sender = new HeartbeatSender({ nodes: [{ node: node.api, address: 'http://127.0.0.1:1' }], to: { controls: [a, b], secret: SECRET }, log, intervalMs: 3_600_000 });
+    const sender = new HeartbeatSender({
+      nodes: [{ node: node.api, address: 'http://127.0.0.1:1' }],
+      to: { controls: [a, b], secret: SECRET },
+      log,
+      intervalMs: 3_600_000,
+    });
     const [aBefore, bBefore] = [seen.a.length, seen.b.length];
     // Subscribed to the node's notices from here; the first heartbeat goes at once.
     sender.start();
@@ -120,10 +126,13 @@ describe('heartbeats against two replicas', () => {
       expect(carried(seen.a.slice(aBefore))).toBe(1);
       expect(carried(seen.b.slice(bBefore))).toBe(1);
       // The node's notice once (the replica also adopts the sandbox, which has no record: a notice of its own, behind the answer).
-      await vi.waitFor(async () => {
-        const appended = (await store.listEvents({ sinceID: since, limit: 1000 })).filter((e) => e.sandboxID === S2 && e.kind === 'sandbox.created');
-        expect(appended.map((e) => e.message)).toEqual(['created from host', expect.stringContaining('adopted from node')]);
-      }, { timeout: 10_000 });
+      await vi.waitFor(
+        async () => {
+          const appended = (await store.listEvents({ sinceID: since, limit: 1000 })).filter((e) => e.sandboxID === S2 && e.kind === 'sandbox.created');
+          expect(appended.map((e) => e.message)).toEqual(['created from host', expect.stringContaining('adopted from node')]);
+        },
+        { timeout: 10_000 },
+      );
     } finally {
       loseAnswersOfA = false;
       await sender.stop();
@@ -133,13 +142,32 @@ describe('heartbeats against two replicas', () => {
   it('a create whose replica died between its MySQL and Redis writes is settled by the next list', async () => {
     // What a replica's create wrote before kill -9: the pending record (MySQL and route), then,
     // with the node's answer, the running record in MySQL only.
-    const pending = { sandboxID: S3, templateID: 'host', nodeID: node.api.nodeID, state: 'creating' as const, spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: {}, startedAt: Date.now(), endAt: Date.now() + 600_000, runtime: 'ns', accessToken: 'tok', envVars: {} };
+    const pending = {
+      sandboxID: S3,
+      templateID: 'host',
+      nodeID: node.api.nodeID,
+      state: 'creating' as const,
+      spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 },
+      metadata: {},
+      startedAt: Date.now(),
+      endAt: Date.now() + 600_000,
+      runtime: 'ns',
+      accessToken: 'tok',
+      envVars: {},
+    };
     const gen = await store.putSandbox(pending);
     const view = await create(S3);
     await store.mysql.putSandboxIf({ ...pending, ...view, nodeAt: Date.now() }, gen);
     // The survivor reconciles the node's list over the route: the record must follow the node.
     const cp = new ControlPlaneService({ store, config, log, replicaID: 'hb-survivor', ...clusterControl(store, SECRET, () => 30_000) });
-    const hb: Heartbeat = { nodeID: node.api.nodeID, address: 'http://127.0.0.1:1', events: [], at: Date.now(), view: await node.api.nodeView(), sandboxes: await node.api.listSandboxes() };
+    const hb: Heartbeat = {
+      nodeID: node.api.nodeID,
+      address: 'http://127.0.0.1:1',
+      events: [],
+      at: Date.now(),
+      view: await node.api.nodeView(),
+      sandboxes: await node.api.listSandboxes(),
+    };
     await cp.heartbeats([hb]);
     // Before the fix its update was refused over the route's stale generation, with every list.
     await vi.waitFor(async () => expect(await store.getSandbox(S3)).toMatchObject({ state: 'running', accessToken: 'tok' }), { timeout: 10_000 });

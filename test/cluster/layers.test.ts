@@ -29,7 +29,11 @@ async function image(tag: string): Promise<Buffer> {
 
 /** Imports through the control replica onto node `i`. */
 async function importOn(i: number, name: string): Promise<TemplateRecord> {
-  const res = await fetch(`${c.controls[0]!.url}/admin/v1/templates/import?name=${name}&node=${nodeID(i)}`, { method: 'POST', headers: { 'x-api-key': c.apiKey, 'content-type': 'application/octet-stream' }, body: await image(name) });
+  const res = await fetch(`${c.controls[0]!.url}/admin/v1/templates/import?name=${name}&node=${nodeID(i)}`, {
+    method: 'POST',
+    headers: { 'x-api-key': c.apiKey, 'content-type': 'application/octet-stream' },
+    body: await image(name),
+  });
   const body = (await res.json()) as TemplateRecord & { message?: string };
   expect(res.status, body.message).toBe(201);
   await until(`node ${i} reports ${name} and its layers`, async () => {
@@ -41,11 +45,22 @@ async function importOn(i: number, name: string): Promise<TemplateRecord> {
 
 const view = async (i: number): Promise<NodeView> => (await c.nodes(0)).find((n) => n.nodeID === nodeID(i))!;
 const fetchEvents = async (i: number, template: string): Promise<string[]> =>
-  (await c.api<EventView[]>(0, '/admin/v1/events?limit=1000')).body.filter((e) => e.kind === 'template.fetch' && e.nodeID === nodeID(i) && e.message.includes(`${template}:latest`)).map((e) => e.message);
+  (await c.api<EventView[]>(0, '/admin/v1/events?limit=1000')).body
+    .filter((e) => e.kind === 'template.fetch' && e.nodeID === nodeID(i) && e.message.includes(`${template}:latest`))
+    .map((e) => e.message);
 
 beforeAll(async () => {
-  c = await startCluster({ computes: 3, controls: 1, dataDirs: dirs, master: { scheduler: { priority_select_num: 2, score: { enable_scorers: ['template_locality'] } } } });
-  await until('three healthy nodes that fetch templates', async () => ((await c.nodes(0)).filter((n) => n.healthy && n.layers !== undefined).length === 3 ? true : undefined), 60_000);
+  c = await startCluster({
+    computes: 3,
+    controls: 1,
+    dataDirs: dirs,
+    master: { scheduler: { priority_select_num: 2, score: { enable_scorers: ['template_locality'] } } },
+  });
+  await until(
+    'three healthy nodes that fetch templates',
+    async () => ((await c.nodes(0)).filter((n) => n.healthy && n.layers !== undefined).length === 3 ? true : undefined),
+    60_000,
+  );
 }, 300_000);
 
 afterAll(async () => {
@@ -78,7 +93,12 @@ describe('layer distribution', () => {
       const m = await fetchEvents(2, 'dist');
       return m.some((x) => x.startsWith('template dist:latest ready')) ? m : undefined;
     });
-    expect(ev).toEqual(expect.arrayContaining([expect.stringMatching(/^fetching template dist:latest for a create: \d of \d layer/), expect.stringMatching(/^layer 2\/3 \(sha256:[0-9a-f]{64}\) of template dist:latest fetched and verified/)]));
+    expect(ev).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^fetching template dist:latest for a create: \d of \d layer/),
+        expect.stringMatching(/^layer 2\/3 \(sha256:[0-9a-f]{64}\) of template dist:latest fetched and verified/),
+      ]),
+    );
   }, 180_000);
 
   it('places creates on the nodes holding the template (template_locality scorer)', async () => {
@@ -134,7 +154,14 @@ describe('layer distribution', () => {
     const before = (await readdir(join(dirs[3]!, 'layers', 'sha256'))).sort();
     const r = await c.create(0, { templateID: 'huge', nodeID: nodeID(3) });
     expect(r.status, r.body.message).toBe(503);
-    expect(r.body).toMatchObject({ code: 130598, message: expect.stringMatching(new RegExp(`node ${nodeID(3)}: the layer store \\S+ has [\\d.]+ MiB free; template huge:latest needs 10485\\d\\d\\.\\d MiB for its \\d missing layer\\(s\\).*nothing was fetched`)) });
+    expect(r.body).toMatchObject({
+      code: 130598,
+      message: expect.stringMatching(
+        new RegExp(
+          `node ${nodeID(3)}: the layer store \\S+ has [\\d.]+ MiB free; template huge:latest needs 10485\\d\\d\\.\\d MiB for its \\d missing layer\\(s\\).*nothing was fetched`,
+        ),
+      ),
+    });
     expect((await readdir(join(dirs[3]!, 'layers', 'sha256'))).sort()).toEqual(before);
     expect(await readdir(join(dirs[3]!, 'layers', 'tmp'))).toEqual([]);
     expect((await view(3)).templates).not.toContain('huge');

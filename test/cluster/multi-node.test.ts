@@ -14,7 +14,23 @@ import { holdServicesRestarter, withServicesExclusive } from '../helpers/service
 // Before the cluster takes the services shared: files that restart them run one at a time.
 const releaseRestarter = holdServicesRestarter();
 
-const REDIS_START = ['--daemonize', 'yes', '--bind', '127.0.0.1', '-::1', '--port', '6379', '--save', '', '--appendonly', 'no', '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/ci.log'];
+const REDIS_START = [
+  '--daemonize',
+  'yes',
+  '--bind',
+  '127.0.0.1',
+  '-::1',
+  '--port',
+  '6379',
+  '--save',
+  '',
+  '--appendonly',
+  'no',
+  '--dir',
+  '/var/lib/redis',
+  '--logfile',
+  '/var/log/redis/ci.log',
+];
 
 let c: TestCluster;
 const loopDir = mkdtempSync('/tmp/cubed-test-cluster-loop-');
@@ -42,8 +58,17 @@ const node = (i: number) => c.computes[i - 1]!;
 
 async function ensureServices(): Promise<void> {
   if ((await execa('redis-cli', ['ping'], { reject: false })).stdout !== 'PONG') await execa('redis-server', REDIS_START);
-  if ((await execa('mysqladmin', ['-uroot', 'ping'], { reject: false })).exitCode !== 0) await execa('start-stop-daemon', ['--start', '--oknodo', '--background', '--exec', '/usr/sbin/mariadbd']);
-  await until('Redis and MariaDB up', async () => ((await execa('redis-cli', ['ping'], { reject: false })).stdout === 'PONG' && (await execa('mysqladmin', ['-uroot', 'ping'], { reject: false })).exitCode === 0 ? true : undefined), 60_000);
+  if ((await execa('mysqladmin', ['-uroot', 'ping'], { reject: false })).exitCode !== 0)
+    await execa('start-stop-daemon', ['--start', '--oknodo', '--background', '--exec', '/usr/sbin/mariadbd']);
+  await until(
+    'Redis and MariaDB up',
+    async () =>
+      (await execa('redis-cli', ['ping'], { reject: false })).stdout === 'PONG' &&
+      (await execa('mysqladmin', ['-uroot', 'ping'], { reject: false })).exitCode === 0
+        ? true
+        : undefined,
+    60_000,
+  );
 }
 
 beforeAll(async () => {
@@ -55,7 +80,11 @@ beforeAll(async () => {
   await execa('mount', ['-o', 'loop', loopImg, loopMnt]);
   mounted = true;
   c = await startCluster({ computes: 3, controls: 2, master: { scheduler: { priority_select_num: 3 } }, dataDirs: { 3: loopMnt } });
-  await until('three healthy schedulable nodes', async () => ((await nodes()).filter((n) => n.healthy && n.schedulable).length === 3 ? true : undefined), 30_000);
+  await until(
+    'three healthy schedulable nodes',
+    async () => ((await nodes()).filter((n) => n.healthy && n.schedulable).length === 3 ? true : undefined),
+    30_000,
+  );
 }, 300_000);
 
 afterAll(async () => {
@@ -77,7 +106,13 @@ describe('cluster of three compute nodes and two control replicas', () => {
     for (const i of [0, 1]) {
       const ns = await nodes(i);
       expect(ns.map((n) => n.nodeID).sort()).toEqual(c.computes.map((x) => x.nodeID).sort());
-      for (const n of ns) expect(n).toMatchObject({ healthy: true, lost: false, capacity: { cpus: 16, memoryMiB: 65_536, declared: true }, address: expect.stringMatching(/^http:\/\/10\.\d+\.\d\.2:7000$/) });
+      for (const n of ns)
+        expect(n).toMatchObject({
+          healthy: true,
+          lost: false,
+          capacity: { cpus: 16, memoryMiB: 65_536, declared: true },
+          address: expect.stringMatching(/^http:\/\/10\.\d+\.\d\.2:7000$/),
+        });
       expect(ns.every((n) => n.templates.includes('host'))).toBe(true);
     }
   });
@@ -90,8 +125,15 @@ describe('cluster of three compute nodes and two control replicas', () => {
     expect([...per.keys()].sort()).toEqual(c.computes.map((x) => x.nodeID).sort());
 
     const one = made[0]!.body;
-    const exec = await fetch(`${c.controls[1]!.url}/admin/v1/sandboxes/${one.sandboxID}/exec`, { method: 'POST', headers: { 'x-api-key': c.apiKey, 'content-type': 'application/json' }, body: JSON.stringify({ argv: ['sh', '-c', 'echo hi'] }) });
-    const lines = (await exec.text()).trim().split('\n').map((l) => JSON.parse(l) as { type: string; data?: string; exitCode?: number });
+    const exec = await fetch(`${c.controls[1]!.url}/admin/v1/sandboxes/${one.sandboxID}/exec`, {
+      method: 'POST',
+      headers: { 'x-api-key': c.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ argv: ['sh', '-c', 'echo hi'] }),
+    });
+    const lines = (await exec.text())
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string; data?: string; exitCode?: number });
     expect(Buffer.from(lines.find((l) => l.type === 'stdout')!.data!, 'base64').toString()).toBe('hi\n');
     expect(lines.at(-1)).toMatchObject({ type: 'end', exitCode: 0 });
     await destroyAll();
@@ -99,7 +141,11 @@ describe('cluster of three compute nodes and two control replicas', () => {
 
   it('sends nothing new to a drained node', async () => {
     const drained = node(1).nodeID;
-    expect((await c.api<NodeView>(0, `/admin/v1/nodes/${drained}/drain`, { body: {} })).body).toMatchObject({ draining: true, schedulable: false, reason: 'draining' });
+    expect((await c.api<NodeView>(0, `/admin/v1/nodes/${drained}/drain`, { body: {} })).body).toMatchObject({
+      draining: true,
+      schedulable: false,
+      reason: 'draining',
+    });
     try {
       const made = await burst(9, 3, (k) => create(k % 2));
       expect(made.map((m) => m.status)).toEqual(Array(9).fill(201));
@@ -156,13 +202,17 @@ describe('cluster of three compute nodes and two control replicas', () => {
       // Every id a client got is listed; every sandbox a node holds is listed (settled by heartbeats,
       // which are slow when the two cores are saturated: hence the long wait).
       let last = '';
-      await until('records match the nodes', async () => {
-        const records = await sandboxes(1);
-        const listed = new Set(records.filter((s) => s.state === 'running').map((s) => s.sandboxID));
-        const held = (await Promise.all(c.computes.map((x) => new RemoteNode(x.nodeID, x.url, c.secret).listSandboxes()))).flat();
-        last = JSON.stringify({ returned, records: records.map((s) => [s.sandboxID, s.state]), held: held.map((s) => [s.sandboxID, s.state]) });
-        return returned.every((id) => listed.has(id)) && held.every((s) => listed.has(s.sandboxID)) && listed.size === held.length ? true : undefined;
-      }, 90_000).catch((e: Error) => {
+      await until(
+        'records match the nodes',
+        async () => {
+          const records = await sandboxes(1);
+          const listed = new Set(records.filter((s) => s.state === 'running').map((s) => s.sandboxID));
+          const held = (await Promise.all(c.computes.map((x) => new RemoteNode(x.nodeID, x.url, c.secret).listSandboxes()))).flat();
+          last = JSON.stringify({ returned, records: records.map((s) => [s.sandboxID, s.state]), held: held.map((s) => [s.sandboxID, s.state]) });
+          return returned.every((id) => listed.has(id)) && held.every((s) => listed.has(s.sandboxID)) && listed.size === held.length ? true : undefined;
+        },
+        90_000,
+      ).catch((e: Error) => {
         throw new Error(`${e.message}; last seen ${last}`);
       });
     } finally {
@@ -231,11 +281,15 @@ describe('cluster of three compute nodes and two control replicas', () => {
     expect((await create(1, { nodeID: victim.nodeID })).body.code).toBe(130597);
 
     await victim.start();
-    await until('node and its sandboxes back', async () => {
-      const n = (await nodes()).find((x) => x.nodeID === victim.nodeID);
-      const states = (await sandboxes()).filter((s) => s.nodeID === victim.nodeID).map((s) => s.state);
-      return n?.healthy && !n.lost && states.length === 2 && states.every((s) => s === 'running') ? true : undefined;
-    }, 60_000);
+    await until(
+      'node and its sandboxes back',
+      async () => {
+        const n = (await nodes()).find((x) => x.nodeID === victim.nodeID);
+        const states = (await sandboxes()).filter((s) => s.nodeID === victim.nodeID).map((s) => s.state);
+        return n?.healthy && !n.lost && states.length === 2 && states.every((s) => s === 'running') ? true : undefined;
+      },
+      60_000,
+    );
     await destroyAll();
   }, 180_000);
 

@@ -32,13 +32,25 @@ let remote: RemoteNode;
 beforeAll(async () => {
   await execa('node', [join(import.meta.dirname, '..', '..', 'scripts', 'build-native.mjs')]);
   const cidr = testCidr();
-  writeFileSync(join(dir, 'cubelet.toml'), `[quota]\ncpus = 8\nmemory_mib = 65536\n[plugins."io.cubelet.internal.v1.network"]\ntap_init_num = 2\ncidr = "${cidr}"\n`);
+  writeFileSync(
+    join(dir, 'cubelet.toml'),
+    `[quota]\ncpus = 8\nmemory_mib = 65536\n[plugins."io.cubelet.internal.v1.network"]\ntap_init_num = 2\ncidr = "${cidr}"\n`,
+  );
   writeFileSync(join(dir, 'cubemaster.yaml'), 'sandbox:\n  default_spec: { cpus: 1, memory_mib: 256, disk_gib: 1 }\n');
   config = new ConfigStore(dir);
   const log = pino({ level: 'silent' });
   let c: Cubelet | undefined;
   const network = new NsNetworkAgent({ nodeTag: tag, cidr, initNum: 2, policy: defaultNetworkPolicy(), log, onNotice: (n) => c?.report(n.kind, n.message) });
-  c = new Cubelet({ nodeID, dataDir: dir, driver: new NsDriver({ dataDir: dir, nodeTag: tag, log }), network, templates: new TemplateStore(dir), config: () => config.config, log, poolSlotLimit: parseRange(cidr).maxIndex });
+  c = new Cubelet({
+    nodeID,
+    dataDir: dir,
+    driver: new NsDriver({ dataDir: dir, nodeTag: tag, log }),
+    network,
+    templates: new TemplateStore(dir),
+    config: () => config.config,
+    log,
+    poolSlotLimit: parseRange(cidr).maxIndex,
+  });
   cubelet = c;
   await cubelet.start();
   server = createServer(nodeRpcHandler(cubelet, SECRET, new FenceBook(dir, [])));
@@ -73,7 +85,17 @@ describe('node RPC', () => {
   it('creates, execs with streamed output, moves files, pauses, resumes and destroys over HTTP', async () => {
     const sandboxID = newSandboxID();
     const endAt = Date.now() + 60_000;
-    const sb = await remote.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt, env: { GREETING: 'hi' }, metadata: { who: 'rpc' }, owner: 'key-0123abcd' });
+    const sb = await remote.createSandbox({
+      sandboxID,
+      templateID: 'host',
+      cpus: 1,
+      memoryMiB: 256,
+      diskGiB: 1,
+      endAt,
+      env: { GREETING: 'hi' },
+      metadata: { who: 'rpc' },
+      owner: 'key-0123abcd',
+    });
     try {
       expect(sb).toMatchObject({ sandboxID, nodeID, state: 'running', owner: 'key-0123abcd' });
       expect((await remote.listSandboxes()).map((s) => s.sandboxID)).toContain(sandboxID);
@@ -90,7 +112,12 @@ describe('node RPC', () => {
       expect(out).toBe('hi out\n');
       expect(err).toBe('err\n');
       expect(end).toMatchObject({ exitCode: 3 });
-      expect((await remote.processOutput(sandboxID)).map((l) => `${l.stream} ${l.line}`)).toEqual(['process started: sh -c echo "$GREETING out"; echo err >&2; exit 3', 'stdout hi out', 'stderr err', 'process ended: exit code 3']);
+      expect((await remote.processOutput(sandboxID)).map((l) => `${l.stream} ${l.line}`)).toEqual([
+        'process started: sh -c echo "$GREETING out"; echo err >&2; exit 3',
+        'stdout hi out',
+        'stderr err',
+        'process ended: exit code 3',
+      ]);
 
       // A watch over the node RPC: set when watchDir resolves, ended by return() however quiet.
       const watch = (await remote.watchDir(sandboxID, { path: '/tmp', recursive: false, user: 'root' }))[Symbol.asyncIterator]();
@@ -136,7 +163,11 @@ describe('node RPC', () => {
   it('a control plane of the version before numeric times (endAt as ISO 8601) creates and extends a sandbox: the node reads the end as epoch ms; a string that is no time is 400', async () => {
     const sandboxID = newSandboxID();
     const post = (method: string, args: unknown[]) =>
-      fetch(`${remote.address}/node/v1/${method}`, { method: 'POST', headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' }, body: JSON.stringify({ args }) });
+      fetch(`${remote.address}/node/v1/${method}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ args }),
+      });
     const end = new Date(Date.now() + 60_000).toISOString();
     const created = await post('createSandbox', [{ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: end, env: {}, metadata: {} }]);
     try {

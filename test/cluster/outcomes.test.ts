@@ -18,11 +18,15 @@ async function onNodes(): Promise<Map<string, NodeSandbox>> {
   return new Map(lists.flat().map((s) => [s.sandboxID, s]));
 }
 async function destroyAll(): Promise<void> {
-  await until('no sandbox left', async () => {
-    const left = await c.sandboxes(1);
-    for (const s of left) await c.api(1, `/admin/v1/sandboxes/${s.sandboxID}`, { method: 'DELETE' });
-    return left.length === 0 && (await onNodes()).size === 0 ? true : undefined;
-  }, 90_000);
+  await until(
+    'no sandbox left',
+    async () => {
+      const left = await c.sandboxes(1);
+      for (const s of left) await c.api(1, `/admin/v1/sandboxes/${s.sandboxID}`, { method: 'DELETE' });
+      return left.length === 0 && (await onNodes()).size === 0 ? true : undefined;
+    },
+    90_000,
+  );
 }
 const signal = (n: ComputeNode, sig: 'SIGSTOP' | 'SIGCONT') => process.kill(n.pid, sig);
 
@@ -60,7 +64,11 @@ describe('create outcomes in a cluster', () => {
       await burst(24, 12, async (k) => {
         const key = k % 2 === 0 ? `kill9-${k}` : undefined;
         if (key) keys.push(key);
-        const r = await c.api<SandboxView>(0, '/admin/v1/sandboxes', { body: { templateID: 'host', timeoutSec: 600, ...(key ? { metadata: { 'cube.idempotency_key': key } } : {}) } }).catch(() => undefined);
+        const r = await c
+          .api<SandboxView>(0, '/admin/v1/sandboxes', {
+            body: { templateID: 'host', timeoutSec: 600, ...(key ? { metadata: { 'cube.idempotency_key': key } } : {}) },
+          })
+          .catch(() => undefined);
         answered++;
         if (r?.status === 201) held.add(r.body.sandboxID);
       });
@@ -70,20 +78,46 @@ describe('create outcomes in a cluster', () => {
       // The nodes' truth settles to what clients hold: unkeyed creates nobody heard of are undone.
       let extra: string[] = [];
       let alive0 = new Map<string, NodeSandbox>();
-      await until('the nodes hold only sandboxes a client holds', async () => {
-        const truth = await onNodes();
-        alive0 = truth;
-        extra = [...truth.keys()].filter((id) => !held.has(id));
-        return extra.length === 0 ? true : undefined;
-      }, 60_000).catch(() => undefined);
+      await until(
+        'the nodes hold only sandboxes a client holds',
+        async () => {
+          const truth = await onNodes();
+          alive0 = truth;
+          extra = [...truth.keys()].filter((id) => !held.has(id));
+          return extra.length === 0 ? true : undefined;
+        },
+        60_000,
+      ).catch(() => undefined);
       if (extra.length > 0) {
-        const evs = (await c.api<{ sandboxID?: string; message: string }[]>(1, '/admin/v1/events?limit=2000')).body.filter((e) => extra.includes(e.sandboxID ?? ''));
-        console.log('EXTRA', JSON.stringify({ extra, recs: await Promise.all(extra.map(async (id) => (await c.api(1, `/admin/v1/sandboxes/${id}`)).body)), evs, truth: extra.map((id) => alive0.get(id)) }, null, 1));
+        const evs = (await c.api<{ sandboxID?: string; message: string }[]>(1, '/admin/v1/events?limit=2000')).body.filter((e) =>
+          extra.includes(e.sandboxID ?? ''),
+        );
+        console.log(
+          'EXTRA',
+          JSON.stringify(
+            {
+              extra,
+              recs: await Promise.all(extra.map(async (id) => (await c.api(1, `/admin/v1/sandboxes/${id}`)).body)),
+              evs,
+              truth: extra.map((id) => alive0.get(id)),
+            },
+            null,
+            1,
+          ),
+        );
       }
       expect(extra).toEqual([]);
       const alive = await onNodes();
       const missing = [...held].filter((id) => !alive.has(id));
-      if (missing.length > 0) console.log('MISSING', JSON.stringify((await c.api<{ sandboxID?: string; message: string }[]>(1, '/admin/v1/events?limit=2000')).body.filter((e) => missing.includes(e.sandboxID ?? '')), null, 1));
+      if (missing.length > 0)
+        console.log(
+          'MISSING',
+          JSON.stringify(
+            (await c.api<{ sandboxID?: string; message: string }[]>(1, '/admin/v1/events?limit=2000')).body.filter((e) => missing.includes(e.sandboxID ?? '')),
+            null,
+            1,
+          ),
+        );
       expect(missing).toEqual([]);
     } finally {
       await c.controls[0]!.start();
@@ -97,7 +131,14 @@ describe('create outcomes in a cluster', () => {
     const made: string[] = [];
     try {
       // At once, while its last heartbeat is fresh: the scheduler still places on it.
-      const all = await Promise.all(Array.from({ length: 9 }, (_, k) => Sandbox.create({ ...sdk(k % 2), timeoutMs: 600_000 }).then((s) => s.sandboxId, (e: Error) => `failed: ${e.message}`)));
+      const all = await Promise.all(
+        Array.from({ length: 9 }, (_, k) =>
+          Sandbox.create({ ...sdk(k % 2), timeoutMs: 600_000 }).then(
+            (s) => s.sandboxId,
+            (e: Error) => `failed: ${e.message}`,
+          ),
+        ),
+      );
       made.push(...all.filter((x) => !x.startsWith('failed')));
       expect(all.filter((x) => x.startsWith('failed'))).toEqual([]);
     } finally {
@@ -106,10 +147,14 @@ describe('create outcomes in a cluster', () => {
     await until('the frozen node back', async () => ((await c.nodes(1)).find((n) => n.nodeID === frozen.nodeID && n.healthy) ? true : undefined), 60_000);
     // Its late work (creates it read after their deadline, or finished after the control gave up) is gone.
     let extra: string[] = [];
-    await until('the nodes hold only the answered sandboxes', async () => {
-      extra = [...(await onNodes()).keys()].filter((id) => !made.includes(id));
-      return extra.length === 0 ? true : undefined;
-    }, 60_000).catch(() => undefined);
+    await until(
+      'the nodes hold only the answered sandboxes',
+      async () => {
+        extra = [...(await onNodes()).keys()].filter((id) => !made.includes(id));
+        return extra.length === 0 ? true : undefined;
+      },
+      60_000,
+    ).catch(() => undefined);
     expect(extra).toEqual([]);
     await destroyAll();
   }, 300_000);

@@ -64,7 +64,10 @@ describe('PlacementBook: the prepared nodes decisions read', () => {
     const after = book.withInFlight(new Map([['a', 1]]));
     expect(after[0]!.prepared?.view).toBe(after[0]!.view);
     expect(after[0]!.prepared?.quotaMemUsedMiB).toBe(117 * 4202);
-    expect(schedule(REQ, after, config(), NOW, () => 0)).toMatchObject({ ok: false, rejections: [{ nodeID: 'a', filter: 'mem', reason: 'mem 117/117 (491634+4202 > 493568 MiB)' }] });
+    expect(schedule(REQ, after, config(), NOW, () => 0)).toMatchObject({
+      ok: false,
+      rejections: [{ nodeID: 'a', filter: 'mem', reason: 'mem 117/117 (491634+4202 > 493568 MiB)' }],
+    });
     // A newer read whose heartbeat shows the sandbox ended meanwhile (the placement is done): room again.
     book.setViews([node('a', { lastSeen: NOW + 1000, usage: { quotaMemUsedMiB: 116 * 4202 } })], NOW + 1000);
     const read = book.withInFlight(new Map());
@@ -125,7 +128,10 @@ describe('port proxy path', () => {
   ])('%s round-trips', (path, want) => {
     expect(parseProxyPath(proxyPath('abc123', 8000, path))).toEqual({ sandboxID: 'abc123', port: 8000, path: want });
   });
-  it.each(['/node/v1/createSandbox', '/node/v1/proxy/abc', '/node/v1/proxy/abc/0/x', '/node/v1/proxy/abc/70000/', '/other'])('%s is not a proxy target', (t) => {
-    expect(parseProxyPath(t)).toBeUndefined();
-  });
+  it.each(['/node/v1/createSandbox', '/node/v1/proxy/abc', '/node/v1/proxy/abc/0/x', '/node/v1/proxy/abc/70000/', '/other'])(
+    '%s is not a proxy target',
+    (t) => {
+      expect(parseProxyPath(t)).toBeUndefined();
+    },
+  );
 });

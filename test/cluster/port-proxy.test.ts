@@ -7,7 +7,15 @@ import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROXY_SECRET_HEADER, proxyPath } from '../../src/cubelet/rpc-wire.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
-import { echo, get as getFrom, startPortServers, startStreamServers, upgrade as upgradeTo, watchEvents, websocketConversation } from '../helpers/sandbox-ports.js';
+import {
+  echo,
+  get as getFrom,
+  startPortServers,
+  startStreamServers,
+  upgrade as upgradeTo,
+  watchEvents,
+  websocketConversation,
+} from '../helpers/sandbox-ports.js';
 
 const DOMAIN = 'sbx.cluster.test';
 let c: TestCluster;
@@ -33,7 +41,10 @@ afterAll(async () => {
 
 describe('port proxying through the compute node', () => {
   it("proxies HTTP by E2b-Sandbox-Port and by Host, with the client's own Authorization header left to the sandbox (the node secret travels apart)", async () => {
-    expect(await get('/index.html', { 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8000', authorization: 'Bearer app-token' })).toEqual({ status: 200, body: 'hello from a compute node' });
+    expect(await get('/index.html', { 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8000', authorization: 'Bearer app-token' })).toEqual({
+      status: 200,
+      body: 'hello from a compute node',
+    });
     expect(await get('/index.html?x=1', { host: sbx!.getHost(8000) })).toEqual({ status: 200, body: 'hello from a compute node' });
   });
 
@@ -59,7 +70,10 @@ describe('port proxying through the compute node', () => {
 
   it('streams through both proxies as it comes: headers before the first event, each event, WebSocket frames', async () => {
     // Event 1 is sent only after the client saw the headers, event i+1 only after event i.
-    const chunked = await watchEvents(control(), sbx!, 'cluster-chunked', '/events/cluster-chunked?chunked', { 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8002' });
+    const chunked = await watchEvents(control(), sbx!, 'cluster-chunked', '/events/cluster-chunked?chunked', {
+      'e2b-sandbox-id': sbx!.sandboxId,
+      'e2b-sandbox-port': '8002',
+    });
     expect(chunked).toEqual(['headers 200 text/event-stream', 'event 1', 'event 2', 'event 3']);
     const closing = await watchEvents(control(), sbx!, 'cluster-close', '/events/cluster-close', { host: sbx!.getHost(8002) });
     expect(closing).toEqual(['headers 200 text/event-stream', 'event 1', 'event 2', 'event 3']);

@@ -26,9 +26,17 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'cubed-test-cregistry-'));
   c = await startCluster({ computes: 2, controls: 1, cubelet: (rootHost) => ({ registry: { insecure: [rootHost] } }) });
   rootIP = new URL(c.controls[0]!.url).hostname;
-  await until('two healthy nodes that fetch templates', async () => ((await c!.nodes(0)).filter((n) => n.healthy && n.layers !== undefined).length === 2 ? true : undefined), 60_000);
+  await until(
+    'two healthy nodes that fetch templates',
+    async () => ((await c!.nodes(0)).filter((n) => n.healthy && n.layers !== undefined).length === 2 ? true : undefined),
+    60_000,
+  );
   reg = await startRegistry({ address: rootIP });
-  const app = await tarOf([{ name: 'opt/', type: 'directory' }, { name: 'opt/app/', type: 'directory' }, { name: 'opt/app/hello', content: '#!/bin/sh\necho hello-from-cluster-registry\n', mode: 0o755 }]);
+  const app = await tarOf([
+    { name: 'opt/', type: 'directory' },
+    { name: 'opt/app/', type: 'directory' },
+    { name: 'opt/app/hello', content: '#!/bin/sh\necho hello-from-cluster-registry\n', mode: 0o755 },
+  ]);
   await writeFile(join(dir, 'img.tar'), await ociArchive([await tarOf(busyboxLayer()), app], { Env: ['PATH=/bin:/usr/bin'] }));
   await reg.push(join(dir, 'img.tar'), 'team/app:v1');
 }, 300_000);
@@ -48,7 +56,11 @@ describe('registry images in a cluster', () => {
     const t = Template().fromImage(`${reg!.host}/team/app:v1`).runCmd('echo built > /home/user/built');
     await Template.build(t, 'cregistry', { ...opts(), onBuildLogs: (e) => lines.push(e.message) });
     expect(lines.join('\n')).toMatch(/Copying blob sha256:/);
-    const blobs = () => reg!.log().split('\n').filter((l) => /"GET \/v2\/team\/app\/blobs\/sha256:/.test(l)).length;
+    const blobs = () =>
+      reg!
+        .log()
+        .split('\n')
+        .filter((l) => /"GET \/v2\/team\/app\/blobs\/sha256:/.test(l)).length;
     const pulled = blobs();
     const views = await until('one node reports cregistry', async () => {
       const v = await c!.nodes(0);

@@ -22,10 +22,14 @@ const create = () => c.api<SandboxView & { code?: number; message?: string }>(0,
 
 describe('50 simulated nodes in one process', () => {
   it('register healthy, with varied capacity, as runtime sim', async () => {
-    const nodes = await until('50 healthy sim nodes', async () => {
-      const n = (await c.api<NodeView[]>(0, '/admin/v1/nodes')).body.filter((v) => v.nodeID.startsWith('simt-') && v.healthy);
-      return n.length === NODES ? n : undefined;
-    }, 60_000);
+    const nodes = await until(
+      '50 healthy sim nodes',
+      async () => {
+        const n = (await c.api<NodeView[]>(0, '/admin/v1/nodes')).body.filter((v) => v.nodeID.startsWith('simt-') && v.healthy);
+        return n.length === NODES ? n : undefined;
+      },
+      60_000,
+    );
     expect(new Set(nodes.map((n) => n.runtime))).toEqual(new Set(['sim']));
     expect(new Set(nodes.map((n) => n.capacity.cpus)).size).toBeGreaterThan(3);
     expect(new Set(nodes.map((n) => n.capacity.memoryMiB)).size).toBeGreaterThan(3);

@@ -28,20 +28,33 @@ const holderOf = async (name: string): Promise<number[]> => {
   for (const i of [1, 2]) if ((await view(i)).templates.includes(name)) out.push(i);
   return out;
 };
-const layersOn = async (i: number): Promise<string[]> => (await readdir(join(dirs[i]!, 'layers', 'sha256')).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{64}$/.test(n)).map((n) => `sha256:${n}`);
+const layersOn = async (i: number): Promise<string[]> =>
+  (await readdir(join(dirs[i]!, 'layers', 'sha256')).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{64}$/.test(n)).map((n) => `sha256:${n}`);
 const e2b = async (method: string, path: string, body?: unknown) => {
-  const r = await fetch(`${c.controls[0]!.url}${path}`, { method, headers: { 'x-api-key': c.apiKey, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  const r = await fetch(`${c.controls[0]!.url}${path}`, {
+    method,
+    headers: { 'x-api-key': c.apiKey, 'content-type': 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
   const text = await r.text();
   return { status: r.status, json: (text ? JSON.parse(text) : {}) as Record<string, unknown> & { message?: string } };
 };
 
 beforeAll(async () => {
   c = await startCluster({ computes: 2, controls: 1, dataDirs: dirs });
-  await until('two healthy nodes that fetch templates', async () => ((await c.nodes(0)).filter((n) => n.healthy && n.layers !== undefined).length === 2 ? true : undefined), 60_000);
+  await until(
+    'two healthy nodes that fetch templates',
+    async () => ((await c.nodes(0)).filter((n) => n.healthy && n.layers !== undefined).length === 2 ? true : undefined),
+    60_000,
+  );
   await mkdir(join(ctxDir, 'app'));
   await writeFile(join(ctxDir, 'app', 'hello.txt'), 'hello from the cluster build\n');
   // busybox on node 1 only: a build placed on node 2 fetches it first.
-  const res = await fetch(`${c.controls[0]!.url}/admin/v1/templates/import?name=busybox&node=${nodeID(1)}`, { method: 'POST', headers: { 'x-api-key': c.apiKey, 'content-type': 'application/octet-stream' }, body: await dockerArchive([await tarOf(busyboxLayer())], { Env: ['PATH=/bin:/usr/bin'] }) });
+  const res = await fetch(`${c.controls[0]!.url}/admin/v1/templates/import?name=busybox&node=${nodeID(1)}`, {
+    method: 'POST',
+    headers: { 'x-api-key': c.apiKey, 'content-type': 'application/octet-stream' },
+    body: await dockerArchive([await tarOf(busyboxLayer())], { Env: ['PATH=/bin:/usr/bin'] }),
+  });
   expect(res.status, await res.clone().text()).toBe(201);
   await until('node 1 reports busybox', async () => ((await view(1)).templates.includes('busybox') ? true : undefined));
 }, 300_000);
@@ -59,7 +72,12 @@ describe('template builds through a control replica', () => {
 
   it('Template.build of the e2b SDK runs on a node, registers the template there, and a sandbox on the other node runs from it', async () => {
     const lines: string[] = [];
-    const t = Template({ fileContextPath: ctxDir }).fromImage('busybox').setEnvs({ GREETING: 'hi' }).runCmd('echo built-$GREETING > /home/user/marker && echo step-output-$GREETING').copy('app', '/opt/app/').setWorkdir('/opt/app');
+    const t = Template({ fileContextPath: ctxDir })
+      .fromImage('busybox')
+      .setEnvs({ GREETING: 'hi' })
+      .runCmd('echo built-$GREETING > /home/user/marker && echo step-output-$GREETING')
+      .copy('app', '/opt/app/')
+      .setWorkdir('/opt/app');
     const info = await Template.build(t, 'cbuilt', { ...opts(), onBuildLogs: (e) => lines.push(e.message) });
     expect(info).toMatchObject({ templateId: 'cbuilt' });
     expect(lines.join('\n')).toMatch(/step-output-hi/);
@@ -153,10 +171,15 @@ describe('template builds through a control replica', () => {
   it("shows a client's own import, tag and rm through the replica in its very next list and inspect (read-your-writes)", async () => {
     // The replica lists the registry the nodes' heartbeats write: without the write-through, a list
     // right after the import lacked the template for up to a heartbeat.
-    const listed = async () => new Map((await c.api<{ templateID: string; nodes: string[] }[]>(0, '/admin/v1/templates')).body.map((t) => [t.templateID, t.nodes]));
+    const listed = async () =>
+      new Map((await c.api<{ templateID: string; nodes: string[] }[]>(0, '/admin/v1/templates')).body.map((t) => [t.templateID, t.nodes]));
     const body = await dockerArchive([await tarOf(busyboxLayer())], {});
     for (let i = 0; i < 2; i++) {
-      const res = await fetch(`${c.controls[0]!.url}/admin/v1/templates/import?name=cryw&node=${nodeID(2)}`, { method: 'POST', headers: { 'x-api-key': c.apiKey, 'content-type': 'application/octet-stream' }, body });
+      const res = await fetch(`${c.controls[0]!.url}/admin/v1/templates/import?name=cryw&node=${nodeID(2)}`, {
+        method: 'POST',
+        headers: { 'x-api-key': c.apiKey, 'content-type': 'application/octet-stream' },
+        body,
+      });
       expect(res.status, await res.clone().text()).toBe(201);
       expect((await listed()).get('cryw')).toEqual([nodeID(2)]);
       // Inspect too: it looked for a holder in the node views only, which lag by a heartbeat (404).
@@ -174,25 +197,42 @@ describe('template builds through a control replica', () => {
     const req = await e2b('POST', '/v3/templates', { name: 'cdies' });
     expect(req.status, req.json.message).toBe(202);
     const buildID = req.json.buildID as string;
-    const start = await e2b('POST', `/v2/templates/cdies/builds/${buildID}`, { fromImage: 'busybox', steps: [{ type: 'RUN', args: ['echo started; sleep 600'], force: false }] });
+    const start = await e2b('POST', `/v2/templates/cdies/builds/${buildID}`, {
+      fromImage: 'busybox',
+      steps: [{ type: 'RUN', args: ['echo started; sleep 600'], force: false }],
+    });
     expect(start.status, start.json.message).toBe(202);
-    await until('the step runs', async () => {
-      const st = await e2b('GET', `/templates/cdies/builds/${buildID}/status`);
-      return (st.json.logEntries as { message: string }[]).some((l) => l.message === 'started') ? true : undefined;
-    }, 120_000);
+    await until(
+      'the step runs',
+      async () => {
+        const st = await e2b('GET', `/templates/cdies/builds/${buildID}/status`);
+        return (st.json.logEntries as { message: string }[]).some((l) => l.message === 'started') ? true : undefined;
+      },
+      120_000,
+    );
     // Which node runs it: the one whose node RPC knows the build.
     let runner = 0;
     for (const i of [1, 2]) {
-      const r = await fetch(`${c.computes[i - 1]!.url}/node/v1/buildGet`, { method: 'POST', headers: { authorization: `Bearer ${c.secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ args: ['cdies', buildID] }) });
+      const r = await fetch(`${c.computes[i - 1]!.url}/node/v1/buildGet`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${c.secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ args: ['cdies', buildID] }),
+      });
       if (r.status === 200) runner = i;
     }
     expect(runner).not.toBe(0);
     await c.computes[runner - 1]!.kill9();
-    const st = await until('the status says error', async () => {
-      const s = await e2b('GET', `/templates/cdies/builds/${buildID}/status`);
-      return s.json.status === 'error' ? s.json : undefined;
-    }, 60_000);
-    expect((st.reason as { message: string }).message).toMatch(new RegExp(`node ${nodeID(runner)}, which ran the build, went away \\(.*\\): the build ended there and registered nothing`));
+    const st = await until(
+      'the status says error',
+      async () => {
+        const s = await e2b('GET', `/templates/cdies/builds/${buildID}/status`);
+        return s.json.status === 'error' ? s.json : undefined;
+      },
+      60_000,
+    );
+    expect((st.reason as { message: string }).message).toMatch(
+      new RegExp(`node ${nodeID(runner)}, which ran the build, went away \\(.*\\): the build ended there and registered nothing`),
+    );
     // The node back: the build it lost is an error there too, the answer through the replica stays, and no node lists the template.
     await c.computes[runner - 1]!.start();
     await until('the node healthy again', async () => ((await view(runner)).healthy ? true : undefined), 60_000);

@@ -44,7 +44,14 @@ async function replica(name: string): Promise<Replica> {
   const config = new ConfigStore(dir, { watch: false });
   const store = new ClusterStore(scope);
   await store.init();
-  const cp = new ControlPlaneService({ store, config, log: pino({ level: 'silent' }), replicaID: name, tickMs: 200, ...clusterControl(store, 'secret', () => 30_000) });
+  const cp = new ControlPlaneService({
+    store,
+    config,
+    log: pino({ level: 'silent' }),
+    replicaID: name,
+    tickMs: 200,
+    ...clusterControl(store, 'secret', () => 30_000),
+  });
   const r = { name, dir, config, store, cp };
   replicas.push(r);
   await cp.start();
@@ -86,7 +93,11 @@ describe("a cluster's config under concurrent changes", () => {
       // Both sets by one operator's key (as through the admin API): the same actor on both
       // replicas, in the same millisecond, so the two commits differ in their content only.
       const calls = [() => a.cp.setConfig(KEY, values[0], OPERATOR), () => b.cp.setConfig(KEY, values[1], OPERATOR), () => a.cp.reloadConfig()];
-      const order = [[0, 1, 2], [2, 1, 0], [1, 2, 0]][trial % 3]!;
+      const order = [
+        [0, 1, 2],
+        [2, 1, 0],
+        [1, 2, 0],
+      ][trial % 3]!;
       const started: Promise<ReloadResult>[] = [];
       for (const k of order) started[k] = calls[k]!();
       const settled = await Promise.allSettled(started);
@@ -115,10 +126,14 @@ describe("a cluster's config under concurrent changes", () => {
       expect(new Set(won.map((w) => w.version)).size).toBe(won.length);
 
       const head = (await a.store.configHead())!;
-      await until(`both replicas on version ${head.version}`, async () => {
-        const now = (await a.store.configHead())!;
-        return [a, b].every((r) => r.config.versionInfo.version === now.version && isDeepStrictEqual(r.config.config.master, now.master)) ? true : undefined;
-      }, 30_000);
+      await until(
+        `both replicas on version ${head.version}`,
+        async () => {
+          const now = (await a.store.configHead())!;
+          return [a, b].every((r) => r.config.versionInfo.version === now.version && isDeepStrictEqual(r.config.config.master, now.master)) ? true : undefined;
+        },
+        30_000,
+      );
       // What won is in force: the last set's value, and the file's edit exactly when it won.
       const lastSet = won.filter((w) => w.what.startsWith('set')).sort((x, y) => y.version - x.version)[0];
       if (lastSet) expect(ratio(a)).toBe(Number(lastSet.what.slice(4)));

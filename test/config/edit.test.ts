@@ -12,7 +12,13 @@ describe('setInText: TOML', () => {
   it.each([
     ['replaces a value and keeps its comment', 'a = 1 # one\n', ['a'], 2, 'a = 2 # one\n'],
     ['keeps a comment after a string holding #', 'id = "x#y" # the id\n', ['id'], 'z', 'id = "z" # the id\n'],
-    ['replaces inside a quoted table', `x = 1\n\n[plugins."${NET}"]\ntap_init_num = 32 # warm\ncidr = "10.0.0.0/16"\n`, ['plugins', NET, 'tap_init_num'], 64, `x = 1\n\n[plugins."${NET}"]\ntap_init_num = 64 # warm\ncidr = "10.0.0.0/16"\n`],
+    [
+      'replaces inside a quoted table',
+      `x = 1\n\n[plugins."${NET}"]\ntap_init_num = 32 # warm\ncidr = "10.0.0.0/16"\n`,
+      ['plugins', NET, 'tap_init_num'],
+      64,
+      `x = 1\n\n[plugins."${NET}"]\ntap_init_num = 64 # warm\ncidr = "10.0.0.0/16"\n`,
+    ],
     ['adds a root key before the first table', '# head\nx = 1\n\n[t]\ny = 2\n', ['z'], 'v', '# head\nx = 1\nz = "v"\n\n[t]\ny = 2\n'],
     ['adds a key at the end of its table', '[t]\ny = 2 # c\n\n[u]\nw = 1\n', ['t', 'k'], [1, 2], '[t]\ny = 2 # c\nk = [ 1, 2 ]\n\n[u]\nw = 1\n'],
     ['adds a missing table at the end', '# only a comment\n# [quota]\n', ['quota', 'cpus'], 8, '# only a comment\n# [quota]\n\n[quota]\ncpus = 8\n'],

@@ -34,7 +34,8 @@ describe('docs/configuration.md', () => {
 
   it('documents every key of both files with its mode', () => {
     const doc = generateConfigDoc();
-    for (const key of ['api.listen', 'host.quota.paused_resource_release_ratio', 'quota.memory_mib', 'plugins."io.cubelet.internal.v1.network".tap_init_num']) expect(doc).toContain(`\`${key}\``);
+    for (const key of ['api.listen', 'host.quota.paused_resource_release_ratio', 'quota.memory_mib', 'plugins."io.cubelet.internal.v1.network".tap_init_num'])
+      expect(doc).toContain(`\`${key}\``);
     expect(doc).toMatch(/`api\.listen` \| [^\n]*\| restart \|/);
     expect(doc).toMatch(/`host\.quota\.paused_resource_release_ratio` \| `0` \| number, >= 0, <= 1 \| live \|/);
   });

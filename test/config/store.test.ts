@@ -31,12 +31,13 @@ const edit = (path: string, from: string | RegExp, to: string) => {
   expect(next).not.toBe(text);
   writeFileSync(path, next);
 };
-const next = <K extends keyof ConfigEvents>(s: ConfigStore, event: K) => new Promise<ConfigEvents[K]>((resolve) => {
-  const off = s.on(event, (p) => {
-    off();
-    resolve(p);
+const next = <K extends keyof ConfigEvents>(s: ConfigStore, event: K) =>
+  new Promise<ConfigEvents[K]>((resolve) => {
+    const off = s.on(event, (p) => {
+      off();
+      resolve(p);
+    });
   });
-});
 
 describe('ConfigStore', () => {
   it('loads the defaults at version 1 and refuses an invalid directory at start', () => {
@@ -262,7 +263,7 @@ describe('ConfigStore', () => {
   });
 });
 
-describe('following a config kept elsewhere (a cluster\'s store)', () => {
+describe("following a config kept elsewhere (a cluster's store)", () => {
   it('withValue validates one key over the config in force and changes nothing', () => {
     store = new ConfigStore(dir, { watch: false });
     const before = readFileSync(master(), 'utf8');

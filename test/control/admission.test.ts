@@ -10,8 +10,14 @@ describe('resolveCreate', () => {
   const master = config({ sandbox: { default_template: 'host', default_spec: { cpus: 1, memory_mib: 4096, disk_gib: 10 }, default_timeout_sec: 300 } });
   it.each([
     [{}, { templateID: 'host', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
-    [{ templateID: 'base', cpus: 2 }, { templateID: 'host', cpus: 2, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
-    [{ templateID: 'py', memoryMiB: 512, timeoutSec: 5 }, { templateID: 'py', cpus: 1, memoryMiB: 512, diskGiB: 10, timeoutSec: 5 }],
+    [
+      { templateID: 'base', cpus: 2 },
+      { templateID: 'host', cpus: 2, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 },
+    ],
+    [
+      { templateID: 'py', memoryMiB: 512, timeoutSec: 5 },
+      { templateID: 'py', cpus: 1, memoryMiB: 512, diskGiB: 10, timeoutSec: 5 },
+    ],
     [{ templateID: 'py:latest' }, { templateID: 'py', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
     [{ templateID: 'py:v2' }, { templateID: 'py:v2', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
     [{ templateID: 'host:latest' }, { templateID: 'host', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
@@ -47,18 +53,26 @@ describe('resumeRefusal', () => {
     expect(resumeRefusal(spec, small(8000), master)).toBeUndefined();
   });
   it('refuses with the numbers when it does not', () => {
-    expect(resumeRefusal(spec, small(11000), master)).toBe('resume rejected by paused_resource_release_ratio policy: need 2101MB + used 11000MB > mem quota 12288MB');
+    expect(resumeRefusal(spec, small(11000), master)).toBe(
+      'resume rejected by paused_resource_release_ratio policy: need 2101MB + used 11000MB > mem quota 12288MB',
+    );
   });
 });
 
 describe('requireFits: a request no node could ever hold is a 400 naming the limit', () => {
   const master = config();
-  const store = (id: string, gib: number) => node(id, { usage: { store: { kind: 'loop', path: '/x/store', sizeBytes: gib * 1024 ** 3, freeBytes: gib * 1024 ** 3, usedPercent: 0 } } });
+  const store = (id: string, gib: number) =>
+    node(id, { usage: { store: { kind: 'loop', path: '/x/store', sizeBytes: gib * 1024 ** 3, freeBytes: gib * 1024 ** 3, usedPercent: 0 } } });
   const dev = (id: string) => node(id, { capacity: { cpus: 2, memoryMiB: 24576, declared: false } });
   it.each([
     ['fits on the reference node', { cpus: 1, memoryMiB: 4096 }, [node('a')], undefined],
     ['fits on one of two nodes', { cpus: 200, memoryMiB: 4096 }, [dev('a'), node('b')], undefined],
-    ['fits on a full node later (usage does not count)', { cpus: 1, memoryMiB: 4096 }, [node('a', { usage: { quotaCpuUsed: 307, quotaMemUsedMiB: 493568 } })], undefined],
+    [
+      'fits on a full node later (usage does not count)',
+      { cpus: 1, memoryMiB: 4096 },
+      [node('a', { usage: { quotaCpuUsed: 307, quotaMemUsedMiB: 493568 } })],
+      undefined,
+    ],
     [
       'cpuCount 1000 on a 2-core box',
       { cpus: 1000, memoryMiB: 512 },
@@ -73,7 +87,12 @@ describe('requireFits: a request no node could ever hold is a 400 naming the lim
     ],
     ['no node registered: left to the scheduler (130597)', { cpus: 1000, memoryMiB: 512 }, [], undefined],
     // Issue 29: disk_gib 4096 was accepted on a 12 GiB store.
-    ['disk_gib 4096 on a 12 GiB store', { cpus: 1, memoryMiB: 512, diskGiB: 4096 }, [store('a', 12)], 'a sandbox of 1 vCPU / 512 MiB / 4096 GiB disk can never fit, even on an empty node: a: disk 4096 GiB > sandbox store 12 GiB'],
+    [
+      'disk_gib 4096 on a 12 GiB store',
+      { cpus: 1, memoryMiB: 512, diskGiB: 4096 },
+      [store('a', 12)],
+      'a sandbox of 1 vCPU / 512 MiB / 4096 GiB disk can never fit, even on an empty node: a: disk 4096 GiB > sandbox store 12 GiB',
+    ],
     ['a disk the size of the store fits (oversell counts the sum, not one sandbox)', { cpus: 1, memoryMiB: 512, diskGiB: 12 }, [store('a', 12)], undefined],
     ['a node without a store does not limit disk', { cpus: 1, memoryMiB: 512, diskGiB: 4096 }, [node('a')], undefined],
     ['fits on the node with the larger store', { cpus: 1, memoryMiB: 512, diskGiB: 100 }, [store('a', 12), store('b', 200)], undefined],
@@ -84,7 +103,9 @@ describe('requireFits: a request no node could ever hold is a 400 naming the lim
 
   it('a disk oversell ratio below 1 lowers what one sandbox may ask', () => {
     const half = config({ host: { quota: { disk_oversell_ratio: 0.5 } } });
-    expect(() => requireFits({ cpus: 1, memoryMiB: 512, diskGiB: 7 }, [store('a', 12)], half)).toThrow(expect.objectContaining({ http: 400, message: expect.stringContaining('a: disk 7 GiB > 6 GiB (sandbox store 12 GiB x 0.5 disk oversell)') }));
+    expect(() => requireFits({ cpus: 1, memoryMiB: 512, diskGiB: 7 }, [store('a', 12)], half)).toThrow(
+      expect.objectContaining({ http: 400, message: expect.stringContaining('a: disk 7 GiB > 6 GiB (sandbox store 12 GiB x 0.5 disk oversell)') }),
+    );
     expect(() => requireFits({ cpus: 1, memoryMiB: 512, diskGiB: 6 }, [store('a', 12)], half)).not.toThrow();
   });
 });
@@ -100,7 +121,7 @@ describe('refusalError: a transient shortage says when to retry', () => {
   });
 });
 
-describe('audited: the answer is the operation\'s, whatever becomes of its audit row (issue 24)', () => {
+describe("audited: the answer is the operation's, whatever becomes of its audit row (issue 24)", () => {
   const withStore = async (fn: (store: EmbeddedStore) => Promise<void>): Promise<void> => {
     const store = new EmbeddedStore({ path: ':memory:' });
     await store.init();
@@ -116,7 +137,7 @@ describe('audited: the answer is the operation\'s, whatever becomes of its audit
     withStore(async (store) => {
       expect(await audited(store, 'k', 'sandbox.destroy', 'sb1', async () => (await store.close(), 'done'))).toBe('done');
     }));
-  it('a refused one keeps its own error, not the audit\'s', () =>
+  it("a refused one keeps its own error, not the audit's", () =>
     withStore(async (store) => {
       const refused = audited(store, 'k', 'sandbox.pause', 'sb1', async () => {
         await store.close();
@@ -128,6 +149,9 @@ describe('audited: the answer is the operation\'s, whatever becomes of its audit
     withStore(async (store) => {
       await audited(store, 'k', 'sandbox.destroy', 'sb1', async () => undefined);
       await audited(store, 'k', 'sandbox.destroy', 'sb2', async () => Promise.reject(new CubeError('NOT_FOUND', 'gone'))).catch(() => undefined);
-      expect((await store.listAudit()).map((a) => [a.target, a.outcome]).sort()).toEqual([['sb1', 'ok'], ['sb2', 'gone']]);
+      expect((await store.listAudit()).map((a) => [a.target, a.outcome]).sort()).toEqual([
+        ['sb1', 'ok'],
+        ['sb2', 'gone'],
+      ]);
     }));
 });

@@ -102,7 +102,11 @@ it('concurrent creates with one key: one create on the node, every caller gets i
 }, 60_000);
 
 it('a refused create with a key gets the same refusal when repeated, whatever the repeat asks', async () => {
-  const refusal = (template: string) => Sandbox.create(template, { ...opts, metadata: { 'cube.idempotency_key': 'refused' } }).then(() => undefined, (e: Error) => e);
+  const refusal = (template: string) =>
+    Sandbox.create(template, { ...opts, metadata: { 'cube.idempotency_key': 'refused' } }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
   const first = await refusal('no-such-template');
   // The key names the create: a repeat is the same create, not a new one with other arguments.
   const second = await refusal('host');
@@ -118,7 +122,11 @@ it('a create whose client left before the answer is undone, with an event saying
   await leaveMidCreate({ templateID: 'host' }, 1);
   const abandoned = creates[0]!.sandboxID;
   openGate();
-  await until('the abandoned create undone', async () => ((await node.getSandbox(abandoned)) === undefined && (await store.getSandbox(abandoned)) === undefined ? true : undefined), 10_000);
+  await until(
+    'the abandoned create undone',
+    async () => ((await node.getSandbox(abandoned)) === undefined && (await store.getSandbox(abandoned)) === undefined ? true : undefined),
+    10_000,
+  );
   expect((await events(abandoned)).map((e) => e.message)).toContainEqual(expect.stringMatching(/undone: the client closed its connection before the answer/));
   expect(await store.wasDeleted(abandoned)).toBe(true);
 
@@ -144,14 +152,44 @@ async function leaveMidCreate(body: unknown, nth: number): Promise<void> {
 
 it("a record left `creating` past its create's deadline by a creator that went is settled from the node's truth within seconds", async () => {
   const past = Date.now() - 1000;
-  const base = { templateID: 'host', nodeID: 'local', state: 'creating' as const, spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: {}, startedAt: past - 10_000, endAt: past + 600_000, runtime: 'sim', accessToken: 't', envVars: {}, createBy: past };
+  const base = {
+    templateID: 'host',
+    nodeID: 'local',
+    state: 'creating' as const,
+    spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 },
+    metadata: {},
+    startedAt: past - 10_000,
+    endAt: past + 600_000,
+    runtime: 'sim',
+    accessToken: 't',
+    envVars: {},
+    createBy: past,
+  };
   // Nothing was made (the create failed while the store was away and could not remove its record).
   await store.putSandbox({ ...base, sandboxID: 'sbxstalenone00000000' });
   // Made on the node, without a key: nobody will ever hear of it.
-  const orphan = await node.createSandbox({ sandboxID: 'sbxstaleorphan000000', templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: past + 600_000, env: {}, metadata: {} });
+  const orphan = await node.createSandbox({
+    sandboxID: 'sbxstaleorphan000000',
+    templateID: 'host',
+    cpus: 1,
+    memoryMiB: 256,
+    diskGiB: 1,
+    endAt: past + 600_000,
+    env: {},
+    metadata: {},
+  });
   await store.putSandbox({ ...base, sandboxID: orphan.sandboxID });
   // Made on the node, with a key: the key's next create finds it running.
-  const kept = await node.createSandbox({ sandboxID: 'sbxstalekeyed0000000', templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: past + 600_000, env: {}, metadata: {} });
+  const kept = await node.createSandbox({
+    sandboxID: 'sbxstalekeyed0000000',
+    templateID: 'host',
+    cpus: 1,
+    memoryMiB: 256,
+    diskGiB: 1,
+    endAt: past + 600_000,
+    env: {},
+    metadata: {},
+  });
   await store.putSandbox({ ...base, sandboxID: kept.sandboxID, keyed: true });
   await until('no record creating', async () => ((await store.listSandboxes({ state: ['creating'] })).length === 0 ? true : undefined), 15_000);
   expect(await store.getSandbox('sbxstalenone00000000')).toBeUndefined();

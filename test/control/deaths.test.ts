@@ -18,9 +18,32 @@ let cleanups: Cleanups;
 let store: EmbeddedStore;
 let cp: ControlPlaneService;
 
-const rec = (id: string, over: Partial<SandboxRecord> = {}): SandboxRecord => ({ sandboxID: id, templateID: 'base', nodeID: 'n1', state: 'running', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: { run: id }, startedAt: Date.now() - 60_000, endAt: Date.now() + 60_000, runtime: 'ns', owner: 'k1', accessToken: `t-${id}`, envVars: {}, ...over });
+const rec = (id: string, over: Partial<SandboxRecord> = {}): SandboxRecord => ({
+  sandboxID: id,
+  templateID: 'base',
+  nodeID: 'n1',
+  state: 'running',
+  spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 },
+  metadata: { run: id },
+  startedAt: Date.now() - 60_000,
+  endAt: Date.now() + 60_000,
+  runtime: 'ns',
+  owner: 'k1',
+  accessToken: `t-${id}`,
+  envVars: {},
+  ...over,
+});
 
-const beat = (over: Partial<Heartbeat> = {}): Heartbeat => ({ nodeID: 'n1', address: 'http://127.0.0.1:9', view: node('n1', { lastSeen: Date.now() }), sandboxes: [], events: [], sender: 'n1:test', at: Date.now(), ...over });
+const beat = (over: Partial<Heartbeat> = {}): Heartbeat => ({
+  nodeID: 'n1',
+  address: 'http://127.0.0.1:9',
+  view: node('n1', { lastSeen: Date.now() }),
+  sandboxes: [],
+  events: [],
+  sender: 'n1:test',
+  at: Date.now(),
+  ...over,
+});
 
 beforeEach(async () => {
   cleanups = [];
@@ -30,7 +53,14 @@ beforeEach(async () => {
   store = new EmbeddedStore({ path: join(dir, 'cubed.db') });
   await store.init();
   cleanups.push(() => store.close());
-  cp = new ControlPlaneService({ store, config, log: pino({ level: 'silent' }), replicaID: 'r1', tickMs: 60_000, ...clusterControl(store, 'secret', () => 30_000) });
+  cp = new ControlPlaneService({
+    store,
+    config,
+    log: pino({ level: 'silent' }),
+    replicaID: 'r1',
+    tickMs: 60_000,
+    ...clusterControl(store, 'secret', () => 30_000),
+  });
   await cp.start();
   cleanups.push(() => cp.stop());
 });
@@ -43,7 +73,14 @@ describe('tombstones from the node feed', () => {
   it("a node's sandbox.died keeps its reason; the list that then lacks the sandbox does not change it", async () => {
     await store.putSandbox(rec('s1'));
     const at = Date.now();
-    await cp.heartbeats([beat({ events: [{ seq: 1, at, kind: 'sandbox.died', nodeID: 'n1', sandboxID: 's1', code: 130411, death: 'timeout', message: 'timeout reached at x' }] })], true);
+    await cp.heartbeats(
+      [
+        beat({
+          events: [{ seq: 1, at, kind: 'sandbox.died', nodeID: 'n1', sandboxID: 's1', code: 130411, death: 'timeout', message: 'timeout reached at x' }],
+        }),
+      ],
+      true,
+    );
     const err = await cp.getSandbox('s1').catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 130411, http: 404, details: { reason: 'timeout', nodeID: 'n1', sandboxID: 's1' } });
     expect(await store.lifecycle.getTombstone('s1')).toMatchObject({ reason: 'timeout', at, templateID: 'base', metadata: { run: 's1' }, owner: 'k1' });
@@ -56,10 +93,21 @@ describe('tombstones from the node feed', () => {
     await expect(cp.getSandbox('s2')).rejects.toMatchObject({ code: 130415, message: expect.stringContaining('ended: node_lost') });
     await expect(cp.getSandbox('s3')).rejects.toMatchObject({ code: 130419 });
     // A typed notice that comes late replaces vanished.
-    await cp.heartbeats([beat({ events: [{ seq: 2, at: Date.now(), kind: 'sandbox.died', nodeID: 'n1', sandboxID: 's3', code: 130417, death: 'not_readopted', message: 'restarted' }] })], true);
+    await cp.heartbeats(
+      [
+        beat({
+          events: [{ seq: 2, at: Date.now(), kind: 'sandbox.died', nodeID: 'n1', sandboxID: 's3', code: 130417, death: 'not_readopted', message: 'restarted' }],
+        }),
+      ],
+      true,
+    );
     await expect(cp.getSandbox('s3')).rejects.toMatchObject({ code: 130417 });
     const died = (await cp.events({ limit: 100 })).filter((e) => e.kind === 'sandbox.died');
-    expect(died.map((e) => [e.sandboxID, e.death])).toEqual([['s2', 'node_lost'], ['s3', 'vanished'], ['s3', 'not_readopted']]);
+    expect(died.map((e) => [e.sandboxID, e.death])).toEqual([
+      ['s2', 'node_lost'],
+      ['s3', 'vanished'],
+      ['s3', 'not_readopted'],
+    ]);
   });
 
   it('a record still creating that its node does not list is no death (its create answered)', async () => {

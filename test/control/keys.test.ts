@@ -25,7 +25,11 @@ afterEach(async () => {
   await store.close();
 });
 
-const refusal = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as CubeError);
+const refusal = (p: Promise<unknown>) =>
+  p.then(
+    () => undefined,
+    (e: unknown) => e as CubeError,
+  );
 
 describe('API keys', () => {
   it('makes the startup key the first admin key while the store holds none, and only then', async () => {
@@ -43,7 +47,14 @@ describe('API keys', () => {
     const admin = keyID(STARTUP);
     const { key, record } = await book.create({ name: 'rl-team', role: 'user', quotas: { sandboxes: 20 } }, admin);
     expect(key).toMatch(/^e2b_[0-9a-f]{40}$/);
-    expect(record).toMatchObject({ id: keyID(key), name: 'rl-team', role: 'user', quotas: { sandboxes: 20 }, createdBy: admin, usage: { sandboxes: 0, vcpus: 0, memoryMiB: 0 } });
+    expect(record).toMatchObject({
+      id: keyID(key),
+      name: 'rl-team',
+      role: 'user',
+      quotas: { sandboxes: 20 },
+      createdBy: admin,
+      usage: { sandboxes: 0, vcpus: 0, memoryMiB: 0 },
+    });
     expect(record.limits).toEqual({ sandboxes: 20, vcpus: 0, memory_mib: 0, creates_per_sec: 0 });
     expect(JSON.stringify(record)).not.toContain(key);
     expect((await store.getApiKey(record.id))?.hash).toBe(createHash('sha256').update(key).digest('hex'));
@@ -69,7 +80,11 @@ describe('API keys', () => {
     await book.remove('admin', keyID(key));
     // Removed: refused at once on this replica (its cache forgets it).
     expect(await book.authenticate(STARTUP)).toBeUndefined();
-    expect((await store.listAudit({ limit: 3 })).map((r) => `${r.action} ${r.outcome === 'ok' ? 'ok' : 'refused'}`)).toEqual(['key.rm ok', 'key.set ok', 'key.create ok']);
+    expect((await store.listAudit({ limit: 3 })).map((r) => `${r.action} ${r.outcome === 'ok' ? 'ok' : 'refused'}`)).toEqual([
+      'key.rm ok',
+      'key.set ok',
+      'key.create ok',
+    ]);
     expect(await refusal(book.remove('nope', keyID(key)))).toMatchObject({ kind: 'NOT_FOUND' });
   });
 
@@ -88,7 +103,9 @@ describe('API keys', () => {
     // The default sandboxes quota follows the config.
     master = MasterConfigSchema.parse({ api: { max_sandboxes_per_key: 2 } });
     await book.update('small', { quotas: { vcpus: null } }, keyID(STARTUP));
-    expect((await refusal(book.claimed(record.id, 's5', spec, async () => 'made')))!.message).toMatch(/sandboxes quota: 2 running or starting, at most 2 \(api\.max_sandboxes_per_key, the default; cubectl key set small --sandboxes N\)/);
+    expect((await refusal(book.claimed(record.id, 's5', spec, async () => 'made')))!.message).toMatch(
+      /sandboxes quota: 2 running or starting, at most 2 \(api\.max_sandboxes_per_key, the default; cubectl key set small --sandboxes N\)/,
+    );
     expect((await book.get('small')).usage).toEqual({ sandboxes: 2, vcpus: 2, memoryMiB: 512 });
     // A fork of 1 would pass it: refused whole.
     expect(await refusal(book.assertRoomFor(record.id, 1))).toMatchObject({ kind: 'QUOTA_EXCEEDED', details: { quota: 'sandboxes' } });

@@ -36,7 +36,10 @@ it('the in-process node refuses a call under a lapsed lock once the next holder 
   const late = await nodes
     .node('local', undefined, stale)
     .destroySandbox(sandboxID)
-    .then(() => undefined, (e: unknown) => e);
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
   expect(late).toBeInstanceOf(CubeError);
   expect((late as CubeError).code).toBe(130491);
   expect(await node.getSandbox(sandboxID)).toMatchObject({ sandboxID });

@@ -23,9 +23,19 @@ const snap = (id: string, over: Partial<SnapshotRecord> = {}): SnapshotRecord =>
 describe('createFromSnapshot', () => {
   it.each([
     ['nothing asked: all from the snapshot', {}, { cpus: 2, memoryMiB: 512, diskGiB: 3, metadata: { team: 'rl', run: '1' }, envVars: { A: '1', B: '2' } }],
-    ['the request wins field by field', { cpus: 1, metadata: { run: '2' }, envVars: { B: 'x' }, timeoutSec: 60 }, { cpus: 1, memoryMiB: 512, timeoutSec: 60, metadata: { team: 'rl', run: '2' }, envVars: { A: '1', B: 'x' } }],
+    [
+      'the request wins field by field',
+      { cpus: 1, metadata: { run: '2' }, envVars: { B: 'x' }, timeoutSec: 60 },
+      { cpus: 1, memoryMiB: 512, timeoutSec: 60, metadata: { team: 'rl', run: '2' }, envVars: { A: '1', B: 'x' } },
+    ],
   ])('%s', (_name, req, want) => {
-    expect(createFromSnapshot(snap('snap-1'), { templateID: 'snap-1', ...req })).toMatchObject({ templateID: 'deb', fromSnapshot: 'snap-1', nodeID: 'node-a', runtime: 'ns', ...want });
+    expect(createFromSnapshot(snap('snap-1'), { templateID: 'snap-1', ...req })).toMatchObject({
+      templateID: 'deb',
+      fromSnapshot: 'snap-1',
+      nodeID: 'node-a',
+      runtime: 'ns',
+      ...want,
+    });
   });
 
   it.each([
@@ -42,7 +52,12 @@ describe('strays', () => {
     [['snap-a', 'snap-b'], ['snap-a'], { data: ['snap-b'], records: [] }],
     [['snap-a'], ['snap-a', 'snap-c'], { data: [], records: ['snap-c'] }],
   ])('kept %j, recorded %j', (kept, recorded, want) => {
-    expect(strays(kept, recorded.map((id) => snap(id)))).toEqual(want);
+    expect(
+      strays(
+        kept,
+        recorded.map((id) => snap(id)),
+      ),
+    ).toEqual(want);
   });
 });
 

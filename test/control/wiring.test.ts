@@ -27,7 +27,11 @@ async function cordonAndSet(name: string, wire: (n: Awaited<ReturnType<typeof so
   const cp = new ControlPlaneService({ store: n.store, config: n.config, log: n.log, replicaID: 'local', tickMs: 3_600_000, ...wiring });
   await cp.start();
   cleanups.push(() => cp.stop());
-  const heartbeat = new HeartbeatSender({ nodes: [{ node: n.sim.api, address: 'in-process' }], to: { local: (b) => cp.heartbeats(b.heartbeats, true) }, log: n.log });
+  const heartbeat = new HeartbeatSender({
+    nodes: [{ node: n.sim.api, address: 'in-process' }],
+    to: { local: (b) => cp.heartbeats(b.heartbeats, true) },
+    log: n.log,
+  });
   expect(await heartbeat.beat()).toBe(true);
   const got: WatchMessage[] = [];
   cleanups.push(cp.watch((m) => got.push(m)));

@@ -65,7 +65,17 @@ afterAll(async () => {
 
 const inMinutes = (m: number) => Date.now() + m * 60_000;
 const create = (over: { memoryMiB?: number; endAt?: number; templateID?: string; lifecycle?: SandboxLifecycle } = {}) =>
-  cubelet.createSandbox({ sandboxID: newSandboxID(), templateID: over.templateID ?? 'host', cpus: 1, memoryMiB: over.memoryMiB ?? 128, diskGiB: 1, endAt: over.endAt ?? inMinutes(5), env: { FROM_CREATE: 'yes' }, metadata: {}, ...(over.lifecycle ? { lifecycle: over.lifecycle } : {}) });
+  cubelet.createSandbox({
+    sandboxID: newSandboxID(),
+    templateID: over.templateID ?? 'host',
+    cpus: 1,
+    memoryMiB: over.memoryMiB ?? 128,
+    diskGiB: 1,
+    endAt: over.endAt ?? inMinutes(5),
+    env: { FROM_CREATE: 'yes' },
+    metadata: {},
+    ...(over.lifecycle ? { lifecycle: over.lifecycle } : {}),
+  });
 
 async function collect(s: ProcessStream): Promise<{ out: string; err: string; events: ProcessEvent[] }> {
   const evs: ProcessEvent[] = [];
@@ -77,7 +87,8 @@ async function collect(s: ProcessStream): Promise<{ out: string; err: string; ev
 async function hostInitPid(sandboxID: string): Promise<number> {
   for (const p of readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
     try {
-      if (readFileSync(`/proc/${p}/comm`, 'utf8') === 'cube-init\n' && readFileSync(`/proc/${p}/cgroup`, 'utf8').includes(`/cube-${tag}/${sandboxID}\n`)) return Number(p);
+      if (readFileSync(`/proc/${p}/comm`, 'utf8') === 'cube-init\n' && readFileSync(`/proc/${p}/cgroup`, 'utf8').includes(`/cube-${tag}/${sandboxID}\n`))
+        return Number(p);
     } catch {
       // exited while we looked
     }
@@ -139,7 +150,15 @@ describe('lifecycle events', () => {
     const sb = await create({ endAt });
     await until(async () => (await cubelet.getSandbox(sb.sandboxID)) === undefined);
     // The time as operators read it everywhere (ISO 8601), not the epoch ms kept inside.
-    expect(events.some((e) => e.type === 'event' && e.event.kind === 'sandbox.timeout' && e.event.sandboxID === sb.sandboxID && e.event.message === `timeout reached at ${new Date(endAt).toISOString()}`)).toBe(true);
+    expect(
+      events.some(
+        (e) =>
+          e.type === 'event' &&
+          e.event.kind === 'sandbox.timeout' &&
+          e.event.sandboxID === sb.sandboxID &&
+          e.event.message === `timeout reached at ${new Date(endAt).toISOString()}`,
+      ),
+    ).toBe(true);
     expect((await cubelet.nodeView()).pool.inUse).toBe(0);
   });
 
@@ -163,8 +182,13 @@ describe('lifecycle events', () => {
     const sb = await create({ endAt, lifecycle: { onTimeout: 'pause', autoResume: false } });
     try {
       await until(async () => (await cubelet.getSandbox(sb.sandboxID))?.state === 'paused');
-      expect(await cubelet.getSandbox(sb.sandboxID)).toMatchObject({ lifecycle: { onTimeout: 'pause', autoResume: false }, reason: `paused at its timeout ${new Date(endAt).toISOString()} (lifecycle onTimeout pause)` });
-      expect(events.some((e) => e.type === 'event' && e.event.kind === 'sandbox.timeout' && e.event.sandboxID === sb.sandboxID && /pausing/.test(e.event.message))).toBe(true);
+      expect(await cubelet.getSandbox(sb.sandboxID)).toMatchObject({
+        lifecycle: { onTimeout: 'pause', autoResume: false },
+        reason: `paused at its timeout ${new Date(endAt).toISOString()} (lifecycle onTimeout pause)`,
+      });
+      expect(
+        events.some((e) => e.type === 'event' && e.event.kind === 'sandbox.timeout' && e.event.sandboxID === sb.sandboxID && /pausing/.test(e.event.message)),
+      ).toBe(true);
       const resumed = await cubelet.resumeSandbox(sb.sandboxID);
       expect(resumed.state).toBe('running');
       expect(resumed.reason).toBeUndefined();
@@ -218,7 +242,11 @@ describe('lifecycle events', () => {
     const died = () => events.find((e) => e.type === 'event' && e.event.kind === 'sandbox.died' && e.event.sandboxID === sb.sandboxID);
     await until(() => died() !== undefined);
     expect(died()).toMatchObject({ event: { death: 'init_exited', code: 130413, message: 'sandbox init process died', nodeID: cubelet.nodeID } });
-    expect(events.some((e) => e.type === 'sandbox' && e.sandbox.sandboxID === sb.sandboxID && e.sandbox.state === 'error' && e.sandbox.reason === 'sandbox init process died')).toBe(true);
+    expect(
+      events.some(
+        (e) => e.type === 'sandbox' && e.sandbox.sandboxID === sb.sandboxID && e.sandbox.state === 'error' && e.sandbox.reason === 'sandbox init process died',
+      ),
+    ).toBe(true);
     expect(await cubelet.getSandbox(sb.sandboxID)).toBeUndefined();
   });
 
@@ -242,7 +270,17 @@ describe('lifecycle events', () => {
     await execa('nft', ['delete', 'table', 'inet', `cube_${tag}`]);
     try {
       const err = await cubelet
-        .createSandbox({ sandboxID: newSandboxID(), templateID: 'host', cpus: 1, memoryMiB: 128, diskGiB: 1, endAt: inMinutes(5), env: {}, metadata: {}, egress: { allowInternet: false } })
+        .createSandbox({
+          sandboxID: newSandboxID(),
+          templateID: 'host',
+          cpus: 1,
+          memoryMiB: 128,
+          diskGiB: 1,
+          endAt: inMinutes(5),
+          env: {},
+          metadata: {},
+          egress: { allowInternet: false },
+        })
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(Error);
       expect(String((err as Error).message)).toMatch(/nft/);

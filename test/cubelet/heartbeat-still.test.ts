@@ -24,7 +24,13 @@ let node: SimNode;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cube-hb-still-'));
   config = new ConfigStore(join(dir, 'config'), { watch: false });
-  node = simNode({ nodeID: 'cube-hbs-n1', dataDir: join(dir, 'node'), config: () => config.config, log, spec: { nodeID: 'cube-hbs-n1', cpus: 16, memoryMiB: 32768, templates: ['host'] } });
+  node = simNode({
+    nodeID: 'cube-hbs-n1',
+    dataDir: join(dir, 'node'),
+    config: () => config.config,
+    log,
+    spec: { nodeID: 'cube-hbs-n1', cpus: 16, memoryMiB: 32768, templates: ['host'] },
+  });
   await node.cubelet.start();
 });
 
@@ -68,7 +74,8 @@ function control() {
 }
 
 const unstamped = ({ lastSeen: _, ...v }: NodeView) => v;
-const create = (sandboxID: string) => node.api.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: Date.now() + 600_000, env: {}, metadata: {} });
+const create = (sandboxID: string) =>
+  node.api.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: Date.now() + 600_000, env: {}, metadata: {} });
 
 describe('heartbeats of a node that stands still', () => {
   it('take no view and no list while nothing changed, yet say the node is alive', async () => {
@@ -91,7 +98,9 @@ describe('heartbeats of a node that stands still', () => {
     const sender = new HeartbeatSender({ nodes: [{ node: node.api, address: 'http://127.0.0.1:1' }], to: { local: c.local }, log, config });
     const current = async () => {
       expect(await sender.beat()).toBe(true);
-      expect(unstamped(c.held.view!)).toEqual(unstamped({ ...(await node.api.nodeView()), ...(c.held.view?.configVersion !== undefined ? { configVersion: c.held.view.configVersion } : {}) }));
+      expect(unstamped(c.held.view!)).toEqual(
+        unstamped({ ...(await node.api.nodeView()), ...(c.held.view?.configVersion !== undefined ? { configVersion: c.held.view.configVersion } : {}) }),
+      );
       expect(c.held.list).toEqual(await node.api.listSandboxes());
     };
     await current();
@@ -113,7 +122,10 @@ describe('heartbeats of a node that stands still', () => {
     await current();
     expect(c.held.list?.map((s) => s.sandboxID)).toEqual([a]);
     // The cluster's config (another default spec): the view's density and its config version change.
-    const master = { ...config.config.master, sandbox: { ...config.config.master.sandbox, default_spec: { ...config.config.master.sandbox.default_spec, cpus: 4 } } };
+    const master = {
+      ...config.config.master,
+      sandbox: { ...config.config.master.sandbox, default_spec: { ...config.config.master.sandbox.default_spec, cpus: 4 } },
+    };
     const before = c.held.view!.density.cpuCeiling;
     c.answer = { config: { version: 7, master } };
     expect(await sender.beat()).toBe(true); // the answer puts it in force after this heartbeat

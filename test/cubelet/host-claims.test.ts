@@ -8,19 +8,34 @@ import { hostIfName, hostIfIndex } from '../../src/network/names.js';
 import { MAX_SLOT_INDEX } from '../../src/network/ipam.js';
 
 const base: HostClaim = { pid: 1, nodeID: 'a', tag: nodeTag('a'), dataDir: '/a', netns: 'net:[1]', cidr: '10.213.0.0/16', hostIds: [1_000_000, 1_999_999] };
-const other = (o: Partial<HostClaim>): HostClaim => ({ ...base, pid: 2, nodeID: 'b', tag: nodeTag('b'), dataDir: '/b', cidr: '10.214.0.0/16', hostIds: [2_000_000, 2_999_999], ...o });
+const other = (o: Partial<HostClaim>): HostClaim => ({
+  ...base,
+  pid: 2,
+  nodeID: 'b',
+  tag: nodeTag('b'),
+  dataDir: '/b',
+  cidr: '10.214.0.0/16',
+  hostIds: [2_000_000, 2_999_999],
+  ...o,
+});
 
 describe('hostConflicts', () => {
   it('apart in everything: none', () => {
     expect(hostConflicts(base, [other({})])).toEqual([]);
   });
   it('names each fact held by a live daemon, with its pid and data dir', () => {
-    expect(hostConflicts(base, [other({ nodeID: 'a', tag: base.tag })])).toEqual([expect.stringMatching(/^node id "a" is held by cubed pid 2 \(node id "a", data dir \/b\)/)]);
+    expect(hostConflicts(base, [other({ nodeID: 'a', tag: base.tag })])).toEqual([
+      expect.stringMatching(/^node id "a" is held by cubed pid 2 \(node id "a", data dir \/b\)/),
+    ]);
     expect(hostConflicts(base, [other({ tag: base.tag })])).toEqual([expect.stringContaining(`node tag ${base.tag}`)]);
-    expect(hostConflicts(base, [other({ cidr: '10.213.128.0/17' })])).toEqual([expect.stringContaining('pool cidr 10.213.0.0/16 overlaps 10.213.128.0/17 of cubed pid 2')]);
-    expect(hostConflicts(base, [other({ hostIds: [1_999_999, 3_000_000] })])).toEqual([expect.stringContaining('sandbox host ids 1000000-1999999 overlap 1999999-3000000')]);
+    expect(hostConflicts(base, [other({ cidr: '10.213.128.0/17' })])).toEqual([
+      expect.stringContaining('pool cidr 10.213.0.0/16 overlaps 10.213.128.0/17 of cubed pid 2'),
+    ]);
+    expect(hostConflicts(base, [other({ hostIds: [1_999_999, 3_000_000] })])).toEqual([
+      expect.stringContaining('sandbox host ids 1000000-1999999 overlap 1999999-3000000'),
+    ]);
   });
-  it('pools of two network namespaces never meet; host ids are the host\'s in any', () => {
+  it("pools of two network namespaces never meet; host ids are the host's in any", () => {
     expect(hostConflicts(base, [other({ cidr: base.cidr!, netns: 'net:[2]' })])).toEqual([]);
     expect(hostConflicts(base, [other({ hostIds: base.hostIds!, netns: 'net:[2]' })])).toHaveLength(1);
   });
@@ -29,9 +44,13 @@ describe('hostConflicts', () => {
 describe('routeConflicts', () => {
   const tag = nodeTag('a');
   it('a route or address inside or around the range conflicts', () => {
-    expect(routeConflicts('10.213.0.0/16', tag, [{ dst: '10.213.5.0/24', dev: 'eth1' }])).toEqual([expect.stringContaining("the host's route 10.213.5.0/24 on eth1")]);
+    expect(routeConflicts('10.213.0.0/16', tag, [{ dst: '10.213.5.0/24', dev: 'eth1' }])).toEqual([
+      expect.stringContaining("the host's route 10.213.5.0/24 on eth1"),
+    ]);
     expect(routeConflicts('10.213.0.0/16', tag, [{ dst: '10.0.0.0/8', dev: 'wg0' }])).toHaveLength(1);
-    expect(routeConflicts('10.213.0.0/16', tag, [{ type: 'local', dst: '10.213.9.9', dev: 'eth1', table: 'local' }])).toEqual([expect.stringContaining("the host's address 10.213.9.9 on eth1 (table local)")]);
+    expect(routeConflicts('10.213.0.0/16', tag, [{ type: 'local', dst: '10.213.9.9', dev: 'eth1', table: 'local' }])).toEqual([
+      expect.stringContaining("the host's address 10.213.9.9 on eth1 (table local)"),
+    ]);
     expect(routeConflicts('10.213.0.0/16', tag, [{ dst: '10.213.0.4/30', dev: hostIfName(nodeTag('b'), 1) }])).toHaveLength(1);
   });
   it('the default route, routes that carry no traffic, ranges apart and our own links do not', () => {

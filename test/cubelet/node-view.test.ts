@@ -9,7 +9,18 @@ const pool: PoolView = { free: 4, inUse: 0, creating: 0, total: 4, target: 4, in
 const spec = { cpus: 1, memoryMiB: 4096, diskGiB: 10 };
 // The reference node of design.md: 128 cores, 251 GiB, default spec 1 vCPU / 4096 MiB.
 const master = (ratio = 0) => MasterConfigSchema.parse({ host: { quota: { paused_resource_release_ratio: ratio } } });
-const view = (over: { ratio?: number; running?: number; paused?: number; disk?: number; cpu?: number; store?: StoreView; pool?: Partial<PoolView>; tapPool?: Partial<PoolView> } = {}) =>
+const view = (
+  over: {
+    ratio?: number;
+    running?: number;
+    paused?: number;
+    disk?: number;
+    cpu?: number;
+    store?: StoreView;
+    pool?: Partial<PoolView>;
+    tapPool?: Partial<PoolView>;
+  } = {},
+) =>
   buildNodeView({
     nodeID: 'n1',
     runtime: 'ns',
@@ -87,11 +98,21 @@ describe('node view', () => {
   });
 
   it('creates in flight at realtime_create_num make the node refuse, as the scheduler would', () => {
-    expect(withSchedulability(view(), 100, master(), 0)).toMatchObject({ schedulable: false, refusedBy: 'realtime_create_num', reason: 'creates in flight 100 >= 100' });
+    expect(withSchedulability(view(), 100, master(), 0)).toMatchObject({
+      schedulable: false,
+      refusedBy: 'realtime_create_num',
+      reason: 'creates in flight 100 >= 100',
+    });
   });
 
   it('puts the disk watermark on the fuller of the sandbox store and the data dir', () => {
-    const store = (usedPercent: number): StoreView => ({ kind: 'loop', path: '/d/store', sizeBytes: 100 * 2 ** 30, freeBytes: (100 - usedPercent) * 2 ** 30, usedPercent });
+    const store = (usedPercent: number): StoreView => ({
+      kind: 'loop',
+      path: '/d/store',
+      sizeBytes: 100 * 2 ** 30,
+      freeBytes: (100 - usedPercent) * 2 ** 30,
+      usedPercent,
+    });
     const verdict = (v: ReturnType<typeof view>) => withSchedulability(v, 0, master(), 0);
     const full = view({ disk: 20, store: store(85) });
     expect(full.usage).toMatchObject({ diskUsedPercent: 85, diskWatermarkPercent: 80, store: { kind: 'loop', usedPercent: 85 } });

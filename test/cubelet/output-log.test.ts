@@ -13,7 +13,15 @@ describe('a sandbox output log', () => {
     log.output(100, 'stderr', Buffer.from('warn\n'), at);
     log.output(100, 'stdout', Buffer.from('c\nd'), at);
     log.ended(100, 'exit code 0', at);
-    expect(lines(log)).toEqual(['100 process started: bash -c x', '100 stdout a', '101 stdout other', '100 stderr warn', '100 stdout bc', '100 stdout d', '100 process ended: exit code 0']);
+    expect(lines(log)).toEqual([
+      '100 process started: bash -c x',
+      '100 stdout a',
+      '101 stdout other',
+      '100 stderr warn',
+      '100 stdout bc',
+      '100 stdout d',
+      '100 process ended: exit code 0',
+    ]);
   });
 
   it('keeps the newest lines and cuts long ones, however much a process prints', () => {
@@ -42,7 +50,12 @@ describe('a sandbox output log', () => {
     expect(kept.length).toBe(1000);
     expect(kept.every((l) => l.line === 'x')).toBe(true); // the 50 cut lines pushed out by the 5000 short ones
     log.ended(1, 'exit code 0', at);
-    expect(log.lines().slice(-2).map((l) => l.line)).toEqual(['open', 'ended: exit code 0']);
+    expect(
+      log
+        .lines()
+        .slice(-2)
+        .map((l) => l.line),
+    ).toEqual(['open', 'ended: exit code 0']);
   });
 
   it('finds where the first n characters of UTF-8 end', () => {

@@ -5,12 +5,29 @@ import { CubeError } from '../../src/errors.js';
 
 describe('sandbox transitions', () => {
   const legal: [SandboxState, SandboxState][] = [
-    ['creating', 'running'], ['creating', 'error'], ['running', 'pausing'], ['pausing', 'paused'], ['pausing', 'running'],
-    ['paused', 'resuming'], ['resuming', 'running'], ['resuming', 'paused'], ['running', 'destroying'], ['paused', 'destroying'],
-    ['destroying', 'gone'], ['destroying', 'error'], ['error', 'destroying'], ['running', 'error'],
+    ['creating', 'running'],
+    ['creating', 'error'],
+    ['running', 'pausing'],
+    ['pausing', 'paused'],
+    ['pausing', 'running'],
+    ['paused', 'resuming'],
+    ['resuming', 'running'],
+    ['resuming', 'paused'],
+    ['running', 'destroying'],
+    ['paused', 'destroying'],
+    ['destroying', 'gone'],
+    ['destroying', 'error'],
+    ['error', 'destroying'],
+    ['running', 'error'],
   ];
   const illegal: [SandboxState, SandboxState][] = [
-    ['creating', 'paused'], ['running', 'paused'], ['paused', 'running'], ['gone', 'running'], ['destroying', 'running'], ['error', 'running'], ['creating', 'gone'],
+    ['creating', 'paused'],
+    ['running', 'paused'],
+    ['paused', 'running'],
+    ['gone', 'running'],
+    ['destroying', 'running'],
+    ['error', 'running'],
+    ['creating', 'gone'],
   ];
   it.each(legal)('%s -> %s is legal', (a, b) => expect(canTransition(a, b)).toBe(true));
   it.each(illegal)('%s -> %s is illegal', (a, b) => expect(canTransition(a, b)).toBe(false));
@@ -18,11 +35,25 @@ describe('sandbox transitions', () => {
 
 describe('operations admitted per state', () => {
   const table: [SandboxState, SandboxOp, 'ok' | 'CONFLICT' | 'SANDBOX_BUSY' | 'NOT_FOUND'][] = [
-    ['running', 'pause', 'ok'], ['paused', 'pause', 'CONFLICT'], ['pausing', 'pause', 'SANDBOX_BUSY'], ['creating', 'pause', 'SANDBOX_BUSY'],
-    ['paused', 'resume', 'ok'], ['running', 'resume', 'CONFLICT'], ['resuming', 'resume', 'SANDBOX_BUSY'],
-    ['running', 'exec', 'ok'], ['paused', 'exec', 'CONFLICT'], ['creating', 'exec', 'SANDBOX_BUSY'], ['error', 'exec', 'CONFLICT'],
-    ['running', 'destroy', 'ok'], ['creating', 'destroy', 'ok'], ['error', 'destroy', 'ok'], ['destroying', 'destroy', 'CONFLICT'], ['gone', 'destroy', 'NOT_FOUND'],
-    ['paused', 'files', 'CONFLICT'], ['running', 'files', 'ok'], ['paused', 'setEndAt', 'ok'],
+    ['running', 'pause', 'ok'],
+    ['paused', 'pause', 'CONFLICT'],
+    ['pausing', 'pause', 'SANDBOX_BUSY'],
+    ['creating', 'pause', 'SANDBOX_BUSY'],
+    ['paused', 'resume', 'ok'],
+    ['running', 'resume', 'CONFLICT'],
+    ['resuming', 'resume', 'SANDBOX_BUSY'],
+    ['running', 'exec', 'ok'],
+    ['paused', 'exec', 'CONFLICT'],
+    ['creating', 'exec', 'SANDBOX_BUSY'],
+    ['error', 'exec', 'CONFLICT'],
+    ['running', 'destroy', 'ok'],
+    ['creating', 'destroy', 'ok'],
+    ['error', 'destroy', 'ok'],
+    ['destroying', 'destroy', 'CONFLICT'],
+    ['gone', 'destroy', 'NOT_FOUND'],
+    ['paused', 'files', 'CONFLICT'],
+    ['running', 'files', 'ok'],
+    ['paused', 'setEndAt', 'ok'],
   ];
   it.each(table)('%s admits %s: %s', (state, op, want) => {
     const v = admitOp(state, op);

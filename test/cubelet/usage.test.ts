@@ -17,7 +17,23 @@ describe('sandbox usage', () => {
 
   it('takes the sandbox side of its link (the host side receives what it sends) and its sampled disk use', () => {
     const view = { sandboxID: 's', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, diskUsedBytes: 4096 } as SandboxView;
-    const u = usageOf(view, { memoryBytes: 10, memoryLimitBytes: 256 * 2 ** 20, cpuUsageNs: 2e9, pids: 3, oomKills: 0 }, { at: 2000, cpuUsageNs: 2e9 }, { at: 1000, cpuUsageNs: 1.5e9 }, { rx: 100, tx: 7 });
-    expect(u).toEqual({ sandboxID: 's', cpuPercent: 50, memoryBytes: 10, memoryLimitBytes: 256 * 2 ** 20, pids: 3, diskUsedBytes: 4096, diskLimitBytes: 2 ** 30, netRxBytes: 7, netTxBytes: 100 });
+    const u = usageOf(
+      view,
+      { memoryBytes: 10, memoryLimitBytes: 256 * 2 ** 20, cpuUsageNs: 2e9, pids: 3, oomKills: 0 },
+      { at: 2000, cpuUsageNs: 2e9 },
+      { at: 1000, cpuUsageNs: 1.5e9 },
+      { rx: 100, tx: 7 },
+    );
+    expect(u).toEqual({
+      sandboxID: 's',
+      cpuPercent: 50,
+      memoryBytes: 10,
+      memoryLimitBytes: 256 * 2 ** 20,
+      pids: 3,
+      diskUsedBytes: 4096,
+      diskLimitBytes: 2 ** 30,
+      netRxBytes: 7,
+      netTxBytes: 100,
+    });
   });
 });

@@ -57,7 +57,13 @@ describe('sandbox lifecycle through /admin/v1', () => {
     expect((await api('GET', `/admin/v1/sandboxes/${sb.sandboxID}`)).status).toBe(404);
     const events = (await api('GET', '/admin/v1/events?limit=50')).json as { kind: string; sandboxID?: string; death?: string }[];
     // An admin API delete is an operator's kill, not the client's: a death (operator_killed) its tombstone keeps.
-    expect(events.filter((e) => e.sandboxID === sb.sandboxID).map((e) => e.kind)).toEqual(['sandbox.created', 'sandbox.paused', 'sandbox.resumed', 'sandbox.died', 'sandbox.destroyed']);
+    expect(events.filter((e) => e.sandboxID === sb.sandboxID).map((e) => e.kind)).toEqual([
+      'sandbox.created',
+      'sandbox.paused',
+      'sandbox.resumed',
+      'sandbox.died',
+      'sandbox.destroyed',
+    ]);
     expect(events.find((e) => e.sandboxID === sb.sandboxID && e.kind === 'sandbox.died')).toMatchObject({ death: 'operator_killed' });
   });
 
@@ -123,11 +129,12 @@ describe('config', () => {
     expect(after.master.host.quota.paused_resource_release_ratio).toBe(before.master.host.quota.paused_resource_release_ratio);
   });
 
-  it('applies the network policy knobs live to the node\'s nftables table, and keeps it on a bad value', async () => {
+  it("applies the network policy knobs live to the node's nftables table, and keeps it on a bad value", async () => {
     const NET = 'plugins.io.cubelet.internal.v1.network';
     const table = async () => (await execa('nft', ['list', 'table', 'inet', `cube_${d.tag}`])).stdout;
     // The input chain's drops of IPv4 (IPv6 from a slot link is dropped whatever allow_host_access says).
-    const inputDrops4 = (t: string) => (/chain input \{([^}]*)\}/.exec(t)?.[1] ?? '').split('\n').filter((l) => l.includes('drop') && !l.includes('nfproto ipv6')).length;
+    const inputDrops4 = (t: string) =>
+      (/chain input \{([^}]*)\}/.exec(t)?.[1] ?? '').split('\n').filter((l) => l.includes('drop') && !l.includes('nfproto ipv6')).length;
     const until = async (ok: (t: string) => boolean) => {
       for (let i = 0; i < 200; i++) if (ok(await table())) return true;
       return false;
@@ -138,14 +145,26 @@ describe('config', () => {
       expect((await api('PUT', '/admin/v1/config', { path: `${NET}.deny_out`, value: ['169.254.0.0/16', '198.51.100.0/24'] })).status).toBe(200);
       expect((await api('PUT', '/admin/v1/config', { path: `${NET}.allow_internet_access`, value: false })).status).toBe(200);
       expect((await api('PUT', '/admin/v1/config', { path: `${NET}.allow_host_access`, value: true })).status).toBe(200);
-      expect(await until((t) => /198\.51\.100\.0\/24/.test(t) && !/10\.0\.0\.0\/8/.test(t) && /chain egress \{[^}]*counter packets \d+ bytes \d+ drop\n\s+\}/.test(t) && inputDrops4(t) === 0)).toBe(true);
+      expect(
+        await until(
+          (t) =>
+            /198\.51\.100\.0\/24/.test(t) &&
+            !/10\.0\.0\.0\/8/.test(t) &&
+            /chain egress \{[^}]*counter packets \d+ bytes \d+ drop\n\s+\}/.test(t) &&
+            inputDrops4(t) === 0,
+        ),
+      ).toBe(true);
       const bad = await api('PUT', '/admin/v1/config', { path: `${NET}.deny_out`, value: ['300.0.0.0/8'] });
       expect(bad.status).toBe(400);
       expect(bad.json.message).toMatch(/deny_out\[0\]: must be an IPv4 address or CIDR/);
       expect(await table()).toMatch(/198\.51\.100\.0\/24/);
     } finally {
       const defaults = defaultNetworkPolicy();
-      for (const [k, v] of [['deny_out', defaults.denyOut], ['allow_internet_access', defaults.internetDefault], ['allow_host_access', defaults.allowHostAccess]] as const) {
+      for (const [k, v] of [
+        ['deny_out', defaults.denyOut],
+        ['allow_internet_access', defaults.internetDefault],
+        ['allow_host_access', defaults.allowHostAccess],
+      ] as const) {
         await api('PUT', '/admin/v1/config', { path: `${NET}.${k}`, value: v });
       }
     }
@@ -185,7 +204,9 @@ describe('watch stream', () => {
       const sb = (await api('POST', '/admin/v1/sandboxes', {})).json as SandboxView;
       await api('DELETE', `/admin/v1/sandboxes/${sb.sandboxID}`);
       await readUntil(() => messages.some((m) => m.data.type === 'sandbox.removed' && m.data.sandboxID === sb.sandboxID));
-      const mine = messages.filter((m) => (m.data.type === 'sandbox' && m.data.sandbox.sandboxID === sb.sandboxID) || (m.data.type === 'event' && m.data.event.sandboxID === sb.sandboxID));
+      const mine = messages.filter(
+        (m) => (m.data.type === 'sandbox' && m.data.sandbox.sandboxID === sb.sandboxID) || (m.data.type === 'event' && m.data.event.sandboxID === sb.sandboxID),
+      );
       const states = mine.filter((m) => m.data.type === 'sandbox').map((m) => (m.data as Extract<WatchMessage, { type: 'sandbox' }>).sandbox.state);
       expect(states).toEqual(['creating', 'running', 'destroying']);
       expect(mine.some((m) => m.event === 'event' && (m.data as Extract<WatchMessage, { type: 'event' }>).event.kind === 'sandbox.created')).toBe(true);

@@ -47,7 +47,9 @@ describe('exec through the launch helper', () => {
     const sbx = await Sandbox.create({ ...opts, timeoutMs: 300_000 });
     const fg = sbx.commands.run('sleep 4141', { timeoutMs: 0 }).catch((e: unknown) => e);
     const bg = await sbx.commands.run('sh -c "sleep 4142 & sleep 4143"', { background: true, timeoutMs: 0 });
-    await until(() => pidsRunning(['sleep', '4141']).length === 1 && pidsRunning(['sleep', '4142']).length === 1 && pidsRunning(['sleep', '4143']).length === 1);
+    await until(
+      () => pidsRunning(['sleep', '4141']).length === 1 && pidsRunning(['sleep', '4142']).length === 1 && pidsRunning(['sleep', '4143']).length === 1,
+    );
     const helpers = pidsRunning([`${process.cwd()}/build/cube-launch`, 'serve']).filter((p) => ppidOf(p) === d!.pid);
     expect(helpers).toHaveLength(1);
 

@@ -39,10 +39,21 @@ async function second(o: { nodeID?: string; cidr?: string; hostIdBase?: number; 
   const dataDir = join(dir, 'data');
   mkdirSync(dataDir);
   for (const [name, text] of Object.entries(o.dataDirFiles ?? {})) writeFileSync(join(dataDir, name), text);
-  writeFileSync(join(dir, 'cubelet.toml'), toToml({ node_id: o.nodeID ?? uniqueNodeID('second'), identity: { host_id_base: o.hostIdBase ?? testHostIdBase(), host_id_ranges: TEST_HOST_ID_RANGES }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 2, cidr: o.cidr ?? testCidr() } } }));
+  writeFileSync(
+    join(dir, 'cubelet.toml'),
+    toToml({
+      node_id: o.nodeID ?? uniqueNodeID('second'),
+      identity: { host_id_base: o.hostIdBase ?? testHostIdBase(), host_id_ranges: TEST_HOST_ID_RANGES },
+      plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 2, cidr: o.cidr ?? testCidr() } },
+    }),
+  );
   writeFileSync(join(dir, 'cubemaster.yaml'), toml(join(a.configDir, 'cubemaster.yaml')).replace(/listen: .*/, 'listen: 127.0.0.1:0'));
   // Under the code before, this daemon started (and swept the first's sandboxes): it is stopped after 60 s.
-  return execa(process.execPath, ['bin/cubed', '--config-dir', dir, '--data-dir', dataDir, '--listen', '127.0.0.1:0'], { reject: false, timeout: 60_000, env: { ...process.env, CUBE_API_KEY: 'e2b_second' } });
+  return execa(process.execPath, ['bin/cubed', '--config-dir', dir, '--data-dir', dataDir, '--listen', '127.0.0.1:0'], {
+    reject: false,
+    timeout: 60_000,
+    env: { ...process.env, CUBE_API_KEY: 'e2b_second' },
+  });
 }
 
 /** The first daemon is untouched: its sandbox runs, its table, netns and links are there. */
@@ -50,7 +61,12 @@ async function firstIntact(before: Awaited<ReturnType<typeof countKernelObjects>
   expect((await adminExec(a, sandboxID, ['echo', 'alive'])).stdout).toBe('alive\n');
   const now = await countKernelObjects(a.tag);
   expect(now.nftTables).toBeGreaterThan(0);
-  expect({ netns: now.netns, links: now.links, nftTables: now.nftTables, processes: now.processes }).toEqual({ netns: before.netns, links: before.links, nftTables: before.nftTables, processes: before.processes });
+  expect({ netns: now.netns, links: now.links, nftTables: now.nftTables, processes: now.processes }).toEqual({
+    netns: before.netns,
+    links: before.links,
+    nftTables: before.nftTables,
+    processes: before.processes,
+  });
 }
 
 describe('a second daemon on the host', () => {

@@ -66,7 +66,7 @@ describe('admission', () => {
 });
 
 describe('drain', () => {
-  it('drain with evict destroys the node\'s sandboxes and refuses new ones until uncordon', async () => {
+  it("drain with evict destroys the node's sandboxes and refuses new ones until uncordon", async () => {
     const a = (await create()).json as SandboxView;
     const drained = await api('POST', `/admin/v1/nodes/${f.d.nodeID}/drain`, { evict: true, deadlineSec: 0 });
     // The eviction is pending in the store (whichever replica is alive carries it out) and the node says when.

@@ -18,7 +18,6 @@ afterEach(async () => {
 const api = (dm: TestDaemon) => (method: string, path: string, body?: unknown) => call(dm, method, path, body);
 const execOut = async (dm: TestDaemon, id: string, argv: string[]) => (await adminExec(dm, id, argv)).stdout;
 
-
 function processGone(pid: number): Promise<void> {
   return new Promise((resolve) => {
     const t = setInterval(() => {
@@ -52,7 +51,12 @@ describe('restart', () => {
     // The restart replaced the node's nftables table; a's own rule is back in it.
     expect([...(await slotRules(d.tag)).entries()]).toEqual(rulesBefore);
     const listed = (await api(d)('GET', '/admin/v1/sandboxes')).json as SandboxView[];
-    expect(listed.map((s) => [s.sandboxID, s.state]).sort()).toEqual([[a.sandboxID, 'running'], [b.sandboxID, 'paused']].sort());
+    expect(listed.map((s) => [s.sandboxID, s.state]).sort()).toEqual(
+      [
+        [a.sandboxID, 'running'],
+        [b.sandboxID, 'paused'],
+      ].sort(),
+    );
     expect(listed.find((s) => s.sandboxID === a.sandboxID)!.endAt).toBe(a.endAt);
     expect(await execOut(d, a.sandboxID, ['cat', '/tmp/marker'])).toBe('kept\n');
     expect((await api(d)('POST', `/admin/v1/sandboxes/${b.sandboxID}/resume`)).json.state).toBe('running');
@@ -69,7 +73,10 @@ describe('restart', () => {
     expect(typeof meta.endAt).toBe('number');
     writeFileSync(metaPath, JSON.stringify({ ...meta, ...iso(meta) }));
     const db = new Database(join(d.dataDir, 'cubed.db'));
-    const rec = JSON.parse((db.prepare('SELECT record FROM sandboxes WHERE id = ?').get(a.sandboxID) as { record: string }).record) as { startedAt: number; endAt: number };
+    const rec = JSON.parse((db.prepare('SELECT record FROM sandboxes WHERE id = ?').get(a.sandboxID) as { record: string }).record) as {
+      startedAt: number;
+      endAt: number;
+    };
     db.prepare('UPDATE sandboxes SET record = ? WHERE id = ?').run(JSON.stringify({ ...rec, ...iso(rec) }), a.sandboxID);
     db.close();
     await d.restart();

@@ -32,7 +32,10 @@ beforeAll(async () => {
     cubelet: { quota: undefined },
     master: {
       api: { rate_limit_per_sec: 0 },
-      scheduler: { node_max_mem_reserved_in_mb: 10240, filter: { enable_filters: ['cpu', 'mem', 'disk', 'realtime_create_num', 'template_locality', 'mvm_num'] } },
+      scheduler: {
+        node_max_mem_reserved_in_mb: 10240,
+        filter: { enable_filters: ['cpu', 'mem', 'disk', 'realtime_create_num', 'template_locality', 'mvm_num'] },
+      },
       sandbox: { default_spec: { cpus: 1, memory_mib: 512, disk_gib: 1 } },
     },
   });
@@ -180,7 +183,9 @@ describe('admission on a development box', () => {
       expect((await api('GET', '/v2/sandboxes')).status).toBe(200);
 
       const tokens = await Promise.all(
-        Array.from({ length: 30 }, () => fetch(`${d.url}/files?path=/etc/hostname`, { headers: { 'x-access-token': 'not-a-token', 'e2b-sandbox-port': '49983' } })),
+        Array.from({ length: 30 }, () =>
+          fetch(`${d.url}/files?path=/etc/hostname`, { headers: { 'x-access-token': 'not-a-token', 'e2b-sandbox-port': '49983' } }),
+        ),
       );
       const ts = tokens.map((r) => r.status);
       expect(ts).toContain(429);

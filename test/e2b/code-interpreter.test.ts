@@ -67,10 +67,12 @@ describe('@e2b/code-interpreter against code-interpreter-v1', () => {
 
   it("runs Debian's package tools as root under the sandbox's seccomp filter", async () => {
     const sbx = await create();
-    const r = await sbx.commands.run(
-      "apt-get -q check >/dev/null && echo apt=0; dpkg-query -W -f='${Status}\\n' coreutils; dpkg --audit && echo audit=0; apt-cache policy coreutils | grep -c Installed",
-      { user: 'root' },
-    ).catch((e: unknown) => e as { stdout: string; stderr: string });
+    const r = await sbx.commands
+      .run(
+        "apt-get -q check >/dev/null && echo apt=0; dpkg-query -W -f='${Status}\\n' coreutils; dpkg --audit && echo audit=0; apt-cache policy coreutils | grep -c Installed",
+        { user: 'root' },
+      )
+      .catch((e: unknown) => e as { stdout: string; stderr: string });
     expect(r.stdout, r.stderr).toBe('apt=0\ninstall ok installed\naudit=0\n1\n');
   });
 
@@ -122,13 +124,15 @@ describe('@e2b/code-interpreter against code-interpreter-v1', () => {
     expect((await sbx.runCode('1 + 1', { language: 'python' })).text).toBe('2');
   });
 
-  it("timeoutMs ends a silent cell (and interrupts it); a cell silent past the request timeout completes", async () => {
+  it('timeoutMs ends a silent cell (and interrupts it); a cell silent past the request timeout completes', async () => {
     const sbx = await create();
     // The answer's headers come at once, so timeoutMs (counted from them) ends a cell that prints
     // nothing: the SDK's execution timeout, not its request timeout. The server sees the client go
     // and interrupts the cell, which would otherwise sleep on and hold the context.
     const late = await sbx
-      .runCode('import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    open("/tmp/interrupted", "w").write("yes")\n    raise', { timeoutMs: 2000 })
+      .runCode('import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    open("/tmp/interrupted", "w").write("yes")\n    raise', {
+        timeoutMs: 2000,
+      })
       .catch((e: unknown) => e);
     expect(late).toBeInstanceOf(TimeoutError);
     expect(String(late)).toMatch(/Execution timed out/);
@@ -139,7 +143,10 @@ describe('@e2b/code-interpreter against code-interpreter-v1', () => {
     // requestTimeoutMs runs until the answer's headers: a cell silent three times that long
     // (it waits for a file the test writes only then) completes.
     const requestTimeoutMs = 2000;
-    const silent = sbx.runCode('import os, time\nwhile not os.path.exists("/tmp/go-silent"):\n    time.sleep(0.05)\nprint("done")', { requestTimeoutMs, timeoutMs: 120_000 });
+    const silent = sbx.runCode('import os, time\nwhile not os.path.exists("/tmp/go-silent"):\n    time.sleep(0.05)\nprint("done")', {
+      requestTimeoutMs,
+      timeoutMs: 120_000,
+    });
     const outcome = silent.then(
       (e) => ({ ok: e }),
       (err: unknown) => ({ err }),

@@ -32,14 +32,24 @@ const routed: Interceptor = (next) => (req) => {
   for (const [k, v] of Object.entries(headers)) req.header.set(k, v);
   return next(req);
 };
-const transport = () => createConnectTransport({ baseUrl: d.url, httpVersion: '1.1', useBinaryFormat: true, sendCompression: compressionGzip, acceptCompression: [compressionGzip], interceptors: [routed] });
+const transport = () =>
+  createConnectTransport({
+    baseUrl: d.url,
+    httpVersion: '1.1',
+    useBinaryFormat: true,
+    sendCompression: compressionGzip,
+    acceptCompression: [compressionGzip],
+    interceptors: [routed],
+  });
 
 describe('binary protobuf + gzip', () => {
   it('runs a command and streams its output (large enough to be compressed)', async () => {
     const proc = createClient(Process, transport());
     let out = '';
     let exit: number | undefined;
-    for await (const { event } of proc.start({ process: { cmd: '/bin/bash', args: ['-c', 'head -c 6000 /dev/zero | tr "\\0" x; echo; echo err >&2; exit 3'], envs: {} } })) {
+    for await (const { event } of proc.start({
+      process: { cmd: '/bin/bash', args: ['-c', 'head -c 6000 /dev/zero | tr "\\0" x; echo; echo err >&2; exit 3'], envs: {} },
+    })) {
       const e = event?.event;
       if (e?.case === 'data' && e.value.output.case === 'stdout') out += Buffer.from(e.value.output.value).toString();
       if (e?.case === 'end') exit = e.value.exitCode;

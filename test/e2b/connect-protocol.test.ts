@@ -51,7 +51,9 @@ describe('envd messages', () => {
     expect(wire({ type: 'stdout', data: Buffer.from('hi\n') })).toEqual({ data: { stdout: 'aGkK' } });
     expect(wire({ type: 'stderr', data: Buffer.from('e') })).toEqual({ data: { stderr: 'ZQ==' } });
     expect(wire({ type: 'end', exitCode: 0, oomKilled: false, timedOut: false })).toEqual({ end: { exited: true, status: 'exit status 0' } });
-    expect(wire({ type: 'end', exitCode: 3, oomKilled: false, timedOut: false })).toEqual({ end: { exitCode: 3, exited: true, status: 'exit status 3', error: 'exit status 3' } });
+    expect(wire({ type: 'end', exitCode: 3, oomKilled: false, timedOut: false })).toEqual({
+      end: { exitCode: 3, exited: true, status: 'exit status 3', error: 'exit status 3' },
+    });
     expect(wire({ type: 'end', exitCode: 137, signal: 'SIGKILL', oomKilled: true, timedOut: false })).toEqual({
       end: { exitCode: -1, status: 'signal: killed', error: 'signal: killed: killed by the out-of-memory killer' },
     });
@@ -125,7 +127,16 @@ describe('envd messages', () => {
   });
 
   it('renders entry info like envd', () => {
-    const e = entryInfo({ name: 'a.txt', path: '/home/user/a.txt', type: 'file', size: 10, mode: 0o100644, uid: 1000, gid: 1000, mtime: new Date('2026-01-02T03:04:05Z') });
+    const e = entryInfo({
+      name: 'a.txt',
+      path: '/home/user/a.txt',
+      type: 'file',
+      size: 10,
+      mode: 0o100644,
+      uid: 1000,
+      gid: 1000,
+      mtime: new Date('2026-01-02T03:04:05Z'),
+    });
     expect(toJson(EntryInfoSchema, create(EntryInfoSchema, e))).toEqual({
       name: 'a.txt',
       type: 'FILE_TYPE_FILE',

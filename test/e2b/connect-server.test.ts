@@ -70,9 +70,16 @@ afterAll(async () => {
 });
 
 const clientOf = (binary: boolean): Client<typeof Process> =>
-  createClient(Process, createConnectTransport({ baseUrl: base, httpVersion: '1.1', useBinaryFormat: binary, ...(binary ? { sendCompression: compressionGzip } : {}) }));
+  createClient(
+    Process,
+    createConnectTransport({ baseUrl: base, httpVersion: '1.1', useBinaryFormat: binary, ...(binary ? { sendCompression: compressionGzip } : {}) }),
+  );
 
-async function events(cmd: string, n = 0, opts: { headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<{ got: ProcessEvent[]; error?: ConnectError }> {
+async function events(
+  cmd: string,
+  n = 0,
+  opts: { headers?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<{ got: ProcessEvent[]; error?: ConnectError }> {
   const got: ProcessEvent[] = [];
   try {
     for await (const r of clientOf(false).start({ process: { cmd, args: Array(n).fill('a') } }, opts)) got.push(r.event!);
@@ -92,7 +99,14 @@ describe('Connect server', () => {
   it('speaks binary protobuf with gzip both ways, as older Python SDKs do', async () => {
     // node:http, not fetch: fetch would undo the gzip before the test could see it.
     const res = await new Promise<IncomingMessage>((resolve, reject) =>
-      request(`${base}/process.Process/List`, { method: 'POST', headers: { 'content-type': 'application/proto', 'content-encoding': 'gzip', 'accept-encoding': 'gzip', 'connect-protocol-version': '1' } }, resolve)
+      request(
+        `${base}/process.Process/List`,
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/proto', 'content-encoding': 'gzip', 'accept-encoding': 'gzip', 'connect-protocol-version': '1' },
+        },
+        resolve,
+      )
         .on('error', reject)
         .end(gzipSync(toBinary(ListRequestSchema, create(ListRequestSchema)))),
     );
@@ -112,7 +126,9 @@ describe('Connect server', () => {
     const bad = await fetch(`${base}/process.Process/List`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { code: string }).code).toBe('invalid_argument');
-    const none = await clientOf(true).sendInput({}).catch((e: unknown) => ConnectError.from(e));
+    const none = await clientOf(true)
+      .sendInput({})
+      .catch((e: unknown) => ConnectError.from(e));
     expect((none as ConnectError).code).toBe(Code.Unimplemented);
   });
 
@@ -145,7 +161,9 @@ describe('Connect server', () => {
     produced = 0;
     producerStopped = false;
     const ac = new AbortController();
-    const it = clientOf(false).start({ process: { cmd: 'count', args: Array(40).fill('a') } }, { signal: ac.signal })[Symbol.asyncIterator]();
+    const it = clientOf(false)
+      .start({ process: { cmd: 'count', args: Array(40).fill('a') } }, { signal: ac.signal })
+      [Symbol.asyncIterator]();
     await it.next();
     ac.abort();
     // The producer is an async generator: detaching calls return() on it, so it stops

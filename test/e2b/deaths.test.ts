@@ -63,7 +63,8 @@ async function expectDeath(sbx: Sandbox, reason: string, code: number): Promise<
 function initPid(sandboxID: string): number {
   for (const p of readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
     try {
-      if (readFileSync(`/proc/${p}/comm`, 'utf8') === 'cube-init\n' && readFileSync(`/proc/${p}/cgroup`, 'utf8').includes(`/cube-${d.tag}/${sandboxID}\n`)) return Number(p);
+      if (readFileSync(`/proc/${p}/comm`, 'utf8') === 'cube-init\n' && readFileSync(`/proc/${p}/cgroup`, 'utf8').includes(`/cube-${d.tag}/${sandboxID}\n`))
+        return Number(p);
     } catch {
       // exited while we looked
     }

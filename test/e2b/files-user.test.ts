@@ -55,7 +55,9 @@ describe('files as user', () => {
     await sbx.files.write('/home/user/deep/er/new.txt', 'new\n', { user: 'user' });
     await sbx.files.write('/tmp/user-tmp.txt', 'tmp\n', { user: 'user' });
     expect(await sbx.files.makeDir('/home/user/made', { user: 'user' })).toBe(true);
-    expect(await run('cat /home/user/mine.txt /home/user/deep/er/new.txt /tmp/user-tmp.txt; stat -c %U /home/user/deep/er/new.txt /home/user/deep /home/user/made')).toBe('changed\nnew\ntmp\nuser\nuser\nuser\n');
+    expect(
+      await run('cat /home/user/mine.txt /home/user/deep/er/new.txt /tmp/user-tmp.txt; stat -c %U /home/user/deep/er/new.txt /home/user/deep /home/user/made'),
+    ).toBe('changed\nnew\ntmp\nuser\nuser\nuser\n');
   });
 
   it('root writes anywhere', async () => {
@@ -97,9 +99,9 @@ describe('reads, listings, stat, removes and renames as user', () => {
     await expect(sbx.files.remove('/tmp/root-tmpdir', { user: 'user' })).rejects.toThrow(/Operation not permitted/);
     await expect(sbx.files.remove('/root/in-root', { user: 'user' })).rejects.toThrow(/Permission denied/);
     await expect(sbx.files.remove('/home/user/tree', { user: 'user' })).rejects.toThrow(/Permission denied/);
-    expect(await run('ls /opt/rootdir/root-file /tmp/root-tmp /root/in-root /home/user/tree/locked/f /home/user/tree/open/g; test -d /tmp/root-tmpdir && echo dir')).toBe(
-      '/home/user/tree/locked/f\n/home/user/tree/open/g\n/opt/rootdir/root-file\n/root/in-root\n/tmp/root-tmp\ndir\n',
-    );
+    expect(
+      await run('ls /opt/rootdir/root-file /tmp/root-tmp /root/in-root /home/user/tree/locked/f /home/user/tree/open/g; test -d /tmp/root-tmpdir && echo dir'),
+    ).toBe('/home/user/tree/locked/f\n/home/user/tree/open/g\n/opt/rootdir/root-file\n/root/in-root\n/tmp/root-tmp\ndir\n');
     // its own file in /tmp and its own tree go
     await sbx.files.remove('/tmp/user-own', { user: 'user' });
     await sbx.files.remove('/home/user/tree/open', { user: 'user' });

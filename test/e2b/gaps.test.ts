@@ -57,10 +57,14 @@ describe('watchDir (inotify inside the sandbox)', () => {
   async function watching(dir: string, cmd: string, until: (e: Seen[]) => boolean, o: { recursive?: boolean; includeEntry?: boolean } = {}) {
     await sbx.commands.run(`rm -rf ${dir} && mkdir -p ${dir}`);
     const seen: Seen[] = [];
-    const w = await sbx.files.watchDir(dir, (e) => void seen.push({ name: e.name, type: e.type, ...(e.entry ? { entry: { name: e.entry.name, type: e.entry.type, size: e.entry.size } } : {}) }), { timeoutMs: 0, ...o });
+    const w = await sbx.files.watchDir(
+      dir,
+      (e) => void seen.push({ name: e.name, type: e.type, ...(e.entry ? { entry: { name: e.entry.name, type: e.entry.type, size: e.entry.size } } : {}) }),
+      { timeoutMs: 0, ...o },
+    );
     try {
       await sbx.commands.run(cmd, { cwd: `/home/user/${dir}` });
-      for (const deadline = Date.now() + 15_000; !until(seen) && Date.now() < deadline; ) await sleep(50);
+      for (const deadline = Date.now() + 15_000; !until(seen) && Date.now() < deadline;) await sleep(50);
       return seen;
     } finally {
       await w.stop();
@@ -71,19 +75,26 @@ describe('watchDir (inotify inside the sandbox)', () => {
   it('sees renames, chmod, every write, and files that lived a moment', async () => {
     // Each write of `a` follows another event: the kernel merges an event identical to the last
     // one still queued (so back-to-back writes the watcher has not read yet are one, as in envd).
-    const seen = await watching('w1', 'echo 1 > a; echo o > o; echo 2 >> a; echo o >> o; echo 3 >> a; mv a b; chmod 600 b; touch brief; rm brief', has('brief', 'remove'));
+    const seen = await watching(
+      'w1',
+      'echo 1 > a; echo o > o; echo 2 >> a; echo o >> o; echo 3 >> a; mv a b; chmod 600 b; touch brief; rm brief',
+      has('brief', 'remove'),
+    );
     const of = (name: string) => seen.filter((e) => e.name === name).map((e) => e.type);
     expect(of('a')).toEqual(['create', 'write', 'write', 'write', 'rename']);
     expect(of('b')).toEqual(['create', 'chmod']);
     expect(of('brief')).toEqual(['create', 'chmod', 'remove']);
     // Stopping the watch ends its watcher inside the sandbox.
     const watchers = async () => (await sbx.commands.run('cat /proc/[0-9]*/comm 2>/dev/null | grep -c cube-launch || true')).stdout.trim();
-    for (const deadline = Date.now() + 5000; (await watchers()) !== '0' && Date.now() < deadline; ) await sleep(100);
+    for (const deadline = Date.now() + 5000; (await watchers()) !== '0' && Date.now() < deadline;) await sleep(100);
     expect(await watchers()).toBe('0');
   });
 
   it('recursive watches see directories made after the start; includeEntry describes what exists', async () => {
-    const seen = await watching('w2', 'mkdir -p sub/deeper && sleep 0.2 && printf 12345 > sub/deeper/f && rm -f nothing', has('sub/deeper/f', 'write'), { recursive: true, includeEntry: true });
+    const seen = await watching('w2', 'mkdir -p sub/deeper && sleep 0.2 && printf 12345 > sub/deeper/f && rm -f nothing', has('sub/deeper/f', 'write'), {
+      recursive: true,
+      includeEntry: true,
+    });
     expect(seen).toContainEqual({ name: 'sub', type: 'create', entry: { name: 'sub', type: 'dir', size: expect.any(Number) } });
     expect(seen).toContainEqual({ name: 'sub/deeper/f', type: 'write', entry: { name: 'f', type: 'file', size: 5 } });
   });
@@ -101,7 +112,9 @@ describe('file metadata (envd 0.6.2: user.e2b.* xattrs)', () => {
     expect(w.metadata).toEqual({ owner: 'rl', step: '7' });
     expect((await sbx.files.getInfo('meta/a.txt')).metadata).toEqual({ owner: 'rl', step: '7' });
     // Inside the sandbox they are the file's extended attributes.
-    expect((await sbx.commands.run(`python3 -c "import os; print(sorted(os.listxattr('meta/a.txt')))"`)).stdout.trim()).toBe("['user.e2b.owner', 'user.e2b.step']");
+    expect((await sbx.commands.run(`python3 -c "import os; print(sorted(os.listxattr('meta/a.txt')))"`)).stdout.trim()).toBe(
+      "['user.e2b.owner', 'user.e2b.step']",
+    );
     await sbx.files.write('meta/b.txt', 'y');
     const listed = Object.fromEntries((await sbx.files.list('meta')).map((e) => [e.name, e.metadata]));
     expect(listed).toEqual({ 'a.txt': { owner: 'rl', step: '7' }, 'b.txt': undefined });
@@ -158,7 +171,15 @@ describe('options cubed cannot honour are refused, not ignored', () => {
 });
 
 describe('metrics', () => {
-  const stats = (cpuUsageNs: number) => ({ memoryBytes: 10, memoryLimitBytes: 100, cpuUsageNs, pids: 1, oomKills: 0, memoryCacheBytes: 4, diskUsedBytes: 4096 });
+  const stats = (cpuUsageNs: number) => ({
+    memoryBytes: 10,
+    memoryLimitBytes: 100,
+    cpuUsageNs,
+    pids: 1,
+    oomKills: 0,
+    memoryCacheBytes: 4,
+    diskUsedBytes: 4096,
+  });
   it('one sample from two readings: CPU over the interval, cache and disk as read', () => {
     // 1 s of wall time, 0.5 s of CPU on a 1-vCPU sandbox: 50%.
     expect(metricOf({ at: 1_000_000, cpuUsageNs: 0 }, stats(5e8), 1_001_000, { cpus: 1, diskGiB: 1 })).toEqual({
@@ -205,7 +226,11 @@ describe('metrics', () => {
 
 describe('the e2b CLI', () => {
   const cli = (...args: string[]) =>
-    execa('node', ['node_modules/@e2b/cli/dist/index.js', ...args], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });
+    execa('node', ['node_modules/@e2b/cli/dist/index.js', ...args], {
+      env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url, NO_COLOR: '1' },
+      reject: false,
+      timeout: 60_000,
+    });
 
   it('sandbox logs shows the lifecycle events and what its processes printed', async () => {
     await sbx.commands.run('echo out-line-1; echo err-line >&2; printf no-newline; exit 3').catch(() => undefined);

@@ -17,7 +17,15 @@ let hookURL: string;
 const SECRET = 'secret-for-event-signature-verification';
 const got: { headers: Record<string, string | string[] | undefined>; body: string }[] = [];
 
-type Wire = { id: string; type: string; sandboxId: string; eventData: Record<string, unknown> | null; timestamp: string; version: string; sandboxTemplateId: string };
+type Wire = {
+  id: string;
+  type: string;
+  sandboxId: string;
+  eventData: Record<string, unknown> | null;
+  timestamp: string;
+  version: string;
+  sandboxTemplateId: string;
+};
 
 const events = async (id: string, q = ''): Promise<Wire[]> => {
   const r = await call(d, 'GET', `/events/sandboxes/${id}${q}`);
@@ -55,10 +63,23 @@ afterAll(async () => {
 
 describe('E2B lifecycle events and webhooks', () => {
   it('registers, lists, gets, updates and deletes webhooks; refuses what E2B refuses', async () => {
-    const body = { name: 'My Sandbox Webhook', url: hookURL, enabled: true, events: ['sandbox.lifecycle.created', 'sandbox.lifecycle.killed'], signatureSecret: SECRET };
+    const body = {
+      name: 'My Sandbox Webhook',
+      url: hookURL,
+      enabled: true,
+      events: ['sandbox.lifecycle.created', 'sandbox.lifecycle.killed'],
+      signatureSecret: SECRET,
+    };
     const made = await call(d, 'POST', '/events/webhooks', body);
     expect(made.status).toBe(201);
-    expect(made.json).toMatchObject({ id: expect.any(String), name: body.name, url: hookURL, enabled: true, events: body.events, createdAt: expect.any(String) });
+    expect(made.json).toMatchObject({
+      id: expect.any(String),
+      name: body.name,
+      url: hookURL,
+      enabled: true,
+      events: body.events,
+      createdAt: expect.any(String),
+    });
     expect(made.json).not.toHaveProperty('signatureSecret');
     const id = made.json.id as string;
     expect((await call(d, 'GET', '/events/webhooks')).json).toEqual([made.json]);
@@ -74,7 +95,15 @@ describe('E2B lifecycle events and webhooks', () => {
   });
 
   it("a sandbox's life as events (killed with its reason), paged and filtered; each delivered to the webhook once, signed", async () => {
-    const hook = (await call(d, 'POST', '/events/webhooks', { name: 'rl', url: hookURL, enabled: true, events: ['sandbox.lifecycle.created', 'sandbox.lifecycle.updated', 'sandbox.lifecycle.paused', 'sandbox.lifecycle.resumed', 'sandbox.lifecycle.killed'], signatureSecret: SECRET })).json as { id: string };
+    const hook = (
+      await call(d, 'POST', '/events/webhooks', {
+        name: 'rl',
+        url: hookURL,
+        enabled: true,
+        events: ['sandbox.lifecycle.created', 'sandbox.lifecycle.updated', 'sandbox.lifecycle.paused', 'sandbox.lifecycle.resumed', 'sandbox.lifecycle.killed'],
+        signatureSecret: SECRET,
+      })
+    ).json as { id: string };
 
     const sbx = await Sandbox.create({ ...opts, metadata: { episode: '42' } });
     await sbx.setTimeout(60_000);
@@ -85,13 +114,29 @@ describe('E2B lifecycle events and webhooks', () => {
     expect(killed.eventData).toMatchObject({ kill_reason: 'timeout', cube_code: 130411, sandbox_metadata: { episode: '42' } });
 
     const all = await events(sbx.sandboxId, '?orderAsc=true&limit=100');
-    expect(all.map((e) => e.type)).toEqual(['sandbox.lifecycle.created', 'sandbox.lifecycle.updated', 'sandbox.lifecycle.paused', 'sandbox.lifecycle.resumed', 'sandbox.lifecycle.updated', 'sandbox.lifecycle.killed']);
-    expect(all[0]).toMatchObject({ version: 'v1', sandboxId: sbx.sandboxId, sandboxTemplateId: expect.stringMatching(/./), eventData: { sandbox_metadata: { episode: '42' } }, timestamp: expect.stringMatching(/Z$/) });
+    expect(all.map((e) => e.type)).toEqual([
+      'sandbox.lifecycle.created',
+      'sandbox.lifecycle.updated',
+      'sandbox.lifecycle.paused',
+      'sandbox.lifecycle.resumed',
+      'sandbox.lifecycle.updated',
+      'sandbox.lifecycle.killed',
+    ]);
+    expect(all[0]).toMatchObject({
+      version: 'v1',
+      sandboxId: sbx.sandboxId,
+      sandboxTemplateId: expect.stringMatching(/./),
+      eventData: { sandbox_metadata: { episode: '42' } },
+      timestamp: expect.stringMatching(/Z$/),
+    });
     expect(all[1]!.eventData).toMatchObject({ set_timeout: expect.stringMatching(/Z$/) });
     // Newest first by default, 10 at most; offset and limit page; types filter (given twice).
     expect((await events(sbx.sandboxId)).map((e) => e.id)).toEqual(all.map((e) => e.id).reverse());
     expect((await events(sbx.sandboxId, '?offset=1&limit=2')).map((e) => e.id)).toEqual([all[4]!.id, all[3]!.id]);
-    expect((await events(sbx.sandboxId, '?types=sandbox.lifecycle.paused&types=sandbox.lifecycle.killed')).map((e) => e.type)).toEqual(['sandbox.lifecycle.killed', 'sandbox.lifecycle.paused']);
+    expect((await events(sbx.sandboxId, '?types=sandbox.lifecycle.paused&types=sandbox.lifecycle.killed')).map((e) => e.type)).toEqual([
+      'sandbox.lifecycle.killed',
+      'sandbox.lifecycle.paused',
+    ]);
     expect((await call(d, 'GET', '/events/sandboxes?limit=100')).json.map((e: Wire) => e.id)).toEqual(expect.arrayContaining(all.map((e) => e.id)));
 
     // Killed by its own client: kill_reason request.
@@ -105,8 +150,18 @@ describe('E2B lifecycle events and webhooks', () => {
     await until('the deliveries', async () => (ids.every((id) => got.some((g) => g.body.includes(id))) ? true : undefined));
     for (const id of ids) expect(got.filter((g) => (JSON.parse(g.body) as Wire).id === id)).toHaveLength(1);
     for (const g of got) {
-      const expected = createHash('sha256').update(SECRET + g.body).digest('base64').replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-      expect(g.headers).toMatchObject({ 'e2b-webhook-id': hook.id, 'e2b-signature-version': 'v1', 'e2b-signature': expected, 'e2b-delivery-id': expect.any(String) });
+      const expected = createHash('sha256')
+        .update(SECRET + g.body)
+        .digest('base64')
+        .replace(/\+/g, '-')
+        .replace(/\//g, '_')
+        .replace(/=+$/, '');
+      expect(g.headers).toMatchObject({
+        'e2b-webhook-id': hook.id,
+        'e2b-signature-version': 'v1',
+        'e2b-signature': expected,
+        'e2b-delivery-id': expect.any(String),
+      });
     }
     const delivered = got.map((g) => JSON.parse(g.body) as Wire).find((e) => e.id === killed.id);
     expect(delivered).toEqual(killed);

@@ -5,7 +5,15 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { echo, get as getFrom, startPortServers, startStreamServers, upgrade as upgradeTo, watchEvents, websocketConversation } from '../helpers/sandbox-ports.js';
+import {
+  echo,
+  get as getFrom,
+  startPortServers,
+  startStreamServers,
+  upgrade as upgradeTo,
+  watchEvents,
+  websocketConversation,
+} from '../helpers/sandbox-ports.js';
 
 const DOMAIN = 'sbx.test';
 let d: TestDaemon;
@@ -20,7 +28,10 @@ beforeAll(async () => {
   d = await startDaemon({ args: ['--sandbox-domain', DOMAIN] });
   const opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
   // Each kept as soon as it exists, so afterAll removes it even when the other create failed.
-  await Promise.all([Sandbox.create(opts).then((s) => (sbx = s)), Sandbox.create({ ...opts, network: { allowPublicTraffic: false } }).then((s) => (closed = s))]);
+  await Promise.all([
+    Sandbox.create(opts).then((s) => (sbx = s)),
+    Sandbox.create({ ...opts, network: { allowPublicTraffic: false } }).then((s) => (closed = s)),
+  ]);
   await Promise.all([startPortServers(sbx!, 'hello from the sandbox'), startPortServers(closed!, 'only with the token'), startStreamServers(sbx!)]);
 }, 180_000);
 
@@ -63,7 +74,11 @@ describe('port routing', () => {
     const to = { 'e2b-sandbox-id': closed!.sandboxId, 'e2b-sandbox-port': '8000' };
     const missing = await get('/index.html', to);
     expect(missing.status).toBe(403);
-    expect(JSON.parse(missing.body)).toEqual({ sandboxId: closed!.sandboxId, code: 403, message: "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing" });
+    expect(JSON.parse(missing.body)).toEqual({
+      sandboxId: closed!.sandboxId,
+      code: 403,
+      message: "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing",
+    });
     const wrong = await get('/index.html', { ...to, 'e2b-traffic-access-token': `${token}x` });
     expect(wrong.status).toBe(403);
     expect(JSON.parse(wrong.body).message).toMatch(/Provided token in header 'e2b-traffic-access-token' is invalid/);

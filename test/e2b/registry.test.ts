@@ -41,7 +41,11 @@ async function appImage(greeting: string): Promise<Buffer> {
 }
 
 /** GETs of blobs in a registry's access log. */
-const blobGets = (r: TestRegistry) => r.log().split('\n').filter((l) => /"GET \/v2\/[^ ]+\/blobs\/sha256:/.test(l)).length;
+const blobGets = (r: TestRegistry) =>
+  r
+    .log()
+    .split('\n')
+    .filter((l) => /"GET \/v2\/[^ ]+\/blobs\/sha256:/.test(l)).length;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'cubed-test-registry-images-'));
@@ -77,8 +81,16 @@ describe('cubectl template import docker://', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(new RegExp(`^imported app:v1 sha256:[0-9a-f]{64} from ${open!.host}/team/app:v1@${want} \\(3 layers\\)\\n$`));
     expect(r.stderr).toMatch(/Copying blob sha256:/);
-    const rec = JSON.parse((await cubectl(['--json', 'template', 'inspect', 'app:v1'], env)).stdout) as { source: string; registry: { image: string; digest: string }; config: { workdir: string; env: Record<string, string> } };
-    expect(rec).toMatchObject({ source: 'registry', registry: { image: `${open!.host}/team/app:v1`, digest: want }, config: { workdir: '/opt/app', env: { GREETING: 'hello-from-open' } } });
+    const rec = JSON.parse((await cubectl(['--json', 'template', 'inspect', 'app:v1'], env)).stdout) as {
+      source: string;
+      registry: { image: string; digest: string };
+      config: { workdir: string; env: Record<string, string> };
+    };
+    expect(rec).toMatchObject({
+      source: 'registry',
+      registry: { image: `${open!.host}/team/app:v1`, digest: want },
+      config: { workdir: '/opt/app', env: { GREETING: 'hello-from-open' } },
+    });
     const sbx = await sdk.create('app:v1');
     const out = await sbx.commands.run('/opt/app/hello; pwd; echo $GREETING');
     expect(out).toMatchObject({ exitCode: 0, stdout: 'hello-from-open\n/opt/app\nhello-from-open\n' });
@@ -102,14 +114,22 @@ describe('cubectl template import docker://', () => {
     const none = await cubectl(['template', 'import', image, '--name', 'nocreds'], env);
     expect(none.code).toBe(1);
     expect(none.stderr).toMatch(/130427 registry .* refused access .*unauthorized: authentication required/);
-    const bad = await cubectl(['template', 'import', image, '--name', 'badcreds'], { ...env, CUBE_REGISTRY_USERNAME: 'ci', CUBE_REGISTRY_PASSWORD: BAD_PASSWORD });
+    const bad = await cubectl(['template', 'import', image, '--name', 'badcreds'], {
+      ...env,
+      CUBE_REGISTRY_USERNAME: 'ci',
+      CUBE_REGISTRY_PASSWORD: BAD_PASSWORD,
+    });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/130427/);
     expect(bad.stderr).not.toContain(BAD_PASSWORD);
     const ok = await cubectl(['template', 'import', image, '--name', 'private:v1'], { ...env, CUBE_REGISTRY_USERNAME: 'ci', CUBE_REGISTRY_PASSWORD: PASSWORD });
     expect(ok.code, ok.stderr).toBe(0);
     // --password-stdin, as `docker login` takes it: no password in the process list.
-    const stdin = await execa(process.execPath, [join(import.meta.dirname, '../../bin/cubectl'), 'template', 'import', image, '--name', 'private:stdin', '--username', 'ci', '--password-stdin'], { input: `${PASSWORD}\n`, env, reject: false });
+    const stdin = await execa(
+      process.execPath,
+      [join(import.meta.dirname, '../../bin/cubectl'), 'template', 'import', image, '--name', 'private:stdin', '--username', 'ci', '--password-stdin'],
+      { input: `${PASSWORD}\n`, env, reject: false },
+    );
     expect(stdin.exitCode, stdin.stderr).toBe(0);
     expect(stdin.stdout).toMatch(/^imported private:stdin .*nothing pulled: in the layer store already/);
     const sbx = await sdk.create('private:v1');
@@ -130,7 +150,11 @@ describe('cubectl template import docker://', () => {
     // The same registry by another name is not on the insecure list: verified HTTPS, which it does not speak.
     const tls = await cubectl(['template', 'import', `docker://localhost:${open!.port}/team/app:v1`], env);
     expect(tls.stderr).toMatch(/130428 .*server gave HTTP response to HTTPS client.*\[registry\] insecure/);
-    const res = await fetch(`${d!.url}/admin/v1/templates/pull`, { method: 'POST', headers: { 'x-api-key': d!.apiKey, 'content-type': 'application/json' }, body: JSON.stringify({ image: `127.0.0.1:${port}/x:y`, name: 'x' }) });
+    const res = await fetch(`${d!.url}/admin/v1/templates/pull`, {
+      method: 'POST',
+      headers: { 'x-api-key': d!.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ image: `127.0.0.1:${port}/x:y`, name: 'x' }),
+    });
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('30');
     expect(((await res.json()) as { code: number }).code).toBe(130428);
@@ -140,7 +164,9 @@ describe('cubectl template import docker://', () => {
 describe('e2b SDK: Template().fromImage and fromDockerfile from a registry', () => {
   it('builds fromImage(image, {username, password}) with steps; a sandbox runs the image and the step', async () => {
     const lines: string[] = [];
-    const t = Template().fromImage(`${locked!.host}/private/app:v1`, { username: 'ci', password: PASSWORD }).runCmd('echo built-on-registry-image > /home/user/built.txt');
+    const t = Template()
+      .fromImage(`${locked!.host}/private/app:v1`, { username: 'ci', password: PASSWORD })
+      .runCmd('echo built-on-registry-image > /home/user/built.txt');
     const info = await Template.build(t, 'from-registry', { ...sdk.opts, onBuildLogs: (e: { message: string }) => lines.push(e.message) });
     expect(info).toMatchObject({ templateId: 'from-registry' });
     // private/app:v1 was pulled by cubectl above: the build finds its digest in the store.
@@ -168,7 +194,7 @@ describe('e2b SDK: Template().fromImage and fromDockerfile from a registry', () 
     await sbx.kill();
   });
 
-  it('fails a build with the registry\'s answer: unknown tag, wrong credentials, registry down', async () => {
+  it("fails a build with the registry's answer: unknown tag, wrong credentials, registry down", async () => {
     const unknown = Template().fromImage(`${open!.host}/team/app:missing`).runCmd('true');
     await expect(Template.build(unknown, 'x-unknown', sdk.opts)).rejects.toThrow(/130426 image .*team\/app:missing not found.*manifest unknown/);
     const wrong = Template().fromImage(`${locked!.host}/private/app:v1`, { username: 'ci', password: BAD_PASSWORD }).runCmd('true');

@@ -51,7 +51,13 @@ describe('E2B REST, older path family', () => {
     for (const id of [s.sandboxID, `${s.sandboxID}-6532622b`]) {
       const r = await call('GET', `/sandboxes/${id}`);
       expect(r.status).toBe(200);
-      expect(r.json).toMatchObject({ sandboxID: s.sandboxID, state: 'running', metadata: { who: 'detail' }, cpuCount: expect.any(Number), memoryMB: expect.any(Number) });
+      expect(r.json).toMatchObject({
+        sandboxID: s.sandboxID,
+        state: 'running',
+        metadata: { who: 'detail' },
+        cpuCount: expect.any(Number),
+        memoryMB: expect.any(Number),
+      });
       expect(Date.parse(r.json!.endAt as string) - Date.parse(r.json!.startedAt as string)).toBeGreaterThan(60_000);
     }
   });
@@ -81,7 +87,9 @@ describe('E2B REST, older path family', () => {
     const p2 = await call('GET', `/v2/sandboxes?metadata=${filter}&limit=1&nextToken=${encodeURIComponent(token!)}`);
     expect(p2.json).toHaveLength(1);
     expect(p2.headers.get('x-next-token')).toBeNull();
-    expect([(p1.json as unknown as { sandboxID: string }[])[0]!.sandboxID, (p2.json as unknown as { sandboxID: string }[])[0]!.sandboxID].sort()).toEqual([a.sandboxID, b.sandboxID].sort());
+    expect([(p1.json as unknown as { sandboxID: string }[])[0]!.sandboxID, (p2.json as unknown as { sandboxID: string }[])[0]!.sandboxID].sort()).toEqual(
+      [a.sandboxID, b.sandboxID].sort(),
+    );
   });
 
   it('/resume resumes (201) and refuses a running sandbox (409); connect says 200 or 201', async () => {
@@ -195,7 +203,11 @@ describe('E2B REST errors', () => {
     expect(((await ok.json()) as { entries: unknown[] }).entries.length).toBeGreaterThan(0);
     expect((await envd(s.sandboxID as string, 'wrong-token')).status).toBe(401);
     // Old SDKs send only X-Access-Token on /files: it alone finds the sandbox.
-    const byToken = await fetch(`${d.url}/files?path=/home/user/t.txt`, { method: 'POST', headers: { 'x-access-token': s.envdAccessToken as string, 'content-type': 'application/octet-stream' }, body: 'tok' });
+    const byToken = await fetch(`${d.url}/files?path=/home/user/t.txt`, {
+      method: 'POST',
+      headers: { 'x-access-token': s.envdAccessToken as string, 'content-type': 'application/octet-stream' },
+      body: 'tok',
+    });
     expect(byToken.status).toBe(200);
     expect(await byToken.json()).toEqual([{ name: 't.txt', type: 'file', path: '/home/user/t.txt' }]);
     const missing = await fetch(`${d.url}/files?path=/home/user/none`, { headers: { 'x-access-token': s.envdAccessToken as string } });

@@ -1,6 +1,16 @@
 // The real `e2b` npm package, unchanged, against a real cubed: what RL code does with it.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ALL_TRAFFIC, AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, getSignature, type SandboxOpts } from 'e2b';
+import {
+  ALL_TRAFFIC,
+  AuthenticationError,
+  CommandExitError,
+  FileNotFoundError,
+  Sandbox,
+  SandboxNotFoundError,
+  TimeoutError,
+  getSignature,
+  type SandboxOpts,
+} from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startAndRead } from '../helpers/envd-raw.js';
@@ -88,7 +98,11 @@ describe('e2b SDK against cubed', () => {
     // Without a deadline of the client's own (the Python SDK's commands.run(timeout=...)), the
     // server ends the stream with deadline_exceeded, which the SDKs raise as their timeout error.
     // Its envd token as any client gets it (E2B's connect answer; the SDK keeps it protected).
-    const conn = await fetch(`${d.url}/sandboxes/${sbx.sandboxId}/connect`, { method: 'POST', headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' }, body: JSON.stringify({ timeout: 120 }) });
+    const conn = await fetch(`${d.url}/sandboxes/${sbx.sandboxId}/connect`, {
+      method: 'POST',
+      headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ timeout: 120 }),
+    });
     const { envdAccessToken } = (await conn.json()) as { envdAccessToken: string };
     const wire = await startAndRead(d.url, { sandboxID: sbx.sandboxId, envdAccessToken }, 'echo started; sleep 30', 1000);
     expect(wire.error?.code).toBe('deadline_exceeded');
@@ -161,7 +175,13 @@ describe('e2b SDK against cubed', () => {
     expect(bad.status).toBe(401);
     expect(((await bad.json()) as { message: string }).message).toMatch(/signature matches no running sandbox/);
     expect((await fetch(url, { method: 'POST', body: form })).status).toBe(401);
-    const old = await getSignature({ path: '/home/user/up.txt', operation: 'read', user: undefined, expirationInSeconds: -10, envdAccessToken: (sbx as unknown as { envdAccessToken: string }).envdAccessToken });
+    const old = await getSignature({
+      path: '/home/user/up.txt',
+      operation: 'read',
+      user: undefined,
+      expirationInSeconds: -10,
+      envdAccessToken: (sbx as unknown as { envdAccessToken: string }).envdAccessToken,
+    });
     const expired = await fetch(`${d.url}/files?path=%2Fhome%2Fuser%2Fup.txt&signature=${old.signature}&signature_expiration=${old.expiration}`);
     expect(expired.status).toBe(401);
     // A signed URL routed by its sandbox header checks the signature against that sandbox alone.
@@ -191,7 +211,11 @@ describe('e2b SDK against cubed', () => {
     const wan = await startWanHost(); // a TEST-NET-2 host standing in for the internet
     try {
       const probe = `timeout 3 bash -c 'exec 3<>/dev/tcp/${wan.ip}/${wan.port} && cat <&3'`;
-      const reach = (sbx: Sandbox) => sbx.commands.run(probe).then((r) => r.stdout.trim(), (e: unknown) => (e instanceof CommandExitError ? `refused (${e.exitCode})` : Promise.reject(e)));
+      const reach = (sbx: Sandbox) =>
+        sbx.commands.run(probe).then(
+          (r) => r.stdout.trim(),
+          (e: unknown) => (e instanceof CommandExitError ? `refused (${e.exitCode})` : Promise.reject(e)),
+        );
       expect(await reach(await create())).toBe(`from ${wan.hostIp}`);
       expect(await reach(await create({ allowInternetAccess: false }))).toMatch(/^refused/);
       expect(await reach(await create({ network: { denyOut: [ALL_TRAFFIC], allowOut: [wan.ip] } }))).toBe(`from ${wan.hostIp}`);
@@ -314,7 +338,11 @@ describe('e2b SDK against cubed', () => {
   it('kills a sandbox whose timeout expires', async () => {
     const sbx = await create();
     await sbx.setTimeout(1000);
-    const gone = async (): Promise<boolean> => Sandbox.getInfo(sbx.sandboxId, opts).then(() => false, (e: unknown) => e instanceof SandboxNotFoundError);
+    const gone = async (): Promise<boolean> =>
+      Sandbox.getInfo(sbx.sandboxId, opts).then(
+        () => false,
+        (e: unknown) => e instanceof SandboxNotFoundError,
+      );
     const deadline = Date.now() + 30_000;
     while (!(await gone()) && Date.now() < deadline) await sleep(250);
     expect(await gone()).toBe(true);

@@ -12,7 +12,12 @@ describe('/files signatures', () => {
     { path: '/x y/ü.txt', operation: 'read' as const, user: undefined, exp: undefined },
   ])('equals the SDK for $path ($operation, user $user, expiry $exp)', async ({ path, operation, user, exp }) => {
     const sdk = await getSignature({ path, operation, user, expirationInSeconds: exp, envdAccessToken: token });
-    const q = new URLSearchParams({ path, signature: sdk.signature, ...(user ? { username: user } : {}), ...(sdk.expiration ? { signature_expiration: String(sdk.expiration) } : {}) });
+    const q = new URLSearchParams({
+      path,
+      signature: sdk.signature,
+      ...(user ? { username: user } : {}),
+      ...(sdk.expiration ? { signature_expiration: String(sdk.expiration) } : {}),
+    });
     const signed = signedFileRequest(operation === 'write' ? 'POST' : 'GET', `/files?${q}`)!;
     expect(signed).toMatchObject({ path, operation, signature: sdk.signature });
     expect(checkFileSignature(signed, token, Math.floor(Date.now() / 1000))).toBe('ok');

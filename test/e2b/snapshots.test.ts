@@ -169,7 +169,9 @@ describe('disk limit', () => {
     await origin.commands.run('head -c 200M /dev/zero > /home/user/big');
     const snap = await origin.createSnapshot();
     const copy = await create(snap.snapshotId);
-    const r = await copy.commands.run('head -c 2G /dev/zero > /home/user/fill; echo rc=$?', { timeoutMs: 120_000 }).catch((e: { stdout?: string; stderr?: string }) => e);
+    const r = await copy.commands
+      .run('head -c 2G /dev/zero > /home/user/fill; echo rc=$?', { timeoutMs: 120_000 })
+      .catch((e: { stdout?: string; stderr?: string }) => e);
     expect(`${r.stdout ?? ''}${r.stderr ?? ''}`).toMatch(/Disk quota exceeded|No space left/);
     const used = Number((await copy.commands.run('stat -c %s /home/user/fill')).stdout.trim());
     expect(used).toBeLessThan(1.1 * 1024 ** 3);
@@ -190,7 +192,13 @@ describe('a daemon killed mid-snapshot', () => {
     await Promise.all(inflight);
     // And one certainly unrecorded: taken on disk while the daemon is down, as a kill between the
     // node's snapshot and the record's write leaves it.
-    await execa('btrfs', ['subvolume', 'snapshot', '-r', join(d.dataDir, 'store', 'sandboxes', s.sandboxId), join(d.dataDir, 'store', 'snapshots', 'snap-unrecorded00000')]);
+    await execa('btrfs', [
+      'subvolume',
+      'snapshot',
+      '-r',
+      join(d.dataDir, 'store', 'sandboxes', s.sandboxId),
+      join(d.dataDir, 'store', 'snapshots', 'snap-unrecorded00000'),
+    ]);
     await d.restart();
     const listed = ((await call(d, 'GET', '/snapshots')).json as { snapshotID: string }[]).map((x) => x.snapshotID).sort();
     expect(listed).not.toContain('snap-unrecorded00000');
@@ -204,7 +212,12 @@ describe('a daemon killed mid-snapshot', () => {
 
 describe('cubectl and the e2b CLI', () => {
   const env = () => ({ CUBE_API_URL: d.url, CUBE_API_KEY: d.apiKey });
-  const e2b = (...args: string[]) => execa('node', ['node_modules/@e2b/cli/dist/index.js', ...args], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });
+  const e2b = (...args: string[]) =>
+    execa('node', ['node_modules/@e2b/cli/dist/index.js', ...args], {
+      env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, E2B_SANDBOX_URL: d.url, NO_COLOR: '1' },
+      reject: false,
+      timeout: 60_000,
+    });
 
   it('sandbox snapshot, snapshot ls, sandbox create from it, sandbox fork, snapshot rm; --json; exit codes', async () => {
     const s = await create();

@@ -23,7 +23,11 @@ let env: Record<string, string>;
 const create = (template: string) => sdk.create(template);
 
 const call = async (method: string, path: string, body?: unknown) => {
-  const r = await fetch(`${d.url}${path}`, { method, headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  const r = await fetch(`${d.url}${path}`, {
+    method,
+    headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
   const text = await r.text();
   return { status: r.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
 };
@@ -72,7 +76,9 @@ describe('Template.build with the e2b SDK', () => {
     expect(log.lines.join('\n')).toMatch(/step-output-hi/);
     expect(log.lines.join('\n')).toMatch(/Uploaded 'app'/);
     const sbx = await create('built');
-    const r = await sbx.commands.run('cat /home/user/out/marker /opt/app/hello.txt; echo $GREETING; pwd; ./run.sh; stat -c %U /home/user/out/marker /opt/app/hello.txt');
+    const r = await sbx.commands.run(
+      'cat /home/user/out/marker /opt/app/hello.txt; echo $GREETING; pwd; ./run.sh; stat -c %U /home/user/out/marker /opt/app/hello.txt',
+    );
     expect(r).toMatchObject({ exitCode: 0, stdout: 'one\nhello from the build context\nhi\n/opt/app\nran-hi\nroot\nroot\n' });
     // The runtime's /etc/hosts of the build sandbox is not part of the template.
     expect((await sbx.commands.run('cat /etc/hosts')).stdout).toContain(sbx.sandboxId);
@@ -167,7 +173,13 @@ describe('Template.build with the e2b SDK', () => {
   });
 
   it('lists, tags and deletes templates the way the e2b API does, with real dates', async () => {
-    const list = (await call('GET', '/templates')).json as unknown as { templateID: string; createdAt: string; updatedAt: string; buildCount: number; aliases: string[] }[];
+    const list = (await call('GET', '/templates')).json as unknown as {
+      templateID: string;
+      createdAt: string;
+      updatedAt: string;
+      buildCount: number;
+      aliases: string[];
+    }[];
     const built = list.find((t) => t.templateID === 'built')!;
     expect(Number.isNaN(Date.parse(built.createdAt))).toBe(false);
     expect(Date.parse(built.updatedAt)).toBeGreaterThanOrEqual(Date.parse(built.createdAt));
@@ -197,19 +209,41 @@ describe('Template.build with the e2b SDK', () => {
     const recipe = join(ctxDir, 'recipe.yaml');
     await writeFile(
       recipe,
-      ['name: cli-built', 'fromImage: busybox', 'steps:', '  - env: {GREETING: yaml}', '  - run: {cmd: "echo from-cli-$GREETING > /home/user/cli", user: user}', '  - copy: {src: app, dest: /opt/cli/}', '  - workdir: /opt/cli', 'startCmd: exec sleep 1000', ''].join('\n'),
+      [
+        'name: cli-built',
+        'fromImage: busybox',
+        'steps:',
+        '  - env: {GREETING: yaml}',
+        '  - run: {cmd: "echo from-cli-$GREETING > /home/user/cli", user: user}',
+        '  - copy: {src: app, dest: /opt/cli/}',
+        '  - workdir: /opt/cli',
+        'startCmd: exec sleep 1000',
+        '',
+      ].join('\n'),
     );
     const first = await cubectl(['template', 'build', recipe, '--json'], env);
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
-    const [rec] = JSON.parse(first.stdout) as { ref: string; source: string; layers: string[]; config: { env: Record<string, string>; workdir: string; startCmd: string } }[];
-    expect(rec).toMatchObject({ ref: 'cli-built:latest', source: 'build', config: { env: { GREETING: 'yaml' }, workdir: '/opt/cli', startCmd: 'exec sleep 1000' } });
+    const [rec] = JSON.parse(first.stdout) as {
+      ref: string;
+      source: string;
+      layers: string[];
+      config: { env: Record<string, string>; workdir: string; startCmd: string };
+    }[];
+    expect(rec).toMatchObject({
+      ref: 'cli-built:latest',
+      source: 'build',
+      config: { env: { GREETING: 'yaml' }, workdir: '/opt/cli', startCmd: 'exec sleep 1000' },
+    });
     const sbx = await create('cli-built');
     expect((await sbx.commands.run('cat /home/user/cli; ./run.sh; stat -c %U /home/user/cli')).stdout).toBe('from-cli-yaml\nran-yaml\nuser\n');
     await sbx.kill();
     // Again, under the tags given (as E2B: tags replace the default latest): every step from the cache, the same layers.
     const again = await cubectl(['template', 'build', recipe, '--tag', 'v1', 'v2'], env);
-    expect(again).toMatchObject({ code: 0, stdout: expect.stringMatching(/^built cli-built:v1 sha256:[0-9a-f]{64} \(\d+ layers\)\nbuilt cli-built:v2 sha256:[0-9a-f]{64} \(\d+ layers\)\n$/) });
+    expect(again).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(/^built cli-built:v1 sha256:[0-9a-f]{64} \(\d+ layers\)\nbuilt cli-built:v2 sha256:[0-9a-f]{64} \(\d+ layers\)\n$/),
+    });
     expect((JSON.parse((await cubectl(['template', 'inspect', 'cli-built:v1', '--json'], env)).stdout) as { layers: string[] }).layers).toEqual(rec!.layers);
 
     await writeFile(join(ctxDir, 'bad.json'), JSON.stringify({ name: 'cli-bad', fromImage: 'busybox', steps: [{ run: 'echo nope >&2; exit 9' }] }));
@@ -239,7 +273,10 @@ describe('Template.build with the e2b SDK', () => {
     expect(log.lines).toContain('usr-read-only');
     // A step that changed no file stacks no layer: the host rootfs and the first step's.
     expect(log.lines.some((l) => /\[2\/2\] done in \d+ ms: no file changed, no layer/.test(l))).toBe(true);
-    expect((JSON.parse((await cubectl(['template', 'inspect', 'on-host', '--json'], env)).stdout) as { layers: string[]; bindHostUsr: boolean })).toMatchObject({ layers: [expect.stringMatching(/templates\/host\/rootfs$/), expect.stringMatching(/^sha256:/)], bindHostUsr: true });
+    expect(JSON.parse((await cubectl(['template', 'inspect', 'on-host', '--json'], env)).stdout) as { layers: string[]; bindHostUsr: boolean }).toMatchObject({
+      layers: [expect.stringMatching(/templates\/host\/rootfs$/), expect.stringMatching(/^sha256:/)],
+      bindHostUsr: true,
+    });
     const sbx = await create('on-host');
     expect((await sbx.commands.run('cat /home/user/h; python3 -c "print(1+1)"')).stdout).toBe('on-host\n2\n');
     await sbx.kill();
@@ -258,7 +295,14 @@ describe('Template.build with the e2b SDK', () => {
     const req = (await call('POST', '/v3/templates', { name: 'hostile' })).json as { templateID: string; buildID: string };
     const link = (await call('GET', `/templates/${req.templateID}/files/${hash}`)).json as { url: string };
     expect((await fetch(link.url, { method: 'PUT', body: tar })).status).toBe(201);
-    expect((await call('POST', `/v2/templates/${req.templateID}/builds/${req.buildID}`, { fromImage: 'busybox', steps: [{ type: 'COPY', args: ['evil', '/opt/evil/'], filesHash: hash }] })).status).toBe(202);
+    expect(
+      (
+        await call('POST', `/v2/templates/${req.templateID}/builds/${req.buildID}`, {
+          fromImage: 'busybox',
+          steps: [{ type: 'COPY', args: ['evil', '/opt/evil/'], filesHash: hash }],
+        })
+      ).status,
+    ).toBe(202);
     let st: { status: string } = { status: 'waiting' };
     for (let i = 0; i < 600 && (st.status === 'waiting' || st.status === 'building'); i++) {
       await new Promise((r) => setTimeout(r, 100));
@@ -273,10 +317,17 @@ describe('Template.build with the e2b SDK', () => {
     expect((await call('DELETE', '/templates/hostile')).status).toBe(204);
   });
 
-  it('keeps the first upload of a files hash (another client\'s cannot replace it) and refuses one that does not match its hash at build start', async () => {
+  it("keeps the first upload of a files hash (another client's cannot replace it) and refuses one that does not match its hash at build start", async () => {
     const build = async (name: string, hash: string, src: string) => {
       const req = (await call('POST', '/v3/templates', { name })).json as { templateID: string; buildID: string };
-      return { req, start: () => call('POST', `/v2/templates/${req.templateID}/builds/${req.buildID}`, { fromImage: 'busybox', steps: [{ type: 'COPY', args: [src, '/opt/'], filesHash: hash }] }) };
+      return {
+        req,
+        start: () =>
+          call('POST', `/v2/templates/${req.templateID}/builds/${req.buildID}`, {
+            fromImage: 'busybox',
+            steps: [{ type: 'COPY', args: [src, '/opt/'], filesHash: hash }],
+          }),
+      };
     };
     const waitReady = async (templateID: string, buildID: string) => {
       let st: { status: string } = { status: 'waiting' };
@@ -287,7 +338,10 @@ describe('Template.build with the e2b SDK', () => {
       return st.status;
     };
     // The SDK's hash of COPY one.txt /opt/ holding "good".
-    const hash = new FilesHash('one.txt', '/opt/').entry('one.txt', S_IFREG | 0o644, 5).data('good\n').digest();
+    const hash = new FilesHash('one.txt', '/opt/')
+      .entry('one.txt', S_IFREG | 0o644, 5)
+      .data('good\n')
+      .digest();
     const victim = await build('kept', hash, 'one.txt');
     // Both clients asked for a link before anything was uploaded; the victim uploads first.
     const victimLink = (await call('GET', `/templates/${victim.req.templateID}/files/${hash}`)).json as { url: string };
@@ -300,7 +354,10 @@ describe('Template.build with the e2b SDK', () => {
     expect((await sbx.commands.run('cat /opt/one.txt')).stdout).toBe('good\n');
     await sbx.kill();
     // An upload first made under another's hash (predicted) is refused at build start and removed.
-    const hash2 = new FilesHash('two.txt', '/opt/').entry('two.txt', S_IFREG | 0o644, 5).data('fine\n').digest();
+    const hash2 = new FilesHash('two.txt', '/opt/')
+      .entry('two.txt', S_IFREG | 0o644, 5)
+      .data('fine\n')
+      .digest();
     const poisoned = await build('poisoned', hash2, 'two.txt');
     const link = (await call('GET', `/templates/${poisoned.req.templateID}/files/${hash2}`)).json as { url: string };
     expect((await fetch(link.url, { method: 'PUT', body: await tarOf([{ name: 'two.txt', content: 'evil\n' }]) })).status).toBe(201);
@@ -326,11 +383,17 @@ describe('Template.build with the e2b SDK', () => {
     // A GNU long-name entry of 8 MiB, gzipped to a few KiB: the kind of upload that grew cubed by the body's size.
     const header = longNameHeader(8 * 2 ** 20);
     const body = gzipSync(Buffer.concat([header, Buffer.alloc(8 * 2 ** 20, 'a'), Buffer.alloc(1024)]));
-    const hash = new FilesHash('x.txt', '/opt/').entry('x.txt', S_IFREG | 0o644, 2).data('x\n').digest();
+    const hash = new FilesHash('x.txt', '/opt/')
+      .entry('x.txt', S_IFREG | 0o644, 2)
+      .data('x\n')
+      .digest();
     const req = (await call('POST', '/v3/templates', { name: 'long-name' })).json as { templateID: string; buildID: string };
     const link = (await call('GET', `/templates/${req.templateID}/files/${hash}`)).json as { url: string };
     const put = await fetch(link.url, { method: 'PUT', body });
-    expect({ status: put.status, message: ((await put.json()) as { message?: string }).message }).toEqual({ status: 400, message: expect.stringMatching(/GNU long name header of 8388608 bytes/) });
+    expect({ status: put.status, message: ((await put.json()) as { message?: string }).message }).toEqual({
+      status: 400,
+      message: expect.stringMatching(/GNU long name header of 8388608 bytes/),
+    });
     expect(((await call('GET', `/templates/${req.templateID}/files/${hash}`)).json as { present: boolean }).present).toBe(false);
     await call('DELETE', '/templates/long-name');
   });
@@ -345,11 +408,18 @@ describe('Template.build with the e2b SDK', () => {
       expect(made.status).toBe(201);
       const other = (made.json as { key: string }).key;
       const asOther = (method: string, path: string, body?: unknown) =>
-        fetch(`${d.url}${path}`, { method, headers: { 'x-api-key': other, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) }).then(async (r) => ({ status: r.status, json: (await r.json()) as Record<string, unknown> }));
+        fetch(`${d.url}${path}`, {
+          method,
+          headers: { 'x-api-key': other, 'content-type': 'application/json' },
+          ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        }).then(async (r) => ({ status: r.status, json: (await r.json()) as Record<string, unknown> }));
       // The other key predicts the hash and uploads first, under its own link.
       const req = (await asOther('POST', '/v3/templates', { name: 'kept-dir' })).json as { templateID: string };
       const link = (await asOther('GET', `/templates/${req.templateID}/files/${hash}`)).json as { url: string };
-      const evil = await tarOf([{ name: 'tree/', type: 'directory' }, { name: 'tree/a.txt', content: 'evil\n' }]);
+      const evil = await tarOf([
+        { name: 'tree/', type: 'directory' },
+        { name: 'tree/a.txt', content: 'evil\n' },
+      ]);
       expect((await fetch(link.url, { method: 'PUT', body: evil })).status).toBe(201);
       // Something that is not a tar is refused at once, and nothing kept changes.
       expect((await fetch(link.url, { method: 'PUT', body: 'not a tar' })).status).toBe(400);
@@ -369,7 +439,11 @@ describe('Template.build with the e2b SDK', () => {
   }, 300_000);
 
   it("the e2b CLI's template list shows real dates", async () => {
-    const r = await execa('node', ['node_modules/@e2b/cli/dist/index.js', 'template', 'list'], { env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, NO_COLOR: '1' }, reject: false, timeout: 60_000 });
+    const r = await execa('node', ['node_modules/@e2b/cli/dist/index.js', 'template', 'list'], {
+      env: { E2B_API_KEY: d.apiKey, E2B_API_URL: d.url, NO_COLOR: '1' },
+      reject: false,
+      timeout: 60_000,
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/busybox/);
     expect(r.stdout).not.toMatch(/Invalid Date/);

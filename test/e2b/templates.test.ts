@@ -20,7 +20,12 @@ let env: Record<string, string>;
 const create = (template: string) => sdk.create(template);
 
 async function layers(): Promise<Buffer[]> {
-  const base = await tarOf([...busyboxLayer(), { name: 'etc/motd', content: 'hello\n' }, { name: 'opt/', type: 'directory' }, { name: 'opt/old', content: 'old\n' }]);
+  const base = await tarOf([
+    ...busyboxLayer(),
+    { name: 'etc/motd', content: 'hello\n' },
+    { name: 'opt/', type: 'directory' },
+    { name: 'opt/old', content: 'old\n' },
+  ]);
   const top = await tarOf([
     { name: 'etc/.wh.motd' },
     { name: 'opt/', type: 'directory' },
@@ -81,7 +86,11 @@ describe('templates from images', () => {
     const body = await readFile(join(scratch, 'base.tar'));
     const names = async () => ((await call(d, 'GET', '/admin/v1/templates')).json as { templateID: string }[]).map((t) => t.templateID);
     for (let i = 0; i < 3; i++) {
-      const imported = await fetch(`${d.url}/admin/v1/templates/import?name=ryw${i}`, { method: 'POST', headers: { 'x-api-key': d.apiKey, 'content-type': 'application/x-tar' }, body });
+      const imported = await fetch(`${d.url}/admin/v1/templates/import?name=ryw${i}`, {
+        method: 'POST',
+        headers: { 'x-api-key': d.apiKey, 'content-type': 'application/x-tar' },
+        body,
+      });
       expect(imported.status, await imported.clone().text()).toBe(201);
       expect(await names()).toContain(`ryw${i}`);
       expect((await call(d, 'DELETE', `/admin/v1/templates/ryw${i}`)).status).toBe(200);
@@ -102,8 +111,24 @@ describe('templates from images', () => {
   it('refuses hostile and broken archives with a code, registering nothing', async () => {
     const cases: [string, Buffer, RegExp][] = [
       ['escape.tar', await dockerArchive([await tarOf([{ name: '../../../tmp/cube-escaped', content: 'x' }])], {}), /130420 .*escapes the layer root/],
-      ['link.tar', await dockerArchive([await tarOf([{ name: 'l', type: 'symlink', linkname: '/' }, { name: 'l/tmp/cube-escaped', content: 'x' }])], {}), /130420 .*passes through the symlink 'l'/],
-      ['digest.tar', await dockerArchive(await layers(), {}, { diffIDs: [`sha256:${'1'.repeat(64)}`, `sha256:${'2'.repeat(64)}`] }), /130421 .*layer 1 \(sha256:1{64}\)/],
+      [
+        'link.tar',
+        await dockerArchive(
+          [
+            await tarOf([
+              { name: 'l', type: 'symlink', linkname: '/' },
+              { name: 'l/tmp/cube-escaped', content: 'x' },
+            ]),
+          ],
+          {},
+        ),
+        /130420 .*passes through the symlink 'l'/,
+      ],
+      [
+        'digest.tar',
+        await dockerArchive(await layers(), {}, { diffIDs: [`sha256:${'1'.repeat(64)}`, `sha256:${'2'.repeat(64)}`] }),
+        /130421 .*layer 1 \(sha256:1{64}\)/,
+      ],
       ['short.tar', (await dockerArchive(await layers(), {})).subarray(0, 700_000), /13042[01] /],
     ];
     for (const [file, data, message] of cases) {
@@ -141,7 +166,17 @@ describe('start and ready commands', () => {
   };
 
   it('runs the start command in the background and is running only once the ready command passes', async () => {
-    await importWith('svc', '--start-cmd', 'echo starting; sleep 1; id -u > /tmp/started-as; pwd >> /tmp/started-as; echo $MARK >> /tmp/started-as; exec sleep 1000', '--ready-cmd', 'test -s /tmp/started-as', '--workdir', '/home/user', '--user', 'user');
+    await importWith(
+      'svc',
+      '--start-cmd',
+      'echo starting; sleep 1; id -u > /tmp/started-as; pwd >> /tmp/started-as; echo $MARK >> /tmp/started-as; exec sleep 1000',
+      '--ready-cmd',
+      'test -s /tmp/started-as',
+      '--workdir',
+      '/home/user',
+      '--user',
+      'user',
+    );
     const sbx = await sdk.create('svc', { envs: { MARK: 'create-env' } });
     expect((await sbx.commands.run('cat /tmp/started-as')).stdout).toBe('1000\n/home/user\ncreate-env\n');
     const procs = await sbx.commands.list();

@@ -1,5 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { NewSandboxSchema, detailJson, e2bState, egressOf, lifecycleOf, pageOf, parseBody, parseListQuery, parseMetadataFilter, refuseUnsupported, sandboxIDParam, sandboxJson } from '../../src/api/e2b/wire.js';
+import {
+  NewSandboxSchema,
+  detailJson,
+  e2bState,
+  egressOf,
+  lifecycleOf,
+  pageOf,
+  parseBody,
+  parseListQuery,
+  parseMetadataFilter,
+  refuseUnsupported,
+  sandboxIDParam,
+  sandboxJson,
+} from '../../src/api/e2b/wire.js';
 import type { SandboxRecord } from '../../src/model/sandbox.js';
 
 /** `startedAt` as ISO 8601 for reading; the record holds epoch ms. */
@@ -37,7 +50,15 @@ describe('E2B JSON shapes', () => {
 
   it('detail carries state, times, sizes, metadata', () => {
     const d = detailJson(rec('abc', '2026-01-01T00:00:00.000Z', { state: 'pausing', metadata: { run: 'x' } }), '');
-    expect(d).toMatchObject({ state: 'paused', cpuCount: 1, memoryMB: 512, diskSizeMB: 1024, metadata: { run: 'x' }, startedAt: '2026-01-01T00:00:00.000Z', endAt: '2030-01-01T00:00:00.000Z' });
+    expect(d).toMatchObject({
+      state: 'paused',
+      cpuCount: 1,
+      memoryMB: 512,
+      diskSizeMB: 1024,
+      metadata: { run: 'x' },
+      startedAt: '2026-01-01T00:00:00.000Z',
+      endAt: '2030-01-01T00:00:00.000Z',
+    });
   });
 
   it.each([

@@ -157,7 +157,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
           for (const s of listed.body) {
             const startedAt = Date.parse(String(s.startedAt));
             if (at - Math.max(startedAt + CREATE_DEADLINE_MS, storesBackAt) > STALE_AFTER_MS && !stale.has(s.sandboxID)) {
-              stale.set(s.sandboxID, `on ${s.nodeID}, started ${new Date(startedAt).toISOString()}, seen ${new Date(at).toISOString()}, stores back ${storesBackAt ? new Date(storesBackAt).toISOString() : 'never down'}`);
+              stale.set(
+                s.sandboxID,
+                `on ${s.nodeID}, started ${new Date(startedAt).toISOString()}, seen ${new Date(at).toISOString()}, stores back ${storesBackAt ? new Date(storesBackAt).toISOString() : 'never down'}`,
+              );
             }
           }
         }
@@ -175,7 +178,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
         const f = o.faults ? o.faults[i % o.faults.length]! : randomFault();
         const store = f.target === 'redis' || f.target === 'mariadb';
         storesDown ||= store;
-        faults.push(`${new Date().toISOString()} ${await inject(cluster, stores, f, o.freezeMs).catch((e: Error) => `${f.action} ${f.target} failed: ${e.message}`)}`);
+        faults.push(
+          `${new Date().toISOString()} ${await inject(cluster, stores, f, o.freezeMs).catch((e: Error) => `${f.action} ${f.target} failed: ${e.message}`)}`,
+        );
         if (store) [storesBackAt, storesDown] = [Date.now(), false];
         log(`fault: ${faults.at(-1)}`);
       }
@@ -196,19 +201,28 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     const truth = new Map<string, NodeSandbox>();
     for (const n of cluster.computes) for (const s of await new RemoteNode(n.nodeID, n.url, cluster.secret).listSandboxes()) truth.set(s.sandboxID, s);
     const lost = all.filter((r) => !r.outcome || (r.outcome === 'created' && !r.killed));
-    for (const r of lost) findings.push(`lost: ${r.key} (${r.outcome ?? 'create never answered'}${r.sandboxID ? `, ${r.sandboxID} never answered its kill` : ''})`);
+    for (const r of lost)
+      findings.push(`lost: ${r.key} (${r.outcome ?? 'create never answered'}${r.sandboxID ? `, ${r.sandboxID} never answered its kill` : ''})`);
     const orphans = [...truth.keys()].filter((id) => !held.has(id));
     for (const id of orphans) findings.push(`orphan: ${id} (${truth.get(id)!.state}) on ${truth.get(id)!.nodeID}`);
     const lies = all.filter((r) => (r.killed === 'done' && truth.has(r.sandboxID!)) || r.notFoundWhileHeld !== undefined);
-    for (const r of lies) findings.push(`lie: ${r.sandboxID}: ${r.notFoundWhileHeld !== undefined ? `a kill answered 404 while ${r.notFoundWhileHeld} held it` : 'killed, but still on its node'}`);
-    for (const r of all.filter((x) => x.killErrorThenGone && x.notFoundWhileHeld === undefined)) findings.push(`note: ${r.sandboxID}: a kill answered an error, a later one 404 with no node holding it (it went otherwise)`);
+    for (const r of lies)
+      findings.push(
+        `lie: ${r.sandboxID}: ${r.notFoundWhileHeld !== undefined ? `a kill answered 404 while ${r.notFoundWhileHeld} held it` : 'killed, but still on its node'}`,
+      );
+    for (const r of all.filter((x) => x.killErrorThenGone && x.notFoundWhileHeld === undefined))
+      findings.push(`note: ${r.sandboxID}: a kill answered an error, a later one 404 with no node holding it (it went otherwise)`);
     const events = (await cluster.api<EventView[]>(0, '/admin/v1/events?limit=10000').catch(() => ({ body: [] as EventView[] }))).body;
     const why = new Map<string, string[]>();
     for (const e of Array.isArray(events) ? events : []) if (e.sandboxID) why.set(e.sandboxID, [...(why.get(e.sandboxID) ?? []), e.kind]);
     const died = all.filter((r) => r.commandError && /not found|was killed|is lost/i.test(r.commandError));
     const unexplained = died.filter((r) => !(why.get(r.sandboxID!) ?? []).some((k) => k !== 'sandbox.created'));
     for (const r of unexplained) findings.push(`unexplained death: ${r.sandboxID}: ${r.commandError}`);
-    const told = (id: string): string => (Array.isArray(events) ? events : []).filter((e) => e.sandboxID === id).map((e) => `${e.at} ${e.kind}: ${e.message}`).join(' | ') || 'none';
+    const told = (id: string): string =>
+      (Array.isArray(events) ? events : [])
+        .filter((e) => e.sandboxID === id)
+        .map((e) => `${e.at} ${e.kind}: ${e.message}`)
+        .join(' | ') || 'none';
     for (const [id, what] of stale) findings.push(`stale: ${id} creating past its deadline + 10 s (${what}); its events: ${told(id)}`);
     return {
       ...(quiet ? { quiet } : {}),
@@ -230,7 +244,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
 
 /** The node holding `sandboxID` now, and the sandbox's state there (one being destroyed does not count); nodes that do not answer say nothing. */
 async function holderOf(c: TestCluster, sandboxID: string): Promise<string | undefined> {
-  const lists = await Promise.all(c.computes.map(async (n) => ({ n, list: await new RemoteNode(n.nodeID, n.url, c.secret, TRUTH_LOOK_MS).listSandboxes().catch(() => []) })));
+  const lists = await Promise.all(
+    c.computes.map(async (n) => ({ n, list: await new RemoteNode(n.nodeID, n.url, c.secret, TRUTH_LOOK_MS).listSandboxes().catch(() => []) })),
+  );
   for (const { n, list } of lists) {
     const s = list.find((x) => x.sandboxID === sandboxID && x.state !== 'destroying' && x.state !== 'gone');
     if (s) return `node ${n.nodeID} (${s.state})`;

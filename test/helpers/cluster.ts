@@ -83,9 +83,14 @@ const sh = (cmd: string, args: string[]) => execa(cmd, args, { reject: false });
  * hierarchies: the command mounts them again (same hierarchies, same paths) before exec.
  */
 function cgroupRemounts(): string {
-  const lines = readFileSync('/proc/self/mounts', 'utf8').split('\n').map((l) => l.split(' '));
+  const lines = readFileSync('/proc/self/mounts', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' '));
   const mounts = lines.filter((f) => f[1]?.startsWith('/sys/fs/cgroup/') && (f[2] === 'cgroup' || f[2] === 'cgroup2'));
-  return ['mount -t tmpfs cube-cgroup /sys/fs/cgroup', ...mounts.map(([, dir, type, opts]) => `mkdir -p ${dir} && mount -t ${type} -o ${opts} ${type} ${dir}`)].join(' && ');
+  return [
+    'mount -t tmpfs cube-cgroup /sys/fs/cgroup',
+    ...mounts.map(([, dir, type, opts]) => `mkdir -p ${dir} && mount -t ${type} -o ${opts} ${type} ${dir}`),
+  ].join(' && ');
 }
 
 export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
@@ -105,7 +110,10 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
   const master = merge(
     {
       api: { rate_limit_per_sec: 10_000 },
-      scheduler: { node_max_mem_reserved_in_mb: 1024, filter: { enable_filters: ['mem', 'disk', 'disk_quota', 'realtime_create_num', 'template_locality', 'mvm_num'] } },
+      scheduler: {
+        node_max_mem_reserved_in_mb: 1024,
+        filter: { enable_filters: ['mem', 'disk', 'disk_quota', 'realtime_create_num', 'template_locality', 'mvm_num'] },
+      },
       sandbox: { default_spec: { cpus: 1, memory_mib: 256, disk_gib: 1 } },
     },
     o.master,
@@ -181,7 +189,8 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
       const problems: string[] = [];
       try {
         // Nodes killed with -9 come back once with --destroy-on-exit so their sandboxes go too.
-        for (const c of computes) if (!c.alive()) await c.start().catch((e: unknown) => problems.push(`restart ${c.nodeID} for clean-up: ${(e as Error).message}`));
+        for (const c of computes)
+          if (!c.alive()) await c.start().catch((e: unknown) => problems.push(`restart ${c.nodeID} for clean-up: ${(e as Error).message}`));
         await stopAll();
       } finally {
         for (const c of computes) {
@@ -234,7 +243,24 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
       const port = await freePort();
       const url = `http://${rootHost}:${port}`;
       controlURLs.push(url);
-      const p = proc(`control-${j}`, url, () => [process.execPath, BIN, '--role', 'control', '--redis', scope.redisURL, '--redis-prefix', scope.keyPrefix, '--mysql', scope.mysqlURL, '--config-dir', masterDir, '--listen', `${rootHost}:${port}`, '--node-id', `control-${j}`]);
+      const p = proc(`control-${j}`, url, () => [
+        process.execPath,
+        BIN,
+        '--role',
+        'control',
+        '--redis',
+        scope.redisURL,
+        '--redis-prefix',
+        scope.keyPrefix,
+        '--mysql',
+        scope.mysqlURL,
+        '--config-dir',
+        masterDir,
+        '--listen',
+        `${rootHost}:${port}`,
+        '--node-id',
+        `control-${j}`,
+      ]);
       controls.push(p.proc);
     }
     // One replica first: it runs the migrations the others then find done.
@@ -248,9 +274,37 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
       mkdirSync(cfgDir);
       mkdirSync(dataDir, { recursive: true });
       writeFileSync(join(cfgDir, 'cubemaster.yaml'), toYaml(master));
-      writeFileSync(join(cfgDir, 'cubelet.toml'), toToml(merge({ quota: { cpus: 16, memory_mib: 65_536 }, identity: { host_id_base: testHostIdBase(), host_id_ranges: TEST_HOST_ID_RANGES }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, cidr: testCidr() } } }, typeof o.cubelet === 'function' ? o.cubelet(rootHost) : o.cubelet)));
+      writeFileSync(
+        join(cfgDir, 'cubelet.toml'),
+        toToml(
+          merge(
+            {
+              quota: { cpus: 16, memory_mib: 65_536 },
+              identity: { host_id_base: testHostIdBase(), host_id_ranges: TEST_HOST_ID_RANGES },
+              plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, cidr: testCidr() } },
+            },
+            typeof o.cubelet === 'function' ? o.cubelet(rootHost) : o.cubelet,
+          ),
+        ),
+      );
       const url = `http://${hostIP(i)}:${NODE_PORT}`;
-      const argv = [process.execPath, BIN, '--role', 'compute', '--control', controlURLs.join(','), '--node-id', nodeID, '--listen', `${hostIP(i)}:${NODE_PORT}`, '--data-dir', dataDir, '--config-dir', cfgDir, '--destroy-on-exit'];
+      const argv = [
+        process.execPath,
+        BIN,
+        '--role',
+        'compute',
+        '--control',
+        controlURLs.join(','),
+        '--node-id',
+        nodeID,
+        '--listen',
+        `${hostIP(i)}:${NODE_PORT}`,
+        '--data-dir',
+        dataDir,
+        '--config-dir',
+        cfgDir,
+        '--destroy-on-exit',
+      ];
       const p = proc(`compute-${i}`, url, () => ['ip', 'netns', 'exec', hostNs(i), 'sh', '-c', `${remounts} && exec ${argv.join(' ')}`]);
       computes.push(Object.assign(p.proc, { nodeID, tag: nodeTag(nodeID) }));
     }
@@ -261,20 +315,50 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
       writeFileSync(join(cfgDir, 'cubemaster.yaml'), toYaml(master));
       writeFileSync(join(cfgDir, 'cubelet.toml'), '');
       const port = await freePort();
-      const p = proc('sim', `http://${rootHost}:${port}`, () => [process.execPath, BIN, '--role', 'compute', '--runtime', 'sim', '--sim-nodes', String(o.sim!.nodes), '--node-id-prefix', o.sim!.prefix, '--node-id', uniqueNodeID('sim'), '--control', controlURLs.join(','), '--listen', `${rootHost}:${port}`, '--data-dir', join(dir, 'sim-data'), '--config-dir', cfgDir, '--destroy-on-exit']);
+      const p = proc('sim', `http://${rootHost}:${port}`, () => [
+        process.execPath,
+        BIN,
+        '--role',
+        'compute',
+        '--runtime',
+        'sim',
+        '--sim-nodes',
+        String(o.sim!.nodes),
+        '--node-id-prefix',
+        o.sim!.prefix,
+        '--node-id',
+        uniqueNodeID('sim'),
+        '--control',
+        controlURLs.join(','),
+        '--listen',
+        `${rootHost}:${port}`,
+        '--data-dir',
+        join(dir, 'sim-data'),
+        '--config-dir',
+        cfgDir,
+        '--destroy-on-exit',
+      ]);
       cluster.sim = p.proc;
       await p.proc.start();
     }
     return cluster;
   } catch (e) {
-    const logs = procs.map((_, k) => k).flatMap((k) => {
-      const name = k < o.controls ? `control-${k}` : k < o.controls + o.computes ? `compute-${k - o.controls + 1}` : 'sim';
-      try {
-        return [`${name}: ${readFileSync(join(dir, `${name}.log`), 'utf8').trim().split('\n').slice(-3).join('\n')}`];
-      } catch {
-        return [];
-      }
-    });
+    const logs = procs
+      .map((_, k) => k)
+      .flatMap((k) => {
+        const name = k < o.controls ? `control-${k}` : k < o.controls + o.computes ? `compute-${k - o.controls + 1}` : 'sim';
+        try {
+          return [
+            `${name}: ${readFileSync(join(dir, `${name}.log`), 'utf8')
+              .trim()
+              .split('\n')
+              .slice(-3)
+              .join('\n')}`,
+          ];
+        } catch {
+          return [];
+        }
+      });
     await cluster.stop().catch(() => undefined);
     throw new Error(`startCluster: ${(e as Error).message}\n${logs.join('\n')}`);
   }

@@ -57,7 +57,10 @@ export interface StartDaemonOptions {
  * A node sized for two sandboxes of the default spec, paused ones releasing all their memory:
  * 256 MiB spec -> footprint 302 MiB; (1400 - 1024 reserve) x 2 oversell = 752 MiB quota.
  */
-export const TWO_SANDBOX_NODE: StartDaemonOptions = { cubelet: { quota: { cpus: 8, memory_mib: 1400 } }, master: { host: { quota: { paused_resource_release_ratio: 1 } } } };
+export const TWO_SANDBOX_NODE: StartDaemonOptions = {
+  cubelet: { quota: { cpus: 8, memory_mib: 1400 } },
+  master: { host: { quota: { paused_resource_release_ratio: 1 } } },
+};
 
 export interface TestDaemon {
   /** http://127.0.0.1:<port> */
@@ -138,7 +141,12 @@ export async function settledKernelObjects(tag: string, graceMs = 10_000): Promi
 /** Unmounts a sandbox store --destroy-on-exit left mounted under the data dir (a leak); whether there was one. */
 export async function unmountStore(dataDir: string): Promise<boolean> {
   const store = join(dataDir, 'store');
-  if (!readFileSync('/proc/self/mounts', 'utf8').split('\n').some((l) => l.split(' ')[1] === store)) return false;
+  if (
+    !readFileSync('/proc/self/mounts', 'utf8')
+      .split('\n')
+      .some((l) => l.split(' ')[1] === store)
+  )
+    return false;
   await execa('umount', ['-l', store], { reject: false });
   return true;
 }
@@ -165,7 +173,13 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
   const cubelet = merge(
     opts.shipped
       ? { node_id: nodeID, data_dir: dataDir, ...identity, plugins: { 'io.cubelet.internal.v1.network': network } }
-      : { node_id: nodeID, data_dir: dataDir, ...identity, quota: { cpus: 64, memory_mib: 262_144 }, plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, microvm_tap_init_num: 2, ...network } } },
+      : {
+          node_id: nodeID,
+          data_dir: dataDir,
+          ...identity,
+          quota: { cpus: 64, memory_mib: 262_144 },
+          plugins: { 'io.cubelet.internal.v1.network': { tap_init_num: 4, microvm_tap_init_num: 2, ...network } },
+        },
     opts.cubelet,
   );
   const master = merge(
@@ -173,7 +187,10 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
       ? { api: { listen: `127.0.0.1:${port}` } }
       : {
           api: { listen: `127.0.0.1:${port}`, rate_limit_per_sec: 1000 },
-          scheduler: { node_max_mem_reserved_in_mb: 1024, filter: { enable_filters: ['mem', 'disk', 'disk_quota', 'realtime_create_num', 'template_locality', 'mvm_num'] } },
+          scheduler: {
+            node_max_mem_reserved_in_mb: 1024,
+            filter: { enable_filters: ['mem', 'disk', 'disk_quota', 'realtime_create_num', 'template_locality', 'mvm_num'] },
+          },
           sandbox: { default_spec: { cpus: 1, memory_mib: 256, disk_gib: 1 } },
         },
     opts.master,
@@ -184,10 +201,14 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
 
   const launch = async (extra: string[] = []): Promise<ChildProcess> => {
     const log = createWriteStream(logPath, { flags: 'a' });
-    const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, '--config-dir', configDir, '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`, ...(opts.args ?? []), ...extra], {
-      env: { ...process.env, CUBE_API_KEY: apiKey, ...opts.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [...(opts.nodeArgs ?? []), BIN, '--config-dir', configDir, '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`, ...(opts.args ?? []), ...extra],
+      {
+        env: { ...process.env, CUBE_API_KEY: apiKey, ...opts.env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
     live.add(child);
@@ -242,7 +263,8 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
         const leaked = Object.entries(left).filter(([, n]) => n > 0);
         if (leaked.length > 0) await purgeNetwork(tag);
         if (leaked.length === 0) rmSync(dir, { recursive: true, force: true });
-        if (leaked.length > 0) throw new Error(`cubed ${nodeID} (tag ${tag}) left kernel objects behind: ${leaked.map(([k, n]) => `${k}=${n}`).join(', ')} (log: ${logPath})`);
+        if (leaked.length > 0)
+          throw new Error(`cubed ${nodeID} (tag ${tag}) left kernel objects behind: ${leaked.map(([k, n]) => `${k}=${n}`).join(', ')} (log: ${logPath})`);
       }
     },
     async kill9() {
@@ -268,7 +290,13 @@ export interface AdminAnswer {
 }
 
 /** One HTTP call to the daemon with its API key (or the given headers instead). */
-export async function call(d: Pick<TestDaemon, 'url' | 'apiKey'>, method: string, path: string, body?: unknown, headers: Record<string, string> = { 'x-api-key': d.apiKey }): Promise<AdminAnswer> {
+export async function call(
+  d: Pick<TestDaemon, 'url' | 'apiKey'>,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = { 'x-api-key': d.apiKey },
+): Promise<AdminAnswer> {
   const r = await fetch(`${d.url}${path}`, {
     method,
     headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
@@ -286,6 +314,10 @@ export async function adminExec(d: Pick<TestDaemon, 'url' | 'apiKey'>, sandboxID
     .trim()
     .split('\n')
     .map((l) => JSON.parse(l) as { type: string; data?: string; exitCode?: number });
-  const out = (t: string) => lines.filter((l) => l.type === t).map((l) => Buffer.from(l.data!, 'base64').toString()).join('');
+  const out = (t: string) =>
+    lines
+      .filter((l) => l.type === t)
+      .map((l) => Buffer.from(l.data!, 'base64').toString())
+      .join('');
   return { contentType: r.headers.get('content-type'), lines, stdout: out('stdout'), stderr: out('stderr'), end: lines.at(-1)! };
 }

@@ -12,7 +12,13 @@ export function startUnread(baseUrl: string, s: { sandboxID: string; envdAccessT
   head.writeUInt32BE(msg.length, 1);
   const req = request(new URL('/process.Process/Start', baseUrl), {
     method: 'POST',
-    headers: { 'content-type': 'application/connect+json', 'connect-protocol-version': '1', 'e2b-sandbox-id': s.sandboxID, 'x-access-token': s.envdAccessToken, authorization: `Basic ${Buffer.from('user:').toString('base64')}` },
+    headers: {
+      'content-type': 'application/connect+json',
+      'connect-protocol-version': '1',
+      'e2b-sandbox-id': s.sandboxID,
+      'x-access-token': s.envdAccessToken,
+      authorization: `Basic ${Buffer.from('user:').toString('base64')}`,
+    },
   });
   req.on('response', (res) => res.pause()); // never read
   req.on('error', () => undefined);
@@ -53,7 +59,7 @@ export function startAndRead(baseUrl: string, s: { sandboxID: string; envdAccess
       res.on('end', () => {
         const all = Buffer.concat(chunks);
         const out: ReadStream = { messages: [] };
-        for (let at = 0; at + 5 <= all.length; ) {
+        for (let at = 0; at + 5 <= all.length;) {
           const flags = all[at]!;
           const len = all.readUInt32BE(at + 1);
           const body = JSON.parse(all.subarray(at + 5, at + 5 + len).toString()) as Record<string, unknown>;

@@ -28,7 +28,14 @@ export async function tarOf(entries: TarEntry[]): Promise<Buffer> {
   })();
   for (const e of entries) {
     const type = e.type ?? 'file';
-    const header: Headers = { name: e.name, type, mode: e.mode ?? (type === 'directory' ? 0o755 : 0o644), uid: e.uid ?? 0, gid: e.gid ?? 0, mtime: new Date(1_700_000_000_000) };
+    const header: Headers = {
+      name: e.name,
+      type,
+      mode: e.mode ?? (type === 'directory' ? 0o755 : 0o644),
+      uid: e.uid ?? 0,
+      gid: e.gid ?? 0,
+      mtime: new Date(1_700_000_000_000),
+    };
     if (e.linkname !== undefined) header.linkname = e.linkname;
     if (type === 'file') p.entry(header, e.content ?? '');
     else p.entry(header);
@@ -37,7 +44,32 @@ export async function tarOf(entries: TarEntry[]): Promise<Buffer> {
   return done;
 }
 
-const APPLETS = ['sh', 'ls', 'cat', 'env', 'echo', 'test', 'sleep', 'id', 'pwd', 'mkdir', 'true', 'false', 'printf', 'head', 'tail', 'stat', 'touch', 'rm', 'grep', 'wc', 'ps', 'kill', 'nc', 'readlink'];
+const APPLETS = [
+  'sh',
+  'ls',
+  'cat',
+  'env',
+  'echo',
+  'test',
+  'sleep',
+  'id',
+  'pwd',
+  'mkdir',
+  'true',
+  'false',
+  'printf',
+  'head',
+  'tail',
+  'stat',
+  'touch',
+  'rm',
+  'grep',
+  'wc',
+  'ps',
+  'kill',
+  'nc',
+  'readlink',
+];
 
 /** A root filesystem layer: busybox, its applets as symlinks, /bin/bash as a wrapper, an /etc/passwd. */
 export function busyboxLayer(): TarEntry[] {
@@ -66,7 +98,9 @@ export interface ImageConfigInput {
 const sha = (b: Buffer | string) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 
 function configJson(layers: Buffer[], c: ImageConfigInput, diffIDs?: string[]): Buffer {
-  return Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', config: c, rootfs: { type: 'layers', diff_ids: diffIDs ?? layers.map((l) => sha(l)) } }));
+  return Buffer.from(
+    JSON.stringify({ architecture: 'amd64', os: 'linux', config: c, rootfs: { type: 'layers', diff_ids: diffIDs ?? layers.map((l) => sha(l)) } }),
+  );
 }
 
 export interface ArchiveOptions {
@@ -82,9 +116,15 @@ export async function dockerArchive(layers: Buffer[], c: ImageConfigInput, o: Ar
   const configName = `${sha(config).slice(7)}.json`;
   const entries: TarEntry[] = [
     { name: configName, content: config },
-    ...layers.flatMap((l, i) => [{ name: `${i}/`, type: 'directory' as const }, { name: `${i}/layer.tar`, content: o.gzip ? gzipSync(l) : l }]),
+    ...layers.flatMap((l, i) => [
+      { name: `${i}/`, type: 'directory' as const },
+      { name: `${i}/layer.tar`, content: o.gzip ? gzipSync(l) : l },
+    ]),
   ];
-  entries.push({ name: 'manifest.json', content: JSON.stringify([{ Config: configName, RepoTags: [o.repoTag ?? 'test/image:latest'], Layers: layers.map((_, i) => `${i}/layer.tar`) }]) });
+  entries.push({
+    name: 'manifest.json',
+    content: JSON.stringify([{ Config: configName, RepoTags: [o.repoTag ?? 'test/image:latest'], Layers: layers.map((_, i) => `${i}/layer.tar`) }]),
+  });
   return tarOf(entries);
 }
 
@@ -101,7 +141,17 @@ function ociEntries(layers: Buffer[], c: ImageConfigInput, o: ArchiveOptions = {
       layers: blobs.map((b) => ({ mediaType, digest: sha(b), size: b.length })),
     }),
   );
-  const index = { schemaVersion: 2, manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: sha(manifest), size: manifest.length, annotations: { 'org.opencontainers.image.ref.name': o.repoTag ?? 'latest' } }] };
+  const index = {
+    schemaVersion: 2,
+    manifests: [
+      {
+        mediaType: 'application/vnd.oci.image.manifest.v1+json',
+        digest: sha(manifest),
+        size: manifest.length,
+        annotations: { 'org.opencontainers.image.ref.name': o.repoTag ?? 'latest' },
+      },
+    ],
+  };
   return [
     { name: 'oci-layout', content: '{"imageLayoutVersion":"1.0.0"}' },
     { name: 'index.json', content: JSON.stringify(index) },

@@ -132,7 +132,10 @@ export function testCidr(): string {
   // skipped: a daemon refuses a pool cidr that meets a route of the host (src/cubelet/host-claims.ts).
   const routed = new Set<string>();
   try {
-    const routes = JSON.parse(execFileSync('ip', ['-j', '-4', 'route', 'show', 'table', 'all'], { encoding: 'utf8' }) || '[]') as { dst: string; type?: string }[];
+    const routes = JSON.parse(execFileSync('ip', ['-j', '-4', 'route', 'show', 'table', 'all'], { encoding: 'utf8' }) || '[]') as {
+      dst: string;
+      type?: string;
+    }[];
     for (const r of routes) if (r.type !== 'unreachable' && /^10\.\d+\./.test(r.dst)) routed.add(r.dst.split('.')[1]!);
   } catch {
     // no ip: take the locks alone
@@ -263,7 +266,6 @@ export async function countKernelObjects(tag?: string): Promise<KernelObjects> {
   };
 }
 
-
 /**
  * Last-resort teardown for network tests: removes every netns, host veth and nftables
  * table of `tag`, whatever state the code under test left them in.
@@ -296,7 +298,10 @@ export async function slotRules(tag: string): Promise<Map<number, string[]>> {
   const { stdout } = await execa('nft', ['list', 'table', 'inet', `cube_${tag}`]);
   const out = new Map<number, string[]>();
   for (const m of stdout.matchAll(/^\s*chain sb_(\d+) \{\n([\s\S]*?)^\s*\}/gm)) {
-    const rules = m[2]!.split('\n').map((l) => l.trim().replace(/counter packets \d+ bytes \d+ /, '')).filter(Boolean);
+    const rules = m[2]!
+      .split('\n')
+      .map((l) => l.trim().replace(/counter packets \d+ bytes \d+ /, ''))
+      .filter(Boolean);
     if (rules.length) out.set(Number(m[1]), rules);
   }
   return out;

@@ -23,7 +23,9 @@ export async function registerVmTemplate(dataDir: string, name: string, dir: str
   chownSync(r('home/user'), 1000, 1000);
   for (const t of ['tmp', 'var/tmp']) chmodSync(r(t), 0o1777);
   copyFileSync('/bin/busybox', r('bin/busybox'));
-  const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' }).split('\n').filter((a) => a && a !== 'busybox');
+  const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((a) => a && a !== 'busybox');
   for (const a of applets) symlinkSync('busybox', r(`bin/${a}`));
   copyFileSync('/bin/bash', r('bin/bash'));
   chmodSync(r('bin/bash'), 0o755);

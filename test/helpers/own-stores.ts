@@ -29,7 +29,7 @@ export interface OwnStores {
 }
 
 async function until(what: string, probe: () => Promise<boolean>, ms: number): Promise<void> {
-  for (const end = Date.now() + ms; ; ) {
+  for (const end = Date.now() + ms; ;) {
     if (await probe().catch(() => false)) return;
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 200));
@@ -66,12 +66,29 @@ function storeProcess(name: string, argv: string[], ready: () => Promise<boolean
 export async function startOwnStores(): Promise<OwnStores> {
   const dir = mkdtempSync('/tmp/cubed-own-stores-');
   const [redisPort, mysqlPort] = [await freePort(), await freePort()];
-  const redis = storeProcess('redis', ['redis-server', '--bind', '127.0.0.1', '--port', String(redisPort), '--save', '', '--appendonly', 'no', '--dir', dir], async () => (await execa('redis-cli', ['-p', String(redisPort), 'ping'], { reject: false })).stdout === 'PONG');
+  const redis = storeProcess(
+    'redis',
+    ['redis-server', '--bind', '127.0.0.1', '--port', String(redisPort), '--save', '', '--appendonly', 'no', '--dir', dir],
+    async () => (await execa('redis-cli', ['-p', String(redisPort), 'ping'], { reject: false })).stdout === 'PONG',
+  );
   const data = join(dir, 'mariadb');
   mkdirSync(data);
   // --no-defaults: the machine's my.cnf names its own data dir, user and log.
   await execa('mariadb-install-db', ['--no-defaults', `--datadir=${data}`, '--user=root', '--auth-root-authentication-method=normal', '--skip-test-db']);
-  const mariadb = storeProcess('mariadb', ['/usr/sbin/mariadbd', '--no-defaults', `--datadir=${data}`, `--port=${mysqlPort}`, '--bind-address=127.0.0.1', `--socket=${join(dir, 'mysql.sock')}`, '--user=root', `--log-error=${join(dir, 'mariadb.log')}`], async () => (await execa('mysqladmin', ['-h127.0.0.1', `-P${mysqlPort}`, '-uroot', 'ping'], { reject: false })).exitCode === 0);
+  const mariadb = storeProcess(
+    'mariadb',
+    [
+      '/usr/sbin/mariadbd',
+      '--no-defaults',
+      `--datadir=${data}`,
+      `--port=${mysqlPort}`,
+      '--bind-address=127.0.0.1',
+      `--socket=${join(dir, 'mysql.sock')}`,
+      '--user=root',
+      `--log-error=${join(dir, 'mariadb.log')}`,
+    ],
+    async () => (await execa('mysqladmin', ['-h127.0.0.1', `-P${mysqlPort}`, '-uroot', 'ping'], { reject: false })).exitCode === 0,
+  );
   await Promise.all([redis.start(), mariadb.start()]);
   const mysqlURL = `mysql://root@127.0.0.1:${mysqlPort}/cube_chaos`;
   return {

@@ -35,13 +35,19 @@ export interface TestRegistry {
 /** Installs docker-registry with apt-get when it is missing (a test dependency only). */
 export async function ensureRegistryInstalled(): Promise<void> {
   if (existsSync(BIN)) return;
-  const r = await execa('apt-get', ['install', '-y', '--no-install-recommends', 'docker-registry'], { reject: false, env: { DEBIAN_FRONTEND: 'noninteractive' } });
+  const r = await execa('apt-get', ['install', '-y', '--no-install-recommends', 'docker-registry'], {
+    reject: false,
+    env: { DEBIAN_FRONTEND: 'noninteractive' },
+  });
   if (r.exitCode !== 0 || !existsSync(BIN)) throw new Error(`could not install docker-registry: ${r.stderr.slice(-500)}`);
 }
 
 /** A bcrypt hash of `password` ($2b$, what the registry's htpasswd reads), or undefined when this machine cannot make one. */
 export async function bcrypt(password: string): Promise<string | undefined> {
-  const py = await execa('python3', ['-W', 'ignore', '-c', 'import crypt,sys; print(crypt.crypt(sys.stdin.read(), crypt.mksalt(crypt.METHOD_BLOWFISH)))'], { input: password, reject: false });
+  const py = await execa('python3', ['-W', 'ignore', '-c', 'import crypt,sys; print(crypt.crypt(sys.stdin.read(), crypt.mksalt(crypt.METHOD_BLOWFISH)))'], {
+    input: password,
+    reject: false,
+  });
   const out = py.stdout.trim();
   if (py.exitCode === 0 && out.startsWith('$2')) return out;
   const ht = await execa('htpasswd', ['-nbB', 'x', password], { reject: false }).catch(() => undefined);
@@ -89,7 +95,10 @@ export async function startRegistry(o: { auth?: { username: string; password: st
     const host = `${o.address ?? '127.0.0.1'}:${port}`;
     for (let i = 0; ; i++) {
       if (child.exitCode !== null) throw new Error(`docker-registry exited: ${readFileSync(logPath, 'utf8').slice(-1000)}`);
-      const ok = await fetch(`http://${host}/v2/`).then((r) => r.status === 200 || r.status === 401, () => false);
+      const ok = await fetch(`http://${host}/v2/`).then(
+        (r) => r.status === 200 || r.status === 401,
+        () => false,
+      );
       if (ok) break;
       if (i > 200) throw new Error(`docker-registry did not answer on ${host}: ${readFileSync(logPath, 'utf8').slice(-1000)}`);
       await new Promise((r) => setTimeout(r, 50));

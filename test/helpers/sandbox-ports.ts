@@ -206,7 +206,10 @@ export function watchEvents(base: string, sbx: Sandbox, run: string, path: strin
       res.on('data', (chunk: string) => {
         buf += chunk;
         for (let end = buf.indexOf('\n\n'); end >= 0; end = buf.indexOf('\n\n')) {
-          const data = buf.slice(0, end).split('\n').find((l) => l.startsWith('data: '));
+          const data = buf
+            .slice(0, end)
+            .split('\n')
+            .find((l) => l.startsWith('data: '));
           buf = buf.slice(end + 2);
           seen.push(data?.slice('data: '.length) ?? '?');
           const n = seen.length - 1;
@@ -228,12 +231,20 @@ export interface Frame {
 }
 
 /** A WebSocket client over a raw upgrade (RFC 6455): the handshake checked, frames sent masked. */
-export async function websocket(base: string, headers: IncomingHttpHeaders): Promise<{ send(op: number, text: string): void; next(): Promise<Frame>; socket: Socket }> {
+export async function websocket(
+  base: string,
+  headers: IncomingHttpHeaders,
+): Promise<{ send(op: number, text: string): void; next(): Promise<Frame>; socket: Socket }> {
   const key = randomBytes(16).toString('base64');
   const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
   const u = new URL(base);
   const { socket, head } = await new Promise<{ socket: Socket; head: Buffer }>((resolve, reject) => {
-    const req = request({ host: u.hostname, port: u.port, path: '/ws', headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-key': key, 'sec-websocket-version': '13', ...headers } });
+    const req = request({
+      host: u.hostname,
+      port: u.port,
+      path: '/ws',
+      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-key': key, 'sec-websocket-version': '13', ...headers },
+    });
     req.on('upgrade', (res, s, h) => {
       if (res.headers['sec-websocket-accept'] !== accept) reject(new Error(`bad Sec-WebSocket-Accept ${res.headers['sec-websocket-accept']}`));
       else resolve({ socket: s, head: h });

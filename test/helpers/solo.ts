@@ -27,7 +27,10 @@ export function soloConfigDir(name: string, cleanups: Cleanups): string {
 }
 
 /** The config, the embedded store and a started simulated node 'local' with its fence book, on a new config dir. */
-export async function soloNode(name: string, cleanups: Cleanups): Promise<{ dir: string; config: ConfigStore; log: Logger; store: EmbeddedStore; sim: SimNode; fences: FenceBook }> {
+export async function soloNode(
+  name: string,
+  cleanups: Cleanups,
+): Promise<{ dir: string; config: ConfigStore; log: Logger; store: EmbeddedStore; sim: SimNode; fences: FenceBook }> {
   const dir = soloConfigDir(name, cleanups);
   const config = new ConfigStore(dir, { watch: false });
   cleanups.push(() => config.close());
@@ -46,9 +49,22 @@ export async function soloNode(name: string, cleanups: Cleanups): Promise<{ dir:
  * wires it, with the node's first heartbeat in and the API served on loopback with `apiKey`:
  * returns the control plane, the node's heartbeat sender and the SDK's connection options.
  */
-export async function soloApi(solo: Awaited<ReturnType<typeof soloNode>>, node: NodeApi, apiKey: string, cleanups: Cleanups, tickMs?: number): Promise<{ cp: ControlPlaneService; heartbeat: HeartbeatSender; opts: { apiKey: string; apiUrl: string; sandboxUrl: string } }> {
+export async function soloApi(
+  solo: Awaited<ReturnType<typeof soloNode>>,
+  node: NodeApi,
+  apiKey: string,
+  cleanups: Cleanups,
+  tickMs?: number,
+): Promise<{ cp: ControlPlaneService; heartbeat: HeartbeatSender; opts: { apiKey: string; apiUrl: string; sandboxUrl: string } }> {
   const { config, log, store, sim, fences } = solo;
-  const cp = new ControlPlaneService({ store, config, log, replicaID: 'local', ...inProcessControl([{ node, fences }]), ...(tickMs !== undefined ? { tickMs } : {}) });
+  const cp = new ControlPlaneService({
+    store,
+    config,
+    log,
+    replicaID: 'local',
+    ...inProcessControl([{ node, fences }]),
+    ...(tickMs !== undefined ? { tickMs } : {}),
+  });
   await cp.start();
   cleanups.push(() => cp.stop());
   const heartbeat = new HeartbeatSender({ nodes: [{ node: sim.api, address: 'in-process' }], to: { local: (b) => cp.heartbeats(b.heartbeats, true) }, log });

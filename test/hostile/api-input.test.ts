@@ -55,7 +55,16 @@ describe('hostile API input', () => {
     // The files API by query parameter: 400/401 with a code, not 500, and nothing written as root.
     for (const user of PROTO_KEYS) {
       const url = `${d.url}/files?path=/tmp/x-${user.length}&username=${encodeURIComponent(user)}`;
-      const res = await fetch(url, { method: 'POST', headers: { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '49983', 'x-access-token': (sbx as unknown as { envdAccessToken?: string }).envdAccessToken ?? '', 'content-type': 'application/octet-stream' }, body: 'x' });
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: {
+          'e2b-sandbox-id': sbx.sandboxId,
+          'e2b-sandbox-port': '49983',
+          'x-access-token': (sbx as unknown as { envdAccessToken?: string }).envdAccessToken ?? '',
+          'content-type': 'application/octet-stream',
+        },
+        body: 'x',
+      });
       expect([400, 401], `files as ${user}: ${res.status} ${await res.clone().text()}`).toContain(res.status);
     }
     expect((await sbx.commands.run('ls /tmp')).stdout).not.toMatch(/x-/);
@@ -120,7 +129,14 @@ describe('hostile API input', () => {
     const logged: unknown[] = [];
     const log = { error: (o: unknown) => logged.push(o) };
     const res = () => {
-      const r = { statusCode: 0, headersSent: false, body: '', writeHead: (s: number) => ((r.statusCode = s), r), setHeader: () => r, end: (b?: string) => ((r.body = b ?? ''), r) };
+      const r = {
+        statusCode: 0,
+        headersSent: false,
+        body: '',
+        writeHead: (s: number) => ((r.statusCode = s), r),
+        setHeader: () => r,
+        end: (b?: string) => ((r.body = b ?? ''), r),
+      };
       return r as unknown as ServerResponse & { statusCode: number; body: string };
     };
     const cause = new Error('disk on fire');
@@ -132,6 +148,8 @@ describe('hostile API input', () => {
     sendError(c, new CubeError('BAD_REQUEST', 'no'), 'e2b', log);
     expect([a.statusCode, b.statusCode, c.statusCode]).toEqual([500, 500, 400]);
     expect(logged).toHaveLength(2);
-    expect(JSON.stringify(logged[0], (_k, v: unknown) => (v instanceof Error ? { message: v.message, cause: (v as Error & { cause?: unknown }).cause } : v))).toContain('disk on fire');
+    expect(
+      JSON.stringify(logged[0], (_k, v: unknown) => (v instanceof Error ? { message: v.message, cause: (v as Error & { cause?: unknown }).cause } : v)),
+    ).toContain('disk on fire');
   });
 });

@@ -103,7 +103,14 @@ describe('memory (item 1)', () => {
     const { templateID, buildID } = req.json as { templateID: string; buildID: string };
     await resetPeak();
     const before = await rss();
-    expect((await call(d, 'POST', `/v2/templates/${templateID}/builds/${buildID}`, { fromTemplate: 'base', steps: [{ type: 'RUN', args: ['seq 1000000'], force: true }] })).status).toBe(202);
+    expect(
+      (
+        await call(d, 'POST', `/v2/templates/${templateID}/builds/${buildID}`, {
+          fromTemplate: 'base',
+          steps: [{ type: 'RUN', args: ['seq 1000000'], force: true }],
+        })
+      ).status,
+    ).toBe(202);
     let st: { status: string; logEntries: { message: string }[] } = { status: 'building', logEntries: [] };
     for (let i = 0; i < 600 && (st.status === 'building' || st.status === 'waiting'); i++) {
       await new Promise((r) => setTimeout(r, 500));
@@ -127,7 +134,12 @@ describe('memory (item 1)', () => {
     }
     await resetPeak();
     const before = await rss();
-    const res = await fetch(`${d.url}/admin/v1/templates/import?name=longname`, { method: 'POST', headers: { 'x-api-key': d.apiKey, 'content-type': 'application/x-tar' }, body: Readable.from(archive()) as unknown as NonNullable<RequestInit["body"]>, duplex: 'half' } as RequestInit);
+    const res = await fetch(`${d.url}/admin/v1/templates/import?name=longname`, {
+      method: 'POST',
+      headers: { 'x-api-key': d.apiKey, 'content-type': 'application/x-tar' },
+      body: Readable.from(archive()) as unknown as NonNullable<RequestInit['body']>,
+      duplex: 'half',
+    } as RequestInit);
     const body = (await res.json()) as { code: number; message: string };
     expect(res.status).toBe(400);
     expect(body.message).toMatch(/GNU long name header of 536870912 bytes/);
@@ -181,12 +193,15 @@ describe('CPU (item 2)', () => {
   it('no walk of a sandbox with 100,000 files on any timer, a listing of it bounded, and OOM kills are still noticed', { timeout: 240_000 }, async () => {
     const sbx = await sandbox();
     // 100,000 empty files and a 1,000-deep tree in the writable layer.
-    await sbx.commands.run('mkdir -p /home/user/m && cd /home/user/m && seq 100000 | xargs touch && d=/home/user/deep && for i in $(seq 1000); do d=$d/x; done && mkdir -p $d', { timeoutMs: 180_000 });
+    await sbx.commands.run(
+      'mkdir -p /home/user/m && cd /home/user/m && seq 100000 | xargs touch && d=/home/user/deep && for i in $(seq 1000); do d=$d/x; done && mkdir -p $d',
+      { timeoutMs: 180_000 },
+    );
     await sbx.getMetrics(); // arms the E2B metrics sampling (every 5 s), another timer that walked
     const window = 10;
     const before = await cpuSeconds(d.pid);
     await new Promise((r) => setTimeout(r, window * 1000));
-    const used = await cpuSeconds(d.pid) - before;
+    const used = (await cpuSeconds(d.pid)) - before;
     // Walking it every second took cubed to 100-230% of a core (so 10-23 s here); idle is ~1%.
     // A bound with a wide margin, CPU time (not wall time), so the machine's load does not move it.
     expect(used).toBeLessThan(window * 0.25);
@@ -221,25 +236,45 @@ describe('smaller (item 8)', () => {
   });
 
   it('a wrong access token without a sandbox id: 401 with a JSON body, not 502', async () => {
-    const r = await fetch(`${d.url}/filesystem.Filesystem/ListDir`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-access-token': 'wrong' }, body: '{"path":"/"}' });
+    const r = await fetch(`${d.url}/filesystem.Filesystem/ListDir`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-access-token': 'wrong' },
+      body: '{"path":"/"}',
+    });
     expect(r.status).toBe(401);
     expect(await r.json()).toMatchObject({ code: 401 });
   });
 
   it('a body over 1 MiB gets 400 with a JSON body, not a cut connection', async () => {
-    const r = await fetch(`${d.url}/sandboxes`, { method: 'POST', headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' }, body: JSON.stringify({ templateID: 'base', metadata: { big: 'x'.repeat(2 * 1024 ** 2) } }) });
+    const r = await fetch(`${d.url}/sandboxes`, {
+      method: 'POST',
+      headers: { 'x-api-key': d.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ templateID: 'base', metadata: { big: 'x'.repeat(2 * 1024 ** 2) } }),
+    });
     expect(r.status).toBe(400);
     expect(await r.json()).toMatchObject({ code: 400, message: expect.stringMatching(/larger than 1048576 bytes/) });
   });
 
   // The files API's routes as raw HTTP (the SDK would refuse some of these paths itself).
-  const envd = (s: { sandboxID: string; envdAccessToken: string }, user = 'user') => ({ 'e2b-sandbox-id': s.sandboxID, 'x-access-token': s.envdAccessToken, authorization: `Basic ${Buffer.from(`${user}:`).toString('base64')}` });
+  const envd = (s: { sandboxID: string; envdAccessToken: string }, user = 'user') => ({
+    'e2b-sandbox-id': s.sandboxID,
+    'x-access-token': s.envdAccessToken,
+    authorization: `Basic ${Buffer.from(`${user}:`).toString('base64')}`,
+  });
   const rpc = async (s: { sandboxID: string; envdAccessToken: string }, method: string, body: unknown, user = 'user') => {
-    const r = await fetch(`${d.url}/filesystem.Filesystem/${method}`, { method: 'POST', headers: { ...envd(s, user), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const r = await fetch(`${d.url}/filesystem.Filesystem/${method}`, {
+      method: 'POST',
+      headers: { ...envd(s, user), 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     return { status: r.status, body: (await r.json()) as { code: unknown; message: string } };
   };
   const rest = async (s: { sandboxID: string; envdAccessToken: string }, method: 'GET' | 'POST', path: string, data?: string | Buffer, user = 'user') => {
-    const r = await fetch(`${d.url}/files?path=${encodeURIComponent(path)}&username=${user}`, { method, headers: { ...envd(s, user), ...(data !== undefined ? { 'content-type': 'application/octet-stream' } : {}) }, ...(data !== undefined ? { body: data } : {}) });
+    const r = await fetch(`${d.url}/files?path=${encodeURIComponent(path)}&username=${user}`, {
+      method,
+      headers: { ...envd(s, user), ...(data !== undefined ? { 'content-type': 'application/octet-stream' } : {}) },
+      ...(data !== undefined ? { body: data } : {}),
+    });
     return { status: r.status, body: (await r.json().catch(() => ({}))) as { code: unknown; message: string } };
   };
 
@@ -307,7 +342,8 @@ describe('smaller (item 8)', () => {
     const failures: string[] = [];
     try {
       for (let round = 0; round < 30; round++) {
-        for (const r of await Promise.all([...ops('root'), ...ops('user')].map((o) => o()))) if (r.status >= 500) failures.push(`${r.status} ${r.body.message}`);
+        for (const r of await Promise.all([...ops('root'), ...ops('user')].map((o) => o())))
+          if (r.status >= 500) failures.push(`${r.status} ${r.body.message}`);
       }
     } finally {
       await swapper.kill();
@@ -318,9 +354,16 @@ describe('smaller (item 8)', () => {
   it('hostile image layers and documents: 400 IMAGE_INVALID, never 500; a later entry wins over an earlier whiteout', { timeout: 180_000 }, async () => {
     const base = await tarOf(busyboxLayer());
     const over = async (entries: TarEntry[]) => dockerArchive([base, await tarOf(entries)], {});
-    const manifest = (m: unknown, config?: unknown) => tarOf([{ name: 'manifest.json', content: JSON.stringify(m) }, ...(config !== undefined ? [{ name: 'c.json', content: JSON.stringify(config) }] : [])]);
+    const manifest = (m: unknown, config?: unknown) =>
+      tarOf([{ name: 'manifest.json', content: JSON.stringify(m) }, ...(config !== undefined ? [{ name: 'c.json', content: JSON.stringify(config) }] : [])]);
     const cases: [string, Buffer][] = [
-      ['a hard link to itself', await over([{ name: 'x', content: 'a' }, { name: 'x', type: 'link', linkname: 'x' }])],
+      [
+        'a hard link to itself',
+        await over([
+          { name: 'x', content: 'a' },
+          { name: 'x', type: 'link', linkname: 'x' },
+        ]),
+      ],
       ['a name of 300 bytes', await over([{ name: 'n'.repeat(300), content: 'a' }])],
       ['a link target of 5000 bytes', await over([{ name: 'l', type: 'symlink', linkname: 'q'.repeat(5000) }])],
       ['a path 2100 directories deep', await over([{ name: `${'d/'.repeat(2100)}f`, content: 'a' }])],
@@ -334,17 +377,30 @@ describe('smaller (item 8)', () => {
       ['WorkingDir a number', await dockerArchive([base], { WorkingDir: 5 as never })],
     ];
     for (const [what, body] of cases) {
-      const r = await fetch(`${d.url}/admin/v1/templates/import?name=hostile-layer`, { method: 'POST', headers: { 'x-api-key': d.apiKey, 'content-type': 'application/x-tar' }, body });
+      const r = await fetch(`${d.url}/admin/v1/templates/import?name=hostile-layer`, {
+        method: 'POST',
+        headers: { 'x-api-key': d.apiKey, 'content-type': 'application/x-tar' },
+        body,
+      });
       expect({ what, status: r.status, body: await r.json() }).toMatchObject({ what, status: 400, body: { code: 130420, message: expect.any(String) } });
     }
     // Tar semantics, the later entry wins: an entry at (or below) a path whited out before it stays;
     // an opaque directory whited out after it goes (both failed the import with 500 before).
     const later = await over([
-      { name: '.wh.foo' }, { name: 'foo', content: 'kept\n' },
-      { name: '.wh.bar' }, { name: 'bar/', type: 'directory' }, { name: 'bar/baz', content: 'below\n' },
-      { name: 'dd/', type: 'directory' }, { name: 'dd/.wh..wh..opq' }, { name: '.wh.dd' },
+      { name: '.wh.foo' },
+      { name: 'foo', content: 'kept\n' },
+      { name: '.wh.bar' },
+      { name: 'bar/', type: 'directory' },
+      { name: 'bar/baz', content: 'below\n' },
+      { name: 'dd/', type: 'directory' },
+      { name: 'dd/.wh..wh..opq' },
+      { name: '.wh.dd' },
     ]);
-    const r = await fetch(`${d.url}/admin/v1/templates/import?name=later-wins`, { method: 'POST', headers: { 'x-api-key': d.apiKey, 'content-type': 'application/x-tar' }, body: later });
+    const r = await fetch(`${d.url}/admin/v1/templates/import?name=later-wins`, {
+      method: 'POST',
+      headers: { 'x-api-key': d.apiKey, 'content-type': 'application/x-tar' },
+      body: later,
+    });
     expect(r.status).toBe(201);
     const sbx = await Sandbox.create('later-wins', { ...opts, timeoutMs: 120_000 });
     created.push(sbx.sandboxId);
@@ -381,4 +437,3 @@ while time.time() < end:
             os.system('rm -rf ' + tmp)
     i += 1
 `;
-

@@ -19,13 +19,17 @@ describe('files made inside a sandbox', () => {
   });
 
   it('a setuid-root binary made by root inside gives a user no root (overlay nosuid, nodev)', async () => {
-    const make = await run(rig(), h, ['sh', '-c', 'cp /usr/bin/bash /home/user/rootsh && chmod 4755 /home/user/rootsh && ls -l /home/user/rootsh'], { user: 'root' });
+    const make = await run(rig(), h, ['sh', '-c', 'cp /usr/bin/bash /home/user/rootsh && chmod 4755 /home/user/rootsh && ls -l /home/user/rootsh'], {
+      user: 'root',
+    });
     expect(make.exitCode).toBe(0);
     expect(make.stdout).toMatch(/^-rwsr-xr-x/);
     // Root drops to uid 1000 without no_new_privs (as a root service inside would), then runs it.
-    const r = await run(rig(), h, ['setpriv', '--reuid=1000', '--regid=1000', '--clear-groups', '/home/user/rootsh', '-p', '-c', 'id -u; id -ru'], { user: 'root' });
+    const r = await run(rig(), h, ['setpriv', '--reuid=1000', '--regid=1000', '--clear-groups', '/home/user/rootsh', '-p', '-c', 'id -u; id -ru'], {
+      user: 'root',
+    });
     expect(r.stdout).toBe('1000\n1000\n');
-    const opts = await run(rig(), h, ['sh', '-c', "awk '$5 == \"/\" {print $6}' /proc/self/mountinfo"]);
+    const opts = await run(rig(), h, ['sh', '-c', 'awk \'$5 == "/" {print $6}\' /proc/self/mountinfo']);
     expect(opts.stdout.split(',')).toEqual(expect.arrayContaining(['nosuid', 'nodev']));
   });
 
@@ -45,8 +49,15 @@ describe('files made inside a sandbox', () => {
     });
     expect(files).toContain('cmdline');
     expect(readFileSync('/proc/cmdline', 'utf8').length).toBeGreaterThan(0);
-    const r = await run(rig(), h, ['sh', '-c', files.map((f) => `printf '%s ' ${f}; head -c 4096 /proc/${f} 2>/dev/null | wc -c`).join('; ')], { user: 'root' });
-    const sizes = Object.fromEntries(r.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/) as [string, string]));
+    const r = await run(rig(), h, ['sh', '-c', files.map((f) => `printf '%s ' ${f}; head -c 4096 /proc/${f} 2>/dev/null | wc -c`).join('; ')], {
+      user: 'root',
+    });
+    const sizes = Object.fromEntries(
+      r.stdout
+        .trim()
+        .split('\n')
+        .map((l) => l.trim().split(/\s+/) as [string, string]),
+    );
     expect(sizes).toEqual(Object.fromEntries(files.map((f) => [f, '0'])));
   });
 
@@ -81,7 +92,11 @@ describe("the host's own networks", () => {
     it("a sandbox's connection to the host's gateway and LAN is dropped before it is forwarded", async () => {
       const targets = hostNetworksOf(readFileSync('/proc/net/route', 'utf8'))
         .filter((n) => !n.includes('/'))
-        .concat(hostNetworksOf(readFileSync('/proc/net/route', 'utf8')).filter((n) => n.includes('/')).map((n) => n.replace(/\.0\/\d+$/, '.77')));
+        .concat(
+          hostNetworksOf(readFileSync('/proc/net/route', 'utf8'))
+            .filter((n) => n.includes('/'))
+            .map((n) => n.replace(/\.0\/\d+$/, '.77')),
+        );
       expect(targets.length).toBeGreaterThan(0);
       const slot = await agent.acquire('lan-probe');
       try {

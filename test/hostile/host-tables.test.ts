@@ -25,7 +25,12 @@ describe('OOM killer order', () => {
   it('sandbox processes score +500, and root inside cannot go below 0', async () => {
     expect(readFileSync(`/proc/${h.initPid}/oom_score_adj`, 'utf8')).toBe('500\n');
     for (const user of ['root', 'user'] as const) {
-      const r = await run(rig(), h, ['sh', '-c', 'cat /proc/self/oom_score_adj; echo -100 > /proc/self/oom_score_adj; echo rc=$?; cat /proc/self/oom_score_adj'], { user });
+      const r = await run(
+        rig(),
+        h,
+        ['sh', '-c', 'cat /proc/self/oom_score_adj; echo -100 > /proc/self/oom_score_adj; echo rc=$?; cat /proc/self/oom_score_adj'],
+        { user },
+      );
       expect(r.stdout, user).toBe('500\nrc=1\n500\n');
     }
   });
@@ -71,7 +76,8 @@ describe('host-wide tables, sized from the host (pure)', () => {
   });
 
   it('reads the hard open-file limit from /proc/self/limits', () => {
-    const limits = (hard: string) => `Limit                     Soft Limit           Hard Limit           Units\nMax open files            1024                 ${hard}                files\n`;
+    const limits = (hard: string) =>
+      `Limit                     Soft Limit           Hard Limit           Units\nMax open files            1024                 ${hard}                files\n`;
     expect([hardNofile(limits('20000')), hardNofile(limits('unlimited'))]).toEqual([20_000, Infinity]);
   });
 });
@@ -89,7 +95,9 @@ describe("the node's parent cgroup, pid_max and open files", () => {
     // 31 fork bombs at 1024 pids exhausted the host's 32768 pids before.
     expect(num('/proc/sys/kernel/pid_max')).toBeGreaterThanOrEqual(PID_MAX_TARGET);
     const parents = rig().cgroups.parents;
-    expect(readFileSync(join(parents.pids, 'pids.max'), 'utf8').trim()).toBe(String(parentPidsMax(num('/proc/sys/kernel/pid_max'), num('/proc/sys/kernel/threads-max'))));
+    expect(readFileSync(join(parents.pids, 'pids.max'), 'utf8').trim()).toBe(
+      String(parentPidsMax(num('/proc/sys/kernel/pid_max'), num('/proc/sys/kernel/threads-max'))),
+    );
     expect(num(join(parents.memory, 'memory.limit_in_bytes'))).toBe(NODE_MEMORY_MIB * 1024 * 1024);
   });
 

@@ -145,7 +145,10 @@ describe('host id ranges', () => {
 
 describe('host id ranges, pure', () => {
   it('read the ids of accounts, groups and subordinate ranges', () => {
-    expect(hostIdSpans('/etc/passwd', 'root:x:0:0:root:/root:/bin/bash\n# c\nu:x:1000:1000::/h:/bin/sh\n')).toEqual([[0, 0], [1000, 1000]]);
+    expect(hostIdSpans('/etc/passwd', 'root:x:0:0:root:/root:/bin/bash\n# c\nu:x:1000:1000::/h:/bin/sh\n')).toEqual([
+      [0, 0],
+      [1000, 1000],
+    ]);
     expect(hostIdSpans('/etc/subuid', 'alice:100000:65536\n')).toEqual([[100000, 165535]]);
   });
 

@@ -30,7 +30,13 @@ call('sysfs', 139, 3)
 call('uselib', 134, 0)
 `;
 
-const parse = (out: string) => Object.fromEntries(out.trim().split('\n').map((l) => l.split(' ') as [string, string]));
+const parse = (out: string) =>
+  Object.fromEntries(
+    out
+      .trim()
+      .split('\n')
+      .map((l) => l.split(' ') as [string, string]),
+  );
 
 describe('the seccomp allowlist', () => {
   const rig = useRig('hostile-syscalls');
@@ -81,7 +87,7 @@ describe('the seccomp allowlist', () => {
       "printf 'int main(){return 7;}' | cc -x c -o /tmp/seven - && /tmp/seven; echo cc=$?",
       'strace -f -qq -e trace=none true && echo strace=0',
       'gdb -batch -ex run -ex bt /bin/true 2>&1 | grep -c "exited normally"',
-      "node -e 'require(\"worker_threads\"); require(\"child_process\").execFileSync(\"true\"); console.log(\"node=0\")'",
+      'node -e \'require("worker_threads"); require("child_process").execFileSync("true"); console.log("node=0")\'',
       'git init -q /tmp/r && git -C /tmp/r status --short && echo git=0',
     ].join('; ');
     const r = await run(rig(), plain, ['sh', '-c', script], { user: 'root' });
@@ -89,7 +95,11 @@ describe('the seccomp allowlist', () => {
   });
 
   it('keeps everyday programs working under the filter', async () => {
-    const r = await run(rig(), plain, ['sh', '-c', 'ls / >/dev/null && python3 -c "import threading, subprocess, asyncio; t = threading.Thread(target=print); t.start(); t.join(); print(subprocess.run([\'true\']).returncode)" && getent hosts localhost >/dev/null && echo ok']);
+    const r = await run(rig(), plain, [
+      'sh',
+      '-c',
+      'ls / >/dev/null && python3 -c "import threading, subprocess, asyncio; t = threading.Thread(target=print); t.start(); t.join(); print(subprocess.run([\'true\']).returncode)" && getent hosts localhost >/dev/null && echo ok',
+    ]);
     expect(r.stderr).toBe('');
     expect(r.stdout).toBe('\n0\nok\n');
   });
@@ -104,7 +114,12 @@ describe('the seccomp allowlist', () => {
       expect(bnd & (1n << 21n)).toBe(0n); // CAP_SYS_ADMIN
     }
     // Root inside cannot trace its init (it would run code in a process outside every command's filter).
-    const r = await run(rig(), plain, ['python3', '-c', 'import ctypes; l = ctypes.CDLL(None, use_errno=True); print(l.ptrace(16, 1, 0, 0), ctypes.get_errno())'], { user: 'root' });
+    const r = await run(
+      rig(),
+      plain,
+      ['python3', '-c', 'import ctypes; l = ctypes.CDLL(None, use_errno=True); print(l.ptrace(16, 1, 0, 0), ctypes.get_errno())'],
+      { user: 'root' },
+    );
     expect(r.stdout).toBe('-1 1\n');
   });
 });

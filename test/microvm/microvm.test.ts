@@ -69,7 +69,11 @@ const CONSOLE_KIB = 16;
 
 /** What the kernel says of a process's identity and confinement. */
 function confinement(pid: number): Record<string, string> {
-  const status = Object.fromEntries(readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').map((l) => l.split(':\t').map((x) => x.trim()) as [string, string]));
+  const status = Object.fromEntries(
+    readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .map((l) => l.split(':\t').map((x) => x.trim()) as [string, string]),
+  );
   return { Uid: status.Uid!, Gid: status.Gid!, CapEff: status.CapEff!, CapPrm: status.CapPrm!, NoNewPrivs: status.NoNewPrivs!, Seccomp: status.Seccomp! };
 }
 
@@ -118,7 +122,10 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     const cat = await sbx.commands.run('cat /home/user/notes/a.txt; stat -c %U notes/a.txt');
     expect(cat.stdout).toBe('hello from the hostuser\n');
     // A guest writing to its serial console holds at most twice the bound on the host, and the tail is kept.
-    await sbx.commands.run(`head -c ${CONSOLE_KIB * 1024 * 6} /dev/zero | tr '\\0' x > /dev/ttyS0; echo; echo console-end > /dev/ttyS0`, { user: 'root', timeoutMs: 120_000 });
+    await sbx.commands.run(`head -c ${CONSOLE_KIB * 1024 * 6} /dev/zero | tr '\\0' x > /dev/ttyS0; echo; echo console-end > /dev/ttyS0`, {
+      user: 'root',
+      timeoutMs: 120_000,
+    });
     const vmDir = join(d.dataDir, 'microvm', 'sandboxes', sbx.sandboxId);
     for (const f of ['console.log', 'console.log.1']) expect(statSync(join(vmDir, f)).size).toBeLessThanOrEqual(CONSOLE_KIB * 1024);
     expect(readFileSync(join(vmDir, 'console.log'), 'utf8')).toContain('console-end');
@@ -133,7 +140,10 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
 
   it("the files API acts with its user's permissions in the guest: the agent takes the user's ids (issue 30 item 5)", async () => {
     const sbx = await create();
-    const setup = await sbx.commands.run('echo root-only > /etc/cube-secret && chmod 600 /etc/cube-secret && mkdir -p /opt/rootdir && echo r > /opt/rootdir/f && echo r > /root/in-root && chmod 700 /root && echo r > /tmp/root-tmp', { user: 'root' });
+    const setup = await sbx.commands.run(
+      'echo root-only > /etc/cube-secret && chmod 600 /etc/cube-secret && mkdir -p /opt/rootdir && echo r > /opt/rootdir/f && echo r > /root/in-root && chmod 700 /root && echo r > /tmp/root-tmp',
+      { user: 'root' },
+    );
     expect(setup.exitCode).toBe(0);
     const user = { user: 'user' } as const;
     await expect(sbx.files.read('/etc/cube-secret', user)).rejects.toThrow(/Permission denied/);
@@ -145,7 +155,10 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     await expect(sbx.files.remove('/opt/rootdir/f', user)).rejects.toThrow(/Permission denied/);
     await expect(sbx.files.remove('/tmp/root-tmp', user)).rejects.toThrow(/Operation not permitted/);
     await expect(sbx.files.rename('/opt/rootdir/f', '/home/user/stolen', user)).rejects.toThrow(/Permission denied/);
-    const after = await sbx.commands.run('cat /etc/cube-secret /opt/rootdir/f /root/in-root /tmp/root-tmp; ls /root; ls /opt/rootdir; test -e /home/user/stolen || echo not-moved', { user: 'root' });
+    const after = await sbx.commands.run(
+      'cat /etc/cube-secret /opt/rootdir/f /root/in-root /tmp/root-tmp; ls /root; ls /opt/rootdir; test -e /home/user/stolen || echo not-moved',
+      { user: 'root' },
+    );
     expect(after.stdout).toBe('root-only\nr\nr\nr\nin-root\nf\nnot-moved\n');
     // Where the user may, and root anywhere.
     await sbx.files.write('/tmp/deep/mine', 'm', user);
@@ -226,7 +239,10 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
 
   it('the writable disk of a clone of the memory snapshot and of a sandbox made from a kept snapshot stops at disk_gib: ENOSPC inside, the host untouched', async () => {
     const snapshots = join(d.dataDir, 'microvm', 'snapshots');
-    const shapeFiles = () => readdirSync(snapshots).flatMap((k) => readdirSync(join(snapshots, k)).map((f) => `${k}/${f} ${statSync(join(snapshots, k, f)).size} ${statSync(join(snapshots, k, f)).mtimeMs}`));
+    const shapeFiles = () =>
+      readdirSync(snapshots).flatMap((k) =>
+        readdirSync(join(snapshots, k)).map((f) => `${k}/${f} ${statSync(join(snapshots, k, f)).size} ${statSync(join(snapshots, k, f)).mtimeMs}`),
+      );
     const sbx = await create();
     const before = shapeFiles();
     const layer = (id: string) => join(d.dataDir, 'store', 'sandboxes', id);
@@ -274,7 +290,14 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(uid).toBeGreaterThanOrEqual(1_000_000);
     // The test daemons' ranges start at 1e9 (testHostIdBase: one span per daemon, apart from other tests').
     expect((uid - 1_000_000_000) % 65_536).toBe(0);
-    expect(c).toEqual({ Uid: `${uid}\t${uid}\t${uid}\t${uid}`, Gid: `${uid}\t${uid}\t${uid}\t${uid}`, CapEff: '0000000000000000', CapPrm: '0000000000000000', NoNewPrivs: '1', Seccomp: '2' });
+    expect(c).toEqual({
+      Uid: `${uid}\t${uid}\t${uid}\t${uid}`,
+      Gid: `${uid}\t${uid}\t${uid}\t${uid}`,
+      CapEff: '0000000000000000',
+      CapPrm: '0000000000000000',
+      NoNewPrivs: '1',
+      Seccomp: '2',
+    });
     expect(readlinkSync(`/proc/${pid}/root`)).toBe(join(d.dataDir, 'microvm', 'sandboxes', id, 'jail'));
     expect(readdirSync(join(d.dataDir, 'microvm', 'sandboxes', id, 'jail'))).toEqual([]);
     expect(readFileSync(`/proc/${pid}/mountinfo`, 'utf8')).toBe('');
@@ -304,7 +327,9 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
       links = linksNow();
     }
     expect(links).toContain(TAP_NAME);
-    const inNetns = execFileSync('ip', ['netns', 'pids', basename(netns)], { encoding: 'utf8' }).split('\n').filter(Boolean);
+    const inNetns = execFileSync('ip', ['netns', 'pids', basename(netns)], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean);
     const cmdline = (p: string) => {
       try {
         return readFileSync(`/proc/${p}/cmdline`, 'utf8');
@@ -328,7 +353,10 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     expect(got.json).toMatchObject({ code: 130414, message: expect.stringMatching(/ended: vm_exited .*QEMU \(pid \d+\) exited/) });
     const events = (await call(d, 'GET', '/admin/v1/events?limit=1000')).json as { kind: string; sandboxID?: string; message: string; death?: string }[];
     expect(events.find((e) => e.sandboxID === sbx.sandboxId && e.kind === 'sandbox.error')?.message).toMatch(/QEMU \(pid \d+\) exited/);
-    expect(events.find((e) => e.sandboxID === sbx.sandboxId && e.kind === 'sandbox.died')).toMatchObject({ death: 'vm_exited', message: expect.stringMatching(/QEMU \(pid \d+\) exited/) });
+    expect(events.find((e) => e.sandboxID === sbx.sandboxId && e.kind === 'sandbox.died')).toMatchObject({
+      death: 'vm_exited',
+      message: expect.stringMatching(/QEMU \(pid \d+\) exited/),
+    });
     expect(existsSync(join(d.dataDir, 'microvm', 'sandboxes', sbx.sandboxId))).toBe(false);
   });
 
@@ -418,4 +446,3 @@ describe.skipIf(unavailable !== undefined)('microvm driver: a guest that does no
     expect(execFileSync('ip', ['netns', 'pids', netnsName], { encoding: 'utf8' }).trim()).toBe('');
   });
 });
-

@@ -32,23 +32,34 @@ describe('node times', () => {
 describe('a heartbeat from a node of the version before numeric times', () => {
   const sandbox = { sandboxID: 's1', startedAt: '2026-01-01T00:00:00.000Z', endAt: '2026-01-01T00:05:00.000Z' };
 
-  it('with a view: its lastSeen and its sandboxes\' times are read as epoch ms', () => {
+  it("with a view: its lastSeen and its sandboxes' times are read as epoch ms", () => {
     const hb = { nodeID: 'a', address: 'http://a', events: [], view: { ...node('a'), lastSeen: ISO }, sandboxes: [sandbox] } as unknown as Heartbeat;
     const got = heartbeatWithEpochTimes(hb);
     expect(got.view?.lastSeen).toBe(T);
     expect(got.sandboxes).toEqual([{ sandboxID: 's1', startedAt: Date.parse(sandbox.startedAt), endAt: Date.parse(sandbox.endAt) }]);
   });
 
-  it('without a view: seen.lastSeen and its notices\' times are read as epoch ms', () => {
-    const hb = { nodeID: 'a', address: 'http://a', events: [{ at: ISO, kind: 'sandbox.oom', message: 'm', seq: 1 }], seen: { lastSeen: ISO, configVersion: 3 } } as unknown as Heartbeat;
+  it("without a view: seen.lastSeen and its notices' times are read as epoch ms", () => {
+    const hb = {
+      nodeID: 'a',
+      address: 'http://a',
+      events: [{ at: ISO, kind: 'sandbox.oom', message: 'm', seq: 1 }],
+      seen: { lastSeen: ISO, configVersion: 3 },
+    } as unknown as Heartbeat;
     const got = heartbeatWithEpochTimes(hb);
     expect(got.seen).toEqual({ lastSeen: T, configVersion: 3 });
     expect(got.events).toEqual([{ at: T, kind: 'sandbox.oom', message: 'm', seq: 1 }]);
   });
 
-  it('its event stream (node RPC events): sandboxes\' and events\' times are read as epoch ms', () => {
-    expect(nodeEventWithEpochTimes({ type: 'event', event: { at: ISO, kind: 'sandbox.oom', message: 'm' } } as unknown as NodeEvent)).toEqual({ type: 'event', event: { at: T, kind: 'sandbox.oom', message: 'm' } });
-    expect(nodeEventWithEpochTimes({ type: 'sandbox', sandbox }  as unknown as NodeEvent)).toEqual({ type: 'sandbox', sandbox: { sandboxID: 's1', startedAt: Date.parse(sandbox.startedAt), endAt: Date.parse(sandbox.endAt) } });
+  it("its event stream (node RPC events): sandboxes' and events' times are read as epoch ms", () => {
+    expect(nodeEventWithEpochTimes({ type: 'event', event: { at: ISO, kind: 'sandbox.oom', message: 'm' } } as unknown as NodeEvent)).toEqual({
+      type: 'event',
+      event: { at: T, kind: 'sandbox.oom', message: 'm' },
+    });
+    expect(nodeEventWithEpochTimes({ type: 'sandbox', sandbox } as unknown as NodeEvent)).toEqual({
+      type: 'sandbox',
+      sandbox: { sandboxID: 's1', startedAt: Date.parse(sandbox.startedAt), endAt: Date.parse(sandbox.endAt) },
+    });
   });
 
   it('a heartbeat of this version is the same object', () => {

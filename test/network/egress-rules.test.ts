@@ -13,7 +13,9 @@ describe('egress destinations', () => {
   ])('%s is the range %j', (s, range) => expect(parseDestination(s, 'f')).toEqual(range));
 
   it.each(['1.2.3', '256.1.1.1', '1.2.3.4/33', '1.2.3.4/8/9', '', 'example.com'])('refuses %j, naming the field', (s) => {
-    expect(() => parseDestination(s, 'network.allowOut')).toThrow(expect.objectContaining({ kind: 'BAD_REQUEST', message: expect.stringMatching(/^network\.allowOut: /) }));
+    expect(() => parseDestination(s, 'network.allowOut')).toThrow(
+      expect.objectContaining({ kind: 'BAD_REQUEST', message: expect.stringMatching(/^network\.allowOut: /) }),
+    );
   });
 
   it('merges overlapping and adjacent destinations into disjoint elements (nft refuses overlaps)', () => {
@@ -38,7 +40,9 @@ describe('resolveEgress', () => {
   });
 
   it('refuses an allowOut the node deny list closes, naming both', () => {
-    expect(() => resolveEgress({ allowOut: ['169.254.169.254'] }, nodeDeny)).toThrow(/network\.allowOut 169\.254\.169\.254 overlaps the node's deny_out 169\.254\.0\.0\/16/);
+    expect(() => resolveEgress({ allowOut: ['169.254.169.254'] }, nodeDeny)).toThrow(
+      /network\.allowOut 169\.254\.169\.254 overlaps the node's deny_out 169\.254\.0\.0\/16/,
+    );
     expect(() => resolveEgress({ allowOut: ['0.0.0.0/0'] }, nodeDeny)).toThrow(/deny_out 10\.0\.0\.0\/8/);
   });
 

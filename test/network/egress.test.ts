@@ -85,7 +85,7 @@ describe('sandbox egress', () => {
     expect(await fetchFrom(again.netns)).toBe(`from ${wan.hostIp}`);
   });
 
-  it('refuses a forged source address (another sandbox\'s) at the host', async () => {
+  it("refuses a forged source address (another sandbox's) at the host", async () => {
     // Raw socket in a's netns, source = b's address: without the reverse-path check it would be
     // routed (and NATed) as b's traffic. Counted by the rule that drops it.
     const counter = async () => {

@@ -73,7 +73,7 @@ describe('network isolation policy', () => {
     expect(await pingFrom(a.netns, a.hostIp)).toBe(true);
   });
 
-  it('a sandbox reaches no host service: not via its gateway, another slot\'s host end, nor a host address', async () => {
+  it("a sandbox reaches no host service: not via its gateway, another slot's host end, nor a host address", async () => {
     expect(await tcpFrom(a.netns, a.hostIp, hostPort)).toBe(false);
     expect(await tcpFrom(a.netns, b.hostIp, hostPort)).toBe(false);
     expect(await tcpFrom(a.netns, hostAddress(), hostPort)).toBe(false);
@@ -90,7 +90,9 @@ describe('network isolation policy', () => {
 
   it('the host connects to a service inside a sandbox; another sandbox cannot', async () => {
     const port = 18080;
-    const server = execa('ip', ['netns', 'exec', b.netns, 'socat', `TCP-LISTEN:${port},bind=${b.sandboxIp},reuseaddr,fork`, 'SYSTEM:echo sandbox-reached'], { reject: false });
+    const server = execa('ip', ['netns', 'exec', b.netns, 'socat', `TCP-LISTEN:${port},bind=${b.sandboxIp},reuseaddr,fork`, 'SYSTEM:echo sandbox-reached'], {
+      reject: false,
+    });
     children.push(server);
     let answer = '';
     for (let i = 0; i < 100 && answer === ''; i++) {
@@ -122,7 +124,18 @@ describe('the node range never leaves by another link', () => {
     const output = stdout.slice(stdout.indexOf('chain output'));
     expect(output).toMatch(new RegExp(`ip daddr ${cidr.replace(/\./g, '\\.')} oifname != "cube${tag}\\*" counter packets \\d+ bytes \\d+ reject`));
     // Through a slot link the range is still reached (the daemon proxies into sandboxes this way).
-    const inside = execa('ip', ['netns', 'exec', a.netns, 'bash', '-c', 'exec python3 -c "import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\'0.0.0.0\', 8123)); s.listen(); c,_=s.accept(); c.sendall(b\'in-slot\\n\')"'], { reject: false });
+    const inside = execa(
+      'ip',
+      [
+        'netns',
+        'exec',
+        a.netns,
+        'bash',
+        '-c',
+        "exec python3 -c \"import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', 8123)); s.listen(); c,_=s.accept(); c.sendall(b'in-slot\\n')\"",
+      ],
+      { reject: false },
+    );
     children.push(inside);
     let got = '';
     for (let i = 0; i < 50 && !got; i++) {

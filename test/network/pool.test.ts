@@ -16,7 +16,13 @@ const tag = nodeTag(uniqueNodeID('pool'));
 const agents: NsNetworkAgent[] = [];
 
 function agent(initNum: number, more: { cidr?: string; onNotice?: (n: PoolNotice) => void } = {}): NsNetworkAgent {
-  const a = new NsNetworkAgent({ nodeTag: tag, cidr: more.cidr ?? cidr, initNum, policy: defaultNetworkPolicy(), ...(more.onNotice ? { onNotice: more.onNotice } : {}) });
+  const a = new NsNetworkAgent({
+    nodeTag: tag,
+    cidr: more.cidr ?? cidr,
+    initNum,
+    policy: defaultNetworkPolicy(),
+    ...(more.onNotice ? { onNotice: more.onNotice } : {}),
+  });
   agents.push(a);
   return a;
 }
@@ -218,7 +224,8 @@ describe('network slot pool', () => {
     await crashed.settled();
     // Marks tell a surviving netns from a recreated one (nsfs inode numbers get reused).
     const mark = (ns: string) => execa('ip', ['-n', ns, 'addr', 'add', '192.0.2.9/32', 'dev', 'lo']);
-    const marked = async (ns: string) => existsSync(`/run/netns/${ns}`) && (await execa('ip', ['-n', ns, 'addr', 'show', 'dev', 'lo'])).stdout.includes('192.0.2.9');
+    const marked = async (ns: string) =>
+      existsSync(`/run/netns/${ns}`) && (await execa('ip', ['-n', ns, 'addr', 'show', 'dev', 'lo'])).stdout.includes('192.0.2.9');
     await mark(keep.netns);
     await mark(drop.netns);
     // No stop(): the process "died" here, leaving its kernel objects.

@@ -111,7 +111,25 @@ describe('network pool, TAP mode', () => {
     await execa('ip', ['-n', s.netns, 'neigh', 'replace', '10.0.2.15', 'lladdr', '02:00:0a:00:02:0f', 'dev', TAP_NAME]);
     await inNetns(s, 'nft', ['flush', 'chain', 'ip', TAP_NAT_TABLE, 'pre']);
     const conntrack = (args: string[]) => inNetns(s, 'conntrack', args);
-    const inserted = await conntrack(['-I', '-p', 'tcp', '-s', '10.0.2.15', '-d', '192.0.2.1', '--sport', '40000', '--dport', '80', '--state', 'ESTABLISHED', '-t', '600', '-u', 'ASSURED']);
+    const inserted = await conntrack([
+      '-I',
+      '-p',
+      'tcp',
+      '-s',
+      '10.0.2.15',
+      '-d',
+      '192.0.2.1',
+      '--sport',
+      '40000',
+      '--dport',
+      '80',
+      '--state',
+      'ESTABLISHED',
+      '-t',
+      '600',
+      '-u',
+      'ASSURED',
+    ]);
     expect(inserted.exitCode).toBe(0);
     expect((await conntrack(['-L'])).stdout).toContain('192.0.2.1');
 
@@ -129,7 +147,9 @@ describe('network pool, TAP mode', () => {
   });
 
   it('kill -9 while TAP slots are being made: the next start re-adopts the kept one and removes the rest', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'tap-agent.ts'), tag, cidr], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'tap-agent.ts'), tag, cidr], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
     let kept: { index: number; netns: string };
     let keptTap: { ifindex: number };

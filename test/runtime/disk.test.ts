@@ -34,7 +34,16 @@ describe('ns driver disk limits', () => {
 
   it('stops a file flood (mkdir loop) at the same wall', { timeout: 180_000 }, async () => {
     const h = await rig().driver.create(rig().spec({ diskGiB: 8 / 1024 }));
-    const flood = ['import os', 'i = 0', 'try:', '    while True:', "        os.mkdir('/var/d%d' % i)", '        i += 1', 'except OSError as e:', '    print(i, e.errno)'].join('\n');
+    const flood = [
+      'import os',
+      'i = 0',
+      'try:',
+      '    while True:',
+      "        os.mkdir('/var/d%d' % i)",
+      '        i += 1',
+      'except OSError as e:',
+      '    print(i, e.errno)',
+    ].join('\n');
     const r = await run(rig(), h, ['python3', '-c', flood], { user: 'root' });
     const [made, errno] = r.stdout.trim().split(' ').map(Number);
     expect([EDQUOT, ENOSPC]).toContain(errno);
@@ -45,7 +54,8 @@ describe('ns driver disk limits', () => {
 
   it('removes a sandbox holding many files with a subvolume delete', { timeout: 180_000 }, async () => {
     const h = await rig().driver.create(rig().spec({ diskGiB: 1 }));
-    const many = "import os\nfor i in range(200):\n    d = '/var/many/%d' % i\n    os.makedirs(d)\n    for j in range(100):\n        open('%s/%d' % (d, j), 'w').close()\nprint('done')";
+    const many =
+      "import os\nfor i in range(200):\n    d = '/var/many/%d' % i\n    os.makedirs(d)\n    for j in range(100):\n        open('%s/%d' % (d, j), 'w').close()\nprint('done')";
     expect((await run(rig(), h, ['python3', '-c', many], { user: 'root' })).stdout).toBe('done\n');
     const layer = rig().driver.storage.dir(h.sandboxID);
     expect((await stat(layer)).ino).toBe(256); // a subvolume root

@@ -13,7 +13,9 @@ describe('ns driver exec', () => {
   });
 
   it('passes create-time, per-exec and default variables, also through a login shell', async () => {
-    const r = await run(rig(), h, ['bash', '-l', '-c', 'echo "$FROM_CREATE $SHARED $PER_EXEC $HOME $USER $LOGNAME $PATH"'], { env: { SHARED: 'exec', PER_EXEC: 'e' } });
+    const r = await run(rig(), h, ['bash', '-l', '-c', 'echo "$FROM_CREATE $SHARED $PER_EXEC $HOME $USER $LOGNAME $PATH"'], {
+      env: { SHARED: 'exec', PER_EXEC: 'e' },
+    });
     expect(r.stdout).toBe('c exec e /home/user user user /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n');
     const custom = await run(rig(), h, ['bash', '-l', '-c', 'echo $PATH'], { env: { PATH: '/opt/x:/usr/bin:/bin' } });
     expect(custom.stdout).toBe('/opt/x:/usr/bin:/bin\n');

@@ -63,7 +63,12 @@ describe('ns driver files', () => {
   });
 
   it('follows symlinks inside the sandbox, absolute ones from the sandbox root', async () => {
-    const r = await run(rig(), h, ['sh', '-c', 'echo inside > /tmp/t; ln -s /tmp/t /home/user/abs; ln -s ../../tmp/t /home/user/rel; ln -s /etc /home/user/etc'], { user: 'root' });
+    const r = await run(
+      rig(),
+      h,
+      ['sh', '-c', 'echo inside > /tmp/t; ln -s /tmp/t /home/user/abs; ln -s ../../tmp/t /home/user/rel; ln -s /etc /home/user/etc'],
+      { user: 'root' },
+    );
     expect(r.exitCode).toBe(0);
     expect(await text('/home/user/abs')).toBe('inside\n');
     expect(await text('/home/user/rel')).toBe('inside\n');
@@ -109,7 +114,12 @@ while not os.path.exists('/tmp/stop'):
         await files.mkdir(h, `/home/user/race/d${i}/e`).catch(() => {});
         await files.move(h, `/home/user/race/w${i}`, `/home/user/race/m${i}`).catch(() => {});
         await files.remove(h, `/home/user/race/d${i}`).catch(() => {});
-        seen.add(await files.read(h, '/home/user/race/secret').then(async (r) => Buffer.concat(await r.toArray()).toString(), () => 'refused'));
+        seen.add(
+          await files.read(h, '/home/user/race/secret').then(
+            async (r) => Buffer.concat(await r.toArray()).toString(),
+            () => 'refused',
+          ),
+        );
       }
       expect(readdirSync(host)).toEqual(['secret']);
       expect(seen.has('HOST')).toBe(false);

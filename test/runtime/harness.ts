@@ -106,7 +106,9 @@ export function findLeaks(tag: string, dataDir: string): Leaks {
   const cg = new Cgroups(tag);
   const cgroups = HIERARCHIES.flatMap((h) => {
     try {
-      return readdirSync(cg.parents[h], { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => `${h}/${e.name}`);
+      return readdirSync(cg.parents[h], { withFileTypes: true })
+        .filter((e) => e.isDirectory())
+        .map((e) => `${h}/${e.name}`);
     } catch {
       return [];
     }

@@ -16,13 +16,21 @@ describe('ns driver isolation', () => {
   it('runs under its own pid 1 (cube-init) with the sandbox id as hostname', async () => {
     const r = await run(rig(), h, ['sh', '-c', 'cat /proc/1/comm; tr "\\0" " " < /proc/1/cmdline; echo; hostname']);
     expect(r.exitCode).toBe(0);
-    expect(r.stdout.split('\n').slice(0, 3).map((l) => l.trim())).toEqual(['cube-init', 'cube-init', h.sandboxID]);
+    expect(
+      r.stdout
+        .split('\n')
+        .slice(0, 3)
+        .map((l) => l.trim()),
+    ).toEqual(['cube-init', 'cube-init', h.sandboxID]);
     expect(rig().driver.alive(h)).toBe(true);
   });
 
   it('sees none of the host processes', async () => {
     const r = await run(rig(), h, ['ps', '-eo', 'pid,comm', '--no-headers']);
-    const comms = r.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/)[1]);
+    const comms = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/)[1]);
     expect(comms).toContain('cube-init');
     expect(comms).not.toContain('node');
     expect(comms.length).toBeLessThanOrEqual(2); // cube-init and ps itself
@@ -38,7 +46,16 @@ describe('ns driver isolation', () => {
   });
 
   it('has its own /etc/shadow and none of the host /root, /home, /var or data dir', async () => {
-    const r = await run(rig(), h, ['sh', '-c', `cat /etc/shadow; echo ---; ls -A /root /home; echo ---; test -e /var/lib/dpkg && echo dpkg; test -e ${rig().dataDir} && echo datadir; echo end`], { user: 'root' });
+    const r = await run(
+      rig(),
+      h,
+      [
+        'sh',
+        '-c',
+        `cat /etc/shadow; echo ---; ls -A /root /home; echo ---; test -e /var/lib/dpkg && echo dpkg; test -e ${rig().dataDir} && echo datadir; echo end`,
+      ],
+      { user: 'root' },
+    );
     const [shadow, listing, probes] = r.stdout.split('---\n');
     expect(shadow).not.toBe(readFileSync('/etc/shadow', 'utf8'));
     expect(shadow).toMatch(/^root:\*:/);
@@ -47,7 +64,16 @@ describe('ns driver isolation', () => {
   });
 
   it('keeps root away from mounts, device nodes and kernel settings', async () => {
-    const r = await run(rig(), h, ['sh', '-c', 'mount -t tmpfs x /mnt; echo m=$?; mknod /tmp/sda b 8 0; echo n=$?; echo x > /proc/sys/kernel/core_pattern; echo s=$?; grep CapBnd /proc/self/status'], { user: 'root' });
+    const r = await run(
+      rig(),
+      h,
+      [
+        'sh',
+        '-c',
+        'mount -t tmpfs x /mnt; echo m=$?; mknod /tmp/sda b 8 0; echo n=$?; echo x > /proc/sys/kernel/core_pattern; echo s=$?; grep CapBnd /proc/self/status',
+      ],
+      { user: 'root' },
+    );
     expect(r.stdout).toContain('m=32'); // mount(8): permission denied
     expect(r.stdout).toContain('n=1');
     expect(r.stdout).toMatch(/s=[12]\n/); // sh: read-only file system
@@ -81,7 +107,12 @@ print('fork', os.waitpid(pid, 0)[1] >> 8)
     for (const user of ['root', 'user'] as const) {
       const r = await run(rig(), h, ['python3', '-c', probe], { user });
       expect(r.stderr).toBe('');
-      const errno = Object.fromEntries(r.stdout.trim().split('\n').map((l) => l.split(' ') as [string, string]));
+      const errno = Object.fromEntries(
+        r.stdout
+          .trim()
+          .split('\n')
+          .map((l) => l.split(' ') as [string, string]),
+      );
       expect(errno).toEqual({
         'unshare-user': '1', // EPERM
         'unshare-net': '1',

@@ -38,7 +38,17 @@ describe('qemuArgs', () => {
   });
 
   it('a KVM host drops the TCG timer workaround; a clone maps the snapshot RAM privately and waits for its state', () => {
-    const a = qemuArgs({ ...shape, kvm: true, id: 'x', dir: '/d', disk: '/d/disk.qcow2', net: 'hub', uid: 1_000_000, ram: { path: '/s/ram', shared: false }, incoming: true });
+    const a = qemuArgs({
+      ...shape,
+      kvm: true,
+      id: 'x',
+      dir: '/d',
+      disk: '/d/disk.qcow2',
+      net: 'hub',
+      uid: 1_000_000,
+      ram: { path: '/s/ram', shared: false },
+      incoming: true,
+    });
     const at = (flag: string) => a[a.indexOf(flag) + 1];
     expect(at('-accel')).toBe('kvm');
     expect(at('-append')).not.toContain('lpj=');
@@ -91,7 +101,17 @@ describe('agent wire format', () => {
     const rec = fields('l', 4, 511, 1000, 1000, 1_700_000_000_000, '/home/user/ln', 'target') as Buffer;
     const dir = fields('d', 4096, 493, 0, 0, 0, '/', '');
     expect(parseStats(Buffer.concat([rec, dir]))).toEqual([
-      { name: 'ln', path: '/home/user/ln', type: 'symlink', size: 4, mode: 511, uid: 1000, gid: 1000, mtime: new Date(1_700_000_000_000), symlinkTarget: 'target' },
+      {
+        name: 'ln',
+        path: '/home/user/ln',
+        type: 'symlink',
+        size: 4,
+        mode: 511,
+        uid: 1000,
+        gid: 1000,
+        mtime: new Date(1_700_000_000_000),
+        symlinkTarget: 'target',
+      },
       { name: '/', path: '/', type: 'dir', size: 4096, mode: 493, uid: 0, gid: 0, mtime: new Date(0) },
     ]);
   });
@@ -125,7 +145,15 @@ describe("a template's default runtime", () => {
   });
 
   it('reaches the node view for the templates that name one', () => {
-    const t = (name: string, runtime?: 'ns' | 'microvm') => ({ name, layers: [], bindHostUsr: false, config: { env: {}, workdir: '', user: 'user', ...(runtime ? { runtime } : {}) } });
-    expect(templateFacts([t('host'), t('vm', 'microvm'), t('plain:v2', 'ns')])).toEqual({ templates: ['host', 'vm', 'plain:v2'], templateRuntimes: { vm: 'microvm', 'plain:v2': 'ns' } });
+    const t = (name: string, runtime?: 'ns' | 'microvm') => ({
+      name,
+      layers: [],
+      bindHostUsr: false,
+      config: { env: {}, workdir: '', user: 'user', ...(runtime ? { runtime } : {}) },
+    });
+    expect(templateFacts([t('host'), t('vm', 'microvm'), t('plain:v2', 'ns')])).toEqual({
+      templates: ['host', 'vm', 'plain:v2'],
+      templateRuntimes: { vm: 'microvm', 'plain:v2': 'ns' },
+    });
   });
 });

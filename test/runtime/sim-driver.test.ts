@@ -15,7 +15,15 @@ import type { ExecRequest, LaunchSpec, SandboxHandle } from '../../src/runtime/t
 const dataDir = mkdtempSync('/tmp/cubed-test-sim-');
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
-const spec = (over: Partial<LaunchSpec> = {}): LaunchSpec => ({ sandboxID: newSandboxID(), template: { name: 'host', layers: ['/(simulated)'], bindHostUsr: false }, cpus: 1, memoryMiB: 256, pidsMax: 64, env: { GREETING: 'hi' }, ...over });
+const spec = (over: Partial<LaunchSpec> = {}): LaunchSpec => ({
+  sandboxID: newSandboxID(),
+  template: { name: 'host', layers: ['/(simulated)'], bindHostUsr: false },
+  cpus: 1,
+  memoryMiB: 256,
+  pidsMax: 64,
+  env: { GREETING: 'hi' },
+  ...over,
+});
 
 async function run(d: SimDriver, h: SandboxHandle, req: ExecRequest, stdin?: string) {
   const p = d.exec(h, req);
@@ -82,7 +90,17 @@ describe('sim driver lifecycle', () => {
     const h = await d.create(spec());
     const keeper = d.metaKeeper<SandboxMeta>();
     expect(await keeper.read(h.dir)).toBeUndefined(); // before the cubelet's write: an incomplete create
-    const meta: SandboxMeta = { sandboxID: h.sandboxID, templateID: 'host', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, slotIndex: 3, startedAt: 1, endAt: 2, metadata: { k: 'v' }, env: {}, paused: false };
+    const meta: SandboxMeta = {
+      sandboxID: h.sandboxID,
+      templateID: 'host',
+      spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 },
+      slotIndex: 3,
+      startedAt: 1,
+      endAt: 2,
+      metadata: { k: 'v' },
+      env: {},
+      paused: false,
+    };
     await keeper.write(h.dir, meta);
     meta.metadata.k = 'changed';
     meta.paused = true;

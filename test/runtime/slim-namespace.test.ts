@@ -51,7 +51,11 @@ describe('the launch helper slim mount namespace', () => {
 
     await execa('umount', [dir]);
     // No create meanwhile: before the fix the copy kept the tmpfs until the next one.
-    await until('no helper holds the unmounted filesystem', async () => ((await Promise.all(pids.map((p) => sees(p, dir!)))).some(Boolean) ? undefined : true), 20_000);
+    await until(
+      'no helper holds the unmounted filesystem',
+      async () => ((await Promise.all(pids.map((p) => sees(p, dir!)))).some(Boolean) ? undefined : true),
+      20_000,
+    );
     await rmdir(dir);
     dir = undefined;
     expect((await call(d, 'DELETE', `/admin/v1/sandboxes/${(c.json as SandboxView).sandboxID}`)).status).toBe(204);

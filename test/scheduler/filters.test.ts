@@ -9,7 +9,14 @@ import { config, node, NOW, REQ } from './fixtures.js';
 function ctx(n: ReturnType<typeof node>, opts: { inFlight?: number; cfg?: Record<string, unknown>; req?: Partial<typeof REQ> } = {}): NodeContext {
   const cfg = config(opts.cfg);
   const req = { ...REQ, ...opts.req };
-  return { req, node: prepareNode(n), inFlightCreates: opts.inFlight ?? 0, cfg, now: NOW, density: computeDensity(n.capacity, densityParamsFromConfig(cfg), req) };
+  return {
+    req,
+    node: prepareNode(n),
+    inFlightCreates: opts.inFlight ?? 0,
+    cfg,
+    now: NOW,
+    density: computeDensity(n.capacity, densityParamsFromConfig(cfg), req),
+  };
 }
 
 /** The filter's words, checked against its quick verdict (the pipeline runs `passes`, and `reason` only to report a refusal). */
@@ -42,9 +49,19 @@ describe('cpu', () => {
     ['live util at the cap', node('a', { usage: { cpuUtilPercent: 80 } }), {}, 'cpu util 80% >= 80%'],
     ['cap raised by config', node('a', { usage: { cpuUtilPercent: 80 } }), { scheduler: { node_max_cpu_util: 90 } }, undefined],
     ['oversell 1 shrinks the quota', node('a', { usage: { quotaCpuUsed: 102 } }), { host: { quota: { cpu_oversell_ratio: 1 } } }, 'cpu quota 102+1 > 102.4'],
-    ['a busy host with idle sandboxes passes: only the sandboxes count', node('a', { usage: { cpuUtilPercent: 100, sandboxCpuUtilPercent: 5 } }), {}, undefined],
+    [
+      'a busy host with idle sandboxes passes: only the sandboxes count',
+      node('a', { usage: { cpuUtilPercent: 100, sandboxCpuUtilPercent: 5 } }),
+      {},
+      undefined,
+    ],
     ['sandboxes using 80% of the node close it', node('a', { usage: { cpuUtilPercent: 85, sandboxCpuUtilPercent: 80 } }), {}, 'sandbox cpu use 80% >= 80%'],
-    ['2-core box read from the host: 25 one-vCPU sandboxes', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { quotaCpuUsed: 24.5 } }), {}, undefined],
+    [
+      '2-core box read from the host: 25 one-vCPU sandboxes',
+      node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { quotaCpuUsed: 24.5 } }),
+      {},
+      undefined,
+    ],
     ['... and not 26', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { quotaCpuUsed: 25 } }), {}, 'cpu quota 25+1 > 25.6'],
   ])('%s', (_name, n, cfg, want) => {
     expect(verdict(FILTERS.cpu, ctx(n, { cfg }))).toBe(want);
@@ -57,12 +74,37 @@ describe('mem', () => {
     ['empty node', node('a'), {}, undefined],
     ['116 held, the 117th fits', node('a', { usage: { quotaMemUsedMiB: 116 * 4202 } }), {}, undefined],
     ['117 held: full', node('a', { usage: { quotaMemUsedMiB: 117 * 4202 } }), {}, 'mem 117/117 (491634+4202 > 493568 MiB)'],
-    ['no oversell: the safety boundary', node('a', { usage: { quotaMemUsedMiB: 58 * 4202 } }), { host: { quota: { mem_oversell_ratio: 1 } } }, 'mem 58/58 (243716+4202 > 246784 MiB)'],
-    ['paused count (1 - r): 200 paused at r=0.75 fit', node('a', { usage: { quotaMemUsedMiB: 200 * 4202 * 0.25 } }), { host: { quota: { paused_resource_release_ratio: 0.75 } } }, undefined],
-    ['bigger reserve', node('a', { usage: { quotaMemUsedMiB: 116 * 4202 } }), { scheduler: { node_max_mem_reserved_in_mb: 20480 } }, 'mem 116/112 (487432+4202 > 473088 MiB)'],
+    [
+      'no oversell: the safety boundary',
+      node('a', { usage: { quotaMemUsedMiB: 58 * 4202 } }),
+      { host: { quota: { mem_oversell_ratio: 1 } } },
+      'mem 58/58 (243716+4202 > 246784 MiB)',
+    ],
+    [
+      'paused count (1 - r): 200 paused at r=0.75 fit',
+      node('a', { usage: { quotaMemUsedMiB: 200 * 4202 * 0.25 } }),
+      { host: { quota: { paused_resource_release_ratio: 0.75 } } },
+      undefined,
+    ],
+    [
+      'bigger reserve',
+      node('a', { usage: { quotaMemUsedMiB: 116 * 4202 } }),
+      { scheduler: { node_max_mem_reserved_in_mb: 20480 } },
+      'mem 116/112 (487432+4202 > 473088 MiB)',
+    ],
     // 24 GiB read from the host: reserve 6144 MiB, and MemAvailable must stay above it.
-    ['host-read node with memory to spare', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { memAvailableMiB: 9000 } }), {}, undefined],
-    ['host-read node short of real memory', node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { memAvailableMiB: 6000 } }), {}, 'memory available 6000 MiB < reserve 6144 MiB'],
+    [
+      'host-read node with memory to spare',
+      node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { memAvailableMiB: 9000 } }),
+      {},
+      undefined,
+    ],
+    [
+      'host-read node short of real memory',
+      node('a', { capacity: { cpus: 2, memoryMiB: 24576, declared: false }, usage: { memAvailableMiB: 6000 } }),
+      {},
+      'memory available 6000 MiB < reserve 6144 MiB',
+    ],
     ['a declared node is not gated on MemAvailable', node('a', { usage: { memAvailableMiB: 100 } }), {}, undefined],
   ])('%s', (_name, n, cfg, want) => {
     expect(verdict(FILTERS.mem, ctx(n, { cfg }))).toBe(want);
@@ -83,15 +125,32 @@ describe('disk', () => {
 describe('disk_quota', () => {
   const GIB = 1024 ** 3;
   const withStore = (gib: number, quotaDiskUsedGiB: number | undefined) =>
-    node('a', { usage: { ...(quotaDiskUsedGiB !== undefined ? { quotaDiskUsedGiB } : {}), store: { kind: 'loop', path: '/x/store', sizeBytes: gib * GIB, freeBytes: gib * GIB, usedPercent: 0 } } });
+    node('a', {
+      usage: {
+        ...(quotaDiskUsedGiB !== undefined ? { quotaDiskUsedGiB } : {}),
+        store: { kind: 'loop', path: '/x/store', sizeBytes: gib * GIB, freeBytes: gib * GIB, usedPercent: 0 },
+      },
+    });
   it.each([
     // The headline workload: 20 sandboxes of the default 10 GiB spec on a 10 GiB store pass at the default ratio 20 (200 GiB).
     ['the 20th default sandbox on a 10 GiB store', withStore(10, 190), { diskGiB: 10 }, {}, undefined],
     ['... and not the 21st', withStore(10, 200), { diskGiB: 10 }, {}, 'disk quota 200+10 > 200 GiB (store 10 GiB x 20 disk oversell)'],
     ['exactly full passes', withStore(12, 230), { diskGiB: 10 }, {}, undefined],
     ['one over', withStore(12, 231), { diskGiB: 10 }, {}, 'disk quota 231+10 > 240 GiB (store 12 GiB x 20 disk oversell)'],
-    ['ratio 1: the issue\'s 2 GiB store takes two 1 GiB sandboxes, not three', withStore(2, 2), { diskGiB: 1 }, { host: { quota: { disk_oversell_ratio: 1 } } }, 'disk quota 2+1 > 2 GiB (store 2 GiB x 1 disk oversell)'],
-    ['ratio below 1 keeps room', withStore(10, 4), { diskGiB: 1.5 }, { host: { quota: { disk_oversell_ratio: 0.5 } } }, 'disk quota 4+1.5 > 5 GiB (store 10 GiB x 0.5 disk oversell)'],
+    [
+      "ratio 1: the issue's 2 GiB store takes two 1 GiB sandboxes, not three",
+      withStore(2, 2),
+      { diskGiB: 1 },
+      { host: { quota: { disk_oversell_ratio: 1 } } },
+      'disk quota 2+1 > 2 GiB (store 2 GiB x 1 disk oversell)',
+    ],
+    [
+      'ratio below 1 keeps room',
+      withStore(10, 4),
+      { diskGiB: 1.5 },
+      { host: { quota: { disk_oversell_ratio: 0.5 } } },
+      'disk quota 4+1.5 > 5 GiB (store 10 GiB x 0.5 disk oversell)',
+    ],
     ['an older node reports no quota sum: counted as 0', withStore(2, undefined), { diskGiB: 1 }, { host: { quota: { disk_oversell_ratio: 1 } } }, undefined],
     ['no store (a runtime without one): passes', node('a', { usage: { quotaDiskUsedGiB: 5000 } }), { diskGiB: 10 }, {}, undefined],
     ['a request naming no disk counts 0', withStore(1, 20), {}, {}, undefined],

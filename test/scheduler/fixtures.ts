@@ -6,7 +6,10 @@ import { MasterConfigSchema, type MasterConfig } from '../../src/config/schema.j
 export const NOW = Date.parse('2025-01-01T00:00:00Z');
 
 /** The reference node: 128 cores, 251 GiB, empty, fresh heartbeat, template `host`. */
-export function node(nodeID: string, over: { usage?: Partial<NodeView['usage']>; sandboxes?: Partial<NodeView['sandboxes']> } & Partial<Omit<NodeView, 'usage' | 'sandboxes'>> = {}): NodeView {
+export function node(
+  nodeID: string,
+  over: { usage?: Partial<NodeView['usage']>; sandboxes?: Partial<NodeView['sandboxes']> } & Partial<Omit<NodeView, 'usage' | 'sandboxes'>> = {},
+): NodeView {
   const { usage, sandboxes, ...rest } = over;
   return {
     nodeID,

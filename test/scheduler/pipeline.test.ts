@@ -14,7 +14,10 @@ describe('schedule', () => {
   describe('candidate_limit', () => {
     // 10 nodes; a seeded rand: the first call picks the start, the rest the ties and the pick.
     const ten = Array.from({ length: 10 }, (_, i) => cand(node(`n${i}`, { sandboxes: { total: i * 100 } })));
-    const seq = (...xs: number[]) => () => xs.shift() ?? 0;
+    const seq =
+      (...xs: number[]) =>
+      () =>
+        xs.shift() ?? 0;
     it.each([
       ['0 scores every node: the emptiest wins', 0, [0.55], 'n0'],
       ['more than the nodes: every node', 20, [0.55], 'n0'],
@@ -70,10 +73,7 @@ describe('schedule', () => {
 
   it("a create that names no runtime goes where its template's default runtime is offered", () => {
     const both = { runtimes: [{ name: 'ns' }, { name: 'microvm' }] };
-    const nodes = [
-      cand(node('ns-1', { templateRuntimes: { host: 'microvm' } })),
-      cand(node('vm-1', { ...both, templateRuntimes: { host: 'microvm' } })),
-    ];
+    const nodes = [cand(node('ns-1', { templateRuntimes: { host: 'microvm' } })), cand(node('vm-1', { ...both, templateRuntimes: { host: 'microvm' } }))];
     expect(schedule(REQ, nodes, config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'vm-1' });
     const r = schedule(REQ, [nodes[0]!], config(), NOW, first);
     expect(r.ok === false && describeRejections(r.rejections)).toBe("ns-1: runtime ns, not microvm (template host's default)");
@@ -104,9 +104,25 @@ describe('schedule', () => {
 
   it('weights follow resource_weights (weighted average on 0-100)', () => {
     // mvm_num 50 (w 1), local_create_num 100 - 100 x 10/100 = 90 (w 3) -> (50 + 270) / 4 = 80
-    const cfg = config({ scheduler: { priority_select_num: 1, score: { enable_scorers: ['mvm_num', 'local_create_num'], resource_weights: { mvm_num: 1, local_create_num: 3, quota_cpu_usage: 0, quota_mem_usage: 0 } } } });
+    const cfg = config({
+      scheduler: {
+        priority_select_num: 1,
+        score: {
+          enable_scorers: ['mvm_num', 'local_create_num'],
+          resource_weights: { mvm_num: 1, local_create_num: 3, quota_cpu_usage: 0, quota_mem_usage: 0 },
+        },
+      },
+    });
     expect(schedule(REQ, [cand(node('a', { sandboxes: { total: 1500 } }), 10)], cfg, NOW, first)).toEqual({ ok: true, nodeID: 'a', score: 80 });
-    const off = config({ scheduler: { priority_select_num: 1, score: { enable_scorers: ['mvm_num', 'local_create_num'], resource_weights: { mvm_num: 1, local_create_num: 0, quota_cpu_usage: 0, quota_mem_usage: 0 } } } });
+    const off = config({
+      scheduler: {
+        priority_select_num: 1,
+        score: {
+          enable_scorers: ['mvm_num', 'local_create_num'],
+          resource_weights: { mvm_num: 1, local_create_num: 0, quota_cpu_usage: 0, quota_mem_usage: 0 },
+        },
+      },
+    });
     expect(schedule(REQ, [cand(node('a', { sandboxes: { total: 1500 } }), 10)], off, NOW, first)).toEqual({ ok: true, nodeID: 'a', score: 50 });
   });
 
@@ -128,8 +144,14 @@ describe('schedule', () => {
   it('pins to the requested node, and says so when it is unknown', () => {
     const nodes = [cand(node('a')), cand(node('b', { usage: { diskUsedPercent: 95 } }))];
     expect(schedule({ ...REQ, nodeID: 'a' }, nodes, config(), NOW, last)).toMatchObject({ ok: true, nodeID: 'a' });
-    expect(schedule({ ...REQ, nodeID: 'b' }, nodes, config(), NOW, last)).toEqual({ ok: false, rejections: [{ nodeID: 'b', filter: 'disk', reason: 'disk 95% >= 80%' }] });
-    expect(schedule({ ...REQ, nodeID: 'zz' }, nodes, config(), NOW, last)).toEqual({ ok: false, rejections: [{ nodeID: 'zz', filter: 'prefilter', reason: 'not registered' }] });
+    expect(schedule({ ...REQ, nodeID: 'b' }, nodes, config(), NOW, last)).toEqual({
+      ok: false,
+      rejections: [{ nodeID: 'b', filter: 'disk', reason: 'disk 95% >= 80%' }],
+    });
+    expect(schedule({ ...REQ, nodeID: 'zz' }, nodes, config(), NOW, last)).toEqual({
+      ok: false,
+      rejections: [{ nodeID: 'zz', filter: 'prefilter', reason: 'not registered' }],
+    });
   });
 
   it('a node whose memory is below the reserve is refused by capacity, not thrown', () => {
@@ -171,7 +193,10 @@ describe('schedule', () => {
       const nodes = [cand(node('full', { usage: { diskUsedPercent: 95 } })), cand(node('ok'))];
       expect(schedule(REQ, nodes, config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'ok' });
       expect(words).not.toHaveBeenCalled();
-      expect(schedule(REQ, [nodes[0]!], config(), NOW, first)).toEqual({ ok: false, rejections: [{ nodeID: 'full', filter: 'disk', reason: 'disk 95% >= 80%' }] });
+      expect(schedule(REQ, [nodes[0]!], config(), NOW, first)).toEqual({
+        ok: false,
+        rejections: [{ nodeID: 'full', filter: 'disk', reason: 'disk 95% >= 80%' }],
+      });
       expect(words).toHaveBeenCalledTimes(1);
     } finally {
       words.mockRestore();
@@ -202,16 +227,24 @@ describe('describeRejections', () => {
 describe('schedulability', () => {
   it.each([
     ['fresh node', node('a'), { schedulable: true, reason: '' }],
-    ['over the disk watermark: healthy, not schedulable', node('a', { usage: { diskUsedPercent: 83 } }), { schedulable: false, reason: 'disk 83% >= 80%', refusedBy: 'disk' }],
+    [
+      'over the disk watermark: healthy, not schedulable',
+      node('a', { usage: { diskUsedPercent: 83 } }),
+      { schedulable: false, reason: 'disk 83% >= 80%', refusedBy: 'disk' },
+    ],
     ['cordoned', node('a', { cordoned: true }), { schedulable: false, reason: 'cordoned', refusedBy: 'prefilter' }],
-    ['host cpu over node_max_cpu_util (the verdict a create gets)', node('a', { usage: { cpuUtilPercent: 94.8 } }), { schedulable: false, reason: 'cpu util 94.8% >= 80%', refusedBy: 'cpu' }],
+    [
+      'host cpu over node_max_cpu_util (the verdict a create gets)',
+      node('a', { usage: { cpuUtilPercent: 94.8 } }),
+      { schedulable: false, reason: 'cpu util 94.8% >= 80%', refusedBy: 'cpu' },
+    ],
   ])('%s', (_name, n, want) => {
     expect(schedulability(n, 0, config(), NOW)).toEqual(want);
   });
 });
 
 describe('withSchedulability', () => {
-  it('carries every rule\'s answer, not just the first refusal (what the console\'s describe shows)', () => {
+  it("carries every rule's answer, not just the first refusal (what the console's describe shows)", () => {
     const v = withSchedulability(node('a', { cordoned: true, usage: { diskUsedPercent: 83 } }), 0, config(), NOW);
     expect(v).toMatchObject({ schedulable: false, reason: 'cordoned', refusedBy: 'prefilter' });
     expect(v.rules?.[0]).toEqual({ rule: 'prefilter', refusal: 'cordoned' });

@@ -41,7 +41,10 @@ describe('sandbox store through cubed', () => {
     }
     expect(used).toBeGreaterThanOrEqual(20 * MIB);
     expect(used).toBeLessThan(22 * MIB);
-    const { stdout } = await execa('node', ['bin/cubectl', '--api', d.url, 'sandbox', 'ls'], { cwd: join(import.meta.dirname, '..', '..'), env: { CUBE_API_KEY: d.apiKey } });
+    const { stdout } = await execa('node', ['bin/cubectl', '--api', d.url, 'sandbox', 'ls'], {
+      cwd: join(import.meta.dirname, '..', '..'),
+      env: { CUBE_API_KEY: d.apiKey },
+    });
     expect(stdout).toMatch(new RegExp(`${id} .* 2\\dMi/0.25Gi `));
     expect((await api('DELETE', `/admin/v1/sandboxes/${id}`)).status).toBe(204);
   });
@@ -76,22 +79,26 @@ describe('sandbox store through cubed', () => {
     expect((await api('DELETE', `/admin/v1/sandboxes/${(c.json as SandboxView).sandboxID}`)).status).toBe(204);
   });
 
-  it('a graceful stop with no sandbox left releases the mount, loop device, cgroups and pool; the next start mounts the same image', { timeout: 120_000 }, async () => {
-    const store = join(d.dataDir, 'store');
-    const image = join(d.dataDir, 'store.img');
-    const mounted = async () => (await readFile('/proc/self/mounts', 'utf8')).split('\n').some((l) => l.split(' ')[1] === store);
-    const loops = async () => (await execa('losetup', ['-j', image])).stdout.trim();
-    await writeFile(join(store, 'marker'), 'kept');
-    await d.stop({ destroy: false });
-    expect(await mounted()).toBe(false);
-    expect(await loops()).toBe('');
-    expect(await settledKernelObjects(d.tag)).toMatchObject({ cgroups: 0, netns: 0, links: 0, nftTables: 0, processes: 0 });
-    expect((await stat(image)).isFile()).toBe(true);
-    await d.restart();
-    expect(await mounted()).toBe(true);
-    expect(await readFile(join(store, 'marker'), 'utf8')).toBe('kept');
-    const c = await api('POST', '/admin/v1/sandboxes', { templateID: 'base', timeoutSec: 60 });
-    expect(c.status).toBe(201);
-    expect((await api('DELETE', `/admin/v1/sandboxes/${(c.json as SandboxView).sandboxID}`)).status).toBe(204);
-  });
+  it(
+    'a graceful stop with no sandbox left releases the mount, loop device, cgroups and pool; the next start mounts the same image',
+    { timeout: 120_000 },
+    async () => {
+      const store = join(d.dataDir, 'store');
+      const image = join(d.dataDir, 'store.img');
+      const mounted = async () => (await readFile('/proc/self/mounts', 'utf8')).split('\n').some((l) => l.split(' ')[1] === store);
+      const loops = async () => (await execa('losetup', ['-j', image])).stdout.trim();
+      await writeFile(join(store, 'marker'), 'kept');
+      await d.stop({ destroy: false });
+      expect(await mounted()).toBe(false);
+      expect(await loops()).toBe('');
+      expect(await settledKernelObjects(d.tag)).toMatchObject({ cgroups: 0, netns: 0, links: 0, nftTables: 0, processes: 0 });
+      expect((await stat(image)).isFile()).toBe(true);
+      await d.restart();
+      expect(await mounted()).toBe(true);
+      expect(await readFile(join(store, 'marker'), 'utf8')).toBe('kept');
+      const c = await api('POST', '/admin/v1/sandboxes', { templateID: 'base', timeoutSec: 60 });
+      expect(c.status).toBe(201);
+      expect((await api('DELETE', `/admin/v1/sandboxes/${(c.json as SandboxView).sandboxID}`)).status).toBe(204);
+    },
+  );
 });

@@ -56,14 +56,23 @@ describe('admission counts disk', () => {
       ids.push((a.json as SandboxView).sandboxID);
       const n1 = await quotaIs(1.5);
       expect(n1.density.diskQuotaGiB).toBe(2);
-      const { stdout } = await execa('node', ['bin/cubectl', '--api', d.url, 'nodes'], { cwd: join(import.meta.dirname, '..', '..'), env: { CUBE_API_KEY: d.apiKey } });
+      const { stdout } = await execa('node', ['bin/cubectl', '--api', d.url, 'nodes'], {
+        cwd: join(import.meta.dirname, '..', '..'),
+        env: { CUBE_API_KEY: d.apiKey },
+      });
       expect(stdout).toMatch(/ disk quota /);
       expect(stdout).toMatch(new RegExp(`^${d.nodeID} .* 1\\.5/2Gi `, 'm'));
-      expect(n1.rules?.find((v) => v.rule === 'disk_quota')).toEqual({ rule: 'disk_quota', refusal: 'disk quota 1.5+1 > 2 GiB (store 2 GiB x 1 disk oversell)' });
+      expect(n1.rules?.find((v) => v.rule === 'disk_quota')).toEqual({
+        rule: 'disk_quota',
+        refusal: 'disk quota 1.5+1 > 2 GiB (store 2 GiB x 1 disk oversell)',
+      });
 
       const refused = await create(1);
       expect(refused.status).toBe(503);
-      expect(refused.json).toMatchObject({ code: 130597, message: `130597 no node available: ${d.nodeID}: disk quota 1.5+1 > 2 GiB (store 2 GiB x 1 disk oversell)` });
+      expect(refused.json).toMatchObject({
+        code: 130597,
+        message: `130597 no node available: ${d.nodeID}: disk quota 1.5+1 > 2 GiB (store 2 GiB x 1 disk oversell)`,
+      });
 
       const small = await create(0.5);
       expect(small.status).toBe(201);

@@ -8,7 +8,18 @@ import { CubeError } from '../../src/errors.js';
 import type { NodeView } from '../../src/model/node.js';
 import { ClusterStore } from '../../src/store/cluster/index.js';
 import { clusterStateScope, REDIS_URL } from '../helpers/cluster-state.js';
-import { EPOCH_EVENT_AT, EPOCH_NODE, EPOCH_TIMES, LEGACY_EVENT_BODY, LEGACY_NODE_JSON, LEGACY_SNAPSHOT, legacyRecordJson, sandboxRecord, snapshotRecord, storeContract } from './contract.js';
+import {
+  EPOCH_EVENT_AT,
+  EPOCH_NODE,
+  EPOCH_TIMES,
+  LEGACY_EVENT_BODY,
+  LEGACY_NODE_JSON,
+  LEGACY_SNAPSHOT,
+  legacyRecordJson,
+  sandboxRecord,
+  snapshotRecord,
+  storeContract,
+} from './contract.js';
 
 async function open(eventRetention = 100): Promise<{ store: ClusterStore; cleanup: () => Promise<void> }> {
   const scope = clusterStateScope();
@@ -51,7 +62,9 @@ storeContract('cluster (Redis + MySQL)', ({ eventRetention }) => open(eventReten
  * A TCP relay to the machine's MariaDB: `onQuery` sees every packet a client sends (the two
  * sockets and the bytes) and returns true when it took care of it; otherwise it goes on.
  */
-async function mysqlRelay(onQuery: (client: Socket, server: Socket, d: Buffer) => boolean): Promise<{ url: (database: string) => string; close: () => Promise<void> }> {
+async function mysqlRelay(
+  onQuery: (client: Socket, server: Socket, d: Buffer) => boolean,
+): Promise<{ url: (database: string) => string; close: () => Promise<void> }> {
   const sockets = new Set<Socket>();
   const relay: Server = createServer((client) => {
     const server = createConnection(3306, '127.0.0.1');
@@ -109,9 +122,10 @@ async function relayedStore(relay: { url: (database: string) => string }): Promi
 }
 
 describe('cluster store', () => {
-  it('config history migrates to one row per version on a database the old way (keyed by version and actor, two rows for one version): the head\'s row or the latest is kept; the migration can run again', async () => {
+  it("config history migrates to one row per version on a database the old way (keyed by version and actor, two rows for one version): the head's row or the latest is kept; the migration can run again", async () => {
     const scope = clusterStateScope();
-    const sql = (store: ClusterStore) => (store.mysql as unknown as { pool: { query(sql: string, args?: unknown[]): Promise<[{ [k: string]: unknown }[]]> } }).pool;
+    const sql = (store: ClusterStore) =>
+      (store.mysql as unknown as { pool: { query(sql: string, args?: unknown[]): Promise<[{ [k: string]: unknown }[]]> } }).pool;
     const rec = (version: number, actor: string, at: string) => ({ version, at, actor, reason: `by ${actor}`, master: { actor }, cubelet: {} });
     // What the version before this one left: 11 migrations, the history keyed by (version, actor).
     const asOld = async (store: ClusterStore): Promise<void> => {
@@ -124,12 +138,29 @@ describe('cluster store', () => {
       await first.init();
       await asOld(first);
       // Version 7: two replicas numbered their files' change the same; version 8: the head, by a, older than b's.
-      for (const r of [rec(7, 'replica-a', '2026-11-30T09:00:00.000Z'), rec(7, 'replica-b', '2026-11-30T09:00:01.000Z'), rec(8, 'replica-a', '2026-11-30T10:00:00.000Z'), rec(8, 'replica-b', '2026-11-30T10:00:01.000Z')])
-        await sql(first).query('INSERT INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', [r.version, r.at, r.actor, r.reason, JSON.stringify(r.master), '{}']);
+      for (const r of [
+        rec(7, 'replica-a', '2026-11-30T09:00:00.000Z'),
+        rec(7, 'replica-b', '2026-11-30T09:00:01.000Z'),
+        rec(8, 'replica-a', '2026-11-30T10:00:00.000Z'),
+        rec(8, 'replica-b', '2026-11-30T10:00:01.000Z'),
+      ])
+        await sql(first).query('INSERT INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', [
+          r.version,
+          r.at,
+          r.actor,
+          r.reason,
+          JSON.stringify(r.master),
+          '{}',
+        ]);
       expect(await first.casConfigHead(rec(8, 'replica-a', '2026-11-30T10:00:00.000Z'), 0)).toBe(true);
       await first.close();
       const history = async (s: ClusterStore) => (await s.listConfigVersions()).map((v) => `${v.version} ${v.actor}`);
-      const key = async (s: ClusterStore) => (await sql(s).query("SELECT column_name AS c FROM information_schema.key_column_usage WHERE table_schema = DATABASE() AND table_name = 'config_versions' AND constraint_name = 'PRIMARY' ORDER BY ordinal_position"))[0].map((r) => r.c);
+      const key = async (s: ClusterStore) =>
+        (
+          await sql(s).query(
+            "SELECT column_name AS c FROM information_schema.key_column_usage WHERE table_schema = DATABASE() AND table_name = 'config_versions' AND constraint_name = 'PRIMARY' ORDER BY ordinal_position",
+          )
+        )[0].map((r) => r.c);
       for (let run = 0; run < 2; run++) {
         store = new ClusterStore(scope);
         await store.init();
@@ -162,7 +193,10 @@ describe('cluster store', () => {
       await store.init();
       writes = 0;
       const ids = Array.from({ length: 20 }, (_, i) => `b${i}`);
-      const [gens, audits] = await Promise.all([Promise.all(ids.map((id) => store.putSandbox(sandboxRecord(id)))), Promise.all(ids.map((id) => store.appendAudit({ at: 't', actor: 'k', action: 'sandbox.create', target: id, outcome: 'ok' })))]);
+      const [gens, audits] = await Promise.all([
+        Promise.all(ids.map((id) => store.putSandbox(sandboxRecord(id)))),
+        Promise.all(ids.map((id) => store.appendAudit({ at: 't', actor: 'k', action: 'sandbox.create', target: id, outcome: 'ok' }))),
+      ]);
       // The first write goes alone (nothing queued behind it yet); the other 39 in one batch.
       expect(writes).toBe(2);
       expect(gens).toEqual(ids.map(() => 1));
@@ -191,8 +225,11 @@ describe('cluster store', () => {
     try {
       await store.init();
       writes = 0;
-      const hostile = ["x'; DROP TABLE sandbox_history; --", 'a\\\'b', '"; COMMIT; DELETE FROM audit; #', '\u0000\n\r\u001a', '/* */ ROLLBACK'];
-      await Promise.all([...hostile.map((v, i) => store.putSandbox(sandboxRecord(`h${i}`, { metadata: { v } }))), ...hostile.map((v) => store.appendAudit({ at: 't', actor: v, action: 'sandbox.create', target: v, outcome: v }))]);
+      const hostile = ["x'; DROP TABLE sandbox_history; --", "a\\'b", '"; COMMIT; DELETE FROM audit; #', '\u0000\n\r\u001a', '/* */ ROLLBACK'];
+      await Promise.all([
+        ...hostile.map((v, i) => store.putSandbox(sandboxRecord(`h${i}`, { metadata: { v } }))),
+        ...hostile.map((v) => store.appendAudit({ at: 't', actor: v, action: 'sandbox.create', target: v, outcome: v })),
+      ]);
       // The first alone, the other nine in one batch: a batch that broke on the text would have
       // been rolled back and each write made again on its own (more queries).
       expect(writes).toBe(2);
@@ -209,7 +246,11 @@ describe('cluster store', () => {
       const audit = (target: string, actor = 'k') => store.appendAudit({ at: 't', actor, action: 'sandbox.create', target, outcome: 'ok' });
       const first = audit('first');
       // actor is VARCHAR(128): MariaDB's strict mode refuses a longer one.
-      const [recs, bad, rest] = await Promise.all([Promise.all(['r1', 'r2'].map((id) => store.putSandbox(sandboxRecord(id)))), audit('bad', 'x'.repeat(200)).catch((e: unknown) => e), Promise.all(['a1', 'a2'].map((t) => audit(t)))]);
+      const [recs, bad, rest] = await Promise.all([
+        Promise.all(['r1', 'r2'].map((id) => store.putSandbox(sandboxRecord(id)))),
+        audit('bad', 'x'.repeat(200)).catch((e: unknown) => e),
+        Promise.all(['a1', 'a2'].map((t) => audit(t))),
+      ]);
       await first;
       expect(recs).toEqual([1, 1]);
       expect(String(bad)).toMatch(/too long/i);
@@ -229,12 +270,18 @@ describe('cluster store', () => {
       await store.init();
       const audit = (target: string) => store.appendAudit({ at: 't', actor: 'k', action: 'sandbox.create', target, outcome: 'ok' });
       const first = audit('alone');
-      const [recs, audits] = await Promise.all([Promise.all(['c1', 'c2'].map((id) => store.putSandbox(sandboxRecord(id)))), Promise.all(['x1', 'x2'].map((t) => audit(t).catch((e: unknown) => e)))]);
+      const [recs, audits] = await Promise.all([
+        Promise.all(['c1', 'c2'].map((id) => store.putSandbox(sandboxRecord(id)))),
+        Promise.all(['x1', 'x2'].map((t) => audit(t).catch((e: unknown) => e))),
+      ]);
       await first;
       expect(recs).toEqual([1, 1]);
       for (const e of audits) expect(e).toMatchObject({ kind: 'STATE_UNAVAILABLE', code: 130594 });
       expect((await store.listAudit()).map((a) => a.target)).toEqual(['alone']);
-      expect((await store.listSandboxes()).map((s) => [s.sandboxID, s.generation])).toEqual([['c1', 1], ['c2', 1]]);
+      expect((await store.listSandboxes()).map((s) => [s.sandboxID, s.generation])).toEqual([
+        ['c1', 1],
+        ['c2', 1],
+      ]);
     } finally {
       await cleanup();
       await relay.close();
@@ -256,7 +303,10 @@ describe('cluster store', () => {
       };
       const view = (nodeID: string, lastSeen: string) => ({ nodeID, lastSeen: Date.parse(lastSeen) }) as NodeView;
       const ids = ['n1', 'n2', 'n3'];
-      await a.putNodeMetrics(ids.map((id) => view(id, '2026-01-01T00:00:01.000Z')), 60_000);
+      await a.putNodeMetrics(
+        ids.map((id) => view(id, '2026-01-01T00:00:01.000Z')),
+        60_000,
+      );
       expect([...(await b.getNodeMetrics(ids)).keys()]).toEqual(ids);
       expect(fetched.sort()).toEqual(ids);
       fetched.length = 0;
@@ -361,7 +411,11 @@ describe('cluster store', () => {
     try {
       await Promise.all([a.init(), b.init()]);
       const limits = { sandboxes: 5, vcpus: 0, memory_mib: 0, creates_per_sec: 0 };
-      const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => (i % 2 ? a : b).claimQuota({ owner: 'key-x', sandboxID: `s${i}`, cpus: 1, memoryMiB: 256, limits, ttlMs: 60_000 })));
+      const answers = await Promise.all(
+        Array.from({ length: 24 }, (_, i) =>
+          (i % 2 ? a : b).claimQuota({ owner: 'key-x', sandboxID: `s${i}`, cpus: 1, memoryMiB: 256, limits, ttlMs: 60_000 }),
+        ),
+      );
       expect(answers.filter((r) => r === undefined)).toHaveLength(5);
       expect(answers.filter((r) => r !== undefined).every((r) => r!.quota === 'sandboxes' && r!.limit === 5)).toBe(true);
       expect((await b.quotaUsage(['key-x'])).get('key-x')).toEqual({ sandboxes: 5, vcpus: 5, memoryMiB: 1280 });
@@ -377,7 +431,11 @@ describe('cluster store', () => {
       await store.putSandbox(sandboxRecord('w1', { state: 'running' }));
       // No wait for the reconnect: the read is under way (retried on the dropped connection) when Redis is back.
       await wipeRedis(store, { disconnect: true });
-      const reads = await Promise.all([store.getSandbox('w1'), sleep(20).then(() => store.getSandbox('w1')), sleep(60).then(() => store.getSandbox('w1'))].map((p) => p.catch((e: unknown) => (e as Error).message)));
+      const reads = await Promise.all(
+        [store.getSandbox('w1'), sleep(20).then(() => store.getSandbox('w1')), sleep(60).then(() => store.getSandbox('w1'))].map((p) =>
+          p.catch((e: unknown) => (e as Error).message),
+        ),
+      );
       // A read may answer 503 (Redis away for all its retries); none may answer nothing.
       for (const r of reads) expect(r === undefined ? 'a miss' : typeof r === 'string' ? r : r.sandboxID).toMatch(/^(w1|Redis unavailable.*)$/);
       expect((await store.getSandbox('w1'))?.sandboxID).toBe('w1');
@@ -417,27 +475,35 @@ describe('cluster store', () => {
       expect((await store.getSandbox('m1'))?.createBy).toBe(createBy);
       await store.markAnswered('m1');
       const answered = await store.getSandbox('m1');
-      expect({ createBy: answered?.createBy, generation: answered?.generation, state: answered?.state }).toEqual({ createBy: undefined, generation: written, state: 'running' });
+      expect({ createBy: answered?.createBy, generation: answered?.generation, state: answered?.state }).toEqual({
+        createBy: undefined,
+        generation: written,
+        state: 'running',
+      });
       expect((await store.getSandboxForWrite('m1'))?.createBy).toBe(createBy);
       // A heartbeat that read the marked record before the answer writes it later: the mark stays gone.
       const later = await store.putSandboxIf(sandboxRecord('m1', { createBy, ip: '10.0.0.9' }), written);
-      expect((await store.getSandbox('m1'))).toMatchObject({ ip: '10.0.0.9', generation: later });
+      expect(await store.getSandbox('m1')).toMatchObject({ ip: '10.0.0.9', generation: later });
       expect((await store.getSandbox('m1'))?.createBy).toBeUndefined();
       // Labels named like the record's fields decide nothing.
       await store.putSandbox(sandboxRecord('m3', { state: 'creating', createBy, metadata: { state: 'creating', createBy: '1' } }));
       await store.putSandboxIf(sandboxRecord('m3', { createBy, metadata: { state: 'creating', createBy: '1' } }), 1);
       await store.markAnswered('m3');
-      expect((await store.getSandbox('m3'))).toMatchObject({ metadata: { state: 'creating', createBy: '1' } });
+      expect(await store.getSandbox('m3')).toMatchObject({ metadata: { state: 'creating', createBy: '1' } });
       expect((await store.getSandbox('m3'))?.createBy).toBeUndefined();
       // A writer killed between MySQL and Redis: the route still says creating; the repair keeps the mark.
       await store.putSandbox(sandboxRecord('m2', { state: 'creating', createBy }));
       await store.mysql.putSandboxIf(sandboxRecord('m2', { createBy }), 1);
       await store.reconcileRoutes();
-      expect((await store.getSandbox('m2'))).toMatchObject({ state: 'running', createBy });
+      expect(await store.getSandbox('m2')).toMatchObject({ state: 'running', createBy });
       // Redis emptied: whether they were answered is not known, and none is marked.
       await wipeRedis(store);
       await store.reconcileRoutes();
-      expect([(await store.getSandbox('m1'))?.createBy, (await store.getSandbox('m2'))?.createBy, (await store.getSandbox('m2'))?.state]).toEqual([undefined, undefined, 'running']);
+      expect([(await store.getSandbox('m1'))?.createBy, (await store.getSandbox('m2'))?.createBy, (await store.getSandbox('m2'))?.state]).toEqual([
+        undefined,
+        undefined,
+        'running',
+      ]);
       expect(written).toBeGreaterThan(pending);
     }));
 
@@ -462,7 +528,10 @@ describe('cluster store', () => {
       expect((await store.mysql.liveSandboxes()).find((r) => r.sandboxID === 'old')).toMatchObject(EPOCH_TIMES);
       expect(await store.getSandbox('old')).toMatchObject({ sandboxID: 'old', ...EPOCH_TIMES });
       // Ordered by start time as numbers, the legacy record among new ones.
-      expect((await store.listSandboxes()).map((r) => [r.sandboxID, r.startedAt])).toEqual([['old', EPOCH_TIMES.startedAt], ['new', EPOCH_TIMES.startedAt + 1]]);
+      expect((await store.listSandboxes()).map((r) => [r.sandboxID, r.startedAt])).toEqual([
+        ['old', EPOCH_TIMES.startedAt],
+        ['new', EPOCH_TIMES.startedAt + 1],
+      ]);
     }));
 
   it('node times an older version wrote as ISO 8601 load as epoch ms: the registry in MySQL, a view and a heartbeat time in Redis', () =>
@@ -473,7 +542,12 @@ describe('cluster store', () => {
       expect(await store.listNodes()).toEqual([EPOCH_NODE]);
       const prefix = (store.live as unknown as { prefix: string }).prefix;
       const seen = Date.parse('2026-01-01T00:00:05.000Z');
-      await store.live.redis.set(`${prefix}master:node:metric:n1`, JSON.stringify({ nodeID: 'n1', lastSeen: '2026-01-01T00:00:05.000Z', evictAt: '2026-01-01T00:10:00.000Z' }), 'PX', 60_000);
+      await store.live.redis.set(
+        `${prefix}master:node:metric:n1`,
+        JSON.stringify({ nodeID: 'n1', lastSeen: '2026-01-01T00:00:05.000Z', evictAt: '2026-01-01T00:10:00.000Z' }),
+        'PX',
+        60_000,
+      );
       expect((await store.getNodeMetrics(['n1'])).get('n1')).toEqual({ nodeID: 'n1', lastSeen: seen, evictAt: EPOCH_NODE.evictAt });
       // A heartbeat time an older replica recorded beside it (touchNodeMetrics), later than the view's.
       await store.live.redis.hset(`${prefix}master:node:seen`, 'n1', '2026-01-01T00:00:06.000Z');
@@ -490,18 +564,29 @@ describe('cluster store', () => {
       await store.live.redis.xadd(`${prefix}shared:events`, `${mine.id + 1}-0`, 'e', LEGACY_EVENT_BODY);
       await store.live.redis.set(`${prefix}shared:events:seq`, String(mine.id + 1));
       await pool.query('INSERT INTO events (id, body) VALUES (?, ?)', [mine.id + 1, LEGACY_EVENT_BODY]);
-      expect((await store.listEvents({ sinceID: mine.id - 1 })).map((e) => [e.message, e.at])).toEqual([['new', EPOCH_EVENT_AT + 1], ['old', EPOCH_EVENT_AT]]);
+      expect((await store.listEvents({ sinceID: mine.id - 1 })).map((e) => [e.message, e.at])).toEqual([
+        ['new', EPOCH_EVENT_AT + 1],
+        ['old', EPOCH_EVENT_AT],
+      ]);
       expect((await store.mysql.latestEvents(1)).events.map((e) => [e.message, e.at])).toEqual([['old', EPOCH_EVENT_AT]]);
     }));
 
   it('a snapshot record an older version wrote (ISO 8601 createdAt) loads as epoch ms and sorts before one taken since', () =>
     withStore(async (store) => {
       const pool = (store.mysql as unknown as { pool: { query(sql: string, args: unknown[]): Promise<unknown> } }).pool;
-      await pool.query('INSERT INTO snapshots (snapshot_id, node_id, created_at, record) VALUES (?, ?, ?, ?)', [LEGACY_SNAPSHOT.id, 'node-a', LEGACY_SNAPSHOT.createdAt, LEGACY_SNAPSHOT.json]);
+      await pool.query('INSERT INTO snapshots (snapshot_id, node_id, created_at, record) VALUES (?, ?, ?, ?)', [
+        LEGACY_SNAPSHOT.id,
+        'node-a',
+        LEGACY_SNAPSHOT.createdAt,
+        LEGACY_SNAPSHOT.json,
+      ]);
       const old = Date.parse(LEGACY_SNAPSHOT.createdAt);
       await store.putSnapshot(snapshotRecord('snap-new', old + 1));
       expect(await store.getSnapshot(LEGACY_SNAPSHOT.id)).toEqual(snapshotRecord(LEGACY_SNAPSHOT.id, old));
-      expect((await store.listSnapshots()).map((x) => [x.snapshotID, x.createdAt])).toEqual([[LEGACY_SNAPSHOT.id, old], ['snap-new', old + 1]]);
+      expect((await store.listSnapshots()).map((x) => [x.snapshotID, x.createdAt])).toEqual([
+        [LEGACY_SNAPSHOT.id, old],
+        ['snap-new', old + 1],
+      ]);
     }));
 
   it('a fencing counter Redis lost starts above every token handed out before', () =>
@@ -566,7 +651,10 @@ describe('cluster store', () => {
       const after = await store.appendEvent({ at: 1, kind: 'sandbox.created', message: 'after' });
       expect(after.id).toBeGreaterThan(before.id);
       // The history came back from MySQL with its ids.
-      expect((await store.listEvents({ limit: 10 })).map((e) => [e.id, e.message])).toEqual([[before.id, 'before'], [after.id, 'after']]);
+      expect((await store.listEvents({ limit: 10 })).map((e) => [e.id, e.message])).toEqual([
+        [before.id, 'before'],
+        [after.id, 'after'],
+      ]);
     }));
 
   it('events keep their ids across a Redis that comes back empty, even for a replica that never saw them', () =>

@@ -36,19 +36,57 @@ export function legacyRecordJson(id: string, over: Record<string, unknown> = {})
 }
 
 export function apiKeyRecord(id: string, name: string, role: KeyRole, quotas: KeyQuotas = {}): ApiKeyRecord {
-  return { id, name, role, hash: createHash('sha256').update(id).digest('hex'), quotas, createdAt: Date.parse('2026-01-01T00:00:00.000Z'), createdBy: 'system' };
+  return {
+    id,
+    name,
+    role,
+    hash: createHash('sha256').update(id).digest('hex'),
+    quotas,
+    createdAt: Date.parse('2026-01-01T00:00:00.000Z'),
+    createdBy: 'system',
+  };
 }
 
 export function snapshotRecord(id: string, createdAt: number): SnapshotRecord {
-  return { snapshotID: id, names: [`n-${id}`], sandboxID: 'a', nodeID: 'node-a', templateID: 'host', runtime: 'ns', keeps: 'filesystem', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: { k: 'v' }, createdAt, envVars: { A: '1' } };
+  return {
+    snapshotID: id,
+    names: [`n-${id}`],
+    sandboxID: 'a',
+    nodeID: 'node-a',
+    templateID: 'host',
+    runtime: 'ns',
+    keeps: 'filesystem',
+    spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 },
+    metadata: { k: 'v' },
+    createdAt,
+    envVars: { A: '1' },
+  };
 }
 
 /** A snapshot record as versions before numeric times stored it: its JSON with createdAt in ISO 8601 (also the created_at column). */
-export const LEGACY_SNAPSHOT = { id: 'snap-old', createdAt: '2026-01-01T00:00:03.000Z', json: JSON.stringify({ ...snapshotRecord('snap-old', 0), createdAt: '2026-01-01T00:00:03.000Z' }) };
+export const LEGACY_SNAPSHOT = {
+  id: 'snap-old',
+  createdAt: '2026-01-01T00:00:03.000Z',
+  json: JSON.stringify({ ...snapshotRecord('snap-old', 0), createdAt: '2026-01-01T00:00:03.000Z' }),
+};
 
 /** A node's registry record as versions before numeric times stored it, and what reading it must give. */
-export const LEGACY_NODE_JSON = JSON.stringify({ nodeID: 'n1', address: 'http://10.0.0.2:7000', cordoned: true, draining: true, evictAt: '2026-01-01T00:10:00.000Z', joinedAt: '2026-01-01T00:00:00.000Z' });
-export const EPOCH_NODE = { nodeID: 'n1', address: 'http://10.0.0.2:7000', cordoned: true, draining: true, evictAt: Date.parse('2026-01-01T00:10:00.000Z'), joinedAt: Date.parse('2026-01-01T00:00:00.000Z') };
+export const LEGACY_NODE_JSON = JSON.stringify({
+  nodeID: 'n1',
+  address: 'http://10.0.0.2:7000',
+  cordoned: true,
+  draining: true,
+  evictAt: '2026-01-01T00:10:00.000Z',
+  joinedAt: '2026-01-01T00:00:00.000Z',
+});
+export const EPOCH_NODE = {
+  nodeID: 'n1',
+  address: 'http://10.0.0.2:7000',
+  cordoned: true,
+  draining: true,
+  evictAt: Date.parse('2026-01-01T00:10:00.000Z'),
+  joinedAt: Date.parse('2026-01-01T00:00:00.000Z'),
+};
 
 /** An event as versions before numeric times stored it (its JSON body), and its time as reading it must give it. */
 export const LEGACY_EVENT_BODY = JSON.stringify({ at: '2026-01-01T00:00:07.000Z', kind: 'node.joined', nodeID: 'n1', message: 'old' });
@@ -149,7 +187,10 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect((await store.appendNodeEvent(notice(2), { sender: 'node-a:1', seq: 2 }))?.id).toBeGreaterThan(a!.id);
       expect(await store.appendNodeEvent(notice(1), { sender: 'node-b:1', seq: 1 })).toBeDefined();
       // Concurrent appends of one batch go together; the repeated seq still counts once.
-      const again = await Promise.all([store.appendNodeEvent(notice(2), { sender: 'node-a:1', seq: 2 }), store.appendNodeEvent(notice(3), { sender: 'node-a:1', seq: 3 })]);
+      const again = await Promise.all([
+        store.appendNodeEvent(notice(2), { sender: 'node-a:1', seq: 2 }),
+        store.appendNodeEvent(notice(3), { sender: 'node-a:1', seq: 3 }),
+      ]);
       expect(again.map((e) => e?.sandboxID)).toEqual([undefined, 'n3']);
       expect((await store.listEvents({ sinceID: a!.id - 1 })).map((e) => e.message)).toEqual(['notice 1', 'between', 'notice 2', 'notice 1', 'notice 3']);
     });
@@ -164,7 +205,14 @@ export function storeContract(name: string, factory: StoreFactory): void {
 
     it('records audit entries with who, what and when', async () => {
       await store.appendAudit({ at: 't1', actor: 'k1', action: 'node.cordon', target: 'node-a', outcome: 'ok' });
-      await store.appendAudit({ at: 't2', actor: 'k2', action: 'config.set', target: 'host.quota.paused_resource_release_ratio', outcome: 'ok', detail: { value: 0.5 } });
+      await store.appendAudit({
+        at: 't2',
+        actor: 'k2',
+        action: 'config.set',
+        target: 'host.quota.paused_resource_release_ratio',
+        outcome: 'ok',
+        detail: { value: 0.5 },
+      });
       const all = await store.listAudit();
       expect(all.map((a) => a.action)).toEqual(['config.set', 'node.cordon']);
       expect(all[0]!.detail).toEqual({ value: 0.5 });
@@ -183,7 +231,11 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect(await store.apiKeyByHash(b.hash)).toEqual(b);
       expect(await store.apiKeyByHash('0'.repeat(64))).toBeUndefined();
       expect((await store.listApiKeys()).map((k) => k.id)).toEqual(['key-aaaa0001', 'key-bbbb0002']);
-      expect(await store.updateApiKey('key-bbbb0002', { role: 'admin', quotas: { sandboxes: null, memory_mib: 4096 } })).toEqual({ ...b, role: 'admin', quotas: { vcpus: 8, memory_mib: 4096 } });
+      expect(await store.updateApiKey('key-bbbb0002', { role: 'admin', quotas: { sandboxes: null, memory_mib: 4096 } })).toEqual({
+        ...b,
+        role: 'admin',
+        quotas: { vcpus: 8, memory_mib: 4096 },
+      });
       expect(await store.getApiKey('key-bbbb0002')).toMatchObject({ role: 'admin', quotas: { vcpus: 8, memory_mib: 4096 } });
       await expect(store.updateApiKey('key-bbbb0002', { name: 'ops' })).rejects.toMatchObject({ kind: 'CONFLICT' });
       expect(await store.updateApiKey('key-nope', { name: 'x' })).toBeUndefined();
@@ -217,7 +269,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
       // Other keys and records of no key count for nobody here.
       expect(await claim('o1', 1, 'key-2')).toBeUndefined();
       await store.putSandbox(sandboxRecord('x1', { state: 'running' }));
-      expect((await store.quotaUsage(['key-1', 'key-2', 'key-3']))).toEqual(
+      expect(await store.quotaUsage(['key-1', 'key-2', 'key-3'])).toEqual(
         new Map([
           ['key-1', { sandboxes: 2, vcpus: 2.5, memoryMiB: 1024 }],
           ['key-2', { sandboxes: 1, vcpus: 1, memoryMiB: 512 }],
@@ -322,7 +374,10 @@ export function storeContract(name: string, factory: StoreFactory): void {
       await store.putNode({ nodeID: 'n1', cordoned: false, draining: false, joinedAt: 1 });
       await store.setNodeTemplates('n1', ['host', 'deb']);
       await store.setNodeTemplates('n2', ['host']);
-      expect(await store.listTemplates()).toEqual([{ templateID: 'deb', nodes: ['n1'] }, { templateID: 'host', nodes: ['n1', 'n2'] }]);
+      expect(await store.listTemplates()).toEqual([
+        { templateID: 'deb', nodes: ['n1'] },
+        { templateID: 'host', nodes: ['n1', 'n2'] },
+      ]);
       await store.setNodeTemplates('n1', ['host']);
       expect(await store.listTemplates()).toEqual([{ templateID: 'host', nodes: ['n1', 'n2'] }]);
       await store.deleteNode('n1');
@@ -337,7 +392,15 @@ export function storeContract(name: string, factory: StoreFactory): void {
       // A heartbeat without a view keeps the view and moves its lastSeen; an unknown or expired node is asked for it.
       const t = Date.parse('2026-01-01T00:00:00.000Z');
       await store.putNodeMetrics([{ nodeID: 'n3', lastSeen: t + 1000 } as NodeView], 600);
-      expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: t + 2000 }, { nodeID: 'n4', lastSeen: t + 2000 }], 600)).toEqual(['n4']);
+      expect(
+        await store.touchNodeMetrics(
+          [
+            { nodeID: 'n3', lastSeen: t + 2000 },
+            { nodeID: 'n4', lastSeen: t + 2000 },
+          ],
+          600,
+        ),
+      ).toEqual(['n4']);
       expect((await store.getNodeMetrics(['n3'])).get('n3')?.lastSeen).toBe(t + 2000);
       await sleep(400);
       expect(await store.touchNodeMetrics([{ nodeID: 'n3', lastSeen: t + 3000 }], 600)).toEqual([]);
@@ -386,7 +449,8 @@ export function storeContract(name: string, factory: StoreFactory): void {
 
     it('create keys: one claim per key until it expires; taken over only while open (no outcome, or failed) and over its sandbox', async () => {
       const now = Date.now();
-      const claim = (sandboxID: string, over?: string, expiresAt = now + 600_000) => store.claimCreateKey({ key: 'k1', sandboxID, deadline: now + 10_000, expiresAt }, over);
+      const claim = (sandboxID: string, over?: string, expiresAt = now + 600_000) =>
+        store.claimCreateKey({ key: 'k1', sandboxID, deadline: now + 10_000, expiresAt }, over);
       expect(await store.getCreateKey('k1')).toBeUndefined();
       expect(await claim('sb1')).toEqual({ key: 'k1', sandboxID: 'sb1', deadline: now + 10_000, expiresAt: now + 600_000 });
       // Claimed: a second create with the key gets the first's claim, whatever it asks for.
@@ -413,7 +477,9 @@ export function storeContract(name: string, factory: StoreFactory): void {
 
     it('create keys: of concurrent claims of one key exactly one wins, and all see it', async () => {
       const now = Date.now();
-      const got = await Promise.all(Array.from({ length: 8 }, (_, i) => store.claimCreateKey({ key: 'race', sandboxID: `s${i}`, deadline: now, expiresAt: now + 600_000 })));
+      const got = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => store.claimCreateKey({ key: 'race', sandboxID: `s${i}`, deadline: now, expiresAt: now + 600_000 })),
+      );
       expect(new Set(got.map((g) => g.sandboxID)).size).toBe(1);
     });
 

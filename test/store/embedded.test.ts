@@ -4,7 +4,18 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { EmbeddedStore } from '../../src/store/embedded.js';
-import { EPOCH_EVENT_AT, EPOCH_NODE, EPOCH_TIMES, LEGACY_EVENT_BODY, LEGACY_NODE_JSON, LEGACY_SNAPSHOT, legacyRecordJson, sandboxRecord, snapshotRecord, storeContract } from './contract.js';
+import {
+  EPOCH_EVENT_AT,
+  EPOCH_NODE,
+  EPOCH_TIMES,
+  LEGACY_EVENT_BODY,
+  LEGACY_NODE_JSON,
+  LEGACY_SNAPSHOT,
+  legacyRecordJson,
+  sandboxRecord,
+  snapshotRecord,
+  storeContract,
+} from './contract.js';
 
 storeContract('embedded (SQLite)', async ({ eventRetention }) => {
   const dir = mkdtempSync(join(tmpdir(), 'cubed-test-store-'));
@@ -47,7 +58,9 @@ it('a record an older version wrote (ISO 8601 times in its JSON) loads with epoc
     expect(await b.listSandboxes()).toMatchObject([EPOCH_TIMES]);
     // Written back (a state change), it is stored with numbers.
     expect(await b.updateSandboxState('old', 'paused')).toBe(true);
-    expect(JSON.parse((new Database(path, { readonly: true }).prepare('SELECT record FROM sandboxes').get() as { record: string }).record)).toMatchObject(EPOCH_TIMES);
+    expect(JSON.parse((new Database(path, { readonly: true }).prepare('SELECT record FROM sandboxes').get() as { record: string }).record)).toMatchObject(
+      EPOCH_TIMES,
+    );
     await b.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -64,7 +77,12 @@ it('a node record, an event and a snapshot an older version wrote (ISO 8601 time
     const db = new Database(path);
     db.prepare('INSERT INTO nodes (node_id, record) VALUES (?, ?)').run('n1', LEGACY_NODE_JSON);
     db.prepare('INSERT INTO events (at, body) VALUES (?, ?)').run('2026-01-01T00:00:07.000Z', LEGACY_EVENT_BODY);
-    db.prepare('INSERT INTO snapshots (id, node_id, created_at, record) VALUES (?, ?, ?, ?)').run(LEGACY_SNAPSHOT.id, 'node-a', LEGACY_SNAPSHOT.createdAt, LEGACY_SNAPSHOT.json);
+    db.prepare('INSERT INTO snapshots (id, node_id, created_at, record) VALUES (?, ?, ?, ?)').run(
+      LEGACY_SNAPSHOT.id,
+      'node-a',
+      LEGACY_SNAPSHOT.createdAt,
+      LEGACY_SNAPSHOT.json,
+    );
     db.close();
     const b = new EmbeddedStore({ path });
     await b.init();
@@ -74,7 +92,10 @@ it('a node record, an event and a snapshot an older version wrote (ISO 8601 time
     // A snapshot taken since sorts after the older one (created_at), both with numbers.
     await b.putSnapshot(snapshotRecord('snap-new', Date.parse(LEGACY_SNAPSHOT.createdAt) + 1));
     expect(await b.getSnapshot(LEGACY_SNAPSHOT.id)).toEqual(snapshotRecord(LEGACY_SNAPSHOT.id, Date.parse(LEGACY_SNAPSHOT.createdAt)));
-    expect((await b.listSnapshots()).map((x) => [x.snapshotID, x.createdAt])).toEqual([[LEGACY_SNAPSHOT.id, Date.parse(LEGACY_SNAPSHOT.createdAt)], ['snap-new', Date.parse(LEGACY_SNAPSHOT.createdAt) + 1]]);
+    expect((await b.listSnapshots()).map((x) => [x.snapshotID, x.createdAt])).toEqual([
+      [LEGACY_SNAPSHOT.id, Date.parse(LEGACY_SNAPSHOT.createdAt)],
+      ['snap-new', Date.parse(LEGACY_SNAPSHOT.createdAt) + 1],
+    ]);
     await b.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -114,8 +135,11 @@ it('a database of the version before API keys: migrated in place, its sandboxes 
     // What that version left: four migrations, no keys table, no owner column, no actor_name (and none
     // of the lifecycle tables and event classes that came after).
     const db = new Database(path);
-    db.exec('DROP INDEX sandboxes_owner; ALTER TABLE sandboxes DROP COLUMN owner; DROP TABLE api_keys; ALTER TABLE audit DROP COLUMN actor_name; PRAGMA user_version = 4;');
-    for (const t of ['tombstones', 'lifecycle_events', 'webhooks', 'webhook_deliveries', 'cursors', 'ended_sandboxes', 'create_keys']) db.exec(`DROP TABLE ${t}`);
+    db.exec(
+      'DROP INDEX sandboxes_owner; ALTER TABLE sandboxes DROP COLUMN owner; DROP TABLE api_keys; ALTER TABLE audit DROP COLUMN actor_name; PRAGMA user_version = 4;',
+    );
+    for (const t of ['tombstones', 'lifecycle_events', 'webhooks', 'webhook_deliveries', 'cursors', 'ended_sandboxes', 'create_keys'])
+      db.exec(`DROP TABLE ${t}`);
     db.exec('DROP INDEX events_flood; ALTER TABLE events DROP COLUMN flood;');
     db.close();
     const b = new EmbeddedStore({ path });

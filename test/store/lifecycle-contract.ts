@@ -6,7 +6,17 @@ import type { Tombstone } from '../../src/model/death.js';
 import type { Delivery, LifecycleEvent } from '../../src/model/lifecycle.js';
 import type { StateStore } from '../../src/store/types.js';
 
-const tomb = (over: Partial<Tombstone> = {}): Tombstone => ({ sandboxID: 'sbx1', reason: 'timeout', at: 1_000, nodeID: 'node-a', cubeCode: 130411, message: 'timeout reached', templateID: 'base', metadata: { run: '1' }, ...over });
+const tomb = (over: Partial<Tombstone> = {}): Tombstone => ({
+  sandboxID: 'sbx1',
+  reason: 'timeout',
+  at: 1_000,
+  nodeID: 'node-a',
+  cubeCode: 130411,
+  message: 'timeout reached',
+  templateID: 'base',
+  metadata: { run: '1' },
+  ...over,
+});
 
 const event = (n: number, over: Partial<LifecycleEvent> = {}): LifecycleEvent => ({
   id: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
@@ -18,7 +28,15 @@ const event = (n: number, over: Partial<LifecycleEvent> = {}): LifecycleEvent =>
   ...over,
 });
 
-const delivery = (n: number, over: Partial<Delivery> = {}): Delivery => ({ id: `d-${n}`, webhookID: 'w1', eventID: event(n).id, body: `{"n":${n}}`, attempts: 0, dueAt: 1_000, ...over });
+const delivery = (n: number, over: Partial<Delivery> = {}): Delivery => ({
+  id: `d-${n}`,
+  webhookID: 'w1',
+  eventID: event(n).id,
+  body: `{"n":${n}}`,
+  attempts: 0,
+  dueAt: 1_000,
+  ...over,
+});
 
 export function lifecycleContract(store: () => StateStore): void {
   it('tombstones: the first reason stays, a typed one replaces vanished, pruned by age', async () => {
@@ -38,12 +56,21 @@ export function lifecycleContract(store: () => StateStore): void {
 
   it('lifecycle events: appended once per id, filtered by sandbox, owner and types, paged both ways', async () => {
     const l = store().lifecycle;
-    const evs = [event(1, { owner: 'k1' }), event(2, { type: 'sandbox.lifecycle.paused', owner: 'k1' }), event(3, { type: 'sandbox.lifecycle.killed', data: { kill_reason: 'timeout' }, owner: 'k1' }), event(4, { sandboxID: 'sbx2', owner: 'k2' })];
+    const evs = [
+      event(1, { owner: 'k1' }),
+      event(2, { type: 'sandbox.lifecycle.paused', owner: 'k1' }),
+      event(3, { type: 'sandbox.lifecycle.killed', data: { kill_reason: 'timeout' }, owner: 'k1' }),
+      event(4, { sandboxID: 'sbx2', owner: 'k2' }),
+    ];
     await l.appendLifecycleEvents(evs);
     await l.appendLifecycleEvents(evs.slice(0, 2));
     const page = (q: Partial<Parameters<typeof l.listLifecycleEvents>[0]>) => l.listLifecycleEvents({ offset: 0, limit: 10, orderAsc: false, ...q });
     expect((await page({})).map((e) => e.at)).toEqual([10_004, 10_003, 10_002, 10_001]);
-    expect((await page({ sandboxID: 'sbx1', orderAsc: true })).map((e) => e.type)).toEqual(['sandbox.lifecycle.created', 'sandbox.lifecycle.paused', 'sandbox.lifecycle.killed']);
+    expect((await page({ sandboxID: 'sbx1', orderAsc: true })).map((e) => e.type)).toEqual([
+      'sandbox.lifecycle.created',
+      'sandbox.lifecycle.paused',
+      'sandbox.lifecycle.killed',
+    ]);
     expect((await page({ sandboxID: 'sbx1', offset: 1, limit: 1 }))[0]?.type).toBe('sandbox.lifecycle.paused');
     expect((await page({ types: ['sandbox.lifecycle.killed', 'sandbox.lifecycle.paused'] })).map((e) => e.at)).toEqual([10_003, 10_002]);
     expect((await page({ owner: 'k2' })).map((e) => e.sandboxID)).toEqual(['sbx2']);

@@ -6,7 +6,15 @@ import { buildNode } from '../../src/templates/cluster.js';
 import { node } from '../scheduler/fixtures.js';
 
 const builder = (id: string, usedMiB: number, over: Parameters<typeof node>[1] = {}) =>
-  node(id, { address: `http://${id}:7000`, layers: [], runtime: 'ns', runtimes: [{ name: 'ns' }], capacity: { cpus: 8, memoryMiB: 16384, declared: false }, ...over, usage: { quotaMemUsedMiB: usedMiB, ...over.usage } });
+  node(id, {
+    address: `http://${id}:7000`,
+    layers: [],
+    runtime: 'ns',
+    runtimes: [{ name: 'ns' }],
+    capacity: { cpus: 8, memoryMiB: 16384, declared: false },
+    ...over,
+    usage: { quotaMemUsedMiB: usedMiB, ...over.usage },
+  });
 
 describe('buildNode', () => {
   it('picks the builder with the most memory left', () => {
@@ -27,8 +35,14 @@ describe('buildNode', () => {
   });
 
   it('says why when no node takes the build (503 130597)', () => {
-    expect(() => buildNode([builder('a', 16000)], 1024)).toThrow(/no node offering the ns runtime has 1024 MiB of memory left for the build's steps \(most: 384 MiB\)/);
-    expect(() => buildNode([builder('a', 0, { schedulable: false, reason: 'disk 90% >= 80%' })], 512)).toThrow(/none of the 1 node\(s\) offering the ns runtime is schedulable \(a: disk 90% >= 80%\)/);
-    expect(() => buildNode([], 512)).toThrow(expect.objectContaining({ kind: 'NO_NODE', message: expect.stringContaining('no live compute node offering the ns runtime') }));
+    expect(() => buildNode([builder('a', 16000)], 1024)).toThrow(
+      /no node offering the ns runtime has 1024 MiB of memory left for the build's steps \(most: 384 MiB\)/,
+    );
+    expect(() => buildNode([builder('a', 0, { schedulable: false, reason: 'disk 90% >= 80%' })], 512)).toThrow(
+      /none of the 1 node\(s\) offering the ns runtime is schedulable \(a: disk 90% >= 80%\)/,
+    );
+    expect(() => buildNode([], 512)).toThrow(
+      expect.objectContaining({ kind: 'NO_NODE', message: expect.stringContaining('no live compute node offering the ns runtime') }),
+    );
   });
 });

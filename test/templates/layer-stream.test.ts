@@ -41,7 +41,10 @@ describe('stallGuard', () => {
     const src = new PassThrough();
     const out = stallGuard(src, 100, 'layer sha256:abc');
     src.write('first');
-    const err = await out.toArray().then(() => undefined, (e: unknown) => e);
+    const err = await out.toArray().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(CubeError);
     expect(err).toMatchObject({ kind: 'LAYER_UNAVAILABLE', message: expect.stringContaining('layer sha256:abc: no byte came for 0.1 s') });
     expect(src.destroyed).toBe(true);
@@ -69,7 +72,10 @@ async function slowNode(answerMs: number, progress: () => { bytes: number; activ
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: progress() }));
       return;
     }
-    const t = setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: { sandboxID: 'sbx-1', state: 'running' } })), answerMs);
+    const t = setTimeout(
+      () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: { sandboxID: 'sbx-1', state: 'running' } })),
+      answerMs,
+    );
     res.on('close', () => clearTimeout(t));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -98,8 +104,14 @@ describe('a create on a node fetching its template', () => {
   it('gives up (130596) once no byte came since the last look', async () => {
     const n = await slowNode(10 * CALL_MS, () => ({ bytes: 4096, active: 1 }));
     try {
-      const err = await new RemoteNode('n1', n.url, 's', CALL_MS).createSandbox(req).then(() => undefined, (e: unknown) => e);
-      expect(err).toMatchObject({ kind: 'NODE_UNREACHABLE', message: expect.stringContaining('no answer to the create within 1 s, and no layer byte fetched there in the last 1 s') });
+      const err = await new RemoteNode('n1', n.url, 's', CALL_MS).createSandbox(req).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject({
+        kind: 'NODE_UNREACHABLE',
+        message: expect.stringContaining('no answer to the create within 1 s, and no layer byte fetched there in the last 1 s'),
+      });
     } finally {
       n.server.closeAllConnections();
       n.server.close();
@@ -109,7 +121,10 @@ describe('a create on a node fetching its template', () => {
   it('gives up at the call timeout when no fetch runs there', async () => {
     const n = await slowNode(10 * CALL_MS, () => ({ bytes: 0, active: 0 }));
     try {
-      const err = await new RemoteNode('n1', n.url, 's', CALL_MS).createSandbox(req).then(() => undefined, (e: unknown) => e);
+      const err = await new RemoteNode('n1', n.url, 's', CALL_MS).createSandbox(req).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).toMatchObject({ kind: 'NODE_UNREACHABLE', message: expect.stringMatching(/no answer to the create within 1 s$/) });
       expect(n.looks).toBe(1);
     } finally {

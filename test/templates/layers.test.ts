@@ -24,7 +24,9 @@ describe('layer paths (pure)', () => {
     ['a/../b', 'b'],
     ['a//b', 'a/b'],
   ])('entry %s is %s', (name, want) => expect(entryPath(name)).toBe(want));
-  it.each(['../x', 'a/../../x', '/etc/passwd', '..', 'a\0b'])('entry %s is refused', (name) => expect(() => entryPath(name)).toThrow(expect.objectContaining({ kind: 'IMAGE_INVALID' })));
+  it.each(['../x', 'a/../../x', '/etc/passwd', '..', 'a\0b'])('entry %s is refused', (name) =>
+    expect(() => entryPath(name)).toThrow(expect.objectContaining({ kind: 'IMAGE_INVALID' })),
+  );
   it('knows whiteouts and opaque markers', () => {
     expect(whiteoutOf('etc/.wh.passwd')).toEqual({ kind: 'whiteout', path: 'etc/passwd' });
     expect(whiteoutOf('.wh.top')).toEqual({ kind: 'whiteout', path: 'top' });
@@ -50,7 +52,11 @@ describe('layer paths (pure)', () => {
     expect(parseTemplateRef('py')).toEqual({ name: 'py', tag: 'latest', ref: 'py:latest' });
     expect(parseTemplateRef('py:3.12')).toEqual({ name: 'py', tag: '3.12', ref: 'py:3.12' });
     expect(() => parseTemplateRef('Py')).toThrow();
-    expect(templateConfigOf({ config: { Env: ['A=1', 'B=x=y', 'bad-name=1'], WorkingDir: '/app', User: '1000:1000' } })).toEqual({ env: { A: '1', B: 'x=y' }, workdir: '/app', user: 'user' });
+    expect(templateConfigOf({ config: { Env: ['A=1', 'B=x=y', 'bad-name=1'], WorkingDir: '/app', User: '1000:1000' } })).toEqual({
+      env: { A: '1', B: 'x=y' },
+      workdir: '/app',
+      user: 'user',
+    });
     expect(templateConfigOf({ config: { User: 'root' } }).user).toBe('root');
     expect(templateConfigOf({}).user).toBe('root');
   });
@@ -58,7 +64,13 @@ describe('layer paths (pure)', () => {
 
 /** Two layers: busybox with /etc/motd and /opt/old; then a whiteout of motd, /opt made opaque, /opt/new. */
 async function twoLayers(): Promise<Buffer[]> {
-  const base = await tarOf([...busyboxLayer(), { name: 'etc/motd', content: 'hello\n' }, { name: 'opt/', type: 'directory' }, { name: 'opt/old', content: 'old\n' }, { name: 'opt/keep/', type: 'directory' }]);
+  const base = await tarOf([
+    ...busyboxLayer(),
+    { name: 'etc/motd', content: 'hello\n' },
+    { name: 'opt/', type: 'directory' },
+    { name: 'opt/old', content: 'old\n' },
+    { name: 'opt/keep/', type: 'directory' },
+  ]);
   const top = await tarOf([
     { name: 'etc/.wh.motd' },
     { name: 'opt/', type: 'directory' },
@@ -88,13 +100,19 @@ describe('importing images into the layer store', () => {
     return f;
   };
   // The layers' directories (each has a `<hex>.tree` digest beside it: src/templates/layers/tree.ts).
-  const layerDirs = async () => (await readdir(join(rig().dataDir, 'layers', 'sha256'), { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory()).map((e) => e.name);
+  const layerDirs = async () =>
+    (await readdir(join(rig().dataDir, 'layers', 'sha256'), { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory()).map((e) => e.name);
 
   it('imports a docker-archive and an oci-archive sharing their layers, and runs sandboxes from both', async () => {
     const layers = await twoLayers();
     const cfg = { Env: ['GREETING=from-image', 'PATH=/bin:/usr/bin'], WorkingDir: '/app', Cmd: ['/bin/sh'] };
     const a = await importImage(store, await file('d.tar', await dockerArchive(layers, cfg)), { ref: 'bb' });
-    expect(a).toMatchObject({ ref: 'bb:latest', source: 'docker-archive', config: { env: { GREETING: 'from-image' }, workdir: '/app', user: 'root' }, image: { cmd: ['/bin/sh'] } });
+    expect(a).toMatchObject({
+      ref: 'bb:latest',
+      source: 'docker-archive',
+      config: { env: { GREETING: 'from-image' }, workdir: '/app', user: 'root' },
+      image: { cmd: ['/bin/sh'] },
+    });
     expect(a.layers).toHaveLength(3); // two image layers and the base layer
     const b = await importImage(store, await file('o.tar', await ociArchive(layers, cfg, { gzip: true })), { ref: 'bb:oci' });
     expect(b.layers).toEqual(a.layers); // same diff_ids: stored once
@@ -110,7 +128,12 @@ describe('importing images into the layer store', () => {
       const template = await store.resolve(name);
       const h = await rig().driver.create(rig().spec({ template, env: template.config!.env }));
       try {
-        const r = await run(rig(), h, ['/bin/sh', '-c', 'cat /opt/new; ls /opt; test -e /etc/motd || echo motd-gone; echo $GREETING; /app/run2.sh; id -u; ls -d /home/user'], { user: 'root' });
+        const r = await run(
+          rig(),
+          h,
+          ['/bin/sh', '-c', 'cat /opt/new; ls /opt; test -e /etc/motd || echo motd-gone; echo $GREETING; /app/run2.sh; id -u; ls -d /home/user'],
+          { user: 'root' },
+        );
         expect(r.stderr).toBe('');
         expect(r.stdout).toBe('new\nnew\nmotd-gone\nfrom-image\nrun\n0\n/home/user\n');
       } finally {
@@ -122,8 +145,23 @@ describe('importing images into the layer store', () => {
   const hostile: [string, TarEntry[], RegExp][] = [
     ['a .. path', [{ name: '../../escaped', content: 'x' }], /escapes the layer root/],
     ['an absolute path', [{ name: '/escaped', content: 'x' }], /absolute path/],
-    ['a write through a symlink', [{ name: 'evil', type: 'symlink', linkname: '/tmp' }, { name: 'evil/escaped', content: 'x' }], /passes through the symlink 'evil'/],
-    ['a write through a symlink to ..', [{ name: 'd/', type: 'directory' }, { name: 'd/up', type: 'symlink', linkname: '../..' }, { name: 'd/up/escaped', content: 'x' }], /passes through the symlink/],
+    [
+      'a write through a symlink',
+      [
+        { name: 'evil', type: 'symlink', linkname: '/tmp' },
+        { name: 'evil/escaped', content: 'x' },
+      ],
+      /passes through the symlink 'evil'/,
+    ],
+    [
+      'a write through a symlink to ..',
+      [
+        { name: 'd/', type: 'directory' },
+        { name: 'd/up', type: 'symlink', linkname: '../..' },
+        { name: 'd/up/escaped', content: 'x' },
+      ],
+      /passes through the symlink/,
+    ],
     ['a hard link out', [{ name: 'h', type: 'link', linkname: '../../../etc/passwd' }], /points outside the layer/],
     ['a hard link to an absolute path', [{ name: 'h', type: 'link', linkname: '/etc/passwd' }], /points outside the layer/],
   ];
@@ -139,7 +177,21 @@ describe('importing images into the layer store', () => {
   });
 
   it('skips device nodes and FIFOs', async () => {
-    const f = await file('dev.tar', await dockerArchive([await tarOf([...busyboxLayer(), { name: 'dev/', type: 'directory' }, { name: 'dev/sda', type: 'block-device' }, { name: 'dev/mem', type: 'character-device' }, { name: 'p', type: 'fifo' }])], {}));
+    const f = await file(
+      'dev.tar',
+      await dockerArchive(
+        [
+          await tarOf([
+            ...busyboxLayer(),
+            { name: 'dev/', type: 'directory' },
+            { name: 'dev/sda', type: 'block-device' },
+            { name: 'dev/mem', type: 'character-device' },
+            { name: 'p', type: 'fifo' },
+          ]),
+        ],
+        {},
+      ),
+    );
     const rec = await importImage(store, f, { ref: 'devices' });
     const dir = (await store.resolve('devices')).layers[0]!;
     expect(await readdir(join(dir, 'dev'))).toEqual([]);
@@ -150,13 +202,22 @@ describe('importing images into the layer store', () => {
   it('refuses a digest mismatch naming the layer, a truncated archive and a non-image', async () => {
     const layers = await twoLayers();
     const wrong = `sha256:${'0'.repeat(64)}`;
-    const f1 = await file('mismatch.tar', await dockerArchive(layers, {}, { diffIDs: [(await planImport(await file('ok.tar', await dockerArchive(layers, {})))).layers[0]!.diffID, wrong] }));
-    await expect(importImage(store, f1, { ref: 'mismatch' })).rejects.toMatchObject({ kind: 'LAYER_DIGEST_MISMATCH', message: expect.stringContaining(`layer 2 (${wrong})`) });
+    const f1 = await file(
+      'mismatch.tar',
+      await dockerArchive(layers, {}, { diffIDs: [(await planImport(await file('ok.tar', await dockerArchive(layers, {})))).layers[0]!.diffID, wrong] }),
+    );
+    await expect(importImage(store, f1, { ref: 'mismatch' })).rejects.toMatchObject({
+      kind: 'LAYER_DIGEST_MISMATCH',
+      message: expect.stringContaining(`layer 2 (${wrong})`),
+    });
     const whole = await ociArchive(layers, {});
     const f2 = await file('truncated.tar', whole.subarray(0, Math.floor(whole.length * 0.6)));
     await expect(importImage(store, f2, { ref: 'truncated' })).rejects.toMatchObject({ kind: 'IMAGE_INVALID' });
     const f3 = await file('plain.tar', await tarOf([{ name: 'hello.txt', content: 'hi' }]));
-    await expect(importImage(store, f3, { ref: 'plain' })).rejects.toMatchObject({ kind: 'IMAGE_INVALID', message: expect.stringMatching(/not an image archive/) });
+    await expect(importImage(store, f3, { ref: 'plain' })).rejects.toMatchObject({
+      kind: 'IMAGE_INVALID',
+      message: expect.stringMatching(/not an image archive/),
+    });
     const f4 = await file('garbage.tar', Buffer.from('this is not a tar file at all'.repeat(40)));
     await expect(importImage(store, f4, { ref: 'garbage' })).rejects.toMatchObject({ kind: 'IMAGE_INVALID' });
     for (const n of ['mismatch', 'truncated', 'plain', 'garbage']) await expect(store.get(n)).rejects.toMatchObject({ kind: 'NOT_FOUND' });
@@ -181,7 +242,11 @@ describe('importing images into the layer store', () => {
   });
 
   it('removes a template and the layers no other template holds', async () => {
-    const only = await importImage(store, await file('only.tar', await dockerArchive([await tarOf([...busyboxLayer(), { name: 'only-here', content: '1' }])], {})), { ref: 'only' });
+    const only = await importImage(
+      store,
+      await file('only.tar', await dockerArchive([await tarOf([...busyboxLayer(), { name: 'only-here', content: '1' }])], {})),
+      { ref: 'only' },
+    );
     const unique = only.layers[0]!;
     expect(await layerDirs()).toContain(unique.slice(7));
     await expect(store.remove('only', async () => ['sb-1'])).rejects.toMatchObject({ kind: 'CONFLICT', message: expect.stringContaining('sb-1') });

@@ -11,7 +11,18 @@ import { copyArchive, copyFiles, filesHash, parseRecipe, recipeBody, type CopySp
 describe('recipes', () => {
   it('turn into the body the SDK sends, which the daemon parser accepts', () => {
     const r = parseRecipe(
-      ['fromTemplate: base', 'steps:', '  - run: make', '  - run: {cmd: apt-get install -y git, user: root}', '  - copy: {src: app, dest: /srv/, mode: 755}', '  - env: {PORT: 8000, DEBUG: true}', '  - workdir: /srv', '  - user: user', 'startCmd: ./serve', 'readyCmd: nc -z 127.0.0.1 8000'].join('\n'),
+      [
+        'fromTemplate: base',
+        'steps:',
+        '  - run: make',
+        '  - run: {cmd: apt-get install -y git, user: root}',
+        '  - copy: {src: app, dest: /srv/, mode: 755}',
+        '  - env: {PORT: 8000, DEBUG: true}',
+        '  - workdir: /srv',
+        '  - user: user',
+        'startCmd: ./serve',
+        'readyCmd: nc -z 127.0.0.1 8000',
+      ].join('\n'),
       'r.yaml',
     );
     const { body, copies } = recipeBody(r, true);

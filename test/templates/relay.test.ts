@@ -17,14 +17,32 @@ describe('holders', () => {
       node('f', { layers: ['sha256:x'] }),
     ];
     const has = (v: (typeof views)[number]) => v.layers?.includes('sha256:x') === true;
-    expect(holders(views, undefined, has).map((v) => v.nodeID).sort()).toEqual(['a', 'b']);
+    expect(
+      holders(views, undefined, has)
+        .map((v) => v.nodeID)
+        .sort(),
+    ).toEqual(['a', 'b']);
     expect(holders(views, 'a', has).map((v) => v.nodeID)).toEqual(['b']);
     expect(holders(views, 'b', () => false)).toEqual([]);
   });
 
   it('orders them at random (a burst of fetches spreads over the holders)', () => {
     const views = ['a', 'b', 'c'].map((id) => node(id, { address: addr(id) }));
-    expect(holders(views, undefined, () => true, () => 0).map((v) => v.nodeID)).toEqual(['b', 'c', 'a']);
-    expect(holders(views, undefined, () => true, () => 0.99).map((v) => v.nodeID)).toEqual(['a', 'b', 'c']);
+    expect(
+      holders(
+        views,
+        undefined,
+        () => true,
+        () => 0,
+      ).map((v) => v.nodeID),
+    ).toEqual(['b', 'c', 'a']);
+    expect(
+      holders(
+        views,
+        undefined,
+        () => true,
+        () => 0.99,
+      ).map((v) => v.nodeID),
+    ).toEqual(['a', 'b', 'c']);
   });
 });

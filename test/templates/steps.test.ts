@@ -48,7 +48,16 @@ describe('parseBuild', () => {
     [{ fromImage: 'a', steps: [{ type: 'COPY', args: ['a', '/b'], filesHash: '../../etc' }] }, /files hash must be 64/],
     [{ fromImage: 'a', steps: [{ type: 'COPY', args: ['a', '/b', '', '9999'], filesHash: H }] }, /mode must be octal/],
     [{ fromImage: 'a', steps: [{ type: 'WORKDIR', args: ['rel'] }] }, /must be an absolute path/],
-    [{ fromImage: 'a', steps: [{ type: 'RUN', args: ['true'] }, { type: 'ARG', args: [] }] }, /step 2 \(ARG\): unknown step type/],
+    [
+      {
+        fromImage: 'a',
+        steps: [
+          { type: 'RUN', args: ['true'] },
+          { type: 'ARG', args: [] },
+        ],
+      },
+      /step 2 \(ARG\): unknown step type/,
+    ],
     [{ fromImage: 'a', steps: 'RUN true' }, /steps/],
   ])('refuses %j with 400', (body, message) => {
     expect(() => parseBuild(body)).toThrow(expect.objectContaining({ kind: 'BAD_REQUEST', message: expect.stringMatching(message) }));
@@ -78,9 +87,18 @@ describe('stepKey', () => {
 describe('applyStep', () => {
   const c = { env: { A: '1' }, workdir: '', user: 'user' };
   it.each<[Step, object]>([
-    [{ type: 'ENV', env: { B: '2', A: 'x' }, force: false }, { env: { A: 'x', B: '2' }, workdir: '', user: 'user' }],
-    [{ type: 'WORKDIR', dir: '/app', force: false }, { env: { A: '1' }, workdir: '/app', user: 'user' }],
-    [{ type: 'USER', user: 'root', force: false }, { env: { A: '1' }, workdir: '', user: 'root' }],
+    [
+      { type: 'ENV', env: { B: '2', A: 'x' }, force: false },
+      { env: { A: 'x', B: '2' }, workdir: '', user: 'user' },
+    ],
+    [
+      { type: 'WORKDIR', dir: '/app', force: false },
+      { env: { A: '1' }, workdir: '/app', user: 'user' },
+    ],
+    [
+      { type: 'USER', user: 'root', force: false },
+      { env: { A: '1' }, workdir: '', user: 'root' },
+    ],
     [{ type: 'RUN', cmd: 'x', force: false }, c],
   ])('%j', (s, want) => expect(applyStep(c, s)).toEqual(want));
 });

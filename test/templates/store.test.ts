@@ -24,7 +24,12 @@ describe('host template contents', () => {
   it('has root and user accounts with locked passwords and a profile that keeps PATH', () => {
     const etc = hostEtc();
     expect(etc.passwd![0]).toContain('user:x:1000:1000:user:/home/user:/bin/bash');
-    expect(etc.shadow![0].split('\n').filter(Boolean).every((l) => l.split(':')[1] === '*')).toBe(true);
+    expect(
+      etc
+        .shadow![0].split('\n')
+        .filter(Boolean)
+        .every((l) => l.split(':')[1] === '*'),
+    ).toBe(true);
     expect(etc.shadow![1]).toBe(0o600);
     expect(etc.profile![0]).toMatch(/if \[ -z "\$PATH" \]/);
   });
@@ -63,7 +68,9 @@ describe('templates', () => {
     expect(template).toMatchObject({ name: 'bash-only', layers: [dir], bindHostUsr: false });
 
     const h = await rig().driver.create(rig().spec({ template }));
-    const r = await run(rig(), h, ['/bin/bash', '-c', 'echo $BASH_VERSION; test -e /usr/bin/python3 && echo host-usr; echo x > /tmp/f; echo done'], { user: 'root' });
+    const r = await run(rig(), h, ['/bin/bash', '-c', 'echo $BASH_VERSION; test -e /usr/bin/python3 && echo host-usr; echo x > /tmp/f; echo done'], {
+      user: 'root',
+    });
     expect(r.stdout).toMatch(/^\d+\.\d+.*\ndone\n$/);
     await rig().driver.destroy(h.sandboxID);
   });
@@ -90,7 +97,10 @@ describe('templates', () => {
 
   it('leaves nothing behind when a create fails', async () => {
     const spec = rig().spec({ template: { name: 'gone', layers: [join(scratch, 'missing')], bindHostUsr: false } });
-    await expect(rig().driver.create(spec)).rejects.toMatchObject({ kind: 'CREATE_FAILED', message: expect.stringMatching(/open_tree \S*missing: No such file|mount overlay/) });
+    await expect(rig().driver.create(spec)).rejects.toMatchObject({
+      kind: 'CREATE_FAILED',
+      message: expect.stringMatching(/open_tree \S*missing: No such file|mount overlay/),
+    });
     const leaks = findLeaks(rig().tag, rig().dataDir);
     expect([...leaks.cgroups, ...leaks.dirs].filter((x) => x.includes(spec.sandboxID))).toEqual([]);
     await expect(rig().driver.create(spec)).rejects.toMatchObject({ kind: 'CREATE_FAILED' }); // the id is free again

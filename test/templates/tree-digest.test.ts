@@ -36,7 +36,13 @@ describe('treeDigest', () => {
   it.each<[string, (root: string) => Promise<unknown>]>([
     ['contents', (r) => writeFile(join(r, 'opt', 'app', 'main.py'), 'print(2)\n')],
     ['a mode', (r) => chmod(join(r, 'opt', 'app', 'main.py'), 0o755)],
-    ['a link target', async (r) => { await rm(join(r, 'opt', 'app', 'link')); await symlink('other', join(r, 'opt', 'app', 'link')); }],
+    [
+      'a link target',
+      async (r) => {
+        await rm(join(r, 'opt', 'app', 'link'));
+        await symlink('other', join(r, 'opt', 'app', 'link'));
+      },
+    ],
     ['a new empty file', (r) => writeFile(join(r, 'opt', 'empty'), '')],
     ['a whiteout', (r) => runLayerTool(nativeBinary('cube-layer'), r, ['wopt/gone'])],
     ['an opaque mark', (r) => runLayerTool(nativeBinary('cube-layer'), r, ['oopt/app'])],

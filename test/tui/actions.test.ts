@@ -56,7 +56,9 @@ describe('console actions against a real cubed', () => {
   it('r: the new ratio with the daemon own density numbers; out of range is refused with its code', async () => {
     await actions.setReleaseRatio(0.5, d.nodeID);
     expect(flashOf()!.text).toMatch(/^release ratio 0\.5 applied \(config v\d+\)$/);
-    expect(flashOf()!.detail).toEqual([expect.stringMatching(new RegExp(`^${d.nodeID}: 0 / \\d+ \\(\\d+ safe\\), all paused \\d+, ratio 0\\.5 frees 0Mi, headroom \\d+$`))]);
+    expect(flashOf()!.detail).toEqual([
+      expect.stringMatching(new RegExp(`^${d.nodeID}: 0 / \\d+ \\(\\d+ safe\\), all paused \\d+, ratio 0\\.5 frees 0Mi, headroom \\d+$`)),
+    ]);
     await actions.setReleaseRatio(1.5);
     expect(flashOf()).toMatchObject({ level: 'bad' });
     expect(flashOf()!.text).toMatch(/^set release ratio failed: .*130483.*between 0 and 1/);

@@ -23,7 +23,9 @@ describe('at 80 columns', () => {
   it('wraps a selected row detail whole however long (it ended in "..." after two lines)', () => {
     const long = Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ') + ' FIX: the end';
     const cols: Column<{ id: string }>[] = [{ title: 'ID', width: 10, cell: (r) => r.id }];
-    const { lastFrame } = render(<Table columns={cols} rows={[{ id: 'a' }, { id: 'b' }]} rowKey={(r) => r.id} height={14} width={40} skin={pickSkin('mono')} detail={() => long} />);
+    const { lastFrame } = render(
+      <Table columns={cols} rows={[{ id: 'a' }, { id: 'b' }]} rowKey={(r) => r.id} height={14} width={40} skin={pickSkin('mono')} detail={() => long} />,
+    );
     const f = lastFrame()!;
     expect(f).toContain('FIX: the end');
     expect(f).not.toContain('...');
@@ -59,7 +61,9 @@ describe('at 80 columns', () => {
 
   it('marks a restart key whose file value is not the one running (restart pending)', () => {
     const store = storeFrom(undefined, { view: 'config' });
-    store.setState((s) => ({ data: { ...s.data, config: { ...s.data.config!, restartPending: [{ path: 'cubelet.plugins.io.cubelet.internal.v1.network.tap_init_num', running: 4 }] } } }));
+    store.setState((s) => ({
+      data: { ...s.data, config: { ...s.data.config!, restartPending: [{ path: 'cubelet.plugins.io.cubelet.internal.v1.network.tap_init_num', running: 4 }] } },
+    }));
     store.setState((s) => ({ ui: { ...s.ui, filter: { config: 'tap_init_num' } } }));
     const f = render(withStore(store, <ConfigView height={10} width={80} />)).lastFrame()!;
     expect(f).toMatch(/tap_init_num +pending .*\(runs 4\)/);
@@ -80,7 +84,15 @@ describe('at 80 columns', () => {
   it('w brings back the columns a narrow terminal leaves out; right pans over them', () => {
     const store = storeFrom();
     const ctx = { store, actions: recordingActions(), quit: () => {}, pageSize: () => 10 };
-    const draw = () => render(withStore(store, <TableMode.Provider value={{ wide: store.getState().ui.wide, pan: store.getState().ui.pan }}><NodesView height={10} width={80} /></TableMode.Provider>)).lastFrame()!;
+    const draw = () =>
+      render(
+        withStore(
+          store,
+          <TableMode.Provider value={{ wide: store.getState().ui.wide, pan: store.getState().ui.pan }}>
+            <NodesView height={10} width={80} />
+          </TableMode.Provider>,
+        ),
+      ).lastFrame()!;
     expect(draw()).not.toContain('BOUND');
     handleKey(ctx, 'w', 'w');
     expect(store.getState().ui.wide).toBe(true);

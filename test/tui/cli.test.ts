@@ -6,13 +6,27 @@ import { describe, expect, it } from 'vitest';
 
 const BIN = resolve(import.meta.dirname, '../../bin/cubectl-tui');
 const run = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
-const runEnv = (env: Record<string, string>, ...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000, env: { ...process.env, ...env } });
+const runEnv = (env: Record<string, string>, ...args: string[]) =>
+  spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000, env: { ...process.env, ...env } });
 
 describe('cubectl-tui command line', () => {
   it('--help documents the flags, the views, the environment and exits 0', () => {
     const r = run('--help');
     expect(r.status).toBe(0);
-    for (const s of ['--api <urls>', 'CUBE_API_URL', 'comma-separated', '--readonly', '--refresh <ms>', '--skin <name>', '"dark", "light", "16", "mono"', ':name', 'CUBE_API_KEY', 'NO_COLOR', 'starts the bundled daemon']) expect(r.stdout).toContain(s);
+    for (const s of [
+      '--api <urls>',
+      'CUBE_API_URL',
+      'comma-separated',
+      '--readonly',
+      '--refresh <ms>',
+      '--skin <name>',
+      '"dark", "light", "16", "mono"',
+      ':name',
+      'CUBE_API_KEY',
+      'NO_COLOR',
+      'starts the bundled daemon',
+    ])
+      expect(r.stdout).toContain(s);
   });
 
   it.each([

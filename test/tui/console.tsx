@@ -8,7 +8,10 @@ import { applyBatch, createConsoleStore, type ConsoleStore } from '../../src/tui
 import type { ViewName } from '../../src/tui/views.js';
 import { loadStream } from './replay.js';
 
-export function storeFrom(msgs: readonly WatchMessage[] = loadStream('watch-handwritten.ndjson'), opts: { readonly?: boolean; view?: ViewName } = {}): ConsoleStore {
+export function storeFrom(
+  msgs: readonly WatchMessage[] = loadStream('watch-handwritten.ndjson'),
+  opts: { readonly?: boolean; view?: ViewName } = {},
+): ConsoleStore {
   const store = createConsoleStore({ apiUrl: 'http://127.0.0.1:3000', skin: 'mono', ...opts });
   applyBatch(store, msgs);
   store.setState((s) => ({ conn: { ...s.conn, state: 'live' } }));
@@ -17,9 +20,13 @@ export function storeFrom(msgs: readonly WatchMessage[] = loadStream('watch-hand
 
 export function recordingActions(): Actions & { calls: string[] } {
   const calls: string[] = [];
-  const rec = (name: string) => async (...args: unknown[]) => {
-    calls.push(`${name} ${args.map((a) => (typeof a === 'object' && a !== null && 'sandboxID' in a ? (a as { sandboxID: string }).sandboxID : JSON.stringify(a))).join(' ')}`.trim());
-  };
+  const rec =
+    (name: string) =>
+    async (...args: unknown[]) => {
+      calls.push(
+        `${name} ${args.map((a) => (typeof a === 'object' && a !== null && 'sandboxID' in a ? (a as { sandboxID: string }).sandboxID : JSON.stringify(a))).join(' ')}`.trim(),
+      );
+    };
   return {
     calls,
     reload: rec('reload'),

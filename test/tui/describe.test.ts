@@ -7,17 +7,30 @@ const data = storeFrom().getState().data;
 const NOW = Date.parse('2026-11-30T05:40:01.000Z');
 
 describe('describe', () => {
-  it('a node: quota, density derivation, the control plane\'s verdict and the rule that refused, events', () => {
+  it("a node: quota, density derivation, the control plane's verdict and the rule that refused, events", () => {
     const n = data.nodes['node-b']!;
     const rules = [{ rule: 'prefilter' }, { rule: 'cpu' }, { rule: 'mem' }, { rule: 'disk', refusal: 'disk 83% >= 80%' }, { rule: 'realtime_create_num' }];
-    const text = describeNode({ ...n, cordoned: false, schedulable: false, reason: 'disk 83% >= 80%', refusedBy: 'disk', rules, lastSeen: new Date(NOW - 500).toISOString() } as NodeView, data.events).join('\n');
+    const text = describeNode(
+      {
+        ...n,
+        cordoned: false,
+        schedulable: false,
+        reason: 'disk 83% >= 80%',
+        refusedBy: 'disk',
+        rules,
+        lastSeen: new Date(NOW - 500).toISOString(),
+      } as NodeView,
+      data.events,
+    ).join('\n');
     expect(text).toContain('capacity 128 cpus, 251.0Gi (declared in cubelet.toml [quota])');
     expect(text).toMatch(/footprint 4\.1Gi per sandbox/);
     expect(text).toMatch(/paper ceiling 117 .*safety boundary 58 .*cpu ceiling 307/);
     expect(text).toMatch(/effective ceiling 117, set by memory/);
     expect(text).toContain('NOT schedulable (disk): disk 83% >= 80%');
     // Every rule as the control plane answered it (NodeView.rules), in the pipeline's order.
-    expect(text).toMatch(/Scheduler rules for the default spec .*\n {2}pass prefilter\n {2}pass cpu\n {2}pass mem\n {2}REFUSE disk: disk 83% >= 80%\n {2}pass realtime_create_num\n/);
+    expect(text).toMatch(
+      /Scheduler rules for the default spec .*\n {2}pass prefilter\n {2}pass cpu\n {2}pass mem\n {2}REFUSE disk: disk 83% >= 80%\n {2}pass realtime_create_num\n/,
+    );
     const { rules: _r, ...older } = n;
     expect(describeNode(older as NodeView, []).join('\n')).toMatch(/Scheduler rules .*\n {2}not reported by this daemon/);
     expect(text).toMatch(/Recent events\n {2}none in the console buffer$/);
@@ -26,14 +39,26 @@ describe('describe', () => {
 
   it('a node with a sandbox store: the disk quota held of what the store may promise', () => {
     const n = data.nodes['node-a']!;
-    const withStore = { ...n, usage: { ...n.usage, quotaDiskUsedGiB: 30, store: { kind: 'loop' as const, path: '/d/store', sizeBytes: 12 * 2 ** 30, freeBytes: 8 * 2 ** 30, usedPercent: 33 } }, density: { ...n.density, diskQuotaGiB: 240 } };
-    expect(describeNode(withStore, [])).toContain('  disk: 30 GiB of disk quota 240 GiB (sandbox store 12.0 GiB times the disk oversell factor; paused sandboxes count in full)');
+    const withStore = {
+      ...n,
+      usage: {
+        ...n.usage,
+        quotaDiskUsedGiB: 30,
+        store: { kind: 'loop' as const, path: '/d/store', sizeBytes: 12 * 2 ** 30, freeBytes: 8 * 2 ** 30, usedPercent: 33 },
+      },
+      density: { ...n.density, diskQuotaGiB: 240 },
+    };
+    expect(describeNode(withStore, [])).toContain(
+      '  disk: 30 GiB of disk quota 240 GiB (sandbox store 12.0 GiB times the disk oversell factor; paused sandboxes count in full)',
+    );
     expect(describeNode(n, []).some((l) => l.startsWith('  disk:'))).toBe(false);
   });
 
   it('a cluster node: the layers it holds and the template fetches creates wait for', () => {
     const n = data.nodes['node-a']!;
-    expect(describeNode({ ...n, layers: ['sha256:a', 'sha256:b'], fetching: ['py:latest 1/3'] }, [])).toContain('Layers: 2 in the store; fetching py:latest 1/3 layers');
+    expect(describeNode({ ...n, layers: ['sha256:a', 'sha256:b'], fetching: ['py:latest 1/3'] }, [])).toContain(
+      'Layers: 2 in the store; fetching py:latest 1/3 layers',
+    );
     expect(describeNode(n, []).some((l) => l.startsWith('Layers:'))).toBe(false);
   });
 

@@ -11,7 +11,11 @@ import { BIN, tmuxConsole } from './tmux.js';
 const f = fileDaemon();
 const { start, keys, until, ended, kill } = tmuxConsole(`cube-tui-effective-${process.pid}`);
 /** The screen's lines joined: the detail lines wrap at 80. */
-const flat = (s: string) => s.split('\n').map((l) => l.trimEnd()).join(' ');
+const flat = (s: string) =>
+  s
+    .split('\n')
+    .map((l) => l.trimEnd())
+    .join(' ');
 
 describe('cubectl-tui at 80x24: effective config, event history, header, footprint', () => {
   it('shows flag overrides with their source, pages back to the first event, keeps p99 and names the quota', async () => {

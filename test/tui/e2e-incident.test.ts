@@ -15,7 +15,11 @@ const { start, keys, until, ended, kill } = tmuxConsole(`cube-tui-incident-${pro
 /** The table row of the node (its id is cut at 80 columns; the detail line under the table starts with it too). */
 const nodeRow = (s: string) => s.split('\n').find((l) => l.startsWith(d.nodeID.slice(0, 6)) && / (HEALTHY|UNHEALTHY|LOST|DRAINING) /.test(l)) ?? '';
 /** The screen's lines joined: the detail lines wrap at 80. */
-const flat = (s: string) => s.split('\n').map((l) => l.trimEnd()).join(' ');
+const flat = (s: string) =>
+  s
+    .split('\n')
+    .map((l) => l.trimEnd())
+    .join(' ');
 
 /** The cpu filter's words with a 0.01% cap: host or sandbox use over it, or a quota of (almost) nothing. */
 const CPU_REFUSAL = /(cpu util \d+(\.\d)?% >= 0%|sandbox cpu use \d+(\.\d)?% >= 0%|cpu quota [\d.]+\+1 > [\d.]+)/;
@@ -53,7 +57,11 @@ describe('cubectl-tui at 80x24 in an incident', () => {
       expect((await api.setConfig('scheduler.node_max_cpu_util', 0.01)).ok).toBe(true);
       expect((await api.setConfig('scheduler.filter.enable_filters', [...FILTER_NAMES])).ok).toBe(true);
       s = await until('the cpu refusal on the row', (x) => /HEALTHY +no: cp/.test(nodeRow(x)) && x.includes('(0 schedulable)'));
-      expect(flat(s)).toMatch(new RegExp(`${d.nodeID} NOT schedulable \\(cpu\\): ${CPU_REFUSAL.source} \\| footprint [^|]+, all paused \\d+ at r [\\d.]+ \\| host cpu \\d+%, MemAvailable`));
+      expect(flat(s)).toMatch(
+        new RegExp(
+          `${d.nodeID} NOT schedulable \\(cpu\\): ${CPU_REFUSAL.source} \\| footprint [^|]+, all paused \\d+ at r [\\d.]+ \\| host cpu \\d+%, MemAvailable`,
+        ),
+      );
       const refused = await api.createSandbox({ timeoutSec: 60 }).then(
         () => null,
         (e: unknown) => e,
@@ -75,7 +83,14 @@ describe('cubectl-tui at 80x24 in an incident', () => {
       s = await until('the triage finding', (x) => /^(BAD|WARN) +\S+ +CPU starvation/m.test(x));
       expect(flat(s)).toMatch(/CPU starvation: .*node_max_cpu_util 0%.*\. FIX: find what burns/);
       keys('1');
-      expect((await api.setConfig('scheduler.filter.enable_filters', FILTER_NAMES.filter((f) => f !== 'cpu'))).ok).toBe(true);
+      expect(
+        (
+          await api.setConfig(
+            'scheduler.filter.enable_filters',
+            FILTER_NAMES.filter((f) => f !== 'cpu'),
+          )
+        ).ok,
+      ).toBe(true);
       expect((await api.setConfig('scheduler.node_max_cpu_util', 80)).ok).toBe(true);
       burner.kill('SIGKILL');
       s = await until('schedulable again', (x) => /HEALTHY +yes /.test(nodeRow(x)) && x.includes('(1 schedulable)'));

@@ -85,7 +85,12 @@ describe('a shell in a sandbox at 80x24', () => {
     await api.pause(paused);
     const { start, keys, until, kill } = tmuxConsole(`cube-cli-shell-${process.pid}`);
     const cubectl = `${process.execPath} ${CUBECTL}`;
-    start(80, 24, { CUBE_API_KEY: f.d.apiKey, CUBE_API_URL: f.d.url, TERM: 'xterm-256color' }, `sh -c '${cubectl} sandbox shell ${paused}; echo "paused-exit=$?"; ${cubectl} sandbox shell ${live}; echo "live-exit=$?"; sleep 60'`);
+    start(
+      80,
+      24,
+      { CUBE_API_KEY: f.d.apiKey, CUBE_API_URL: f.d.url, TERM: 'xterm-256color' },
+      `sh -c '${cubectl} sandbox shell ${paused}; echo "paused-exit=$?"; ${cubectl} sandbox shell ${live}; echo "live-exit=$?"; sleep 60'`,
+    );
     try {
       await until('the refusal and its exit code', (x) => x.includes(`sandbox ${paused} is paused`) && x.includes('paused-exit=1'));
       await until('a prompt', (x) => x.includes('paused-exit=1') && /[$#] *$/m.test(x.split('paused-exit=1')[1] ?? ''));

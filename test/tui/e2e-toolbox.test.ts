@@ -38,15 +38,23 @@ describe('cubectl-tui toolbox at 80x24', () => {
     start(80, 24, { CUBE_API_KEY: f.d.apiKey, CUBE_API_URL: f.d.url, TERM: 'xterm-256color' }, `${process.execPath} ${BIN} --skin mono`);
     try {
       keys('2');
-      let s = await until('the live use of both', (x) => x.includes('LIVE') && /\d+% +\S+Mi\/256Mi +\d+ /.test(row(x, busy)) && /\d+% +\S+Mi\/256Mi/.test(row(x, idle)));
+      let s = await until(
+        'the live use of both',
+        (x) => x.includes('LIVE') && /\d+% +\S+Mi\/256Mi +\d+ /.test(row(x, busy)) && /\d+% +\S+Mi\/256Mi/.test(row(x, idle)),
+      );
       expect(s.split('\n')[3]).toMatch(/^SANDBOX +NODE +STATE +AGE +CPU% +MEM +PROCS +LEFT/);
       for (const l of s.split('\n')) expect(l.length).toBeLessThanOrEqual(80);
       // Sort by CPU%, busiest first: s to CPU% (SANDBOX TEMPLATE NODE STATE AGE CPU%), S reverses.
       keys('s', 's', 's', 's', 's', 's', 'S');
-      s = await until('sorted by CPU% descending', (x) => /CPU%v/.test(x) && x.split('\n').findIndex((l) => l.startsWith(`${busy} `)) < x.split('\n').findIndex((l) => l.startsWith(`${idle} `)));
+      s = await until(
+        'sorted by CPU% descending',
+        (x) => /CPU%v/.test(x) && x.split('\n').findIndex((l) => l.startsWith(`${busy} `)) < x.split('\n').findIndex((l) => l.startsWith(`${idle} `)),
+      );
       // The describe pane has the whole use line.
       keys('g', 'Enter');
-      s = await until('the use in the describe pane', (x) => /Use: cpu \d+% of 1 vCPU, memory \S+\/256Mi, \d+ processes, disk \S+, network rx \S+ tx \S+/.test(x.replace(/\s+/g, ' ')));
+      s = await until('the use in the describe pane', (x) =>
+        /Use: cpu \d+% of 1 vCPU, memory \S+\/256Mi, \d+ processes, disk \S+, network rx \S+ tx \S+/.test(x.replace(/\s+/g, ' ')),
+      );
       keys('Escape');
 
       // Logs that follow: l shows what the processes printed, then what they print next; an
@@ -72,7 +80,10 @@ describe('cubectl-tui toolbox at 80x24', () => {
       await until('the snapshots view', (x) => x.includes('no snapshots') || /^SNAPSHOT/m.test(x));
       // API keys: the daemon's admin key with what its two sandboxes hold; never the key itself.
       keys('9');
-      s = await until('the keys view', (x) => /^KEY +NAME +ROLE +SANDBOXES +VCPUS +MEM +CREATE\/S +CREATED/m.test(x) && /^key-[0-9a-f]{8} +\S+ +admin +2\/\S+ +2\/\S+ +512Mi\/\S+ /m.test(x));
+      s = await until(
+        'the keys view',
+        (x) => /^KEY +NAME +ROLE +SANDBOXES +VCPUS +MEM +CREATE\/S +CREATED/m.test(x) && /^key-[0-9a-f]{8} +\S+ +admin +2\/\S+ +2\/\S+ +512Mi\/\S+ /m.test(x),
+      );
       expect(s).not.toContain(f.d.apiKey);
       expect(s).not.toContain(f.d.apiKey.slice(-12));
 

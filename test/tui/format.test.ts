@@ -1,6 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import type { NodeView, SandboxView } from '../../src/api/types.js';
-import { age, cut, densityLevel, densityText, diskQuota, diskUse, fit, gauge, inline, mib, millis, shortDuration, sparkline, storeFree, timeLeft, wrap } from '../../src/tui/format.js';
+import {
+  age,
+  cut,
+  densityLevel,
+  densityText,
+  diskQuota,
+  diskUse,
+  fit,
+  gauge,
+  inline,
+  mib,
+  millis,
+  shortDuration,
+  sparkline,
+  storeFree,
+  timeLeft,
+  wrap,
+} from '../../src/tui/format.js';
 
 const NOW = Date.parse('2026-11-30T06:00:00.000Z');
 
@@ -79,7 +96,9 @@ describe('format', () => {
   });
 
   it('shows the store free of its size and a sandbox disk use of its limit', () => {
-    const usage = { store: { kind: 'loop', path: '/d/store', sizeBytes: 40 * 2 ** 30, freeBytes: 12.3 * 2 ** 30, usedPercent: 69 } } as unknown as NodeView['usage'];
+    const usage = {
+      store: { kind: 'loop', path: '/d/store', sizeBytes: 40 * 2 ** 30, freeBytes: 12.3 * 2 ** 30, usedPercent: 69 },
+    } as unknown as NodeView['usage'];
     expect(storeFree({ usage } as NodeView)).toBe('12.3Gi/40.0Gi');
     expect(storeFree({ usage: {} } as NodeView)).toBe('-');
     const spec = { cpus: 1, memoryMiB: 256, diskGiB: 10 };

@@ -77,14 +77,69 @@ async function consoleFrames(): Promise<string[]> {
   const steps: (() => void)[] = [
     () => setUi(store, { view: 'nodes', selected: { nodes: 'node-b' } }),
     () => setUi(store, { view: 'sandboxes' }),
-    () => store.setState((s) => ({ data: withUsage(s.data, s.data.sandboxOrder.map((id, i) => ({ sandboxID: id, cpuPercent: 10 * i, memoryBytes: 2 ** 24 * (i + 1), memoryLimitBytes: 2 ** 28, pids: i + 1, diskLimitBytes: 2 ** 30, netRxBytes: 1000 * i, netTxBytes: 99 }))) })),
-    () => setUi(store, { selected: { ...store.getState().ui.selected, sandboxes: store.getState().data.sandboxOrder[1]! }, marked: [store.getState().data.sandboxOrder[0]!] }),
+    () =>
+      store.setState((s) => ({
+        data: withUsage(
+          s.data,
+          s.data.sandboxOrder.map((id, i) => ({
+            sandboxID: id,
+            cpuPercent: 10 * i,
+            memoryBytes: 2 ** 24 * (i + 1),
+            memoryLimitBytes: 2 ** 28,
+            pids: i + 1,
+            diskLimitBytes: 2 ** 30,
+            netRxBytes: 1000 * i,
+            netTxBytes: 99,
+          })),
+        ),
+      })),
+    () =>
+      setUi(store, {
+        selected: { ...store.getState().ui.selected, sandboxes: store.getState().data.sandboxOrder[1]! },
+        marked: [store.getState().data.sandboxOrder[0]!],
+      }),
     () => setUi(store, { view: 'pool' }),
     () => setUi(store, { view: 'events' }),
     () => setUi(store, { view: 'config' }),
     () => setUi(store, { view: 'triage' }),
-    () => store.setState((s) => ({ data: { ...s.data, templates: [{ templateID: 'host', nodes: ['node-a'] }, { templateID: 'py', nodes: ['node-a', 'node-b'], digest: 'sha256:0123456789abcdef', sizeBytes: 3 * 2 ** 20, layers: 2, source: 'build', build: 'error' }] }, ui: { ...s.ui, view: 'templates' } })),
-    () => store.setState((s) => ({ data: { ...s.data, keys: [{ id: 'key-0a1b2c3d', name: 'rl', role: 'user', quotas: { sandboxes: 2 }, createdAt: '2026-12-01T10:00:00.000Z', createdBy: 'system', usage: { sandboxes: 2, vcpus: 2, memoryMiB: 512 }, limits: { sandboxes: 2, vcpus: 0, memory_mib: 0, creates_per_sec: 0 } }] }, ui: { ...s.ui, view: 'keys' } })),
+    () =>
+      store.setState((s) => ({
+        data: {
+          ...s.data,
+          templates: [
+            { templateID: 'host', nodes: ['node-a'] },
+            {
+              templateID: 'py',
+              nodes: ['node-a', 'node-b'],
+              digest: 'sha256:0123456789abcdef',
+              sizeBytes: 3 * 2 ** 20,
+              layers: 2,
+              source: 'build',
+              build: 'error',
+            },
+          ],
+        },
+        ui: { ...s.ui, view: 'templates' },
+      })),
+    () =>
+      store.setState((s) => ({
+        data: {
+          ...s.data,
+          keys: [
+            {
+              id: 'key-0a1b2c3d',
+              name: 'rl',
+              role: 'user',
+              quotas: { sandboxes: 2 },
+              createdAt: '2026-12-01T10:00:00.000Z',
+              createdBy: 'system',
+              usage: { sandboxes: 2, vcpus: 2, memoryMiB: 512 },
+              limits: { sandboxes: 2, vcpus: 0, memory_mib: 0, creates_per_sec: 0 },
+            },
+          ],
+        },
+        ui: { ...s.ui, view: 'keys' },
+      })),
     () => setUi(store, { view: 'nodes', overlay: { kind: 'help', offset: 3 } }),
     () => setUi(store, { overlay: { kind: 'describe', offset: 0, target: { kind: 'node', id: 'node-b' } } }),
     () => setUi(store, { overlay: { kind: 'describe', offset: 2, target: { kind: 'sandbox', id: store.getState().data.sandboxOrder[0]! } } }),

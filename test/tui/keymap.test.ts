@@ -4,7 +4,29 @@ import type { Key } from 'ink';
 import { bindings, helpSections, hintLine, KEYMAP, keyName, keymapMarkdown, resolveKey, splitKeys } from '../../src/tui/keymap.js';
 import { resolveView } from '../../src/tui/views.js';
 
-const key = (k: Partial<Key>): Key => ({ upArrow: false, downArrow: false, leftArrow: false, rightArrow: false, pageDown: false, pageUp: false, home: false, end: false, return: false, escape: false, ctrl: false, shift: false, tab: false, backspace: false, delete: false, meta: false, super: false, hyper: false, capsLock: false, numLock: false, ...k });
+const key = (k: Partial<Key>): Key => ({
+  upArrow: false,
+  downArrow: false,
+  leftArrow: false,
+  rightArrow: false,
+  pageDown: false,
+  pageUp: false,
+  home: false,
+  end: false,
+  return: false,
+  escape: false,
+  ctrl: false,
+  shift: false,
+  tab: false,
+  backspace: false,
+  delete: false,
+  meta: false,
+  super: false,
+  hyper: false,
+  capsLock: false,
+  numLock: false,
+  ...k,
+});
 
 describe('keymap', () => {
   it('no key is bound twice in the same view', () => {
@@ -21,7 +43,9 @@ describe('keymap', () => {
 
   it('--readonly does not bind dangerous keys, and help and hints do not show them', () => {
     const dangerous = KEYMAP.filter((b) => b.dangerous);
-    expect(dangerous.map((b) => b.id).sort()).toEqual(['cordon', 'destroy', 'drain', 'editConfig', 'exec', 'launch', 'pause', 'releaseRatio', 'reload', 'shell', 'uncordon'].sort());
+    expect(dangerous.map((b) => b.id).sort()).toEqual(
+      ['cordon', 'destroy', 'drain', 'editConfig', 'exec', 'launch', 'pause', 'releaseRatio', 'reload', 'shell', 'uncordon'].sort(),
+    );
     for (const b of dangerous) {
       for (const k of b.keys) for (const v of b.views ?? (['nodes'] as const)) expect(resolveKey(k, v, true)).toBeNull();
     }

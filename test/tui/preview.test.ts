@@ -14,25 +14,27 @@ const small = { cpus: 1, memoryMiB: 128, diskGiB: 1 };
 const big = { cpus: 2, memoryMiB: 8192, diskGiB: 1 };
 /** The reference node (128 cpus, 251 GiB) with 128 MiB and 8 GiB sandboxes, as the daemon computes it at `ratio` and the console reads it. */
 const node = (ratio: number) =>
-  nodeWire(buildNodeView({
-    nodeID: 'n1',
-    runtime: 'ns',
-    capacity: { cpus: 128, memoryMiB: 251 * 1024, declared: true },
-    cpuUtilPercent: 10,
-    memAvailableMiB: 100_000,
-    diskUsedPercent: 10,
-    master: master(ratio),
-    sandboxes: [
-      ...Array.from({ length: 30 }, () => ({ state: 'running' as const, spec: small })),
-      ...Array.from({ length: 40 }, () => ({ state: 'paused' as const, spec: small })),
-      ...Array.from({ length: 10 }, () => ({ state: 'paused' as const, spec: big })),
-      ...Array.from({ length: 5 }, () => ({ state: 'running' as const, spec: big })),
-    ],
-    pool,
-    poolSlotLimit: 16383,
-    templates: ['host'],
-    now: new Date(0),
-  }));
+  nodeWire(
+    buildNodeView({
+      nodeID: 'n1',
+      runtime: 'ns',
+      capacity: { cpus: 128, memoryMiB: 251 * 1024, declared: true },
+      cpuUtilPercent: 10,
+      memAvailableMiB: 100_000,
+      diskUsedPercent: 10,
+      master: master(ratio),
+      sandboxes: [
+        ...Array.from({ length: 30 }, () => ({ state: 'running' as const, spec: small })),
+        ...Array.from({ length: 40 }, () => ({ state: 'paused' as const, spec: small })),
+        ...Array.from({ length: 10 }, () => ({ state: 'paused' as const, spec: big })),
+        ...Array.from({ length: 5 }, () => ({ state: 'running' as const, spec: big })),
+      ],
+      pool,
+      poolSlotLimit: 16383,
+      templates: ['host'],
+      now: new Date(0),
+    }),
+  );
 
 const figures = (text: string) => {
   const m = /all paused (\d+) -> (\d+), frees ([\d.]+\w+) -> ([\d.]+\w+), headroom (\d+) -> (\d+)/.exec(text);

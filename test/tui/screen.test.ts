@@ -17,7 +17,10 @@ describe('ScreenSink', () => {
     sink.write('head\nrow 1\nrow 2\n');
     sink.write('head\nrow 1\nrow two\n');
     sink.write('head\nrow 1\nrow two\n');
-    expect(written).toEqual(['\x1b[?2026h\x1b[1;1H\x1b[2Khead\x1b[2;1H\x1b[2Krow 1\x1b[3;1H\x1b[2Krow 2\x1b[?2026l', '\x1b[?2026h\x1b[3;1H\x1b[2Krow two\x1b[?2026l']);
+    expect(written).toEqual([
+      '\x1b[?2026h\x1b[1;1H\x1b[2Khead\x1b[2;1H\x1b[2Krow 1\x1b[3;1H\x1b[2Krow 2\x1b[?2026l',
+      '\x1b[?2026h\x1b[3;1H\x1b[2Krow two\x1b[?2026l',
+    ]);
     expect(sink.bytesWritten).toBe(written.join('').length);
     sink.close();
     sink.write('gone\n');
@@ -29,7 +32,14 @@ describe('ScreenSink', () => {
 describe('ScreenSink on resize', () => {
   it('clears and repaints every line of the next frame, and tells Ink', async () => {
     const { EventEmitter } = await import('node:events');
-    const term = Object.assign(new EventEmitter(), { columns: 100, rows: 30, written: [] as string[], write(s: string) { term.written.push(s); } });
+    const term = Object.assign(new EventEmitter(), {
+      columns: 100,
+      rows: 30,
+      written: [] as string[],
+      write(s: string) {
+        term.written.push(s);
+      },
+    });
     const sink = new ScreenSink(term);
     let told = 0;
     sink.on('resize', () => told++);
@@ -46,7 +56,14 @@ describe('ScreenSink on resize', () => {
 describe('ScreenSink while a shell has the terminal', () => {
   it('writes nothing while suspended, not even on a resize, then draws the last frame whole', async () => {
     const { EventEmitter } = await import('node:events');
-    const term = Object.assign(new EventEmitter(), { columns: 80, rows: 24, written: [] as string[], write(s: string) { term.written.push(s); } });
+    const term = Object.assign(new EventEmitter(), {
+      columns: 80,
+      rows: 24,
+      written: [] as string[],
+      write(s: string) {
+        term.written.push(s);
+      },
+    });
     const sink = new ScreenSink(term);
     sink.write('a\nb\n');
     sink.suspend();

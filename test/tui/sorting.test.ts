@@ -23,7 +23,11 @@ describe('sorting', () => {
   });
 
   it('sorts numbers as numbers, stably, and either way', () => {
-    const rows = [{ n: 10, id: 'a' }, { n: 9, id: 'b' }, { n: 10, id: 'c' }];
+    const rows = [
+      { n: 10, id: 'a' },
+      { n: 9, id: 'b' },
+      { n: 10, id: 'c' },
+    ];
     const cols = [{ title: 'N', key: (r: { n: number }) => r.n }];
     expect(sortRows(rows, cols, { by: 0, desc: false }).map((r) => r.id)).toEqual(['b', 'a', 'c']);
     expect(sortRows(rows, cols, { by: 0, desc: true }).map((r) => r.id)).toEqual(['a', 'c', 'b']);

@@ -27,7 +27,11 @@ describe('stale data', () => {
     expect(lastFrame()).not.toContain(DIM);
     setConn(store, { state: 'stale', since: Date.now(), error: 'watch stream ended', attempt: 1 });
     rerender(withStore(store, <SandboxesView height={6} width={100} now={0} />));
-    expect(lastFrame()!.split('\n').filter((l) => l.includes('sb-00') && l.includes(DIM)).length).toBeGreaterThan(0);
+    expect(
+      lastFrame()!
+        .split('\n')
+        .filter((l) => l.includes('sb-00') && l.includes(DIM)).length,
+    ).toBeGreaterThan(0);
     setConn(store, { state: 'live' });
     rerender(withStore(store, <SandboxesView height={6} width={100} now={0} />));
     expect(lastFrame()).not.toContain(DIM);
@@ -35,7 +39,7 @@ describe('stale data', () => {
 });
 
 describe('outcome messages', () => {
-  it('expire after their level\'s time unless replaced', () => {
+  it("expire after their level's time unless replaced", () => {
     vi.useFakeTimers();
     const store = storeFrom();
     flash(store, 'cordoned', 'ok');

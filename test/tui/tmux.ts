@@ -19,7 +19,18 @@ export function tmuxConsole(session: string) {
   return {
     /** Runs `command` in a new detached session of `cols` x `rows` with `env`. */
     start(cols: number, rows: number, env: Record<string, string>, command: string): void {
-      tmux('new-session', '-d', '-s', session, '-x', String(cols), '-y', String(rows), ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]), command);
+      tmux(
+        'new-session',
+        '-d',
+        '-s',
+        session,
+        '-x',
+        String(cols),
+        '-y',
+        String(rows),
+        ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]),
+        command,
+      );
     },
     screen,
     keys: (...k: string[]) => tmux('send-keys', '-t', session, ...k),

@@ -66,11 +66,18 @@ describe('watch stream from a real cubed', () => {
       await api.drain(d.nodeID);
       await until('draining', () => data().nodes[d.nodeID]!.draining);
       const events = data().events.map((e) => e.kind);
-      expect(events).toEqual(expect.arrayContaining(['sandbox.created', 'sandbox.paused', 'sandbox.resumed', 'sandbox.destroyed', 'node.cordoned', 'node.draining']));
+      expect(events).toEqual(
+        expect.arrayContaining(['sandbox.created', 'sandbox.paused', 'sandbox.resumed', 'sandbox.destroyed', 'node.cordoned', 'node.draining']),
+      );
 
       // The console's state equals what the API answers now.
       const nodes = await api.nodes();
-      await until('node view settled', () => JSON.stringify(data().nodes[d.nodeID]!.sandboxes) === JSON.stringify(nodes[0]!.sandboxes) && data().nodes[d.nodeID]!.schedulable === nodes[0]!.schedulable);
+      await until(
+        'node view settled',
+        () =>
+          JSON.stringify(data().nodes[d.nodeID]!.sandboxes) === JSON.stringify(nodes[0]!.sandboxes) &&
+          data().nodes[d.nodeID]!.schedulable === nodes[0]!.schedulable,
+      );
       expect(Object.keys(data().sandboxes)).toEqual((await api.sandboxes()).map((s) => s.sandboxID));
 
       // The same stream replayed through the pure reducer gives the same model.
@@ -95,7 +102,6 @@ describe('watch stream from a real cubed', () => {
       } finally {
         unsubscribe();
       }
-
     } finally {
       ac.abort();
       w.stop();

@@ -13,8 +13,17 @@ import type { KeyView } from '../types.js';
 type On = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, h: Handler) => void;
 
 const quota = z.number().min(0);
-const Quotas = z.object(Object.fromEntries(QUOTA_NAMES.map((q) => [q, quota.optional()])) as Record<(typeof QUOTA_NAMES)[number], z.ZodOptional<typeof quota>>).strict();
-const QuotaPatch = z.object(Object.fromEntries(QUOTA_NAMES.map((q) => [q, quota.nullable().optional()])) as Record<(typeof QUOTA_NAMES)[number], z.ZodOptional<z.ZodNullable<typeof quota>>>).strict();
+const Quotas = z
+  .object(Object.fromEntries(QUOTA_NAMES.map((q) => [q, quota.optional()])) as Record<(typeof QUOTA_NAMES)[number], z.ZodOptional<typeof quota>>)
+  .strict();
+const QuotaPatch = z
+  .object(
+    Object.fromEntries(QUOTA_NAMES.map((q) => [q, quota.nullable().optional()])) as Record<
+      (typeof QUOTA_NAMES)[number],
+      z.ZodOptional<z.ZodNullable<typeof quota>>
+    >,
+  )
+  .strict();
 const CreateBody = z.object({ name: z.string(), role: z.enum(KEY_ROLES).default('user'), quotas: Quotas.optional() }).strict();
 const PatchBody = z.object({ name: z.string().optional(), role: z.enum(KEY_ROLES).optional(), quotas: QuotaPatch.optional() }).strict();
 
@@ -46,7 +55,8 @@ export function registerKeyRoutes(on: On, ctx: ApiContext): void {
   });
   on('GET', '/audit', async (_req, res, _p, q) => {
     const limit = q.limit === undefined ? 100 : Number(q.limit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new CubeError('BAD_REQUEST', `limit must be a whole number from 1 to 10000 (got ${q.limit})`);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
+      throw new CubeError('BAD_REQUEST', `limit must be a whole number from 1 to 10000 (got ${q.limit})`);
     sendJson(res, 200, await ctx.cp.audit.list({ limit, ...(q.actor ? { actor: q.actor } : {}) }));
   });
 }

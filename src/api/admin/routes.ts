@@ -19,7 +19,9 @@ const P = '/admin/v1';
 const STATES: readonly SandboxState[] = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'];
 
 const stringMap = z.record(z.string(), z.string());
-const EgressBody = z.object({ allowInternet: z.boolean().optional(), allowOut: z.array(z.string()).optional(), denyOut: z.array(z.string()).optional() }).strict();
+const EgressBody = z
+  .object({ allowInternet: z.boolean().optional(), allowOut: z.array(z.string()).optional(), denyOut: z.array(z.string()).optional() })
+  .strict();
 const CreateBody = z
   .object({
     templateID: z.string().min(1).optional(),
@@ -32,7 +34,10 @@ const CreateBody = z
     metadata: stringMap.optional(),
     envVars: stringMap.optional(),
     egress: EgressBody.optional(),
-    lifecycle: z.object({ onTimeout: z.enum(['kill', 'pause']), autoResume: z.boolean() }).strict().optional(),
+    lifecycle: z
+      .object({ onTimeout: z.enum(['kill', 'pause']), autoResume: z.boolean() })
+      .strict()
+      .optional(),
   })
   .strict();
 const ExecBody = z
@@ -89,16 +94,33 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
     const signal = closedBeforeAnswer(res);
     const answer = new Delivery(res);
     const b = await body(req, CreateBody);
-    sendJson(res, 201, sandboxWire(await cp.createSandbox({ ...b, signal, answer, ...opt('idempotencyKey', clientKeyOf(req.headers[CREATE_KEY_HEADER], b.metadata)), ...opt('actor', actor(req)) })));
+    sendJson(
+      res,
+      201,
+      sandboxWire(
+        await cp.createSandbox({
+          ...b,
+          signal,
+          answer,
+          ...opt('idempotencyKey', clientKeyOf(req.headers[CREATE_KEY_HEADER], b.metadata)),
+          ...opt('actor', actor(req)),
+        }),
+      ),
+    );
     answer.sent();
   });
   on('GET', '/sandboxes/:id', async (_req, res, p) => sendJson(res, 200, sandboxWire(await cp.getSandbox(p.id!))));
   on('DELETE', '/sandboxes/:id', async (req, res, p) => {
     // An operator's kill (cubectl, the console): its client did not ask, so a tombstone says who did.
-    await cp.destroySandbox(p.id!, actor(req), { reason: 'operator_killed', message: `killed by an operator (key ${actor(req) ?? 'none'}) through the admin API` });
+    await cp.destroySandbox(p.id!, actor(req), {
+      reason: 'operator_killed',
+      message: `killed by an operator (key ${actor(req) ?? 'none'}) through the admin API`,
+    });
     sendNoContent(res);
   });
-  on('POST', '/sandboxes/:id/pause', async (req, res, p) => sendJson(res, 200, sandboxWire(await cp.pauseSandbox(p.id!, actor(req), await body(req, PauseBody)))));
+  on('POST', '/sandboxes/:id/pause', async (req, res, p) =>
+    sendJson(res, 200, sandboxWire(await cp.pauseSandbox(p.id!, actor(req), await body(req, PauseBody)))),
+  );
   on('PUT', '/sandboxes/:id/egress', async (req, res, p) => {
     const b = await body(req, EgressBody);
     sendJson(res, 200, sandboxWire(await cp.audit.run(actor(req), 'sandbox.egress', p.id!, () => cp.setEgress(p.id!, b), { ...b })));
@@ -119,7 +141,10 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   on('POST', '/sandboxes/:id/exec', async (req, res, p) => {
     const b = await body(req, ExecBody);
     // Recorded as it starts (its output is streamed): an operator running a command in a sandbox.
-    await cp.audit.run(actor(req), 'sandbox.exec', p.id!, async () => undefined, { argv: b.argv.slice(0, 16).map((a) => a.slice(0, 200)), ...(b.user ? { user: b.user } : {}) });
+    await cp.audit.run(actor(req), 'sandbox.exec', p.id!, async () => undefined, {
+      argv: b.argv.slice(0, 16).map((a) => a.slice(0, 200)),
+      ...(b.user ? { user: b.user } : {}),
+    });
     await serveExec(req, res, ctx, p.id!, b);
   });
   // Snapshots (what each keeps: `keeps`) and fork: one entry per fork, {sandbox} or {error: {code, message, status}}.
@@ -130,10 +155,24 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   on('POST', '/sandboxes/:id/fork', async (req, res, p) => {
     const b = await body(req, ForkBody);
     await cp.keys.assertRoomFor(actor(req), b.count ?? 1);
-    const results = await cp.snapshots.fork(p.id!, { count: b.count ?? 1, ...(b.timeoutSec !== undefined ? { timeoutSec: b.timeoutSec } : {}), ...(actor(req) ? { actor: actor(req)! } : {}) });
-    sendJson(res, 201, results.map((r) => ('sandbox' in r ? { sandbox: sandboxWire(r.sandbox) } : { error: errorBody(r.error, 'admin') })));
+    const results = await cp.snapshots.fork(p.id!, {
+      count: b.count ?? 1,
+      ...(b.timeoutSec !== undefined ? { timeoutSec: b.timeoutSec } : {}),
+      ...(actor(req) ? { actor: actor(req)! } : {}),
+    });
+    sendJson(
+      res,
+      201,
+      results.map((r) => ('sandbox' in r ? { sandbox: sandboxWire(r.sandbox) } : { error: errorBody(r.error, 'admin') })),
+    );
   });
-  on('GET', '/snapshots', async (_req, res, _p, q) => sendJson(res, 200, (await cp.snapshots.list({ ...(q.sandbox ? { sandboxID: q.sandbox } : {}), ...(q.name ? { name: q.name } : {}) })).map(snapshotViewWire)));
+  on('GET', '/snapshots', async (_req, res, _p, q) =>
+    sendJson(
+      res,
+      200,
+      (await cp.snapshots.list({ ...(q.sandbox ? { sandboxID: q.sandbox } : {}), ...(q.name ? { name: q.name } : {}) })).map(snapshotViewWire),
+    ),
+  );
   on('DELETE', '/snapshots/:ref', async (req, res, p) => {
     await cp.snapshots.remove(p.ref!, actor(req));
     sendNoContent(res);
@@ -153,7 +192,13 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
       if (!Number.isInteger(n) || n < 0) throw new CubeError('BAD_REQUEST', `${name} must be a non-negative integer (got ${v})`);
       return n;
     };
-    sendJson(res, 200, (await cp.events({ ...opt('sinceID', num('since', q.since)), ...opt('beforeID', num('before', q.before)), ...opt('limit', num('limit', q.limit)) })).map(eventWire));
+    sendJson(
+      res,
+      200,
+      (await cp.events({ ...opt('sinceID', num('since', q.since)), ...opt('beforeID', num('before', q.before)), ...opt('limit', num('limit', q.limit)) })).map(
+        eventWire,
+      ),
+    );
   });
   on('GET', '/stats', async (_req, res) => sendJson(res, 200, (await cp.snapshot()).stats));
   registerTemplateRoutes(on, ctx);
@@ -189,7 +234,13 @@ function opt<K extends string, V>(k: K, v: V | undefined): { [P in K]?: V } {
 // client that disconnects early kills the command: admin exec is interactive, not background.
 async function serveExec(req: IncomingMessage, res: ServerResponse, ctx: ApiContext, sandboxID: string, b: z.infer<typeof ExecBody>): Promise<void> {
   const node = await ctx.cp.nodeFor(sandboxID);
-  const proc = await node.startProcess(sandboxID, { argv: b.argv, ...opt('env', b.env), ...opt('cwd', b.cwd), ...opt('user', b.user), ...opt('timeoutMs', b.timeoutMs) });
+  const proc = await node.startProcess(sandboxID, {
+    argv: b.argv,
+    ...opt('env', b.env),
+    ...opt('cwd', b.cwd),
+    ...opt('user', b.user),
+    ...opt('timeoutMs', b.timeoutMs),
+  });
   res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
   let ended = false;
   res.on('close', () => {

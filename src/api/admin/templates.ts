@@ -28,7 +28,8 @@ export interface TemplateListing {
 
 export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
   const store = (): TemplateStore => {
-    if (!ctx.templates) throw new CubeError('BAD_REQUEST', 'this daemon keeps no template store (role all on the ns runtime does): templates are managed there');
+    if (!ctx.templates)
+      throw new CubeError('BAD_REQUEST', 'this daemon keeps no template store (role all on the ns runtime does): templates are managed there');
     return ctx.templates;
   };
 
@@ -41,7 +42,9 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     });
     sendJson(res, 200, list);
   });
-  on('GET', '/templates/:name', async (_req, res, p) => sendJson(res, 200, !ctx.templates && ctx.relay ? (await ctx.relay.template(p.name!)).record : await store().get(p.name!)));
+  on('GET', '/templates/:name', async (_req, res, p) =>
+    sendJson(res, 200, !ctx.templates && ctx.relay ? (await ctx.relay.template(p.name!)).record : await store().get(p.name!)),
+  );
   on('DELETE', '/templates/:name', async (req, res, p) => {
     const removed = await ctx.cp.audit.run(req.caller?.keyID, 'template.rm', p.name!, async () => {
       // A control replica: checked against the whole cluster, removed from every live node holding it.
@@ -59,7 +62,9 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     const config = configOverrides(q);
     const t0 = performance.now();
     // A control replica keeps no store: the archive goes on to a node (?node=, else any live one), whose layers every node can then fetch.
-    const rec = await ctx.cp.audit.run(req.caller?.keyID, 'template.import', ref, () => (!ctx.templates && ctx.relay ? ctx.relay.importOn(q.node, req, { ref, config }) : importUpload(store(), req, { ref, config })));
+    const rec = await ctx.cp.audit.run(req.caller?.keyID, 'template.import', ref, () =>
+      !ctx.templates && ctx.relay ? ctx.relay.importOn(q.node, req, { ref, config }) : importUpload(store(), req, { ref, config }),
+    );
     ctx.log.info({ template: rec.ref, digest: rec.digest, layers: rec.layers.length, ms: Math.round(performance.now() - t0) }, 'template imported');
     sendJson(res, 201, rec);
   });
@@ -70,32 +75,52 @@ export function registerTemplateRoutes(on: On, ctx: ApiContext): void {
     const ref = parseTemplateRef(b.name).ref;
     const config = configOverrides(stringsOf(b, ['startCmd', 'readyCmd', 'readyTimeoutSec', 'workdir', 'user', 'runtime']));
     if ((b.username === undefined) !== (b.password === undefined)) throw new CubeError('BAD_REQUEST', 'username and password go together');
-    if (b.username !== undefined && (typeof b.username !== 'string' || typeof b.password !== 'string' || !b.username || !b.password || b.username.includes(':'))) throw new CubeError('BAD_REQUEST', 'username and password must be non-empty strings (no colon in the username)');
+    if (
+      b.username !== undefined &&
+      (typeof b.username !== 'string' || typeof b.password !== 'string' || !b.username || !b.password || b.username.includes(':'))
+    )
+      throw new CubeError('BAD_REQUEST', 'username and password must be non-empty strings (no colon in the username)');
     const creds = typeof b.username === 'string' && typeof b.password === 'string' ? { username: b.username, password: b.password } : undefined;
-    if (!ctx.templates) throw new CubeError('BAD_REQUEST', 'a control replica pulls no images itself: pull on a node (role all), or build with the E2B SDK fromImage, which runs on a compute node');
+    if (!ctx.templates)
+      throw new CubeError(
+        'BAD_REQUEST',
+        'a control replica pulls no images itself: pull on a node (role all), or build with the E2B SDK fromImage, which runs on a compute node',
+      );
     const access = { ...(creds ? { creds } : {}), insecure: ctx.registryInsecure?.() ?? [] };
     const t0 = performance.now();
-    await ctx.cp.audit.run(req.caller?.keyID, 'template.pull', ref, async () => {
-      const image = await resolveImage(store().dataDir, b.image as string, access);
-      res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
-      const line = (o: unknown) => res.write(`${JSON.stringify(o)}\n`);
-      line({ progress: `${image.ref.canonical} is ${image.digest}` });
-      try {
-        const rec = await pullTemplate(store(), image, { ...access, ref, config, progress: (p) => line({ progress: p }) });
-        ctx.log.info({ template: rec.ref, image: image.ref.canonical, digest: image.digest, pulled: rec.pulled, layers: rec.layers.length, ms: Math.round(performance.now() - t0) }, 'template pulled');
-        line({ record: rec });
-        return rec;
-      } catch (e) {
-        const err = toCubeError(e);
-        ctx.log.warn({ template: ref, image: image.ref.canonical, code: err.code, err: err.message }, 'template pull failed');
-        line({ error: { ...errorBody(err, 'admin'), ...(err.retryAfter !== undefined ? { retryAfter: err.retryAfter } : {}) } });
-        throw err;
-      } finally {
-        res.end();
-      }
-    }).catch((e: unknown) => {
-      if (!res.headersSent) throw e; // answered as an error by the router
-    });
+    await ctx.cp.audit
+      .run(req.caller?.keyID, 'template.pull', ref, async () => {
+        const image = await resolveImage(store().dataDir, b.image as string, access);
+        res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
+        const line = (o: unknown) => res.write(`${JSON.stringify(o)}\n`);
+        line({ progress: `${image.ref.canonical} is ${image.digest}` });
+        try {
+          const rec = await pullTemplate(store(), image, { ...access, ref, config, progress: (p) => line({ progress: p }) });
+          ctx.log.info(
+            {
+              template: rec.ref,
+              image: image.ref.canonical,
+              digest: image.digest,
+              pulled: rec.pulled,
+              layers: rec.layers.length,
+              ms: Math.round(performance.now() - t0),
+            },
+            'template pulled',
+          );
+          line({ record: rec });
+          return rec;
+        } catch (e) {
+          const err = toCubeError(e);
+          ctx.log.warn({ template: ref, image: image.ref.canonical, code: err.code, err: err.message }, 'template pull failed');
+          line({ error: { ...errorBody(err, 'admin'), ...(err.retryAfter !== undefined ? { retryAfter: err.retryAfter } : {}) } });
+          throw err;
+        } finally {
+          res.end();
+        }
+      })
+      .catch((e: unknown) => {
+        if (!res.headersSent) throw e; // answered as an error by the router
+      });
   });
 }
 
@@ -118,7 +143,8 @@ function configOverrides(q: Record<string, string>): Partial<TemplateConfig> {
   if (q.readyCmd) out.readyCmd = q.readyCmd;
   if (q.readyTimeoutSec !== undefined) {
     const n = Number(q.readyTimeoutSec);
-    if (!Number.isInteger(n) || n < 1 || n > 3600) throw new CubeError('BAD_REQUEST', `readyTimeoutSec must be an integer from 1 to 3600 (got ${q.readyTimeoutSec})`);
+    if (!Number.isInteger(n) || n < 1 || n > 3600)
+      throw new CubeError('BAD_REQUEST', `readyTimeoutSec must be an integer from 1 to 3600 (got ${q.readyTimeoutSec})`);
     out.readyTimeoutSec = n;
   }
   if (q.workdir !== undefined) {

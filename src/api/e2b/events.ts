@@ -14,15 +14,33 @@ import type { ApiContext } from '../context.js';
 import { readJson, sendJson } from '../../http.js';
 import { parseBody } from './wire.js';
 
-type Route = (req: IncomingMessage & { caller?: { keyID?: string } }, res: ServerResponse, id: string, query: URLSearchParams, params: Record<string, string | undefined>) => Promise<void>;
+type Route = (
+  req: IncomingMessage & { caller?: { keyID?: string } },
+  res: ServerResponse,
+  id: string,
+  query: URLSearchParams,
+  params: Record<string, string | undefined>,
+) => Promise<void>;
 type On = (method: HTTPMethod, paths: string[], fn: Route) => void;
 
 const MAX_LIMIT = 100;
 
 const httpURL = z.string().refine((u) => URL.canParse(u) && /^https?:$/.test(new URL(u).protocol), 'an http or https URL');
 const eventTypes = z.array(z.enum(LIFECYCLE_TYPES)).min(1).max(LIFECYCLE_TYPES.length);
-const WebhookCreate = z.strictObject({ name: z.string().min(1).max(200), url: httpURL, enabled: z.boolean().default(true), events: eventTypes, signatureSecret: z.string().min(1).max(1000) });
-const WebhookUpdate = z.strictObject({ name: z.string().min(1).max(200).optional(), url: httpURL.optional(), enabled: z.boolean().optional(), events: eventTypes.optional(), signatureSecret: z.string().min(1).max(1000).optional() });
+const WebhookCreate = z.strictObject({
+  name: z.string().min(1).max(200),
+  url: httpURL,
+  enabled: z.boolean().default(true),
+  events: eventTypes,
+  signatureSecret: z.string().min(1).max(1000),
+});
+const WebhookUpdate = z.strictObject({
+  name: z.string().min(1).max(200).optional(),
+  url: httpURL.optional(),
+  enabled: z.boolean().optional(),
+  events: eventTypes.optional(),
+  signatureSecret: z.string().min(1).max(1000).optional(),
+});
 
 /** A registered webhook as E2B answers it (its secret stays here). */
 export function webhookJson(w: Webhook): Record<string, unknown> {
@@ -40,10 +58,18 @@ export function eventsQuery(q: URLSearchParams): { offset: number; limit: number
   };
   const asc = q.get('orderAsc');
   if (asc !== null && asc !== '' && asc !== 'true' && asc !== 'false') throw new CubeError('BAD_REQUEST', 'orderAsc must be true or false');
-  const types = q.getAll('types').flatMap((t) => t.split(',')).filter(Boolean);
+  const types = q
+    .getAll('types')
+    .flatMap((t) => t.split(','))
+    .filter(Boolean);
   const bad = types.filter((t) => !isLifecycleType(t));
   if (bad.length > 0) throw new CubeError('BAD_REQUEST', `unknown event type ${bad.join(', ')} (known: ${LIFECYCLE_TYPES.join(', ')})`);
-  return { offset: int('offset', 0, 0, Number.MAX_SAFE_INTEGER), limit: int('limit', 10, 1, MAX_LIMIT), orderAsc: asc === 'true', types: types as LifecycleType[] };
+  return {
+    offset: int('offset', 0, 0, Number.MAX_SAFE_INTEGER),
+    limit: int('limit', 10, 1, MAX_LIMIT),
+    orderAsc: asc === 'true',
+    types: types as LifecycleType[],
+  };
 }
 
 export function registerLifecycleRoutes(on: On, ctx: ApiContext): void {

@@ -61,7 +61,13 @@ export class MetricsHistory {
   private sampling = false;
 
   /** The samples of [start, end]; the first call for a sandbox measures one now and starts its history. */
-  async query(sandboxID: string, spec: { cpus: number; diskGiB: number }, read: () => Promise<SandboxStats>, startSec?: number, endSec?: number): Promise<Metric[]> {
+  async query(
+    sandboxID: string,
+    spec: { cpus: number; diskGiB: number },
+    read: () => Promise<SandboxStats>,
+    startSec?: number,
+    endSec?: number,
+  ): Promise<Metric[]> {
     let t = this.tracked.get(sandboxID);
     if (!t) {
       const a = await read();

@@ -105,7 +105,10 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
 
   on('GET', ['/v2/sandboxes'], async (req, res, _id, query) => {
     const q = parseListQuery(query, ['running', 'paused']);
-    const page = pageOf((await ctx.cp.listSandboxes()).filter((r) => mine(req, r)), q);
+    const page = pageOf(
+      (await ctx.cp.listSandboxes()).filter((r) => mine(req, r)),
+      q,
+    );
     const all = (await ctx.cp.listSandboxes({ state: ['running'] })).filter((r) => mine(req, r));
     const headers: Record<string, string> = { 'x-total-running': String(all.length) };
     if (page.nextToken) headers['x-next-token'] = page.nextToken;
@@ -115,7 +118,14 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   // v1 list: running sandboxes only, no paging (what e2b 1.x reads).
   on('GET', ['/sandboxes'], async (req, res, _id, query) => {
     const q = parseListQuery(query, ['running']);
-    sendJson(res, 200, pageOf((await ctx.cp.listSandboxes()).filter((r) => mine(req, r)), { ...q, limit: Number.MAX_SAFE_INTEGER }).items.map(listedJson));
+    sendJson(
+      res,
+      200,
+      pageOf(
+        (await ctx.cp.listSandboxes()).filter((r) => mine(req, r)),
+        { ...q, limit: Number.MAX_SAFE_INTEGER },
+      ).items.map(listedJson),
+    );
   });
 
   on('GET', ['/sandboxes/:id'], async (req, res, id) => {

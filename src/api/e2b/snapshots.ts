@@ -12,7 +12,13 @@ import { MAX_PAGE, parseBody, sandboxJson } from './wire.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HTTPMethod } from 'find-my-way';
 
-type Route = (req: IncomingMessage & { caller?: Caller }, res: ServerResponse, id: string, query: URLSearchParams, params: Record<string, string | undefined>) => Promise<void>;
+type Route = (
+  req: IncomingMessage & { caller?: Caller },
+  res: ServerResponse,
+  id: string,
+  query: URLSearchParams,
+  params: Record<string, string | undefined>,
+) => Promise<void>;
 type On = (method: HTTPMethod, paths: string[], fn: Route) => void;
 
 const SnapshotSchema = z.looseObject({ name: z.string().optional() });
@@ -20,7 +26,16 @@ const ForkSchema = z.looseObject({ count: z.number().int().optional(), timeout: 
 
 /** SnapshotInfo, with what it keeps (an addition the SDK ignores). */
 export function snapshotJson(s: SnapshotRecord): Record<string, unknown> {
-  return { snapshotID: s.snapshotID, names: s.names, sandboxID: s.sandboxID, templateID: s.templateID, runtime: s.runtime, keeps: s.keeps, processesKept: s.keeps !== 'filesystem', createdAt: isoTime(s.createdAt) };
+  return {
+    snapshotID: s.snapshotID,
+    names: s.names,
+    sandboxID: s.sandboxID,
+    templateID: s.templateID,
+    runtime: s.runtime,
+    keeps: s.keeps,
+    processesKept: s.keeps !== 'filesystem',
+    createdAt: isoTime(s.createdAt),
+  };
 }
 
 /** One page of snapshots, oldest first; the token is the last id of the page (pure). */
@@ -31,7 +46,12 @@ export function snapshotPage(all: SnapshotRecord[], limit: number, nextToken?: s
   return from + limit < all.length ? { items, nextToken: items[items.length - 1]!.snapshotID } : { items };
 }
 
-export function registerSnapshotRoutes(on: On, ctx: ApiContext, fresh: (id: string, req: Parameters<Route>[0]) => Promise<SandboxRecord>, domain: () => string): void {
+export function registerSnapshotRoutes(
+  on: On,
+  ctx: ApiContext,
+  fresh: (id: string, req: Parameters<Route>[0]) => Promise<SandboxRecord>,
+  domain: () => string,
+): void {
   const actor = (req: Parameters<Route>[0]) => req.caller?.keyID;
 
   // 404 for an unknown sandbox (the SDK's SandboxNotFoundError); a paused sandbox is snapshotted as it is.
@@ -48,7 +68,11 @@ export function registerSnapshotRoutes(on: On, ctx: ApiContext, fresh: (id: stri
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) throw new CubeError('BAD_REQUEST', `limit must be an integer from 1 to ${MAX_PAGE}`);
     const sandboxID = query.get('sandboxID') || undefined;
     const name = query.get('name') || undefined;
-    const page = snapshotPage(await ctx.cp.snapshots.list({ ...(sandboxID ? { sandboxID } : {}), ...(name ? { name } : {}) }), limit, query.get('nextToken') || undefined);
+    const page = snapshotPage(
+      await ctx.cp.snapshots.list({ ...(sandboxID ? { sandboxID } : {}), ...(name ? { name } : {}) }),
+      limit,
+      query.get('nextToken') || undefined,
+    );
     sendJson(res, 200, page.items.map(snapshotJson), page.nextToken ? { 'x-next-token': page.nextToken } : {});
   });
 
@@ -57,7 +81,11 @@ export function registerSnapshotRoutes(on: On, ctx: ApiContext, fresh: (id: stri
     const b = parseBody(ForkSchema, await readJson(req), 'fork body');
     await fresh(id, req);
     await ctx.cp.keys.assertRoomFor(actor(req), b.count ?? 1);
-    const results = await ctx.cp.snapshots.fork(id, { count: b.count ?? 1, ...(b.timeout !== undefined ? { timeoutSec: b.timeout } : {}), ...(actor(req) ? { actor: actor(req)! } : {}) });
+    const results = await ctx.cp.snapshots.fork(id, {
+      count: b.count ?? 1,
+      ...(b.timeout !== undefined ? { timeoutSec: b.timeout } : {}),
+      ...(actor(req) ? { actor: actor(req)! } : {}),
+    });
     sendJson(
       res,
       201,

@@ -137,7 +137,10 @@ export const PauseSchema = z.looseObject({ memory: z.boolean().optional() });
 /** pause({ keepMemory: false }) and connect({ onResume: 'reboot' }) ask for a filesystem-only snapshot, which we do not take. */
 export function refuseMemoryless(b: { memory?: boolean | undefined }, what: string): void {
   if (b.memory === false)
-    throw new CubeError('BAD_REQUEST', `${what} without memory is not supported: a paused sandbox keeps its memory (frozen processes), so there is no filesystem-only state to ${what === 'pause' ? 'keep' : 'reboot from'}`);
+    throw new CubeError(
+      'BAD_REQUEST',
+      `${what} without memory is not supported: a paused sandbox keeps its memory (frozen processes), so there is no filesystem-only state to ${what === 'pause' ? 'keep' : 'reboot from'}`,
+    );
 }
 
 /** network fields we enforce. */
@@ -145,12 +148,18 @@ const NETWORK_SUPPORTED = new Set(['allowOut', 'denyOut', 'allowPublicTraffic'])
 
 /** Features the SDK can ask for that we do not have: refused with a clear reason rather than ignored. */
 export function refuseUnsupported(b: NewSandbox): void {
-  if (b.autoPauseMemory === false) throw new CubeError('BAD_REQUEST', 'onTimeout keepMemory false is not supported: a paused sandbox keeps its memory (frozen processes)');
+  if (b.autoPauseMemory === false)
+    throw new CubeError('BAD_REQUEST', 'onTimeout keepMemory false is not supported: a paused sandbox keeps its memory (frozen processes)');
   if (b.autoResume?.enabled && b.autoPause !== true) throw new CubeError('BAD_REQUEST', "autoResume needs autoPause (lifecycle onTimeout 'pause')");
-  if (b.volumeMounts && b.volumeMounts.length > 0) throw new CubeError('BAD_REQUEST', 'volumeMounts are not supported: cubed has no volumes; copy files in with sandbox.files.write');
+  if (b.volumeMounts && b.volumeMounts.length > 0)
+    throw new CubeError('BAD_REQUEST', 'volumeMounts are not supported: cubed has no volumes; copy files in with sandbox.files.write');
   const net: Record<string, unknown> = b.network ?? {};
   const used = Object.entries(net).filter(([k, v]) => v !== undefined && !NETWORK_SUPPORTED.has(k) && !(Array.isArray(v) && v.length === 0));
-  if (used.length > 0) throw new CubeError('BAD_REQUEST', `network.${used[0]![0]} is not supported: use allow_internet_access, network.allowOut and network.denyOut (IPv4 addresses and CIDRs)`);
+  if (used.length > 0)
+    throw new CubeError(
+      'BAD_REQUEST',
+      `network.${used[0]![0]} is not supported: use allow_internet_access, network.allowOut and network.denyOut (IPv4 addresses and CIDRs)`,
+    );
 }
 
 /** The create's lifecycle: pause instead of kill at the timeout, and resume on traffic. */
@@ -162,7 +171,8 @@ export function lifecycleOf(b: NewSandbox): { lifecycle?: SandboxLifecycle } {
 /** A network update's egress request: everything it names, the rest back to the node's defaults. */
 export function egressUpdateOf(b: NetworkUpdate): EgressRequest {
   const extra = Object.entries(b).filter(([k, v]) => v != null && !['allowOut', 'denyOut', 'allow_internet_access'].includes(k));
-  if (extra.length > 0) throw new CubeError('BAD_REQUEST', `network.${extra[0]![0]} is not supported: use allow_internet_access, allowOut and denyOut (IPv4 addresses and CIDRs)`);
+  if (extra.length > 0)
+    throw new CubeError('BAD_REQUEST', `network.${extra[0]![0]} is not supported: use allow_internet_access, allowOut and denyOut (IPv4 addresses and CIDRs)`);
   return egressRequest(b.allow_internet_access, b.allowOut, b.denyOut) ?? {};
 }
 
@@ -215,7 +225,10 @@ export function parseMetadataFilter(v: string | undefined): Record<string, strin
 }
 
 export function parseListQuery(q: URLSearchParams, defaultStates: E2bState[]): ListQuery {
-  const states = q.getAll('state').flatMap((s) => s.split(',')).filter(Boolean);
+  const states = q
+    .getAll('state')
+    .flatMap((s) => s.split(','))
+    .filter(Boolean);
   for (const s of states) if (s !== 'running' && s !== 'paused') throw new CubeError('BAD_REQUEST', `state ${JSON.stringify(s)} is not one of running, paused`);
   const limitRaw = q.get('limit');
   const limit = limitRaw === null || limitRaw === '' ? MAX_PAGE : Number(limitRaw);
@@ -247,7 +260,8 @@ const encodeCursor = (c: Cursor): string => Buffer.from(JSON.stringify([new Date
 function decodeCursor(t: string): Cursor {
   try {
     const c = JSON.parse(Buffer.from(t, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(c) && c.length === 2 && c.every((x) => typeof x === 'string') && !Number.isNaN(Date.parse(c[0] as string))) return [Date.parse(c[0] as string), c[1] as string];
+    if (Array.isArray(c) && c.length === 2 && c.every((x) => typeof x === 'string') && !Number.isNaN(Date.parse(c[0] as string)))
+      return [Date.parse(c[0] as string), c[1] as string];
   } catch {
     // fall through to the error below
   }

@@ -102,12 +102,15 @@ export function metadataOf(headers: Record<string, string[] | undefined>): FileM
     const key = name.toLowerCase().slice(METADATA_HEADER.length);
     if (!name.toLowerCase().startsWith(METADATA_HEADER) || key === '' || !values?.length) continue;
     const value = values[0]!;
-    if (!PRINTABLE.test(key) || !PRINTABLE.test(value)) throw new CubeError('BAD_REQUEST', `metadata ${JSON.stringify(key)}: keys and values must be printable ASCII`);
-    if (key.length > MAX_METADATA_KEY) throw new CubeError('BAD_REQUEST', `metadata key ${JSON.stringify(key.slice(0, 20))}...: longer than ${MAX_METADATA_KEY} bytes`);
+    if (!PRINTABLE.test(key) || !PRINTABLE.test(value))
+      throw new CubeError('BAD_REQUEST', `metadata ${JSON.stringify(key)}: keys and values must be printable ASCII`);
+    if (key.length > MAX_METADATA_KEY)
+      throw new CubeError('BAD_REQUEST', `metadata key ${JSON.stringify(key.slice(0, 20))}...: longer than ${MAX_METADATA_KEY} bytes`);
     bytes += 'user.e2b.'.length + key.length + value.length;
     meta[key] = value;
   }
-  if (bytes > MAX_METADATA_BYTES) throw new CubeError('BAD_REQUEST', `metadata of ${bytes} bytes (keys with their user.e2b. prefix, and values): at most ${MAX_METADATA_BYTES}`);
+  if (bytes > MAX_METADATA_BYTES)
+    throw new CubeError('BAD_REQUEST', `metadata of ${bytes} bytes (keys with their user.e2b. prefix, and values): at most ${MAX_METADATA_BYTES}`);
   return meta;
 }
 

@@ -43,7 +43,10 @@ async function watch(ctx: HandlerContext, req: { path: string; recursive: boolea
   const changes = await call.node.watchDir(call.sandboxID, { path: dir, recursive: req.recursive, user: call.user });
   const it = changes[Symbol.asyncIterator]();
   // Ending the events ends the watch at once (return() goes to the watch, not queued behind a change).
-  return { call, events: stoppable(events(call, dir, { [Symbol.asyncIterator]: () => it }, req.includeEntry)[Symbol.asyncIterator](), () => void it.return?.()) };
+  return {
+    call,
+    events: stoppable(events(call, dir, { [Symbol.asyncIterator]: () => it }, req.includeEntry)[Symbol.asyncIterator](), () => void it.return?.()),
+  };
 }
 
 const watchers = new Watchers<EventInit>();
@@ -52,7 +55,11 @@ setInterval(() => watchers.sweep(), 60_000).unref();
 
 /** Entries with their metadata (one helper job for all of them, only in sandboxes that have some). */
 async function entries(call: SandboxCall, stats: FileStat[]): Promise<EntryInfoInit[]> {
-  const meta = await call.node.readMetadata(call.sandboxID, stats.map((s) => s.path), call.user);
+  const meta = await call.node.readMetadata(
+    call.sandboxID,
+    stats.map((s) => s.path),
+    call.user,
+  );
   return stats.map((s, i) => entryInfo(s, meta[i]));
 }
 

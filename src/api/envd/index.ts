@@ -63,7 +63,8 @@ function serveEnded(req: IncomingMessage, res: ServerResponse, ctx: ApiContext, 
   const path = (req.url ?? '/').split('?')[0] ?? '/';
   const port = targetOf(req.headers, ctx.config().api.sandbox_domain)?.port ?? ENVD_PORT;
   const sandboxID = String(err.details?.sandboxID ?? '');
-  if (port !== ENVD_PORT || path === '/health') return sendJson(res, 502, { sandboxId: sandboxID, message: `The sandbox was not found: ${err.message}`, code: 502, cubeCode: err.code });
+  if (port !== ENVD_PORT || path === '/health')
+    return sendJson(res, 502, { sandboxId: sandboxID, message: `The sandbox was not found: ${err.message}`, code: 502, cubeCode: err.code });
   if (RPC_PATH.test(path)) return serveRpc(req, res, { node: endedNode(err), sandboxID });
   sendError(res, err, 'e2b', ctx.log);
 }
@@ -105,7 +106,10 @@ interface FailureGuard {
 
 function guardOf(req: IncomingMessage, failures: RateLimiter, ctx: ApiContext): FailureGuard {
   const from = req.socket.remoteAddress ?? '';
-  const limited = (wait: number) => new CubeError('RATE_LIMITED', `more than ${ctx.config().api.auth_failures_per_sec} failed sandbox authentications per second from ${from}`, { retryAfter: wait });
+  const limited = (wait: number) =>
+    new CubeError('RATE_LIMITED', `more than ${ctx.config().api.auth_failures_per_sec} failed sandbox authentications per second from ${from}`, {
+      retryAfter: wait,
+    });
   return {
     check: () => {
       const wait = failures.wait(from);
@@ -226,7 +230,8 @@ function checkTrafficToken(rec: SandboxRecord, given: string | undefined): void 
   if (!given) throw refuse(`Sandbox is secured with traffic access token. Token header '${TRAFFIC_TOKEN_HEADER}' is missing`, false);
   const a = Buffer.from(given);
   const b = Buffer.from(want);
-  if (a.length !== b.length || !timingSafeEqual(a, b)) throw refuse(`Sandbox is secured with traffic access token. Provided token in header '${TRAFFIC_TOKEN_HEADER}' is invalid`, true);
+  if (a.length !== b.length || !timingSafeEqual(a, b))
+    throw refuse(`Sandbox is secured with traffic access token. Provided token in header '${TRAFFIC_TOKEN_HEADER}' is invalid`, true);
 }
 
 /** What a request carries to reach a sandbox: its routing headers, and a /files signature if any. */
@@ -319,7 +324,13 @@ export async function handleSandboxUpgrade(req: IncomingMessage, socket: Duplex,
     proxyUpgrade(req, socket, head, call.sandboxID, port, await upstreamOf(call.node, call.sandboxID, port, req.url ?? '/'));
   } catch (e) {
     if (e instanceof Refusal) rejectUpgrade(socket, e.status, e.body);
-    else if (e instanceof Ended) rejectUpgrade(socket, 502, { sandboxId: String(e.error.details?.sandboxID ?? ''), message: `The sandbox was not found: ${e.error.message}`, code: 502, cubeCode: e.error.code });
+    else if (e instanceof Ended)
+      rejectUpgrade(socket, 502, {
+        sandboxId: String(e.error.details?.sandboxID ?? ''),
+        message: `The sandbox was not found: ${e.error.message}`,
+        code: 502,
+        cubeCode: e.error.code,
+      });
     else {
       const err = toCubeError(e);
       rejectUpgrade(socket, err.http, errorBody(err, 'e2b'));

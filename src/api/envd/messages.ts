@@ -8,7 +8,15 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code, ConnectError } from './connect.js';
 import { FileType, type EntryInfoSchema } from './gen/filesystem/filesystem_pb.js';
-import { Signal, type PTY, type ProcessEventSchema, type ProcessInfoSchema, type ProcessInput, type ProcessSelector, type StartRequest } from './gen/process/process_pb.js';
+import {
+  Signal,
+  type PTY,
+  type ProcessEventSchema,
+  type ProcessInfoSchema,
+  type ProcessInput,
+  type ProcessSelector,
+  type StartRequest,
+} from './gen/process/process_pb.js';
 
 export const DEFAULT_USER = 'user';
 
@@ -104,7 +112,9 @@ export function processEvent(ev: ProcessEvent): ProcessEventInit {
       return { event: { case: 'data', value: { output: { case: ev.type, value: ev.data } } } };
     case 'end': {
       const st = exitStatus(ev);
-      const reasons = [ev.timedOut ? 'timed out (Connect-Timeout-Ms)' : '', ev.oomKilled ? 'killed by the out-of-memory killer' : '', ev.error ?? ''].filter(Boolean);
+      const reasons = [ev.timedOut ? 'timed out (Connect-Timeout-Ms)' : '', ev.oomKilled ? 'killed by the out-of-memory killer' : '', ev.error ?? ''].filter(
+        Boolean,
+      );
       const failed = st.exitCode !== 0;
       const error = failed ? [st.status, ...reasons].join(': ') : undefined;
       return { event: { case: 'end', value: { ...st, ...(error ? { error } : {}) } } };

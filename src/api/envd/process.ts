@@ -3,7 +3,18 @@ import { createContextKey, type HandlerContext, type ServiceImpl } from '@connec
 import type { NodeApi, ProcessEvent as ProcessEventOf, ProcessStream } from '../../cubelet/types.js';
 import { Code, ConnectError } from './connect.js';
 import type { Process } from './gen/process/process_pb.js';
-import { KEEPALIVE_EVENT, inputBytes, processEvent, processInfo, ptySize, resolvePath, selector, signalName, startOptions, userFromAuthorization } from './messages.js';
+import {
+  KEEPALIVE_EVENT,
+  inputBytes,
+  processEvent,
+  processInfo,
+  ptySize,
+  resolvePath,
+  selector,
+  signalName,
+  startOptions,
+  userFromAuthorization,
+} from './messages.js';
 import { callOf, withKeepalives } from './rpc.js';
 
 /** Who a call is for: the sandbox, its node, and the user the SDK asked for (Authorization: Basic). */
@@ -35,7 +46,8 @@ async function pidOf(call: SandboxCall, sel: ReturnType<typeof selector>): Promi
  */
 async function* responses(events: AsyncIterable<ProcessEventOf>, timeoutMs?: number): AsyncGenerator<{ event: ReturnType<typeof processEvent> }> {
   for await (const ev of events) {
-    if (ev.type === 'end' && ev.timedOut && timeoutMs !== undefined) throw new ConnectError(`the command ran past its timeout of ${timeoutMs} ms and was killed`, Code.DeadlineExceeded);
+    if (ev.type === 'end' && ev.timedOut && timeoutMs !== undefined)
+      throw new ConnectError(`the command ran past its timeout of ${timeoutMs} ms and was killed`, Code.DeadlineExceeded);
     yield { event: processEvent(ev) };
   }
 }

@@ -32,7 +32,10 @@ const asConnectErrors: Interceptor = (next) => async (req) => {
  * A node:http handler for the routes; `serve(req, res, call)` answers one request, and
  * handlers read `call` back with `callOf(ctx)`.
  */
-export function connectServer<C>(key: ContextKey<C | undefined>, routes: (router: ConnectRouter) => void): (req: IncomingMessage, res: ServerResponse, call: C) => void {
+export function connectServer<C>(
+  key: ContextKey<C | undefined>,
+  routes: (router: ConnectRouter) => void,
+): (req: IncomingMessage, res: ServerResponse, call: C) => void {
   const calls = new WeakMap<object, C>();
   const adapter = connectNodeAdapter({
     routes,

@@ -45,7 +45,9 @@ export type SignatureCheck = 'ok' | 'mismatch' | 'expired';
 export function checkFileSignature(s: SignedFileRequest, token: string, nowSec: number): SignatureCheck {
   const given = Buffer.from(s.signature);
   const match = s.users.some((user) => {
-    const want = Buffer.from(fileSignature({ path: s.path, operation: s.operation, user, token, ...(s.expiration !== undefined ? { expiration: s.expiration } : {}) }));
+    const want = Buffer.from(
+      fileSignature({ path: s.path, operation: s.operation, user, token, ...(s.expiration !== undefined ? { expiration: s.expiration } : {}) }),
+    );
     return want.length === given.length && timingSafeEqual(want, given);
   });
   if (!match) return 'mismatch';

@@ -5,9 +5,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 
 export const ENVD_PORT = 49983;
 
-export type Target =
-  | { by: 'id'; sandboxID: string; port: number; token?: string }
-  | { by: 'token'; token: string; port: number };
+export type Target = { by: 'id'; sandboxID: string; port: number; token?: string } | { by: 'token'; token: string; port: number };
 
 const first = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 

@@ -64,7 +64,10 @@ export function report(r: RunResult): string {
   const peak = Math.max(1, ...r.histogram.map((b) => b.count));
   const hist = r.histogram
     .filter((b) => b.count > 0)
-    .map((b) => `  ${(b.leMs === Infinity ? '> last' : `<= ${b.leMs} ms`).padStart(12)}  ${'#'.repeat(Math.ceil((b.count / peak) * width)).padEnd(width)} ${b.count}`)
+    .map(
+      (b) =>
+        `  ${(b.leMs === Infinity ? '> last' : `<= ${b.leMs} ms`).padStart(12)}  ${'#'.repeat(Math.ceil((b.count / peak) * width)).padEnd(width)} ${b.count}`,
+    )
     .join('\n');
   const errors = Object.entries(r.errors)
     .sort((a, b) => b[1] - a[1])
@@ -104,15 +107,29 @@ export function register(program: Command): void {
     .option('-w, --warmup <n>', 'iterations run first and not measured', numberArg({ int: true, min: 0 }), 0)
     .addOption(new Option('-m, --mode <mode>', 'what one iteration does').choices(BENCH_MODES).default('create-delete'))
     .option('--template <id>', 'template to create from', 'base')
-    .option('--spec <spec>', 'sandbox spec, e.g. cpus=1,mem=512 (default: the daemon\'s default spec)', parseSpec)
-    .addOption(new Option('--workload <kind>', 'burst: closed loop of c workers; steady: seeded Poisson arrivals at --rate').choices(['burst', 'steady']).default('burst'))
+    .option('--spec <spec>', "sandbox spec, e.g. cpus=1,mem=512 (default: the daemon's default spec)", parseSpec)
+    .addOption(
+      new Option('--workload <kind>', 'burst: closed loop of c workers; steady: seeded Poisson arrivals at --rate')
+        .choices(['burst', 'steady'])
+        .default('burst'),
+    )
     .option('--rate <r>', 'arrivals per second for --workload steady', numberArg({ positive: true }))
     .option('--lifetime <s>', 'seconds each sandbox lives before it is deleted', numberArg({ min: 0 }))
     .option('--json [file]', 'write the result as JSON to FILE (or stdout without FILE) for scripts and `bench compare`')
     .option('--seed <n>', 'seed of the steady arrival sequence', numberArg({ int: true }), 42)
     .option('--timeout <ms>', 'per-request timeout', numberArg({ int: true, positive: true }), 60_000)
-    .option('--runtime <name>', "runtime of the sandboxes (ns, microvm), as the E2B metadata label cube.runtime asks for it (default: the template's, else the node's)")
-    .addOption(new Option('--network-policy <p>', 'none: the node defaults; rules: each sandbox without internet and with 24 allowOut destinations (as cube-bench -np rules, without its L7 rules)').choices(['none', 'rules']).default('none'))
+    .option(
+      '--runtime <name>',
+      "runtime of the sandboxes (ns, microvm), as the E2B metadata label cube.runtime asks for it (default: the template's, else the node's)",
+    )
+    .addOption(
+      new Option(
+        '--network-policy <p>',
+        'none: the node defaults; rules: each sandbox without internet and with 24 allowOut destinations (as cube-bench -np rules, without its L7 rules)',
+      )
+        .choices(['none', 'rules'])
+        .default('none'),
+    )
     .addHelpText(
       'after',
       `\nThe API key comes from CUBE_API_KEY, else E2B_API_KEY, else <data-dir>/api-key; the address from --api or CUBE_API_URL.\nJSON: {summary: {count, success, failed, successRate, durationSec, throughputPerSec, latencyMs: {min, avg, std, p50, p90, p95, p99, max}}, phases, errors: {code: count}, histogram, grade, config, startedAt}.\n` +
@@ -140,12 +157,23 @@ export function register(program: Command): void {
         timeout: Math.ceil((opts.lifetime ?? 0) + 300),
         ...(opts.spec?.cpus ? { cpuCount: opts.spec.cpus } : {}),
         ...(opts.spec?.memoryMiB ? { memoryMB: opts.spec.memoryMiB } : {}),
-        ...(opts.networkPolicy === 'rules' ? { allow_internet_access: RULES_POLICY.allow_internet_access, network: { allowOut: [...RULES_POLICY.network.allowOut] } } : {}),
+        ...(opts.networkPolicy === 'rules'
+          ? { allow_internet_access: RULES_POLICY.allow_internet_access, network: { allowOut: [...RULES_POLICY.network.allowOut] } }
+          : {}),
         ...(opts.runtime ? { metadata: { 'cube.runtime': opts.runtime } } : {}),
       };
       const tty = process.stderr.isTTY === true;
       const result = await runBench(
-        { mode: opts.mode, concurrency: opts.concurrency, count: opts.count, warmup: opts.warmup, workload: opts.workload, seed: opts.seed, ...(opts.rate !== undefined ? { rate: opts.rate } : {}), ...(opts.lifetime !== undefined ? { lifetimeSec: opts.lifetime } : {}) },
+        {
+          mode: opts.mode,
+          concurrency: opts.concurrency,
+          count: opts.count,
+          warmup: opts.warmup,
+          workload: opts.workload,
+          seed: opts.seed,
+          ...(opts.rate !== undefined ? { rate: opts.rate } : {}),
+          ...(opts.lifetime !== undefined ? { lifetimeSec: opts.lifetime } : {}),
+        },
         {
           create: async () => {
             const sb = await http.create(createBody);
@@ -163,7 +191,14 @@ export function register(program: Command): void {
         tty ? (p) => process.stderr.write(progressBar(p)) : undefined,
       );
       if (tty) process.stderr.write('\n');
-      result.config = { ...result.config, api: g.api, template: opts.template, spec: opts.spec ?? null, networkPolicy: opts.networkPolicy, runtime: opts.runtime ?? null };
+      result.config = {
+        ...result.config,
+        api: g.api,
+        template: opts.template,
+        spec: opts.spec ?? null,
+        networkPolicy: opts.networkPolicy,
+        runtime: opts.runtime ?? null,
+      };
       if (typeof opts.json === 'string') writeFileSync(opts.json, `${JSON.stringify(result, null, 2)}\n`);
       if (opts.json === true || g.json) printJson(result);
       else process.stdout.write(report(result));
@@ -179,7 +214,12 @@ export function register(program: Command): void {
     .action((a: string, b: string, _opts: unknown, cmd: Command) => {
       const rows = compare(readResult(a), readResult(b));
       if (globals(cmd).json) return printJson(rows);
-      process.stdout.write(table(['metric', 'a', 'b', 'b/a', 'better'], rows.map((r) => [r.metric, r.a.toFixed(2), r.b.toFixed(2), r.ratio.toFixed(2), r.better ? 'b' : r.a === r.b ? '=' : 'a'])));
+      process.stdout.write(
+        table(
+          ['metric', 'a', 'b', 'b/a', 'better'],
+          rows.map((r) => [r.metric, r.a.toFixed(2), r.b.toFixed(2), r.ratio.toFixed(2), r.better ? 'b' : r.a === r.b ? '=' : 'a']),
+        ),
+      );
     });
 }
 
@@ -191,6 +231,7 @@ function readResult(file: string): BenchResult {
     throw new UsageError(`cannot read ${file}: ${(e as Error).message}`);
   }
   const r = parsed as Partial<BenchResult> | null;
-  if (!r?.summary?.latencyMs || typeof r.summary.throughputPerSec !== 'number') throw new UsageError(`${file} is not a cubectl bench result (no summary.latencyMs)`);
+  if (!r?.summary?.latencyMs || typeof r.summary.throughputPerSec !== 'number')
+    throw new UsageError(`${file} is not a cubectl bench result (no summary.latencyMs)`);
   return r as BenchResult;
 }

@@ -12,7 +12,8 @@ export function formatChanges(changes: ConfigChange[]): string {
 /** Prints a reload/set result; a rejection exits 1 after printing why. */
 function report(cmd: Command, r: ReloadResult): void {
   if (globals(cmd).json) printJson(r);
-  else if (!r.ok) process.stdout.write(`config rejected; version ${r.version} stays in force:\n${(r.error ?? []).map((e) => `  ${e.path}: ${e.message}\n`).join('')}`);
+  else if (!r.ok)
+    process.stdout.write(`config rejected; version ${r.version} stays in force:\n${(r.error ?? []).map((e) => `  ${e.path}: ${e.message}\n`).join('')}`);
   else if (r.changes.length === 0) process.stdout.write(`config version ${r.version}: no change\n`);
   else process.stdout.write(`config version ${r.version}:\n${formatChanges(r.changes)}`);
   if (!r.ok) throw new ExitError('', 1);
@@ -37,7 +38,11 @@ export function register(program: Command): void {
   config
     .command('show')
     .description('Print the config in force with its version, load time and files.')
-    .addHelpText('after', `\nJSON (--json): ConfigView {version, loadedAt, master, cubelet, files}.\n` + examples('cubectl config show', 'cubectl config show --json | jq .master.host'))
+    .addHelpText(
+      'after',
+      `\nJSON (--json): ConfigView {version, loadedAt, master, cubelet, files}.\n` +
+        examples('cubectl config show', 'cubectl config show --json | jq .master.host'),
+    )
     .action(async (_o: unknown, cmd: Command) => {
       const v = await clientFor(cmd).config();
       if (globals(cmd).json) return printJson(v);
@@ -52,7 +57,10 @@ export function register(program: Command): void {
     .description(
       'Re-read both files now (cubed also does it by itself when they change). Prints each changed key (keys that need a restart say so), or, when a file is invalid, each `key: reason` while the old config stays in force; exits 1 then.',
     )
-    .addHelpText('after', `\nJSON (--json): ReloadResult {ok, version, changes[], error[]}.\n` + examples('vi /etc/cubed/cubemaster.yaml && cubectl config reload'))
+    .addHelpText(
+      'after',
+      `\nJSON (--json): ReloadResult {ok, version, changes[], error[]}.\n` + examples('vi /etc/cubed/cubemaster.yaml && cubectl config reload'),
+    )
     .action(async (_o: unknown, cmd: Command) => report(cmd, await clientFor(cmd).reloadConfig()));
 
   config

@@ -54,7 +54,10 @@ releaseRatio, allPausedCeiling.
         ...(opts.reservedMib === undefined ? {} : { memReservedMiB: opts.reservedMib }),
       };
       const node: NodeCapacity = { cpus: opts.nodeCpus, memoryMiB: opts.nodeMemGib * 1024 };
-      const spec: SpecShape = { cpus: opts.sandboxCpus ?? master.sandbox.default_spec.cpus, memoryMiB: opts.sandboxMemMib ?? master.sandbox.default_spec.memory_mib };
+      const spec: SpecShape = {
+        cpus: opts.sandboxCpus ?? master.sandbox.default_spec.cpus,
+        memoryMiB: opts.sandboxMemMib ?? master.sandbox.default_spec.memory_mib,
+      };
       const d = computeDensity(node, params, spec);
       if (json) printJson({ node, spec, params, configFile: file ?? null, ...d, releaseRatio: params.releaseRatio });
       else process.stdout.write(derivation(node, spec, params, d, file, opts.releaseRatio !== undefined || params.releaseRatio > 0));

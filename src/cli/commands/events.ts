@@ -13,11 +13,17 @@ export function register(program: Command): void {
   program
     .command('events')
     .summary('recent events; --follow streams new ones')
-    .description('Print recent events, oldest first. With --follow, keep printing new ones from the watch stream until interrupted; when cubed restarts or cannot be reached it reconnects (0.5 s to 10 s backoff, a line on stderr each time) and goes on after the last event printed.')
+    .description(
+      'Print recent events, oldest first. With --follow, keep printing new ones from the watch stream until interrupted; when cubed restarts or cannot be reached it reconnects (0.5 s to 10 s backoff, a line on stderr each time) and goes on after the last event printed.',
+    )
     .option('--follow', 'stream new events as they happen', false)
     .option('--since <id>', 'only events after this event id', numberArg({ int: true, min: 0 }))
     .option('--limit <n>', 'at most this many past events', numberArg({ int: true, min: 1 }), 100)
-    .addHelpText('after', `\nJSON (--json): an array of EventView; with --follow one EventView per line (NDJSON).\n` + examples('cubectl events', 'cubectl events --follow', 'cubectl events --follow --json | jq -c "select(.code)"'))
+    .addHelpText(
+      'after',
+      `\nJSON (--json): an array of EventView; with --follow one EventView per line (NDJSON).\n` +
+        examples('cubectl events', 'cubectl events --follow', 'cubectl events --follow --json | jq -c "select(.code)"'),
+    )
     .action(async (o: { follow: boolean; since?: number; limit: number }, cmd: Command) => {
       const client = clientFor(cmd);
       const { json } = globals(cmd);

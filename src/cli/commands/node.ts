@@ -8,12 +8,17 @@ export function register(program: Command): void {
   const node = program
     .command('node')
     .summary('cordon, uncordon, drain or delete one node')
-    .description('Act on one node: cordon (no new sandboxes), uncordon, drain (cordon, then let sandboxes finish or evict them), delete (a cordoned, empty node).')
+    .description(
+      'Act on one node: cordon (no new sandboxes), uncordon, drain (cordon, then let sandboxes finish or evict them), delete (a cordoned, empty node).',
+    )
     .addHelpText('after', examples('cubectl node cordon node-a', 'cubectl node drain node-a --evict --deadline 300', 'cubectl node delete node-a'));
 
   const show = (cmd: Command, n: NodeView) => {
     if (globals(cmd).json) printJson(n);
-    else process.stdout.write(`node ${n.nodeID}: ${nodeStatus(n)}, ${n.schedulable ? 'schedulable' : `not schedulable (${n.reason || 'no reason given'})`}, ${n.sandboxes.total} sandboxes\n`);
+    else
+      process.stdout.write(
+        `node ${n.nodeID}: ${nodeStatus(n)}, ${n.schedulable ? 'schedulable' : `not schedulable (${n.reason || 'no reason given'})`}, ${n.sandboxes.total} sandboxes\n`,
+      );
   };
 
   node
@@ -32,7 +37,9 @@ export function register(program: Command): void {
 
   node
     .command('drain')
-    .description('Cordon NAME and empty it: without --evict sandboxes end on their own timeouts; with --evict they are destroyed (after --deadline seconds, if given).')
+    .description(
+      'Cordon NAME and empty it: without --evict sandboxes end on their own timeouts; with --evict they are destroyed (after --deadline seconds, if given).',
+    )
     .argument('<name>', 'node id')
     .option('--evict', 'destroy the sandboxes on the node instead of waiting for them to end', false)
     .option('--deadline <s>', 'seconds to wait before evicting', numberArg({ int: true, min: 0 }))

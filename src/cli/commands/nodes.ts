@@ -11,7 +11,11 @@ export function register(program: Command): void {
     .description(
       'List the nodes: health, whether the scheduler may place sandboxes there and why not (cordoned, draining, disk watermark, ...), the runtimes they offer (microvm without a usable KVM shows "emulated: tcg"; "pause frees memory" where a releasing pause backs the release ratio with memory the host gets back), sandboxes running/paused, the density ceiling and headroom for the default spec, disk use against the watermark, the sandbox store free/size and its disk quota (the disk_gib of the sandboxes it holds / the store size x host.quota.disk_oversell_ratio), and the network pool (free/total; "tap" free/total: the TAP pool of a node offering microvm).',
     )
-    .addHelpText('after', `\nJSON (--json): an array of NodeView (src/api/types.ts): nodeID, healthy, schedulable, reason, density {...}, ...\n` + examples('cubectl nodes', 'cubectl nodes --json | jq ".[] | {nodeID, schedulable, reason}"'))
+    .addHelpText(
+      'after',
+      `\nJSON (--json): an array of NodeView (src/api/types.ts): nodeID, healthy, schedulable, reason, density {...}, ...\n` +
+        examples('cubectl nodes', 'cubectl nodes --json | jq ".[] | {nodeID, schedulable, reason}"'),
+    )
     .action(async (_opts: unknown, cmd: Command) => {
       const nodes = await clientFor(cmd).nodes();
       if (globals(cmd).json) printJson(nodes);

@@ -14,7 +14,19 @@ export function sandboxesTable(list: SandboxView[]): string {
   if (list.length === 0) return 'no sandboxes\n';
   return table(
     ['sandbox', 'state', 'node', 'template', 'cpus', 'mem', 'disk', 'ip', 'started', 'ends', 'reason'],
-    list.map((s) => [s.sandboxID, s.state, s.nodeID, s.templateID, s.spec.cpus, `${s.spec.memoryMiB}M`, diskUse(s), s.ip ?? '-', s.startedAt, s.endAt, s.reason ?? '']),
+    list.map((s) => [
+      s.sandboxID,
+      s.state,
+      s.nodeID,
+      s.templateID,
+      s.spec.cpus,
+      `${s.spec.memoryMiB}M`,
+      diskUse(s),
+      s.ip ?? '-',
+      s.startedAt,
+      s.endAt,
+      s.reason ?? '',
+    ]),
   );
 }
 
@@ -59,7 +71,13 @@ function egressOpts(o: CreateOpts): { egress?: EgressRequest } {
 }
 
 /** Repeatable, comma-separated list options (--allow-out 1.1.1.1,8.8.8.8 --allow-out 9.9.9.9). */
-const listArg = (value: string, previous: string[] = []): string[] => [...previous, ...value.split(',').map((v) => v.trim()).filter(Boolean)];
+const listArg = (value: string, previous: string[] = []): string[] => [
+  ...previous,
+  ...value
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean),
+];
 
 interface ExecOpts {
   raw?: boolean;
@@ -78,7 +96,9 @@ export function register(program: Command): void {
 
   const create = sandbox
     .command('create')
-    .description('Create a sandbox and print its id. Unset options take sandbox.default_* from cubemaster.yaml. A refused create (130597: no node can take it) says which limit refused it.')
+    .description(
+      'Create a sandbox and print its id. Unset options take sandbox.default_* from cubemaster.yaml. A refused create (130597: no node can take it) says which limit refused it.',
+    )
     .option('--template <t>', 'template id (default: sandbox.default_template)')
     .option('--cpus <n>', 'vCPUs (default: sandbox.default_spec.cpus)', numberArg({ positive: true }))
     .option('--memory-mib <m>', 'memory limit in MiB (default: sandbox.default_spec.memory_mib)', numberArg({ int: true, min: 16 }))
@@ -94,7 +114,11 @@ export function register(program: Command): void {
     .addHelpText(
       'after',
       `${EGRESS_HELP}\nJSON (--json): {"sandboxID": ...} plus the SandboxView fields.\n` +
-        examples('cubectl sandbox create', 'cubectl sandbox create --cpus 2 --memory-mib 1024 --timeout 600 --json', 'cubectl sandbox create --deny-out 0.0.0.0/0 --allow-out 151.101.0.0/16'),
+        examples(
+          'cubectl sandbox create',
+          'cubectl sandbox create --cpus 2 --memory-mib 1024 --timeout 600 --json',
+          'cubectl sandbox create --deny-out 0.0.0.0/0 --allow-out 151.101.0.0/16',
+        ),
     )
     .action(async (o: CreateOpts, cmd: Command) => {
       const s = await clientFor(cmd).createSandbox({
@@ -120,9 +144,16 @@ export function register(program: Command): void {
     .option('--state <s>', `only these states, comma-separated (${STATES.join(', ')})`)
     .option('--node <n>', 'only sandboxes on this node')
     .option('--template <t>', 'only sandboxes of this template')
-    .addHelpText('after', `\nJSON (--json): an array of SandboxView: sandboxID, state, nodeID, templateID, startedAt, endAt, spec, ...\n` + examples('cubectl sandbox ls', 'cubectl sandbox ls --state paused --json'))
+    .addHelpText(
+      'after',
+      `\nJSON (--json): an array of SandboxView: sandboxID, state, nodeID, templateID, startedAt, endAt, spec, ...\n` +
+        examples('cubectl sandbox ls', 'cubectl sandbox ls --state paused --json'),
+    )
     .action(async (o: { state?: string; node?: string; template?: string }, cmd: Command) => {
-      const state = o.state?.split(',').map((s) => s.trim()).filter(Boolean);
+      const state = o.state
+        ?.split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
       const bad = state?.filter((s) => !(STATES as readonly string[]).includes(s));
       if (bad?.length) throw new UsageError(`--state: unknown state ${bad.join(', ')} (known: ${STATES.join(', ')})`);
       const list = await clientFor(cmd).sandboxes({
@@ -136,7 +167,9 @@ export function register(program: Command): void {
 
   sandbox
     .command('get')
-    .description('Show sandbox ID: state (and why, for error and lost), node, template, spec, address and lifetime. A sandbox that ended without its client asking (timeout, OOM, node lost, drain, an operator) answers for a day with why, when and where: exit code 1 with that reason.')
+    .description(
+      'Show sandbox ID: state (and why, for error and lost), node, template, spec, address and lifetime. A sandbox that ended without its client asking (timeout, OOM, node lost, drain, an operator) answers for a day with why, when and where: exit code 1 with that reason.',
+    )
     .argument('<id>', 'sandbox id')
     .addHelpText('after', examples('cubectl sandbox get $id', 'cubectl sandbox get $id --json'))
     .action(async (id: string, _o: unknown, cmd: Command) => {
@@ -147,28 +180,50 @@ export function register(program: Command): void {
 
   sandbox
     .command('exec')
-    .description("Run a command in sandbox ID, streaming its stdout and stderr, and exit with the command's exit code. Put the command after `--` so its options are not read as cubectl's. Interrupting cubectl kills the command.")
+    .description(
+      "Run a command in sandbox ID, streaming its stdout and stderr, and exit with the command's exit code. Put the command after `--` so its options are not read as cubectl's. Interrupting cubectl kills the command.",
+    )
     .argument('<id>', 'sandbox id')
     .argument('<command...>', 'command and arguments')
     .option('--user <u>', 'run as this user (root or user)')
     .option('--cwd <dir>', 'working directory inside the sandbox')
     .option('--env <k=v>', 'environment variable (repeatable)', keyValueArg)
     .option('--timeout-ms <ms>', 'kill the command after this many milliseconds', numberArg({ int: true, min: 0 }))
-    .option('--raw', "write the command's output to a terminal as it is (by default control characters are shown escaped there; a pipe or file always gets the bytes)")
-    .addHelpText('after', examples('cubectl sandbox exec $id -- uname -a', 'cubectl sandbox exec $id --user user --cwd /tmp --env A=1 -- sh -c \'echo $A; exit 3\'; echo $?   # 1, then 3'))
+    .option(
+      '--raw',
+      "write the command's output to a terminal as it is (by default control characters are shown escaped there; a pipe or file always gets the bytes)",
+    )
+    .addHelpText(
+      'after',
+      examples(
+        'cubectl sandbox exec $id -- uname -a',
+        "cubectl sandbox exec $id --user user --cwd /tmp --env A=1 -- sh -c 'echo $A; exit 3'; echo $?   # 1, then 3",
+      ),
+    )
     .action(async (id: string, argv: string[], o: ExecOpts, cmd: Command) => {
       const abort = new AbortController();
       const stop = () => abort.abort();
       process.once('SIGINT', stop);
       try {
-        const events = clientFor(cmd).exec(id, { argv, ...(o.env ? { env: o.env } : {}), ...(o.cwd ? { cwd: o.cwd } : {}), ...(o.user ? { user: o.user } : {}), ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }) }, abort.signal);
+        const events = clientFor(cmd).exec(
+          id,
+          {
+            argv,
+            ...(o.env ? { env: o.env } : {}),
+            ...(o.cwd ? { cwd: o.cwd } : {}),
+            ...(o.user ? { user: o.user } : {}),
+            ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }),
+          },
+          abort.signal,
+        );
         const out = outputTo(process.stdout, o.raw === true);
         const err = outputTo(process.stderr, o.raw === true);
         for await (const ev of events) {
           if (ev.type === 'stdout') out(ev.data);
           else if (ev.type === 'stderr') err(ev.data);
           else if (ev.type === 'end') {
-            const why = ev.error ?? (ev.oomKilled ? 'killed: out of memory' : ev.timedOut ? 'killed: timeout' : ev.signal ? `killed by ${ev.signal}` : undefined);
+            const why =
+              ev.error ?? (ev.oomKilled ? 'killed: out of memory' : ev.timedOut ? 'killed: timeout' : ev.signal ? `killed by ${ev.signal}` : undefined);
             const code = ev.exitCode >= 0 && ev.exitCode <= 255 ? ev.exitCode : 1;
             if (code === 0 && why === undefined) return;
             throw new ExitError(why ?? '', code === 0 ? 1 : code);
@@ -193,7 +248,8 @@ export function register(program: Command): void {
     .option('--user <u>', 'run as this user (root or user; default user)')
     .addHelpText('after', examples('cubectl sandbox shell $id', 'cubectl sandbox shell $id --user root'))
     .action(async (id: string, o: { user?: string }, cmd: Command) => {
-      if (!process.stdin.isTTY || !process.stdout.isTTY) throw new UsageError('sandbox shell needs a terminal (stdin and stdout must be a TTY); use sandbox exec for scripts');
+      if (!process.stdin.isTTY || !process.stdout.isTTY)
+        throw new UsageError('sandbox shell needs a terminal (stdin and stdout must be a TTY); use sandbox exec for scripts');
       // Loaded here: the Connect client is not every cubectl verb's start-up cost.
       const { runShell, shellAccess, ShellRefused } = await import('../shell.js');
       const client = clientFor(cmd);
@@ -237,7 +293,7 @@ export function register(program: Command): void {
   sandbox
     .command('pause')
     .description(
-      'Freeze every process of sandbox ID; its memory stays (less the release ratio share, for scheduling). --release frees the memory where the runtime can: a microVM\'s guest memory goes to a file under the data dir and its QEMU ends (resume restores it, processes kept); an ns sandbox keeps its memory either way.',
+      "Freeze every process of sandbox ID; its memory stays (less the release ratio share, for scheduling). --release frees the memory where the runtime can: a microVM's guest memory goes to a file under the data dir and its QEMU ends (resume restores it, processes kept); an ns sandbox keeps its memory either way.",
     )
     .argument('<id>', 'sandbox id')
     .option('--release', 'free the memory where the runtime can (microvm), as AutoPause and the E2B pause do')
@@ -255,7 +311,11 @@ export function register(program: Command): void {
     )
     .argument('<id>', 'sandbox id')
     .option('--name <name>', 'a name to find it by (unique; letters, digits, . _ / -)')
-    .addHelpText('after', '\nJSON (--json): the SnapshotView: snapshotID, names, sandboxID, nodeID, templateID, runtime, keeps, spec, metadata, createdAt.\n' + examples('snap=$(cubectl sandbox snapshot $id --name warm)', 'cubectl sandbox create --template $snap'))
+    .addHelpText(
+      'after',
+      '\nJSON (--json): the SnapshotView: snapshotID, names, sandboxID, nodeID, templateID, runtime, keeps, spec, metadata, createdAt.\n' +
+        examples('snap=$(cubectl sandbox snapshot $id --name warm)', 'cubectl sandbox create --template $snap'),
+    )
     .action(async (id: string, o: { name?: string }, cmd: Command) => {
       const s = await clientFor(cmd).snapshot(id, o.name);
       if (globals(cmd).json) printJson(s);
@@ -264,11 +324,17 @@ export function register(program: Command): void {
 
   sandbox
     .command('fork')
-    .description('Make N sandboxes from sandbox ID as it is now (a snapshot, N creates from it, the snapshot removed) and print their ids, one a line; a fork that could not start prints "error: ..." in its place and the exit code is 1.')
+    .description(
+      'Make N sandboxes from sandbox ID as it is now (a snapshot, N creates from it, the snapshot removed) and print their ids, one a line; a fork that could not start prints "error: ..." in its place and the exit code is 1.',
+    )
     .argument('<id>', 'sandbox id')
     .option('-n, --count <n>', 'how many (default 1)', numberArg({ int: true, min: 1 }))
     .option('--timeout <s>', 'their lifetime in seconds (default: sandbox.default_timeout_sec)', numberArg({ int: true, min: 1 }))
-    .addHelpText('after', '\nJSON (--json): an array with one {sandbox: SandboxView} or {error: {code, message, status}} per fork.\n' + examples('cubectl sandbox fork $id -n 20', 'cubectl sandbox fork $id --json | jq -r ".[].sandbox.sandboxID"'))
+    .addHelpText(
+      'after',
+      '\nJSON (--json): an array with one {sandbox: SandboxView} or {error: {code, message, status}} per fork.\n' +
+        examples('cubectl sandbox fork $id -n 20', 'cubectl sandbox fork $id --json | jq -r ".[].sandbox.sandboxID"'),
+    )
     .action(async (id: string, o: { count?: number; timeout?: number }, cmd: Command) => {
       const results = await clientFor(cmd).fork(id, { count: o.count ?? 1, ...(o.timeout === undefined ? {} : { timeoutSec: o.timeout }) });
       if (globals(cmd).json) printJson(results);
@@ -277,7 +343,12 @@ export function register(program: Command): void {
       if (failed > 0) throw new ExitError(`${failed} of ${results.length} forks did not start`);
     });
 
-  simple('resume', 'Thaw sandbox ID. May be refused (130409) when the release ratio gave its share away and the node is full.', (id, cmd) => clientFor(cmd).resume(id), 'running');
+  simple(
+    'resume',
+    'Thaw sandbox ID. May be refused (130409) when the release ratio gave its share away and the node is full.',
+    (id, cmd) => clientFor(cmd).resume(id),
+    'running',
+  );
   simple(
     'rm',
     'Destroy sandbox ID and everything it held (processes, cgroups, network slot, writable layer).',
@@ -311,7 +382,12 @@ export function sandboxDetail(s: SandboxView): string {
     ['ip', s.ip],
     ['started', s.startedAt],
     ['ends', s.endAt],
-    ['metadata', Object.entries(s.metadata).map(([k, v]) => `${k}=${v}`).join(' ') || undefined],
+    [
+      'metadata',
+      Object.entries(s.metadata)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ') || undefined,
+    ],
   ];
   return rows.flatMap(([k, v]) => (v === undefined ? [] : [`${`${k}:`.padEnd(10)}${v}\n`])).join('');
 }

@@ -15,7 +15,9 @@ export function register(program: Command): void {
   const snapshot = program
     .command('snapshot')
     .summary('ls, rm sandbox snapshots')
-    .description('List and remove kept sandbox snapshots (take one with `cubectl sandbox snapshot ID`; make a sandbox from one with `cubectl sandbox create --template SNAPSHOT`).')
+    .description(
+      'List and remove kept sandbox snapshots (take one with `cubectl sandbox snapshot ID`; make a sandbox from one with `cubectl sandbox create --template SNAPSHOT`).',
+    )
     .addHelpText('after', examples('cubectl snapshot ls', 'cubectl snapshot rm warm'));
 
   snapshot
@@ -25,7 +27,10 @@ export function register(program: Command): void {
     .option('--name <name>', 'only the one with this name')
     .addHelpText('after', '\nJSON (--json): an array of SnapshotView.\n' + examples('cubectl snapshot ls', 'cubectl snapshot ls --sandbox $id --json'))
     .action(async (o: { sandbox?: string; name?: string }, cmd: Command) => {
-      const list = await clientFor(cmd).snapshots({ ...(o.sandbox === undefined ? {} : { sandboxID: o.sandbox }), ...(o.name === undefined ? {} : { name: o.name }) });
+      const list = await clientFor(cmd).snapshots({
+        ...(o.sandbox === undefined ? {} : { sandboxID: o.sandbox }),
+        ...(o.name === undefined ? {} : { name: o.name }),
+      });
       if (globals(cmd).json) printJson(list);
       else process.stdout.write(snapshotsTable(list));
     });
@@ -34,7 +39,10 @@ export function register(program: Command): void {
     .command('rm')
     .description('Remove snapshots by id or name. Sandboxes made from them go on: their layers are their own.')
     .argument('<ref...>', 'snapshot ids or names')
-    .addHelpText('after', '\nJSON (--json): an array of {snapshot, removed: true}.\n' + examples('cubectl snapshot rm snap-0123456789abcdef', 'cubectl snapshot rm warm cold'))
+    .addHelpText(
+      'after',
+      '\nJSON (--json): an array of {snapshot, removed: true}.\n' + examples('cubectl snapshot rm snap-0123456789abcdef', 'cubectl snapshot rm warm cold'),
+    )
     .action(async (refs: string[], _o: unknown, cmd: Command) => {
       const client = clientFor(cmd);
       for (const ref of refs) await client.deleteSnapshot(ref);

@@ -17,7 +17,15 @@ export function templatesTable(list: TemplateListing[]): string {
     ['template', 'digest', 'layers', 'source', 'start', 'created', 'nodes'],
     list.map((t) => {
       const r = t.record;
-      return [t.templateID, r ? r.digest.slice(7, 19) : '-', r ? r.layers.length : t.templateID === 'host' ? 'host /usr' : '-', r?.source ?? '-', r?.config.startCmd ? 'yes' : '-', r?.created ?? '-', t.nodes.join(',')];
+      return [
+        t.templateID,
+        r ? r.digest.slice(7, 19) : '-',
+        r ? r.layers.length : t.templateID === 'host' ? 'host /usr' : '-',
+        r?.source ?? '-',
+        r?.config.startCmd ? 'yes' : '-',
+        r?.created ?? '-',
+        t.nodes.join(','),
+      ];
     }),
   );
 }
@@ -26,14 +34,26 @@ export function register(program: Command): void {
   const template = program
     .command('template')
     .summary('ls, inspect, import, build, rm templates')
-    .description('List, inspect, import (docker save tarballs, OCI archives and layouts), build (the steps of the e2b SDK\'s Template()) and remove templates.')
-    .addHelpText('after', examples('docker save python:3.12-slim -o py.tar && cubectl template import py.tar --name python', 'cubectl template build recipe.yaml --name app:v1', 'cubectl template ls', 'cubectl template rm python'));
+    .description("List, inspect, import (docker save tarballs, OCI archives and layouts), build (the steps of the e2b SDK's Template()) and remove templates.")
+    .addHelpText(
+      'after',
+      examples(
+        'docker save python:3.12-slim -o py.tar && cubectl template import py.tar --name python',
+        'cubectl template build recipe.yaml --name app:v1',
+        'cubectl template ls',
+        'cubectl template rm python',
+      ),
+    );
 
   template
     .command('ls')
     .summary('list templates')
     .description('List the templates the nodes hold: digest, number of layers, where they came from, whether they have a start command, when they were made.')
-    .addHelpText('after', '\nJSON (--json): an array of {templateID, nodes, record?} (record: src/templates/store.ts TemplateRecord).\n' + examples('cubectl template ls', 'cubectl template ls --json | jq ".[].record.layers"'))
+    .addHelpText(
+      'after',
+      '\nJSON (--json): an array of {templateID, nodes, record?} (record: src/templates/store.ts TemplateRecord).\n' +
+        examples('cubectl template ls', 'cubectl template ls --json | jq ".[].record.layers"'),
+    )
     .action(async (_o: unknown, cmd: Command) => {
       const list = await clientFor(cmd).templates();
       if (globals(cmd).json) printJson(list);
@@ -43,14 +63,18 @@ export function register(program: Command): void {
   template
     .command('inspect <name>')
     .summary('show a template: layers, config, digest')
-    .description('Show a template record as JSON: its layers (diff_ids, lowest first), config (env, workdir, user, start and ready commands), digest, source and the image entrypoint and command.')
+    .description(
+      'Show a template record as JSON: its layers (diff_ids, lowest first), config (env, workdir, user, start and ready commands), digest, source and the image entrypoint and command.',
+    )
     .addHelpText('after', examples('cubectl template inspect python', 'cubectl template inspect app:v2'))
     .action(async (name: string, _o: unknown, cmd: Command) => printJson(await clientFor(cmd).template(name)));
 
   template
     .command('rm <name>')
     .summary('remove a template (refused while a sandbox or a template built from it uses it)')
-    .description('Remove a template; refused with 409 while a sandbox runs from it or another template was built from it. Layers no other template holds leave the layer store.')
+    .description(
+      'Remove a template; refused with 409 while a sandbox runs from it or another template was built from it. Layers no other template holds leave the layer store.',
+    )
     .addHelpText('after', examples('cubectl template rm python', 'cubectl template rm app:v2'))
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const r = await clientFor(cmd).deleteTemplate(name);
@@ -62,13 +86,23 @@ export function register(program: Command): void {
     .command('build <file>')
     .summary('build a template from a recipe (JSON or YAML) of e2b Template() steps')
     .description(
-      'Builds a template from a recipe file, with the steps of the e2b SDK\'s Template() builder and the same build API: fromTemplate or fromImage (an imported image, by name), then steps run in order, each in a sandbox of its own, each RUN, COPY or WORKDIR making a layer: {run: CMD} or {run: {cmd, user}}, {copy: {src, dest, user?, mode?}} (src a file, directory or link under the context: the recipe\'s directory, or context:; links are copied as links, never followed, and a src reached through a link out of the context is refused), {env: {K: V}}, {workdir: DIR}, {user: root|user}; startCmd and readyCmd. Steps are cached by the chain (parent, step, files); --force runs every step again. Build logs go to stderr on a TTY.',
+      "Builds a template from a recipe file, with the steps of the e2b SDK's Template() builder and the same build API: fromTemplate or fromImage (an imported image, by name), then steps run in order, each in a sandbox of its own, each RUN, COPY or WORKDIR making a layer: {run: CMD} or {run: {cmd, user}}, {copy: {src, dest, user?, mode?}} (src a file, directory or link under the context: the recipe's directory, or context:; links are copied as links, never followed, and a src reached through a link out of the context is refused), {env: {K: V}}, {workdir: DIR}, {user: root|user}; startCmd and readyCmd. Steps are cached by the chain (parent, step, files); --force runs every step again. Build logs go to stderr on a TTY.",
     )
     .option('--name <name[:tag]>', "template name (default: the recipe's name:)")
     .option('--tag <tag...>', "tags to register the build under (default: the name's tag, else latest)")
     .option('--force', 'skip the build cache: run every step again')
-    .option('--max-context-mib <n>', 'stop when the files a COPY takes from the context pass this many MiB', numberArg({ int: true, min: 1 }), DEFAULT_CONTEXT_BOUND.maxBytes / 2 ** 20)
-    .option('--max-context-entries <n>', 'stop when a COPY takes more files, directories and links than this', numberArg({ int: true, min: 1 }), DEFAULT_CONTEXT_BOUND.maxEntries)
+    .option(
+      '--max-context-mib <n>',
+      'stop when the files a COPY takes from the context pass this many MiB',
+      numberArg({ int: true, min: 1 }),
+      DEFAULT_CONTEXT_BOUND.maxBytes / 2 ** 20,
+    )
+    .option(
+      '--max-context-entries <n>',
+      'stop when a COPY takes more files, directories and links than this',
+      numberArg({ int: true, min: 1 }),
+      DEFAULT_CONTEXT_BOUND.maxEntries,
+    )
     .addHelpText(
       'after',
       '\nRecipe (YAML):\n  name: app:v1\n  fromImage: python\n  steps:\n    - run: {cmd: "pip install flask", user: root}\n    - copy: {src: app, dest: /srv/app/}\n    - env: {PORT: 8000}\n    - workdir: /srv/app\n  startCmd: python -m flask run -p 8000\n  readyCmd: nc -z 127.0.0.1 8000\n' +
@@ -101,7 +135,9 @@ export function register(program: Command): void {
     .option('--ready-timeout <sec>', 'give up on the ready command after this long (default 60)', numberArg({ int: true, min: 1, max: 3600 }))
     .option('--workdir <dir>', "default working directory (default: the image's WorkingDir)")
     .option('--user <user>', "default user, root or user (default: the image's User: root when it is root or unset)")
-    .addOption(new Option('--runtime <runtime>', "the runtime its sandboxes run on when the create names none (default: the node's)").choices([...TEMPLATE_RUNTIMES]))
+    .addOption(
+      new Option('--runtime <runtime>', "the runtime its sandboxes run on when the create names none (default: the node's)").choices([...TEMPLATE_RUNTIMES]),
+    )
     .addHelpText(
       'after',
       examples(
@@ -127,7 +163,12 @@ export function register(program: Command): void {
       const opts = importOptions(o);
       const total = st.isDirectory() ? undefined : st.size;
       const name = o.name;
-      const body = withProgress(st.isDirectory() ? tarDirectory(path) : createReadStream(path), total, name, process.stderr.isTTY === true && !globals(cmd).json);
+      const body = withProgress(
+        st.isDirectory() ? tarDirectory(path) : createReadStream(path),
+        total,
+        name,
+        process.stderr.isTTY === true && !globals(cmd).json,
+      );
       const rec = await clientFor(cmd)
         .importTemplate(name, body, opts)
         .finally(() => pulled?.cleanup());
@@ -176,21 +217,21 @@ async function pullFromRegistry(cmd: Command, source: string, o: ImportCliOption
   if (o.passwordStdin) {
     const chunks: Buffer[] = [];
     for await (const c of process.stdin) chunks.push(c as Buffer);
-    password = Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+    password = Buffer.concat(chunks)
+      .toString('utf8')
+      .replace(/\r?\n$/, '');
   }
   if (password !== undefined && password !== '' && !username) throw new UsageError('a registry password needs a user: --username or $CUBE_REGISTRY_USERNAME');
   if (username && !password) throw new UsageError('--username needs a password: --password-stdin or $CUBE_REGISTRY_PASSWORD');
   const name = o.name ?? defaultTemplateName(source);
-  const rec = await clientFor(cmd).pullTemplate(
-    name,
-    source,
-    { ...importOptions(o), ...(username && password ? { username, password } : {}) },
-    (line) => {
-      if (!json) process.stderr.write(`${line}\n`);
-    },
-  );
+  const rec = await clientFor(cmd).pullTemplate(name, source, { ...importOptions(o), ...(username && password ? { username, password } : {}) }, (line) => {
+    if (!json) process.stderr.write(`${line}\n`);
+  });
   if (json) printJson(rec);
-  else process.stdout.write(`imported ${rec.ref} ${rec.digest} from ${rec.registry?.image ?? source}@${rec.registry?.digest ?? '?'} (${rec.layers.length} layers${rec.pulled === false ? ', nothing pulled: in the layer store already' : ''})\n`);
+  else
+    process.stdout.write(
+      `imported ${rec.ref} ${rec.digest} from ${rec.registry?.image ?? source}@${rec.registry?.digest ?? '?'} (${rec.layers.length} layers${rec.pulled === false ? ', nothing pulled: in the layer store already' : ''})\n`,
+    );
 }
 
 interface BuildOptions {
@@ -205,7 +246,12 @@ interface BuildOptions {
 const PROGRESS_MS = 250;
 
 /** The build flow of the e2b SDK's Template.build, from a recipe file: request, uploads, start, poll the status. */
-async function buildFromRecipe(client: CubeClient, file: string, o: BuildOptions, progress: (line: string, transient?: boolean) => void): Promise<{ refs: string[] }> {
+async function buildFromRecipe(
+  client: CubeClient,
+  file: string,
+  o: BuildOptions,
+  progress: (line: string, transient?: boolean) => void,
+): Promise<{ refs: string[] }> {
   const text = await readFile(file, 'utf8').catch((e: NodeJS.ErrnoException) => {
     throw new UsageError(`${file}: ${e.code === 'ENOENT' ? 'no such file' : e.message}`);
   });
@@ -217,7 +263,12 @@ async function buildFromRecipe(client: CubeClient, file: string, o: BuildOptions
   const context = resolve(dirname(file), recipe.context ?? '.');
   const { body, copies } = recipeBody(recipe, o.force === true);
   const tags = [...(recipe.tags ?? []), ...(o.tag ?? [])];
-  const req = await client.requestBuild({ name, ...(tags.length ? { tags } : {}), ...(recipe.cpuCount ? { cpuCount: recipe.cpuCount } : {}), ...(recipe.memoryMB ? { memoryMB: recipe.memoryMB } : {}) });
+  const req = await client.requestBuild({
+    name,
+    ...(tags.length ? { tags } : {}),
+    ...(recipe.cpuCount ? { cpuCount: recipe.cpuCount } : {}),
+    ...(recipe.memoryMB ? { memoryMB: recipe.memoryMB } : {}),
+  });
   const bound = { maxBytes: o.maxContextMib * 2 ** 20, maxEntries: o.maxContextEntries };
   const mib = (n: number) => (n / 2 ** 20).toFixed(1);
   let shown = 0;
@@ -234,7 +285,10 @@ async function buildFromRecipe(client: CubeClient, file: string, o: BuildOptions
     const link = await client.templateFilesLink(req.templateID, hash);
     if (link.present || !link.url) progress(`files of ${c.src}: ${entries.length} entries, ${mib(total)} MiB, already on the daemon`);
     else {
-      await client.uploadTemplateFiles(link.url, copyArchive(entries, (sent) => every(() => `files of ${c.src}: uploading ${mib(sent)}/${mib(total)} MiB`)));
+      await client.uploadTemplateFiles(
+        link.url,
+        copyArchive(entries, (sent) => every(() => `files of ${c.src}: uploading ${mib(sent)}/${mib(total)} MiB`)),
+      );
       progress(`files of ${c.src}: ${entries.length} entries, ${mib(total)} MiB, uploaded`);
     }
   }

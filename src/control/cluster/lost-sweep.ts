@@ -23,7 +23,14 @@ export function isLost(lastSeen: number | undefined, now: number, heartbeatTimeo
  * node's fault, so an outage pauses lost detection until the nodes have had a heartbeat
  * timeout to report again.
  */
-export async function sweepLostNodes(store: StateStore, cfg: MasterConfig, now: number, holder: string, missingSince = new Map<string, number>(), blindAt = 0): Promise<string[]> {
+export async function sweepLostNodes(
+  store: StateStore,
+  cfg: MasterConfig,
+  now: number,
+  holder: string,
+  missingSince = new Map<string, number>(),
+  blindAt = 0,
+): Promise<string[]> {
   const timeout = cfg.scheduler.heartbeat_timeout_ms;
   if (!(await store.holdLease(LOST_SWEEP_LEASE, holder, 2 * timeout))) return [];
   const ids = (await store.listNodes()).map((n) => n.nodeID);

@@ -126,14 +126,22 @@ export function withPlacements(v: NodeView, mine: readonly RecentPlacement[], pa
   const disk = extra.reduce((s, p) => s + (p.diskGiB ?? 0), 0);
   return {
     ...v,
-    usage: { ...v.usage, quotaMemUsedMiB: v.usage.quotaMemUsedMiB + mem, quotaCpuUsed: v.usage.quotaCpuUsed + cpus, quotaDiskUsedGiB: (v.usage.quotaDiskUsedGiB ?? 0) + disk },
+    usage: {
+      ...v.usage,
+      quotaMemUsedMiB: v.usage.quotaMemUsedMiB + mem,
+      quotaCpuUsed: v.usage.quotaCpuUsed + cpus,
+      quotaDiskUsedGiB: (v.usage.quotaDiskUsedGiB ?? 0) + disk,
+    },
     sandboxes: { ...v.sandboxes, creating: v.sandboxes.creating + extra.length, total: v.sandboxes.total + extra.length },
   };
 }
 
 export function clusterNodeView(rec: NodeRecord, metrics: NodeView | undefined, lost: boolean, now: number, heartbeatTimeoutMs: number): NodeView {
   const flagged = withOperatorFlags(metrics ?? silentNode(rec), rec);
-  const base: NodeView = rec.evictAt !== undefined && rec.draining ? { ...flagged, evictAt: rec.evictAt, reason: flagged.reason === 'draining' ? `draining: sandboxes evicted at ${isoTime(rec.evictAt)}` : flagged.reason } : flagged;
+  const base: NodeView =
+    rec.evictAt !== undefined && rec.draining
+      ? { ...flagged, evictAt: rec.evictAt, reason: flagged.reason === 'draining' ? `draining: sandboxes evicted at ${isoTime(rec.evictAt)}` : flagged.reason }
+      : flagged;
   const view: NodeView = rec.address !== undefined ? { ...base, address: rec.address } : base;
   const age = metrics ? now - metrics.lastSeen : Infinity;
   if (!lost && age <= heartbeatTimeoutMs) return view;
@@ -155,7 +163,18 @@ function silentNode(rec: NodeRecord): NodeView {
     capacity: { cpus: 0, memoryMiB: 0, declared: false },
     usage: { cpuUtilPercent: 0, memAvailableMiB: 0, diskUsedPercent: 0, diskWatermarkPercent: 0, quotaMemUsedMiB: 0, quotaCpuUsed: 0 },
     sandboxes: { running: 0, paused: 0, creating: 0, total: 0 },
-    density: { footprintMiB: 0, paperCeiling: 0, safetyBoundary: 0, cpuCeiling: 0, effectiveCeiling: 0, bottleneck: 'memory', allPausedCeiling: 0, releaseRatio: 0, headroom: 0, releasedMiB: 0 },
+    density: {
+      footprintMiB: 0,
+      paperCeiling: 0,
+      safetyBoundary: 0,
+      cpuCeiling: 0,
+      effectiveCeiling: 0,
+      bottleneck: 'memory',
+      allPausedCeiling: 0,
+      releaseRatio: 0,
+      headroom: 0,
+      releasedMiB: 0,
+    },
     pool: { free: 0, inUse: 0, creating: 0, total: 0, target: 0, inFlight: 0, onDemand: 0, waitP50Ms: 0, waitP99Ms: 0, recentWaitsMs: [] },
     templates: [],
     lastSeen: rec.joinedAt,

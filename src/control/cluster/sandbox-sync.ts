@@ -46,7 +46,13 @@ export function syncNodeSandboxes(records: SandboxRecord[], onNode: SandboxView[
     // next create returns it): either way no answer is awaited, and its mark goes. Kept, it
     // undid 5 adopted keyed sandboxes at their deadline in the cluster test's kill -9.
     const { reason: _r, createBy: _c, ...kept } = rec;
-    const merged: SandboxRecord = { ...kept, ...(rec.state === 'creating' || rec.createBy === undefined ? {} : { createBy: rec.createBy }), ...view, accessToken: rec.accessToken, envVars: rec.envVars };
+    const merged: SandboxRecord = {
+      ...kept,
+      ...(rec.state === 'creating' || rec.createBy === undefined ? {} : { createBy: rec.createBy }),
+      ...view,
+      accessToken: rec.accessToken,
+      envVars: rec.envVars,
+    };
     if (!sameView(merged, rec)) out.push({ type: 'update', rec: listedAt === undefined ? merged : { ...merged, nodeAt: listedAt } });
   }
   for (const rec of byID.values()) {

@@ -48,7 +48,12 @@ export function deriveLifecycle(e: EventView, facts: SandboxFacts, tombstone?: T
   const data: Record<string, unknown> = {};
   if (facts.metadata && Object.keys(facts.metadata).length > 0) data.sandbox_metadata = facts.metadata;
   if (type === 'sandbox.lifecycle.killed') {
-    const death = e.kind === 'sandbox.died' && e.death !== undefined ? { reason: e.death, code: e.code, message: e.message } : tombstone ? { reason: tombstone.reason, code: tombstone.cubeCode, message: tombstone.message } : undefined;
+    const death =
+      e.kind === 'sandbox.died' && e.death !== undefined
+        ? { reason: e.death, code: e.code, message: e.message }
+        : tombstone
+          ? { reason: tombstone.reason, code: tombstone.cubeCode, message: tombstone.message }
+          : undefined;
     if (death) Object.assign(data, { kill_reason: death.reason, cube_code: death.code, message: `${DEATH_MEANING[death.reason]}: ${death.message}` });
     else data.kill_reason = 'request';
   }

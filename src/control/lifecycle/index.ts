@@ -81,7 +81,10 @@ export class Lifecycle implements LifecycleApi {
     const queued = await l.enqueueDeliveries(ds, MAX_QUEUED_DELIVERIES);
     if (queued < ds.length) {
       this.ctx.log.warn({ refused: ds.length - queued }, 'webhook queue full: deliveries refused');
-      await this.appendEvent({ kind: 'webhook.failed', message: `webhook queue full (${MAX_QUEUED_DELIVERIES} deliveries): ${ds.length - queued} delivery(ies) refused` });
+      await this.appendEvent({
+        kind: 'webhook.failed',
+        message: `webhook queue full (${MAX_QUEUED_DELIVERIES} deliveries): ${ds.length - queued} delivery(ies) refused`,
+      });
     }
     await l.setCursor(CURSOR, history[history.length - 1]!.id);
   }
@@ -95,7 +98,8 @@ export class Lifecycle implements LifecycleApi {
     const tombstone = type === 'sandbox.lifecycle.killed' ? await l.getTombstone(id) : undefined;
     // A sandbox is killed once: its node's destroy after a death comes with the death's own event.
     if (e.kind === 'sandbox.destroyed' && tombstone) return undefined;
-    if (type === 'sandbox.lifecycle.killed' && (batch.some((b) => b.sandboxID === id && b.type === type) || (await l.lastLifecycleEvent(id, [type])))) return undefined;
+    if (type === 'sandbox.lifecycle.killed' && (batch.some((b) => b.sandboxID === id && b.type === type) || (await l.lastLifecycleEvent(id, [type]))))
+      return undefined;
     return deriveLifecycle(e, await this.facts(id, batch, tombstone), tombstone);
   }
 
@@ -105,7 +109,12 @@ export class Lifecycle implements LifecycleApi {
     if (rec) return { templateID: rec.templateID, metadata: rec.metadata, endAt: rec.endAt, ...(rec.owner !== undefined ? { owner: rec.owner } : {}) };
     const l = this.ctx.store.lifecycle;
     const ended = (tombstone ?? (await l.getTombstone(sandboxID))) || (await l.getEndedSandbox(sandboxID));
-    if (ended?.templateID !== undefined) return { templateID: ended.templateID, ...(ended.metadata ? { metadata: ended.metadata } : {}), ...(ended.owner !== undefined ? { owner: ended.owner } : {}) };
+    if (ended?.templateID !== undefined)
+      return {
+        templateID: ended.templateID,
+        ...(ended.metadata ? { metadata: ended.metadata } : {}),
+        ...(ended.owner !== undefined ? { owner: ended.owner } : {}),
+      };
     const before = [...batch].reverse().find((b) => b.sandboxID === sandboxID) ?? (await l.lastLifecycleEvent(sandboxID, ['sandbox.lifecycle.created']));
     if (!before) return { templateID: '' };
     const meta = before.data?.sandbox_metadata as Record<string, string> | undefined;
@@ -122,7 +131,16 @@ export class Lifecycle implements LifecycleApi {
   }
 
   async createWebhook(owner: string | undefined, req: WebhookRequest): Promise<Webhook> {
-    const w: Webhook = { id: randomUUID(), ...(owner !== undefined ? { owner } : {}), name: req.name, url: req.url, enabled: req.enabled, events: req.events, secret: req.signatureSecret, createdAt: Date.now() };
+    const w: Webhook = {
+      id: randomUUID(),
+      ...(owner !== undefined ? { owner } : {}),
+      name: req.name,
+      url: req.url,
+      enabled: req.enabled,
+      events: req.events,
+      secret: req.signatureSecret,
+      createdAt: Date.now(),
+    };
     await this.ctx.store.lifecycle.putWebhook(w);
     return w;
   }

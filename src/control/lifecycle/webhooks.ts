@@ -23,7 +23,9 @@ const PARALLEL = 8;
 
 /** E2B's signature: base64url without padding of SHA-256(secret + body). */
 export function signature(secret: string, body: string): string {
-  return createHash('sha256').update(secret + body).digest('base64url');
+  return createHash('sha256')
+    .update(secret + body)
+    .digest('base64url');
 }
 
 /** Seconds before attempt `attempts + 1`, after `attempts` failures: 1, 2, 4 ... 256, then 300. */
@@ -75,7 +77,10 @@ export class Deliverer {
     if (attempts < MAX_ATTEMPTS) return this.o.store.retryDelivery({ ...d, attempts, dueAt: Date.now() + backoffMs(attempts), lastError: error });
     await this.o.store.finishDelivery(d.id);
     this.o.log.warn({ webhookID: hook.id, eventID: d.eventID, error }, 'webhook delivery given up');
-    await this.o.appendEvent({ kind: 'webhook.failed', message: `webhook ${hook.id} (${hook.name}, ${hook.url}): event ${d.eventID} not delivered after ${attempts} attempts: ${error}` });
+    await this.o.appendEvent({
+      kind: 'webhook.failed',
+      message: `webhook ${hook.id} (${hook.name}, ${hook.url}): event ${d.eventID} not delivered after ${attempts} attempts: ${error}`,
+    });
   }
 }
 

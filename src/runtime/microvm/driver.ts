@@ -24,7 +24,19 @@ import { Cgroups, keyedValue } from '../ns/cgroups.js';
 import { DEFAULT_IDENTITY, HostIdRanges } from '../ns/ids.js';
 import { hostTables, nodeParentLimits } from '../ns/host-limits.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../../templates/store.js';
-import type { ExecProcess, ExecRequest, ExitInfo, FileAccess, FileStat, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats } from '../types.js';
+import type {
+  ExecProcess,
+  ExecRequest,
+  ExitInfo,
+  FileAccess,
+  FileStat,
+  LaunchSpec,
+  RuntimeDriver,
+  SandboxFiles,
+  SandboxHandle,
+  SandboxSnapshots,
+  SandboxStats,
+} from '../types.js';
 import { ImageCache, overlayDisk } from './images.js';
 import { AgentConnection, type AgentProtocolError, T, agentActsAsUser, asField, fields, parseStats, splitFields } from './protocol.js';
 import { withQmp } from './qmp.js';
@@ -85,7 +97,11 @@ export function microvmArtifacts(buildDir = join(packageRoot(), 'build', 'microv
   const kernel = join(buildDir, 'vmlinuz');
   const initrd = join(buildDir, 'initramfs.gz');
   const missing = [kernel, initrd].filter((p) => !existsSync(p));
-  return { kernel, initrd, ...(missing.length ? { missing: `${missing.join(', ')} missing: build them with 'npm run build' (needs busybox-static and apt-get)` } : {}) };
+  return {
+    kernel,
+    initrd,
+    ...(missing.length ? { missing: `${missing.join(', ')} missing: build them with 'npm run build' (needs busybox-static and apt-get)` } : {}),
+  };
 }
 
 /**
@@ -129,7 +145,6 @@ interface VmRecord {
   /** The files QEMU gets as descriptors (absent: an older cubed's QEMU, which opens them by path). */
   files?: VmFiles;
 }
-
 
 /** A kept snapshot's guest: its writable filesystem is `diskGiB` big and its memory `memoryMiB`, whatever a create asks. */
 type KeptShape = Pick<VmRecord, 'diskGiB' | 'memoryMiB'>;
@@ -214,7 +229,10 @@ export class MicrovmDriver implements RuntimeDriver {
     const a = microvmArtifacts(this.opts.buildDir);
     if (a.missing) throw new CubeError('INTERNAL', `microvm runtime: ${a.missing}`);
     if (!['qemu-img', QEMU, 'mkfs.ext4', 'nsenter', 'setpriv'].every(onPath)) {
-      throw new CubeError('INTERNAL', `microvm runtime: ${QEMU}, qemu-img, mkfs.ext4, nsenter and setpriv are needed (install.sh installs qemu-system-x86, qemu-utils, e2fsprogs, util-linux)`);
+      throw new CubeError(
+        'INTERNAL',
+        `microvm runtime: ${QEMU}, qemu-img, mkfs.ext4, nsenter and setpriv are needed (install.sh installs qemu-system-x86, qemu-utils, e2fsprogs, util-linux)`,
+      );
     }
     await this.ids.checkHost();
     // QEMU runs in the sandbox's cgroups under the node's parent: its pids and memory limits hold
@@ -238,9 +256,15 @@ export class MicrovmDriver implements RuntimeDriver {
     if (!this.opts.storage) throw new CubeError('CONFLICT', 'this node keeps no microVM snapshots (they need the store of a node that offers ns too)');
     const state = join(this.keptRoot, snapshotID, RELEASED);
     if (!existsSync(state)) throw new CubeError('NOT_FOUND', `snapshot ${snapshotID} is not kept by the microvm runtime of this node`);
-    const kept = await readFile(join(this.keptRoot, snapshotID, KEPT_SHAPE), 'utf8').then((t) => JSON.parse(t) as KeptShape, () => ({}) as KeptShape);
+    const kept = await readFile(join(this.keptRoot, snapshotID, KEPT_SHAPE), 'utf8').then(
+      (t) => JSON.parse(t) as KeptShape,
+      () => ({}) as KeptShape,
+    );
     if ((kept.diskGiB !== undefined && kept.diskGiB !== diskGiB) || (kept.memoryMiB !== undefined && kept.memoryMiB !== memoryMiB)) {
-      throw new CubeError('BAD_REQUEST', `snapshot ${snapshotID} holds a microVM of ${kept.diskGiB ?? '?'} GiB of disk and ${kept.memoryMiB ?? '?'} MiB of memory: a sandbox made from it keeps them (asked: ${diskGiB} GiB, ${memoryMiB} MiB)`);
+      throw new CubeError(
+        'BAD_REQUEST',
+        `snapshot ${snapshotID} holds a microVM of ${kept.diskGiB ?? '?'} GiB of disk and ${kept.memoryMiB ?? '?'} MiB of memory: a sandbox made from it keeps them (asked: ${diskGiB} GiB, ${memoryMiB} MiB)`,
+      );
     }
     return state;
   }
@@ -259,7 +283,8 @@ export class MicrovmDriver implements RuntimeDriver {
     const tooBig = memoryRefusal(spec.memoryMiB, this.opts.nodeMemoryMiB);
     if (tooBig) throw new CubeError('BAD_REQUEST', tooBig);
     const dir = this.dir(id);
-    if (join(dir, 'a.sock').length > SUN_PATH_MAX) throw new CubeError('CREATE_FAILED', `data dir too deep: ${dir}/a.sock exceeds the ${SUN_PATH_MAX}-byte socket path limit`);
+    if (join(dir, 'a.sock').length > SUN_PATH_MAX)
+      throw new CubeError('CREATE_FAILED', `data dir too deep: ${dir}/a.sock exceeds the ${SUN_PATH_MAX}-byte socket path limit`);
     // Checked before anything is made: a template without a bootable layout is the caller's error.
     await this.images.templateKey(spec.template);
     try {
@@ -288,7 +313,16 @@ export class MicrovmDriver implements RuntimeDriver {
         this.cgroups.create(id, { memoryMiB: spec.memoryMiB + QEMU_OVERHEAD_MIB, cpus: spec.cpus, pidsMax: Math.max(spec.pidsMax, 64) }),
       ]);
       const net = spec.netnsPath ? 'tap' : 'hub';
-      const args = qemuArgs({ ...shape, id, dir, disk, net, uid: idBase, ...(snap ? { ram: { path: join(snap, 'ram'), shared: false } } : {}), incoming: !!(snap || kept) });
+      const args = qemuArgs({
+        ...shape,
+        id,
+        dir,
+        disk,
+        net,
+        uid: idBase,
+        ...(snap ? { ram: { path: join(snap, 'ram'), shared: false } } : {}),
+        incoming: !!(snap || kept),
+      });
       if (spec.netnsPath) {
         this.netns.set(id, spec.netnsPath);
         await writeFile(join(dir, 'netns'), spec.netnsPath);
@@ -296,7 +330,13 @@ export class MicrovmDriver implements RuntimeDriver {
       const tPrepared = performance.now();
       const state = kept ?? (snap ? join(snap, 'state') : undefined);
       const files: VmFiles = { image, disk };
-      const pid = await launchQemu(dir, args, { netnsPath: spec.netnsPath, procs: this.cgroups.procsFiles(id), files, ...(state ? { state } : {}), console: this.openConsole(id, dir) });
+      const pid = await launchQemu(dir, args, {
+        netnsPath: spec.netnsPath,
+        procs: this.cgroups.procsFiles(id),
+        files,
+        ...(state ? { state } : {}),
+        console: this.openConsole(id, dir),
+      });
       const tLaunched = performance.now();
       const record: VmRecord = { template: spec.template.name, env: spec.env, pid, args, diskGiB, memoryMiB: spec.memoryMiB, idBase, files };
       await writeFile(join(dir, 'vm.json'), JSON.stringify(record));
@@ -310,7 +350,17 @@ export class MicrovmDriver implements RuntimeDriver {
       const ms = (a: number, b: number) => Math.round(b - a);
       const now = performance.now();
       this.log?.debug(
-        { sandboxID: id, pid, fromSnapshot: !!snap, ms: ms(t0, now), prepareMs: ms(t0, tPrepared), launchMs: ms(tPrepared, tLaunched), restoreMs: ms(tLaunched, tRestored), agentMs: ms(tRestored, tAgent), identifyMs: ms(tAgent, now) },
+        {
+          sandboxID: id,
+          pid,
+          fromSnapshot: !!snap,
+          ms: ms(t0, now),
+          prepareMs: ms(t0, tPrepared),
+          launchMs: ms(tPrepared, tLaunched),
+          restoreMs: ms(tLaunched, tRestored),
+          agentMs: ms(tRestored, tAgent),
+          identifyMs: ms(tAgent, now),
+        },
         'microVM up',
       );
       return h;
@@ -330,7 +380,10 @@ export class MicrovmDriver implements RuntimeDriver {
    */
   private snapshot(shape: VmShape, blank: string, diskGiB: number): Promise<string | undefined> {
     const stamp = [shape.kernel, shape.initrd].map((f) => statSync(f).mtimeMs).join(':');
-    const key = createHash('sha256').update(JSON.stringify({ ...shape, diskGiB, stamp })).digest('hex').slice(0, 16);
+    const key = createHash('sha256')
+      .update(JSON.stringify({ ...shape, diskGiB, stamp }))
+      .digest('hex')
+      .slice(0, 16);
     const final = join(this.opts.dataDir, 'microvm', 'snapshots', key);
     let p = this.snapshots.get(key);
     if (!p) {
@@ -354,8 +407,20 @@ export class MicrovmDriver implements RuntimeDriver {
     const idBase = this.ids.take();
     try {
       await overlayDisk(blank, join(dir, 'disk.qcow2'), 'raw');
-      const args = qemuArgs({ ...shape, id: 'snapshot', dir, disk: join(dir, 'disk.qcow2'), net: 'hub', uid: idBase, ram: { path: join(dir, 'ram'), shared: true } });
-      pid = await launchQemu(dir, args, { procs: [], files: { image: shape.image, disk: join(dir, 'disk.qcow2') }, console: this.openConsole(`snapshot-${process.pid}`, dir) });
+      const args = qemuArgs({
+        ...shape,
+        id: 'snapshot',
+        dir,
+        disk: join(dir, 'disk.qcow2'),
+        net: 'hub',
+        uid: idBase,
+        ram: { path: join(dir, 'ram'), shared: true },
+      });
+      pid = await launchQemu(dir, args, {
+        procs: [],
+        files: { image: shape.image, disk: join(dir, 'disk.qcow2') },
+        console: this.openConsole(`snapshot-${process.pid}`, dir),
+      });
       const conn = await AgentConnection.open(join(dir, 'a.sock'));
       try {
         await conn.request(T.PING, Buffer.from('boot'), this.opts.bootTimeoutMs ?? 60_000).catch((e: unknown) => {
@@ -420,7 +485,8 @@ export class MicrovmDriver implements RuntimeDriver {
       });
       if (done) return;
       if (!this.running(h)) throw new CubeError('CREATE_FAILED', `QEMU of ${h.sandboxID} exited while the guest booted; console: ${this.consoleTail(h)}`);
-      if (Date.now() > deadline) throw new CubeError('GUEST_BOOT_TIMEOUT', `guest of ${h.sandboxID} did not come up within ${timeoutMs} ms; console: ${this.consoleTail(h)}`);
+      if (Date.now() > deadline)
+        throw new CubeError('GUEST_BOOT_TIMEOUT', `guest of ${h.sandboxID} did not come up within ${timeoutMs} ms; console: ${this.consoleTail(h)}`);
     }
   }
 
@@ -468,7 +534,10 @@ export class MicrovmDriver implements RuntimeDriver {
   private dropAgent(id: string): void {
     const conn = this.agents.get(id);
     this.agents.delete(id);
-    conn?.then((c) => c.close(), () => undefined);
+    conn?.then(
+      (c) => c.close(),
+      () => undefined,
+    );
   }
 
   async destroy(sandboxID: string): Promise<void> {
@@ -526,7 +595,11 @@ export class MicrovmDriver implements RuntimeDriver {
    * QEMU. A failed save leaves the VM running as it was.
    */
   private async release(h: SandboxHandle): Promise<void> {
-    if (!this.records.get(h.sandboxID)?.args) throw new CubeError('PAUSE_FAILED', `sandbox ${h.sandboxID} was made by an older cubed (no QEMU argv in vm.json): it can only be paused with its memory kept`);
+    if (!this.records.get(h.sandboxID)?.args)
+      throw new CubeError(
+        'PAUSE_FAILED',
+        `sandbox ${h.sandboxID} was made by an older cubed (no QEMU argv in vm.json): it can only be paused with its memory kept`,
+      );
     const pid = this.pidOf(h);
     const tmp = join(h.dir, `${RELEASED}.tmp`);
     await withQmp(join(h.dir, 'q.sock'), async (q) => {
@@ -556,7 +629,13 @@ export class MicrovmDriver implements RuntimeDriver {
     const record = this.records.get(id);
     if (!record) throw new CubeError('INTERNAL', `sandbox ${id} has no vm.json`);
     const args = record.args.includes('-incoming') ? record.args : [...record.args, '-incoming', 'defer'];
-    const pid = await launchQemu(h.dir, args, { netnsPath: this.netns.get(id), procs: this.cgroups.procsFiles(id), files: record.files, state: join(h.dir, RELEASED), console: this.openConsole(id, h.dir) });
+    const pid = await launchQemu(h.dir, args, {
+      netnsPath: this.netns.get(id),
+      procs: this.cgroups.procsFiles(id),
+      files: record.files,
+      state: join(h.dir, RELEASED),
+      console: this.openConsole(id, h.dir),
+    });
     try {
       await restore(join(h.dir, 'q.sock'));
       const next = { ...record, pid };
@@ -615,7 +694,14 @@ export class MicrovmDriver implements RuntimeDriver {
     if (!this.running(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
     const userName = req.user ?? 'user';
     const user = sandboxUser(userName);
-    const env: Record<string, string> = { PATH: DEFAULT_PATH, HOME: user.home, USER: userName, LOGNAME: userName, ...this.records.get(h.sandboxID)?.env, ...req.env };
+    const env: Record<string, string> = {
+      PATH: DEFAULT_PATH,
+      HOME: user.home,
+      USER: userName,
+      LOGNAME: userName,
+      ...this.records.get(h.sandboxID)?.env,
+      ...req.env,
+    };
     const pty = (req as ExecRequest & { pty?: { cols: number; rows: number } }).pty;
     const payload = fields(
       user.uid,
@@ -651,24 +737,21 @@ export class MicrovmDriver implements RuntimeDriver {
       };
       this.agent(h).then((c) => {
         conn = c;
-        const ch = c.channel(
-          (f) => {
-            if (f.type === T.STDOUT) stdout.write(Buffer.from(f.payload));
-            else if (f.type === T.STDERR) stderr.write(Buffer.from(f.payload));
-            else if (f.type === T.ERROR) {
-              ch.done();
-              fail(new Error(splitFields(f.payload)[1] ?? 'agent error'));
-            } else if (f.type === T.EXIT) {
-              ch.done();
-              clearTimeout(timer);
-              const [code, sig] = splitFields(f.payload).map(Number) as [number, number];
-              stdout.end();
-              stderr.end();
-              resolve({ exitCode: code, ...(sig ? { signal: signalName(sig) } : {}), oomKilled: false, timedOut });
-            }
-          },
-          fail,
-        );
+        const ch = c.channel((f) => {
+          if (f.type === T.STDOUT) stdout.write(Buffer.from(f.payload));
+          else if (f.type === T.STDERR) stderr.write(Buffer.from(f.payload));
+          else if (f.type === T.ERROR) {
+            ch.done();
+            fail(new Error(splitFields(f.payload)[1] ?? 'agent error'));
+          } else if (f.type === T.EXIT) {
+            ch.done();
+            clearTimeout(timer);
+            const [code, sig] = splitFields(f.payload).map(Number) as [number, number];
+            stdout.end();
+            stderr.end();
+            resolve({ exitCode: code, ...(sig ? { signal: signalName(sig) } : {}), oomKilled: false, timedOut });
+          }
+        }, fail);
         chan = ch.chan;
         c.send(T.EXEC, chan, payload);
         for (const [type, data] of pending.splice(0)) c.send(type, chan, data);
@@ -680,9 +763,7 @@ export class MicrovmDriver implements RuntimeDriver {
           send(T.SIGNAL, fields(9));
         }, req.timeoutMs)
       : undefined;
-    const stdin = req.stdin || pty
-      ? new PassThrough().on('data', (d: Buffer) => send(T.STDIN, d)).on('end', () => send(T.STDIN_EOF))
-      : null;
+    const stdin = req.stdin || pty ? new PassThrough().on('data', (d: Buffer) => send(T.STDIN, d)).on('end', () => send(T.STDIN_EOF)) : null;
     const proc: ExecProcess & { resize?: (cols: number, rows: number) => void } = {
       pid: -1,
       stdout,
@@ -733,7 +814,10 @@ export class MicrovmDriver implements RuntimeDriver {
     for (const id of await readdir(this.root).catch(() => [] as string[])) {
       if (!isSandboxID(id)) continue;
       const dir = this.dir(id);
-      const record = await readFile(join(dir, 'vm.json'), 'utf8').then((t) => JSON.parse(t) as VmRecord, () => undefined);
+      const record = await readFile(join(dir, 'vm.json'), 'utf8').then(
+        (t) => JSON.parse(t) as VmRecord,
+        () => undefined,
+      );
       if (!record) continue;
       const h = { sandboxID: id, initPid: record.pid, dir };
       if (!this.alive(h)) continue;
@@ -760,7 +844,6 @@ export class MicrovmDriver implements RuntimeDriver {
     return { removed };
   }
 }
-
 
 async function waitGone(pid: number, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -804,7 +887,10 @@ class MicrovmFiles implements SandboxFiles {
     let acts = this.actsAsUser.get(conn);
     if (!acts) this.actsAsUser.set(conn, (acts = agentActsAsUser(conn)));
     if (!(await acts)) {
-      throw new CubeError('CONFLICT', `sandbox ${h.sandboxID}'s guest agent is from an older cubed and cannot act as '${user ?? 'user'}': use the files API as root, or a new sandbox`);
+      throw new CubeError(
+        'CONFLICT',
+        `sandbox ${h.sandboxID}'s guest agent is from an older cubed and cannot act as '${user ?? 'user'}': use the files API as root, or a new sandbox`,
+      );
     }
     return { conn, id: [asField(u.uid, u.gid)] };
   }

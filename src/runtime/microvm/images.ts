@@ -46,7 +46,10 @@ export class ImageCache {
     const rootfs = t.layers[0]!;
     const st = await statOrAbsent(rootfs);
     if (!st?.isDirectory()) throw new CubeError('BAD_REQUEST', `template '${t.name}': ${rootfs} is not a directory`);
-    return createHash('sha256').update(`${t.name}\0${t.layers.join('\0')}\0${st.mtimeMs}`).digest('hex').slice(0, 16);
+    return createHash('sha256')
+      .update(`${t.name}\0${t.layers.join('\0')}\0${st.mtimeMs}`)
+      .digest('hex')
+      .slice(0, 16);
   }
 
   /** The template's read-only ext4 image, made on first use (a layer stack is flattened through a read-only overlay mount). */
@@ -102,7 +105,6 @@ export async function overlayDisk(base: string, path: string, format: 'raw' | 'q
   await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', format, '-b', base, path]);
 }
 
-
 /**
  * Runs `f` on one directory holding the template's root: the only layer itself, or the layers
  * (LOWEST first) mounted as a read-only overlay at `mnt` (lowerdir only, names relative to their
@@ -114,7 +116,11 @@ async function withFlatRoot<T>(layers: string[], mnt: string, f: (root: string) 
   const parent = dirname(top[0]!);
   const shared = top.every((l) => dirname(l) === parent);
   await mkdir(mnt, { recursive: true });
-  await run('mount', ['-t', 'overlay', 'cube-template', '-o', `ro,lowerdir=${shared ? top.map((l) => basename(l)).join(':') : top.join(':')}`, mnt], shared ? { cwd: parent } : {});
+  await run(
+    'mount',
+    ['-t', 'overlay', 'cube-template', '-o', `ro,lowerdir=${shared ? top.map((l) => basename(l)).join(':') : top.join(':')}`, mnt],
+    shared ? { cwd: parent } : {},
+  );
   try {
     return await f(mnt);
   } finally {

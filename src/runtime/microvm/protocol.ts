@@ -344,15 +344,12 @@ export class AgentConnection {
     let result!: Promise<Buffer>;
     const ch = await new Promise<number>((resolveChan) => {
       result = new Promise<Buffer>((resolve, reject) => {
-        const { chan, done } = this.channel(
-          (f) => {
-            if (f.type !== T.OK && f.type !== T.ERROR) return;
-            done();
-            if (f.type === T.ERROR) reject(agentError(f.payload));
-            else resolve(Buffer.from(f.payload));
-          },
-          reject,
-        );
+        const { chan, done } = this.channel((f) => {
+          if (f.type !== T.OK && f.type !== T.ERROR) return;
+          done();
+          if (f.type === T.ERROR) reject(agentError(f.payload));
+          else resolve(Buffer.from(f.payload));
+        }, reject);
         resolveChan(chan);
       });
     });
@@ -390,4 +387,3 @@ export function rejectAfter(ms: number, message: string, kind: ErrorKind = 'CREA
   promise.catch(() => undefined); // raced by the caller, who gets the rejection; not unhandled when cancelled
   return { promise, cancel: () => clearTimeout(timer) };
 }
-

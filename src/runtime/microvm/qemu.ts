@@ -42,49 +42,81 @@ export interface VmShape {
  * `ram`: guest memory in a file: shared (the snapshot source writes it) or private (a clone's
  * copy-on-write view of it). `incoming`: wait for a migrate-incoming (a clone).
  */
-export function qemuArgs(o: VmShape & { id: string; dir: string; disk: string; net: 'tap' | 'hub'; uid: number; ram?: { path: string; shared: boolean }; incoming?: boolean }): string[] {
+export function qemuArgs(
+  o: VmShape & { id: string; dir: string; disk: string; net: 'tap' | 'hub'; uid: number; ram?: { path: string; shared: boolean }; incoming?: boolean },
+): string[] {
   const append = ['console=ttyS0', 'quiet', 'panic=-1', ...(o.kvm ? [] : [TCG_APPEND]), `cube.ip=${GUEST_IP}/24`, `cube.gw=${GATEWAY_IP}`];
   return [
-    '-name', `cube-${o.id},process=cube-vm`,
-    '-M', o.ram ? 'microvm,memory-backend=mem' : 'microvm',
+    '-name',
+    `cube-${o.id},process=cube-vm`,
+    '-M',
+    o.ram ? 'microvm,memory-backend=mem' : 'microvm',
     ...(o.ram ? ['-object', `memory-backend-file,id=mem,size=${o.memoryMiB}M,mem-path=${o.ram.path},share=${o.ram.shared ? 'on' : 'off'}`] : []),
-    '-accel', o.kvm ? 'kvm' : 'tcg,tb-size=32',
-    '-m', String(o.memoryMiB),
-    '-smp', String(Math.max(1, Math.ceil(o.cpus))),
-    '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
+    '-accel',
+    o.kvm ? 'kvm' : 'tcg,tb-size=32',
+    '-m',
+    String(o.memoryMiB),
+    '-smp',
+    String(Math.max(1, Math.ceil(o.cpus))),
+    '-nodefaults',
+    '-no-user-config',
+    '-display',
+    'none',
+    '-no-reboot',
     // Confinement: a seccomp filter without new processes, resource control or obsolete calls;
     // an unprivileged uid of its own once it opened its files (which drops every capability;
     // libseccomp sets no_new_privs); an empty root directory. QEMU 7.2 installs the filter before
     // it changes uid, so `elevateprivileges=deny` kills it at -runas's setgid (SIGSYS, measured
     // here), and with -daemonize at setsid: it runs in the foreground and may call set*id, which
     // without a capability only moves between its own ids (execve is denied, so no setuid binary).
-    '-sandbox', 'on,obsolete=deny,spawn=deny,resourcecontrol=deny',
-    '-runas', `${o.uid}:${o.uid}`,
-    '-chroot', join(o.dir, JAIL),
-    '-chardev', `socket,id=con,path=${join(o.dir, CONSOLE_SOCKET)},server=on,wait=off`,
-    '-serial', 'chardev:con',
-    '-kernel', o.kernel,
-    '-initrd', o.initrd,
-    '-append', append.join(' '),
+    '-sandbox',
+    'on,obsolete=deny,spawn=deny,resourcecontrol=deny',
+    '-runas',
+    `${o.uid}:${o.uid}`,
+    '-chroot',
+    join(o.dir, JAIL),
+    '-chardev',
+    `socket,id=con,path=${join(o.dir, CONSOLE_SOCKET)},server=on,wait=off`,
+    '-serial',
+    'chardev:con',
+    '-kernel',
+    o.kernel,
+    '-initrd',
+    o.initrd,
+    '-append',
+    append.join(' '),
     // The disks as descriptors launchQemu() opens (FD_*): a chrooted QEMU cannot reopen them by path,
     // which it does to drop write access at the end of a migration out and to take it back at
     // the end of one in ("bdrv_inactivate_all() failed"); a set holds a descriptor per access mode.
     // No image locking: the two descriptors are two open files of one disk, whose locks then
     // refuse the write access back after a snapshot's migration ('Failed to get "write" lock'
     // at `cont`); each writable disk is its VM's alone, and the template image is read-only.
-    '-add-fd', `fd=${FD_IMAGE},set=1`,
-    '-add-fd', `fd=${FD_DISK_RW},set=2`,
-    '-add-fd', `fd=${FD_DISK_RO},set=2`,
-    '-drive', 'file=/dev/fdset/1,format=raw,if=none,readonly=on,id=root,file.locking=off',
-    '-device', 'virtio-blk-device,drive=root',
-    '-drive', 'file=/dev/fdset/2,format=qcow2,if=none,id=rw,discard=unmap,file.locking=off',
-    '-device', 'virtio-blk-device,drive=rw',
-    '-netdev', o.net === 'tap' ? `tap,id=n0,ifname=${TAP_NAME},script=no,downscript=no,vhost=off` : 'hubport,id=n0,hubid=0',
-    '-device', 'virtio-net-device,netdev=n0,mac=02:00:0a:00:02:0f',
-    '-device', 'virtio-serial-device',
-    '-chardev', `socket,id=agent,path=${join(o.dir, 'a.sock')},server=on,wait=off`,
-    '-device', 'virtserialport,chardev=agent,name=cube.agent',
-    '-qmp', `unix:${join(o.dir, 'q.sock')},server=on,wait=off`,
+    '-add-fd',
+    `fd=${FD_IMAGE},set=1`,
+    '-add-fd',
+    `fd=${FD_DISK_RW},set=2`,
+    '-add-fd',
+    `fd=${FD_DISK_RO},set=2`,
+    '-drive',
+    'file=/dev/fdset/1,format=raw,if=none,readonly=on,id=root,file.locking=off',
+    '-device',
+    'virtio-blk-device,drive=root',
+    '-drive',
+    'file=/dev/fdset/2,format=qcow2,if=none,id=rw,discard=unmap,file.locking=off',
+    '-device',
+    'virtio-blk-device,drive=rw',
+    '-netdev',
+    o.net === 'tap' ? `tap,id=n0,ifname=${TAP_NAME},script=no,downscript=no,vhost=off` : 'hubport,id=n0,hubid=0',
+    '-device',
+    'virtio-net-device,netdev=n0,mac=02:00:0a:00:02:0f',
+    '-device',
+    'virtio-serial-device',
+    '-chardev',
+    `socket,id=agent,path=${join(o.dir, 'a.sock')},server=on,wait=off`,
+    '-device',
+    'virtserialport,chardev=agent,name=cube.agent',
+    '-qmp',
+    `unix:${join(o.dir, 'q.sock')},server=on,wait=off`,
     ...(o.incoming ? ['-incoming', 'defer'] : []),
   ];
 }
@@ -112,7 +144,9 @@ const QEMU_CAPS = '-all,+setuid,+setgid,+sys_chroot,+net_admin';
 
 /** Where QEMU of `dir` migrates through: the host's path and QEMU's (inside its jail, or the same for an older cubed's unconfined QEMU). */
 export function migrationSocket(dir: string, args: readonly string[]): { host: string; qemu: string } {
-  return args.includes('-chroot') ? { host: join(dir, JAIL, MIGRATION_SOCKET), qemu: `/${MIGRATION_SOCKET}` } : { host: join(dir, MIGRATION_SOCKET), qemu: join(dir, MIGRATION_SOCKET) };
+  return args.includes('-chroot')
+    ? { host: join(dir, JAIL, MIGRATION_SOCKET), qemu: `/${MIGRATION_SOCKET}` }
+    : { host: join(dir, MIGRATION_SOCKET), qemu: join(dir, MIGRATION_SOCKET) };
 }
 
 /** An older cubed's argv (QEMU daemonized itself): run in the foreground as launchQemu() expects. */
@@ -133,7 +167,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * for `restore`. Resolves with QEMU's pid once it serves QMP (its start is over: files open,
  * chroot and uid change done); its stderr goes to the VM's console log.
  */
-export async function launchQemu(dir: string, args: string[], o: { netnsPath?: string | undefined; procs: string[]; files: VmFiles | undefined; state?: string; console: ConsoleLog }): Promise<number> {
+export async function launchQemu(
+  dir: string,
+  args: string[],
+  o: { netnsPath?: string | undefined; procs: string[]; files: VmFiles | undefined; state?: string; console: ConsoleLog },
+): Promise<number> {
   const { netnsPath, procs, files, state } = o;
   await mkdir(join(dir, JAIL), { recursive: true, mode: 0o711 });
   await chmod(join(dir, JAIL), 0o711);
@@ -147,7 +185,12 @@ export async function launchQemu(dir: string, args: string[], o: { netnsPath?: s
   const argv = [...(netnsPath ? [`--net=${netnsPath}`, '--'] : []), 'sh', '-c', wrapper, 'sh', String(procs.length), ...procs, ...foreground(args)];
   const cmd = netnsPath ? 'nsenter' : argv.shift()!;
   // At FD_STATE, FD_IMAGE, FD_DISK_RW, FD_DISK_RO.
-  const fds = await Promise.all([open(state ?? '/dev/null', 'r'), open(files?.image ?? '/dev/null', 'r'), open(files?.disk ?? '/dev/null', 'r+'), open(files?.disk ?? '/dev/null', 'r')]);
+  const fds = await Promise.all([
+    open(state ?? '/dev/null', 'r'),
+    open(files?.image ?? '/dev/null', 'r'),
+    open(files?.disk ?? '/dev/null', 'r+'),
+    open(files?.disk ?? '/dev/null', 'r'),
+  ]);
   let child: ChildProcess;
   try {
     child = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe', ...fds.map((f) => f.fd)], cwd: dir, detached: true });

@@ -168,10 +168,13 @@ export class Cgroups {
   /** Kills every process, waits until the cgroup is empty and removes the cgroup everywhere. Idempotent. */
   async destroy(sandboxID: string): Promise<void> {
     const dir = this.dir('unified', sandboxID);
-    const killed = await writeFile(join(dir, 'cgroup.kill'), '1').then(() => true, (e: NodeJS.ErrnoException) => {
-      if (e.code === 'ENOENT') return false;
-      throw e;
-    });
+    const killed = await writeFile(join(dir, 'cgroup.kill'), '1').then(
+      () => true,
+      (e: NodeJS.ErrnoException) => {
+        if (e.code === 'ENOENT') return false;
+        throw e;
+      },
+    );
     if (killed) await this.waitEvent(dir, 'populated', 0);
     await Promise.all(HIERARCHIES.map((h) => removeCgroupDir(this.dir(h, sandboxID))));
   }
@@ -182,7 +185,14 @@ export class Cgroups {
    * (a v1 memory parent was once left behind while its siblings went: a swallowed EBUSY).
    */
   async removeParents(): Promise<string[]> {
-    const left = await Promise.all(HIERARCHIES.map((h) => removeCgroupDir(this.parents[h]).then(() => undefined, (e: unknown) => (e as Error).message)));
+    const left = await Promise.all(
+      HIERARCHIES.map((h) =>
+        removeCgroupDir(this.parents[h]).then(
+          () => undefined,
+          (e: unknown) => (e as Error).message,
+        ),
+      ),
+    );
     return left.filter((m): m is string => m !== undefined);
   }
 

@@ -201,7 +201,17 @@ export class NsDriver implements RuntimeDriver {
         writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
         this.cgroups.create(id, spec),
       ]);
-      const args = ['-i', id, ...lowerArgs(spec.template.layers, this.storage.upperDir(id), join(layer, 'work')), '-u', this.storage.upperDir(id), '-w', join(layer, 'work'), '-m', join(dir, 'merged')];
+      const args = [
+        '-i',
+        id,
+        ...lowerArgs(spec.template.layers, this.storage.upperDir(id), join(layer, 'work')),
+        '-u',
+        this.storage.upperDir(id),
+        '-w',
+        join(layer, 'work'),
+        '-m',
+        join(dir, 'merged'),
+      ];
       args.push('-t', String(spec.memoryMiB));
       args.push('-q', String(Math.floor((spec.diskGiB ?? DEFAULT_DISK_GIB) * GIB)));
       if (spec.template.bindHostUsr) args.push('-U');
@@ -283,7 +293,8 @@ export class NsDriver implements RuntimeDriver {
     };
     if (req.pty) {
       const { cols, rows } = req.pty;
-      if (![cols, rows].every((n) => Number.isInteger(n) && n > 0 && n < 65536)) throw new CubeError('BAD_REQUEST', `pty size must be whole numbers 1-65535 (got ${cols}x${rows})`);
+      if (![cols, rows].every((n) => Number.isInteger(n) && n > 0 && n < 65536))
+        throw new CubeError('BAD_REQUEST', `pty size must be whole numbers 1-65535 (got ${cols}x${rows})`);
       env['TERM'] ??= 'xterm-256color';
       env['LANG'] ??= 'C.UTF-8';
     }
@@ -357,7 +368,15 @@ export class NsDriver implements RuntimeDriver {
    * SOFT checks refused.
    */
   private async mayAccess(h: SandboxHandle, user: string, checks: AccessCheck[]): Promise<number[]> {
-    const out = await metadataJob(this.builtin(h, '-A', checks.flatMap(([mode, path]) => [String(mode), path]), user), `as ${user}`);
+    const out = await metadataJob(
+      this.builtin(
+        h,
+        '-A',
+        checks.flatMap(([mode, path]) => [String(mode), path]),
+        user,
+      ),
+      `as ${user}`,
+    );
     return out.toString().split('\n').filter(Boolean).map(Number);
   }
 
@@ -424,10 +443,13 @@ export class NsDriver implements RuntimeDriver {
       for (const pid of await this.cgroups.pids(id)) {
         const h = { sandboxID: id, initPid: pid, dir: this.dir(id) };
         if (!this.alive(h)) continue;
-        const record = await readFile(join(h.dir, 'sandbox.json'), 'utf8').then((t) => JSON.parse(t) as SandboxRecord, () => undefined);
+        const record = await readFile(join(h.dir, 'sandbox.json'), 'utf8').then(
+          (t) => JSON.parse(t) as SandboxRecord,
+          () => undefined,
+        );
         if (!record) break; // half-created: cleanup() removes it
         if (record.idBase !== undefined && !this.ids?.adopt(record.idBase)) {
-          this.log?.warn({ sandboxID: id, idBase: record.idBase }, 'a running sandbox\'s host ids are outside the configured identity ranges');
+          this.log?.warn({ sandboxID: id, idBase: record.idBase }, "a running sandbox's host ids are outside the configured identity ranges");
         }
         this.records.set(id, record);
         out.push(h);

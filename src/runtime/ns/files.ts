@@ -37,7 +37,8 @@ export function splitSandboxPath(path: string): string[] {
   if (comps.includes('..')) throw new CubeError('BAD_REQUEST', `path '${path}' contains '..'`);
   const long = comps.find((c) => Buffer.byteLength(c) > NAME_MAX);
   if (long !== undefined) throw new CubeError('BAD_REQUEST', `a name of ${Buffer.byteLength(long)} bytes in '${shorten(path)}': at most ${NAME_MAX}`);
-  if (Buffer.byteLength(abs) >= PATH_MAX) throw new CubeError('BAD_REQUEST', `a path of ${Buffer.byteLength(abs)} bytes ('${shorten(path)}'): at most ${PATH_MAX - 1}`);
+  if (Buffer.byteLength(abs) >= PATH_MAX)
+    throw new CubeError('BAD_REQUEST', `a path of ${Buffer.byteLength(abs)} bytes ('${shorten(path)}'): at most ${PATH_MAX - 1}`);
   return comps;
 }
 
@@ -278,7 +279,9 @@ class Walk {
       if (code === 'ENOENT') return;
       throw e;
     }
-    for (const child of await readdir(below(sub)).catch((e: unknown) => { throw fsError(e, path); })) {
+    for (const child of await readdir(below(sub)).catch((e: unknown) => {
+      throw fsError(e, path);
+    })) {
       await this.removeTree(sub, child, `${path}/${child}`).catch((e: unknown) => {
         if (!(e instanceof CubeError && e.kind === 'NOT_FOUND')) throw e;
       });
@@ -397,13 +400,19 @@ export class NsFiles implements SandboxFiles {
       for (let n = 1; level.length; n++) {
         const next: { dir: FileHandle; comps: string[] }[] = [];
         for (const { dir, comps } of level) {
-          const names = await readdir(below(dir)).catch((e: unknown) => { throw fsError(e, sandboxPath(comps)); });
+          const names = await readdir(below(dir)).catch((e: unknown) => {
+            throw fsError(e, sandboxPath(comps));
+          });
           for (const name of names.sort()) {
             const child = [...comps, name];
             const st = await lstatOrAbsent(below(dir, name));
             if (!st) continue; // removed meanwhile
             out.push({ comps: child, stat: await this.statOf(h, dir, name, child, st) });
-            if (out.length > MAX_LISTED) throw new CubeError('BAD_REQUEST', `'${path}' holds more than ${MAX_LISTED} entries within depth ${depth}: list fewer levels, or a directory below it`);
+            if (out.length > MAX_LISTED)
+              throw new CubeError(
+                'BAD_REQUEST',
+                `'${path}' holds more than ${MAX_LISTED} entries within depth ${depth}: list fewer levels, or a directory below it`,
+              );
             // /proc, /dev and /sys are listed as names, never entered (not reachable through the files API).
             if (n < depth && st.isDirectory() && !(child.length === 1 && VIRTUAL_ROOTS.has(name))) {
               const sub = await w.openDir(dir, name, sandboxPath(child)).catch(() => undefined); // swapped or removed meanwhile
@@ -411,7 +420,14 @@ export class NsFiles implements SandboxFiles {
             }
           }
         }
-        const refused = new Set(await this.allowed(h, user, as, next.map((d) => [MAY.READ | MAY.SEARCH | MAY.SOFT, sandboxPath(d.comps)])));
+        const refused = new Set(
+          await this.allowed(
+            h,
+            user,
+            as,
+            next.map((d) => [MAY.READ | MAY.SEARCH | MAY.SOFT, sandboxPath(d.comps)]),
+          ),
+        );
         level = next.filter((_, i) => !refused.has(i));
       }
       // Depth first, each directory's names in order (as a recursive walk and envd's list them).
@@ -446,7 +462,9 @@ export class NsFiles implements SandboxFiles {
       const dir = at.missing.length > 1 ? await w.makeDirs(at.dir, at.missing.slice(0, -1), at.comps.slice(0, -at.missing.length), owner) : at.dir;
       // No O_TRUNC before the type is known (a FIFO or device swapped in must not be touched).
       const fh = await open(below(dir, name), constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644).catch(
-        (e: unknown) => { throw fsError(e, path); },
+        (e: unknown) => {
+          throw fsError(e, path);
+        },
       );
       try {
         const before = await fh.stat();
@@ -500,14 +518,22 @@ export class NsFiles implements SandboxFiles {
       const checks: AccessCheck[] = [[MAY.UNLINK, fromPath]];
       // rename(2): the destination's directory, an entry replaced there as if removed, and a directory
       // changing parent must be writable itself (its `..` changes).
-      checks.push(dst.stat ? [MAY.UNLINK, sandboxPath(splitSandboxPath(to))] : [MAY.WRITE | MAY.SEARCH, sandboxPath(dst.comps.slice(0, dst.comps.length - dst.missing.length))]);
+      checks.push(
+        dst.stat
+          ? [MAY.UNLINK, sandboxPath(splitSandboxPath(to))]
+          : [MAY.WRITE | MAY.SEARCH, sandboxPath(dst.comps.slice(0, dst.comps.length - dst.missing.length))],
+      );
       if (src.stat.isDirectory() && parentOf(src.comps) !== parentOf(dst.comps)) checks.push([MAY.WRITE, fromPath]);
       await this.allowed(h, user, as, checks);
       const name = dst.name ?? dst.missing.at(-1)!;
       const owner = as?.permissions ? this.owner(h, user) : { uid: src.stat.uid, gid: src.stat.gid };
       const dir = dst.missing.length > 1 ? await w.makeDirs(dst.dir, dst.missing.slice(0, -1), dst.comps.slice(0, -dst.missing.length), owner) : dst.dir;
-      await rename(below(src.dir, src.name), below(dir, name)).catch((e: unknown) => { throw fsError(e, to); });
-      const st = await lstat(below(dir, name)).catch((e: unknown) => { throw fsError(e, to); });
+      await rename(below(src.dir, src.name), below(dir, name)).catch((e: unknown) => {
+        throw fsError(e, to);
+      });
+      const st = await lstat(below(dir, name)).catch((e: unknown) => {
+        throw fsError(e, to);
+      });
       return this.statOf(h, dir, name, dst.comps, st);
     });
   }

@@ -198,7 +198,8 @@ export class LaunchHelper {
     if (o.pty) argv.push('-t', `${o.pty.cols}x${o.pty.rows}`);
     argv.push('-w', String(OUTPUT_WINDOW), 'exec', ...args);
     if (argv.some((a) => a.includes('\0'))) throw new CubeError('BAD_REQUEST', 'exec arguments and environment must not contain NUL');
-    if (argv.length > MAX_EXEC_ARGV) throw new CubeError('BAD_REQUEST', `exec takes at most ${MAX_EXEC_ARGV} arguments plus twice the environment variables (got ${argv.length})`);
+    if (argv.length > MAX_EXEC_ARGV)
+      throw new CubeError('BAD_REQUEST', `exec takes at most ${MAX_EXEC_ARGV} arguments plus twice the environment variables (got ${argv.length})`);
     const child = this.child ?? this.start();
     const id = this.takeId();
     const send = (op: number, a: readonly string[] = [], data: Buffer = Buffer.alloc(0)): void => {
@@ -357,7 +358,7 @@ export class LaunchHelper {
       return first.subarray(0, n);
     }
     const out = Buffer.allocUnsafeSlow(n);
-    for (let off = 0; off < n; ) {
+    for (let off = 0; off < n;) {
       const c = this.chunks[0]!;
       const k = c.copy(out, off, 0, Math.min(c.length, n - off));
       off += k;

@@ -73,6 +73,10 @@ export async function hostTables(log?: Logger): Promise<HostTables> {
     log?.info({ from: pidMax, to: raise }, 'raised kernel.pid_max: the host had too few pids for a node of sandboxes with fork bombs at their limit');
     pidMax = raise;
   }
-  const [threadsMax, fileMax, limits] = await Promise.all([readNumber('/proc/sys/kernel/threads-max'), readNumber('/proc/sys/fs/file-max'), readFile('/proc/self/limits', 'utf8')]);
+  const [threadsMax, fileMax, limits] = await Promise.all([
+    readNumber('/proc/sys/kernel/threads-max'),
+    readNumber('/proc/sys/fs/file-max'),
+    readFile('/proc/self/limits', 'utf8'),
+  ]);
   return { pidMax, threadsMax, fileMax, nofileHard: hardNofile(limits) };
 }

@@ -36,7 +36,10 @@ export class HostIdRanges {
   private next = 0;
 
   /** `ranges` ranges of ID_RANGE ids from host id `base`. */
-  constructor(readonly base: number, readonly ranges: number) {
+  constructor(
+    readonly base: number,
+    readonly ranges: number,
+  ) {
     if (!(Number.isInteger(base) && base > 0 && Number.isInteger(ranges) && ranges > 0 && base + ranges * ID_RANGE <= 2 ** 32 - 2)) {
       throw new CubeError('CONFIG_INVALID', `sandbox host ids: base ${base} and ${ranges} ranges of ${ID_RANGE} must lie between 1 and 2^32-2`);
     }

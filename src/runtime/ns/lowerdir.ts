@@ -15,7 +15,8 @@ export const MOUNT_DATA_MAX = 4096;
 export function lowerArgs(layers: readonly string[], upper: string, work: string): string[] {
   if (layers.length === 0) throw new CubeError('CREATE_FAILED', 'template has no layers');
   for (const l of [...layers, upper, work]) {
-    if (!l.startsWith('/') || /[:,\\\n]/.test(l)) throw new CubeError('CREATE_FAILED', `layer path ${JSON.stringify(l)} must be absolute without ':', ',' or '\\' (overlayfs option syntax)`);
+    if (!l.startsWith('/') || /[:,\\\n]/.test(l))
+      throw new CubeError('CREATE_FAILED', `layer path ${JSON.stringify(l)} must be absolute without ':', ',' or '\\' (overlayfs option syntax)`);
   }
   const top = [...layers].reverse();
   const parent = dirname(top[0]!);
@@ -23,7 +24,10 @@ export function lowerArgs(layers: readonly string[], upper: string, work: string
   const lower = shared ? top.map((l) => basename(l)).join(':') : top.join(':');
   const bytes = `lowerdir=${lower},upperdir=${upper},workdir=${work}`.length + 1;
   if (bytes > MOUNT_DATA_MAX) {
-    throw new CubeError('CREATE_FAILED', `${layers.length} layers need ${bytes} bytes of overlay options, over the kernel's ${MOUNT_DATA_MAX}: flatten the image (fewer layers)`);
+    throw new CubeError(
+      'CREATE_FAILED',
+      `${layers.length} layers need ${bytes} bytes of overlay options, over the kernel's ${MOUNT_DATA_MAX}: flatten the image (fewer layers)`,
+    );
   }
   return shared ? ['-L', parent, '-l', lower] : ['-l', lower];
 }

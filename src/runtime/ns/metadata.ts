@@ -22,7 +22,10 @@ export function parseMetadata(out: Buffer, paths: number): FileMetadata[] {
 const HELPER_REFUSALS: [RegExp, ErrorKind][] = [
   [/No such file/, 'NOT_FOUND'],
   [/Device or resource busy|Directory not empty/, 'CONFLICT'],
-  [/Permission denied|Operation not permitted|No space|Disk quota|too large|Argument list|Not a directory|Is a directory|File name too long|Too many levels of symbolic links|Read-only file system/, 'BAD_REQUEST'],
+  [
+    /Permission denied|Operation not permitted|No space|Disk quota|too large|Argument list|Not a directory|Is a directory|File name too long|Too many levels of symbolic links|Read-only file system/,
+    'BAD_REQUEST',
+  ],
 ];
 
 /** Runs a metadata job to its end: its stdout, or the helper's message as a CubeError. */

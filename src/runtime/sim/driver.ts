@@ -116,7 +116,13 @@ export class SimDriver implements RuntimeDriver {
 
   async stats(h: SandboxHandle): Promise<SandboxStats> {
     const b = this.box(h);
-    return { memoryBytes: BASE_MEMORY_BYTES + treeBytes(b.tree), memoryLimitBytes: b.spec.memoryMiB * 2 ** 20, cpuUsageNs: b.cpuNs, pids: 1 + b.running, oomKills: 0 };
+    return {
+      memoryBytes: BASE_MEMORY_BYTES + treeBytes(b.tree),
+      memoryLimitBytes: b.spec.memoryMiB * 2 ** 20,
+      cpuUsageNs: b.cpuNs,
+      pids: 1 + b.running,
+      oomKills: 0,
+    };
   }
 
   async oomKills(): Promise<number> {

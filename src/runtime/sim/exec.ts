@@ -90,7 +90,12 @@ export function simExec(req: ExecRequest, env: Record<string, string>, cwd: stri
         if (args[0] !== undefined) {
           if (env[args[0]] === undefined) return finish(1);
           out(`${env[args[0]]}\n`);
-        } else out(Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(''));
+        } else
+          out(
+            Object.entries(env)
+              .map(([k, v]) => `${k}=${v}\n`)
+              .join(''),
+          );
         return finish(0);
       case 'sleep': {
         const s = Number(args[0]);

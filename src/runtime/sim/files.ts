@@ -23,7 +23,8 @@ export type SimTree = Map<string, Node>;
 /** A fresh tree with the directories a template shows: /, /tmp, /root, /home/user. */
 export function newTree(): SimTree {
   const t: SimTree = new Map();
-  const dir = (path: string, owner: { uid: number; gid: number }, mode = 0o755) => t.set(path, { type: 'dir', data: Buffer.alloc(0), mode, uid: owner.uid, gid: owner.gid, mtime: new Date() });
+  const dir = (path: string, owner: { uid: number; gid: number }, mode = 0o755) =>
+    t.set(path, { type: 'dir', data: Buffer.alloc(0), mode, uid: owner.uid, gid: owner.gid, mtime: new Date() });
   dir('/', SANDBOX_USERS.root);
   dir('/tmp', SANDBOX_USERS.root, 0o1777);
   dir('/root', SANDBOX_USERS.root, 0o700);
@@ -42,7 +43,16 @@ export function treeBytes(t: SimTree): number {
 const parentOf = (path: string) => (path.lastIndexOf('/') <= 0 ? '/' : path.slice(0, path.lastIndexOf('/')));
 
 function statOf(path: string, n: Node): FileStat {
-  return { name: path === '/' ? '/' : path.slice(path.lastIndexOf('/') + 1), path, type: n.type, size: n.data.length, mode: n.mode, uid: n.uid, gid: n.gid, mtime: n.mtime };
+  return {
+    name: path === '/' ? '/' : path.slice(path.lastIndexOf('/') + 1),
+    path,
+    type: n.type,
+    size: n.data.length,
+    mode: n.mode,
+    uid: n.uid,
+    gid: n.gid,
+    mtime: n.mtime,
+  };
 }
 
 export class SimFiles implements SandboxFiles {
@@ -98,8 +108,17 @@ export class SimFiles implements SandboxFiles {
     const old = tree.get(p);
     if (old && old.type !== 'file') throw new CubeError('BAD_REQUEST', `'${path}' is not a regular file`);
     this.makeDirs(tree, parentOf(p), owner);
-    const bytes = Buffer.isBuffer(data) ? data : Buffer.concat((await data.toArray()).map((c: Buffer | string) => (typeof c === 'string' ? Buffer.from(c) : c)));
-    const node: Node = { type: 'file', data: Buffer.from(bytes), mode: old?.mode ?? 0o644, uid: old?.uid ?? owner.uid, gid: old?.gid ?? owner.gid, mtime: new Date() };
+    const bytes = Buffer.isBuffer(data)
+      ? data
+      : Buffer.concat((await data.toArray()).map((c: Buffer | string) => (typeof c === 'string' ? Buffer.from(c) : c)));
+    const node: Node = {
+      type: 'file',
+      data: Buffer.from(bytes),
+      mode: old?.mode ?? 0o644,
+      uid: old?.uid ?? owner.uid,
+      gid: old?.gid ?? owner.gid,
+      mtime: new Date(),
+    };
     tree.set(p, node);
     return statOf(p, node);
   }

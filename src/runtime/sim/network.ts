@@ -53,7 +53,18 @@ export class SimNetworkAgent implements NetworkAgent {
 
   levels(): PoolView {
     const cap = this.alloc.capacity;
-    return { free: cap - this.alloc.used, inUse: this.alloc.used, creating: 0, total: cap, target: cap, inFlight: 0, onDemand: 0, waitP50Ms: 0, waitP99Ms: 0, recentWaitsMs: [] };
+    return {
+      free: cap - this.alloc.used,
+      inUse: this.alloc.used,
+      creating: 0,
+      total: cap,
+      target: cap,
+      inFlight: 0,
+      onDemand: 0,
+      waitP50Ms: 0,
+      waitP99Ms: 0,
+      recentWaitsMs: [],
+    };
   }
 
   async stop(): Promise<void> {

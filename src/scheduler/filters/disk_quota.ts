@@ -3,7 +3,8 @@ import { fmt, type Filter, type NodeContext } from '../plugin.js';
 const GIB = 1024 ** 3;
 
 /** The quota the node's store may promise, GiB: its size x host.quota.disk_oversell_ratio (undefined: the node has no store). */
-export const storeQuotaGiB = (storeBytes: number | undefined, ratio: number): number | undefined => (storeBytes === undefined ? undefined : (storeBytes / GIB) * ratio);
+export const storeQuotaGiB = (storeBytes: number | undefined, ratio: number): number | undefined =>
+  storeBytes === undefined ? undefined : (storeBytes / GIB) * ratio;
 
 const over = ({ node, req, cfg }: NodeContext): boolean => {
   const quota = storeQuotaGiB(node.storeBytes, cfg.host.quota.disk_oversell_ratio);

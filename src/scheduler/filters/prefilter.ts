@@ -5,7 +5,8 @@ import type { NodeView } from '../../model/node.js';
 import { fmt, prepareNode, type PreparedNode } from '../plugin.js';
 
 /** The pipeline's check (no allocation); `preparedPrefilter` says why. */
-export const passesPrefilter = (node: PreparedNode, heartbeatTimeoutMs: number, now: number): boolean => node.down === undefined && now - node.seenMs <= heartbeatTimeoutMs;
+export const passesPrefilter = (node: PreparedNode, heartbeatTimeoutMs: number, now: number): boolean =>
+  node.down === undefined && now - node.seenMs <= heartbeatTimeoutMs;
 
 export function preparedPrefilter(node: PreparedNode, heartbeatTimeoutMs: number, now: number): string | undefined {
   if (node.down !== undefined) return node.down;
@@ -15,4 +16,5 @@ export function preparedPrefilter(node: PreparedNode, heartbeatTimeoutMs: number
   return undefined;
 }
 
-export const prefilter = (view: NodeView, heartbeatTimeoutMs: number, now: number): string | undefined => preparedPrefilter(prepareNode(view), heartbeatTimeoutMs, now);
+export const prefilter = (view: NodeView, heartbeatTimeoutMs: number, now: number): string | undefined =>
+  preparedPrefilter(prepareNode(view), heartbeatTimeoutMs, now);

@@ -7,7 +7,15 @@ import { newestOfEachClass, type EventView } from '../../model/event.js';
 import type { NodeView } from '../../model/node.js';
 import { type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../../model/sandbox.js';
 import type { ApiKeyRecord, KeyUsage, QuotaClaim, QuotaRefusal } from '../../model/api-key.js';
-import { matchesFilter, type ApiKeyPatch, type AuditRecord, type ConfigVersionRecord, type CreateKeyRecord, type NodeRecord, type StateStore } from '../types.js';
+import {
+  matchesFilter,
+  type ApiKeyPatch,
+  type AuditRecord,
+  type ConfigVersionRecord,
+  type CreateKeyRecord,
+  type NodeRecord,
+  type StateStore,
+} from '../types.js';
 import { GroupCommit } from './group-commit.js';
 import type { MysqlLifecycle } from './mysql-lifecycle.js';
 import { MysqlRecords } from './mysql-records.js';
@@ -151,7 +159,11 @@ export class ClusterStore implements StateStore {
 
   async putSandboxIf(rec: SandboxRecord, expected: number): Promise<number> {
     const generation = await this.mysql.putSandboxIf(rec, expected);
-    if (generation > 0) await this.writeThrough(async () => undefined, () => this.live.putRoute({ ...rec, generation }));
+    if (generation > 0)
+      await this.writeThrough(
+        async () => undefined,
+        () => this.live.putRoute({ ...rec, generation }),
+      );
     else await this.repairRoute(rec.sandboxID);
     return generation;
   }
@@ -162,7 +174,11 @@ export class ClusterStore implements StateStore {
 
   async deleteSandboxIf(sandboxID: string, generation: number): Promise<boolean> {
     const done = await this.mysql.markSandboxDeleted(sandboxID, generation);
-    if (done) await this.writeThrough(async () => undefined, () => this.live.deleteRoute(sandboxID));
+    if (done)
+      await this.writeThrough(
+        async () => undefined,
+        () => this.live.deleteRoute(sandboxID),
+      );
     else await this.repairRoute(sandboxID);
     return done;
   }
@@ -196,11 +212,17 @@ export class ClusterStore implements StateStore {
   }
 
   getSandbox(sandboxID: string): Promise<SandboxRecord | undefined> {
-    return this.fromRoutes(() => this.live.getRoute(sandboxID), (rec) => rec !== undefined);
+    return this.fromRoutes(
+      () => this.live.getRoute(sandboxID),
+      (rec) => rec !== undefined,
+    );
   }
 
   async listSandboxes(filter?: ListFilter): Promise<SandboxRecord[]> {
-    const all = await this.fromRoutes(() => this.live.listRoutes(), () => false);
+    const all = await this.fromRoutes(
+      () => this.live.listRoutes(),
+      () => false,
+    );
     all.sort((a, b) => a.startedAt - b.startedAt || a.sandboxID.localeCompare(b.sandboxID));
     return all.filter((r) => matchesFilter(r, filter));
   }

@@ -29,11 +29,24 @@ export class MysqlLifecycle implements LifecycleStore {
 
   async putTombstone(t: Tombstone): Promise<boolean> {
     const body = JSON.stringify(t);
-    if ((await this.q<Done>('INSERT IGNORE INTO tombstones (sandbox_id, at, reason, body) VALUES (?, ?, ?, ?)', [t.sandboxID, t.at, t.reason, body])).affectedRows > 0) return true;
+    if (
+      (await this.q<Done>('INSERT IGNORE INTO tombstones (sandbox_id, at, reason, body) VALUES (?, ?, ?, ?)', [t.sandboxID, t.at, t.reason, body]))
+        .affectedRows > 0
+    )
+      return true;
     // There is one: a typed reason replaces `vanished` (the client's found-rows flag makes an
     // upsert's count ambiguous, so two statements).
     if (t.reason === 'vanished') return false;
-    return (await this.q<Done>("UPDATE tombstones SET at = ?, reason = ?, body = ? WHERE sandbox_id = ? AND reason = 'vanished'", [t.at, t.reason, body, t.sandboxID])).affectedRows > 0;
+    return (
+      (
+        await this.q<Done>("UPDATE tombstones SET at = ?, reason = ?, body = ? WHERE sandbox_id = ? AND reason = 'vanished'", [
+          t.at,
+          t.reason,
+          body,
+          t.sandboxID,
+        ])
+      ).affectedRows > 0
+    );
   }
 
   async getTombstone(sandboxID: string): Promise<Tombstone | undefined> {
@@ -42,7 +55,11 @@ export class MysqlLifecycle implements LifecycleStore {
   }
 
   async putEndedSandbox(s: EndedSandbox): Promise<void> {
-    await this.q('INSERT INTO ended_sandboxes (sandbox_id, at, body) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE at = VALUES(at), body = VALUES(body)', [s.sandboxID, s.at, JSON.stringify(s)]);
+    await this.q('INSERT INTO ended_sandboxes (sandbox_id, at, body) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE at = VALUES(at), body = VALUES(body)', [
+      s.sandboxID,
+      s.at,
+      JSON.stringify(s),
+    ]);
   }
 
   async getEndedSandbox(sandboxID: string): Promise<EndedSandbox | undefined> {
@@ -52,7 +69,9 @@ export class MysqlLifecycle implements LifecycleStore {
 
   async appendLifecycleEvents(events: LifecycleEvent[]): Promise<void> {
     if (events.length === 0) return;
-    await this.q('INSERT IGNORE INTO lifecycle_events (id, sandbox_id, type, owner, at, body) VALUES ?', [events.map((e) => [e.id, e.sandboxID, e.type, e.owner ?? null, e.at, JSON.stringify(e)])]);
+    await this.q('INSERT IGNORE INTO lifecycle_events (id, sandbox_id, type, owner, at, body) VALUES ?', [
+      events.map((e) => [e.id, e.sandboxID, e.type, e.owner ?? null, e.at, JSON.stringify(e)]),
+    ]);
   }
 
   async listLifecycleEvents(q: LifecycleQuery): Promise<LifecycleEvent[]> {
@@ -90,14 +109,20 @@ export class MysqlLifecycle implements LifecycleStore {
     const room = max - (await this.queuedDeliveries());
     const take = ds.slice(0, Math.max(0, room));
     if (take.length === 0) return 0;
-    const r = await this.q<Done>('INSERT IGNORE INTO webhook_deliveries (id, webhook_id, event_id, due_at, body) VALUES ?', [take.map((d) => [d.id, d.webhookID, d.eventID, d.dueAt, JSON.stringify(d)])]);
+    const r = await this.q<Done>('INSERT IGNORE INTO webhook_deliveries (id, webhook_id, event_id, due_at, body) VALUES ?', [
+      take.map((d) => [d.id, d.webhookID, d.eventID, d.dueAt, JSON.stringify(d)]),
+    ]);
     return r.affectedRows;
   }
 
   async claimDeliveries(now: number, limit: number, claimMs: number): Promise<Delivery[]> {
     // One statement takes them (any replica may deliver): those it marked are this call's.
     const claim = randomUUID();
-    const r = await this.q<Done>('UPDATE webhook_deliveries SET claim = ?, claim_until = ? WHERE due_at <= ? AND claim_until <= ? ORDER BY due_at LIMIT ?', [claim, now + claimMs, now, now, limit], false);
+    const r = await this.q<Done>(
+      'UPDATE webhook_deliveries SET claim = ?, claim_until = ? WHERE due_at <= ? AND claim_until <= ? ORDER BY due_at LIMIT ?',
+      [claim, now + claimMs, now, now, limit],
+      false,
+    );
     if (r.affectedRows === 0) return [];
     return (await this.q<Rows>('SELECT body FROM webhook_deliveries WHERE claim = ?', [claim])).map((row) => JSON.parse(row.body as string) as Delivery);
   }

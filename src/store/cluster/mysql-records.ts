@@ -7,7 +7,19 @@ import { snapshotWithEpochTime, type SandboxRecord, type SnapshotRecord } from '
 import { isoTime } from '../../model/time.js';
 import { CubeError } from '../../errors.js';
 import type { ApiKeyRecord } from '../../model/api-key.js';
-import { createKeyRow, parseNodeRecord, parseRecord, patchedKey, recordJson, type ApiKeyPatch, type AuditRecord, type ConfigVersionRecord, type CreateKeyRecord, type CreateKeyRow, type NodeRecord } from '../types.js';
+import {
+  createKeyRow,
+  parseNodeRecord,
+  parseRecord,
+  patchedKey,
+  recordJson,
+  type ApiKeyPatch,
+  type AuditRecord,
+  type ConfigVersionRecord,
+  type CreateKeyRecord,
+  type CreateKeyRow,
+  type NodeRecord,
+} from '../types.js';
 import { GroupCommit } from './group-commit.js';
 import { LIFECYCLE_MIGRATIONS, MysqlLifecycle } from './mysql-lifecycle.js';
 import { isConnectionError, unavailable, withRetry } from './retry.js';
@@ -99,11 +111,20 @@ export class MysqlRecords {
     this.pool = mysql.createPool({ ...this.connOpts(), database: this.database, connectionLimit: 8, enableKeepAlive: true, waitForConnections: true });
     // One connection: a GroupCommit runs one batch at a time. Its statements are formatted by the
     // client from placeholders, as every other query here is.
-    this.batchPool = mysql.createPool({ ...this.connOpts(), database: this.database, connectionLimit: 1, enableKeepAlive: true, waitForConnections: true, multipleStatements: true });
+    this.batchPool = mysql.createPool({
+      ...this.connOpts(),
+      database: this.database,
+      connectionLimit: 1,
+      enableKeepAlive: true,
+      waitForConnections: true,
+      multipleStatements: true,
+    });
     const conn = await this.pool.getConnection();
     try {
       await conn.query(`SELECT GET_LOCK('cube_migrations', 30)`);
-      await conn.query(`CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB`);
+      await conn.query(
+        `CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB`,
+      );
       const [rows] = await conn.query<mysql.RowDataPacket[]>('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations');
       for (let v = Number(rows[0]!.v); v < MIGRATIONS.length; v++) {
         await conn.query(MIGRATIONS[v]!);
@@ -176,7 +197,11 @@ export class MysqlRecords {
    * idempotent writes run again on their own, the others answer 503 (as a single statement would).
    */
   private async batch(ws: Write[]): Promise<Outcome[]> {
-    const alone = (w: Write) => this.q<mysql.ResultSetHeader>(w.sql, w.args, w.idempotent).then((ok): Outcome => ({ ok }), (err: unknown): Outcome => ({ err }));
+    const alone = (w: Write) =>
+      this.q<mysql.ResultSetHeader>(w.sql, w.args, w.idempotent).then(
+        (ok): Outcome => ({ ok }),
+        (err: unknown): Outcome => ({ err }),
+      );
     if (ws.length === 1) return [await alone(ws[0]!)];
     let conn: mysql.PoolConnection;
     try {
@@ -219,7 +244,13 @@ export class MysqlRecords {
   /** See StateStore.putSandboxIf; generation 0 refuses any id the history holds, deleted ones too. */
   async putSandboxIf(rec: SandboxRecord, generation: number): Promise<number> {
     if (generation === 0) {
-      const r = await this.write('INSERT IGNORE INTO sandbox_history (sandbox_id, node_id, template_id, state, record, generation) VALUES (?, ?, ?, ?, ?, 1)', [rec.sandboxID, rec.nodeID, rec.templateID, rec.state, recordJson(rec)]);
+      const r = await this.write('INSERT IGNORE INTO sandbox_history (sandbox_id, node_id, template_id, state, record, generation) VALUES (?, ?, ?, ?, ?, 1)', [
+        rec.sandboxID,
+        rec.nodeID,
+        rec.templateID,
+        rec.state,
+        recordJson(rec),
+      ]);
       return r.affectedRows === 1 ? 1 : 0;
     }
     const r = await this.write(
@@ -232,8 +263,14 @@ export class MysqlRecords {
   async markSandboxDeleted(sandboxID: string, generation?: number): Promise<boolean> {
     const r =
       generation === undefined
-        ? await this.q<mysql.ResultSetHeader>("UPDATE sandbox_history SET deleted_at = CURRENT_TIMESTAMP(3), state = 'gone', generation = generation + 1 WHERE sandbox_id = ? AND deleted_at IS NULL", [sandboxID])
-        : await this.q<mysql.ResultSetHeader>("UPDATE sandbox_history SET deleted_at = CURRENT_TIMESTAMP(3), state = 'gone', generation = generation + 1 WHERE sandbox_id = ? AND generation = ? AND deleted_at IS NULL", [sandboxID, generation]);
+        ? await this.q<mysql.ResultSetHeader>(
+            "UPDATE sandbox_history SET deleted_at = CURRENT_TIMESTAMP(3), state = 'gone', generation = generation + 1 WHERE sandbox_id = ? AND deleted_at IS NULL",
+            [sandboxID],
+          )
+        : await this.q<mysql.ResultSetHeader>(
+            "UPDATE sandbox_history SET deleted_at = CURRENT_TIMESTAMP(3), state = 'gone', generation = generation + 1 WHERE sandbox_id = ? AND generation = ? AND deleted_at IS NULL",
+            [sandboxID, generation],
+          );
     return r.affectedRows === 1;
   }
 
@@ -271,7 +308,10 @@ export class MysqlRecords {
   /** Keeps the newest `keep` events of the lifecycle kinds and again of the flood kinds. */
   async pruneEvents(keep: number): Promise<void> {
     for (const flood of [0, 1]) {
-      await this.q('DELETE FROM events WHERE flood = ? AND id <= (SELECT m FROM (SELECT id AS m FROM events WHERE flood = ? ORDER BY id DESC LIMIT 1 OFFSET ?) AS t)', [flood, flood, keep]);
+      await this.q(
+        'DELETE FROM events WHERE flood = ? AND id <= (SELECT m FROM (SELECT id AS m FROM events WHERE flood = ? ORDER BY id DESC LIMIT 1 OFFSET ?) AS t)',
+        [flood, flood, keep],
+      );
     }
   }
 
@@ -281,12 +321,21 @@ export class MysqlRecords {
       '(SELECT id, body FROM events WHERE flood = 0 ORDER BY id DESC LIMIT ?) UNION ALL (SELECT id, body FROM events WHERE flood = 1 ORDER BY id DESC LIMIT ?)',
       [limit, limit],
     );
-    const events = rows.map((r) => ({ ...eventWithEpochTime(JSON.parse(r.body as string) as Omit<EventView, 'id'>), id: Number(r.id) })).sort((a, b) => a.id - b.id);
+    const events = rows
+      .map((r) => ({ ...eventWithEpochTime(JSON.parse(r.body as string) as Omit<EventView, 'id'>), id: Number(r.id) }))
+      .sort((a, b) => a.id - b.id);
     return { maxID: events.at(-1)?.id ?? 0, events };
   }
 
   async putConfigVersion(rec: ConfigVersionRecord): Promise<void> {
-    await this.q('REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', [rec.version, rec.at, rec.actor, rec.reason, JSON.stringify(rec.master), JSON.stringify(rec.cubelet)]);
+    await this.q('REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', [
+      rec.version,
+      rec.at,
+      rec.actor,
+      rec.reason,
+      JSON.stringify(rec.master),
+      JSON.stringify(rec.cubelet),
+    ]);
   }
 
   /** The cluster's config in force (undefined until a replica seeded it from its files). */
@@ -312,9 +361,16 @@ export class MysqlRecords {
         await conn.beginTransaction();
         const [r] =
           expected === 0
-            ? await conn.query<mysql.ResultSetHeader>('INSERT IGNORE INTO config_head (id, version, at, actor, reason, master, cubelet, commit_id) VALUES (1, ?, ?, ?, ?, ?, ?, ?)', [...args, commitID])
-            : await conn.query<mysql.ResultSetHeader>('UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ?, commit_id = ? WHERE id = 1 AND version = ?', [...args, commitID, expected]);
-        if (r.affectedRows === 1) await conn.query('REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', args);
+            ? await conn.query<mysql.ResultSetHeader>(
+                'INSERT IGNORE INTO config_head (id, version, at, actor, reason, master, cubelet, commit_id) VALUES (1, ?, ?, ?, ?, ?, ?, ?)',
+                [...args, commitID],
+              )
+            : await conn.query<mysql.ResultSetHeader>(
+                'UPDATE config_head SET version = ?, at = ?, actor = ?, reason = ?, master = ?, cubelet = ?, commit_id = ? WHERE id = 1 AND version = ?',
+                [...args, commitID, expected],
+              );
+        if (r.affectedRows === 1)
+          await conn.query('REPLACE INTO config_versions (version, at, actor, reason, master, cubelet) VALUES (?, ?, ?, ?, ?, ?)', args);
         await conn.commit();
         if (r.affectedRows === 1) return true;
         const [rows] = await conn.query<mysql.RowDataPacket[]>('SELECT commit_id FROM config_head WHERE id = 1');
@@ -336,7 +392,11 @@ export class MysqlRecords {
 
   /** Goes in a batch with other writes (write): one append may not run twice. */
   async appendAudit(rec: Omit<AuditRecord, 'id' | 'actorName'>): Promise<AuditRecord> {
-    const r = await this.write('INSERT INTO audit (at, actor, actor_name, action, target, outcome, detail) VALUES (?, ?, (SELECT name FROM api_keys WHERE id = ?), ?, ?, ?, ?)', [rec.at, rec.actor, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)], false);
+    const r = await this.write(
+      'INSERT INTO audit (at, actor, actor_name, action, target, outcome, detail) VALUES (?, ?, (SELECT name FROM api_keys WHERE id = ?), ?, ?, ?, ?)',
+      [rec.at, rec.actor, rec.actor, rec.action, rec.target, rec.outcome, rec.detail === undefined ? null : JSON.stringify(rec.detail)],
+      false,
+    );
     return { ...rec, id: r.insertId };
   }
 
@@ -347,14 +407,26 @@ export class MysqlRecords {
         ? await this.q<mysql.RowDataPacket[]>('SELECT * FROM audit WHERE actor = ? ORDER BY id DESC LIMIT ?', [opts.actor, limit])
         : await this.q<mysql.RowDataPacket[]>('SELECT * FROM audit ORDER BY id DESC LIMIT ?', [limit]);
     return rows.map((r) => {
-      const base = { id: Number(r.id), at: r.at as string, actor: r.actor as string, ...(r.actor_name !== null ? { actorName: r.actor_name as string } : {}), action: r.action as string, target: r.target as string, outcome: r.outcome as string };
+      const base = {
+        id: Number(r.id),
+        at: r.at as string,
+        actor: r.actor as string,
+        ...(r.actor_name !== null ? { actorName: r.actor_name as string } : {}),
+        action: r.action as string,
+        target: r.target as string,
+        outcome: r.outcome as string,
+      };
       return r.detail === null ? base : { ...base, detail: JSON.parse(r.detail as string) as Record<string, unknown> };
     });
   }
 
   /** false when the id, name or hash is taken. */
   async putApiKey(rec: ApiKeyRecord): Promise<boolean> {
-    const r = await this.q<mysql.ResultSetHeader>('INSERT IGNORE INTO api_keys (id, name, hash, record) VALUES (?, ?, ?, ?)', [rec.id, rec.name, rec.hash, JSON.stringify(rec)], false);
+    const r = await this.q<mysql.ResultSetHeader>(
+      'INSERT IGNORE INTO api_keys (id, name, hash, record) VALUES (?, ?, ?, ?)',
+      [rec.id, rec.name, rec.hash, JSON.stringify(rec)],
+      false,
+    );
     return r.affectedRows === 1;
   }
 
@@ -378,7 +450,12 @@ export class MysqlRecords {
       const raw = rows[0].record as string;
       const next = patchedKey(JSON.parse(raw) as ApiKeyRecord, patch);
       try {
-        const r = await this.q<mysql.ResultSetHeader>('UPDATE api_keys SET name = ?, record = ? WHERE id = ? AND record = ?', [next.name, JSON.stringify(next), id, raw]);
+        const r = await this.q<mysql.ResultSetHeader>('UPDATE api_keys SET name = ?, record = ? WHERE id = ? AND record = ?', [
+          next.name,
+          JSON.stringify(next),
+          id,
+          raw,
+        ]);
         if (r.affectedRows === 1 || JSON.stringify(next) === raw) return next;
       } catch (e) {
         if ((e as { code?: string }).code === 'ER_DUP_ENTRY') throw new CubeError('CONFLICT', `an API key named ${JSON.stringify(next.name)} exists already`);
@@ -412,7 +489,12 @@ export class MysqlRecords {
 
   async putSnapshot(rec: SnapshotRecord): Promise<void> {
     // created_at keeps ISO 8601, as in the rows before numeric times: they sort together.
-    await this.q('REPLACE INTO snapshots (snapshot_id, node_id, created_at, record) VALUES (?, ?, ?, ?)', [rec.snapshotID, rec.nodeID, isoTime(rec.createdAt), JSON.stringify(rec)]);
+    await this.q('REPLACE INTO snapshots (snapshot_id, node_id, created_at, record) VALUES (?, ?, ?, ?)', [
+      rec.snapshotID,
+      rec.nodeID,
+      isoTime(rec.createdAt),
+      JSON.stringify(rec),
+    ]);
   }
 
   async getSnapshot(snapshotID: string): Promise<SnapshotRecord | undefined> {
@@ -439,9 +521,15 @@ export class MysqlRecords {
     const now = Date.now();
     const open = rec.outcome === undefined || 'failed' in rec.outcome ? 1 : 0;
     const outcome = rec.outcome === undefined ? null : JSON.stringify(rec.outcome);
-    const ins = await this.q<mysql.ResultSetHeader>('INSERT IGNORE INTO create_keys (k, sandbox_id, deadline, expires_at, outcome, open) VALUES (?, ?, ?, ?, ?, ?)', [rec.key, rec.sandboxID, rec.deadline, rec.expiresAt, outcome, open]);
+    const ins = await this.q<mysql.ResultSetHeader>(
+      'INSERT IGNORE INTO create_keys (k, sandbox_id, deadline, expires_at, outcome, open) VALUES (?, ?, ?, ?, ?, ?)',
+      [rec.key, rec.sandboxID, rec.deadline, rec.expiresAt, outcome, open],
+    );
     if (ins.affectedRows !== 1) {
-      await this.q('UPDATE create_keys SET sandbox_id = ?, deadline = ?, expires_at = ?, outcome = ?, open = ? WHERE k = ? AND (expires_at <= ? OR (sandbox_id = ? AND open = 1))', [rec.sandboxID, rec.deadline, rec.expiresAt, outcome, open, rec.key, now, over ?? '']);
+      await this.q(
+        'UPDATE create_keys SET sandbox_id = ?, deadline = ?, expires_at = ?, outcome = ?, open = ? WHERE k = ? AND (expires_at <= ? OR (sandbox_id = ? AND open = 1))',
+        [rec.sandboxID, rec.deadline, rec.expiresAt, outcome, open, rec.key, now, over ?? ''],
+      );
     }
     if (now - this.prunedAt > 60_000) {
       this.prunedAt = now;
@@ -452,12 +540,20 @@ export class MysqlRecords {
   }
 
   async getCreateKey(key: string): Promise<CreateKeyRecord | undefined> {
-    const rows = await this.q<mysql.RowDataPacket[]>('SELECT k, sandbox_id, deadline, expires_at, outcome FROM create_keys WHERE k = ? AND expires_at > ?', [key, Date.now()]);
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT k, sandbox_id, deadline, expires_at, outcome FROM create_keys WHERE k = ? AND expires_at > ?', [
+      key,
+      Date.now(),
+    ]);
     return rows[0] ? createKeyRow(rows[0] as unknown as CreateKeyRow) : undefined;
   }
 
   async settleCreateKey(key: string, sandboxID: string, outcome: NonNullable<CreateKeyRecord['outcome']>): Promise<boolean> {
-    const r = await this.q<mysql.ResultSetHeader>('UPDATE create_keys SET outcome = ?, open = ? WHERE k = ? AND sandbox_id = ?', [JSON.stringify(outcome), 'failed' in outcome ? 1 : 0, key, sandboxID]);
+    const r = await this.q<mysql.ResultSetHeader>('UPDATE create_keys SET outcome = ?, open = ? WHERE k = ? AND sandbox_id = ?', [
+      JSON.stringify(outcome),
+      'failed' in outcome ? 1 : 0,
+      key,
+      sandboxID,
+    ]);
     // A retry after a lost answer changes nothing the second time: matched, not changed, is done too.
     return r.affectedRows === 1 || (await this.getCreateKey(key))?.sandboxID === sandboxID;
   }

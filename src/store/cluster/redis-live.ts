@@ -188,7 +188,15 @@ export class RedisLive {
     // of the control in the 1000-node bench (socket writes 21% of its CPU, mostly Redis and MySQL).
     // The mark of an answered create is written in the call that makes it, right after the answer
     // (control/sandboxes.ts answered()), not in the next tick's batch.
-    this.redis = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, enableAutoPipelining: true, autoPipeliningIgnoredCommands: ['cubeMarkAnswered'], maxRetriesPerRequest: 1, connectTimeout: 2000, retryStrategy: (n) => Math.min(100 * n, 2000) });
+    this.redis = new Redis(url, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      enableAutoPipelining: true,
+      autoPipeliningIgnoredCommands: ['cubeMarkAnswered'],
+      maxRetriesPerRequest: 1,
+      connectTimeout: 2000,
+      retryStrategy: (n) => Math.min(100 * n, 2000),
+    });
     this.redis.on('error', () => undefined); // reported through the failing commands
     this.redis.defineCommand('cubeAppendEvents', { numberOfKeys: 4, lua: APPEND_EVENTS });
     this.redis.defineCommand('cubeReleaseIfOwner', { numberOfKeys: 1, lua: RELEASE_IF_OWNER });
@@ -232,7 +240,17 @@ export class RedisLive {
   // --- sandbox routes
   /** Writes the route unless a newer generation is there or the sandbox was deleted. */
   async putRoute(rec: SandboxRecord & { generation: number }): Promise<void> {
-    await this.run((r) => r.cubePutRouteIfNewer!(this.k('shared', 'sandboxes'), this.k('shared', 'deleted', rec.sandboxID), this.quota.usageKey, rec.sandboxID, JSON.stringify(rec), rec.generation, this.quota.claimsPrefix));
+    await this.run((r) =>
+      r.cubePutRouteIfNewer!(
+        this.k('shared', 'sandboxes'),
+        this.k('shared', 'deleted', rec.sandboxID),
+        this.quota.usageKey,
+        rec.sandboxID,
+        JSON.stringify(rec),
+        rec.generation,
+        this.quota.claimsPrefix,
+      ),
+    );
   }
 
   async markAnswered(sandboxID: string): Promise<void> {
@@ -261,7 +279,16 @@ export class RedisLive {
   }
 
   async deleteRoute(sandboxID: string): Promise<void> {
-    await this.run((r) => r.cubeDeleteRoute!(this.k('shared', 'deleted', sandboxID), this.k('shared', 'sandboxes'), this.quota.usageKey, sandboxID, TOMBSTONE_MS, this.quota.claimsPrefix));
+    await this.run((r) =>
+      r.cubeDeleteRoute!(
+        this.k('shared', 'deleted', sandboxID),
+        this.k('shared', 'sandboxes'),
+        this.quota.usageKey,
+        sandboxID,
+        TOMBSTONE_MS,
+        this.quota.claimsPrefix,
+      ),
+    );
   }
 
   async routeIDs(): Promise<string[]> {
@@ -278,7 +305,16 @@ export class RedisLive {
     const key = this.k('shared', 'sandboxes');
     await this.run(() => {
       const p = this.redis.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> & { exec(): Promise<unknown> };
-      for (const s of live) p.cubePutRouteIfNewer!(key, this.k('shared', 'deleted', s.sandboxID), this.quota.usageKey, s.sandboxID, JSON.stringify(s), s.generation ?? 0, this.quota.claimsPrefix);
+      for (const s of live)
+        p.cubePutRouteIfNewer!(
+          key,
+          this.k('shared', 'deleted', s.sandboxID),
+          this.quota.usageKey,
+          s.sandboxID,
+          JSON.stringify(s),
+          s.generation ?? 0,
+          this.quota.claimsPrefix,
+        );
       for (const id of deleted) p.cubeDeleteRoute!(this.k('shared', 'deleted', id), key, this.quota.usageKey, id, TOMBSTONE_MS, this.quota.claimsPrefix);
       return p.exec();
     });
@@ -298,7 +334,14 @@ export class RedisLive {
   async putNodeMetrics(views: NodeView[], ttlMs: number): Promise<void> {
     if (views.length === 0) return;
     const raws = views.map((v) => JSON.stringify(v));
-    const vers = (await this.run((r) => r.cubePutMetrics!(this.k('master', 'node', 'metric', ''), this.k('master', 'node', 'metric-ver', ''), ttlMs, ...views.flatMap((v, i) => [v.nodeID, raws[i]!])))) as number[];
+    const vers = (await this.run((r) =>
+      r.cubePutMetrics!(
+        this.k('master', 'node', 'metric', ''),
+        this.k('master', 'node', 'metric-ver', ''),
+        ttlMs,
+        ...views.flatMap((v, i) => [v.nodeID, raws[i]!]),
+      ),
+    )) as number[];
     // This replica's next read fetches none of them (unless another write moved a version since).
     views.forEach((view, i) => this.parsedMetrics.set(view.nodeID, { raw: raws[i]!, view, ver: String(vers[i]) }));
   }
@@ -306,7 +349,15 @@ export class RedisLive {
   /** Heartbeats without a view: see StateStore.touchNodeMetrics. */
   async touchNodeMetrics(seen: { nodeID: string; lastSeen: number }[], ttlMs: number): Promise<string[]> {
     if (seen.length === 0) return [];
-    return (await this.run((r) => r.cubeTouchMetrics!(this.k('master', 'node', 'seen'), this.k('master', 'node', 'metric', ''), this.k('master', 'node', 'metric-ver', ''), ttlMs, ...seen.flatMap((s) => [s.nodeID, s.lastSeen])))) as string[];
+    return (await this.run((r) =>
+      r.cubeTouchMetrics!(
+        this.k('master', 'node', 'seen'),
+        this.k('master', 'node', 'metric', ''),
+        this.k('master', 'node', 'metric-ver', ''),
+        ttlMs,
+        ...seen.flatMap((s) => [s.nodeID, s.lastSeen]),
+      ),
+    )) as string[];
   }
 
   /**
@@ -320,7 +371,10 @@ export class RedisLive {
    */
   async getNodeMetrics(nodeIDs: string[]): Promise<Map<string, NodeView>> {
     if (nodeIDs.length === 0) return new Map();
-    const [vers, seen] = await Promise.all([this.run((r) => r.mget(...nodeIDs.map((id) => this.k('master', 'node', 'metric-ver', id)))), this.run((r) => r.hmget(this.k('master', 'node', 'seen'), ...nodeIDs))]);
+    const [vers, seen] = await Promise.all([
+      this.run((r) => r.mget(...nodeIDs.map((id) => this.k('master', 'node', 'metric-ver', id)))),
+      this.run((r) => r.hmget(this.k('master', 'node', 'seen'), ...nodeIDs)),
+    ]);
     const stale = nodeIDs.flatMap((id, i) => (vers[i] === null || this.parsedMetrics.get(id)?.ver !== vers[i] ? [i] : []));
     if (stale.length > 0) {
       const raws = await this.run((r) => r.mget(...stale.map((i) => this.k('master', 'node', 'metric', nodeIDs[i]!))));
@@ -352,7 +406,18 @@ export class RedisLive {
 
   async deleteNodeMetrics(nodeID: string): Promise<void> {
     this.parsedMetrics.delete(nodeID);
-    await this.run(() => this.redis.multi().del(this.k('master', 'node', 'metric', nodeID), this.k('master', 'node', 'metric-ver', nodeID), this.k('master', 'node', 'inflight', nodeID), this.k('master', 'node', 'lost', nodeID)).hdel(this.k('master', 'node', 'seen'), nodeID).exec());
+    await this.run(() =>
+      this.redis
+        .multi()
+        .del(
+          this.k('master', 'node', 'metric', nodeID),
+          this.k('master', 'node', 'metric-ver', nodeID),
+          this.k('master', 'node', 'inflight', nodeID),
+          this.k('master', 'node', 'lost', nodeID),
+        )
+        .hdel(this.k('master', 'node', 'seen'), nodeID)
+        .exec(),
+    );
   }
 
   // --- template builds handed to nodes: which node runs each (JSON, kept `ttlMs`), and each template's newest
@@ -389,7 +454,9 @@ export class RedisLive {
 
   // --- creates in flight, shared by every control replica
   async incInFlight(nodeID: string): Promise<number> {
-    return Number(await this.run((r) => r.cubeIncInFlight!(this.k('master', 'node', 'inflight', nodeID), this.k('master', 'inflight-nodes'), 120_000, nodeID), false));
+    return Number(
+      await this.run((r) => r.cubeIncInFlight!(this.k('master', 'node', 'inflight', nodeID), this.k('master', 'inflight-nodes'), 120_000, nodeID), false),
+    );
   }
 
   async decInFlight(nodeID: string): Promise<void> {
@@ -410,7 +477,10 @@ export class RedisLive {
    * out before), or undefined when another operation holds the lock.
    */
   async acquireLock(sandboxID: string, ttlMs: number): Promise<string | undefined> {
-    const fence = await this.run((r) => r.cubeAcquireFenced!(this.k('master', 'lock', 'sandbox', sandboxID), this.k('master', 'lock', 'fence'), ttlMs, fenceFloor()), false);
+    const fence = await this.run(
+      (r) => r.cubeAcquireFenced!(this.k('master', 'lock', 'sandbox', sandboxID), this.k('master', 'lock', 'fence'), ttlMs, fenceFloor()),
+      false,
+    );
     return fence === null || fence === undefined ? undefined : String(fence);
   }
 
@@ -437,7 +507,10 @@ export class RedisLive {
    */
   async appendEvents(es: { e: Omit<EventView, 'id'>; origin?: { sender: string; seq: number } }[]): Promise<(EventView | undefined)[] | undefined> {
     const args = es.flatMap(({ e, origin }) => [origin?.sender ?? '', origin?.seq ?? 0, isFloodKind(e.kind) ? 1 : 0, JSON.stringify(e)]);
-    const ids = await this.run((r) => r.cubeAppendEvents!(...this.eventKeys(), this.eventRetention, this.k('master', 'notice-seq', ''), SENDER_TTL_MS, ...args), false);
+    const ids = await this.run(
+      (r) => r.cubeAppendEvents!(...this.eventKeys(), this.eventRetention, this.k('master', 'notice-seq', ''), SENDER_TTL_MS, ...args),
+      false,
+    );
     if (!Array.isArray(ids)) return undefined;
     return es.map(({ e }, i) => (Number(ids[i]) > 0 ? { ...e, id: Number(ids[i]) } : undefined));
   }
@@ -455,7 +528,12 @@ export class RedisLive {
 
   /** The stream, the id counter, the ids of the lifecycle kinds and of the flood kinds (APPEND_EVENTS). */
   private eventKeys(): [string, string, string, string] {
-    return [this.k('shared', 'events'), this.k('shared', 'events', 'seq'), this.k('shared', 'events', 'lifecycle-ids'), this.k('shared', 'events', 'flood-ids')];
+    return [
+      this.k('shared', 'events'),
+      this.k('shared', 'events', 'seq'),
+      this.k('shared', 'events', 'lifecycle-ids'),
+      this.k('shared', 'events', 'flood-ids'),
+    ];
   }
 
   async listEvents(opts: { sinceID?: number; beforeID?: number; limit?: number } = {}): Promise<EventView[]> {

@@ -114,7 +114,22 @@ export class RedisQuota {
   async claim(c: QuotaClaim): Promise<QuotaRefusal | undefined> {
     const l = c.limits;
     const out = (await this.run(
-      (r) => r.cubeClaimQuota!(this.usageKey, this.claimsPrefix + c.owner, this.k('shared', 'quota-rate', c.owner), this.k('shared', 'sandboxes'), c.owner, c.sandboxID, milliCpus(c.cpus), c.memoryMiB, l.sandboxes, milliCpus(l.vcpus), l.memory_mib, l.creates_per_sec, c.ttlMs),
+      (r) =>
+        r.cubeClaimQuota!(
+          this.usageKey,
+          this.claimsPrefix + c.owner,
+          this.k('shared', 'quota-rate', c.owner),
+          this.k('shared', 'sandboxes'),
+          c.owner,
+          c.sandboxID,
+          milliCpus(c.cpus),
+          c.memoryMiB,
+          l.sandboxes,
+          milliCpus(l.vcpus),
+          l.memory_mib,
+          l.creates_per_sec,
+          c.ttlMs,
+        ),
       false,
     )) as [QuotaName, string, string, number] | [];
     if (out.length === 0) return undefined;
@@ -130,7 +145,10 @@ export class RedisQuota {
     const out = new Map<string, KeyUsage>();
     await Promise.all(
       owners.map(async (o) => {
-        const [counts, claims] = await Promise.all([this.run((r) => r.hmget(this.usageKey, `${o}:n`, `${o}:mcpu`, `${o}:mem`)), this.run((r) => r.hgetall(this.claimsPrefix + o))]);
+        const [counts, claims] = await Promise.all([
+          this.run((r) => r.hmget(this.usageKey, `${o}:n`, `${o}:mcpu`, `${o}:mem`)),
+          this.run((r) => r.hgetall(this.claimsPrefix + o)),
+        ]);
         let [n, mcpu, mem] = counts.map((v) => Number(v ?? 0)) as [number, number, number];
         for (const v of Object.values(claims)) {
           const [c, m, d] = v.split(' ').map(Number) as [number, number, number];

@@ -2,7 +2,17 @@
 // never a hang and never a raw driver error.
 import { CubeError } from '../../errors.js';
 
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'PROTOCOL_CONNECTION_LOST', 'ER_SERVER_SHUTDOWN', 'ER_CON_COUNT_ERROR', 'ER_SERVER_GONE_ERROR']);
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'PROTOCOL_CONNECTION_LOST',
+  'ER_SERVER_SHUTDOWN',
+  'ER_CON_COUNT_ERROR',
+  'ER_SERVER_GONE_ERROR',
+]);
 
 /** Whether an error means "the backend is not reachable right now" rather than "the request was wrong". */
 export function isConnectionError(e: unknown): boolean {

@@ -126,7 +126,8 @@ export class TemplateBuilder {
     for (const n of names) {
       try {
         const r = JSON.parse(await readFile(join(this.buildsDir, n), 'utf8')) as Partial<BuildRecord> | null;
-        if (typeof r?.buildID !== 'string' || typeof r.templateID !== 'string' || typeof r.createdAt !== 'string' || !Array.isArray(r.logs)) throw new Error('not a build record');
+        if (typeof r?.buildID !== 'string' || typeof r.templateID !== 'string' || typeof r.createdAt !== 'string' || !Array.isArray(r.logs))
+          throw new Error('not a build record');
         found.push(r as BuildRecord);
       } catch (err) {
         this.o.log.warn({ err, file: n }, 'unreadable build record skipped');
@@ -182,7 +183,17 @@ export class TemplateBuilder {
     const refs = (tags.length ? tags : ['latest']).map((t) => parseTemplateRef(`${target.name}:${t}`).ref);
     const spec = this.o.config().master.sandbox.default_spec;
     const now = new Date().toISOString();
-    const b: BuildRecord = { templateID: target.name, buildID: randomUUID(), refs, status: 'waiting', logs: [], cpuCount: o.cpuCount ?? spec.cpus, memoryMB: o.memoryMB ?? spec.memory_mib, createdAt: now, updatedAt: now };
+    const b: BuildRecord = {
+      templateID: target.name,
+      buildID: randomUUID(),
+      refs,
+      status: 'waiting',
+      logs: [],
+      cpuCount: o.cpuCount ?? spec.cpus,
+      memoryMB: o.memoryMB ?? spec.memory_mib,
+      createdAt: now,
+      updatedAt: now,
+    };
     this.builds.set(b.buildID, b);
     this.save(b);
     for (const id of [...this.builds.keys()].slice(0, Math.max(0, this.builds.size - KEEP_BUILDS))) {
@@ -237,11 +248,16 @@ export class TemplateBuilder {
         await pipeline(body, createWriteStream(tmp, { flags: 'wx', mode: 0o600 }));
       } catch (e) {
         const err = e as NodeJS.ErrnoException;
-        if (err.code === 'ENOSPC' || err.code === 'EDQUOT') throw new CubeError('STORE_FULL', `no room for the upload under ${this.filesDir}: ${err.message}`, { retryAfter: 60 });
+        if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
+          throw new CubeError('STORE_FULL', `no room for the upload under ${this.filesDir}: ${err.message}`, { retryAfter: 60 });
         throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
       }
       const unreadable = await this.tarProblem(tmp);
-      if (unreadable !== undefined) throw new CubeError('BAD_REQUEST', `the upload for files hash ${hash} is not a tar (gzipped or not) cubed reads (${unreadable}): refused, nothing kept changed`);
+      if (unreadable !== undefined)
+        throw new CubeError(
+          'BAD_REQUEST',
+          `the upload for files hash ${hash} is not a tar (gzipped or not) cubed reads (${unreadable}): refused, nothing kept changed`,
+        );
       await link(tmp, join(dir, hash)).catch((e: NodeJS.ErrnoException) => {
         if (e.code !== 'EEXIST') throw e;
       });
@@ -322,12 +338,16 @@ export class TemplateBuilder {
     const plan = parseBuild(body);
     plan.from = await this.resolveFrom(plan.from); // 404 (template, image, tag), 403 (registry credentials), 503 (registry down) now rather than a failed build
     const missing = plan.steps.flatMap((s, i) => (s.type === 'COPY' && !this.hasFiles(s.filesHash, owner) ? [`step ${i + 1} (${describeStep(s)})`] : []));
-    if (missing.length) throw new CubeError('BAD_REQUEST', `the files of ${missing.join(', ')} were not uploaded (GET /templates/${templateID}/files/{hash} gives the link)`);
+    if (missing.length)
+      throw new CubeError('BAD_REQUEST', `the files of ${missing.join(', ')} were not uploaded (GET /templates/${templateID}/files/{hash} gives the link)`);
     for (const [i, s] of plan.steps.entries()) {
       if (s.type !== 'COPY' || (await this.verifyUpload(s, owner)) !== false) continue;
       await rm(join(this.filesDir, uploads, s.filesHash), { force: true });
       this.o.log.warn({ templateID, buildID, hash: s.filesHash }, 'an upload did not match its files hash: removed');
-      throw new CubeError('BAD_REQUEST', `the files uploaded for step ${i + 1} (${describeStep(s)}) do not match its files hash ${s.filesHash}: removed; upload them again (GET /templates/${templateID}/files/{hash} gives the link)`);
+      throw new CubeError(
+        'BAD_REQUEST',
+        `the files uploaded for step ${i + 1} (${describeStep(s)}) do not match its files hash ${s.filesHash}: removed; upload them again (GET /templates/${templateID}/files/{hash} gives the link)`,
+      );
     }
     this.log(b, 'info', `Build ${buildID} of ${b.refs.join(', ')}: ${plan.steps.length} step(s)`);
     void this.run(b, plan, uploads);
@@ -403,12 +423,21 @@ export class TemplateBuilder {
       cache[k] = r.digest;
       await this.writeCache(cache);
       ran++;
-      this.log(b, 'info', `[${n}/${plan.steps.length}] done in ${Math.round(performance.now() - t0)} ms: ${r.digest === EMPTY_TREE ? 'no file changed, no layer' : `layer ${r.digest.slice(0, 19)}`}`, n);
+      this.log(
+        b,
+        'info',
+        `[${n}/${plan.steps.length}] done in ${Math.round(performance.now() - t0)} ms: ${r.digest === EMPTY_TREE ? 'no file changed, no layer' : `layer ${r.digest.slice(0, 19)}`}`,
+        n,
+      );
       key = afterLayer(k, r.digest);
     }
     b.cached = cached;
     b.ran = ran;
-    const finalConfig: TemplateConfig = { ...config, ...(plan.startCmd ? { startCmd: plan.startCmd } : {}), ...(plan.readyCmd ? { readyCmd: plan.readyCmd } : {}) };
+    const finalConfig: TemplateConfig = {
+      ...config,
+      ...(plan.startCmd ? { startCmd: plan.startCmd } : {}),
+      ...(plan.readyCmd ? { readyCmd: plan.readyCmd } : {}),
+    };
     for (const ref of b.refs) {
       const rec = await this.o.templates.putLocked({
         ...parseTemplateRef(ref),
@@ -453,16 +482,29 @@ export class TemplateBuilder {
         }
       }
     }
-    const { ref, digest } = await resolveImage(this.o.dataDir, from.image, { ...(from.creds ? { creds: from.creds } : {}), insecure: this.insecureRegistries() });
+    const { ref, digest } = await resolveImage(this.o.dataDir, from.image, {
+      ...(from.creds ? { creds: from.creds } : {}),
+      insecure: this.insecureRegistries(),
+    });
     return { ...from, registry: { ref, digest, ...(from.creds ? { creds: from.creds } : {}) } };
   }
 
   /** The template a build starts from: `fromTemplate` (host/base included), an imported image by name, or a registry image (pulled into the store here, under the writer lock: `pull`). */
-  private async base(from: BuildPlan['from'], pull?: { b: BuildRecord; added: string[] }): Promise<{ key: string; layers: string[]; config: TemplateConfig; bindHostUsr: boolean; parent?: string; registry?: { image: string; digest: string } }> {
+  private async base(
+    from: BuildPlan['from'],
+    pull?: { b: BuildRecord; added: string[] },
+  ): Promise<{ key: string; layers: string[]; config: TemplateConfig; bindHostUsr: boolean; parent?: string; registry?: { image: string; digest: string } }> {
     if ('registry' in from && from.registry) {
       const r = from.registry;
       if (!pull) throw new CubeError('INTERNAL', 'a registry base is pulled only inside a build');
-      const img = await pullLocked(this.o.templates, r.ref, r.digest, { ...(r.creds ? { creds: r.creds } : {}), insecure: this.insecureRegistries() }, pull.added, (line) => this.log(pull.b, 'info', line, 0));
+      const img = await pullLocked(
+        this.o.templates,
+        r.ref,
+        r.digest,
+        { ...(r.creds ? { creds: r.creds } : {}), insecure: this.insecureRegistries() },
+        pull.added,
+        (line) => this.log(pull.b, 'info', line, 0),
+      );
       // Keyed by the image's digest: the same recipe on the same image reuses its cached steps.
       return { key: r.digest, layers: img.layers, config: img.config, bindHostUsr: false, registry: { image: img.image, digest: r.digest } };
     }
@@ -480,19 +522,43 @@ export class TemplateBuilder {
         return this.o.templates.get(resolved);
       });
     } catch (e) {
-      if (e instanceof CubeError && e.kind === 'NOT_FOUND' && 'image' in from) throw new CubeError('NOT_FOUND', `image '${name}' is neither a template of this node nor an image reference a registry can be asked for (HOST[:PORT]/NAME:TAG, or a Docker Hub name)`);
+      if (e instanceof CubeError && e.kind === 'NOT_FOUND' && 'image' in from)
+        throw new CubeError(
+          'NOT_FOUND',
+          `image '${name}' is neither a template of this node nor an image reference a registry can be asked for (HOST[:PORT]/NAME:TAG, or a Docker Hub name)`,
+        );
       throw e;
     }
-    return { key: rec.digest, layers: rec.layers, config: rec.config, bindHostUsr: rec.bindHostUsr ?? false, ...('template' in from ? { parent: rec.ref } : {}), ...(rec.registry ? { registry: rec.registry } : {}) };
+    return {
+      key: rec.digest,
+      layers: rec.layers,
+      config: rec.config,
+      bindHostUsr: rec.bindHostUsr ?? false,
+      ...('template' in from ? { parent: rec.ref } : {}),
+      ...(rec.registry ? { registry: rec.registry } : {}),
+    };
   }
 
   /** One step in a sandbox of its own; its writable layer becomes a layer of the store. */
-  private async runStep(b: BuildRecord, n: number, s: Step, layers: string[], config: TemplateConfig, bindHostUsr: boolean, uploads: string): Promise<{ digest: string; added: boolean }> {
+  private async runStep(
+    b: BuildRecord,
+    n: number,
+    s: Step,
+    layers: string[],
+    config: TemplateConfig,
+    bindHostUsr: boolean,
+    uploads: string,
+  ): Promise<{ digest: string; added: boolean }> {
     const { driver, network } = this.o;
     const storage = driver.storage;
     if (!storage) throw new CubeError('INTERNAL', 'template builds need the ns runtime (a writable layer to capture)');
     const id = newSandboxID();
-    const template: TemplateRef = { name: `build:${b.buildID}`, layers: layers.map((l) => (l.startsWith('sha256:') ? layerDir(this.o.dataDir, l) : l)), bindHostUsr, config };
+    const template: TemplateRef = {
+      name: `build:${b.buildID}`,
+      layers: layers.map((l) => (l.startsWith('sha256:') ? layerDir(this.o.dataDir, l) : l)),
+      bindHostUsr,
+      config,
+    };
     const slot = await network.acquire(id);
     try {
       const h = await driver.create({
@@ -520,7 +586,13 @@ export class TemplateBuilder {
   }
 
   private async runCmd(b: BuildRecord, n: number, h: SandboxHandle, cmd: string, user: string, config: TemplateConfig): Promise<void> {
-    const p = this.o.driver.exec(h, { argv: ['/bin/sh', '-c', cmd], user, env: config.env, ...(config.workdir ? { cwd: config.workdir } : {}), timeoutMs: STEP_TIMEOUT_MS });
+    const p = this.o.driver.exec(h, {
+      argv: ['/bin/sh', '-c', cmd],
+      user,
+      env: config.env,
+      ...(config.workdir ? { cwd: config.workdir } : {}),
+      timeoutMs: STEP_TIMEOUT_MS,
+    });
     const tail = new Tail(TAIL_BYTES);
     let dropped = 0;
     const output = (line: string): void => {
@@ -540,18 +612,27 @@ export class TemplateBuilder {
         }
         for (const line of parts) output(line);
       });
-      return new Promise<void>((resolve) => stream.once('close', () => {
-        if (partial) output(partial);
-        resolve();
-      }));
+      return new Promise<void>((resolve) =>
+        stream.once('close', () => {
+          if (partial) output(partial);
+          resolve();
+        }),
+      );
     };
     const done = Promise.all([lines(p.stdout), lines(p.stderr)]);
     const exit = await p.exited;
     await Promise.race([done, new Promise((r) => setTimeout(r, 200))]);
     if (dropped) this.log(b, 'warn', `${dropped} more line(s) of output not kept (a build keeps ${BUILD_OUTPUT_LINES})`, n);
     if (exit.exitCode !== 0 || exit.timedOut) {
-      const why = exit.timedOut ? `was killed after ${STEP_TIMEOUT_MS / 60_000} min` : exit.oomKilled ? `was OOM-killed (exit ${exit.exitCode})` : `exited ${exit.exitCode}${exit.signal ? ` (${exit.signal})` : ''}`;
-      throw new StepFailed(n, `step ${n} (RUN ${cmd.length > 80 ? `${cmd.slice(0, 77)}...` : cmd}) ${why}; output (last ${TAIL_BYTES} bytes): ${JSON.stringify(tail.toString())}`);
+      const why = exit.timedOut
+        ? `was killed after ${STEP_TIMEOUT_MS / 60_000} min`
+        : exit.oomKilled
+          ? `was OOM-killed (exit ${exit.exitCode})`
+          : `exited ${exit.exitCode}${exit.signal ? ` (${exit.signal})` : ''}`;
+      throw new StepFailed(
+        n,
+        `step ${n} (RUN ${cmd.length > 80 ? `${cmd.slice(0, 77)}...` : cmd}) ${why}; output (last ${TAIL_BYTES} bytes): ${JSON.stringify(tail.toString())}`,
+      );
     }
   }
 

@@ -60,7 +60,8 @@ const FILES_HASH_RE = /^[0-9a-f]{64}$/;
 
 /** The SDK's `filesHash` (sha256 hex of the COPY's files): the name its upload is kept under (pure). */
 export function checkFilesHash(hash: string): string {
-  if (!FILES_HASH_RE.test(hash)) throw new CubeError('BAD_REQUEST', `files hash must be 64 lowercase hex characters (got ${JSON.stringify(hash.slice(0, 80))})`);
+  if (!FILES_HASH_RE.test(hash))
+    throw new CubeError('BAD_REQUEST', `files hash must be 64 lowercase hex characters (got ${JSON.stringify(hash.slice(0, 80))})`);
   return hash;
 }
 
@@ -96,8 +97,13 @@ export function parseBuild(body: unknown): BuildPlan {
 function registryCreds(r: { type: string; [k: string]: unknown } | undefined, fromImage: boolean): RegistryCreds | undefined {
   if (r === undefined) return undefined;
   if (!fromImage) throw new CubeError('BAD_REQUEST', 'fromImageRegistry goes with fromImage');
-  if (r.type !== 'registry') throw new CubeError('BAD_REQUEST', `fromImageRegistry type '${String(r.type).slice(0, 40)}' is not supported here (fromAWSRegistry, fromGCPRegistry): use fromImage(image, {username, password}) with a token the registry accepts as a password`);
-  if (typeof r.username !== 'string' || typeof r.password !== 'string' || !r.username || !r.password) throw new CubeError('BAD_REQUEST', 'fromImageRegistry: username and password are required');
+  if (r.type !== 'registry')
+    throw new CubeError(
+      'BAD_REQUEST',
+      `fromImageRegistry type '${String(r.type).slice(0, 40)}' is not supported here (fromAWSRegistry, fromGCPRegistry): use fromImage(image, {username, password}) with a token the registry accepts as a password`,
+    );
+  if (typeof r.username !== 'string' || typeof r.password !== 'string' || !r.username || !r.password)
+    throw new CubeError('BAD_REQUEST', 'fromImageRegistry: username and password are required');
   if (r.username.includes(':')) throw new CubeError('BAD_REQUEST', 'fromImageRegistry: the username must not contain a colon');
   return { username: r.username, password: r.password };
 }
@@ -120,7 +126,15 @@ function parseStep(s: z.infer<typeof StepSchema>, what: string): Step {
         if (!/^[0-7]{3,4}$/.test(a[3])) throw new CubeError('BAD_REQUEST', `${what}: mode must be octal (got ${JSON.stringify(a[3])})`);
         mode = parseInt(a[3], 8);
       }
-      return { type: 'COPY', src: a[0], dest: a[1], ...(u ? { user: u } : {}), ...(mode !== undefined ? { mode } : {}), filesHash: checkFilesHash(s.filesHash), force };
+      return {
+        type: 'COPY',
+        src: a[0],
+        dest: a[1],
+        ...(u ? { user: u } : {}),
+        ...(mode !== undefined ? { mode } : {}),
+        filesHash: checkFilesHash(s.filesHash),
+        force,
+      };
     }
     case 'ENV': {
       if (a.length === 0 || a.length % 2) throw new CubeError('BAD_REQUEST', `${what}: arguments must be KEY, VALUE pairs`);
@@ -134,7 +148,15 @@ function parseStep(s: z.infer<typeof StepSchema>, what: string): Step {
     case 'WORKDIR':
       return { type: 'WORKDIR', dir: absolute(a[0] ?? '', what), force };
     case 'USER':
-      return { type: 'USER', user: user(a[0], what) ?? (() => { throw new CubeError('BAD_REQUEST', `${what}: a user is required`); })(), force };
+      return {
+        type: 'USER',
+        user:
+          user(a[0], what) ??
+          (() => {
+            throw new CubeError('BAD_REQUEST', `${what}: a user is required`);
+          })(),
+        force,
+      };
     default:
       throw new CubeError('BAD_REQUEST', `${what}: unknown step type (known: RUN, COPY, ENV, WORKDIR, USER)`);
   }
@@ -185,7 +207,11 @@ export function applyStep(c: TemplateConfig, s: Step): TemplateConfig {
  * below the glob's fixed prefix. Relative dests are below the workdir (pure).
  */
 export function copyTarget(src: string, dest: string, entry: string, workdir: string, isDir = false): string | undefined {
-  const clean = (p: string) => posix.normalize(p).replace(/^\.\/+/, '').replace(/\/+$/, '');
+  const clean = (p: string) =>
+    posix
+      .normalize(p)
+      .replace(/^\.\/+/, '')
+      .replace(/\/+$/, '');
   const s = clean(src);
   const e = clean(entry);
   if (e === '' || e === '.' || e.startsWith('../') || e === '..') return undefined;

@@ -74,7 +74,8 @@ export async function decompressing(src: AsyncIterable<Buffer>, what: string, on
   const first = await it.next();
   const head: Buffer = first.done ? Buffer.alloc(0) : (first.value as Buffer);
   const kind = compressionOf(head);
-  if (kind === 'zstd') throw new CubeError('IMAGE_INVALID', `${what} is zstd-compressed, which this node cannot read: save the image uncompressed or with gzip`);
+  if (kind === 'zstd')
+    throw new CubeError('IMAGE_INVALID', `${what} is zstd-compressed, which this node cannot read: save the image uncompressed or with gzip`);
   async function* raw(): AsyncGenerator<Buffer> {
     if (first.done) return;
     onRaw?.(head);
@@ -178,7 +179,8 @@ export async function planImport(file: string): Promise<ImagePlan> {
     if (!m?.Config) throw new CubeError('IMAGE_INVALID', 'manifest.json names no image (Config and Layers)');
     const config = json(clean(m.Config), 'the image config', ImageConfigSchema);
     const diffIDs = config.rootfs?.diff_ids ?? [];
-    if (diffIDs.length !== m.Layers.length) throw new CubeError('IMAGE_INVALID', `the image config lists ${diffIDs.length} layer digests for ${m.Layers.length} layers`);
+    if (diffIDs.length !== m.Layers.length)
+      throw new CubeError('IMAGE_INVALID', `the image config lists ${diffIDs.length} layer digests for ${m.Layers.length} layers`);
     const layers = m.Layers.map((entry, i) => ({ entry: clean(entry), diffID: checkDigest(diffIDs[i]!, `layer ${i + 1}`) }));
     return { format: 'docker-archive', config, layers, entries: names, ...(m.RepoTags?.[0] ? { refName: m.RepoTags[0] } : {}) };
   }
@@ -195,7 +197,8 @@ export async function planImport(file: string): Promise<ImagePlan> {
     if (!manifest.config || !manifest.layers) throw new CubeError('IMAGE_INVALID', `manifest ${desc.digest} has no config or layers`);
     const config = blob(manifest.config.digest, 'the image config', ImageConfigSchema);
     const diffIDs = config.rootfs?.diff_ids ?? [];
-    if (diffIDs.length !== manifest.layers.length) throw new CubeError('IMAGE_INVALID', `the image config lists ${diffIDs.length} layer digests for ${manifest.layers.length} layers`);
+    if (diffIDs.length !== manifest.layers.length)
+      throw new CubeError('IMAGE_INVALID', `the image config lists ${diffIDs.length} layer digests for ${manifest.layers.length} layers`);
     const layers = manifest.layers.map((l, i) => {
       if (/zstd/.test(l.mediaType ?? '')) throw new CubeError('IMAGE_INVALID', `layer ${i + 1} (${l.digest}) is zstd-compressed, which this node cannot read`);
       const blobDigest = checkDigest(l.digest, `layer ${i + 1}`);

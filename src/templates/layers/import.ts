@@ -114,21 +114,23 @@ export async function importLayersLocked(store: TemplateStore, file: string, onP
     // A second read of the archive only when some layer is new to the store.
     const needed = plan.layers.some((l) => !have.has(l.diffID));
     if (!needed) for (const l of plan.layers) if (plan.entries.has(l.entry)) seen.add(l.entry);
-    if (needed) await eachEntry(file, async (name, _size, body) => {
-      const l = byEntry.get(name);
-      if (!l || seen.has(name)) return;
-      seen.add(name);
-      n++;
-      const cached = have.has(l.diffID);
-      onProgress?.({ phase: 'layer', layer: n, of: byEntry.size, digest: l.diffID, cached });
-      if (cached) return;
-      const r = await addLayer(store.dataDir, body, l, `layer ${plan.layers.indexOf(l) + 1} (${l.diffID})`);
-      added.push(l.diffID);
-      have.add(l.diffID);
-      sizeBytes += r.sizeBytes;
-    });
+    if (needed)
+      await eachEntry(file, async (name, _size, body) => {
+        const l = byEntry.get(name);
+        if (!l || seen.has(name)) return;
+        seen.add(name);
+        n++;
+        const cached = have.has(l.diffID);
+        onProgress?.({ phase: 'layer', layer: n, of: byEntry.size, digest: l.diffID, cached });
+        if (cached) return;
+        const r = await addLayer(store.dataDir, body, l, `layer ${plan.layers.indexOf(l) + 1} (${l.diffID})`);
+        added.push(l.diffID);
+        have.add(l.diffID);
+        sizeBytes += r.sizeBytes;
+      });
     const missing = [...byEntry.values()].filter((l) => !seen.has(l.entry));
-    if (missing.length) throw new CubeError('IMAGE_INVALID', `the archive lacks ${missing.map((l) => `layer ${plan.layers.indexOf(l) + 1} (${l.entry})`).join(', ')}`);
+    if (missing.length)
+      throw new CubeError('IMAGE_INVALID', `the archive lacks ${missing.map((l) => `layer ${plan.layers.indexOf(l) + 1} (${l.entry})`).join(', ')}`);
     const base = await ensureBaseLayer(store.dataDir);
     if (base.added) added.push(base.digest);
     const image = plan.config.config;
@@ -156,7 +158,8 @@ export async function importUpload(store: TemplateStore, body: Readable, opts: I
   try {
     await pipeline(body, createWriteStream(file, { flags: 'wx', mode: 0o600 })).catch((e: unknown) => {
       const err = e as NodeJS.ErrnoException;
-      if (err.code === 'ENOSPC' || err.code === 'EDQUOT') throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });
+      if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
+        throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });
       throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
     });
     return await importImage(store, file, opts);
@@ -180,7 +183,8 @@ async function addLayer(dataDir: string, body: AsyncIterable<Buffer>, l: LayerPl
       const blob = `sha256:${blobHash.digest('hex')}`;
       if (blob !== l.blobDigest) throw new CubeError('LAYER_DIGEST_MISMATCH', `${what}: the blob has digest ${blob}, the manifest says ${l.blobDigest}`);
     }
-    if (r.diffID !== l.diffID) throw new CubeError('LAYER_DIGEST_MISMATCH', `${what}: the unpacked tar has digest ${r.diffID}, the image config says ${l.diffID}`);
+    if (r.diffID !== l.diffID)
+      throw new CubeError('LAYER_DIGEST_MISMATCH', `${what}: the unpacked tar has digest ${r.diffID}, the image config says ${l.diffID}`);
     // Taken from the content whose diff_id just checked out: what other nodes verify their copy against.
     const tree = await treeDigest(scratch);
     const dest = layerDir(dataDir, l.diffID);

@@ -48,7 +48,13 @@ async function write(p: Pack, root: string, layerTool: string): Promise<void> {
   };
   await walk('');
   const dirs = items.filter((i) => i.kind === 'd');
-  const answers = dirs.length ? await runLayerTool(layerTool, root, dirs.map((d) => `q${d.path}`)) : '';
+  const answers = dirs.length
+    ? await runLayerTool(
+        layerTool,
+        root,
+        dirs.map((d) => `q${d.path}`),
+      )
+    : '';
   const opaque = new Set(dirs.filter((_, n) => answers[n] === 'y').map((d) => d.path));
   const firstOf = new Map<number, string>();
   const entry = (h: Headers, body?: string) => new Promise<void>((ok, fail) => p.entry(h, body ?? '', (e) => (e ? fail(e) : ok())));

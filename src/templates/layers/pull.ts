@@ -75,7 +75,13 @@ export function parseImageRef(input: string): ImageRef {
   for (const p of parts) if (!COMPONENT_RE.test(p)) throw bad(`'${p}' is not a valid repository name component (lowercase letters, digits, separators)`);
   const repository = parts.join('/');
   if (!tag && !digest) tag = 'latest';
-  return { registry, repository, ...(tag ? { tag } : {}), ...(digest ? { digest } : {}), canonical: `${registry}/${repository}${tag ? `:${tag}` : ''}${digest ? `@${digest}` : ''}` };
+  return {
+    registry,
+    repository,
+    ...(tag ? { tag } : {}),
+    ...(digest ? { digest } : {}),
+    canonical: `${registry}/${repository}${tag ? `:${tag}` : ''}${digest ? `@${digest}` : ''}`,
+  };
 }
 
 /** Whether `registry` (host[:port]) is listed as insecure: plain HTTP or unverified TLS (pure). */
@@ -96,13 +102,22 @@ export function skopeoError(stderr: string, image: string, registry: string): Cu
   const s = said.toLowerCase();
   // An HTTP status in the message, not a port or part of an address (`localhost:40339`).
   const status = (codes: string) => new RegExp(`(?<![:.\\d])(${codes})(?!\\d)`).test(s);
-  if (/no space left on device|disk quota exceeded/.test(s)) return new CubeError('STORE_FULL', `no room under the layer store for ${image}: ${said}`, { retryAfter: 60 });
+  if (/no space left on device|disk quota exceeded/.test(s))
+    return new CubeError('STORE_FULL', `no room under the layer store for ${image}: ${said}`, { retryAfter: 60 });
   if (/server gave http response to https client|x509|certificate|tls:/.test(s)) {
-    return new CubeError('REGISTRY_UNREACHABLE', `registry ${registry}: TLS failed (${said}); a registry without valid TLS must be listed in cubelet.toml [registry] insecure`);
+    return new CubeError(
+      'REGISTRY_UNREACHABLE',
+      `registry ${registry}: TLS failed (${said}); a registry without valid TLS must be listed in cubelet.toml [registry] insecure`,
+    );
   }
-  if ((/manifest unknown|name unknown|not found/.test(s) || status('404')) && !/no such host/.test(s)) return new CubeError('IMAGE_NOT_FOUND', `image ${image} not found in registry ${registry}: ${said}`);
-  if (/unauthorized|authentication required|invalid username\/password|denied|forbidden/.test(s) || status('401|403')) return new CubeError('REGISTRY_AUTH', `registry ${registry} refused access to ${image} (give credentials, or check them): ${said}`);
-  if (/connection refused|no such host|i\/o timeout|timeout|network is unreachable|connection reset|dial tcp|eof|too many requests/.test(s) || status('429|502|503|504')) {
+  if ((/manifest unknown|name unknown|not found/.test(s) || status('404')) && !/no such host/.test(s))
+    return new CubeError('IMAGE_NOT_FOUND', `image ${image} not found in registry ${registry}: ${said}`);
+  if (/unauthorized|authentication required|invalid username\/password|denied|forbidden/.test(s) || status('401|403'))
+    return new CubeError('REGISTRY_AUTH', `registry ${registry} refused access to ${image} (give credentials, or check them): ${said}`);
+  if (
+    /connection refused|no such host|i\/o timeout|timeout|network is unreachable|connection reset|dial tcp|eof|too many requests/.test(s) ||
+    status('429|502|503|504')
+  ) {
     return new CubeError('REGISTRY_UNREACHABLE', `registry ${registry} unreachable while pulling ${image}: ${said}; try again later`, { retryAfter: 30 });
   }
   return new CubeError('REGISTRY_UNREACHABLE', `pulling ${image} from ${registry} failed: ${said}`, { retryAfter: 30 });
@@ -115,7 +130,12 @@ export interface RegistryAccess {
 }
 
 /** A private scratch dir holding the auth file skopeo reads (when there are credentials); removed by `done`. */
-async function authArgs(dataDir: string, ref: ImageRef, a: RegistryAccess, flags: { creds: string; noCreds: string; tls: string }): Promise<{ args: string[]; dir: string; done: () => Promise<void> }> {
+async function authArgs(
+  dataDir: string,
+  ref: ImageRef,
+  a: RegistryAccess,
+  flags: { creds: string; noCreds: string; tls: string },
+): Promise<{ args: string[]; dir: string; done: () => Promise<void> }> {
   await ensureStoreDir(dataDir);
   const dir = join(scratchDir(dataDir), `pull-${randomBytes(6).toString('hex')}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
@@ -133,7 +153,12 @@ async function authArgs(dataDir: string, ref: ImageRef, a: RegistryAccess, flags
 async function skopeo(args: string[], ref: ImageRef, onLine?: (line: string) => void): Promise<string> {
   let p;
   try {
-    p = execa('skopeo', args, { reject: false, stripFinalNewline: false, env: { HOME: '/nonexistent', XDG_RUNTIME_DIR: '/nonexistent', PATH: process.env.PATH ?? '/usr/bin:/bin' }, extendEnv: false });
+    p = execa('skopeo', args, {
+      reject: false,
+      stripFinalNewline: false,
+      env: { HOME: '/nonexistent', XDG_RUNTIME_DIR: '/nonexistent', PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      extendEnv: false,
+    });
   } catch (e) {
     throw new CubeError('INTERNAL', `skopeo could not start: ${(e as Error).message}`);
   }
@@ -146,7 +171,11 @@ async function skopeo(args: string[], ref: ImageRef, onLine?: (line: string) => 
     });
   }
   const r = await p;
-  if (r.exitCode === undefined) throw new CubeError('INTERNAL', `skopeo could not run on this node (install.sh installs it: it is how images are pulled): ${String(r.message).slice(0, 300)}`);
+  if (r.exitCode === undefined)
+    throw new CubeError(
+      'INTERNAL',
+      `skopeo could not run on this node (install.sh installs it: it is how images are pulled): ${String(r.message).slice(0, 300)}`,
+    );
   if (r.exitCode !== 0) throw skopeoError(String(r.stderr), ref.canonical, ref.registry);
   return String(r.stdout);
 }
@@ -158,7 +187,10 @@ export async function resolveDigest(dataDir: string, ref: ImageRef, a: RegistryA
   try {
     // The manifest as the registry serves it (no blob fetched): its sha256 is the digest a pull by digest asks for.
     const raw = await skopeo(['--command-timeout', '30s', 'inspect', '--raw', '--retry-times', '1', ...auth.args, `docker://${ref.canonical}`], ref);
-    if (!raw.trimStart().startsWith('{')) throw new CubeError('REGISTRY_UNREACHABLE', `registry ${ref.registry} answered no manifest for ${ref.canonical} (${JSON.stringify(raw.slice(0, 100))})`, { retryAfter: 30 });
+    if (!raw.trimStart().startsWith('{'))
+      throw new CubeError('REGISTRY_UNREACHABLE', `registry ${ref.registry} answered no manifest for ${ref.canonical} (${JSON.stringify(raw.slice(0, 100))})`, {
+        retryAfter: 30,
+      });
     return `sha256:${createHash('sha256').update(Buffer.from(raw, 'utf8')).digest('hex')}`;
   } finally {
     await auth.done();
@@ -196,7 +228,14 @@ async function readImages(dataDir: string): Promise<ImagesIndex> {
  * else copied with skopeo and imported. For a caller inside store.exclusive(); `added` gets the
  * layers this call put in the store (the caller drops them if what it registers fails).
  */
-export async function pullLocked(store: TemplateStore, ref: ImageRef, digest: string, a: RegistryAccess, added: string[], progress: (line: string) => void): Promise<PulledImage> {
+export async function pullLocked(
+  store: TemplateStore,
+  ref: ImageRef,
+  digest: string,
+  a: RegistryAccess,
+  added: string[],
+  progress: (line: string) => void,
+): Promise<PulledImage> {
   const dataDir = store.dataDir;
   const images = await readImages(dataDir);
   const known = images[digest];
@@ -209,13 +248,35 @@ export async function pullLocked(store: TemplateStore, ref: ImageRef, digest: st
     const file = join(auth.dir, 'image.tar');
     const byDigest = `${ref.registry}/${ref.repository}@${digest}`;
     progress(`Pulling ${ref.canonical} (${digest}) with skopeo`);
-    await skopeo(['--tmpdir', auth.dir, '--command-timeout', `${PULL_TIMEOUT_MIN}m`, 'copy', '--retry-times', '2', ...auth.args, `docker://${byDigest}`, `oci-archive:${file}`], ref, (l) => progress(l));
+    await skopeo(
+      [
+        '--tmpdir',
+        auth.dir,
+        '--command-timeout',
+        `${PULL_TIMEOUT_MIN}m`,
+        'copy',
+        '--retry-times',
+        '2',
+        ...auth.args,
+        `docker://${byDigest}`,
+        `oci-archive:${file}`,
+      ],
+      ref,
+      (l) => progress(l),
+    );
     progress(`Pulled ${ref.canonical}; unpacking its layers`);
     const r = await importLayersLocked(store, file, (p) => {
       if (p.phase === 'layer') progress(`layer ${p.layer}/${p.of} ${p.digest?.slice(0, 19)}${p.cached ? ' (in the store already)' : ''}`);
     });
     added.push(...r.added);
-    const entry = { image: ref.canonical, layers: r.layers, config: r.config, ...(r.entrypoint ? { entrypoint: r.entrypoint } : {}), ...(r.cmd ? { cmd: r.cmd } : {}), sizeBytes: r.sizeBytes };
+    const entry = {
+      image: ref.canonical,
+      layers: r.layers,
+      config: r.config,
+      ...(r.entrypoint ? { entrypoint: r.entrypoint } : {}),
+      ...(r.cmd ? { cmd: r.cmd } : {}),
+      sizeBytes: r.sizeBytes,
+    };
     // Entries whose layers left the store are dropped on the way.
     const kept = Object.fromEntries(Object.entries(await readImages(dataDir)).filter(([, e]) => e.layers.every((l) => existsSync(layerDir(dataDir, l)))));
     kept[digest] = entry;
@@ -243,7 +304,11 @@ export async function resolveImage(dataDir: string, image: string, a: RegistryAc
 }
 
 /** Pulls a resolved image (resolveImage) and registers it as template `o.ref` (source 'registry', its digest recorded). */
-export function pullTemplate(store: TemplateStore, image: { ref: ImageRef; digest: string }, o: PullTemplateOptions): Promise<TemplateRecord & { pulled: boolean }> {
+export function pullTemplate(
+  store: TemplateStore,
+  image: { ref: ImageRef; digest: string },
+  o: PullTemplateOptions,
+): Promise<TemplateRecord & { pulled: boolean }> {
   const target = parseTemplateRef(o.ref);
   if (target.name === HOST_TEMPLATE) throw new CubeError('CONFLICT', `template name '${HOST_TEMPLATE}' is reserved`);
   return store.exclusive(async () => {

@@ -21,7 +21,10 @@ export function tarSize(h: Buffer): number {
     for (let i = 1; i < field.length; i++) n = n * 256 + field[i]!;
     return n;
   }
-  const text = field.toString('latin1').replace(/[\0 ]+$/g, '').trim();
+  const text = field
+    .toString('latin1')
+    .replace(/[\0 ]+$/g, '')
+    .trim();
   return text === '' ? 0 : parseInt(text, 8);
 }
 
@@ -73,7 +76,11 @@ export function tarMetaGuard(maxBytes = TAR_META_MAX_BYTES, what = 'the archive'
       let size = tarSize(h);
       if (!Number.isFinite(size) || size < 0) return void (lost = true);
       if (META_TYPES.has(type)) {
-        if (size > maxBytes) throw new CubeError('IMAGE_INVALID', `${what} has a ${type === 'L' || type === 'K' ? 'GNU long name' : 'PAX'} header of ${size} bytes (at most ${maxBytes} are read)`);
+        if (size > maxBytes)
+          throw new CubeError(
+            'IMAGE_INVALID',
+            `${what} has a ${type === 'L' || type === 'K' ? 'GNU long name' : 'PAX'} header of ${size} bytes (at most ${maxBytes} are read)`,
+          );
         if (type === 'x' && size > 0) pax = { chunks: [], left: size };
       } else if (nextSize !== undefined) {
         size = nextSize;

@@ -46,7 +46,13 @@ export async function treeDigest(root: string, layerTool = nativeBinary('cube-la
     }
   };
   await walk('');
-  const opaque = dirs.length ? await runLayerTool(layerTool, root, dirs.map((i) => `q${lines[i]!.split('\0', 1)[0]}`)) : '';
+  const opaque = dirs.length
+    ? await runLayerTool(
+        layerTool,
+        root,
+        dirs.map((i) => `q${lines[i]!.split('\0', 1)[0]}`),
+      )
+    : '';
   if (opaque.length !== dirs.length) throw new CubeError('INTERNAL', `cube-layer answered ${opaque.length} of ${dirs.length} opaque queries`);
   dirs.forEach((i, n) => (lines[i] += `\0${opaque[n] === 'y' ? 'opaque' : ''}`));
   return `sha256:${createHash('sha256').update(lines.join('\n')).digest('hex')}`;

@@ -55,11 +55,18 @@ export function whiteoutOf(path: string): Whiteout | undefined {
   return { kind: 'whiteout', path: dir ? `${dir}/${target}` : target };
 }
 
-
 /** Unpacks the tar `input` into `root` (an empty directory that exists). */
 export async function unpackLayer(input: Readable, root: string, opts: { layerTool?: string } = {}): Promise<UnpackResult> {
   const hash = createHash('sha256');
-  const r: UnpackResult = { diffID: '', tarBytes: 0, sizeBytes: 0, entries: 0, whiteouts: 0, opaque: 0, skipped: { devices: 0, fifos: 0, xattrs: 0, other: 0 } };
+  const r: UnpackResult = {
+    diffID: '',
+    tarBytes: 0,
+    sizeBytes: 0,
+    entries: 0,
+    whiteouts: 0,
+    opaque: 0,
+    skipped: { devices: 0, fifos: 0, xattrs: 0, other: 0 },
+  };
   const hasher = new Transform({
     transform(chunk: Buffer, _enc, cb) {
       hash.update(chunk);
@@ -84,7 +91,8 @@ export async function unpackLayer(input: Readable, root: string, opts: { layerTo
     if (isCubeError(e)) throw e;
     const err = e as NodeJS.ErrnoException;
     if (err.code === 'ENOSPC' || err.code === 'EDQUOT') throw new CubeError('STORE_FULL', `layer store full while unpacking: ${err.message}`, { cause: e });
-    if (err.code && ARCHIVE_ERRNOS.has(err.code)) throw new CubeError('IMAGE_INVALID', `a layer entry the filesystem refuses: ${err.message.replace(root, '<layer>')}`, { cause: e });
+    if (err.code && ARCHIVE_ERRNOS.has(err.code))
+      throw new CubeError('IMAGE_INVALID', `a layer entry the filesystem refuses: ${err.message.replace(root, '<layer>')}`, { cause: e });
     if (err.code && /^E[A-Z]+$/.test(err.code) && err.syscall) throw e; // a host error, not the archive's
     throw new CubeError('IMAGE_INVALID', `corrupt or truncated layer tar: ${err.message}`, { cause: e });
   }

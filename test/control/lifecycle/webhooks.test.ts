@@ -73,14 +73,51 @@ describe('webhooks across replicas', () => {
   it('derives each event once, delivers it once per webhook (after one retry), signed; a new replica carries on', async () => {
     const store = await open();
     const [a, b] = [replica(store, 'r1'), replica(await open(), 'r2')];
-    const hook = await a.createWebhook('k1', { name: 'h', url, enabled: true, events: ['sandbox.lifecycle.created', 'sandbox.lifecycle.killed'], signatureSecret: 'shh' });
+    const hook = await a.createWebhook('k1', {
+      name: 'h',
+      url,
+      enabled: true,
+      events: ['sandbox.lifecycle.created', 'sandbox.lifecycle.killed'],
+      signatureSecret: 'shh',
+    });
     await a.createWebhook('k2', { name: 'other key', url, enabled: true, events: ['sandbox.lifecycle.created'], signatureSecret: 'x' });
-    await store.putSandbox({ sandboxID: 's1', templateID: 'base', nodeID: 'n1', state: 'running', spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 }, metadata: { run: '7' }, startedAt: 1, endAt: 2, runtime: 'ns', owner: 'k1', accessToken: 't', envVars: {} });
+    await store.putSandbox({
+      sandboxID: 's1',
+      templateID: 'base',
+      nodeID: 'n1',
+      state: 'running',
+      spec: { cpus: 1, memoryMiB: 256, diskGiB: 1 },
+      metadata: { run: '7' },
+      startedAt: 1,
+      endAt: 2,
+      runtime: 'ns',
+      owner: 'k1',
+      accessToken: 't',
+      envVars: {},
+    });
     await store.appendEvent({ at: Date.now(), kind: 'sandbox.created', sandboxID: 's1', nodeID: 'n1', message: 'created from base' });
     await store.appendEvent({ at: Date.now(), kind: 'sandbox.timeout', sandboxID: 's1', nodeID: 'n1', message: 'timeout reached' });
-    await store.lifecycle.putTombstone({ sandboxID: 's1', reason: 'timeout', at: Date.now(), nodeID: 'n1', cubeCode: 130411, message: 'timeout reached', templateID: 'base', metadata: { run: '7' }, owner: 'k1' });
+    await store.lifecycle.putTombstone({
+      sandboxID: 's1',
+      reason: 'timeout',
+      at: Date.now(),
+      nodeID: 'n1',
+      cubeCode: 130411,
+      message: 'timeout reached',
+      templateID: 'base',
+      metadata: { run: '7' },
+      owner: 'k1',
+    });
     await store.appendEvent({ at: Date.now(), kind: 'sandbox.destroyed', sandboxID: 's1', nodeID: 'n1', message: 'destroyed' });
-    await store.appendEvent({ at: Date.now(), kind: 'sandbox.died', sandboxID: 's1', nodeID: 'n1', code: 130411, death: 'timeout', message: 'timeout reached' });
+    await store.appendEvent({
+      at: Date.now(),
+      kind: 'sandbox.died',
+      sandboxID: 's1',
+      nodeID: 'n1',
+      code: 130411,
+      death: 'timeout',
+      message: 'timeout reached',
+    });
     // Both replicas at once, twice: one holds the lease, the other's derive adds nothing.
     await Promise.all([a.derive(), b.derive(), a.derive(), b.derive()]);
     await Promise.all([a.deliverNow(), b.deliverNow()]);
@@ -104,7 +141,14 @@ describe('webhooks across replicas', () => {
     }
     expect(new Set(received.map((r) => r.headers['e2b-delivery-id'])).size).toBe(received.length);
     const killed = JSON.parse(ok.find((r) => r.body.includes('killed'))!.body) as Record<string, unknown>;
-    expect(killed).toMatchObject({ version: 'v1', type: 'sandbox.lifecycle.killed', sandboxId: 's1', sandboxTemplateId: 'base', sandboxTeamId: 'k1', eventData: { kill_reason: 'timeout' } });
+    expect(killed).toMatchObject({
+      version: 'v1',
+      type: 'sandbox.lifecycle.killed',
+      sandboxId: 's1',
+      sandboxTemplateId: 'base',
+      sandboxTeamId: 'k1',
+      eventData: { kill_reason: 'timeout' },
+    });
     expect(await store.lifecycle.queuedDeliveries()).toBe(0);
   }, 60_000);
 });
@@ -120,11 +164,15 @@ describe('giving up', () => {
       await store.lifecycle.putWebhook({ id: 'w', name: 'gone', url: dead, enabled: true, events: ['sandbox.lifecycle.killed'], secret: 's', createdAt: 1 });
       await store.lifecycle.enqueueDeliveries([{ id: 'd1', webhookID: 'w', eventID: 'e1', body: '{}', attempts: MAX_ATTEMPTS - 2, dueAt: 0 }], 10);
       await d.run();
-      expect(await store.lifecycle.claimDeliveries(Date.now() + backoffMs(MAX_ATTEMPTS - 1) + 1, 10, 1)).toMatchObject([{ id: 'd1', attempts: MAX_ATTEMPTS - 1, lastError: expect.any(String) }]);
+      expect(await store.lifecycle.claimDeliveries(Date.now() + backoffMs(MAX_ATTEMPTS - 1) + 1, 10, 1)).toMatchObject([
+        { id: 'd1', attempts: MAX_ATTEMPTS - 1, lastError: expect.any(String) },
+      ]);
       await store.lifecycle.retryDelivery({ id: 'd1', webhookID: 'w', eventID: 'e1', body: '{}', attempts: MAX_ATTEMPTS - 1, dueAt: 0 });
       await d.run();
       expect(await store.lifecycle.queuedDeliveries()).toBe(0);
-      expect(said).toEqual([expect.objectContaining({ kind: 'webhook.failed', message: expect.stringContaining(`not delivered after ${MAX_ATTEMPTS} attempts`) })]);
+      expect(said).toEqual([
+        expect.objectContaining({ kind: 'webhook.failed', message: expect.stringContaining(`not delivered after ${MAX_ATTEMPTS} attempts`) }),
+      ]);
       // Queued, then its webhook deleted: dropped unsent.
       await store.lifecycle.putWebhook({ id: 'w2', name: 'off', url: dead, enabled: false, events: ['sandbox.lifecycle.killed'], secret: 's', createdAt: 2 });
       await store.lifecycle.enqueueDeliveries([{ id: 'd2', webhookID: 'w2', eventID: 'e2', body: '{}', attempts: 0, dueAt: 0 }], 10);
