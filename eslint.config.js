@@ -1,5 +1,5 @@
 // Lint (issue 25 item 7): typescript-eslint's type-aware rules that catch real bugs, nothing about
-// layout (Prettier owns that: .prettierrc.json). `npm test` runs it (pretest: npm run lint).
+// layout (Prettier owns that: .prettierrc.json, checked by scripts/checks.sh). `npm test` runs it (scripts/checks.sh).
 import tseslint from 'typescript-eslint';
 
 /**
@@ -16,7 +16,11 @@ const explainedCatch = {
       if (fn.params.length > 0) return false;
       const b = fn.body;
       if (b.type === 'BlockStatement') return b.body.length === 0;
-      return (b.type === 'Identifier' && b.name === 'undefined') || (b.type === 'Literal' && b.value === null) || (b.type === 'ArrayExpression' && b.elements.length === 0);
+      return (
+        (b.type === 'Identifier' && b.name === 'undefined') ||
+        (b.type === 'Literal' && b.value === null) ||
+        (b.type === 'ArrayExpression' && b.elements.length === 0)
+      );
     };
     return {
       CallExpression(node) {
@@ -38,7 +42,19 @@ const bugRules = {
 };
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'build/**', 'src/api/envd/gen/**', 'test/architecture/fixture/**', '**/*.mjs', '**/*.cjs', '**/*.js', 'vitest.config.ts'] },
+  {
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      'build/**',
+      'src/api/envd/gen/**',
+      'test/architecture/fixture/**',
+      '**/*.mjs',
+      '**/*.cjs',
+      '**/*.js',
+      'vitest.config.ts',
+    ],
+  },
   {
     files: ['**/*.ts', '**/*.tsx'],
     languageOptions: { parser: tseslint.parser, parserOptions: { project: './tsconfig.check.json', tsconfigRootDir: import.meta.dirname } },
