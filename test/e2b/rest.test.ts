@@ -148,11 +148,12 @@ describe('E2B REST errors', () => {
     }
   });
 
-  it('deletes a paused sandbox (204), then 404', async () => {
+  it('deletes a paused sandbox (204); a repeat of that delete is 204 again (issue 24), the sandbox 404', async () => {
     const s = await createV1();
     expect((await call('POST', `/sandboxes/${s.sandboxID}/pause`, {})).status).toBe(204);
     expect((await call('DELETE', `/sandboxes/${s.sandboxID}`)).status).toBe(204);
-    expect((await call('DELETE', `/sandboxes/${s.sandboxID}`)).status).toBe(404);
+    expect((await call('DELETE', `/sandboxes/${s.sandboxID}`)).status).toBe(204);
+    expect((await call('GET', `/sandboxes/${s.sandboxID}`)).status).toBe(404);
   });
 
   it('names an unknown template and a bad body', async () => {
