@@ -1,5 +1,5 @@
 // Lint (issue 25 item 7): typescript-eslint's type-aware rules that catch real bugs, nothing about
-// layout (Prettier owns that: .prettierrc.json, checked by scripts/checks.sh). `npm test` runs it (scripts/checks.sh).
+// layout (Prettier owns that: .prettierrc.json). `npm test` runs it (pretest: scripts/checks.sh).
 import tseslint from 'typescript-eslint';
 
 /**
