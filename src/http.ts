@@ -12,27 +12,24 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(text);
 }
 
-/** Aborted when the client's connection closes before the answer was sent (it gave up: a timeout, a killed process). */
-export function closedBeforeAnswer(res: ServerResponse): AbortSignal {
-  const ac = new AbortController();
-  res.once('close', () => {
-    if (!res.writableFinished) ac.abort(new Error('the client closed its connection before the answer'));
-  });
-  return ac.signal;
-}
-
 /**
  * An answer's delivery (model/sandbox.ts AnswerHook): `sent()` is called right after the answer's
  * `res.end`, which writes to the socket in that call (Node uncorks at the end), so work hooked
  * here follows the write by microseconds, not by the event-loop turns a 'finish' event takes.
  */
 export class Delivery {
+  /** Aborted when the client's connection closes before the answer was sent (it gave up: a timeout, a killed process). */
+  readonly signal: AbortSignal;
   private hooks?: { sent: () => void; lost: () => void };
   constructor(res: ServerResponse) {
+    const ac = new AbortController();
+    this.signal = ac.signal;
     res.once('close', () => {
       const h = this.hooks;
       this.hooks = undefined;
-      if (!res.writableFinished) h?.lost();
+      if (res.writableFinished) return;
+      ac.abort(new Error('the client closed its connection before the answer'));
+      h?.lost();
     });
   }
 

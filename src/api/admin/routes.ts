@@ -7,7 +7,7 @@ import { CubeError, errorBody } from '../../errors.js';
 import type { SandboxUsage, SnapshotRecord } from '../../model/sandbox.js';
 import type { SandboxState, SnapshotView } from '../types.js';
 import type { ApiContext, ApiRouter, Caller, Handler } from '../context.js';
-import { closedBeforeAnswer, Delivery, readJson, sendError, sendJson, sendNoContent, writeWaiting } from '../../http.js';
+import { Delivery, readJson, sendError, sendJson, sendNoContent, writeWaiting } from '../../http.js';
 import { clientKeyOf, CREATE_KEY_HEADER } from '../../control/create-keys.js';
 import { body } from './body.js';
 import { registerKeyRoutes } from './keys.js';
@@ -91,8 +91,8 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
     sendJson(res, 200, list.map(sandboxWire));
   });
   on('POST', '/sandboxes', async (req, res) => {
-    const signal = closedBeforeAnswer(res);
     const answer = new Delivery(res);
+    const { signal } = answer;
     const b = await body(req, CreateBody);
     sendJson(
       res,

@@ -7,7 +7,7 @@ import type { OutputLine } from '../../cubelet/output-log.js';
 import type { SandboxRecord } from '../../model/sandbox.js';
 import { isoTime } from '../../model/time.js';
 import type { ApiContext, ApiRouter, Caller } from '../context.js';
-import { closedBeforeAnswer, Delivery, readJson, sendError, sendJson, sendNoContent } from '../../http.js';
+import { Delivery, readJson, sendError, sendJson, sendNoContent } from '../../http.js';
 import { clientKeyOf, CREATE_KEY_HEADER } from '../../control/create-keys.js';
 import {
   ConnectSchema,
@@ -77,8 +77,8 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   };
 
   on('POST', ['/sandboxes', '/v2/sandboxes'], async (req, res) => {
-    const signal = closedBeforeAnswer(res);
     const answer = new Delivery(res);
+    const { signal } = answer;
     const b = parseBody(NewSandboxSchema, await readJson(req), 'sandbox create body');
     refuseUnsupported(b);
     const key = clientKeyOf(req.headers[CREATE_KEY_HEADER], b.metadata);
