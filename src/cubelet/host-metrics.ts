@@ -68,7 +68,9 @@ export const HOST: HostReadings = { cpuTimes: readCpuTimes, meminfo: readMeminfo
  * Readings kept for `maxAgeMs`, for nodes that share one host (the sim runtime's): 1000 simulated
  * nodes each reading /proc/stat, /proc/meminfo and statfs per heartbeat were a fifth of the
  * simulated nodes' process CPU in the 1000-node bench. The disk figure is the first `dir` asked
- * for: such nodes' data dirs are all under one data dir, on one filesystem.
+ * for: such nodes' data dirs are all under one data dir, on one filesystem. Once that dir is
+ * gone (its nodes stopped and removed, as tests sharing a process do), the dir asked for next
+ * takes its place: kept for good, every later node's view failed with its ENOENT.
  */
 export function sharedHostReadings(maxAgeMs: number): HostReadings {
   const memo = <T>(read: () => T): (() => T) => {
@@ -84,17 +86,24 @@ export function sharedHostReadings(maxAgeMs: number): HostReadings {
   };
   const cpuTimes = memo(readCpuTimes);
   const meminfo = memo(readMeminfo);
-  let disk: (() => Promise<number>) | undefined;
+  let disk: { dir: string; read: () => Promise<number> } | undefined;
+  const readFor = (dir: string) => {
+    const kept = {
+      dir,
+      read: memo(() => {
+        const p = diskUsedPercent(dir);
+        p.catch(() => disk === kept && (disk = undefined)); // a failed read is not kept
+        return p;
+      }),
+    };
+    return (disk = kept);
+  };
   return {
     cpuTimes,
     meminfo,
     diskUsedPercent(dir) {
-      disk ??= memo(() => {
-        const p = diskUsedPercent(dir);
-        p.catch(() => (disk = undefined)); // a failed read is not kept
-        return p;
-      });
-      return disk();
+      const d = disk ?? readFor(dir);
+      return d.dir === dir ? d.read() : d.read().catch(() => (disk ?? readFor(dir)).read());
     },
   };
 }

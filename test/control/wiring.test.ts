@@ -14,7 +14,7 @@ import { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
 import type { WatchMessage } from '../../src/model/watch.js';
 import { soloNode, type Cleanups } from '../helpers/solo.js';
 
-// Cleaned up after both: simulated nodes of one process share the first one's disk reading (sharedHostReadings).
+// Cleaned up after both.
 const cleanups: Cleanups = [];
 afterAll(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();

@@ -1,7 +1,10 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { PoolView, StoreView } from '../../src/api/types.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
-import { parseMeminfo, parseProcStat, cpuUtilPercent } from '../../src/cubelet/host-metrics.js';
+import { parseMeminfo, parseProcStat, cpuUtilPercent, sharedHostReadings } from '../../src/cubelet/host-metrics.js';
 import { buildNodeView, withOperatorFlags } from '../../src/cubelet/node-view.js';
 import { withSchedulability } from '../../src/control/schedulable.js';
 
@@ -133,5 +136,21 @@ describe('host metrics parsing', () => {
   });
   it('reads MemTotal and MemAvailable in MiB', () => {
     expect(parseMeminfo('MemTotal:       2048000 kB\nMemFree: 1 kB\nMemAvailable:    1024000 kB\n')).toEqual({ totalMiB: 2000, availableMiB: 1000 });
+  });
+  it('shared readings: one disk figure for the dirs of one host, taken from the next dir asked once the first is gone', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'cube-host-readings-'));
+    try {
+      const [a, b] = [join(root, 'a'), join(root, 'b')];
+      for (const d of [a, b]) mkdirSync(d);
+      const host = sharedHostReadings(0); // read on every call
+      const first = await host.diskUsedPercent(a);
+      expect(first).toBeGreaterThanOrEqual(0);
+      expect(await host.diskUsedPercent(b)).toBe(first);
+      rmSync(a, { recursive: true });
+      // Kept for the first dir until it fails: b's figure now, not a's ENOENT (read again: the figure may have moved).
+      expect(await host.diskUsedPercent(b)).toBeGreaterThanOrEqual(0);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
