@@ -25,10 +25,9 @@ afterAll(async () => {
 
 describe('CubeClient.watch', () => {
   it('ends when the signal aborts mid-stream', async () => {
-    const c = new CubeClient({ baseUrl: url, timeoutMs: 300 });
+    const c = new CubeClient({ baseUrl: url, timeoutMs: 60_000 });
     const ac = new AbortController();
     const got: string[] = [];
-    const t0 = Date.now();
     const done = (async () => {
       try {
         for await (const m of c.watch(ac.signal)) {
@@ -39,15 +38,15 @@ describe('CubeClient.watch', () => {
         if (!ac.signal.aborted) throw e;
       }
     })();
+    // Ends at all: the server never ends it, and the request timeout is past the test's.
     await done;
     expect(got).toEqual(['stats']);
-    // Well under the request timeout's multiples: the abort, not the server, ended it (and the
-    // answer timer, stopped once the answer started, did not cut the stream either).
-    expect(Date.now() - t0).toBeLessThan(2_000);
   });
 
   it('is not cut by the answer timer once the stream has started', async () => {
-    const c = new CubeClient({ baseUrl: url, timeoutMs: 100 });
+    // Long enough for the first message on a loaded machine (100 ms failed at load 10), and
+    // shorter than the wait below.
+    const c = new CubeClient({ baseUrl: url, timeoutMs: 1_000 });
     const ac = new AbortController();
     const it = c.watch(ac.signal)[Symbol.asyncIterator]();
     expect((await it.next()).value).toMatchObject({ type: 'stats' });
@@ -58,7 +57,7 @@ describe('CubeClient.watch', () => {
         () => 'ended',
         () => 'failed',
       ),
-      new Promise((r) => setTimeout(() => r('open'), 400)),
+      new Promise((r) => setTimeout(() => r('open'), 2_000)),
     ]);
     expect(first).toBe('open');
     ac.abort();

@@ -92,7 +92,8 @@ describe('stats and metrics', () => {
       const text = await m.text();
       expect(text).toContain('cubed_sandboxes{state="running"} 1');
       expect(text).toMatch(/cubed_sandbox_create_seconds_count \d+/);
-      expect(text).toContain(`cubed_pool_slots{node="${f.d.nodeID}",level="in_use"} 1`);
+      // This sandbox's slot at least: the one the drain test before evicted may still be on its way back (2 at load 10).
+      expect(text).toMatch(new RegExp(`cubed_pool_slots\\{node="${f.d.nodeID}",level="in_use"\\} [1-9]`));
     } finally {
       await api('DELETE', `/admin/v1/sandboxes/${s.sandboxID}`);
     }
