@@ -3,6 +3,7 @@
 // CubeErrors (node-wire.ts nodeErrorIn); a node that cannot be reached is 130596.
 import { Agent } from 'node:http';
 import { Readable } from 'node:stream';
+import type { DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { CubeError } from '../errors.js';
@@ -46,6 +47,7 @@ import {
   usageIn,
   watchEventIn,
 } from './node-wire.js';
+import { postUnary, type Unary } from './node-unary.js';
 
 /** The node's clock when it answered, per result object (rpc-server.ts sends it with every unary answer: AT_HEADER). */
 const answered = new WeakMap<object, number>();
@@ -56,17 +58,14 @@ export function answeredAt(result: object): number | undefined {
 }
 
 /**
- * Connections kept open for the node calls (HTTP/1.1, as the JSON calls before them). Free ones
+ * Connections kept open for the node calls (HTTP/1.1, as the JSON calls before them; the streams' too). Free ones
  * close after 4 s, before the node's server drops them (Node's keepAliveTimeout, 5 s): a request
  * sent on a socket the server is closing fails as unreachable.
  */
 const AGENT = new Agent({ keepAlive: true, timeout: 4000 });
 
-/** One node's clients, shared by its fenced copies (withFence). */
-interface Clients {
-  node: Client<typeof NodeService>;
-  templates: Client<typeof NodeTemplates>;
-}
+/** One node's Connect client for the streams (unary calls: node-unary.ts), shared by its fenced copies (withFence). */
+type Clients = Client<typeof NodeService>;
 
 function clientsOf(address: string): Clients {
   const transport = createConnectTransport({
@@ -77,7 +76,7 @@ function clientsOf(address: string): Clients {
     // Answers are small or already compact (a file's bytes): compressing them costs the node CPU for nothing on a LAN.
     acceptCompression: [],
   });
-  return { node: createClient(NodeService, transport), templates: createClient(NodeTemplates, transport) };
+  return createClient(NodeService, transport);
 }
 
 /** How long a call may take: a timeout in ms, a signal that ends it, or unbounded (streams, a build's start). */
@@ -87,6 +86,7 @@ export class RemoteNode implements NodeApi {
   private readonly listeners = new Set<(e: NodeEvent) => void>();
   private eventsAbort?: AbortController;
   private readonly rpc: Clients;
+  private readonly agent: Agent | undefined;
 
   constructor(
     readonly nodeID: string,
@@ -99,6 +99,7 @@ export class RemoteNode implements NodeApi {
     rpc?: Clients,
   ) {
     this.rpc = rpc ?? clientsOf(address);
+    this.agent = address.startsWith('http:') ? AGENT : undefined;
   }
 
   /** This node's client whose calls carry `fence`, the token of the sandbox lock the caller holds (rpc-wire.ts FENCE_HEADER). */
@@ -132,18 +133,21 @@ export class RemoteNode implements NodeApi {
    * One unary call: `f` with this node's headers under `bound`, its answer mapped by `map`, and
    * the node's clock at the answer kept for the result (answeredAt).
    */
-  private async unary<M, R>(f: (o: CallOptions) => Promise<M>, map: (m: M) => R, bound: Bound = this.timeoutMs, deadline?: number): Promise<R> {
-    const ac = new AbortController();
-    const timer = typeof bound === 'number' ? setTimeout(() => ac.abort(new Error(`no answer within ${bound} ms`)), bound) : undefined;
-    const signal = typeof bound === 'object' ? AbortSignal.any([bound, ac.signal]) : ac.signal;
+  private async unary<I extends DescMessage, O extends DescMessage, R>(
+    method: Unary<I, O>,
+    init: MessageInitShape<I>,
+    map: (m: MessageShape<O>) => R,
+    bound: Bound = this.timeoutMs,
+    deadline?: number,
+  ): Promise<R> {
     let at: number | undefined;
-    let m: M;
+    let m: MessageShape<O>;
     try {
-      m = await f({ headers: this.headers(deadline), signal, onHeader: (h) => (at = Number(h.get(AT_HEADER) ?? undefined)) });
+      m = await postUnary(this.address, method, init, this.headers(deadline), bound === false ? undefined : bound, this.agent, (res) => {
+        at = Number(res.headers[AT_HEADER]);
+      });
     } catch (e) {
       throw this.failed(e);
-    } finally {
-      clearTimeout(timer);
     }
     const result = map(m);
     if (typeof result === 'object' && result !== null && at !== undefined && Number.isFinite(at)) answered.set(result, at);
@@ -208,11 +212,9 @@ export class RemoteNode implements NodeApi {
     const firstMs = req.deadline !== undefined ? Math.max(0, req.deadline - Date.now()) : this.timeoutMs;
     const look = async () => {
       // A short look: a node that does not answer it (frozen, gone) ends the wait at once, not a call timeout later.
-      const p = await this.unary(
-        (o) => this.rpc.templates.fetchProgress({}, o),
-        (m) => m,
-        Math.min(req.deadline !== undefined ? 2000 : 5000, this.timeoutMs),
-      ).catch(() => undefined); // no answer (or no template store there): the look says nothing, the wait goes on
+      const p = await this.unary(NodeTemplates.method.fetchProgress, {}, (m) => m, Math.min(req.deadline !== undefined ? 2000 : 5000, this.timeoutMs)).catch(
+        () => undefined,
+      ); // no answer (or no template store there): the look says nothing, the wait goes on
       if (done) return;
       if (p && p.active > 0 && p.bytes !== seen) {
         seen = p.bytes;
@@ -227,133 +229,89 @@ export class RemoteNode implements NodeApi {
     };
     timer = setTimeout(() => void look(), firstMs);
     try {
-      return await this.unary((o) => this.rpc.node.createSandbox(createOut(req), o), sandboxIn, ac.signal, req.deadline);
+      return await this.unary(NodeService.method.createSandbox, createOut(req), sandboxIn, ac.signal, req.deadline);
     } finally {
       done = true;
       clearTimeout(timer);
     }
   }
   destroySandbox(sandboxID: string): Promise<void> {
-    return this.unary(
-      (o) => this.rpc.node.destroySandbox({ sandboxId: sandboxID }, o),
-      () => undefined,
-    );
+    return this.unary(NodeService.method.destroySandbox, { sandboxId: sandboxID }, () => undefined);
   }
   pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView> {
-    return this.unary(
-      (o) => this.rpc.node.pauseSandbox({ sandboxId: sandboxID, ...(opts?.release !== undefined ? { release: opts.release } : {}) }, o),
-      sandboxIn,
-    );
+    return this.unary(NodeService.method.pauseSandbox, { sandboxId: sandboxID, ...(opts?.release !== undefined ? { release: opts.release } : {}) }, sandboxIn);
   }
   resumeSandbox(sandboxID: string): Promise<SandboxView> {
-    return this.unary((o) => this.rpc.node.resumeSandbox({ sandboxId: sandboxID }, o), sandboxIn);
+    return this.unary(NodeService.method.resumeSandbox, { sandboxId: sandboxID }, sandboxIn);
   }
   getSandbox(sandboxID: string): Promise<SandboxView | undefined> {
-    return this.unary(
-      (o) => this.rpc.node.getSandbox({ sandboxId: sandboxID }, o),
-      (m) => (m.sandbox ? sandboxIn(m.sandbox) : undefined),
-    );
+    return this.unary(NodeService.method.getSandbox, { sandboxId: sandboxID }, (m) => (m.sandbox ? sandboxIn(m.sandbox) : undefined));
   }
   listSandboxes(): Promise<SandboxView[]> {
-    return this.unary(
-      (o) => this.rpc.node.listSandboxes({}, o),
-      (m) => m.sandboxes.map(sandboxIn),
-    );
+    return this.unary(NodeService.method.listSandboxes, {}, (m) => m.sandboxes.map(sandboxIn));
   }
   setEndAt(sandboxID: string, endAt: number): Promise<SandboxView> {
-    return this.unary((o) => this.rpc.node.setEndAt({ sandboxId: sandboxID, endAt }, o), sandboxIn);
+    return this.unary(NodeService.method.setEndAt, { sandboxId: sandboxID, endAt }, sandboxIn);
   }
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView> {
-    return this.unary((o) => this.rpc.node.setEgress({ sandboxId: sandboxID, egress: egressOut(req) }, o), sandboxIn);
+    return this.unary(NodeService.method.setEgress, { sandboxId: sandboxID, egress: egressOut(req) }, sandboxIn);
   }
   snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
-    return this.unary((o) => this.rpc.node.snapshotSandbox({ sandboxId: sandboxID, snapshotId: snapshotID }, o), snapshotIn);
+    return this.unary(NodeService.method.snapshotSandbox, { sandboxId: sandboxID, snapshotId: snapshotID }, snapshotIn);
   }
   deleteSnapshot(snapshotID: string): Promise<void> {
-    return this.unary(
-      (o) => this.rpc.node.deleteSnapshot({ snapshotId: snapshotID }, o),
-      () => undefined,
-    );
+    return this.unary(NodeService.method.deleteSnapshot, { snapshotId: snapshotID }, () => undefined);
   }
   listSnapshots(): Promise<string[]> {
-    return this.unary(
-      (o) => this.rpc.node.listSnapshots({}, o),
-      (m) => m.snapshotIds,
-    );
+    return this.unary(NodeService.method.listSnapshots, {}, (m) => m.snapshotIds);
   }
   sandboxAddress(sandboxID: string): Promise<string> {
-    return this.unary(
-      (o) => this.rpc.node.sandboxAddress({ sandboxId: sandboxID }, o),
-      (m) => m.address,
-    );
+    return this.unary(NodeService.method.sandboxAddress, { sandboxId: sandboxID }, (m) => m.address);
   }
   sandboxUsage(): Promise<SandboxUsage[]> {
-    return this.unary(
-      (o) => this.rpc.node.sandboxUsage({}, o),
-      (m) => m.usage.map(usageIn),
-    );
+    return this.unary(NodeService.method.sandboxUsage, {}, (m) => m.usage.map(usageIn));
   }
   nodeView(): Promise<NodeView> {
-    return this.unary(
-      (o) => this.rpc.node.nodeView({}, o),
-      (m) => nodeViewIn(m.json),
-    );
+    return this.unary(NodeService.method.nodeView, {}, (m) => nodeViewIn(m.json));
   }
 
   startProcess(sandboxID: string, req: StartProcessRequest): Promise<ProcessStream> {
-    return this.processStream((o) => this.rpc.node.startProcess(startOut(sandboxID, req), o));
+    return this.processStream((o) => this.rpc.startProcess(startOut(sandboxID, req), o));
   }
   connectProcess(sandboxID: string, sel: { pid?: number; tag?: string }): Promise<ProcessStream> {
-    return this.processStream((o) => this.rpc.node.connectProcess({ sandboxId: sandboxID, ...sel }, o));
+    return this.processStream((o) => this.rpc.connectProcess({ sandboxId: sandboxID, ...sel }, o));
   }
   listProcesses(sandboxID: string): Promise<ProcessInfo[]> {
-    return this.unary(
-      (o) => this.rpc.node.listProcesses({ sandboxId: sandboxID }, o),
-      (m) => m.processes.map(processInfoIn),
-    );
+    return this.unary(NodeService.method.listProcesses, { sandboxId: sandboxID }, (m) => m.processes.map(processInfoIn));
   }
   sendInput(sandboxID: string, pid: number, data: Buffer): Promise<void> {
-    return this.unary(
-      (o) => this.rpc.node.sendInput({ sandboxId: sandboxID, pid, data }, o),
-      () => undefined,
-    );
+    return this.unary(NodeService.method.sendInput, { sandboxId: sandboxID, pid, data }, () => undefined);
   }
   closeStdin(sandboxID: string, pid: number): Promise<void> {
-    return this.unary(
-      (o) => this.rpc.node.closeStdin({ sandboxId: sandboxID, pid }, o),
-      () => undefined,
-    );
+    return this.unary(NodeService.method.closeStdin, { sandboxId: sandboxID, pid }, () => undefined);
   }
   signalProcess(sandboxID: string, pid: number, signal: 'SIGKILL' | 'SIGTERM' | 'SIGINT'): Promise<void> {
-    return this.unary(
-      (o) => this.rpc.node.signalProcess({ sandboxId: sandboxID, pid, signal }, o),
-      () => undefined,
-    );
+    return this.unary(NodeService.method.signalProcess, { sandboxId: sandboxID, pid, signal }, () => undefined);
   }
   resizeProcess(sandboxID: string, pid: number, cols: number, rows: number): Promise<void> {
-    return this.unary(
-      (o) => this.rpc.node.resizeProcess({ sandboxId: sandboxID, pid, cols, rows }, o),
-      () => undefined,
-    );
+    return this.unary(NodeService.method.resizeProcess, { sandboxId: sandboxID, pid, cols, rows }, () => undefined);
   }
   processOutput(sandboxID: string): Promise<OutputLine[]> {
-    return this.unary(
-      (o) => this.rpc.node.processOutput({ sandboxId: sandboxID }, o),
-      (m) => m.lines.map(outputLineIn),
-    );
+    return this.unary(NodeService.method.processOutput, { sandboxId: sandboxID }, (m) => m.lines.map(outputLineIn));
   }
 
   statFile(sandboxID: string, path: string, user?: string): Promise<FileStat> {
-    return this.unary((o) => this.rpc.node.statFile({ sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, o), fileStatIn);
+    return this.unary(NodeService.method.statFile, { sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, fileStatIn);
   }
   listDir(sandboxID: string, path: string, depth?: number, user?: string): Promise<FileStat[]> {
     return this.unary(
-      (o) => this.rpc.node.listDir({ sandboxId: sandboxID, path, ...(depth !== undefined ? { depth } : {}), ...(user !== undefined ? { user } : {}) }, o),
+      NodeService.method.listDir,
+      { sandboxId: sandboxID, path, ...(depth !== undefined ? { depth } : {}), ...(user !== undefined ? { user } : {}) },
       (m) => m.files.map(fileStatIn),
     );
   }
   async readFile(sandboxID: string, path: string, user?: string): Promise<Readable> {
-    const { first, rest } = await this.stream((o) => this.rpc.node.readFile({ sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, o));
+    const { first, rest } = await this.stream((o) => this.rpc.readFile({ sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, o));
     async function* bytes(): AsyncGenerator<Buffer> {
       if (first.done) return;
       yield Buffer.from(first.value.data);
@@ -363,37 +321,31 @@ export class RemoteNode implements NodeApi {
   }
   async writeFile(sandboxID: string, path: string, data: Readable | Buffer, user?: string): Promise<FileStat> {
     const body = Buffer.isBuffer(data) ? data : Buffer.concat(await data.toArray());
-    return this.unary((o) => this.rpc.node.writeFile({ sandboxId: sandboxID, path, data: body, ...(user !== undefined ? { user } : {}) }, o), fileStatIn);
+    return this.unary(NodeService.method.writeFile, { sandboxId: sandboxID, path, data: body, ...(user !== undefined ? { user } : {}) }, fileStatIn);
   }
   makeDir(sandboxID: string, path: string, user?: string): Promise<boolean> {
-    return this.unary(
-      (o) => this.rpc.node.makeDir({ sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, o),
-      (m) => m.made,
-    );
+    return this.unary(NodeService.method.makeDir, { sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, (m) => m.made);
   }
   removePath(sandboxID: string, path: string, user?: string): Promise<void> {
-    return this.unary(
-      (o) => this.rpc.node.removePath({ sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, o),
-      () => undefined,
-    );
+    return this.unary(NodeService.method.removePath, { sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, () => undefined);
   }
   movePath(sandboxID: string, from: string, to: string, user?: string): Promise<FileStat> {
-    return this.unary((o) => this.rpc.node.movePath({ sandboxId: sandboxID, from, to, ...(user !== undefined ? { user } : {}) }, o), fileStatIn);
+    return this.unary(NodeService.method.movePath, { sandboxId: sandboxID, from, to, ...(user !== undefined ? { user } : {}) }, fileStatIn);
   }
   readMetadata(sandboxID: string, paths: string[], user?: string): Promise<FileMetadata[]> {
-    return this.unary(
-      (o) => this.rpc.node.readMetadata({ sandboxId: sandboxID, paths, ...(user !== undefined ? { user } : {}) }, o),
-      (m) => m.metadata.map((x) => x.entries),
+    return this.unary(NodeService.method.readMetadata, { sandboxId: sandboxID, paths, ...(user !== undefined ? { user } : {}) }, (m) =>
+      m.metadata.map((x) => x.entries),
     );
   }
   writeMetadata(sandboxID: string, path: string, meta: FileMetadata, user?: string): Promise<void> {
     return this.unary(
-      (o) => this.rpc.node.writeMetadata({ sandboxId: sandboxID, path, metadata: { entries: meta }, ...(user !== undefined ? { user } : {}) }, o),
+      NodeService.method.writeMetadata,
+      { sandboxId: sandboxID, path, metadata: { entries: meta }, ...(user !== undefined ? { user } : {}) },
       () => undefined,
     );
   }
   async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
-    const { first, rest, stop } = await this.stream((o) => this.rpc.node.watchDir({ sandboxId: sandboxID, ...req }, o));
+    const { first, rest, stop } = await this.stream((o) => this.rpc.watchDir({ sandboxId: sandboxID, ...req }, o));
     // The node answers its first message once the watch is set (or an error before it).
     if (first.done) throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} closed the watch stream`);
     async function* changes(): AsyncGenerator<FsChange> {
@@ -407,65 +359,41 @@ export class RemoteNode implements NodeApi {
 
   /** The node's record of template `name` and its layers' tree digests (served with a LayerServer). */
   templateRecord(name: string): Promise<HeldTemplate> {
-    return this.unary(
-      (o) => this.rpc.templates.templateRecord({ name }, o),
-      (m) => fromJsonBytes(m.json) as HeldTemplate,
-    );
+    return this.unary(NodeTemplates.method.templateRecord, { name }, (m) => fromJsonBytes(m.json) as HeldTemplate);
   }
   /** The node's template records (where a template's children live, for a cluster-wide rm). */
   templateRecords(): Promise<TemplateRecord[]> {
-    return this.unary(
-      (o) => this.rpc.templates.templateRecords({}, o),
-      (m) => fromJsonBytes(m.json) as TemplateRecord[],
-    );
+    return this.unary(NodeTemplates.method.templateRecords, {}, (m) => fromJsonBytes(m.json) as TemplateRecord[]);
   }
   /** Removes template `name` from the node's store (409 while one of its sandboxes or templates uses it). */
   removeTemplate(name: string): Promise<TemplateRecord> {
-    return this.unary(
-      (o) => this.rpc.templates.removeTemplate({ name }, o),
-      (m) => fromJsonBytes(m.json) as TemplateRecord,
-    );
+    return this.unary(NodeTemplates.method.removeTemplate, { name }, (m) => fromJsonBytes(m.json) as TemplateRecord);
   }
   /** Adds tags to template `target` in the node's store. */
   tagTemplate(target: string, tags: string[]): Promise<{ from: TemplateRecord; tags: string[] }> {
-    return this.unary(
-      (o) => this.rpc.templates.tagTemplate({ target, tags }, o),
-      (m) => fromJsonBytes(m.json) as { from: TemplateRecord; tags: string[] },
-    );
+    return this.unary(NodeTemplates.method.tagTemplate, { target, tags }, (m) => fromJsonBytes(m.json) as { from: TemplateRecord; tags: string[] });
   }
   /** A build on this node (TemplateBuilder.request). */
   buildRequest(req: { name: string; tags?: string[]; cpuCount?: number; memoryMB?: number }): Promise<BuildRecord> {
-    return this.unary(
-      (o) => this.rpc.templates.buildRequest({ json: toJsonBytes(req) }, o),
-      (m) => fromJsonBytes(m.json) as BuildRecord,
-    );
+    return this.unary(NodeTemplates.method.buildRequest, { json: toJsonBytes(req) }, (m) => fromJsonBytes(m.json) as BuildRecord);
   }
   /** Starts the build's steps; waits for no step, but for a base template the node fetches first (no timeout). */
   buildStart(templateID: string, buildID: string, body: unknown, owner?: string): Promise<void> {
     return this.unary(
-      (o) =>
-        this.rpc.templates.buildStart({ templateId: templateID, buildId: buildID, bodyJson: toJsonBytes(body), ...(owner !== undefined ? { owner } : {}) }, o),
+      NodeTemplates.method.buildStart,
+      { templateId: templateID, buildId: buildID, bodyJson: toJsonBytes(body), ...(owner !== undefined ? { owner } : {}) },
       () => undefined,
       false,
     );
   }
   buildGet(templateID: string, buildID: string): Promise<BuildRecord> {
-    return this.unary(
-      (o) => this.rpc.templates.buildGet({ templateId: templateID, buildId: buildID }, o),
-      (m) => fromJsonBytes(m.json) as BuildRecord,
-    );
+    return this.unary(NodeTemplates.method.buildGet, { templateId: templateID, buildId: buildID }, (m) => fromJsonBytes(m.json) as BuildRecord);
   }
   buildList(templateID: string): Promise<BuildRecord[]> {
-    return this.unary(
-      (o) => this.rpc.templates.buildList({ name: templateID }, o),
-      (m) => fromJsonBytes(m.json) as BuildRecord[],
-    );
+    return this.unary(NodeTemplates.method.buildList, { name: templateID }, (m) => fromJsonBytes(m.json) as BuildRecord[]);
   }
   buildHasFiles(hash: string, owner?: string): Promise<boolean> {
-    return this.unary(
-      (o) => this.rpc.templates.buildHasFiles({ hash, ...(owner !== undefined ? { owner } : {}) }, o),
-      (m) => m.has,
-    );
+    return this.unary(NodeTemplates.method.buildHasFiles, { hash, ...(owner !== undefined ? { owner } : {}) }, (m) => m.has);
   }
 
   /** A byte-stream route of the node (rpc-server.ts: layers, imports, COPY uploads), by fetch. */
@@ -531,7 +459,7 @@ export class RemoteNode implements NodeApi {
     const aborted = () => abort.signal.aborted;
     while (!aborted()) {
       try {
-        for await (const m of this.rpc.node.events({}, { headers: this.headers(), signal: abort.signal })) {
+        for await (const m of this.rpc.events({}, { headers: this.headers(), signal: abort.signal })) {
           const e = nodeEventIn(m);
           if (e) for (const l of this.listeners) l(e);
         }

@@ -1,5 +1,6 @@
 // Serves a NodeApi (the node's Cubelet) to control planes: the node API's Connect services
-// (proto/node/cube/node/v1/node.proto) through @connectrpc/connect-node, and beside them the byte
+// (proto/node/cube/node/v1/node.proto) through @connectrpc/connect-node (binary unary calls, the
+// control's, through node-unary.ts: the same protocol, less per call), and beside them the byte
 // streams protobuf adds nothing to: layers, image imports and COPY uploads under /node/v1/, and
 // the port proxy (/node/v1/proxy/<sandboxID>/<port>/..., any method and upgrades) to the
 // sandboxes' addresses, which only this node reaches. Every request carries the cluster secret.
@@ -44,6 +45,7 @@ import {
   toJsonBytes,
   usageOut,
 } from './node-wire.js';
+import { serveUnary, unaryRoutes } from './node-unary.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -61,14 +63,27 @@ const SIGNALS = ['SIGKILL', 'SIGTERM', 'SIGINT'] as const;
  * `builds`: the node's template builder, which control replicas hand builds to (templates/cluster.ts).
  */
 export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog, layers?: LayerServer, builds?: TemplateBuilder): Handler {
+  const services = nodeService(node, fences);
+  const templates = templatesService(node, layers, builds);
   const connect = connectNodeAdapter({
     routes: (router) => {
-      router.service(NodeService, nodeService(node, fences));
-      router.service(NodeTemplates, templatesService(node, layers, builds));
+      router.service(NodeService, services);
+      router.service(NodeTemplates, templates);
     },
     interceptors: [nodeErrors(log), cubeHeaders(secret)],
     readMaxBytes: MAX_MESSAGE,
   });
+  // Unary calls in binary protobuf (what RemoteNode sends) skip the adapter (node-unary.ts says why).
+  const unary = new Map([...unaryRoutes(NodeService, services), ...unaryRoutes(NodeTemplates, templates)]);
+  const fast = {
+    maxBytes: MAX_MESSAGE,
+    check: (req: IncomingMessage, method: string) => checkCall(secret, method, (h) => req.headers[h]),
+    header: [FENCE_HEADER],
+    answerHeaders: () => ({ [AT_HEADER]: String(Date.now()) }),
+    failed: (e: unknown) => {
+      if (log && toCubeError(e).http >= 500) log.error({ err: e }, 'node API call failed');
+    },
+  };
 
   async function streams(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const proxied = await portTarget(node, secret, req);
@@ -97,7 +112,9 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
   }
 
   return (req, res) => {
-    if (req.url?.startsWith(API_PREFIX)) connect(req, res);
+    const route = req.method === 'POST' && req.headers['content-type'] === 'application/proto' ? unary.get(req.url ?? '') : undefined;
+    if (route) void serveUnary(route, req, res, fast);
+    else if (req.url?.startsWith(API_PREFIX)) connect(req, res);
     // Not a node API call: a byte stream or the port proxy, else 404.
     else streams(req, res).catch((e: unknown) => sendError(res, e, 'admin', log));
   };
@@ -133,13 +150,19 @@ function nodeErrors(log?: ErrorLog): Interceptor {
  */
 function cubeHeaders(secret: string): Interceptor {
   return (next) => async (req) => {
-    if (!secretMatches(req.header.get('authorization') ?? undefined, secret))
-      throw new CubeError('UNAUTHORIZED', 'node RPC needs the cluster secret (CUBE_CLUSTER_SECRET)');
-    checkDeadline(req.method.localName, req.header.get(DEADLINE_HEADER) ?? undefined);
+    checkCall(secret, req.method.localName, (h) => req.header.get(h) ?? undefined);
     const res = await next(req);
     if (!res.stream) res.header.set(AT_HEADER, String(Date.now()));
     return res;
   };
+}
+
+/** Refuses a call without the cluster secret, or reaching the node after its caller's deadline (DEADLINE_HEADER). */
+function checkCall(secret: string, method: string, header: (name: string) => string | string[] | undefined): void {
+  const auth = header('authorization');
+  if (!secretMatches(Array.isArray(auth) ? auth[0] : auth, secret))
+    throw new CubeError('UNAUTHORIZED', 'node RPC needs the cluster secret (CUBE_CLUSTER_SECRET)');
+  checkDeadline(method, header(DEADLINE_HEADER));
 }
 
 /** The NodeApi behind the NodeService; fenced calls go through the node's FenceBook (FENCE_HEADER). */
