@@ -26,9 +26,6 @@ import { nodeErrorOut } from './node-wire.js';
 /** A unary method of the schema: what its descriptor says of its input and output. */
 export type Unary<I extends DescMessage, O extends DescMessage> = DescMethod & { methodKind: 'unary'; input: I; output: O };
 
-/** A unary handler as a ServiceImpl holds it. */
-type UnaryImpl = (req: never, ctx: HandlerContext) => unknown;
-
 export interface UnaryRoute {
   service: DescService;
   method: DescMethod;
@@ -36,7 +33,7 @@ export interface UnaryRoute {
 }
 
 /** The unary methods of `service` that `impl` serves, by request path: the table the server looks up. */
-export function unaryRoutes(service: DescService, impl: Readonly<Record<string, UnaryImpl | unknown>>): Map<string, UnaryRoute> {
+export function unaryRoutes(service: DescService, impl: Readonly<Record<string, unknown>>): Map<string, UnaryRoute> {
   const routes = new Map<string, UnaryRoute>();
   for (const method of service.methods) {
     const fn = impl[method.localName];

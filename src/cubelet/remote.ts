@@ -212,9 +212,9 @@ export class RemoteNode implements NodeApi {
     const firstMs = req.deadline !== undefined ? Math.max(0, req.deadline - Date.now()) : this.timeoutMs;
     const look = async () => {
       // A short look: a node that does not answer it (frozen, gone) ends the wait at once, not a call timeout later.
-      const p = await this.unary(NodeTemplates.method.fetchProgress, {}, (m) => m, Math.min(req.deadline !== undefined ? 2000 : 5000, this.timeoutMs)).catch(
-        () => undefined,
-      ); // no answer (or no template store there): the look says nothing, the wait goes on
+      const lookMs = Math.min(req.deadline !== undefined ? 2000 : 5000, this.timeoutMs);
+      // No answer (or no template store there): the look says nothing, the wait goes on.
+      const p = await this.unary(NodeTemplates.method.fetchProgress, {}, (m) => m, lookMs).catch(() => undefined);
       if (done) return;
       if (p && p.active > 0 && p.bytes !== seen) {
         seen = p.bytes;

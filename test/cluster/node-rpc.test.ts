@@ -236,6 +236,12 @@ describe('node RPC', () => {
     expect(e).toBeInstanceOf(CubeError);
     expect(e).toMatchObject({ kind: (here as CubeError).kind, code: (here as CubeError).code, message: (here as CubeError).message });
     expect((e as CubeError).kind).toBe('NOT_FOUND');
+    // The same through connect-node's adapter (a JSON-codec Connect client: not the unary fast road).
+    const viaAdapter = await createClient(NodeService, createConnectTransport({ baseUrl: remote.address, httpVersion: '1.1', useBinaryFormat: false }))
+      .pauseSandbox({ sandboxId: 'nosuchsandboxxxxxxxx' }, { headers: { authorization: `Bearer ${SECRET}` } })
+      .catch((x: unknown) => ConnectError.from(x));
+    expect((viaAdapter as ConnectError).metadata.get('x-cube-code')).toBe(String((here as CubeError).code));
+    expect((viaAdapter as ConnectError).rawMessage).toBe((here as CubeError).message);
     const dead = new RemoteNode('dead', 'http://127.0.0.1:1', SECRET, 2000);
     await expect(dead.nodeView()).rejects.toMatchObject({ kind: 'NODE_UNREACHABLE', code: 130596 });
   });
