@@ -48,6 +48,7 @@ export default tseslint.config(
       'node_modules/**',
       'build/**',
       'src/api/envd/gen/**',
+      'src/cubelet/gen/**',
       'test/architecture/fixture/**',
       '**/*.mjs',
       '**/*.cjs',

@@ -108,6 +108,13 @@ export function deathError(t: Tombstone): CubeError {
   });
 }
 
+const KIND_BY_CODE = new Map<number, ErrorKind>(Object.entries(ErrorTable).map(([kind, v]) => [v.code, kind as ErrorKind]));
+
+/** The kind whose 1305xx/1304xx code is `code` (an error that crossed a wire by its code); undefined for none. */
+export function errorKindOf(code: number): ErrorKind | undefined {
+  return KIND_BY_CODE.get(code);
+}
+
 /** Wraps anything thrown into a CubeError, keeping CubeErrors as they are. */
 export function toCubeError(e: unknown, fallback: ErrorKind = 'INTERNAL'): CubeError {
   if (e instanceof CubeError) return e;

@@ -2,7 +2,7 @@
 // admin; the node RPC server): JSON in and out, body limits, errors as {code, message} with the status
 // from the error table.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CubeError, errorBody, ErrorTable, toCubeError, type ErrorKind } from './errors.js';
+import { CubeError, errorBody, errorKindOf, toCubeError } from './errors.js';
 
 export type Flavour = 'e2b' | 'admin';
 
@@ -132,8 +132,6 @@ export async function readJson<T = Record<string, unknown>>(req: IncomingMessage
   }
 }
 
-const KIND_BY_CODE = new Map<number, ErrorKind>(Object.entries(ErrorTable).map(([kind, v]) => [v.code, kind as ErrorKind]));
-
 /** The CubeError an error answer of a cubed process (node RPC, cluster routes) carries, by its code: the way back of errorBody. */
 export async function answerError(res: Response, who: string): Promise<CubeError> {
   return errorOf(res.status, await res.text().catch(() => ''), who);
@@ -146,6 +144,6 @@ export function errorOf(status: number, text: string, who: string): CubeError {
   } catch {
     // not JSON: the status says it
   }
-  const kind = (body.code !== undefined && KIND_BY_CODE.get(body.code)) || 'INTERNAL';
+  const kind = (body.code !== undefined && errorKindOf(body.code)) || 'INTERNAL';
   return new CubeError(kind, (body.message ?? `${who} answered ${status}`).replace(/^\d{6} /, ''), body.details ? { details: body.details } : {});
 }

@@ -1,31 +1,21 @@
-// NodeApi over HTTP/JSON: what a control plane holds for each compute node. Errors the node
-// answers come back as the same CubeErrors; a node that cannot be reached is 130596.
-import { Agent, request as httpRequest } from 'node:http';
-import { createInterface } from 'node:readline';
+// NodeApi through the node API's Connect client (proto/node/cube/node/v1/node.proto): what a
+// control plane holds for each compute node. Errors the node answers come back as the same
+// CubeErrors (node-wire.ts nodeErrorIn); a node that cannot be reached is 130596.
+import { Agent } from 'node:http';
 import { Readable } from 'node:stream';
-import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import type { DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
+import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
 import { CubeError } from '../errors.js';
-import { answerError, errorOf } from '../http.js';
+import { answerError } from '../http.js';
 import type { NodeView } from '../model/node.js';
-import { snapshotWithEpochTime, type EgressRequest, type PauseOptions, type SandboxUsage, type SandboxView } from '../model/sandbox.js';
+import type { EgressRequest, PauseOptions, SandboxUsage, SandboxView } from '../model/sandbox.js';
 import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
 import type { TemplateRecord } from '../templates/store.js';
 import type { BuildRecord } from '../templates/build/build.js';
-import {
-  DEADLINE_HEADER,
-  decodeProcessEvent,
-  FENCE_HEADER,
-  type ImportRequest,
-  nodeEventWithEpochTimes,
-  PROXY_SECRET_HEADER,
-  proxyPath,
-  reviveStats,
-  RPC_PREFIX,
-  type JsonMethod,
-  type WireProcessEvent,
-} from './rpc-wire.js';
+import { AT_HEADER, DEADLINE_HEADER, FENCE_HEADER, type ImportRequest, PROXY_SECRET_HEADER, proxyPath, RPC_PREFIX } from './rpc-wire.js';
 import type { HeldTemplate } from '../templates/fetch.js';
 import type {
   NodeApi,
@@ -38,65 +28,65 @@ import type {
   ProcessStream,
   StartProcessRequest,
 } from './types.js';
+import { NodeService, NodeTemplates, type ProcessEvent as WireProcessEvent } from './gen/cube/node/v1/node_pb.js';
+import {
+  createOut,
+  egressOut,
+  fileStatIn,
+  fromJsonBytes,
+  nodeErrorIn,
+  nodeEventIn,
+  nodeViewIn,
+  outputLineIn,
+  processEventIn,
+  processInfoIn,
+  sandboxIn,
+  snapshotIn,
+  startOut,
+  toJsonBytes,
+  usageIn,
+  watchEventIn,
+} from './node-wire.js';
+import { postUnary, type Unary } from './node-unary.js';
 
-/** The node's clock when it answered, per result object (rpc-server.ts adds it to every answer). */
+/** The node's clock when it answered, per result object (rpc-server.ts sends it with every unary answer: AT_HEADER). */
 const answered = new WeakMap<object, number>();
 
-/** When (node clock, ms) the node produced this answer; undefined for in-process nodes and older nodes. */
+/** When (node clock, ms) the node produced this answer; undefined for in-process nodes. */
 export function answeredAt(result: object): number | undefined {
   return answered.get(result);
 }
 
 /**
- * Connections kept open for the JSON calls. Free ones close after 4 s, before the node's server
- * drops them (Node's keepAliveTimeout, 5 s): a request sent on a socket the server is closing
- * fails as unreachable.
+ * Connections kept open for the node calls (HTTP/1.1, as the JSON calls before them; the streams' too). Free ones
+ * close after 4 s, before the node's server drops them (Node's keepAliveTimeout, 5 s): a request
+ * sent on a socket the server is closing fails as unreachable.
  */
-const JSON_AGENT = new Agent({ keepAlive: true, timeout: 4000 });
+const AGENT = new Agent({ keepAlive: true, timeout: 4000 });
 
-/**
- * POST `body` to an http:// URL and read the whole answer: plain node:http for the JSON calls,
- * which are most of the node RPC (a create, a destroy). fetch (undici, web streams) cost about
- * 7% of the control's busy CPU in the 1000-node bench for the creates' calls alone.
- * `bound`: a timeout in ms, or a signal that ends the call.
- */
-function postJson(
-  url: URL,
-  headers: Record<string, string>,
-  body: string,
-  bound: number | AbortSignal,
-  retry = true,
-): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method: 'POST', agent: JSON_AGENT, headers: { ...headers, 'content-length': Buffer.byteLength(body) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        clearTimeout(timer);
-        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
-      });
-      res.on('error', fail);
-    });
-    const abort = (): void => void req.destroy(typeof bound === 'number' ? new Error(`no answer within ${bound} ms`) : (bound.reason as Error));
-    const timer = typeof bound === 'number' ? setTimeout(abort, bound) : undefined;
-    if (typeof bound !== 'number') {
-      if (bound.aborted) abort();
-      else bound.addEventListener('abort', abort, { once: true });
-    }
-    function fail(e: Error): void {
-      clearTimeout(timer);
-      // A kept-alive socket the node closed as this request went out: the node never read it.
-      if (retry && req.reusedSocket && (e as NodeJS.ErrnoException).code === 'ECONNRESET') resolve(postJson(url, headers, body, bound, false));
-      else reject(e);
-    }
-    req.on('error', fail);
-    req.end(body);
+/** One node's Connect client for the streams (unary calls: node-unary.ts), shared by its fenced copies (withFence). */
+type Clients = Client<typeof NodeService>;
+
+function clientsOf(address: string): Clients {
+  const transport = createConnectTransport({
+    // The address may carry a path (one listener serving many simulated nodes): calls go under it.
+    baseUrl: address.replace(/\/+$/, ''),
+    httpVersion: '1.1',
+    ...(address.startsWith('http:') ? { nodeOptions: { agent: AGENT } } : {}),
+    // Answers are small or already compact (a file's bytes): compressing them costs the node CPU for nothing on a LAN.
+    acceptCompression: [],
   });
+  return createClient(NodeService, transport);
 }
+
+/** How long a call may take: a timeout in ms, a signal that ends it, or unbounded (streams, a build's start). */
+type Bound = number | AbortSignal | false;
 
 export class RemoteNode implements NodeApi {
   private readonly listeners = new Set<(e: NodeEvent) => void>();
   private eventsAbort?: AbortController;
+  private readonly rpc: Clients;
+  private readonly agent: Agent | undefined;
 
   constructor(
     readonly nodeID: string,
@@ -106,40 +96,15 @@ export class RemoteNode implements NodeApi {
     readonly timeoutMs = 30_000,
     /** The lock fence its calls carry (withFence). */
     private readonly fence?: string,
-  ) {}
+    rpc?: Clients,
+  ) {
+    this.rpc = rpc ?? clientsOf(address);
+    this.agent = address.startsWith('http:') ? AGENT : undefined;
+  }
 
   /** This node's client whose calls carry `fence`, the token of the sandbox lock the caller holds (rpc-wire.ts FENCE_HEADER). */
   withFence(fence: string): RemoteNode {
-    return new RemoteNode(this.nodeID, this.address, this.secret, this.timeoutMs, fence);
-  }
-
-  private async request(
-    method: string,
-    init: {
-      body?: Buffer | string | ReadableStream;
-      query?: Record<string, string | undefined>;
-      contentType?: string;
-      timeout?: boolean | number;
-      signal?: AbortSignal;
-    },
-  ): Promise<Response> {
-    // The address may carry a path (one listener serving many simulated nodes): keep it.
-    const url = new URL(this.address.replace(/\/+$/, '') + RPC_PREFIX + method);
-    for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
-    let res: Response;
-    try {
-      res = await fetch(url, {
-        method: 'POST',
-        headers: this.headers(init.contentType ?? 'application/json'),
-        // duplex: a streamed body (an import forwarded as it arrives) needs it; harmless for the others.
-        ...(init.body !== undefined ? ({ body: init.body, duplex: 'half' } as RequestInit) : {}),
-        signal: init.signal ?? (init.timeout === false ? undefined : AbortSignal.timeout(typeof init.timeout === 'number' ? init.timeout : this.timeoutMs)),
-      });
-    } catch (e) {
-      throw this.unreachable(e);
-    }
-    if (res.ok) return res;
-    throw await answerError(res, `node ${this.nodeID}`);
+    return new RemoteNode(this.nodeID, this.address, this.secret, this.timeoutMs, fence, this.rpc);
   }
 
   /**
@@ -147,86 +112,87 @@ export class RemoteNode implements NodeApi {
    * the node refuses it after that (DEADLINE_HEADER), so an error answered for a frozen node is
    * never undone by the node carrying the call out when it wakes.
    */
-  private headers(contentType: string, deadline?: number): Record<string, string> {
+  private headers(deadline?: number): Record<string, string> {
     const by = deadline ?? (this.fence !== undefined ? Date.now() + this.timeoutMs : undefined);
     return {
       authorization: `Bearer ${this.secret}`,
-      'content-type': contentType,
       ...(this.fence !== undefined ? { [FENCE_HEADER]: this.fence } : {}),
       ...(by !== undefined ? { [DEADLINE_HEADER]: String(by) } : {}),
     };
   }
 
-  private unreachable(e: unknown): CubeError {
-    return new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} at ${this.address} unreachable: ${(e as Error).message}`, { cause: e, retryAfter: 1 });
+  private unreachable(message: string, cause?: unknown): CubeError {
+    return new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} at ${this.address} unreachable: ${message}`, { cause, retryAfter: 1 });
   }
 
-  private json<T>(method: JsonMethod | 'sendInput', ...args: unknown[]): Promise<T> {
-    return this.jsonWith(method, {}, args);
+  private failed(e: unknown): CubeError {
+    return nodeErrorIn(e, (m, cause) => this.unreachable(m, cause));
   }
 
-  /** `signal`: ends the call instead of the call timeout (a create bounded by its fetch's progress). */
-  private async jsonWith<T>(method: JsonMethod | 'sendInput', init: { signal?: AbortSignal; deadline?: number }, args: unknown[]): Promise<T> {
-    const url = new URL(this.address.replace(/\/+$/, '') + RPC_PREFIX + method);
-    const body = JSON.stringify({ args });
-    let answer: { result: T; at?: number };
-    if (url.protocol === 'http:') {
-      let res: { status: number; text: string };
+  /**
+   * One unary call: `f` with this node's headers under `bound`, its answer mapped by `map`, and
+   * the node's clock at the answer kept for the result (answeredAt).
+   */
+  private async unary<I extends DescMessage, O extends DescMessage, R>(
+    method: Unary<I, O>,
+    init: MessageInitShape<I>,
+    map: (m: MessageShape<O>) => R,
+    bound: Bound = this.timeoutMs,
+    deadline?: number,
+  ): Promise<R> {
+    let at: number | undefined;
+    let m: MessageShape<O>;
+    try {
+      m = await postUnary(this.address, method, init, this.headers(deadline), bound === false ? undefined : bound, this.agent, (res) => {
+        at = Number(res.headers[AT_HEADER]);
+      });
+    } catch (e) {
+      throw this.failed(e);
+    }
+    const result = map(m);
+    if (typeof result === 'object' && result !== null && at !== undefined && Number.isFinite(at)) answered.set(result, at);
+    return result;
+  }
+
+  /**
+   * A server stream: opened with this node's headers, its first message read before this returns
+   * (an error the node answers at once is thrown here). Ending the iteration early hangs up.
+   */
+  private async stream<M>(open: (o: CallOptions) => AsyncIterable<M>): Promise<{ first: IteratorResult<M>; rest: AsyncGenerator<M>; stop: () => void }> {
+    const ac = new AbortController();
+    const it = open({ headers: this.headers(), signal: ac.signal })[Symbol.asyncIterator]();
+    const next = async (): Promise<IteratorResult<M>> => {
       try {
-        res = await postJson(url, this.headers('application/json', init.deadline), body, init.signal ?? this.timeoutMs);
+        return await it.next();
       } catch (e) {
-        throw this.unreachable(e);
+        throw this.failed(e);
       }
-      if (res.status < 200 || res.status > 299) throw errorOf(res.status, res.text, `node ${this.nodeID}`);
-      answer = JSON.parse(res.text) as typeof answer;
-    } else answer = (await (await this.request(method, { body, ...init })).json()) as typeof answer;
-    const { result, at } = answer;
-    if (typeof result === 'object' && result !== null && typeof at === 'number') answered.set(result, at);
-    return reviveStats(result);
+    };
+    const first = await next();
+    async function* rest(): AsyncGenerator<M> {
+      try {
+        for (let r = await next(); !r.done; r = await next()) yield r.value;
+      } finally {
+        ac.abort();
+      }
+    }
+    return { first, rest: rest(), stop: () => ac.abort() };
   }
 
-  private async ndjson(res: Response): Promise<AsyncIterable<string>> {
-    return createInterface({ input: Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), crlfDelay: Infinity });
-  }
-
-  private async processStream(method: 'startProcess' | 'connectProcess', args: unknown[]): Promise<ProcessStream> {
-    const res = await this.request(method, { body: JSON.stringify({ args }), timeout: false });
-    const lines = (await this.ndjson(res))[Symbol.asyncIterator]();
-    const first = await lines.next();
+  private async processStream(open: (o: CallOptions) => AsyncIterable<WireProcessEvent>): Promise<ProcessStream> {
+    const { first, rest } = await this.stream(open);
     if (first.done) throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} closed the process stream`);
-    const start = decodeProcessEvent(JSON.parse(first.value) as WireProcessEvent);
-    if (start.type !== 'start') throw new CubeError('INTERNAL', `process stream from ${this.nodeID} did not begin with start`);
+    const start = processEventIn(first.value);
+    if (start?.type !== 'start') throw new CubeError('INTERNAL', `process stream from ${this.nodeID} did not begin with start`);
+    const begin: ProcessEvent = start;
     async function* events(): AsyncGenerator<ProcessEvent> {
-      yield start;
-      for (let r = await lines.next(); !r.done; r = await lines.next()) if (r.value) yield decodeProcessEvent(JSON.parse(r.value) as WireProcessEvent);
+      yield begin;
+      for await (const m of rest) {
+        const e = processEventIn(m);
+        if (e) yield e;
+      }
     }
     return { pid: start.pid, events: events() };
-  }
-
-  readMetadata(sandboxID: string, paths: string[], user?: string): Promise<FileMetadata[]> {
-    return this.json('readMetadata', sandboxID, paths, user);
-  }
-  writeMetadata(sandboxID: string, path: string, meta: FileMetadata, user?: string): Promise<void> {
-    return this.json('writeMetadata', sandboxID, path, meta, user);
-  }
-  processOutput(sandboxID: string): Promise<OutputLine[]> {
-    return this.json('processOutput', sandboxID);
-  }
-  sandboxUsage(): Promise<SandboxUsage[]> {
-    return this.json('sandboxUsage');
-  }
-
-  async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
-    const ac = new AbortController();
-    const res = await this.request('watchDir', { body: JSON.stringify({ args: [sandboxID, req] }), timeout: false, signal: ac.signal });
-    const lines = (await this.ndjson(res))[Symbol.asyncIterator]();
-    // The node answers its first line once the watch is set (or an error status before it).
-    const ready = await lines.next();
-    if (ready.done) throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} closed the watch stream`);
-    async function* changes(): AsyncGenerator<FsChange> {
-      for (let r = await lines.next(); !r.done; r = await lines.next()) if (r.value) yield JSON.parse(r.value) as FsChange;
-    }
-    return stoppable(changes(), () => ac.abort()); // the node's watcher ends with this request
   }
 
   /**
@@ -246,11 +212,9 @@ export class RemoteNode implements NodeApi {
     const firstMs = req.deadline !== undefined ? Math.max(0, req.deadline - Date.now()) : this.timeoutMs;
     const look = async () => {
       // A short look: a node that does not answer it (frozen, gone) ends the wait at once, not a call timeout later.
-      const p = await this.result<{ bytes: number; active: number }>(
-        'fetchProgress',
-        [],
-        Math.min(req.deadline !== undefined ? 2000 : 5000, this.timeoutMs),
-      ).catch(() => undefined); // no answer: the look says nothing, the wait goes on
+      const lookMs = Math.min(req.deadline !== undefined ? 2000 : 5000, this.timeoutMs);
+      // No answer (or no template store there): the look says nothing, the wait goes on.
+      const p = await this.unary(NodeTemplates.method.fetchProgress, {}, (m) => m, lookMs).catch(() => undefined);
       if (done) return;
       if (p && p.active > 0 && p.bytes !== seen) {
         seen = p.bytes;
@@ -265,152 +229,204 @@ export class RemoteNode implements NodeApi {
     };
     timer = setTimeout(() => void look(), firstMs);
     try {
-      return await this.jsonWith<SandboxView>('createSandbox', { signal: ac.signal, ...(req.deadline !== undefined ? { deadline: req.deadline } : {}) }, [req]);
+      return await this.unary(NodeService.method.createSandbox, createOut(req), sandboxIn, ac.signal, req.deadline);
     } finally {
       done = true;
       clearTimeout(timer);
     }
   }
   destroySandbox(sandboxID: string): Promise<void> {
-    return this.json('destroySandbox', sandboxID);
+    return this.unary(NodeService.method.destroySandbox, { sandboxId: sandboxID }, () => undefined);
   }
   pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView> {
-    return this.json('pauseSandbox', sandboxID, opts);
+    return this.unary(NodeService.method.pauseSandbox, { sandboxId: sandboxID, ...(opts?.release !== undefined ? { release: opts.release } : {}) }, sandboxIn);
   }
   resumeSandbox(sandboxID: string): Promise<SandboxView> {
-    return this.json('resumeSandbox', sandboxID);
+    return this.unary(NodeService.method.resumeSandbox, { sandboxId: sandboxID }, sandboxIn);
   }
-  async getSandbox(sandboxID: string): Promise<SandboxView | undefined> {
-    return (await this.json<SandboxView | null>('getSandbox', sandboxID)) ?? undefined;
+  getSandbox(sandboxID: string): Promise<SandboxView | undefined> {
+    return this.unary(NodeService.method.getSandbox, { sandboxId: sandboxID }, (m) => (m.sandbox ? sandboxIn(m.sandbox) : undefined));
   }
   listSandboxes(): Promise<SandboxView[]> {
-    return this.json('listSandboxes');
+    return this.unary(NodeService.method.listSandboxes, {}, (m) => m.sandboxes.map(sandboxIn));
   }
   setEndAt(sandboxID: string, endAt: number): Promise<SandboxView> {
-    return this.json('setEndAt', sandboxID, endAt);
+    return this.unary(NodeService.method.setEndAt, { sandboxId: sandboxID, endAt }, sandboxIn);
   }
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView> {
-    return this.json('setEgress', sandboxID, req);
+    return this.unary(NodeService.method.setEgress, { sandboxId: sandboxID, egress: egressOut(req) }, sandboxIn);
   }
-  async snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
-    return snapshotWithEpochTime(await this.json<NodeSnapshot>('snapshotSandbox', sandboxID, snapshotID));
+  snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
+    return this.unary(NodeService.method.snapshotSandbox, { sandboxId: sandboxID, snapshotId: snapshotID }, snapshotIn);
   }
-  async deleteSnapshot(snapshotID: string): Promise<void> {
-    await this.json('deleteSnapshot', snapshotID);
+  deleteSnapshot(snapshotID: string): Promise<void> {
+    return this.unary(NodeService.method.deleteSnapshot, { snapshotId: snapshotID }, () => undefined);
   }
   listSnapshots(): Promise<string[]> {
-    return this.json('listSnapshots');
+    return this.unary(NodeService.method.listSnapshots, {}, (m) => m.snapshotIds);
   }
   sandboxAddress(sandboxID: string): Promise<string> {
-    return this.json('sandboxAddress', sandboxID);
+    return this.unary(NodeService.method.sandboxAddress, { sandboxId: sandboxID }, (m) => m.address);
   }
+  sandboxUsage(): Promise<SandboxUsage[]> {
+    return this.unary(NodeService.method.sandboxUsage, {}, (m) => m.usage.map(usageIn));
+  }
+  nodeView(): Promise<NodeView> {
+    return this.unary(NodeService.method.nodeView, {}, (m) => nodeViewIn(m.json));
+  }
+
   startProcess(sandboxID: string, req: StartProcessRequest): Promise<ProcessStream> {
-    return this.processStream('startProcess', [sandboxID, req]);
+    return this.processStream((o) => this.rpc.startProcess(startOut(sandboxID, req), o));
   }
   connectProcess(sandboxID: string, sel: { pid?: number; tag?: string }): Promise<ProcessStream> {
-    return this.processStream('connectProcess', [sandboxID, sel]);
+    return this.processStream((o) => this.rpc.connectProcess({ sandboxId: sandboxID, ...sel }, o));
   }
   listProcesses(sandboxID: string): Promise<ProcessInfo[]> {
-    return this.json('listProcesses', sandboxID);
+    return this.unary(NodeService.method.listProcesses, { sandboxId: sandboxID }, (m) => m.processes.map(processInfoIn));
   }
   sendInput(sandboxID: string, pid: number, data: Buffer): Promise<void> {
-    return this.json('sendInput', sandboxID, pid, data.toString('base64'));
+    return this.unary(NodeService.method.sendInput, { sandboxId: sandboxID, pid, data }, () => undefined);
   }
   closeStdin(sandboxID: string, pid: number): Promise<void> {
-    return this.json('closeStdin', sandboxID, pid);
+    return this.unary(NodeService.method.closeStdin, { sandboxId: sandboxID, pid }, () => undefined);
   }
   signalProcess(sandboxID: string, pid: number, signal: 'SIGKILL' | 'SIGTERM' | 'SIGINT'): Promise<void> {
-    return this.json('signalProcess', sandboxID, pid, signal);
+    return this.unary(NodeService.method.signalProcess, { sandboxId: sandboxID, pid, signal }, () => undefined);
   }
   resizeProcess(sandboxID: string, pid: number, cols: number, rows: number): Promise<void> {
-    return this.json('resizeProcess', sandboxID, pid, cols, rows);
+    return this.unary(NodeService.method.resizeProcess, { sandboxId: sandboxID, pid, cols, rows }, () => undefined);
   }
+  processOutput(sandboxID: string): Promise<OutputLine[]> {
+    return this.unary(NodeService.method.processOutput, { sandboxId: sandboxID }, (m) => m.lines.map(outputLineIn));
+  }
+
   statFile(sandboxID: string, path: string, user?: string): Promise<FileStat> {
-    return this.json('statFile', sandboxID, path, user);
+    return this.unary(NodeService.method.statFile, { sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, fileStatIn);
   }
   listDir(sandboxID: string, path: string, depth?: number, user?: string): Promise<FileStat[]> {
-    return this.json('listDir', sandboxID, path, depth, user);
+    return this.unary(
+      NodeService.method.listDir,
+      { sandboxId: sandboxID, path, ...(depth !== undefined ? { depth } : {}), ...(user !== undefined ? { user } : {}) },
+      (m) => m.files.map(fileStatIn),
+    );
   }
   async readFile(sandboxID: string, path: string, user?: string): Promise<Readable> {
-    const res = await this.request('readFile', { query: { sandboxID, path, user }, timeout: false });
-    return Readable.fromWeb(res.body as WebReadableStream<Uint8Array>);
+    const { first, rest } = await this.stream((o) => this.rpc.readFile({ sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, o));
+    async function* bytes(): AsyncGenerator<Buffer> {
+      if (first.done) return;
+      yield Buffer.from(first.value.data);
+      for await (const c of rest) yield Buffer.from(c.data);
+    }
+    return Readable.from(bytes(), { objectMode: false });
   }
   async writeFile(sandboxID: string, path: string, data: Readable | Buffer, user?: string): Promise<FileStat> {
     const body = Buffer.isBuffer(data) ? data : Buffer.concat(await data.toArray());
-    const res = await this.request('writeFile', { query: { sandboxID, path, user }, body, contentType: 'application/octet-stream' });
-    return reviveStats(((await res.json()) as { result: FileStat }).result);
+    return this.unary(NodeService.method.writeFile, { sandboxId: sandboxID, path, data: body, ...(user !== undefined ? { user } : {}) }, fileStatIn);
   }
   makeDir(sandboxID: string, path: string, user?: string): Promise<boolean> {
-    return this.json('makeDir', sandboxID, path, user);
+    return this.unary(NodeService.method.makeDir, { sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, (m) => m.made);
   }
   removePath(sandboxID: string, path: string, user?: string): Promise<void> {
-    return this.json('removePath', sandboxID, path, user);
+    return this.unary(NodeService.method.removePath, { sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, () => undefined);
   }
   movePath(sandboxID: string, from: string, to: string, user?: string): Promise<FileStat> {
-    return this.json('movePath', sandboxID, from, to, user);
+    return this.unary(NodeService.method.movePath, { sandboxId: sandboxID, from, to, ...(user !== undefined ? { user } : {}) }, fileStatIn);
   }
-  nodeView(): Promise<NodeView> {
-    return this.json('nodeView');
+  readMetadata(sandboxID: string, paths: string[], user?: string): Promise<FileMetadata[]> {
+    return this.unary(NodeService.method.readMetadata, { sandboxId: sandboxID, paths, ...(user !== undefined ? { user } : {}) }, (m) =>
+      m.metadata.map((x) => x.entries),
+    );
   }
+  writeMetadata(sandboxID: string, path: string, meta: FileMetadata, user?: string): Promise<void> {
+    return this.unary(
+      NodeService.method.writeMetadata,
+      { sandboxId: sandboxID, path, metadata: { entries: meta }, ...(user !== undefined ? { user } : {}) },
+      () => undefined,
+    );
+  }
+  async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
+    const { first, rest, stop } = await this.stream((o) => this.rpc.watchDir({ sandboxId: sandboxID, ...req }, o));
+    // The node answers its first message once the watch is set (or an error before it).
+    if (first.done) throw new CubeError('NODE_UNREACHABLE', `node ${this.nodeID} closed the watch stream`);
+    async function* changes(): AsyncGenerator<FsChange> {
+      for await (const m of rest) {
+        const c = watchEventIn(m);
+        if (c) yield c;
+      }
+    }
+    return stoppable(changes(), stop); // the node's watcher ends with this call
+  }
+
   /** The node's record of template `name` and its layers' tree digests (served with a LayerServer). */
   templateRecord(name: string): Promise<HeldTemplate> {
-    return this.result('templateRecord', [name]);
-  }
-  /** Imports the archive `body` into the node's store (the control replica forwarding an upload). */
-  async importImage(body: Readable, req: ImportRequest): Promise<TemplateRecord> {
-    const res = await this.request('importImage', {
-      query: { import: JSON.stringify(req) },
-      body: Readable.toWeb(body) as ReadableStream,
-      contentType: 'application/octet-stream',
-      timeout: false,
-    });
-    return ((await res.json()) as { result: TemplateRecord }).result;
-  }
-  private async result<T>(method: string, args: unknown[], timeout: boolean | number = true): Promise<T> {
-    const res = await this.request(method, { body: JSON.stringify({ args }), timeout });
-    return ((await res.json()) as { result: T }).result;
+    return this.unary(NodeTemplates.method.templateRecord, { name }, (m) => fromJsonBytes(m.json) as HeldTemplate);
   }
   /** The node's template records (where a template's children live, for a cluster-wide rm). */
   templateRecords(): Promise<TemplateRecord[]> {
-    return this.result('templateRecords', []);
+    return this.unary(NodeTemplates.method.templateRecords, {}, (m) => fromJsonBytes(m.json) as TemplateRecord[]);
   }
   /** Removes template `name` from the node's store (409 while one of its sandboxes or templates uses it). */
   removeTemplate(name: string): Promise<TemplateRecord> {
-    return this.result('removeTemplate', [name]);
+    return this.unary(NodeTemplates.method.removeTemplate, { name }, (m) => fromJsonBytes(m.json) as TemplateRecord);
   }
   /** Adds tags to template `target` in the node's store. */
   tagTemplate(target: string, tags: string[]): Promise<{ from: TemplateRecord; tags: string[] }> {
-    return this.result('tagTemplate', [target, tags]);
+    return this.unary(NodeTemplates.method.tagTemplate, { target, tags }, (m) => fromJsonBytes(m.json) as { from: TemplateRecord; tags: string[] });
   }
   /** A build on this node (TemplateBuilder.request). */
-  buildRequest(o: { name: string; tags?: string[]; cpuCount?: number; memoryMB?: number }): Promise<BuildRecord> {
-    return this.result('buildRequest', [o]);
+  buildRequest(req: { name: string; tags?: string[]; cpuCount?: number; memoryMB?: number }): Promise<BuildRecord> {
+    return this.unary(NodeTemplates.method.buildRequest, { json: toJsonBytes(req) }, (m) => fromJsonBytes(m.json) as BuildRecord);
   }
   /** Starts the build's steps; waits for no step, but for a base template the node fetches first (no timeout). */
-  async buildStart(templateID: string, buildID: string, body: unknown, owner?: string): Promise<void> {
-    await this.result('buildStart', [templateID, buildID, body, owner], false);
+  buildStart(templateID: string, buildID: string, body: unknown, owner?: string): Promise<void> {
+    return this.unary(
+      NodeTemplates.method.buildStart,
+      { templateId: templateID, buildId: buildID, bodyJson: toJsonBytes(body), ...(owner !== undefined ? { owner } : {}) },
+      () => undefined,
+      false,
+    );
   }
   buildGet(templateID: string, buildID: string): Promise<BuildRecord> {
-    return this.result('buildGet', [templateID, buildID]);
+    return this.unary(NodeTemplates.method.buildGet, { templateId: templateID, buildId: buildID }, (m) => fromJsonBytes(m.json) as BuildRecord);
   }
   buildList(templateID: string): Promise<BuildRecord[]> {
-    return this.result('buildList', [templateID]);
+    return this.unary(NodeTemplates.method.buildList, { name: templateID }, (m) => fromJsonBytes(m.json) as BuildRecord[]);
   }
   buildHasFiles(hash: string, owner?: string): Promise<boolean> {
-    return this.result('buildHasFiles', [hash, owner]);
+    return this.unary(NodeTemplates.method.buildHasFiles, { hash, ...(owner !== undefined ? { owner } : {}) }, (m) => m.has);
+  }
+
+  /** A byte-stream route of the node (rpc-server.ts: layers, imports, COPY uploads), by fetch. */
+  private async request(route: string, init: { body?: ReadableStream; query?: Record<string, string | undefined>; contentType?: string }): Promise<Response> {
+    // The address may carry a path (one listener serving many simulated nodes): keep it.
+    const url = new URL(this.address.replace(/\/+$/, '') + RPC_PREFIX + route);
+    for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: { ...this.headers(), 'content-type': init.contentType ?? 'application/octet-stream' },
+        // duplex: a streamed body (an import forwarded as it arrives) needs it.
+        ...(init.body !== undefined ? ({ body: init.body, duplex: 'half' } as RequestInit) : {}),
+      });
+    } catch (e) {
+      throw this.unreachable((e as Error).message, e);
+    }
+    if (res.ok) return res;
+    throw await answerError(res, `node ${this.nodeID}`);
+  }
+  /** Imports the archive `body` into the node's store (the control replica forwarding an upload). */
+  async importImage(body: Readable, req: ImportRequest): Promise<TemplateRecord> {
+    const res = await this.request('importImage', { query: { import: JSON.stringify(req) }, body: Readable.toWeb(body) as ReadableStream });
+    return ((await res.json()) as { result: TemplateRecord }).result;
   }
   /** A COPY step's upload (the SDK's tar), streamed to the node building it. */
   async buildFiles(hash: string, body: Readable, owner?: string): Promise<void> {
-    await this.request('buildFiles', {
-      query: { hash, owner },
-      body: Readable.toWeb(body) as ReadableStream,
-      contentType: 'application/octet-stream',
-      timeout: false,
-    });
+    await this.request('buildFiles', { query: { hash, owner }, body: Readable.toWeb(body) as ReadableStream });
   }
   /** Layer `digest` as a tar (layers/pack.ts); the body streams for as long as it takes. */
   async layer(digest: string): Promise<Response> {
-    return this.request('layer', { query: { digest }, timeout: false });
+    return this.request('layer', { query: { digest } });
   }
   /** The sandbox's address is private to the node: port traffic goes through the node's port proxy. */
   portUpstream(sandboxID: string, port: number, path: string): PortUpstream {
@@ -443,8 +459,10 @@ export class RemoteNode implements NodeApi {
     const aborted = () => abort.signal.aborted;
     while (!aborted()) {
       try {
-        const res = await this.request('events', { signal: abort.signal });
-        for await (const line of await this.ndjson(res)) if (line) for (const l of this.listeners) l(nodeEventWithEpochTimes(JSON.parse(line) as NodeEvent));
+        for await (const m of this.rpc.events({}, { headers: this.headers(), signal: abort.signal })) {
+          const e = nodeEventIn(m);
+          if (e) for (const l of this.listeners) l(e);
+        }
       } catch {
         // Reopened below; the control plane learns of a dead node from missed heartbeats.
       }

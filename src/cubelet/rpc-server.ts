@@ -1,37 +1,61 @@
-// Serves a NodeApi (the node's Cubelet) to control planes over HTTP/JSON: POST /node/v1/<method>
-// with {args}, answering {result}; process output as NDJSON; file bodies raw; and the port
-// proxy (/node/v1/proxy/<sandboxID>/<port>/..., any method and upgrades) to the sandboxes'
-// addresses, which only this node reaches. Every request carries the cluster secret.
+// Serves a NodeApi (the node's Cubelet) to control planes: the node API's Connect services
+// (proto/node/cube/node/v1/node.proto) through @connectrpc/connect-node (binary unary calls, the
+// control's, through node-unary.ts: the same protocol, less per call), and beside them the byte
+// streams protobuf adds nothing to: layers, image imports and COPY uploads under /node/v1/, and
+// the port proxy (/node/v1/proxy/<sandboxID>/<port>/..., any method and upgrades) to the
+// sandboxes' addresses, which only this node reaches. Every request carries the cluster secret.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { readBody, readJson, sendError, sendJson, writeWaiting, type ErrorLog } from '../http.js';
+import type { HandlerContext, Interceptor, ServiceImpl } from '@connectrpc/connect';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { sendError, sendJson, type ErrorLog } from '../http.js';
 import { proxyHttp, proxyUpgrade, rejectUpgrade } from './port-proxy.js';
 import { CubeError, errorBody, toCubeError } from '../errors.js';
 import type { LayerServer } from '../templates/fetch.js';
 import { underFence, type FenceBook } from './fences.js';
 import type { TemplateBuilder } from '../templates/build/build.js';
 import {
+  AT_HEADER,
   checkDeadline,
   DEADLINE_HEADER,
-  encodeProcessEvent,
   FENCE_HEADER,
-  JSON_METHODS,
-  nodeArgs,
   parseProxyPath,
   PROXY_SECRET_HEADER,
   RPC_PREFIX,
   secretMatches,
   type ImportRequest,
-  type JsonMethod,
 } from './rpc-wire.js';
-import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
+import type { NodeApi, PortUpstream } from './types.js';
 import { sameTemplate } from '../model/template.js';
+import { NodeService, NodeTemplates } from './gen/cube/node/v1/node_pb.js';
+import {
+  createIn,
+  egressIn,
+  fileStatOut,
+  fromJsonBytes,
+  nodeErrorOut,
+  nodeEventOut,
+  outputLineOut,
+  processEventOut,
+  processInfoOut,
+  sandboxOut,
+  snapshotOut,
+  startIn,
+  toJsonBytes,
+  usageOut,
+} from './node-wire.js';
+import { serveUnary, unaryRoutes } from './node-unary.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
-const MAX_JSON = 16 << 20;
-const MAX_FILE = 1 << 30;
+/** A file upload (WriteFile) is one message: the cap a file had on the JSON wire, and room for the rest. */
+const MAX_MESSAGE = (1 << 30) + (1 << 20);
+
+/** Where the node API's services answer (/cube.node.v1.NodeService/CreateSandbox, ...). */
+const API_PREFIX = `/${NodeService.typeName.split('.').slice(0, -1).join('.')}.`;
+
+const SIGNALS = ['SIGKILL', 'SIGTERM', 'SIGINT'] as const;
 
 /**
  * `fences`: the node's FenceBook (the highest lock fence accepted per sandbox, kept across restarts).
@@ -39,37 +63,36 @@ const MAX_FILE = 1 << 30;
  * `builds`: the node's template builder, which control replicas hand builds to (templates/cluster.ts).
  */
 export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog, layers?: LayerServer, builds?: TemplateBuilder): Handler {
-  const jsonMethods = new Set<string>(JSON_METHODS);
-  const call = node as unknown as Record<JsonMethod, (...a: unknown[]) => Promise<unknown>>;
+  const services = nodeService(node, fences);
+  const templates = templatesService(node, layers, builds);
+  const connect = connectNodeAdapter({
+    routes: (router) => {
+      router.service(NodeService, services);
+      router.service(NodeTemplates, templates);
+    },
+    interceptors: [nodeErrors(log), cubeHeaders(secret)],
+    readMaxBytes: MAX_MESSAGE,
+  });
+  // Unary calls in binary protobuf (what RemoteNode sends) skip the adapter (node-unary.ts says why).
+  const unary = new Map([...unaryRoutes(NodeService, services), ...unaryRoutes(NodeTemplates, templates)]);
+  const fast = {
+    maxBytes: MAX_MESSAGE,
+    check: (req: IncomingMessage, method: string) => checkCall(secret, method, (h) => req.headers[h]),
+    header: [FENCE_HEADER],
+    answerHeaders: () => ({ [AT_HEADER]: String(Date.now()) }),
+    failed: (e: unknown) => {
+      if (log && toCubeError(e).http >= 500) log.error({ err: e }, 'node API call failed');
+    },
+  };
 
-  async function streamProcess(res: ServerResponse, p: Promise<ProcessStream>): Promise<void> {
-    const stream = await p;
-    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-    // The control plane hanging up detaches from the process; it does not kill it. A slow reader
-    // is waited for (the events queue behind, bounded per subscriber: process-table.ts), never
-    // buffered in the response without bound.
-    for await (const e of stream.events) {
-      if (res.destroyed) break;
-      await writeWaiting(res, JSON.stringify(encodeProcessEvent(e)) + '\n');
-    }
-    res.end();
-  }
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function streams(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const proxied = await portTarget(node, secret, req);
     if (proxied) return proxyHttp(req, res, proxied.sandboxID, proxied.up.port, proxied.up);
     if (!secretMatches(req.headers.authorization, secret)) throw new CubeError('UNAUTHORIZED', 'node RPC needs the cluster secret (CUBE_CLUSTER_SECRET)');
     const url = new URL(req.url ?? '/', 'http://node');
-    if (!url.pathname.startsWith(RPC_PREFIX)) throw new CubeError('NOT_FOUND', `no route ${url.pathname}`);
-    const method = url.pathname.slice(RPC_PREFIX.length);
     const q = (k: string) => url.searchParams.get(k) ?? undefined;
-    if (method === 'events') {
-      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-      const off = node.subscribe((e) => res.write(JSON.stringify(e) + '\n'));
-      res.on('close', off);
-      return;
-    }
-    if (layers && method === 'layer') {
+    const route = url.pathname.startsWith(RPC_PREFIX) ? url.pathname.slice(RPC_PREFIX.length) : undefined;
+    if (layers && route === 'layer') {
       const tar = layers.packedLayer(q('digest') ?? '');
       res.writeHead(200, { 'content-type': 'application/x-tar' });
       // An error mid-layer cuts the answer short: the fetching node's check fails on it.
@@ -79,76 +102,212 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
       });
       return;
     }
-    if (builds && method === 'buildFiles') {
+    if (builds && route === 'buildFiles') {
       await builds.putFiles(q('hash') ?? '', req, q('owner'));
       return sendJson(res, 201, { result: null });
     }
-    if (layers && method === 'importImage')
+    if (layers && route === 'importImage')
       return sendJson(res, 201, { result: await layers.importUpload(req, JSON.parse(q('import') ?? '{}') as ImportRequest) });
-    if (method === 'readFile') {
-      const body = await node.readFile(q('sandboxID')!, q('path')!, q('user'));
-      res.writeHead(200, { 'content-type': 'application/octet-stream' });
-      body.pipe(res);
-      return;
-    }
-    if (method === 'writeFile') {
-      const data = await readBody(req, MAX_FILE);
-      return sendJson(res, 200, { result: await node.writeFile(q('sandboxID')!, q('path')!, data, q('user')) });
-    }
-    const { args = [] } = await readJson<{ args?: unknown[] }>(req, MAX_JSON);
-    if (method === 'sendInput') {
-      const [sandboxID, pid, data] = args as [string, number, string];
-      await node.sendInput(sandboxID, pid, Buffer.from(data, 'base64'));
-      return sendJson(res, 200, { result: null });
-    }
-    if (layers && method === 'templateRecord') return sendJson(res, 200, { result: await layers.heldTemplate(String(args[0])) });
-    if (layers && method === 'fetchProgress') return sendJson(res, 200, { result: layers.fetchProgress() });
-    if (layers && method === 'tagTemplate')
-      return sendJson(res, 200, { result: await layers.tagTemplate(String(args[0]), (args[1] as unknown[]).map(String)) });
-    if (layers && method === 'templateRecords') return sendJson(res, 200, { result: await layers.listRecords() });
-    if (layers && method === 'removeTemplate') {
-      // The replica checked the cluster's sandboxes; the node checks its own again (a create may have come since).
-      const inUse = async (ref: string) =>
-        (await node.listSandboxes()).filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, ref)).map((s) => s.sandboxID);
-      return sendJson(res, 200, { result: await layers.removeTemplate(String(args[0]), (rec) => inUse(rec.ref)) });
-    }
-    if (builds && method.startsWith('build')) {
-      const [a, b, c] = args as [never, never, never];
-      // The key whose uploads a build takes (buildStart's 4th argument, buildHasFiles' 2nd): JSON's null is none.
-      const owner = (i: number) => (typeof args[i] === 'string' ? args[i] : undefined);
-      if (method === 'buildRequest') return sendJson(res, 200, { result: builds.request(a) });
-      if (method === 'buildStart') return sendJson(res, 200, { result: await builds.start(a, b, c, owner(3)) });
-      if (method === 'buildGet') return sendJson(res, 200, { result: builds.get(a, b) });
-      if (method === 'buildList') return sendJson(res, 200, { result: builds.list(a) });
-      if (method === 'buildHasFiles') return sendJson(res, 200, { result: builds.hasFiles(a, owner(1)) });
-    }
-    if (method === 'startProcess') return streamProcess(res, node.startProcess(...(args as Parameters<NodeApi['startProcess']>)));
-    if (method === 'watchDir') {
-      const changes = await node.watchDir(...(args as Parameters<NodeApi['watchDir']>));
-      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-      res.write('{"ready":true}\n');
-      // The control plane hanging up ends the watch at once, however quiet the directory.
-      const it = changes[Symbol.asyncIterator]();
-      res.on('close', () => void it.return?.());
-      for (let r = await it.next(); !r.done && !res.destroyed; r = await it.next()) res.write(JSON.stringify(r.value) + '\n');
-      res.end();
-      return;
-    }
-    if (method === 'connectProcess') return streamProcess(res, node.connectProcess(...(args as Parameters<NodeApi['connectProcess']>)));
-    if (!jsonMethods.has(method)) throw new CubeError('NOT_FOUND', `no node method ${method}`);
-    checkDeadline(method, req.headers[DEADLINE_HEADER]);
-    const fence = req.headers[FENCE_HEADER];
-    const result = await underFence(fences, method, args[0], Array.isArray(fence) ? fence[0] : fence, () =>
-      call[method as JsonMethod](...nodeArgs(method, args)),
-    );
-    // `at`: this node's clock once the call is done; the control plane orders the node's later
-    // heartbeat lists against it (rpc-wire.ts Heartbeat.at).
-    sendJson(res, 200, { result: result ?? null, at: Date.now() });
+    throw new CubeError('NOT_FOUND', `no node route ${url.pathname}`);
   }
 
   return (req, res) => {
-    handle(req, res).catch((e: unknown) => sendError(res, e, 'admin', log));
+    const route = req.method === 'POST' && req.headers['content-type'] === 'application/proto' ? unary.get(req.url ?? '') : undefined;
+    if (route) void serveUnary(route, req, res, fast);
+    else if (req.url?.startsWith(API_PREFIX)) connect(req, res);
+    // Not a node API call: a byte stream or the port proxy, else 404.
+    else streams(req, res).catch((e: unknown) => sendError(res, e, 'admin', log));
   };
+}
+
+/** Handlers throw CubeErrors: each reaches the caller with its code (node-wire.ts nodeErrorOut), before or during a stream. */
+function nodeErrors(log?: ErrorLog): Interceptor {
+  const out = (e: unknown) => {
+    if (log && toCubeError(e).http >= 500) log.error({ err: e }, 'node API call failed');
+    return nodeErrorOut(e);
+  };
+  async function* inStream<T>(messages: AsyncIterable<T>): AsyncIterable<T> {
+    try {
+      yield* messages;
+    } catch (e) {
+      throw out(e);
+    }
+  }
+  return (next) => async (req) => {
+    try {
+      const res = await next(req);
+      return res.stream ? { ...res, message: inStream(res.message) } : res;
+    } catch (e) {
+      throw out(e);
+    }
+  };
+}
+
+/**
+ * The cluster secret on every call; the caller's deadline (DEADLINE_HEADER) before the call runs;
+ * the node's clock once a unary call is done (AT_HEADER), which the control plane orders the
+ * node's later heartbeat lists against (rpc-wire.ts Heartbeat.at).
+ */
+function cubeHeaders(secret: string): Interceptor {
+  return (next) => async (req) => {
+    checkCall(secret, req.method.localName, (h) => req.header.get(h) ?? undefined);
+    const res = await next(req);
+    if (!res.stream) res.header.set(AT_HEADER, String(Date.now()));
+    return res;
+  };
+}
+
+/** Refuses a call without the cluster secret, or reaching the node after its caller's deadline (DEADLINE_HEADER). */
+function checkCall(secret: string, method: string, header: (name: string) => string | string[] | undefined): void {
+  const auth = header('authorization');
+  if (!secretMatches(Array.isArray(auth) ? auth[0] : auth, secret))
+    throw new CubeError('UNAUTHORIZED', 'node RPC needs the cluster secret (CUBE_CLUSTER_SECRET)');
+  checkDeadline(method, header(DEADLINE_HEADER));
+}
+
+/** The NodeApi behind the NodeService; fenced calls go through the node's FenceBook (FENCE_HEADER). */
+function nodeService(node: NodeApi, fences: FenceBook): ServiceImpl<typeof NodeService> {
+  const fenced = <T>(ctx: HandlerContext, method: keyof NodeApi, sandboxID: string, call: () => Promise<T>): Promise<T> =>
+    underFence(fences, method, sandboxID, ctx.requestHeader.get(FENCE_HEADER) ?? undefined, call);
+  return {
+    createSandbox: async (m) => sandboxOut(await node.createSandbox(createIn(m))),
+    destroySandbox: async (m, ctx) => {
+      await fenced(ctx, 'destroySandbox', m.sandboxId, () => node.destroySandbox(m.sandboxId));
+      return {};
+    },
+    pauseSandbox: async (m, ctx) =>
+      sandboxOut(
+        await fenced(ctx, 'pauseSandbox', m.sandboxId, () => node.pauseSandbox(m.sandboxId, m.release === undefined ? undefined : { release: m.release })),
+      ),
+    resumeSandbox: async (m, ctx) => sandboxOut(await fenced(ctx, 'resumeSandbox', m.sandboxId, () => node.resumeSandbox(m.sandboxId))),
+    getSandbox: async (m) => {
+      const v = await node.getSandbox(m.sandboxId);
+      return v ? { sandbox: sandboxOut(v) } : {};
+    },
+    listSandboxes: async () => ({ sandboxes: (await node.listSandboxes()).map(sandboxOut) }),
+    setEndAt: async (m, ctx) => sandboxOut(await fenced(ctx, 'setEndAt', m.sandboxId, () => node.setEndAt(m.sandboxId, m.endAt))),
+    setEgress: async (m, ctx) => sandboxOut(await fenced(ctx, 'setEgress', m.sandboxId, () => node.setEgress(m.sandboxId, m.egress ? egressIn(m.egress) : {}))),
+    snapshotSandbox: async (m) => snapshotOut(await node.snapshotSandbox(m.sandboxId, m.snapshotId)),
+    deleteSnapshot: async (m) => {
+      await node.deleteSnapshot(m.snapshotId);
+      return {};
+    },
+    listSnapshots: async () => ({ snapshotIds: await node.listSnapshots() }),
+    sandboxAddress: async (m) => ({ address: await node.sandboxAddress(m.sandboxId) }),
+    sandboxUsage: async () => ({ usage: ((await node.sandboxUsage?.()) ?? []).map(usageOut) }),
+    nodeView: async () => ({ json: toJsonBytes(await node.nodeView()) }),
+    async *events(_m, ctx) {
+      // Queued between the node's listener and the stream; the caller hanging up unsubscribes.
+      const queue: ReturnType<typeof nodeEventOut>[] = [];
+      let wake: (() => void) | undefined;
+      const off = node.subscribe((e) => {
+        queue.push(nodeEventOut(e));
+        wake?.();
+      });
+      const ended = new Promise<void>((r) => ctx.signal.addEventListener('abort', () => r(), { once: true }));
+      try {
+        while (!ctx.signal.aborted) {
+          while (queue.length > 0) yield queue.shift()!;
+          await Promise.race([new Promise<void>((r) => (wake = r)), ended]);
+        }
+      } finally {
+        off();
+      }
+    },
+
+    async *startProcess(m) {
+      const p = await node.startProcess(m.sandboxId, startIn(m));
+      for await (const e of p.events) yield processEventOut(e);
+    },
+    async *connectProcess(m) {
+      const p = await node.connectProcess(m.sandboxId, { ...(m.pid !== undefined ? { pid: m.pid } : {}), ...(m.tag !== undefined ? { tag: m.tag } : {}) });
+      for await (const e of p.events) yield processEventOut(e);
+    },
+    listProcesses: async (m) => ({ processes: (await node.listProcesses(m.sandboxId)).map(processInfoOut) }),
+    sendInput: async (m) => {
+      await node.sendInput(m.sandboxId, m.pid, Buffer.from(m.data));
+      return {};
+    },
+    closeStdin: async (m) => {
+      await node.closeStdin(m.sandboxId, m.pid);
+      return {};
+    },
+    signalProcess: async (m) => {
+      const signal = SIGNALS.find((s) => s === m.signal);
+      if (!signal) throw new CubeError('BAD_REQUEST', `node API: signal "${m.signal}" is none of ${SIGNALS.join(', ')}`);
+      await node.signalProcess(m.sandboxId, m.pid, signal);
+      return {};
+    },
+    resizeProcess: async (m) => {
+      await node.resizeProcess(m.sandboxId, m.pid, m.cols, m.rows);
+      return {};
+    },
+    processOutput: async (m) => ({ lines: (await node.processOutput(m.sandboxId)).map(outputLineOut) }),
+
+    statFile: async (m) => fileStatOut(await node.statFile(m.sandboxId, m.path, m.user)),
+    listDir: async (m) => ({ files: (await node.listDir(m.sandboxId, m.path, m.depth, m.user)).map(fileStatOut) }),
+    async *readFile(m) {
+      for await (const chunk of (await node.readFile(m.sandboxId, m.path, m.user)) as AsyncIterable<Buffer>) yield { data: chunk };
+    },
+    writeFile: async (m) => fileStatOut(await node.writeFile(m.sandboxId, m.path, Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength), m.user)),
+    makeDir: async (m) => ({ made: await node.makeDir(m.sandboxId, m.path, m.user) }),
+    removePath: async (m) => {
+      await node.removePath(m.sandboxId, m.path, m.user);
+      return {};
+    },
+    movePath: async (m) => fileStatOut(await node.movePath(m.sandboxId, m.from, m.to, m.user)),
+    readMetadata: async (m) => ({ metadata: (await node.readMetadata(m.sandboxId, m.paths, m.user)).map((entries) => ({ entries })) }),
+    writeMetadata: async (m) => {
+      await node.writeMetadata(m.sandboxId, m.path, m.metadata?.entries ?? {}, m.user);
+      return {};
+    },
+    async *watchDir(m, ctx) {
+      const changes = await node.watchDir(m.sandboxId, { path: m.path, recursive: m.recursive, ...(m.user !== undefined ? { user: m.user } : {}) });
+      yield { event: { case: 'ready', value: true } };
+      // The caller hanging up ends the watch at once, however quiet the directory.
+      const it = changes[Symbol.asyncIterator]();
+      const stop = () => void it.return?.();
+      ctx.signal.addEventListener('abort', stop, { once: true });
+      try {
+        for (let r = await it.next(); !r.done && !ctx.signal.aborted; r = await it.next())
+          yield { event: { case: 'change', value: { type: r.value.type, name: r.value.name } } };
+      } finally {
+        ctx.signal.removeEventListener('abort', stop);
+        stop();
+      }
+    },
+  };
+}
+
+/** The node's template store and builder behind NodeTemplates; a node without them (sim) answers 404. */
+function templatesService(node: NodeApi, layers?: LayerServer, builds?: TemplateBuilder): ServiceImpl<typeof NodeTemplates> {
+  const store = (): LayerServer => layers ?? missing('a template store');
+  const builder = (): TemplateBuilder => builds ?? missing('a template builder');
+  const json = (v: unknown) => ({ json: toJsonBytes(v) });
+  return {
+    fetchProgress: () => store().fetchProgress(),
+    templateRecord: async (m) => json(await store().heldTemplate(m.name)),
+    templateRecords: async () => json(await store().listRecords()),
+    removeTemplate: async (m) => {
+      // The replica checked the cluster's sandboxes; the node checks its own again (a create may have come since).
+      const inUse = async (ref: string) =>
+        (await node.listSandboxes()).filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, ref)).map((s) => s.sandboxID);
+      return json(await store().removeTemplate(m.name, (rec) => inUse(rec.ref)));
+    },
+    tagTemplate: async (m) => json(await store().tagTemplate(m.target, m.tags)),
+    buildRequest: (m) => json(builder().request(fromJsonBytes(m.json) as Parameters<TemplateBuilder['request']>[0])),
+    buildStart: async (m) => {
+      await builder().start(m.templateId, m.buildId, fromJsonBytes(m.bodyJson), m.owner);
+      return {};
+    },
+    buildGet: (m) => json(builder().get(m.templateId, m.buildId)),
+    buildList: (m) => json(builder().list(m.name)),
+    buildHasFiles: (m) => ({ has: builder().hasFiles(m.hash, m.owner) }),
+  };
+}
+
+function missing(what: string): never {
+  throw new CubeError('NOT_FOUND', `this node has no ${what}`);
 }
 
 /** A port-proxy request: its sandbox and where to forward (the sandbox's address); undefined for other node RPC. */

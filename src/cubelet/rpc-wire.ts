@@ -1,5 +1,6 @@
-// What travels between the control plane and a compute node (node RPC, HTTP/JSON): the path
-// prefix, the shared-secret check, and how values that JSON cannot carry are encoded.
+// What travels between the control plane and a compute node beside the node API's messages
+// (proto/node/cube/node/v1/node.proto, node-wire.ts): the headers every node call carries, the
+// shared-secret check, the byte-stream routes and port proxy, and the heartbeats nodes post.
 import { timingSafeEqual } from 'node:crypto';
 import type { MasterConfig } from '../config/schema.js';
 import { CubeError } from '../errors.js';
@@ -7,54 +8,11 @@ import { eventWithEpochTime, type EventView } from '../model/event.js';
 import { nodeWithEpochTimes, type NodeView } from '../model/node.js';
 import { withEpochTimes, type SandboxView } from '../model/sandbox.js';
 import { epochMs } from '../model/time.js';
-import type { FileStat, TemplateConfig } from '../runtime/types.js';
-import type { NodeEvent, ProcessEvent } from './types.js';
+import type { TemplateConfig } from '../runtime/types.js';
+import type { NodeApi } from './types.js';
 
+/** The node's byte-stream routes (layers, imports, COPY uploads) and its port proxy live under it. */
 export const RPC_PREFIX = '/node/v1/';
-
-/** Methods whose arguments and result are plain JSON (FileStat dates aside). */
-export const JSON_METHODS = [
-  'createSandbox',
-  'destroySandbox',
-  'pauseSandbox',
-  'resumeSandbox',
-  'getSandbox',
-  'listSandboxes',
-  'setEndAt',
-  'setEgress',
-  'snapshotSandbox',
-  'deleteSnapshot',
-  'listSnapshots',
-  'sandboxAddress',
-  'listProcesses',
-  'closeStdin',
-  'signalProcess',
-  'resizeProcess',
-  'statFile',
-  'listDir',
-  'makeDir',
-  'removePath',
-  'movePath',
-  'processOutput',
-  'sandboxUsage',
-  'readMetadata',
-  'writeMetadata',
-  'nodeView',
-] as const;
-export type JsonMethod = (typeof JSON_METHODS)[number];
-
-/**
- * A call's arguments as this node takes them: a control plane of the version before numeric times
- * sends a sandbox's end (createSandbox's endAt, setEndAt's) as ISO 8601, which is read as epoch ms,
- * so nodes upgraded before their control planes keep serving it.
- */
-export function nodeArgs(method: string, args: unknown[]): unknown[] {
-  const iso = (t: unknown): unknown => (typeof t === 'string' ? epochMs(t) : t);
-  if (method === 'setEndAt') return [args[0], iso(args[1]), ...args.slice(2)];
-  if (method === 'createSandbox' && args[0] && typeof args[0] === 'object')
-    return [{ ...args[0], endAt: iso((args[0] as { endAt?: unknown }).endAt) }, ...args.slice(1)];
-  return args;
-}
 
 /**
  * The fencing token of the control plane's per-sandbox operation lock, on calls that change a
@@ -64,7 +22,7 @@ export function nodeArgs(method: string, args: unknown[]): unknown[] {
  * in-process node is held to the same rule by the same check (fences.ts underFence).
  */
 export const FENCE_HEADER = 'x-cube-fence';
-export const FENCED_METHODS: ReadonlySet<string> = new Set<JsonMethod>(['destroySandbox', 'pauseSandbox', 'resumeSandbox', 'setEndAt', 'setEgress']);
+export const FENCED_METHODS: ReadonlySet<string> = new Set<keyof NodeApi>(['destroySandbox', 'pauseSandbox', 'resumeSandbox', 'setEndAt', 'setEgress']);
 
 /**
  * The caller's deadline (epoch ms) on a create and on fenced calls: the node refuses a call that
@@ -73,6 +31,12 @@ export const FENCED_METHODS: ReadonlySet<string> = new Set<JsonMethod>(['destroy
  * Control and nodes compare wall clocks here: keep them in sync (NTP).
  */
 export const DEADLINE_HEADER = 'x-cube-deadline';
+
+/**
+ * On a unary node API answer: the node's clock (epoch ms) once the call was done. The control
+ * plane orders the node's later heartbeat lists against it (Heartbeat.at, remote.ts answeredAt).
+ */
+export const AT_HEADER = 'x-cube-at';
 
 /** Refuses a call that reached the node after the caller's deadline (DEADLINE_HEADER). */
 export function checkDeadline(method: string, deadline: string | string[] | undefined, now = Date.now()): void {
@@ -93,28 +57,6 @@ export function secretMatches(header: string | undefined, secret: string): boole
   const got = Buffer.from(header?.replace(/^Bearer /, '') ?? '');
   const want = Buffer.from(secret);
   return got.length === want.length && timingSafeEqual(got, want);
-}
-
-export type WireProcessEvent =
-  | { type: 'start'; pid: number }
-  | { type: 'stdout' | 'stderr' | 'pty'; data: string }
-  | { type: 'end'; exitCode: number; signal?: string; oomKilled: boolean; timedOut: boolean; error?: string };
-
-export function encodeProcessEvent(e: ProcessEvent): WireProcessEvent {
-  return e.type === 'stdout' || e.type === 'stderr' || e.type === 'pty' ? { type: e.type, data: e.data.toString('base64') } : e;
-}
-
-export function decodeProcessEvent(e: WireProcessEvent): ProcessEvent {
-  if (e.type === 'stdout' || e.type === 'stderr' || e.type === 'pty') return { type: e.type, data: Buffer.from(e.data, 'base64') };
-  return e as Extract<ProcessEvent, { type: 'start' | 'end' }>;
-}
-
-/** JSON turns Dates into strings: bring FileStat.mtime back. */
-export function reviveStats<T>(v: T): T {
-  const fix = (s: FileStat) => ({ ...s, mtime: new Date(s.mtime) });
-  if (Array.isArray(v)) return v.map((x) => (x && typeof x === 'object' && 'mtime' in x ? fix(x as FileStat) : x)) as T;
-  if (v && typeof v === 'object' && 'mtime' in v) return fix(v as unknown as FileStat) as T;
-  return v;
 }
 
 /**
@@ -208,19 +150,6 @@ export function heartbeatWithEpochTimes(hb: Heartbeat): Heartbeat {
     ...(hb.sandboxes ? { sandboxes: hb.sandboxes.map(withEpochTimes) } : {}),
     events: hb.events.map(eventWithEpochTime),
   };
-}
-
-/** A node's event stream message (node RPC `events`), its times read as epoch ms where an older node wrote ISO 8601. */
-export function nodeEventWithEpochTimes(e: NodeEvent): NodeEvent {
-  if (e.type === 'sandbox') {
-    const sandbox = withEpochTimes(e.sandbox);
-    return sandbox === e.sandbox ? e : { ...e, sandbox };
-  }
-  if (e.type === 'event') {
-    const event = eventWithEpochTime(e.event);
-    return event === e.event ? e : { ...e, event };
-  }
-  return e;
 }
 
 /** The time a heartbeat was taken (pure). */

@@ -4,7 +4,8 @@
 // API writes them as ISO 8601 on its wires (src/api/e2b/wire.ts, src/api/admin/wire.ts).
 import { epochMs } from './time.js';
 
-export type SandboxState = 'creating' | 'running' | 'pausing' | 'paused' | 'resuming' | 'destroying' | 'gone' | 'error' | 'lost';
+export const SANDBOX_STATES = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'] as const;
+export type SandboxState = (typeof SANDBOX_STATES)[number];
 
 export interface SandboxSpecView {
   cpus: number;

@@ -12,6 +12,9 @@ import { Cubelet } from '../../src/cubelet/cubelet.js';
 import { FenceBook } from '../../src/cubelet/fences.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
 import { nodeRpcHandler } from '../../src/cubelet/rpc-server.js';
+import { ConnectError, createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { NodeService } from '../../src/cubelet/gen/cube/node/v1/node_pb.js';
 import { CubeError } from '../../src/errors.js';
 import { newSandboxID, nodeTag } from '../../src/ids.js';
 import { NsNetworkAgent } from '../../src/network/agent.js';
@@ -28,6 +31,8 @@ let cubelet: Cubelet;
 let config: ConfigStore;
 let server: Server;
 let remote: RemoteNode;
+/** The generated client with no mapping: what the wire itself answers. */
+const raw = () => createClient(NodeService, createConnectTransport({ baseUrl: remote.address, httpVersion: '1.1' }));
 
 beforeAll(async () => {
   await execa('node', [join(import.meta.dirname, '..', '..', 'scripts', 'build-native.mjs')]);
@@ -160,36 +165,83 @@ describe('node RPC', () => {
     }
   });
 
-  it('a control plane of the version before numeric times (endAt as ISO 8601) creates and extends a sandbox: the node reads the end as epoch ms; a string that is no time is 400', async () => {
+  it('a message the schema cannot read, a value outside its sets and an unknown call are refused with a clear error, and nothing is done', async () => {
+    const before = (await remote.listSandboxes()).length;
+    const garbage = await fetch(`${remote.address}/cube.node.v1.NodeService/CreateSandbox`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/proto' },
+      body: new Uint8Array([0xff, 0xff, 0xff, 0x07, 0x01]),
+    });
+    expect(garbage.status).toBe(400);
+    expect(await garbage.json()).toMatchObject({ code: 'invalid_argument', message: expect.stringContaining('parse binary: illegal tag') });
+
     const sandboxID = newSandboxID();
-    const post = (method: string, args: unknown[]) =>
-      fetch(`${remote.address}/node/v1/${method}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ args }),
-      });
-    const end = new Date(Date.now() + 60_000).toISOString();
-    const created = await post('createSandbox', [{ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: end, env: {}, metadata: {} }]);
-    try {
-      expect(created.status).toBe(200);
-      expect(((await created.json()) as { result: { endAt: unknown } }).result.endAt).toBe(Date.parse(end));
-      const later = new Date(Date.now() + 120_000).toISOString();
-      const set = await post('setEndAt', [sandboxID, later]);
-      expect(set.status).toBe(200);
-      expect(((await set.json()) as { result: { endAt: unknown } }).result.endAt).toBe(Date.parse(later));
-      expect(await remote.getSandbox(sandboxID)).toMatchObject({ state: 'running', endAt: Date.parse(later) });
-      const bad = await post('setEndAt', [sandboxID, 'soon']);
-      expect(bad.status).toBe(400);
-      expect(await remote.getSandbox(sandboxID)).toMatchObject({ state: 'running', endAt: Date.parse(later) });
-    } finally {
-      await remote.destroySandbox(sandboxID);
-    }
+    const odd = await raw()
+      .createSandbox(
+        {
+          sandboxId: sandboxID,
+          templateId: 'host',
+          spec: { cpus: 1, memoryMib: 256, diskGib: 1 },
+          endAt: Date.now() + 60_000,
+          lifecycle: { onTimeout: 'explode' },
+        },
+        { headers: { authorization: `Bearer ${SECRET}` } },
+      )
+      .catch((e: unknown) => ConnectError.from(e));
+    expect(odd).toBeInstanceOf(ConnectError);
+    expect((odd as ConnectError).metadata.get('x-cube-code')).toBe('130400');
+    expect((odd as ConnectError).rawMessage).toContain('lifecycle.onTimeout "explode"');
+
+    const unknown = await fetch(`${remote.address}/cube.node.v1.NodeService/NoSuchCall`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(unknown.status).toBe(404);
+    expect(await remote.getSandbox(sandboxID)).toBeUndefined();
+    expect((await remote.listSandboxes()).length).toBe(before);
   });
 
-  it('node errors come back as the same CubeError; a dead address is 130596', async () => {
+  it("a call that reaches the node after its caller's deadline is refused (130596) and not done", async () => {
+    const sandboxID = newSandboxID();
+    const late = await raw()
+      .createSandbox(
+        { sandboxId: sandboxID, templateId: 'host', spec: { cpus: 1, memoryMib: 256, diskGib: 1 }, endAt: Date.now() + 60_000 },
+        { headers: { authorization: `Bearer ${SECRET}`, 'x-cube-deadline': String(Date.now() - 1000) } },
+      )
+      .catch((e: unknown) => ConnectError.from(e));
+    expect((late as ConnectError).metadata.get('x-cube-code')).toBe('130596');
+    expect((late as ConnectError).rawMessage).toContain("after its caller's deadline");
+    // Through the client: its own deadline already passed, whichever side gives up first, the answer is 130596.
+    await expect(
+      remote.createSandbox({
+        sandboxID,
+        templateID: 'host',
+        cpus: 1,
+        memoryMiB: 256,
+        diskGiB: 1,
+        endAt: Date.now() + 60_000,
+        env: {},
+        metadata: {},
+        deadline: Date.now() - 1000,
+      }),
+    ).rejects.toMatchObject({ kind: 'NODE_UNREACHABLE', code: 130596 });
+    expect(await remote.getSandbox(sandboxID)).toBeUndefined();
+  });
+
+  it('node errors come back as the same CubeError (code and message); a dead address is 130596', async () => {
     const e = await remote.pauseSandbox('nosuchsandboxxxxxxxx').catch((x: unknown) => x);
+    const here = await cubelet.pauseSandbox('nosuchsandboxxxxxxxx').catch((x: unknown) => x);
+    expect(here).toBeInstanceOf(CubeError);
     expect(e).toBeInstanceOf(CubeError);
+    expect(e).toMatchObject({ kind: (here as CubeError).kind, code: (here as CubeError).code, message: (here as CubeError).message });
     expect((e as CubeError).kind).toBe('NOT_FOUND');
+    // The same through connect-node's adapter (a JSON-codec Connect client: not the unary fast road).
+    const viaAdapter = await createClient(NodeService, createConnectTransport({ baseUrl: remote.address, httpVersion: '1.1', useBinaryFormat: false }))
+      .pauseSandbox({ sandboxId: 'nosuchsandboxxxxxxxx' }, { headers: { authorization: `Bearer ${SECRET}` } })
+      .catch((x: unknown) => ConnectError.from(x));
+    expect((viaAdapter as ConnectError).metadata.get('x-cube-code')).toBe(String((here as CubeError).code));
+    expect((viaAdapter as ConnectError).rawMessage).toBe((here as CubeError).message);
     const dead = new RemoteNode('dead', 'http://127.0.0.1:1', SECRET, 2000);
     await expect(dead.nodeView()).rejects.toMatchObject({ kind: 'NODE_UNREACHABLE', code: 130596 });
   });

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NodeView } from '../../src/api/types.js';
+import { RemoteNode } from '../../src/cubelet/remote.js';
 import type { TemplateRecord } from '../../src/templates/store.js';
 import { cubectl } from '../cli/run-cli.js';
 import { startCluster, until, type TestCluster } from '../helpers/cluster.js';
@@ -210,15 +211,17 @@ describe('template builds through a control replica', () => {
       },
       120_000,
     );
-    // Which node runs it: the one whose node RPC knows the build.
+    // Which node runs it: the one whose node API knows the build.
     let runner = 0;
     for (const i of [1, 2]) {
-      const r = await fetch(`${c.computes[i - 1]!.url}/node/v1/buildGet`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${c.secret}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ args: ['cdies', buildID] }),
-      });
-      if (r.status === 200) runner = i;
+      const n = c.computes[i - 1]!;
+      if (
+        await new RemoteNode(n.nodeID, n.url, c.secret).buildGet('cdies', buildID).then(
+          () => true,
+          () => false,
+        )
+      )
+        runner = i;
     }
     expect(runner).not.toBe(0);
     await c.computes[runner - 1]!.kill9();

@@ -2,8 +2,7 @@
 // times sends or wrote (ISO 8601) is read as epoch ms at the edge.
 import { describe, expect, it } from 'vitest';
 import { eventWire, nodeWire } from '../../src/api/admin/wire.js';
-import { heartbeatWithEpochTimes, nodeEventWithEpochTimes, type Heartbeat } from '../../src/cubelet/rpc-wire.js';
-import type { NodeEvent } from '../../src/cubelet/types.js';
+import { heartbeatWithEpochTimes, type Heartbeat } from '../../src/cubelet/rpc-wire.js';
 import { nodeWithEpochTimes } from '../../src/model/node.js';
 import { node } from '../scheduler/fixtures.js';
 
@@ -49,17 +48,6 @@ describe('a heartbeat from a node of the version before numeric times', () => {
     const got = heartbeatWithEpochTimes(hb);
     expect(got.seen).toEqual({ lastSeen: T, configVersion: 3 });
     expect(got.events).toEqual([{ at: T, kind: 'sandbox.oom', message: 'm', seq: 1 }]);
-  });
-
-  it("its event stream (node RPC events): sandboxes' and events' times are read as epoch ms", () => {
-    expect(nodeEventWithEpochTimes({ type: 'event', event: { at: ISO, kind: 'sandbox.oom', message: 'm' } } as unknown as NodeEvent)).toEqual({
-      type: 'event',
-      event: { at: T, kind: 'sandbox.oom', message: 'm' },
-    });
-    expect(nodeEventWithEpochTimes({ type: 'sandbox', sandbox } as unknown as NodeEvent)).toEqual({
-      type: 'sandbox',
-      sandbox: { sandboxID: 's1', startedAt: Date.parse(sandbox.startedAt), endAt: Date.parse(sandbox.endAt) },
-    });
   });
 
   it('a heartbeat of this version is the same object', () => {

@@ -1,6 +1,6 @@
 // How a fetched layer's stream is bounded: by progress (no byte for the stall time fails it with
 // 130425), never by a total time (a slow but moving stream runs past the stall time); the same for
-// a replica's create call on a node fetching the template (RemoteNode against a node RPC listener
+// a replica's create call on a node fetching the template (RemoteNode against a node API listener
 // that answers late); and the size a holder reports for a layer, which the fetching node checks
 // its free space against.
 import { mkdir, mkdtemp, rm, truncate, writeFile } from 'node:fs/promises';
@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stallGuard } from '../../src/templates/fetch.js';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { NodeService, NodeTemplates } from '../../src/cubelet/gen/cube/node/v1/node_pb.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
 import type { NodeCreateRequest } from '../../src/cubelet/types.js';
 import { CubeError } from '../../src/errors.js';
@@ -62,28 +64,36 @@ describe('layerBytes', () => {
   });
 });
 
-/** A node RPC listener whose create answers after `answerMs`, reporting `progress()` meanwhile. */
+/** A node API listener whose create answers after `answerMs`, reporting `progress()` meanwhile. */
 async function slowNode(answerMs: number, progress: () => { bytes: number; active: number }): Promise<{ server: Server; url: string; looks: number }> {
   const state = { looks: 0 };
-  const server = createServer((req, res) => {
-    req.resume();
-    if (req.url?.endsWith('/fetchProgress')) {
-      state.looks++;
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: progress() }));
-      return;
-    }
-    const t = setTimeout(
-      () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result: { sandboxID: 'sbx-1', state: 'running' } })),
-      answerMs,
-    );
-    res.on('close', () => clearTimeout(t));
+  const adapter = connectNodeAdapter({
+    routes: (router) => {
+      router.service(NodeTemplates, {
+        fetchProgress: () => {
+          state.looks++;
+          return progress();
+        },
+      });
+      router.service(NodeService, {
+        createSandbox: (m, ctx) =>
+          new Promise((resolve, reject) => {
+            const t = setTimeout(() => resolve({ sandboxId: m.sandboxId, state: 'running' }), answerMs);
+            ctx.signal.addEventListener('abort', () => {
+              clearTimeout(t);
+              reject(new Error('caller gone'));
+            });
+          }),
+      });
+    },
   });
+  const server = createServer(adapter);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return Object.assign(state, { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
 }
 
 describe('a create on a node fetching its template', () => {
-  const req = { sandboxID: 'sbx-1' } as unknown as NodeCreateRequest;
+  const req: NodeCreateRequest = { sandboxID: 'sbx-1', templateID: 'base', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: Date.now() + 60_000, env: {}, metadata: {} };
   // The call timeout, which is also the bound of each progress look: 200 ms let a look time out
   // on a CI machine at load 12 (the wait then ended early, as for a frozen node).
   const CALL_MS = 1000;
