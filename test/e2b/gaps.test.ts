@@ -3,7 +3,7 @@
 import { readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
-import { Sandbox, SandboxError } from 'e2b';
+import { Sandbox, SandboxError, Secret, SecretError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricOf, within } from '../../src/api/e2b/metrics.js';
 import { contentDisposition, metadataOf } from '../../src/api/envd/files.js';
@@ -167,6 +167,28 @@ describe('options cubed cannot honour are refused, not ignored', () => {
     const e = await Sandbox.connect(sbx.sandboxId, { ...opts, onResume: 'reboot' }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(SandboxError);
     expect((e as Error).message).toMatch(/^400: .*resume without memory is not supported/);
+  });
+
+  it('the MCP gateway: refused before any sandbox is made', async () => {
+    const before = (await Sandbox.list(opts).nextItems()).length;
+    const e = await Sandbox.create({ ...opts, mcp: { 'github/acme/tools': { runCmd: 'tools --stdio' } } }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(SandboxError);
+    expect((e as Error).message).toMatch(/^400: .*the MCP gateway .* is not supported/);
+    expect((await Sandbox.list(opts).nextItems()).length).toBe(before);
+  });
+
+  it('the secrets API: a not-found on each of its calls, saying it is not implemented where the SDK shows our message', async () => {
+    const said = /cubed does not implement E2B's secrets API \((POST|GET) \/secrets\)/;
+    const failed = async (call: () => Promise<unknown>): Promise<Error> => {
+      const e = await call().catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(SecretError);
+      return e as Error;
+    };
+    expect((await failed(() => Secret.create('token', 'v', opts))).message).toMatch(said);
+    expect((await failed(() => Secret.list(opts).nextItems())).message).toMatch(said);
+    // For one secret the SDK puts its own words on a 404 (SecretNotFoundError).
+    expect((await failed(() => Secret.getInfo('token', opts))).message).toBe('Secret token not found');
+    expect((await failed(() => Secret.update('token', 'w', opts))).message).toBe('Secret token not found');
   });
 });
 

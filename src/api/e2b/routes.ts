@@ -253,6 +253,16 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
 
   registerSnapshotRoutes(on, ctx, fresh, domain);
   registerLifecycleRoutes(on, ctx);
+
+  // E2B's secrets API (the SDK's Secret class): not implemented; a 404 that says so rather than "no route".
+  const noSecrets: Route = async (req) => {
+    throw new CubeError(
+      'NOT_FOUND',
+      `cubed does not implement E2B's secrets API (${req.method} ${(req.url ?? '').split('?', 1)[0]}): pass values to sandboxes as envs at create`,
+    );
+  };
+  for (const method of ['GET', 'POST'] as const) on(method, ['/secrets'], noSecrets);
+  for (const method of ['GET', 'POST', 'DELETE'] as const) on(method, ['/secrets/:secretID'], noSecrets);
 }
 
 /** Sets the end to now + seconds only when that is later than the current end. */

@@ -114,6 +114,8 @@ export const NewSandboxSchema = z.looseObject({
     })
     .optional(),
   volumeMounts: z.array(z.unknown()).optional(),
+  /** Sandbox.create({ mcp }): E2B's MCP gateway, which we do not run (refuseUnsupported). */
+  mcp: z.unknown().optional(),
   // Our extension (E2B sizes sandboxes by template): the same names the responses carry.
   cpuCount: z.number().positive().optional(),
   memoryMB: z.number().int().positive().optional(),
@@ -148,6 +150,11 @@ const NETWORK_SUPPORTED = new Set(['allowOut', 'denyOut', 'allowPublicTraffic'])
 
 /** Features the SDK can ask for that we do not have: refused with a clear reason rather than ignored. */
 export function refuseUnsupported(b: NewSandbox): void {
+  if (b.mcp !== undefined && b.mcp !== null)
+    throw new CubeError(
+      'BAD_REQUEST',
+      'the MCP gateway (Sandbox.create({ mcp })) is not supported: cubed runs no mcp-gateway template; start MCP servers in the sandbox with commands.run and reach them with getHost(port)',
+    );
   if (b.autoPauseMemory === false)
     throw new CubeError('BAD_REQUEST', 'onTimeout keepMemory false is not supported: a paused sandbox keeps its memory (frozen processes)');
   if (b.autoResume?.enabled && b.autoPause !== true) throw new CubeError('BAD_REQUEST', "autoResume needs autoPause (lifecycle onTimeout 'pause')");
