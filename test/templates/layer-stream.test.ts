@@ -93,7 +93,16 @@ async function slowNode(answerMs: number, progress: () => { bytes: number; activ
 }
 
 describe('a create on a node fetching its template', () => {
-  const req: NodeCreateRequest = { sandboxID: 'sbx-1', templateID: 'base', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: Date.now() + 60_000, env: {}, metadata: {} };
+  const req: NodeCreateRequest = {
+    sandboxID: 'sbx-1',
+    templateID: 'base',
+    cpus: 1,
+    memoryMiB: 256,
+    diskGiB: 1,
+    endAt: Date.now() + 60_000,
+    env: {},
+    metadata: {},
+  };
   // The call timeout, which is also the bound of each progress look: 200 ms let a look time out
   // on a CI machine at load 12 (the wait then ended early, as for a frozen node).
   const CALL_MS = 1000;
