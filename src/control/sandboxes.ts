@@ -27,6 +27,7 @@ import type { KeyBook } from './keys.js';
 import type { SandboxLocks } from './locks.js';
 import type { Nodes } from './nodes.js';
 import { createFromSnapshot, SnapshotBook } from './snapshots.js';
+import { VolumeBook } from './volumes.js';
 import type { WatchStream } from './watch.js';
 import { CreateKeys, createKeyOf } from './create-keys.js';
 import { CREATING_GRACE_MS, settleCreate, SETTLE_EVERY_MS, SETTLE_LEASE, staleCreates, undoCreate, type OutcomeDeps } from './create-outcomes.js';
@@ -36,6 +37,7 @@ const CREATE_ATTEMPTS = 3;
 
 export class SandboxOps {
   readonly snapshots: SnapshotBook;
+  readonly volumes: VolumeBook;
   /** Idempotent creates by the client's key (create-keys.ts); `keys` are the API keys' quotas. */
   private readonly createKeys: CreateKeys;
   /** What create-outcomes.ts needs of the control plane (the heartbeat reconcile uses it too). */
@@ -57,6 +59,14 @@ export class SandboxOps {
       node: (nodeID) => nodes.nodeApi(nodeID),
       sandbox: (id) => this.getSandbox(id),
       create: (req) => this.createSandbox(req),
+      log: ctx.log,
+    });
+    this.volumes = new VolumeBook({
+      store: ctx.store,
+      node: (nodeID) => nodes.nodeApi(nodeID),
+      nodeIDs: async () => (await ctx.store.listNodes()).filter((n) => !n.cordoned).map((n) => n.nodeID),
+      sandboxes: async () => (await this.listSandboxes()).filter((s) => s.state !== 'gone'),
+      defaultGiB: () => ctx.cfg.config.master.volumes.default_gib,
       log: ctx.log,
     });
     this.createKeys = new CreateKeys(ctx.store, () => this.createDeadlineMs(), ctx.log);
@@ -94,7 +104,7 @@ export class SandboxOps {
   /** Places and creates a sandbox; one create per idempotency key, on any replica (create-keys.ts). */
   async createSandbox(asked: CreateSandboxRequest): Promise<SandboxRecord> {
     const snap = await this.snapshots.forCreate(asked.templateID);
-    const req = snap ? createFromSnapshot(snap, asked) : asked;
+    const req = await this.volumes.forCreate(snap ? createFromSnapshot(snap, asked) : asked);
     if (req.idempotencyKey !== undefined)
       return this.createKeys.run(createKeyOf(req.actor, req.idempotencyKey), (id, moveTo) => this.placeCreate(req, id, moveTo));
     return this.placeCreate(req, newSandboxID());
@@ -257,6 +267,7 @@ export class SandboxOps {
         ...(req.actor !== undefined ? { owner: req.actor } : {}),
         ...(req.runtime !== undefined ? { runtime: req.runtime } : {}),
         ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
+        ...(req.volumes?.length ? { volumes: req.volumes } : {}),
       });
       // Over the pending record (or a heartbeat's update of it); a destroy that came meanwhile
       // wins, and the node's copy goes.

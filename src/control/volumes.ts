@@ -1,0 +1,194 @@
+// Volumes (E2B's volume API), the same for both control planes: the data on the node that holds
+// it (ns: a subvolume of its store with a quota-group limit, runtime/ns/volumes.ts), the record in
+// the state store. A create that mounts volumes is placed on their node (the request's nodeID is
+// pinned to it, as for a sandbox made from a snapshot); volumes on two nodes, or a node that is
+// down, refuse the create with the reason. A volume some sandbox mounts is not deleted (409).
+// The node's volumes are reached in process (role all); a node behind the node RPC has no volume
+// calls yet, and is refused for them with 422 (130435) naming why.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { NodeApi } from '../cubelet/types.js';
+import { CubeError } from '../errors.js';
+import { isVolumeID, newVolumeID } from '../ids.js';
+import type { CreateSandboxRequest, SandboxRecord } from '../model/sandbox.js';
+import { mountPathProblem, VOLUME_NAME, type VolumeMount, type VolumeRecord } from '../model/volume.js';
+import type { VolumeHost } from '../runtime/types.js';
+import type { StateStore } from '../store/types.js';
+import { audited } from './admission.js';
+
+const GIB = 1024 ** 3;
+
+/** Who asks: a user key sees only its own volumes, an admin key every one (as sandboxes). */
+export interface VolumeCaller {
+  keyID?: string;
+  role?: string;
+}
+
+export interface VolumeBookOptions {
+  store: StateStore;
+  /** The node API of a node by id (404/503 when unknown or unreachable). */
+  node: (nodeID: string) => Promise<NodeApi>;
+  /** Every known node id, in the order they are tried for a new volume. */
+  nodeIDs: () => Promise<string[]>;
+  /** Sandboxes that are not gone (their mounts). */
+  sandboxes: () => Promise<SandboxRecord[]>;
+  /** volumes.default_gib of the config in force. */
+  defaultGiB: () => number;
+  log: Logger;
+}
+
+/** What the API uses. */
+export type VolumeApi = Pick<VolumeBook, 'create' | 'list' | 'get' | 'remove' | 'content'>;
+
+/** The volumes a create mounts, resolved by name among its owner's, and the node they pin it to (pure). */
+export function resolveMounts(
+  asked: { name: string; path: string }[],
+  owned: VolumeRecord[],
+  pinned?: string,
+): { volumes: VolumeMount[]; nodeID: string } | undefined {
+  if (!asked.length) return undefined;
+  const volumes: VolumeMount[] = [];
+  const paths = new Set<string>();
+  let nodeID = pinned;
+  for (const m of asked) {
+    const problem = mountPathProblem(m.path);
+    if (problem !== undefined) throw new CubeError('BAD_REQUEST', `volumeMounts: ${problem}`);
+    if (paths.has(m.path)) throw new CubeError('BAD_REQUEST', `volumeMounts: two volumes are mounted at ${m.path}`);
+    paths.add(m.path);
+    const rec = owned.find((v) => v.name === m.name);
+    if (!rec) throw new CubeError('NOT_FOUND', `volumeMounts: volume ${JSON.stringify(m.name)} not found`);
+    if (nodeID !== undefined && rec.nodeID !== nodeID)
+      throw new CubeError(
+        'VOLUME_PLACEMENT',
+        `volume ${rec.name} (${rec.volumeID}) is on node ${rec.nodeID}, but ${pinned !== undefined && nodeID === pinned ? 'the create names' : 'another of its volumes is on'} node ${nodeID}: a sandbox mounts only volumes of the node it runs on`,
+      );
+    nodeID = rec.nodeID;
+    volumes.push({ volumeID: rec.volumeID, name: rec.name, path: m.path });
+  }
+  return { volumes, nodeID: nodeID! };
+}
+
+/** Whether two tokens are the same, in constant time (pure). */
+function sameToken(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export class VolumeBook {
+  constructor(private readonly o: VolumeBookOptions) {}
+
+  /** A new empty volume on a node that holds volumes; 409 when the caller has one of that name. */
+  async create(name: string, caller: VolumeCaller, opts: { sizeGiB?: number; nodeID?: string } = {}): Promise<VolumeRecord> {
+    if (typeof name !== 'string' || !VOLUME_NAME.test(name))
+      throw new CubeError('BAD_REQUEST', `volume name ${JSON.stringify(name)} must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit`);
+    const sizeGiB = opts.sizeGiB ?? this.o.defaultGiB();
+    if (!(Number.isFinite(sizeGiB) && sizeGiB > 0 && sizeGiB <= 16384))
+      throw new CubeError('BAD_REQUEST', `volume size ${sizeGiB} GiB must be above 0 and at most 16384`);
+    const taken = (await this.o.store.listVolumes()).find((v) => v.name === name && v.owner === caller.keyID);
+    if (taken) throw new CubeError('CONFLICT', `volume name ${name} is taken by ${taken.volumeID}`);
+    const { nodeID, host } = await this.pickNode(opts.nodeID);
+    const rec: VolumeRecord = {
+      volumeID: newVolumeID(),
+      name,
+      ...(caller.keyID !== undefined ? { owner: caller.keyID } : {}),
+      nodeID,
+      sizeBytes: Math.floor(sizeGiB * GIB),
+      createdAt: Date.now(),
+      token: randomBytes(24).toString('base64url'),
+    };
+    return audited(this.o.store, caller.keyID, 'volume.create', rec.volumeID, async () => {
+      await host.create(rec.volumeID, rec.sizeBytes);
+      let added = false;
+      try {
+        added = await this.o.store.addVolume(rec);
+      } finally {
+        if (!added)
+          await host
+            .remove(rec.volumeID)
+            .catch((err: unknown) => this.o.log.warn({ err, volumeID: rec.volumeID, nodeID }, 'a volume the store did not record stays on its node'));
+      }
+      if (!added) throw new CubeError('CONFLICT', `volume name ${name} was taken meanwhile`);
+      return rec;
+    });
+  }
+
+  /** Volumes the caller sees, oldest first. */
+  async list(caller: VolumeCaller): Promise<VolumeRecord[]> {
+    return (await this.o.store.listVolumes()).filter((v) => this.sees(caller, v));
+  }
+
+  /** By id (or, failing that, by the caller's name for it); 404 when the caller sees none. */
+  async get(ref: string, caller: VolumeCaller): Promise<VolumeRecord> {
+    const rec = isVolumeID(ref) ? await this.o.store.getVolume(ref) : (await this.list(caller)).find((v) => v.name === ref);
+    if (!rec || !this.sees(caller, rec)) throw new CubeError('NOT_FOUND', `volume ${ref} not found`);
+    return rec;
+  }
+
+  /** Deletes the node's subvolume, then the record; 409 while a sandbox mounts it. */
+  async remove(ref: string, caller: VolumeCaller): Promise<void> {
+    const rec = await this.get(ref, caller);
+    const users = (await this.o.sandboxes()).filter((s) => s.volumes?.some((v) => v.volumeID === rec.volumeID));
+    if (users.length)
+      throw new CubeError(
+        'VOLUME_IN_USE',
+        `volume ${rec.name} (${rec.volumeID}) is mounted by ${users.length} sandbox${users.length > 1 ? 'es' : ''} (${users
+          .slice(0, 5)
+          .map((s) => s.sandboxID)
+          .join(', ')}${users.length > 5 ? ', ...' : ''}): kill them first`,
+        { details: { sandboxIDs: users.map((s) => s.sandboxID) } },
+      );
+    await audited(this.o.store, caller.keyID, 'volume.delete', rec.volumeID, async () => {
+      await (await this.hostOf(rec)).remove(rec.volumeID);
+      await this.o.store.deleteVolume(rec.volumeID);
+    });
+  }
+
+  /** The volume whose content token this is, and its node's volumes; 401 for a wrong token, 404 for no volume. */
+  async content(volumeID: string, token: string | undefined): Promise<{ rec: VolumeRecord; host: VolumeHost }> {
+    const rec = isVolumeID(volumeID) ? await this.o.store.getVolume(volumeID) : undefined;
+    if (token === undefined || !rec || !sameToken(token, rec.token))
+      throw new CubeError(
+        'UNAUTHORIZED',
+        `volume ${volumeID}: missing or wrong volume token (send Authorization: Bearer <the token Volume.create or getInfo gave>)`,
+      );
+    return { rec, host: await this.hostOf(rec) };
+  }
+
+  /** A create with its volumeMounts resolved and its node pinned to theirs (unchanged without mounts). */
+  async forCreate(req: CreateSandboxRequest): Promise<CreateSandboxRequest> {
+    if (!req.volumeMounts?.length) return req;
+    const owned = (await this.o.store.listVolumes()).filter((v) => v.owner === req.actor);
+    const r = resolveMounts(req.volumeMounts, owned, req.nodeID)!;
+    return { ...req, volumes: r.volumes, nodeID: r.nodeID };
+  }
+
+  private sees(caller: VolumeCaller, v: VolumeRecord): boolean {
+    return caller.role !== 'user' || v.owner === caller.keyID;
+  }
+
+  private async hostOf(rec: VolumeRecord): Promise<VolumeHost> {
+    const node = await this.o.node(rec.nodeID);
+    if (!node.volumes)
+      throw new CubeError(
+        'VOLUME_UNAVAILABLE',
+        `volume ${rec.volumeID} is on node ${rec.nodeID}, which this control plane reaches over the node RPC: volume calls run only on a node in process (role all) in this version`,
+      );
+    return node.volumes;
+  }
+
+  /** The node for a new volume: the one named, else the first that holds volumes in process. */
+  private async pickNode(nodeID?: string): Promise<{ nodeID: string; host: VolumeHost }> {
+    const ids = nodeID !== undefined ? [nodeID] : await this.o.nodeIDs();
+    for (const id of ids) {
+      const node = await this.o.node(id).catch(() => undefined); // down or unknown: the next node
+      if (node?.volumes) return { nodeID: id, host: node.volumes };
+    }
+    throw new CubeError(
+      'VOLUME_UNAVAILABLE',
+      nodeID !== undefined
+        ? `node ${nodeID} cannot hold volumes here (it is unknown, down, behind the node RPC, or runs no ns runtime)`
+        : 'no node of this control plane holds volumes: volumes need a node in process with the ns runtime (role all) in this version',
+    );
+  }
+}
