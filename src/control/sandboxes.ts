@@ -216,6 +216,8 @@ export class SandboxOps {
       ...(keyed ? { keyed } : {}),
       ...secrets,
       ...(req.actor !== undefined ? { owner: req.actor } : {}),
+      // Known while it is made: a volume delete meanwhile is refused (VolumeBook.remove).
+      ...(req.volumes?.length ? { volumes: req.volumes } : {}),
     };
     // The sandbox's lock, the record and the in-flight count together: each round trip a create
     // waits for is a wake-up of the control and of the store, which on a loaded machine cost more
