@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Sandbox, Volume, VolumeError, VolumePathNotFoundError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cubectl } from '../cli/run-cli.js';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { sdkClient, type SdkClient } from '../helpers/sdk.js';
 
@@ -162,5 +163,30 @@ describe('volumeMounts at create', () => {
     }
     expect((await Sandbox.list(sdk.opts).nextItems()).length).toBe(0);
     await Volume.destroy(vol.volumeId, sdk.opts);
+  });
+});
+
+describe('cubectl volume', () => {
+  it('create, ls, get (size used, who mounts it), rm refused while mounted, rm; --json', async () => {
+    const created = await cubectl(['volume', 'create', 'vt-cli', '--size', '0.5', '--json'], sdk.env);
+    expect(created.code).toBe(0);
+    const v = JSON.parse(created.stdout) as { volumeID: string; sizeBytes: number; nodeID: string; token?: string };
+    expect(v).toMatchObject({ sizeBytes: 512 * 1024 ** 2, nodeID: d.nodeID });
+    expect(v.token).toBeUndefined();
+    expect((await cubectl(['volume', 'ls'], sdk.env)).stdout).toMatch(new RegExp(`${v.volumeID}\\s+vt-cli\\s+.*0\\.5 GiB`));
+    const sbx = await sdk.create('host', { volumeMounts: { '/data': 'vt-cli' } });
+    // Quota groups count at a transaction commit: synced here rather than waiting for btrfs's 30 s.
+    await sbx.commands.run('head -c 3000000 /dev/urandom > /data/z && sync -f /data/z');
+    const got = JSON.parse((await cubectl(['volume', 'get', 'vt-cli', '--json'], sdk.env)).stdout) as { mountedBy: string[]; usedBytes: number; token: string };
+    expect(got.mountedBy).toEqual([sbx.sandboxId]);
+    expect(got.usedBytes).toBeGreaterThan(3_000_000);
+    expect(got.token.length).toBeGreaterThan(20);
+    const busy = await cubectl(['volume', 'rm', 'vt-cli'], sdk.env);
+    expect(busy.code).not.toBe(0);
+    expect(busy.stderr).toMatch(/130430.*mounted by 1 sandbox \(/);
+    await sbx.kill();
+    const rm = await cubectl(['volume', 'rm', 'vt-cli', '--json'], sdk.env);
+    expect(JSON.parse(rm.stdout)).toEqual([{ volume: 'vt-cli', removed: true }]);
+    expect(existsSync(volumeDir(v.volumeID))).toBe(false);
   });
 });
