@@ -237,7 +237,7 @@ export class CubeClient {
   volume(ref: string): Promise<VolumeView> {
     return this.json('GET', `/admin/v1/volumes/${enc(ref)}`);
   }
-  createVolume(req: { name: string; sizeGiB?: number; owner?: string }): Promise<VolumeView> {
+  createVolume(req: { name: string; sizeGiB?: number; owner?: string; nodeID?: string }): Promise<VolumeView> {
     return this.json('POST', '/admin/v1/volumes', req);
   }
   async deleteVolume(ref: string): Promise<void> {

@@ -64,7 +64,7 @@ export class SandboxOps {
     this.volumes = new VolumeBook({
       store: ctx.store,
       node: (nodeID) => nodes.nodeApi(nodeID),
-      nodeIDs: async () => (await ctx.store.listNodes()).filter((n) => !n.cordoned).map((n) => n.nodeID),
+      nodeViews: () => nodes.listNodes(),
       sandboxes: async () => (await this.listSandboxes()).filter((s) => s.state !== 'gone'),
       defaultGiB: () => ctx.cfg.config.master.volumes.default_gib,
       log: ctx.log,

@@ -3,11 +3,12 @@
 // the state store. A create that mounts volumes is placed on their node (the request's nodeID is
 // pinned to it, as for a sandbox made from a snapshot); volumes on two nodes, or a node that is
 // down, refuse the create with the reason. A volume some sandbox mounts is not deleted (409).
-// The node's volumes are reached in process (role all); a node behind the node RPC has no volume
-// calls yet, and is refused for them with 422 (130435) naming why.
+// The node's volumes are reached in process (role all) or over the node RPC (cubelet/rpc-volumes.ts).
+// A new volume goes to the node with the most free store among those that offer the ns runtime.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { NodeApi } from '../cubelet/types.js';
+import type { NodeView } from '../model/node.js';
 import { CubeError } from '../errors.js';
 import { isVolumeID, newVolumeID } from '../ids.js';
 import type { CreateSandboxRequest, SandboxRecord } from '../model/sandbox.js';
@@ -28,8 +29,8 @@ export interface VolumeBookOptions {
   store: StateStore;
   /** The node API of a node by id (404/503 when unknown or unreachable). */
   node: (nodeID: string) => Promise<NodeApi>;
-  /** Every known node id, in the order they are tried for a new volume. */
-  nodeIDs: () => Promise<string[]>;
+  /** The nodes' views (runtimes, store, lost, cordoned). */
+  nodeViews: () => Promise<NodeView[]>;
   /** Sandboxes that are not gone (their mounts). */
   sandboxes: () => Promise<SandboxRecord[]>;
   /** volumes.default_gib of the config in force. */
@@ -87,18 +88,17 @@ export class VolumeBook {
       throw new CubeError('BAD_REQUEST', `volume size ${sizeGiB} GiB must be above 0 and at most 16384`);
     const taken = (await this.o.store.listVolumes()).find((v) => v.name === name && v.owner === caller.keyID);
     if (taken) throw new CubeError('CONFLICT', `volume name ${name} is taken by ${taken.volumeID}`);
-    const { nodeID, host } = await this.pickNode(opts.nodeID);
-    const rec: VolumeRecord = {
+    const made: Omit<VolumeRecord, 'nodeID'> = {
       volumeID: newVolumeID(),
       name,
       ...(caller.keyID !== undefined ? { owner: caller.keyID } : {}),
-      nodeID,
       sizeBytes: Math.floor(sizeGiB * GIB),
       createdAt: Date.now(),
       token: randomBytes(24).toString('base64url'),
     };
-    return audited(this.o.store, caller.keyID, 'volume.create', rec.volumeID, async () => {
-      await host.create(rec.volumeID, rec.sizeBytes);
+    return audited(this.o.store, caller.keyID, 'volume.create', made.volumeID, async () => {
+      const { nodeID, host } = await this.makeOnANode(made.volumeID, made.sizeBytes, opts.nodeID);
+      const rec: VolumeRecord = { ...made, nodeID };
       let added = false;
       try {
         added = await this.o.store.addVolume(rec);
@@ -160,6 +160,13 @@ export class VolumeBook {
     if (!req.volumeMounts?.length) return req;
     const owned = (await this.o.store.listVolumes()).filter((v) => v.owner === req.actor);
     const r = resolveMounts(req.volumeMounts, owned, req.nodeID)!;
+    const view = (await this.o.nodeViews()).find((n) => n.nodeID === r.nodeID);
+    if (!view || view.lost)
+      throw new CubeError(
+        'VOLUME_UNAVAILABLE',
+        `volume ${r.volumes.map((v) => v.name).join(', ')} is on node ${r.nodeID}, which is ${view ? 'lost (not heard from)' : 'not in the cluster'}: a sandbox that mounts it can start only there, once the node is back`,
+        { retryAfter: 5 },
+      );
     return { ...req, volumes: r.volumes, nodeID: r.nodeID };
   }
 
@@ -172,23 +179,41 @@ export class VolumeBook {
     if (!node.volumes)
       throw new CubeError(
         'VOLUME_UNAVAILABLE',
-        `volume ${rec.volumeID} is on node ${rec.nodeID}, which this control plane reaches over the node RPC: volume calls run only on a node in process (role all) in this version`,
+        `volume ${rec.volumeID} is on node ${rec.nodeID}, whose runtime holds no volumes`,
       );
     return node.volumes;
   }
 
-  /** The node for a new volume: the one named, else the first that holds volumes in process. */
-  private async pickNode(nodeID?: string): Promise<{ nodeID: string; host: VolumeHost }> {
-    const ids = nodeID !== undefined ? [nodeID] : await this.o.nodeIDs();
-    for (const id of ids) {
-      const node = await this.o.node(id).catch(() => undefined); // down or unknown: the next node
-      if (node?.volumes) return { nodeID: id, host: node.volumes };
+  /**
+   * Makes the volume on the node named, else on the node with the most free store among those
+   * that offer the ns runtime and are neither lost nor cordoned (one that cannot be reached is
+   * passed over for the next). A size no node has room for is refused by the last one asked.
+   */
+  private async makeOnANode(volumeID: string, sizeBytes: number, nodeID?: string): Promise<{ nodeID: string; host: VolumeHost }> {
+    const views = await this.o.nodeViews();
+    const able = (n: NodeView) => !n.lost && (n.runtimes ?? [{ name: n.runtime }]).some((r) => r.name === 'ns') && n.usage.store !== undefined;
+    const candidates =
+      nodeID !== undefined
+        ? views.filter((n) => n.nodeID === nodeID && able(n))
+        : views.filter((n) => able(n) && !n.cordoned).sort((a, b) => (b.usage.store?.freeBytes ?? 0) - (a.usage.store?.freeBytes ?? 0));
+    let last: unknown;
+    for (const n of candidates) {
+      try {
+        const node = await this.o.node(n.nodeID);
+        if (!node.volumes) continue;
+        await node.volumes.create(volumeID, sizeBytes);
+        return { nodeID: n.nodeID, host: node.volumes };
+      } catch (e) {
+        if (!(e instanceof CubeError && e.kind === 'NODE_UNREACHABLE')) throw e;
+        last = e; // that node is down: the next one
+      }
     }
+    if (last) throw last;
     throw new CubeError(
       'VOLUME_UNAVAILABLE',
       nodeID !== undefined
-        ? `node ${nodeID} cannot hold volumes here (it is unknown, down, behind the node RPC, or runs no ns runtime)`
-        : 'no node of this control plane holds volumes: volumes need a node in process with the ns runtime (role all) in this version',
+        ? `node ${nodeID} cannot hold volumes: it is unknown, lost, or offers no ns runtime with a store`
+        : 'no node can hold volumes: none offers the ns runtime with a store (or all are cordoned or lost)',
     );
   }
 }

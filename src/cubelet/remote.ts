@@ -10,7 +10,8 @@ import type { NodeView } from '../model/node.js';
 import { snapshotWithEpochTime, type EgressRequest, type PauseOptions, type SandboxUsage, type SandboxView } from '../model/sandbox.js';
 import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
-import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
+import type { FileMetadata, FileStat, FsChange, VolumeHost, WatchRequest } from '../runtime/types.js';
+import { remoteVolumes } from './rpc-volumes.js';
 import type { TemplateRecord } from '../templates/store.js';
 import type { BuildRecord } from '../templates/build/build.js';
 import {
@@ -324,6 +325,10 @@ export class RemoteNode implements NodeApi {
   }
   resizeProcess(sandboxID: string, pid: number, cols: number, rows: number): Promise<void> {
     return this.json('resizeProcess', sandboxID, pid, cols, rows);
+  }
+  /** The node's volumes, over the node RPC (rpc-volumes.ts). */
+  get volumes(): VolumeHost {
+    return remoteVolumes((method, init) => this.request(method, init), this.nodeID);
   }
   statFile(sandboxID: string, path: string, user?: string): Promise<FileStat> {
     return this.json('statFile', sandboxID, path, user);

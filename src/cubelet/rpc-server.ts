@@ -27,6 +27,7 @@ import {
 } from './rpc-wire.js';
 import type { NodeApi, PortUpstream, ProcessStream } from './types.js';
 import { sameTemplate } from '../model/template.js';
+import { isVolumeMethod, serveVolumeCall } from './rpc-volumes.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -95,6 +96,7 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
       const data = await readBody(req, MAX_FILE);
       return sendJson(res, 200, { result: await node.writeFile(q('sandboxID')!, q('path')!, data, q('user')) });
     }
+    if (isVolumeMethod(method)) return serveVolumeCall(node.volumes, method, req, res, url.searchParams);
     const { args = [] } = await readJson<{ args?: unknown[] }>(req, MAX_JSON);
     if (method === 'sendInput') {
       const [sandboxID, pid, data] = args as [string, number, string];

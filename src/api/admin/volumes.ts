@@ -1,7 +1,7 @@
 // /admin/v1/volumes (cubectl volume ls|create|get|rm): every key's volumes, as an admin key sees
 // them on the E2B routes, with what an operator asks more (size used, which sandboxes mount it).
 // A volume made here belongs to the key named by `owner` (a user key's volumeMounts find it by
-// name), else to the admin key that asks.
+// name), else to the admin key that asks; `nodeID` puts it on that node.
 import { z } from 'zod';
 import { sendJson, sendNoContent } from '../../http.js';
 import { isoTime } from '../../model/time.js';
@@ -12,7 +12,9 @@ import { body } from './body.js';
 
 type On = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, h: Handler) => void;
 
-const CreateBody = z.object({ name: z.string(), sizeGiB: z.number().positive().optional(), owner: z.string().min(1).optional() }).strict();
+const CreateBody = z
+  .object({ name: z.string(), sizeGiB: z.number().positive().optional(), owner: z.string().min(1).optional(), nodeID: z.string().min(1).optional() })
+  .strict();
 
 export function volumeWire(v: VolumeRecord, extra: Partial<Pick<VolumeView, 'usedBytes' | 'mountedBy' | 'token'>> = {}): VolumeView {
   const { token: _t, ...view } = v;
@@ -34,7 +36,8 @@ export function registerVolumeAdminRoutes(on: On, ctx: ApiContext): void {
   on('POST', '/volumes', async (req, res) => {
     const b = await body(req, CreateBody);
     const caller = b.owner !== undefined ? { keyID: b.owner, role: 'admin' } : admin(req);
-    sendJson(res, 201, volumeWire(await volumes.create(b.name, caller, b.sizeGiB !== undefined ? { sizeGiB: b.sizeGiB } : {})));
+    const where = { ...(b.sizeGiB !== undefined ? { sizeGiB: b.sizeGiB } : {}), ...(b.nodeID !== undefined ? { nodeID: b.nodeID } : {}) };
+    sendJson(res, 201, volumeWire(await volumes.create(b.name, caller, where)));
   });
 
   on('GET', '/volumes/:ref', async (req, res, p) => {

@@ -54,15 +54,17 @@ export function register(program: Command): void {
     .argument('<name>', '1-63 letters, digits, . _ -')
     .option('--size <gib>', 'size limit in GiB (default: volumes.default_gib)', Number)
     .option('--owner <keyID>', 'the API key (id) it belongs to (default: the admin key asking)')
+    .option('--node <nodeID>', 'the node to keep it on (default: the one with the most free store among those offering ns)')
     .addHelpText(
       'after',
       '\nJSON (--json): the VolumeView.\n' + examples('cubectl volume create data', 'cubectl volume create data --size 0.5 --owner key-0123abcd'),
     )
-    .action(async (name: string, o: { size?: number; owner?: string }, cmd: Command) => {
+    .action(async (name: string, o: { size?: number; owner?: string; node?: string }, cmd: Command) => {
       const v = await clientFor(cmd).createVolume({
         name,
         ...(o.size !== undefined ? { sizeGiB: o.size } : {}),
         ...(o.owner !== undefined ? { owner: o.owner } : {}),
+        ...(o.node !== undefined ? { nodeID: o.node } : {}),
       });
       if (globals(cmd).json) printJson(v);
       else process.stdout.write(`${v.volumeID} created (${v.name}, ${gib(v.sizeBytes)} on ${v.nodeID})\n`);
