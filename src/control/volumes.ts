@@ -176,11 +176,7 @@ export class VolumeBook {
 
   private async hostOf(rec: VolumeRecord): Promise<VolumeHost> {
     const node = await this.o.node(rec.nodeID);
-    if (!node.volumes)
-      throw new CubeError(
-        'VOLUME_UNAVAILABLE',
-        `volume ${rec.volumeID} is on node ${rec.nodeID}, whose runtime holds no volumes`,
-      );
+    if (!node.volumes) throw new CubeError('VOLUME_UNAVAILABLE', `volume ${rec.volumeID} is on node ${rec.nodeID}, whose runtime holds no volumes`);
     return node.volumes;
   }
 
