@@ -170,6 +170,20 @@ export class VolumeBook {
     return { ...req, volumes: r.volumes, nodeID: r.nodeID };
   }
 
+  /**
+   * At a node's start (role all, before the API serves: nothing is mid-create): a volume on its
+   * disk that no record names (a create cut short between the node and the store) is removed;
+   * a record whose data is gone is reported, not dropped (an operator may have moved the store).
+   */
+  async sweep(node: NodeApi): Promise<{ data: string[]; records: string[] }> {
+    if (!node.volumes) return { data: [], records: [] };
+    const held = await node.volumes.ids();
+    const mine = (await this.o.store.listVolumes()).filter((v) => v.nodeID === node.nodeID).map((v) => v.volumeID);
+    const data = held.filter((id) => !mine.includes(id));
+    for (const id of data) await node.volumes.remove(id);
+    return { data, records: mine.filter((id) => !held.includes(id)) };
+  }
+
   private sees(caller: VolumeCaller, v: VolumeRecord): boolean {
     return caller.role !== 'user' || v.owner === caller.keyID;
   }

@@ -2,7 +2,7 @@
 // content API (its own token, at E2B_VOLUME_API_URL), and volumeMounts at create: a subvolume of
 // the node's store with a size limit, mounted idmapped into ns sandboxes, several at once, kept
 // when they end.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Sandbox, Volume, VolumeError, VolumePathNotFoundError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -139,11 +139,14 @@ describe('volumeMounts at create', () => {
     expect(existsSync(volumeDir(vol.volumeId))).toBe(false);
   });
 
-  it('a volume survives a daemon restart', async () => {
+  it('a volume survives a daemon restart; one on disk that no record names is removed at the start', async () => {
     const vol = await Volume.create('vt-restart', sdk.opts);
     await vol.writeFile('/kept.txt', 'kept');
+    // What a create cut short between the node and the store would leave.
+    mkdirSync(volumeDir('vol-stray00000000000'));
     await d.restart();
     expect(await vol.readFile('/kept.txt')).toBe('kept');
+    expect(existsSync(volumeDir('vol-stray00000000000'))).toBe(false);
     await Volume.destroy(vol.volumeId, sdk.opts);
   });
 
