@@ -32,8 +32,8 @@ export function volumeJson(v: VolumeRecord): Record<string, unknown> {
 }
 
 /** E2B VolumeAndToken (create, get): no `domain`, so the SDK keeps its own (E2B_VOLUME_API_URL or apiUrl). */
-export function volumeAndTokenJson(v: VolumeRecord, usedBytes?: number): Record<string, unknown> {
-  return { ...volumeJson(v), token: v.token, ...(usedBytes !== undefined ? { usedBytes } : {}) };
+export function volumeAndTokenJson(v: VolumeRecord): Record<string, unknown> {
+  return { ...volumeJson(v), token: v.token };
 }
 
 /** E2B VolumeEntryStat of a FileStat (paths inside the volume) (pure). */
@@ -68,12 +68,8 @@ export function registerVolumeRoutes(on: On, ctx: ApiContext): void {
   });
 
   on('GET', ['/volumes/:volumeID'], async (req, res, _id, _q, params) => {
-    const rec = await ctx.cp.volumes.get(params.volumeID ?? '', who(req));
-    const used = await ctx.cp.volumes
-      .content(rec.volumeID, rec.token)
-      .then(({ host }) => host.usedBytes(rec.volumeID))
-      .catch(() => undefined); // its node down or remote: the record alone
-    sendJson(res, 200, volumeAndTokenJson(rec, used));
+    // The record alone (no call to its node: Volume.connect must not wait for a node that is down).
+    sendJson(res, 200, volumeAndTokenJson(await ctx.cp.volumes.get(params.volumeID ?? '', who(req))));
   });
 
   on('DELETE', ['/volumes/:volumeID'], async (req, res, _id, _q, params) => {
