@@ -164,7 +164,28 @@ describe('volumeMounts at create', () => {
       expect((e as Error).message).toMatch(/400/);
       expect((e as Error).message).toMatch(why);
     }
+    // /bin leads to the host's /usr/bin, mounted read-only in the host template.
+    const ro = await Sandbox.create('host', { ...sdk.opts, volumeMounts: { '/bin/vt-paths': 'vt-paths' } }).catch((x: unknown) => x);
+    expect((ro as Error).message).toMatch(/400: .*the mount point \/bin\/vt-paths cannot be made in this sandbox: Read-only file system/);
+    expect(existsSync('/usr/bin/vt-paths')).toBe(false);
     expect((await Sandbox.list(sdk.opts).nextItems()).length).toBe(0);
+    await Volume.destroy(vol.volumeId, sdk.opts);
+  });
+
+  it("a mount point behind a sandbox's own symlinks is made inside it, never on the host", async () => {
+    const vol = await Volume.create('vt-links', sdk.opts);
+    await vol.writeFile('/marker', 'in the volume');
+    // A snapshot whose layer holds an absolute link to /etc and one climbing past the root.
+    const a = await sdk.create('host');
+    await a.commands.run('ln -s /etc /home/user/evil && ln -s ../../../../../../.. /home/user/up');
+    const snap = await a.createSnapshot();
+    const b = await sdk.create(snap.snapshotId, { volumeMounts: { '/home/user/evil/cube-vt-links': 'vt-links', '/home/user/up/cube-vt-up': 'vt-links' } });
+    expect((await b.commands.run('cat /etc/cube-vt-links/marker /cube-vt-up/marker')).stdout).toBe('in the volumein the volume');
+    expect(existsSync('/etc/cube-vt-links')).toBe(false);
+    expect(existsSync('/cube-vt-up')).toBe(false);
+    await b.kill();
+    await a.kill();
+    await Sandbox.deleteSnapshot(snap.snapshotId, sdk.opts);
     await Volume.destroy(vol.volumeId, sdk.opts);
   });
 });

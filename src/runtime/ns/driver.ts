@@ -11,7 +11,7 @@ import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
 import { envVarsProblem } from '../../model/env.js';
 import { BtrfsStore } from '../../storage/btrfs-store.js';
-import { NsVolumes, volumeArgs } from './volumes.js';
+import { NsVolumes, volumeArgs, volumeMountError } from './volumes.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../../templates/store.js';
 import type {
   ExecProcess,
@@ -226,7 +226,7 @@ export class NsDriver implements RuntimeDriver {
       const r = await this.helper.create(args);
       const initPid = Number(r.stdout.trim());
       if (r.exitCode !== 0 || !Number.isInteger(initPid) || initPid <= 0) {
-        throw new CubeError('CREATE_FAILED', `sandbox ${id}: ${r.stderr.trim() || `launcher exited ${r.exitCode}`}`);
+        throw volumeMountError(r.stderr) ?? new CubeError('CREATE_FAILED', `sandbox ${id}: ${r.stderr.trim() || `launcher exited ${r.exitCode}`}`);
       }
       if (spec.fromSnapshot !== undefined) this.storage.refillClones(spec.fromSnapshot);
       this.log?.debug({ sandboxID: id, initPid }, 'sandbox created');

@@ -149,6 +149,15 @@ export function volumeArgs(mounts: { volumeID: string; path: string }[], dirOf: 
   return out;
 }
 
+/**
+ * The launcher's refusal of a mount point (a path through a file, or on the read-only /usr of a
+ * host-usr template) as the caller's 400; undefined for any other failure (pure).
+ */
+export function volumeMountError(stderr: string): CubeError | undefined {
+  const m = /volume mount point (\S+)(?:: (?:parent|mkdir))?: (.+)$/m.exec(stderr);
+  return m ? new CubeError('BAD_REQUEST', `volumeMounts: the mount point ${m[1]} cannot be made in this sandbox: ${m[2]!.trim()}`) : undefined;
+}
+
 /** 400 unless uid and gid are ids a sandbox maps and mode is a permission mode (pure). */
 function checkIds<T extends { uid?: number; gid?: number; mode?: number }>(m: T): { uid?: number; gid?: number; mode?: number } {
   for (const k of ['uid', 'gid'] as const) {
