@@ -74,6 +74,15 @@ describe('the volume API', () => {
     expect(res.status).toBe(401);
     const byKey = await fetch(`${d.url}/volumecontent/${vol.volumeId}/path?path=/x`, { headers: { 'x-api-key': d.apiKey } });
     expect(byKey.status).toBe(401);
+    // A flood of wrong tokens is answered 429 past api.auth_failures_per_sec (20); the right one still works.
+    const codes = await Promise.all(
+      Array.from({ length: 100 }, () =>
+        fetch(`${d.url}/volumecontent/${vol.volumeId}/path?path=/x`, { headers: { authorization: 'Bearer wrong' } }).then((r) => r.status),
+      ),
+    );
+    expect(codes).toContain(429);
+    expect(codes.every((c) => c === 401 || c === 429)).toBe(true);
+    expect((await vol.getInfo('/x')).type).toBe('directory');
     await Volume.destroy(other.volumeId, sdk.opts);
     await Volume.destroy(vol.volumeId, sdk.opts);
   });

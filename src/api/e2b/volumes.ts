@@ -14,6 +14,7 @@ import { isoTime } from '../../model/time.js';
 import type { VolumeRecord } from '../../model/volume.js';
 import type { FileStat, VolumeWriteOptions } from '../../runtime/types.js';
 import type { ApiContext, Caller } from '../context.js';
+import { RateLimiter } from '../rate-limit.js';
 import { parseBody } from './wire.js';
 
 type Req = IncomingMessage & { caller?: Caller };
@@ -80,11 +81,23 @@ export function registerVolumeRoutes(on: On, ctx: ApiContext): void {
 
 /** The content API's route, served before API-key auth (its own token). */
 export function volumeContentRoute(ctx: ApiContext): { prefix: string; handle: (req: IncomingMessage, res: ServerResponse) => void } {
+  // Wrong tokens count against their source like wrong API keys (api.auth_failures_per_sec): past
+  // it they are answered 429 instead of 401. A right token is never held back by others' failures
+  // from the same address (a NAT): guessing one (192 random bits) is not the risk, a flood is.
+  const failures = new RateLimiter(() => ctx.config().api.auth_failures_per_sec);
+  const limited = (wait: number) =>
+    new CubeError('RATE_LIMITED', `more than ${ctx.config().api.auth_failures_per_sec} failed authentications per second from this address`, {
+      retryAfter: wait,
+    });
   return {
     prefix: VOLUME_CONTENT_PREFIX,
     handle: (req, res) => {
       serveContent(ctx, req, res).catch((e: unknown) => {
-        if (isCubeError(e) && e.kind === 'UNAUTHORIZED') res.setHeader('www-authenticate', 'Bearer');
+        if (isCubeError(e) && e.kind === 'UNAUTHORIZED') {
+          const wait = failures.take(req.socket.remoteAddress ?? '');
+          if (wait > 0) return sendError(res, limited(wait), 'e2b', ctx.log);
+          res.setHeader('www-authenticate', 'Bearer');
+        }
         sendError(res, e, 'e2b', ctx.log);
       });
     },
