@@ -10,6 +10,7 @@ import { CubeError } from '../../src/errors.js';
 import { mountPathProblem, type VolumeRecord } from '../../src/model/volume.js';
 import { RuntimeSet } from '../../src/runtime/multi.js';
 import { SimDriver } from '../../src/runtime/sim/driver.js';
+import { volumeMountError } from '../../src/runtime/ns/volumes.js';
 
 const vol = (volumeID: string, name: string, nodeID: string): VolumeRecord => ({ volumeID, name, nodeID, sizeBytes: 1, createdAt: 0, token: 't' });
 const kindOf = (fn: () => unknown): string | undefined => {
@@ -104,5 +105,20 @@ describe('a node whose runtime mounts no volumes', () => {
     expect((e as CubeError).code).toBe(130433);
     expect((e as CubeError).http).toBe(422);
     expect(await set.scan()).toEqual([]);
+  });
+});
+
+describe("the launcher's mount failures", () => {
+  it('a mount point it cannot make is 400 with the path and reason; a volume gone meanwhile 404; anything else is not the caller’s', () => {
+    const ro = volumeMountError('cube-launch: volume mount point /bin/x: mkdir: Read-only file system\n');
+    expect(ro?.kind).toBe('BAD_REQUEST');
+    expect(ro?.message).toBe('volumeMounts: the mount point /bin/x cannot be made in this sandbox: Read-only file system');
+    expect(volumeMountError('cube-launch: volume mount point /a/b: Not a directory')?.message).toMatch(
+      /\/a\/b cannot be made in this sandbox: Not a directory/,
+    );
+    const gone = volumeMountError('cube-launch: open_tree /d/store/volumes/vol-0123456789abcdef: No such file or directory');
+    expect(gone?.kind).toBe('NOT_FOUND');
+    expect(gone?.message).toMatch(/volume vol-0123456789abcdef was deleted/);
+    expect(volumeMountError('cube-launch: mount overlay on /m: Invalid argument')).toBeUndefined();
   });
 });

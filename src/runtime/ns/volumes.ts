@@ -151,11 +151,14 @@ export function volumeArgs(mounts: { volumeID: string; path: string }[], dirOf: 
 
 /**
  * The launcher's refusal of a mount point (a path through a file, or on the read-only /usr of a
- * host-usr template) as the caller's 400; undefined for any other failure (pure).
+ * host-usr template) as the caller's 400, and a volume deleted between the control plane's check
+ * and the mount as 404; undefined for any other failure (pure).
  */
 export function volumeMountError(stderr: string): CubeError | undefined {
   const m = /volume mount point (\S+)(?:: (?:parent|mkdir))?: (.+)$/m.exec(stderr);
-  return m ? new CubeError('BAD_REQUEST', `volumeMounts: the mount point ${m[1]} cannot be made in this sandbox: ${m[2]!.trim()}`) : undefined;
+  if (m) return new CubeError('BAD_REQUEST', `volumeMounts: the mount point ${m[1]} cannot be made in this sandbox: ${m[2]!.trim()}`);
+  const gone = /open_tree \S*\/(vol-[a-z0-9]{16}): No such file or directory/.exec(stderr);
+  return gone ? new CubeError('NOT_FOUND', `volumeMounts: volume ${gone[1]} was deleted while the sandbox was being made`) : undefined;
 }
 
 /** 400 unless uid and gid are ids a sandbox maps and mode is a permission mode (pure). */
