@@ -27,7 +27,7 @@ import type { KeyBook } from './keys.js';
 import type { SandboxLocks } from './locks.js';
 import type { Nodes } from './nodes.js';
 import { createFromSnapshot, SnapshotBook } from './snapshots.js';
-import { VolumeBook } from './volumes.js';
+import { placedForVolumes, VolumeBook } from './volumes.js';
 import type { WatchStream } from './watch.js';
 import { CreateKeys, createKeyOf } from './create-keys.js';
 import { CREATING_GRACE_MS, settleCreate, SETTLE_EVERY_MS, SETTLE_LEASE, staleCreates, undoCreate, type OutcomeDeps } from './create-outcomes.js';
@@ -105,9 +105,11 @@ export class SandboxOps {
   async createSandbox(asked: CreateSandboxRequest): Promise<SandboxRecord> {
     const snap = await this.snapshots.forCreate(asked.templateID);
     const req = await this.volumes.forCreate(snap ? createFromSnapshot(snap, asked) : asked);
-    if (req.idempotencyKey !== undefined)
-      return this.createKeys.run(createKeyOf(req.actor, req.idempotencyKey), (id, moveTo) => this.placeCreate(req, id, moveTo));
-    return this.placeCreate(req, newSandboxID());
+    const made =
+      req.idempotencyKey !== undefined
+        ? this.createKeys.run(createKeyOf(req.actor, req.idempotencyKey), (id, moveTo) => this.placeCreate(req, id, moveTo))
+        : this.placeCreate(req, newSandboxID());
+    return req.volumes?.length ? made.catch((e: unknown) => Promise.reject(placedForVolumes(e, req))) : made;
   }
 
   /**

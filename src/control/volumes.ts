@@ -69,6 +69,20 @@ export function resolveMounts(
   return { volumes, nodeID: nodeID! };
 }
 
+/**
+ * A placement refused on the node a create's volumes pinned it to, saying so: the scheduler's reason
+ * names the node's shortfall, not why no other node was tried (pure; other errors as they are).
+ */
+export function placedForVolumes(e: unknown, req: CreateSandboxRequest): unknown {
+  if (!(e instanceof CubeError) || e.kind !== 'NO_NODE' || !req.volumes?.length) return e;
+  const names = req.volumes.map((v) => v.name).join(', ');
+  return new CubeError('NO_NODE', `${e.message} (it mounts volume ${names} of node ${req.nodeID}, so it can run only there)`, {
+    ...(e.details ? { details: e.details } : {}),
+    ...(e.retryAfter !== undefined ? { retryAfter: e.retryAfter } : {}),
+    cause: e,
+  });
+}
+
 /** Whether two tokens are the same, in constant time (pure). */
 function sameToken(a: string, b: string): boolean {
   const x = Buffer.from(a);

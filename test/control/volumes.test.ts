@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { resolveMounts } from '../../src/control/volumes.js';
+import { placedForVolumes, resolveMounts } from '../../src/control/volumes.js';
 import { checkVolumes } from '../../src/cubelet/volumes.js';
 import { CubeError } from '../../src/errors.js';
 import { mountPathProblem, type VolumeRecord } from '../../src/model/volume.js';
@@ -120,5 +120,19 @@ describe("the launcher's mount failures", () => {
     expect(gone?.kind).toBe('NOT_FOUND');
     expect(gone?.message).toMatch(/volume vol-0123456789abcdef was deleted/);
     expect(volumeMountError('cube-launch: mount overlay on /m: Invalid argument')).toBeUndefined();
+  });
+});
+
+describe('placedForVolumes', () => {
+  it('adds the volumes to a placement refused on their node; other errors and creates without volumes pass as they are', () => {
+    const req = { nodeID: 'n1', volumes: [{ volumeID: 'vol-a', name: 'a', path: '/x' }] };
+    const refused = new CubeError('NO_NODE', 'no node can take it: n1: mem 90% > 80%', { retryAfter: 1 });
+    const e = placedForVolumes(refused, req) as CubeError;
+    expect(e.kind).toBe('NO_NODE');
+    expect(e.retryAfter).toBe(1);
+    expect(e.message).toBe('no node can take it: n1: mem 90% > 80% (it mounts volume a of node n1, so it can run only there)');
+    expect(placedForVolumes(refused, {})).toBe(refused);
+    const other = new CubeError('NODE_UNREACHABLE', 'down');
+    expect(placedForVolumes(other, req)).toBe(other);
   });
 });
