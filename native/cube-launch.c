@@ -58,6 +58,7 @@
 #include <linux/btrfs.h>
 #include <linux/magic.h>
 #include <linux/mount.h>
+#include <linux/openat2.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -613,6 +614,81 @@ static void enter_own_userns(int ready, int go) {
   if (setresgid(0, 0, 0) < 0 || setgroups(1, none) < 0 || setresuid(0, 0, 0) < 0) die("become root of the user namespace");
 }
 
+// ---- volumes -------------------------------------------------------------------------------------
+// create -v HOSTDIR:PATH (repeatable): a volume (a subvolume of the store, src/storage/volumes.ts)
+// mounted at PATH inside the sandbox, nosuid and nodev, after the overlay and before /proc, /dev
+// and /tmp. Under -I it is an idmapped mount like the layers, so its files keep ids 0/1000 on
+// disk and every sandbox that mounts it sees them as its own root and user. The mount point is
+// looked up and made below the sandbox's root with RESOLVE_IN_ROOT, one component at a time: a
+// template's symlink (`/data -> /etc`) resolves inside the sandbox, never to the host's tree.
+#define MAX_VOLUMES 16
+static const char *vol_src[MAX_VOLUMES], *vol_dst[MAX_VOLUMES];
+static int nvol;
+
+static int open_in_root(int root, const char *rel) {
+  struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+  return (int)syscall(SYS_openat2, root, rel[0] ? rel : ".", &how, sizeof how);
+}
+
+// The directory PATH below the root `m`, made (0755, host root's) where missing; an O_PATH fd.
+static int volume_mountpoint(const char *m, const char *path) {
+  int root = open(m, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) die("open %s", m);
+  char rel[4096];
+  snprintf(rel, sizeof rel, "%s", path[0] == '/' ? path + 1 : path);
+  size_t n = strlen(rel);
+  for (size_t i = 0; i <= n; i++) {
+    if (rel[i] != '/' && rel[i] != '\0') continue;
+    char save = rel[i];
+    rel[i] = '\0';
+    int fd = open_in_root(root, rel);
+    if (fd < 0 && errno == ENOENT) {
+      char *slash = strrchr(rel, '/');
+      int parent;
+      if (slash) {
+        *slash = '\0';
+        parent = open_in_root(root, rel);
+        *slash = '/';
+      } else {
+        parent = dup(root);
+      }
+      if (parent < 0) die("volume mount point %s: parent", path);
+      if (mkdirat(parent, slash ? slash + 1 : rel, 0755) < 0 && errno != EEXIST) die("volume mount point %s: mkdir", path);
+      close(parent);
+      fd = open_in_root(root, rel);
+    }
+    if (fd < 0) die("volume mount point %s", path);
+    rel[i] = save;
+    if (save == '\0') {
+      close(root);
+      return fd;
+    }
+    close(fd);
+  }
+  close(root);
+  errno = EINVAL;
+  die("volume mount point %s", path);
+  return -1;
+}
+
+static void mount_volumes(const char *m) {
+  for (int i = 0; i < nvol; i++) {
+    int tree;
+    if (id_base >= 0) {
+      tree = idmapped_tree(vol_src[i], 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    } else {
+      tree = (int)syscall(SYS_open_tree, AT_FDCWD, vol_src[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+      if (tree < 0) die("open_tree %s", vol_src[i]);
+      struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+      if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &a, sizeof a) < 0) die("volume %s: nosuid, nodev", vol_src[i]);
+    }
+    int at = volume_mountpoint(m, vol_dst[i]);
+    if (syscall(SYS_move_mount, tree, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) die("mount volume %s on %s", vol_src[i], vol_dst[i]);
+    close(at);
+    close(tree);
+  }
+}
+
 static void sandbox_init(const char *id, const char *lower, const char *lower_base, const char *upper,
                          const char *work, const char *m, int bind_usr, int tmp_mib, int ready, int go) {
   report_fd = ready;
@@ -671,6 +747,7 @@ static void sandbox_init(const char *id, const char *lower, const char *lower_ba
       mount_at(NULL, m, "usr", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
     }
   }
+  mount_volumes(m);
   mkdir_at(m, "proc", 0555);
   mount_at("proc", m, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   static const char *proc_ro[] = {"sys", "sysrq-trigger", "bus", "fs", "irq"};
@@ -734,8 +811,16 @@ static int cmd_create(int argc, char **argv) {
   const char *cgroups[MAX_CGROUPS];
   int ncg = 0, bind_usr = 0, tmp_mib = 64, opt;
   uint64_t disk_limit = 0;
-  while ((opt = getopt(argc, argv, "i:l:L:u:w:m:n:c:t:q:UI:")) != -1) {
+  while ((opt = getopt(argc, argv, "i:l:L:u:w:m:n:c:t:q:UI:v:")) != -1) {
     switch (opt) {
+      case 'v': {
+        char *colon = strchr(optarg, ':');
+        if (!colon || nvol == MAX_VOLUMES || colon[1] != '/') { fprintf(stderr, "cube-launch: -v HOSTDIR:/PATH, at most %d\n", MAX_VOLUMES); return 2; }
+        *colon = '\0';
+        vol_src[nvol] = optarg;
+        vol_dst[nvol++] = colon + 1;
+        break;
+      }
       case 'q': disk_limit = strtoull(optarg, NULL, 10); break;
       case 'I': id_base = strtol(optarg, NULL, 10); break;
       case 'i': id = optarg; break;

@@ -47,6 +47,12 @@ export const ErrorTable = {
   IMAGE_NOT_FOUND: { code: 130426, http: 404, name: 'image or tag not found in the registry' },
   REGISTRY_AUTH: { code: 130427, http: 403, name: 'registry refused the credentials' },
   REGISTRY_UNREACHABLE: { code: 130428, http: 503, name: 'registry unreachable' },
+  VOLUME_IN_USE: { code: 130430, http: 409, name: 'volume in use by a sandbox' },
+  VOLUME_FULL: { code: 130431, http: 413, name: 'volume full: its size limit is reached' },
+  VOLUME_TOO_LARGE: { code: 130432, http: 400, name: "volume size over the store's free space" },
+  VOLUME_RUNTIME: { code: 130433, http: 422, name: 'this runtime cannot mount volumes' },
+  VOLUME_PLACEMENT: { code: 130434, http: 409, name: 'the volumes of a create are on different nodes' },
+  VOLUME_UNAVAILABLE: { code: 130435, http: 422, name: 'no node can hold the volume, or its node is lost' },
   STORE_FULL: { code: 130598, http: 503, name: 'store full' },
   IDS_EXHAUSTED: { code: 130599, http: 503, name: 'no free sandbox host id range' },
 } as const;

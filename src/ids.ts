@@ -75,3 +75,15 @@ export function newSnapshotID(): string {
 export function isSnapshotID(s: string): boolean {
   return /^snap-[a-z0-9]{16}$/.test(s);
 }
+
+/** A volume's id (E2B volumeID): `vol-` and 16 of [a-z0-9]. */
+export function newVolumeID(): string {
+  const bytes = randomBytes(16);
+  let id = 'vol-';
+  for (const b of bytes) id += ALPHABET[b % 36]!;
+  return id;
+}
+
+export function isVolumeID(s: string): boolean {
+  return /^vol-[a-z0-9]{16}$/.test(s);
+}

@@ -13,6 +13,7 @@ import { needsAdmin, presentedKey } from './auth.js';
 import type { ApiContext, ApiRouter, Caller } from './context.js';
 import { registerE2bRoutes } from './e2b/routes.js';
 import { e2bTemplateRoutes } from './e2b/templates.js';
+import { volumeContentRoute } from './e2b/volumes.js';
 import { handleSandboxTraffic, handleSandboxUpgrade, isSandboxTraffic } from './envd/index.js';
 import { sendError, sendJson, type Flavour } from '../http.js';
 import { createMetrics } from './metrics.js';
@@ -50,6 +51,7 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   registerE2bRoutes(router, ctx);
   const templates = e2bTemplateRoutes(ctx);
   templates.register(router);
+  const volumeContent = volumeContentRoute(ctx);
   const limiter = new RateLimiter(() => ctx.config().api.rate_limit_per_sec);
   const failures = new RateLimiter(() => ctx.config().api.auth_failures_per_sec);
   const creates = new ConcurrencyLimiter(() => ctx.config().api.create_concurrency_per_key);
@@ -60,7 +62,7 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
     const path = url.split('?', 1)[0]!;
     if (isSandboxTraffic(req, ctx)) return handleSandboxTraffic(req, res, ctx, failures);
     // Template file uploads carry a signed link instead of a key (the SDK sends none with them).
-    const extra = [templates.uploadRoute, ...(o.extraRoutes ?? [])].find((r) => path.startsWith(r.prefix));
+    const extra = [templates.uploadRoute, volumeContent, ...(o.extraRoutes ?? [])].find((r) => path.startsWith(r.prefix));
     if (extra) return extra.handle(req, res);
     if (path === '/health' && req.method === 'GET') return sendJson(res, 200, { status: 'ok', nodeID: o.nodeID, version: o.version });
     const caller = await authenticate(req);

@@ -8,6 +8,7 @@ import type { KeyView as ModelKeyView } from '../model/api-key.js';
 import type { EventView as ModelEventView } from '../model/event.js';
 import type { NodeView as ModelNodeView } from '../model/node.js';
 import type { SandboxView as ModelSandboxView, SnapshotView as ModelSnapshotView } from '../model/sandbox.js';
+import type { VolumeRecord } from '../model/volume.js';
 import type { Snapshot as ModelSnapshot, WatchMessage as ModelWatchMessage } from '../model/watch.js';
 
 export type { KeyQuotas, KeyRole, KeyUsage, QuotaLimits, QuotaName } from '../model/api-key.js';
@@ -30,6 +31,18 @@ export interface NodeView extends Omit<ModelNodeView, 'lastSeen' | 'evictAt'> {
   lastSeen: string;
   /** ISO 8601: a pending `drain --evict` destroys the node's sandboxes at this time. */
   evictAt?: string;
+}
+
+/** A volume: its record without its content token (in `volume get`'s answer only), its time in ISO 8601. */
+export interface VolumeView extends Omit<VolumeRecord, 'createdAt' | 'token'> {
+  /** ISO 8601. */
+  createdAt: string;
+  /** Bytes its data and metadata take; absent when its node did not say. */
+  usedBytes?: number;
+  /** The sandboxes that mount it (`volume get`). */
+  mountedBy?: string[];
+  /** The bearer token of its content API (`volume get`). */
+  token?: string;
 }
 
 export interface SnapshotView extends Omit<ModelSnapshotView, 'createdAt'> {

@@ -19,6 +19,7 @@ import type {
   SandboxView,
   SnapshotView,
   StatsView,
+  VolumeView,
   WatchMessage,
 } from '../api/types.js';
 import type { TemplateListing } from '../api/admin/templates.js';
@@ -229,6 +230,18 @@ export class CubeClient {
   }
   async deleteSnapshot(ref: string): Promise<void> {
     await this.send('DELETE', `/admin/v1/snapshots/${enc(ref)}`);
+  }
+  volumes(): Promise<VolumeView[]> {
+    return this.json('GET', '/admin/v1/volumes');
+  }
+  volume(ref: string): Promise<VolumeView> {
+    return this.json('GET', `/admin/v1/volumes/${enc(ref)}`);
+  }
+  createVolume(req: { name: string; sizeGiB?: number; owner?: string; nodeID?: string }): Promise<VolumeView> {
+    return this.json('POST', '/admin/v1/volumes', req);
+  }
+  async deleteVolume(ref: string): Promise<void> {
+    await this.send('DELETE', `/admin/v1/volumes/${enc(ref)}`);
   }
 
   /** Runs a command; yields `start`, output chunks and exactly one `end` (aborting the signal kills it). */

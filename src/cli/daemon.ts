@@ -457,6 +457,8 @@ async function runAll(flags: Flags): Promise<void> {
   heartbeat.start();
   const swept = await cp.snapshots.sweep(node);
   if (swept.data.length || swept.records.length) log.info({ unrecorded: swept.data, dataGone: swept.records }, 'snapshots swept at start');
+  const vols = await cp.volumes.sweep(node);
+  if (vols.data.length || vols.records.length) log.warn({ unrecorded: vols.data, dataGone: vols.records }, 'volumes swept at start');
   const api = createApiServer({
     ctx: {
       cp,

@@ -222,6 +222,19 @@ export const MasterConfigSchema = z
       })
       .strict()
       .prefault({}),
+    volumes: z
+      .object({
+        default_gib: z
+          .number()
+          .positive()
+          .max(16384)
+          .default(1)
+          .describe(
+            "size limit of a volume whose create names none (E2B's Volume.create sends only a name), in GiB: the exclusive btrfs quota-group limit of its subvolume (data and metadata); a write over it fails with 413 (130431), and a size over the store's free space is refused with 400 (130432)",
+          ),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

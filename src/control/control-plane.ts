@@ -12,6 +12,7 @@ import type { Snapshot, WatchMessage } from '../model/watch.js';
 import type { AuditTrail } from './audit-trail.js';
 import type { KeyApi, KeyBook } from './keys.js';
 import type { SnapshotApi } from './snapshots.js';
+import type { VolumeApi } from './volumes.js';
 import type { LifecycleApi } from './lifecycle/index.js';
 
 /** A death the control plane causes. */
@@ -46,6 +47,8 @@ export interface ControlPlane {
   setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxRecord>;
   /** Kept sandbox snapshots and fork (E2B createSnapshot, listSnapshots, deleteSnapshot, fork). */
   readonly snapshots: SnapshotApi;
+  /** Volumes (E2B Volume.create, list, getInfo, destroy, the content API; volumeMounts at create). */
+  readonly volumes: VolumeApi;
   /** API keys: made, listed, changed and removed (admin API), requests authenticated, quotas claimed. */
   readonly keys: KeyApi & Pick<KeyBook, 'authenticate' | 'knows' | 'assertRoomFor'>;
   /** The operator actions' record (who, what, when, outcome). */

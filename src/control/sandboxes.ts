@@ -27,6 +27,7 @@ import type { KeyBook } from './keys.js';
 import type { SandboxLocks } from './locks.js';
 import type { Nodes } from './nodes.js';
 import { createFromSnapshot, SnapshotBook } from './snapshots.js';
+import { placedForVolumes, VolumeBook } from './volumes.js';
 import type { WatchStream } from './watch.js';
 import { CreateKeys, createKeyOf } from './create-keys.js';
 import { CREATING_GRACE_MS, settleCreate, SETTLE_EVERY_MS, SETTLE_LEASE, staleCreates, undoCreate, type OutcomeDeps } from './create-outcomes.js';
@@ -36,6 +37,7 @@ const CREATE_ATTEMPTS = 3;
 
 export class SandboxOps {
   readonly snapshots: SnapshotBook;
+  readonly volumes: VolumeBook;
   /** Idempotent creates by the client's key (create-keys.ts); `keys` are the API keys' quotas. */
   private readonly createKeys: CreateKeys;
   /** What create-outcomes.ts needs of the control plane (the heartbeat reconcile uses it too). */
@@ -57,6 +59,14 @@ export class SandboxOps {
       node: (nodeID) => nodes.nodeApi(nodeID),
       sandbox: (id) => this.getSandbox(id),
       create: (req) => this.createSandbox(req),
+      log: ctx.log,
+    });
+    this.volumes = new VolumeBook({
+      store: ctx.store,
+      node: (nodeID) => nodes.nodeApi(nodeID),
+      nodeViews: () => nodes.listNodes(),
+      sandboxes: async () => (await this.listSandboxes()).filter((s) => s.state !== 'gone'),
+      defaultGiB: () => ctx.cfg.config.master.volumes.default_gib,
       log: ctx.log,
     });
     this.createKeys = new CreateKeys(ctx.store, () => this.createDeadlineMs(), ctx.log);
@@ -94,10 +104,12 @@ export class SandboxOps {
   /** Places and creates a sandbox; one create per idempotency key, on any replica (create-keys.ts). */
   async createSandbox(asked: CreateSandboxRequest): Promise<SandboxRecord> {
     const snap = await this.snapshots.forCreate(asked.templateID);
-    const req = snap ? createFromSnapshot(snap, asked) : asked;
-    if (req.idempotencyKey !== undefined)
-      return this.createKeys.run(createKeyOf(req.actor, req.idempotencyKey), (id, moveTo) => this.placeCreate(req, id, moveTo));
-    return this.placeCreate(req, newSandboxID());
+    const req = await this.volumes.forCreate(snap ? createFromSnapshot(snap, asked) : asked);
+    const made =
+      req.idempotencyKey !== undefined
+        ? this.createKeys.run(createKeyOf(req.actor, req.idempotencyKey), (id, moveTo) => this.placeCreate(req, id, moveTo))
+        : this.placeCreate(req, newSandboxID());
+    return req.volumes?.length ? made.catch((e: unknown) => Promise.reject(placedForVolumes(e, req))) : made;
   }
 
   /**
@@ -206,6 +218,8 @@ export class SandboxOps {
       ...(keyed ? { keyed } : {}),
       ...secrets,
       ...(req.actor !== undefined ? { owner: req.actor } : {}),
+      // Known while it is made: a volume delete meanwhile is refused (VolumeBook.remove).
+      ...(req.volumes?.length ? { volumes: req.volumes } : {}),
     };
     // The sandbox's lock, the record and the in-flight count together: each round trip a create
     // waits for is a wake-up of the control and of the store, which on a loaded machine cost more
@@ -257,6 +271,7 @@ export class SandboxOps {
         ...(req.actor !== undefined ? { owner: req.actor } : {}),
         ...(req.runtime !== undefined ? { runtime: req.runtime } : {}),
         ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
+        ...(req.volumes?.length ? { volumes: req.volumes } : {}),
       });
       // Over the pending record (or a heartbeat's update of it); a destroy that came meanwhile
       // wins, and the node's copy goes.

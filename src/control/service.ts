@@ -40,6 +40,7 @@ import { SandboxOps } from './sandboxes.js';
 import { AuditTrail } from './audit-trail.js';
 import { KeyBook } from './keys.js';
 import type { SnapshotBook } from './snapshots.js';
+import type { VolumeBook } from './volumes.js';
 import { WatchStream } from './watch.js';
 
 export interface ControlPlaneServiceOptions {
@@ -76,6 +77,7 @@ export class ControlPlaneService implements ControlPlane {
   private readonly deaths: Deaths;
   readonly lifecycle: Lifecycle;
   readonly snapshots: SnapshotBook;
+  readonly volumes: VolumeBook;
   readonly keys: KeyBook;
   readonly audit: AuditTrail;
   private readonly unsubs: (() => void)[] = [];
@@ -104,6 +106,7 @@ export class ControlPlaneService implements ControlPlane {
     this.feed = new Heartbeats(ctx, this.nodes, locks, this.watchStream, this.deaths, this.sandboxes.outcomes);
     this.lifecycle = new Lifecycle(ctx, (e) => this.watchStream.appendEvent(e));
     this.snapshots = this.sandboxes.snapshots;
+    this.volumes = this.sandboxes.volumes;
   }
 
   async start(): Promise<void> {

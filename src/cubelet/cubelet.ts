@@ -24,6 +24,7 @@ import { buildNodeView } from './node-view.js';
 import type { OutputLine } from './output-log.js';
 import { ProcessTable } from './process-table.js';
 import { runStartCommand } from './start-cmd.js';
+import { checkVolumes } from './volumes.js';
 import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 
@@ -201,6 +202,11 @@ export class Cubelet implements NodeApi {
     return () => this.listeners.delete(listener);
   }
 
+  /** The node's volumes (its runtime's), in process. */
+  get volumes(): RuntimeDriver['volumes'] {
+    return this.o.driver.volumes;
+  }
+
   async createSandbox(req: NodeCreateRequest): Promise<SandboxView> {
     const id = req.sandboxID;
     if (this.entries.has(id)) throw new CubeError('CONFLICT', `sandbox ${id} already exists`);
@@ -226,6 +232,7 @@ export class Cubelet implements NodeApi {
       ...(req.owner !== undefined ? { owner: req.owner } : {}),
       ...(runtime ? { runtime } : {}),
       ...(req.fromSnapshot !== undefined ? { fromSnapshot: req.fromSnapshot } : {}),
+      ...(req.volumes?.length ? { volumes: checkVolumes(req.volumes, this.o.driver) } : {}),
     };
     if (req.fromSnapshot !== undefined) this.snapshotKeeper();
     const entry = this.newEntry(meta, 'creating');
@@ -281,6 +288,7 @@ export class Cubelet implements NodeApi {
         ...(meta.runtime ? { runtime: meta.runtime } : {}),
         ...(meta.metadata['cube.net_raw'] === 'true' ? { netRaw: true } : {}),
         ...(meta.fromSnapshot !== undefined ? { fromSnapshot: meta.fromSnapshot } : {}),
+        ...(meta.volumes ? { volumes: meta.volumes } : {}),
       });
       await rules;
       if (template.config?.startCmd) {
@@ -721,6 +729,7 @@ export class Cubelet implements NodeApi {
       ...(meta.lifecycle ? { lifecycle: { ...meta.lifecycle } } : {}),
       ...(meta.owner !== undefined ? { owner: meta.owner } : {}),
       ...(meta.egressAsked ? { egress: { ...meta.egressAsked } } : {}),
+      ...(meta.volumes ? { volumes: meta.volumes.map((v) => ({ ...v })) } : {}),
     };
     const entry: Entry = {
       view,

@@ -7,6 +7,7 @@ import { withEpochTimes, type EgressRequest, type SandboxLifecycle, type Sandbox
 import type { EgressRules } from '../network/egress.js';
 import type { SlotMode } from '../network/types.js';
 import type { DirRecords } from '../runtime/types.js';
+import type { VolumeMount } from '../model/volume.js';
 
 export interface SandboxMeta {
   sandboxID: string;
@@ -35,6 +36,8 @@ export interface SandboxMeta {
   workdir?: string;
   /** The snapshot its writable layer started from. */
   fromSnapshot?: string;
+  /** The volumes mounted in it. */
+  volumes?: VolumeMount[];
 }
 
 const FILE = 'meta.json';

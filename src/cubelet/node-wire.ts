@@ -9,6 +9,7 @@ import { CubeError, errorKindOf, toCubeError } from '../errors.js';
 import type { EventView } from '../model/event.js';
 import { nodeWithEpochTimes, type NodeView } from '../model/node.js';
 import { SANDBOX_STATES, type EgressRequest, type SandboxLifecycle, type SandboxSpecView, type SandboxUsage, type SandboxView } from '../model/sandbox.js';
+import type { VolumeMount } from '../model/volume.js';
 import type { FileStat, FsChange } from '../runtime/types.js';
 import type { OutputLine } from './output-log.js';
 import type { NodeCreateRequest, NodeEvent, NodeSnapshot, ProcessEvent, ProcessInfo, StartProcessRequest } from './types.js';
@@ -98,6 +99,7 @@ export function sandboxOut(v: SandboxView): Init<typeof SandboxSchema> {
     ...opt('owner', v.owner),
     ...(v.egress ? { egress: egressOut(v.egress) } : {}),
     ...opt('diskUsedBytes', v.diskUsedBytes),
+    ...(v.volumes ? { volumes: v.volumes.map(volumeMountOut) } : {}),
   };
 }
 
@@ -118,8 +120,12 @@ export function sandboxIn(m: Sandbox): SandboxView {
     ...opt('owner', m.owner),
     ...(m.egress ? { egress: egressIn(m.egress) } : {}),
     ...opt('diskUsedBytes', m.diskUsedBytes),
+    ...(m.volumes.length > 0 ? { volumes: m.volumes.map(volumeMountIn) } : {}),
   };
 }
+
+const volumeMountOut = (v: VolumeMount) => ({ volumeId: v.volumeID, name: v.name, path: v.path });
+const volumeMountIn = (m: { volumeId: string; name: string; path: string }): VolumeMount => ({ volumeID: m.volumeId, name: m.name, path: m.path });
 
 export function createOut(r: NodeCreateRequest): Init<typeof CreateSandboxRequestSchema> {
   return {
@@ -135,6 +141,7 @@ export function createOut(r: NodeCreateRequest): Init<typeof CreateSandboxReques
     ...opt('runtime', r.runtime),
     ...opt('fromSnapshot', r.fromSnapshot),
     ...opt('deadline', r.deadline),
+    ...(r.volumes ? { volumes: r.volumes.map(volumeMountOut) } : {}),
   };
 }
 
@@ -155,6 +162,7 @@ export function createIn(m: CreateSandboxRequest): NodeCreateRequest {
     ...opt('runtime', m.runtime),
     ...opt('fromSnapshot', m.fromSnapshot),
     ...opt('deadline', m.deadline),
+    ...(m.volumes.length > 0 ? { volumes: m.volumes.map(volumeMountIn) } : {}),
   };
 }
 

@@ -12,7 +12,8 @@ import type { NodeView } from '../model/node.js';
 import type { EgressRequest, PauseOptions, SandboxUsage, SandboxView } from '../model/sandbox.js';
 import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
-import type { FileMetadata, FileStat, FsChange, WatchRequest } from '../runtime/types.js';
+import type { FileMetadata, FileStat, FsChange, VolumeHost, WatchRequest } from '../runtime/types.js';
+import { remoteVolumes } from './rpc-volumes.js';
 import type { TemplateRecord } from '../templates/store.js';
 import type { BuildRecord } from '../templates/build/build.js';
 import { AT_HEADER, DEADLINE_HEADER, FENCE_HEADER, type ImportRequest, PROXY_SECRET_HEADER, proxyPath, RPC_PREFIX } from './rpc-wire.js';
@@ -300,6 +301,10 @@ export class RemoteNode implements NodeApi {
     return this.unary(NodeService.method.processOutput, { sandboxId: sandboxID }, (m) => m.lines.map(outputLineIn));
   }
 
+  /** The node's volumes, over the node RPC (rpc-volumes.ts). */
+  get volumes(): VolumeHost {
+    return remoteVolumes((method, init) => this.request(method, init), this.nodeID);
+  }
   statFile(sandboxID: string, path: string, user?: string): Promise<FileStat> {
     return this.unary(NodeService.method.statFile, { sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, fileStatIn);
   }
@@ -396,8 +401,14 @@ export class RemoteNode implements NodeApi {
     return this.unary(NodeTemplates.method.buildHasFiles, { hash, ...(owner !== undefined ? { owner } : {}) }, (m) => m.has);
   }
 
-  /** A byte-stream route of the node (rpc-server.ts: layers, imports, COPY uploads), by fetch. */
-  private async request(route: string, init: { body?: ReadableStream; query?: Record<string, string | undefined>; contentType?: string }): Promise<Response> {
+  /**
+   * A plain route of the node (rpc-server.ts: layers, imports, COPY uploads, volumes), by fetch;
+   * `timeout`: bounded by the call timeout (a stream, the default, runs as long as it takes).
+   */
+  private async request(
+    route: string,
+    init: { body?: Buffer | string | ReadableStream; query?: Record<string, string | undefined>; contentType?: string; timeout?: boolean },
+  ): Promise<Response> {
     // The address may carry a path (one listener serving many simulated nodes): keep it.
     const url = new URL(this.address.replace(/\/+$/, '') + RPC_PREFIX + route);
     for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, v);
@@ -408,6 +419,7 @@ export class RemoteNode implements NodeApi {
         headers: { ...this.headers(), 'content-type': init.contentType ?? 'application/octet-stream' },
         // duplex: a streamed body (an import forwarded as it arrives) needs it.
         ...(init.body !== undefined ? ({ body: init.body, duplex: 'half' } as RequestInit) : {}),
+        ...(init.timeout === true ? { signal: AbortSignal.timeout(this.timeoutMs) } : {}),
       });
     } catch (e) {
       throw this.unreachable((e as Error).message, e);

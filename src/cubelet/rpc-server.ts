@@ -46,6 +46,7 @@ import {
   usageOut,
 } from './node-wire.js';
 import { serveUnary, unaryRoutes } from './node-unary.js';
+import { isVolumeMethod, serveVolumeCall } from './rpc-volumes.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -108,6 +109,7 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
     }
     if (layers && route === 'importImage')
       return sendJson(res, 201, { result: await layers.importUpload(req, JSON.parse(q('import') ?? '{}') as ImportRequest) });
+    if (route !== undefined && isVolumeMethod(route)) return serveVolumeCall(node.volumes, route, req, res, url.searchParams);
     throw new CubeError('NOT_FOUND', `no node route ${url.pathname}`);
   }
 

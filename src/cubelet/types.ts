@@ -6,7 +6,8 @@ import type { EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
 import type { EgressRequest, PauseOptions, SandboxLifecycle, SandboxUsage, SandboxView, SnapshotView } from '../model/sandbox.js';
 import type { OutputLine } from './output-log.js';
-import type { ExecRequest, FileMetadata, FileStat, FsChange, SandboxStats, WatchRequest } from '../runtime/types.js';
+import type { VolumeMount } from '../model/volume.js';
+import type { ExecRequest, FileMetadata, FileStat, FsChange, SandboxStats, VolumeHost, WatchRequest } from '../runtime/types.js';
 
 export interface NodeCreateRequest {
   sandboxID: string;
@@ -27,6 +28,8 @@ export interface NodeCreateRequest {
   runtime?: string;
   /** Start from this snapshot kept on the node (its writable layer) rather than the bare template. */
   fromSnapshot?: string;
+  /** Volumes the node holds, to mount (the control plane placed the sandbox here for them). */
+  volumes?: VolumeMount[];
   /** Epoch ms: the control gives up on this node by then (sandbox.create_deadline_sec); node RPC refuses the create once it passed (rpc-wire.ts DEADLINE_HEADER). */
   deadline?: number;
 }
@@ -118,6 +121,9 @@ export interface NodeApi {
 
   /** Live use of every running and paused sandbox (the console's sandboxes view); optional: a node without it reports none. */
   sandboxUsage?(): Promise<SandboxUsage[]>;
+
+  /** The node's volumes (in process, or over the node RPC: rpc-volumes.ts); absent: its runtime has none. */
+  readonly volumes?: VolumeHost;
 
   /** The sandbox's cgroup counters now (E2B getMetrics); optional: without it getMetrics answers no samples. */
   sandboxStats?(sandboxID: string): Promise<SandboxStats>;

@@ -3,6 +3,7 @@
 // (src/api/types.ts names these as its wire model). A sandbox's times are epoch milliseconds; the
 // API writes them as ISO 8601 on its wires (src/api/e2b/wire.ts, src/api/admin/wire.ts).
 import { epochMs } from './time.js';
+import type { VolumeMount, VolumeMountRequest } from './volume.js';
 
 export const SANDBOX_STATES = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'gone', 'error', 'lost'] as const;
 export type SandboxState = (typeof SANDBOX_STATES)[number];
@@ -37,6 +38,8 @@ export interface SandboxView {
   egress?: { allowInternet?: boolean; allowOut?: string[]; denyOut?: string[] };
   /** Bytes its writable layer holds (quota-group exclusive, sampled every few seconds); absent: not measured yet or no store. */
   diskUsedBytes?: number;
+  /** The volumes mounted in it (a volume in use cannot be deleted). */
+  volumes?: VolumeMount[];
 }
 
 /**
@@ -179,6 +182,10 @@ export interface CreateSandboxRequest {
   actor?: string;
   /** Set by the control plane for a templateID that names a snapshot: the node starts the writable layer from it. */
   fromSnapshot?: string;
+  /** Volumes to mount, by name (E2B volumeMounts): the control plane resolves them and places the sandbox on their node. */
+  volumeMounts?: VolumeMountRequest[];
+  /** Set by the control plane from volumeMounts. */
+  volumes?: VolumeMount[];
   /** The client's idempotency key (header or label cube.idempotency_key): repeats get this create's outcome (control/create-keys.ts). */
   idempotencyKey?: string;
   /** Aborted when the client's connection closes before the answer: a create without a key is then undone. */

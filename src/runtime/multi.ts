@@ -17,6 +17,7 @@ import type {
   SandboxSnapshots,
   SandboxStats,
   SandboxStorage,
+  VolumeHost,
   WatchRequest,
 } from './types.js';
 
@@ -27,6 +28,8 @@ export class RuntimeSet implements RuntimeDriver {
   readonly files: SandboxFiles;
   /** The node's store of writable layers (the ns driver's). */
   readonly storage?: SandboxStorage;
+  /** The node's volumes (the ns driver's); a create with volumes on another runtime is refused. */
+  readonly volumes?: VolumeHost;
   /** The kept snapshots of the driver that keeps them (ns); a sandbox of another runtime is refused. */
   readonly sandboxSnapshots?: SandboxSnapshots;
   private readonly owner = new Map<string, RuntimeDriver>();
@@ -36,6 +39,8 @@ export class RuntimeSet implements RuntimeDriver {
     this.name = drivers[0]!.name;
     const storage = drivers.find((d) => d.storage)?.storage;
     if (storage) this.storage = storage;
+    const volumes = drivers.find((d) => d.volumes)?.volumes;
+    if (volumes) this.volumes = volumes;
     // Each runtime keeps its own sandboxes' snapshots; a removal asks every keeper (idempotent).
     const keepers = drivers.flatMap((d) => (d.sandboxSnapshots ? [d.sandboxSnapshots] : []));
     if (keepers.length) {
@@ -86,6 +91,11 @@ export class RuntimeSet implements RuntimeDriver {
 
   async create(spec: LaunchSpec & { runtime?: string }): Promise<SandboxHandle> {
     const d = this.pick(spec.runtime);
+    if (spec.volumes?.length && !d.volumes)
+      throw new CubeError(
+        'VOLUME_RUNTIME',
+        `the ${d.name} runtime cannot mount volumes (no shared filesystem into its guests here): create with metadata cube.runtime=ns`,
+      );
     this.owner.set(spec.sandboxID, d);
     try {
       return await d.create(spec);

@@ -65,6 +65,8 @@ export interface LaunchSpec {
   netRaw?: boolean;
   /** Start from this kept snapshot (its writable layer) instead of an empty one: only the driver that took it. */
   fromSnapshot?: string;
+  /** Volumes to mount (a driver with `volumes`; others refuse them): by id, at an absolute path inside. */
+  volumes?: { volumeID: string; path: string }[];
 }
 
 export interface SandboxHandle {
@@ -130,6 +132,9 @@ export interface FileStat {
   uid: number;
   gid: number;
   mtime: Date;
+  /** Where the runtime reads them (ns): access and change times. */
+  atime?: Date;
+  ctime?: Date;
   symlinkTarget?: string;
 }
 
@@ -246,6 +251,8 @@ export interface RuntimeDriver {
   storage?: SandboxStorage;
   /** Kept sandbox states (E2B snapshots), for drivers that keep them; absent: this runtime cannot snapshot. */
   sandboxSnapshots?: SandboxSnapshots;
+  /** The node's volumes (ns: subvolumes of its store), for drivers that can mount them; absent: creates with volumes are refused. */
+  volumes?: VolumeHost;
   /** At daemon stop, after cleanup: destroy = nothing of the node's store stays (unmounted, image deleted). */
   close?(opts: { destroy: boolean }): Promise<void>;
 }
@@ -260,6 +267,38 @@ export interface SandboxSnapshots {
   /** Idempotent. */
   remove(snapshotID: string): Promise<void>;
   list(): Promise<string[]>;
+}
+
+/**
+ * A node's volumes (E2B volumes): made, removed and read by id, their content through the same
+ * confined walk as a sandbox's files (FileStat paths are inside the volume, `/` its root).
+ */
+export interface VolumeHost {
+  /** Makes an empty volume limited to `sizeBytes`; 400 (VOLUME_TOO_LARGE) when the store has not that much free. */
+  create(volumeID: string, sizeBytes: number): Promise<void>;
+  /** Idempotent. */
+  remove(volumeID: string): Promise<void>;
+  /** Ids of the volumes the node holds. */
+  ids(): Promise<string[]>;
+  /** Bytes its data and metadata take (its quota group's exclusive count); undefined when unknown. */
+  usedBytes(volumeID: string): Promise<number | undefined>;
+  /** The host directory a driver mounts. */
+  dir(volumeID: string): string;
+  statPath(volumeID: string, path: string): Promise<FileStat>;
+  listDir(volumeID: string, path: string, depth: number): Promise<FileStat[]>;
+  readFile(volumeID: string, path: string): Promise<Readable>;
+  writeFile(volumeID: string, path: string, data: Readable | Buffer, opts: VolumeWriteOptions): Promise<FileStat>;
+  makeDir(volumeID: string, path: string, opts: VolumeWriteOptions): Promise<FileStat>;
+  removePath(volumeID: string, path: string): Promise<void>;
+  setMetadata(volumeID: string, path: string, meta: { uid?: number; gid?: number; mode?: number }): Promise<FileStat>;
+}
+
+/** E2B's volume write options: owner and mode of what is made; force: makeDir makes parents, writeFile overwrites. */
+export interface VolumeWriteOptions {
+  uid?: number;
+  gid?: number;
+  mode?: number;
+  force?: boolean;
 }
 
 export interface SandboxStorage {

@@ -8,6 +8,7 @@ import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
 import { CubeError } from '../errors.js';
 import { eventWithEpochTime, isFloodKind, type EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
+import type { VolumeRecord } from '../model/volume.js';
 import { answeredRecord, snapshotWithEpochTime, type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../model/sandbox.js';
 import { isoTime } from '../model/time.js';
 import type { ApiKeyRecord, KeyUsage, QuotaClaim, QuotaRefusal } from '../model/api-key.js';
@@ -50,6 +51,9 @@ const MIGRATIONS: string[] = [
   // Events of the flood kinds (model/event.ts isFloodKind) are kept within their own retention.
   `ALTER TABLE events ADD COLUMN flood INTEGER NOT NULL DEFAULT 0;
    CREATE INDEX events_flood ON events(flood, id);`,
+  // Volumes (E2B): names unique per owner ('' for none).
+  `CREATE TABLE volumes (id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL, record TEXT NOT NULL);
+   CREATE UNIQUE INDEX volumes_name ON volumes(owner, name);`,
 ];
 
 /**
@@ -562,6 +566,30 @@ export class EmbeddedStore implements StateStore {
 
   async deleteSnapshot(snapshotID: string): Promise<boolean> {
     return this.q('DELETE FROM snapshots WHERE id = ?').run(snapshotID).changes > 0;
+  }
+
+  async addVolume(rec: VolumeRecord): Promise<boolean> {
+    const r = this.q('INSERT OR IGNORE INTO volumes (id, owner, name, created_at, record) VALUES (?, ?, ?, ?, ?)').run(
+      rec.volumeID,
+      rec.owner ?? '',
+      rec.name,
+      rec.createdAt,
+      JSON.stringify(rec),
+    );
+    return r.changes === 1;
+  }
+
+  async getVolume(volumeID: string): Promise<VolumeRecord | undefined> {
+    const row = this.q('SELECT record FROM volumes WHERE id = ?').get(volumeID) as { record: string } | undefined;
+    return row ? (JSON.parse(row.record) as VolumeRecord) : undefined;
+  }
+
+  async listVolumes(): Promise<VolumeRecord[]> {
+    return (this.q('SELECT record FROM volumes ORDER BY created_at, id').all() as { record: string }[]).map((r) => JSON.parse(r.record) as VolumeRecord);
+  }
+
+  async deleteVolume(volumeID: string): Promise<boolean> {
+    return this.q('DELETE FROM volumes WHERE id = ?').run(volumeID).changes > 0;
   }
 }
 

@@ -6,6 +6,7 @@ import type { ApiKeyRecord, KeyQuotas, KeyRole, KeyUsage, QuotaClaim, QuotaRefus
 import type { EventView } from '../model/event.js';
 import type { LifecycleStore } from './lifecycle.js';
 import type { NodeView } from '../model/node.js';
+import type { VolumeRecord } from '../model/volume.js';
 import { epochMs, epochMsOpt } from '../model/time.js';
 import { withEpochTimes, type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../model/sandbox.js';
 
@@ -232,6 +233,14 @@ export interface StateStore {
   listSnapshots(): Promise<SnapshotRecord[]>;
   /** false when there was none. */
   deleteSnapshot(snapshotID: string): Promise<boolean>;
+
+  /** Records a new volume; false when its owner has one of that name already (names are unique per owner). */
+  addVolume(rec: VolumeRecord): Promise<boolean>;
+  getVolume(volumeID: string): Promise<VolumeRecord | undefined>;
+  /** Oldest first. */
+  listVolumes(): Promise<VolumeRecord[]>;
+  /** false when there was none. */
+  deleteVolume(volumeID: string): Promise<boolean>;
 }
 
 /** A change to a key: a quota set to null goes back to its default. */

@@ -150,12 +150,6 @@ describe('getInfo', () => {
 });
 
 describe('options cubed cannot honour are refused, not ignored', () => {
-  it('volumeMounts', async () => {
-    const e = await Sandbox.create({ ...opts, volumeMounts: { '/data': 'vol1' } }).catch((x: unknown) => x);
-    expect(e).toBeInstanceOf(SandboxError);
-    expect((e as Error).message).toMatch(/^400: .*volumeMounts are not supported/);
-  });
-
   it('pause({ keepMemory: false }) leaves the sandbox running', async () => {
     const e = await sbx.pause({ keepMemory: false }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(SandboxError);

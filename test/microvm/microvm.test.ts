@@ -5,7 +5,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from 'n
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { Sandbox } from 'e2b';
+import { Sandbox, Volume } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { CubeError } from '../../src/errors.js';
@@ -95,6 +95,17 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
       await Promise.all(created.map((id) => Sandbox.kill(id, opts).catch(() => false)));
     } finally {
       await d?.stop();
+    }
+  });
+
+  it('volumeMounts are refused with 422 (130433): a guest has no shared filesystem here; the volume stays usable', async () => {
+    const vol = await Volume.create('vm-vol', { ...opts, requestTimeoutMs: 30_000 });
+    try {
+      const e = await Sandbox.create('vmbase', { ...opts, ...VM, volumeMounts: { '/data': 'vm-vol' } }).catch((x: unknown) => x);
+      expect((e as Error).message).toMatch(/422: 130433 the microvm runtime cannot mount volumes/);
+      expect((await call(d, 'GET', '/admin/v1/sandboxes')).json).toEqual([]);
+    } finally {
+      await Volume.destroy(vol.volumeId, opts);
     }
   });
 

@@ -128,6 +128,24 @@ describe('btrfs store on a loop image', () => {
     expect(() => store.assertRoom()).not.toThrow();
   });
 
+  it('keeps volumes through a destroy: the image stays, unmounted, and holds them at the next open', async () => {
+    const id = await store.makeVolume('vol-storetest000001', 64 * MIB, { uid: 1000, gid: 1000 });
+    expect(id).toBeGreaterThan(0);
+    const dir = join(store.volumesDir, 'vol-storetest000001');
+    expect(await stat(dir)).toMatchObject({ ino: 256, uid: 1000, gid: 1000 });
+    await writeFile(join(dir, 'kept.txt'), 'kept');
+    expect(await store.volumeNames()).toEqual(['vol-storetest000001']);
+    await store.close({ destroy: true });
+    expect((await stat(join(dataDir, 'store.img'))).isFile()).toBe(true);
+    expect((await readFile('/proc/self/mounts', 'utf8')).includes(join(dataDir, 'store'))).toBe(false);
+    store = reopen();
+    await store.open();
+    expect(await readFile(join(dir, 'kept.txt'), 'utf8')).toBe('kept');
+    await store.removeVolume('vol-storetest000001');
+    await store.removeVolume('vol-storetest000001'); // idempotent
+    expect(await store.volumeNames()).toEqual([]);
+  });
+
   it('removes the mount and the image when destroyed', async () => {
     await store.close({ destroy: true });
     await expect(stat(join(dataDir, 'store.img'))).rejects.toMatchObject({ code: 'ENOENT' });

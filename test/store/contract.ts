@@ -8,6 +8,7 @@ import type { ApiKeyRecord, KeyQuotas, KeyRole } from '../../src/model/api-key.j
 import type { EventView } from '../../src/model/event.js';
 import type { NodeView } from '../../src/model/node.js';
 import type { SandboxRecord, SnapshotRecord } from '../../src/model/sandbox.js';
+import type { VolumeRecord } from '../../src/model/volume.js';
 import type { StateStore } from '../../src/store/types.js';
 import { lifecycleContract } from './lifecycle-contract.js';
 
@@ -315,6 +316,32 @@ export function storeContract(name: string, factory: StoreFactory): void {
       expect(await store.deleteSnapshot('snap-a')).toBe(false);
       expect(await store.getSnapshot('snap-a')).toBeUndefined();
       expect((await store.listSnapshots()).map((s) => s.snapshotID)).toEqual(['snap-b']);
+    });
+
+    it('keeps volume records, oldest first, names unique per owner, and deletes them once', async () => {
+      const vol = (volumeID: string, name: string, owner: string | undefined, createdAt: number): VolumeRecord => ({
+        volumeID,
+        name,
+        ...(owner !== undefined ? { owner } : {}),
+        nodeID: 'n1',
+        sizeBytes: 1024 ** 3,
+        createdAt,
+        token: `t-${volumeID}`,
+      });
+      expect(await store.addVolume(vol('vol-b', 'data', 'key-1', 2))).toBe(true);
+      expect(await store.addVolume(vol('vol-a', 'data', 'key-2', 1))).toBe(true);
+      expect(await store.addVolume(vol('vol-c', 'data', undefined, 3))).toBe(true);
+      // The same name for the same owner (none counts as one owner too), or the same id: refused.
+      expect(await store.addVolume(vol('vol-d', 'data', 'key-1', 4))).toBe(false);
+      expect(await store.addVolume(vol('vol-e', 'data', undefined, 5))).toBe(false);
+      expect(await store.addVolume(vol('vol-b', 'other', 'key-1', 6))).toBe(false);
+      expect(await store.getVolume('vol-b')).toEqual(vol('vol-b', 'data', 'key-1', 2));
+      expect((await store.listVolumes()).map((v) => v.volumeID)).toEqual(['vol-a', 'vol-b', 'vol-c']);
+      expect(await store.deleteVolume('vol-b')).toBe(true);
+      expect(await store.deleteVolume('vol-b')).toBe(false);
+      expect(await store.getVolume('vol-b')).toBeUndefined();
+      expect(await store.addVolume(vol('vol-d', 'data', 'key-1', 4))).toBe(true);
+      for (const id of ['vol-a', 'vol-c', 'vol-d']) await store.deleteVolume(id);
     });
 
     it('keeps the node registry with cordon and drain flags', async () => {

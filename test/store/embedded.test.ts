@@ -140,7 +140,7 @@ it('a database of the version before API keys: migrated in place, its sandboxes 
     );
     for (const t of ['tombstones', 'lifecycle_events', 'webhooks', 'webhook_deliveries', 'cursors', 'ended_sandboxes', 'create_keys'])
       db.exec(`DROP TABLE ${t}`);
-    db.exec('DROP INDEX events_flood; ALTER TABLE events DROP COLUMN flood;');
+    db.exec('DROP INDEX events_flood; ALTER TABLE events DROP COLUMN flood; DROP TABLE volumes;');
     db.close();
     const b = new EmbeddedStore({ path });
     await b.init();

@@ -11,6 +11,7 @@ import { Delivery, readJson, sendError, sendJson, sendNoContent, writeWaiting } 
 import { clientKeyOf, CREATE_KEY_HEADER } from '../../control/create-keys.js';
 import { body } from './body.js';
 import { registerKeyRoutes } from './keys.js';
+import { registerVolumeAdminRoutes } from './volumes.js';
 import { registerTemplateRoutes } from './templates.js';
 import { serveWatch } from './watch.js';
 import { eventWire, nodeWire, sandboxWire, snapshotViewWire } from './wire.js';
@@ -203,6 +204,7 @@ export function registerAdminRoutes(router: ApiRouter, ctx: ApiContext): void {
   on('GET', '/stats', async (_req, res) => sendJson(res, 200, (await cp.snapshot()).stats));
   registerTemplateRoutes(on, ctx);
   registerKeyRoutes(on, ctx);
+  registerVolumeAdminRoutes(on, ctx);
   on('GET', '/watch', (req, res) => serveWatch(req, res, ctx));
 }
 

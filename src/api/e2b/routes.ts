@@ -33,6 +33,7 @@ import {
 } from './wire.js';
 import { MetricsHistory } from './metrics.js';
 import { registerSnapshotRoutes } from './snapshots.js';
+import { registerVolumeRoutes } from './volumes.js';
 import { registerLifecycleRoutes } from './events.js';
 
 type Req = IncomingMessage & { caller?: Caller };
@@ -94,6 +95,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
       // E2B has no runtime field: the metadata label cube.runtime chooses (ns, microvm).
       ...(b.metadata?.['cube.runtime'] !== undefined ? { runtime: b.metadata['cube.runtime'] } : {}),
       ...(b.envVars ? { envVars: b.envVars } : {}),
+      ...(b.volumeMounts?.length ? { volumeMounts: b.volumeMounts } : {}),
       ...egressOf(b),
       ...lifecycleOf(b),
       ...(b.network?.allowPublicTraffic === false ? { allowPublicTraffic: false } : {}),
@@ -252,6 +254,7 @@ export function registerE2bRoutes(router: ApiRouter, ctx: ApiContext): void {
   });
 
   registerSnapshotRoutes(on, ctx, fresh, domain);
+  registerVolumeRoutes(on, ctx);
   registerLifecycleRoutes(on, ctx);
 
   // E2B's secrets API (the SDK's Secret class): not implemented; a 404 that says so rather than "no route".

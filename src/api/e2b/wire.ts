@@ -57,6 +57,8 @@ function common(r: SandboxRecord): Record<string, unknown> {
     memoryMB: r.spec.memoryMiB,
     diskSizeMB: Math.round(r.spec.diskGiB * 1024),
     metadata: r.metadata,
+    // E2B SandboxVolumeMount: what the sandbox mounts (absent when none, as before volumes).
+    ...(r.volumes?.length ? { volumeMounts: r.volumes.map((v) => ({ name: v.name, path: v.path })) } : {}),
   };
 }
 
@@ -113,7 +115,10 @@ export const NewSandboxSchema = z.looseObject({
       allowPublicTraffic: z.boolean().optional(),
     })
     .optional(),
-  volumeMounts: z.array(z.unknown()).optional(),
+  volumeMounts: z
+    .array(z.object({ name: z.string(), path: z.string() }))
+    .max(16)
+    .optional(),
   /** Sandbox.create({ mcp }): E2B's MCP gateway, which we do not run (refuseUnsupported). */
   mcp: z.unknown().optional(),
   // Our extension (E2B sizes sandboxes by template): the same names the responses carry.
@@ -158,8 +163,6 @@ export function refuseUnsupported(b: NewSandbox): void {
   if (b.autoPauseMemory === false)
     throw new CubeError('BAD_REQUEST', 'onTimeout keepMemory false is not supported: a paused sandbox keeps its memory (frozen processes)');
   if (b.autoResume?.enabled && b.autoPause !== true) throw new CubeError('BAD_REQUEST', "autoResume needs autoPause (lifecycle onTimeout 'pause')");
-  if (b.volumeMounts && b.volumeMounts.length > 0)
-    throw new CubeError('BAD_REQUEST', 'volumeMounts are not supported: cubed has no volumes; copy files in with sandbox.files.write');
   const net: Record<string, unknown> = b.network ?? {};
   const used = Object.entries(net).filter(([k, v]) => v !== undefined && !NETWORK_SUPPORTED.has(k) && !(Array.isArray(v) && v.length === 0));
   if (used.length > 0)

@@ -10,5 +10,6 @@ import { register as nodes } from './nodes.js';
 import { register as sandbox } from './sandbox.js';
 import { register as snapshot } from './snapshot.js';
 import { register as template } from './template.js';
+import { register as volume } from './volume.js';
 
-export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, snapshot, template, config, key, events, bench];
+export const commands: ((program: Command) => void)[] = [density, nodes, node, sandbox, snapshot, volume, template, config, key, events, bench];

@@ -11,6 +11,7 @@ import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
 import { envVarsProblem } from '../../model/env.js';
 import { BtrfsStore } from '../../storage/btrfs-store.js';
+import { NsVolumes, volumeArgs, volumeMountError } from './volumes.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../../templates/store.js';
 import type {
   ExecProcess,
@@ -113,6 +114,8 @@ export class NsDriver implements RuntimeDriver {
   private readonly records = new Map<string, SandboxRecord>();
   /** Writable layers: one btrfs subvolume per sandbox, limited to its disk size. */
   readonly storage: BtrfsStore;
+  /** E2B volumes: subvolumes of the store, mounted idmapped at create (volumes.ts). */
+  readonly volumes: NsVolumes;
   /** A snapshot keeps the writable layer only: processes and memory are not kept (a new sandbox boots its init). */
   readonly sandboxSnapshots: SandboxSnapshots = {
     take: async (h, snapshotID) => {
@@ -131,6 +134,7 @@ export class NsDriver implements RuntimeDriver {
     const identity = opts.identity ?? DEFAULT_IDENTITY;
     this.ids = identity.userns ? new HostIdRanges(identity.hostIdBase, identity.hostIdRanges) : undefined;
     this.storage = new BtrfsStore({ dataDir: opts.dataDir, helper: this.helper, imageGiB: opts.storeImageGiB ?? 0, ...(opts.log ? { log: opts.log } : {}) });
+    this.volumes = new NsVolumes(this.storage);
   }
 
   private get cgroups(): Cgroups {
@@ -217,11 +221,12 @@ export class NsDriver implements RuntimeDriver {
       if (spec.template.bindHostUsr) args.push('-U');
       if (spec.netnsPath) args.push('-n', spec.netnsPath);
       if (idBase !== undefined) args.push('-I', String(idBase));
+      args.push(...volumeArgs(spec.volumes ?? [], (v) => this.volumes.dir(v)));
       for (const f of this.cgroups.procsFiles(id)) args.push('-c', f);
       const r = await this.helper.create(args);
       const initPid = Number(r.stdout.trim());
       if (r.exitCode !== 0 || !Number.isInteger(initPid) || initPid <= 0) {
-        throw new CubeError('CREATE_FAILED', `sandbox ${id}: ${r.stderr.trim() || `launcher exited ${r.exitCode}`}`);
+        throw volumeMountError(r.stderr) ?? new CubeError('CREATE_FAILED', `sandbox ${id}: ${r.stderr.trim() || `launcher exited ${r.exitCode}`}`);
       }
       if (spec.fromSnapshot !== undefined) this.storage.refillClones(spec.fromSnapshot);
       this.log?.debug({ sandboxID: id, initPid }, 'sandbox created');

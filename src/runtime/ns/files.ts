@@ -8,6 +8,8 @@
 // operation (open, mkdir, unlink, rename) names a held directory plus one component. A swap in
 // between makes an operation fail (ELOOP, ENOTDIR) or act on another file of the same sandbox,
 // never on the host. The virtual filesystems (/proc, /dev, /sys) are not reachable this way.
+// The same walk serves volumes' content API (src/runtime/ns/volumes.ts): a FileTree names the
+// root it starts from (a volume's directory in the store) instead of a sandbox's /proc/<init>/root.
 import { constants } from 'node:fs';
 import { lchown, lstat, mkdir, open, readdir, readlink, rename, rmdir, unlink } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
@@ -29,10 +31,10 @@ const DIR_HANDLE = O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 const NAME_MAX = 255;
 const PATH_MAX = 4096;
 
-/** Components of a path inside the sandbox; relative paths start at /home/user; `..` is refused (pure). */
-export function splitSandboxPath(path: string): string[] {
+/** Components of a path inside the sandbox; relative paths start at `home` (/home/user); `..` is refused (pure). */
+export function splitSandboxPath(path: string, home: string = SANDBOX_USERS.user.home): string[] {
   if (typeof path !== 'string' || path === '' || path.includes('\0')) throw new CubeError('BAD_REQUEST', `invalid path '${path}'`);
-  const abs = path.startsWith('/') ? path : `${SANDBOX_USERS.user.home}/${path}`;
+  const abs = path.startsWith('/') ? path : `${home}/${path}`;
   const comps = abs.split('/').filter((c) => c !== '' && c !== '.');
   if (comps.includes('..')) throw new CubeError('BAD_REQUEST', `path '${path}' contains '..'`);
   const long = comps.find((c) => Buffer.byteLength(c) > NAME_MAX);
@@ -122,6 +124,8 @@ export function toFileStat(path: string, st: Stats, symlinkTarget?: string, idBa
     uid: insideId(st.uid, idBase),
     gid: insideId(st.gid, idBase),
     mtime: st.mtime,
+    atime: st.atime,
+    ctime: st.ctime,
     ...(symlinkTarget !== undefined ? { symlinkTarget } : {}),
   };
 }
@@ -138,22 +142,48 @@ interface Located {
   missing: string[];
 }
 
+/**
+ * Where a walk starts and how its paths read: a sandbox's root (the default), or a volume's
+ * directory, whose relative paths start at its root and which has no virtual filesystems.
+ */
+export interface FileTree {
+  /** The host path of the tree's root for `h`. */
+  root(h: SandboxHandle): string;
+  /** What the tree is, for messages ('the sandbox', 'volume vol-...'). */
+  name(h: SandboxHandle): string;
+  /** Where relative paths start. */
+  home: string;
+  /** /proc, /dev and /sys at the root are listed, never entered (a sandbox's). */
+  virtualRoots: boolean;
+}
+
+export const SANDBOX_TREE: FileTree = {
+  root: (h) => `/proc/${h.initPid}/root`,
+  name: () => 'the sandbox',
+  home: SANDBOX_USERS.user.home,
+  virtualRoots: true,
+};
+
 /** One file operation: the directory handles it opened, all closed by `close()`. */
 class Walk {
   private readonly held: FileHandle[] = [];
 
-  private constructor(readonly root: FileHandle) {
+  private constructor(
+    readonly root: FileHandle,
+    private readonly what: string,
+    private readonly virtual: boolean,
+  ) {
     this.held.push(root);
   }
 
-  /** Opens the sandbox root; `alive` is asked after the open, whose handle pins that process's root even if the pid were reused later. */
-  static async start(h: SandboxHandle, alive: (h: SandboxHandle) => boolean): Promise<Walk> {
-    const gone = () => new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
+  /** Opens the tree's root; `alive` is asked after the open, whose handle pins that process's root even if the pid were reused later. */
+  static async start(h: SandboxHandle, alive: (h: SandboxHandle) => boolean, tree: FileTree): Promise<Walk> {
+    const gone = () => new CubeError('NOT_FOUND', tree === SANDBOX_TREE ? `sandbox ${h.sandboxID} is not running` : `${tree.name(h)} is not there`);
     if (!alive(h)) throw gone();
-    const root = await open(`/proc/${h.initPid}/root`, O_PATH | constants.O_DIRECTORY).catch(() => {
+    const root = await open(tree.root(h), O_PATH | constants.O_DIRECTORY).catch(() => {
       throw gone();
     });
-    const walk = new Walk(root);
+    const walk = new Walk(root, tree.name(h), tree.virtualRoots);
     if (!alive(h)) {
       await walk.close();
       throw gone();
@@ -178,7 +208,7 @@ class Walk {
   /** Resolves `comps` one component at a time; with `followLast` false the last one is not followed (stat, remove, move act on a link). */
   async locate(comps: string[], followLast: boolean): Promise<Located> {
     const shown = sandboxPath(comps);
-    const escape = () => new CubeError('BAD_REQUEST', `path '${shown}' leads out of the sandbox`);
+    const escape = () => new CubeError('BAD_REQUEST', `path '${shown}' leads out of ${this.what}`);
     let stack: { name: string; dir: FileHandle }[] = [];
     const top = () => stack.at(-1)?.dir ?? this.root;
     const done = () => stack.map((s) => s.name);
@@ -192,7 +222,7 @@ class Walk {
         stack.pop();
         continue;
       }
-      if (!stack.length && VIRTUAL_ROOTS.has(c)) throw new CubeError('BAD_REQUEST', `'/${c}' is not accessible through the files API`);
+      if (this.virtual && !stack.length && VIRTUAL_ROOTS.has(c)) throw new CubeError('BAD_REQUEST', `'/${c}' is not accessible through the files API`);
       const path = sandboxPath([...done(), c]);
       let st: Stats;
       try {
@@ -322,7 +352,12 @@ export class NsFiles implements SandboxFiles {
     private readonly idBase: (h: SandboxHandle) => number | undefined,
     /** Asks the kernel, in the sandbox as `user`, for each check; throws the first refusal, returns the indexes of SOFT ones refused. */
     private readonly mayAccess?: (h: SandboxHandle, user: string, checks: AccessCheck[]) => Promise<number[]>,
+    private readonly tree: FileTree = SANDBOX_TREE,
   ) {}
+
+  private split(path: string): string[] {
+    return splitSandboxPath(path, this.tree.home);
+  }
 
   /**
    * With `as.permissions` and a user other than root: whether the user may do what `checks` say,
@@ -342,7 +377,7 @@ export class NsFiles implements SandboxFiles {
   /** Whether `user` may create `at`'s missing components (or replace it when it exists). */
   private mayWrite(h: SandboxHandle, path: string, user: string | undefined, at: Located, as: FileAccess | undefined): Promise<number[]> {
     const deepest = at.comps.slice(0, at.comps.length - at.missing.length);
-    return this.allowed(h, user, as, [at.stat ? [MAY.WRITE, sandboxPath(splitSandboxPath(path))] : [MAY.WRITE | MAY.SEARCH, sandboxPath(deepest)]]);
+    return this.allowed(h, user, as, [at.stat ? [MAY.WRITE, sandboxPath(this.split(path))] : [MAY.WRITE | MAY.SEARCH, sandboxPath(deepest)]]);
   }
 
   /** The host ids files of `user` get in `h` (created from here, as host root, then chowned). */
@@ -357,7 +392,7 @@ export class NsFiles implements SandboxFiles {
    * operation did not name (a file changed under it) is answered as fsError says, never raw.
    */
   private async within<T>(h: SandboxHandle, path: string, fn: (w: Walk) => Promise<T>): Promise<T> {
-    const w = await Walk.start(h, this.alive);
+    const w = await Walk.start(h, this.alive, this.tree);
     try {
       return await fn(w);
     } catch (e) {
@@ -368,7 +403,7 @@ export class NsFiles implements SandboxFiles {
   }
 
   private async existing(w: Walk, path: string, followLast: boolean): Promise<Located & { stat: Stats }> {
-    const at = await w.locate(splitSandboxPath(path), followLast);
+    const at = await w.locate(this.split(path), followLast);
     if (!at.stat) throw new CubeError('NOT_FOUND', `'${path}' not found`);
     return { ...at, stat: at.stat };
   }
@@ -380,7 +415,7 @@ export class NsFiles implements SandboxFiles {
   }
 
   async stat(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<FileStat> {
-    const comps = splitSandboxPath(path);
+    const comps = this.split(path);
     return this.within(h, path, async (w) => {
       // lstat needs only the way there: every directory on it searchable.
       if (comps.length) await this.allowed(h, user, as, [[MAY.SEARCH, parentOf(comps)]]);
@@ -391,7 +426,7 @@ export class NsFiles implements SandboxFiles {
 
   list(h: SandboxHandle, path: string, depth = 1, user?: string, as?: FileAccess): Promise<FileStat[]> {
     return this.within(h, path, async (w) => {
-      await this.allowed(h, user, as, [[MAY.READ | MAY.SEARCH, sandboxPath(splitSandboxPath(path))]]);
+      await this.allowed(h, user, as, [[MAY.READ | MAY.SEARCH, sandboxPath(this.split(path))]]);
       const at = await this.existing(w, path, true);
       if (!at.stat.isDirectory()) throw new CubeError('BAD_REQUEST', `'${path}' is not a directory`);
       const out: { comps: string[]; stat: FileStat }[] = [];
@@ -414,7 +449,7 @@ export class NsFiles implements SandboxFiles {
                 `'${path}' holds more than ${MAX_LISTED} entries within depth ${depth}: list fewer levels, or a directory below it`,
               );
             // /proc, /dev and /sys are listed as names, never entered (not reachable through the files API).
-            if (n < depth && st.isDirectory() && !(child.length === 1 && VIRTUAL_ROOTS.has(name))) {
+            if (n < depth && st.isDirectory() && !(this.tree.virtualRoots && child.length === 1 && VIRTUAL_ROOTS.has(name))) {
               const sub = await w.openDir(dir, name, sandboxPath(child)).catch(() => undefined); // swapped or removed meanwhile
               if (sub) next.push({ dir: sub, comps: child });
             }
@@ -437,7 +472,7 @@ export class NsFiles implements SandboxFiles {
 
   read(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<Readable> {
     return this.within(h, path, async (w) => {
-      await this.allowed(h, user, as, [[MAY.READ, sandboxPath(splitSandboxPath(path))]]);
+      await this.allowed(h, user, as, [[MAY.READ, sandboxPath(this.split(path))]]);
       const at = await this.existing(w, path, true);
       if (!at.stat.isFile() || at.name === undefined) throw new CubeError('BAD_REQUEST', `'${path}' is not a regular file`);
       const fh = await open(below(at.dir, at.name), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch((e: unknown) => {
@@ -454,7 +489,7 @@ export class NsFiles implements SandboxFiles {
   write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, mode?: number, as?: FileAccess): Promise<FileStat> {
     const owner = this.owner(h, user);
     return this.within(h, path, async (w) => {
-      const at = await w.locate(splitSandboxPath(path), true);
+      const at = await w.locate(this.split(path), true);
       if (!at.comps.length) throw new CubeError('BAD_REQUEST', `cannot write to '/'`);
       if (at.stat && !at.stat.isFile()) throw new CubeError('BAD_REQUEST', `'${path}' is not a regular file`);
       await this.mayWrite(h, path, user, at, as);
@@ -486,7 +521,7 @@ export class NsFiles implements SandboxFiles {
   mkdir(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<boolean> {
     const owner = this.owner(h, user);
     return this.within(h, path, async (w) => {
-      const at = await w.locate(splitSandboxPath(path), true);
+      const at = await w.locate(this.split(path), true);
       if (at.stat) {
         if (at.stat.isDirectory()) return false;
         throw new CubeError('CONFLICT', `'${path}' exists and is not a directory`);
@@ -498,7 +533,7 @@ export class NsFiles implements SandboxFiles {
   }
 
   async remove(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<void> {
-    const comps = splitSandboxPath(path);
+    const comps = this.split(path);
     if (!comps.length) throw new CubeError('BAD_REQUEST', `cannot remove '/'`);
     return this.within(h, path, async (w) => {
       await this.allowed(h, user, as, [[MAY.UNLINK | MAY.TREE, sandboxPath(comps)]]);
@@ -508,20 +543,43 @@ export class NsFiles implements SandboxFiles {
     });
   }
 
+  /**
+   * Sets the owner (ids inside, as `user` names them) and mode of `path`, through a handle opened
+   * without following a link (a link is refused: its target could be anywhere).
+   */
+  setOwnerMode(h: SandboxHandle, path: string, meta: { uid?: number; gid?: number; mode?: number }): Promise<FileStat> {
+    return this.within(h, path, async (w) => {
+      const at = await this.existing(w, path, false);
+      if (at.stat.isSymbolicLink()) throw new CubeError('BAD_REQUEST', `'${path}' is a symlink: its owner and mode are not set`);
+      // The root is the held directory itself (its /proc/self/fd link is ours, safe to follow).
+      const flags = at.name === undefined ? constants.O_RDONLY | constants.O_DIRECTORY : constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+      const fh = await open(at.name === undefined ? below(at.dir) : below(at.dir, at.name), flags);
+      try {
+        const base = this.idBase(h) ?? 0;
+        if (meta.uid !== undefined || meta.gid !== undefined) {
+          const st = await fh.stat();
+          await fh.chown(meta.uid === undefined ? st.uid : base + meta.uid, meta.gid === undefined ? st.gid : base + meta.gid);
+        }
+        if (meta.mode !== undefined) await fh.chmod(meta.mode & 0o7777);
+        return toFileStat(sandboxPath(at.comps), await fh.stat(), undefined, this.idBase(h));
+      } finally {
+        await fh.close();
+      }
+    });
+  }
+
   move(h: SandboxHandle, from: string, to: string, user?: string, as?: FileAccess): Promise<FileStat> {
     return this.within(h, from, async (w) => {
       const src = await this.existing(w, from, false);
       if (src.name === undefined) throw new CubeError('BAD_REQUEST', `cannot move '/'`);
-      const dst = await w.locate(splitSandboxPath(to), false);
+      const dst = await w.locate(this.split(to), false);
       if (!dst.comps.length) throw new CubeError('BAD_REQUEST', `cannot move onto '/'`);
-      const fromPath = sandboxPath(splitSandboxPath(from));
+      const fromPath = sandboxPath(this.split(from));
       const checks: AccessCheck[] = [[MAY.UNLINK, fromPath]];
       // rename(2): the destination's directory, an entry replaced there as if removed, and a directory
       // changing parent must be writable itself (its `..` changes).
       checks.push(
-        dst.stat
-          ? [MAY.UNLINK, sandboxPath(splitSandboxPath(to))]
-          : [MAY.WRITE | MAY.SEARCH, sandboxPath(dst.comps.slice(0, dst.comps.length - dst.missing.length))],
+        dst.stat ? [MAY.UNLINK, sandboxPath(this.split(to))] : [MAY.WRITE | MAY.SEARCH, sandboxPath(dst.comps.slice(0, dst.comps.length - dst.missing.length))],
       );
       if (src.stat.isDirectory() && parentOf(src.comps) !== parentOf(dst.comps)) checks.push([MAY.WRITE, fromPath]);
       await this.allowed(h, user, as, checks);

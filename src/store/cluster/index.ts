@@ -5,6 +5,7 @@
 // sandbox is never recorded but missing from the routes.
 import { newestOfEachClass, type EventView } from '../../model/event.js';
 import type { NodeView } from '../../model/node.js';
+import type { VolumeRecord } from '../../model/volume.js';
 import { type ListFilter, type SandboxRecord, type SandboxState, type SnapshotRecord } from '../../model/sandbox.js';
 import type { ApiKeyRecord, KeyUsage, QuotaClaim, QuotaRefusal } from '../../model/api-key.js';
 import {
@@ -534,5 +535,21 @@ export class ClusterStore implements StateStore {
 
   deleteSnapshot(snapshotID: string): Promise<boolean> {
     return this.mysql.deleteSnapshot(snapshotID);
+  }
+
+  addVolume(rec: VolumeRecord): Promise<boolean> {
+    return this.mysql.addVolume(rec);
+  }
+
+  getVolume(volumeID: string): Promise<VolumeRecord | undefined> {
+    return this.mysql.getVolume(volumeID);
+  }
+
+  listVolumes(): Promise<VolumeRecord[]> {
+    return this.mysql.listVolumes();
+  }
+
+  deleteVolume(volumeID: string): Promise<boolean> {
+    return this.mysql.deleteVolume(volumeID);
   }
 }

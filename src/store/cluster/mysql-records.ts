@@ -5,6 +5,7 @@ import mysql from 'mysql2/promise';
 import { eventWithEpochTime, isFloodKind, type EventView } from '../../model/event.js';
 import { snapshotWithEpochTime, type SandboxRecord, type SnapshotRecord } from '../../model/sandbox.js';
 import { isoTime } from '../../model/time.js';
+import type { VolumeRecord } from '../../model/volume.js';
 import { CubeError } from '../../errors.js';
 import type { ApiKeyRecord } from '../../model/api-key.js';
 import {
@@ -69,6 +70,9 @@ const MIGRATIONS: string[] = [
   `CREATE TABLE IF NOT EXISTS create_keys (k CHAR(64) PRIMARY KEY, sandbox_id VARCHAR(64) NOT NULL, deadline BIGINT NOT NULL, expires_at BIGINT NOT NULL, outcome TEXT NULL, open TINYINT NOT NULL, INDEX expiry (expires_at)) ENGINE=InnoDB`,
   // Events of the flood kinds (model/event.ts isFloodKind) are kept within their own retention.
   `ALTER TABLE events ADD COLUMN IF NOT EXISTS flood TINYINT NOT NULL DEFAULT 0, ADD INDEX IF NOT EXISTS by_flood (flood, id)`,
+  // Volumes (E2B): the data on the node that holds each; names unique per owner ('' for none).
+  `CREATE TABLE IF NOT EXISTS volumes (volume_id VARCHAR(64) PRIMARY KEY, owner VARCHAR(128) NOT NULL, name VARCHAR(128) NOT NULL, created_at BIGINT NOT NULL,
+     record MEDIUMTEXT NOT NULL, UNIQUE KEY by_name (owner, name)) ENGINE=InnoDB`,
 ];
 
 /** A write that may go in a batch: its SQL, arguments, and whether running it twice is harmless (see q). */
@@ -509,6 +513,32 @@ export class MysqlRecords {
 
   async deleteSnapshot(snapshotID: string): Promise<boolean> {
     const r = await this.q<mysql.ResultSetHeader>('DELETE FROM snapshots WHERE snapshot_id = ?', [snapshotID]);
+    return r.affectedRows > 0;
+  }
+
+  async addVolume(rec: VolumeRecord): Promise<boolean> {
+    const r = await this.q<mysql.ResultSetHeader>('INSERT IGNORE INTO volumes (volume_id, owner, name, created_at, record) VALUES (?, ?, ?, ?, ?)', [
+      rec.volumeID,
+      rec.owner ?? '',
+      rec.name,
+      rec.createdAt,
+      JSON.stringify(rec),
+    ]);
+    return r.affectedRows === 1;
+  }
+
+  async getVolume(volumeID: string): Promise<VolumeRecord | undefined> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM volumes WHERE volume_id = ?', [volumeID]);
+    return rows[0] ? (JSON.parse(rows[0].record as string) as VolumeRecord) : undefined;
+  }
+
+  async listVolumes(): Promise<VolumeRecord[]> {
+    const rows = await this.q<mysql.RowDataPacket[]>('SELECT record FROM volumes ORDER BY created_at, volume_id');
+    return rows.map((r) => JSON.parse(r.record as string) as VolumeRecord);
+  }
+
+  async deleteVolume(volumeID: string): Promise<boolean> {
+    const r = await this.q<mysql.ResultSetHeader>('DELETE FROM volumes WHERE volume_id = ?', [volumeID]);
     return r.affectedRows > 0;
   }
 

@@ -28,7 +28,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file cube/node/v1/node.proto.
  */
 export const file_cube_node_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChdjdWJlL25vZGUvdjEvbm9kZS5wcm90bxIMY3ViZS5ub2RlLnYxIgcKBUVtcHR5IiAKClNhbmRib3hSZWYSEgoKc2FuZGJveF9pZBgBIAEoCSIiCgtTbmFwc2hvdFJlZhITCgtzbmFwc2hvdF9pZBgBIAEoCSIbCgpTdHJpbmdMaXN0Eg0KBWl0ZW1zGAEgAygJIjoKBFNwZWMSDAoEY3B1cxgBIAEoARISCgptZW1vcnlfbWliGAIgASgBEhAKCGRpc2tfZ2liGAMgASgBIjQKCUxpZmVjeWNsZRISCgpvbl90aW1lb3V0GAEgASgJEhMKC2F1dG9fcmVzdW1lGAIgASgIIrYBCgZFZ3Jlc3MSGwoOYWxsb3dfaW50ZXJuZXQYASABKAhIAIgBARIwCglhbGxvd19vdXQYAiABKAsyGC5jdWJlLm5vZGUudjEuU3RyaW5nTGlzdEgBiAEBEi8KCGRlbnlfb3V0GAMgASgLMhguY3ViZS5ub2RlLnYxLlN0cmluZ0xpc3RIAogBAUIRCg9fYWxsb3dfaW50ZXJuZXRCDAoKX2FsbG93X291dEILCglfZGVueV9vdXQijgQKB1NhbmRib3gSEgoKc2FuZGJveF9pZBgBIAEoCRITCgt0ZW1wbGF0ZV9pZBgCIAEoCRIPCgdub2RlX2lkGAMgASgJEg0KBXN0YXRlGAQgASgJEhMKBnJlYXNvbhgFIAEoCUgAiAEBEiAKBHNwZWMYBiABKAsyEi5jdWJlLm5vZGUudjEuU3BlYxI1CghtZXRhZGF0YRgHIAMoCzIjLmN1YmUubm9kZS52MS5TYW5kYm94Lk1ldGFkYXRhRW50cnkSEgoKc3RhcnRlZF9hdBgIIAEoARIOCgZlbmRfYXQYCSABKAESDwoCaXAYCiABKAlIAYgBARIPCgdydW50aW1lGAsgASgJEi8KCWxpZmVjeWNsZRgMIAEoCzIXLmN1YmUubm9kZS52MS5MaWZlY3ljbGVIAogBARISCgVvd25lchgNIAEoCUgDiAEBEikKBmVncmVzcxgOIAEoCzIULmN1YmUubm9kZS52MS5FZ3Jlc3NIBIgBARIcCg9kaXNrX3VzZWRfYnl0ZXMYDyABKAFIBYgBARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX3JlYXNvbkIFCgNfaXBCDAoKX2xpZmVjeWNsZUIICgZfb3duZXJCCQoHX2VncmVzc0ISChBfZGlza191c2VkX2J5dGVzIkcKDE1heWJlU2FuZGJveBIrCgdzYW5kYm94GAEgASgLMhUuY3ViZS5ub2RlLnYxLlNhbmRib3hIAIgBAUIKCghfc2FuZGJveCI3CgtTYW5kYm94TGlzdBIoCglzYW5kYm94ZXMYASADKAsyFS5jdWJlLm5vZGUudjEuU2FuZGJveCLTBAoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRITCgt0ZW1wbGF0ZV9pZBgCIAEoCRIgCgRzcGVjGAMgASgLMhIuY3ViZS5ub2RlLnYxLlNwZWMSDgoGZW5kX2F0GAQgASgBEjgKA2VudhgFIAMoCzIrLmN1YmUubm9kZS52MS5DcmVhdGVTYW5kYm94UmVxdWVzdC5FbnZFbnRyeRJCCghtZXRhZGF0YRgGIAMoCzIwLmN1YmUubm9kZS52MS5DcmVhdGVTYW5kYm94UmVxdWVzdC5NZXRhZGF0YUVudHJ5EikKBmVncmVzcxgHIAEoCzIULmN1YmUubm9kZS52MS5FZ3Jlc3NIAIgBARIvCglsaWZlY3ljbGUYCCABKAsyFy5jdWJlLm5vZGUudjEuTGlmZWN5Y2xlSAGIAQESEgoFb3duZXIYCSABKAlIAogBARIUCgdydW50aW1lGAogASgJSAOIAQESGgoNZnJvbV9zbmFwc2hvdBgLIAEoCUgEiAEBEhUKCGRlYWRsaW5lGAwgASgBSAWIAQEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX2VncmVzc0IMCgpfbGlmZWN5Y2xlQggKBl9vd25lckIKCghfcnVudGltZUIQCg5fZnJvbV9zbmFwc2hvdEILCglfZGVhZGxpbmUiSwoTUGF1c2VTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEhQKB3JlbGVhc2UYAiABKAhIAIgBAUIKCghfcmVsZWFzZSI1Cg9TZXRFbmRBdFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIOCgZlbmRfYXQYAiABKAEiTAoQU2V0RWdyZXNzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEiQKBmVncmVzcxgCIAEoCzIULmN1YmUubm9kZS52MS5FZ3Jlc3MiQQoWU25hcHNob3RTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEhMKC3NuYXBzaG90X2lkGAIgASgJIvICCghTbmFwc2hvdBITCgtzbmFwc2hvdF9pZBgBIAEoCRISCgpzYW5kYm94X2lkGAIgASgJEg8KB25vZGVfaWQYAyABKAkSEwoLdGVtcGxhdGVfaWQYBCABKAkSDwoHcnVudGltZRgFIAEoCRINCgVrZWVwcxgGIAEoCRIgCgRzcGVjGAcgASgLMhIuY3ViZS5ub2RlLnYxLlNwZWMSNgoIbWV0YWRhdGEYCCADKAsyJC5jdWJlLm5vZGUudjEuU25hcHNob3QuTWV0YWRhdGFFbnRyeRISCgpjcmVhdGVkX2F0GAkgASgBEiwKA2VudhgKIAMoCzIfLmN1YmUubm9kZS52MS5TbmFwc2hvdC5FbnZFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIjCgtTbmFwc2hvdElkcxIUCgxzbmFwc2hvdF9pZHMYASADKAkiGgoHQWRkcmVzcxIPCgdhZGRyZXNzGAEgASgJIqkCCgVVc2FnZRISCgpzYW5kYm94X2lkGAEgASgJEhgKC2NwdV9wZXJjZW50GAIgASgBSACIAQESFAoMbWVtb3J5X2J5dGVzGAMgASgBEhoKEm1lbW9yeV9saW1pdF9ieXRlcxgEIAEoARIMCgRwaWRzGAUgASgBEhwKD2Rpc2tfdXNlZF9ieXRlcxgGIAEoAUgBiAEBEhgKEGRpc2tfbGltaXRfYnl0ZXMYByABKAESGQoMbmV0X3J4X2J5dGVzGAggASgBSAKIAQESGQoMbmV0X3R4X2J5dGVzGAkgASgBSAOIAQFCDgoMX2NwdV9wZXJjZW50QhIKEF9kaXNrX3VzZWRfYnl0ZXNCDwoNX25ldF9yeF9ieXRlc0IPCg1fbmV0X3R4X2J5dGVzIi8KCVVzYWdlTGlzdBIiCgV1c2FnZRgBIAMoCzITLmN1YmUubm9kZS52MS5Vc2FnZSIcCgxOb2RlVmlld0pzb24SDAoEanNvbhgBIAEoDCJwCglOb2RlRXZlbnQSKAoHc2FuZGJveBgBIAEoCzIVLmN1YmUubm9kZS52MS5TYW5kYm94SAASGQoPc2FuZGJveF9yZW1vdmVkGAIgASgJSAASFQoLbm90aWNlX2pzb24YAyABKAxIAEIHCgVldmVudCIhCgNQdHkSDAoEY29scxgBIAEoDRIMCgRyb3dzGAIgASgNIt8CChNTdGFydFByb2Nlc3NSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEYXJndhgCIAMoCRI3CgNlbnYYAyADKAsyKi5jdWJlLm5vZGUudjEuU3RhcnRQcm9jZXNzUmVxdWVzdC5FbnZFbnRyeRIQCgNjd2QYBCABKAlIAIgBARIRCgR1c2VyGAUgASgJSAGIAQESFwoKdGltZW91dF9tcxgGIAEoAUgCiAEBEhIKBXN0ZGluGAcgASgISAOIAQESIwoDcHR5GAggASgLMhEuY3ViZS5ub2RlLnYxLlB0eUgEiAEBEhAKA3RhZxgJIAEoCUgFiAEBGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBgoEX2N3ZEIHCgVfdXNlckINCgtfdGltZW91dF9tc0IICgZfc3RkaW5CBgoEX3B0eUIGCgRfdGFnIl8KFUNvbm5lY3RQcm9jZXNzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEhAKA3BpZBgCIAEoDUgAiAEBEhAKA3RhZxgDIAEoCUgBiAEBQgYKBF9waWRCBgoEX3RhZyKJAgoMUHJvY2Vzc0V2ZW50Eg8KBXN0YXJ0GAEgASgNSAASEAoGc3Rkb3V0GAIgASgMSAASEAoGc3RkZXJyGAMgASgMSAASDQoDcHR5GAQgASgMSAASLQoDZW5kGAUgASgLMh4uY3ViZS5ub2RlLnYxLlByb2Nlc3NFdmVudC5FbmRIABp9CgNFbmQSEQoJZXhpdF9jb2RlGAEgASgREhMKBnNpZ25hbBgCIAEoCUgAiAEBEhIKCm9vbV9raWxsZWQYAyABKAgSEQoJdGltZWRfb3V0GAQgASgIEhIKBWVycm9yGAUgASgJSAGIAQFCCQoHX3NpZ25hbEIICgZfZXJyb3JCBwoFZXZlbnQiuQEKC1Byb2Nlc3NJbmZvEgsKA3BpZBgBIAEoDRIQCgN0YWcYAiABKAlIAIgBARIMCgRhcmd2GAMgAygJEhAKA2N3ZBgEIAEoCUgBiAEBEi8KA2VudhgFIAMoCzIiLmN1YmUubm9kZS52MS5Qcm9jZXNzSW5mby5FbnZFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF90YWdCBgoEX2N3ZCI7CgtQcm9jZXNzTGlzdBIsCglwcm9jZXNzZXMYASADKAsyGS5jdWJlLm5vZGUudjEuUHJvY2Vzc0luZm8iLQoKUHJvY2Vzc1JlZhISCgpzYW5kYm94X2lkGAEgASgJEgsKA3BpZBgCIAEoDSJBChBTZW5kSW5wdXRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSCwoDcGlkGAIgASgNEgwKBGRhdGEYAyABKAwiRwoUU2lnbmFsUHJvY2Vzc1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRILCgNwaWQYAiABKA0SDgoGc2lnbmFsGAMgASgJIlMKFFJlc2l6ZVByb2Nlc3NSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSCwoDcGlkGAIgASgNEgwKBGNvbHMYAyABKA0SDAoEcm93cxgEIAEoDSJDCgpPdXRwdXRMaW5lEgoKAmF0GAEgASgJEgsKA3BpZBgCIAEoDRIOCgZzdHJlYW0YAyABKAkSDAoEbGluZRgEIAEoCSI2CgtPdXRwdXRMaW5lcxInCgVsaW5lcxgBIAMoCzIYLmN1YmUubm9kZS52MS5PdXRwdXRMaW5lIksKC1BhdGhSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIRCgR1c2VyGAMgASgJSACIAQFCBwoFX3VzZXIibAoOTGlzdERpclJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEhIKBWRlcHRoGAMgASgNSACIAQESEQoEdXNlchgEIAEoCUgBiAEBQggKBl9kZXB0aEIHCgVfdXNlciJbCg9Nb3ZlUGF0aFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRmcm9tGAIgASgJEgoKAnRvGAMgASgJEhEKBHVzZXIYBCABKAlIAIgBAUIHCgVfdXNlciJeChBXcml0ZUZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIRCgR1c2VyGAMgASgJSACIAQESDAoEZGF0YRgEIAEoDEIHCgVfdXNlciKsAQoIRmlsZVN0YXQSDAoEbmFtZRgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBHR5cGUYAyABKAkSDAoEc2l6ZRgEIAEoARIMCgRtb2RlGAUgASgNEgsKA3VpZBgGIAEoDRILCgNnaWQYByABKA0SEAoIbXRpbWVfbXMYCCABKAESGwoOc3ltbGlua190YXJnZXQYCSABKAlIAIgBAUIRCg9fc3ltbGlua190YXJnZXQiNQoMRmlsZVN0YXRMaXN0EiUKBWZpbGVzGAEgAygLMhYuY3ViZS5ub2RlLnYxLkZpbGVTdGF0IhUKBUNodW5rEgwKBGRhdGEYASABKAwiFwoHTWFkZURpchIMCgRtYWRlGAEgASgIIngKDEZpbGVNZXRhZGF0YRI4CgdlbnRyaWVzGAEgAygLMicuY3ViZS5ub2RlLnYxLkZpbGVNZXRhZGF0YS5FbnRyaWVzRW50cnkaLgoMRW50cmllc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVAoTUmVhZE1ldGFkYXRhUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg0KBXBhdGhzGAIgAygJEhEKBHVzZXIYAyABKAlIAIgBAUIHCgVfdXNlciJAChBGaWxlTWV0YWRhdGFMaXN0EiwKCG1ldGFkYXRhGAEgAygLMhouY3ViZS5ub2RlLnYxLkZpbGVNZXRhZGF0YSKCAQoUV3JpdGVNZXRhZGF0YVJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEiwKCG1ldGFkYXRhGAMgASgLMhouY3ViZS5ub2RlLnYxLkZpbGVNZXRhZGF0YRIRCgR1c2VyGAQgASgJSACIAQFCBwoFX3VzZXIiYgoPV2F0Y2hEaXJSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIRCglyZWN1cnNpdmUYAyABKAgSEQoEdXNlchgEIAEoCUgAiAEBQgcKBV91c2VyIn8KCldhdGNoRXZlbnQSDwoFcmVhZHkYASABKAhIABIxCgZjaGFuZ2UYAiABKAsyHy5jdWJlLm5vZGUudjEuV2F0Y2hFdmVudC5DaGFuZ2VIABokCgZDaGFuZ2USDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJQgcKBWV2ZW50IjQKE0ZldGNoUHJvZ3Jlc3NBbnN3ZXISDQoFYnl0ZXMYASABKAESDgoGYWN0aXZlGAIgASgNIhQKBEpzb24SDAoEanNvbhgBIAEoDCIcCgxUZW1wbGF0ZU5hbWUSDAoEbmFtZRgBIAEoCSIyChJUYWdUZW1wbGF0ZVJlcXVlc3QSDgoGdGFyZ2V0GAEgASgJEgwKBHRhZ3MYAiADKAkiawoRQnVpbGRTdGFydFJlcXVlc3QSEwoLdGVtcGxhdGVfaWQYASABKAkSEAoIYnVpbGRfaWQYAiABKAkSEQoJYm9keV9qc29uGAMgASgMEhIKBW93bmVyGAQgASgJSACIAQFCCAoGX293bmVyIjEKCEJ1aWxkUmVmEhMKC3RlbXBsYXRlX2lkGAEgASgJEhAKCGJ1aWxkX2lkGAIgASgJIjsKDUJ1aWxkRmlsZXNSZWYSDAoEaGFzaBgBIAEoCRISCgVvd25lchgCIAEoCUgAiAEBQggKBl9vd25lciIXCghIYXNGaWxlcxILCgNoYXMYASABKAgy6xEKC05vZGVTZXJ2aWNlEkoKDUNyZWF0ZVNhbmRib3gSIi5jdWJlLm5vZGUudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QaFS5jdWJlLm5vZGUudjEuU2FuZGJveBI/Cg5EZXN0cm95U2FuZGJveBIYLmN1YmUubm9kZS52MS5TYW5kYm94UmVmGhMuY3ViZS5ub2RlLnYxLkVtcHR5EkgKDFBhdXNlU2FuZGJveBIhLmN1YmUubm9kZS52MS5QYXVzZVNhbmRib3hSZXF1ZXN0GhUuY3ViZS5ub2RlLnYxLlNhbmRib3gSQAoNUmVzdW1lU2FuZGJveBIYLmN1YmUubm9kZS52MS5TYW5kYm94UmVmGhUuY3ViZS5ub2RlLnYxLlNhbmRib3gSQgoKR2V0U2FuZGJveBIYLmN1YmUubm9kZS52MS5TYW5kYm94UmVmGhouY3ViZS5ub2RlLnYxLk1heWJlU2FuZGJveBI/Cg1MaXN0U2FuZGJveGVzEhMuY3ViZS5ub2RlLnYxLkVtcHR5GhkuY3ViZS5ub2RlLnYxLlNhbmRib3hMaXN0EkAKCFNldEVuZEF0Eh0uY3ViZS5ub2RlLnYxLlNldEVuZEF0UmVxdWVzdBoVLmN1YmUubm9kZS52MS5TYW5kYm94EkIKCVNldEVncmVzcxIeLmN1YmUubm9kZS52MS5TZXRFZ3Jlc3NSZXF1ZXN0GhUuY3ViZS5ub2RlLnYxLlNhbmRib3gSTwoPU25hcHNob3RTYW5kYm94EiQuY3ViZS5ub2RlLnYxLlNuYXBzaG90U2FuZGJveFJlcXVlc3QaFi5jdWJlLm5vZGUudjEuU25hcHNob3QSQAoORGVsZXRlU25hcHNob3QSGS5jdWJlLm5vZGUudjEuU25hcHNob3RSZWYaEy5jdWJlLm5vZGUudjEuRW1wdHkSPwoNTGlzdFNuYXBzaG90cxITLmN1YmUubm9kZS52MS5FbXB0eRoZLmN1YmUubm9kZS52MS5TbmFwc2hvdElkcxJBCg5TYW5kYm94QWRkcmVzcxIYLmN1YmUubm9kZS52MS5TYW5kYm94UmVmGhUuY3ViZS5ub2RlLnYxLkFkZHJlc3MSPAoMU2FuZGJveFVzYWdlEhMuY3ViZS5ub2RlLnYxLkVtcHR5GhcuY3ViZS5ub2RlLnYxLlVzYWdlTGlzdBI7CghOb2RlVmlldxITLmN1YmUubm9kZS52MS5FbXB0eRoaLmN1YmUubm9kZS52MS5Ob2RlVmlld0pzb24SOAoGRXZlbnRzEhMuY3ViZS5ub2RlLnYxLkVtcHR5GhcuY3ViZS5ub2RlLnYxLk5vZGVFdmVudDABEk8KDFN0YXJ0UHJvY2VzcxIhLmN1YmUubm9kZS52MS5TdGFydFByb2Nlc3NSZXF1ZXN0GhouY3ViZS5ub2RlLnYxLlByb2Nlc3NFdmVudDABElMKDkNvbm5lY3RQcm9jZXNzEiMuY3ViZS5ub2RlLnYxLkNvbm5lY3RQcm9jZXNzUmVxdWVzdBoaLmN1YmUubm9kZS52MS5Qcm9jZXNzRXZlbnQwARJECg1MaXN0UHJvY2Vzc2VzEhguY3ViZS5ub2RlLnYxLlNhbmRib3hSZWYaGS5jdWJlLm5vZGUudjEuUHJvY2Vzc0xpc3QSQAoJU2VuZElucHV0Eh4uY3ViZS5ub2RlLnYxLlNlbmRJbnB1dFJlcXVlc3QaEy5jdWJlLm5vZGUudjEuRW1wdHkSOwoKQ2xvc2VTdGRpbhIYLmN1YmUubm9kZS52MS5Qcm9jZXNzUmVmGhMuY3ViZS5ub2RlLnYxLkVtcHR5EkgKDVNpZ25hbFByb2Nlc3MSIi5jdWJlLm5vZGUudjEuU2lnbmFsUHJvY2Vzc1JlcXVlc3QaEy5jdWJlLm5vZGUudjEuRW1wdHkSSAoNUmVzaXplUHJvY2VzcxIiLmN1YmUubm9kZS52MS5SZXNpemVQcm9jZXNzUmVxdWVzdBoTLmN1YmUubm9kZS52MS5FbXB0eRJECg1Qcm9jZXNzT3V0cHV0EhguY3ViZS5ub2RlLnYxLlNhbmRib3hSZWYaGS5jdWJlLm5vZGUudjEuT3V0cHV0TGluZXMSPQoIU3RhdEZpbGUSGS5jdWJlLm5vZGUudjEuUGF0aFJlcXVlc3QaFi5jdWJlLm5vZGUudjEuRmlsZVN0YXQSQwoHTGlzdERpchIcLmN1YmUubm9kZS52MS5MaXN0RGlyUmVxdWVzdBoaLmN1YmUubm9kZS52MS5GaWxlU3RhdExpc3QSPAoIUmVhZEZpbGUSGS5jdWJlLm5vZGUudjEuUGF0aFJlcXVlc3QaEy5jdWJlLm5vZGUudjEuQ2h1bmswARJDCglXcml0ZUZpbGUSHi5jdWJlLm5vZGUudjEuV3JpdGVGaWxlUmVxdWVzdBoWLmN1YmUubm9kZS52MS5GaWxlU3RhdBI7CgdNYWtlRGlyEhkuY3ViZS5ub2RlLnYxLlBhdGhSZXF1ZXN0GhUuY3ViZS5ub2RlLnYxLk1hZGVEaXISPAoKUmVtb3ZlUGF0aBIZLmN1YmUubm9kZS52MS5QYXRoUmVxdWVzdBoTLmN1YmUubm9kZS52MS5FbXB0eRJBCghNb3ZlUGF0aBIdLmN1YmUubm9kZS52MS5Nb3ZlUGF0aFJlcXVlc3QaFi5jdWJlLm5vZGUudjEuRmlsZVN0YXQSUQoMUmVhZE1ldGFkYXRhEiEuY3ViZS5ub2RlLnYxLlJlYWRNZXRhZGF0YVJlcXVlc3QaHi5jdWJlLm5vZGUudjEuRmlsZU1ldGFkYXRhTGlzdBJICg1Xcml0ZU1ldGFkYXRhEiIuY3ViZS5ub2RlLnYxLldyaXRlTWV0YWRhdGFSZXF1ZXN0GhMuY3ViZS5ub2RlLnYxLkVtcHR5EkUKCFdhdGNoRGlyEh0uY3ViZS5ub2RlLnYxLldhdGNoRGlyUmVxdWVzdBoYLmN1YmUubm9kZS52MS5XYXRjaEV2ZW50MAEylAUKDU5vZGVUZW1wbGF0ZXMSRwoNRmV0Y2hQcm9ncmVzcxITLmN1YmUubm9kZS52MS5FbXB0eRohLmN1YmUubm9kZS52MS5GZXRjaFByb2dyZXNzQW5zd2VyEkAKDlRlbXBsYXRlUmVjb3JkEhouY3ViZS5ub2RlLnYxLlRlbXBsYXRlTmFtZRoSLmN1YmUubm9kZS52MS5Kc29uEjoKD1RlbXBsYXRlUmVjb3JkcxITLmN1YmUubm9kZS52MS5FbXB0eRoSLmN1YmUubm9kZS52MS5Kc29uEkAKDlJlbW92ZVRlbXBsYXRlEhouY3ViZS5ub2RlLnYxLlRlbXBsYXRlTmFtZRoSLmN1YmUubm9kZS52MS5Kc29uEkMKC1RhZ1RlbXBsYXRlEiAuY3ViZS5ub2RlLnYxLlRhZ1RlbXBsYXRlUmVxdWVzdBoSLmN1YmUubm9kZS52MS5Kc29uEjYKDEJ1aWxkUmVxdWVzdBISLmN1YmUubm9kZS52MS5Kc29uGhIuY3ViZS5ub2RlLnYxLkpzb24SQgoKQnVpbGRTdGFydBIfLmN1YmUubm9kZS52MS5CdWlsZFN0YXJ0UmVxdWVzdBoTLmN1YmUubm9kZS52MS5FbXB0eRI2CghCdWlsZEdldBIWLmN1YmUubm9kZS52MS5CdWlsZFJlZhoSLmN1YmUubm9kZS52MS5Kc29uEjsKCUJ1aWxkTGlzdBIaLmN1YmUubm9kZS52MS5UZW1wbGF0ZU5hbWUaEi5jdWJlLm5vZGUudjEuSnNvbhJECg1CdWlsZEhhc0ZpbGVzEhsuY3ViZS5ub2RlLnYxLkJ1aWxkRmlsZXNSZWYaFi5jdWJlLm5vZGUudjEuSGFzRmlsZXNiBnByb3RvMw");
+  fileDesc("ChdjdWJlL25vZGUvdjEvbm9kZS5wcm90bxIMY3ViZS5ub2RlLnYxIgcKBUVtcHR5IiAKClNhbmRib3hSZWYSEgoKc2FuZGJveF9pZBgBIAEoCSIiCgtTbmFwc2hvdFJlZhITCgtzbmFwc2hvdF9pZBgBIAEoCSIbCgpTdHJpbmdMaXN0Eg0KBWl0ZW1zGAEgAygJIjoKBFNwZWMSDAoEY3B1cxgBIAEoARISCgptZW1vcnlfbWliGAIgASgBEhAKCGRpc2tfZ2liGAMgASgBIjQKCUxpZmVjeWNsZRISCgpvbl90aW1lb3V0GAEgASgJEhMKC2F1dG9fcmVzdW1lGAIgASgIIrYBCgZFZ3Jlc3MSGwoOYWxsb3dfaW50ZXJuZXQYASABKAhIAIgBARIwCglhbGxvd19vdXQYAiABKAsyGC5jdWJlLm5vZGUudjEuU3RyaW5nTGlzdEgBiAEBEi8KCGRlbnlfb3V0GAMgASgLMhguY3ViZS5ub2RlLnYxLlN0cmluZ0xpc3RIAogBAUIRCg9fYWxsb3dfaW50ZXJuZXRCDAoKX2FsbG93X291dEILCglfZGVueV9vdXQiugQKB1NhbmRib3gSEgoKc2FuZGJveF9pZBgBIAEoCRITCgt0ZW1wbGF0ZV9pZBgCIAEoCRIPCgdub2RlX2lkGAMgASgJEg0KBXN0YXRlGAQgASgJEhMKBnJlYXNvbhgFIAEoCUgAiAEBEiAKBHNwZWMYBiABKAsyEi5jdWJlLm5vZGUudjEuU3BlYxI1CghtZXRhZGF0YRgHIAMoCzIjLmN1YmUubm9kZS52MS5TYW5kYm94Lk1ldGFkYXRhRW50cnkSEgoKc3RhcnRlZF9hdBgIIAEoARIOCgZlbmRfYXQYCSABKAESDwoCaXAYCiABKAlIAYgBARIPCgdydW50aW1lGAsgASgJEi8KCWxpZmVjeWNsZRgMIAEoCzIXLmN1YmUubm9kZS52MS5MaWZlY3ljbGVIAogBARISCgVvd25lchgNIAEoCUgDiAEBEikKBmVncmVzcxgOIAEoCzIULmN1YmUubm9kZS52MS5FZ3Jlc3NIBIgBARIcCg9kaXNrX3VzZWRfYnl0ZXMYDyABKAFIBYgBARIqCgd2b2x1bWVzGBAgAygLMhkuY3ViZS5ub2RlLnYxLlZvbHVtZU1vdW50Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfcmVhc29uQgUKA19pcEIMCgpfbGlmZWN5Y2xlQggKBl9vd25lckIJCgdfZWdyZXNzQhIKEF9kaXNrX3VzZWRfYnl0ZXMiPAoLVm9sdW1lTW91bnQSEQoJdm9sdW1lX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEcGF0aBgDIAEoCSJHCgxNYXliZVNhbmRib3gSKwoHc2FuZGJveBgBIAEoCzIVLmN1YmUubm9kZS52MS5TYW5kYm94SACIAQFCCgoIX3NhbmRib3giNwoLU2FuZGJveExpc3QSKAoJc2FuZGJveGVzGAEgAygLMhUuY3ViZS5ub2RlLnYxLlNhbmRib3gi/wQKFENyZWF0ZVNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSEwoLdGVtcGxhdGVfaWQYAiABKAkSIAoEc3BlYxgDIAEoCzISLmN1YmUubm9kZS52MS5TcGVjEg4KBmVuZF9hdBgEIAEoARI4CgNlbnYYBSADKAsyKy5jdWJlLm5vZGUudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QuRW52RW50cnkSQgoIbWV0YWRhdGEYBiADKAsyMC5jdWJlLm5vZGUudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QuTWV0YWRhdGFFbnRyeRIpCgZlZ3Jlc3MYByABKAsyFC5jdWJlLm5vZGUudjEuRWdyZXNzSACIAQESLwoJbGlmZWN5Y2xlGAggASgLMhcuY3ViZS5ub2RlLnYxLkxpZmVjeWNsZUgBiAEBEhIKBW93bmVyGAkgASgJSAKIAQESFAoHcnVudGltZRgKIAEoCUgDiAEBEhoKDWZyb21fc25hcHNob3QYCyABKAlIBIgBARIVCghkZWFkbGluZRgMIAEoAUgFiAEBEioKB3ZvbHVtZXMYDSADKAsyGS5jdWJlLm5vZGUudjEuVm9sdW1lTW91bnQaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX2VncmVzc0IMCgpfbGlmZWN5Y2xlQggKBl9vd25lckIKCghfcnVudGltZUIQCg5fZnJvbV9zbmFwc2hvdEILCglfZGVhZGxpbmUiSwoTUGF1c2VTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEhQKB3JlbGVhc2UYAiABKAhIAIgBAUIKCghfcmVsZWFzZSI1Cg9TZXRFbmRBdFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIOCgZlbmRfYXQYAiABKAEiTAoQU2V0RWdyZXNzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEiQKBmVncmVzcxgCIAEoCzIULmN1YmUubm9kZS52MS5FZ3Jlc3MiQQoWU25hcHNob3RTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEhMKC3NuYXBzaG90X2lkGAIgASgJIvICCghTbmFwc2hvdBITCgtzbmFwc2hvdF9pZBgBIAEoCRISCgpzYW5kYm94X2lkGAIgASgJEg8KB25vZGVfaWQYAyABKAkSEwoLdGVtcGxhdGVfaWQYBCABKAkSDwoHcnVudGltZRgFIAEoCRINCgVrZWVwcxgGIAEoCRIgCgRzcGVjGAcgASgLMhIuY3ViZS5ub2RlLnYxLlNwZWMSNgoIbWV0YWRhdGEYCCADKAsyJC5jdWJlLm5vZGUudjEuU25hcHNob3QuTWV0YWRhdGFFbnRyeRISCgpjcmVhdGVkX2F0GAkgASgBEiwKA2VudhgKIAMoCzIfLmN1YmUubm9kZS52MS5TbmFwc2hvdC5FbnZFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIjCgtTbmFwc2hvdElkcxIUCgxzbmFwc2hvdF9pZHMYASADKAkiGgoHQWRkcmVzcxIPCgdhZGRyZXNzGAEgASgJIqkCCgVVc2FnZRISCgpzYW5kYm94X2lkGAEgASgJEhgKC2NwdV9wZXJjZW50GAIgASgBSACIAQESFAoMbWVtb3J5X2J5dGVzGAMgASgBEhoKEm1lbW9yeV9saW1pdF9ieXRlcxgEIAEoARIMCgRwaWRzGAUgASgBEhwKD2Rpc2tfdXNlZF9ieXRlcxgGIAEoAUgBiAEBEhgKEGRpc2tfbGltaXRfYnl0ZXMYByABKAESGQoMbmV0X3J4X2J5dGVzGAggASgBSAKIAQESGQoMbmV0X3R4X2J5dGVzGAkgASgBSAOIAQFCDgoMX2NwdV9wZXJjZW50QhIKEF9kaXNrX3VzZWRfYnl0ZXNCDwoNX25ldF9yeF9ieXRlc0IPCg1fbmV0X3R4X2J5dGVzIi8KCVVzYWdlTGlzdBIiCgV1c2FnZRgBIAMoCzITLmN1YmUubm9kZS52MS5Vc2FnZSIcCgxOb2RlVmlld0pzb24SDAoEanNvbhgBIAEoDCJwCglOb2RlRXZlbnQSKAoHc2FuZGJveBgBIAEoCzIVLmN1YmUubm9kZS52MS5TYW5kYm94SAASGQoPc2FuZGJveF9yZW1vdmVkGAIgASgJSAASFQoLbm90aWNlX2pzb24YAyABKAxIAEIHCgVldmVudCIhCgNQdHkSDAoEY29scxgBIAEoDRIMCgRyb3dzGAIgASgNIt8CChNTdGFydFByb2Nlc3NSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEYXJndhgCIAMoCRI3CgNlbnYYAyADKAsyKi5jdWJlLm5vZGUudjEuU3RhcnRQcm9jZXNzUmVxdWVzdC5FbnZFbnRyeRIQCgNjd2QYBCABKAlIAIgBARIRCgR1c2VyGAUgASgJSAGIAQESFwoKdGltZW91dF9tcxgGIAEoAUgCiAEBEhIKBXN0ZGluGAcgASgISAOIAQESIwoDcHR5GAggASgLMhEuY3ViZS5ub2RlLnYxLlB0eUgEiAEBEhAKA3RhZxgJIAEoCUgFiAEBGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBgoEX2N3ZEIHCgVfdXNlckINCgtfdGltZW91dF9tc0IICgZfc3RkaW5CBgoEX3B0eUIGCgRfdGFnIl8KFUNvbm5lY3RQcm9jZXNzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEhAKA3BpZBgCIAEoDUgAiAEBEhAKA3RhZxgDIAEoCUgBiAEBQgYKBF9waWRCBgoEX3RhZyKJAgoMUHJvY2Vzc0V2ZW50Eg8KBXN0YXJ0GAEgASgNSAASEAoGc3Rkb3V0GAIgASgMSAASEAoGc3RkZXJyGAMgASgMSAASDQoDcHR5GAQgASgMSAASLQoDZW5kGAUgASgLMh4uY3ViZS5ub2RlLnYxLlByb2Nlc3NFdmVudC5FbmRIABp9CgNFbmQSEQoJZXhpdF9jb2RlGAEgASgREhMKBnNpZ25hbBgCIAEoCUgAiAEBEhIKCm9vbV9raWxsZWQYAyABKAgSEQoJdGltZWRfb3V0GAQgASgIEhIKBWVycm9yGAUgASgJSAGIAQFCCQoHX3NpZ25hbEIICgZfZXJyb3JCBwoFZXZlbnQiuQEKC1Byb2Nlc3NJbmZvEgsKA3BpZBgBIAEoDRIQCgN0YWcYAiABKAlIAIgBARIMCgRhcmd2GAMgAygJEhAKA2N3ZBgEIAEoCUgBiAEBEi8KA2VudhgFIAMoCzIiLmN1YmUubm9kZS52MS5Qcm9jZXNzSW5mby5FbnZFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF90YWdCBgoEX2N3ZCI7CgtQcm9jZXNzTGlzdBIsCglwcm9jZXNzZXMYASADKAsyGS5jdWJlLm5vZGUudjEuUHJvY2Vzc0luZm8iLQoKUHJvY2Vzc1JlZhISCgpzYW5kYm94X2lkGAEgASgJEgsKA3BpZBgCIAEoDSJBChBTZW5kSW5wdXRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSCwoDcGlkGAIgASgNEgwKBGRhdGEYAyABKAwiRwoUU2lnbmFsUHJvY2Vzc1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRILCgNwaWQYAiABKA0SDgoGc2lnbmFsGAMgASgJIlMKFFJlc2l6ZVByb2Nlc3NSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSCwoDcGlkGAIgASgNEgwKBGNvbHMYAyABKA0SDAoEcm93cxgEIAEoDSJDCgpPdXRwdXRMaW5lEgoKAmF0GAEgASgJEgsKA3BpZBgCIAEoDRIOCgZzdHJlYW0YAyABKAkSDAoEbGluZRgEIAEoCSI2CgtPdXRwdXRMaW5lcxInCgVsaW5lcxgBIAMoCzIYLmN1YmUubm9kZS52MS5PdXRwdXRMaW5lIksKC1BhdGhSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIRCgR1c2VyGAMgASgJSACIAQFCBwoFX3VzZXIibAoOTGlzdERpclJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEhIKBWRlcHRoGAMgASgNSACIAQESEQoEdXNlchgEIAEoCUgBiAEBQggKBl9kZXB0aEIHCgVfdXNlciJbCg9Nb3ZlUGF0aFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRmcm9tGAIgASgJEgoKAnRvGAMgASgJEhEKBHVzZXIYBCABKAlIAIgBAUIHCgVfdXNlciJeChBXcml0ZUZpbGVSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIRCgR1c2VyGAMgASgJSACIAQESDAoEZGF0YRgEIAEoDEIHCgVfdXNlciKsAQoIRmlsZVN0YXQSDAoEbmFtZRgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBHR5cGUYAyABKAkSDAoEc2l6ZRgEIAEoARIMCgRtb2RlGAUgASgNEgsKA3VpZBgGIAEoDRILCgNnaWQYByABKA0SEAoIbXRpbWVfbXMYCCABKAESGwoOc3ltbGlua190YXJnZXQYCSABKAlIAIgBAUIRCg9fc3ltbGlua190YXJnZXQiNQoMRmlsZVN0YXRMaXN0EiUKBWZpbGVzGAEgAygLMhYuY3ViZS5ub2RlLnYxLkZpbGVTdGF0IhUKBUNodW5rEgwKBGRhdGEYASABKAwiFwoHTWFkZURpchIMCgRtYWRlGAEgASgIIngKDEZpbGVNZXRhZGF0YRI4CgdlbnRyaWVzGAEgAygLMicuY3ViZS5ub2RlLnYxLkZpbGVNZXRhZGF0YS5FbnRyaWVzRW50cnkaLgoMRW50cmllc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVAoTUmVhZE1ldGFkYXRhUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg0KBXBhdGhzGAIgAygJEhEKBHVzZXIYAyABKAlIAIgBAUIHCgVfdXNlciJAChBGaWxlTWV0YWRhdGFMaXN0EiwKCG1ldGFkYXRhGAEgAygLMhouY3ViZS5ub2RlLnYxLkZpbGVNZXRhZGF0YSKCAQoUV3JpdGVNZXRhZGF0YVJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEiwKCG1ldGFkYXRhGAMgASgLMhouY3ViZS5ub2RlLnYxLkZpbGVNZXRhZGF0YRIRCgR1c2VyGAQgASgJSACIAQFCBwoFX3VzZXIiYgoPV2F0Y2hEaXJSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIRCglyZWN1cnNpdmUYAyABKAgSEQoEdXNlchgEIAEoCUgAiAEBQgcKBV91c2VyIn8KCldhdGNoRXZlbnQSDwoFcmVhZHkYASABKAhIABIxCgZjaGFuZ2UYAiABKAsyHy5jdWJlLm5vZGUudjEuV2F0Y2hFdmVudC5DaGFuZ2VIABokCgZDaGFuZ2USDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJQgcKBWV2ZW50IjQKE0ZldGNoUHJvZ3Jlc3NBbnN3ZXISDQoFYnl0ZXMYASABKAESDgoGYWN0aXZlGAIgASgNIhQKBEpzb24SDAoEanNvbhgBIAEoDCIcCgxUZW1wbGF0ZU5hbWUSDAoEbmFtZRgBIAEoCSIyChJUYWdUZW1wbGF0ZVJlcXVlc3QSDgoGdGFyZ2V0GAEgASgJEgwKBHRhZ3MYAiADKAkiawoRQnVpbGRTdGFydFJlcXVlc3QSEwoLdGVtcGxhdGVfaWQYASABKAkSEAoIYnVpbGRfaWQYAiABKAkSEQoJYm9keV9qc29uGAMgASgMEhIKBW93bmVyGAQgASgJSACIAQFCCAoGX293bmVyIjEKCEJ1aWxkUmVmEhMKC3RlbXBsYXRlX2lkGAEgASgJEhAKCGJ1aWxkX2lkGAIgASgJIjsKDUJ1aWxkRmlsZXNSZWYSDAoEaGFzaBgBIAEoCRISCgVvd25lchgCIAEoCUgAiAEBQggKBl9vd25lciIXCghIYXNGaWxlcxILCgNoYXMYASABKAgy6xEKC05vZGVTZXJ2aWNlEkoKDUNyZWF0ZVNhbmRib3gSIi5jdWJlLm5vZGUudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QaFS5jdWJlLm5vZGUudjEuU2FuZGJveBI/Cg5EZXN0cm95U2FuZGJveBIYLmN1YmUubm9kZS52MS5TYW5kYm94UmVmGhMuY3ViZS5ub2RlLnYxLkVtcHR5EkgKDFBhdXNlU2FuZGJveBIhLmN1YmUubm9kZS52MS5QYXVzZVNhbmRib3hSZXF1ZXN0GhUuY3ViZS5ub2RlLnYxLlNhbmRib3gSQAoNUmVzdW1lU2FuZGJveBIYLmN1YmUubm9kZS52MS5TYW5kYm94UmVmGhUuY3ViZS5ub2RlLnYxLlNhbmRib3gSQgoKR2V0U2FuZGJveBIYLmN1YmUubm9kZS52MS5TYW5kYm94UmVmGhouY3ViZS5ub2RlLnYxLk1heWJlU2FuZGJveBI/Cg1MaXN0U2FuZGJveGVzEhMuY3ViZS5ub2RlLnYxLkVtcHR5GhkuY3ViZS5ub2RlLnYxLlNhbmRib3hMaXN0EkAKCFNldEVuZEF0Eh0uY3ViZS5ub2RlLnYxLlNldEVuZEF0UmVxdWVzdBoVLmN1YmUubm9kZS52MS5TYW5kYm94EkIKCVNldEVncmVzcxIeLmN1YmUubm9kZS52MS5TZXRFZ3Jlc3NSZXF1ZXN0GhUuY3ViZS5ub2RlLnYxLlNhbmRib3gSTwoPU25hcHNob3RTYW5kYm94EiQuY3ViZS5ub2RlLnYxLlNuYXBzaG90U2FuZGJveFJlcXVlc3QaFi5jdWJlLm5vZGUudjEuU25hcHNob3QSQAoORGVsZXRlU25hcHNob3QSGS5jdWJlLm5vZGUudjEuU25hcHNob3RSZWYaEy5jdWJlLm5vZGUudjEuRW1wdHkSPwoNTGlzdFNuYXBzaG90cxITLmN1YmUubm9kZS52MS5FbXB0eRoZLmN1YmUubm9kZS52MS5TbmFwc2hvdElkcxJBCg5TYW5kYm94QWRkcmVzcxIYLmN1YmUubm9kZS52MS5TYW5kYm94UmVmGhUuY3ViZS5ub2RlLnYxLkFkZHJlc3MSPAoMU2FuZGJveFVzYWdlEhMuY3ViZS5ub2RlLnYxLkVtcHR5GhcuY3ViZS5ub2RlLnYxLlVzYWdlTGlzdBI7CghOb2RlVmlldxITLmN1YmUubm9kZS52MS5FbXB0eRoaLmN1YmUubm9kZS52MS5Ob2RlVmlld0pzb24SOAoGRXZlbnRzEhMuY3ViZS5ub2RlLnYxLkVtcHR5GhcuY3ViZS5ub2RlLnYxLk5vZGVFdmVudDABEk8KDFN0YXJ0UHJvY2VzcxIhLmN1YmUubm9kZS52MS5TdGFydFByb2Nlc3NSZXF1ZXN0GhouY3ViZS5ub2RlLnYxLlByb2Nlc3NFdmVudDABElMKDkNvbm5lY3RQcm9jZXNzEiMuY3ViZS5ub2RlLnYxLkNvbm5lY3RQcm9jZXNzUmVxdWVzdBoaLmN1YmUubm9kZS52MS5Qcm9jZXNzRXZlbnQwARJECg1MaXN0UHJvY2Vzc2VzEhguY3ViZS5ub2RlLnYxLlNhbmRib3hSZWYaGS5jdWJlLm5vZGUudjEuUHJvY2Vzc0xpc3QSQAoJU2VuZElucHV0Eh4uY3ViZS5ub2RlLnYxLlNlbmRJbnB1dFJlcXVlc3QaEy5jdWJlLm5vZGUudjEuRW1wdHkSOwoKQ2xvc2VTdGRpbhIYLmN1YmUubm9kZS52MS5Qcm9jZXNzUmVmGhMuY3ViZS5ub2RlLnYxLkVtcHR5EkgKDVNpZ25hbFByb2Nlc3MSIi5jdWJlLm5vZGUudjEuU2lnbmFsUHJvY2Vzc1JlcXVlc3QaEy5jdWJlLm5vZGUudjEuRW1wdHkSSAoNUmVzaXplUHJvY2VzcxIiLmN1YmUubm9kZS52MS5SZXNpemVQcm9jZXNzUmVxdWVzdBoTLmN1YmUubm9kZS52MS5FbXB0eRJECg1Qcm9jZXNzT3V0cHV0EhguY3ViZS5ub2RlLnYxLlNhbmRib3hSZWYaGS5jdWJlLm5vZGUudjEuT3V0cHV0TGluZXMSPQoIU3RhdEZpbGUSGS5jdWJlLm5vZGUudjEuUGF0aFJlcXVlc3QaFi5jdWJlLm5vZGUudjEuRmlsZVN0YXQSQwoHTGlzdERpchIcLmN1YmUubm9kZS52MS5MaXN0RGlyUmVxdWVzdBoaLmN1YmUubm9kZS52MS5GaWxlU3RhdExpc3QSPAoIUmVhZEZpbGUSGS5jdWJlLm5vZGUudjEuUGF0aFJlcXVlc3QaEy5jdWJlLm5vZGUudjEuQ2h1bmswARJDCglXcml0ZUZpbGUSHi5jdWJlLm5vZGUudjEuV3JpdGVGaWxlUmVxdWVzdBoWLmN1YmUubm9kZS52MS5GaWxlU3RhdBI7CgdNYWtlRGlyEhkuY3ViZS5ub2RlLnYxLlBhdGhSZXF1ZXN0GhUuY3ViZS5ub2RlLnYxLk1hZGVEaXISPAoKUmVtb3ZlUGF0aBIZLmN1YmUubm9kZS52MS5QYXRoUmVxdWVzdBoTLmN1YmUubm9kZS52MS5FbXB0eRJBCghNb3ZlUGF0aBIdLmN1YmUubm9kZS52MS5Nb3ZlUGF0aFJlcXVlc3QaFi5jdWJlLm5vZGUudjEuRmlsZVN0YXQSUQoMUmVhZE1ldGFkYXRhEiEuY3ViZS5ub2RlLnYxLlJlYWRNZXRhZGF0YVJlcXVlc3QaHi5jdWJlLm5vZGUudjEuRmlsZU1ldGFkYXRhTGlzdBJICg1Xcml0ZU1ldGFkYXRhEiIuY3ViZS5ub2RlLnYxLldyaXRlTWV0YWRhdGFSZXF1ZXN0GhMuY3ViZS5ub2RlLnYxLkVtcHR5EkUKCFdhdGNoRGlyEh0uY3ViZS5ub2RlLnYxLldhdGNoRGlyUmVxdWVzdBoYLmN1YmUubm9kZS52MS5XYXRjaEV2ZW50MAEylAUKDU5vZGVUZW1wbGF0ZXMSRwoNRmV0Y2hQcm9ncmVzcxITLmN1YmUubm9kZS52MS5FbXB0eRohLmN1YmUubm9kZS52MS5GZXRjaFByb2dyZXNzQW5zd2VyEkAKDlRlbXBsYXRlUmVjb3JkEhouY3ViZS5ub2RlLnYxLlRlbXBsYXRlTmFtZRoSLmN1YmUubm9kZS52MS5Kc29uEjoKD1RlbXBsYXRlUmVjb3JkcxITLmN1YmUubm9kZS52MS5FbXB0eRoSLmN1YmUubm9kZS52MS5Kc29uEkAKDlJlbW92ZVRlbXBsYXRlEhouY3ViZS5ub2RlLnYxLlRlbXBsYXRlTmFtZRoSLmN1YmUubm9kZS52MS5Kc29uEkMKC1RhZ1RlbXBsYXRlEiAuY3ViZS5ub2RlLnYxLlRhZ1RlbXBsYXRlUmVxdWVzdBoSLmN1YmUubm9kZS52MS5Kc29uEjYKDEJ1aWxkUmVxdWVzdBISLmN1YmUubm9kZS52MS5Kc29uGhIuY3ViZS5ub2RlLnYxLkpzb24SQgoKQnVpbGRTdGFydBIfLmN1YmUubm9kZS52MS5CdWlsZFN0YXJ0UmVxdWVzdBoTLmN1YmUubm9kZS52MS5FbXB0eRI2CghCdWlsZEdldBIWLmN1YmUubm9kZS52MS5CdWlsZFJlZhoSLmN1YmUubm9kZS52MS5Kc29uEjsKCUJ1aWxkTGlzdBIaLmN1YmUubm9kZS52MS5UZW1wbGF0ZU5hbWUaEi5jdWJlLm5vZGUudjEuSnNvbhJECg1CdWlsZEhhc0ZpbGVzEhsuY3ViZS5ub2RlLnYxLkJ1aWxkRmlsZXNSZWYaFi5jdWJlLm5vZGUudjEuSGFzRmlsZXNiBnByb3RvMw");
 
 /**
  * @generated from message cube.node.v1.Empty
@@ -252,6 +252,11 @@ export type Sandbox = Message<"cube.node.v1.Sandbox"> & {
    * @generated from field: optional double disk_used_bytes = 15;
    */
   diskUsedBytes?: number | undefined;
+
+  /**
+   * @generated from field: repeated cube.node.v1.VolumeMount volumes = 16;
+   */
+  volumes: VolumeMount[];
 };
 
 /**
@@ -260,6 +265,35 @@ export type Sandbox = Message<"cube.node.v1.Sandbox"> & {
  */
 export const SandboxSchema: GenMessage<Sandbox> = /*@__PURE__*/
   messageDesc(file_cube_node_v1_node, 7);
+
+/**
+ * model/volume.ts VolumeMount: a volume of the node, mounted at `path` inside the sandbox.
+ *
+ * @generated from message cube.node.v1.VolumeMount
+ */
+export type VolumeMount = Message<"cube.node.v1.VolumeMount"> & {
+  /**
+   * @generated from field: string volume_id = 1;
+   */
+  volumeId: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string path = 3;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message cube.node.v1.VolumeMount.
+ * Use `create(VolumeMountSchema)` to create a new message.
+ */
+export const VolumeMountSchema: GenMessage<VolumeMount> = /*@__PURE__*/
+  messageDesc(file_cube_node_v1_node, 8);
 
 /**
  * @generated from message cube.node.v1.MaybeSandbox
@@ -276,7 +310,7 @@ export type MaybeSandbox = Message<"cube.node.v1.MaybeSandbox"> & {
  * Use `create(MaybeSandboxSchema)` to create a new message.
  */
 export const MaybeSandboxSchema: GenMessage<MaybeSandbox> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 8);
+  messageDesc(file_cube_node_v1_node, 9);
 
 /**
  * @generated from message cube.node.v1.SandboxList
@@ -293,7 +327,7 @@ export type SandboxList = Message<"cube.node.v1.SandboxList"> & {
  * Use `create(SandboxListSchema)` to create a new message.
  */
 export const SandboxListSchema: GenMessage<SandboxList> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 9);
+  messageDesc(file_cube_node_v1_node, 10);
 
 /**
  * cubelet/types.ts NodeCreateRequest.
@@ -362,6 +396,11 @@ export type CreateSandboxRequest = Message<"cube.node.v1.CreateSandboxRequest"> 
    * @generated from field: optional double deadline = 12;
    */
   deadline?: number | undefined;
+
+  /**
+   * @generated from field: repeated cube.node.v1.VolumeMount volumes = 13;
+   */
+  volumes: VolumeMount[];
 };
 
 /**
@@ -369,7 +408,7 @@ export type CreateSandboxRequest = Message<"cube.node.v1.CreateSandboxRequest"> 
  * Use `create(CreateSandboxRequestSchema)` to create a new message.
  */
 export const CreateSandboxRequestSchema: GenMessage<CreateSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 10);
+  messageDesc(file_cube_node_v1_node, 11);
 
 /**
  * @generated from message cube.node.v1.PauseSandboxRequest
@@ -391,7 +430,7 @@ export type PauseSandboxRequest = Message<"cube.node.v1.PauseSandboxRequest"> & 
  * Use `create(PauseSandboxRequestSchema)` to create a new message.
  */
 export const PauseSandboxRequestSchema: GenMessage<PauseSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 11);
+  messageDesc(file_cube_node_v1_node, 12);
 
 /**
  * @generated from message cube.node.v1.SetEndAtRequest
@@ -413,7 +452,7 @@ export type SetEndAtRequest = Message<"cube.node.v1.SetEndAtRequest"> & {
  * Use `create(SetEndAtRequestSchema)` to create a new message.
  */
 export const SetEndAtRequestSchema: GenMessage<SetEndAtRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 12);
+  messageDesc(file_cube_node_v1_node, 13);
 
 /**
  * @generated from message cube.node.v1.SetEgressRequest
@@ -435,7 +474,7 @@ export type SetEgressRequest = Message<"cube.node.v1.SetEgressRequest"> & {
  * Use `create(SetEgressRequestSchema)` to create a new message.
  */
 export const SetEgressRequestSchema: GenMessage<SetEgressRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 13);
+  messageDesc(file_cube_node_v1_node, 14);
 
 /**
  * @generated from message cube.node.v1.SnapshotSandboxRequest
@@ -457,7 +496,7 @@ export type SnapshotSandboxRequest = Message<"cube.node.v1.SnapshotSandboxReques
  * Use `create(SnapshotSandboxRequestSchema)` to create a new message.
  */
 export const SnapshotSandboxRequestSchema: GenMessage<SnapshotSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 14);
+  messageDesc(file_cube_node_v1_node, 15);
 
 /**
  * cubelet/types.ts NodeSnapshot.
@@ -521,7 +560,7 @@ export type Snapshot = Message<"cube.node.v1.Snapshot"> & {
  * Use `create(SnapshotSchema)` to create a new message.
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 15);
+  messageDesc(file_cube_node_v1_node, 16);
 
 /**
  * @generated from message cube.node.v1.SnapshotIds
@@ -538,7 +577,7 @@ export type SnapshotIds = Message<"cube.node.v1.SnapshotIds"> & {
  * Use `create(SnapshotIdsSchema)` to create a new message.
  */
 export const SnapshotIdsSchema: GenMessage<SnapshotIds> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 16);
+  messageDesc(file_cube_node_v1_node, 17);
 
 /**
  * @generated from message cube.node.v1.Address
@@ -555,7 +594,7 @@ export type Address = Message<"cube.node.v1.Address"> & {
  * Use `create(AddressSchema)` to create a new message.
  */
 export const AddressSchema: GenMessage<Address> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 17);
+  messageDesc(file_cube_node_v1_node, 18);
 
 /**
  * model/sandbox.ts SandboxUsage.
@@ -614,7 +653,7 @@ export type Usage = Message<"cube.node.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 18);
+  messageDesc(file_cube_node_v1_node, 19);
 
 /**
  * @generated from message cube.node.v1.UsageList
@@ -631,7 +670,7 @@ export type UsageList = Message<"cube.node.v1.UsageList"> & {
  * Use `create(UsageListSchema)` to create a new message.
  */
 export const UsageListSchema: GenMessage<UsageList> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 19);
+  messageDesc(file_cube_node_v1_node, 20);
 
 /**
  * model/node.ts NodeView as JSON, the form the node's heartbeat carries it in too (rpc-wire.ts
@@ -653,7 +692,7 @@ export type NodeViewJson = Message<"cube.node.v1.NodeViewJson"> & {
  * Use `create(NodeViewJsonSchema)` to create a new message.
  */
 export const NodeViewJsonSchema: GenMessage<NodeViewJson> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 20);
+  messageDesc(file_cube_node_v1_node, 21);
 
 /**
  * @generated from message cube.node.v1.NodeEvent
@@ -691,7 +730,7 @@ export type NodeEvent = Message<"cube.node.v1.NodeEvent"> & {
  * Use `create(NodeEventSchema)` to create a new message.
  */
 export const NodeEventSchema: GenMessage<NodeEvent> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 21);
+  messageDesc(file_cube_node_v1_node, 22);
 
 /**
  * @generated from message cube.node.v1.Pty
@@ -713,7 +752,7 @@ export type Pty = Message<"cube.node.v1.Pty"> & {
  * Use `create(PtySchema)` to create a new message.
  */
 export const PtySchema: GenMessage<Pty> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 22);
+  messageDesc(file_cube_node_v1_node, 23);
 
 /**
  * cubelet/types.ts StartProcessRequest (runtime/types.ts ExecRequest and a tag).
@@ -772,7 +811,7 @@ export type StartProcessRequest = Message<"cube.node.v1.StartProcessRequest"> & 
  * Use `create(StartProcessRequestSchema)` to create a new message.
  */
 export const StartProcessRequestSchema: GenMessage<StartProcessRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 23);
+  messageDesc(file_cube_node_v1_node, 24);
 
 /**
  * @generated from message cube.node.v1.ConnectProcessRequest
@@ -799,7 +838,7 @@ export type ConnectProcessRequest = Message<"cube.node.v1.ConnectProcessRequest"
  * Use `create(ConnectProcessRequestSchema)` to create a new message.
  */
 export const ConnectProcessRequestSchema: GenMessage<ConnectProcessRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 24);
+  messageDesc(file_cube_node_v1_node, 25);
 
 /**
  * @generated from message cube.node.v1.ProcessEvent
@@ -846,7 +885,7 @@ export type ProcessEvent = Message<"cube.node.v1.ProcessEvent"> & {
  * Use `create(ProcessEventSchema)` to create a new message.
  */
 export const ProcessEventSchema: GenMessage<ProcessEvent> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 25);
+  messageDesc(file_cube_node_v1_node, 26);
 
 /**
  * @generated from message cube.node.v1.ProcessEvent.End
@@ -883,7 +922,7 @@ export type ProcessEvent_End = Message<"cube.node.v1.ProcessEvent.End"> & {
  * Use `create(ProcessEvent_EndSchema)` to create a new message.
  */
 export const ProcessEvent_EndSchema: GenMessage<ProcessEvent_End> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 25, 0);
+  messageDesc(file_cube_node_v1_node, 26, 0);
 
 /**
  * @generated from message cube.node.v1.ProcessInfo
@@ -920,7 +959,7 @@ export type ProcessInfo = Message<"cube.node.v1.ProcessInfo"> & {
  * Use `create(ProcessInfoSchema)` to create a new message.
  */
 export const ProcessInfoSchema: GenMessage<ProcessInfo> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 26);
+  messageDesc(file_cube_node_v1_node, 27);
 
 /**
  * @generated from message cube.node.v1.ProcessList
@@ -937,7 +976,7 @@ export type ProcessList = Message<"cube.node.v1.ProcessList"> & {
  * Use `create(ProcessListSchema)` to create a new message.
  */
 export const ProcessListSchema: GenMessage<ProcessList> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 27);
+  messageDesc(file_cube_node_v1_node, 28);
 
 /**
  * @generated from message cube.node.v1.ProcessRef
@@ -959,7 +998,7 @@ export type ProcessRef = Message<"cube.node.v1.ProcessRef"> & {
  * Use `create(ProcessRefSchema)` to create a new message.
  */
 export const ProcessRefSchema: GenMessage<ProcessRef> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 28);
+  messageDesc(file_cube_node_v1_node, 29);
 
 /**
  * @generated from message cube.node.v1.SendInputRequest
@@ -986,7 +1025,7 @@ export type SendInputRequest = Message<"cube.node.v1.SendInputRequest"> & {
  * Use `create(SendInputRequestSchema)` to create a new message.
  */
 export const SendInputRequestSchema: GenMessage<SendInputRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 29);
+  messageDesc(file_cube_node_v1_node, 30);
 
 /**
  * @generated from message cube.node.v1.SignalProcessRequest
@@ -1015,7 +1054,7 @@ export type SignalProcessRequest = Message<"cube.node.v1.SignalProcessRequest"> 
  * Use `create(SignalProcessRequestSchema)` to create a new message.
  */
 export const SignalProcessRequestSchema: GenMessage<SignalProcessRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 30);
+  messageDesc(file_cube_node_v1_node, 31);
 
 /**
  * @generated from message cube.node.v1.ResizeProcessRequest
@@ -1047,7 +1086,7 @@ export type ResizeProcessRequest = Message<"cube.node.v1.ResizeProcessRequest"> 
  * Use `create(ResizeProcessRequestSchema)` to create a new message.
  */
 export const ResizeProcessRequestSchema: GenMessage<ResizeProcessRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 31);
+  messageDesc(file_cube_node_v1_node, 32);
 
 /**
  * cubelet/output-log.ts OutputLine.
@@ -1081,7 +1120,7 @@ export type OutputLine = Message<"cube.node.v1.OutputLine"> & {
  * Use `create(OutputLineSchema)` to create a new message.
  */
 export const OutputLineSchema: GenMessage<OutputLine> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 32);
+  messageDesc(file_cube_node_v1_node, 33);
 
 /**
  * @generated from message cube.node.v1.OutputLines
@@ -1098,7 +1137,7 @@ export type OutputLines = Message<"cube.node.v1.OutputLines"> & {
  * Use `create(OutputLinesSchema)` to create a new message.
  */
 export const OutputLinesSchema: GenMessage<OutputLines> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 33);
+  messageDesc(file_cube_node_v1_node, 34);
 
 /**
  * @generated from message cube.node.v1.PathRequest
@@ -1125,7 +1164,7 @@ export type PathRequest = Message<"cube.node.v1.PathRequest"> & {
  * Use `create(PathRequestSchema)` to create a new message.
  */
 export const PathRequestSchema: GenMessage<PathRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 34);
+  messageDesc(file_cube_node_v1_node, 35);
 
 /**
  * @generated from message cube.node.v1.ListDirRequest
@@ -1157,7 +1196,7 @@ export type ListDirRequest = Message<"cube.node.v1.ListDirRequest"> & {
  * Use `create(ListDirRequestSchema)` to create a new message.
  */
 export const ListDirRequestSchema: GenMessage<ListDirRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 35);
+  messageDesc(file_cube_node_v1_node, 36);
 
 /**
  * @generated from message cube.node.v1.MovePathRequest
@@ -1189,7 +1228,7 @@ export type MovePathRequest = Message<"cube.node.v1.MovePathRequest"> & {
  * Use `create(MovePathRequestSchema)` to create a new message.
  */
 export const MovePathRequestSchema: GenMessage<MovePathRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 36);
+  messageDesc(file_cube_node_v1_node, 37);
 
 /**
  * @generated from message cube.node.v1.WriteFileRequest
@@ -1221,7 +1260,7 @@ export type WriteFileRequest = Message<"cube.node.v1.WriteFileRequest"> & {
  * Use `create(WriteFileRequestSchema)` to create a new message.
  */
 export const WriteFileRequestSchema: GenMessage<WriteFileRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 37);
+  messageDesc(file_cube_node_v1_node, 38);
 
 /**
  * runtime/types.ts FileStat.
@@ -1280,7 +1319,7 @@ export type FileStat = Message<"cube.node.v1.FileStat"> & {
  * Use `create(FileStatSchema)` to create a new message.
  */
 export const FileStatSchema: GenMessage<FileStat> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 38);
+  messageDesc(file_cube_node_v1_node, 39);
 
 /**
  * @generated from message cube.node.v1.FileStatList
@@ -1297,7 +1336,7 @@ export type FileStatList = Message<"cube.node.v1.FileStatList"> & {
  * Use `create(FileStatListSchema)` to create a new message.
  */
 export const FileStatListSchema: GenMessage<FileStatList> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 39);
+  messageDesc(file_cube_node_v1_node, 40);
 
 /**
  * @generated from message cube.node.v1.Chunk
@@ -1314,7 +1353,7 @@ export type Chunk = Message<"cube.node.v1.Chunk"> & {
  * Use `create(ChunkSchema)` to create a new message.
  */
 export const ChunkSchema: GenMessage<Chunk> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 40);
+  messageDesc(file_cube_node_v1_node, 41);
 
 /**
  * @generated from message cube.node.v1.MadeDir
@@ -1331,7 +1370,7 @@ export type MadeDir = Message<"cube.node.v1.MadeDir"> & {
  * Use `create(MadeDirSchema)` to create a new message.
  */
 export const MadeDirSchema: GenMessage<MadeDir> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 41);
+  messageDesc(file_cube_node_v1_node, 42);
 
 /**
  * @generated from message cube.node.v1.FileMetadata
@@ -1348,7 +1387,7 @@ export type FileMetadata = Message<"cube.node.v1.FileMetadata"> & {
  * Use `create(FileMetadataSchema)` to create a new message.
  */
 export const FileMetadataSchema: GenMessage<FileMetadata> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 42);
+  messageDesc(file_cube_node_v1_node, 43);
 
 /**
  * @generated from message cube.node.v1.ReadMetadataRequest
@@ -1375,7 +1414,7 @@ export type ReadMetadataRequest = Message<"cube.node.v1.ReadMetadataRequest"> & 
  * Use `create(ReadMetadataRequestSchema)` to create a new message.
  */
 export const ReadMetadataRequestSchema: GenMessage<ReadMetadataRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 43);
+  messageDesc(file_cube_node_v1_node, 44);
 
 /**
  * @generated from message cube.node.v1.FileMetadataList
@@ -1392,7 +1431,7 @@ export type FileMetadataList = Message<"cube.node.v1.FileMetadataList"> & {
  * Use `create(FileMetadataListSchema)` to create a new message.
  */
 export const FileMetadataListSchema: GenMessage<FileMetadataList> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 44);
+  messageDesc(file_cube_node_v1_node, 45);
 
 /**
  * @generated from message cube.node.v1.WriteMetadataRequest
@@ -1424,7 +1463,7 @@ export type WriteMetadataRequest = Message<"cube.node.v1.WriteMetadataRequest"> 
  * Use `create(WriteMetadataRequestSchema)` to create a new message.
  */
 export const WriteMetadataRequestSchema: GenMessage<WriteMetadataRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 45);
+  messageDesc(file_cube_node_v1_node, 46);
 
 /**
  * @generated from message cube.node.v1.WatchDirRequest
@@ -1456,7 +1495,7 @@ export type WatchDirRequest = Message<"cube.node.v1.WatchDirRequest"> & {
  * Use `create(WatchDirRequestSchema)` to create a new message.
  */
 export const WatchDirRequestSchema: GenMessage<WatchDirRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 46);
+  messageDesc(file_cube_node_v1_node, 47);
 
 /**
  * @generated from message cube.node.v1.WatchEvent
@@ -1485,7 +1524,7 @@ export type WatchEvent = Message<"cube.node.v1.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 47);
+  messageDesc(file_cube_node_v1_node, 48);
 
 /**
  * @generated from message cube.node.v1.WatchEvent.Change
@@ -1507,7 +1546,7 @@ export type WatchEvent_Change = Message<"cube.node.v1.WatchEvent.Change"> & {
  * Use `create(WatchEvent_ChangeSchema)` to create a new message.
  */
 export const WatchEvent_ChangeSchema: GenMessage<WatchEvent_Change> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 47, 0);
+  messageDesc(file_cube_node_v1_node, 48, 0);
 
 /**
  * @generated from message cube.node.v1.FetchProgressAnswer
@@ -1529,7 +1568,7 @@ export type FetchProgressAnswer = Message<"cube.node.v1.FetchProgressAnswer"> & 
  * Use `create(FetchProgressAnswerSchema)` to create a new message.
  */
 export const FetchProgressAnswerSchema: GenMessage<FetchProgressAnswer> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 48);
+  messageDesc(file_cube_node_v1_node, 49);
 
 /**
  * The template store's and builder's records (templates/store.ts TemplateRecord, fetch.ts
@@ -1551,7 +1590,7 @@ export type Json = Message<"cube.node.v1.Json"> & {
  * Use `create(JsonSchema)` to create a new message.
  */
 export const JsonSchema: GenMessage<Json> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 49);
+  messageDesc(file_cube_node_v1_node, 50);
 
 /**
  * @generated from message cube.node.v1.TemplateName
@@ -1568,7 +1607,7 @@ export type TemplateName = Message<"cube.node.v1.TemplateName"> & {
  * Use `create(TemplateNameSchema)` to create a new message.
  */
 export const TemplateNameSchema: GenMessage<TemplateName> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 50);
+  messageDesc(file_cube_node_v1_node, 51);
 
 /**
  * @generated from message cube.node.v1.TagTemplateRequest
@@ -1590,7 +1629,7 @@ export type TagTemplateRequest = Message<"cube.node.v1.TagTemplateRequest"> & {
  * Use `create(TagTemplateRequestSchema)` to create a new message.
  */
 export const TagTemplateRequestSchema: GenMessage<TagTemplateRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 51);
+  messageDesc(file_cube_node_v1_node, 52);
 
 /**
  * @generated from message cube.node.v1.BuildStartRequest
@@ -1624,7 +1663,7 @@ export type BuildStartRequest = Message<"cube.node.v1.BuildStartRequest"> & {
  * Use `create(BuildStartRequestSchema)` to create a new message.
  */
 export const BuildStartRequestSchema: GenMessage<BuildStartRequest> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 52);
+  messageDesc(file_cube_node_v1_node, 53);
 
 /**
  * @generated from message cube.node.v1.BuildRef
@@ -1646,7 +1685,7 @@ export type BuildRef = Message<"cube.node.v1.BuildRef"> & {
  * Use `create(BuildRefSchema)` to create a new message.
  */
 export const BuildRefSchema: GenMessage<BuildRef> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 53);
+  messageDesc(file_cube_node_v1_node, 54);
 
 /**
  * @generated from message cube.node.v1.BuildFilesRef
@@ -1668,7 +1707,7 @@ export type BuildFilesRef = Message<"cube.node.v1.BuildFilesRef"> & {
  * Use `create(BuildFilesRefSchema)` to create a new message.
  */
 export const BuildFilesRefSchema: GenMessage<BuildFilesRef> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 54);
+  messageDesc(file_cube_node_v1_node, 55);
 
 /**
  * @generated from message cube.node.v1.HasFiles
@@ -1685,7 +1724,7 @@ export type HasFiles = Message<"cube.node.v1.HasFiles"> & {
  * Use `create(HasFilesSchema)` to create a new message.
  */
 export const HasFilesSchema: GenMessage<HasFiles> = /*@__PURE__*/
-  messageDesc(file_cube_node_v1_node, 55);
+  messageDesc(file_cube_node_v1_node, 56);
 
 /**
  * @generated from service cube.node.v1.NodeService
