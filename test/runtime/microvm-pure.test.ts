@@ -8,7 +8,7 @@ import { RuntimeSet } from '../../src/runtime/multi.js';
 import { runtimesLabel } from '../../src/tui/format.js';
 import type { RuntimeInfo } from '../../src/api/types.js';
 import { templateRuntime, type RuntimeDriver } from '../../src/runtime/types.js';
-import { templateFacts } from '../../src/cubelet/cubelet.js';
+import { templateFacts } from '../../src/cubelet/node-view.js';
 
 const shape = { kernel: '/k', initrd: '/i', image: '/img', cpus: 2, memoryMiB: 256, kvm: false };
 
