@@ -1,7 +1,7 @@
 // The pure parts of the microvm runtime: QEMU's argv, the agent's wire format,
 // the runtime set's choice and the runtimes label (no VM is booted here).
 import { describe, expect, it } from 'vitest';
-import { kvmBackend, memoryRefusal } from '../../src/runtime/microvm/driver.js';
+import { kvmBackend, memoryRefusal } from '../../src/runtime/microvm/host.js';
 import { qemuArgs } from '../../src/runtime/microvm/qemu.js';
 import { FrameDecoder, T, encodeFrame, fields, parseStats, splitFields } from '../../src/runtime/microvm/protocol.js';
 import { RuntimeSet } from '../../src/runtime/multi.js';
