@@ -1,13 +1,13 @@
 // The node agent: sandboxes on this host through the runtime driver and the network-agent,
-// with the state machine, timeouts and the liveness/OOM watch. Every create either completes or
+// with the state machine and timeouts. Every create either completes or
 // leaves nothing behind. Its other rooms: restart re-adoption (readopt.ts), the sandbox table and
-// the calls made inside a sandbox (sandbox-calls.ts), node figures (node-metrics.ts, node-view.ts),
+// the calls made inside a sandbox (sandbox-calls.ts), the liveness and OOM watch (liveness.ts), node figures (node-metrics.ts, node-view.ts),
 // events to listeners (node-events.ts).
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import { CubeError, deathCode, isCubeError } from '../errors.js';
 import type { DeathReason } from '../model/death.js';
-import { initDeath } from './deaths.js';
+import { watchLiveness } from './liveness.js';
 import type { EventKind, EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
 import type { EgressRequest, PauseOptions, SandboxState, SandboxUsage, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
@@ -82,7 +82,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     const { driver, network, log } = this.o;
     await driver.init();
     const { adopted, removed, lost } = await readopt({ driver, network, meta: this.meta, nodeID: this.nodeID });
-    for (const { sandboxID, message } of lost) this.reportDeath(sandboxID, 'not_readopted', message);
+    for (const { sandboxID, reason, message } of lost) this.reportDeath(sandboxID, reason, message);
     for (const { h, meta, slot } of adopted) {
       const entry = this.newEntry(meta, meta.paused ? 'paused' : 'running');
       entry.handle = h;
@@ -93,7 +93,13 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     }
     log.info({ adopted: adopted.map((f) => f.h.sandboxID), removed }, 'cubelet reconciled with the kernel');
     const period = this.o.watchIntervalMs ?? 1000;
-    this.watchTimer = setInterval(() => void this.once('watch', () => this.watch()), period);
+    this.watchTimer = setInterval(
+      () =>
+        void this.once('watch', () =>
+          watchLiveness(this.entries.values(), { driver, log, died: (e, d) => this.died(e, d), oom: (e, m) => this.noteOom(e, m) }),
+        ),
+      period,
+    );
     this.watchTimer.unref();
     if (driver.storage) {
       this.diskTimer = setInterval(
@@ -534,36 +540,11 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     }
   }
 
-  // Liveness (a dead init turns the sandbox to `error`) and OOM kills, from the memory cgroup's
-  // counter: one small read per running sandbox a second, never a walk of its files.
-  private async watch(): Promise<void> {
-    for (const entry of this.entries.values()) {
-      const h = entry.handle;
-      if (!h || (entry.view.state !== 'running' && entry.view.state !== 'paused')) continue;
-      if (!this.o.driver.alive(h)) {
-        const oomKillsNow = await this.o.driver.stats(h).then(
-          (s) => s.oomKills,
-          () => undefined,
-        );
-        const death = initDeath({ runtime: entry.view.runtime, oomKillsBefore: entry.oomKills, oomKillsNow, driverReason: this.o.driver.deathReason?.(h) });
-        this.setState(entry, 'error', death.message);
-        this.emitEvent('sandbox.error', death.message, { sandboxID: entry.view.sandboxID });
-        // Nothing of it runs any more: its resources go back now, not at its timeout.
-        void this.end(entry.view.sandboxID, death.reason, death.message);
-        continue;
-      }
-      if (entry.view.state !== 'running') continue;
-      try {
-        const kills = await this.o.driver.oomKills(h);
-        if (kills > entry.oomKills) {
-          const n = kills - entry.oomKills;
-          entry.oomKills = kills;
-          this.noteOom(entry, `${n} process(es) OOM-killed at the ${entry.view.spec.memoryMiB} MiB limit`);
-        }
-      } catch (err) {
-        this.o.log.debug({ err, sandboxID: entry.view.sandboxID }, 'OOM counter read failed');
-      }
-    }
+  /** A sandbox found dead by the liveness watch: `error`, then ended with the reason (its resources go back now, not at its timeout). */
+  private died(entry: Entry, death: { reason: DeathReason; message: string }): void {
+    this.setState(entry, 'error', death.message);
+    this.emitEvent('sandbox.error', death.message, { sandboxID: entry.view.sandboxID });
+    void this.end(entry.view.sandboxID, death.reason, death.message);
   }
 
   /** Destroys a sandbox that ended without being asked, then reports why (sandbox.died). */

@@ -26,6 +26,8 @@ export interface Entry {
   /** A snapshot in progress: a pause or resume waits for it (it freezes and thaws on its own). */
   snapshotting?: Promise<unknown>;
   oomKills: number;
+  /** When the liveness watch last asked its agent (epoch ms; drivers with agents only). */
+  probedAt?: number;
   /** The last CPU reading taken for sandboxUsage(): the next one's CPU share is measured from it. */
   cpuReading?: CpuReading;
 }

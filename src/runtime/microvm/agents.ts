@@ -48,6 +48,25 @@ export class GuestAgents {
     }
   }
 
+  /**
+   * Whether the agent answers a ping within `deadlineMs`, the connection included (one is opened
+   * when none is: after a restart of the daemon). Never throws: an agent that cannot be reached
+   * does not answer.
+   */
+  async answers(h: SandboxHandle, deadlineMs: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), deadlineMs)));
+    const ping = this.get(h).then(
+      (conn) => conn.request(T.PING, Buffer.from('live'), deadlineMs).then(() => true),
+      () => false,
+    );
+    try {
+      return await Promise.race([ping.catch(() => false), deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** The guest takes the sandbox's identity (hostname, /etc/hosts naming it, the host's clock) in one round trip. */
   async identify(h: SandboxHandle): Promise<void> {
     const conn = await this.get(h);

@@ -101,6 +101,8 @@ export class MicrovmDriver implements RuntimeDriver {
   private readonly log: Logger | undefined;
   private cgroupsOrUndefined?: Cgroups;
   private readonly records = new Map<string, VmRecord>();
+  /** Per sandbox: how many times its guest was stopped on purpose (pause, resume, snapshot). */
+  private readonly stops = new Map<string, number>();
   /** The host ends of the guest agents' channels. */
   private readonly agents: GuestAgents;
   private readonly netns = new Map<string, string>();
@@ -154,6 +156,7 @@ export class MicrovmDriver implements RuntimeDriver {
 
   /** Saves the stopped VM's memory and device state, then snapshots its disk's subvolume; the caller's resume runs it on (QMP cont). */
   private async keep(storage: BtrfsStore, h: SandboxHandle, snapshotID: string): Promise<SnapshotKeeps> {
+    this.stopping(h.sandboxID);
     if (!this.running(h)) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} is paused with its memory released: resume it before taking a snapshot`);
     const dir = join(this.keptRoot, snapshotID);
     await mkdir(dir, { recursive: true });
@@ -371,6 +374,7 @@ export class MicrovmDriver implements RuntimeDriver {
       this.records.delete(id);
       this.netns.delete(id);
       this.agents.broken.delete(id);
+      this.stops.delete(id);
     } catch (e) {
       throw toCubeError(e, 'DESTROY_FAILED');
     }
@@ -383,12 +387,14 @@ export class MicrovmDriver implements RuntimeDriver {
 
   /** Plain: QMP `stop` (the memory stays). Releasing: the guest's memory written to a file and QEMU ended. */
   async pause(h: SandboxHandle, opts: PauseOptions = {}): Promise<void> {
+    this.stopping(h.sandboxID);
     await (opts.release ? this.release(h) : withQmp(join(h.dir, 'q.sock'), (q) => q.run('stop'))).catch((e: unknown) => {
       throw toCubeError(e, 'PAUSE_FAILED');
     });
   }
 
   async resume(h: SandboxHandle): Promise<void> {
+    this.stopping(h.sandboxID);
     await (existsSync(join(h.dir, RELEASED)) ? this.reload(h) : withQmp(join(h.dir, 'q.sock'), (q) => q.run('cont'))).catch((e: unknown) => {
       throw toCubeError(e, 'RESUME_FAILED');
     });
@@ -479,6 +485,22 @@ export class MicrovmDriver implements RuntimeDriver {
   /** Running, or held in memory released to a file by a pause. */
   alive(h: SandboxHandle): boolean {
     return this.running(h) || existsSync(join(h.dir, RELEASED));
+  }
+
+  /**
+   * Its guest agent answers a ping within `deadlineMs` (a QEMU stopped, hung or whose guest lost
+   * its agent does not). A pause, resume or snapshot begun during the ping stops the guest on
+   * purpose: that is no verdict, so it counts as answered.
+   */
+  async answers(h: SandboxHandle, deadlineMs: number): Promise<boolean> {
+    const before = this.stops.get(h.sandboxID) ?? 0;
+    const answered = await this.agents.answers(h, deadlineMs);
+    return answered || (this.stops.get(h.sandboxID) ?? 0) !== before;
+  }
+
+  /** Counts a stop of the guest on purpose (see answers()). */
+  private stopping(id: string): void {
+    this.stops.set(id, (this.stops.get(id) ?? 0) + 1);
   }
 
   deathReason(h: SandboxHandle): string {
