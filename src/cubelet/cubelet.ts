@@ -65,6 +65,8 @@ export class Cubelet extends SandboxCalls implements NodeApi {
   /** The node's events to its listeners (the heartbeat, in-process watchers). */
   private readonly events: NodeEvents;
   private watchTimer?: NodeJS.Timeout;
+  /** stop() has begun: the watch's late findings are left to the next start. */
+  private stopping = false;
   private diskTimer?: NodeJS.Timeout;
   /** Timer jobs running now (see once()). */
   private readonly timerJobs = new Set<string>();
@@ -121,6 +123,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
    * again, and a stopped daemon with nothing to keep left them behind for good.
    */
   async stop(opts: { destroy: boolean }): Promise<void> {
+    this.stopping = true;
     clearInterval(this.watchTimer);
     clearInterval(this.diskTimer);
     for (const e of this.entries.values()) clearTimeout(e.timer);
@@ -542,6 +545,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
 
   /** A sandbox found dead by the liveness watch: `error`, then ended with the reason (its resources go back now, not at its timeout). */
   private died(entry: Entry, death: { reason: DeathReason; message: string }): void {
+    if (this.stopping) return; // a round of the watch still in flight: the next start judges it
     this.setState(entry, 'error', death.message);
     this.emitEvent('sandbox.error', death.message, { sandboxID: entry.view.sandboxID });
     void this.end(entry.view.sandboxID, death.reason, death.message);
