@@ -1,51 +1,35 @@
 // The node agent: sandboxes on this host through the runtime driver and the network-agent,
-// with the state machine, process tables, timeouts, liveness/OOM watch, node metrics and
-// restart reconciliation. Every create either completes or leaves nothing behind.
-import type { Readable } from 'node:stream';
+// with the state machine and timeouts. Every create either completes or
+// leaves nothing behind. Its other rooms: restart re-adoption (readopt.ts), the sandbox table and
+// the calls made inside a sandbox (sandbox-calls.ts), the liveness and OOM watch (liveness.ts), node figures (node-metrics.ts, node-view.ts),
+// events to listeners (node-events.ts).
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
-import { CubeError, deathCode, isCubeError, toCubeError } from '../errors.js';
+import { CubeError, deathCode, isCubeError } from '../errors.js';
 import type { DeathReason } from '../model/death.js';
-import { initDeath } from './deaths.js';
-import { isSandboxID } from '../ids.js';
+import { watchLiveness } from './liveness.js';
 import type { EventKind, EventView } from '../model/event.js';
-import type { NodeView, StoreView } from '../model/node.js';
+import type { NodeView } from '../model/node.js';
 import type { EgressRequest, PauseOptions, SandboxState, SandboxUsage, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
 import { isoTime } from '../model/time.js';
-import type { NetSlot, NetworkAgent } from '../network/types.js';
-import type { FileAccess, FileMetadata, FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, TemplateRef, WatchRequest } from '../runtime/types.js';
-import { cpuUtilPercent, HOST, hostCpus, sandboxCpuPercent, type CpuTimes, type HostReadings } from './host-metrics.js';
+import type { NetworkAgent } from '../network/types.js';
+import type { RuntimeDriver, TemplateRef } from '../runtime/types.js';
+import { HOST, hostCpus, type HostReadings } from './host-metrics.js';
 import { META_FILES, type MetaKeeper, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress } from '../network/egress.js';
-import { linkBytes } from '../network/host-scan.js';
 import { slotModeOf } from '../network/tap.js';
-import { usageOf, type CpuReading } from './usage.js';
-import { buildNodeView } from './node-view.js';
-import type { OutputLine } from './output-log.js';
-import { ProcessTable } from './process-table.js';
+import { NodeMetrics } from './node-metrics.js';
+import { buildNodeView, templateFacts } from './node-view.js';
+import { readopt } from './readopt.js';
+import { SandboxCalls, type Entry } from './sandbox-calls.js';
+import { NodeEvents } from './node-events.js';
 import { runStartCommand } from './start-cmd.js';
 import { checkVolumes } from './volumes.js';
-import { assertOp, canTransition, type SandboxOp } from './state-machine.js';
-import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+import { canTransition } from './state-machine.js';
+import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot } from './types.js';
 
-const CPU_SMOOTHING_MS = 30_000;
 /** How often each sandbox's disk use is read (one sysfs file per sandbox; a change of 1 MiB or 1% of its limit is published). */
 const DISK_SAMPLE_MS = 5_000;
-/**
- * How old the host's memory and disk figures of a node view may be. Every create reads the view:
- * re-reading /proc/meminfo and statfs-ing the data dir and the store each time was the largest
- * item of cubed's create path in --cpu-prof of bench/e2b-rollouts.ts at c=20; one sample shared for
- * half a second bounds it at 2 a second (statfs calls of a 320-rollout run 690 -> 68). The same
- * bound as the CPU samples below, and under the store's own USAGE_MAX_AGE_MS.
- */
-const HOST_SAMPLE_MAX_AGE_MS = 500;
-
-interface HostSample {
-  memAvailableMiB: number;
-  memTotalMiB: number;
-  diskUsedPercent: number;
-  store?: StoreView;
-}
 
 /** Where templates come from (TemplateStore in src/templates/store.ts). */
 export interface TemplateCatalog {
@@ -75,86 +59,34 @@ export interface CubeletOptions {
   meta?: MetaKeeper;
 }
 
-interface Entry {
-  view: SandboxView;
-  meta: SandboxMeta;
-  handle?: SandboxHandle;
-  slot?: NetSlot;
-  procs: ProcessTable;
-  timer?: NodeJS.Timeout;
-  /** The operation in progress (create, pause, resume, destroy, snapshot); destroy waits for it. */
-  op?: Promise<unknown>;
-  /** A snapshot in progress: a pause or resume waits for it (it freezes and thaws on its own). */
-  snapshotting?: Promise<unknown>;
-  oomKills: number;
-  /** The last CPU reading taken for sandboxUsage(): the next one's CPU share is measured from it. */
-  cpuReading?: CpuReading;
-}
-
-/**
- * The files API acts for its user (default 'user'): where that user's own process inside the
- * sandbox could not read, list, write, remove or move, neither can the call (issue 30 item 5).
- */
-const AS_USER: FileAccess = { permissions: true };
-/** Notices kept for a first listener: a restart that lost more sandboxes than this reports the first ones. */
-const MAX_UNHEARD = 1000;
-
 // setTimeout keeps at most 2^31-1 ms; longer timeouts re-arm.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-export class Cubelet implements NodeApi {
-  readonly nodeID: string;
-  private readonly entries = new Map<string, Entry>();
-  private readonly listeners = new Set<(e: NodeEvent) => void>();
-  /** Notices emitted while nobody listened (start() runs before the heartbeat subscribes). */
-  private readonly unheard: NodeEvent[] = [];
+export class Cubelet extends SandboxCalls implements NodeApi {
+  /** The node's events to its listeners (the heartbeat, in-process watchers). */
+  private readonly events: NodeEvents;
   private watchTimer?: NodeJS.Timeout;
+  /** stop() has begun: the watch's late findings are left to the next start. */
+  private stopping = false;
   private diskTimer?: NodeJS.Timeout;
   /** Timer jobs running now (see once()). */
   private readonly timerJobs = new Set<string>();
-  private readonly host: HostReadings;
-  private readonly meta: MetaKeeper;
-  private cpuPrev: CpuTimes;
-  private cpuUtil = 0;
-  private cpuSampled = false;
-  private cpuAt = Date.now();
-  /** The sandboxes' CPU time (driver.cpuUsageUsec) at cpuAt, and their smoothed use in percent of the node's CPUs. */
-  private sandboxCpuPrev: number | undefined;
-  private sandboxCpuUtil: number | undefined;
-  /** The last host sample (hostSample()), shared by the views read while it is young. */
-  private hostCache?: { at: number; sample: Promise<HostSample> };
+  /** The host's figures and the node's CPU use, sampled for node views. */
+  private readonly metrics: NodeMetrics;
 
   constructor(private readonly o: CubeletOptions) {
-    this.nodeID = o.nodeID;
-    this.meta = o.meta ?? META_FILES;
-    this.host = o.host ?? HOST;
-    this.cpuPrev = this.host.cpuTimes();
+    super(o.nodeID, o.driver, o.meta ?? META_FILES);
+    this.events = new NodeEvents(o.log);
+    this.metrics = new NodeMetrics({ dataDir: o.dataDir, driver: o.driver, host: o.host ?? HOST });
   }
 
   /** Reconciles with what the kernel holds: re-adopts complete live sandboxes, removes everything else. */
   async start(): Promise<{ adopted: string[]; removed: string[] }> {
     const { driver, network, log } = this.o;
     await driver.init();
-    const found: { h: SandboxHandle; meta: SandboxMeta }[] = [];
-    for (const h of await driver.scan()) {
-      const meta = await this.meta.read(h.dir);
-      if (meta && meta.sandboxID === h.sandboxID && driver.alive(h)) found.push({ h, meta });
-    }
-    await network.start(
-      new Map(found.map((f) => [f.h.sandboxID, f.meta.slotIndex])),
-      new Map(found.flatMap((f) => (f.meta.egress ? [[f.h.sandboxID, f.meta.egress] as const] : []))),
-      new Set(found.flatMap((f) => (f.meta.slotMode === 'tap' ? [f.h.sandboxID] : []))),
-    );
-    const adopted = found.filter((f) => network.slotOf(f.h.sandboxID) !== undefined);
-    const { removed } = await driver.cleanup(new Set(adopted.map((f) => f.h.sandboxID)));
-    // What it held before the restart and could not take back (a half-made create among them:
-    // its client had no answer, and the tombstone tells one that asks).
-    for (const id of removed.filter(isSandboxID)) {
-      const why = found.some((f) => f.h.sandboxID === id) ? 'its network slot could not be restored' : 'its init was no longer running';
-      this.reportDeath(id, 'not_readopted', `node ${this.nodeID} restarted and could not re-adopt it: ${why}`);
-    }
-    for (const { h, meta } of adopted) {
-      const slot = network.slotOf(h.sandboxID)!;
+    const { adopted, removed, lost } = await readopt({ driver, network, meta: this.meta, nodeID: this.nodeID });
+    for (const { sandboxID, reason, message } of lost) this.reportDeath(sandboxID, reason, message);
+    for (const { h, meta, slot } of adopted) {
       const entry = this.newEntry(meta, meta.paused ? 'paused' : 'running');
       entry.handle = h;
       entry.slot = slot;
@@ -164,10 +96,22 @@ export class Cubelet implements NodeApi {
     }
     log.info({ adopted: adopted.map((f) => f.h.sandboxID), removed }, 'cubelet reconciled with the kernel');
     const period = this.o.watchIntervalMs ?? 1000;
-    this.watchTimer = setInterval(() => void this.once('watch', () => this.watch()), period);
+    this.watchTimer = setInterval(
+      () =>
+        void this.once('watch', () =>
+          watchLiveness(this.entries.values(), { driver, log, died: (e, d) => this.died(e, d), oom: (e, m) => this.noteOom(e, m) }),
+        ),
+      period,
+    );
     this.watchTimer.unref();
     if (driver.storage) {
-      this.diskTimer = setInterval(() => void this.once('disk', () => this.sampleDisk()), DISK_SAMPLE_MS);
+      this.diskTimer = setInterval(
+        () =>
+          void this.once('disk', () =>
+            this.metrics.sampleDisk([...this.entries.values()], { held: (id) => this.entries.has(id), publish: (e) => this.emitSandbox(e), log: this.o.log }),
+          ),
+        DISK_SAMPLE_MS,
+      );
       this.diskTimer.unref();
     }
     return { adopted: adopted.map((f) => f.h.sandboxID), removed };
@@ -180,6 +124,7 @@ export class Cubelet implements NodeApi {
    * again, and a stopped daemon with nothing to keep left them behind for good.
    */
   async stop(opts: { destroy: boolean }): Promise<void> {
+    this.stopping = true;
     clearInterval(this.watchTimer);
     clearInterval(this.diskTimer);
     for (const e of this.entries.values()) clearTimeout(e.timer);
@@ -196,10 +141,7 @@ export class Cubelet implements NodeApi {
   }
 
   subscribe(listener: (e: NodeEvent) => void): () => void {
-    this.listeners.add(listener);
-    // Notices from before anyone listened (a start's deaths): to the first listener.
-    for (const e of this.unheard.splice(0)) listener(e);
-    return () => this.listeners.delete(listener);
+    return this.events.subscribe(listener);
   }
 
   /** The node's volumes (its runtime's), in process. */
@@ -521,144 +463,31 @@ export class Cubelet implements NodeApi {
     return ip;
   }
 
-  async startProcess(sandboxID: string, req: StartProcessRequest): Promise<ProcessStream> {
-    const entry = this.ready(sandboxID, 'exec');
-    try {
-      return this.spawnIn(entry, req.cwd === undefined && entry.meta.workdir ? { ...req, cwd: entry.meta.workdir } : req);
-    } catch (e) {
-      throw isCubeError(e) ? e : new CubeError('EXEC_FAILED', `exec in ${sandboxID}: ${(e as Error).message}`, { cause: e });
-    }
-  }
-
-  private spawnIn(entry: Entry, req: StartProcessRequest): ProcessStream {
-    return entry.procs.start(req, (r) => this.o.driver.exec(entry.handle!, { ...r, env: { ...entry.meta.env, ...(r.env ?? {}) } }));
-  }
-
-  async connectProcess(sandboxID: string, sel: { pid?: number; tag?: string }): Promise<ProcessStream> {
-    return this.get(sandboxID).procs.connect(sel);
-  }
-
-  async listProcesses(sandboxID: string): Promise<ProcessInfo[]> {
-    return this.get(sandboxID).procs.list();
-  }
-
-  async sendInput(sandboxID: string, pid: number, data: Buffer): Promise<void> {
-    this.get(sandboxID).procs.sendInput(pid, data);
-  }
-
-  async closeStdin(sandboxID: string, pid: number): Promise<void> {
-    this.get(sandboxID).procs.closeStdin(pid);
-  }
-
-  async signalProcess(sandboxID: string, pid: number, signal: 'SIGKILL' | 'SIGTERM' | 'SIGINT'): Promise<void> {
-    this.get(sandboxID).procs.signal(pid, signal);
-  }
-
-  async resizeProcess(sandboxID: string, pid: number, cols: number, rows: number): Promise<void> {
-    this.get(sandboxID).procs.resize(pid, cols, rows);
-  }
-
-  async statFile(sandboxID: string, path: string, user?: string): Promise<FileStat> {
-    return this.o.driver.files.stat(this.ready(sandboxID, 'files').handle!, path, user, AS_USER);
-  }
-
-  async listDir(sandboxID: string, path: string, depth?: number, user?: string): Promise<FileStat[]> {
-    return this.o.driver.files.list(this.ready(sandboxID, 'files').handle!, path, depth, user, AS_USER);
-  }
-
-  async readMetadata(sandboxID: string, paths: string[], user?: string): Promise<FileMetadata[]> {
-    const entry = this.ready(sandboxID, 'files');
-    // Only a sandbox whose files were given metadata pays for reading it (a helper job per call).
-    if (!entry.meta.fileMetadata || !this.o.driver.readMetadata) return paths.map(() => ({}));
-    return this.o.driver.readMetadata(entry.handle!, paths, user);
-  }
-
-  async writeMetadata(sandboxID: string, path: string, meta: FileMetadata, user?: string): Promise<void> {
-    const entry = this.ready(sandboxID, 'files');
-    const none = Object.keys(meta).length === 0;
-    if (none && !entry.meta.fileMetadata) return; // nothing was ever set: nothing to clear
-    if (!this.o.driver.writeMetadata) throw new CubeError('BAD_REQUEST', `the ${this.o.driver.name} runtime keeps no file metadata`);
-    if (!entry.meta.fileMetadata) {
-      entry.meta.fileMetadata = true;
-      await this.meta.write(entry.handle!.dir, entry.meta);
-    }
-    await this.o.driver.writeMetadata(entry.handle!, path, meta, user);
-  }
-
-  async processOutput(sandboxID: string): Promise<OutputLine[]> {
-    return this.get(sandboxID).procs.output.lines();
-  }
-
-  async watchDir(sandboxID: string, req: WatchRequest): Promise<AsyncIterable<FsChange>> {
-    if (!this.o.driver.watch) throw new CubeError('BAD_REQUEST', `the ${this.o.driver.name} runtime cannot watch directories`);
-    return this.o.driver.watch(this.ready(sandboxID, 'files').handle!, req);
-  }
-
-  async readFile(sandboxID: string, path: string, user?: string): Promise<Readable> {
-    return this.o.driver.files.read(this.ready(sandboxID, 'files').handle!, path, user, AS_USER);
-  }
-
-  async writeFile(sandboxID: string, path: string, data: Readable | Buffer, user?: string): Promise<FileStat> {
-    return this.o.driver.files.write(this.ready(sandboxID, 'files').handle!, path, data, user, undefined, AS_USER);
-  }
-
-  async makeDir(sandboxID: string, path: string, user?: string): Promise<boolean> {
-    return this.o.driver.files.mkdir(this.ready(sandboxID, 'files').handle!, path, user, AS_USER);
-  }
-
-  async removePath(sandboxID: string, path: string, user?: string): Promise<void> {
-    return this.o.driver.files.remove(this.ready(sandboxID, 'files').handle!, path, user, AS_USER);
-  }
-
-  async movePath(sandboxID: string, from: string, to: string, user?: string): Promise<FileStat> {
-    return this.o.driver.files.move(this.ready(sandboxID, 'files').handle!, from, to, user, AS_USER);
-  }
-
-  async sandboxStats(sandboxID: string): Promise<SandboxStats> {
-    const e = this.get(sandboxID);
-    if (!e.handle) throw new CubeError('SANDBOX_BUSY', `sandbox ${sandboxID} is ${e.view.state}`, { retryAfter: 1 });
-    return this.o.driver.stats(e.handle);
-  }
-
   /**
    * Live use of every running and paused sandbox: its cgroup counters (no walk of its files: the
    * disk figure is the quota group's, as sampled), its link's byte counters. A sandbox whose
    * counters cannot be read (going away) is left out.
    */
   async sandboxUsage(): Promise<SandboxUsage[]> {
-    const live = [...this.entries.values()].filter((e) => e.handle && (e.view.state === 'running' || e.view.state === 'paused'));
-    const out = await Promise.all(
-      live.map(async (e) => {
-        try {
-          const [s, link] = await Promise.all([this.o.driver.stats(e.handle!), e.slot ? linkBytes(e.slot.hostIf) : undefined]);
-          const cur = { at: Date.now(), cpuUsageNs: s.cpuUsageNs };
-          const u = usageOf(e.view, s, cur, e.cpuReading, link);
-          e.cpuReading = cur;
-          return u;
-        } catch {
-          return undefined;
-        }
-      }),
-    );
-    return out.filter((u): u is SandboxUsage => u !== undefined);
+    return this.metrics.sandboxUsage([...this.entries.values()]);
   }
 
   async nodeView(): Promise<NodeView> {
     const { config, network, driver } = this.o;
     const cfg = config();
     const quota = cfg.cubelet.quota;
-    const host = await this.hostSample();
+    const host = await this.metrics.hostSample();
     const cpus = quota?.cpus ?? hostCpus();
-    this.sampleCpu(cpus);
+    const cpu = this.metrics.sampleCpu(cpus);
     return buildNodeView({
       nodeID: this.nodeID,
       runtime: driver.name,
       runtimes: driver.runtimes?.() ?? [{ name: driver.name }],
       capacity: { cpus, memoryMiB: quota?.memory_mib ?? host.memTotalMiB, declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined },
-      cpuUtilPercent: this.cpuUtil,
+      cpuUtilPercent: cpu.host,
       // A driver that can tell reports from the start (0 before its first two samples): the host's
       // figure must never gate a node whose sandboxes can be measured, not even for its first second.
-      ...(this.o.driver.cpuUsageUsec ? { sandboxCpuUtilPercent: this.sandboxCpuUtil ?? 0 } : {}),
+      ...(this.o.driver.cpuUsageUsec ? { sandboxCpuUtilPercent: cpu.sandboxes ?? 0 } : {}),
       memAvailableMiB: host.memAvailableMiB,
       memTotalMiB: host.memTotalMiB,
       diskUsedPercent: host.diskUsedPercent,
@@ -672,86 +501,6 @@ export class Cubelet implements NodeApi {
       ...(this.o.templates.layerFacts ? { layerFacts: await this.o.templates.layerFacts() } : {}),
       now: new Date(),
     });
-  }
-
-  /** Memory and disk of the host, read at most every HOST_SAMPLE_MAX_AGE_MS (a failed read is not kept). */
-  private hostSample(): Promise<HostSample> {
-    const now = Date.now();
-    if (this.hostCache && now - this.hostCache.at < HOST_SAMPLE_MAX_AGE_MS) return this.hostCache.sample;
-    const { dataDir, driver } = this.o;
-    const sample = (async (): Promise<HostSample> => {
-      const mem = this.host.meminfo();
-      const [disk, store] = await Promise.all([this.host.diskUsedPercent(dataDir), driver.storage?.usage()]);
-      return { memAvailableMiB: mem.availableMiB, memTotalMiB: mem.totalMiB, diskUsedPercent: disk, ...(store ? { store } : {}) };
-    })();
-    const host = { at: now, sample };
-    this.hostCache = host;
-    sample.catch(() => {
-      if (this.hostCache === host) this.hostCache = undefined;
-    });
-    return sample;
-  }
-
-  // CPU utilisation of the host and of the node's sandboxes (their cgroups' CPU time over the
-  // node's CPUs), smoothed with a 30 s time constant (like a load average): the cpu filter gates
-  // placement on the sandboxes' figure, and a half-second spike (a burst of creates) must not
-  // take the node out of scheduling. Samples come at least half a second apart.
-  private sampleCpu(cpus: number): void {
-    const now = Date.now();
-    const dt = now - this.cpuAt;
-    if (dt < 500) return;
-    const cur = this.host.cpuTimes();
-    const alpha = this.cpuSampled ? 1 - Math.exp(-dt / CPU_SMOOTHING_MS) : 1;
-    this.cpuUtil += alpha * (cpuUtilPercent(this.cpuPrev, cur) - this.cpuUtil);
-    const used = this.o.driver.cpuUsageUsec?.();
-    if (used !== undefined && this.sandboxCpuPrev !== undefined) {
-      const sample = sandboxCpuPercent(used - this.sandboxCpuPrev, dt, cpus);
-      this.sandboxCpuUtil = this.sandboxCpuUtil === undefined ? sample : this.sandboxCpuUtil + alpha * (sample - this.sandboxCpuUtil);
-    }
-    this.sandboxCpuPrev = used;
-    this.cpuSampled = true;
-    this.cpuPrev = cur;
-    this.cpuAt = now;
-  }
-
-  private newEntry(meta: SandboxMeta, state: SandboxState): Entry {
-    const id = meta.sandboxID;
-    const view: SandboxView = {
-      sandboxID: id,
-      templateID: meta.templateID,
-      nodeID: this.nodeID,
-      state,
-      spec: { ...meta.spec },
-      metadata: { ...meta.metadata },
-      startedAt: meta.startedAt,
-      endAt: meta.endAt,
-      runtime: meta.runtime ?? this.o.driver.runtimeOf?.(id) ?? this.o.driver.name,
-      ...(meta.lifecycle ? { lifecycle: { ...meta.lifecycle } } : {}),
-      ...(meta.owner !== undefined ? { owner: meta.owner } : {}),
-      ...(meta.egressAsked ? { egress: { ...meta.egressAsked } } : {}),
-      ...(meta.volumes ? { volumes: meta.volumes.map((v) => ({ ...v })) } : {}),
-    };
-    const entry: Entry = {
-      view,
-      meta,
-      procs: new ProcessTable(id, (info, exit) => {
-        if (exit.oomKilled) this.noteOom(entry, `process ${info.pid} (${info.argv[0] ?? '?'}) was OOM-killed`);
-      }),
-      oomKills: 0,
-    };
-    return entry;
-  }
-
-  private get(sandboxID: string): Entry {
-    const e = this.entries.get(sandboxID);
-    if (!e) throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} not found on node ${this.nodeID}`);
-    return e;
-  }
-
-  private ready(sandboxID: string, op: SandboxOp): Entry {
-    const e = this.get(sandboxID);
-    assertOp(sandboxID, e.view.state, op);
-    return e;
   }
 
   private setState(entry: Entry, to: SandboxState, reason?: string): void {
@@ -802,56 +551,12 @@ export class Cubelet implements NodeApi {
     }
   }
 
-  // Liveness (a dead init turns the sandbox to `error`) and OOM kills, from the memory cgroup's
-  // counter: one small read per running sandbox a second, never a walk of its files.
-  private async watch(): Promise<void> {
-    for (const entry of this.entries.values()) {
-      const h = entry.handle;
-      if (!h || (entry.view.state !== 'running' && entry.view.state !== 'paused')) continue;
-      if (!this.o.driver.alive(h)) {
-        const oomKillsNow = await this.o.driver.stats(h).then(
-          (s) => s.oomKills,
-          () => undefined,
-        );
-        const death = initDeath({ runtime: entry.view.runtime, oomKillsBefore: entry.oomKills, oomKillsNow, driverReason: this.o.driver.deathReason?.(h) });
-        this.setState(entry, 'error', death.message);
-        this.emitEvent('sandbox.error', death.message, { sandboxID: entry.view.sandboxID });
-        // Nothing of it runs any more: its resources go back now, not at its timeout.
-        void this.end(entry.view.sandboxID, death.reason, death.message);
-        continue;
-      }
-      if (entry.view.state !== 'running') continue;
-      try {
-        const kills = await this.o.driver.oomKills(h);
-        if (kills > entry.oomKills) {
-          const n = kills - entry.oomKills;
-          entry.oomKills = kills;
-          this.noteOom(entry, `${n} process(es) OOM-killed at the ${entry.view.spec.memoryMiB} MiB limit`);
-        }
-      } catch (err) {
-        this.o.log.debug({ err, sandboxID: entry.view.sandboxID }, 'OOM counter read failed');
-      }
-    }
-  }
-
-  // Disk use of the running and paused sandboxes (their writable layers' quota groups), published
-  // when it moved by at least 1 MiB or 1% of the sandbox's limit, so a busy writer is not an event a second.
-  private async sampleDisk(): Promise<void> {
-    const live = [...this.entries.values()].filter((e) => e.handle && (e.view.state === 'running' || e.view.state === 'paused'));
-    if (!live.length || !this.o.driver.storage) return;
-    try {
-      const used = await this.o.driver.storage.diskUsed(live.map((e) => e.view.sandboxID));
-      for (const e of live) {
-        const bytes = used.get(e.view.sandboxID);
-        if (bytes === undefined || !this.entries.has(e.view.sandboxID)) continue;
-        const step = Math.max(1024 ** 2, (e.view.spec.diskGiB * 1024 ** 3) / 100);
-        if (e.view.diskUsedBytes !== undefined && Math.abs(bytes - e.view.diskUsedBytes) < step) continue;
-        e.view.diskUsedBytes = bytes;
-        this.emitSandbox(e);
-      }
-    } catch (err) {
-      this.o.log.debug({ err }, 'disk use sample failed');
-    }
+  /** A sandbox found dead by the liveness watch: `error`, then ended with the reason (its resources go back now, not at its timeout). */
+  private died(entry: Entry, death: { reason: DeathReason; message: string }): void {
+    if (this.stopping) return; // a round of the watch still in flight: the next start judges it
+    this.setState(entry, 'error', death.message);
+    this.emitEvent('sandbox.error', death.message, { sandboxID: entry.view.sandboxID });
+    void this.end(entry.view.sandboxID, death.reason, death.message);
   }
 
   /** Destroys a sandbox that ended without being asked, then reports why (sandbox.died). */
@@ -868,7 +573,7 @@ export class Cubelet implements NodeApi {
     this.emitEvent('sandbox.died', message, { sandboxID, death: reason, code: deathCode(reason) });
   }
 
-  private noteOom(entry: Entry, message: string): void {
+  protected noteOom(entry: Entry, message: string): void {
     entry.view.reason = `OOM: ${message}`;
     this.emitEvent('sandbox.oom', message, { sandboxID: entry.view.sandboxID });
     this.emitSandbox(entry);
@@ -883,21 +588,6 @@ export class Cubelet implements NodeApi {
   }
 
   private emit(e: NodeEvent): void {
-    if (this.listeners.size === 0 && e.type === 'event' && this.unheard.length < MAX_UNHEARD) this.unheard.push(e);
-    for (const l of this.listeners) {
-      try {
-        l(e);
-      } catch (err) {
-        this.o.log.error({ err: toCubeError(err) }, 'node event listener failed');
-      }
-    }
+    this.events.emit(e);
   }
-}
-
-/** The node view's template names, and the default runtime of those that name one (pure). */
-export function templateFacts(templates: TemplateRef[]): { templates: string[]; templateRuntimes: Record<string, string> } {
-  return {
-    templates: templates.map((t) => t.name),
-    templateRuntimes: Object.fromEntries(templates.flatMap((t) => (t.config?.runtime ? [[t.name, t.config.runtime]] : []))),
-  };
 }

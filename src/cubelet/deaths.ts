@@ -20,3 +20,9 @@ export function initDeath(d: InitDeath): { reason: DeathReason; message: string 
     return { reason: 'oom', message: `sandbox init process died: its memory cgroup counted ${d.oomKillsNow - d.oomKillsBefore} OOM kill(s)` };
   return { reason: 'init_exited', message: d.driverReason ?? 'sandbox init process died' };
 }
+
+/** A microVM whose QEMU runs but whose guest agent did not answer within `deadlineMs` (pure). */
+export function agentSilence(deadlineMs: number, when: 'watch' | 'restart'): { reason: DeathReason; message: string } {
+  const what = `its guest agent did not answer a ping within ${deadlineMs} ms although its QEMU was running`;
+  return { reason: 'agent_silent', message: when === 'restart' ? `the node restarted and did not take it back: ${what}` : `${what}: the microVM was killed` };
+}

@@ -4,6 +4,7 @@ import type { MasterConfig } from '../config/schema.js';
 import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsage } from '../model/density.js';
 import { POOL_EXHAUSTED, type NodeView, type PoolView, type RuntimeInfo, type StoreView } from '../model/node.js';
 import type { SandboxSpecView, SandboxState } from '../model/sandbox.js';
+import type { TemplateRef } from '../runtime/types.js';
 
 export interface NodeViewInputs {
   nodeID: string;
@@ -137,4 +138,12 @@ const round1 = (x: number) => Math.round(x * 10) / 10;
 export function withOperatorFlags(v: NodeView, flags: { cordoned: boolean; draining: boolean }): NodeView {
   const reason = flags.cordoned ? 'cordoned' : flags.draining ? 'draining' : v.reason;
   return { ...v, cordoned: flags.cordoned, draining: flags.draining, reason, schedulable: reason === '' };
+}
+
+/** The node view's template names, and the default runtime of those that name one (pure). */
+export function templateFacts(templates: TemplateRef[]): { templates: string[]; templateRuntimes: Record<string, string> } {
+  return {
+    templates: templates.map((t) => t.name),
+    templateRuntimes: Object.fromEntries(templates.flatMap((t) => (t.config?.runtime ? [[t.name, t.config.runtime]] : []))),
+  };
 }

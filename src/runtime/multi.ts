@@ -129,6 +129,12 @@ export class RuntimeSet implements RuntimeDriver {
     return this.driverOf(h.sandboxID).exec(h, req);
   }
 
+  /** The agent of a sandbox whose driver has one; true for the others (their liveness is alive()). */
+  answers(h: SandboxHandle, deadlineMs: number): Promise<boolean> {
+    const d = this.driverOf(h.sandboxID);
+    return d.answers ? d.answers(h, deadlineMs) : Promise.resolve(true);
+  }
+
   deathReason(h: SandboxHandle): string | undefined {
     return this.driverOf(h.sandboxID).deathReason?.(h);
   }

@@ -218,6 +218,13 @@ export interface RuntimeDriver {
   /** Resumes either kind of pause (the driver knows which one holds the sandbox). */
   resume(h: SandboxHandle): Promise<void>;
   alive(h: SandboxHandle): boolean;
+  /**
+   * Whether the sandbox's own agent answers within `deadlineMs` (a microVM's guest agent, on its
+   * channel): a running QEMU whose agent stays silent serves nothing, so the cubelet counts it as
+   * dead (containerd trusts a shim only once it answers on its socket). Absent: the driver has no
+   * agent to ask (an ns sandbox's init is the sandbox).
+   */
+  answers?(h: SandboxHandle, deadlineMs: number): Promise<boolean>;
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess;
   stats(h: SandboxHandle): Promise<SandboxStats>;
   /**

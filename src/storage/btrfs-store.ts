@@ -8,7 +8,7 @@
 // sandboxes keep their upper dirs in it) and removed with the image by close({ destroy: true }).
 //
 // Every subvolume operation is an ioctl issued by the long-lived launch helper (`store` requests,
-// native/cube-launch.c): a forked child of a small process, no exec, no `btrfs` spawn. The create
+// native/launch/store.c): a forked child of a small process, no exec, no `btrfs` spawn. The create
 // path does not even wait for that: empty subvolumes (with upper/ and work/) are made ahead in
 // `<store>/pool/` like the network slots, a create renames one into place (0.1 ms) and the launch
 // helper's `create -q` sets its limit in the request that builds the sandbox. A helper round trip

@@ -4,7 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { microvmArtifacts } from '../../src/runtime/microvm/driver.js';
+import { microvmArtifacts } from '../../src/runtime/microvm/host.js';
 import { TemplateStore, hostEtc } from '../../src/templates/store.js';
 import type { TemplateConfig } from '../../src/runtime/types.js';
 

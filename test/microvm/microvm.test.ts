@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { CubeError } from '../../src/errors.js';
 import { newSandboxID, nodeTag } from '../../src/ids.js';
-import { diskLimitBytes, kvmUsable, MicrovmDriver } from '../../src/runtime/microvm/driver.js';
+import { MicrovmDriver } from '../../src/runtime/microvm/driver.js';
+import { diskLimitBytes, kvmUsable } from '../../src/runtime/microvm/host.js';
 import { Cgroups } from '../../src/runtime/ns/cgroups.js';
 import { parentPidsMax } from '../../src/runtime/ns/host-limits.js';
 import { TemplateStore } from '../../src/templates/store.js';
@@ -372,6 +373,31 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
       message: expect.stringMatching(/QEMU \(pid \d+\) exited/),
     });
     expect(existsSync(join(d.dataDir, 'microvm', 'sandboxes', sbx.sandboxId))).toBe(false);
+  });
+
+  it('a microVM whose QEMU lives but whose guest agent stops answering is ended with the reason (agent_silent): a pid is not a live sandbox', async () => {
+    const sbx = await create();
+    const [pid] = qemuOf(sbx.sandboxId);
+    // Stopped, not ended: its pid and /proc entry stay, its agent can answer nothing.
+    process.kill(pid!, 'SIGSTOP');
+    try {
+      let got = await call(d, 'GET', `/admin/v1/sandboxes/${sbx.sandboxId}`);
+      for (let i = 0; i < 150 && got.status !== 404; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        got = await call(d, 'GET', `/admin/v1/sandboxes/${sbx.sandboxId}`);
+      }
+      expect(got.json).toMatchObject({ code: 130410, message: expect.stringMatching(/ended: agent_silent .*guest agent did not answer/) });
+      const events = (await call(d, 'GET', '/admin/v1/events?limit=1000')).json as { kind: string; sandboxID?: string; death?: string }[];
+      expect(events.find((e) => e.sandboxID === sbx.sandboxId && e.kind === 'sandbox.died')).toMatchObject({ death: 'agent_silent' });
+      expect(qemuOf(sbx.sandboxId)).toEqual([]);
+      expect(existsSync(join(d.dataDir, 'microvm', 'sandboxes', sbx.sandboxId))).toBe(false);
+    } finally {
+      try {
+        process.kill(pid!, 'SIGCONT');
+      } catch {
+        // gone: what the test expects
+      }
+    }
   });
 
   it('a microVM with more memory than the node is refused with 400 and leaves nothing', async () => {

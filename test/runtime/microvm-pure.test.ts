@@ -1,14 +1,14 @@
 // The pure parts of the microvm runtime: QEMU's argv, the agent's wire format,
 // the runtime set's choice and the runtimes label (no VM is booted here).
 import { describe, expect, it } from 'vitest';
-import { kvmBackend, memoryRefusal } from '../../src/runtime/microvm/driver.js';
+import { kvmBackend, memoryRefusal } from '../../src/runtime/microvm/host.js';
 import { qemuArgs } from '../../src/runtime/microvm/qemu.js';
 import { FrameDecoder, T, encodeFrame, fields, parseStats, splitFields } from '../../src/runtime/microvm/protocol.js';
 import { RuntimeSet } from '../../src/runtime/multi.js';
 import { runtimesLabel } from '../../src/tui/format.js';
 import type { RuntimeInfo } from '../../src/api/types.js';
 import { templateRuntime, type RuntimeDriver } from '../../src/runtime/types.js';
-import { templateFacts } from '../../src/cubelet/cubelet.js';
+import { templateFacts } from '../../src/cubelet/node-view.js';
 
 const shape = { kernel: '/k', initrd: '/i', image: '/img', cpus: 2, memoryMiB: 256, kvm: false };
 

@@ -7,41 +7,28 @@
 // to the slot's address are ready there and reset by the pool when the slot comes back; and
 // inside the sandbox's cgroups.
 // Without /dev/kvm the guest is emulated (TCG, about 38x slower on CPU: runtime-probe.md §6).
-import { createHash } from 'node:crypto';
-import { accessSync, constants as fsConstants, existsSync, readFileSync, statSync } from 'node:fs';
-import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { packageRoot } from '../../config/loader.js';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
 import type { RuntimeInfo } from '../../model/node.js';
 import type { PauseOptions, SnapshotKeeps } from '../../model/sandbox.js';
 import type { BtrfsStore } from '../../storage/btrfs-store.js';
-import { splitSandboxPath, sandboxPath } from '../ns/files.js';
 import { Cgroups, keyedValue } from '../ns/cgroups.js';
 import { DEFAULT_IDENTITY, HostIdRanges } from '../ns/ids.js';
 import { hostTables, nodeParentLimits } from '../ns/host-limits.js';
-import { DEFAULT_PATH, etcHosts, sandboxUser } from '../../templates/store.js';
-import type {
-  ExecProcess,
-  ExecRequest,
-  ExitInfo,
-  FileAccess,
-  FileStat,
-  LaunchSpec,
-  RuntimeDriver,
-  SandboxFiles,
-  SandboxHandle,
-  SandboxSnapshots,
-  SandboxStats,
-} from '../types.js';
+import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats } from '../types.js';
+import { GuestAgents } from './agents.js';
+import { agentExec } from './exec.js';
+import { MicrovmFiles } from './files.js';
+import { QEMU_OVERHEAD_MIB, diskLimitBytes, memoryRefusal, microvmArtifacts, kvmUsable, onPath } from './host.js';
 import { ImageCache, overlayDisk } from './images.js';
-import { AgentConnection, type AgentProtocolError, T, agentActsAsUser, asField, fields, parseStats, splitFields } from './protocol.js';
+import { MemorySnapshots, waitGone } from './memory-snapshots.js';
 import { withQmp } from './qmp.js';
-import { CONSOLE_SOCKET, ConsoleLog, consoleTail } from './console.js';
-import { JAIL, QEMU, type VmFiles, type VmShape, killPid, launchQemu, migrationSocket, qemuArgs, restore, saveState } from './qemu.js';
+import { ConsoleLog, consoleTail } from './console.js';
+import { QEMU, type VmFiles, type VmShape, killPid, launchQemu, migrationSocket, qemuArgs, restore, saveState } from './qemu.js';
 import { readTextOrAbsent, statOrAbsent } from '../../fsx.js';
 
 export interface MicrovmDriverOptions {
@@ -78,54 +65,6 @@ export interface MicrovmDriverOptions {
 /** cubelet microvm.console_log_kib's default. */
 export const CONSOLE_LOG_BYTES = 1024 * 1024;
 
-/**
- * A VM disk's subvolume limit: the guest's filesystem is disk_gib, and its qcow2 file can hold a
- * little more (L2 and refcount tables, about 0.2% at 64 KiB clusters, and btrfs's own metadata).
- */
-export function diskLimitBytes(diskGiB: number): number {
-  return diskGiB * 1024 ** 3 + 64 * 1024 ** 2;
-}
-
-/** Why a VM of `memoryMiB` cannot run on a node of `nodeMiB`, or undefined when it fits (pure). */
-export function memoryRefusal(memoryMiB: number, nodeMiB: number | undefined): string | undefined {
-  if (nodeMiB === undefined || memoryMiB + QEMU_OVERHEAD_MIB <= nodeMiB) return undefined;
-  return `a microVM of ${memoryMiB} MiB (+${QEMU_OVERHEAD_MIB} MiB for QEMU) does not fit this node's ${nodeMiB} MiB of memory: guest memory is really allocated, not a limit`;
-}
-
-/** Where the driver's guest artefacts are, and whether they are built. */
-export function microvmArtifacts(buildDir = join(packageRoot(), 'build', 'microvm')): { kernel: string; initrd: string; missing?: string } {
-  const kernel = join(buildDir, 'vmlinuz');
-  const initrd = join(buildDir, 'initramfs.gz');
-  const missing = [kernel, initrd].filter((p) => !existsSync(p));
-  return {
-    kernel,
-    initrd,
-    ...(missing.length ? { missing: `${missing.join(', ')} missing: build them with 'npm run build' (needs busybox-static and apt-get)` } : {}),
-  };
-}
-
-/**
- * Whether KVM can run our guest: /dev/kvm usable by this process and a hardware backend
- * (kvm_intel or kvm_amd) loaded. A nested host may expose /dev/kvm through kvm_pvm only, which
- * runs PVM-patched guest kernels: Debian's cloud kernel under it stops after "Probing EDD"
- * (measured on these machines: 40 s without a console line), so that counts as no KVM.
- */
-export function kvmUsable(modules = '/sys/module'): boolean {
-  try {
-    accessSync('/dev/kvm', fsConstants.R_OK | fsConstants.W_OK);
-  } catch {
-    return false;
-  }
-  return kvmBackend((name) => existsSync(join(modules, name))) !== undefined;
-}
-
-/** The hardware KVM backend loaded, if any (pure over `loaded`). */
-export function kvmBackend(loaded: (module: string) => boolean): 'kvm_intel' | 'kvm_amd' | undefined {
-  return (['kvm_intel', 'kvm_amd'] as const).find(loaded);
-}
-
-/** QEMU's own memory beside the guest's (TCG translation cache 32 MiB + device model): the cgroup limit adds it. */
-const QEMU_OVERHEAD_MIB = 160;
 /** Unix socket paths are limited to 107 bytes. */
 const SUN_PATH_MAX = 107;
 
@@ -153,8 +92,6 @@ const KEPT_SHAPE = 'shape.json';
 /** The guest's memory and device state while a releasing pause holds it (QEMU ended), in the sandbox's directory. */
 const RELEASED = 'memory.state';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 export class MicrovmDriver implements RuntimeDriver {
   readonly name = 'microvm' as const;
   readonly files: SandboxFiles;
@@ -164,15 +101,16 @@ export class MicrovmDriver implements RuntimeDriver {
   private readonly log: Logger | undefined;
   private cgroupsOrUndefined?: Cgroups;
   private readonly records = new Map<string, VmRecord>();
-  private readonly agents = new Map<string, Promise<AgentConnection>>();
+  /** Per sandbox: how many times its guest was stopped on purpose (pause, resume, snapshot). */
+  private readonly stops = new Map<string, number>();
+  /** The host ends of the guest agents' channels. */
+  private readonly agents: GuestAgents;
   private readonly netns = new Map<string, string>();
-  /** Sandboxes killed for breaking the agent protocol: why (their death reason). */
-  private readonly broken = new Map<string, string>();
   /** Each running VM's console log (with QEMU's stderr). */
   private readonly consoles = new Map<string, ConsoleLog>();
   private readonly ids: HostIdRanges;
-  /** Memory snapshots by shape key: made or being made. */
-  private readonly snapshots = new Map<string, Promise<string>>();
+  /** Memory snapshots by shape, booted once and cloned by creates. */
+  private readonly snapshots: MemorySnapshots;
   /** Kept sandbox states (E2B snapshots): <keptRoot>/<snapshotID>/memory.state; the disk is kept in the store. */
   private readonly keptRoot: string;
   /**
@@ -188,7 +126,21 @@ export class MicrovmDriver implements RuntimeDriver {
     const identity = opts.identity ?? DEFAULT_IDENTITY;
     this.ids = opts.ids ?? new HostIdRanges(identity.hostIdBase, identity.hostIdRanges);
     this.log = opts.log?.child({ component: 'runtime-microvm' });
-    this.files = new MicrovmFiles((h) => this.agent(h));
+    this.snapshots = new MemorySnapshots({
+      dataDir: opts.dataDir,
+      ids: this.ids,
+      bootTimeoutMs: opts.bootTimeoutMs ?? 60_000,
+      openConsole: (id, dir) => this.openConsole(id, dir),
+      closeConsole: (id) => this.closeConsole(id),
+      ...(this.log ? { log: this.log } : {}),
+    });
+    this.agents = new GuestAgents({
+      running: (h) => this.running(h),
+      pidOf: (h) => this.pidOf(h),
+      consoleTail: (h) => this.consoleTail(h),
+      ...(this.log ? { log: this.log } : {}),
+    });
+    this.files = new MicrovmFiles((h) => this.agents.get(h));
     const storage = opts.storage;
     if (storage) {
       this.sandboxSnapshots = {
@@ -204,6 +156,7 @@ export class MicrovmDriver implements RuntimeDriver {
 
   /** Saves the stopped VM's memory and device state, then snapshots its disk's subvolume; the caller's resume runs it on (QMP cont). */
   private async keep(storage: BtrfsStore, h: SandboxHandle, snapshotID: string): Promise<SnapshotKeeps> {
+    this.stopping(h.sandboxID);
     if (!this.running(h)) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} is paused with its memory released: resume it before taking a snapshot`);
     const dir = join(this.keptRoot, snapshotID);
     await mkdir(dir, { recursive: true });
@@ -300,7 +253,7 @@ export class MicrovmDriver implements RuntimeDriver {
       const diskGiB = spec.diskGiB ?? 1;
       const [image, blank] = await Promise.all([this.images.template(spec.template), this.images.blank(diskGiB)]);
       const shape: VmShape = { kernel: a.kernel, initrd: a.initrd, image, cpus: spec.cpus, memoryMiB: spec.memoryMiB, kvm: this.kvm };
-      const snap = this.opts.snapshots === false ? undefined : await this.snapshot(shape, blank, diskGiB);
+      const snap = this.opts.snapshots === false ? undefined : await this.snapshots.get(shape, blank, diskGiB);
       // From a kept snapshot: its memory and its disk (a writable snapshot of the kept subvolume).
       const kept = spec.fromSnapshot === undefined ? undefined : await this.keptState(spec.fromSnapshot, diskGiB, spec.memoryMiB);
       this.opts.storage?.assertRoom();
@@ -344,9 +297,9 @@ export class MicrovmDriver implements RuntimeDriver {
       const h: SandboxHandle = { sandboxID: id, initPid: pid, dir };
       if (state) await restore(join(dir, 'q.sock'));
       const tRestored = performance.now();
-      await this.waitAgent(h, this.opts.bootTimeoutMs ?? 60_000);
+      await this.agents.wait(h, this.opts.bootTimeoutMs ?? 60_000);
       const tAgent = performance.now();
-      await this.identify(h);
+      await this.agents.identify(h);
       const ms = (a: number, b: number) => Math.round(b - a);
       const now = performance.now();
       this.log?.debug(
@@ -372,87 +325,6 @@ export class MicrovmDriver implements RuntimeDriver {
     }
   }
 
-  /**
-   * The memory snapshot of a VM of this shape, booted and saved on first use (concurrent creates
-   * share the one boot): guest RAM in a file the clones map privately, and the device state,
-   * which with x-ignore-shared holds no RAM (57 KB, saved in 25 ms: runtime-probe.md §6.4).
-   * Undefined (cold boot) when it cannot be made; the reason is logged.
-   */
-  private snapshot(shape: VmShape, blank: string, diskGiB: number): Promise<string | undefined> {
-    const stamp = [shape.kernel, shape.initrd].map((f) => statSync(f).mtimeMs).join(':');
-    const key = createHash('sha256')
-      .update(JSON.stringify({ ...shape, diskGiB, stamp }))
-      .digest('hex')
-      .slice(0, 16);
-    const final = join(this.opts.dataDir, 'microvm', 'snapshots', key);
-    let p = this.snapshots.get(key);
-    if (!p) {
-      p = existsSync(join(final, 'state')) ? Promise.resolve(final) : this.makeSnapshot(shape, blank, final);
-      this.snapshots.set(key, p);
-      p.catch(() => undefined); // not unhandled while nobody waits: every awaiter gets the error
-    }
-    return p.catch((e: unknown) => {
-      this.snapshots.delete(key);
-      this.log?.warn({ err: e, key }, 'memory snapshot could not be made: this create boots cold');
-      return undefined;
-    });
-  }
-
-  private async makeSnapshot(shape: VmShape, blank: string, final: string): Promise<string> {
-    const t0 = performance.now();
-    const dir = `${final}.${process.pid}.tmp`;
-    await rm(dir, { recursive: true, force: true });
-    await mkdir(dir, { recursive: true });
-    let pid = 0;
-    const idBase = this.ids.take();
-    try {
-      await overlayDisk(blank, join(dir, 'disk.qcow2'), 'raw');
-      const args = qemuArgs({
-        ...shape,
-        id: 'snapshot',
-        dir,
-        disk: join(dir, 'disk.qcow2'),
-        net: 'hub',
-        uid: idBase,
-        ram: { path: join(dir, 'ram'), shared: true },
-      });
-      pid = await launchQemu(dir, args, {
-        procs: [],
-        files: { image: shape.image, disk: join(dir, 'disk.qcow2') },
-        console: this.openConsole(`snapshot-${process.pid}`, dir),
-      });
-      const conn = await AgentConnection.open(join(dir, 'a.sock'));
-      try {
-        await conn.request(T.PING, Buffer.from('boot'), this.opts.bootTimeoutMs ?? 60_000).catch((e: unknown) => {
-          throw new Error(`snapshot source did not come up: ${(e as Error).message}; console: ${this.consoleTail({ dir })}`);
-        });
-      } finally {
-        conn.close();
-      }
-      await withQmp(join(dir, 'q.sock'), async (q) => {
-        await q.run('stop');
-        await saveState(q, join(dir, 'state'), { ...migrationSocket(dir, args), uid: idBase });
-        // The state is saved; a QEMU that does not take 'quit' is killed with its cgroup below.
-        await q.run('quit').catch(() => undefined);
-      });
-      await waitGone(pid);
-      this.closeConsole(`snapshot-${process.pid}`);
-      // What a chrooted QEMU could not unlink at its exit.
-      await Promise.all([JAIL, 'a.sock', 'q.sock', CONSOLE_SOCKET].map((f) => rm(join(dir, f), { recursive: true, force: true })));
-      await rm(final, { recursive: true, force: true });
-      await rename(dir, final);
-      this.log?.info({ snapshot: final, ms: Math.round(performance.now() - t0) }, 'memory snapshot made');
-      return final;
-    } catch (e) {
-      if (pid) killPid(pid);
-      this.closeConsole(`snapshot-${process.pid}`);
-      await rm(dir, { recursive: true, force: true });
-      throw e;
-    } finally {
-      this.ids.release(idBase);
-    }
-  }
-
   private openConsole(id: string, dir: string): ConsoleLog {
     this.consoles.get(id)?.close();
     const c = new ConsoleLog(dir, this.opts.consoleLogBytes ?? CONSOLE_LOG_BYTES);
@@ -471,73 +343,9 @@ export class MicrovmDriver implements RuntimeDriver {
     return { ...migrationSocket(h.dir, r?.args ?? []), ...(r?.idBase !== undefined ? { uid: r.idBase } : {}) };
   }
 
-  /** Connects and pings the agent until it answers (the guest booted) or the deadline passes. */
-  private async waitAgent(h: SandboxHandle, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    const conn = await AgentConnection.open(join(h.dir, 'a.sock'), (e) => this.agentBroke(h, e));
-    this.agents.set(h.sandboxID, Promise.resolve(conn));
-    // The ping's own limit comes after the deadline, so a guest that stays silent reads as a boot timeout.
-    const ping = conn.request(T.PING, Buffer.from('boot'), timeoutMs + 5000);
-    ping.catch(() => undefined); // awaited below, with the boot deadline
-    for (;;) {
-      const done = await Promise.race([ping.then(() => true), sleep(100).then(() => false)]).catch((e: unknown) => {
-        throw new CubeError('CREATE_FAILED', `guest of ${h.sandboxID}: ${(e as Error).message}; console: ${this.consoleTail(h)}`);
-      });
-      if (done) return;
-      if (!this.running(h)) throw new CubeError('CREATE_FAILED', `QEMU of ${h.sandboxID} exited while the guest booted; console: ${this.consoleTail(h)}`);
-      if (Date.now() > deadline)
-        throw new CubeError('GUEST_BOOT_TIMEOUT', `guest of ${h.sandboxID} did not come up within ${timeoutMs} ms; console: ${this.consoleTail(h)}`);
-    }
-  }
-
-  /** The guest takes the sandbox's identity (hostname, /etc/hosts naming it, the host's clock) in one round trip. */
-  private async identify(h: SandboxHandle): Promise<void> {
-    const conn = await this.agent(h);
-    await conn.request(T.SETUP, fields(`hostname=${h.sandboxID}`, `hosts=${etcHosts(h.sandboxID)}`, `time=${Date.now()}`));
-  }
-
   /** The last lines the guest printed on its console (for errors). */
   consoleTail(h: { dir: string }, lines = 15): string {
     return consoleTail(h.dir, lines);
-  }
-
-  private agent(h: SandboxHandle): Promise<AgentConnection> {
-    const cur = this.agents.get(h.sandboxID);
-    if (cur) {
-      return cur.then((c) => {
-        if (!c.closed) return c;
-        this.agents.delete(h.sandboxID);
-        return this.agent(h);
-      });
-    }
-    if (!this.running(h)) return Promise.reject(new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`));
-    const p = AgentConnection.open(join(h.dir, 'a.sock'), (e) => this.agentBroke(h, e));
-    this.agents.set(h.sandboxID, p);
-    p.catch(() => this.agents.delete(h.sandboxID));
-    return p;
-  }
-
-  /**
-   * A guest whose agent broke the protocol (its root replaced or subverted pid 1) is killed: what
-   * it sends can no longer be matched to requests. The watch loop then marks the sandbox `error`
-   * with this reason, which starts with 'agent-protocol' (the death's type).
-   */
-  private agentBroke(h: SandboxHandle, e: AgentProtocolError): void {
-    const reason = `${e.reason}: the guest agent broke the protocol (${e.message}); the microVM was killed`;
-    this.broken.set(h.sandboxID, reason);
-    this.log?.warn({ sandboxID: h.sandboxID, reason }, 'guest agent broke the protocol: microVM killed');
-    this.dropAgent(h.sandboxID);
-    killPid(this.pidOf(h));
-  }
-
-  /** Closes the host side of the agent channel (its QEMU is ending or gone). */
-  private dropAgent(id: string): void {
-    const conn = this.agents.get(id);
-    this.agents.delete(id);
-    conn?.then(
-      (c) => c.close(),
-      () => undefined,
-    );
   }
 
   async destroy(sandboxID: string): Promise<void> {
@@ -553,7 +361,7 @@ export class MicrovmDriver implements RuntimeDriver {
   private async remove(id: string): Promise<void> {
     try {
       const t0 = performance.now();
-      this.dropAgent(id);
+      this.agents.drop(id);
       await this.cgroups.destroy(id);
       this.closeConsole(id);
       const tKilled = performance.now();
@@ -565,7 +373,8 @@ export class MicrovmDriver implements RuntimeDriver {
       if (idBase !== undefined) this.ids.release(idBase);
       this.records.delete(id);
       this.netns.delete(id);
-      this.broken.delete(id);
+      this.agents.broken.delete(id);
+      this.stops.delete(id);
     } catch (e) {
       throw toCubeError(e, 'DESTROY_FAILED');
     }
@@ -578,12 +387,14 @@ export class MicrovmDriver implements RuntimeDriver {
 
   /** Plain: QMP `stop` (the memory stays). Releasing: the guest's memory written to a file and QEMU ended. */
   async pause(h: SandboxHandle, opts: PauseOptions = {}): Promise<void> {
+    this.stopping(h.sandboxID);
     await (opts.release ? this.release(h) : withQmp(join(h.dir, 'q.sock'), (q) => q.run('stop'))).catch((e: unknown) => {
       throw toCubeError(e, 'PAUSE_FAILED');
     });
   }
 
   async resume(h: SandboxHandle): Promise<void> {
+    this.stopping(h.sandboxID);
     await (existsSync(join(h.dir, RELEASED)) ? this.reload(h) : withQmp(join(h.dir, 'q.sock'), (q) => q.run('cont'))).catch((e: unknown) => {
       throw toCubeError(e, 'RESUME_FAILED');
     });
@@ -614,7 +425,7 @@ export class MicrovmDriver implements RuntimeDriver {
       // Saved; a QEMU that does not take 'quit' is killed with its cgroup when the sandbox goes.
       await q.run('quit').catch(() => undefined);
     });
-    this.dropAgent(h.sandboxID);
+    this.agents.drop(h.sandboxID);
     await waitGone(pid);
     await rename(tmp, join(h.dir, RELEASED));
   }
@@ -641,10 +452,10 @@ export class MicrovmDriver implements RuntimeDriver {
       const next = { ...record, pid };
       await writeFile(join(h.dir, 'vm.json'), JSON.stringify(next));
       this.records.set(id, next);
-      await this.waitAgent(h, this.opts.bootTimeoutMs ?? 60_000);
-      await this.identify(h);
+      await this.agents.wait(h, this.opts.bootTimeoutMs ?? 60_000);
+      await this.agents.identify(h);
     } catch (e) {
-      this.dropAgent(id);
+      this.agents.drop(id);
       killPid(pid);
       await waitGone(pid);
       this.records.set(id, record);
@@ -676,104 +487,30 @@ export class MicrovmDriver implements RuntimeDriver {
     return this.running(h) || existsSync(join(h.dir, RELEASED));
   }
 
+  /**
+   * Its guest agent answers a ping within `deadlineMs` (a QEMU stopped, hung or whose guest lost
+   * its agent does not). A pause, resume or snapshot begun during the ping stops the guest on
+   * purpose: that is no verdict, so it counts as answered.
+   */
+  async answers(h: SandboxHandle, deadlineMs: number): Promise<boolean> {
+    const before = this.stops.get(h.sandboxID) ?? 0;
+    const answered = await this.agents.answers(h, deadlineMs);
+    return answered || (this.stops.get(h.sandboxID) ?? 0) !== before;
+  }
+
+  /** Counts a stop of the guest on purpose (see answers()). */
+  private stopping(id: string): void {
+    this.stops.set(id, (this.stops.get(id) ?? 0) + 1);
+  }
+
   deathReason(h: SandboxHandle): string {
-    const broken = this.broken.get(h.sandboxID);
+    const broken = this.agents.broken.get(h.sandboxID);
     if (broken) return broken;
     return `the microVM's QEMU (pid ${this.pidOf(h)}) exited; guest console: ${this.consoleTail(h, 5)}`;
   }
 
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess {
-    if (!req.argv.length || req.argv.some((a) => typeof a !== 'string' || a.includes('\0'))) {
-      throw new CubeError('BAD_REQUEST', 'exec needs a non-empty argv of strings without NUL');
-    }
-    for (const [k, v] of Object.entries(req.env ?? {})) {
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || typeof v !== 'string' || v.includes('\0')) {
-        throw new CubeError('BAD_REQUEST', `invalid environment variable '${k}'`);
-      }
-    }
-    if (!this.running(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
-    const userName = req.user ?? 'user';
-    const user = sandboxUser(userName);
-    const env: Record<string, string> = {
-      PATH: DEFAULT_PATH,
-      HOME: user.home,
-      USER: userName,
-      LOGNAME: userName,
-      ...this.records.get(h.sandboxID)?.env,
-      ...req.env,
-    };
-    const pty = (req as ExecRequest & { pty?: { cols: number; rows: number } }).pty;
-    const payload = fields(
-      user.uid,
-      user.gid,
-      req.cwd ?? user.home,
-      `${req.stdin || pty ? 's' : ''}${pty ? 'p' : ''}`,
-      pty?.cols ?? 0,
-      pty?.rows ?? 0,
-      req.argv.length,
-      ...req.argv,
-      ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
-    );
-    const stdout = new PassThrough();
-    const stderr = new PassThrough();
-    let timedOut = false;
-    let conn: AgentConnection | undefined;
-    let chan = 0;
-    const pending: [number, Buffer | undefined][] = [];
-    // A closed connection has already failed the exec (its channel's handler): a later signal
-    // (the timeout's, a kill) has nothing to reach. Thrown from the timer, it took the daemon down
-    // when a releasing pause ended QEMU under a command with a timeout.
-    const send = (type: number, data?: Buffer) => {
-      if (conn && chan) {
-        if (!conn.closed) conn.send(type, chan, data);
-      } else pending.push([type, data]);
-    };
-    const exited = new Promise<ExitInfo>((resolve, reject) => {
-      const fail = (e: Error) => {
-        clearTimeout(timer);
-        stdout.end();
-        stderr.end();
-        reject(new CubeError('EXEC_FAILED', `exec in ${h.sandboxID}: ${e.message}`, { cause: e }));
-      };
-      this.agent(h).then((c) => {
-        conn = c;
-        const ch = c.channel((f) => {
-          if (f.type === T.STDOUT) stdout.write(Buffer.from(f.payload));
-          else if (f.type === T.STDERR) stderr.write(Buffer.from(f.payload));
-          else if (f.type === T.ERROR) {
-            ch.done();
-            fail(new Error(splitFields(f.payload)[1] ?? 'agent error'));
-          } else if (f.type === T.EXIT) {
-            ch.done();
-            clearTimeout(timer);
-            const [code, sig] = splitFields(f.payload).map(Number) as [number, number];
-            stdout.end();
-            stderr.end();
-            resolve({ exitCode: code, ...(sig ? { signal: signalName(sig) } : {}), oomKilled: false, timedOut });
-          }
-        }, fail);
-        chan = ch.chan;
-        c.send(T.EXEC, chan, payload);
-        for (const [type, data] of pending.splice(0)) c.send(type, chan, data);
-      }, fail);
-    });
-    const timer = req.timeoutMs
-      ? setTimeout(() => {
-          timedOut = true;
-          send(T.SIGNAL, fields(9));
-        }, req.timeoutMs)
-      : undefined;
-    const stdin = req.stdin || pty ? new PassThrough().on('data', (d: Buffer) => send(T.STDIN, d)).on('end', () => send(T.STDIN_EOF)) : null;
-    const proc: ExecProcess & { resize?: (cols: number, rows: number) => void } = {
-      pid: -1,
-      stdout,
-      stderr,
-      stdin,
-      exited,
-      kill: (signal: NodeJS.Signals = 'SIGKILL') => send(T.SIGNAL, fields(signalNumber(signal))),
-    };
-    if (pty) proc.resize = (cols, rows) => send(T.RESIZE, fields(cols, rows));
-    return proc;
+    return agentExec(h, req, { running: () => this.running(h), env: () => this.records.get(h.sandboxID)?.env, agent: () => this.agents.get(h) });
   }
 
   async stats(h: SandboxHandle): Promise<SandboxStats> {
@@ -842,98 +579,5 @@ export class MicrovmDriver implements RuntimeDriver {
     }
     if (removed.length) this.log?.info({ removed }, 'removed leftover microVMs');
     return { removed };
-  }
-}
-
-async function waitGone(pid: number, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (existsSync(`/proc/${pid}`) && Date.now() < deadline) await sleep(10);
-  killPid(pid);
-}
-
-function onPath(cmd: string): boolean {
-  return (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':').some((d) => existsSync(join(d, cmd)));
-}
-
-const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGUSR1: 10, SIGUSR2: 12, SIGTERM: 15 };
-function signalNumber(s: NodeJS.Signals): number {
-  return SIGNALS[s] ?? 9;
-}
-function signalName(n: number): string {
-  return Object.entries(SIGNALS).find(([, v]) => v === n)?.[0] ?? `SIG${n}`;
-}
-
-/**
- * The files API over the guest agent; paths normalised as for the ns runtime. A request made for
- * a user other than root with `as.permissions` carries that user's ids, and the agent runs it
- * with them (native/cube-agent.c take_identity): the guest kernel decides, as for the user's own
- * process. An agent from before that (a sandbox or kept snapshot of an older cubed) is refused
- * such requests (409) rather than acting as guest root for the user.
- */
-class MicrovmFiles implements SandboxFiles {
-  private readonly actsAsUser = new WeakMap<AgentConnection, Promise<boolean>>();
-
-  constructor(private readonly agent: (h: SandboxHandle) => Promise<AgentConnection>) {}
-
-  private path(p: string): string {
-    return sandboxPath(splitSandboxPath(p));
-  }
-
-  /** The agent, and the identity field its request takes for `user` (none for root or without `as.permissions`). */
-  private async as(h: SandboxHandle, user: string | undefined, as: FileAccess | undefined): Promise<{ conn: AgentConnection; id: string[] }> {
-    const conn = await this.agent(h);
-    const u = sandboxUser(user);
-    if (!as?.permissions || u.uid === 0) return { conn, id: [] };
-    let acts = this.actsAsUser.get(conn);
-    if (!acts) this.actsAsUser.set(conn, (acts = agentActsAsUser(conn)));
-    if (!(await acts)) {
-      throw new CubeError(
-        'CONFLICT',
-        `sandbox ${h.sandboxID}'s guest agent is from an older cubed and cannot act as '${user ?? 'user'}': use the files API as root, or a new sandbox`,
-      );
-    }
-    return { conn, id: [asField(u.uid, u.gid)] };
-  }
-
-  async stat(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<FileStat> {
-    const { conn, id } = await this.as(h, user, as);
-    const st = parseStats(await conn.request(T.STAT, fields(this.path(path), ...id)))[0];
-    if (!st) throw new CubeError('INTERNAL', `no stat of ${path}`);
-    return st;
-  }
-
-  async list(h: SandboxHandle, path: string, depth = 1, user?: string, as?: FileAccess): Promise<FileStat[]> {
-    const { conn, id } = await this.as(h, user, as);
-    return parseStats(await conn.request(T.LIST, fields(this.path(path), depth, ...id)));
-  }
-
-  async read(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<Readable> {
-    const { conn, id } = await this.as(h, user, as);
-    return conn.read(this.path(path), id[0]);
-  }
-
-  async write(h: SandboxHandle, path: string, data: Readable | Buffer, user?: string, _mode?: number, as?: FileAccess): Promise<FileStat> {
-    const u = sandboxUser(user);
-    const { conn, id } = await this.as(h, user, as);
-    return conn.write(this.path(path), u.uid, u.gid, data, id[0]);
-  }
-
-  async mkdir(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<boolean> {
-    const u = sandboxUser(user);
-    const { conn, id } = await this.as(h, user, as);
-    const r = await conn.request(T.MKDIR, fields(this.path(path), u.uid, u.gid, ...id));
-    return r.toString().startsWith('1');
-  }
-
-  async remove(h: SandboxHandle, path: string, user?: string, as?: FileAccess): Promise<void> {
-    const { conn, id } = await this.as(h, user, as);
-    await conn.request(T.REMOVE, fields(this.path(path), ...id));
-  }
-
-  async move(h: SandboxHandle, from: string, to: string, user?: string, as?: FileAccess): Promise<FileStat> {
-    const { conn, id } = await this.as(h, user, as);
-    const st = parseStats(await conn.request(T.RENAME, fields(this.path(from), this.path(to), ...id)))[0];
-    if (!st) throw new CubeError('INTERNAL', `no stat of ${to}`);
-    return st;
   }
 }

@@ -132,7 +132,7 @@ export const JAIL = 'jail';
 /** The socket a VM's state is migrated through (in its jail: QEMU sees it at `/m.sock`). */
 const MIGRATION_SOCKET = 'm.sock';
 /**
- * The sandboxes' oom_score_adj (native/cube-launch.c SANDBOX_OOM_SCORE_ADJ): a QEMU is a sandbox,
+ * The sandboxes' oom_score_adj (native/launch/init.c SANDBOX_OOM_SCORE_ADJ): a QEMU is a sandbox,
  * so the host's OOM killer takes it before cubed (-900) and host services (0).
  */
 const SANDBOX_OOM_SCORE_ADJ = 500;

@@ -1,6 +1,6 @@
 // The `ns` runtime driver: a sandbox is a process tree in its own pid, mount, uts, ipc, cgroup and
 // net namespaces, pivoted into an overlayfs root, limited by per-sandbox cgroups. Creates go to the
-// long-lived `cube-launch serve` helper (native/cube-launch.c, ./helper.ts), which forks the
+// long-lived `cube-launch serve` helper (native/launch/serve.c, ./helper.ts), which forks the
 // sandbox; its init stays, nothing supervises it from the host.
 import { accessSync, constants as fsConstants, readFileSync } from 'node:fs';
 import { chmod, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';

@@ -322,7 +322,7 @@ class Walk {
   }
 }
 
-/** What a user must be allowed for a files-API call (native/cube-launch.c check_access): access(2) bits and the helper's own. */
+/** What a user must be allowed for a files-API call (native/launch/files.c check_access): access(2) bits and the helper's own. */
 export const MAY = { READ: 4, WRITE: 2, SEARCH: 1, UNLINK: 8, TREE: 16, SOFT: 32 } as const;
 /** [MAY bits, path inside the sandbox]. */
 export type AccessCheck = [number, string];
@@ -361,7 +361,7 @@ export class NsFiles implements SandboxFiles {
 
   /**
    * With `as.permissions` and a user other than root: whether the user may do what `checks` say,
-   * asked of the kernel in the sandbox as that user (a helper job: native/cube-launch.c
+   * asked of the kernel in the sandbox as that user (a helper job: native/launch/files.c
    * check_access, one per call, so only the files API's calls as a user pay it). The walk and the
    * operation itself run as host root (below). Paths of files that exist are given as the caller
    * named them, so the kernel also checks the directories a symlink on the way passes through;

@@ -1,4 +1,4 @@
-// The client of `cube-launch serve` (native/cube-launch.c): one long-lived helper process per
+// The client of `cube-launch serve` (native/launch/serve.c): one long-lived helper process per
 // daemon that creates sandboxes and runs short host commands (ip, nft) on our behalf. Node's own
 // spawn forks the whole daemon and blocks its event loop for the page-table copy (40-50 ms per
 // spawn measured under load, every other request waiting meanwhile); the helper's fork is tiny.
@@ -33,12 +33,12 @@ const ANSWER_CLOSED = -3;
 const OP_STORE = 9;
 const OP_CREDIT = 10;
 const HEADER = 16;
-/** The helper parses at most 2047 strings a request (native/cube-launch.c). */
+/** The helper parses at most 2047 strings a request (native/launch/serve.c). */
 const MAX_EXEC_ARGV = 2000;
 
 /**
  * Output of a streamed job the helper may send ahead of what its reader took, per stream (`-w`,
- * the credit window of native/cube-launch.c): a reader that stops (a paused stream) stops the
+ * the credit window of native/launch/serve.c): a reader that stops (a paused stream) stops the
  * helper reading that stream's pipe after this much, and the command blocks on the full pipe,
  * while the helper goes on with every other job. Without it a stream nobody read buffered in
  * cubed whatever the command printed (and pausing one would have had to stop the shared pipe).
@@ -182,7 +182,7 @@ export class LaunchHelper {
     return r.stdout.split('\n').filter(Boolean).map(Number);
   }
 
-  /** A btrfs request of the sandbox store (`store ...` in native/cube-launch.c), run in the host's mount namespace. */
+  /** A btrfs request of the sandbox store (`store ...` in native/launch/store.c), run in the host's mount namespace. */
   store(argv: readonly string[]): Promise<HelperResult> {
     return this.request(OP_STORE, argv, Buffer.alloc(0));
   }

@@ -1,6 +1,6 @@
 // Host ids of the `ns` runtime's sandboxes (issue 12, docs/security.md "Identity"): each sandbox
 // gets a range of 65,536 host ids of its own, ids 0-65535 inside mapped onto it by a user
-// namespace (native/cube-launch.c, "identity"), so root inside is not host root and `user` is
+// namespace (native/launch/identity.c, "identity"), so root inside is not host root and `user` is
 // no other sandbox's and no host account's uid: per-uid kernel limits (inotify instances,
 // pending signals, message queues, process counts) and /proc/<pid> access are the sandbox's own.
 // Ranges are kept in each sandbox's record (sandbox.json), so the allocator is rebuilt from the

@@ -1,5 +1,5 @@
 // envd's file metadata in the ns runtime: user.e2b.* extended attributes, read and replaced by
-// `cube-launch exec -X` inside the sandbox as the user (native/cube-launch.c, file_metadata).
+// `cube-launch exec -X` inside the sandbox as the user (native/launch/files.c, file_metadata).
 import { CubeError, type ErrorKind } from '../../errors.js';
 import type { FileMetadata } from '../types.js';
 import type { HelperExecJob } from './helper.js';

@@ -1,6 +1,6 @@
 // Directory watches of the ns runtime: `cube-launch exec -W` runs inotify inside the sandbox
 // (its namespaces, root, cgroup and seccomp filter, as the user) and prints one record per change
-// (native/cube-launch.c, watch_dir). Here the records become FsChanges.
+// (native/launch/watch.c, watch_dir). Here the records become FsChanges.
 import type { Readable } from 'node:stream';
 import { CubeError } from '../../errors.js';
 import { stoppable } from '../stoppable.js';

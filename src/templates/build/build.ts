@@ -7,61 +7,29 @@
 // Builds hold the template store's writer lock, so they run one at a time (and a template rm
 // never removes a layer a build is taking).
 import { randomUUID } from 'node:crypto';
-import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { link, mkdir, open, readFile, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { createGunzip } from 'node:zlib';
 import { execa } from 'execa';
 import type { Logger } from 'pino';
-import { extract } from 'tar-stream';
 import type { Config } from '../../config/schema.js';
 import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID } from '../../ids.js';
 import type { NetworkAgent } from '../../network/types.js';
 import { ensureStoreDir, scratchDir } from '../layers/import.js';
 import { parseImageRef, pullLocked, resolveImage } from '../layers/pull.js';
-import { TAR_META_MAX_BYTES, tarMetaGuard } from '../layers/tar-guard.js';
+import { BuildRecordFiles, type BuildRecord, type BuildLogEntry } from './record.js';
+import { BuildUploads } from './uploads.js';
 import { EMPTY_TREE, treeDigest, writeTree } from '../layers/tree.js';
 import { DEFAULT_CONFIG, etcHosts, layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
 import type { RuntimeDriver, SandboxHandle, TemplateConfig, TemplateRef } from '../../runtime/types.js';
 import { Tail } from '../../cubelet/start-cmd.js';
-import { FilesHash, S_IFLNK, S_IFREG } from './files-hash.js';
-import { afterLayer, applyStep, checkFilesHash, copyTarget, describeStep, makesLayer, parseBuild, stepKey, type BuildPlan, type Step } from './steps.js';
+import { afterLayer, applyStep, copyTarget, describeStep, makesLayer, parseBuild, stepKey, type BuildPlan, type Step } from './steps.js';
 import { readTextOrAbsent } from '../../fsx.js';
 import { HOST_TEMPLATE, splitTemplateRef } from '../../model/template.js';
 
-export type BuildStatus = 'waiting' | 'building' | 'ready' | 'error';
-
-export interface BuildLogEntry {
-  timestamp: string;
-  level: 'debug' | 'info' | 'warn' | 'error';
-  message: string;
-  /** 1-based step (the SDK's numbering: 0 is the base), absent for the build's own lines. */
-  step?: string;
-}
-
-export interface BuildRecord {
-  /** The template's name (what the SDK calls its id). */
-  templateID: string;
-  buildID: string;
-  /** NAME:TAG references the build registers when it succeeds. */
-  refs: string[];
-  status: BuildStatus;
-  logs: BuildLogEntry[];
-  reason?: { message: string; step?: string; logEntries: BuildLogEntry[] };
-  cpuCount: number;
-  memoryMB: number;
-  createdAt: string;
-  updatedAt: string;
-  finishedAt?: string;
-  /** Steps taken from the cache / run, once finished. */
-  cached?: number;
-  ran?: number;
-  /** Lines of the steps' output in `logs` (at most BUILD_OUTPUT_LINES). */
-  outputLines?: number;
-}
+export type { BuildStatus, BuildLogEntry, BuildRecord } from './record.js';
 
 export interface TemplateBuilderOptions {
   dataDir: string;
@@ -76,8 +44,6 @@ export interface TemplateBuilderOptions {
 
 /** Builds kept for status queries (oldest dropped first). */
 const KEEP_BUILDS = 200;
-/** The uploads of calls that name no key (in-process callers: tests). */
-const SHARED_UPLOADS = 'shared';
 /** A step's output kept in the failure reason. */
 const TAIL_BYTES = 2048;
 /** A RUN step is killed after this long (E2B's builds are bounded too). */
@@ -102,17 +68,19 @@ class StepFailed extends CubeError {
 
 export class TemplateBuilder {
   private readonly builds = new Map<string, BuildRecord>();
-  private readonly filesDir: string;
+  /** The uploads COPY steps take, per API key. */
+  private readonly uploads: BuildUploads;
   private readonly cacheFile: string;
   /** `<dataDir>/builds/<buildID>.json`: each build's record, so its status and logs outlive a restart. */
   private readonly buildsDir: string;
-  /** Per build: a write in flight, and whether the record changed since it began. */
-  private readonly saving = new Map<string, { again: boolean; done: Promise<void> }>();
+  /** The builds' records on disk. */
+  private readonly records: BuildRecordFiles;
 
   constructor(private readonly o: TemplateBuilderOptions) {
-    this.filesDir = join(o.dataDir, 'layers', 'files');
+    this.uploads = new BuildUploads(o.dataDir);
     this.cacheFile = join(o.dataDir, 'layers', 'build-cache.json');
     this.buildsDir = join(o.dataDir, 'builds');
+    this.records = new BuildRecordFiles(this.buildsDir, o.log);
   }
 
   /**
@@ -143,35 +111,13 @@ export class TemplateBuilder {
       b.status = 'error';
       b.reason = { message, logEntries: b.logs.filter((l) => l.level === 'error') };
       b.finishedAt = b.updatedAt;
-      this.save(b);
+      this.records.save(b);
     }
-  }
-
-  /** Writes the build's record (aside, then renamed) in the background; changes during a write make one more. */
-  private save(b: BuildRecord): void {
-    const busy = this.saving.get(b.buildID);
-    if (busy) {
-      busy.again = true;
-      return;
-    }
-    const file = join(this.buildsDir, `${b.buildID}.json`);
-    const state = { again: false, done: Promise.resolve() };
-    state.done = (async () => {
-      await mkdir(this.buildsDir, { recursive: true, mode: 0o700 });
-      do {
-        state.again = false;
-        await writeFile(`${file}.tmp`, JSON.stringify(b));
-        await rename(`${file}.tmp`, file);
-      } while (state.again as boolean); // set again by a status that came while this one was written
-    })()
-      .catch((err: unknown) => this.o.log.warn({ err, buildID: b.buildID }, 'could not record the build status'))
-      .finally(() => this.saving.delete(b.buildID));
-    this.saving.set(b.buildID, state);
   }
 
   /** Resolves once the build records changed so far are on disk (shutdown). */
   async flush(): Promise<void> {
-    await Promise.all([...this.saving.values()].map((s) => s.done));
+    await this.records.flush();
   }
 
   /** `POST /v3/templates`: a build of NAME[:TAG] (plus `tags`), waiting for its steps. */
@@ -195,7 +141,7 @@ export class TemplateBuilder {
       updatedAt: now,
     };
     this.builds.set(b.buildID, b);
-    this.save(b);
+    this.records.save(b);
     for (const id of [...this.builds.keys()].slice(0, Math.max(0, this.builds.size - KEEP_BUILDS))) {
       this.builds.delete(id);
       void rm(join(this.buildsDir, `${id}.json`), { force: true });
@@ -214,117 +160,19 @@ export class TemplateBuilder {
     return [...this.builds.values()].filter((b) => b.templateID === templateID).reverse();
   }
 
-  /**
-   * Where the uploads of `owner` (the API key that uploaded them) are kept: each key's own, so no
-   * client can replace or pre-seed what another's builds copy, whatever its files hash says
-   * (uploads holding directories cannot be checked against it: verifyUpload). Builds copy from
-   * their starter's, and cache a COPY's layer per owner (stepKey).
-   */
-  private uploadsOf(owner: string | undefined): string {
-    const o = owner ?? SHARED_UPLOADS;
-    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(o)) throw new CubeError('BAD_REQUEST', `upload owner ${JSON.stringify(o.slice(0, 70))} is not a key id`);
-    return o;
-  }
-
   /** Whether the files of a COPY (by the SDK's hash) were uploaded by `owner`. */
   hasFiles(hash: string, owner?: string): boolean {
-    return existsSync(join(this.filesDir, this.uploadsOf(owner), checkFilesHash(hash)));
+    return this.uploads.has(hash, owner);
   }
 
-  /**
-   * Keeps an upload (the SDK's tar, gzipped or not) under its files hash, among `owner`'s: written
-   * aside, refused (400) when it is not a readable tar (it cannot hold what any hash says), then
-   * linked into place. The first upload of a hash stays, a later one is dropped (a rename replaced
-   * what was there). What the hash says is checked at build start (verifyUpload): the hash begins
-   * with the COPY line, which only the build names.
-   */
+  /** Keeps an upload under its files hash, among `owner`'s (BuildUploads.put). */
   async putFiles(hash: string, body: Readable, owner?: string): Promise<void> {
-    await ensureStoreDir(this.o.dataDir);
-    const dir = join(this.filesDir, this.uploadsOf(owner));
-    await mkdir(dir, { recursive: true });
-    const tmp = join(dir, `${checkFilesHash(hash)}.${randomUUID().slice(0, 8)}.tmp`);
-    try {
-      try {
-        await pipeline(body, createWriteStream(tmp, { flags: 'wx', mode: 0o600 }));
-      } catch (e) {
-        const err = e as NodeJS.ErrnoException;
-        if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
-          throw new CubeError('STORE_FULL', `no room for the upload under ${this.filesDir}: ${err.message}`, { retryAfter: 60 });
-        throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
-      }
-      const unreadable = await this.tarProblem(tmp);
-      if (unreadable !== undefined)
-        throw new CubeError(
-          'BAD_REQUEST',
-          `the upload for files hash ${hash} is not a tar (gzipped or not) cubed reads (${unreadable}): refused, nothing kept changed`,
-        );
-      await link(tmp, join(dir, hash)).catch((e: NodeJS.ErrnoException) => {
-        if (e.code !== 'EEXIST') throw e;
-      });
-    } finally {
-      await rm(tmp, { force: true });
-    }
+    return this.uploads.put(hash, body, owner);
   }
 
-  /** The entries of an upload file (a tar, gzipped or not), streamed; `feeding` settles when the file is read. */
-  private async uploadEntries(file: string): Promise<{ ex: ReturnType<typeof extract>; feeding: Promise<void> }> {
-    const head = Buffer.alloc(2);
-    await open(file, 'r').then(async (fh) => {
-      await fh.read(head, 0, 2, 0);
-      await fh.close();
-    });
-    const ex = extract();
-    const input = createReadStream(file);
-    // The same bound on long-name and PAX headers as an image archive's (tar-guard.ts): tar-stream holds such a body whole.
-    const guard = tarMetaGuard(TAR_META_MAX_BYTES, 'the build upload');
-    const feeding = head[0] === 0x1f && head[1] === 0x8b ? pipeline(input, createGunzip(), guard, ex) : pipeline(input, guard, ex);
-    feeding.catch(() => undefined); // awaited by the caller; its error is reported there
-    return { ex, feeding };
-  }
-
-  /** Why `file` is not a tar this reads to its end (undefined when it is). */
-  private async tarProblem(file: string): Promise<string | undefined> {
-    const { ex, feeding } = await this.uploadEntries(file);
-    try {
-      for await (const entry of ex) entry.resume();
-      await feeding;
-      return undefined;
-    } catch (e) {
-      return toCubeError(e).message;
-    }
-  }
-
-  /**
-   * Whether `owner`'s upload for a COPY holds what its files hash says (the SDK's hash, steps.ts
-   * FilesHash): true or false for an upload of files and links; undefined when it holds
-   * directories or hard links, whose hashed sizes (the client's st_size of a directory, the linked
-   * file's size; the SDK's tar writes 0) an upload does not carry, so nothing can be recomputed:
-   * such an upload is only ever copied by builds of the key that uploaded it (uploadsOf).
-   */
+  /** Whether `owner`'s upload for a COPY holds what its files hash says (BuildUploads.verify). */
   async verifyUpload(s: { src: string; dest: string; filesHash: string }, owner?: string): Promise<boolean | undefined> {
-    const h = new FilesHash(s.src, s.dest);
-    const { ex, feeding } = await this.uploadEntries(join(this.filesDir, this.uploadsOf(owner), s.filesHash));
-    try {
-      for await (const entry of ex) {
-        const { name, type, mode = 0, size = 0, linkname } = entry.header;
-        const rel = name.replace(/\/+$/, '');
-        if (type === 'file' || type === 'contiguous-file') {
-          h.entry(rel, S_IFREG | (mode & 0o7777), size);
-          for await (const chunk of entry) h.data(chunk as Buffer);
-        } else if (type === 'symlink') {
-          h.entry(rel, S_IFLNK | (mode & 0o7777), Buffer.byteLength(linkname ?? '')).data(linkname ?? '');
-          entry.resume();
-        } else {
-          entry.resume();
-          ex.destroy();
-          return undefined;
-        }
-      }
-      await feeding;
-    } catch {
-      return false; // not a readable tar: it cannot hold what any hash says
-    }
-    return h.digest() === s.filesHash;
+    return this.uploads.verify(s, owner);
   }
 
   /**
@@ -332,7 +180,7 @@ export class TemplateBuilder {
    * uploads (400) at once, then runs the steps in the background; the status follows them.
    */
   async start(templateID: string, buildID: string, body: unknown, owner?: string): Promise<BuildRecord> {
-    const uploads = this.uploadsOf(owner);
+    const uploads = this.uploads.owner(owner);
     const b = this.get(templateID, buildID);
     if (b.status !== 'waiting' || b.logs.length) throw new CubeError('CONFLICT', `build ${buildID} was started already (${b.status})`);
     const plan = parseBuild(body);
@@ -342,7 +190,7 @@ export class TemplateBuilder {
       throw new CubeError('BAD_REQUEST', `the files of ${missing.join(', ')} were not uploaded (GET /templates/${templateID}/files/{hash} gives the link)`);
     for (const [i, s] of plan.steps.entries()) {
       if (s.type !== 'COPY' || (await this.verifyUpload(s, owner)) !== false) continue;
-      await rm(join(this.filesDir, uploads, s.filesHash), { force: true });
+      await rm(this.uploads.file(uploads, s.filesHash), { force: true });
       this.o.log.warn({ templateID, buildID, hash: s.filesHash }, 'an upload did not match its files hash: removed');
       throw new CubeError(
         'BAD_REQUEST',
@@ -357,7 +205,7 @@ export class TemplateBuilder {
   private log(b: BuildRecord, level: BuildLogEntry['level'], message: string, step?: number): void {
     b.logs.push({ timestamp: new Date().toISOString(), level, message, ...(step !== undefined ? { step: String(step) } : {}) });
     b.updatedAt = new Date().toISOString();
-    this.save(b);
+    this.records.save(b);
   }
 
   /** `uploads`: whose uploads the COPY steps take (uploadsOf). */
@@ -385,7 +233,7 @@ export class TemplateBuilder {
       this.o.log.warn({ buildID: b.buildID, refs: b.refs, code: err.code, err: err.message }, 'template build failed');
     } finally {
       b.finishedAt = b.updatedAt = new Date().toISOString();
-      this.save(b);
+      this.records.save(b);
     }
   }
 
@@ -638,7 +486,7 @@ export class TemplateBuilder {
 
   /** Writes the upload's files through the sandbox's file access (confined to its root, owned by the step's user). */
   private async copy(b: BuildRecord, n: number, h: SandboxHandle, s: Extract<Step, { type: 'COPY' }>, config: TemplateConfig, uploads: string): Promise<void> {
-    const { ex, feeding } = await this.uploadEntries(join(this.filesDir, uploads, s.filesHash));
+    const { ex, feeding } = await this.uploads.entries(this.uploads.file(uploads, s.filesHash));
     const owner = s.user ?? config.user;
     const links: [string, string][] = [];
     let files = 0;
