@@ -3,7 +3,8 @@
 // the state store. A create that mounts volumes is placed on their node (the request's nodeID is
 // pinned to it, as for a sandbox made from a snapshot); volumes on two nodes, or a node that is
 // down, refuse the create with the reason. A volume some sandbox mounts is not deleted (409).
-// The node's volumes are reached in process (role all) or over the node RPC (cubelet/rpc-volumes.ts).
+// The node's volumes are reached in process (role all) or over the node API (the schema's NodeVolumes;
+// a file's content as the byte streams volumeRead and volumeWrite: cubelet/remote.ts).
 // A new volume goes to the node with the most free store among those that offer the ns runtime.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';

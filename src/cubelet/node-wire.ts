@@ -10,7 +10,7 @@ import type { EventView } from '../model/event.js';
 import { nodeWithEpochTimes, type NodeView } from '../model/node.js';
 import { SANDBOX_STATES, type EgressRequest, type SandboxLifecycle, type SandboxSpecView, type SandboxUsage, type SandboxView } from '../model/sandbox.js';
 import type { VolumeMount } from '../model/volume.js';
-import type { FileStat, FsChange } from '../runtime/types.js';
+import type { FileStat, FsChange, VolumeHost, VolumeWriteOptions } from '../runtime/types.js';
 import type { OutputLine } from './output-log.js';
 import type { NodeCreateRequest, NodeEvent, NodeSnapshot, ProcessEvent, ProcessInfo, StartProcessRequest } from './types.js';
 import type {
@@ -38,6 +38,10 @@ import type {
   StartProcessRequestSchema,
   Usage,
   UsageSchema,
+  VolumeSetMetadataRequest,
+  VolumeSetMetadataRequestSchema,
+  VolumeWriteOptions as WireVolumeWriteOptions,
+  VolumeWriteOptionsSchema,
   WatchEvent,
 } from './gen/cube/node/v1/node_pb.js';
 
@@ -335,6 +339,8 @@ export function fileStatOut(s: FileStat): Init<typeof FileStatSchema> {
     gid: s.gid,
     mtimeMs: s.mtime.getTime(),
     ...opt('symlinkTarget', s.symlinkTarget),
+    ...opt('atimeMs', s.atime?.getTime()),
+    ...opt('ctimeMs', s.ctime?.getTime()),
   };
 }
 
@@ -349,12 +355,36 @@ export function fileStatIn(m: WireFileStat): FileStat {
     gid: m.gid,
     mtime: new Date(m.mtimeMs),
     ...opt('symlinkTarget', m.symlinkTarget),
+    ...(m.atimeMs !== undefined ? { atime: new Date(m.atimeMs) } : {}),
+    ...(m.ctimeMs !== undefined ? { ctime: new Date(m.ctimeMs) } : {}),
   };
 }
 
 export function watchEventIn(m: WatchEvent): FsChange | undefined {
   if (m.event.case !== 'change') return undefined;
   return { type: oneOf(m.event.value.type, ['create', 'write', 'remove', 'rename', 'chmod'], 'watch change'), name: m.event.value.name };
+}
+
+// --- volumes ---
+
+type VolumeMetadata = Parameters<VolumeHost['setMetadata']>[2];
+
+/** Owner and mode of what a MakeDir makes (force: its parents too). */
+export function volumeOptionsOut(o: VolumeWriteOptions): Init<typeof VolumeWriteOptionsSchema> {
+  return { ...opt('uid', o.uid), ...opt('gid', o.gid), ...opt('mode', o.mode), ...opt('force', o.force) };
+}
+
+export function volumeOptionsIn(m: WireVolumeWriteOptions | undefined): VolumeWriteOptions {
+  return { ...opt('uid', m?.uid), ...opt('gid', m?.gid), ...opt('mode', m?.mode), ...opt('force', m?.force) };
+}
+
+/** A SetMetadata: the volume's path and the owner and mode to give it. */
+export function volumeMetadataOut(volumeID: string, path: string, meta: VolumeMetadata): Init<typeof VolumeSetMetadataRequestSchema> {
+  return { volumeId: volumeID, path, ...opt('uid', meta.uid), ...opt('gid', meta.gid), ...opt('mode', meta.mode) };
+}
+
+export function volumeMetadataIn(m: VolumeSetMetadataRequest): VolumeMetadata {
+  return { ...opt('uid', m.uid), ...opt('gid', m.gid), ...opt('mode', m.mode) };
 }
 
 // --- errors ---

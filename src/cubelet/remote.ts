@@ -3,7 +3,8 @@
 // CubeErrors (node-wire.ts nodeErrorIn); a node that cannot be reached is 130596.
 import { Agent } from 'node:http';
 import { Readable } from 'node:stream';
-import type { DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { fromBinary, type DescMessage, type MessageInitShape, type MessageShape } from '@bufbuild/protobuf';
 import { createClient, type CallOptions, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { CubeError } from '../errors.js';
@@ -13,7 +14,6 @@ import type { EgressRequest, PauseOptions, SandboxUsage, SandboxView } from '../
 import type { OutputLine } from './output-log.js';
 import { stoppable } from '../runtime/stoppable.js';
 import type { FileMetadata, FileStat, FsChange, VolumeHost, WatchRequest } from '../runtime/types.js';
-import { remoteVolumes } from './rpc-volumes.js';
 import type { TemplateRecord } from '../templates/store.js';
 import type { BuildRecord } from '../templates/build/build.js';
 import { AT_HEADER, DEADLINE_HEADER, FENCE_HEADER, type ImportRequest, PROXY_SECRET_HEADER, proxyPath, RPC_PREFIX } from './rpc-wire.js';
@@ -29,7 +29,7 @@ import type {
   ProcessStream,
   StartProcessRequest,
 } from './types.js';
-import { NodeService, NodeTemplates, type ProcessEvent as WireProcessEvent } from './gen/cube/node/v1/node_pb.js';
+import { FileStatSchema, NodeService, NodeTemplates, NodeVolumes, type ProcessEvent as WireProcessEvent } from './gen/cube/node/v1/node_pb.js';
 import {
   createOut,
   egressOut,
@@ -46,6 +46,8 @@ import {
   startOut,
   toJsonBytes,
   usageIn,
+  volumeMetadataOut,
+  volumeOptionsOut,
   watchEventIn,
 } from './node-wire.js';
 import { postUnary, type Unary } from './node-unary.js';
@@ -301,9 +303,37 @@ export class RemoteNode implements NodeApi {
     return this.unary(NodeService.method.processOutput, { sandboxId: sandboxID }, (m) => m.lines.map(outputLineIn));
   }
 
-  /** The node's volumes, over the node RPC (rpc-volumes.ts). */
+  /**
+   * The node's volumes: their calls in the schema (NodeVolumes; a node whose runtime holds none
+   * refuses them with 422), a file's content as the byte streams volumeRead and volumeWrite.
+   */
   get volumes(): VolumeHost {
-    return remoteVolumes((method, init) => this.request(method, init), this.nodeID);
+    return {
+      create: (id, sizeBytes) => this.unary(NodeVolumes.method.create, { volumeId: id, sizeBytes }, () => undefined),
+      remove: (id) => this.unary(NodeVolumes.method.remove, { volumeId: id }, () => undefined),
+      ids: () => this.unary(NodeVolumes.method.ids, {}, (m) => m.volumeIds),
+      usedBytes: (id) => this.unary(NodeVolumes.method.usedBytes, { volumeId: id }, (m) => m.bytes),
+      dir: () => {
+        throw new CubeError('INTERNAL', `a volume's directory is on node ${this.nodeID}, not here`);
+      },
+      statPath: (id, path) => this.unary(NodeVolumes.method.statPath, { volumeId: id, path }, fileStatIn),
+      listDir: (id, path, depth) => this.unary(NodeVolumes.method.listDir, { volumeId: id, path, depth }, (m) => m.files.map(fileStatIn)),
+      makeDir: (id, path, opts) => this.unary(NodeVolumes.method.makeDir, { volumeId: id, path, opts: volumeOptionsOut(opts) }, fileStatIn),
+      removePath: (id, path) => this.unary(NodeVolumes.method.removePath, { volumeId: id, path }, () => undefined),
+      setMetadata: (id, path, meta) => this.unary(NodeVolumes.method.setMetadata, volumeMetadataOut(id, path, meta), fileStatIn),
+      readFile: async (id, path) => {
+        const res = await this.request('volumeRead', { query: { volumeID: id, path } });
+        return Readable.fromWeb(res.body as WebReadableStream<Uint8Array>);
+      },
+      writeFile: async (id, path, data, opts) => {
+        const num = (n: number | undefined) => (n === undefined ? undefined : String(n));
+        const res = await this.request('volumeWrite', {
+          query: { volumeID: id, path, uid: num(opts.uid), gid: num(opts.gid), mode: num(opts.mode), force: opts.force ? 'true' : undefined },
+          body: Buffer.isBuffer(data) ? data : (Readable.toWeb(data) as ReadableStream),
+        });
+        return fileStatIn(fromBinary(FileStatSchema, new Uint8Array(await res.arrayBuffer())));
+      },
+    };
   }
   statFile(sandboxID: string, path: string, user?: string): Promise<FileStat> {
     return this.unary(NodeService.method.statFile, { sandboxId: sandboxID, path, ...(user !== undefined ? { user } : {}) }, fileStatIn);
@@ -402,7 +432,7 @@ export class RemoteNode implements NodeApi {
   }
 
   /**
-   * A plain route of the node (rpc-server.ts: layers, imports, COPY uploads, volumes), by fetch;
+   * A plain route of the node (rpc-server.ts: layers, imports, COPY uploads, a volume file's content), by fetch;
    * `timeout`: bounded by the call timeout (a stream, the default, runs as long as it takes).
    */
   private async request(

@@ -1,12 +1,14 @@
 // Serves a NodeApi (the node's Cubelet) to control planes: the node API's Connect services
 // (proto/node/cube/node/v1/node.proto) through @connectrpc/connect-node (binary unary calls, the
 // control's, through node-unary.ts: the same protocol, less per call), and beside them the byte
-// streams protobuf adds nothing to: layers, image imports and COPY uploads under /node/v1/, and
+// streams protobuf adds nothing to: layers, image imports, COPY uploads and a volume file's
+// content (volumeRead, volumeWrite) under /node/v1/, and
 // the port proxy (/node/v1/proxy/<sandboxID>/<port>/..., any method and upgrades) to the
 // sandboxes' addresses, which only this node reaches. Every request carries the cluster secret.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { create, toBinary } from '@bufbuild/protobuf';
 import type { HandlerContext, Interceptor, ServiceImpl } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { sendError, sendJson, type ErrorLog } from '../http.js';
@@ -27,8 +29,9 @@ import {
   type ImportRequest,
 } from './rpc-wire.js';
 import type { NodeApi, PortUpstream } from './types.js';
+import type { VolumeHost } from '../runtime/types.js';
 import { sameTemplate } from '../model/template.js';
-import { NodeService, NodeTemplates } from './gen/cube/node/v1/node_pb.js';
+import { FileStatSchema, NodeService, NodeTemplates, NodeVolumes } from './gen/cube/node/v1/node_pb.js';
 import {
   createIn,
   egressIn,
@@ -44,9 +47,10 @@ import {
   startIn,
   toJsonBytes,
   usageOut,
+  volumeMetadataIn,
+  volumeOptionsIn,
 } from './node-wire.js';
 import { serveUnary, unaryRoutes } from './node-unary.js';
-import { isVolumeMethod, serveVolumeCall } from './rpc-volumes.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -66,16 +70,18 @@ const SIGNALS = ['SIGKILL', 'SIGTERM', 'SIGINT'] as const;
 export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook, log?: ErrorLog, layers?: LayerServer, builds?: TemplateBuilder): Handler {
   const services = nodeService(node, fences);
   const templates = templatesService(node, layers, builds);
+  const volumes = volumesService(node);
   const connect = connectNodeAdapter({
     routes: (router) => {
       router.service(NodeService, services);
       router.service(NodeTemplates, templates);
+      router.service(NodeVolumes, volumes);
     },
     interceptors: [nodeErrors(log), cubeHeaders(secret)],
     readMaxBytes: MAX_MESSAGE,
   });
   // Unary calls in binary protobuf (what RemoteNode sends) skip the adapter (node-unary.ts says why).
-  const unary = new Map([...unaryRoutes(NodeService, services), ...unaryRoutes(NodeTemplates, templates)]);
+  const unary = new Map([...unaryRoutes(NodeService, services), ...unaryRoutes(NodeTemplates, templates), ...unaryRoutes(NodeVolumes, volumes)]);
   const fast = {
     maxBytes: MAX_MESSAGE,
     check: (req: IncomingMessage, method: string) => checkCall(secret, method, (h) => req.headers[h]),
@@ -109,7 +115,24 @@ export function nodeRpcHandler(node: NodeApi, secret: string, fences: FenceBook,
     }
     if (layers && route === 'importImage')
       return sendJson(res, 201, { result: await layers.importUpload(req, JSON.parse(q('import') ?? '{}') as ImportRequest) });
-    if (route !== undefined && isVolumeMethod(route)) return serveVolumeCall(node.volumes, route, req, res, url.searchParams);
+    // A volume file's content, raw both ways; a write streams to the volume, which stops it at its quota.
+    const need = (k: string): string => {
+      const v = q(k);
+      if (v === undefined) throw new CubeError('BAD_REQUEST', `${route}: ${k} is missing`);
+      return v;
+    };
+    if (route === 'volumeRead') {
+      const body = await volumeHost(node).readFile(need('volumeID'), need('path'));
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      return pipeline(body, res);
+    }
+    if (route === 'volumeWrite') {
+      const num = (k: string) => (q(k) === undefined ? {} : { [k]: Number(q(k)) });
+      const opts = { ...num('uid'), ...num('gid'), ...num('mode'), ...(q('force') === 'true' ? { force: true } : {}) };
+      const stat = toBinary(FileStatSchema, create(FileStatSchema, fileStatOut(await volumeHost(node).writeFile(need('volumeID'), need('path'), req, opts))));
+      res.writeHead(200, { 'content-type': 'application/proto', 'content-length': stat.byteLength });
+      return void res.end(stat);
+    }
     throw new CubeError('NOT_FOUND', `no node route ${url.pathname}`);
   }
 
@@ -306,6 +329,39 @@ function templatesService(node: NodeApi, layers?: LayerServer, builds?: Template
     buildList: (m) => json(builder().list(m.name)),
     buildHasFiles: (m) => ({ has: builder().hasFiles(m.hash, m.owner) }),
   };
+}
+
+/** The node's volumes behind NodeVolumes; each call is refused with 422 (130433) on a node whose runtime holds none. */
+function volumesService(node: NodeApi): ServiceImpl<typeof NodeVolumes> {
+  const host = () => volumeHost(node);
+  return {
+    create: async (m) => {
+      await host().create(m.volumeId, m.sizeBytes);
+      return {};
+    },
+    remove: async (m) => {
+      await host().remove(m.volumeId);
+      return {};
+    },
+    ids: async () => ({ volumeIds: await host().ids() }),
+    usedBytes: async (m) => {
+      const bytes = await host().usedBytes(m.volumeId);
+      return bytes === undefined ? {} : { bytes };
+    },
+    statPath: async (m) => fileStatOut(await host().statPath(m.volumeId, m.path)),
+    listDir: async (m) => ({ files: (await host().listDir(m.volumeId, m.path, m.depth)).map(fileStatOut) }),
+    makeDir: async (m) => fileStatOut(await host().makeDir(m.volumeId, m.path, volumeOptionsIn(m.opts))),
+    removePath: async (m) => {
+      await host().removePath(m.volumeId, m.path);
+      return {};
+    },
+    setMetadata: async (m) => fileStatOut(await host().setMetadata(m.volumeId, m.path, volumeMetadataIn(m))),
+  };
+}
+
+function volumeHost(node: NodeApi): VolumeHost {
+  if (!node.volumes) throw new CubeError('VOLUME_RUNTIME', 'this node holds no volumes: its runtime has none (volumes need the ns runtime)');
+  return node.volumes;
 }
 
 function missing(what: string): never {

@@ -122,7 +122,7 @@ export interface NodeApi {
   /** Live use of every running and paused sandbox (the console's sandboxes view); optional: a node without it reports none. */
   sandboxUsage?(): Promise<SandboxUsage[]>;
 
-  /** The node's volumes (in process, or over the node RPC: rpc-volumes.ts); absent: its runtime has none. */
+  /** The node's volumes (in process, or over the node API: remote.ts, the schema's NodeVolumes); absent: its runtime has none. */
   readonly volumes?: VolumeHost;
 
   /** The sandbox's cgroup counters now (E2B getMetrics); optional: without it getMetrics answers no samples. */

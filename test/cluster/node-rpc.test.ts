@@ -12,11 +12,12 @@ import { Cubelet } from '../../src/cubelet/cubelet.js';
 import { FenceBook } from '../../src/cubelet/fences.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
 import { nodeRpcHandler } from '../../src/cubelet/rpc-server.js';
+import { simNode } from '../../src/cubelet/sim-nodes.js';
 import { ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { NodeService } from '../../src/cubelet/gen/cube/node/v1/node_pb.js';
 import { CubeError } from '../../src/errors.js';
-import { newSandboxID, nodeTag } from '../../src/ids.js';
+import { newSandboxID, newVolumeID, nodeTag } from '../../src/ids.js';
 import { NsNetworkAgent } from '../../src/network/agent.js';
 import { parseRange } from '../../src/network/ipam.js';
 import { NsDriver } from '../../src/runtime/ns/driver.js';
@@ -244,5 +245,70 @@ describe('node RPC', () => {
     expect((viaAdapter as ConnectError).rawMessage).toBe((here as CubeError).message);
     const dead = new RemoteNode('dead', 'http://127.0.0.1:1', SECRET, 2000);
     await expect(dead.nodeView()).rejects.toMatchObject({ kind: 'NODE_UNREACHABLE', code: 130596 });
+  });
+
+  it('volumes over NodeVolumes and their byte streams: made, written with owner and mode, read, listed, changed and removed', async () => {
+    const vols = remote.volumes;
+    const id = newVolumeID();
+    await vols.create(id, 64 << 20);
+    try {
+      expect(await vols.ids()).toContain(id);
+      const made = await vols.makeDir(id, '/a/b', { force: true, mode: 0o750 });
+      expect(made).toMatchObject({ path: '/a/b', type: 'dir', mode: 0o750 });
+      const written = await vols.writeFile(id, '/a/b/f.bin', Buffer.from([0, 1, 2, 255]), { uid: 1234, gid: 1234, mode: 0o600 });
+      expect(written).toMatchObject({ name: 'f.bin', type: 'file', size: 4, uid: 1234, gid: 1234, mode: 0o600 });
+      // The times the node read, as Dates: the access and change times too (the E2B entry shows them).
+      const here = await cubelet.volumes!.statPath(id, '/a/b/f.bin');
+      const there = await vols.statPath(id, '/a/b/f.bin');
+      expect(there).toEqual(here);
+      expect(there.atime).toBeInstanceOf(Date);
+      expect(there.ctime).toBeInstanceOf(Date);
+      expect([...Buffer.concat(await (await vols.readFile(id, '/a/b/f.bin')).toArray())]).toEqual([0, 1, 2, 255]);
+      expect((await vols.listDir(id, '/', 3)).map((f) => f.path).sort()).toEqual(['/a', '/a/b', '/a/b/f.bin']);
+      expect(await vols.setMetadata(id, '/a/b/f.bin', { mode: 0o644 })).toMatchObject({ mode: 0o644, uid: 1234 });
+      // A number (btrfs counts it at its next commit); a volume the node cannot tell of answers none.
+      expect(typeof (await vols.usedBytes(id))).toBe('number');
+      const other = newVolumeID();
+      expect(await cubelet.volumes!.usedBytes(other)).toBeUndefined();
+      expect(await vols.usedBytes(other)).toBeUndefined();
+      await vols.removePath(id, '/a');
+      expect(await vols.listDir(id, '/', 1)).toEqual([]);
+    } finally {
+      await vols.remove(id);
+    }
+    expect(await vols.ids()).not.toContain(id);
+  }, 60_000);
+
+  it("a volume call's CubeError crosses the wire with its code: an unknown volume, a bad owner, a node without volumes (422)", async () => {
+    const id = newVolumeID();
+    const unknown = await remote.volumes.statPath(id, '/').catch((x: unknown) => x);
+    const unknownHere = await cubelet.volumes!.statPath(id, '/').catch((x: unknown) => x);
+    expect(unknownHere).toBeInstanceOf(CubeError);
+    expect(unknown).toBeInstanceOf(CubeError);
+    expect(unknown).toMatchObject({
+      kind: (unknownHere as CubeError).kind,
+      code: (unknownHere as CubeError).code,
+      message: (unknownHere as CubeError).message,
+    });
+    expect((unknown as CubeError).kind).toBe('NOT_FOUND');
+    // A uid no sandbox maps: the node's 400 (the schema carries the number as given), and nothing is made.
+    const bad = await remote.volumes.create(id, 16 << 20).then(() => remote.volumes.makeDir(id, '/d', { uid: -1 }).catch((x: unknown) => x));
+    try {
+      expect(bad).toMatchObject({ kind: 'BAD_REQUEST', code: 130400, message: expect.stringContaining('uid -1 must be') });
+      expect(await remote.volumes.listDir(id, '/', 1)).toEqual([]);
+    } finally {
+      await remote.volumes.remove(id);
+    }
+    // A node whose runtime holds no volumes (sim): every volume call, unary or byte stream, is refused with 422 (130433).
+    const sim = simNode({ nodeID: `${nodeID}-sim`, dataDir: join(dir, 'sim'), config: () => config.config, log: pino({ level: 'silent' }) });
+    const bare = createServer(nodeRpcHandler(sim.api, SECRET, new FenceBook(join(dir, 'sim'), [])));
+    await new Promise<void>((r) => bare.listen(0, '127.0.0.1', r));
+    try {
+      const none = new RemoteNode(`${nodeID}-sim`, `http://127.0.0.1:${(bare.address() as { port: number }).port}`, SECRET).volumes;
+      for (const call of [() => none.ids(), () => none.create(id, 16 << 20), () => none.readFile(id, '/f')])
+        await expect(call()).rejects.toMatchObject({ kind: 'VOLUME_RUNTIME', code: 130433, message: expect.stringContaining('holds no volumes') });
+    } finally {
+      bare.close();
+    }
   });
 });

@@ -109,8 +109,9 @@ export class NsVolumes implements VolumeHost {
         const parent = await this.files.stat(h, `/${comps.slice(0, -1).join('/')}`);
         if (parent.type !== 'dir') throw new CubeError('BAD_REQUEST', `'${parent.path}' is not a directory`);
       }
-      await this.files.mkdir(h, path, 'user');
+      // Checked before anything is made: a refused makeDir leaves no directory behind.
       const meta = checkIds(opts);
+      await this.files.mkdir(h, path, 'user');
       if (meta.uid !== undefined || meta.gid !== undefined || meta.mode !== undefined) return this.files.setOwnerMode(h, path, meta);
       return this.files.stat(h, path);
     });
