@@ -27,7 +27,7 @@
 // Volumes (E2B volumes, src/runtime/ns/volumes.ts): a subvolume each in `<store>/volumes/<id>`
 // with a quota-group limit of its size; they outlive sandboxes and daemon stops, destroy or not
 // (close({ destroy: true }) keeps the image and the volumes in it).
-import { chmod, chown, mkdir, open, readFile, readdir, rename, rm, stat, statfs } from 'node:fs/promises';
+import { chmod, chown, mkdir, open, readFile, readdir, readlink, rename, rm, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { CubeError } from '../errors.js';
@@ -187,6 +187,11 @@ export class BtrfsStore {
     // The loop device (autoclear) is released by the kernel after the unmount, once in-flight
     // discards are through: 1-10 s seen under load after a large delete.
     for (let i = 0; i < 300 && (await loopDevicesOf(this.image)).length > 0; i++) await new Promise((res) => setTimeout(res, 50));
+    const left = await loopDevicesOf(this.image);
+    // Still attached: the filesystem lives on in another mount namespace that copied the mount
+    // (another cubed's helper before its refresh, a process that unshared its mounts), and the
+    // kernel frees the device when that copy goes. Named so that it can be found.
+    if (left.length > 0) this.log?.warn({ image: this.image, devices: left, pinnedBy: await mountHolders(left) }, 'the store image is unmounted here but still in use elsewhere');
   }
 
   /**
@@ -564,6 +569,34 @@ export async function loopDevicesOf(file: string): Promise<string[]> {
     if (!dev.startsWith('loop')) continue;
     const backing = await readFile(join('/sys/block', dev, 'loop', 'backing_file'), 'utf8').catch(() => '');
     if (backing.trim().replace(/ \(deleted\)$/, '') === file) out.push(`/dev/${dev}`);
+  }
+  return out;
+}
+
+/**
+ * Pids (with their command) whose mount namespace still mounts one of `devices` (/dev/loopN):
+ * what keeps an unmounted loop-backed filesystem alive. A scan of every process's mountinfo, for
+ * the slow path only.
+ */
+export async function mountHolders(devices: readonly string[]): Promise<string[]> {
+  const ids = new Set<string>();
+  for (const d of devices) {
+    const id = await readTextOrAbsent(join('/sys/block', d.replace(/^\/dev\//, ''), 'dev'));
+    if (id) ids.add(id.trim());
+  }
+  const seen = new Set<string>();
+  const out: string[] = [];
+  for (const pid of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(pid)) continue;
+    // A process that ended meanwhile reads as empty: it holds nothing any more.
+    const [ns, info] = await Promise.all([
+      readlink(`/proc/${pid}/ns/mnt`).catch(() => ''),
+      readFile(`/proc/${pid}/mountinfo`, 'utf8').catch(() => ''),
+    ]);
+    if (!ns || seen.has(ns) || !info.split('\n').some((l) => ids.has(l.split(' ')[2] ?? ''))) continue;
+    seen.add(ns);
+    const comm = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    out.push(`${pid} ${comm.split('\0').join(' ').trim().slice(0, 120)}`);
   }
   return out;
 }
