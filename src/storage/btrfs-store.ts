@@ -191,7 +191,8 @@ export class BtrfsStore {
     // Still attached: the filesystem lives on in another mount namespace that copied the mount
     // (another cubed's helper before its refresh, a process that unshared its mounts), and the
     // kernel frees the device when that copy goes. Named so that it can be found.
-    if (left.length > 0) this.log?.warn({ image: this.image, devices: left, pinnedBy: await mountHolders(left) }, 'the store image is unmounted here but still in use elsewhere');
+    if (left.length > 0)
+      this.log?.warn({ image: this.image, devices: left, pinnedBy: await mountHolders(left) }, 'the store image is unmounted here but still in use elsewhere');
   }
 
   /**
@@ -575,25 +576,19 @@ export async function loopDevicesOf(file: string): Promise<string[]> {
 
 /**
  * Pids (with their command) whose mount namespace still mounts one of `devices` (/dev/loopN):
- * what keeps an unmounted loop-backed filesystem alive. A scan of every process's mountinfo, for
- * the slow path only.
+ * what keeps an unmounted loop-backed filesystem alive. Matched by the mount's source (btrfs
+ * mounts show an anonymous device number, not the loop device's). A scan of every process's
+ * mountinfo, for the slow path only.
  */
 export async function mountHolders(devices: readonly string[]): Promise<string[]> {
-  const ids = new Set<string>();
-  for (const d of devices) {
-    const id = await readTextOrAbsent(join('/sys/block', d.replace(/^\/dev\//, ''), 'dev'));
-    if (id) ids.add(id.trim());
-  }
+  const wanted = new Set(devices);
   const seen = new Set<string>();
   const out: string[] = [];
   for (const pid of await readdir('/proc').catch(() => [] as string[])) {
     if (!/^\d+$/.test(pid)) continue;
     // A process that ended meanwhile reads as empty: it holds nothing any more.
-    const [ns, info] = await Promise.all([
-      readlink(`/proc/${pid}/ns/mnt`).catch(() => ''),
-      readFile(`/proc/${pid}/mountinfo`, 'utf8').catch(() => ''),
-    ]);
-    if (!ns || seen.has(ns) || !info.split('\n').some((l) => ids.has(l.split(' ')[2] ?? ''))) continue;
+    const [ns, info] = await Promise.all([readlink(`/proc/${pid}/ns/mnt`).catch(() => ''), readFile(`/proc/${pid}/mountinfo`, 'utf8').catch(() => '')]);
+    if (!ns || seen.has(ns) || !info.split('\n').some((l) => wanted.has(l.split(' - ')[1]?.split(' ')[1] ?? ''))) continue;
     seen.add(ns);
     const comm = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
     out.push(`${pid} ${comm.split('\0').join(' ').trim().slice(0, 120)}`);

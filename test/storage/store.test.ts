@@ -7,7 +7,17 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isCubeError } from '../../src/errors.js';
 import { LaunchHelper } from '../../src/runtime/ns/helper.js';
-import { BtrfsStore, CLONE_TARGET, POOL_TARGET, STORE_MIN_FREE_BYTES, imageBytes, isFullError, loopDevicesOf, mountHolders, usedPercentOf } from '../../src/storage/btrfs-store.js';
+import {
+  BtrfsStore,
+  CLONE_TARGET,
+  POOL_TARGET,
+  STORE_MIN_FREE_BYTES,
+  imageBytes,
+  isFullError,
+  loopDevicesOf,
+  mountHolders,
+  usedPercentOf,
+} from '../../src/storage/btrfs-store.js';
 
 const repo = join(import.meta.dirname, '..', '..');
 const MIB = 1024 ** 2;
