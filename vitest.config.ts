@@ -7,6 +7,9 @@ import { defineConfig } from 'vitest/config';
 // vitest queues the projects' files by project name, and its one file (about 70 s on CI) ran last
 // while the other worker had nothing left: named so it sorts first, it starts beside the others.
 const MICROVM = ['test/microvm/**/*.test.ts'];
+// The chaos test (2 replicas, 3 nodes, their own Redis and MariaDB, faults for a minute or more):
+// the longest file of the suite, so it too has a project whose name sorts before the others'.
+const CHAOS = ['test/chaos/**/*.test.ts'];
 // Files that run in the test process alone (no daemon, no kernel object, no module-level hook or
 // process-wide setting such as FORCE_COLOR) share one process per worker instead of one each
 // (isolate: false): a fresh process and its imports per file cost more than the tests of most of
@@ -44,10 +47,11 @@ export default defineConfig({
         test: {
           name: 'node',
           include: ['test/**/*.test.ts', 'test/**/*.test.tsx', 'components/**/*.test.tsx', 'src/**/*.test.ts'],
-          exclude: [...MICROVM, ...SHARED, '**/node_modules/**'],
+          exclude: [...MICROVM, ...CHAOS, ...SHARED, '**/node_modules/**'],
         },
       },
       { extends: true, test: { name: 'shared', include: SHARED, isolate: false } },
+      { extends: true, test: { name: 'chaos', include: CHAOS } },
       { extends: true, test: { name: 'microvm', include: MICROVM, testTimeout: 240_000, hookTimeout: 240_000 } },
     ],
   },

@@ -7,7 +7,7 @@
 // 0 (test/helpers/chaos.ts says what each means) and every finding. Run as root after `npm run build`:
 //   npx tsx bench/chaos.ts [-n 2000] [--quiet 200] [-c 20] [--every 15] [--freeze 20] [--each]
 // --each: the 12 faults (kill -9, freeze, restart of a replica, a node, Redis, MariaDB) in turn
-// instead of a random one each time, so that a run of a dozen faults has had every one.
+// instead of a random one each time; the rollouts go on past -n until every one has happened.
 // CUBE_KEEP_CLUSTER_LOGS=1 keeps the replicas' and nodes' logs (their dir is printed at the end).
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -47,7 +47,7 @@ const r = await runChaos({
   concurrency: Number(values.concurrency),
   faultEveryMs: Number(values.every) * 1000,
   freezeMs: Number(values.freeze) * 1000,
-  ...(values.each ? { faults: EACH } : {}),
+  ...(values.each ? { faults: EACH, faultsAtLeast: EACH.length } : {}),
   log: (l) => console.log(`[${new Date().toISOString()}] ${l}`),
 });
 console.log(JSON.stringify({ ...r, findings: r.findings.length, load: { start: load0, end: loadavg()[0] } }, null, 1));

@@ -41,6 +41,8 @@ export interface ChaosOptions {
   freezeMs: number;
   /** The faults in order (repeated); default: a random one each time. */
   faults?: Fault[];
+  /** Rollouts go on past `rollouts` until this many faults have happened (the short run: each of `faults` once). */
+  faultsAtLeast?: number;
   log?: (line: string) => void;
 }
 
@@ -186,9 +188,16 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       }
     })();
     const ch = await run(o.rollouts, 'chaos');
+    // More, a burst at a time, while the faults asked for have not all happened yet.
+    for (let round = 1; faults.length < (o.faultsAtLeast ?? 0); round++) {
+      const more = await run(o.concurrency * 5, `chaos${round}`);
+      ch.rs.push(...more.rs);
+      ch.seconds += more.seconds;
+    }
     faulting = false;
     await faulter;
-    log(`chaos: ${o.rollouts} rollouts in ${ch.seconds.toFixed(1)} s (${(o.rollouts / ch.seconds).toFixed(2)}/s)`);
+    const rollouts = ch.rs.length;
+    log(`chaos: ${rollouts} rollouts in ${ch.seconds.toFixed(1)} s (${(rollouts / ch.seconds).toFixed(2)}/s)`);
 
     // Everything back, then time for the cluster to settle what it has to (deadlines, sweeps, lists).
     await restoreAll(cluster, stores);
@@ -226,7 +235,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     for (const [id, what] of stale) findings.push(`stale: ${id} creating past its deadline + 10 s (${what}); its events: ${told(id)}`);
     return {
       ...(quiet ? { quiet } : {}),
-      chaos: { rollouts: o.rollouts, seconds: ch.seconds, perSec: o.rollouts / ch.seconds },
+      chaos: { rollouts, seconds: ch.seconds, perSec: rollouts / ch.seconds },
       faults,
       counts: { lost: lost.length, orphans: orphans.length, unexplained: unexplained.length, lies: lies.length, stale: stale.size },
       commandFailures: all.filter((r) => r.commandError).length,
