@@ -7,17 +7,8 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isCubeError } from '../../src/errors.js';
 import { LaunchHelper } from '../../src/runtime/ns/helper.js';
-import {
-  BtrfsStore,
-  CLONE_TARGET,
-  POOL_TARGET,
-  STORE_MIN_FREE_BYTES,
-  imageBytes,
-  isFullError,
-  loopDevicesOf,
-  mountHolders,
-  usedPercentOf,
-} from '../../src/storage/btrfs-store.js';
+import { BtrfsStore, CLONE_TARGET, POOL_TARGET, STORE_MIN_FREE_BYTES, imageBytes, isFullError, usedPercentOf } from '../../src/storage/btrfs-store.js';
+import { loopDevicesOf, mountHolders } from '../../src/storage/loop-devices.js';
 
 const repo = join(import.meta.dirname, '..', '..');
 const MIB = 1024 ** 2;
