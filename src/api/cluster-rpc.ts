@@ -3,6 +3,7 @@
 // the cluster secret rather than an API key.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
+  CLUSTER_IMAGE_PATH,
   CLUSTER_LAYER_PATH,
   CLUSTER_TEMPLATE_PATH,
   HEARTBEAT_PATH,
@@ -46,15 +47,18 @@ export function clusterRpcHandler(
     if (!secretMatches(req.headers.authorization, secret))
       throw new CubeError('UNAUTHORIZED', 'cluster traffic needs the cluster secret (CUBE_CLUSTER_SECRET)');
     const path = (req.url ?? '/').split('?', 1)[0];
-    if (relay && req.method === 'POST' && (path === CLUSTER_TEMPLATE_PATH || path === CLUSTER_LAYER_PATH)) {
-      const body = await readJson<{ name?: unknown; digest?: unknown; nodeID?: unknown }>(req, 64 << 10);
+    if (relay && req.method === 'POST' && (path === CLUSTER_TEMPLATE_PATH || path === CLUSTER_LAYER_PATH || path === CLUSTER_IMAGE_PATH)) {
+      const body = await readJson<{ name?: unknown; digest?: unknown; nodeID?: unknown; lease?: unknown; holder?: unknown }>(req, 64 << 10);
       const from = typeof body.nodeID === 'string' ? body.nodeID : undefined;
       if (path === CLUSTER_TEMPLATE_PATH) {
         if (typeof body.name !== 'string' || !body.name) throw new CubeError('BAD_REQUEST', 'name is required');
         return sendJson(res, 200, await relay.template(body.name, from));
       }
       if (typeof body.digest !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(body.digest)) throw new CubeError('BAD_REQUEST', 'digest must be sha256:<64 hex>');
-      return relay.layer(body.digest, from, res);
+      if (path === CLUSTER_LAYER_PATH) return relay.layer(body.digest, from, res, typeof body.holder === 'string' ? body.holder : undefined);
+      if (!from) throw new CubeError('BAD_REQUEST', 'nodeID is required');
+      if (body.lease !== undefined && body.lease !== 'renew' && body.lease !== 'release') throw new CubeError('BAD_REQUEST', "lease is 'renew' or 'release'");
+      return sendJson(res, 200, await relay.image(body.digest, from, body.lease));
     }
     if (path !== HEARTBEAT_PATH || req.method !== 'POST') throw new CubeError('NOT_FOUND', `no cluster route ${req.method} ${path}`);
     // One node's heartbeat, or a batch from a process standing for many nodes.

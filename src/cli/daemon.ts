@@ -210,6 +210,7 @@ async function runControl(flags: Flags): Promise<void> {
     secret,
     noteTemplates: (nodeID, templates) => cp.noteNodeTemplates(nodeID, templates),
     registryHolders: async (listed) => (await cp.templates()).find((t) => t.templateID === listed)?.nodes ?? [],
+    lease: (name, nodeID, ttlMs) => (ttlMs ? store.holdLease(name, nodeID, ttlMs) : store.releaseLease(name, nodeID)),
   });
   const clusterTemplates = new ClusterTemplates({
     nodes: () => cp.listNodes(),

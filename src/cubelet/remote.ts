@@ -18,6 +18,7 @@ import type { TemplateRecord } from '../templates/store.js';
 import type { BuildRecord } from '../templates/build/build.js';
 import { AT_HEADER, DEADLINE_HEADER, FENCE_HEADER, type ImportRequest, PROXY_SECRET_HEADER, proxyPath, RPC_PREFIX } from './rpc-wire.js';
 import type { HeldTemplate } from '../templates/fetch.js';
+import type { HeldImage } from '../templates/layers/pull.js';
 import type {
   NodeApi,
   NodeCreateRequest,
@@ -397,6 +398,10 @@ export class RemoteNode implements NodeApi {
     return this.unary(NodeTemplates.method.templateRecord, { name }, (m) => fromJsonBytes(m.json) as HeldTemplate);
   }
   /** The node's template records (where a template's children live, for a cluster-wide rm). */
+  heldImage(digest: string): Promise<HeldImage> {
+    return this.unary(NodeTemplates.method.heldImage, { digest }, (m) => fromJsonBytes(m.json) as HeldImage);
+  }
+
   templateRecords(): Promise<TemplateRecord[]> {
     return this.unary(NodeTemplates.method.templateRecords, {}, (m) => fromJsonBytes(m.json) as TemplateRecord[]);
   }

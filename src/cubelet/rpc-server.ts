@@ -313,6 +313,7 @@ function templatesService(node: NodeApi, layers?: LayerServer, builds?: Template
     fetchProgress: () => store().fetchProgress(),
     templateRecord: async (m) => json(await store().heldTemplate(m.name)),
     templateRecords: async () => json(await store().listRecords()),
+    heldImage: async (m) => json(await store().heldImage(m.digest)),
     removeTemplate: async (m) => {
       // The replica checked the cluster's sandboxes; the node checks its own again (a create may have come since).
       const inUse = async (ref: string) =>

@@ -82,9 +82,16 @@ export function parseProxyPath(target: string): { sandboxID: string; port: numbe
 
 /** Where compute nodes post their heartbeats on a control replica (same secret as node RPC). */
 export const HEARTBEAT_PATH = '/cluster/v1/heartbeat';
-/** Where a compute node asks a control replica for a template's record ({name, nodeID}) and for a layer ({digest, nodeID}, a tar). */
+/** Where a compute node asks a control replica for a template's record ({name, nodeID}) and for a layer ({digest, nodeID, holder?: the node to ask first}, a tar). */
 export const CLUSTER_TEMPLATE_PATH = '/cluster/v1/template';
 export const CLUSTER_LAYER_PATH = '/cluster/v1/layer';
+/**
+ * Where a compute node asks, before it pulls a registry image, whether a node holds it
+ * ({digest, nodeID}: templates/relay.ts image), and keeps or drops its pull lease ({digest, nodeID, lease: 'renew' | 'release'}).
+ */
+export const CLUSTER_IMAGE_PATH = '/cluster/v1/image';
+/** The answer header naming the node a relayed layer comes from. */
+export const HOLDER_HEADER = 'x-cube-holder';
 
 /** An import a control replica forwards to a node (node RPC `importImage`: the archive as the body, this as the `import` query parameter in JSON). */
 export interface ImportRequest {

@@ -20,12 +20,13 @@ import { Readable, Transform } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { EventKind, EventView } from '../model/event.js';
 import { answerError } from '../http.js';
-import { CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, type ImportRequest } from '../cubelet/rpc-wire.js';
+import { CLUSTER_IMAGE_PATH, CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, HOLDER_HEADER, type ImportRequest } from '../cubelet/rpc-wire.js';
 import { CubeError, toCubeError } from '../errors.js';
 import { layerDir, type TemplateRecord, type TemplateStore } from './store.js';
 import type { TemplateRef } from '../runtime/types.js';
 import { ensureStoreDir, importUpload, scratchDir } from './layers/import.js';
 import { packLayer } from './layers/pack.js';
+import { storedImage, type HeldImage, type ImagePeers, type PeerAnswer } from './layers/pull.js';
 import { layerBytes, layerTree, treeDigest, writeTree } from './layers/tree.js';
 import { unpackLayer } from './layers/unpack.js';
 import { HOST_TEMPLATE, listedName } from '../model/template.js';
@@ -82,6 +83,8 @@ export function stallGuard(body: Readable, ms: number, what: string, onChunk?: (
 /** What a node serves other nodes (through the control plane): its templates' records and layers. */
 export interface LayerServer {
   heldTemplate(name: string): Promise<HeldTemplate>;
+  /** A registry image this node pulled or fetched, by manifest digest; 130404 when the node does not hold all its layers. */
+  heldImage(digest: string): Promise<HeldImage>;
   /** The layer as a tar; 130404 when the node does not hold it. */
   packedLayer(digest: string): Readable;
   /** An image archive a control replica forwards, imported into this node's store. */
@@ -98,7 +101,11 @@ export interface LayerServer {
 /** Where a node gets what it lacks: the control plane's cluster routes. */
 export interface LayerSource {
   template(name: string): Promise<HeldTemplate>;
-  layer(digest: string): Promise<Readable>;
+  /** The layer's tar (from node `holder` when it can), and the node it comes from. */
+  layer(digest: string, holder?: string): Promise<{ body: Readable; node?: string }>;
+  /** Who holds image `digest`, or whether this node is to pull it (templates/relay.ts image). */
+  image(digest: string): Promise<PeerAnswer>;
+  imageLease(digest: string, op: 'renew' | 'release'): Promise<void>;
 }
 
 /** A fetch in progress, as the node view shows it: "NAME:TAG i/n". */
@@ -131,7 +138,7 @@ export function checkHeld(served: HeldTemplate, name: string): HeldTemplate {
   return served;
 }
 
-export class FetchingCatalog implements LayerServer {
+export class FetchingCatalog implements LayerServer, ImagePeers {
   private readonly pulls = new Map<string, Promise<void>>();
   private readonly progress = new Set<Progress>();
   private held?: { mtime: number; layers: string[] };
@@ -195,14 +202,60 @@ export class FetchingCatalog implements LayerServer {
 
   async heldTemplate(name: string): Promise<HeldTemplate> {
     const record = await this.o.store.get(name);
+    return { record, ...(await this.describeLayers(record.layers)) };
+  }
+
+  async heldImage(digest: string): Promise<HeldImage> {
+    if (!DIGEST_RE.test(digest)) throw new CubeError('BAD_REQUEST', `not an image digest: ${digest}`);
+    const entry = await storedImage(this.dataDir, digest);
+    if (!entry) throw new CubeError('NOT_FOUND', `image ${digest} is not in this node's store`);
+    return { entry, ...(await this.describeLayers(entry.layers)) };
+  }
+
+  /** Per layer digest of `layers`, its tree digest and unpacked bytes (what a fetching node checks and makes room for). */
+  private async describeLayers(layers: string[]): Promise<{ trees: Record<string, string>; sizes: Record<string, number> }> {
     const trees: Record<string, string> = {};
     const sizes: Record<string, number> = {};
-    for (const l of record.layers) {
+    for (const l of layers) {
       if (!DIGEST_RE.test(l)) continue;
       trees[l] = await layerTree(this.dataDir, l);
       sizes[l] = await layerBytes(layerDir(this.dataDir, l));
     }
-    return { record, trees, sizes };
+    return { trees, sizes };
+  }
+
+  ask(digest: string): Promise<PeerAnswer> {
+    return this.o.source.image(digest);
+  }
+
+  lease(digest: string, op: 'renew' | 'release'): Promise<void> {
+    return this.o.source.imageLease(digest, op);
+  }
+
+  /**
+   * The layers of a peer's image this store lacks, fetched and checked as a template's are (for a
+   * caller holding the writer lock: a build pulling its base). 130598 when they do not fit.
+   */
+  async fetch({ node: holder, held }: { node: string; held: HeldImage }, added: string[], progress: (line: string) => void): Promise<void> {
+    // What came over the wire, trusted only once checked.
+    const sent = held as Partial<HeldImage> | null;
+    const layers: unknown = (sent?.entry as Partial<HeldImage['entry']> | undefined)?.layers;
+    if (!Array.isArray(layers) || !sent?.entry?.config) throw new CubeError('INTERNAL', 'the image served by its holder is malformed');
+    for (const l of layers as string[])
+      if (!DIGEST_RE.test(l) || !DIGEST_RE.test(sent.trees?.[l] ?? ''))
+        throw new CubeError('INTERNAL', `the image served gives no tree digest for layer ${String(l)}`);
+    await ensureStoreDir(this.dataDir);
+    const missing = (layers as string[]).filter((l) => !existsSync(layerDir(this.dataDir, l)));
+    await this.checkRoom(held.entry.image, held.sizes, missing);
+    for (const [i, l] of (layers as string[]).entries()) {
+      if (!missing.includes(l)) {
+        progress(`layer ${i + 1}/${layers.length} ${l.slice(0, 19)} (in the store already)`);
+        continue;
+      }
+      const node = await this.fetchLayer(l, held.trees[l]!, `layer ${i + 1}/${layers.length} (${l}) of image ${held.entry.image}`, holder);
+      added.push(l);
+      progress(`layer ${i + 1}/${layers.length} ${l.slice(0, 19)} from node ${node ?? '?'}`);
+    }
   }
 
   importUpload(body: Readable, req: ImportRequest): Promise<TemplateRecord> {
@@ -230,7 +283,7 @@ export class FetchingCatalog implements LayerServer {
       await this.o.store.exclusive(async () => {
         await ensureStoreDir(this.dataDir);
         const missing = rec.layers.filter((l) => !existsSync(layerDir(this.dataDir, l)));
-        await this.checkRoom(rec, held, missing);
+        await this.checkRoom(`template ${rec.ref}`, held.sizes, missing);
         try {
           await this.fetchMissing(rec, held, missing);
         } catch (e) {
@@ -250,8 +303,8 @@ export class FetchingCatalog implements LayerServer {
   }
 
   /** 130598 when the store cannot hold the `missing` layers (before anything is written, so nothing is left behind). */
-  private async checkRoom(rec: TemplateRecord, held: HeldTemplate, missing: string[]): Promise<void> {
-    const need = missing.reduce((n, l) => n + (held.sizes?.[l] ?? 0), 0);
+  private async checkRoom(what: string, sizes: Record<string, number> | undefined, missing: string[]): Promise<void> {
+    const need = missing.reduce((n, l) => n + (sizes?.[l] ?? 0), 0);
     if (need === 0) return;
     const dir = join(this.dataDir, 'layers');
     const st = await statfs(dir);
@@ -260,7 +313,7 @@ export class FetchingCatalog implements LayerServer {
     const mib = (b: number) => (b / 1024 ** 2).toFixed(1);
     throw new CubeError(
       'STORE_FULL',
-      `${this.o.nodeID ? `node ${this.o.nodeID}: ` : ''}the layer store ${dir} has ${mib(free)} MiB free; template ${rec.ref} needs ${mib(need)} MiB for its ${missing.length} missing layer(s) (and ${mib(FETCH_RESERVE_BYTES)} MiB kept free): nothing was fetched`,
+      `${this.o.nodeID ? `node ${this.o.nodeID}: ` : ''}the layer store ${dir} has ${mib(free)} MiB free; ${what} needs ${mib(need)} MiB for its ${missing.length} missing layer(s) (and ${mib(FETCH_RESERVE_BYTES)} MiB kept free): nothing was fetched`,
       { retryAfter: 60, details: { needBytes: need, freeBytes: free } },
     );
   }
@@ -283,12 +336,13 @@ export class FetchingCatalog implements LayerServer {
     }
   }
 
-  /** One layer from the control plane into the store, checked against `tree` before it is renamed in. */
-  private async fetchLayer(digest: string, tree: string, what: string): Promise<void> {
+  /** One layer from the control plane into the store, checked against `tree` before it is renamed in; the node it came from. */
+  private async fetchLayer(digest: string, tree: string, what: string, holder?: string): Promise<string | undefined> {
     const scratch = join(scratchDir(this.dataDir), `fetch-${digest.slice(7, 19)}.${randomBytes(4).toString('hex')}`);
     await mkdir(scratch, { recursive: true });
     try {
-      const body = stallGuard(await this.o.source.layer(digest), this.o.stallMs ?? LAYER_STALL_MS, what, (n) => (this.fetchedBytes += n));
+      const { body: tar, node } = await this.o.source.layer(digest, holder);
+      const body = stallGuard(tar, this.o.stallMs ?? LAYER_STALL_MS, what, (n) => (this.fetchedBytes += n));
       await unpackLayer(body, scratch).catch((e: unknown) => {
         const err = toCubeError(e);
         if (err.kind === 'IMAGE_INVALID')
@@ -304,6 +358,7 @@ export class FetchingCatalog implements LayerServer {
       await mkdir(join(dest, '..'), { recursive: true });
       await rename(scratch, dest);
       await writeTree(this.dataDir, digest, tree);
+      return node;
     } finally {
       await rm(scratch, { recursive: true, force: true });
     }
@@ -348,8 +403,17 @@ export class ControlLayerSource implements LayerSource {
     return (await (await this.post(CLUSTER_TEMPLATE_PATH, { name })).json()) as HeldTemplate;
   }
 
-  async layer(digest: string): Promise<Readable> {
-    const res = await this.post(CLUSTER_LAYER_PATH, { digest });
-    return Readable.fromWeb(res.body as WebReadableStream<Uint8Array>);
+  async layer(digest: string, holder?: string): Promise<{ body: Readable; node?: string }> {
+    const res = await this.post(CLUSTER_LAYER_PATH, { digest, ...(holder ? { holder } : {}) });
+    const node = res.headers.get(HOLDER_HEADER);
+    return { body: Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), ...(node ? { node } : {}) };
+  }
+
+  async image(digest: string): Promise<PeerAnswer> {
+    return (await (await this.post(CLUSTER_IMAGE_PATH, { digest })).json()) as PeerAnswer;
+  }
+
+  async imageLease(digest: string, op: 'renew' | 'release'): Promise<void> {
+    await (await this.post(CLUSTER_IMAGE_PATH, { digest, lease: op })).arrayBuffer();
   }
 }

@@ -3,6 +3,9 @@
 // a live node that holds it (node RPC `templateRecord` / `layer`), as the nodes' heartbeats report
 // (NodeView.templates, NodeView.layers). Replicas keep no layer of their own: whatever node an
 // import or a build ran on, every node can fetch its layers for as long as one holder is up.
+// Registry images too: before a node pulls one it asks here (image), and takes it from a node
+// holding it; one node at a time pulls a digest (a lease in the cluster store), the others wait
+// for it and then fetch from it, so an image's blobs cross from the registry once per cluster.
 import type { ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -10,7 +13,8 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { RemoteNode } from '../cubelet/remote.js';
 import { CubeError } from '../errors.js';
 import { LAYER_STALL_MS, stallGuard, type HeldTemplate } from './fetch.js';
-import type { ImportRequest } from '../cubelet/rpc-wire.js';
+import { HOLDER_HEADER, type ImportRequest } from '../cubelet/rpc-wire.js';
+import { PULL_LEASE_MS, type PeerAnswer } from './layers/pull.js';
 import type { NodeView } from '../model/node.js';
 import type { TemplateRecord } from './store.js';
 import { listedName } from '../model/template.js';
@@ -36,6 +40,8 @@ export class LayerRelay {
       noteTemplates: (nodeID: string, templates: string[]) => Promise<void>;
       /** The nodes holding template `listed` as the registry has it (ControlPlaneService.templates). */
       registryHolders: (listed: string) => Promise<string[]>;
+      /** Takes or renews for `ttlMs` (true while `nodeID` holds it), or with no `ttlMs` releases, lease `name` (ClusterStore holdLease / releaseLease). */
+      lease: (name: string, nodeID: string, ttlMs?: number) => Promise<boolean>;
     },
   ) {}
 
@@ -60,6 +66,27 @@ export class LayerRelay {
       this.clients.set(v.nodeID, c);
     }
     return c;
+  }
+
+  /**
+   * Before node `from` pulls registry image `digest`: a live node holding it (asked at once:
+   * heartbeats carry layers, not images), else the pull lease, which one node at a time gets (the
+   * one that pulls; it renews it while its copy runs, and a node killed meanwhile loses it within
+   * PULL_LEASE_MS), else `wait`: another node is pulling it. `lease` renews or releases instead.
+   */
+  async image(digest: string, from: string, lease?: 'renew' | 'release'): Promise<PeerAnswer | Record<string, never>> {
+    const name = `pull:${digest}`;
+    if (lease) {
+      await this.o.lease(name, from, lease === 'renew' ? PULL_LEASE_MS : undefined);
+      return {};
+    }
+    const asked = await Promise.allSettled(
+      holders(await this.o.nodes(), from, (v) => v.layers !== undefined).map(async (v) => ({ node: v.nodeID, held: await this.node(v).heldImage(digest) })),
+    );
+    const held = asked.find((r) => r.status === 'fulfilled');
+    if (held) return held.value;
+    // A node that holds it but failed otherwise than "not here" (unreachable, a broken store) is skipped: the registry has it too.
+    return (await this.o.lease(name, from, PULL_LEASE_MS)) ? { pull: true } : { wait: true };
   }
 
   /** Tries the holders one after another while they are unreachable; other errors are the answer. */
@@ -112,18 +139,23 @@ export class LayerRelay {
     );
   }
 
-  /** Streams layer `digest` from a node holding it into `res`. */
-  async layer(digest: string, from: string | undefined, res: ServerResponse): Promise<void> {
-    const list = holders(await this.o.nodes(), from, (v) => v.layers?.includes(digest) === true);
+  /**
+   * Streams layer `digest` from a node holding it into `res`: node `prefer` first when it is live
+   * (the node an image came from: its heartbeat may not list the layers it has just pulled yet).
+   */
+  async layer(digest: string, from: string | undefined, res: ServerResponse, prefer?: string): Promise<void> {
+    const list = holders(await this.o.nodes(), from, (v) => v.nodeID === prefer || v.layers?.includes(digest) === true).sort(
+      (a, b) => Number(b.nodeID === prefer) - Number(a.nodeID === prefer),
+    );
     const up = await this.fromHolders(
       list,
       () => new CubeError('LAYER_UNAVAILABLE', `layer ${digest} is on no live node of the cluster`, { retryAfter: 5 }),
-      (n) => n.layer(digest),
+      async (n) => ({ node: n.nodeID, res: await n.layer(digest) }),
     );
-    res.writeHead(200, { 'content-type': 'application/x-tar' });
+    res.writeHead(200, { 'content-type': 'application/x-tar', [HOLDER_HEADER]: up.node });
     // A holder failing mid-stream ends the answer short: the fetching node's unpack or check fails (130424).
     await pipeline(
-      stallGuard(Readable.fromWeb(up.body as WebReadableStream<Uint8Array>), LAYER_STALL_MS, `layer ${digest} relayed from its holder`),
+      stallGuard(Readable.fromWeb(up.res.body as WebReadableStream<Uint8Array>), LAYER_STALL_MS, `layer ${digest} relayed from its holder`),
       res,
     ).catch(() => res.destroy());
   }

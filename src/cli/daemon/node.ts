@@ -100,7 +100,7 @@ export function buildCubelet(
         network,
         config: () => config.config,
         log: log.child({ component: 'template-build' }),
-        ...(catalog ? { fetchTemplate: (name: string) => catalog.resolve(name) } : {}),
+        ...(catalog ? { fetchTemplate: (name: string) => catalog.resolve(name), peers: catalog } : {}),
       })
     : undefined;
   return { cubelet, api: cubelet, ...(builds ? { builds } : {}) };

@@ -466,6 +466,10 @@ export class ClusterStore implements StateStore {
     return this.live.holdLease(name, holder, ttlMs);
   }
 
+  releaseLease(name: string, holder: string): Promise<boolean> {
+    return this.live.releaseLease(name, holder);
+  }
+
   // --- API keys: records in MySQL; quota usage and claims in Redis (beside the routes they count)
 
   putApiKey(rec: ApiKeyRecord): Promise<boolean> {

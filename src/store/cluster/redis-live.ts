@@ -500,6 +500,11 @@ export class RedisLive {
     return (await this.run((r) => r.cubeHoldLease!(this.k('shared', 'lease', name), holder, ttlMs))) === 1;
   }
 
+  /** Releases lease `name` only if `holder` still holds it. */
+  async releaseLease(name: string, holder: string): Promise<boolean> {
+    return (await this.run((r) => r.cubeReleaseIfOwner!(this.k('shared', 'lease', name), holder))) === 1;
+  }
+
   // --- events (MySQL keeps them; this is the stream clients read and the id counter)
   /**
    * The events numbered in order (one script call for the batch; undefined in place of a node's

@@ -18,7 +18,7 @@ import { CubeError, toCubeError } from '../../errors.js';
 import { newSandboxID } from '../../ids.js';
 import type { NetworkAgent } from '../../network/types.js';
 import { ensureStoreDir, scratchDir } from '../layers/import.js';
-import { parseImageRef, pullLocked, resolveImage } from '../layers/pull.js';
+import { parseImageRef, pullLocked, resolveImage, type ImagePeers } from '../layers/pull.js';
 import { BuildRecordFiles, type BuildRecord, type BuildLogEntry } from './record.js';
 import { BuildUploads } from './uploads.js';
 import { EMPTY_TREE, treeDigest, writeTree } from '../layers/tree.js';
@@ -40,6 +40,8 @@ export interface TemplateBuilderOptions {
   log: Logger;
   /** A cluster compute node: fetches a base template the node lacks from the cluster (templates/fetch.ts) before the build takes it. */
   fetchTemplate?: (name: string) => Promise<unknown>;
+  /** A cluster compute node: a registry base is taken from a node holding it, or pulled by one node at a time (layers/pull.ts pullLocked). */
+  peers?: ImagePeers;
 }
 
 /** Builds kept for status queries (oldest dropped first). */
@@ -352,6 +354,7 @@ export class TemplateBuilder {
         { ...(r.creds ? { creds: r.creds } : {}), insecure: this.insecureRegistries() },
         pull.added,
         (line) => this.log(pull.b, 'info', line, 0),
+        this.o.peers,
       );
       // Keyed by the image's digest: the same recipe on the same image reuses its cached steps.
       return { key: r.digest, layers: img.layers, config: img.config, bindHostUsr: false, registry: { image: img.image, digest: r.digest } };

@@ -3,7 +3,10 @@
 // `skopeo copy` into an oci-archive under the store's scratch dir and imported as any archive
 // (./import.ts: each layer unpacked once, by its diff_id). An image whose digest was pulled
 // before, and whose layers are all still in the store, is not copied again: <dataDir>/layers/
-// images.json maps each pulled digest to its layers and config.
+// images.json maps each pulled digest to its layers and config. On a cluster node the digest is
+// first asked of the cluster (ImagePeers, through the control plane): a node holding it serves its
+// layers, and of nodes wanting one no node holds, one pulls it (the pull lease) while the others
+// wait for it, so the registry serves an image once per cluster.
 // Credentials never reach an argument list, a log or a record: they go to skopeo in an auth file
 // (mode 0600, in a private scratch dir removed after the call); without them skopeo is told to
 // use none (never the host's own ~/.docker or containers auth). TLS is verified except for the
@@ -13,7 +16,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { CubeError } from '../../errors.js';
+import { CubeError, toCubeError } from '../../errors.js';
 import type { TemplateConfig } from '../../runtime/types.js';
 import { HOST_TEMPLATE } from '../../model/template.js';
 import { layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
@@ -180,9 +183,12 @@ async function skopeo(args: string[], ref: ImageRef, onLine?: (line: string) => 
   return String(r.stdout);
 }
 
-/** The manifest digest `ref` names now (`skopeo inspect`): 404 / 401 / 503 as skopeoError says. */
+/**
+ * The manifest digest `ref` names now (`skopeo inspect`): 404 / 401 / 503 as skopeoError says.
+ * Asked even when `ref` names a digest: the registry answering the caller's credentials is what
+ * lets the caller have the image, so a digest this node or a peer holds already skips no check.
+ */
 export async function resolveDigest(dataDir: string, ref: ImageRef, a: RegistryAccess): Promise<string> {
-  if (ref.digest) return ref.digest;
   const auth = await authArgs(dataDir, ref, a, { creds: '--authfile', noCreds: '--no-creds', tls: '--tls-verify' });
   try {
     // The manifest as the registry serves it (no blob fetched): its sha256 is the digest a pull by digest asks for.
@@ -191,7 +197,7 @@ export async function resolveDigest(dataDir: string, ref: ImageRef, a: RegistryA
       throw new CubeError('REGISTRY_UNREACHABLE', `registry ${ref.registry} answered no manifest for ${ref.canonical} (${JSON.stringify(raw.slice(0, 100))})`, {
         retryAfter: 30,
       });
-    return `sha256:${createHash('sha256').update(Buffer.from(raw, 'utf8')).digest('hex')}`;
+    return ref.digest ?? `sha256:${createHash('sha256').update(Buffer.from(raw, 'utf8')).digest('hex')}`;
   } finally {
     await auth.done();
   }
@@ -211,7 +217,9 @@ export interface PulledImage {
   pulled: boolean;
 }
 
-type ImagesIndex = Record<string, Omit<PulledImage, 'pulled' | 'digest'>>;
+/** An image as images.json keeps it, by manifest digest. */
+export type ImageEntry = Omit<PulledImage, 'pulled' | 'digest'>;
+type ImagesIndex = Record<string, ImageEntry>;
 
 const indexFile = (dataDir: string) => join(dataDir, 'layers', 'images.json');
 
@@ -223,9 +231,63 @@ async function readImages(dataDir: string): Promise<ImagesIndex> {
   }
 }
 
+/** The store's entry for image `digest` when every layer of it is in the store. */
+export async function storedImage(dataDir: string, digest: string): Promise<ImageEntry | undefined> {
+  const e = (await readImages(dataDir))[digest];
+  return e?.layers.every((l) => existsSync(layerDir(dataDir, l))) ? e : undefined;
+}
+
+/** Adds `digest` to images.json (for a caller holding the writer lock); entries whose layers left the store are dropped on the way. */
+async function recordImage(dataDir: string, digest: string, entry: ImageEntry): Promise<void> {
+  const kept = Object.fromEntries(Object.entries(await readImages(dataDir)).filter(([, e]) => e.layers.every((l) => existsSync(layerDir(dataDir, l)))));
+  kept[digest] = entry;
+  const tmp = `${indexFile(dataDir)}.${process.pid}.tmp`;
+  await writeFile(tmp, JSON.stringify(kept));
+  await rename(tmp, indexFile(dataDir));
+}
+
+/** An image a node holds, as it serves it to the others: its entry and, per layer, the tree digest a copy is checked against and its unpacked bytes. */
+export interface HeldImage {
+  entry: ImageEntry;
+  trees: Record<string, string>;
+  sizes: Record<string, number>;
+}
+
+/** What the cluster says of an image digest (templates/relay.ts): node `node` holds it; this node is to pull it (it holds the pull lease); or another node is pulling it. */
+export type PeerAnswer = { node: string; held: HeldImage } | { pull: true } | { wait: true };
+
 /**
- * The image of `ref` at `digest` in the layer store: from images.json when every layer is there,
- * else copied with skopeo and imported. For a caller inside store.exclusive(); `added` gets the
+ * The pull lease's life: a node renews it every third of it while its copy runs; a node killed
+ * mid-pull stops renewing, and the others pull once it lapsed.
+ */
+export const PULL_LEASE_MS = 30_000;
+/** How often a node waiting for another node's pull of the same digest asks again. */
+const PEER_POLL_MS = 1000;
+
+/** The cluster as a compute node's pull sees it (templates/fetch.ts FetchingCatalog, through the control plane). */
+export interface ImagePeers {
+  ask(digest: string): Promise<PeerAnswer>;
+  /** Keeps this node's pull lease on `digest` (an `ask` answered `pull`), or lets it go. */
+  lease(digest: string, op: 'renew' | 'release'): Promise<void>;
+  /** The layers of `held` the store lacks, from node `node` (else another holding them), each checked (for a caller holding the writer lock); those added go to `added`. */
+  fetch(peer: { node: string; held: HeldImage }, added: string[], progress: (line: string) => void): Promise<void>;
+}
+
+interface CopyJob {
+  store: TemplateStore;
+  ref: ImageRef;
+  digest: string;
+  a: RegistryAccess;
+  added: string[];
+  progress: (line: string) => void;
+}
+
+/**
+ * The image of `ref` at `digest` in the layer store: from images.json when every layer is there;
+ * else, on a cluster node (`peers`), from a node holding it, or from the registry by one node at a
+ * time (the others wait for it, then fetch from it); else copied with skopeo and imported. For a
+ * caller inside store.exclusive() that resolved `digest` with the caller's credentials first
+ * (resolveDigest): peers serve only what the registry let the caller have. `added` gets the
  * layers this call put in the store (the caller drops them if what it registers fails).
  */
 export async function pullLocked(
@@ -235,19 +297,59 @@ export async function pullLocked(
   a: RegistryAccess,
   added: string[],
   progress: (line: string) => void,
+  peers?: ImagePeers,
 ): Promise<PulledImage> {
-  const dataDir = store.dataDir;
-  const images = await readImages(dataDir);
-  const known = images[digest];
-  if (known && known.layers.every((l) => existsSync(layerDir(dataDir, l)))) {
+  const known = await storedImage(store.dataDir, digest);
+  if (known) {
     progress(`${ref.canonical}@${digest}: in the layer store already (${known.layers.length} layers), not pulled again`);
     return { ...known, image: ref.canonical, digest, pulled: false };
   }
+  const registry = () => copyLocked({ store, ref, digest, a, added, progress });
+  if (!peers) return registry();
+  for (let waiting = false; ; waiting = true) {
+    let ans: PeerAnswer;
+    try {
+      ans = await peers.ask(digest);
+    } catch (e) {
+      progress(`asking the cluster for ${digest} failed (${toCubeError(e).message}): pulling it from the registry`);
+      return registry();
+    }
+    if ('held' in ans) {
+      try {
+        progress(`${ref.canonical}@${digest}: node ${ans.node} holds it: fetching its layers from the cluster, not from the registry`);
+        await peers.fetch(ans, added, progress);
+        const entry = { ...ans.held.entry, image: ref.canonical };
+        await recordImage(store.dataDir, digest, entry);
+        return { ...entry, digest, pulled: false };
+      } catch (e) {
+        progress(`fetching ${digest} from node ${ans.node} failed (${toCubeError(e).message}): pulling it from the registry`);
+        return registry();
+      }
+    }
+    if ('pull' in ans) {
+      // A renewal lost is retried a third of a lease later; should the lease lapse, another node pulls too (twice, not never).
+      const renew = setInterval(() => void peers.lease(digest, 'renew').catch(() => undefined), PULL_LEASE_MS / 3);
+      try {
+        return await registry();
+      } finally {
+        clearInterval(renew);
+        // A release lost: the lease lapses by itself within PULL_LEASE_MS (the waiting nodes find the image held meanwhile).
+        await peers.lease(digest, 'release').catch(() => undefined);
+      }
+    }
+    if (!waiting) progress(`another node of the cluster is pulling ${digest}: waiting for it, then fetching from it (one pull per cluster)`);
+    await new Promise((r) => setTimeout(r, PEER_POLL_MS));
+  }
+}
+
+/** `digest` copied from the registry with skopeo and imported (pullLocked's arguments). */
+async function copyLocked({ store, ref, digest, a, added, progress }: CopyJob): Promise<PulledImage> {
+  const dataDir = store.dataDir;
   const auth = await authArgs(dataDir, ref, a, { creds: '--src-authfile', noCreds: '--src-no-creds', tls: '--src-tls-verify' });
   try {
     const file = join(auth.dir, 'image.tar');
     const byDigest = `${ref.registry}/${ref.repository}@${digest}`;
-    progress(`Pulling ${ref.canonical} (${digest}) with skopeo`);
+    progress(`Pulling ${ref.canonical} (${digest}) with skopeo, from the registry`);
     await skopeo(
       [
         '--tmpdir',
@@ -277,12 +379,7 @@ export async function pullLocked(
       ...(r.cmd ? { cmd: r.cmd } : {}),
       sizeBytes: r.sizeBytes,
     };
-    // Entries whose layers left the store are dropped on the way.
-    const kept = Object.fromEntries(Object.entries(await readImages(dataDir)).filter(([, e]) => e.layers.every((l) => existsSync(layerDir(dataDir, l)))));
-    kept[digest] = entry;
-    const tmp = `${indexFile(dataDir)}.${process.pid}.tmp`;
-    await writeFile(tmp, JSON.stringify(kept));
-    await rename(tmp, indexFile(dataDir));
+    await recordImage(dataDir, digest, entry);
     return { ...entry, digest, pulled: true };
   } finally {
     await auth.done();
