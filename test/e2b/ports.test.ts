@@ -2,12 +2,11 @@
 // through Host <port>-<sandboxID>.<domain> (sandbox.getHost), plain HTTP and upgrades, and
 // streams pass as they come: headers before the first body byte, each event, each frame. The
 // daemon answers DNS for the domain itself (api.dns), so getHost names resolve through it.
-import { createSocket } from 'node:dgram';
 import { Resolver } from 'node:dns/promises';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { freeUdpPort, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import {
   echo,
   get as getFrom,
@@ -29,12 +28,7 @@ const get = (path: string, headers: IncomingHttpHeaders) => getFrom(d.url, path,
 const upgrade = (headers: IncomingHttpHeaders) => upgradeTo(d.url, headers);
 
 beforeAll(async () => {
-  dnsPort = await new Promise<number>((resolve) => {
-    const s = createSocket('udp4').bind(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
+  dnsPort = await freeUdpPort();
   d = await startDaemon({ args: ['--sandbox-domain', DOMAIN], master: { api: { dns: { listen: `127.0.0.1:${dnsPort}` } } } });
   const opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
   // Each kept as soon as it exists, so afterAll removes it even when the other create failed.
