@@ -16,7 +16,7 @@ export async function startDns(master: () => MasterConfig, apiHost: string, log:
   try {
     at = parseListen(dns.listen);
   } catch {
-    throw new UsageError(`api.dns.listen ${dns.listen}: expected ADDR:PORT such as 127.0.0.1:5353`);
+    throw new UsageError(`api.dns.listen ${dns.listen}: expected ADDR:PORT such as 127.0.0.1:5354`);
   }
   if (!domain) throw new UsageError('api.dns.listen is set but api.sandbox_domain (--sandbox-domain) is empty: there is no name to answer');
   const [{ zoneAddresses }, { listenDns }] = await Promise.all([import('../../api/dns/answer.js'), import('../../api/dns/listener.js')]);
