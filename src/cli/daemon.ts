@@ -44,7 +44,8 @@ Configuration:
   config dir is --config-dir, else /etc/cubed when it exists, else the package's config/.
   Files are watched: a valid edit applies live, an invalid one is refused and the old config
   stays (see the config.rejected event). Flags override: --listen (api.listen), --data-dir
-  (data_dir), --node-id (node_id).
+  (data_dir), --node-id (node_id). api.dns.listen (off by default) makes roles all and
+  control answer DNS for the sandbox domain themselves (docs/e2b.md).
 
 API key:
   --api-key, else $CUBE_API_KEY, else the key in <data-dir>/api-key, generated on the first
