@@ -72,7 +72,7 @@ export const MasterConfigSchema = z
               .default('')
               .meta({ restart: true })
               .describe(
-                'address:port (UDP) where cubed answers DNS for api.sandbox_domain and *.<sandbox_domain> itself, e.g. 127.0.0.1:5354; empty = off (the default). Not a resolver: other names are refused (docs/e2b.md, docs/security.md)',
+                'address:port (UDP and TCP) where cubed answers DNS for api.sandbox_domain and *.<sandbox_domain> itself, e.g. 127.0.0.1:5354; empty = off (the default). Not a resolver: other names are refused (docs/e2b.md, docs/security.md)',
               ),
             answer: z
               .array(z.union([z.ipv4(), z.ipv6()]))

@@ -1,6 +1,7 @@
-// api.dns's socket (src/api/dns/listener.ts) on a loopback port: answers, what it leaves
-// unanswered, the per-source cap, and counts by outcome.
+// api.dns's sockets (src/api/dns/listener.ts) on a loopback port: answers, what it leaves
+// unanswered, the per-source cap, counts by outcome, and TCP for what UDP truncates.
 import { createSocket, type Socket } from 'node:dgram';
+import { connect } from 'node:net';
 import * as dns from 'dns-packet';
 import pino from 'pino';
 import { afterEach, expect, it } from 'vitest';
@@ -33,7 +34,7 @@ async function exchange(port: number, packets: Buffer[], quietMs = 500): Promise
   });
 }
 
-const start = (rate: number) => listenDns({ host: '127.0.0.1', port: 0, zone: () => ZONE, rate: () => rate, log: pino({ level: 'silent' }) });
+const start = (rate: number, zone = ZONE) => listenDns({ host: '127.0.0.1', port: 0, zone: () => zone, rate: () => rate, log: pino({ level: 'silent' }) });
 
 it('answers queries, a bare FORMERR to garbage, nothing to a response; counts each outcome', async () => {
   listener = await start(0);
@@ -69,4 +70,27 @@ it('a taken port rejects with one line naming the address; close frees the port'
   await listener.close();
   listener = await listenDns({ host: '127.0.0.1', port, zone: () => ZONE, rate: () => 0, log: pino({ level: 'silent' }) });
   expect(listener.address.port).toBe(port);
+});
+
+it('a reply UDP truncates comes whole over TCP (two queries on one connection, length-prefixed)', async () => {
+  const domain = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.sbx.test`;
+  listener = await start(0, { ...ZONE, domain, v4: ['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.4'] });
+  const { port } = listener.address;
+  const name = `8000-abc.${domain}`;
+  const [udp] = await exchange(port, [query(1, name)]);
+  expect(dns.decode(udp!)).toMatchObject({ flag_tc: true, answers: [] });
+  const framed = Buffer.concat([dns.streamEncode(dns.decode(query(2, name))), dns.streamEncode(dns.decode(query(3, 'sbx.test')))]);
+  const got = await new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const c = connect(port, '127.0.0.1', () => c.end(framed));
+    c.on('data', (d) => chunks.push(d))
+      .on('end', () => resolve(Buffer.concat(chunks)))
+      .on('error', reject);
+  });
+  const first = dns.decode(got.subarray(2, 2 + got.readUInt16BE(0))) as unknown as { id: number; flag_tc: boolean; answers: { data: string }[] };
+  expect(first.id).toBe(2);
+  expect(first.flag_tc).toBe(false);
+  expect(first.answers.map((a) => a.data)).toEqual(['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.4']);
+  const rest = got.subarray(2 + got.readUInt16BE(0));
+  expect(dns.decode(rest.subarray(2))).toMatchObject({ id: 3, rcode: 'REFUSED' });
 });

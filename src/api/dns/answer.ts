@@ -1,7 +1,7 @@
 // cubed's DNS answers for api.sandbox_domain (api.dns): `<domain>` and `<port>-<sandboxID>.<domain>`
 // resolve to this process's port proxy, so sandbox.getHost(port) works without an operator's
 // wildcard record. Authoritative for that one zone and nothing else: not a resolver (no recursion,
-// other names REFUSED), ANY and zone transfers refused, replies never longer than 512 bytes (no
+// other names REFUSED), ANY and zone transfers refused, UDP replies never longer than 512 bytes (no
 // EDNS), malformed queries answered with a bare FORMERR header. Pure: bytes in, bytes out.
 import { isIPv4, isIPv6 } from 'node:net';
 import * as dns from 'dns-packet';
@@ -21,7 +21,7 @@ export type Outcome = 'NOERROR' | 'NXDOMAIN' | 'REFUSED' | 'FORMERR' | 'NOTIMP' 
 export const OUTCOMES: readonly Outcome[] = ['NOERROR', 'NXDOMAIN', 'REFUSED', 'FORMERR', 'NOTIMP', 'dropped'];
 const RCODE: Record<Exclude<Outcome, 'dropped'>, number> = { NOERROR: 0, FORMERR: 1, NXDOMAIN: 3, NOTIMP: 4, REFUSED: 5 };
 
-/** RFC 1035's UDP limit: without EDNS a reply never exceeds it (longer ones go out truncated, TC set). */
+/** RFC 1035's UDP limit: without EDNS a UDP reply never exceeds it (longer ones go out truncated, TC set: the client asks again over TCP). */
 export const MAX_REPLY = 512;
 /** Types no authoritative-only server should answer: ANY (amplification), zone transfers, the obsolete mail meta types. */
 const REFUSED_TYPES = new Set(['ANY', 'AXFR', 'IXFR', 'MAILA', 'MAILB', 'UNKNOWN_253', 'UNKNOWN_254']);
@@ -36,8 +36,8 @@ export function zoneAddresses(answer: readonly string[], apiHost: string): { v4:
   return { v4: concrete.filter((a) => isIPv4(a)), v6: concrete.filter((a) => isIPv6(a)) };
 }
 
-/** The reply to one DNS message (undefined: none is sent) and its outcome. Never throws. */
-export function answerQuery(query: Buffer, zone: Zone): { outcome: Outcome; reply?: Buffer } {
+/** The reply to one DNS message (undefined: none is sent) and its outcome; `maxReply`: 512 for UDP, 65535 over TCP. Never throws. */
+export function answerQuery(query: Buffer, zone: Zone, maxReply = MAX_REPLY): { outcome: Outcome; reply?: Buffer } {
   if (query.length < 12) return { outcome: 'dropped' };
   const id = query.readUInt16BE(0);
   const flags = query.readUInt16BE(2);
@@ -67,7 +67,7 @@ export function answerQuery(query: Buffer, zone: Zone): { outcome: Outcome; repl
     const head = { type: 'response' as const, id, questions: [question] };
     const aa = outcome === 'REFUSED' ? 0 : dns.AUTHORITATIVE_ANSWER;
     const full = dns.encode({ ...head, flags: base | aa | RCODE[outcome], answers, authorities });
-    if (full.length <= MAX_REPLY) return { outcome, reply: full };
+    if (full.length <= maxReply) return { outcome, reply: full };
     return { outcome, reply: dns.encode({ ...head, flags: base | aa | dns.TRUNCATED_RESPONSE | RCODE[outcome] }) };
   };
   const domain = zone.domain.toLowerCase().replace(/\.$/, '');
