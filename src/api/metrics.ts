@@ -8,6 +8,7 @@ import type { SandboxState } from '../model/sandbox.js';
 import type { Snapshot } from '../model/watch.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { FILTERS } from '../scheduler/filters/index.js';
+import { OUTCOMES } from './dns/answer.js';
 
 const STATES: SandboxState[] = ['creating', 'running', 'pausing', 'paused', 'resuming', 'destroying', 'error', 'lost'];
 /**
@@ -135,7 +136,7 @@ const NODE_GAUGES: NodeGauge[] = [
   },
 ];
 
-export function createMetrics(cp: ControlPlane): { registry: Registry; close: () => void } {
+export function createMetrics(cp: ControlPlane, dnsQueries?: () => ReadonlyMap<string, number>): { registry: Registry; close: () => void } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'cubed_' });
   // prom-client starts every collector of a scrape at once: they share the snapshot in flight.
@@ -242,6 +243,17 @@ export function createMetrics(cp: ControlPlane): { registry: Registry; close: ()
       for (const r of (await scrape()).stats.refusedSinceStart ?? []) this.inc({ code: String(r.code), rule: r.rule }, r.count);
     },
   });
+  if (dnsQueries)
+    new Counter({
+      name: 'cubed_dns_queries_total',
+      help: 'DNS queries to api.dns.listen since this process started, by the rcode answered (dropped: not answered, as a response, a runt or over the per-source rate)',
+      labelNames: ['rcode'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const rcode of OUTCOMES) this.inc({ rcode }, dnsQueries().get(rcode) ?? 0);
+      },
+    });
   const createSeconds = new Histogram({
     name: 'cubed_sandbox_create_seconds',
     help: 'Sandbox create latency on the node',

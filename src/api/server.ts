@@ -25,6 +25,8 @@ export interface ApiServerOptions {
   version: string;
   /** Traffic that authenticates itself (e.g. compute nodes' heartbeats on a control replica), by path prefix; served before API-key auth. */
   extraRoutes?: { prefix: string; handle: (req: IncomingMessage, res: ServerResponse) => void }[];
+  /** The DNS listener's query counts (api.dns), exported in /metrics when it runs. */
+  dnsQueries?: () => ReadonlyMap<string, number>;
 }
 
 export interface ApiServer {
@@ -55,7 +57,7 @@ export function createApiServer(o: ApiServerOptions): ApiServer {
   const limiter = new RateLimiter(() => ctx.config().api.rate_limit_per_sec);
   const failures = new RateLimiter(() => ctx.config().api.auth_failures_per_sec);
   const creates = new ConcurrencyLimiter(() => ctx.config().api.create_concurrency_per_key);
-  const metrics = createMetrics(ctx.cp);
+  const metrics = createMetrics(ctx.cp, o.dnsQueries);
 
   const handle = async (req: IncomingMessage & { caller?: Caller }, res: ServerResponse): Promise<void> => {
     const url = req.url ?? '/';

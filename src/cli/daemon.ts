@@ -17,6 +17,7 @@ import type { TemplateBuilder } from '../templates/build/build.js';
 import { type Flags, version, parseListen, UsageError, apiConfig, overridesOf, openNode, logBootstrap, onSignals } from './daemon/setup.js';
 import { runtimeOf, buildCubelet, startStore, claimNode } from './daemon/node.js';
 import { controlModules, clusterModules, nodeModules } from './daemon/modules.js';
+import { startDns } from './daemon/dns.js';
 
 const HELP_AFTER = `
 Roles:
@@ -43,7 +44,8 @@ Configuration:
   config dir is --config-dir, else /etc/cubed when it exists, else the package's config/.
   Files are watched: a valid edit applies live, an invalid one is refused and the old config
   stays (see the config.rejected event). Flags override: --listen (api.listen), --data-dir
-  (data_dir), --node-id (node_id).
+  (data_dir), --node-id (node_id). api.dns.listen (off by default) makes roles all and
+  control answer DNS for the sandbox domain themselves (docs/e2b.md).
 
 API key:
   --api-key, else $CUBE_API_KEY, else the key in <data-dir>/api-key, generated on the first
@@ -85,6 +87,8 @@ Examples:
 
 async function runAll(flags: Flags): Promise<void> {
   const { configDir, config, nodeID, dataDir, listen, log, unlock } = openNode(flags);
+  const master = apiConfig(config, flags);
+  const dns = await startDns(master, listen.host, log);
   const [{ resolveApiKey, EmbeddedStore, ControlPlaneService, inProcessControl, createApiServer }, m] = await Promise.all([controlModules(), nodeModules()]);
   const { TemplateStore, FenceBook, HeartbeatSender } = m;
   const runtime = runtimeOf(m, flags, config);
@@ -138,12 +142,13 @@ async function runAll(flags: Flags): Promise<void> {
     ctx: {
       cp,
       log: log.child({ component: 'api' }),
-      config: apiConfig(config, flags),
+      config: master,
       ...(templates ? { templates, registryInsecure: () => config.config.cubelet.registry.insecure } : {}),
       ...(templates && builds ? { builds } : {}),
     },
     nodeID,
     version: version(),
+    ...(dns ? { dnsQueries: () => dns.counts } : {}),
   });
   const addr = await api.listen(listen.host, listen.port);
   config.setOverrides(overridesOf(flags, config.config, { listen: addr, nodeID, dataDir }));
@@ -164,6 +169,7 @@ async function runAll(flags: Flags): Promise<void> {
     const destroy = flags.destroyOnExit === true || signal === 'SIGUSR2';
     log.info({ signal, destroy }, destroy ? 'stopping: destroying every sandbox and the pool' : 'stopping: sandboxes stay for the next start');
     await api.close();
+    await dns?.close();
     await heartbeat.stop();
     await cp.stop();
     await cubelet.stop({ destroy });
@@ -194,6 +200,8 @@ async function runControl(flags: Flags): Promise<void> {
   const listen = parseListen(flags.listen ?? config.config.master.api.listen);
   const replicaID = flags.nodeId ?? `control-${hostname()}-${process.pid}`;
   const log: Logger = pino({ level: process.env.CUBE_LOG_LEVEL ?? 'info', base: { replica: replicaID } });
+  const master = apiConfig(config, flags);
+  const dns = await startDns(master, listen.host, log);
   const store = new ClusterStore({ redisURL: flags.redis, mysqlURL: flags.mysql, ...(flags.redisPrefix ? { keyPrefix: flags.redisPrefix } : {}) });
   await store.init();
   const cp = new ControlPlaneService({
@@ -222,9 +230,10 @@ async function runControl(flags: Flags): Promise<void> {
     templatesChanged: (v) => relay.templatesChanged(v),
   });
   const api = createApiServer({
-    ctx: { cp, log: log.child({ component: 'api' }), config: apiConfig(config, flags), relay, clusterTemplates },
+    ctx: { cp, log: log.child({ component: 'api' }), config: master, relay, clusterTemplates },
     nodeID: replicaID,
     version: version(),
+    ...(dns ? { dnsQueries: () => dns.counts } : {}),
     extraRoutes: [{ prefix: CLUSTER_PREFIX, handle: clusterRpcHandler(cp, secret, log.child({ component: 'cluster-rpc' }), relay) }],
   });
   const addr = await api.listen(listen.host, listen.port);
@@ -232,6 +241,7 @@ async function runControl(flags: Flags): Promise<void> {
   log.info({ url: `http://${addr.address}:${addr.port}`, configDir, role: 'control' }, 'cubed control ready');
   onSignals(log, async () => {
     await api.close();
+    await dns?.close();
     await cp.stop();
     await store.close();
     config.close();

@@ -185,6 +185,8 @@ export function describeRange(s: z.ZodType): string {
       return [int ? 'integer' : 'number', ...parts].join(', ');
     }
     case 'string': {
+      const format = (def as { format?: string }).format;
+      if (format === 'ipv4' || format === 'ipv6') return `${format === 'ipv4' ? 'IPv4' : 'IPv6'} address`;
       const fmt = (def.checks ?? []).map((c) => c._zod.def).find((c) => c.check === 'string_format' || c.check === 'min_length');
       if (fmt?.check === 'min_length') return 'non-empty string';
       return fmt?.pattern ? `string matching \`${String(fmt.pattern)}\`` : 'string';

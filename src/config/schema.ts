@@ -65,6 +65,33 @@ export const MasterConfigSchema = z
             'requests with a missing or wrong API key, access token or signature allowed per second per source address (burst of the same size); beyond that 429 with Retry-After, before any lookup',
           ),
         sandbox_domain: z.string().default('').describe('domain for <port>-<sandboxID>.<domain> routing; empty = not advertised'),
+        dns: z
+          .object({
+            listen: z
+              .string()
+              .default('')
+              .meta({ restart: true })
+              .describe(
+                'address:port (UDP and TCP) where cubed answers DNS for api.sandbox_domain and *.<sandbox_domain> itself, e.g. 127.0.0.1:5354; empty = off (the default). Not a resolver: other names are refused (docs/e2b.md, docs/security.md)',
+              ),
+            answer: z
+              .array(z.union([z.ipv4(), z.ipv6()]))
+              .max(4)
+              .default([])
+              .meta({ restart: true })
+              .describe(
+                "the addresses (at most 4) the names resolve to, A for IPv4 and AAAA for IPv6: this process's API and port proxy as clients reach it. Empty = the address of api.listen (--listen), which must then be an IP address other than 0.0.0.0 or ::",
+              ),
+            ttl_sec: z.number().int().min(0).max(3600).default(5).describe('TTL of the answers (and of negative answers, through the SOA)'),
+            queries_per_sec_per_source: z
+              .number()
+              .int()
+              .min(0)
+              .default(100)
+              .describe('queries answered per second per source address (burst of the same size); beyond that they are dropped unanswered; 0 = unlimited'),
+          })
+          .strict()
+          .prefault({}),
       })
       .strict()
       .prefault({}),

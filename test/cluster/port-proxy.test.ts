@@ -1,12 +1,15 @@
 // Port routing in a cluster: the sandbox's address is private to its compute node (a test host
 // in its own network namespace), so the control replica forwards port traffic to the node's
 // authenticated port proxy, which forwards to the sandbox: plain HTTP and upgrades, by
-// E2b-Sandbox-Port and by Host <port>-<id>.<domain>, with the E2B SDK driving the sandbox.
+// E2b-Sandbox-Port and by Host <port>-<id>.<domain>, with the E2B SDK driving the sandbox. The
+// replica answers DNS for the domain (api.dns) with its own address.
+import { Resolver } from 'node:dns/promises';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROXY_SECRET_HEADER, proxyPath } from '../../src/cubelet/rpc-wire.js';
 import { startCluster, type TestCluster } from '../helpers/cluster.js';
+import { freeUdpPort } from '../helpers/daemon.js';
 import {
   echo,
   get as getFrom,
@@ -19,6 +22,7 @@ import {
 
 const DOMAIN = 'sbx.cluster.test';
 let c: TestCluster;
+let dnsPort: number;
 let sbx: Sandbox | undefined;
 
 const control = () => c.controls[0]!.url;
@@ -26,7 +30,9 @@ const get = (path: string, headers: IncomingHttpHeaders) => getFrom(control(), p
 const upgrade = (headers: IncomingHttpHeaders) => upgradeTo(control(), headers);
 
 beforeAll(async () => {
-  c = await startCluster({ computes: 1, controls: 1, master: { api: { sandbox_domain: DOMAIN } } });
+  dnsPort = await freeUdpPort();
+  // Compute nodes get the same cubemaster.yaml: they serve no API and open no DNS socket.
+  c = await startCluster({ computes: 1, controls: 1, master: { api: { sandbox_domain: DOMAIN, dns: { listen: `127.0.0.1:${dnsPort}` } } } });
   sbx = await Sandbox.create({ apiKey: c.apiKey, apiUrl: control(), sandboxUrl: control() });
   await Promise.all([startPortServers(sbx, 'hello from a compute node'), startStreamServers(sbx)]);
 }, 240_000);
@@ -46,6 +52,14 @@ describe('port proxying through the compute node', () => {
       body: 'hello from a compute node',
     });
     expect(await get('/index.html?x=1', { host: sbx!.getHost(8000) })).toEqual({ status: 200, body: 'hello from a compute node' });
+  });
+
+  it("resolves getHost names through the replica's DNS listener to the replica's address, which proxies them", async () => {
+    const r = new Resolver({ timeout: 3000, tries: 2 });
+    r.setServers([`127.0.0.1:${dnsPort}`]);
+    const replica = new URL(control());
+    expect(await r.resolve4(sbx!.getHost(8000))).toEqual([replica.hostname]);
+    expect(await get('/index.html', { host: `${sbx!.getHost(8000)}:${replica.port}` })).toEqual({ status: 200, body: 'hello from a compute node' });
   });
 
   it('answers 502 JSON for a closed port', async () => {

@@ -1,10 +1,12 @@
 // Port routing: a server started inside the sandbox answers through E2b-Sandbox-Port and
 // through Host <port>-<sandboxID>.<domain> (sandbox.getHost), plain HTTP and upgrades, and
-// streams pass as they come: headers before the first body byte, each event, each frame.
+// streams pass as they come: headers before the first body byte, each event, each frame. The
+// daemon answers DNS for the domain itself (api.dns), so getHost names resolve through it.
+import { Resolver } from 'node:dns/promises';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { freeUdpPort, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import {
   echo,
   get as getFrom,
@@ -17,6 +19,7 @@ import {
 
 const DOMAIN = 'sbx.test';
 let d: TestDaemon;
+let dnsPort: number;
 let sbx: Sandbox | undefined;
 /** Created with network.allowPublicTraffic false: its ports need its traffic access token. */
 let closed: Sandbox | undefined;
@@ -25,7 +28,8 @@ const get = (path: string, headers: IncomingHttpHeaders) => getFrom(d.url, path,
 const upgrade = (headers: IncomingHttpHeaders) => upgradeTo(d.url, headers);
 
 beforeAll(async () => {
-  d = await startDaemon({ args: ['--sandbox-domain', DOMAIN] });
+  dnsPort = await freeUdpPort();
+  d = await startDaemon({ args: ['--sandbox-domain', DOMAIN], master: { api: { dns: { listen: `127.0.0.1:${dnsPort}` } } } });
   const opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
   // Each kept as soon as it exists, so afterAll removes it even when the other create failed.
   await Promise.all([
@@ -98,6 +102,34 @@ describe('port routing', () => {
   it('passes upgrades by header and by Host', async () => {
     expect(await echo(await upgrade({ 'e2b-sandbox-id': sbx!.sandboxId, 'e2b-sandbox-port': '8001' }), 'ping')).toBe('PING');
     expect(await echo(await upgrade({ host: sbx!.getHost(8001) }), 'pong')).toBe('PONG');
+  });
+});
+
+describe('DNS for getHost names (api.dns)', () => {
+  const resolver = () => {
+    const r = new Resolver({ timeout: 3000, tries: 2 });
+    r.setServers([`127.0.0.1:${dnsPort}`]);
+    return r;
+  };
+
+  it("resolves sbx.getHost(port) to the daemon's address, and that address with that Host reaches the sandbox's server", async () => {
+    const host = sbx!.getHost(8000);
+    const [address] = await resolver().resolve4(host);
+    expect(address).toBe('127.0.0.1');
+    const port = new URL(d.url).port;
+    expect(await getFrom(`http://${address}:${port}`, '/index.html', { host: `${host}:${port}` })).toEqual({ status: 200, body: 'hello from the sandbox' });
+  });
+
+  it('NXDOMAIN under the domain, NODATA for AAAA (no IPv6 answer), REFUSED elsewhere; counted by rcode in /metrics', async () => {
+    const r = resolver();
+    expect(await r.resolve4(DOMAIN.toUpperCase())).toEqual(['127.0.0.1']);
+    await expect(r.resolve4(`www.${DOMAIN}`)).rejects.toMatchObject({ code: 'ENOTFOUND' });
+    await expect(r.resolve6(sbx!.getHost(8000))).rejects.toMatchObject({ code: 'ENODATA' });
+    await expect(r.resolve4('example.com')).rejects.toMatchObject({ code: 'EREFUSED' });
+    const text = await (await fetch(`${d.url}/metrics`)).text();
+    const count = (rcode: string) => Number(new RegExp(`^cubed_dns_queries_total\\{rcode="${rcode}"\\} (\\d+)$`, 'm').exec(text)?.[1]);
+    for (const rcode of ['NOERROR', 'NXDOMAIN', 'REFUSED']) expect(count(rcode)).toBeGreaterThanOrEqual(1);
+    expect(count('FORMERR')).toBe(0);
   });
 });
 

@@ -22,6 +22,7 @@
 // The daemon's output goes to <dir>/daemon.log (kept in the error message when start fails).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { createSocket } from 'node:dgram';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -96,6 +97,16 @@ export function freePort(): Promise<number> {
     s.once('error', rej);
     s.listen(0, '127.0.0.1', () => {
       const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+/** A UDP port free on 127.0.0.1 now (api.dns listeners). */
+export function freeUdpPort(): Promise<number> {
+  return new Promise((res) => {
+    const s = createSocket('udp4').bind(0, '127.0.0.1', () => {
+      const { port } = s.address();
       s.close(() => res(port));
     });
   });
