@@ -27,7 +27,7 @@ const SHARED = [
   'test/e2b/{connect-protocol,signature,watchers,wire}.test.ts',
   'test/network/{egress-rules,host-scan,ipam,nft-batch,refill,wait-stats}.test.ts',
   'test/cli/{client-stream,help,terminal}.test.ts',
-  'test/api/{auth,http-body}.test.ts',
+  'test/api/{auth,dns-answer,http-body}.test.ts',
   'test/templates/{build-node,build-status,layer-gc,pull,recipe,relay,steps}.test.ts',
   'test/runtime/{microvm-agent-channel,ns-builtins,sim-driver}.test.ts',
   'test/cluster/{placement-overlay,sync}.test.ts',
