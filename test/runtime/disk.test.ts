@@ -1,6 +1,6 @@
 // Disk limits that hold: a sandbox's writable layer is a btrfs subvolume limited to its diskGiB
 // (the store is a loop image under the rig's data dir, removed at teardown).
-import { stat } from 'node:fs/promises';
+import { readdir, readFile, readlink, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { newVolumeID } from '../../src/ids.js';
@@ -69,6 +69,17 @@ describe('ns driver disk limits', () => {
   });
 
   describe('statfs inside a sandbox', () => {
+    /** seccomp listeners open in this process's `cube-launch serve`. */
+    const heldListeners = async () => {
+      for (const pid of await readdir('/proc')) {
+        const m = /^\d+ \(cube-launch\) \S+ (\d+)/.exec(await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => ''));
+        if (!m || Number(m[1]) !== process.pid) continue;
+        const fds = await readdir(`/proc/${pid}/fd`);
+        const links = await Promise.all(fds.map((fd) => readlink(`/proc/${pid}/fd/${fd}`).catch(() => '')));
+        return links.filter((l) => l === 'anon_inode:seccomp notify').length;
+      }
+      throw new Error('no cube-launch serve under this process');
+    };
     const df = async (h: SandboxHandle, path: string) => {
       const r = await run(rig(), h, ['df', '-B1', '--output=size,used,avail', path], { user: 'root' });
       expect(r.stderr).toBe('');
@@ -152,6 +163,13 @@ describe('ns driver disk limits', () => {
           out = (await run(rig(), h, ['cat', '/var/late'], { user: 'root' })).stdout.trim();
         }
         expect(Number(out)).toBe(GIB);
+        // Its listener goes once no process is left under its filter: none stays in the helper.
+        let held = await heldListeners();
+        for (let i = 0; i < 50 && held; i++) {
+          await new Promise((r) => setTimeout(r, 100));
+          held = await heldListeners();
+        }
+        expect(held).toBe(0);
       } finally {
         await rig().driver.destroy(h.sandboxID);
       }
