@@ -6,10 +6,10 @@
 // btrfs subvolume) reports the whole store, a quota group's limit being invisible to statfs. The
 // policy marks both calls SECCOMP_RET_USER_NOTIF; the listener of each exec'd command's filter
 // (every process of a sandbox descends from one: the init starts nothing) comes back to `serve`
-// over NOTIFY_FD and is answered in its poll loop: the object the call names is resolved as the caller
-// sees it, the helper runs the real statfs on it, and when it is on the sandbox's writable layer
-// or on a volume with a limit, total and free become the limit and what is left of it (never
-// more than the store has free). Anything else, and any object the helper cannot resolve exactly
+// over NOTIFY_FD and is answered in its poll loop: the object the call names is resolved as the
+// caller sees it, the helper runs the real statfs on it, and when it is on the sandbox's writable
+// layer or on a volume with a limit, total and free become the limit and what is left of it
+// (never more than the store has free). Anything else, and any object the helper cannot resolve exactly
 // like the kernel would (a relative path leaving the working directory, a magic link), goes on
 // unchanged (SECCOMP_USER_NOTIF_FLAG_CONTINUE): the kernel answers it as before.
 // The caller's memory is read and written through /proc/PID/mem opened before the notification
