@@ -39,9 +39,10 @@ int cmd_exec(int argc, char **argv) {
   uid_t uid = 0;
   gid_t gid = 0;
   rlim_t nofile = 0;
-  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:WrXAI:")) != -1) {
+  while ((opt = getopt(argc, argv, "+p:u:g:d:c:RN:WrXAI:Q:")) != -1) {
     switch (opt) {
       case 'I': break; // read by serve: the pty's owner in host ids (the namespace itself is the init's)
+      case 'Q': break; // read by serve: the sandbox's writable layer, whose limit its statfs reports
       case 'R': keep_net_raw = 1; break;
       case 'N': nofile = (rlim_t)strtoull(optarg, NULL, 10); break;
       case 'W': watch = 1; break;
@@ -121,7 +122,7 @@ int cmd_exec(int argc, char **argv) {
       if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) die("become root of the user namespace");
     }
     drop_bounding_caps();
-    install_seccomp();
+    send_listener(install_seccomp(notify_fd >= 0));
     if (uid == 0) {
       gid_t groups[1] = {0};
       if (setgroups(1, groups) < 0) die("setgroups");

@@ -72,7 +72,18 @@ void limit_own_caps(int keep);
 void write_all(int fd, const void *p, size_t n);
 
 // seccomp.c: the sandbox's syscall filter.
-void install_seccomp(void);
+int install_seccomp(int listen);
+
+// notify.c: statfs and fstatfs of sandboxes answered by `serve` with their disk size and use.
+// serve's exec children get a socket at NOTIFY_FD (notify_fd; -1 elsewhere) that takes the
+// listener of the filter they install back to the helper.
+#define NOTIFY_FD 5
+extern int notify_fd;
+void send_listener(int listener);
+int take_listener(int sock, const char *upper);
+int listener_count(void);
+int listener_pollfds(struct pollfd *p);
+void answer_listeners(const struct pollfd *p, int n);
 
 // init.c: the sandbox's pid 1, from mounts to reaping.
 void raise_oom_score(void);

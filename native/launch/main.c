@@ -9,9 +9,10 @@
 //     first (in this request, so the store's pooled subvolumes cost the create no extra round trip).
 //     -I: the sandbox's own host ids (see "identity" below): ids 0-65535 inside are host
 //     HOST_ID_BASE to HOST_ID_BASE+65535; UPPER and WORK must then share their parent directory.
-//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-I HOST_ID_BASE] [-d CWD] [-R] [-N NOFILE] [-W [-r] | -X] [-c CGROUP_PROCS]... -- ARGV...
+//   cube-launch exec -p INIT_PID [-u UID] [-g GID] [-I HOST_ID_BASE] [-Q UPPER] [-d CWD] [-R] [-N NOFILE] [-W [-r] | -X] [-c CGROUP_PROCS]... -- ARGV...
 //     UID and GID are ids inside the sandbox: a sandbox with its own user namespace (create -I) is
 //     joined there, where they are mapped; -I (the create's) gives a terminal its host owner.
+//     -Q (under serve): the sandbox's writable layer, whose quota group statfs of its root reports.
 //     Runs ARGV inside the sandbox of INIT_PID with the environment this helper was started with,
 //     waits for it and ends the way it ended (same exit code, or the same signal).
 //     SIGTERM/SIGINT/SIGHUP/SIGQUIT go to the command's process group; SIGUSR1 means "SIGKILL the

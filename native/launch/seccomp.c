@@ -18,7 +18,13 @@
 #define UNLISTED (SECCOMP_RET_ERRNO | ENOSYS)
 struct interval { uint32_t lo; uint32_t action; };
 
-static size_t verdict_intervals(struct interval *iv) {
+// With no listener (a command outside `serve`), a notified call is allowed: a USER_NOTIF verdict
+// without one fails with ENOSYS.
+static uint32_t verdict(uint32_t action, int listen) {
+  return action == SECCOMP_RET_USER_NOTIF && !listen ? SECCOMP_RET_ALLOW : action;
+}
+
+static size_t verdict_intervals(struct interval *iv, int listen) {
   static uint32_t action[NR_TABLE];
   static unsigned char listed[NR_TABLE];
   for (size_t i = 0; i < NR_TABLE; i++) action[i] = UNLISTED, listed[i] = 0;
@@ -27,7 +33,7 @@ static size_t verdict_intervals(struct interval *iv) {
     if (r->nr < 0 || r->nr >= NR_TABLE) { errno = ERANGE; die("seccomp policy: syscall %d", r->nr); }
     if (listed[r->nr]) { errno = EEXIST; die("seccomp policy: syscall %d listed twice", r->nr); }
     listed[r->nr] = 1;
-    if (!r->check) action[r->nr] = r->action;
+    if (!r->check) action[r->nr] = verdict(r->action, listen);
   }
   size_t k = 0;
   for (uint32_t nr = 0; nr < NR_TABLE; nr++)
@@ -56,9 +62,9 @@ static size_t emit_range(struct sock_filter *f, size_t n, const struct interval 
   return emit_range(f, n, iv, mid, j);
 }
 
-static size_t emit_search(struct sock_filter *f, size_t n, size_t cap) {
+static size_t emit_search(struct sock_filter *f, size_t n, size_t cap, int listen) {
   struct interval iv[NR_TABLE + 1];
-  size_t k = verdict_intervals(iv);
+  size_t k = verdict_intervals(iv, listen);
   if (n + search_size(0, k - 1) > cap) { errno = E2BIG; die("seccomp program"); }
   return emit_range(f, n, iv, 0, k - 1);
 }
@@ -86,7 +92,7 @@ static size_t emit_check(struct sock_filter *f, size_t n, size_t cap, const stru
 }
 
 // keep_net_raw: the sandbox asked for NET_RAW, so the checks' net_raw_values pass too.
-static size_t compile_policy(struct sock_filter *f, size_t cap) {
+static size_t compile_policy(struct sock_filter *f, size_t cap, int listen) {
   size_t n = 0;
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
   f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, CUBE_AUDIT_ARCH, 1, 0);
@@ -104,14 +110,18 @@ static size_t compile_policy(struct sock_filter *f, size_t cap) {
   // (the accumulator still holds the number): a linear list of compares made the kernel's
   // per-syscall verdict cache cost 0.65 ms to build at every filter install (0.14 ms for the old
   // denylist; the allowlist has ~330 entries), a search ~8 compares deep costs what the denylist did.
-  return emit_search(f, n, cap);
+  return emit_search(f, n, cap, listen);
 }
 
-void install_seccomp(void) {
+// Installs the filter; with `listen`, the notified calls wait for an answer from the returned
+// listener (close-on-exec), which the caller hands to the helper (send_listener); else -1.
+int install_seccomp(int listen) {
   static struct sock_filter f[64 + 2 * (NR_TABLE + 1)];
-  size_t n = compile_policy(f, N_OF(f));
+  size_t n = compile_policy(f, N_OF(f), listen);
   struct sock_fprog prog = { (unsigned short)n, f };
   // Still host root with CAP_SYS_ADMIN here, so no_new_privs is not required: setuid programs
   // inside the sandbox keep working for root commands.
-  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) die("install seccomp filter");
+  int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, listen ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
+  if (fd < 0) die("install seccomp filter");
+  return listen ? fd : -1;
 }

@@ -22,7 +22,8 @@ struct arg_check {
   uint32_t otherwise;
 };
 
-// One row of the policy: the syscall, its action (SECCOMP_RET_ALLOW or SECCOMP_RET_ERRNO | errno),
+// One row of the policy: the syscall, its action (SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno or
+// SECCOMP_RET_USER_NOTIF),
 // and for a call checked by argument, the check that must pass for the action to apply.
 struct syscall_rule {
   int nr;

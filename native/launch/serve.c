@@ -17,6 +17,10 @@ struct job {
   long ocredit, ecredit;
   char *ibuf;
   size_t ilen, icap;
+  // Exec jobs: the socket the listener of the command's filter comes back on (-1 once taken, and
+  // for other jobs), and the sandbox's writable layer (-Q: its quota group is what statfs reports).
+  int notify;
+  char *upper;
 };
 
 #define MAX_JOBS 1024
@@ -137,6 +141,26 @@ static int netns_holders(const char *path) {
   return fflush(stdout) == 0 ? 0 : EXIT_HELPER;
 }
 
+// Exec jobs: a socket pair for the listener of the command's filter (notify.c); in the child, its
+// end at NOTIFY_FD, which the child's close_range then spares.
+static void notify_pair(int sv[2]) {
+  if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0) die("socketpair");
+  if (fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) die("nonblocking socket");
+}
+
+static void keep_notify_end(int fd) {
+  if (dup2(fd, NOTIFY_FD) < 0 || fcntl(NOTIFY_FD, F_SETFD, FD_CLOEXEC) < 0) _exit(EXIT_HELPER);
+  notify_fd = NOTIFY_FD;
+}
+
+static void take_job_listener(struct job *j) {
+  if (j->notify < 0) return;
+  if (take_listener(j->notify, j->upper)) {
+    close(j->notify);
+    j->notify = -1;
+  }
+}
+
 static void start_job(uint32_t id, uint32_t op, int argc, char **argv, const char *in, size_t inlen, const sigset_t *oldmask) {
   if (njobs == MAX_JOBS) { answer(id, -1, NULL, 0, "too many jobs", 13); return; }
   int po[2], pe[2];
@@ -177,6 +201,7 @@ static void start_job(uint32_t id, uint32_t op, int argc, char **argv, const cha
   j->id = id;
   j->out = po[0];
   j->err = pe[0];
+  j->notify = -1;
 }
 
 static int job_done(struct job *j) { return j->reaped && j->out < 0 && j->err < 0; }
@@ -295,11 +320,13 @@ static void start_exec_job(uint32_t id, int argc, char **argv, const sigset_t *o
   int pid = 0;
   uid_t uid = 0, host_base = 0;
   gid_t gid = 0;
+  const char *upper = NULL;
   for (int k = i + 1; k + 1 < argc && strcmp(argv[k], "--") != 0; k++) {
     if (strcmp(argv[k], "-p") == 0) pid = atoi(argv[++k]);
     else if (strcmp(argv[k], "-u") == 0) uid = (uid_t)atoi(argv[++k]);
     else if (strcmp(argv[k], "-g") == 0) gid = (gid_t)atoi(argv[++k]);
     else if (strcmp(argv[k], "-I") == 0) host_base = (uid_t)strtoul(argv[++k], NULL, 10);
+    else if (strcmp(argv[k], "-Q") == 0) upper = argv[++k];
   }
   if (i == argc || pid <= 0) { answer(id, -1, NULL, 0, "bad exec request", 16); return; }
   if (njobs == MAX_JOBS) { answer(id, -1, NULL, 0, "too many jobs", 13); return; }
@@ -317,6 +344,8 @@ static void start_exec_job(uint32_t id, int argc, char **argv, const sigset_t *o
     if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) die("pipe");
     if (want_stdin && pipe2(pi, O_CLOEXEC) < 0) die("pipe");
   }
+  int sv[2];
+  notify_pair(sv);
   pid_t serve_pid = getpid();
   pid_t child = fork();
   if (child < 0) die("fork");
@@ -327,17 +356,22 @@ static void start_exec_job(uint32_t id, int argc, char **argv, const sigset_t *o
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int in = pty ? slave : pi[0] >= 0 ? pi[0] : null, out = pty ? slave : po[1], err = pty ? slave : pe[1];
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(EXIT_HELPER);
-    syscall(SYS_close_range, 3, ~0U, 0);
+    keep_notify_end(sv[1]);
+    syscall(SYS_close_range, 3, NOTIFY_FD - 1, 0);
+    syscall(SYS_close_range, NOTIFY_FD + 1, ~0U, 0);
     environ = env;
     exec_on_tty = pty;
     optind = 1;
     exit(cmd_exec(argc - i, argv + i));
   }
+  close(sv[1]);
   struct job *j = &jobs[njobs++];
   memset(j, 0, sizeof *j);
   j->pid = child;
   j->id = id;
   j->stream = 1;
+  j->notify = sv[0];
+  j->upper = upper ? strdup(upper) : NULL;
   j->pty = pty;
   j->paced = window > 0;
   j->ocredit = j->ecredit = window;
@@ -432,9 +466,15 @@ int cmd_serve(void) {
   char *req = NULL;
   size_t rlen = 0, rcap = 0;
   int in_open = 1;
-  struct pollfd *pfd = calloc(3 + 3 * MAX_JOBS, sizeof *pfd);
-  if (!pfd) die("out of memory");
+  struct pollfd *pfd = NULL;
+  size_t pfd_cap = 0;
   while (in_open || njobs > 0) {
+    size_t want = 3 + 4 * (size_t)njobs + (size_t)listener_count();
+    if (want > pfd_cap) {
+      pfd_cap = 2 * want;
+      pfd = realloc(pfd, pfd_cap * sizeof *pfd);
+      if (!pfd) die("out of memory");
+    }
     int n = 0;
     pfd[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
     pfd[n++] = (struct pollfd){.fd = in_open ? 0 : -1, .events = POLLIN};
@@ -443,7 +483,10 @@ int cmd_serve(void) {
       pfd[n++] = (struct pollfd){.fd = job_poll_fd(&jobs[i], jobs[i].out), .events = POLLIN};
       pfd[n++] = (struct pollfd){.fd = job_poll_fd(&jobs[i], jobs[i].err), .events = POLLIN};
       pfd[n++] = (struct pollfd){.fd = jobs[i].stream && jobs[i].ilen > 0 ? jobs[i].in : -1, .events = POLLOUT};
+      pfd[n++] = (struct pollfd){.fd = jobs[i].notify, .events = POLLIN};
     }
+    int first_listener = n, polled_listeners = listener_pollfds(pfd + n);
+    n += polled_listeners;
     int wait = -1;
     if (refresh_at) {
       long long left = refresh_at - monotonic_ms();
@@ -453,10 +496,12 @@ int cmd_serve(void) {
       if (errno == EINTR) continue;
       die("poll");
     }
+    answer_listeners(pfd + first_listener, polled_listeners);
     for (int i = 0; i < njobs; i++) {
-      if (pfd[3 + 3 * i].revents) read_job_fd(&jobs[i], &jobs[i].out, &jobs[i].obuf, &jobs[i].olen, &jobs[i].ocap);
-      if (pfd[4 + 3 * i].revents) read_job_fd(&jobs[i], &jobs[i].err, &jobs[i].ebuf, &jobs[i].elen, &jobs[i].ecap);
-      if (pfd[5 + 3 * i].revents) flush_job_input(&jobs[i]);
+      if (pfd[3 + 4 * i].revents) read_job_fd(&jobs[i], &jobs[i].out, &jobs[i].obuf, &jobs[i].olen, &jobs[i].ocap);
+      if (pfd[4 + 4 * i].revents) read_job_fd(&jobs[i], &jobs[i].err, &jobs[i].ebuf, &jobs[i].elen, &jobs[i].ecap);
+      if (pfd[5 + 4 * i].revents) flush_job_input(&jobs[i]);
+      if (pfd[6 + 4 * i].revents) take_job_listener(&jobs[i]);
     }
     if (pfd[2].revents) {
       host_mounts_dirty = 1;
@@ -485,6 +530,9 @@ int cmd_serve(void) {
       if (!job_done(j)) { i++; continue; }
       if (j->stream) finish_stream_job(j);
       else answer(j->id, j->status, j->obuf, j->olen, j->ebuf, j->elen);
+      take_job_listener(j); // sent before the command started (or never: the exec failed before)
+      if (j->notify >= 0) close(j->notify);
+      free(j->upper);
       free(j->obuf);
       free(j->ebuf);
       jobs[i] = jobs[--njobs];

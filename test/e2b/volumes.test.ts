@@ -129,6 +129,8 @@ describe('volumeMounts at create', () => {
     expect(line).toMatch(/nodev/);
     // Each sandbox has host ids of its own; the volume's files are its `user`'s in both.
     expect((await a.commands.run('cat /data/from-api.txt && id -u && stat -c %u /data/from-api.txt')).stdout).toBe('written through the API\n1000\n1000\n');
+    // df as `user`: the volume's limit (volumes.default_gib, 1 GiB), not the node's store.
+    expect((await a.commands.run('df -B1 --output=size /data | tail -1')).stdout.trim()).toBe(String(1024 ** 3));
     await a.commands.run('echo from a > /data/a.txt');
     expect((await b.commands.run('cat /mnt/shared/a.txt && stat -c %U /mnt/shared/a.txt')).stdout).toBe('from a\nuser\n');
     await b.commands.run('echo from b >> /mnt/shared/a.txt');

@@ -303,7 +303,7 @@ export class NsDriver implements RuntimeDriver {
       env['TERM'] ??= 'xterm-256color';
       env['LANG'] ??= 'C.UTF-8';
     }
-    const args = ['-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), ...this.idArgs(h), '-d', req.cwd ?? user.home];
+    const args = ['-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), ...this.sandboxArgs(h), '-d', req.cwd ?? user.home];
     if (record?.netRaw) args.push('-R');
     if (record?.nofile) args.push('-N', String(record.nofile));
     for (const f of this.cgroups.procsFiles(h.sandboxID)) args.push('-c', f);
@@ -390,16 +390,19 @@ export class NsDriver implements RuntimeDriver {
     if (!this.alive(h)) throw new CubeError('NOT_FOUND', `sandbox ${h.sandboxID} is not running`);
     if (args.some((a) => a.includes('\0'))) throw new CubeError('BAD_REQUEST', 'paths and metadata must not contain NUL');
     const user = sandboxUser(userName ?? 'user');
-    const argv = [mode, ...extra, '-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), ...this.idArgs(h)];
+    const argv = [mode, ...extra, '-p', String(h.initPid), '-u', String(user.uid), '-g', String(user.gid), ...this.sandboxArgs(h)];
     // In the sandbox's cgroups: the helper's memory and pid count are the sandbox's.
     for (const f of this.cgroups.procsFiles(h.sandboxID)) argv.push('-c', f);
     return this.helper.exec([...argv, '--', ...args], { env: {}, stdin: false });
   }
 
-  /** `-I BASE` for a sandbox with its own host ids: its commands join its user namespace. */
-  private idArgs(h: SandboxHandle): string[] {
+  /**
+   * `-I BASE` for a sandbox with its own host ids (its commands join its user namespace), and `-Q`
+   * its writable layer, whose disk limit and use the helper answers statfs with.
+   */
+  private sandboxArgs(h: SandboxHandle): string[] {
     const idBase = this.records.get(h.sandboxID)?.idBase;
-    return idBase === undefined ? [] : ['-I', String(idBase)];
+    return [...(idBase === undefined ? [] : ['-I', String(idBase)]), '-Q', this.storage.upperDir(h.sandboxID)];
   }
 
   async stats(h: SandboxHandle): Promise<SandboxStats> {
