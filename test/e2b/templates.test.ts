@@ -39,7 +39,8 @@ async function layers(): Promise<Buffer[]> {
 const CONFIG = { Env: ['GREETING=from-image', 'PATH=/bin:/usr/bin'], WorkingDir: '/app' };
 
 beforeAll(async () => {
-  d = await startDaemon();
+  // A short default ready limit: a create whose ready command never passes fails after it.
+  d = await startDaemon({ master: { sandbox: { ready_timeout_sec: 3 } } });
   sdk = sdkClient(d);
   ({ opts, env } = sdk);
   scratch = await mkdtemp(join(tmpdir(), 'cubed-test-templates-'));
@@ -189,6 +190,11 @@ describe('start and ready commands', () => {
     await expect(Sandbox.create('svc-bad', opts)).rejects.toThrow(/130422 .*start command exited 7.*boom-output/);
     await importWith('svc-slow', '--start-cmd', 'echo waiting-forever; exec sleep 1000', '--ready-cmd', 'false', '--ready-timeout', '1');
     await expect(Sandbox.create('svc-slow', opts)).rejects.toThrow(/130422 .*did not exit 0 within 1 s.*waiting-forever/);
+    // Without a limit of its own: sandbox.ready_timeout_sec (3 s here), with the ready command's last output.
+    await importWith('svc-never', '--start-cmd', 'exec sleep 1000', '--ready-cmd', 'echo not-listening-yet; false');
+    await expect(Sandbox.create('svc-never', opts)).rejects.toThrow(
+      /130422 the ready command .* did not exit 0 within 3 s \(tried \d+ times\); ready command's last output \(exit 1\): "not-listening-yet\\n"/,
+    );
     const left = await fetch(`${d.url}/admin/v1/sandboxes`, { headers: { 'x-api-key': d.apiKey } }).then((r) => r.json() as Promise<{ templateID: string }[]>);
     expect(left.filter((s) => s.templateID.startsWith('svc-'))).toEqual([]);
   });

@@ -132,7 +132,11 @@ export function register(program: Command): void {
     .option('--password-stdin', 'read the registry password from stdin (else $CUBE_REGISTRY_PASSWORD); never a flag, so it is not in the process list')
     .option('--start-cmd <cmd>', 'run in the background (sh -c) when a sandbox starts')
     .option('--ready-cmd <cmd>', 'the sandbox is running once this exits 0 (polled; default: as soon as the start command runs)')
-    .option('--ready-timeout <sec>', 'give up on the ready command after this long (default 60)', numberArg({ int: true, min: 1, max: 3600 }))
+    .option(
+      '--ready-timeout <sec>',
+      'give up on the ready command after this long (default: sandbox.ready_timeout_sec, 30)',
+      numberArg({ int: true, min: 1, max: 3600 }),
+    )
     .option('--workdir <dir>', "default working directory (default: the image's WorkingDir)")
     .option('--user <user>', "default user, root or user (default: the image's User: root when it is root or unset)")
     .addOption(
