@@ -90,6 +90,8 @@ export async function runStartCommand(config: TemplateConfig, hooks: StartCmdHoo
       if (exit.exitCode === 0) return { pid: proc.pid, readyAfterMs: Date.now() - t0 };
       // Its last words may still be in the pipes (bounded: a child of it may hold them open).
       await Promise.race([Promise.all([check.stdout, check.stderr].filter((r) => !r.closed).map((r) => once(r, 'close'))), sleep(POLL_MS)]);
+      // A run cut short by the overall limit says less than the one before it: that one is kept.
+      if (exit.timedOut && left < READY_RUN_MS && last) continue;
       last = exit.timedOut ? `timed out after ${Math.min(READY_RUN_MS, left) / 1000} s` : `exit ${exit.exitCode}`;
       readyOut = out;
       await sleep(POLL_MS);
