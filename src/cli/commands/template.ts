@@ -73,7 +73,7 @@ export function register(program: Command): void {
     .command('rm <name>')
     .summary('remove a template (refused while a sandbox or a template built from it uses it)')
     .description(
-      'Remove a template; refused with 409 while a sandbox runs from it or another template was built from it. Layers no other template holds leave the layer store.',
+      'Remove a template; refused with 409 while another template was built from it. Sandboxes running from it go on: its layers are kept for them until they end. Layers nothing holds leave the layer store.',
     )
     .addHelpText('after', examples('cubectl template rm python', 'cubectl template rm app:v2'))
     .action(async (name: string, _o: unknown, cmd: Command) => {
