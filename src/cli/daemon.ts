@@ -106,10 +106,11 @@ async function runAll(flags: Flags): Promise<void> {
   // One store for the node and the admin API (template import and rm): it caches the index.
   const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
   if (templates) await startStore(m, templates, log);
-  const { cubelet, api: node, builds } = buildCubelet(m, nodeID, tag, dataDir, config, log, runtime, templates);
+  const { cubelet, api: node, builds, releaseHolds } = buildCubelet(m, nodeID, tag, dataDir, config, log, runtime, templates);
   await builds?.restore();
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
+  await releaseHolds?.(); // of the sandboxes not taken back
   // A cluster of one, wired in-process: the same control plane as role control, over the
   // embedded store, with this process's cubelet as its one node, heartbeating by a call.
   const fences = new FenceBook(
@@ -225,7 +226,6 @@ async function runControl(flags: Flags): Promise<void> {
     client: (v) => relay.node(v),
     book: store,
     secret,
-    sandboxes: () => cp.listSandboxes(),
     memoryMiB: () => config.config.master.sandbox.default_spec.memory_mib,
     templatesChanged: (v) => relay.templatesChanged(v),
   });
@@ -312,6 +312,7 @@ async function runCompute(flags: Flags): Promise<void> {
   let removed = 0;
   for (const n of nodes) {
     const r = await n.cubelet.start();
+    await (n as { releaseHolds?: () => Promise<void> }).releaseHolds?.(); // of the sandboxes not taken back
     adopted += r.adopted.length;
     removed += r.removed.length;
   }

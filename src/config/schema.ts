@@ -228,6 +228,15 @@ export const MasterConfigSchema = z
           .default(86400)
           .describe('longest lifetime a create, setTimeout or connect may ask for, in seconds (longer is refused with 400)'),
         pids_max: z.number().int().min(8).default(1024).describe('process limit per sandbox (fork bombs stop here)'),
+        ready_timeout_sec: z
+          .number()
+          .int()
+          .min(1)
+          .max(50)
+          .default(30)
+          .describe(
+            "how long a template's ready command is tried, at its build (E2B Template.build: the build fails with its output) and at each create from a template that sets no --ready-timeout of its own (the create fails with 422 and its output). Under the E2B SDK's 60 s request timeout with room for the create itself, so a client gets the output, not a timeout",
+          ),
         create_deadline_sec: z
           .number()
           .int()

@@ -19,6 +19,7 @@ import { schedule } from '../scheduler/pipeline.js';
 import { audit, audited, checkTimeout, refusalError, refusalOf, refusalRule, requireFits, requireTemplate, resolveCreate, resumeRefusal } from './admission.js';
 import type { RecentPlacement } from './cluster/node-views.js';
 import type { ControlContext } from './context.js';
+import { listedName } from '../model/template.js';
 import { isoTime } from '../model/time.js';
 import type { ControlDeath } from './control-plane.js';
 import type { Deaths } from './deaths.js';
@@ -59,6 +60,7 @@ export class SandboxOps {
       node: (nodeID) => nodes.nodeApi(nodeID),
       sandbox: (id) => this.getSandbox(id),
       create: (req) => this.createSandbox(req),
+      templateKnown: (name) => nodes.book.nodeViews().some((n) => n.templates.includes(listedName(name))),
       log: ctx.log,
     });
     this.volumes = new VolumeBook({

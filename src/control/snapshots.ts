@@ -82,6 +82,8 @@ export interface SnapshotBookOptions {
   sandbox: (sandboxID: string) => Promise<SandboxRecord>;
   /** The control plane's create (admission, placement, audit). */
   create: (req: CreateSandboxRequest) => Promise<SandboxRecord>;
+  /** Whether some node holds a template of this name (the control plane's node views, no round trip). */
+  templateKnown: (name: string) => boolean;
   log: Logger;
 }
 
@@ -98,6 +100,8 @@ export class SnapshotBook {
       checkSnapshotName(opts.name);
       const taken = (await this.o.store.listSnapshots()).find((s) => answersTo(s, opts.name!));
       if (taken) throw new CubeError('CONFLICT', `snapshot name ${opts.name} is taken by ${taken.snapshotID}`);
+      // `Sandbox.create(name)` looks templates up first (forCreate): this snapshot would never be reached by it.
+      if (this.o.templateKnown(opts.name)) throw new CubeError('CONFLICT', `snapshot name ${opts.name} is a template's name; choose another`);
     }
     return audited(this.o.store, opts.actor, 'snapshot.create', rec.sandboxID, async () => {
       const node = await this.o.node(rec.nodeID);
@@ -118,14 +122,21 @@ export class SnapshotBook {
   }
 
   /**
-   * The snapshot a create names, if its templateID is a snapshot id (one keyed read; names are
-   * not looked up here, so a create from a template costs nothing more).
+   * The snapshot a create names: by id (one keyed read), or by name when no node holds a template
+   * of that name (E2B's `Sandbox.create(name)` after `createSnapshot({ name })`). A template wins
+   * a name both have: a create from a template then costs no store read, and take() refuses a
+   * template's name, so only a template made later under a snapshot's name hides that snapshot
+   * (still reachable by its id). `NAME:TAG` is never a snapshot's name (no ':').
    */
   async forCreate(templateID: string | undefined): Promise<SnapshotRecord | undefined> {
-    if (templateID === undefined || !isSnapshotID(templateID)) return undefined;
-    const snap = await this.o.store.getSnapshot(templateID);
-    if (!snap) throw new CubeError('NOT_FOUND', `snapshot ${templateID} not found`);
-    return snap;
+    if (templateID === undefined) return undefined;
+    if (isSnapshotID(templateID)) {
+      const snap = await this.o.store.getSnapshot(templateID);
+      if (!snap) throw new CubeError('NOT_FOUND', `snapshot ${templateID} not found`);
+      return snap;
+    }
+    if (templateID === 'base' || !NAME.test(templateID) || this.o.templateKnown(templateID)) return undefined;
+    return (await this.o.store.listSnapshots()).find((s) => s.names.includes(templateID));
   }
 
   /** By id or name; 404 when none. */

@@ -237,6 +237,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
         const { readyAfterMs } = await runStartCommand(template.config, {
           start: (r) => this.spawnIn(entry, r),
           exec: (r) => driver.exec(entry.handle!, { ...r, env: { ...meta.env, ...r.env } }),
+          defaultReadyTimeoutSec: this.o.config().master.sandbox.ready_timeout_sec,
         });
         this.o.log.debug({ sandboxID: id, readyAfterMs }, 'start command ready');
       }

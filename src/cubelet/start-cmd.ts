@@ -1,14 +1,15 @@
 // A template's start and ready commands: the start command runs in the background in the new
 // sandbox (as a process of its table, tag `start`, so it can be listed, connected to and is
 // killed with the sandbox); the sandbox counts as running once the ready command exits 0.
-// The ready command is polled, each run bounded, the whole bounded by the template's timeout;
-// a start command that ends non-zero first fails the create at once.
+// The ready command is polled, each run bounded, the whole bounded by the template's timeout
+// (else the caller's default); a start command that ends non-zero first fails at once. A failure
+// carries the last output of both commands (what a client needs to see why).
+import { once } from 'node:events';
 import { CubeError } from '../errors.js';
 import type { ExecProcess, ExecRequest, TemplateConfig } from '../runtime/types.js';
 import type { ProcessEvent, ProcessStream, StartProcessRequest } from './types.js';
 
 export const START_TAG = 'start';
-const DEFAULT_READY_TIMEOUT_SEC = 60;
 const POLL_MS = 100;
 const READY_RUN_MS = 10_000;
 const TAIL_BYTES = 2048;
@@ -18,6 +19,8 @@ export interface StartCmdHooks {
   start(req: StartProcessRequest): ProcessStream;
   /** Runs a process outside the table (the ready checks). */
   exec(req: ExecRequest): ExecProcess;
+  /** The ready limit when the template sets none (sandbox.ready_timeout_sec). */
+  defaultReadyTimeoutSec: number;
   sleep?: (ms: number) => Promise<void>;
 }
 
@@ -56,30 +59,41 @@ export async function runStartCommand(config: TemplateConfig, hooks: StartCmdHoo
       else if (ev.type === 'end') ended = ev;
     }
   })();
-  const fail = (why: string, extra: Record<string, unknown> = {}) =>
-    new CubeError('TEMPLATE_START_FAILED', `${why}; start command output (last ${TAIL_BYTES} bytes): ${JSON.stringify(tail.toString())}`, {
-      details: { startCmd: config.startCmd, output: tail.toString(), ...extra },
+  let last = '';
+  let readyOut = new Tail();
+  const fail = (why: string, extra: Record<string, unknown> = {}) => {
+    const ready = config.readyCmd && last ? `; ready command's last output (${last}): ${JSON.stringify(readyOut.toString())}` : '';
+    return new CubeError('TEMPLATE_START_FAILED', `${why}${ready}; start command output (last ${TAIL_BYTES} bytes): ${JSON.stringify(tail.toString())}`, {
+      details: {
+        startCmd: config.startCmd,
+        output: tail.toString(),
+        ...(config.readyCmd ? { readyCmd: config.readyCmd, readyOutput: readyOut.toString() } : {}),
+        ...extra,
+      },
     });
+  };
   try {
     if (!config.readyCmd) return { pid: proc.pid, readyAfterMs: Date.now() - t0 };
-    const timeoutMs = (config.readyTimeoutSec ?? DEFAULT_READY_TIMEOUT_SEC) * 1000;
-    let last = '';
-    for (;;) {
+    const timeoutMs = (config.readyTimeoutSec ?? hooks.defaultReadyTimeoutSec) * 1000;
+    for (let tries = 0; ; tries++) {
       if (ended && ended.exitCode !== 0)
         throw fail(`the start command exited ${ended.exitCode}${ended.signal ? ` (${ended.signal})` : ''} before the ready command passed`, {
           exitCode: ended.exitCode,
         });
       const left = timeoutMs - (Date.now() - t0);
-      if (left <= 0)
-        throw fail(`the ready command '${config.readyCmd}' did not exit 0 within ${timeoutMs / 1000} s (last: ${last || 'never finished'})`, {
-          readyCmd: config.readyCmd,
-        });
+      if (left <= 0) throw fail(`the ready command '${config.readyCmd}' did not exit 0 within ${timeoutMs / 1000} s (tried ${tries} times)`);
       const check = hooks.exec({ argv: ['/bin/sh', '-c', config.readyCmd], timeoutMs: Math.min(READY_RUN_MS, left), ...as });
-      check.stdout.resume();
-      check.stderr.resume();
+      const out = new Tail();
+      check.stdout.on('data', (b: Buffer) => out.push(b));
+      check.stderr.on('data', (b: Buffer) => out.push(b));
       const exit = await check.exited;
       if (exit.exitCode === 0) return { pid: proc.pid, readyAfterMs: Date.now() - t0 };
-      last = exit.timedOut ? 'timed out' : `exit ${exit.exitCode}`;
+      // Its last words may still be in the pipes (bounded: a child of it may hold them open).
+      await Promise.race([Promise.all([check.stdout, check.stderr].filter((r) => !r.closed).map((r) => once(r, 'close'))), sleep(POLL_MS)]);
+      // A run cut short by the overall limit says less than the one before it: that one is kept.
+      if (exit.timedOut && left < READY_RUN_MS && last) continue;
+      last = exit.timedOut ? `timed out after ${Math.min(READY_RUN_MS, left) / 1000} s` : `exit ${exit.exitCode}`;
+      readyOut = out;
       await sleep(POLL_MS);
     }
   } finally {

@@ -19,7 +19,7 @@ export interface TemplateConfig {
   startCmd?: string;
   /** Polled (sh -c) until it exits 0, bounded by readyTimeoutSec; absent = running once the start command is launched. */
   readyCmd?: string;
-  /** Default 60 (E2B's build default for a ready check). */
+  /** Absent: the config's sandbox.ready_timeout_sec. */
   readyTimeoutSec?: number;
   /** The runtime its sandboxes run on when the create names none (absent: the node's default); see TEMPLATE_RUNTIMES. */
   runtime?: TemplateRuntime;

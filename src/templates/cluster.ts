@@ -8,8 +8,9 @@
 // answering, and its heartbeat stale or lost) while its build runs ends the build: status `error` naming the node, kept in the
 // store as the build's final answer (the node, if it was killed, marks the build failed and drops
 // its layers when it starts again: build/build.ts restore). A finished status is kept too, so
-// it outlives its node. Removal checks the whole cluster (sandboxes, templates built from it on
-// any node) before it removes the template from every live node holding it; tags are added on
+// it outlives its node. Removal checks the whole cluster (templates built from it on any node)
+// before it removes the template from every live node holding it (each keeps its layers for its
+// sandboxes running from it until they end); tags are added on
 // every live node holding the template.
 import { createHmac } from 'node:crypto';
 import type { Readable } from 'node:stream';
@@ -19,8 +20,6 @@ import type { BuildRecord } from './build/build.js';
 import { CubeError } from '../errors.js';
 import { parseTemplateRef, type TemplateRecord } from './store.js';
 import type { BuildPlacement } from '../store/cluster/index.js';
-import type { SandboxRecord } from '../model/sandbox.js';
-import { sameTemplate } from '../model/template.js';
 
 /** Where builds are recorded (ClusterStore). */
 export interface BuildBook {
@@ -73,7 +72,6 @@ export class ClusterTemplates {
       client: (v: NodeView) => RemoteNode;
       book: BuildBook;
       secret: string;
-      sandboxes: () => Promise<SandboxRecord[]>;
       /** The default build memory when the request names none (sandbox.default_spec). */
       memoryMiB: () => number;
       /** Node `v`'s templates changed by a write through this replica (LayerRelay.templatesChanged). */
@@ -212,9 +210,10 @@ export class ClusterTemplates {
   }
 
   /**
-   * Removes template NAME[:TAG] from every live node holding it: 409 while a sandbox anywhere runs
-   * from it or a template on any node was built from it; each node drops the layers no other
-   * template of its own holds. A node down meanwhile keeps its copy (it lists it again when back).
+   * Removes template NAME[:TAG] from every live node holding it: 409 while a template on any node
+   * was built from it; each node holds its layers for its sandboxes running from it (until they
+   * end) and drops those nothing else holds. A node down meanwhile keeps its copy (it lists it
+   * again when back).
    */
   async remove(name: string): Promise<TemplateRecord> {
     const ref = parseTemplateRef(name).ref;
@@ -223,14 +222,6 @@ export class ClusterTemplates {
     if (!holders.length) throw new CubeError('NOT_FOUND', `template ${ref} is on no live node of the cluster`);
     const children = [...new Set(held.flatMap((h) => h.recs.filter((r) => r.parent === ref).map((r) => r.ref)))];
     if (children.length) throw new CubeError('CONFLICT', `template ${ref} is the parent of ${children.join(', ')}: remove those first`);
-    const users = (await this.o.sandboxes())
-      .filter((s) => s.state !== 'gone' && sameTemplate(s.templateID, ref))
-      .map((s) => `${s.sandboxID} (node ${s.nodeID})`);
-    if (users.length)
-      throw new CubeError(
-        'CONFLICT',
-        `template ${ref} is in use by ${users.length} sandbox(es): ${users.slice(0, 5).join(', ')}${users.length > 5 ? ', ...' : ''}`,
-      );
     let removed: TemplateRecord | undefined;
     for (const h of holders) {
       removed = await this.o.client(h.v).removeTemplate(ref);

@@ -92,7 +92,7 @@ export interface LayerServer {
   /** Layer bytes fetched since the node started, and the fetches in progress: what a replica waiting on a create checks for progress (remote.ts). */
   fetchProgress(): { bytes: number; active: number };
   listRecords(): Promise<TemplateRecord[]>;
-  /** TemplateStore.remove: 409 while `inUse` names sandboxes or a template of this node has it as parent; its layers no template holds leave the store. */
+  /** TemplateStore.remove: 409 while a template of this node has it as parent; its layers are held for the sandboxes `inUse` names, the rest nothing holds leave the store. */
   removeTemplate(name: string, inUse: (rec: TemplateRecord) => Promise<string[]>): Promise<TemplateRecord>;
   /** TemplateStore.tag. */
   tagTemplate(target: string, tags: string[]): Promise<{ from: TemplateRecord; tags: string[] }>;

@@ -11,7 +11,7 @@ import { isAbsolute, join } from 'node:path';
 import { CubeError } from '../errors.js';
 import { displayName, HOST_TEMPLATE, splitTemplateRef } from '../model/template.js';
 import type { TemplateConfig, TemplateRef } from '../runtime/types.js';
-import { statOrAbsent } from '../fsx.js';
+import { readTextOrAbsent, statOrAbsent } from '../fsx.js';
 
 /** The unprivileged account every template gets (ExecRequest.user 'user'). */
 export const SANDBOX_USERS = {
@@ -119,6 +119,7 @@ export class TemplateStore {
   private hostReady?: Promise<void>;
   private index?: Promise<Map<string, TemplateRecord>>;
   private indexMtime = -1;
+  private held?: Record<string, string[]>;
   /** Writers one at a time (imports, builds, rm): see exclusive(). */
   private writing: Promise<unknown> = Promise.resolve();
 
@@ -205,8 +206,9 @@ export class TemplateStore {
   }
 
   /**
-   * Removes NAME[:TAG]; `inUse` names the sandboxes still running from it (409 when any). Layers
-   * no other template holds leave the store (renamed aside, then deleted in the background).
+   * Removes NAME[:TAG] (a create of it is 404 from then on). The sandboxes `inUse` names run on:
+   * its layers are held for them (holds.json, written first) until releaseHolds sees them end.
+   * Layers nothing holds leave the store (renamed aside, then deleted in the background).
    */
   remove(name: string, inUse: (rec: TemplateRecord) => Promise<string[]>): Promise<TemplateRecord> {
     return this.exclusive(async () => {
@@ -215,11 +217,11 @@ export class TemplateStore {
       const children = [...index.values()].filter((c) => c.parent === rec.ref).map((c) => c.ref);
       if (children.length) throw new CubeError('CONFLICT', `template ${rec.ref} is the parent of ${children.join(', ')}: remove those first`);
       const users = await inUse(rec);
-      if (users.length)
-        throw new CubeError(
-          'CONFLICT',
-          `template ${rec.ref} is in use by ${users.length} sandbox(es): ${users.slice(0, 5).join(', ')}${users.length > 5 ? ', ...' : ''}`,
-        );
+      if (users.length) {
+        const holds = await this.holds();
+        for (const id of users) holds[id] = [...new Set([...(holds[id] ?? []), ...rec.layers])];
+        await this.saveHolds(holds);
+      }
       index.delete(rec.ref);
       await this.save(index);
       await this.dropUnusedLayers(rec.layers);
@@ -227,22 +229,59 @@ export class TemplateStore {
     });
   }
 
-  /** Of `layers`, removes those no template holds (for a caller inside exclusive()). */
+  /**
+   * Drops the holds of sandboxes that ended (`live` false: asked under the writer lock, so no
+   * removal adds a hold meanwhile), then their layers nothing else holds. Returns their ids.
+   * Without holds (the usual case) it reads nothing and takes no lock.
+   */
+  async releaseHolds(live: (sandboxID: string) => Promise<boolean>): Promise<string[]> {
+    if (!Object.keys(await this.holds()).length) return [];
+    return this.exclusive(async () => {
+      const holds = await this.holds();
+      const ended: string[] = [];
+      for (const id of Object.keys(holds)) if (!(await live(id))) ended.push(id);
+      const layers = ended.flatMap((id) => holds[id] ?? []);
+      for (const id of ended) delete holds[id];
+      await this.saveHolds(holds);
+      await this.dropUnusedLayers(layers);
+      return ended;
+    });
+  }
+
+  /** Of `layers`, removes those no template or hold keeps (for a caller inside exclusive()). */
   async dropUnusedLayers(layers: readonly string[]): Promise<void> {
-    const kept = new Set([...(await this.records()).values()].flatMap((t) => t.layers));
+    const kept = await this.keptLayers();
     await Promise.all(layers.filter((l) => l.startsWith('sha256:') && !kept.has(l)).map((l) => removeLayer(this.dataDir, l)));
+  }
+
+  /** The layers templates and holds keep. */
+  private async keptLayers(): Promise<Set<string>> {
+    return new Set([...[...(await this.records()).values()].flatMap((t) => t.layers), ...Object.values(await this.holds()).flat()]);
+  }
+
+  /** Sandbox id -> the layers of removed templates it still runs on (<dir>/holds.json, cached: only this store writes it). */
+  private async holds(): Promise<Record<string, string[]>> {
+    this.held ??= JSON.parse((await readTextOrAbsent(join(this.dir, 'holds.json'))) ?? '{}') as Record<string, string[]>;
+    return this.held;
+  }
+
+  private async saveHolds(holds: Record<string, string[]>): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    const tmp = join(this.dir, `holds.json.${process.pid}.tmp`);
+    await writeFile(tmp, JSON.stringify(holds) + '\n');
+    await rename(tmp, join(this.dir, 'holds.json'));
   }
 
   /**
    * Removes the layers no template holds: what a crash between a layer's rename into the store and
    * its template's registration left (an import, a build, a fetch; their failures drop their own
    * layers at once). Under the writer lock, so a layer an import, build or fetch is taking is never
-   * one of them; a sandbox runs from a template's layers, and a template in use cannot be removed.
+   * one of them; a sandbox runs from a template's layers, held for it when its template is removed.
    * Returns the digests removed.
    */
   collectGarbage(): Promise<string[]> {
     return this.exclusive(async () => {
-      const kept = new Set([...(await this.records()).values()].flatMap((t) => t.layers));
+      const kept = await this.keptLayers();
       const names = await readdir(join(this.dataDir, 'layers', 'sha256')).catch(() => [] as string[]);
       const orphans = names.filter((n) => /^[0-9a-f]{64}$/.test(n) && !kept.has(`sha256:${n}`)).map((n) => `sha256:${n}`);
       await Promise.all(orphans.map((l) => removeLayer(this.dataDir, l)));

@@ -22,7 +22,7 @@ afterAll(async () => {
 }, 120_000);
 
 describe('snapshots across nodes', () => {
-  it('a create from a snapshot and a fork land on the node that keeps it, with its files', async () => {
+  it('a create from a snapshot (by id or name) and a fork land on the node that keeps it, with its files', async () => {
     const origin = await Sandbox.create(opts());
     made.push(origin);
     await origin.files.write('/home/user/c.txt', 'kept on one node');
@@ -31,8 +31,9 @@ describe('snapshots across nodes', () => {
     const listed = (await c.api<{ snapshotID: string; nodeID: string }[]>(0, '/admin/v1/snapshots')).body;
     expect(listed).toEqual([expect.objectContaining({ snapshotID: snap.snapshotId, nodeID: home })]);
 
-    for (let i = 0; i < 3; i++) {
-      const copy = await Sandbox.create(snap.snapshotId, opts());
+    // By id, and by name (E2B: Sandbox.create(name) after createSnapshot({ name })).
+    for (const ref of [snap.snapshotId, snap.snapshotId, 'cluster-snap']) {
+      const copy = await Sandbox.create(ref, opts());
       made.push(copy);
       expect((await c.api<{ nodeID: string }>(0, `/admin/v1/sandboxes/${copy.sandboxId}`)).body.nodeID).toBe(home);
       expect(await copy.files.read('/home/user/c.txt')).toBe('kept on one node');

@@ -98,6 +98,18 @@ describe('snapshot and create from it', () => {
     expect((e as Error).message).toMatch(/^409: .*snapshot name with-state is taken/);
     const bad = await origin.createSnapshot({ name: '../x' }).catch((x: unknown) => x);
     expect((bad as Error).message).toMatch(/^400: /);
+    // A template's name is refused: Sandbox.create(name) finds the template first.
+    const tpl = await origin.createSnapshot({ name: 'host' }).catch((x: unknown) => x);
+    expect((tpl as Error).message).toMatch(/^409: .*snapshot name host is a template's name/);
+  });
+
+  it('Sandbox.create(name) starts from the snapshot of that name; an unknown name is still 404', async () => {
+    const copy = await create('with-state');
+    expect(await copy.files.read('/home/user/state.txt')).toBe('before the snapshot\n');
+    expect((await copy.getInfo()).templateId).toBe((await origin.getInfo()).templateId);
+    const e = await Sandbox.create('no-such-snapshot', opts).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(SandboxError);
+    expect((e as Error).message).toMatch(/^404: .*template no-such-snapshot not found/);
   });
 });
 
@@ -234,8 +246,8 @@ describe('cubectl and the e2b CLI', () => {
     expect(lsJson[0]).not.toHaveProperty('envVars');
 
     const byName = await cubectl(['sandbox', 'create', '--template', 'cli-snap'], env());
-    // Creates name snapshots by id; a name alone is not a template.
-    expect(byName.code).toBe(1);
+    expect(byName.code, byName.stderr).toBe(0);
+    made.push(await Sandbox.connect(byName.stdout.trim(), opts));
     const fromId = await cubectl(['sandbox', 'create', '--template', id], env());
     expect(fromId.code, fromId.stderr).toBe(0);
     const copy = await Sandbox.connect(fromId.stdout.trim(), opts);

@@ -39,7 +39,8 @@ function collect(): { lines: string[]; onBuildLogs: (e: { message: string }) => 
 }
 
 beforeAll(async () => {
-  d = await startDaemon();
+  // A short ready limit: the build whose ready command never passes fails after it.
+  d = await startDaemon({ master: { sandbox: { ready_timeout_sec: 2 } } });
   sdk = sdkClient(d);
   ({ opts, env } = sdk);
   ctxDir = await mkdtemp(join(tmpdir(), 'cubed-test-build-'));
@@ -142,6 +143,23 @@ describe('Template.build with the e2b SDK', () => {
     // Its cause stays in the status (as the SDK polls it).
     const builds = (await call('GET', '/templates')).json as unknown as { templateID: string }[];
     expect(builds.map((b) => b.templateID)).not.toContain('broken');
+  });
+
+  it('fails a build whose ready command never passes, naming it, its limit and both outputs, registering nothing', async () => {
+    const t = Template().fromTemplate('busybox').setStartCmd('echo start-said-this; exec sleep 1000', 'echo ready-said-this >&2; false');
+    const { lines, onBuildLogs } = collect();
+    const err = await Template.build(t, 'never-ready', { ...opts, onBuildLogs }).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(err?.name).toBe('BuildError');
+    expect(err?.message).toMatch(
+      /the ready command 'echo ready-said-this >&2; false' did not exit 0 within 2 s \(tried \d+ times\); ready command's last output \(exit 1\): "ready-said-this\\n"; start command output .*start-said-this/,
+    );
+    expect(lines.some((l) => l.includes("waiting up to 2 s for 'echo ready-said-this >&2; false'"))).toBe(true);
+    const status = await call('GET', '/templates/never-ready');
+    expect(status.status).toBe(404);
+    await expect(Sandbox.create('never-ready', opts)).rejects.toThrow(/not found/);
   });
 
   it('answers bad input with 4xx codes', async () => {

@@ -2,12 +2,14 @@
 // docker-archive and OCI layout (two layers, a whiteout, an opaque dir), sandboxes from them
 // through the real `e2b` SDK, hostile archives refused, rm refused while in use, and start/ready
 // commands that succeed, fail and time out.
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Sandbox } from 'e2b';
+import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cubectl } from '../cli/run-cli.js';
+import { until } from '../helpers/cluster.js';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { busyboxLayer, dockerArchive, ociLayoutDir, tarOf } from '../helpers/images.js';
 import { sdkClient, type SdkClient } from '../helpers/sdk.js';
@@ -39,7 +41,8 @@ async function layers(): Promise<Buffer[]> {
 const CONFIG = { Env: ['GREETING=from-image', 'PATH=/bin:/usr/bin'], WorkingDir: '/app' };
 
 beforeAll(async () => {
-  d = await startDaemon();
+  // A short default ready limit: a create whose ready command never passes fails after it.
+  d = await startDaemon({ master: { sandbox: { ready_timeout_sec: 3 } } });
   sdk = sdkClient(d);
   ({ opts, env } = sdk);
   scratch = await mkdtemp(join(tmpdir(), 'cubed-test-templates-'));
@@ -142,16 +145,44 @@ describe('templates from images', () => {
     await expect(Sandbox.create('bad', opts)).rejects.toThrow(/not found/);
   });
 
-  it('refuses rm while a sandbox uses the template, then removes it', async () => {
-    const sbx = await create('img');
-    const refused = await cubectl(['template', 'rm', 'img'], env);
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(new RegExp(`130409 template img:latest is in use by 1 sandbox\\(es\\): ${sbx.sandboxId}`));
-    await sbx.kill();
-    const ok = await cubectl(['template', 'rm', 'img'], env);
-    expect(ok).toMatchObject({ code: 0, stdout: 'removed img:latest\n' });
+  it('removes a tag while a sandbox runs on it: the sandbox works on (files, exec, pause, resume, snapshot, a restart), its layers go when it ends', async () => {
+    await writeFile(join(scratch, 'tagged.tar'), await dockerArchive([await tarOf([...busyboxLayer(), { name: 'opt/tagged', content: 'on the tag\n' }])], {}));
+    expect((await cubectl(['template', 'import', join(scratch, 'tagged.tar'), '--name', 'tagged:v1'], env)).code).toBe(0);
+    const layersOf = async (t: string) => (JSON.parse((await cubectl(['template', 'inspect', t, '--json'], env)).stdout) as { layers: string[] }).layers;
+    const shared = await layersOf('img'); // busybox's files: a layer of img too
+    const own = (await layersOf('tagged:v1')).filter((l) => !shared.includes(l));
+    expect(own.length).toBeGreaterThan(0);
+    const onDisk = (ls: string[]) => ls.filter((l) => existsSync(join(d.dataDir, 'layers', 'sha256', l.slice('sha256:'.length))));
+    const sbx = await create('tagged:v1');
+    await Template.removeTags('tagged', 'v1', opts);
+    // 404 naming it once the node's next heartbeat (1 s) has written its list to the registry; a 503 "retry" before.
+    await until('a create on the removed tag to be a 404', async () => {
+      const e = (await Sandbox.create('tagged:v1', opts).catch((x: unknown) => x)) as Error;
+      return /130594/.test(e.message) ? undefined : e;
+    }).then((e) => expect(e.message).toMatch(/^404: .*template tagged:v1 not found/));
+    expect((await call(d, 'GET', '/templates/tagged')).status).toBe(404);
+    expect(onDisk(own)).toEqual(own);
+    expect((await sbx.commands.run('cat /opt/tagged')).stdout).toBe('on the tag\n');
+    await sbx.files.write('/home/user/mine', 'kept');
+    await sbx.pause();
+    const resumed = await Sandbox.connect(sbx.sandboxId, opts);
+    expect(await resumed.files.read('/home/user/mine')).toBe('kept');
+    const snap = await resumed.createSnapshot();
+    expect(await Sandbox.deleteSnapshot(snap.snapshotId, opts)).toBe(true);
+    // A restart takes it back, its layers still held.
+    await d.restart();
+    expect(onDisk(own)).toEqual(own);
+    const back = await Sandbox.connect(sbx.sandboxId, opts);
+    expect((await back.commands.run('cat /opt/tagged /home/user/mine')).stdout).toBe('on the tag\nkept');
+    await back.kill();
+    await until('the held layers to go', async () => (onDisk(own).length === 0 ? true : undefined));
+    expect(onDisk(shared)).toEqual(shared);
+    // rm of a template a sandbox runs on works the same way; img:oci shares every layer of img.
+    const img = await create('img');
+    expect(await cubectl(['template', 'rm', 'img'], env)).toMatchObject({ code: 0, stdout: 'removed img:latest\n' });
     expect((await cubectl(['template', 'inspect', 'img'], env)).stderr).toMatch(/130404/);
-    // img:oci shares every layer: it still runs.
+    expect((await img.commands.run('cat /opt/new')).stdout).toBe('new\n');
+    await img.kill();
     const again = await create('img:oci');
     expect((await again.commands.run('cat /opt/new')).stdout).toBe('new\n');
     await again.kill();
@@ -189,6 +220,11 @@ describe('start and ready commands', () => {
     await expect(Sandbox.create('svc-bad', opts)).rejects.toThrow(/130422 .*start command exited 7.*boom-output/);
     await importWith('svc-slow', '--start-cmd', 'echo waiting-forever; exec sleep 1000', '--ready-cmd', 'false', '--ready-timeout', '1');
     await expect(Sandbox.create('svc-slow', opts)).rejects.toThrow(/130422 .*did not exit 0 within 1 s.*waiting-forever/);
+    // Without a limit of its own: sandbox.ready_timeout_sec (3 s here), with the ready command's last output.
+    await importWith('svc-never', '--start-cmd', 'exec sleep 1000', '--ready-cmd', 'echo not-listening-yet; false');
+    await expect(Sandbox.create('svc-never', opts)).rejects.toThrow(
+      /130422 the ready command .* did not exit 0 within 3 s \(tried \d+ times\); ready command's last output \(exit 1\): "not-listening-yet\\n"/,
+    );
     const left = await fetch(`${d.url}/admin/v1/sandboxes`, { headers: { 'x-api-key': d.apiKey } }).then((r) => r.json() as Promise<{ templateID: string }[]>);
     expect(left.filter((s) => s.templateID.startsWith('svc-'))).toEqual([]);
   });

@@ -241,7 +241,7 @@ describe('importing images into the layer store', () => {
     }
   });
 
-  it('removes a template and the layers no other template holds', async () => {
+  it('removes a template and the layers no other template holds; holds those of sandboxes running from it until they end', async () => {
     const only = await importImage(
       store,
       await file('only.tar', await dockerArchive([await tarOf([...busyboxLayer(), { name: 'only-here', content: '1' }])], {})),
@@ -249,9 +249,17 @@ describe('importing images into the layer store', () => {
     );
     const unique = only.layers[0]!;
     expect(await layerDirs()).toContain(unique.slice(7));
-    await expect(store.remove('only', async () => ['sb-1'])).rejects.toMatchObject({ kind: 'CONFLICT', message: expect.stringContaining('sb-1') });
-    await store.remove('only', async () => []);
+    await store.remove('only', async () => ['sb-1']);
+    await expect(store.get('only')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
+    // Held for sb-1: neither the removal nor a collection (a restart's) takes it; another store (the next start) reads the hold.
+    expect(await store.collectGarbage()).toEqual([]);
+    expect(await new TemplateStore(rig().dataDir).collectGarbage()).toEqual([]);
+    expect(await layerDirs()).toContain(unique.slice(7));
+    expect(await store.releaseHolds(async (id) => id === 'sb-1')).toEqual([]);
+    expect(await layerDirs()).toContain(unique.slice(7));
+    expect(await store.releaseHolds(async () => false)).toEqual(['sb-1']);
     expect(await layerDirs()).not.toContain(unique.slice(7));
+    expect(await store.releaseHolds(async () => false)).toEqual([]);
     expect(await layerDirs()).toContain(only.layers[1]!.slice(7)); // the base layer: bb still holds it
     const persisted = new TemplateStore(rig().dataDir);
     expect((await persisted.listTemplates()).map((t) => t.name).sort()).toEqual(['bb', 'bb:oci', 'host']);

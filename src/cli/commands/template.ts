@@ -73,7 +73,7 @@ export function register(program: Command): void {
     .command('rm <name>')
     .summary('remove a template (refused while a sandbox or a template built from it uses it)')
     .description(
-      'Remove a template; refused with 409 while a sandbox runs from it or another template was built from it. Layers no other template holds leave the layer store.',
+      'Remove a template; refused with 409 while another template was built from it. Sandboxes running from it go on: its layers are kept for them until they end. Layers nothing holds leave the layer store.',
     )
     .addHelpText('after', examples('cubectl template rm python', 'cubectl template rm app:v2'))
     .action(async (name: string, _o: unknown, cmd: Command) => {
@@ -132,7 +132,11 @@ export function register(program: Command): void {
     .option('--password-stdin', 'read the registry password from stdin (else $CUBE_REGISTRY_PASSWORD); never a flag, so it is not in the process list')
     .option('--start-cmd <cmd>', 'run in the background (sh -c) when a sandbox starts')
     .option('--ready-cmd <cmd>', 'the sandbox is running once this exits 0 (polled; default: as soon as the start command runs)')
-    .option('--ready-timeout <sec>', 'give up on the ready command after this long (default 60)', numberArg({ int: true, min: 1, max: 3600 }))
+    .option(
+      '--ready-timeout <sec>',
+      'give up on the ready command after this long (default: sandbox.ready_timeout_sec, 30)',
+      numberArg({ int: true, min: 1, max: 3600 }),
+    )
     .option('--workdir <dir>', "default working directory (default: the image's WorkingDir)")
     .option('--user <user>', "default user, root or user (default: the image's User: root when it is root or unset)")
     .addOption(

@@ -42,7 +42,7 @@ export function buildCubelet(
   runtime: Runtimes,
   templates = new m.TemplateStore(dataDir),
   catalog?: FetchingCatalog,
-): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder } {
+): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder; releaseHolds?: () => Promise<void> } {
   const { simNode, NsNetworkAgent, policySettingsOf, Cubelet, parseRange, TemplateBuilder } = m;
   if (runtime === 'sim') return simNode({ nodeID, dataDir, config: () => config.config, log: log.child({ component: 'cubelet', runtime: 'sim' }) });
   const net = config.config.cubelet.plugins['io.cubelet.internal.v1.network'];
@@ -90,6 +90,15 @@ export function buildCubelet(
     poolSlotLimit: parseRange(net.cidr).maxIndex,
   });
   if (catalog) catalog.onEvent = (kind, message, extra) => cubelet.report(kind, message, extra);
+  // The layers of a removed template go once the sandboxes running from it ended (TemplateStore.releaseHolds).
+  const releaseHolds = () =>
+    templates
+      .releaseHolds(async (id) => (await cubelet!.getSandbox(id)) !== undefined)
+      .then(
+        (ended) => void (ended.length && log.info({ sandboxes: ended }, 'layers held for sandboxes of removed templates released')),
+        (err: unknown) => log.warn({ err }, 'releasing held layers failed'),
+      );
+  cubelet.subscribe((e) => void (e.type === 'sandbox.removed' && releaseHolds()));
   // Build steps run on the ns runtime (their writable layer becomes a template layer).
   // A cluster compute node fetches a build's base template it lacks, as a create does.
   const builds = runtime.includes('ns')
@@ -103,7 +112,7 @@ export function buildCubelet(
         ...(catalog ? { fetchTemplate: (name: string) => catalog.resolve(name), peers: catalog } : {}),
       })
     : undefined;
-  return { cubelet, api: cubelet, ...(builds ? { builds } : {}) };
+  return { cubelet, api: cubelet, releaseHolds, ...(builds ? { builds } : {}) };
 }
 
 /** The template store at start: scratch left by a crash cleared, layers no template holds removed. */

@@ -3,7 +3,9 @@
 // namespaces, the node's network policy), made from the layers so far. A RUN, COPY or WORKDIR
 // step yields a layer: the sandbox's overlay upper dir, copied into the layer store under the
 // sha256 of its tree. Steps are cached by the chain (parent key, step, files hash); `force`
-// skips the cache. A build that fails registers nothing and drops the layers it added.
+// skips the cache. A template with a start and ready command is started once at the end and
+// registered only when its ready command passes (ready-check.ts). A build that fails registers
+// nothing and drops the layers it added.
 // Builds hold the template store's writer lock, so they run one at a time (and a template rm
 // never removes a layer a build is taking).
 import { randomUUID } from 'node:crypto';
@@ -25,6 +27,7 @@ import { EMPTY_TREE, treeDigest, writeTree } from '../layers/tree.js';
 import { DEFAULT_CONFIG, etcHosts, layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
 import type { RuntimeDriver, SandboxHandle, TemplateConfig, TemplateRef } from '../../runtime/types.js';
 import { Tail } from '../../cubelet/start-cmd.js';
+import { checkReady } from './ready-check.js';
 import { afterLayer, applyStep, copyTarget, describeStep, makesLayer, parseBuild, stepKey, type BuildPlan, type Step } from './steps.js';
 import { readTextOrAbsent } from '../../fsx.js';
 import { HOST_TEMPLATE, splitTemplateRef } from '../../model/template.js';
@@ -288,6 +291,7 @@ export class TemplateBuilder {
       ...(plan.startCmd ? { startCmd: plan.startCmd } : {}),
       ...(plan.readyCmd ? { readyCmd: plan.readyCmd } : {}),
     };
+    if (finalConfig.startCmd && finalConfig.readyCmd) await this.checkReady(b, layers, finalConfig, base.bindHostUsr);
     for (const ref of b.refs) {
       const rec = await this.o.templates.putLocked({
         ...parseTemplateRef(ref),
@@ -400,9 +404,31 @@ export class TemplateBuilder {
     bindHostUsr: boolean,
     uploads: string,
   ): Promise<{ digest: string; added: boolean }> {
-    const { driver, network } = this.o;
+    const { driver } = this.o;
     const storage = driver.storage;
     if (!storage) throw new CubeError('INTERNAL', 'template builds need the ns runtime (a writable layer to capture)');
+    return this.inSandbox(b, layers, config, bindHostUsr, async (h) => {
+      // WORKDIR's step is this mkdir; for the others it is a no-op unless the base's workdir is missing.
+      if (config.workdir) await driver.files.mkdir(h, config.workdir, config.user);
+      if (s.type === 'RUN') await this.runCmd(b, n, h, s.cmd, s.user ?? config.user, config);
+      else if (s.type === 'COPY') await this.copy(b, n, h, s, config, uploads);
+      // Nothing runs on while the layer is copied (a background process of the step would race it).
+      await driver.pause(h);
+      return this.capture(h.sandboxID, storage.upperDir(h.sandboxID));
+    });
+  }
+
+  /** The start and ready check (ready-check.ts) in a sandbox of the built template; logs how long readiness took. */
+  private async checkReady(b: BuildRecord, layers: string[], config: TemplateConfig, bindHostUsr: boolean): Promise<void> {
+    const limit = config.readyTimeoutSec ?? this.o.config().master.sandbox.ready_timeout_sec;
+    this.log(b, 'info', `Starting '${config.startCmd}' and waiting up to ${limit} s for '${config.readyCmd}' to exit 0`);
+    const ms = await this.inSandbox(b, layers, config, bindHostUsr, (h) => checkReady(this.o.driver, h, config, limit));
+    this.log(b, 'info', `Ready after ${ms} ms`);
+  }
+
+  /** Runs `f` in a build sandbox of `layers` (ns runtime, the build's spec), destroyed after. */
+  private async inSandbox<T>(b: BuildRecord, layers: string[], config: TemplateConfig, bindHostUsr: boolean, f: (h: SandboxHandle) => Promise<T>): Promise<T> {
+    const { driver, network } = this.o;
     const id = newSandboxID();
     const template: TemplateRef = {
       name: `build:${b.buildID}`,
@@ -423,13 +449,7 @@ export class TemplateBuilder {
         diskGiB: this.o.config().master.sandbox.default_spec.disk_gib,
         runtime: 'ns',
       });
-      // WORKDIR's step is this mkdir; for the others it is a no-op unless the base's workdir is missing.
-      if (config.workdir) await driver.files.mkdir(h, config.workdir, config.user);
-      if (s.type === 'RUN') await this.runCmd(b, n, h, s.cmd, s.user ?? config.user, config);
-      else if (s.type === 'COPY') await this.copy(b, n, h, s, config, uploads);
-      // Nothing runs on while the layer is copied (a background process of the step would race it).
-      await driver.pause(h);
-      return await this.capture(id, storage.upperDir(id));
+      return await f(h);
     } finally {
       await driver.destroy(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'build step sandbox: destroy failed'));
       await network.release(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'build step sandbox: slot release failed'));
