@@ -13,7 +13,7 @@ const CHAOS = ['test/chaos/**/*.test.ts'];
 // Files that run in the test process alone (no daemon, no kernel object, no module-level hook or
 // process-wide setting such as FORCE_COLOR) share one process per worker instead of one each
 // (isolate: false): a fresh process and its imports per file cost more than the tests of most of
-// these. These 89 files: 15.5 and 21.5 s shared against 124 and 97 s one process each
+// these. These files (88 when measured): 15.5 and 21.5 s shared against 124 and 97 s one process each
 // (alternating, load 9-10).
 // A file not listed runs in a process of its own, the safe default; one listed must leave nothing
 // behind that the next file could see.
