@@ -160,17 +160,13 @@ describe('Template', () => {
 });
 
 describe('Secret', () => {
-  it('exists and destroy answer false (a 404); fill and iamToken are accepted and do nothing here', async () => {
+  it('exists and destroy answer false (a 404); a create with fill or iamToken is refused (400), not run without them', async () => {
     expect(await Secret.exists('token', opts)).toBe(false); // the SDK's answer to a 404
     expect(await Secret.destroy('token', opts)).toBe(false);
-    const filled = await Sandbox.create({ ...opts, envs: { A: Secret.fill('TOKEN') } });
-    try {
-      expect((await filled.commands.run('echo "$A"')).stdout).toBe('${e2b.secrets.TOKEN}\n');
-    } finally {
-      await filled.kill();
-    }
+    const filled = await failure(Sandbox.create({ ...opts, envs: { A: Secret.fill('TOKEN') } }));
+    expect(filled.message).toMatch(/400.*env A holds an E2B secret placeholder/);
     const iam = { iam: { tokens: { aws: Secret.iamToken({ audience: 'sts.amazonaws.com', tokenType: 'JWT-SVID' }) } } };
-    const withIam = await Sandbox.create({ ...opts, ...(iam as object) });
-    await withIam.kill();
+    const withIam = await failure(Sandbox.create({ ...opts, ...(iam as object) }));
+    expect(withIam.message).toMatch(/400.*IAM tokens/);
   });
 });

@@ -121,6 +121,8 @@ export const NewSandboxSchema = z.looseObject({
     .optional(),
   /** Sandbox.create({ mcp }): E2B's MCP gateway, which we do not run (refuseUnsupported). */
   mcp: z.unknown().optional(),
+  /** Sandbox.create({ iam }): E2B's workload-identity tokens, which we do not issue (refuseUnsupported). */
+  iam: z.unknown().optional(),
   // Our extension (E2B sizes sandboxes by template): the same names the responses carry.
   cpuCount: z.number().positive().optional(),
   memoryMB: z.number().int().positive().optional(),
@@ -155,6 +157,16 @@ const NETWORK_SUPPORTED = new Set(['allowOut', 'denyOut', 'allowPublicTraffic'])
 
 /** Features the SDK can ask for that we do not have: refused with a clear reason rather than ignored. */
 export function refuseUnsupported(b: NewSandbox): void {
+  // Both were accepted and ignored until the compatibility matrix's test found them: a sandbox
+  // whose env held the literal placeholder, or that ran without the token it asked for.
+  if (b.iam !== undefined && b.iam !== null)
+    throw new CubeError('BAD_REQUEST', 'IAM tokens (Sandbox.create({ iam }), Secret.iamToken) are not supported: cubed issues no workload-identity tokens');
+  const placeholder = Object.entries(b.envVars ?? {}).find(([, v]) => v.includes('${e2b.secrets.'));
+  if (placeholder)
+    throw new CubeError(
+      'BAD_REQUEST',
+      `env ${placeholder[0]} holds an E2B secret placeholder (Secret.fill): cubed has no secrets store to fill it from; pass the value itself in envs`,
+    );
   if (b.mcp !== undefined && b.mcp !== null)
     throw new CubeError(
       'BAD_REQUEST',
