@@ -1,6 +1,6 @@
 // Runs once in vitest's main process. Before the files: starts building the code-interpreter
 // image in the background when the run includes its test (a clean machine builds it with
-// mmdebstrap: 2-3 min, mostly download and dpkg, which the files' own waits then overlap; the
+// mmdebstrap: about 3 min, mostly download and dpkg, which the files' own waits then overlap; the
 // test's own build.mjs waits for this one through the cache lock and finds the archive). After
 // every file: release what crashed or killed workers could not (test network ranges and their
 // guard routes, stand-in internet hosts).

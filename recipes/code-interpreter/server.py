@@ -1,18 +1,29 @@
 #!/usr/bin/env python3
 # The code interpreter of the code-interpreter-v1 template: the HTTP protocol @e2b/code-interpreter
-# speaks on port 49999 (POST /execute as newline-delimited JSON events, /contexts), over Jupyter
-# kernels driven by jupyter_client (Debian's python3-jupyter-client and python3-ipykernel).
+# speaks on port 49999 (POST /execute as newline-delimited JSON events, /contexts).
 #
-# One kernel per context; executions in one context run one at a time (a kernel runs one cell at a
-# time anyway), contexts run in parallel. Every event is written as soon as the kernel publishes it,
-# so output streams while the code runs.
+# Python runs in Jupyter kernels driven by jupyter_client (Debian's python3-jupyter-client and
+# python3-ipykernel), with matplotlib figures described as charts (cube_charts.py). Debian has no
+# Jupyter kernel for bash or JavaScript, so those run in long-lived processes of ours: bash itself,
+# and Node (js_kernel.cjs) evaluating cells in one vm context.
+#
+# One kernel or process per context; executions in one context run one at a time, contexts run in
+# parallel. Every event is written as soon as it comes, so output streams while the code runs.
+import codecs
 import json
 import os
 import queue
+import re
 import select
+import shlex
+import shutil
+import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,8 +32,14 @@ from jupyter_client import KernelManager
 os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # quiets ipykernel's debugger warning on every start
 PORT = int(os.environ.get("CUBE_CODE_INTERPRETER_PORT", "49999"))
 DEFAULT_CWD = os.environ.get("CUBE_CODE_INTERPRETER_CWD", "/home/user")
-# Languages this template has a kernel for, by the names the SDK sends.
-KERNELS = {"python": "python3", "python3": "python3"}
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The languages offered, by the names the SDK may send, to the one each name means.
+LANGUAGES = {"python": "python", "python3": "python", "bash": "bash", "sh": "bash", "javascript": "javascript", "js": "javascript"}
+# After interrupting a bash or JavaScript cell (its client left), how long it has to stop before
+# its process is killed (the context then starts afresh): a command may ignore SIGINT.
+INTERRUPT_GRACE = 5.0
+# What an envs name may be: a shell variable's name, so that bash can set it.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Jupyter mime types -> the result fields @e2b/code-interpreter reads (others go under their own name).
 MIME_FIELDS = {
     "text/plain": "text",
@@ -35,7 +52,17 @@ MIME_FIELDS = {
     "text/latex": "latex",
     "application/json": "json",
     "application/javascript": "javascript",
+    "application/vnd.cube.chart+json": "chart",  # cube_charts.py's formatter
 }
+# Registers the chart formatter in a new kernel, leaving no names in the user's namespace.
+CHARTS_SETUP = (
+    "import sys as __cube_sys\n"
+    f"__cube_sys.path.insert(0, {HERE!r})\n"
+    "import cube_charts as __cube_charts\n"
+    "__cube_sys.path.pop(0)\n"
+    "__cube_charts.register(get_ipython())\n"
+    "del __cube_sys, __cube_charts\n"
+)
 
 
 class BadRequest(Exception):
@@ -49,7 +76,7 @@ class NotFound(Exception):
 def no_kernel(language):
     # 404, not 400: @e2b/code-interpreter (JS) shows the body of a 404 (NotFoundError) but only the
     # status line of a 400, so the caller would not learn which languages there are.
-    return NotFound(f"language '{language}' is not offered by this template: it has a kernel for {', '.join(sorted(set(KERNELS)))} only")
+    return NotFound(f"language '{language}' is not offered by this template: it offers {', '.join(sorted(LANGUAGES))}")
 
 
 def result_event(data, is_main):
@@ -65,7 +92,17 @@ class Context:
         self.language = language
         self.cwd = cwd
         self.lock = threading.Lock()
-        self.km = KernelManager(kernel_name=KERNELS[language])
+
+    def view(self):
+        return {"id": self.id, "language": self.language, "cwd": self.cwd}
+
+
+class KernelContext(Context):
+    """Python: an IPython kernel."""
+
+    def __init__(self, language, cwd):
+        super().__init__(language, cwd)
+        self.km = KernelManager(kernel_name="python3")
         self.km.start_kernel(cwd=cwd)
         self._connect()
 
@@ -73,9 +110,7 @@ class Context:
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
-
-    def view(self):
-        return {"id": self.id, "language": self.language, "cwd": self.cwd}
+        self._silent(CHARTS_SETUP)
 
     def restart(self):
         with self.lock:
@@ -156,6 +191,209 @@ class Context:
             emit({"type": "number_of_executions", "execution_count": count})
 
 
+class ProcessContext(Context):
+    """A language run by a long-lived process of ours (bash, node) in its own process group: its
+    stdout and stderr are streamed as they come, and for each cell it writes one line on a status
+    pipe saying how the cell ended. A process that exits (`exit` in a cell) is started afresh for
+    the next cell."""
+
+    def __init__(self, language, cwd):
+        super().__init__(language, cwd)
+        self.count = 0
+        self.proc = None
+        self._start()
+
+    def command(self, status_fd):
+        raise NotImplementedError
+
+    def cell(self, code, env_vars):
+        """The bytes written to the process's stdin to run one cell."""
+        raise NotImplementedError
+
+    def outcome(self, line):
+        """The events (results, an error) the cell's status line means."""
+        raise NotImplementedError
+
+    def _start(self):
+        read_fd, write_fd = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                self.command(write_fd),
+                cwd=self.cwd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(write_fd,),
+                start_new_session=True,  # SIGINT to the group reaches the cell's commands too
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        self.status = os.fdopen(read_fd, "rb", buffering=0)
+
+    def _stop(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr, self.status):
+            f.close()
+
+    def restart(self):
+        with self.lock:
+            self._stop()
+            self.count = 0
+            self._start()
+
+    def shutdown(self):
+        self._stop()
+
+    def execute(self, code, env_vars, emit, gone):
+        with self.lock:
+            if self.proc.poll() is not None:
+                self._stop()
+                self._start()
+            self.count += 1
+            try:
+                self.proc.stdin.write(self.cell(code, env_vars))
+                self.proc.stdin.flush()
+            except BrokenPipeError:
+                pass  # it died just now: the status pipe's end says so
+            line, listening = self._pump(emit, gone)
+            if not listening:
+                return
+            if line is None:
+                code = self.proc.wait()
+                emit({"type": "error", "name": "ExitError", "value": f"the {self.language} process exited with status {code}", "traceback": ""})
+            else:
+                for event in self.outcome(line):
+                    emit(event)
+            emit({"type": "number_of_executions", "execution_count": self.count})
+
+    def _pump(self, emit, gone):
+        """Streams output until the cell's status line (None when the process ended); returns it and whether the client still listens."""
+        streams = {self.proc.stdout.fileno(): "stdout", self.proc.stderr.fileno(): "stderr"}
+        decoders = {fd: codecs.getincrementaldecoder("utf-8")("replace") for fd in streams}
+        status, listening, interrupted_at = b"", True, None
+
+        def forward(fd, data):
+            nonlocal listening
+            text = decoders[fd].decode(data, final=not data)
+            if text and listening and not emit({"type": streams[fd], "text": text}):
+                listening = False
+
+        while True:
+            ready, _, _ = select.select([*streams, self.status], [], [], 0.5)
+            for fd in ready:
+                if fd is self.status:
+                    data = os.read(self.status.fileno(), 4096)
+                    if not data:
+                        self._drain(streams, forward)
+                        return None, listening
+                    status += data
+                    if status.endswith(b"\n"):
+                        # Output written before the status line is in its pipe already: send it first.
+                        self._drain(streams, forward)
+                        return status.decode(), listening
+                else:
+                    forward(fd, os.read(fd, 65536))
+            if listening and not ready and gone():
+                listening = False
+            if not listening and interrupted_at is None:
+                # The client left (its timeoutMs): stop the cell rather than let it run unseen.
+                interrupted_at = time.monotonic()
+                self._signal(signal.SIGINT)
+            elif interrupted_at is not None and time.monotonic() - interrupted_at > INTERRUPT_GRACE:
+                self._signal(signal.SIGKILL)
+
+    def _drain(self, streams, forward):
+        while True:
+            ready, _, _ = select.select(list(streams), [], [], 0)
+            if not ready:
+                return
+            for fd in ready:
+                data = os.read(fd, 65536)
+                if not data:  # the process is gone: nothing more will come
+                    return
+                forward(fd, data)
+
+    def _signal(self, sig):
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+class BashContext(ProcessContext):
+    """bash: one shell per context, each cell sourced in it so that variables, functions and the
+    working directory carry over; the cell's exit status (its last command's) is its error when
+    it is not 0."""
+
+    def command(self, status_fd):
+        self.status_fd = status_fd
+        self.dir = tempfile.mkdtemp(prefix="cube-bash-")
+        return ["bash", "--noprofile", "--norc"]
+
+    def _start(self):
+        super()._start()
+        # SIGINT (the client left) ends the sourced cell, not the shell.
+        self.proc.stdin.write(b"trap 'return 130 2>/dev/null' INT\n")
+        self.proc.stdin.flush()
+
+    def _stop(self):
+        super()._stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def cell(self, code, env_vars):
+        path = os.path.join(self.dir, "cell")
+        with open(path, "w") as f:
+            f.write(code)
+        names = " ".join(env_vars)
+        # envs apply to this cell only: the shell's own values are saved, then put back.
+        before = f"__cube_env=$(declare -p {names} 2>/dev/null); export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env_vars.items()) + "; " if env_vars else ""
+        after = f"; unset {names}; eval \"$__cube_env\"; unset __cube_env" if env_vars else ""
+        # The cell reads no input: the shell's stdin carries the next cells.
+        return f"{before}source {shlex.quote(path)} </dev/null; __cube_rc=$?{after}; printf '%d\\n' \"$__cube_rc\" >&{self.status_fd}\n".encode()
+
+    def outcome(self, line):
+        code = int(line)
+        if code == 0:
+            return []
+        return [{"type": "error", "name": "ExitError", "value": f"exit status {code}", "traceback": ""}]
+
+
+class JavaScriptContext(ProcessContext):
+    """JavaScript: Node evaluating cells in one vm context (js_kernel.cjs)."""
+
+    def command(self, status_fd):
+        return ["node", os.path.join(HERE, "js_kernel.cjs"), str(status_fd)]
+
+    def cell(self, code, env_vars):
+        return (json.dumps({"code": code, "env": env_vars}) + "\n").encode()
+
+    def outcome(self, line):
+        status = json.loads(line)
+        if "error" in status:
+            return [{"type": "error", **status["error"]}]
+        if "result" in status:
+            return [{"type": "result", "is_main_result": True, "text": status["result"]}]
+        return []
+
+
+CONTEXT_CLASSES = {"python": KernelContext, "bash": BashContext, "javascript": JavaScriptContext}
+
+
+def offered(language):
+    """The language a name means (python when none is given)."""
+    language = (language or "python").lower()
+    if language not in LANGUAGES:
+        raise no_kernel(language)
+    return language
+
+
 class Contexts:
     def __init__(self):
         self.lock = threading.Lock()
@@ -163,22 +401,18 @@ class Contexts:
         self.default = {}
 
     def create(self, language, cwd):
-        language = (language or "python").lower()
-        if language not in KERNELS:
-            raise no_kernel(language)
+        language = offered(language)
         cwd = cwd or DEFAULT_CWD
         if not os.path.isdir(cwd):
             raise BadRequest(f"cwd '{cwd}' is not a directory in the sandbox")
-        ctx = Context(language, cwd)
+        ctx = CONTEXT_CLASSES[LANGUAGES[language]](language, cwd)
         with self.lock:
             self.by_id[ctx.id] = ctx
         return ctx
 
     def default_for(self, language):
-        language = (language or "python").lower()
-        if language not in KERNELS:
-            raise no_kernel(language)
-        key = KERNELS[language]
+        language = offered(language)
+        key = LANGUAGES[language]
         with self.lock:
             ctx = self.default.get(key)
         if ctx is None:
@@ -313,6 +547,9 @@ class Handler(BaseHTTPRequestHandler):
         env_vars = body.get("env_vars") or {}
         if not isinstance(env_vars, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items()):
             raise BadRequest("'env_vars' must map names to strings")
+        bad = [k for k in env_vars if not ENV_NAME.match(k)]
+        if bad:
+            raise BadRequest(f"'env_vars' names must be letters, digits and _ (not starting with a digit): {', '.join(bad)}")
         if body.get("context_id"):
             ctx = CONTEXTS.get(body["context_id"])
         else:

@@ -1,6 +1,6 @@
 // The real @e2b/code-interpreter package, unchanged, against cubed with the code-interpreter-v1
-// template built by its recipe (recipes/code-interpreter: Debian's python3-ipykernel plus our
-// server on port 49999). The recipe's image is cached under /var/cache/cubed/templates, so only
+// template built by its recipe (recipes/code-interpreter: Debian's python3-ipykernel,
+// python3-matplotlib and nodejs plus our server on port 49999). The recipe's image is cached under /var/cache/cubed/templates, so only
 // the first run on a machine pays for mmdebstrap.
 import { execFile } from 'node:child_process';
 import { join, resolve } from 'node:path';
@@ -116,12 +116,76 @@ describe('@e2b/code-interpreter against code-interpreter-v1', () => {
     expect((await sbx.listCodeContexts()).map((c) => c.id)).not.toContain(ctx.id);
 
     // A 404 with the reason: the SDK shows a 404's body (NotFoundError), of a 400 only its status line.
-    const noKernel = /language 'r' is not offered by this template: it has a kernel for python, python3 only/;
+    const noKernel = /language 'r' is not offered by this template: it offers bash, javascript, js, python, python3, sh/;
     const unknown = await sbx.runCode('1', { language: 'r' }).catch((e: unknown) => e);
     expect(unknown).toBeInstanceOf(NotFoundError);
     expect(String(unknown)).toMatch(noKernel);
     await expect(sbx.createCodeContext({ language: 'R' })).rejects.toThrow(noKernel);
     expect((await sbx.runCode('1 + 1', { language: 'python' })).text).toBe('2');
+  });
+
+  it('shows matplotlib figures as PNG results with the chart they draw', async () => {
+    const sbx = await create();
+    const line = await sbx.runCode(
+      'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [2, 4, 8], label="growth")\nplt.title("Growth")\nplt.xlabel("day")\nplt.ylabel("size")\nplt.show()',
+    );
+    expect(line.error).toBeUndefined();
+    expect(line.results).toHaveLength(1);
+    const figure = line.results[0]!;
+    expect(Buffer.from(figure.png ?? '', 'base64').toString('latin1', 1, 4)).toBe('PNG');
+    expect(figure.chart).toMatchObject({
+      type: 'line',
+      title: 'Growth',
+      x_label: 'day',
+      y_label: 'size',
+      elements: [
+        {
+          label: 'growth',
+          points: [
+            [1, 2],
+            [2, 4],
+            [3, 8],
+          ],
+        },
+      ],
+    });
+
+    // Without plt.show(), a figure is shown when the cell ends.
+    const bar = await sbx.runCode('plt.bar(["a", "b"], [3, 5])\nplt.title("Votes")');
+    expect(bar.results.find((r) => r.chart)?.chart).toMatchObject({
+      type: 'bar',
+      title: 'Votes',
+      elements: [
+        { label: 'a', value: '3' },
+        { label: 'b', value: '5' },
+      ],
+    });
+
+    // A kind of plot the SDK has no chart type for: still the PNG.
+    const image = await sbx.runCode('_ = plt.imshow([[0, 1], [1, 0]])');
+    expect(image.results).toHaveLength(1);
+    expect(image.results[0]!).toMatchObject({ chart: { type: 'unknown' }, png: expect.any(String) });
+  });
+
+  it('runs bash and javascript, each keeping its state across cells', async () => {
+    const sbx = await create();
+    await sbx.runCode('GREETING=hello; cd /tmp', { language: 'bash' });
+    const bash = await sbx.runCode('echo "$GREETING from $PWD"', { language: 'bash' });
+    expect(bash.error).toBeUndefined();
+    expect(bash.logs.stdout.join('')).toBe('hello from /tmp\n');
+    const failed = await sbx.runCode('echo before; false', { language: 'bash' });
+    expect(failed.logs.stdout.join('')).toBe('before\n');
+    expect(failed.error).toMatchObject({ name: 'ExitError', value: 'exit status 1' });
+
+    const js = await sbx.createCodeContext({ language: 'javascript' });
+    expect(js).toMatchObject({ language: 'javascript' });
+    const set = await sbx.runCode('const base = 40; console.log("set")', { context: js });
+    expect(set.logs.stdout).toEqual(['set\n']);
+    expect(set.results).toEqual([]);
+    expect((await sbx.runCode('base + 2', { context: js })).text).toBe('42');
+    const thrown = await sbx.runCode('null.x', { context: js });
+    expect(thrown.error?.name).toBe('TypeError');
+    await sbx.removeCodeContext(js);
   });
 
   it('timeoutMs ends a silent cell (and interrupts it); a cell silent past the request timeout completes', async () => {
