@@ -1,17 +1,25 @@
 #include "launch.h"
 
 // ---- init: the sandbox's pid 1 (mounts, /dev, pivot_root, then reaping) --------------------
-// When the host runs out of memory, its OOM killer takes sandbox processes first: +500 here,
-// while cubed runs at -900 (0 where the host withholds CAP_SYS_RESOURCE). Without that
-// capability a process inside may lower its score only down to 0 (-100 is refused, measured),
-// so never below the daemon's.
+// When the host runs out of memory, its OOM killer takes sandbox processes first: +500 for every
+// command (exec.c), while cubed runs at -900 (0 where the host withholds CAP_SYS_RESOURCE).
+// Without that capability a process inside may not lower its score below the value set for it
+// here (-100 is refused, measured), so never below the daemon's.
+// The init stays lower than its commands: in the sandbox's own memory cgroup the killer weighs
+// rss plus adj/1000 of the limit, so at equal scores a storm of small processes could take the
+// init (under 1 MiB) and with it the whole sandbox. 250 below them is a quarter of the limit: the
+// init goes only when no command is left, and still before host processes (0) on a host OOM,
+// where its death frees the whole sandbox.
 #define SANDBOX_OOM_SCORE_ADJ "500"
+#define INIT_OOM_SCORE_ADJ "250"
 
-void raise_oom_score(void) {
+static void set_oom_score(const char *adj) {
   int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || write(fd, SANDBOX_OOM_SCORE_ADJ, strlen(SANDBOX_OOM_SCORE_ADJ)) < 0) die("oom_score_adj");
+  if (fd < 0 || write(fd, adj, strlen(adj)) < 0) die("oom_score_adj");
   close(fd);
 }
+
+void raise_oom_score(void) { set_oom_score(SANDBOX_OOM_SCORE_ADJ); }
 
 static void mkdir_at(const char *root, const char *rel, mode_t mode) {
   char p[4096];
@@ -179,7 +187,7 @@ void sandbox_init(const char *id, const char *lower, const char *lower_base, con
   if (chdir("/") < 0) die("chdir /");
   if (umount2("/.oldroot", MNT_DETACH) < 0) die("umount old root");
   if (rmdir("/.oldroot") < 0) die("rmdir old root");
-  raise_oom_score(); // first: the id change below makes /proc/self host root's (not dumpable)
+  set_oom_score(INIT_OOM_SCORE_ADJ); // first: the id change below makes /proc/self host root's (not dumpable)
   if (id_base >= 0) enter_own_userns(ready, go);
   drop_bounding_caps();
   int null = open("/dev/null", O_RDWR);

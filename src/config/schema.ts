@@ -336,7 +336,7 @@ export const CubeletConfigSchema = z
           .default(true)
           .meta({ restart: true })
           .describe(
-            "each sandbox of the ns runtime in a user namespace of its own, ids 0-65535 inside mapped to its own range of host ids (root inside is not host root, `user` is no other sandbox's or host account's uid); false: every sandbox's `user` is host uid 1000 and root is host root (kernels without idmapped mounts). Sandboxes that ask for NET_RAW (cube.net_raw) always run the false way: raw sockets need root of the host's namespace",
+            "each sandbox of the ns runtime in a user namespace of its own, ids 0-65535 inside mapped to its own range of host ids (root inside is not host root, `user` is no other sandbox's or host account's uid); false: every sandbox's `user` is host uid 1000 and root is host root (kernels without idmapped mounts). Sandboxes that ask for NET_RAW (cube.net_raw, only where allow_net_raw allows it) always run the false way: raw sockets need root of the host's namespace",
           ),
         host_id_base: z
           .number()
@@ -355,6 +355,13 @@ export const CubeletConfigSchema = z
           .default(4096)
           .meta({ restart: true })
           .describe('ranges of 65,536 host ids, one per running sandbox: a create past them gets 503 (code 130599)'),
+        allow_net_raw: z
+          .boolean()
+          .default(false)
+          .meta({ restart: true })
+          .describe(
+            "allow creates with the metadata label cube.net_raw=true on the ns runtime: root inside keeps CAP_NET_RAW (raw and packet sockets), and the sandbox runs with the host's ids (root inside is host root, `user` host uid 1000, its processes visible to that host account) since raw sockets need root of the host's namespace; false: such a create is refused with 403 (code 130436)",
+          ),
       })
       .strict()
       .prefault({}),

@@ -125,6 +125,29 @@ describe('hostile API input', () => {
     expect(admin.status).toBe(400);
   });
 
+  it('cube.net_raw=true (the host ids) is refused unless the node allows it (identity.allow_net_raw)', async () => {
+    const r = await call('POST', '/sandboxes', { templateID: 'base', metadata: { 'cube.net_raw': 'true' } });
+    expect(r.status, JSON.stringify(r.json)).toBe(403);
+    expect(r.json).toMatchObject({ code: 403, cubeCode: 130436, message: expect.stringContaining('identity.allow_net_raw') });
+    const admin = await call('POST', '/admin/v1/sandboxes', { metadata: { 'cube.net_raw': 'true' } });
+    expect(admin.status).toBe(403);
+    expect(admin.json).toMatchObject({ code: 130436, message: expect.stringContaining('identity.allow_net_raw') });
+    const allowing = await startDaemon({ cubelet: { identity: { allow_net_raw: true } } });
+    try {
+      const sbx = await Sandbox.create('base', {
+        apiKey: allowing.apiKey,
+        apiUrl: allowing.url,
+        sandboxUrl: allowing.url,
+        metadata: { 'cube.net_raw': 'true' },
+      });
+      // Allowed, as before the setting: the host's ids (no user namespace of its own).
+      expect((await sbx.commands.run('cat /proc/self/uid_map')).stdout).toMatch(/^\s*0\s+0\s+4294967295\n$/);
+      await sbx.kill();
+    } finally {
+      await allowing.stop();
+    }
+  });
+
   it('every 5xx answer is logged with its cause, 4xx answers are not', () => {
     const logged: unknown[] = [];
     const log = { error: (o: unknown) => logged.push(o) };

@@ -22,8 +22,8 @@ describe('OOM killer order', () => {
     h = await rig().driver.create(rig().spec());
   });
 
-  it('sandbox processes score +500, and root inside cannot go below 0', async () => {
-    expect(readFileSync(`/proc/${h.initPid}/oom_score_adj`, 'utf8')).toBe('500\n');
+  it('commands score +500, the init 250 (taken last by its own cgroup killer), and root inside cannot go lower', async () => {
+    expect(readFileSync(`/proc/${h.initPid}/oom_score_adj`, 'utf8')).toBe('250\n');
     for (const user of ['root', 'user'] as const) {
       const r = await run(
         rig(),

@@ -45,7 +45,7 @@ describe('forged ARP on a slot link', () => {
 });
 
 describe('raw sockets inside a sandbox', () => {
-  const rig = useRig('hostile-netraw');
+  const rig = useRig('hostile-netraw', { allowNetRaw: true });
   let plain: SandboxHandle;
   let asked: SandboxHandle;
   beforeAll(async () => {

@@ -39,7 +39,7 @@ const parse = (out: string) =>
   );
 
 describe('the seccomp allowlist', () => {
-  const rig = useRig('hostile-syscalls');
+  const rig = useRig('hostile-syscalls', { allowNetRaw: true });
   let plain: SandboxHandle;
   let raw: SandboxHandle;
   beforeAll(async () => {

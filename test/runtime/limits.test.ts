@@ -24,6 +24,17 @@ describe('ns driver limits', () => {
     await rig().driver.destroy(h.sandboxID);
   });
 
+  it('keeps its init through a storm of small writers filling its memory (the OOM killer takes them)', async () => {
+    const h = await rig().driver.create(rig().spec({ memoryMiB: 128, pidsMax: 256 }));
+    // Memory the killer cannot free (tmpfs) filled by many small writers: each kill frees little.
+    const storm = 'for i in $(seq 16); do (head -c 4m /dev/zero > /dev/shm/f$i; sleep 30) & (head -c 4m /dev/zero > /tmp/f$i; sleep 30) & done; sleep 3';
+    await run(rig(), h, ['sh', '-c', storm]);
+    expect(rig().driver.alive(h)).toBe(true);
+    expect((await rig().driver.stats(h)).oomKills).toBeGreaterThanOrEqual(1);
+    expect(await run(rig(), h, ['echo', 'ok'])).toMatchObject({ exitCode: 0, stdout: 'ok\n' });
+    await rig().driver.destroy(h.sandboxID);
+  });
+
   it('stops a bounded fork bomb at pids.max', async () => {
     const h = await rig().driver.create(rig().spec({ pidsMax: 24 }));
     const bomb = [

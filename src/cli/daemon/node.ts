@@ -77,6 +77,7 @@ export function buildCubelet(
     consoleLogBytes: config.config.cubelet.microvm.console_log_kib * 1024,
     storeImageGiB: config.config.cubelet.storage.image_gib,
     identity: identityOf(config.config.cubelet.identity),
+    allowNetRaw: config.config.cubelet.identity.allow_net_raw,
     ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}),
   });
   cubelet = new Cubelet({
@@ -135,14 +136,17 @@ export function runtimeDriver(
     consoleLogBytes: number;
     storeImageGiB: number;
     identity: NonNullable<NsDriverOptions['identity']>;
+    allowNetRaw: boolean;
     declaredMemoryMiB?: number;
   },
 ): RuntimeDriver {
   const { NsDriver, MicrovmDriver, readMeminfo, RuntimeSet } = m;
-  const { declaredMemoryMiB, snapshots, consoleLogBytes, identity, ...common } = o;
+  const { declaredMemoryMiB, snapshots, consoleLogBytes, identity, allowNetRaw, ...common } = o;
   // The ns driver limits its sandboxes together at the declared quota only (none declared: no
   // limit of ours); a microVM is refused when it cannot fit the node (declared, else MemTotal).
-  const ns = runtimes.includes('ns') ? new NsDriver({ ...common, identity, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) }) : undefined;
+  const ns = runtimes.includes('ns')
+    ? new NsDriver({ ...common, identity, allowNetRaw, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) })
+    : undefined;
   // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too;
   // and one set of host id ranges, so no QEMU runs with an ns sandbox's ids.
   const ids = ns?.ids ? { ids: ns.ids } : {};

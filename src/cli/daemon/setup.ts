@@ -121,7 +121,7 @@ export function openNode(flags: Flags) {
 
 /**
  * The node's agent is the last thing the host's OOM killer should take: -900 for cubed (and the
- * launch helper it starts), while every sandbox process runs at +500 (cube-launch).
+ * launch helper it starts), while every sandbox command runs at +500 and its init at +250 (cube-launch).
  */
 export const DAEMON_OOM_SCORE_ADJ = -900;
 export function protectFromOomKiller(log: Logger): void {

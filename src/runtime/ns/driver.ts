@@ -47,6 +47,8 @@ export interface NsDriverOptions {
   nodeMemoryMiB?: number;
   /** cubelet identity.*: each sandbox's own host ids (./ids.ts); default: on, ranges from host id 1,000,000. */
   identity?: { userns: boolean; hostIdBase: number; hostIdRanges: number };
+  /** cubelet identity.allow_net_raw: whether a create may ask for CAP_NET_RAW (and so the host's ids); default: no. */
+  allowNetRaw?: boolean;
 }
 
 /** What a sandbox's exec needs after a daemon restart: kept next to its upper dir. */
@@ -172,6 +174,9 @@ export class NsDriver implements RuntimeDriver {
     if (!(spec.memoryMiB > 0 && spec.cpus > 0 && spec.pidsMax > 0)) {
       throw new CubeError('BAD_REQUEST', `cpus, memoryMiB and pidsMax must be positive (got ${spec.cpus}, ${spec.memoryMiB}, ${spec.pidsMax})`);
     }
+    // Refused unless the node allows it: it gives up the sandbox's own ids (below).
+    if (spec.netRaw && !this.opts.allowNetRaw)
+      throw new CubeError('NET_RAW_FORBIDDEN', 'cube.net_raw=true: this node does not allow raw sockets (cubelet identity.allow_net_raw is false)');
     const dir = this.dir(id);
     // NET_RAW needs root of the host's user namespace, which owns the slot's network namespace.
     const idBase = spec.netRaw ? undefined : this.ids?.take();
