@@ -105,7 +105,14 @@ const FIRST_PID = 100;
 /** How a process ended, as its log line says it. */
 export function endStatus(exit: ExitInfo & { error?: string }): string {
   const how = exit.signal !== undefined ? `signal ${exit.signal}` : `exit code ${exit.exitCode}`;
-  return [how, exit.timedOut ? 'timed out' : '', exit.oomKilled ? 'OOM-killed' : '', exit.error ?? ''].filter(Boolean).join(', ');
+  return [
+    how,
+    exit.timedOut ? 'timed out' : '',
+    exit.oomKilled ? (exit.signal === 'SIGKILL' ? 'OOM-killed' : 'an OOM kill in the sandbox meanwhile') : '',
+    exit.error ?? '',
+  ]
+    .filter(Boolean)
+    .join(', ');
 }
 
 export class ProcessTable {

@@ -68,7 +68,10 @@ export abstract class SandboxCalls {
       view,
       meta,
       procs: new ProcessTable(id, (info, exit) => {
-        if (exit.oomKilled) this.noteOom(entry, `process ${info.pid} (${info.argv[0] ?? '?'}) was OOM-killed`);
+        // oomKilled says the sandbox's memory cgroup killed something while this ran: the process
+        // itself only if it died of SIGKILL (an `echo` that exited 0 during a storm was reported killed).
+        const who = `process ${info.pid} (${info.argv[0] ?? '?'})`;
+        if (exit.oomKilled) this.noteOom(entry, exit.signal === 'SIGKILL' ? `${who} was OOM-killed` : `a process was OOM-killed while ${who} ran`);
       }),
       oomKills: 0,
     };
