@@ -21,7 +21,7 @@ const SHARED = [
   'components/**/*.test.tsx',
   'test/{model,scheduler,control,alerts}/**/*.test.ts',
   'test/tui/{at80,describe,format,keymap,log-follow,model,preview,reconnect,screen,skins,sorting,sse,triage}.test.{ts,tsx}',
-  'test/cubelet/{deaths,end-status,fences,heartbeat-still,host-claims,node-view,output-log,state-machine,usage}.test.ts',
+  'test/cubelet/{deaths,end-status,fences,node-events,heartbeat-still,host-claims,node-view,output-log,state-machine,usage}.test.ts',
   'test/config/{edit,paths,shipped,solo-restart,store}.test.ts',
   'test/bench/{runner,stats,e2b-http-replicas}.test.ts',
   'test/e2b/{connect-protocol,matrix,signature,watchers,wire}.test.ts',

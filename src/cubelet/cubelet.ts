@@ -140,8 +140,8 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     this.emitEvent(kind, message, extra);
   }
 
-  subscribe(listener: (e: NodeEvent) => void): () => void {
-    return this.events.subscribe(listener);
+  subscribe(listener: (e: NodeEvent) => void, opts?: { backlog?: boolean }): () => void {
+    return this.events.subscribe(listener, opts);
   }
 
   /** The node's volumes (its runtime's), in process. */

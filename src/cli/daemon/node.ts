@@ -99,7 +99,7 @@ export function buildCubelet(
         (ended) => void (ended.length && log.info({ sandboxes: ended }, 'layers held for sandboxes of removed templates released')),
         (err: unknown) => log.warn({ err }, 'releasing held layers failed'),
       );
-  cubelet.subscribe((e) => void (e.type === 'sandbox.removed' && releaseHolds()));
+  cubelet.subscribe((e) => void (e.type === 'sandbox.removed' && releaseHolds()), { backlog: false });
   // Build steps run on the ns runtime (their writable layer becomes a template layer).
   // A cluster compute node fetches a build's base template it lacks, as a create does.
   const builds = runtime.includes('ns')
