@@ -233,10 +233,9 @@ export class SandboxOps {
       forget();
       if (inc.status === 'fulfilled')
         await store.decInFlight(nodeID).catch((err: unknown) => log.warn({ err, nodeID }, 'could not uncount a create in flight'));
-      if (put.status === 'fulfilled')
-        await store
-          .deleteSandbox(sandboxID)
-          .catch((err: unknown) => log.warn({ err, sandboxID }, 'could not remove the record of a create that did not begin'));
+      // Also when the write failed: the cluster store's MySQL half may have committed before its
+      // Redis half failed, and a record left `creating` waits for the settle sweep after its deadline.
+      await store.deleteSandbox(sandboxID).catch((err: unknown) => log.warn({ err, sandboxID }, 'could not remove the record of a create that did not begin'));
       if (lock.status === 'fulfilled' && lock.value !== undefined) await store.releaseLock(sandboxID, lock.value).catch(() => undefined); // expires by its lease
       throw put.status === 'rejected'
         ? put.reason

@@ -10,6 +10,7 @@ import type { ControlPlaneService } from '../../src/control/service.js';
 import type { HeartbeatSender } from '../../src/cubelet/heartbeat.js';
 import type { NodeApi, NodeCreateRequest } from '../../src/cubelet/types.js';
 import type { EventView } from '../../src/model/event.js';
+import { CubeError } from '../../src/errors.js';
 import type { EmbeddedStore } from '../../src/store/embedded.js';
 import { until } from '../helpers/cluster.js';
 import { soloApi, soloNode } from '../helpers/solo.js';
@@ -198,4 +199,28 @@ it("a record left `creating` past its create's deadline by a creator that went i
   expect(await store.getSandbox(kept.sandboxID)).toMatchObject({ state: 'running' });
   expect((await events(orphan.sandboxID)).map((e) => e.message)).toContainEqual(expect.stringMatching(/undone: its control replica went before answering/));
   expect((await events('sbxstalenone00000000')).map((e) => e.message)).toContainEqual(expect.stringMatching(/undone: it did not finish by its deadline/));
+}, 60_000);
+
+it('a create whose record write failed after the record landed (MySQL committed, Redis did not) leaves no creating record behind', async () => {
+  // The cluster store writes MySQL, then the Redis route: Redis failing in between answers an error
+  // for a record that exists. Injected here on the embedded store, which has no such split.
+  const real = store.putSandbox.bind(store);
+  let written: string | undefined;
+  store.putSandbox = async (rec) => {
+    await real(rec);
+    written = rec.sandboxID;
+    throw new CubeError('STATE_UNAVAILABLE', 'Redis unavailable: injected after the record was written', { retryAfter: 1 });
+  };
+  try {
+    const refused = await Sandbox.create({ ...opts }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(refused?.message).toMatch(/Redis unavailable: injected/);
+  } finally {
+    store.putSandbox = real;
+  }
+  expect(written).toBeDefined();
+  expect(await store.getSandbox(written!)).toBeUndefined();
+  expect(creates.length).toBe(0);
 }, 60_000);
