@@ -306,7 +306,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     // Both always run: a failing driver destroy must not keep the slot, nor the reverse. The slot
     // goes back after the processes are gone, so its reset does not find them and retire it.
     const [d] = await Promise.allSettled([this.o.driver.destroy(id)]);
-    const [n] = await Promise.allSettled([this.o.network.release(id)]);
+    const [n] = await Promise.allSettled([this.o.network.release(id, { processesGone: d.status === 'fulfilled' })]);
     const failed = [d, n].filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed.length > 0) {
       const msg = failed.map((f) => (f.reason as Error).message).join('; ');

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { CubeError } from '../errors.js';
 import { isNodeTag } from '../ids.js';
 import type { PoolView } from '../model/node.js';
-import type { NetSlot, NetworkAgent, SlotMode } from './types.js';
+import type { NetSlot, NetworkAgent, ReleaseOptions, SlotMode } from './types.js';
 import { parseRange } from './ipam.js';
 import { Spawner } from './iproute.js';
 import type { EgressRules } from './egress.js';
@@ -136,8 +136,8 @@ export class NsNetworkAgent implements NetworkAgent {
     return this.pools[mode].acquire(sandboxID);
   }
 
-  async release(sandboxID: string): Promise<void> {
-    for (const p of this.all()) if (p.release(sandboxID)) return;
+  async release(sandboxID: string, opts: ReleaseOptions = {}): Promise<void> {
+    for (const p of this.all()) if (p.release(sandboxID, opts)) return;
   }
 
   slotOf(sandboxID: string): NetSlot | undefined {

@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { CubeError } from '../errors.js';
 import type { PoolView } from '../model/node.js';
-import type { NetSlot, SlotMode } from './types.js';
+import type { NetSlot, ReleaseOptions, SlotMode } from './types.js';
 import type { Firewall } from './firewall.js';
 import type { Slots } from './slot.js';
 import type { SlotNames } from './slot-script.js';
@@ -141,12 +141,12 @@ export class SlotPool {
   }
 
   /** True when the sandbox held a slot of this pool (now on its way back through a reset). */
-  release(sandboxID: string): boolean {
+  release(sandboxID: string, opts: ReleaseOptions = {}): boolean {
     const slot = this.inUse.get(sandboxID);
     if (!slot) return false;
     this.inUse.delete(sandboxID);
     this.resetting++;
-    this.o.track(this.resetSlot(slot));
+    this.o.track(this.resetSlot(slot, opts));
     return true;
   }
 
@@ -304,11 +304,11 @@ export class SlotPool {
   // --- reset and retirement ---------------------------------------------------------
 
   /** A returned slot back to the pool after its check, or retired (a fresh one replaces it). */
-  private async resetSlot(slot: NetSlot): Promise<void> {
+  private async resetSlot(slot: NetSlot, opts: ReleaseOptions): Promise<void> {
     let problem: string | undefined;
     try {
       await this.o.firewall.dropEgress(slot.index);
-      problem = await this.o.slots.check(slot);
+      problem = await this.o.slots.check(slot, opts);
     } catch (e) {
       problem = (e as Error).message;
     }

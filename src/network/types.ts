@@ -24,6 +24,12 @@ export interface NetSlot {
   tap?: string;
 }
 
+/** How a slot comes back (NetworkAgent.release). */
+export interface ReleaseOptions {
+  /** Every process of its sandbox has exited (a successful RuntimeDriver.destroy): no holder scan. */
+  processesGone?: boolean;
+}
+
 export interface NetworkAgent {
   /**
    * Installs the nftables table, removes stale objects of this node not in `keepSlots`, fills
@@ -35,8 +41,12 @@ export interface NetworkAgent {
   acquire(sandboxID: string, mode?: SlotMode): Promise<NetSlot>;
   /** Replaces a sandbox's own egress rules on its slot (undefined: none; dropped again when the slot is released). */
   setEgress(sandboxID: string, rules: EgressRules | undefined): Promise<void>;
-  /** Back to the pool after reset; the pool refills in the background. */
-  release(sandboxID: string): Promise<void>;
+  /**
+   * Back to the pool after reset; the pool refills in the background. `processesGone`: the
+   * caller's driver destroy succeeded, so no process of the sandbox is left in the netns
+   * (RuntimeDriver.destroy) and the reset skips its scan of every process on the host.
+   */
+  release(sandboxID: string, opts?: ReleaseOptions): Promise<void>;
   /** The slot a sandbox holds, if any. */
   slotOf(sandboxID: string): NetSlot | undefined;
   /** The levels of a mode's pool (default ns). */

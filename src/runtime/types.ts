@@ -212,7 +212,12 @@ export interface RuntimeDriver {
   /** Checks prerequisites and prepares per-node parents (cgroup parents named cube-<nodeTag>). */
   init(): Promise<void>;
   create(spec: LaunchSpec): Promise<SandboxHandle>;
-  /** Kills every process, removes cgroups and the per-sandbox directory. Idempotent. */
+  /**
+   * Kills every process, removes cgroups and the per-sandbox directory. Idempotent. Resolves only
+   * once every process of the sandbox has exited: each one a driver starts in the sandbox's network
+   * namespace joins the sandbox's cgroup before it enters the namespace (cube-launch create and
+   * exec, QEMU), and the cgroup is killed and seen empty. The network slot's reuse relies on it.
+   */
   destroy(sandboxID: string): Promise<void>;
   pause(h: SandboxHandle, opts?: PauseOptions): Promise<void>;
   /** Resumes either kind of pause (the driver knows which one holds the sandbox). */

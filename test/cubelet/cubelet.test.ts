@@ -1,10 +1,10 @@
 // Cubelet on the real ns driver and network-agent: process table over real sandboxes,
 // timeouts, OOM and liveness events, and failed creates that leave nothing behind.
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SandboxLifecycle } from '../../src/api/types.js';
 import { ConfigStore } from '../../src/config/store.js';
 import { Cubelet } from '../../src/cubelet/cubelet.js';
@@ -26,6 +26,7 @@ let cubelet: Cubelet;
 let network: NsNetworkAgent;
 let config: ConfigStore;
 let templates: TemplateStore;
+let driver: NsDriver;
 const events: NodeEvent[] = [];
 
 beforeAll(async () => {
@@ -38,7 +39,7 @@ beforeAll(async () => {
   cubelet = new Cubelet({
     nodeID,
     dataDir,
-    driver: new NsDriver({ dataDir, nodeTag: tag, log }),
+    driver: (driver = new NsDriver({ dataDir, nodeTag: tag, log })),
     network,
     templates,
     config: () => config.config,
@@ -291,5 +292,43 @@ describe('lifecycle events', () => {
       await network.setPolicy(defaultNetworkPolicy()); // the node's table back
     }
     expect((await execa('nft', ['list', 'table', 'inet', `cube_${tag}`])).stdout).toContain('chain egress');
+  });
+});
+
+describe('slot return', () => {
+  const pidsIn = async (netns: string) => (await execa('ip', ['netns', 'pids', netns])).stdout.trim();
+
+  it('a destroyed sandbox leaves no process in its netns (one that left its session too): its slot comes back without a scan of the host', async () => {
+    const release = vi.spyOn(network, 'release');
+    try {
+      const v = await create();
+      const slot = network.slotOf(v.sandboxID)!;
+      await collect(await cubelet.startProcess(v.sandboxID, { argv: ['sh', '-c', 'setsid sleep 1000 >/dev/null 2>&1 < /dev/null &'] }));
+      expect(await pidsIn(slot.netns)).not.toBe('');
+      await cubelet.destroySandbox(v.sandboxID);
+      expect(release).toHaveBeenCalledWith(v.sandboxID, { processesGone: true });
+      expect(await pidsIn(slot.netns)).toBe('');
+    } finally {
+      release.mockRestore();
+    }
+  });
+
+  it('a slot whose driver destroy failed goes through the scan: a process left in it retires it', async () => {
+    const release = vi.spyOn(network, 'release');
+    const destroy = vi.spyOn(driver, 'destroy').mockRejectedValueOnce(new CubeError('DESTROY_FAILED', 'injected'));
+    try {
+      const v = await create();
+      const slot = network.slotOf(v.sandboxID)!;
+      await expect(cubelet.destroySandbox(v.sandboxID)).rejects.toMatchObject({ kind: 'DESTROY_FAILED' });
+      expect(release).toHaveBeenCalledWith(v.sandboxID, { processesGone: false });
+      await network.settled();
+      // The init still runs in it: retired (its name gone), never handed to another sandbox.
+      expect(existsSync(slot.netnsPath)).toBe(false);
+      await cubelet.destroySandbox(v.sandboxID);
+      expect(await cubelet.listSandboxes()).toEqual([]);
+    } finally {
+      release.mockRestore();
+      destroy.mockRestore();
+    }
   });
 });

@@ -162,7 +162,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /**
  * Starts QEMU in the foreground of a process of its own (its own session: it outlives cubed):
  * a shell joins the sandbox's cgroups, takes the sandboxes' oom_score_adj, enters the slot's
- * netns (when given: its TAP is ready there) and execs QEMU with a bounding set of what it
+ * netns (when given: its TAP is ready there; after the cgroups, so nothing of the sandbox is ever
+ * in the netns outside them: RuntimeDriver.destroy) and execs QEMU with a bounding set of what it
  * needs as root before it drops to its uid. `state`: a saved VM state handed to QEMU as fd 3,
  * for `restore`. Resolves with QEMU's pid once it serves QMP (its start is over: files open,
  * chroot and uid change done); its stderr goes to the VM's console log.
@@ -175,15 +176,15 @@ export async function launchQemu(
   const { netnsPath, procs, files, state } = o;
   await mkdir(join(dir, JAIL), { recursive: true, mode: 0o711 });
   await chmod(join(dir, JAIL), 0o711);
-  // sh -c WRAPPER sh <n> <n cgroup.procs files> <QEMU argv...>
+  // sh -c WRAPPER sh <netns or ''> <n> <n cgroup.procs files> <QEMU argv...>
   const wrapper = [
-    'n=$1; shift; i=0',
+    'net=$1; n=$2; shift 2; i=0',
     'while [ $i -lt $n ]; do echo $$ > "$1" || exit 1; shift; i=$((i+1)); done',
     `echo ${SANDBOX_OOM_SCORE_ADJ} > /proc/self/oom_score_adj || exit 1`,
+    `[ -z "$net" ] || exec nsenter --net="$net" -- setpriv --bounding-set ${QEMU_CAPS} ${QEMU} "$@"`,
     `exec setpriv --bounding-set ${QEMU_CAPS} ${QEMU} "$@"`,
   ].join('\n');
-  const argv = [...(netnsPath ? [`--net=${netnsPath}`, '--'] : []), 'sh', '-c', wrapper, 'sh', String(procs.length), ...procs, ...foreground(args)];
-  const cmd = netnsPath ? 'nsenter' : argv.shift()!;
+  const argv = ['-c', wrapper, 'sh', netnsPath ?? '', String(procs.length), ...procs, ...foreground(args)];
   // At FD_STATE, FD_IMAGE, FD_DISK_RW, FD_DISK_RO.
   const fds = await Promise.all([
     open(state ?? '/dev/null', 'r'),
@@ -193,7 +194,7 @@ export async function launchQemu(
   ]);
   let child: ChildProcess;
   try {
-    child = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe', ...fds.map((f) => f.fd)], cwd: dir, detached: true });
+    child = spawn('sh', argv, { stdio: ['ignore', 'ignore', 'pipe', ...fds.map((f) => f.fd)], cwd: dir, detached: true });
   } finally {
     await Promise.all(fds.map((f) => f.close()));
   }

@@ -451,8 +451,14 @@ export class TemplateBuilder {
       });
       return await f(h);
     } finally {
-      await driver.destroy(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'build step sandbox: destroy failed'));
-      await network.release(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'build step sandbox: slot release failed'));
+      const processesGone = await driver.destroy(id).then(
+        () => true,
+        (err: unknown) => {
+          this.o.log.error({ err, sandboxID: id }, 'build step sandbox: destroy failed');
+          return false;
+        },
+      );
+      await network.release(id, { processesGone }).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'build step sandbox: slot release failed'));
     }
   }
 
