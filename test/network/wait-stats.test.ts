@@ -12,6 +12,16 @@ describe('pool wait window', () => {
     expect(w.summary(RECENT_MS + 2000).recentWaitsMs.slice(-2)).toEqual([400, 2]);
   });
 
+  it('reuses a summary for up to a second while nothing is recorded; a record or a later second computes it again', () => {
+    const w = new WaitWindow();
+    w.record(400, 0);
+    const first = w.summary(RECENT_MS - 500);
+    expect(w.summary(RECENT_MS + 400)).toBe(first); // the 400 left the window, but within the second: reused
+    expect(w.summary(RECENT_MS + 600)).toMatchObject({ waitP99Ms: 0 }); // computed again: it is gone
+    w.record(7, RECENT_MS + 700);
+    expect(w.summary(RECENT_MS + 700)).toMatchObject({ waitP50Ms: 7, waitP99Ms: 7 });
+  });
+
   it('counts on-demand allocations of the window', () => {
     const c = new RecentCount();
     c.record(0);

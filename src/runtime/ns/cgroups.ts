@@ -1,8 +1,8 @@
 // Per-sandbox cgroups: v1 memory, cpu and pids for limits (this kernel binds those controllers to
 // v1), cgroup2 for freeze/thaw and atomic kill. Every sandbox lives at
 // `<own cgroup of this process>/cube-<tag>/<sandboxID>` in each hierarchy.
-import { readFileSync } from 'node:fs';
-import { access, mkdir, readFile, rmdir, watch, writeFile } from 'node:fs/promises';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { access, mkdir, readFile, rmdir, watch } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CubeError } from '../../errors.js';
 import { entriesOrNone } from '../../fsx.js';
@@ -103,10 +103,8 @@ export class Cgroups {
     await Promise.all(HIERARCHIES.map((h) => mkdir(this.parents[h], { recursive: true })));
     const l = this.parentLimits;
     if (!l) return;
-    await Promise.all([
-      writeFile(join(this.parents.pids, 'pids.max'), String(l.pidsMax)),
-      l.memoryMiB ? this.limitMemory(this.parents.memory, l.memoryMiB * 1024 * 1024) : undefined,
-    ]);
+    setValue(join(this.parents.pids, 'pids.max'), l.pidsMax);
+    if (l.memoryMiB) this.limitMemory(this.parents.memory, l.memoryMiB * 1024 * 1024);
   }
 
   dir(h: Hierarchy, sandboxID: string): string {
@@ -128,19 +126,19 @@ export class Cgroups {
         }),
       ),
     );
-    await Promise.all([
-      this.limitMemory(this.dir('memory', sandboxID), limits.memoryMiB * 1024 * 1024),
-      writeFile(join(this.dir('cpu', sandboxID), 'cpu.cfs_quota_us'), String(cpuQuota(limits.cpus, this.cpuPeriodUs))),
-      writeFile(join(this.dir('pids', sandboxID), 'pids.max'), String(limits.pidsMax)),
-    ]);
+    this.limitMemory(this.dir('memory', sandboxID), limits.memoryMiB * 1024 * 1024);
+    setValue(join(this.dir('cpu', sandboxID), 'cpu.cfs_quota_us'), cpuQuota(limits.cpus, this.cpuPeriodUs));
+    setValue(join(this.dir('pids', sandboxID), 'pids.max'), limits.pidsMax);
   }
 
   /** Memory, and memory+swap where swap is accounted, so a host with swap does not stretch the limit. */
-  private async limitMemory(dir: string, bytes: number): Promise<void> {
-    await writeFile(join(dir, 'memory.limit_in_bytes'), String(bytes));
-    await writeFile(join(dir, 'memory.memsw.limit_in_bytes'), String(bytes)).catch((e: NodeJS.ErrnoException) => {
-      if (e.code !== 'ENOENT') throw e;
-    });
+  private limitMemory(dir: string, bytes: number): void {
+    setValue(join(dir, 'memory.limit_in_bytes'), bytes);
+    try {
+      setValue(join(dir, 'memory.memsw.limit_in_bytes'), bytes);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
   }
 
   /** Sandbox ids that have a cgroup in any hierarchy. */
@@ -161,20 +159,20 @@ export class Cgroups {
   /** Freezes (true) or thaws (false) and waits until the kernel says it is done. */
   async freeze(sandboxID: string, frozen: boolean): Promise<void> {
     const dir = this.dir('unified', sandboxID);
-    await writeFile(join(dir, 'cgroup.freeze'), frozen ? '1' : '0');
+    setValue(join(dir, 'cgroup.freeze'), frozen ? 1 : 0);
     await this.waitEvent(dir, 'frozen', frozen ? 1 : 0);
   }
 
   /** Kills every process, waits until the cgroup is empty and removes the cgroup everywhere. Idempotent. */
   async destroy(sandboxID: string): Promise<void> {
     const dir = this.dir('unified', sandboxID);
-    const killed = await writeFile(join(dir, 'cgroup.kill'), '1').then(
-      () => true,
-      (e: NodeJS.ErrnoException) => {
-        if (e.code === 'ENOENT') return false;
-        throw e;
-      },
-    );
+    let killed = true;
+    try {
+      setValue(join(dir, 'cgroup.kill'), 1);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      killed = false;
+    }
     if (killed) await this.waitEvent(dir, 'populated', 0);
     await Promise.all(HIERARCHIES.map((h) => removeCgroupDir(this.dir(h, sandboxID))));
   }
@@ -229,8 +227,8 @@ export class Cgroups {
    */
   private async waitEvent(dir: string, key: string, want: number, timeoutMs = 10_000): Promise<void> {
     const file = join(dir, 'cgroup.events');
-    const reached = async () => keyedValue(await readFile(file, 'utf8'), key) === want;
-    if (await reached()) return;
+    const reached = () => keyedValue(readFileSync(file, 'utf8'), key) === want;
+    if (reached()) return;
     const ac = new AbortController();
     const changes = watch(file, { signal: ac.signal });
     const deadline = Date.now() + timeoutMs;
@@ -241,7 +239,7 @@ export class Cgroups {
         // between the read and a later start was missed and cost the 50 ms poll (p90 of destroy).
         const change = next.next();
         change.catch(() => {}); // rejects with AbortError when the watch is stopped below
-        if (await reached()) return;
+        if (reached()) return;
         const left = deadline - Date.now();
         if (left <= 0) throw new CubeError('CGROUP_FAILED', `${dir}: ${key} did not become ${want} within ${timeoutMs} ms`);
         await Promise.race([change, sleep(Math.min(left, 50))]);
@@ -250,6 +248,16 @@ export class Cgroups {
       ac.abort();
     }
   }
+}
+
+/**
+ * Writes a cgroup control file synchronously: the kernel answers these in microseconds (a fresh
+ * cgroup's limits, cgroup.kill), and a promise write costs a file handle and three thread-pool
+ * round trips: 210-230 us of CPU against 19-22 us for a write and a read of a memory cgroup's
+ * files (3,000 pairs, load 8-15). mkdir and rmdir stay asynchronous: an rmdir took up to 12 ms.
+ */
+function setValue(file: string, value: number): void {
+  writeFileSync(file, String(value));
 }
 
 /** rmdir that tolerates a missing dir and retries while the kernel still releases the last tasks. */
