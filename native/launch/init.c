@@ -181,12 +181,13 @@ void sandbox_init(const char *id, const char *lower, const char *lower_base, con
   snprintf(opts, sizeof opts, "mode=1777,size=%dm,uid=%ld,gid=%ld", tmp_mib, owner, owner);
   mount_at("tmpfs", m, "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts);
   if (sethostname(id, strlen(id)) < 0) die("sethostname");
+  // pivot_root(".", "."): the old root stacks on the new one and its detach leaves the new, with
+  // no directory for it made and removed in the writable layer (a mkdir and an rmdir on btrfs per
+  // create: pivot_root(2), "new_root and put_old may be the same directory").
   if (chdir(m) < 0) die("chdir %s", m);
-  mkdir_at(".", ".oldroot", 0700);
-  if (syscall(SYS_pivot_root, ".", ".oldroot") < 0) die("pivot_root");
+  if (syscall(SYS_pivot_root, ".", ".") < 0) die("pivot_root");
+  if (umount2(".", MNT_DETACH) < 0) die("umount old root");
   if (chdir("/") < 0) die("chdir /");
-  if (umount2("/.oldroot", MNT_DETACH) < 0) die("umount old root");
-  if (rmdir("/.oldroot") < 0) die("rmdir old root");
   set_oom_score(INIT_OOM_SCORE_ADJ); // first: the id change below makes /proc/self host root's (not dumpable)
   if (id_base >= 0) enter_own_userns(ready, go);
   drop_bounding_caps();
