@@ -1,6 +1,7 @@
 # Chart extraction for the Python kernel: a display formatter that describes a matplotlib Figure as
 # the `chart` @e2b/code-interpreter reads from a result (its Chart types: line, scatter, bar, pie,
-# superchart for several axes, unknown for the rest), beside the PNG the inline backend renders.
+# box_and_whisker, superchart for several axes, unknown for the rest), beside the PNG the inline
+# backend renders.
 #
 # register() runs once in each kernel at its start. The formatter knows a Figure by its class's
 # name, so a kernel that never imports matplotlib never loads it (importing pyplot took 1.5 s here), and it keeps no
@@ -72,6 +73,53 @@ def _scatter(ax):
     return chart
 
 
+def _floats(values):
+    return [float(_value(v)) for v in values]
+
+
+def _no_line(line):
+    return str(line.get_linestyle()).lower() in ("none", "", " ")
+
+
+def _one_box(lines, vertical):
+    """The stats of one box of Axes.boxplot's default drawing (its 7 lines: box, lower and upper
+    whisker, lower and upper cap, median, fliers), read in the box's orientation; None when the
+    lines are not that."""
+    xy = [(_floats(l.get_xdata()), _floats(l.get_ydata())) for l in lines]
+    if not vertical:
+        xy = [(y, x) for x, y in xy]
+    (bx, by), (wlx, wly), (whx, why), (clx, cly), (chx, chy), (mx, my), (fx, fy) = xy
+    rect = len(bx) == 5 and bx[0] == bx[3] == bx[4] and bx[1] == bx[2] and by[0] == by[1] == by[4] and by[2] == by[3]
+    if not rect or not all(len(v) == 2 for v in (wlx, wly, whx, why, clx, cly, chx, chy, mx, my)):
+        return None
+    pos = (bx[0] + bx[1]) / 2
+    whiskers = wlx[0] == wlx[1] == whx[0] == whx[1] and abs(wlx[0] - pos) < 1e-9 and wly[0] == by[0] and why[0] == by[2]
+    caps = cly[0] == cly[1] == wly[1] and chy[0] == chy[1] == why[1]
+    median = my[0] == my[1] and sorted(mx) == sorted(bx[:2])
+    if not (whiskers and caps and median and _no_line(lines[6]) and all(x == pos for x in fx)):
+        return None
+    return pos, {"min": wly[1], "first_quartile": by[0], "median": my[0], "third_quartile": by[2], "max": why[1], "outliers": fy}
+
+
+def _boxes(ax):
+    """A box_and_whisker chart when the Axes' lines are only boxplot()'s default boxes, else None.
+    matplotlib keeps no record of a boxplot on the Axes: its artists are plain lines, so they are
+    recognised by their shape (vert=False draws the same lines with x and y swapped)."""
+    lines = ax.get_lines()
+    if not lines or len(lines) % 7 or ax.patches or ax.collections:
+        return None
+    for vertical in (True, False):
+        boxes = [_one_box(lines[i : i + 7], vertical) for i in range(0, len(lines), 7)]
+        if all(boxes):
+            axis = ax.xaxis if vertical else ax.yaxis
+            ticks = {round(float(loc), 6): t.get_text() for loc, t in zip(axis.get_ticklocs(), axis.get_ticklabels())}
+            chart = _axes2d(ax, "box_and_whisker")
+            for pos, stats in boxes:
+                chart["elements"].append({"label": ticks.get(round(pos, 6)) or f"{pos:g}", **stats})
+            return chart
+    return None
+
+
 def _bar(ax, containers):
     chart = _axes2d(ax, "bar")
     vertical = all(getattr(c, "orientation", "vertical") == "vertical" for c in containers)
@@ -114,7 +162,9 @@ def axes_chart(ax):
         return _pie(ax, wedges)
     if kinds == ["bar"]:
         return _bar(ax, bars)
-    return _line(ax) if kinds == ["line"] else _scatter(ax)
+    if kinds == ["line"]:
+        return _boxes(ax) or _line(ax)
+    return _scatter(ax)
 
 
 def figure_chart(fig):

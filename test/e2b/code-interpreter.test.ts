@@ -161,6 +161,17 @@ describe('@e2b/code-interpreter against code-interpreter-v1', () => {
       ],
     });
 
+    // A box plot: each box's whiskers, quartiles, median and outliers (matplotlib's own statistics).
+    const box = await sbx.runCode('plt.figure()\n_ = plt.boxplot([[1, 2, 3, 4, 5, 20], [2, 3, 4]], labels=["a", "b"])\nplt.title("Spread")');
+    expect(box.results.find((r) => r.chart)?.chart).toMatchObject({
+      type: 'box_and_whisker',
+      title: 'Spread',
+      elements: [
+        { label: 'a', min: 1, first_quartile: 2.25, median: 3.5, third_quartile: 4.75, max: 5, outliers: [20] },
+        { label: 'b', min: 2, first_quartile: 2.5, median: 3, third_quartile: 3.5, max: 4, outliers: [] },
+      ],
+    });
+
     // A kind of plot the SDK has no chart type for: still the PNG.
     const image = await sbx.runCode('_ = plt.imshow([[0, 1], [1, 0]])');
     expect(image.results).toHaveLength(1);
