@@ -116,6 +116,12 @@ describe('refusalError: a transient shortage says when to retry', () => {
     ['only create slots short: 429, which the SDK retries', [rej('realtime_create_num')], { kind: 'CONCURRENCY_LIMITED', http: 429, retryAfter: 1 }],
     ['capacity: 503 with Retry-After', [rej('mem')], { kind: 'NO_NODE', http: 503, retryAfter: 1 }],
     ['mixed: capacity wins', [rej('realtime_create_num'), { ...rej('cpu'), nodeID: 'b' }], { kind: 'NO_NODE', http: 503, retryAfter: 1 }],
+    [
+      'no node allows raw sockets: 403, 130436, no retry',
+      [rej('net_raw'), { ...rej('net_raw'), nodeID: 'b' }],
+      { code: 130436, http: 403, retryAfter: undefined },
+    ],
+    ['one that allows them is full: capacity', [rej('net_raw'), { ...rej('mem'), nodeID: 'b' }], { kind: 'NO_NODE', http: 503, retryAfter: 1 }],
   ])('%s', (_name, rejections, want) => {
     expect(refusalError({ ok: false, rejections }, 'no node available: ...')).toMatchObject(want);
   });

@@ -9,6 +9,7 @@ import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
+import type { RuntimeInfo } from '../../model/node.js';
 import { envVarsProblem } from '../../model/env.js';
 import { BtrfsStore } from '../../storage/btrfs-store.js';
 import { NsVolumes, volumeArgs, volumeMountError } from './volumes.js';
@@ -271,6 +272,11 @@ export class NsDriver implements RuntimeDriver {
     await this.cgroups.freeze(h.sandboxID, false).catch((e: unknown) => {
       throw toCubeError(e, 'RESUME_FAILED');
     });
+  }
+
+  /** What placement reads: whether a create may ask for raw sockets here (NodeView.runtimes). */
+  runtimes(): RuntimeInfo[] {
+    return [{ name: this.name, ...(this.opts.allowNetRaw ? { netRaw: true } : {}) }];
   }
 
   alive(h: SandboxHandle): boolean {
