@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_OPEN_FILES_SHARE } from '../model/limits.js';
 
 // The single source of truth for configuration: validation, defaults, and (through
 // gen-doc.ts) docs/configuration.md. Key names follow CubeSandbox where it has them.
@@ -365,6 +366,21 @@ export const CubeletConfigSchema = z
       })
       .strict()
       .prefault({}),
+    sandbox_limits: z
+      .object({
+        open_files_share: z
+          .number()
+          .gt(0)
+          .max(1)
+          .default(DEFAULT_OPEN_FILES_SHARE)
+          .meta({ restart: true })
+          .describe(
+            "share of the host's file table (fs.file-max) one sandbox of the ns runtime may hold: its processes' open-file limit (RLIMIT_NOFILE) is the share over its pids limit, at least 512; where that is fewer, its pids limit is lowered so that pids x open files stays within the share. A create may ask for fewer files with the metadata label cube.open_files=N (more is refused with 400). 0.0625: sixteen sandboxes at their limits fill the table",
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe("each sandbox's share of host-wide tables and devices (ns runtime); the node's default and the most a create may ask for"),
     registry: z
       .object({
         insecure: z

@@ -14,6 +14,7 @@ import {
   type SpecShape,
 } from '../model/density.js';
 import { envVarsProblem } from '../model/env.js';
+import { limitAsk } from '../model/limits.js';
 import { POOL_EXHAUSTED, type NodeView } from '../model/node.js';
 import type { CreateSandboxRequest, SandboxSpecView } from '../model/sandbox.js';
 import { listedName } from '../model/template.js';
@@ -51,6 +52,8 @@ export function resolveCreate(req: CreateSandboxRequest, master: MasterConfig): 
   const badEnv = envVarsProblem(req.envVars, 'envVars');
   if (badEnv !== undefined) throw new CubeError('BAD_REQUEST', badEnv);
   checkMetadata(req.metadata);
+  const asked = limitAsk(req.metadata);
+  if ('problem' in asked) throw new CubeError('BAD_REQUEST', asked.problem);
   return { templateID, cpus, memoryMiB, diskGiB, timeoutSec };
 }
 

@@ -22,8 +22,19 @@ describe('resolveCreate', () => {
     [{ templateID: 'py:v2' }, { templateID: 'py:v2', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
     [{ templateID: 'host:latest' }, { templateID: 'host', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
     [{ templateID: 'Not A Name' }, { templateID: 'Not A Name', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
+    [{ metadata: { 'cube.open_files': '8192', 'cube.io.write_mibps': '10' } }, { templateID: 'host', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
   ])('%j -> %j', (req, want) => expect(resolveCreate(req, master)).toEqual(want));
-  it.each([[{ cpus: 0 }], [{ memoryMiB: 8 }], [{ diskGiB: 0 }], [{ timeoutSec: 0 }], [{ timeoutSec: 1.5 }]])('refuses %j with 400', (req) => {
+  it.each([
+    [{ cpus: 0 }],
+    [{ memoryMiB: 8 }],
+    [{ diskGiB: 0 }],
+    [{ timeoutSec: 0 }],
+    [{ timeoutSec: 1.5 }],
+    [{ metadata: { 'cube.open_files': 'many' } }],
+    [{ metadata: { 'cube.open_files': '0' } }],
+    [{ metadata: { 'cube.io.write_mibps': '-1' } }],
+    [{ metadata: { 'cube.io.read_iops': '1e3' } }],
+  ])('refuses %j with 400', (req) => {
     expect(() => resolveCreate(req, master)).toThrow(expect.objectContaining({ kind: 'BAD_REQUEST' }));
   });
 });
