@@ -173,7 +173,8 @@ export function runtimeDriver(
 
 /** cubelet sandbox_limits as the ns driver's option. */
 export function sandboxLimitsOf(c: CubeletConfig['sandbox_limits']): NodeSandboxLimits {
-  return { openFilesShare: c.open_files_share };
+  const { read_mibps, write_mibps, read_iops, write_iops } = c.io;
+  return { openFilesShare: c.open_files_share, io: { readMiBps: read_mibps, writeMiBps: write_mibps, readIops: read_iops, writeIops: write_iops } };
 }
 
 /** cubelet identity.* as the ns driver's option. */

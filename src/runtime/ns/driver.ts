@@ -9,7 +9,7 @@ import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
-import { DEFAULT_SANDBOX_LIMITS, type NodeSandboxLimits } from '../../model/limits.js';
+import { DEFAULT_SANDBOX_LIMITS, ioLimitsFor, type NodeSandboxLimits } from '../../model/limits.js';
 import type { RuntimeInfo } from '../../model/node.js';
 import { envVarsProblem } from '../../model/env.js';
 import { BtrfsStore } from '../../storage/btrfs-store.js';
@@ -117,6 +117,8 @@ export class NsDriver implements RuntimeDriver {
   private readonly log: Logger | undefined;
   private cgroupsOrUndefined?: Cgroups;
   private tables: HostTables = { pidMax: 0, threadsMax: 0, fileMax: 0, nofileHard: 0 };
+  /** The sandbox store's block devices, where its sandboxes' I/O is limited. */
+  private storeDevices: string[] = [];
   private readonly records = new Map<string, SandboxRecord>();
   /** Writable layers: one btrfs subvolume per sandbox, limited to its disk size. */
   readonly storage: BtrfsStore;
@@ -162,6 +164,7 @@ export class NsDriver implements RuntimeDriver {
     await mkdir(this.sandboxesDir, { recursive: true, mode: 0o700 });
     await chmod(this.sandboxesDir, 0o700);
     await this.storage.open();
+    this.storeDevices = await this.storage.devices();
   }
 
   async close(opts: { destroy: boolean }): Promise<void> {
@@ -184,6 +187,8 @@ export class NsDriver implements RuntimeDriver {
     const limits = this.opts.sandboxLimits ?? DEFAULT_SANDBOX_LIMITS;
     const files = fileLimits(this.tables.fileMax, limits.openFilesShare, spec.pidsMax, this.tables.nofileHard, spec.limits?.openFiles);
     if (typeof files === 'string') throw new CubeError('BAD_REQUEST', files);
+    const io = ioLimitsFor(limits.io, spec.limits?.io);
+    if (typeof io === 'string') throw new CubeError('BAD_REQUEST', io);
     const dir = this.dir(id);
     // NET_RAW needs root of the host's user namespace, which owns the slot's network namespace.
     const idBase = spec.netRaw ? undefined : this.ids?.take();
@@ -215,7 +220,7 @@ export class NsDriver implements RuntimeDriver {
           .then(() => writeFile(join(this.storage.upperDir(id), 'etc', 'hosts'), etcHosts(id))),
         mkdir(join(dir, 'merged')),
         writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
-        this.cgroups.create(id, { ...spec, pidsMax: files.pidsMax }),
+        this.cgroups.create(id, { ...spec, pidsMax: files.pidsMax, io: { devices: this.storeDevices, limits: io } }),
       ]);
       const args = [
         '-i',
