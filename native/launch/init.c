@@ -48,6 +48,37 @@ static void mask(const char *p) {
   if (mount("/dev/null", p, NULL, MS_BIND, NULL) < 0) die("mask %s", p);
 }
 
+/*
+ * The sandbox's own /proc/meminfo and /proc/loadavg (issue 29 item 8), read-only: memory at its
+ * limit (`mem_mib`: total, free and available, what programs sizing themselves by MemTotal should
+ * see; no swap, memory+swap being held at the same limit) and no load (zeros, so uptime and top
+ * still parse it). Written once, no daemon: live figures would need a FUSE server (lxcfs) every
+ * sandbox's reads depend on. The files live on a tmpfs of their own, mounted on <m>/tmp only while
+ * they are made (the real /tmp comes after): a bind of a file from the data dir would show its
+ * host path in the sandbox's mountinfo.
+ */
+static void own_proc_files(const char *m, int mem_mib) {
+  char dir[4096], src[4160], dst[4160], text[512];
+  mount_at("tmpfs", m, "tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755,size=16k,nr_inodes=8");
+  snprintf(dir, sizeof dir, "%s/tmp", m);
+  unsigned long kib = (unsigned long)mem_mib * 1024;
+  int n = snprintf(text, sizeof text, "%-16s%8lu kB\n%-16s%8lu kB\n%-16s%8lu kB\n", "MemTotal:", kib, "MemFree:", kib, "MemAvailable:", kib);
+  static const char *zero[] = {"Buffers:", "Cached:", "SwapCached:", "SwapTotal:", "SwapFree:", "Shmem:"};
+  for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%-16s%8d kB\n", zero[i], 0);
+  const char *files[][2] = {{"meminfo", text}, {"loadavg", "0.00 0.00 0.00 1/1 1\n"}};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    snprintf(src, sizeof src, "%s/%s", dir, files[i][0]);
+    snprintf(dst, sizeof dst, "%s/proc/%s", m, files[i][0]);
+    int fd = open(src, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+    if (fd < 0) die("create %s", src);
+    write_all(fd, files[i][1], strlen(files[i][1]));
+    close(fd);
+    if (mount(src, dst, NULL, MS_BIND, NULL) < 0) die("bind %s on %s", src, dst);
+    if (mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) die("remount %s read-only", dst);
+  }
+  if (umount2(dir, MNT_DETACH) < 0) die("umount %s", dir);
+}
+
 static void build_dev(const char *m, long shm_owner) {
   mount_at("tmpfs", m, "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k,nr_inodes=64");
   static const struct { const char *name; unsigned maj, min; } devs[] = {
@@ -164,6 +195,8 @@ void sandbox_init(const char *id, const char *lower, const char *lower_base, con
   static const char *proc_masked[] = {
     "kcore", "keys", "timer_list", "sched_debug", "slabinfo", "kpagecount", "kpageflags",
     "kpagecgroup", "pagetypeinfo", "vmallocinfo", "config.gz", "cmdline", "latency_stats", "timer_stats",
+    // The host's devices, I/O and interrupt counts (issue 29 item 8): nothing of the sandbox's own.
+    "diskstats", "interrupts", "swaps",
   };
   for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++) {
     snprintf(p, sizeof p, "%s/proc/%s", m, proc_ro[i]);
@@ -178,6 +211,7 @@ void sandbox_init(const char *id, const char *lower, const char *lower_base, con
   long owner = id_base >= 0 ? id_base : 0;
   build_dev(m, owner);
   mkdir_at(m, "tmp", 01777);
+  own_proc_files(m, tmp_mib);
   snprintf(opts, sizeof opts, "mode=1777,size=%dm,uid=%ld,gid=%ld", tmp_mib, owner, owner);
   mount_at("tmpfs", m, "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts);
   if (sethostname(id, strlen(id)) < 0) die("sethostname");

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_IO_LIMITS, DEFAULT_OPEN_FILES_SHARE } from '../model/limits.js';
 
 // The single source of truth for configuration: validation, defaults, and (through
 // gen-doc.ts) docs/configuration.md. Key names follow CubeSandbox where it has them.
@@ -25,6 +26,17 @@ export const SandboxSpecSchema = z
       ),
   })
   .strict();
+
+/** One of cubelet sandbox_limits.io: 0 = not limited; a create may ask for less with the label cube.io.<name>. */
+const ioLimit = (dflt: number, what: string, name: string) =>
+  z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1)
+    .default(dflt)
+    .meta({ restart: true })
+    .describe(`${what} per sandbox on the store's device, 0 = not limited; a create may ask for less with the metadata label cube.io.${name}=N`);
 
 export const FILTER_NAMES = ['cpu', 'mem', 'disk', 'disk_quota', 'realtime_create_num', 'template_locality', 'mvm_num'] as const;
 export const SCORER_NAMES = ['mvm_num', 'local_create_num', 'quota_cpu_usage', 'quota_mem_usage', 'template_locality'] as const;
@@ -365,6 +377,33 @@ export const CubeletConfigSchema = z
       })
       .strict()
       .prefault({}),
+    sandbox_limits: z
+      .object({
+        open_files_share: z
+          .number()
+          .gt(0)
+          .max(1)
+          .default(DEFAULT_OPEN_FILES_SHARE)
+          .meta({ restart: true })
+          .describe(
+            "share of the host's file table (fs.file-max) one sandbox of the ns runtime may hold: its processes' open-file limit (RLIMIT_NOFILE) is the share over its pids limit, at least 512; where that is fewer, its pids limit is lowered so that pids x open files stays within the share. A create may ask for fewer files with the metadata label cube.open_files=N (more is refused with 400). 0.0625: sixteen sandboxes at their limits fill the table",
+          ),
+        io: z
+          .object({
+            read_mibps: ioLimit(DEFAULT_IO_LIMITS.readMiBps, 'reads in MiB per second', 'read_mibps'),
+            write_mibps: ioLimit(DEFAULT_IO_LIMITS.writeMiBps, 'writes in MiB per second', 'write_mibps'),
+            read_iops: ioLimit(DEFAULT_IO_LIMITS.readIops, 'read operations per second', 'read_iops'),
+            write_iops: ioLimit(DEFAULT_IO_LIMITS.writeIops, 'write operations per second', 'write_iops'),
+          })
+          .strict()
+          .prefault({})
+          .describe(
+            "each sandbox's I/O on the sandbox store's device (its loop device, or the disks of a btrfs data dir), throttled in its cgroup (v1 blkio.throttle.*, cgroup2 io.max). What the kernel charges to a sandbox: reads, direct I/O and what its fsync and sync calls write; buffered writes its flusher writes back are not charged under cgroup v1",
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe("each sandbox's share of host-wide tables and devices (ns runtime); the node's default and the most a create may ask for"),
     registry: z
       .object({
         insecure: z

@@ -14,6 +14,7 @@ import {
   type SpecShape,
 } from '../model/density.js';
 import { envVarsProblem } from '../model/env.js';
+import { limitAsk } from '../model/limits.js';
 import { POOL_EXHAUSTED, type NodeView } from '../model/node.js';
 import type { CreateSandboxRequest, SandboxSpecView } from '../model/sandbox.js';
 import { listedName } from '../model/template.js';
@@ -51,6 +52,8 @@ export function resolveCreate(req: CreateSandboxRequest, master: MasterConfig): 
   const badEnv = envVarsProblem(req.envVars, 'envVars');
   if (badEnv !== undefined) throw new CubeError('BAD_REQUEST', badEnv);
   checkMetadata(req.metadata);
+  const asked = limitAsk(req.metadata);
+  if ('problem' in asked) throw new CubeError('BAD_REQUEST', asked.problem);
   return { templateID, cpus, memoryMiB, diskGiB, timeoutSec };
 }
 
@@ -155,12 +158,17 @@ export function neverFitsOn(spec: SpecShape, node: NodeView, params: DensityPara
 
 /**
  * The error for a refused placement. Every node only short of create slots (realtime_create_num):
- * 429 with Retry-After, which the E2B SDK retries by itself; otherwise 130597 (503, Retry-After:
+ * 429 with Retry-After, which the E2B SDK retries by itself; every node refusing raw sockets
+ * (net_raw): 403, 130436, as the node itself says it; otherwise 130597 (503, Retry-After:
  * capacity comes back as sandboxes end or their CPU use drops; the SDK raises ServiceBusyError).
  */
 export function refusalError(placed: ScheduleResult, message: string): CubeError {
-  const slotsOnly = !placed.ok && placed.rejections.length > 0 && placed.rejections.every((r) => r.filter === 'realtime_create_num');
-  return slotsOnly ? new CubeError('CONCURRENCY_LIMITED', message, { retryAfter: 1 }) : new CubeError('NO_NODE', message, { retryAfter: 1 });
+  const only = (filter: string) => !placed.ok && placed.rejections.length > 0 && placed.rejections.every((r) => r.filter === filter);
+  if (only('realtime_create_num')) return new CubeError('CONCURRENCY_LIMITED', message, { retryAfter: 1 });
+  // Not a wait: no node will take it until an operator allows it somewhere.
+  if (only('net_raw') && !placed.ok)
+    return new CubeError('NET_RAW_FORBIDDEN', `cube.net_raw=true: no node allows raw sockets: ${describeRejections(placed.rejections)}`);
+  return new CubeError('NO_NODE', message, { retryAfter: 1 });
 }
 
 /**

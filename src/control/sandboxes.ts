@@ -166,6 +166,7 @@ export class SandboxOps {
         fetchable: true,
         ...(req.nodeID !== undefined ? { nodeID: req.nodeID } : {}),
         ...(req.runtime !== undefined ? { runtime: req.runtime } : {}),
+        ...(req.metadata?.['cube.net_raw'] === 'true' ? { netRaw: true } : {}),
       },
       candidates,
       master,
@@ -177,7 +178,7 @@ export class SandboxOps {
       const message = refusal ?? 'no node available';
       const err = refusalError(placed, message);
       this.stats.recordRefusal(err.code, refusalRule(placed));
-      await this.watch.appendEvent({ kind: 'schedule.failed', code: 130597, message });
+      await this.watch.appendEvent({ kind: 'schedule.failed', code: err.code, message: err.message });
       await audit(store, req.actor, 'sandbox.create', r.templateID, message);
       throw err;
     }

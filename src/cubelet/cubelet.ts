@@ -9,6 +9,7 @@ import { CubeError, deathCode, isCubeError } from '../errors.js';
 import type { DeathReason } from '../model/death.js';
 import { watchLiveness } from './liveness.js';
 import type { EventKind, EventView } from '../model/event.js';
+import { limitAsk } from '../model/limits.js';
 import type { NodeView } from '../model/node.js';
 import type { EgressRequest, PauseOptions, SandboxState, SandboxUsage, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
 import { isoTime } from '../model/time.js';
@@ -204,6 +205,8 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     const id = meta.sandboxID;
     let rules: Promise<void> | undefined;
     try {
+      const asked = limitAsk(meta.metadata);
+      if ('problem' in asked) throw new CubeError('BAD_REQUEST', asked.problem);
       const template = await this.o.templates.resolve(meta.templateID);
       if (meta.runtime === undefined && template.config?.runtime !== undefined) {
         meta.runtime = entry.view.runtime = this.offered(template.config.runtime, `the default runtime of template ${template.name}`);
@@ -229,6 +232,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
         diskGiB: meta.spec.diskGiB,
         ...(meta.runtime ? { runtime: meta.runtime } : {}),
         ...(meta.metadata['cube.net_raw'] === 'true' ? { netRaw: true } : {}),
+        ...(Object.keys(asked.ask).length > 0 ? { limits: asked.ask } : {}),
         ...(meta.fromSnapshot !== undefined ? { fromSnapshot: meta.fromSnapshot } : {}),
         ...(meta.volumes ? { volumes: meta.volumes } : {}),
       });

@@ -70,6 +70,12 @@ export interface RuntimeInfo {
    * is backed by memory the host got back; absent: pause keeps the memory and the ratio is accounting only.
    */
   releaseBacked?: boolean;
+  /**
+   * A create asking for raw sockets (metadata cube.net_raw=true) is accepted on this runtime:
+   * ns where cubelet identity.allow_net_raw is true; microvm always (root of the guest has them in
+   * its own kernel). Absent: refused (and from older nodes), so placement keeps such creates off it.
+   */
+  netRaw?: boolean;
 }
 
 export interface NodeView {

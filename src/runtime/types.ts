@@ -3,6 +3,7 @@
 // the network slot comes from the network-agent and is only joined here.
 import type { Readable, Writable } from 'node:stream';
 import { CubeError } from '../errors.js';
+import type { LimitAsk } from '../model/limits.js';
 import type { RuntimeInfo } from '../model/node.js';
 import type { PauseOptions, SnapshotKeeps } from '../model/sandbox.js';
 import type { StoreUsage } from '../storage/btrfs-store.js';
@@ -63,6 +64,8 @@ export interface LaunchSpec {
   runtime?: string;
   /** Root inside keeps CAP_NET_RAW (raw and packet sockets); off unless asked (metadata cube.net_raw=true). */
   netRaw?: boolean;
+  /** Less than the node's shares, as the create's labels ask (model/limits.ts); absent: the node's. */
+  limits?: LimitAsk;
   /** Start from this kept snapshot (its writable layer) instead of an empty one: only the driver that took it. */
   fromSnapshot?: string;
   /** Volumes to mount (a driver with `volumes`; others refuse them): by id, at an absolute path inside. */

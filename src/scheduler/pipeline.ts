@@ -89,6 +89,7 @@ const PASSES = -1;
 const BY_RUNTIME = -2;
 const BY_PREFILTER = -3;
 const BY_CAPACITY = -4;
+const BY_NET_RAW = -5;
 
 /** The index of the first filter that refuses, or PASSES. */
 function firstRefusal(filters: Plan['filters'], ctx: NodeContext): number {
@@ -101,6 +102,14 @@ const preparedOf = (c: Candidate): PreparedNode => (c.prepared !== undefined && 
 
 /** The runtime a request needs on this node, if any: its own, else its template's default there. */
 const runtimeFor = (req: PlacementRequest, node: PreparedNode): string | undefined => req.runtime ?? node.templateRuntimes?.[req.templateID];
+
+/**
+ * A create asking for raw sockets goes only where the runtime it gets accepts them: the node
+ * refuses it otherwise (403, 130436), and placing it there instead of on a node that allows it
+ * made the answer depend on the random pick. Like the runtime, a fact of the node, not a setting.
+ */
+const refusesNetRaw = (req: PlacementRequest, node: PreparedNode, runtime: string | undefined): boolean =>
+  req.netRaw === true && !node.netRawRuntimes.includes(runtime ?? node.view.runtime);
 
 export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterConfig, now: number, rand: () => number = Math.random): ScheduleResult {
   if (!(req.cpus > 0) || !(req.memoryMiB > 0))
@@ -134,6 +143,7 @@ export function schedule(req: PlacementRequest, nodes: Candidate[], cfg: MasterC
     const runtime = runtimeFor(req, node);
     let by = PASSES;
     if (runtime !== undefined && !node.runtimes.includes(runtime)) by = BY_RUNTIME;
+    else if (refusesNetRaw(req, node, runtime)) by = BY_NET_RAW;
     else if (!passesPrefilter(node, timeout, now)) by = BY_PREFILTER;
     else {
       const density = densityOf(densities, node.capacity, params, req);
@@ -185,6 +195,12 @@ function rejection(
     const why = req.runtime === undefined ? ` (template ${req.templateID}'s default)` : '';
     return { nodeID: node.nodeID, filter: 'runtime', reason: `runtime ${node.runtimes.join(', ')}, not ${runtimeFor(req, node)}${why}` };
   }
+  if (by === BY_NET_RAW)
+    return {
+      nodeID: node.nodeID,
+      filter: 'net_raw',
+      reason: `runtime ${runtimeFor(req, node) ?? node.view.runtime} here does not allow raw sockets (cubelet identity.allow_net_raw)`,
+    };
   if (by === BY_PREFILTER)
     return { nodeID: node.nodeID, filter: 'prefilter', reason: preparedPrefilter(node, cfg.scheduler.heartbeat_timeout_ms, now) ?? 'refused' };
   const density = densityOf(densities, node.capacity, plan.params, req);

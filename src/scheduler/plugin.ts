@@ -17,6 +17,8 @@ export interface PlacementRequest {
   runtime?: string;
   /** Cluster: the template is on some node, so a node that fetches templates (NodeView.layers) may take it without holding it. */
   fetchable?: boolean;
+  /** The create asks for raw sockets (metadata cube.net_raw=true): only nodes whose runtime accepts it (RuntimeInfo.netRaw). */
+  netRaw?: boolean;
 }
 
 export interface Candidate {
@@ -113,6 +115,8 @@ export interface PreparedNode {
   readonly fetching: readonly string[] | undefined;
   /** The runtimes it offers, default first when it lists none. */
   readonly runtimes: readonly string[];
+  /** Those of them that accept a create asking for raw sockets (RuntimeInfo.netRaw). */
+  readonly netRawRuntimes: readonly string[];
   /** Undefined when no template names a runtime of its own. */
   readonly templateRuntimes: Readonly<Record<string, string>> | undefined;
 }
@@ -167,6 +171,7 @@ export function prepareNode(view: NodeView): PreparedNode {
     fetches: view.layers !== undefined,
     fetching: view.fetching !== undefined && view.fetching.length > 0 ? view.fetching : undefined,
     runtimes: view.runtimes !== undefined ? view.runtimes.map((r) => r.name) : [view.runtime],
+    netRawRuntimes: view.runtimes !== undefined ? view.runtimes.filter((r) => r.netRaw === true).map((r) => r.name) : [],
     templateRuntimes: view.templateRuntimes !== undefined && !isEmpty(view.templateRuntimes) ? view.templateRuntimes : undefined,
   };
 }

@@ -33,6 +33,7 @@ import type { Logger } from 'pino';
 import { CubeError } from '../errors.js';
 import type { StoreView } from '../model/node.js';
 import { namesOrNone, readTextOrAbsent } from '../fsx.js';
+import { btrfsDevices } from './block-devices.js';
 import { loopDevicesOf, mountHolders } from './loop-devices.js';
 
 export const BTRFS_MAGIC = 0x9123683e;
@@ -372,6 +373,12 @@ export class BtrfsStore {
   async subvolumeIDs(dirs: string[]): Promise<number[]> {
     if (!dirs.length) return [];
     return (await this.store(['ids', ...dirs])).trim().split('\n').map(Number);
+  }
+
+  /** The store's block devices ("MAJ:MIN", whole disks): where sandboxes' I/O is limited. */
+  async devices(): Promise<string[]> {
+    if (!this.fsid) throw new Error('sandbox store not open');
+    return btrfsDevices(this.fsid);
   }
 
   /** Subvolumes ready in the pool. */

@@ -22,8 +22,19 @@ describe('resolveCreate', () => {
     [{ templateID: 'py:v2' }, { templateID: 'py:v2', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
     [{ templateID: 'host:latest' }, { templateID: 'host', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
     [{ templateID: 'Not A Name' }, { templateID: 'Not A Name', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
+    [{ metadata: { 'cube.open_files': '8192', 'cube.io.write_mibps': '10' } }, { templateID: 'host', cpus: 1, memoryMiB: 4096, diskGiB: 10, timeoutSec: 300 }],
   ])('%j -> %j', (req, want) => expect(resolveCreate(req, master)).toEqual(want));
-  it.each([[{ cpus: 0 }], [{ memoryMiB: 8 }], [{ diskGiB: 0 }], [{ timeoutSec: 0 }], [{ timeoutSec: 1.5 }]])('refuses %j with 400', (req) => {
+  it.each([
+    [{ cpus: 0 }],
+    [{ memoryMiB: 8 }],
+    [{ diskGiB: 0 }],
+    [{ timeoutSec: 0 }],
+    [{ timeoutSec: 1.5 }],
+    [{ metadata: { 'cube.open_files': 'many' } }],
+    [{ metadata: { 'cube.open_files': '0' } }],
+    [{ metadata: { 'cube.io.write_mibps': '-1' } }],
+    [{ metadata: { 'cube.io.read_iops': '1e3' } }],
+  ])('refuses %j with 400', (req) => {
     expect(() => resolveCreate(req, master)).toThrow(expect.objectContaining({ kind: 'BAD_REQUEST' }));
   });
 });
@@ -116,6 +127,12 @@ describe('refusalError: a transient shortage says when to retry', () => {
     ['only create slots short: 429, which the SDK retries', [rej('realtime_create_num')], { kind: 'CONCURRENCY_LIMITED', http: 429, retryAfter: 1 }],
     ['capacity: 503 with Retry-After', [rej('mem')], { kind: 'NO_NODE', http: 503, retryAfter: 1 }],
     ['mixed: capacity wins', [rej('realtime_create_num'), { ...rej('cpu'), nodeID: 'b' }], { kind: 'NO_NODE', http: 503, retryAfter: 1 }],
+    [
+      'no node allows raw sockets: 403, 130436, no retry',
+      [rej('net_raw'), { ...rej('net_raw'), nodeID: 'b' }],
+      { code: 130436, http: 403, retryAfter: undefined },
+    ],
+    ['one that allows them is full: capacity', [rej('net_raw'), { ...rej('mem'), nodeID: 'b' }], { kind: 'NO_NODE', http: 503, retryAfter: 1 }],
   ])('%s', (_name, rejections, want) => {
     expect(refusalError({ ok: false, rejections }, 'no node available: ...')).toMatchObject(want);
   });

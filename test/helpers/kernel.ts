@@ -180,7 +180,7 @@ export interface KernelObjects {
   nftTables: number;
 }
 
-const CGROUP_HIERARCHIES = ['memory', 'cpu', 'pids', 'freezer', 'unified'];
+const CGROUP_HIERARCHIES = ['memory', 'cpu', 'pids', 'blkio', 'freezer', 'unified'];
 const CGROUP_MAX_DEPTH = 6;
 
 async function list(dir: string): Promise<string[]> {

@@ -39,7 +39,8 @@ describe('files made inside a sandbox', () => {
   });
 
   it('masks /proc files that show host data to root inside', async () => {
-    const files = ['slabinfo', 'kpagecount', 'kpageflags', 'kpagecgroup', 'pagetypeinfo', 'config.gz', 'cmdline', 'vmallocinfo'].filter((f) => {
+    const hostInfo = ['diskstats', 'interrupts', 'swaps']; // issue 29 item 8
+    const files = ['slabinfo', 'kpagecount', 'kpageflags', 'kpagecgroup', 'pagetypeinfo', 'config.gz', 'cmdline', 'vmallocinfo', ...hostInfo].filter((f) => {
       try {
         statSync(`/proc/${f}`);
         return true;
@@ -47,8 +48,8 @@ describe('files made inside a sandbox', () => {
         return false;
       }
     });
-    expect(files).toContain('cmdline');
-    expect(readFileSync('/proc/cmdline', 'utf8').length).toBeGreaterThan(0);
+    expect(files).toEqual(expect.arrayContaining(['cmdline', 'diskstats', 'interrupts']));
+    for (const f of ['cmdline', 'diskstats', 'interrupts']) expect(readFileSync(`/proc/${f}`, 'utf8').length, f).toBeGreaterThan(0);
     const r = await run(rig(), h, ['sh', '-c', files.map((f) => `printf '%s ' ${f}; head -c 4096 /proc/${f} 2>/dev/null | wc -c`).join('; ')], {
       user: 'root',
     });
@@ -59,6 +60,18 @@ describe('files made inside a sandbox', () => {
         .map((l) => l.trim().split(/\s+/) as [string, string]),
     );
     expect(sizes).toEqual(Object.fromEntries(files.map((f) => [f, '0'])));
+  });
+
+  it("shows the sandbox's memory and no host load in /proc/meminfo and /proc/loadavg (issue 29 item 8)", async () => {
+    const memoryMiB = rig().spec().memoryMiB;
+    const r = await run(rig(), h, ['sh', '-c', 'head -3 /proc/meminfo; cat /proc/loadavg; echo x >> /proc/meminfo; echo rc=$?'], { user: 'root' });
+    const kib = `${memoryMiB * 1024} kB`;
+    expect(r.stdout).toMatch(new RegExp(`^MemTotal: +${kib}\nMemFree: +${kib}\nMemAvailable: +${kib}\n0\.00 0\.00 0\.00 1/1 1\nrc=[12]\n$`));
+    // What a program sizing itself by the machine's memory sees (Node's os.totalmem reads MemTotal; `free` too).
+    const node = await run(rig(), h, ['node', '-e', 'console.log(require("os").totalmem())']);
+    expect(node.stdout).toBe(`${memoryMiB * 1024 * 1024}\n`);
+    const free = await run(rig(), h, ['free', '-m']);
+    expect(free.stdout).toMatch(new RegExp(`^Mem: +${memoryMiB} `, 'm'));
   });
 
   it("shows no host path of its layers in mountinfo (the overlay's lowerdir, upperdir, workdir)", async () => {

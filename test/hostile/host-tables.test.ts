@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nftTableName } from '../../src/network/names.js';
-import { hardNofile, nofileLimit, parentPidsMax, PID_MAX_TARGET, pidMaxRaise } from '../../src/runtime/ns/host-limits.js';
+import { fileLimits, hardNofile, parentPidsMax, PID_MAX_TARGET, pidMaxRaise, type FileLimits } from '../../src/runtime/ns/host-limits.js';
 import type { SandboxHandle } from '../../src/runtime/types.js';
 import { startDaemon } from '../helpers/daemon.js';
 import { startWanHost, type WanHost } from '../helpers/wan.js';
@@ -65,14 +65,37 @@ describe('host-wide tables, sized from the host (pure)', () => {
     expect([pidMaxRaise(32_768), pidMaxRaise(PID_MAX_TARGET), pidMaxRaise(PID_MAX_TARGET * 2)]).toEqual([PID_MAX_TARGET, undefined, undefined]);
   });
 
-  it.each([
-    // file-max, sandbox pids.max, the daemon's hard limit -> RLIMIT_NOFILE
-    [2_466_177, 1024, Infinity, 1024], // the floor: most programs expect 1024
-    [2_466_177, 64, Infinity, 9633],
-    [2_466_177, 24, 20_000, 20_000], // no raising past the daemon's own without CAP_SYS_RESOURCE
-    [9_223_372_036_854_775_807, 1024, Infinity, 1_048_576], // nr_open's default at most
-  ])('nofileLimit(%i, %i, %i) = %i', (fileMax, pids, hard, want) => {
-    expect(nofileLimit(fileMax, pids, hard)).toBe(want);
+  const F = 2_466_097; // this machine's fs.file-max
+  it.each<[string, number, number, number, number, number | undefined, FileLimits | string]>([
+    // file-max, share, spec pids, the daemon's hard limit, files asked -> the sandbox's limits
+    // Before: 1024 files x 1024 pids, 42% of the table per sandbox.
+    ['the default share on this machine: the floor, fewer pids', F, 1 / 16, 1024, Infinity, undefined, { openFiles: 154_131, nofile: 512, pidsMax: 301 }],
+    ['few pids: more files each', F, 1 / 16, 64, Infinity, undefined, { openFiles: 154_131, nofile: 2408, pidsMax: 64 }],
+    ["no raising past the daemon's own hard limit", F, 1 / 16, 24, 2000, undefined, { openFiles: 154_131, nofile: 2000, pidsMax: 24 }],
+    [
+      "systemd's file-max: nr_open's default at most",
+      9_223_372_036_854_775_807,
+      1 / 16,
+      1024,
+      Infinity,
+      undefined,
+      { openFiles: Number.MAX_SAFE_INTEGER, nofile: 1_048_576, pidsMax: 1024 },
+    ],
+    ['a create asking for fewer files', F, 1 / 16, 1024, Infinity, 8192, { openFiles: 8192, nofile: 512, pidsMax: 16 }],
+    [
+      'more than the share is refused',
+      F,
+      1 / 16,
+      1024,
+      Infinity,
+      200_000,
+      expect.stringMatching(/^open files 200000: from 4096 to this node's share 154131/) as unknown as string,
+    ],
+    ['under 8 pids of 512 files is refused', F, 1 / 16, 1024, Infinity, 4000, expect.stringMatching(/^open files 4000: from 4096/) as unknown as string],
+  ])('%s', (_name, fileMax, share, pids, hard, asked, want) => {
+    const got = fileLimits(fileMax, share, pids, hard, asked);
+    expect(got).toEqual(want);
+    if (typeof got !== 'string') expect(got.nofile * got.pidsMax).toBeLessThanOrEqual(got.openFiles);
   });
 
   it('reads the hard open-file limit from /proc/self/limits', () => {
@@ -102,10 +125,47 @@ describe("the node's parent cgroup, pid_max and open files", () => {
   });
 
   it('gives commands an open-file limit sized against fs.file-max, for root and user', async () => {
-    const want = nofileLimit(num('/proc/sys/fs/file-max'), rig().spec().pidsMax, hardNofile(readFileSync('/proc/self/limits', 'utf8')));
+    const want = fileLimits(num('/proc/sys/fs/file-max'), 1 / 16, rig().spec().pidsMax, hardNofile(readFileSync('/proc/self/limits', 'utf8')));
+    if (typeof want === 'string') throw new Error(want);
+    expect(num(join(rig().cgroups.dir('pids', h.sandboxID), 'pids.max'))).toBe(want.pidsMax);
     for (const user of ['root', 'user'] as const) {
       const r = await run(rig(), h, ['sh', '-c', 'ulimit -n; ulimit -Hn; ulimit -Hn 1048576 2>/dev/null; echo raised=$?'], { user });
-      expect(r.stdout, user).toBe(`${want}\n${want}\nraised=2\n`); // no CAP_SYS_RESOURCE inside
+      expect(r.stdout, user).toBe(`${want.nofile}\n${want.nofile}\nraised=2\n`); // no CAP_SYS_RESOURCE inside
+    }
+  });
+
+  it('keeps every process of a sandbox together within its share of the file table (cube.open_files)', async () => {
+    // Processes fork until pids.max, each opens files until EMFILE; the parent adds up what
+    // they hold at once. Before: 64 pids x 1024 files = 65,536 whatever the share.
+    const SHARE = 8192;
+    const s = await rig().driver.create(rig().spec({ pidsMax: 64, limits: { openFiles: SHARE } }));
+    const flood = [
+      'import os',
+      'r, w = os.pipe(); hr, hw = os.pipe(); kids = 0',
+      'while True:',
+      '    try: pid = os.fork()',
+      '    except OSError: break',
+      '    if pid == 0:',
+      '        os.close(hw); n = 0',
+      '        try:',
+      '            while True: os.open("/dev/null", os.O_RDONLY); n += 1',
+      '        except OSError: pass',
+      '        os.write(w, b"%d\\n" % n); os.read(hr, 1); os._exit(0)',
+      '    kids += 1',
+      'os.close(w); held = 0; got = 0',
+      'while got < kids:',
+      '    for line in os.read(r, 65536).split():',
+      '        held += int(line); got += 1',
+      'print(kids, held)',
+    ].join('\n');
+    try {
+      const r = await run(rig(), s, ['python3', '-c', flood]);
+      const [kids, held] = r.stdout.trim().split(' ').map(Number) as [number, number];
+      expect(kids, r.stderr).toBeGreaterThan(1);
+      expect(held).toBeGreaterThan(SHARE / 2); // they did open files
+      expect(held).toBeLessThanOrEqual(SHARE);
+    } finally {
+      await rig().driver.destroy(s.sandboxID);
     }
   });
 });

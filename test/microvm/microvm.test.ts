@@ -114,7 +114,7 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     const r = await call(d, 'GET', '/admin/v1/nodes');
     const node = (r.json.nodes ?? r.json)[0];
     expect(node.runtime).toBe('ns');
-    expect(node.runtimes).toEqual([{ name: 'ns' }, { name: 'microvm', ...(kvmUsable() ? {} : { emulated: true }), releaseBacked: true }]);
+    expect(node.runtimes).toEqual([{ name: 'ns' }, { name: 'microvm', ...(kvmUsable() ? {} : { emulated: true }), releaseBacked: true, netRaw: true }]);
     // Each mode's pool with its own target (test/helpers/daemon.ts): the console's NIC and TAP pools.
     expect(node.pool).toMatchObject({ target: 4 });
     expect(node.tapPool).toMatchObject({ target: 2 });

@@ -104,9 +104,13 @@ export interface Leaks {
 /** Every kernel object of node `tag` still on the host. */
 export function findLeaks(tag: string, dataDir: string): Leaks {
   const cg = new Cgroups(tag);
-  const cgroups = HIERARCHIES.flatMap((h) => {
+  const parents: [string, string][] = [
+    ...HIERARCHIES.map((h): [string, string] => [h, cg.parents[h]]),
+    ...(cg.blkio ? [['blkio', cg.blkio] as [string, string]] : []),
+  ];
+  const cgroups = parents.flatMap(([h, parent]) => {
     try {
-      return readdirSync(cg.parents[h], { withFileTypes: true })
+      return readdirSync(parent, { withFileTypes: true })
         .filter((e) => e.isDirectory())
         .map((e) => `${h}/${e.name}`);
     } catch {

@@ -81,6 +81,55 @@ describe('schedule', () => {
     expect(schedule({ ...REQ, runtime: 'ns' }, [nodes[0]!], config(), NOW, first)).toMatchObject({ ok: true, nodeID: 'ns-1' });
   });
 
+  describe('a create asking for raw sockets (cube.net_raw) goes only where its runtime allows them', () => {
+    const allows = { runtimes: [{ name: 'ns', netRaw: true }] };
+    const nsBoth = { runtimes: [{ name: 'ns' }, { name: 'microvm', netRaw: true }] };
+    const refusing = (id: string) => `${id}: runtime ns here does not allow raw sockets (cubelet identity.allow_net_raw)`;
+    it.each([
+      // The refusing node is listed first and `first` picks it among equals: placement must skip it.
+      ['one node of two allows: placed there', { ...REQ, netRaw: true }, [node('deny'), node('allow', allows)], 'allow'],
+      ['without the label every node takes it', REQ, [node('deny'), node('allow', allows)], 'deny'],
+      ['an older node (no runtimes list) refuses', { ...REQ, netRaw: true }, [node('old'), node('allow', allows)], 'allow'],
+      ["microvm: its guest's root has raw sockets", { ...REQ, netRaw: true, runtime: 'microvm' }, [node('deny'), node('vm', nsBoth)], 'vm'],
+      [
+        "the template's default runtime counts",
+        { ...REQ, netRaw: true },
+        [node('deny'), node('vm', { ...nsBoth, templateRuntimes: { host: 'microvm' } })],
+        'vm',
+      ],
+    ])('%s', (_name, req, nodes, want) => {
+      expect(
+        schedule(
+          req,
+          nodes.map((n) => cand(n)),
+          config(),
+          NOW,
+          first,
+        ),
+      ).toMatchObject({ ok: true, nodeID: want });
+    });
+    it.each([
+      ['no node allows: each says so', { ...REQ, netRaw: true }, [node('a'), node('b', nsBoth)], `${refusing('a')}; ${refusing('b')}`],
+      ['before the prefilter: a down node still says it would refuse', { ...REQ, netRaw: true }, [node('a', { lost: true })], refusing('a')],
+      [
+        'an allowing node that is full says why',
+        { ...REQ, netRaw: true },
+        [node('a'), node('full', { ...allows, sandboxes: { total: 3000 } })],
+        `${refusing('a')}; full: sandboxes 3000 >= 3000`,
+      ],
+    ])('%s', (_name, req, nodes, want) => {
+      const cfg = config({ scheduler: { filter: { enable_filters: ['mvm_num'] } } });
+      const r = schedule(
+        req,
+        nodes.map((n) => cand(n)),
+        cfg,
+        NOW,
+        first,
+      );
+      expect(r.ok === false && describeRejections(r.rejections)).toBe(want);
+    });
+  });
+
   it('a disabled filter does not refuse', () => {
     const full = cand(node('a', { usage: { diskUsedPercent: 99 } }));
     const r = schedule(REQ, [full], config({ scheduler: { filter: { enable_filters: ['cpu', 'mem'] } } }), NOW, first);

@@ -1,9 +1,11 @@
 // The node agent of roles all and compute: which runtimes, the host claim, the runtime driver(s),
 // the network agent and the cubelet built from the config.
 import type { Logger } from 'pino';
+import type { CubeletConfig } from '../../config/schema.js';
 import type { ConfigStore } from '../../config/store.js';
 import type { Cubelet } from '../../cubelet/cubelet.js';
 import { nodeTag } from '../../ids.js';
+import type { NodeSandboxLimits } from '../../model/limits.js';
 import { ID_RANGE } from '../../runtime/ns/ids.js';
 import { claimHost, dataDirTag } from '../../cubelet/host-claims.js';
 import type { NsDriverOptions } from '../../runtime/ns/driver.js';
@@ -78,6 +80,7 @@ export function buildCubelet(
     storeImageGiB: config.config.cubelet.storage.image_gib,
     identity: identityOf(config.config.cubelet.identity),
     allowNetRaw: config.config.cubelet.identity.allow_net_raw,
+    sandboxLimits: sandboxLimitsOf(config.config.cubelet.sandbox_limits),
     ...(config.config.cubelet.quota?.memory_mib ? { declaredMemoryMiB: config.config.cubelet.quota.memory_mib } : {}),
   });
   cubelet = new Cubelet({
@@ -137,15 +140,16 @@ export function runtimeDriver(
     storeImageGiB: number;
     identity: NonNullable<NsDriverOptions['identity']>;
     allowNetRaw: boolean;
+    sandboxLimits: NodeSandboxLimits;
     declaredMemoryMiB?: number;
   },
 ): RuntimeDriver {
   const { NsDriver, MicrovmDriver, readMeminfo, RuntimeSet } = m;
-  const { declaredMemoryMiB, snapshots, consoleLogBytes, identity, allowNetRaw, ...common } = o;
+  const { declaredMemoryMiB, snapshots, consoleLogBytes, identity, allowNetRaw, sandboxLimits, ...common } = o;
   // The ns driver limits its sandboxes together at the declared quota only (none declared: no
   // limit of ours); a microVM is refused when it cannot fit the node (declared, else MemTotal).
   const ns = runtimes.includes('ns')
-    ? new NsDriver({ ...common, identity, allowNetRaw, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) })
+    ? new NsDriver({ ...common, identity, allowNetRaw, sandboxLimits, ...(declaredMemoryMiB ? { nodeMemoryMiB: declaredMemoryMiB } : {}) })
     : undefined;
   // A node offering both keeps one store: the ns driver opens it, microVM disks live in it too;
   // and one set of host id ranges, so no QEMU runs with an ns sandbox's ids.
@@ -165,6 +169,12 @@ export function runtimeDriver(
         }),
   );
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);
+}
+
+/** cubelet sandbox_limits as the ns driver's option. */
+export function sandboxLimitsOf(c: CubeletConfig['sandbox_limits']): NodeSandboxLimits {
+  const { read_mibps, write_mibps, read_iops, write_iops } = c.io;
+  return { openFilesShare: c.open_files_share, io: { readMiBps: read_mibps, writeMiBps: write_mibps, readIops: read_iops, writeIops: write_iops } };
 }
 
 /** cubelet identity.* as the ns driver's option. */

@@ -1,11 +1,13 @@
 // Per-sandbox cgroups: v1 memory, cpu and pids for limits (this kernel binds those controllers to
-// v1), cgroup2 for freeze/thaw and atomic kill. Every sandbox lives at
-// `<own cgroup of this process>/cube-<tag>/<sandboxID>` in each hierarchy.
+// v1), cgroup2 for freeze/thaw and atomic kill, and I/O limits where the host has them (v1 blkio,
+// else cgroup2's io). Every sandbox lives at `<own cgroup of this process>/cube-<tag>/<sandboxID>`
+// in each hierarchy.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { access, mkdir, readFile, rmdir, watch } from 'node:fs/promises';
+import { access, mkdir, readFile, rmdir, watch, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CubeError } from '../../errors.js';
 import { entriesOrNone } from '../../fsx.js';
+import type { IoLimits } from '../../model/limits.js';
 
 export type Hierarchy = 'memory' | 'cpu' | 'pids' | 'unified';
 export const HIERARCHIES: readonly Hierarchy[] = ['memory', 'cpu', 'pids', 'unified'];
@@ -14,6 +16,31 @@ export interface CgroupLimits {
   memoryMiB: number;
   cpus: number;
   pidsMax: number;
+  /** On these block devices ("MAJ:MIN", whole disks); absent or all 0: not limited. */
+  io?: { devices: readonly string[]; limits: IoLimits };
+}
+
+/** Where a node's I/O limits are written: the v1 blkio hierarchy, or cgroup2's io controller. */
+export type IoController = { kind: 'blkio'; parent: string } | { kind: 'io'; parent: string };
+
+const MIB = 1024 * 1024;
+
+/**
+ * The files and lines that set `limits` on `devices` (pure), nothing for a limit of 0: v1 takes
+ * one "MAJ:MIN value" line per write to blkio.throttle.*_device; cgroup2 one io.max line per
+ * device. Throttling, not weights: the proportional policies need bfq, and disks here run
+ * mq-deadline or none.
+ */
+export function ioLimitWrites(kind: IoController['kind'], devices: readonly string[], l: IoLimits): [file: string, line: string][] {
+  const v1: [string, number][] = [
+    ['blkio.throttle.read_bps_device', l.readMiBps * MIB],
+    ['blkio.throttle.write_bps_device', l.writeMiBps * MIB],
+    ['blkio.throttle.read_iops_device', l.readIops],
+    ['blkio.throttle.write_iops_device', l.writeIops],
+  ];
+  if (kind === 'blkio') return devices.flatMap((d) => v1.filter(([, v]) => v > 0).map(([f, v]): [string, string] => [f, `${d} ${v}`]));
+  const v2 = `rbps=${l.readMiBps * MIB || 'max'} wbps=${l.writeMiBps * MIB || 'max'} riops=${l.readIops || 'max'} wiops=${l.writeIops || 'max'}`;
+  return v1.every(([, v]) => v === 0) ? [] : devices.map((d) => ['io.max', `${d} ${v2}`]);
 }
 
 /** Limits of the node's parent cgroup: all its sandboxes together (host-wide tables, issue 12 item 3). */
@@ -24,28 +51,28 @@ export interface ParentLimits {
 }
 
 /** Where each hierarchy is mounted, from /proc/self/mounts (pure). */
-export function parseCgroupMounts(mounts: string): Partial<Record<Hierarchy, string>> {
-  const out: Partial<Record<Hierarchy, string>> = {};
+export function parseCgroupMounts(mounts: string): Partial<Record<Hierarchy | 'blkio', string>> {
+  const out: Partial<Record<Hierarchy | 'blkio', string>> = {};
   for (const line of mounts.split('\n')) {
     const [, dir, type, opts] = line.split(' ');
     if (!dir || !opts) continue;
     if (type === 'cgroup2') out.unified ??= dir;
     if (type !== 'cgroup') continue;
     const names = opts.split(',');
-    for (const h of ['memory', 'cpu', 'pids'] as const) if (names.includes(h)) out[h] ??= dir;
+    for (const h of ['memory', 'cpu', 'pids', 'blkio'] as const) if (names.includes(h)) out[h] ??= dir;
   }
   return out;
 }
 
 /** This process's own cgroup path in each hierarchy, from /proc/self/cgroup (pure). */
-export function parseOwnCgroups(self: string): Partial<Record<Hierarchy, string>> {
-  const out: Partial<Record<Hierarchy, string>> = {};
+export function parseOwnCgroups(self: string): Partial<Record<Hierarchy | 'blkio', string>> {
+  const out: Partial<Record<Hierarchy | 'blkio', string>> = {};
   for (const line of self.split('\n')) {
     const m = /^(\d+):([^:]*):(.*)$/.exec(line);
     if (!m) continue;
     const [, id, controllers, path] = m as unknown as [string, string, string, string];
     if (id === '0' && controllers === '') out.unified = path;
-    for (const c of controllers.split(',')) if (c === 'memory' || c === 'cpu' || c === 'pids') out[c] = path;
+    for (const c of controllers.split(',')) if (c === 'memory' || c === 'cpu' || c === 'pids' || c === 'blkio') out[c] = path;
   }
   return out;
 }
@@ -69,6 +96,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class Cgroups {
   /** Parent directory `…/cube-<tag>` in each hierarchy. */
   readonly parents: Record<Hierarchy, string>;
+  /** The v1 blkio parent when the host mounts it (I/O limits go there, and sandboxes join it). */
+  readonly blkio: string | undefined;
+  /** Where I/O limits go (init: blkio, else cgroup2's io when the parent can enable it); undefined: nowhere. */
+  io: IoController | undefined;
   private cpuPeriodUs = 100_000;
   private parentLimits: ParentLimits | undefined;
 
@@ -85,6 +116,7 @@ export class Cgroups {
       parents[h] = join(mount, path, `cube-${nodeTag}`);
     }
     this.parents = parents;
+    this.blkio = where.blkio && own.blkio !== undefined ? join(where.blkio, own.blkio, `cube-${nodeTag}`) : undefined;
   }
 
   async init(parentLimits?: ParentLimits): Promise<void> {
@@ -96,11 +128,31 @@ export class Cgroups {
       });
     }
     this.cpuPeriodUs = Number(await readFile(join(this.parents.cpu, 'cpu.cfs_period_us'), 'utf8'));
+    this.io = this.blkio !== undefined ? { kind: 'blkio', parent: this.blkio } : await this.ioV2();
+  }
+
+  /** cgroup2's io controller for the sandboxes, when this process's cgroup hands it down (else undefined). */
+  private async ioV2(): Promise<IoController | undefined> {
+    const offered = await readFile(join(this.parents.unified, 'cgroup.controllers'), 'utf8').catch(() => '');
+    if (!offered.split(/\s+/).includes('io')) return undefined;
+    await writeFile(join(this.parents.unified, 'cgroup.subtree_control'), '+io');
+    return { kind: 'io', parent: this.parents.unified };
+  }
+
+  /** The per-node parents in every hierarchy (blkio too where mounted). */
+  private parentDirs(): string[] {
+    const dirs = HIERARCHIES.map((h) => this.parents[h]);
+    return this.blkio !== undefined ? [...dirs, this.blkio] : dirs;
+  }
+
+  /** The sandbox's directory in every hierarchy it joins. */
+  private dirs(sandboxID: string): string[] {
+    return this.parentDirs().map((d) => join(d, sandboxID));
   }
 
   /** The per-node parents with their limits (again after a full cleanup removed them). */
   private async makeParents(): Promise<void> {
-    await Promise.all(HIERARCHIES.map((h) => mkdir(this.parents[h], { recursive: true })));
+    await Promise.all(this.parentDirs().map((d) => mkdir(d, { recursive: true })));
     const l = this.parentLimits;
     if (!l) return;
     setValue(join(this.parents.pids, 'pids.max'), l.pidsMax);
@@ -113,22 +165,30 @@ export class Cgroups {
 
   /** The cgroup.procs files a process writes itself into to join the sandbox. */
   procsFiles(sandboxID: string): string[] {
-    return HIERARCHIES.map((h) => join(this.dir(h, sandboxID), 'cgroup.procs'));
+    return this.dirs(sandboxID).map((d) => join(d, 'cgroup.procs'));
   }
 
   async create(sandboxID: string, limits: CgroupLimits): Promise<void> {
     await Promise.all(
-      HIERARCHIES.map((h) =>
-        mkdir(this.dir(h, sandboxID)).catch(async (e: NodeJS.ErrnoException) => {
+      this.dirs(sandboxID).map((d) =>
+        mkdir(d).catch(async (e: NodeJS.ErrnoException) => {
           if (e.code !== 'ENOENT') throw e;
           await this.makeParents(); // the parent went with a full cleanup
-          await mkdir(this.dir(h, sandboxID));
+          await mkdir(d);
         }),
       ),
     );
     this.limitMemory(this.dir('memory', sandboxID), limits.memoryMiB * 1024 * 1024);
     setValue(join(this.dir('cpu', sandboxID), 'cpu.cfs_quota_us'), cpuQuota(limits.cpus, this.cpuPeriodUs));
     setValue(join(this.dir('pids', sandboxID), 'pids.max'), limits.pidsMax);
+    this.limitIo(sandboxID, limits.io);
+  }
+
+  /** One write per line: the kernel takes one device's rule per write. */
+  private limitIo(sandboxID: string, io: CgroupLimits['io']): void {
+    if (io === undefined || this.io === undefined) return;
+    const dir = join(this.io.parent, sandboxID);
+    for (const [file, line] of ioLimitWrites(this.io.kind, io.devices, io.limits)) setValue(join(dir, file), line);
   }
 
   /** Memory, and memory+swap where swap is accounted, so a host with swap does not stretch the limit. */
@@ -144,8 +204,8 @@ export class Cgroups {
   /** Sandbox ids that have a cgroup in any hierarchy. */
   async list(): Promise<Set<string>> {
     const ids = new Set<string>();
-    for (const h of HIERARCHIES) {
-      const entries = await entriesOrNone(this.parents[h]);
+    for (const parent of this.parentDirs()) {
+      const entries = await entriesOrNone(parent);
       for (const e of entries) if (e.isDirectory()) ids.add(e.name);
     }
     return ids;
@@ -174,7 +234,7 @@ export class Cgroups {
       killed = false;
     }
     if (killed) await this.waitEvent(dir, 'populated', 0);
-    await Promise.all(HIERARCHIES.map((h) => removeCgroupDir(this.dir(h, sandboxID))));
+    await Promise.all(this.dirs(sandboxID).map(removeCgroupDir));
   }
 
   /**
@@ -184,8 +244,8 @@ export class Cgroups {
    */
   async removeParents(): Promise<string[]> {
     const left = await Promise.all(
-      HIERARCHIES.map((h) =>
-        removeCgroupDir(this.parents[h]).then(
+      this.parentDirs().map((d) =>
+        removeCgroupDir(d).then(
           () => undefined,
           (e: unknown) => (e as Error).message,
         ),
@@ -256,7 +316,7 @@ export class Cgroups {
  * round trips: 210-230 us of CPU against 19-22 us for a write and a read of a memory cgroup's
  * files (3,000 pairs, load 8-15). mkdir and rmdir stay asynchronous: an rmdir took up to 12 ms.
  */
-function setValue(file: string, value: number): void {
+function setValue(file: string, value: number | string): void {
   writeFileSync(file, String(value));
 }
 

@@ -9,6 +9,8 @@ import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { CubeError, toCubeError } from '../../errors.js';
 import { isSandboxID } from '../../ids.js';
+import { DEFAULT_SANDBOX_LIMITS, ioLimitsFor, type NodeSandboxLimits } from '../../model/limits.js';
+import type { RuntimeInfo } from '../../model/node.js';
 import { envVarsProblem } from '../../model/env.js';
 import { BtrfsStore } from '../../storage/btrfs-store.js';
 import { NsVolumes, volumeArgs, volumeMountError } from './volumes.js';
@@ -27,7 +29,7 @@ import type {
   WatchRequest,
 } from '../types.js';
 import { Cgroups, keyedValue } from './cgroups.js';
-import { hostTables, nodeParentLimits, nofileLimit, type HostTables } from './host-limits.js';
+import { fileLimits, hostTables, nodeParentLimits, type HostTables } from './host-limits.js';
 import { NsFiles, type AccessCheck } from './files.js';
 import { LaunchHelper, sharedHelper, type HelperExecJob } from './helper.js';
 import { DEFAULT_IDENTITY, HostIdRanges } from './ids.js';
@@ -49,6 +51,8 @@ export interface NsDriverOptions {
   identity?: { userns: boolean; hostIdBase: number; hostIdRanges: number };
   /** cubelet identity.allow_net_raw: whether a create may ask for CAP_NET_RAW (and so the host's ids); default: no. */
   allowNetRaw?: boolean;
+  /** cubelet sandbox_limits: each sandbox's shares (default: DEFAULT_SANDBOX_LIMITS). */
+  sandboxLimits?: NodeSandboxLimits;
 }
 
 /** What a sandbox's exec needs after a daemon restart: kept next to its upper dir. */
@@ -56,7 +60,7 @@ interface SandboxRecord {
   template: string;
   env: Record<string, string>;
   netRaw?: boolean;
-  /** RLIMIT_NOFILE of its commands (nofileLimit); records of older versions have none. */
+  /** RLIMIT_NOFILE of its commands (fileLimits); records of older versions have none. */
   nofile?: number;
   /** The first of its own host ids (its user namespace maps 0-65535 there); none: the host's ids. */
   idBase?: number;
@@ -113,6 +117,8 @@ export class NsDriver implements RuntimeDriver {
   private readonly log: Logger | undefined;
   private cgroupsOrUndefined?: Cgroups;
   private tables: HostTables = { pidMax: 0, threadsMax: 0, fileMax: 0, nofileHard: 0 };
+  /** The sandbox store's block devices, where its sandboxes' I/O is limited. */
+  private storeDevices: string[] = [];
   private readonly records = new Map<string, SandboxRecord>();
   /** Writable layers: one btrfs subvolume per sandbox, limited to its disk size. */
   readonly storage: BtrfsStore;
@@ -158,6 +164,7 @@ export class NsDriver implements RuntimeDriver {
     await mkdir(this.sandboxesDir, { recursive: true, mode: 0o700 });
     await chmod(this.sandboxesDir, 0o700);
     await this.storage.open();
+    this.storeDevices = await this.storage.devices();
   }
 
   async close(opts: { destroy: boolean }): Promise<void> {
@@ -177,6 +184,11 @@ export class NsDriver implements RuntimeDriver {
     // Refused unless the node allows it: it gives up the sandbox's own ids (below).
     if (spec.netRaw && !this.opts.allowNetRaw)
       throw new CubeError('NET_RAW_FORBIDDEN', 'cube.net_raw=true: this node does not allow raw sockets (cubelet identity.allow_net_raw is false)');
+    const limits = this.opts.sandboxLimits ?? DEFAULT_SANDBOX_LIMITS;
+    const files = fileLimits(this.tables.fileMax, limits.openFilesShare, spec.pidsMax, this.tables.nofileHard, spec.limits?.openFiles);
+    if (typeof files === 'string') throw new CubeError('BAD_REQUEST', files);
+    const io = ioLimitsFor(limits.io, spec.limits?.io);
+    if (typeof io === 'string') throw new CubeError('BAD_REQUEST', io);
     const dir = this.dir(id);
     // NET_RAW needs root of the host's user namespace, which owns the slot's network namespace.
     const idBase = spec.netRaw ? undefined : this.ids?.take();
@@ -191,7 +203,7 @@ export class NsDriver implements RuntimeDriver {
       template: spec.template.name,
       env: spec.env,
       ...(spec.netRaw ? { netRaw: true } : {}),
-      nofile: nofileLimit(this.tables.fileMax, spec.pidsMax, this.tables.nofileHard),
+      nofile: files.nofile,
       ...(idBase !== undefined ? { idBase } : {}),
     };
     // Known before the create ends: remove() returns its id range, whatever step fails.
@@ -208,7 +220,7 @@ export class NsDriver implements RuntimeDriver {
           .then(() => writeFile(join(this.storage.upperDir(id), 'etc', 'hosts'), etcHosts(id))),
         mkdir(join(dir, 'merged')),
         writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
-        this.cgroups.create(id, spec),
+        this.cgroups.create(id, { ...spec, pidsMax: files.pidsMax, io: { devices: this.storeDevices, limits: io } }),
       ]);
       const args = [
         '-i',
@@ -271,6 +283,11 @@ export class NsDriver implements RuntimeDriver {
     await this.cgroups.freeze(h.sandboxID, false).catch((e: unknown) => {
       throw toCubeError(e, 'RESUME_FAILED');
     });
+  }
+
+  /** What placement reads: whether a create may ask for raw sockets here (NodeView.runtimes). */
+  runtimes(): RuntimeInfo[] {
+    return [{ name: this.name, ...(this.opts.allowNetRaw ? { netRaw: true } : {}) }];
   }
 
   alive(h: SandboxHandle): boolean {

@@ -1,7 +1,7 @@
 // Host-wide tables a sandbox could exhaust for the whole node (issue 12 item 3), sized here from
 // the host's own figures: the node's parent cgroup takes at most a share of the host's tasks,
 // kernel.pid_max gets headroom at start, and each sandbox's open files per process are bounded so
-// that a sandbox at its pids limit stays well under fs.file-max.
+// that a sandbox at its pids limit holds at most its share of fs.file-max.
 import { readFile, writeFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { ParentLimits } from './cgroups.js';
@@ -34,15 +34,46 @@ export function nodeParentLimits(tables: Pick<HostTables, 'pidMax' | 'threadsMax
 }
 
 /**
- * RLIMIT_NOFILE (soft = hard) of a sandbox's commands (pure): a sandbox whose every process holds
- * its limit opens at most a quarter of fs.file-max; never under 1024 (what most programs expect
- * as the soft limit) nor over nr_open's default 1048576, and never over the daemon's own hard
- * limit `hard` (raising past it needs CAP_SYS_RESOURCE, which some hosts withhold: EPERM measured
- * here). Open files count against fs.file-max for every process without CAP_SYS_ADMIN, so cubed
- * itself keeps opening files when the table is full.
+ * RLIMIT_NOFILE's floor: under it a sandbox gets fewer processes instead (fileLimits). 512, not
+ * the 1024 most programs expect as a soft limit: at the default share on this machine (fs.file-max
+ * 2,466,097 / 16 = 154,131 files) a 1024 floor leaves 150 tasks of the 1024 pids_max, and tasks
+ * count threads (a JVM or a browser takes 30-100 each); 512 leaves 301, and programs rarely hold
+ * more than a few hundred descriptors (macOS's soft default is 256).
  */
-export function nofileLimit(fileMax: number, pidsMax: number, hard: number): number {
-  return Math.min(hard, 1_048_576, Math.max(1024, Math.floor(fileMax / (4 * pidsMax))));
+export const NOFILE_FLOOR = 512;
+/** The fewest tasks a sandbox is left with (the schema's minimum pids_max). */
+const PIDS_FLOOR = 8;
+
+/** What a sandbox's processes may hold of the host's file table (fileLimits). */
+export interface FileLimits {
+  /** Its share: files its processes hold together at most (pidsMax x nofile never exceeds it). */
+  openFiles: number;
+  /** RLIMIT_NOFILE (soft = hard) of each of its commands. */
+  nofile: number;
+  /** Its pids.max: the spec's, lowered when the share does not give each NOFILE_FLOOR files. */
+  pidsMax: number;
+}
+
+/**
+ * A sandbox's share of fs.file-max (pure): open files count against it per process (dup'ed and
+ * inherited descriptors aside), so pids x RLIMIT_NOFILE bounds what a sandbox's processes hold
+ * together. The share is `share` of file-max (cubelet sandbox_limits.open_files_share), or the
+ * `asked` number of files when a create asks for less (more: the problem, a string). RLIMIT_NOFILE
+ * is the share over the pids, never under NOFILE_FLOOR (pids are lowered instead) nor over
+ * nr_open's default 1048576 or the daemon's own hard limit `hard` (raising past it needs
+ * CAP_SYS_RESOURCE, which some hosts withhold: EPERM measured here). Open files count against
+ * fs.file-max for every process without CAP_SYS_ADMIN, so cubed itself keeps opening files when
+ * the table is full. Before, nofile was a quarter of file-max over the pids with a 1024 floor:
+ * 1024 pids x 1024 files, 42% of this machine's table per sandbox, three exhausted it.
+ */
+export function fileLimits(fileMax: number, share: number, pidsMax: number, hard: number, asked?: number): FileLimits | string {
+  const bound = Math.floor(Math.min(fileMax * share, Number.MAX_SAFE_INTEGER));
+  const least = NOFILE_FLOOR * PIDS_FLOOR;
+  if (asked !== undefined && (asked > bound || asked < least))
+    return `open files ${asked}: from ${least} to this node's share ${bound} (cubelet sandbox_limits.open_files_share ${share} of fs.file-max ${fileMax})`;
+  const openFiles = Math.max(least, asked ?? bound);
+  const nofile = Math.min(hard, 1_048_576, Math.max(NOFILE_FLOOR, Math.floor(openFiles / pidsMax)));
+  return { openFiles, nofile, pidsMax: Math.min(pidsMax, Math.max(PIDS_FLOOR, Math.floor(openFiles / nofile))) };
 }
 
 /** The hard "Max open files" of /proc/self/limits (pure; Infinity for unlimited). */
