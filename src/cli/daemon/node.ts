@@ -116,8 +116,14 @@ export function buildCubelet(
   return { cubelet, api: cubelet, releaseHolds, ...(builds ? { builds } : {}) };
 }
 
-/** The template store at start: scratch left by a crash cleared, layers no template holds removed. */
-export async function startStore(m: NodeModules, templates: TemplateStore, log: Logger): Promise<void> {
+/**
+ * The template store at start, once the node's store is mounted (cubelet.start: the layers live in
+ * it) and its sandboxes taken back (`adopted` of them): layers of a data dir from an earlier
+ * version moved in, scratch left by a crash cleared, layers no template holds removed.
+ */
+export async function startStore(m: NodeModules, templates: TemplateStore, log: Logger, adopted: number): Promise<void> {
+  const moved = await m.migrateLayers(templates.dataDir, adopted);
+  if (moved) log.info({ entries: moved }, `moved ${moved} layer store entries from ${m.legacyLayersDir(templates.dataDir)} into the store`);
   await m.cleanScratch(templates.dataDir);
   const removed = await templates.collectGarbage();
   if (removed.length) log.info({ layers: removed }, `removed ${removed.length} layer(s) no template holds`);

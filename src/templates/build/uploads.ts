@@ -13,16 +13,17 @@ import { ensureStoreDir } from '../layers/import.js';
 import { TAR_META_MAX_BYTES, tarMetaGuard } from '../layers/tar-guard.js';
 import { FilesHash, S_IFLNK, S_IFREG } from './files-hash.js';
 import { checkFilesHash } from './steps.js';
+import { layersRoot } from '../store.js';
 
 /** The uploads of calls that name no key (in-process callers: tests). */
 const SHARED_UPLOADS = 'shared';
 
-/** The uploads of COPY steps: `<dataDir>/layers/files/<owner>/<files hash>`, the SDK's tars. */
+/** The uploads of COPY steps: `<layersRoot>/files/<owner>/<files hash>`, the SDK's tars. */
 export class BuildUploads {
   readonly dir: string;
 
   constructor(private readonly dataDir: string) {
-    this.dir = join(dataDir, 'layers', 'files');
+    this.dir = join(layersRoot(dataDir), 'files');
   }
 
   /** Where `owner`'s upload for `hash` is kept (`owner` from owner()). */

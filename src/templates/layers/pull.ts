@@ -2,7 +2,7 @@
 // names) resolved to its manifest digest with `skopeo inspect`, then copied by that digest with
 // `skopeo copy` into an oci-archive under the store's scratch dir and imported as any archive
 // (./import.ts: each layer unpacked once, by its diff_id). An image whose digest was pulled
-// before, and whose layers are all still in the store, is not copied again: <dataDir>/layers/
+// before, and whose layers are all still in the store, is not copied again: <layersRoot>/
 // images.json maps each pulled digest to its layers and config. On a cluster node the digest is
 // first asked of the cluster (ImagePeers, through the control plane): a node holding it serves its
 // layers, and of nodes wanting one no node holds, one pulls it (the pull lease) while the others
@@ -19,7 +19,7 @@ import { execa } from 'execa';
 import { CubeError, toCubeError } from '../../errors.js';
 import type { TemplateConfig } from '../../runtime/types.js';
 import { HOST_TEMPLATE } from '../../model/template.js';
-import { layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
+import { layerDir, layersRoot, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
 import { ensureStoreDir, importLayersLocked, scratchDir } from './import.js';
 
 export interface RegistryCreds {
@@ -221,7 +221,7 @@ export interface PulledImage {
 export type ImageEntry = Omit<PulledImage, 'pulled' | 'digest'>;
 type ImagesIndex = Record<string, ImageEntry>;
 
-const indexFile = (dataDir: string) => join(dataDir, 'layers', 'images.json');
+const indexFile = (dataDir: string) => join(layersRoot(dataDir), 'images.json');
 
 async function readImages(dataDir: string): Promise<ImagesIndex> {
   try {
