@@ -7,6 +7,7 @@ import { chmod, chown, copyFile, mkdir, readFile, readdir, rm, stat, writeFile }
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { LaunchHelper, nativeBinary } from '../../src/runtime/ns/helper.js';
 import { BtrfsStore } from '../../src/storage/btrfs-store.js';
 import { mountOptions } from '../../src/storage/mounts.js';
 import { legacyLayersDir, migrateLayers, movedLayersDir } from '../../src/templates/layers/import.js';
@@ -51,6 +52,29 @@ describe('the store holding layers and upper dirs', () => {
     } finally {
       await store.remove('sb-suid');
       await rm(join(layersRoot(dataDir), 'sha256', 'f'.repeat(64)), { recursive: true, force: true });
+    }
+  });
+
+  it('on a data dir that is on btrfs, binds the store onto itself nosuid,nodev; a destroy removes the bind', async () => {
+    const fs = join(dataDir, 'btrfs-data');
+    const image = join(dataDir, 'btrfs-data.img');
+    await mkdir(fs);
+    await execa('truncate', ['-s', '512M', image]);
+    await execa('mkfs.btrfs', ['-q', image]);
+    await execa('mount', ['-o', 'loop', image, fs]);
+    try {
+      const onBtrfs = new BtrfsStore({ dataDir: fs, helper: new LaunchHelper(nativeBinary('cube-launch')), imageGiB: 1 });
+      await onBtrfs.open();
+      expect((await onBtrfs.usage()).kind).toBe('btrfs');
+      expect(existsSync(join(fs, 'store.img'))).toBe(false);
+      expect(await mountOptions(onBtrfs.path)).toEqual(expect.arrayContaining(['nosuid', 'nodev']));
+      expect(await setuidRun(join(onBtrfs.upperDir('sb-x'), 'bin'))).toBe('0');
+      await onBtrfs.close({ destroy: true });
+      expect(await mountOptions(onBtrfs.path)).toBeUndefined();
+    } finally {
+      await execa('umount', ['-l', join(fs, 'store')], { reject: false });
+      await execa('umount', [fs], { reject: false });
+      await rm(image, { force: true });
     }
   });
 
