@@ -4,6 +4,7 @@
 // 2 GiB of zeros, the shape of the one that filled the host's root filesystem) and a flood of empty
 // files are refused and leave nothing: no layer, no scratch, no spooled upload, no template.
 // On a real loop-mounted store (1 GiB) under the test's own data dir, removed at the end.
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readdir, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -94,6 +95,14 @@ describe('bounded layer imports', () => {
     limit = 32 * GIB;
     const err = await importUpload(templates, Readable.from([bomb]), { ref: 'bomb' }).catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: 'STORE_FULL', message: expect.stringMatching(/does not fit the layer store: .* GiB free/) });
+    await nothingLeft();
+  });
+
+  it('bounds the spooled upload the same way (it is in the store too)', async () => {
+    limit = MIB;
+    const big = await tarOf([{ name: 'blob', content: randomBytes(2 * MIB) }]);
+    const err = await importUpload(templates, Readable.from([await dockerArchive([big], {})]), { ref: 'big' }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ kind: 'LAYER_TOO_LARGE', message: expect.stringMatching(/^the upload: more than/) });
     await nothingLeft();
   });
 

@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { execa } from 'execa';
 import { pack } from 'tar-stream';
-import { CubeError } from '../../errors.js';
+import { CubeError, isCubeError } from '../../errors.js';
 import { namesOrNone } from '../../fsx.js';
 import { isFullError } from '../../storage/btrfs-store.js';
 import { SANDBOX_USERS, layerDir, layersRoot, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
@@ -218,8 +218,21 @@ export async function importUpload(store: TemplateStore, body: Readable, opts: I
   const dir = scratchDir(store.dataDir);
   await mkdir(dir, { recursive: true });
   const file = join(dir, `upload-${randomBytes(6).toString('hex')}`);
+  // The spooled archive is in the store too: bounded as its unpacking is (an archive is at most
+  // about the size of its layers unpacked), so an upload never fills the store under the sandboxes.
+  const budget = new UnpackBudget(store.unpackMaxBytes());
   try {
-    await pipeline(body, createWriteStream(file, { flags: 'wx', mode: 0o600 })).catch((e: unknown) => {
+    await pipeline(
+      body,
+      async function* (chunks: AsyncIterable<Buffer>) {
+        for await (const chunk of chunks) {
+          await budget.charge(chunk.length, dir, 'the upload');
+          yield chunk;
+        }
+      },
+      createWriteStream(file, { flags: 'wx', mode: 0o600 }),
+    ).catch((e: unknown) => {
+      if (isCubeError(e)) throw e;
       const err = e as NodeJS.ErrnoException;
       if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
         throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });

@@ -84,7 +84,7 @@ export class UnpackBudget {
     if (this.used > this.limitBytes)
       throw new CubeError(
         'LAYER_TOO_LARGE',
-        `${what} unpacks to more than ${gib(this.limitBytes)} GiB (cubelet.storage.layer_unpack_max_gib): refused, nothing kept`,
+        `${what}: more than ${gib(this.limitBytes)} GiB for one import (cubelet.storage.layer_unpack_max_gib): refused, nothing kept`,
         { details: { limitBytes: this.limitBytes } },
       );
     this.unchecked += bytes;
