@@ -13,6 +13,7 @@ import { gzipSync } from 'node:zlib';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ErrorTable } from '../../src/errors.js';
 import { BTRFS_MAGIC, BtrfsStore } from '../../src/storage/btrfs-store.js';
+import { BuildUploads } from '../../src/templates/build/uploads.js';
 import { importUpload } from '../../src/templates/layers/import.js';
 import { layerDir, layersRoot, TemplateStore } from '../../src/templates/store.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../helpers/images.js';
@@ -104,6 +105,13 @@ describe('bounded layer imports', () => {
     const err = await importUpload(templates, Readable.from([await dockerArchive([big], {})]), { ref: 'big' }).catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: 'LAYER_TOO_LARGE', message: expect.stringMatching(/^the upload: more than/) });
     await nothingLeft();
+  });
+
+  it("bounds a build's COPY upload the same way", async () => {
+    const uploads = new BuildUploads(dataDir, () => MIB);
+    const err = await uploads.put('a'.repeat(64), Readable.from([randomBytes(2 * MIB)])).catch((e: unknown) => e);
+    expect(err).toMatchObject({ kind: 'LAYER_TOO_LARGE', message: expect.stringMatching(/^the upload: more than/) });
+    expect(await readdir(uploads.dir, { recursive: true })).toEqual(['shared']); // its owner's directory, empty
   });
 
   it('charges every entry, so a flood of empty files stops at the limit too', async () => {

@@ -81,7 +81,7 @@ export class TemplateBuilder {
   private readonly records: BuildRecordFiles;
 
   constructor(private readonly o: TemplateBuilderOptions) {
-    this.uploads = new BuildUploads(o.dataDir);
+    this.uploads = new BuildUploads(o.dataDir, o.templates.unpackMaxBytes);
     this.cacheFile = join(layersRoot(o.dataDir), 'build-cache.json');
     this.buildsDir = join(o.dataDir, 'builds');
     this.records = new BuildRecordFiles(this.buildsDir, o.log);

@@ -5,7 +5,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
 import { chmod, mkdir, rename, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { execa } from 'execa';
@@ -218,30 +218,39 @@ export async function importUpload(store: TemplateStore, body: Readable, opts: I
   const dir = scratchDir(store.dataDir);
   await mkdir(dir, { recursive: true });
   const file = join(dir, `upload-${randomBytes(6).toString('hex')}`);
-  // The spooled archive is in the store too: bounded as its unpacking is (an archive is at most
-  // about the size of its layers unpacked), so an upload never fills the store under the sandboxes.
-  const budget = new UnpackBudget(store.unpackMaxBytes());
   try {
-    await pipeline(
-      body,
-      async function* (chunks: AsyncIterable<Buffer>) {
-        for await (const chunk of chunks) {
-          await budget.charge(chunk.length, dir, 'the upload');
-          yield chunk;
-        }
-      },
-      createWriteStream(file, { flags: 'wx', mode: 0o600 }),
-    ).catch((e: unknown) => {
-      if (isCubeError(e)) throw e;
-      const err = e as NodeJS.ErrnoException;
-      if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
-        throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });
-      throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
-    });
+    await spoolUpload(body, file, store.unpackMaxBytes());
     return await importImage(store, file, opts);
   } finally {
     await rm(file, { force: true });
   }
+}
+
+/**
+ * Writes an upload (an image archive, a build's COPY files) to `file`, a new file in the store's
+ * scratch: bounded as an import's unpacking is (an archive is at most about the size of its layers
+ * unpacked), chunk by chunk, so an upload never fills the store under the sandboxes: 413 over
+ * `limitBytes`, 503 before the store keeps less than 256 MiB free, 400 when the stream breaks.
+ */
+export async function spoolUpload(body: Readable, file: string, limitBytes: number): Promise<void> {
+  const budget = new UnpackBudget(limitBytes);
+  const dir = dirname(file);
+  await pipeline(
+    body,
+    async function* (chunks: AsyncIterable<Buffer>) {
+      for await (const chunk of chunks) {
+        await budget.charge(chunk.length, dir, 'the upload');
+        yield chunk;
+      }
+    },
+    createWriteStream(file, { flags: 'wx', mode: 0o600 }),
+  ).catch((e: unknown) => {
+    if (isCubeError(e)) throw e;
+    const err = e as NodeJS.ErrnoException;
+    if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
+      throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });
+    throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
+  });
 }
 
 /** Unpacks one layer blob (gzipped or not) into the store; checks its blob digest and diff_id. */
