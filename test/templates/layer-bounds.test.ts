@@ -6,8 +6,8 @@
 // On a real loop-mounted store (1 GiB) under the test's own data dir, removed at the end.
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readdir, statfs } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readdir, rm, statfs, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -15,9 +15,11 @@ import { ErrorTable } from '../../src/errors.js';
 import { BTRFS_MAGIC, BtrfsStore } from '../../src/storage/btrfs-store.js';
 import { BuildUploads } from '../../src/templates/build/uploads.js';
 import { importUpload } from '../../src/templates/layers/import.js';
+import { pullTemplate, resolveImage } from '../../src/templates/layers/pull.js';
 import { layerDir, layersRoot, TemplateStore } from '../../src/templates/store.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../helpers/images.js';
 import { useLoopStore } from '../helpers/loop-store.js';
+import { startRegistry } from '../helpers/registry.js';
 
 const MIB = 1024 ** 2;
 const GIB = 1024 ** 3;
@@ -113,6 +115,24 @@ describe('bounded layer imports', () => {
     expect(err).toMatchObject({ kind: 'LAYER_TOO_LARGE', message: expect.stringMatching(/^the upload: more than/) });
     expect(await readdir(uploads.dir, { recursive: true })).toEqual(['shared']); // its owner's directory, empty
   });
+
+  it('bounds a registry pull while skopeo spools it, leaving nothing', async () => {
+    const reg = await startRegistry();
+    try {
+      const archive = join(dataDir, '..', `${basename(dataDir)}-pull.tar`);
+      await writeFile(archive, await dockerArchive([await tarOf([{ name: 'blob', content: randomBytes(96 * MIB) }])], {}));
+      await reg.push(archive, 'team/big:v1', 'docker-archive');
+      await rm(archive);
+      limit = 16 * MIB;
+      const a = { insecure: [reg.host] };
+      const image = await resolveImage(dataDir, `${reg.host}/team/big:v1`, a);
+      const err = await pullTemplate(templates, image, { ...a, ref: 'big' }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ kind: 'LAYER_TOO_LARGE', message: expect.stringMatching(/^the pulled image: more than/) });
+      await nothingLeft();
+    } finally {
+      await reg.stop();
+    }
+  }, 120_000);
 
   it('charges every entry, so a flood of empty files stops at the limit too', async () => {
     limit = 8 * MIB; // 2048 entries of 4 KiB
