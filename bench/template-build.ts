@@ -20,7 +20,6 @@ const { values } = parseArgs({
 });
 const rounds = Number(values.rounds);
 const mib = Number(values.mib);
-const scratch = await mkdtemp(join(tmpdir(), 'cube-bench-build-'));
 // Each step's sandbox gets the default spec: its disk (the writable layer's quota) must hold what the RUN step writes.
 // Host ids apart from the default range, which another daemon on a shared host may hold.
 const d = await startBenchDaemon({
@@ -29,6 +28,8 @@ const d = await startBenchDaemon({
   cubelet: { identity: { host_id_base: testHostIdBase(), host_id_ranges: TEST_HOST_ID_RANGES } },
   master: { sandbox: { default_spec: { cpus: 1, memory_mib: 256, disk_gib: Math.ceil(mib / 1024) + 1 } } },
 });
+// Made once the daemon is up: a daemon that fails to start leaves no scratch dir behind.
+const scratch = await mkdtemp(join(tmpdir(), 'cube-bench-build-'));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 try {
   await writeFile(join(scratch, 'image.tar'), await dockerArchive([await tarOf(busyboxLayer())], { Env: ['PATH=/bin:/usr/bin'] }));
