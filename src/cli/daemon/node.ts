@@ -40,7 +40,7 @@ export function buildCubelet(
   config: ConfigStore,
   log: Logger,
   runtime: Runtimes,
-  templates = new m.TemplateStore(dataDir),
+  templates = templateStoreOf(m, dataDir, config),
   catalog?: FetchingCatalog,
 ): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder; releaseHolds?: () => Promise<void> } {
   const { simNode, NsNetworkAgent, policySettingsOf, Cubelet, parseRange, TemplateBuilder } = m;
@@ -114,6 +114,11 @@ export function buildCubelet(
       })
     : undefined;
   return { cubelet, api: cubelet, releaseHolds, ...(builds ? { builds } : {}) };
+}
+
+/** The node's template store, its per-import unpack bound (cubelet storage.layer_unpack_max_gib) read from the live config. */
+export function templateStoreOf(m: NodeModules, dataDir: string, config: ConfigStore): TemplateStore {
+  return new m.TemplateStore(dataDir, () => config.config.cubelet.storage.layer_unpack_max_gib * 1024 ** 3);
 }
 
 /**

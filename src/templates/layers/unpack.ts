@@ -57,7 +57,7 @@ export function whiteoutOf(path: string): Whiteout | undefined {
 }
 
 /** Bytes an entry takes besides its contents (inode, directory entry): as layerBytes (tree.ts) counts them, so a flood of empty files is bounded too. */
-export const ENTRY_BYTES = 4096;
+const ENTRY_BYTES = 4096;
 /** Bytes unpacked between two looks at the store's free space (and before any file this large). */
 const FREE_CHECK_BYTES = 16 * 1024 ** 2;
 
@@ -94,7 +94,7 @@ export class UnpackBudget {
     if (free - this.unchecked < this.reserveBytes)
       throw new CubeError(
         'STORE_FULL',
-        `${what} does not fit the layer store: ${gib(free)} GiB free, ${gib(this.reserveBytes)} GiB kept for the sandboxes; refused after ${gib(this.used)} GiB, nothing kept`,
+        `${what} does not fit the layer store: ${gib(free)} GiB free, ${gib(this.reserveBytes)} GiB kept for the sandboxes; refused at ${gib(this.used)} GiB, nothing kept`,
         { retryAfter: 60, details: { freeBytes: free, usedBytes: this.used } },
       );
     this.unchecked = 0;
