@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import { Template } from 'e2b';
 import { CubeClient } from '../src/cli/client.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../test/helpers/images.js';
+import { TEST_HOST_ID_RANGES, testHostIdBase } from '../test/helpers/kernel.js';
 import { startBenchDaemon } from './daemon.js';
 
 const { values } = parseArgs({
@@ -19,8 +20,16 @@ const { values } = parseArgs({
 });
 const rounds = Number(values.rounds);
 const mib = Number(values.mib);
+// Each step's sandbox gets the default spec: its disk (the writable layer's quota) must hold what the RUN step writes.
+// Host ids apart from the default range, which another daemon on a shared host may hold.
+const d = await startBenchDaemon({
+  cidr: values.cidr!,
+  tapInit: 4,
+  cubelet: { identity: { host_id_base: testHostIdBase(), host_id_ranges: TEST_HOST_ID_RANGES } },
+  master: { sandbox: { default_spec: { cpus: 1, memory_mib: 256, disk_gib: Math.ceil(mib / 1024) + 1 } } },
+});
+// Made once the daemon is up: a daemon that fails to start leaves no scratch dir behind.
 const scratch = await mkdtemp(join(tmpdir(), 'cube-bench-build-'));
-const d = await startBenchDaemon({ cidr: values.cidr!, tapInit: 4 });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 try {
   await writeFile(join(scratch, 'image.tar'), await dockerArchive([await tarOf(busyboxLayer())], { Env: ['PATH=/bin:/usr/bin'] }));

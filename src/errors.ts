@@ -55,6 +55,7 @@ export const ErrorTable = {
   VOLUME_PLACEMENT: { code: 130434, http: 409, name: 'the volumes of a create are on different nodes' },
   VOLUME_UNAVAILABLE: { code: 130435, http: 422, name: 'no node can hold the volume, or its node is lost' },
   NET_RAW_FORBIDDEN: { code: 130436, http: 403, name: 'raw sockets (cube.net_raw) not allowed on this node' },
+  LAYER_TOO_LARGE: { code: 130437, http: 413, name: 'image layers unpack to more than the per-import limit' },
   STORE_FULL: { code: 130598, http: 503, name: 'store full' },
   IDS_EXHAUSTED: { code: 130599, http: 503, name: 'no free sandbox host id range' },
 } as const;

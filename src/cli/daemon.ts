@@ -15,7 +15,7 @@ import { CubeError, isCubeError } from '../errors.js';
 import { HostTaken } from '../cubelet/host-claims.js';
 import type { TemplateBuilder } from '../templates/build/build.js';
 import { type Flags, version, parseListen, UsageError, apiConfig, overridesOf, openNode, logBootstrap, onSignals } from './daemon/setup.js';
-import { runtimeOf, buildCubelet, startStore, claimNode } from './daemon/node.js';
+import { runtimeOf, buildCubelet, startStore, claimNode, templateStoreOf } from './daemon/node.js';
 import { controlModules, clusterModules, nodeModules } from './daemon/modules.js';
 import { startDns } from './daemon/dns.js';
 
@@ -90,7 +90,7 @@ async function runAll(flags: Flags): Promise<void> {
   const master = apiConfig(config, flags);
   const dns = await startDns(master, listen.host, log);
   const [{ resolveApiKey, EmbeddedStore, ControlPlaneService, inProcessControl, createApiServer }, m] = await Promise.all([controlModules(), nodeModules()]);
-  const { TemplateStore, FenceBook, HeartbeatSender } = m;
+  const { FenceBook, HeartbeatSender } = m;
   const runtime = runtimeOf(m, flags, config);
   const { tag, release } = claimNode(nodeID, dataDir, config, runtime);
   const apiKey = resolveApiKey({
@@ -104,12 +104,12 @@ async function runAll(flags: Flags): Promise<void> {
   const store = new EmbeddedStore({ path: join(dataDir, 'cubed.db') });
   await store.init();
   // One store for the node and the admin API (template import and rm): it caches the index.
-  const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
-  if (templates) await startStore(m, templates, log);
+  const templates = runtime !== 'sim' ? templateStoreOf(m, dataDir, config) : undefined;
   const { cubelet, api: node, builds, releaseHolds } = buildCubelet(m, nodeID, tag, dataDir, config, log, runtime, templates);
   await builds?.restore();
   const t0 = performance.now();
   const { adopted, removed } = await cubelet.start();
+  if (templates) await startStore(m, templates, log, adopted.length); // after start: the layers are in the node's store, mounted by it
   await releaseHolds?.(); // of the sandboxes not taken back
   // A cluster of one, wired in-process: the same control plane as role control, over the
   // embedded store, with this process's cubelet as its one node, heartbeating by a call.
@@ -258,7 +258,6 @@ async function runCompute(flags: Flags): Promise<void> {
   const secret = requireSecret(flags.apiKey);
   const m = await nodeModules();
   const {
-    TemplateStore,
     FetchingCatalog,
     ControlLayerSource,
     simNode,
@@ -290,8 +289,7 @@ async function runCompute(flags: Flags): Promise<void> {
   }
   // One node, or (sim) many behind one listener, each under /sim/<nodeID>.
   // A real node fetches the templates it lacks from the control plane (templates/fetch.ts) and serves its own to the others.
-  const templates = runtime !== 'sim' ? new TemplateStore(dataDir) : undefined;
-  if (templates) await startStore(m, templates, log);
+  const templates = runtime !== 'sim' ? templateStoreOf(m, dataDir, config) : undefined;
   const catalog = templates ? new FetchingCatalog({ store: templates, source: new ControlLayerSource({ controls, secret, nodeID }), nodeID }) : undefined;
   const nodes =
     simCount > 0
@@ -316,6 +314,7 @@ async function runCompute(flags: Flags): Promise<void> {
     adopted += r.adopted.length;
     removed += r.removed.length;
   }
+  if (templates) await startStore(m, templates, log, adopted); // after start: the layers are in the node's store, mounted by it
   const health = (_req: IncomingMessage, res: ServerResponse) =>
     sendJson(res, 200, { status: 'ok', nodeID, role: 'compute', runtime, nodes: nodes.length, version: version() });
   const rpcLog = log.child({ component: 'node-rpc' });

@@ -286,6 +286,9 @@ export const MasterConfigSchema = z
   })
   .strict();
 
+/** The default of cubelet.storage.layer_unpack_max_gib (also what a template store made without a config uses). */
+export const LAYER_UNPACK_MAX_GIB = 32;
+
 export const CubeletConfigSchema = z
   .object({
     node_id: z.string().default('').meta({ restart: true }).describe('node name; empty = the host name; --node-id overrides'),
@@ -336,7 +339,14 @@ export const CubeletConfigSchema = z
           .default(0)
           .meta({ restart: true })
           .describe(
-            "size of the sparse btrfs image made at <data_dir>/store.img and loop-mounted at <data_dir>/store when the data dir is not on btrfs (sandbox writable layers, each limited to its disk_gib); 0 = half the data dir filesystem's free space when the image is made. Production: put the data dir on a btrfs device instead",
+            "size of the sparse btrfs image made at <data_dir>/store.img and loop-mounted (nosuid,nodev) at <data_dir>/store when the data dir is not on btrfs (sandbox writable layers, each limited to its disk_gib, template layers and volumes); 0 = half the data dir filesystem's free space when the image is made. Production: put the data dir on a btrfs device instead",
+          ),
+        layer_unpack_max_gib: z
+          .number()
+          .positive()
+          .default(LAYER_UNPACK_MAX_GIB)
+          .describe(
+            'most GiB one import may unpack into the layer store, all its layers together (an archive upload, a registry pull, a fetch from another node; file sizes plus 4 KiB per entry): a bigger one, a decompression bomb say, is refused with 413 (code 130437) and leaves nothing. Whatever this says, an import also stops with 503 (code 130598) before the store keeps less than 256 MiB free. The default fits the largest images in common use (CUDA and ML framework images unpack to 10-20 GiB)',
           ),
       })
       .strict()

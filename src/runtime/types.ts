@@ -320,6 +320,8 @@ export interface SandboxStorage {
   usage(): Promise<StoreUsage>;
   /** Bytes each sandbox's writable layer holds on its own (quota-group exclusive), read without spawning. */
   diskUsed(sandboxIDs: Iterable<string>): Promise<Map<string, number>>;
-  /** The sandbox's overlay upper dir: what a template build step captures as a layer. */
+  /** The sandbox's overlay upper dir. */
   upperDir(sandboxID: string): string;
+  /** Makes `dest` (a new path on the store's filesystem) a tree of what the sandbox's upper dir holds, without copying data: what a template build step yields as a layer. */
+  captureUpper(sandboxID: string, dest: string): Promise<void>;
 }

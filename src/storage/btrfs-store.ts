@@ -2,10 +2,12 @@
 // exclusive quota-group limit of its disk size, so a writer or a file flood inside the sandbox gets
 // EDQUOT and the host never fills (this kernel has no ext4/XFS quotas: runtime-probe.md section 5).
 //
-// Where: `<data-dir>/store`. When the data dir is on btrfs that is a plain directory of it; else
-// (a fresh machine) a sparse image `<data-dir>/store.img` formatted btrfs and loop-mounted there
-// (autoclear: unmounting frees the loop device). The mount is re-used across restarts (running
-// sandboxes keep their upper dirs in it) and removed with the image by close({ destroy: true }).
+// Where: `<data-dir>/store`. When the data dir is on btrfs that is a plain directory of it (bind-
+// mounted onto itself for nosuid,nodev); else (a fresh machine) a sparse image
+// `<data-dir>/store.img` formatted btrfs and loop-mounted there nosuid,nodev (autoclear: unmounting
+// frees the loop device). The mount is re-used across restarts (running sandboxes keep their upper
+// dirs in it) and removed with the image by close({ destroy: true }) unless it holds volumes or
+// template layers (`<store>/layers`, templates/store.ts layersRoot), which outlive a destroy.
 //
 // Every subvolume operation is an ioctl issued by the long-lived launch helper (`store` requests,
 // native/launch/store.c): a forked child of a small process, no exec, no `btrfs` spawn. The create
@@ -27,17 +29,18 @@
 // Volumes (E2B volumes, src/runtime/ns/volumes.ts): a subvolume each in `<store>/volumes/<id>`
 // with a quota-group limit of its size; they outlive sandboxes and daemon stops, destroy or not
 // (close({ destroy: true }) keeps the image and the volumes in it).
-import { chmod, chown, mkdir, open, readFile, readdir, rename, rm, stat, statfs } from 'node:fs/promises';
+import { chmod, chown, mkdir, open, readdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { CubeError } from '../errors.js';
 import type { StoreView } from '../model/node.js';
-import { namesOrNone, readTextOrAbsent } from '../fsx.js';
+import { namesOrNone, readTextOrAbsent, statOrAbsent } from '../fsx.js';
 import { btrfsDevices } from './block-devices.js';
+import { GIB, imageBytes, isFullError, mib, usedPercentOf } from './sizes.js';
 import { loopDevicesOf, mountHolders } from './loop-devices.js';
+import { SECURE_OPTIONS, mountSource, secureMount } from './mounts.js';
 
 export const BTRFS_MAGIC = 0x9123683e;
-const GIB = 1024 ** 3;
 /** The store refuses new subvolumes below this much free space: btrfs needs room for metadata to even delete. */
 export const STORE_MIN_FREE_BYTES = 256 * 1024 ** 2;
 /** cube-launch `store delete`: the path is a plain directory (a data dir from before the store). */
@@ -47,6 +50,10 @@ export const POOL_TARGET = 32;
 const POOL_REFILL_CONCURRENCY = 2;
 /** Writable clones kept ready per snapshot that sandboxes were made from (one create at a time takes one, a fork takes what is there). */
 export const CLONE_TARGET = 4;
+/** Where a data dir's store is (mounted or not), and the template layers in it (templates/store.ts layersRoot says why) (pure). */
+export const storePath = (dataDir: string): string => join(dataDir, 'store');
+export const storeLayersPath = (dataDir: string): string => join(storePath(dataDir), 'layers');
+
 /** After a failed refill (a full store), the pool waits this long before trying again. */
 const POOL_RETRY_MS = 5000;
 /** How old the cached usage may be when a create checks the store has room. */
@@ -66,24 +73,6 @@ export interface BtrfsStoreOptions {
   /** Size of the loop image when the data dir is not on btrfs; 0 = half the free space of the data dir's filesystem. */
   imageGiB: number;
   log?: Logger;
-}
-
-/** The image size for `imageGiB` (0 = half of `freeBytes`, at least 1 GiB), in bytes (pure). */
-export function imageBytes(imageGiB: number, freeBytes: number): number {
-  if (imageGiB > 0) return Math.floor(imageGiB * GIB);
-  return Math.max(GIB, Math.floor(freeBytes / 2 / GIB) * GIB);
-}
-
-/** df's used percent of a statfs answer (pure). */
-export function usedPercentOf(s: { blocks: number; bfree: number; bavail: number }): number {
-  const used = s.blocks - s.bfree;
-  const denom = used + s.bavail;
-  return denom > 0 ? Math.round((used / denom) * 1000) / 10 : 0;
-}
-
-/** Whether a helper's failure says the filesystem or a quota is full (pure). */
-export function isFullError(stderr: string): boolean {
-  return /No space left on device|Disk quota exceeded/.test(stderr);
 }
 
 export class BtrfsStore {
@@ -116,7 +105,7 @@ export class BtrfsStore {
   private readonly log: Logger | undefined;
 
   constructor(private readonly o: BtrfsStoreOptions) {
-    this.path = join(o.dataDir, 'store');
+    this.path = storePath(o.dataDir);
     this.image = join(o.dataDir, 'store.img');
     this.sandboxesDir = join(this.path, 'sandboxes');
     this.poolDir = join(this.path, 'pool');
@@ -130,7 +119,8 @@ export class BtrfsStore {
   async open(): Promise<void> {
     await mkdir(this.path, { recursive: true });
     if ((await statfs(this.path)).type === BTRFS_MAGIC) {
-      this.kind = (await this.mountSource()) === undefined ? 'btrfs' : 'loop';
+      // Mounted already (a restart): the image's loop mount, or the nosuid bind of a btrfs data dir.
+      this.kind = (await exists(this.image)) && (await mountSource(this.path)) !== undefined ? 'loop' : 'btrfs';
     } else {
       if ((await statfs(this.o.dataDir)).type === BTRFS_MAGIC) {
         this.kind = 'btrfs';
@@ -139,6 +129,7 @@ export class BtrfsStore {
         this.kind = 'loop';
       }
     }
+    await secureMount(this.path, this.kind === 'btrfs', (argv) => this.run(argv));
     // 0700 like the ns driver's sandboxes dir: what root inside a sandbox makes (setuid files,
     // secrets) in its upper dir is nobody's on the host but root's.
     for (const d of [this.path, this.sandboxesDir, this.poolDir, this.snapshotsDir, this.clonesDir, this.volumesDir]) {
@@ -169,12 +160,19 @@ export class BtrfsStore {
       for (const name of this.ready.keys()) await this.removeDir(join(this.poolDir, name));
       this.ready.clear();
       for (const id of await this.kept()) await this.drop(id);
+      // The nosuid,nodev bind (mounts.ts secureMount); what it showed stays in the data dir.
+      const r = await this.o.helper.run(['umount', this.path]);
+      if (r.exitCode !== 0) this.log?.warn({ path: this.path, err: r.stderr.trim() }, 'the store bind mount stays');
       return;
     }
-    // Volumes outlive a destroy: the image that holds them stays (unmounted), named in the log.
+    // Volumes and template layers outlive a destroy: the image that holds them stays (unmounted), named in the log.
     const volumes = await namesOrNone(this.volumesDir);
-    if (opts.destroy && volumes.length > 0) {
-      this.log?.info({ image: this.image, volumes: volumes.length }, 'the store image stays: it holds volumes (cubectl volume rm)');
+    const layers = await namesOrNone(join(storeLayersPath(this.o.dataDir), 'sha256'));
+    if (opts.destroy && volumes.length + layers.length > 0) {
+      this.log?.info(
+        { image: this.image, volumes: volumes.length, layers: layers.length },
+        'the store image stays: it holds volumes (cubectl volume rm) or template layers (cubectl template rm)',
+      );
       opts = { destroy: false };
     }
     const r = await this.o.helper.run(['umount', this.path]);
@@ -434,6 +432,33 @@ export class BtrfsStore {
     return join(this.dir(sandboxID), 'upper');
   }
 
+  /**
+   * The sandbox's writable layer as a tree of its own at `dest` (a new path in the store: the layer
+   * store's scratch), for a template build step: a writable snapshot of the sandbox's subvolume (one
+   * ioctl and a commit whatever the step wrote; a byte copy of a 1 GiB step took 800 s), then the
+   * upper dir's entries renamed to the snapshot's root (renames inside one subvolume, no data
+   * moved), work/ dropped, and the root given the upper dir's mode and owner (what overlay shows
+   * for /). The caller has frozen the sandbox. A failure leaves nothing at `dest`.
+   */
+  async captureUpper(sandboxID: string, dest: string): Promise<void> {
+    const r = await this.o.helper.store(['snapshot', this.dir(sandboxID), dest, '0']);
+    if (r.exitCode !== 0) throw this.failure(`snapshotting the writable layer of ${sandboxID}`, r.stderr);
+    try {
+      // Aside first: the layer may have top-level entries named upper or work of its own.
+      const upper = join(dest, `.cube-upper-${process.pid}-${(this.seq++).toString(36)}`);
+      await rename(join(dest, 'upper'), upper);
+      await rm(join(dest, 'work'), { recursive: true, force: true });
+      for (const name of await readdir(upper)) await rename(join(upper, name), join(dest, name));
+      const st = await stat(upper);
+      await rmdir(upper);
+      await chown(dest, st.uid, st.gid);
+      await chmod(dest, st.mode & 0o7777);
+    } catch (e) {
+      await this.removeDir(dest).catch((err: unknown) => this.log?.warn({ err, dest }, 'could not remove a half-made layer capture'));
+      throw this.failure(`capturing the writable layer of ${sandboxID}`, (e as Error).message);
+    }
+  }
+
   /** Sandbox ids that have a directory in the store. */
   async list(): Promise<string[]> {
     return namesOrNone(this.sandboxesDir);
@@ -504,16 +529,6 @@ export class BtrfsStore {
     if (r.exitCode !== 0) throw new CubeError('INTERNAL', `${argv.join(' ')}: ${r.stderr.trim() || `exit ${r.exitCode}`}`);
   }
 
-  /** The source of the mount at this.path, if something is mounted exactly there. */
-  private async mountSource(): Promise<string | undefined> {
-    const mounts = await readFile('/proc/self/mounts', 'utf8');
-    for (const line of mounts.split('\n')) {
-      const [src, mp] = line.split(' ');
-      if (mp && unescapeMount(mp) === this.path) return src;
-    }
-    return undefined;
-  }
-
   private async mountImage(): Promise<void> {
     const fresh = !(await exists(this.image));
     if (fresh) {
@@ -539,7 +554,7 @@ export class BtrfsStore {
       }
       this.log?.info({ image: this.image, sizeGiB: Math.round((size / GIB) * 10) / 10 }, 'sandbox store image made');
     }
-    await this.run(['mount', '-o', 'loop,noatime', this.image, this.path]);
+    await this.run(['mount', '-o', `loop,noatime,${SECURE_OPTIONS.join(',')}`, this.image, this.path]);
   }
 
   private async findFsid(): Promise<string> {
@@ -569,16 +584,4 @@ export class BtrfsStore {
   }
 }
 
-const mib = (b: number) => Math.floor(b / 1024 ** 2);
-
-async function exists(p: string): Promise<boolean> {
-  return stat(p).then(
-    () => true,
-    () => false,
-  );
-}
-
-/** /proc/mounts escapes space, tab, newline and backslash as octal. */
-function unescapeMount(s: string): string {
-  return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
-}
+const exists = async (p: string): Promise<boolean> => (await statOrAbsent(p)) !== undefined;

@@ -22,13 +22,13 @@ import type { EventKind, EventView } from '../model/event.js';
 import { answerError } from '../http.js';
 import { CLUSTER_IMAGE_PATH, CLUSTER_LAYER_PATH, CLUSTER_TEMPLATE_PATH, HOLDER_HEADER, type ImportRequest } from '../cubelet/rpc-wire.js';
 import { CubeError, toCubeError } from '../errors.js';
-import { layerDir, type TemplateRecord, type TemplateStore } from './store.js';
+import { layerDir, layersRoot, type TemplateRecord, type TemplateStore } from './store.js';
 import type { TemplateRef } from '../runtime/types.js';
 import { ensureStoreDir, importUpload, scratchDir } from './layers/import.js';
 import { packLayer } from './layers/pack.js';
 import { storedImage, type HeldImage, type ImagePeers, type PeerAnswer } from './layers/pull.js';
 import { layerBytes, layerTree, treeDigest, writeTree } from './layers/tree.js';
-import { unpackLayer } from './layers/unpack.js';
+import { UnpackBudget, unpackLayer } from './layers/unpack.js';
 import { HOST_TEMPLATE, listedName } from '../model/template.js';
 
 /** A template as a holder serves it: its record and, per layer digest, the tree digest to check a copy against. */
@@ -191,7 +191,7 @@ export class FetchingCatalog implements LayerServer, ImagePeers {
 
   /** Layer digests in the store (re-read when its directory changes), and the fetches in progress. */
   async layerFacts(): Promise<{ layers: string[]; fetching: string[] }> {
-    const dir = join(this.dataDir, 'layers', 'sha256');
+    const dir = join(layersRoot(this.dataDir), 'sha256');
     const mtime = statSync(dir, { throwIfNoEntry: false })?.mtimeMs ?? 0;
     if (this.held?.mtime !== mtime) {
       const names = await readdir(dir).catch(() => [] as string[]);
@@ -247,12 +247,13 @@ export class FetchingCatalog implements LayerServer, ImagePeers {
     await ensureStoreDir(this.dataDir);
     const missing = (layers as string[]).filter((l) => !existsSync(layerDir(this.dataDir, l)));
     await this.checkRoom(held.entry.image, held.sizes, missing);
+    const budget = new UnpackBudget(this.o.store.unpackMaxBytes());
     for (const [i, l] of (layers as string[]).entries()) {
       if (!missing.includes(l)) {
         progress(`layer ${i + 1}/${layers.length} ${l.slice(0, 19)} (in the store already)`);
         continue;
       }
-      const node = await this.fetchLayer(l, held.trees[l]!, `layer ${i + 1}/${layers.length} (${l}) of image ${held.entry.image}`, holder);
+      const node = await this.fetchLayer(l, held.trees[l]!, `layer ${i + 1}/${layers.length} (${l}) of image ${held.entry.image}`, budget, holder);
       added.push(l);
       progress(`layer ${i + 1}/${layers.length} ${l.slice(0, 19)} from node ${node ?? '?'}`);
     }
@@ -306,7 +307,7 @@ export class FetchingCatalog implements LayerServer, ImagePeers {
   private async checkRoom(what: string, sizes: Record<string, number> | undefined, missing: string[]): Promise<void> {
     const need = missing.reduce((n, l) => n + (sizes?.[l] ?? 0), 0);
     if (need === 0) return;
-    const dir = join(this.dataDir, 'layers');
+    const dir = layersRoot(this.dataDir);
     const st = await statfs(dir);
     const free = st.bavail * st.bsize;
     if (need + FETCH_RESERVE_BYTES <= free) return;
@@ -323,11 +324,12 @@ export class FetchingCatalog implements LayerServer, ImagePeers {
     this.onEvent?.('template.fetch', `fetching template ${rec.ref} for a create: ${missing.length} of ${rec.layers.length} layer(s) to fetch`);
     const p: Progress = { ref: rec.ref, done: 0, of: missing.length };
     this.progress.add(p);
+    const budget = new UnpackBudget(this.o.store.unpackMaxBytes());
     try {
       for (const l of missing) {
         const what = `layer ${rec.layers.indexOf(l) + 1}/${rec.layers.length} (${l}) of template ${rec.ref}`;
         const l0 = performance.now();
-        await this.fetchLayer(l, held.trees[l]!, what);
+        await this.fetchLayer(l, held.trees[l]!, what, budget);
         p.done++;
         this.onEvent?.('template.fetch', `${what} fetched and verified (${p.done}/${p.of})`, { durationMs: Math.round(performance.now() - l0) });
       }
@@ -337,13 +339,13 @@ export class FetchingCatalog implements LayerServer, ImagePeers {
   }
 
   /** One layer from the control plane into the store, checked against `tree` before it is renamed in; the node it came from. */
-  private async fetchLayer(digest: string, tree: string, what: string, holder?: string): Promise<string | undefined> {
+  private async fetchLayer(digest: string, tree: string, what: string, budget: UnpackBudget, holder?: string): Promise<string | undefined> {
     const scratch = join(scratchDir(this.dataDir), `fetch-${digest.slice(7, 19)}.${randomBytes(4).toString('hex')}`);
     await mkdir(scratch, { recursive: true });
     try {
       const { body: tar, node } = await this.o.source.layer(digest, holder);
       const body = stallGuard(tar, this.o.stallMs ?? LAYER_STALL_MS, what, (n) => (this.fetchedBytes += n));
-      await unpackLayer(body, scratch).catch((e: unknown) => {
+      await unpackLayer(body, scratch, budget, { what }).catch((e: unknown) => {
         const err = toCubeError(e);
         if (err.kind === 'IMAGE_INVALID')
           throw new CubeError('LAYER_CORRUPT', `${what}: the tar that came is unreadable (${err.message})`, { details: { layer: digest }, cause: e });

@@ -12,6 +12,8 @@ import { CubeError } from '../errors.js';
 import { displayName, HOST_TEMPLATE, splitTemplateRef } from '../model/template.js';
 import type { TemplateConfig, TemplateRef } from '../runtime/types.js';
 import { readTextOrAbsent, statOrAbsent } from '../fsx.js';
+import { storeLayersPath } from '../storage/btrfs-store.js';
+import { LAYER_UNPACK_MAX_GIB } from '../config/schema.js';
 
 /** The unprivileged account every template gets (ExecRequest.user 'user'). */
 export const SANDBOX_USERS = {
@@ -107,11 +109,25 @@ export function templateDigest(layers: readonly string[], config: TemplateConfig
 
 export const DEFAULT_CONFIG: TemplateConfig = { env: {}, workdir: '', user: 'user' };
 
-/** Where the node keeps layers: `<dataDir>/layers/sha256/<hex>` (unpacked, never written after). */
+/**
+ * The layer store: `<dataDir>/store/layers`, a directory of the node's btrfs store (src/storage/)
+ * when the node has one (ns), so layers take the store's space, bounded and counted with the
+ * sandboxes' (before, `<dataDir>/layers` on the host's root filesystem: a 2.1 MB upload unpacked
+ * to 2 GB there), sit on its nosuid,nodev mount, and a build step's writable layer (a subvolume of
+ * the same filesystem) becomes a layer by a snapshot instead of a copy (build.ts). Holds
+ * sha256/<hex> (a layer), sha256/<hex>.tree, tmp/ (scratch), trash/, files/ (build uploads) and
+ * the small indexes (images.json, build-cache.json). A data dir of an earlier version had it at
+ * `<dataDir>/layers`: moved here at start (layers/import.ts migrateLayers).
+ */
+export function layersRoot(dataDir: string): string {
+  return storeLayersPath(dataDir);
+}
+
+/** Where the node keeps a layer: `<layersRoot>/sha256/<hex>` (unpacked, never written after). */
 export function layerDir(dataDir: string, digest: string): string {
   const m = /^sha256:([0-9a-f]{64})$/.exec(digest);
   if (!m) throw new CubeError('INTERNAL', `not a layer digest: ${digest}`);
-  return join(dataDir, 'layers', 'sha256', m[1]!);
+  return join(layersRoot(dataDir), 'sha256', m[1]!);
 }
 
 export class TemplateStore {
@@ -123,7 +139,14 @@ export class TemplateStore {
   /** Writers one at a time (imports, builds, rm): see exclusive(). */
   private writing: Promise<unknown> = Promise.resolve();
 
-  constructor(readonly dataDir: string) {
+  /**
+   * `unpackMaxBytes`: what one import (upload, pull, fetch) may unpack (cubelet.storage.layer_unpack_max_gib,
+   * read at each import: the setting is live).
+   */
+  constructor(
+    readonly dataDir: string,
+    readonly unpackMaxBytes: () => number = () => LAYER_UNPACK_MAX_GIB * 1024 ** 3,
+  ) {
     this.dir = join(dataDir, 'templates');
   }
 
@@ -282,12 +305,12 @@ export class TemplateStore {
   collectGarbage(): Promise<string[]> {
     return this.exclusive(async () => {
       const kept = await this.keptLayers();
-      const names = await readdir(join(this.dataDir, 'layers', 'sha256')).catch(() => [] as string[]);
+      const names = await readdir(join(layersRoot(this.dataDir), 'sha256')).catch(() => [] as string[]);
       const orphans = names.filter((n) => /^[0-9a-f]{64}$/.test(n) && !kept.has(`sha256:${n}`)).map((n) => `sha256:${n}`);
       await Promise.all(orphans.map((l) => removeLayer(this.dataDir, l)));
       // A .tree whose layer is gone (a crash between the two removals).
       const trees = names.filter((n) => n.endsWith('.tree') && !names.includes(n.slice(0, -5)));
-      await Promise.all(trees.map((n) => rm(join(this.dataDir, 'layers', 'sha256', n), { force: true })));
+      await Promise.all(trees.map((n) => rm(join(layersRoot(this.dataDir), 'sha256', n), { force: true })));
       return orphans;
     });
   }
@@ -384,7 +407,7 @@ export class TemplateStore {
 
 /** Moves a layer out of the store, then deletes it in the background (never a walk on the create path). */
 export async function removeLayer(dataDir: string, digest: string): Promise<void> {
-  const trash = join(dataDir, 'layers', 'trash');
+  const trash = join(layersRoot(dataDir), 'trash');
   await mkdir(trash, { recursive: true });
   const to = join(trash, `${digest.slice(7)}.${process.pid}.${Date.now()}`);
   await rm(`${layerDir(dataDir, digest)}.tree`, { force: true }); // layers/tree.ts treeFile

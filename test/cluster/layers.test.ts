@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventView, NodeView } from '../../src/api/types.js';
-import { layerDir, type TemplateRecord } from '../../src/templates/store.js';
+import { layerDir, layersRoot, type TemplateRecord } from '../../src/templates/store.js';
 import { startCluster, until, type TestCluster } from '../helpers/cluster.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../helpers/images.js';
 
@@ -116,16 +116,16 @@ describe('layer distribution', () => {
   it('a layer damaged in the holder store fails the create with 130424 naming the layer, and leaves nothing on the fetching node', async () => {
     const rec = await importOn(1, 'bad');
     const top = rec.layers[1]!;
-    await writeFile(join(layerDir(dirs[1]!, top), 'opt', 'bad'), 'tampered\n');
+    await writeFile(c.computes[0]!.seen(join(layerDir(dirs[1]!, top), 'opt', 'bad')), 'tampered\n');
     const r = await c.create(0, { templateID: 'bad', nodeID: nodeID(3) });
     expect(r.status).toBe(502);
     expect(r.body).toMatchObject({ code: 130424, message: expect.stringContaining(`layer 2/3 (${top}) of template bad:latest failed verification`) });
     const v = await view(3);
     expect(v.templates).not.toContain('bad');
     expect(v.layers).not.toContain(top);
-    expect(await readdir(join(dirs[3]!, 'layers', 'tmp'))).toEqual([]);
+    expect(await readdir(c.computes[2]!.seen(join(layersRoot(dirs[3]!), 'tmp')))).toEqual([]);
     // The layers that did check out went again: node 3 holds no template but host.
-    expect(await readdir(join(dirs[3]!, 'layers', 'sha256'))).toEqual([]);
+    expect(await readdir(c.computes[2]!.seen(join(layersRoot(dirs[3]!), 'sha256')))).toEqual([]);
     const ev = await until('the failure as a node event', async () => {
       const m = await fetchEvents(3, 'bad');
       return m.some((x) => x.startsWith('fetching template bad:latest failed')) ? m : undefined;
@@ -148,10 +148,10 @@ describe('layer distribution', () => {
   it('a node whose store cannot hold the missing layers fails the create with 130598 naming the sizes, and fetches nothing', async () => {
     const rec = await importOn(1, 'huge');
     // A sparse 1 TiB file in the holder's copy: the size the holder reports is what an unpack would write.
-    const file = join(layerDir(dirs[1]!, rec.layers[1]!), 'opt', 'huge-file');
+    const file = c.computes[0]!.seen(join(layerDir(dirs[1]!, rec.layers[1]!), 'opt', 'huge-file'));
     await writeFile(file, '');
     await truncate(file, 1024 ** 4);
-    const before = (await readdir(join(dirs[3]!, 'layers', 'sha256'))).sort();
+    const before = (await readdir(c.computes[2]!.seen(join(layersRoot(dirs[3]!), 'sha256')))).sort();
     const r = await c.create(0, { templateID: 'huge', nodeID: nodeID(3) });
     expect(r.status, r.body.message).toBe(503);
     expect(r.body).toMatchObject({
@@ -162,8 +162,8 @@ describe('layer distribution', () => {
         ),
       ),
     });
-    expect((await readdir(join(dirs[3]!, 'layers', 'sha256'))).sort()).toEqual(before);
-    expect(await readdir(join(dirs[3]!, 'layers', 'tmp'))).toEqual([]);
+    expect((await readdir(c.computes[2]!.seen(join(layersRoot(dirs[3]!), 'sha256')))).sort()).toEqual(before);
+    expect(await readdir(c.computes[2]!.seen(join(layersRoot(dirs[3]!), 'tmp')))).toEqual([]);
     expect((await view(3)).templates).not.toContain('huge');
   }, 120_000);
 });

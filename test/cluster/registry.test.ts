@@ -20,6 +20,7 @@ import type { NodeView } from '../../src/api/types.js';
 import { startCluster, until, type TestCluster } from '../helpers/cluster.js';
 import { busyboxLayer, ociArchive, tarOf } from '../helpers/images.js';
 import { startRegistry, type TestRegistry } from '../helpers/registry.js';
+import { layersRoot } from '../../src/templates/store.js';
 
 let c: TestCluster | undefined;
 let reg: TestRegistry | undefined;
@@ -230,9 +231,12 @@ describe('registry images in a cluster', () => {
       await buildOn(0, Template().fromImage(image, CREDS), 'cpull-d0');
       // Node 0's copy of the image's own layer, changed behind its back: what it serves no longer matches its tree digest.
       const data = join(dir, 'data-1');
-      const held = JSON.parse(await readFile(join(data, 'layers', 'images.json'), 'utf8')) as Record<string, { image: string; layers: string[] }>;
+      const held = JSON.parse(await readFile(c!.computes[0]!.seen(join(layersRoot(data), 'images.json')), 'utf8')) as Record<
+        string,
+        { image: string; layers: string[] }
+      >;
       const layers = Object.values(held).find((e) => e.image.endsWith('team/shared:v3'))!.layers;
-      const file = layers.map((l) => join(data, 'layers', 'sha256', l.slice(7), 'shared-v3')).find((f) => existsSync(f))!;
+      const file = layers.map((l) => c!.computes[0]!.seen(join(layersRoot(data), 'sha256', l.slice(7), 'shared-v3'))).find((f) => existsSync(f))!;
       const was = await readFile(file);
       await writeFile(file, 'not what was pulled\n');
       try {

@@ -12,7 +12,7 @@ import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NodeView } from '../../src/api/types.js';
 import { RemoteNode } from '../../src/cubelet/remote.js';
-import type { TemplateRecord } from '../../src/templates/store.js';
+import { layersRoot, type TemplateRecord } from '../../src/templates/store.js';
 import { cubectl } from '../cli/run-cli.js';
 import { startCluster, until, type TestCluster } from '../helpers/cluster.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../helpers/images.js';
@@ -30,7 +30,9 @@ const holderOf = async (name: string): Promise<number[]> => {
   return out;
 };
 const layersOn = async (i: number): Promise<string[]> =>
-  (await readdir(join(dirs[i]!, 'layers', 'sha256')).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{64}$/.test(n)).map((n) => `sha256:${n}`);
+  (await readdir(c.computes[i - 1]!.seen(join(layersRoot(dirs[i]!), 'sha256'))).catch(() => [] as string[]))
+    .filter((n) => /^[0-9a-f]{64}$/.test(n))
+    .map((n) => `sha256:${n}`);
 const e2b = async (method: string, path: string, body?: unknown) => {
   const r = await fetch(`${c.controls[0]!.url}${path}`, {
     method,

@@ -19,6 +19,7 @@ import { freePort, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { busyboxLayer, ociArchive, tarOf } from '../helpers/images.js';
 import { startRegistry, type TestRegistry } from '../helpers/registry.js';
 import { sdkClient, type SdkClient } from '../helpers/sdk.js';
+import { layersRoot } from '../../src/templates/store.js';
 
 const PASSWORD = 'cube-registry-secret-7f3a';
 const BAD_PASSWORD = 'cube-wrong-password-91c2';
@@ -210,7 +211,7 @@ describe('e2b SDK: Template().fromImage and fromDockerfile from a registry', () 
       for (const e of await readdir(p, { withFileTypes: true })) {
         const abs = join(p, e.name);
         if (e.isDirectory()) {
-          if (abs === join(d!.dataDir, 'store') || abs === join(d!.dataDir, 'layers', 'sha256') || abs === join(d!.dataDir, 'sandboxes')) continue;
+          if (abs === join(d!.dataDir, 'store') || abs === join(layersRoot(d!.dataDir), 'sha256') || abs === join(d!.dataDir, 'sandboxes')) continue;
           await walk(abs);
         } else if (e.isFile() && (await stat(abs)).size < 64 << 20) {
           const text = await readFile(abs, 'latin1');
@@ -221,6 +222,6 @@ describe('e2b SDK: Template().fromImage and fromDockerfile from a registry', () 
     await walk(join(d!.dataDir, '..')); // data and config dirs, daemon.log
     expect(hits).toEqual([]);
     // Every pull's scratch dir (its auth file and archive) is gone, failed pulls' too.
-    expect((await readdir(join(d!.dataDir, 'layers', 'tmp')).catch(() => [] as string[])).filter((n) => n.startsWith('pull-'))).toEqual([]);
+    expect((await readdir(join(layersRoot(d!.dataDir), 'tmp')).catch(() => [] as string[])).filter((n) => n.startsWith('pull-'))).toEqual([]);
   });
 });

@@ -13,6 +13,7 @@ import { until } from '../helpers/cluster.js';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { busyboxLayer, dockerArchive, ociLayoutDir, tarOf } from '../helpers/images.js';
 import { sdkClient, type SdkClient } from '../helpers/sdk.js';
+import { layersRoot } from '../../src/templates/store.js';
 
 let d: TestDaemon;
 let sdk: SdkClient;
@@ -152,7 +153,7 @@ describe('templates from images', () => {
     const shared = await layersOf('img'); // busybox's files: a layer of img too
     const own = (await layersOf('tagged:v1')).filter((l) => !shared.includes(l));
     expect(own.length).toBeGreaterThan(0);
-    const onDisk = (ls: string[]) => ls.filter((l) => existsSync(join(d.dataDir, 'layers', 'sha256', l.slice('sha256:'.length))));
+    const onDisk = (ls: string[]) => ls.filter((l) => existsSync(join(layersRoot(d.dataDir), 'sha256', l.slice('sha256:'.length))));
     const sbx = await create('tagged:v1');
     await Template.removeTags('tagged', 'v1', opts);
     // 404 naming it once the node's next heartbeat (1 s) has written its list to the registry; a 503 "retry" before.

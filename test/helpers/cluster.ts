@@ -54,6 +54,8 @@ export interface ClusterProcess {
 export interface ComputeNode extends ClusterProcess {
   nodeID: string;
   tag: string;
+  /** `path` as the node's process sees it: its store (the template layers in it) is mounted in the mount namespace `ip netns exec` gave it, not the test's. */
+  seen(path: string): string;
 }
 
 export interface TestCluster {
@@ -306,7 +308,7 @@ export async function startCluster(o: ClusterOptions): Promise<TestCluster> {
         '--destroy-on-exit',
       ];
       const p = proc(`compute-${i}`, url, () => ['ip', 'netns', 'exec', hostNs(i), 'sh', '-c', `${remounts} && exec ${argv.join(' ')}`]);
-      computes.push(Object.assign(p.proc, { nodeID, tag: nodeTag(nodeID) }));
+      computes.push(Object.assign(p.proc, { nodeID, tag: nodeTag(nodeID), seen: (path: string) => `/proc/${p.proc.pid}/root${path}` }));
     }
     await Promise.all(computes.map((c) => c.start()));
     if (o.sim) {

@@ -1,16 +1,15 @@
 // The btrfs sandbox store on a real loop image under the test's own data dir, removed at the end
-// (close({ destroy: true }) in afterAll, plus a lazy unmount if a test died half-way).
-import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+// (test/helpers/loop-store.ts: close({ destroy: true }) after the tests, a lazy unmount if one died half-way).
+import { readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { isCubeError } from '../../src/errors.js';
-import { LaunchHelper } from '../../src/runtime/ns/helper.js';
-import { BtrfsStore, CLONE_TARGET, POOL_TARGET, STORE_MIN_FREE_BYTES, imageBytes, isFullError, usedPercentOf } from '../../src/storage/btrfs-store.js';
+import { BtrfsStore, CLONE_TARGET, POOL_TARGET, STORE_MIN_FREE_BYTES } from '../../src/storage/btrfs-store.js';
+import { imageBytes, isFullError, usedPercentOf } from '../../src/storage/sizes.js';
 import { loopDevicesOf, mountHolders } from '../../src/storage/loop-devices.js';
+import { useLoopStore } from '../helpers/loop-store.js';
 
-const repo = join(import.meta.dirname, '..', '..');
 const MIB = 1024 ** 2;
 const GIB = 1024 ** 3;
 
@@ -26,27 +25,11 @@ describe('store arithmetic', () => {
 });
 
 describe('btrfs store on a loop image', () => {
+  const loop = useLoopStore('storage');
   let dataDir = '';
   let store: BtrfsStore;
-  const helper = new LaunchHelper(join(repo, 'build', 'cube-launch'));
-  const reopen = () => new BtrfsStore({ dataDir, helper, imageGiB: 1 });
-
-  beforeAll(async () => {
-    await execa('node', [join(repo, 'scripts', 'build-native.mjs')]);
-    dataDir = await mkdtemp(join(tmpdir(), 'cubed-test-storage-'));
-    store = reopen();
-    await store.open();
-  });
-
-  afterAll(async () => {
-    try {
-      await store.close({ destroy: true });
-    } finally {
-      const mp = join(dataDir, 'store');
-      if ((await readFile('/proc/self/mounts', 'utf8')).split('\n').some((l) => l.split(' ')[1] === mp)) await execa('umount', ['-l', mp], { reject: false });
-      await rm(dataDir, { recursive: true, force: true });
-    }
-  });
+  const reopen = async () => (store = await loop().reopen());
+  beforeAll(() => ({ dataDir, store } = loop()));
 
   it('mounts a sparse image under the data dir and fills its pool', async () => {
     const u = await store.usage();
@@ -100,8 +83,7 @@ describe('btrfs store on a loop image', () => {
   it('re-uses the mount, its pool and its subvolumes after a restart', async () => {
     await store.create('sb-kept', 64 * MIB);
     await store.close({ destroy: false });
-    store = reopen();
-    await store.open();
+    await reopen();
     expect(await store.list()).toEqual(['sb-kept']);
     expect((await store.diskUsed(['sb-kept'])).has('sb-kept')).toBe(true);
     expect(store.pooled).toBeGreaterThan(0);
@@ -139,8 +121,7 @@ describe('btrfs store on a loop image', () => {
     await store.close({ destroy: true });
     expect((await stat(join(dataDir, 'store.img'))).isFile()).toBe(true);
     expect((await readFile('/proc/self/mounts', 'utf8')).includes(join(dataDir, 'store'))).toBe(false);
-    store = reopen();
-    await store.open();
+    await reopen();
     expect(await readFile(join(dir, 'kept.txt'), 'utf8')).toBe('kept');
     await store.removeVolume('vol-storetest000001');
     await store.removeVolume('vol-storetest000001'); // idempotent

@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_CONFIG, layerDir, TemplateStore } from '../../src/templates/store.js';
+import { DEFAULT_CONFIG, layerDir, layersRoot, TemplateStore } from '../../src/templates/store.js';
 
 let dataDir: string;
 const digest = (c: string) => `sha256:${c.repeat(64)}`;
@@ -26,7 +26,7 @@ describe('collectGarbage', () => {
     const store = new TemplateStore(dataDir);
     for (const c of ['a', 'b', 'c']) await layer(store, digest(c));
     await store.put({ name: 'keep', tag: 'latest', ref: 'keep:latest', layers: [digest('a')], config: DEFAULT_CONFIG, source: 'oci' });
-    await writeFile(join(dataDir, 'layers', 'sha256', `${'d'.repeat(64)}.tree`), `${digest('d')}\n`);
+    await writeFile(join(layersRoot(dataDir), 'sha256', `${'d'.repeat(64)}.tree`), `${digest('d')}\n`);
     // A writer holding the lock registers c while the collection waits: c must survive.
     let release: (() => void) | undefined;
     const writer = store.exclusive(async () => {
@@ -41,7 +41,7 @@ describe('collectGarbage', () => {
     expect([digest('a'), digest('b'), digest('c')].map((d) => existsSync(layerDir(dataDir, d)))).toEqual([true, false, true]);
     expect(existsSync(`${layerDir(dataDir, digest('b'))}.tree`)).toBe(false);
     expect(existsSync(`${layerDir(dataDir, digest('a'))}.tree`)).toBe(true);
-    expect(existsSync(join(dataDir, 'layers', 'sha256', `${'d'.repeat(64)}.tree`))).toBe(false);
+    expect(existsSync(join(layersRoot(dataDir), 'sha256', `${'d'.repeat(64)}.tree`))).toBe(false);
     expect(await store.collectGarbage()).toEqual([]);
   });
 });

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packLayer } from '../../src/templates/layers/pack.js';
 import { treeDigest } from '../../src/templates/layers/tree.js';
-import { runLayerTool, unpackLayer } from '../../src/templates/layers/unpack.js';
+import { UnpackBudget, runLayerTool, unpackLayer } from '../../src/templates/layers/unpack.js';
 import { nativeBinary } from '../../src/runtime/ns/helper.js';
 
 let scratch: string;
@@ -33,7 +33,7 @@ describe('packLayer', () => {
     await runLayerTool(nativeBinary('cube-layer'), src, ['wetc/removed', 'ohome']);
     const dst = join(scratch, 'dst');
     await mkdir(dst);
-    await unpackLayer(packLayer(src), dst);
+    await unpackLayer(packLayer(src), dst, new UnpackBudget(Infinity));
     expect(await treeDigest(dst)).toBe(await treeDigest(src));
     const [a, b] = await Promise.all([lstat(join(dst, 'usr', 'bin', 'tool')), lstat(join(dst, 'usr', 'bin', 'tool2'))]);
     expect(a.ino).toBe(b.ino); // still one file
@@ -47,7 +47,7 @@ describe('packLayer', () => {
     await writeFile(join(src, 'f'), 'abd');
     const dst = join(scratch, 'dst2');
     await mkdir(dst);
-    await unpackLayer(packLayer(src), dst);
+    await unpackLayer(packLayer(src), dst, new UnpackBudget(Infinity));
     expect(await treeDigest(dst)).not.toBe(before);
   });
 });

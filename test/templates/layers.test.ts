@@ -12,7 +12,7 @@ import { planImport, templateConfigOf } from '../../src/templates/layers/image.j
 import { importImage, lastOccurrences } from '../../src/templates/layers/import.js';
 import { entryPath, whiteoutOf } from '../../src/templates/layers/unpack.js';
 import { lowerArgs } from '../../src/runtime/ns/lowerdir.js';
-import { parseTemplateRef, TemplateStore } from '../../src/templates/store.js';
+import { layersRoot, parseTemplateRef, TemplateStore } from '../../src/templates/store.js';
 import { busyboxLayer, dockerArchive, ociArchive, tarOf, type TarEntry } from '../helpers/images.js';
 import { run, useRig } from '../runtime/harness.js';
 
@@ -101,7 +101,7 @@ describe('importing images into the layer store', () => {
   };
   // The layers' directories (each has a `<hex>.tree` digest beside it: src/templates/layers/tree.ts).
   const layerDirs = async () =>
-    (await readdir(join(rig().dataDir, 'layers', 'sha256'), { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory()).map((e) => e.name);
+    (await readdir(join(layersRoot(rig().dataDir), 'sha256'), { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory()).map((e) => e.name);
 
   it('imports a docker-archive and an oci-archive sharing their layers, and runs sandboxes from both', async () => {
     const layers = await twoLayers();
@@ -117,9 +117,9 @@ describe('importing images into the layer store', () => {
     const b = await importImage(store, await file('o.tar', await ociArchive(layers, cfg, { gzip: true })), { ref: 'bb:oci' });
     expect(b.layers).toEqual(a.layers); // same diff_ids: stored once
     expect(await layerDirs()).toHaveLength(3);
-    expect(existsSync(join(rig().dataDir, 'layers', 'tmp')) ? await readdir(join(rig().dataDir, 'layers', 'tmp')) : []).toEqual([]);
+    expect(existsSync(join(layersRoot(rig().dataDir), 'tmp')) ? await readdir(join(layersRoot(rig().dataDir), 'tmp')) : []).toEqual([]);
 
-    expect((await lstat(join(rig().dataDir, 'layers'))).mode & 0o777).toBe(0o700); // host users cannot reach into layers
+    expect((await lstat(layersRoot(rig().dataDir))).mode & 0o777).toBe(0o700); // host users cannot reach into layers
     const top = (await store.resolve('bb')).layers[1]!;
     expect((await lstat(join(top, 'etc/motd'))).isCharacterDevice()).toBe(true);
     expect((await lstat(join(top, 'app'))).uid).toBe(1000);
@@ -173,7 +173,7 @@ describe('importing images into the layer store', () => {
     await expect(store.get('hostile')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
     expect(existsSync(join(tmpdir(), 'escaped')) || existsSync('/escaped')).toBe(false);
     expect((await layerDirs()).sort()).toEqual(before.sort()); // the busybox layer it added is gone again
-    expect(await readdir(join(rig().dataDir, 'layers', 'tmp'))).toEqual([]);
+    expect(await readdir(join(layersRoot(rig().dataDir), 'tmp'))).toEqual([]);
   });
 
   it('skips device nodes and FIFOs', async () => {
@@ -221,7 +221,7 @@ describe('importing images into the layer store', () => {
     const f4 = await file('garbage.tar', Buffer.from('this is not a tar file at all'.repeat(40)));
     await expect(importImage(store, f4, { ref: 'garbage' })).rejects.toMatchObject({ kind: 'IMAGE_INVALID' });
     for (const n of ['mismatch', 'truncated', 'plain', 'garbage']) await expect(store.get(n)).rejects.toMatchObject({ kind: 'NOT_FOUND' });
-    expect(await readdir(join(rig().dataDir, 'layers', 'tmp'))).toEqual([]);
+    expect(await readdir(join(layersRoot(rig().dataDir), 'tmp'))).toEqual([]);
   });
 
   it('answers STORE_FULL when the filesystem of the store fills up, leaving nothing', async () => {
@@ -234,8 +234,8 @@ describe('importing images into the layer store', () => {
       const f = await file('big.tar', await dockerArchive([big], {}));
       await expect(importImage(small, f, { ref: 'big' })).rejects.toMatchObject({ kind: 'STORE_FULL', http: 503 });
       await expect(small.get('big')).rejects.toMatchObject({ kind: 'NOT_FOUND' });
-      expect(await readdir(join(dir, 'layers', 'tmp'))).toEqual([]);
-      expect(await readdir(join(dir, 'layers', 'sha256')).catch(() => [])).toEqual([]);
+      expect(await readdir(join(layersRoot(dir), 'tmp'))).toEqual([]);
+      expect(await readdir(join(layersRoot(dir), 'sha256')).catch(() => [])).toEqual([]);
     } finally {
       execFileSync('umount', [dir]);
     }

@@ -42,7 +42,7 @@ export function buildCubelet(
   config: ConfigStore,
   log: Logger,
   runtime: Runtimes,
-  templates = new m.TemplateStore(dataDir),
+  templates = templateStoreOf(m, dataDir, config),
   catalog?: FetchingCatalog,
 ): { cubelet: Cubelet; api: Cubelet; builds?: TemplateBuilder; releaseHolds?: () => Promise<void> } {
   const { simNode, NsNetworkAgent, policySettingsOf, Cubelet, parseRange, TemplateBuilder } = m;
@@ -119,8 +119,19 @@ export function buildCubelet(
   return { cubelet, api: cubelet, releaseHolds, ...(builds ? { builds } : {}) };
 }
 
-/** The template store at start: scratch left by a crash cleared, layers no template holds removed. */
-export async function startStore(m: NodeModules, templates: TemplateStore, log: Logger): Promise<void> {
+/** The node's template store, its per-import unpack bound (cubelet storage.layer_unpack_max_gib) read from the live config. */
+export function templateStoreOf(m: NodeModules, dataDir: string, config: ConfigStore): TemplateStore {
+  return new m.TemplateStore(dataDir, () => config.config.cubelet.storage.layer_unpack_max_gib * 1024 ** 3);
+}
+
+/**
+ * The template store at start, once the node's store is mounted (cubelet.start: the layers live in
+ * it) and its sandboxes taken back (`adopted` of them): layers of a data dir from an earlier
+ * version moved in, scratch left by a crash cleared, layers no template holds removed.
+ */
+export async function startStore(m: NodeModules, templates: TemplateStore, log: Logger, adopted: number): Promise<void> {
+  const moved = await m.migrateLayers(templates.dataDir, adopted);
+  if (moved) log.info({ entries: moved }, `moved ${moved} layer store entries from ${m.legacyLayersDir(templates.dataDir)} into the store`);
   await m.cleanScratch(templates.dataDir);
   const removed = await templates.collectGarbage();
   if (removed.length) log.info({ layers: removed }, `removed ${removed.length} layer(s) no template holds`);

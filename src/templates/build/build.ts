@@ -1,7 +1,7 @@
 // Template builds (the E2B `Template.build` flow): a build runs its steps one at a time, each in
 // a sandbox of its own on the ns runtime (a hostile step is contained like any code: cgroups,
 // namespaces, the node's network policy), made from the layers so far. A RUN, COPY or WORKDIR
-// step yields a layer: the sandbox's overlay upper dir, copied into the layer store under the
+// step yields a layer: the sandbox's overlay upper dir, snapshotted into the layer store under the
 // sha256 of its tree. Steps are cached by the chain (parent key, step, files hash); `force`
 // skips the cache. A template with a start and ready command is started once at the end and
 // registered only when its ready command passes (ready-check.ts). A build that fails registers
@@ -13,7 +13,6 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { execa } from 'execa';
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.js';
 import { CubeError, toCubeError } from '../../errors.js';
@@ -24,8 +23,8 @@ import { parseImageRef, pullLocked, resolveImage, type ImagePeers } from '../lay
 import { BuildRecordFiles, type BuildRecord, type BuildLogEntry } from './record.js';
 import { BuildUploads } from './uploads.js';
 import { EMPTY_TREE, treeDigest, writeTree } from '../layers/tree.js';
-import { DEFAULT_CONFIG, etcHosts, layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
-import type { RuntimeDriver, SandboxHandle, TemplateConfig, TemplateRef } from '../../runtime/types.js';
+import { DEFAULT_CONFIG, etcHosts, layerDir, layersRoot, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
+import type { RuntimeDriver, SandboxHandle, SandboxStorage, TemplateConfig, TemplateRef } from '../../runtime/types.js';
 import { Tail } from '../../cubelet/start-cmd.js';
 import { checkReady } from './ready-check.js';
 import { afterLayer, applyStep, copyTarget, describeStep, makesLayer, parseBuild, stepKey, type BuildPlan, type Step } from './steps.js';
@@ -82,8 +81,8 @@ export class TemplateBuilder {
   private readonly records: BuildRecordFiles;
 
   constructor(private readonly o: TemplateBuilderOptions) {
-    this.uploads = new BuildUploads(o.dataDir);
-    this.cacheFile = join(o.dataDir, 'layers', 'build-cache.json');
+    this.uploads = new BuildUploads(o.dataDir, o.templates.unpackMaxBytes);
+    this.cacheFile = join(layersRoot(o.dataDir), 'build-cache.json');
     this.buildsDir = join(o.dataDir, 'builds');
     this.records = new BuildRecordFiles(this.buildsDir, o.log);
   }
@@ -414,7 +413,7 @@ export class TemplateBuilder {
       else if (s.type === 'COPY') await this.copy(b, n, h, s, config, uploads);
       // Nothing runs on while the layer is copied (a background process of the step would race it).
       await driver.pause(h);
-      return this.capture(h.sandboxID, storage.upperDir(h.sandboxID));
+      return this.capture(h.sandboxID, storage);
     });
   }
 
@@ -549,14 +548,16 @@ export class TemplateBuilder {
     this.log(b, 'info', `copied ${files} file(s)${links.length ? ` and ${links.length} link(s)` : ''} to ${s.dest}`, n);
   }
 
-  /** Copies the upper dir (whiteouts and opaque marks kept: it is already an overlay layer) into the store. */
-  private async capture(sandboxID: string, upper: string): Promise<{ digest: string; added: boolean }> {
+  /**
+   * The upper dir (whiteouts and opaque marks kept: it is already an overlay layer) into the layer
+   * store: a snapshot of its subvolume, which is in the same store (storage.captureUpper), renamed
+   * into place; no byte of it copied.
+   */
+  private async capture(sandboxID: string, storage: SandboxStorage): Promise<{ digest: string; added: boolean }> {
     const scratch = join(scratchDir(this.o.dataDir), `build-${sandboxID}`);
     await mkdir(scratchDir(this.o.dataDir), { recursive: true });
     try {
-      // cp, not a walk here: xattrs (trusted.overlay.opaque) and the 0/0 whiteout devices need it; reflinks where the filesystems allow.
-      const r = await execa('cp', ['-a', '--reflink=auto', upper, scratch], { reject: false });
-      if (r.exitCode !== 0) throw new CubeError(/No space/.test(r.stderr) ? 'STORE_FULL' : 'INTERNAL', `capturing the step's layer: ${r.stderr.trim()}`);
+      await storage.captureUpper(sandboxID, scratch);
       // The runtime's own /etc/hosts (the sandbox's hostname) is no part of the template.
       const hosts = join(scratch, 'etc', 'hosts');
       if ((await readTextOrAbsent(hosts)) === etcHosts(sandboxID)) {

@@ -1,7 +1,7 @@
 // The files COPY steps take: uploaded by the SDK as tars under the SDK's files hash, kept per
 // API key, checked to be readable tars at upload and against the hash at build start.
 import { randomUUID } from 'node:crypto';
-import { createReadStream, createWriteStream, existsSync } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { link, mkdir, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -9,20 +9,25 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { extract } from 'tar-stream';
 import { CubeError, toCubeError } from '../../errors.js';
-import { ensureStoreDir } from '../layers/import.js';
+import { ensureStoreDir, spoolUpload } from '../layers/import.js';
 import { TAR_META_MAX_BYTES, tarMetaGuard } from '../layers/tar-guard.js';
 import { FilesHash, S_IFLNK, S_IFREG } from './files-hash.js';
 import { checkFilesHash } from './steps.js';
+import { layersRoot } from '../store.js';
 
 /** The uploads of calls that name no key (in-process callers: tests). */
 const SHARED_UPLOADS = 'shared';
 
-/** The uploads of COPY steps: `<dataDir>/layers/files/<owner>/<files hash>`, the SDK's tars. */
+/** The uploads of COPY steps: `<layersRoot>/files/<owner>/<files hash>`, the SDK's tars. */
 export class BuildUploads {
   readonly dir: string;
 
-  constructor(private readonly dataDir: string) {
-    this.dir = join(dataDir, 'layers', 'files');
+  /** `maxBytes`: the most one upload may hold (the per-import limit, cubelet.storage.layer_unpack_max_gib: uploads are in the store). */
+  constructor(
+    private readonly dataDir: string,
+    private readonly maxBytes: () => number,
+  ) {
+    this.dir = join(layersRoot(dataDir), 'files');
   }
 
   /** Where `owner`'s upload for `hash` is kept (`owner` from owner()). */
@@ -60,14 +65,7 @@ export class BuildUploads {
     await mkdir(dir, { recursive: true });
     const tmp = join(dir, `${checkFilesHash(hash)}.${randomUUID().slice(0, 8)}.tmp`);
     try {
-      try {
-        await pipeline(body, createWriteStream(tmp, { flags: 'wx', mode: 0o600 }));
-      } catch (e) {
-        const err = e as NodeJS.ErrnoException;
-        if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
-          throw new CubeError('STORE_FULL', `no room for the upload under ${this.dir}: ${err.message}`, { retryAfter: 60 });
-        throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
-      }
+      await spoolUpload(body, tmp, this.maxBytes());
       const unreadable = await this.tarProblem(tmp);
       if (unreadable !== undefined)
         throw new CubeError(

@@ -74,17 +74,25 @@ export async function decompressing(src: AsyncIterable<Buffer>, what: string, on
   const first = await it.next();
   const head: Buffer = first.done ? Buffer.alloc(0) : (first.value as Buffer);
   const kind = compressionOf(head);
-  if (kind === 'zstd')
+  if (kind === 'zstd') {
+    await it.return?.();
     throw new CubeError('IMAGE_INVALID', `${what} is zstd-compressed, which this node cannot read: save the image uncompressed or with gzip`);
+  }
+  // The source ends with the stream made of it: a read stopped half-way (an import refused at its
+  // bound) would otherwise keep the archive's file open, and with it the store's mount busy.
   async function* raw(): AsyncGenerator<Buffer> {
-    if (first.done) return;
-    onRaw?.(head);
-    yield head;
-    for (;;) {
-      const r = await it.next();
-      if (r.done) return;
-      onRaw?.(r.value as Buffer);
-      yield r.value as Buffer;
+    try {
+      if (first.done) return;
+      onRaw?.(head);
+      yield head;
+      for (;;) {
+        const r = await it.next();
+        if (r.done) return;
+        onRaw?.(r.value as Buffer);
+        yield r.value as Buffer;
+      }
+    } finally {
+      await it.return?.();
     }
   }
   const bytes = Readable.from(raw(), { objectMode: false });

@@ -5,17 +5,19 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
 import { chmod, mkdir, rename, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { execa } from 'execa';
 import { pack } from 'tar-stream';
-import { CubeError } from '../../errors.js';
+import { CubeError, isCubeError } from '../../errors.js';
 import { namesOrNone } from '../../fsx.js';
-import { SANDBOX_USERS, layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
+import { isFullError } from '../../storage/sizes.js';
+import { SANDBOX_USERS, layerDir, layersRoot, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
 import type { TemplateConfig } from '../../runtime/types.js';
 import { decompressing, eachEntry, planImport, templateConfigOf, type LayerPlan } from './image.js';
 import { treeDigest, writeTree } from './tree.js';
-import { unpackLayer, type UnpackResult } from './unpack.js';
+import { UnpackBudget, unpackLayer, type UnpackResult } from './unpack.js';
 import { HOST_TEMPLATE } from '../../model/template.js';
 
 export interface ImportOptions {
@@ -38,22 +40,82 @@ export interface ImportProgress {
 
 /** The store's scratch directory for layers being unpacked (and uploads being spooled). */
 export function scratchDir(dataDir: string): string {
-  return join(dataDir, 'layers', 'tmp');
+  return join(layersRoot(dataDir), 'tmp');
 }
 
 /** Removes what a crash mid-import left (scratch dirs, spooled uploads, layers moved aside); run at start. */
 export async function cleanScratch(dataDir: string): Promise<void> {
-  for (const d of [scratchDir(dataDir), join(dataDir, 'layers', 'trash')]) {
+  for (const d of [scratchDir(dataDir), join(layersRoot(dataDir), 'trash')]) {
     for (const name of await namesOrNone(d)) await rm(join(d, name), { recursive: true, force: true });
   }
 }
 
+/** Where a data dir of an earlier version kept its layers (on the data dir's filesystem, outside the store). */
+export const legacyLayersDir = (dataDir: string): string => join(dataDir, 'layers');
+/** The legacy directory once its layers are in the store: kept while sandboxes of before may still run on it. */
+export const movedLayersDir = (dataDir: string): string => join(dataDir, 'layers.moved');
+
 /**
- * `<dataDir>/layers`, mode 0700: layers hold the images' own modes (world-writable /tmp dirs and
+ * Moves the layers of a data dir from an earlier version (`<dataDir>/layers`) into the layer store:
+ * migrated once at start, after the store is mounted, so every layer has one place and every
+ * reader one path (reading both places would spread a second path over a dozen readers). Each
+ * entry is renamed where it can be (same filesystem and mount), else copied (cp -a: whiteout
+ * devices and opaque xattrs kept) into scratch and renamed in: a crash midway leaves each entry
+ * either moved or not, and the next start goes on. The emptied legacy directory is renamed aside
+ * (`layers.moved`, still holding what was copied, not moved), since sandboxes re-adopted across
+ * the upgrade run on those directories: it is deleted at a start that takes back no sandbox
+ * (`adopted` 0). A store too small for the layers fails the start with 130598, nothing lost.
+ * Returns the layer entries moved.
+ */
+export async function migrateLayers(dataDir: string, adopted: number): Promise<number> {
+  const old = legacyLayersDir(dataDir);
+  const root = layersRoot(dataDir);
+  let moved = 0;
+  if (await namesOrNone(old).then((n) => n.length > 0)) {
+    await ensureStoreDir(dataDir);
+    await mkdir(join(root, 'sha256'), { recursive: true });
+    await mkdir(scratchDir(dataDir), { recursive: true });
+    const entries = [
+      ...(await namesOrNone(join(old, 'sha256'))).map((n) => join('sha256', n)),
+      ...(await namesOrNone(old)).filter((n) => !['sha256', 'tmp', 'trash'].includes(n)),
+    ];
+    for (const e of entries) {
+      if (existsSync(join(root, e))) continue; // moved by a start that stopped before the rename aside
+      await moveEntry(join(old, e), join(root, e), join(scratchDir(dataDir), `migrate-${randomBytes(4).toString('hex')}`));
+      moved++;
+    }
+    await rm(movedLayersDir(dataDir), { recursive: true, force: true });
+    await rename(old, movedLayersDir(dataDir));
+  }
+  if (adopted === 0) await rm(movedLayersDir(dataDir), { recursive: true, force: true });
+  return moved;
+}
+
+async function moveEntry(from: string, to: string, scratch: string): Promise<void> {
+  try {
+    return await rename(from, to);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EXDEV') throw e;
+  }
+  const r = await execa('cp', ['-a', '--reflink=auto', from, scratch], { reject: false });
+  if (r.exitCode !== 0) {
+    await rm(scratch, { recursive: true, force: true });
+    if (isFullError(r.stderr))
+      throw new CubeError(
+        'STORE_FULL',
+        `moving the layers of ${from} into the layer store: the store is full (${r.stderr.trim()}); nothing was lost: free room in it and start again`,
+      );
+    throw new CubeError('INTERNAL', `moving the layer ${from} into the layer store: ${r.stderr.trim()}`);
+  }
+  await rename(scratch, to);
+}
+
+/**
+ * `<layersRoot>` (store.ts), mode 0700: layers hold the images' own modes (world-writable /tmp dirs and
  * all), which host users must not reach to change what every sandbox of a template sees.
  */
 export async function ensureStoreDir(dataDir: string): Promise<void> {
-  const dir = join(dataDir, 'layers');
+  const dir = layersRoot(dataDir);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await chmod(dir, 0o700);
 }
@@ -104,6 +166,7 @@ export async function importLayersLocked(store: TemplateStore, file: string, onP
   onProgress?.({ phase: 'plan' });
   const plan = await planImport(file);
   const added: string[] = [];
+  const budget = new UnpackBudget(store.unpackMaxBytes());
   try {
     const byEntry = new Map<string, LayerPlan>();
     for (const l of plan.layers) byEntry.set(l.entry, l);
@@ -123,7 +186,7 @@ export async function importLayersLocked(store: TemplateStore, file: string, onP
         const cached = have.has(l.diffID);
         onProgress?.({ phase: 'layer', layer: n, of: byEntry.size, digest: l.diffID, cached });
         if (cached) return;
-        const r = await addLayer(store.dataDir, body, l, `layer ${plan.layers.indexOf(l) + 1} (${l.diffID})`);
+        const r = await addLayer(store.dataDir, body, l, `layer ${plan.layers.indexOf(l) + 1} (${l.diffID})`, budget);
         added.push(l.diffID);
         have.add(l.diffID);
         sizeBytes += r.sizeBytes;
@@ -131,7 +194,7 @@ export async function importLayersLocked(store: TemplateStore, file: string, onP
     const missing = [...byEntry.values()].filter((l) => !seen.has(l.entry));
     if (missing.length)
       throw new CubeError('IMAGE_INVALID', `the archive lacks ${missing.map((l) => `layer ${plan.layers.indexOf(l) + 1} (${l.entry})`).join(', ')}`);
-    const base = await ensureBaseLayer(store.dataDir);
+    const base = await ensureBaseLayer(store.dataDir, budget);
     if (base.added) added.push(base.digest);
     const image = plan.config.config;
     return {
@@ -156,26 +219,48 @@ export async function importUpload(store: TemplateStore, body: Readable, opts: I
   await mkdir(dir, { recursive: true });
   const file = join(dir, `upload-${randomBytes(6).toString('hex')}`);
   try {
-    await pipeline(body, createWriteStream(file, { flags: 'wx', mode: 0o600 })).catch((e: unknown) => {
-      const err = e as NodeJS.ErrnoException;
-      if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
-        throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });
-      throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
-    });
+    await spoolUpload(body, file, store.unpackMaxBytes());
     return await importImage(store, file, opts);
   } finally {
     await rm(file, { force: true });
   }
 }
 
+/**
+ * Writes an upload (an image archive, a build's COPY files) to `file`, a new file in the store's
+ * scratch: bounded as an import's unpacking is (an archive is at most about the size of its layers
+ * unpacked), chunk by chunk, so an upload never fills the store under the sandboxes: 413 over
+ * `limitBytes`, 503 before the store keeps less than 256 MiB free, 400 when the stream breaks.
+ */
+export async function spoolUpload(body: Readable, file: string, limitBytes: number): Promise<void> {
+  const budget = new UnpackBudget(limitBytes);
+  const dir = dirname(file);
+  await pipeline(
+    body,
+    async function* (chunks: AsyncIterable<Buffer>) {
+      for await (const chunk of chunks) {
+        await budget.charge(chunk.length, dir, 'the upload');
+        yield chunk;
+      }
+    },
+    createWriteStream(file, { flags: 'wx', mode: 0o600 }),
+  ).catch((e: unknown) => {
+    if (isCubeError(e)) throw e;
+    const err = e as NodeJS.ErrnoException;
+    if (err.code === 'ENOSPC' || err.code === 'EDQUOT')
+      throw new CubeError('STORE_FULL', `no room for the upload under ${dir}: ${err.message}`, { retryAfter: 60 });
+    throw new CubeError('BAD_REQUEST', `upload interrupted: ${err.message}`);
+  });
+}
+
 /** Unpacks one layer blob (gzipped or not) into the store; checks its blob digest and diff_id. */
-async function addLayer(dataDir: string, body: AsyncIterable<Buffer>, l: LayerPlan, what: string): Promise<UnpackResult> {
+async function addLayer(dataDir: string, body: AsyncIterable<Buffer>, l: LayerPlan, what: string, budget: UnpackBudget): Promise<UnpackResult> {
   const scratch = join(scratchDir(dataDir), `${l.diffID.slice(7, 19)}.${randomBytes(4).toString('hex')}`);
   await mkdir(scratch, { recursive: true });
   try {
     const blobHash = l.blobDigest ? createHash('sha256') : undefined;
     const tar = await decompressing(body, what, blobHash ? (b) => blobHash.update(b) : undefined);
-    const r = await unpackLayer(tar, scratch).catch((e: unknown) => {
+    const r = await unpackLayer(tar, scratch, budget, { what }).catch((e: unknown) => {
       if (e instanceof CubeError && e.kind === 'IMAGE_INVALID') throw new CubeError('IMAGE_INVALID', `${what}: ${e.message}`, { cause: e });
       throw e;
     });
@@ -203,11 +288,11 @@ async function addLayer(dataDir: string, body: AsyncIterable<Buffer>, l: LayerPl
  * and images seldom have (the sandbox user's home, /root, /tmp, a resolv.conf). Made from a
  * fixed tar, so its digest is the same on every node and it is stored once.
  */
-export async function ensureBaseLayer(dataDir: string): Promise<{ digest: string; added: boolean }> {
+export async function ensureBaseLayer(dataDir: string, budget: UnpackBudget): Promise<{ digest: string; added: boolean }> {
   const tar = await baseLayerTar();
   const digest = `sha256:${createHash('sha256').update(tar).digest('hex')}`;
   if (existsSync(layerDir(dataDir, digest))) return { digest, added: false };
-  await addLayer(dataDir, Readable.from([tar]), { entry: '(base)', diffID: digest }, 'the base layer');
+  await addLayer(dataDir, Readable.from([tar]), { entry: '(base)', diffID: digest }, 'the base layer', budget);
   return { digest, added: true };
 }
 

@@ -2,7 +2,7 @@
 // names) resolved to its manifest digest with `skopeo inspect`, then copied by that digest with
 // `skopeo copy` into an oci-archive under the store's scratch dir and imported as any archive
 // (./import.ts: each layer unpacked once, by its diff_id). An image whose digest was pulled
-// before, and whose layers are all still in the store, is not copied again: <dataDir>/layers/
+// before, and whose layers are all still in the store, is not copied again: <layersRoot>/
 // images.json maps each pulled digest to its layers and config. On a cluster node the digest is
 // first asked of the cluster (ImagePeers, through the control plane): a node holding it serves its
 // layers, and of nodes wanting one no node holds, one pulls it (the pull lease) while the others
@@ -19,8 +19,10 @@ import { execa } from 'execa';
 import { CubeError, toCubeError } from '../../errors.js';
 import type { TemplateConfig } from '../../runtime/types.js';
 import { HOST_TEMPLATE } from '../../model/template.js';
-import { layerDir, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
+import { layerDir, layersRoot, parseTemplateRef, type TemplateRecord, type TemplateStore } from '../store.js';
 import { ensureStoreDir, importLayersLocked, scratchDir } from './import.js';
+import { layerBytes } from './tree.js';
+import { UnpackBudget } from './unpack.js';
 
 export interface RegistryCreds {
   username: string;
@@ -153,11 +155,12 @@ async function authArgs(
   return { args, dir, done };
 }
 
-async function skopeo(args: string[], ref: ImageRef, onLine?: (line: string) => void): Promise<string> {
+async function skopeo(args: string[], ref: ImageRef, onLine?: (line: string) => void, signal?: AbortSignal): Promise<string> {
   let p;
   try {
     p = execa('skopeo', args, {
       reject: false,
+      ...(signal ? { cancelSignal: signal } : {}),
       stripFinalNewline: false,
       env: { HOME: '/nonexistent', XDG_RUNTIME_DIR: '/nonexistent', PATH: process.env.PATH ?? '/usr/bin:/bin' },
       extendEnv: false,
@@ -174,6 +177,7 @@ async function skopeo(args: string[], ref: ImageRef, onLine?: (line: string) => 
     });
   }
   const r = await p;
+  if (signal?.aborted) throw signal.reason as Error;
   if (r.exitCode === undefined)
     throw new CubeError(
       'INTERNAL',
@@ -221,7 +225,7 @@ export interface PulledImage {
 export type ImageEntry = Omit<PulledImage, 'pulled' | 'digest'>;
 type ImagesIndex = Record<string, ImageEntry>;
 
-const indexFile = (dataDir: string) => join(dataDir, 'layers', 'images.json');
+const indexFile = (dataDir: string) => join(layersRoot(dataDir), 'images.json');
 
 async function readImages(dataDir: string): Promise<ImagesIndex> {
   try {
@@ -350,21 +354,24 @@ async function copyLocked({ store, ref, digest, a, added, progress }: CopyJob): 
     const file = join(auth.dir, 'image.tar');
     const byDigest = `${ref.registry}/${ref.repository}@${digest}`;
     progress(`Pulling ${ref.canonical} (${digest}) with skopeo, from the registry`);
-    await skopeo(
-      [
-        '--tmpdir',
-        auth.dir,
-        '--command-timeout',
-        `${PULL_TIMEOUT_MIN}m`,
-        'copy',
-        '--retry-times',
-        '2',
-        ...auth.args,
-        `docker://${byDigest}`,
-        `oci-archive:${file}`,
-      ],
-      ref,
-      (l) => progress(l),
+    await boundedCopy(auth.dir, store.unpackMaxBytes(), (signal) =>
+      skopeo(
+        [
+          '--tmpdir',
+          auth.dir,
+          '--command-timeout',
+          `${PULL_TIMEOUT_MIN}m`,
+          'copy',
+          '--retry-times',
+          '2',
+          ...auth.args,
+          `docker://${byDigest}`,
+          `oci-archive:${file}`,
+        ],
+        ref,
+        (l) => progress(l),
+        signal,
+      ),
     );
     progress(`Pulled ${ref.canonical}; unpacking its layers`);
     const r = await importLayersLocked(store, file, (p) => {
@@ -383,6 +390,44 @@ async function copyLocked({ store, ref, digest, a, added, progress }: CopyJob): 
     return { ...entry, digest, pulled: true };
   } finally {
     await auth.done();
+  }
+}
+
+/** How often a pull's spool is measured against its bound. */
+const SPOOL_CHECK_MS = 250;
+
+/**
+ * Runs `copy` (skopeo writing an image into `dir`, in the store's scratch) while what `dir` holds
+ * stays within one import's bounds (UnpackBudget: a pulled archive is at most about its layers'
+ * unpacked size, and the store keeps its reserve), measured every SPOOL_CHECK_MS: past them the
+ * copy is stopped with the budget's 413 or 503, and the caller removes `dir`. skopeo writes the
+ * archive itself, so its bytes are counted as they land, not as they stream.
+ */
+async function boundedCopy<T>(dir: string, limitBytes: number, copy: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const budget = new UnpackBudget(limitBytes);
+  const ac = new AbortController();
+  let counted = 0;
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    layerBytes(dir)
+      .then(
+        async (n) => {
+          await budget.charge(Math.max(0, n - counted), dir, 'the pulled image');
+          counted = Math.max(counted, n);
+        },
+        (e: NodeJS.ErrnoException) => {
+          if (e.code !== 'ENOENT') throw e; // a file skopeo renamed or removed during the walk: measured at the next look
+        },
+      )
+      .catch((e: unknown) => ac.abort(e))
+      .finally(() => (busy = false));
+  }, SPOOL_CHECK_MS);
+  try {
+    return await copy(ac.signal);
+  } finally {
+    clearInterval(timer);
   }
 }
 

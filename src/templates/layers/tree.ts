@@ -58,7 +58,7 @@ export async function treeDigest(root: string, layerTool = nativeBinary('cube-la
   return `sha256:${createHash('sha256').update(lines.join('\n')).digest('hex')}`;
 }
 
-/** `<dataDir>/layers/sha256/<hex>.tree`: the layer's tree digest. */
+/** `<layersRoot>/sha256/<hex>.tree`: the layer's tree digest. */
 export function treeFile(dataDir: string, digest: string): string {
   return `${layerDir(dataDir, digest)}.tree`;
 }

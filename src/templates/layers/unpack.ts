@@ -9,7 +9,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { chmod, lchown, link, lutimes, mkdir, rm, symlink, unlink, utimes } from 'node:fs/promises';
+import { chmod, lchown, link, lutimes, mkdir, rm, statfs, symlink, unlink, utimes } from 'node:fs/promises';
 import { dirname, join, posix } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -18,6 +18,7 @@ import { CubeError, isCubeError } from '../../errors.js';
 import { nativeBinary } from '../../runtime/ns/helper.js';
 import { lstatOrAbsent } from '../../fsx.js';
 import { TAR_META_MAX_BYTES, tarMetaGuard } from './tar-guard.js';
+import { STORE_MIN_FREE_BYTES } from '../../storage/btrfs-store.js';
 
 export interface UnpackResult {
   /** sha256:<hex> of the tar as read (the OCI diff_id). */
@@ -55,8 +56,60 @@ export function whiteoutOf(path: string): Whiteout | undefined {
   return { kind: 'whiteout', path: dir ? `${dir}/${target}` : target };
 }
 
-/** Unpacks the tar `input` into `root` (an empty directory that exists). */
-export async function unpackLayer(input: Readable, root: string, opts: { layerTool?: string } = {}): Promise<UnpackResult> {
+/** Bytes an entry takes besides its contents (inode, directory entry): as layerBytes (tree.ts) counts them, so a flood of empty files is bounded too. */
+const ENTRY_BYTES = 4096;
+/** Bytes unpacked between two looks at the store's free space (and before any file this large). */
+const FREE_CHECK_BYTES = 16 * 1024 ** 2;
+
+/**
+ * What one import (an upload, a registry pull, a fetch from a peer: all its layers) may unpack:
+ * at most `limitBytes` (cubelet.storage.layer_unpack_max_gib), and never so much that the store
+ * holding the layers keeps less than `reserveBytes` free. Charged per entry from its tar header
+ * before a byte of it is written, the free space read again every FREE_CHECK_BYTES, so a
+ * decompression bomb (a 2.1 MB upload that unpacked to 2 GB on the host's root filesystem) stops
+ * at the bound, not at a full disk, whatever else fills the store meanwhile.
+ */
+export class UnpackBudget {
+  private used = 0;
+  private unchecked = 0;
+
+  constructor(
+    readonly limitBytes: number,
+    private readonly reserveBytes = STORE_MIN_FREE_BYTES,
+  ) {}
+
+  /** Charges `bytes` about to be written under `dir`: 413 LAYER_TOO_LARGE over the limit, 503 STORE_FULL over the free space. */
+  async charge(bytes: number, dir: string, what: string): Promise<void> {
+    this.used += bytes;
+    if (this.used > this.limitBytes)
+      throw new CubeError(
+        'LAYER_TOO_LARGE',
+        `${what}: more than ${gib(this.limitBytes)} GiB for one import (cubelet.storage.layer_unpack_max_gib): refused, nothing kept`,
+        { details: { limitBytes: this.limitBytes } },
+      );
+    this.unchecked += bytes;
+    if (this.unchecked < FREE_CHECK_BYTES && bytes < FREE_CHECK_BYTES) return;
+    const st = await statfs(dir);
+    const free = st.bavail * st.bsize;
+    if (free - this.unchecked < this.reserveBytes)
+      throw new CubeError(
+        'STORE_FULL',
+        `${what} does not fit the layer store: ${gib(free)} GiB free, ${gib(this.reserveBytes)} GiB kept for the sandboxes; refused at ${gib(this.used)} GiB, nothing kept`,
+        { retryAfter: 60, details: { freeBytes: free, usedBytes: this.used } },
+      );
+    this.unchecked = 0;
+  }
+}
+
+const gib = (b: number) => (b / 1024 ** 3).toFixed(2);
+
+/** Unpacks the tar `input` into `root` (an empty directory that exists), charging `budget` for what it writes. */
+export async function unpackLayer(
+  input: Readable,
+  root: string,
+  budget: UnpackBudget,
+  opts: { layerTool?: string; what?: string } = {},
+): Promise<UnpackResult> {
   const hash = createHash('sha256');
   const r: UnpackResult = {
     diffID: '',
@@ -75,7 +128,7 @@ export async function unpackLayer(input: Readable, root: string, opts: { layerTo
     },
   });
   const ex = extract();
-  const u = new Unpacker(root);
+  const u = new Unpacker(root, budget, opts.what ?? 'the layer');
   const feeding = pipeline(input, hasher, tarMetaGuard(TAR_META_MAX_BYTES, 'a layer'), ex);
   feeding.catch(() => undefined); // reported below, after the entries loop ends
   try {
@@ -123,7 +176,11 @@ class Unpacker {
    */
   private readonly marks = new Map<string, 'w' | 'o'>();
 
-  constructor(private readonly root: string) {}
+  constructor(
+    private readonly root: string,
+    private readonly budget: UnpackBudget,
+    private readonly what: string,
+  ) {}
 
   /** cube-layer's operations for the marks (see runLayerTool). */
   overlayOps(): string[] {
@@ -171,6 +228,7 @@ class Unpacker {
     if (type === 'fifo') return void r.skipped.fifos++;
     if (!['file', 'contiguous-file', 'directory', 'symlink', 'link'].includes(type)) return void r.skipped.other++;
     if (path === '' && type !== 'directory') throw new CubeError('IMAGE_INVALID', `tar entry '${h.name}' (${type}) would replace the layer root`);
+    await this.budget.charge(ENTRY_BYTES + (type === 'file' || type === 'contiguous-file' ? (h.size ?? 0) : 0), this.root, this.what);
     await this.parents(path);
     this.exists(path);
     const abs = this.abs(path);
