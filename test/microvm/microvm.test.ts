@@ -48,6 +48,20 @@ function qemuOf(id: string): number[] {
     .map(Number);
 }
 
+/** virtiofsd processes of a sandbox (their socket is in its directory). */
+function virtiofsdOf(dir: string): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(`--socket-path=${dir}/`);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
 /** The btrfs quota group of a subvolume: what it alone holds and its limit, bytes (counted at the commit that sync makes). */
 function qgroup(subvolume: string): { exclusive: number; maxExclusive: number } {
   execFileSync('sync', ['-f', subvolume]);
@@ -89,26 +103,79 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     await registerVmTemplate(d.dataDir, 'vmbase', join(d.dataDir, '..', 'vmbase'), { runtime: 'microvm' });
     await d.restart();
     opts = { apiKey: d.apiKey, apiUrl: d.url, sandboxUrl: d.url };
+    // The volume content API (the SDK's own URL for it).
+    process.env.E2B_VOLUME_API_URL = d.url;
   });
 
   afterAll(async () => {
     try {
       await Promise.all(created.map((id) => Sandbox.kill(id, opts).catch(() => false)));
     } finally {
+      delete process.env.E2B_VOLUME_API_URL;
       await d?.stop();
     }
   });
 
-  it('volumeMounts are refused with 422 (130433): a guest has no shared filesystem here; the volume stays usable', async () => {
-    const vol = await Volume.create('vm-vol', { ...opts, requestTimeoutMs: 30_000 });
+  it('a volume mounts in a microVM through virtio-fs: shared with ns sandboxes and the volume API, same ids, its size limit holds, destroy leaves no virtiofsd', async () => {
+    // Our extension of the create body: its size (64 MiB).
+    const made = await call(d, 'POST', '/volumes', { name: 'vm-vol', sizeGiB: 0.0625 });
+    expect(made.status).toBe(201);
+    const vol = await Volume.connect(made.json.volumeID as string, opts);
     try {
-      const e = await Sandbox.create('vmbase', { ...opts, ...VM, volumeMounts: { '/data': 'vm-vol' } }).catch((x: unknown) => x);
-      expect((e as Error).message).toMatch(/422: 130433 the microvm runtime cannot mount volumes/);
-      expect((await call(d, 'GET', '/admin/v1/sandboxes')).json).toEqual([]);
+      await vol.writeFile('/from-api.txt', 'written through the API\n');
+      const sbx = await Sandbox.create('vmbase', { ...opts, ...VM, volumeMounts: { '/data': vol } });
+      created.push(sbx.sandboxId);
+      const dir = join(d.dataDir, 'microvm', 'sandboxes', sbx.sandboxId);
+      // One virtiofsd (its namespace sandbox: a parent and the child serving in new namespaces), in
+      // the sandbox's cgroups at the sandboxes' oom_score_adj, seccomp-filtered once it serves.
+      const vfs = virtiofsdOf(dir);
+      expect(vfs.length).toBe(2);
+      for (const pid of vfs) {
+        expect(readFileSync(`/proc/${pid}/cgroup`, 'utf8')).toMatch(new RegExp(`:memory:.*/cube-${d.tag}/${sbx.sandboxId}\n`));
+        expect(readFileSync(`/proc/${pid}/oom_score_adj`, 'utf8').trim()).toBe('500');
+      }
+      const serving = vfs.map(confinement).find((c) => c.Seccomp === '2');
+      // CAP_SYS_ADMIN (bit 21), CAP_MKNOD (27) and CAP_SETFCAP (31) are gone once it serves.
+      expect(BigInt(`0x${serving!.CapEff}`) & ((1n << 21n) | (1n << 27n) | (1n << 31n))).toBe(0n);
+      expect((await sbx.commands.run('grep " /data " /proc/mounts')).stdout).toMatch(/^cube-vol0 \/data virtiofs rw,nosuid,nodev/);
+      // Files keep the ids ns sandboxes and the volume API give them: user 1000, root 0.
+      expect((await sbx.commands.run('cat /data/from-api.txt && id -u && stat -c %u /data/from-api.txt')).stdout).toBe('written through the API\n1000\n1000\n');
+      await sbx.commands.run('echo from vm > /data/vm.txt');
+      await sbx.commands.run('echo root > /data/root.txt', { user: 'root' });
+      expect(await vol.readFile('/vm.txt')).toBe('from vm\n');
+      const host = join(d.dataDir, 'store', 'volumes', vol.volumeId);
+      expect([statSync(join(host, 'vm.txt')).uid, statSync(join(host, 'root.txt')).uid]).toEqual([1000, 0]);
+      const ns = await Sandbox.create('host', { ...opts, volumeMounts: { '/mnt/v': 'vm-vol' } });
+      created.push(ns.sandboxId);
+      try {
+        expect((await ns.commands.run('cat /mnt/v/vm.txt && stat -c %U /mnt/v/vm.txt /mnt/v/root.txt')).stdout).toBe('from vm\nuser\nroot\n');
+        await ns.commands.run('echo from ns >> /mnt/v/vm.txt');
+        // Seen at once in the guest (no cached size: see virtiofs.ts, cache and timeout).
+        expect((await sbx.commands.run('cat /data/vm.txt')).stdout).toBe('from vm\nfrom ns\n');
+        // The volume's limit holds for the guest's writes: dd fails inside, the guest and the ns sandbox go on.
+        const dd = await sbx.commands.run('dd if=/dev/zero of=/data/big bs=1M count=100 2>&1 | grep -v records; echo "rc=${PIPESTATUS[0]}"');
+        expect(dd.stdout).toMatch(/^dd: .*(Disk quota exceeded|No space left on device)\nrc=1\n$/);
+        await sbx.commands.run('rm /data/big');
+        expect((await sbx.commands.run('echo fits > /data/small.txt && cat /data/small.txt')).stdout).toBe('fits\n');
+        expect((await ns.commands.run('cat /mnt/v/small.txt')).stdout).toBe('fits\n');
+      } finally {
+        await ns.kill();
+      }
+      // A releasing pause (E2B's) cannot save a virtio-fs device: refused, the sandbox runs on.
+      const paused = await call(d, 'POST', `/sandboxes/${sbx.sandboxId}/pause`);
+      expect(paused.status).toBe(409);
+      expect(paused.json.message).toMatch(/mounts volumes/);
+      expect((await sbx.commands.run('cat /data/small.txt')).stdout).toBe('fits\n');
+      expect(await Sandbox.kill(sbx.sandboxId, opts)).toBe(true);
+      expect(virtiofsdOf(dir)).toEqual([]);
+      expect(existsSync(dir)).toBe(false);
+      expect(await vol.readFile('/vm.txt')).toBe('from vm\nfrom ns\n');
     } finally {
+      // Sandboxes still mounting it first (a failed expectation above): the volume is not deleted under them.
+      await Promise.all(created.map((id) => Sandbox.kill(id, opts).catch(() => false)));
       await Volume.destroy(vol.volumeId, opts);
     }
-  });
+  }, 480_000);
 
   it('the node offers both runtimes, microvm marked as emulated without a usable KVM', async () => {
     const r = await call(d, 'GET', '/admin/v1/nodes');

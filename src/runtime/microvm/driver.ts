@@ -19,7 +19,7 @@ import type { BtrfsStore } from '../../storage/btrfs-store.js';
 import { Cgroups, keyedValue } from '../ns/cgroups.js';
 import { DEFAULT_IDENTITY, HostIdRanges } from '../ns/ids.js';
 import { hostTables, nodeParentLimits } from '../ns/host-limits.js';
-import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats } from '../types.js';
+import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, VolumeHost } from '../types.js';
 import { GuestAgents } from './agents.js';
 import { agentExec } from './exec.js';
 import { MicrovmFiles } from './files.js';
@@ -30,6 +30,7 @@ import { withQmp } from './qmp.js';
 import { ConsoleLog, consoleTail } from './console.js';
 import { QEMU, type VmFiles, type VmShape, killPid, launchQemu, migrationSocket, qemuArgs, restore, saveState } from './qemu.js';
 import { readTextOrAbsent, statOrAbsent } from '../../fsx.js';
+import { LONGEST_SOCKET, VIRTIOFSD, type VmVolume, assertMigratable, startVirtiofsd, volumeSources, volumeTag } from './virtiofs.js';
 
 export interface MicrovmDriverOptions {
   dataDir: string;
@@ -60,6 +61,8 @@ export interface MicrovmDriverOptions {
   identity?: { hostIdBase: number; hostIdRanges: number };
   /** A VM's console log is rotated at this size (console.log + console.log.1 on the host). */
   consoleLogBytes?: number;
+  /** The node's volumes (the ns driver's, in its store), mounted through virtio-fs (virtiofs.ts); absent: refused. */
+  volumes?: VolumeHost;
 }
 
 /** cubelet microvm.console_log_kib's default. */
@@ -83,6 +86,8 @@ interface VmRecord {
   idBase?: number;
   /** The files QEMU gets as descriptors (absent: an older cubed's QEMU, which opens them by path). */
   files?: VmFiles;
+  /** Volumes mounted in the guest (each served by a virtiofsd in the sandbox's cgroups). */
+  volumes?: Pick<VmVolume, 'volumeID' | 'path'>[];
 }
 
 /** A kept snapshot's guest: its writable filesystem is `diskGiB` big and its memory `memoryMiB`, whatever a create asks. */
@@ -118,6 +123,8 @@ export class MicrovmDriver implements RuntimeDriver {
    * stopped) and its disk (a read-only snapshot of its subvolume). Needs the store (a node offering ns too).
    */
   readonly sandboxSnapshots?: SandboxSnapshots;
+  /** The node's volumes, mounted through virtio-fs (the ns driver's, whose store they live in). */
+  readonly volumes?: VolumeHost;
 
   constructor(private readonly opts: MicrovmDriverOptions) {
     this.root = join(opts.dataDir, 'microvm', 'sandboxes');
@@ -141,6 +148,7 @@ export class MicrovmDriver implements RuntimeDriver {
       ...(this.log ? { log: this.log } : {}),
     });
     this.files = new MicrovmFiles((h) => this.agents.get(h));
+    if (opts.volumes) this.volumes = opts.volumes;
     const storage = opts.storage;
     if (storage) {
       this.sandboxSnapshots = {
@@ -158,6 +166,7 @@ export class MicrovmDriver implements RuntimeDriver {
   private async keep(storage: BtrfsStore, h: SandboxHandle, snapshotID: string): Promise<SnapshotKeeps> {
     this.stopping(h.sandboxID);
     if (!this.running(h)) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} is paused with its memory released: resume it before taking a snapshot`);
+    assertMigratable(h.sandboxID, this.records.get(h.sandboxID)?.volumes, 'a snapshot of it');
     const dir = join(this.keptRoot, snapshotID);
     await mkdir(dir, { recursive: true });
     try {
@@ -181,10 +190,10 @@ export class MicrovmDriver implements RuntimeDriver {
   async init(): Promise<void> {
     const a = microvmArtifacts(this.opts.buildDir);
     if (a.missing) throw new CubeError('INTERNAL', `microvm runtime: ${a.missing}`);
-    if (!['qemu-img', QEMU, 'mkfs.ext4', 'nsenter', 'setpriv'].every(onPath)) {
+    if (!['qemu-img', QEMU, 'mkfs.ext4', 'nsenter', 'setpriv'].every(onPath) || (this.volumes && !existsSync(VIRTIOFSD))) {
       throw new CubeError(
         'INTERNAL',
-        `microvm runtime: ${QEMU}, qemu-img, mkfs.ext4, nsenter and setpriv are needed (install.sh installs qemu-system-x86, qemu-utils, e2fsprogs, util-linux)`,
+        `microvm runtime: ${QEMU}, qemu-img, mkfs.ext4, nsenter, setpriv and ${VIRTIOFSD} are needed (install.sh installs qemu-system-x86, qemu-utils, e2fsprogs, util-linux)`,
       );
     }
     await this.ids.checkHost();
@@ -236,8 +245,9 @@ export class MicrovmDriver implements RuntimeDriver {
     const tooBig = memoryRefusal(spec.memoryMiB, this.opts.nodeMemoryMiB);
     if (tooBig) throw new CubeError('BAD_REQUEST', tooBig);
     const dir = this.dir(id);
-    if (join(dir, 'a.sock').length > SUN_PATH_MAX)
-      throw new CubeError('CREATE_FAILED', `data dir too deep: ${dir}/a.sock exceeds the ${SUN_PATH_MAX}-byte socket path limit`);
+    if (join(dir, LONGEST_SOCKET).length > SUN_PATH_MAX)
+      throw new CubeError('CREATE_FAILED', `data dir too deep: ${dir}/${LONGEST_SOCKET} exceeds the ${SUN_PATH_MAX}-byte socket path limit`);
+    const volumes = volumeSources(spec, this.volumes);
     // Checked before anything is made: a template without a bootable layout is the caller's error.
     await this.images.templateKey(spec.template);
     try {
@@ -253,7 +263,8 @@ export class MicrovmDriver implements RuntimeDriver {
       const diskGiB = spec.diskGiB ?? 1;
       const [image, blank] = await Promise.all([this.images.template(spec.template), this.images.blank(diskGiB)]);
       const shape: VmShape = { kernel: a.kernel, initrd: a.initrd, image, cpus: spec.cpus, memoryMiB: spec.memoryMiB, kvm: this.kvm };
-      const snap = this.opts.snapshots === false ? undefined : await this.snapshots.get(shape, blank, diskGiB);
+      // With volumes a cold boot: virtiofsd maps guest memory, which a snapshot clone maps private.
+      const snap = this.opts.snapshots === false || volumes.length ? undefined : await this.snapshots.get(shape, blank, diskGiB);
       // From a kept snapshot: its memory and its disk (a writable snapshot of the kept subvolume).
       const kept = spec.fromSnapshot === undefined ? undefined : await this.keptState(spec.fromSnapshot, diskGiB, spec.memoryMiB);
       this.opts.storage?.assertRoom();
@@ -275,7 +286,9 @@ export class MicrovmDriver implements RuntimeDriver {
         uid: idBase,
         ...(snap ? { ram: { path: join(snap, 'ram'), shared: false } } : {}),
         incoming: !!(snap || kept),
+        volumes: volumes.length,
       });
+      for (const [i, v] of volumes.entries()) await startVirtiofsd(dir, i, v.source, this.cgroups.procsFiles(id));
       if (spec.netnsPath) {
         this.netns.set(id, spec.netnsPath);
         await writeFile(join(dir, 'netns'), spec.netnsPath);
@@ -291,7 +304,8 @@ export class MicrovmDriver implements RuntimeDriver {
         console: this.openConsole(id, dir),
       });
       const tLaunched = performance.now();
-      const record: VmRecord = { template: spec.template.name, env: spec.env, pid, args, diskGiB, memoryMiB: spec.memoryMiB, idBase, files };
+      const mounts = volumes.length ? { volumes: volumes.map(({ volumeID, path }) => ({ volumeID, path })) } : {};
+      const record: VmRecord = { template: spec.template.name, env: spec.env, pid, args, diskGiB, memoryMiB: spec.memoryMiB, idBase, files, ...mounts };
       await writeFile(join(dir, 'vm.json'), JSON.stringify(record));
       this.records.set(id, record);
       const h: SandboxHandle = { sandboxID: id, initPid: pid, dir };
@@ -300,6 +314,7 @@ export class MicrovmDriver implements RuntimeDriver {
       await this.agents.wait(h, this.opts.bootTimeoutMs ?? 60_000);
       const tAgent = performance.now();
       await this.agents.identify(h);
+      for (const [i, v] of volumes.entries()) await this.agents.mount(h, volumeTag(i), v.path);
       const ms = (a: number, b: number) => Math.round(b - a);
       const now = performance.now();
       this.log?.debug(
@@ -307,6 +322,7 @@ export class MicrovmDriver implements RuntimeDriver {
           sandboxID: id,
           pid,
           fromSnapshot: !!snap,
+          volumes: volumes.length,
           ms: ms(t0, now),
           prepareMs: ms(t0, tPrepared),
           launchMs: ms(tPrepared, tLaunched),
@@ -406,6 +422,7 @@ export class MicrovmDriver implements RuntimeDriver {
    * QEMU. A failed save leaves the VM running as it was.
    */
   private async release(h: SandboxHandle): Promise<void> {
+    assertMigratable(h.sandboxID, this.records.get(h.sandboxID)?.volumes, 'its memory');
     if (!this.records.get(h.sandboxID)?.args)
       throw new CubeError(
         'PAUSE_FAILED',

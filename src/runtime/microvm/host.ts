@@ -56,3 +56,25 @@ export const QEMU_OVERHEAD_MIB = 160;
 export function onPath(cmd: string): boolean {
   return (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':').some((d) => existsSync(join(d, cmd)));
 }
+
+/**
+ * The sandboxes' oom_score_adj (native/launch/init.c SANDBOX_OOM_SCORE_ADJ): a QEMU is a sandbox,
+ * so the host's OOM killer takes it before cubed (-900) and host services (0).
+ */
+const SANDBOX_OOM_SCORE_ADJ = 500;
+
+/**
+ * The argv of a process of a sandbox (sh -c WRAPPER sh <n> <n cgroup.procs files> <argv...>): a
+ * shell joins the sandbox's cgroups, takes the sandboxes' oom_score_adj, runs `setup` (shell
+ * lines) and execs `program` with a bounding set of `caps`.
+ */
+export function sandboxProcess(program: string, caps: string, procs: string[], args: string[], setup: string[] = []): string[] {
+  const wrapper = [
+    'n=$1; shift; i=0',
+    'while [ $i -lt $n ]; do echo $$ > "$1" || exit 1; shift; i=$((i+1)); done',
+    `echo ${SANDBOX_OOM_SCORE_ADJ} > /proc/self/oom_score_adj || exit 1`,
+    ...setup,
+    `exec setpriv --bounding-set ${caps} ${program} "$@"`,
+  ].join('\n');
+  return ['sh', '-c', wrapper, 'sh', String(procs.length), ...procs, ...args];
+}
