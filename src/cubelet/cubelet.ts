@@ -403,9 +403,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
         await this.meta.write(entry.handle!.dir, entry.meta);
       } catch (e) {
         this.setState(entry, before);
-        // A driver's refusal (409: e.g. a microVM with volumes cannot release its memory) stays one.
-        const kind = isCubeError(e) && e.kind === 'CONFLICT' ? 'CONFLICT' : op === 'pause' ? 'PAUSE_FAILED' : 'RESUME_FAILED';
-        throw new CubeError(kind, `${op} ${sandboxID}: ${(e as Error).message}`, { cause: e });
+        throw new CubeError(op === 'pause' ? 'PAUSE_FAILED' : 'RESUME_FAILED', `${op} ${sandboxID}: ${(e as Error).message}`, { cause: e });
       }
       this.setState(entry, after, reason);
     })();

@@ -96,11 +96,9 @@ describe('virtiofsd', () => {
     expect(listening(table, '/d/vfs2.sock')).toBe(false);
   });
 
-  it('a VM with volumes cannot be migrated (a releasing pause, a snapshot): 409 saying so', () => {
-    expect(() => assertMigratable('sb1', [{ volumeID: 'vol-1', path: '/data' }], 'its memory')).toThrow(
-      /sandbox sb1 mounts volumes: its memory cannot be saved/,
-    );
-    expect(() => assertMigratable('sb1', undefined, 'its memory')).not.toThrow();
+  it('a VM with volumes cannot be migrated: a snapshot of it is 409 saying so', () => {
+    expect(() => assertMigratable('sb1', [{ volumeID: 'vol-1', path: '/data' }])).toThrow(/sandbox sb1 mounts volumes: no snapshot of it can be taken/);
+    expect(() => assertMigratable('sb1', undefined)).not.toThrow();
   });
 });
 

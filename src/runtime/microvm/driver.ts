@@ -123,7 +123,6 @@ export class MicrovmDriver implements RuntimeDriver {
    * stopped) and its disk (a read-only snapshot of its subvolume). Needs the store (a node offering ns too).
    */
   readonly sandboxSnapshots?: SandboxSnapshots;
-  /** The node's volumes, mounted through virtio-fs (the ns driver's, whose store they live in). */
   readonly volumes?: VolumeHost;
 
   constructor(private readonly opts: MicrovmDriverOptions) {
@@ -166,7 +165,7 @@ export class MicrovmDriver implements RuntimeDriver {
   private async keep(storage: BtrfsStore, h: SandboxHandle, snapshotID: string): Promise<SnapshotKeeps> {
     this.stopping(h.sandboxID);
     if (!this.running(h)) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} is paused with its memory released: resume it before taking a snapshot`);
-    assertMigratable(h.sandboxID, this.records.get(h.sandboxID)?.volumes, 'a snapshot of it');
+    assertMigratable(h.sandboxID, this.records.get(h.sandboxID)?.volumes);
     const dir = join(this.keptRoot, snapshotID);
     await mkdir(dir, { recursive: true });
     try {
@@ -404,7 +403,9 @@ export class MicrovmDriver implements RuntimeDriver {
   /** Plain: QMP `stop` (the memory stays). Releasing: the guest's memory written to a file and QEMU ended. */
   async pause(h: SandboxHandle, opts: PauseOptions = {}): Promise<void> {
     this.stopping(h.sandboxID);
-    await (opts.release ? this.release(h) : withQmp(join(h.dir, 'q.sock'), (q) => q.run('stop'))).catch((e: unknown) => {
+    // A VM with volumes keeps its memory, as an ns sandbox does: QEMU 7.2 cannot save a virtio-fs device.
+    const release = opts.release && !this.records.get(h.sandboxID)?.volumes?.length;
+    await (release ? this.release(h) : withQmp(join(h.dir, 'q.sock'), (q) => q.run('stop'))).catch((e: unknown) => {
       throw toCubeError(e, 'PAUSE_FAILED');
     });
   }
@@ -422,7 +423,6 @@ export class MicrovmDriver implements RuntimeDriver {
    * QEMU. A failed save leaves the VM running as it was.
    */
   private async release(h: SandboxHandle): Promise<void> {
-    assertMigratable(h.sandboxID, this.records.get(h.sandboxID)?.volumes, 'its memory');
     if (!this.records.get(h.sandboxID)?.args)
       throw new CubeError(
         'PAUSE_FAILED',

@@ -113,14 +113,12 @@ export function volumeSources(spec: Pick<LaunchSpec, 'volumes' | 'fromSnapshot'>
 
 /**
  * QEMU 7.2 cannot migrate a virtio-fs device (vhost-user-fs is unmigratable): a VM with volumes
- * cannot save its memory and device state. 409 before anything is stopped.
+ * cannot save its memory and device state, so a snapshot of it is refused with 409 before
+ * anything is stopped (a releasing pause keeps its memory instead: driver.ts pause).
  */
-export function assertMigratable(sandboxID: string, volumes: unknown[] | undefined, what: string): void {
+export function assertMigratable(sandboxID: string, volumes: unknown[] | undefined): void {
   if (volumes?.length)
-    throw new CubeError(
-      'CONFLICT',
-      `sandbox ${sandboxID} mounts volumes: ${what} cannot be saved (QEMU cannot migrate a virtio-fs device); pause it keeping its memory (release=false)`,
-    );
+    throw new CubeError('CONFLICT', `sandbox ${sandboxID} mounts volumes: no snapshot of it can be taken (QEMU cannot save a virtio-fs device)`);
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
