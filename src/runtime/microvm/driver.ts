@@ -30,7 +30,7 @@ import { withQmp } from './qmp.js';
 import { ConsoleLog, consoleTail } from './console.js';
 import { QEMU, type VmFiles, type VmShape, killPid, launchQemu, migrationSocket, qemuArgs, restore, saveState } from './qemu.js';
 import { readTextOrAbsent, statOrAbsent } from '../../fsx.js';
-import { LONGEST_SOCKET, VIRTIOFSD, type VmVolume, assertMigratable, startVirtiofsd, volumeSources, volumeTag } from './virtiofs.js';
+import { LONGEST_SOCKET, type VmVolume, assertMigratable, startVirtiofsd, volumeSources, volumeTag } from './virtiofs.js';
 
 export interface MicrovmDriverOptions {
   dataDir: string;
@@ -189,10 +189,10 @@ export class MicrovmDriver implements RuntimeDriver {
   async init(): Promise<void> {
     const a = microvmArtifacts(this.opts.buildDir);
     if (a.missing) throw new CubeError('INTERNAL', `microvm runtime: ${a.missing}`);
-    if (!['qemu-img', QEMU, 'mkfs.ext4', 'nsenter', 'setpriv'].every(onPath) || (this.volumes && !existsSync(VIRTIOFSD))) {
+    if (!['qemu-img', QEMU, 'mkfs.ext4', 'nsenter', 'setpriv'].every(onPath)) {
       throw new CubeError(
         'INTERNAL',
-        `microvm runtime: ${QEMU}, qemu-img, mkfs.ext4, nsenter, setpriv and ${VIRTIOFSD} are needed (install.sh installs qemu-system-x86, qemu-utils, e2fsprogs, util-linux)`,
+        `microvm runtime: ${QEMU}, qemu-img, mkfs.ext4, nsenter and setpriv are needed (install.sh installs qemu-system-x86, qemu-utils, e2fsprogs, util-linux)`,
       );
     }
     await this.ids.checkHost();

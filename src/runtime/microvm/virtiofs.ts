@@ -95,13 +95,16 @@ export function listening(table: string, path: string): boolean {
 
 /**
  * The host directories of the volumes a create mounts, checked before anything is made: 422 on
- * a node without volumes or from a kept snapshot (its guest resumes without the devices, which
+ * a node without volumes or virtiofsd, or from a kept snapshot (its guest resumes without the devices, which
  * virtio-mmio cannot add to a running guest), 404 for a volume gone meanwhile.
  */
 export function volumeSources(spec: Pick<LaunchSpec, 'volumes' | 'fromSnapshot'>, volumes: VolumeHost | undefined): VmVolume[] {
   const asked = spec.volumes ?? [];
   if (!asked.length) return [];
   if (!volumes) throw new CubeError('VOLUME_RUNTIME', 'the microvm runtime of this node cannot mount volumes: it has no store (a node offering ns too)');
+  // QEMU 7.2's C daemon (Debian 12's qemu-system-common); later QEMUs ship none (a separate virtiofsd, other options).
+  if (!existsSync(VIRTIOFSD))
+    throw new CubeError('VOLUME_RUNTIME', `the microvm runtime of this node cannot mount volumes: ${VIRTIOFSD} (package qemu-system-common) is missing`);
   if (spec.fromSnapshot !== undefined)
     throw new CubeError('VOLUME_RUNTIME', 'a microVM made from a snapshot cannot mount volumes: its guest resumes without the virtio-fs devices');
   return asked.map((v) => {
