@@ -287,7 +287,7 @@ export class MicrovmDriver implements RuntimeDriver {
         incoming: !!(snap || kept),
         volumes: volumes.length,
       });
-      for (const [i, v] of volumes.entries()) await startVirtiofsd(dir, i, v.source, this.cgroups.procsFiles(id));
+      for (const [i, v] of volumes.entries()) await startVirtiofsd(dir, i, v.source, this.cgroups, id);
       if (spec.netnsPath) {
         this.netns.set(id, spec.netnsPath);
         await writeFile(join(dir, 'netns'), spec.netnsPath);

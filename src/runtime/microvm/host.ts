@@ -66,15 +66,17 @@ const SANDBOX_OOM_SCORE_ADJ = 500;
 /**
  * The argv of a process of a sandbox (sh -c WRAPPER sh <n> <n cgroup.procs files> <argv...>): a
  * shell joins the sandbox's cgroups, takes the sandboxes' oom_score_adj, runs `setup` (shell
- * lines) and execs `program` with a bounding set of `caps`.
+ * lines) and execs `program` with a bounding set of `caps`; with `after`, it runs the program
+ * instead and then those lines (the shell stays, waiting, in the sandbox's cgroups).
  */
-export function sandboxProcess(program: string, caps: string, procs: string[], args: string[], setup: string[] = []): string[] {
+export function sandboxProcess(program: string, caps: string, procs: string[], args: string[], o: { setup?: string[]; after?: string[] } = {}): string[] {
+  const run = `setpriv --bounding-set ${caps} ${program} "$@"`;
   const wrapper = [
     'n=$1; shift; i=0',
     'while [ $i -lt $n ]; do echo $$ > "$1" || exit 1; shift; i=$((i+1)); done',
     `echo ${SANDBOX_OOM_SCORE_ADJ} > /proc/self/oom_score_adj || exit 1`,
-    ...setup,
-    `exec setpriv --bounding-set ${caps} ${program} "$@"`,
+    ...(o.setup ?? []),
+    ...(o.after ? [run, ...o.after] : [`exec ${run}`]),
   ].join('\n');
   return ['sh', '-c', wrapper, 'sh', String(procs.length), ...procs, ...args];
 }

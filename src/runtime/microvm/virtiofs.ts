@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { existsSync } from 'node:fs';
 import { CubeError } from '../../errors.js';
 import type { LaunchSpec, VolumeHost } from '../types.js';
+import type { Cgroups } from '../ns/cgroups.js';
 import { sandboxProcess } from './host.js';
 
 export const VIRTIOFSD = '/usr/lib/qemu/virtiofsd';
@@ -129,19 +130,23 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /**
  * Starts the virtiofsd of the VM's `i`-th volume as a process of its own session (it outlives
  * cubed, as QEMU does, and ends when QEMU closes its socket or the sandbox's cgroup is killed),
- * its messages in <dir>/vfs<i>.log. Started before QEMU, whose chardev connects at its start;
- * resolves with its pid once it listens (a probe connection would be taken as QEMU's).
+ * its messages in <dir>/vfs<i>.log. A virtiofsd that ends otherwise (killed, crashed) kills the
+ * sandbox's cgroup (`cgroups` of sandbox `id`): the guest's mount could only hang, so the sandbox
+ * dies with QEMU, its death seen and reported as any QEMU's. Started before QEMU, whose chardev
+ * connects at its start; resolves with its pid once it listens (a probe connection would be taken
+ * as QEMU's).
  */
-export async function startVirtiofsd(dir: string, i: number, source: string, procs: string[]): Promise<number> {
+export async function startVirtiofsd(dir: string, i: number, source: string, cgroups: Pick<Cgroups, 'procsFiles' | 'dir'>, id: string): Promise<number> {
   const socket = volumeSocket(dir, i);
   const log = await open(join(dir, `vfs${i}.log`), 'a');
   let pid: number | undefined;
   let exited: string | undefined;
   try {
-    const [cmd, ...argv] = sandboxProcess(VIRTIOFSD, VIRTIOFSD_CAPS, procs, virtiofsdArgs(socket, source), [
+    const [cmd, ...argv] = sandboxProcess(VIRTIOFSD, VIRTIOFSD_CAPS, cgroups.procsFiles(id), virtiofsdArgs(socket, source), {
       // Its soft limit raised to the hard one it has (a raise past that needs CAP_SYS_RESOURCE), at most VIRTIOFSD_NOFILE.
-      `h=$(ulimit -Hn); if [ "$h" = unlimited ] || [ "$h" -gt ${VIRTIOFSD_NOFILE} ]; then h=${VIRTIOFSD_NOFILE}; fi; ulimit -n $h || exit 1`,
-    ]);
+      setup: [`h=$(ulimit -Hn); if [ "$h" = unlimited ] || [ "$h" -gt ${VIRTIOFSD_NOFILE} ]; then h=${VIRTIOFSD_NOFILE}; fi; ulimit -n $h || exit 1`],
+      after: [`echo "virtiofsd ended ($?): the sandbox's cgroup is killed"`, `echo 1 > ${join(cgroups.dir('unified', id), 'cgroup.kill')}`],
+    });
     const child = spawn(cmd!, argv, {
       stdio: ['ignore', log.fd, log.fd],
       cwd: dir,
