@@ -138,6 +138,7 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
       const serving = vfs.map(confinement).find((c) => c.Seccomp === '2');
       // CAP_SYS_ADMIN (bit 21), CAP_MKNOD (27) and CAP_SETFCAP (31) are gone once it serves.
       expect(BigInt(`0x${serving!.CapEff}`) & ((1n << 21n) | (1n << 27n) | (1n << 31n))).toBe(0n);
+      expect((await sbx.getInfo()).volumeMounts).toEqual([{ name: 'vm-vol', path: '/data' }]);
       expect((await sbx.commands.run('grep " /data " /proc/mounts')).stdout).toMatch(/^cube-vol0 \/data virtiofs rw,nosuid,nodev/);
       // Files keep the ids ns sandboxes and the volume API give them: user 1000, root 0.
       expect((await sbx.commands.run('cat /data/from-api.txt && id -u && stat -c %u /data/from-api.txt')).stdout).toBe('written through the API\n1000\n1000\n');
