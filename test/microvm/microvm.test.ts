@@ -186,21 +186,24 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
       expect((bad as Error).message).toMatch(/400: .*the mount point \/etc\/passwd\/data cannot be made in this sandbox: Not a directory/);
       expect(virtiofsdOf(join(d.dataDir, 'microvm', 'sandboxes'))).toEqual([]);
       expect(readdirSync(join(d.dataDir, 'microvm', 'sandboxes'))).toEqual([]);
-      // A virtiofsd killed under a running guest (its mount could only hang) takes the sandbox with it.
-      const doomed = await Sandbox.create('vmbase', { ...opts, ...VM, volumeMounts: { '/data': vol } });
-      created.push(doomed.sandboxId);
-      const doomedDir = join(d.dataDir, 'microvm', 'sandboxes', doomed.sandboxId);
-      process.kill(
-        virtiofsdOf(doomedDir).find((p) => confinement(p).Seccomp === '2')!,
-        'SIGKILL',
-      );
-      let got = await call(d, 'GET', `/admin/v1/sandboxes/${doomed.sandboxId}`);
-      for (let i = 0; i < 100 && got.status !== 404; i++) {
-        await new Promise((r) => setTimeout(r, 200));
-        got = await call(d, 'GET', `/admin/v1/sandboxes/${doomed.sandboxId}`);
+      // A virtiofsd killed under a running guest (its mount could only hang) takes the sandbox with it, and
+      // the reason says so; a QEMU killed takes its virtiofsd (which then ends with 0: the reason is QEMU's).
+      for (const victim of ['virtiofsd', 'qemu'] as const) {
+        const doomed = await Sandbox.create('vmbase', { ...opts, ...VM, volumeMounts: { '/data': vol } });
+        created.push(doomed.sandboxId);
+        const doomedDir = join(d.dataDir, 'microvm', 'sandboxes', doomed.sandboxId);
+        const pid = victim === 'qemu' ? qemuOf(doomed.sandboxId)[0] : virtiofsdOf(doomedDir).find((p) => confinement(p).Seccomp === '2');
+        process.kill(pid!, 'SIGKILL');
+        let got = await call(d, 'GET', `/admin/v1/sandboxes/${doomed.sandboxId}`);
+        for (let i = 0; i < 100 && got.status !== 404; i++) {
+          await new Promise((r) => setTimeout(r, 200));
+          got = await call(d, 'GET', `/admin/v1/sandboxes/${doomed.sandboxId}`);
+        }
+        expect(got.json).toMatchObject({ code: 130414, message: expect.stringMatching(/ended: vm_exited .*QEMU \(pid \d+\) exited/) });
+        if (victim === 'virtiofsd') expect(got.json.message).toMatch(/exited \(killed with its sandbox: the virtiofsd of volume 0 ended with status [1-9]\d*\)/);
+        else expect(got.json.message).not.toMatch(/virtiofsd/);
+        expect([qemuOf(doomed.sandboxId), virtiofsdOf(doomedDir), existsSync(doomedDir)]).toEqual([[], [], false]);
       }
-      expect(got.json).toMatchObject({ code: 130414, message: expect.stringMatching(/ended: vm_exited .*QEMU \(pid \d+\) exited/) });
-      expect([qemuOf(doomed.sandboxId), virtiofsdOf(doomedDir), existsSync(doomedDir)]).toEqual([[], [], false]);
       expect(await Volume.destroy(vol.volumeId, opts)).toBe(true);
     } finally {
       // Sandboxes still mounting it first (a failed expectation above): the volume is not deleted under them.

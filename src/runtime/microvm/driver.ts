@@ -30,7 +30,7 @@ import { withQmp } from './qmp.js';
 import { ConsoleLog, consoleTail } from './console.js';
 import { QEMU, type VmFiles, type VmShape, killPid, launchQemu, migrationSocket, qemuArgs, restore, saveState } from './qemu.js';
 import { readTextOrAbsent, statOrAbsent } from '../../fsx.js';
-import { LONGEST_SOCKET, type VmVolume, assertMigratable, startVirtiofsd, volumeSources, volumeTag } from './virtiofs.js';
+import { LONGEST_SOCKET, type VmVolume, assertMigratable, startVirtiofsd, virtiofsdEnded, volumeSources, volumeTag } from './virtiofs.js';
 
 export interface MicrovmDriverOptions {
   dataDir: string;
@@ -523,7 +523,7 @@ export class MicrovmDriver implements RuntimeDriver {
   deathReason(h: SandboxHandle): string {
     const broken = this.agents.broken.get(h.sandboxID);
     if (broken) return broken;
-    return `the microVM's QEMU (pid ${this.pidOf(h)}) exited; guest console: ${this.consoleTail(h, 5)}`;
+    return `the microVM's QEMU (pid ${this.pidOf(h)}) exited${virtiofsdEnded(h.dir)}; guest console: ${this.consoleTail(h, 5)}`;
   }
 
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess {

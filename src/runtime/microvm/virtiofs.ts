@@ -14,7 +14,7 @@
 import { spawn } from 'node:child_process';
 import { open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { CubeError } from '../../errors.js';
 import type { LaunchSpec, VolumeHost } from '../types.js';
 import type { Cgroups } from '../ns/cgroups.js';
@@ -127,6 +127,26 @@ export function assertMigratable(sandboxID: string, volumes: unknown[] | undefin
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** What the shell that started a virtiofsd writes in its log when it ends (then its status). */
+const ENDED = 'virtiofsd ended with status';
+
+/**
+ * Why a VM with volumes died, when a virtiofsd of it ended abnormally and took the sandbox with it
+ * (its log says so, with a status other than 0: a virtiofsd whose QEMU went first ends with 0),
+ * as a clause for the death reason; '' otherwise.
+ */
+export function virtiofsdEnded(dir: string): string {
+  try {
+    for (const f of readdirSync(dir).filter((n) => /^vfs\d+\.log$/.test(n))) {
+      const status = new RegExp(`${ENDED} (\\d+)`).exec(readFileSync(join(dir, f), 'utf8'))?.[1];
+      if (status !== undefined && status !== '0') return ` (killed with its sandbox: the virtiofsd of volume ${f.slice(3, -4)} ended with status ${status})`;
+    }
+  } catch {
+    // its directory gone meanwhile: nothing to add
+  }
+  return '';
+}
+
 /**
  * Starts the virtiofsd of the VM's `i`-th volume as a process of its own session (it outlives
  * cubed, as QEMU does, and ends when QEMU closes its socket or the sandbox's cgroup is killed),
@@ -145,7 +165,7 @@ export async function startVirtiofsd(dir: string, i: number, source: string, cgr
     const [cmd, ...argv] = sandboxProcess(VIRTIOFSD, VIRTIOFSD_CAPS, cgroups.procsFiles(id), virtiofsdArgs(socket, source), {
       // Its soft limit raised to the hard one it has (a raise past that needs CAP_SYS_RESOURCE), at most VIRTIOFSD_NOFILE.
       setup: [`h=$(ulimit -Hn); if [ "$h" = unlimited ] || [ "$h" -gt ${VIRTIOFSD_NOFILE} ]; then h=${VIRTIOFSD_NOFILE}; fi; ulimit -n $h || exit 1`],
-      after: [`echo "virtiofsd ended ($?): the sandbox's cgroup is killed"`, `echo 1 > ${join(cgroups.dir('unified', id), 'cgroup.kill')}`],
+      after: [`echo "${ENDED} $?: the sandbox's cgroup is killed"`, `echo 1 > ${join(cgroups.dir('unified', id), 'cgroup.kill')}`],
     });
     const child = spawn(cmd!, argv, {
       stdio: ['ignore', log.fd, log.fd],
