@@ -34,34 +34,35 @@ async function create(o: { templateDefault?: boolean } = {}): Promise<Sandbox> {
   return sbx;
 }
 
-/** QEMU processes of a sandbox (its -name carries the id). */
-function qemuOf(id: string): number[] {
+/** Processes whose command line (NUL-separated) matches. */
+function pidsWhere(match: (cmdline: string) => boolean): number[] {
   return readdirSync('/proc')
     .filter((p) => /^\d+$/.test(p))
     .filter((p) => {
       try {
-        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(`cube-${id},process=cube-vm`);
+        return match(readFileSync(`/proc/${p}/cmdline`, 'utf8'));
       } catch {
-        return false;
+        return false; // gone meanwhile
       }
     })
     .map(Number);
 }
 
-/** virtiofsd processes of a sandbox (their socket is in its directory). */
-function virtiofsdOf(dir: string): number[] {
-  return readdirSync('/proc')
-    .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      try {
-        const cmdline = readFileSync(`/proc/${p}/cmdline`, 'utf8');
-        return cmdline.startsWith('/usr/lib/qemu/virtiofsd\0') && cmdline.includes(`--socket-path=${dir}/`);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
+/** QEMU processes of a sandbox (its -name carries the id). */
+const qemuOf = (id: string): number[] => pidsWhere((c) => c.includes(`cube-${id},process=cube-vm`));
+
+/** The admin API's answer for a sandbox once it is gone (its tombstone's 404), within 20 s. */
+async function ended(id: string): Promise<Awaited<ReturnType<typeof call>>> {
+  let got = await call(d, 'GET', `/admin/v1/sandboxes/${id}`);
+  for (let i = 0; i < 100 && got.status !== 404; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    got = await call(d, 'GET', `/admin/v1/sandboxes/${id}`);
+  }
+  return got;
 }
+
+/** virtiofsd processes of a sandbox (their socket is in its directory). */
+const virtiofsdOf = (dir: string): number[] => pidsWhere((c) => c.startsWith('/usr/lib/qemu/virtiofsd\0') && c.includes(`--socket-path=${dir}/`));
 
 /** The btrfs quota group of a subvolume: what it alone holds and its limit, bytes (counted at the commit that sync makes). */
 function qgroup(subvolume: string): { exclusive: number; maxExclusive: number } {
@@ -194,13 +195,10 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
         const doomedDir = join(d.dataDir, 'microvm', 'sandboxes', doomed.sandboxId);
         const pid = victim === 'qemu' ? qemuOf(doomed.sandboxId)[0] : virtiofsdOf(doomedDir).find((p) => confinement(p).Seccomp === '2');
         process.kill(pid!, 'SIGKILL');
-        let got = await call(d, 'GET', `/admin/v1/sandboxes/${doomed.sandboxId}`);
-        for (let i = 0; i < 100 && got.status !== 404; i++) {
-          await new Promise((r) => setTimeout(r, 200));
-          got = await call(d, 'GET', `/admin/v1/sandboxes/${doomed.sandboxId}`);
-        }
+        const got = await ended(doomed.sandboxId);
         expect(got.json).toMatchObject({ code: 130414, message: expect.stringMatching(/ended: vm_exited .*QEMU \(pid \d+\) exited/) });
-        if (victim === 'virtiofsd') expect(got.json.message).toMatch(/exited \(killed with its sandbox: the virtiofsd of volume 0 ended with status [1-9]\d*\)/);
+        if (victim === 'virtiofsd')
+          expect(got.json.message).toMatch(/exited \(killed with its sandbox: the virtiofsd of volume 0 ended with status [1-9]\d*\)/);
         else expect(got.json.message).not.toMatch(/virtiofsd/);
         expect([qemuOf(doomed.sandboxId), virtiofsdOf(doomedDir), existsSync(doomedDir)]).toEqual([[], [], false]);
       }
@@ -462,11 +460,7 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     const sbx = await create();
     const [pid] = qemuOf(sbx.sandboxId);
     process.kill(pid!, 'SIGKILL');
-    let got = await call(d, 'GET', `/admin/v1/sandboxes/${sbx.sandboxId}`);
-    for (let i = 0; i < 100 && got.status !== 404; i++) {
-      await new Promise((r) => setTimeout(r, 200));
-      got = await call(d, 'GET', `/admin/v1/sandboxes/${sbx.sandboxId}`);
-    }
+    const got = await ended(sbx.sandboxId);
     expect(got.json).toMatchObject({ code: 130414, message: expect.stringMatching(/ended: vm_exited .*QEMU \(pid \d+\) exited/) });
     const events = (await call(d, 'GET', '/admin/v1/events?limit=1000')).json as { kind: string; sandboxID?: string; message: string; death?: string }[];
     expect(events.find((e) => e.sandboxID === sbx.sandboxId && e.kind === 'sandbox.error')?.message).toMatch(/QEMU \(pid \d+\) exited/);
