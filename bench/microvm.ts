@@ -5,12 +5,15 @@
 //           as cubectl bench), the ns runtime's create at c=1 in the same window as the baseline;
 //           the first create of the shape (template image + a cold boot saved as the snapshot)
 //   cold    the same with microvm.snapshots = false (its own daemon): every create boots
+//   volume  create at c=1 of a microVM mounting a volume (a cold boot with a virtiofsd), alternated
+//           with creates without one (from the snapshot) in the same window as the baseline
 //   exec    exec `true` p50 (envd process.Process/Start, as the SDK's commands.run)
 //   pause   pause and resume of both kinds (admin API: QMP stop/cont, memory released to a file)
 //   idle    host memory per idle VM at each --idle count: the QEMU processes' PSS and the
 //           MemAvailable delta (machine-wide: other work on the host moves it)
 // Run as root after `npm run build`:
-//   npx tsx bench/microvm.ts [all|create|cold|exec|pause|idle]... [--count 20] [--concurrency 1,5] [--idle 10,50]
+//   npx tsx bench/microvm.ts [all|create|cold|volume|exec|pause|idle]... [--count 20] [--concurrency 1,5] [--idle 10,50]
+//     [--host-id-base N] (beside another daemon holding the default host ids)
 // Small and quick (a proof that it runs): --count 3 --concurrency 1,2 --idle 3 --settle 2
 import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -19,7 +22,7 @@ import { summarizeLatencies } from '../src/bench/stats.js';
 import { call, type TestDaemon } from '../test/helpers/daemon.js';
 import { startMicrovmBenchDaemon } from './daemon.js';
 
-const MODES = ['create', 'cold', 'exec', 'pause', 'idle'] as const;
+const MODES = ['create', 'cold', 'volume', 'exec', 'pause', 'idle'] as const;
 type Mode = (typeof MODES)[number];
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -29,6 +32,8 @@ const { values, positionals } = parseArgs({
     idle: { type: 'string', default: '10,50' },
     settle: { type: 'string', default: '10' },
     cidr: { type: 'string', default: '10.195.0.0/16' },
+    // Another daemon on the host holds the default sandbox host ids: move this one's (identity.host_id_base).
+    'host-id-base': { type: 'string' },
   },
 });
 const asked = positionals.length === 0 || positionals.includes('all') ? [...MODES] : positionals;
@@ -90,7 +95,12 @@ const ms = (xs: number[]) => {
   return `p50 ${Math.round(s.p50)} ms, p99 ${Math.round(s.p99)} ms (n=${xs.length})`;
 };
 
-const body = (runtime: string) => ({ templateID: runtime === 'ns' ? 'base' : 'vmbase', timeout: 3600, metadata: { 'cube.runtime': runtime } });
+const body = (runtime: string, volume?: string) => ({
+  templateID: runtime === 'ns' ? 'base' : 'vmbase',
+  timeout: 3600,
+  metadata: { 'cube.runtime': runtime },
+  ...(volume ? { volumeMounts: [{ name: volume, path: '/data' }] } : {}),
+});
 
 /** Creates and destroys COUNT sandboxes at each concurrency; the rows name `label`. */
 async function cycles(http: E2bHttp, runtime: string, label: string, concurrencies: number[]): Promise<number[]> {
@@ -112,7 +122,8 @@ async function cycles(http: E2bHttp, runtime: string, label: string, concurrenci
 
 /** A daemon of its own for a group of figures, stopped (and checked for leaks) afterwards. */
 async function withDaemon(cubelet: Record<string, unknown>, f: (d: TestDaemon, http: E2bHttp) => Promise<void>): Promise<void> {
-  const d = await startMicrovmBenchDaemon({ cidr: values.cidr!, tapInit: 16, cubelet });
+  const ids = values['host-id-base'] ? { identity: { host_id_base: Number(values['host-id-base']) } } : {};
+  const d = await startMicrovmBenchDaemon({ cidr: values.cidr!, tapInit: 16, cubelet: { ...cubelet, ...ids } });
   try {
     await f(d, new E2bHttp({ apiUrl: d.url, apiKey: d.apiKey, timeoutMs: 600_000 }));
   } finally {
@@ -128,11 +139,29 @@ if (modes.has('cold')) {
   });
 }
 
-if (modes.has('create') || modes.has('exec') || modes.has('pause') || modes.has('idle')) {
+if (modes.has('create') || modes.has('volume') || modes.has('exec') || modes.has('pause') || modes.has('idle')) {
   await withDaemon({}, async (d, http) => {
     const [first, firstMs] = await timed(() => http.create(body('microvm')));
     row('first create of the shape (image + cold boot + snapshot)', `${Math.round(firstMs)} ms`);
     await http.kill(first.sandboxID);
+
+    if (modes.has('volume')) {
+      const made = await call(d, 'POST', '/volumes', { name: 'bench-vol', sizeGiB: 1 });
+      if (made.status !== 201) throw new Error(`volume create: ${made.status} ${JSON.stringify(made.json)}`);
+      const plain: number[] = [];
+      const mounted: number[] = [];
+      for (let i = 0; i < COUNT; i++) {
+        for (const [volume, into] of [[undefined, plain] as const, ['bench-vol', mounted] as const]) {
+          const [sb, t] = await timed(() => http.create(body('microvm', volume)));
+          into.push(t);
+          await http.kill(sb.sandboxID);
+        }
+      }
+      row('create from the snapshot (no volume), c=1, alternated', ms(plain));
+      row('create mounting a volume (cold boot + virtiofsd), c=1, alternated', ms(mounted));
+      row('ratio with / without a volume, create p50', (summarizeLatencies(mounted).p50 / summarizeLatencies(plain).p50).toFixed(2));
+      await call(d, 'DELETE', `/volumes/${made.json.volumeID as string}`);
+    }
 
     if (modes.has('create')) {
       const [ns1] = await cycles(http, 'ns', 'ns (baseline)', [1]);

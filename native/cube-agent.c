@@ -25,6 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -40,7 +43,7 @@ enum {
   T_EXEC = 1, T_STDIN = 2, T_STDIN_EOF = 3, T_SIGNAL = 4, T_RESIZE = 5,
   T_STAT = 10, T_LIST = 11, T_READ = 12, T_WRITE_OPEN = 13, T_WRITE_DATA = 14, T_WRITE_END = 15,
   T_MKDIR = 16, T_RENAME = 17, T_REMOVE = 18,
-  T_SETUP = 20, T_PING = 21,
+  T_SETUP = 20, T_PING = 21, T_MOUNT = 22,
   /* guest -> host */
   T_STDOUT = 64, T_STDERR = 65, T_EXIT = 66, T_STARTED = 67,
   T_ERROR = 70, T_OK = 71, T_DATA = 72, T_END = 73,
@@ -581,6 +584,45 @@ static void do_setup(uint32_t chan, char *payload, uint32_t len) {
   send_frame(T_OK, chan, NULL, 0);
 }
 
+/* The modules of virtio-fs (lib/modules/volumes of the initramfs, in dependency order), opened
+   before the chroot and loaded on the first mount: a guest without volumes never loads them. */
+static const char *volume_modules[] = {"/lib/modules/volumes/fuse.ko", "/lib/modules/volumes/virtiofs.ko"};
+#define NVOLUME_MODULES (sizeof volume_modules / sizeof volume_modules[0])
+static int volume_module_fds[NVOLUME_MODULES];
+
+static void open_volume_modules(void) {
+  for (size_t i = 0; i < NVOLUME_MODULES; i++) volume_module_fds[i] = open(volume_modules[i], O_RDONLY | O_CLOEXEC);
+}
+
+/* tag, path: the host's virtio-fs device `tag` mounted at `path` (made where missing), nosuid and
+   nodev as an ns sandbox's volumes. The guest is the isolation boundary: its own symlinks may
+   lead the mount point anywhere inside it. A mount point that cannot be made is reported with
+   its path (the caller's error, as for ns), anything else with what failed. */
+static void do_mount(uint32_t chan, char *payload, uint32_t len) {
+  char *f[2];
+  if (split(payload, len, f, 2) != 2 || f[1][0] != '/') return send_error(chan, EINVAL, "mount");
+  for (size_t i = 0; i < NVOLUME_MODULES; i++) {
+    if (volume_module_fds[i] < 0) return send_error(chan, ENOENT, volume_modules[i]);
+    if (syscall(SYS_finit_module, volume_module_fds[i], "", 0) < 0 && errno != EEXIST) return send_error(chan, errno, volume_modules[i]);
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s", f[1]);
+  for (char *s = path + 1;; s++) {
+    if (*s != '/' && *s != '\0') continue;
+    char save = *s;
+    *s = '\0';
+    if (mkdir(path, 0755) < 0 && errno != EEXIST) return send_error(chan, errno, f[1]);
+    *s = save;
+    if (!save) break;
+  }
+  if (mount(f[0], path, "virtiofs", MS_NOSUID | MS_NODEV, NULL) < 0) return send_error(chan, errno, "mount virtiofs");
+  /* The mount returns before the host's virtiofsd answered FUSE_INIT; a statfs waits for it, so a
+     server that failed is a failed request (the host's timeout) rather than a hung volume later. */
+  struct statfs st;
+  if (statfs(path, &st) < 0) return send_error(chan, errno, "statfs virtiofs");
+  send_frame(T_OK, chan, NULL, 0);
+}
+
 static void handle(uint8_t type, uint32_t chan, char *payload, uint32_t len) {
   struct proc *p;
   switch (type) {
@@ -590,6 +632,8 @@ static void handle(uint8_t type, uint32_t chan, char *payload, uint32_t len) {
     return send_frame(T_PONG, chan, payload, len);
   case T_SETUP:
     return do_setup(chan, payload, len);
+  case T_MOUNT:
+    return do_mount(chan, payload, len);
   case T_EXEC:
     return do_exec(chan, payload, len);
   case T_STDIN:
@@ -663,6 +707,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cube-agent: no virtio port named cube.agent\n");
     return 1;
   }
+  open_volume_modules();
   if (argc > 1 && (chroot(argv[1]) < 0 || chdir("/") < 0)) {
     fprintf(stderr, "cube-agent: chroot %s: %s\n", argv[1], strerror(errno));
     return 1;

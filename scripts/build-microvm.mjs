@@ -3,7 +3,8 @@
 //                    and unpacked with `dpkg-deb -x` into build/microvm/kernel (never installed: the
 //                    host's /boot and bootloader are untouched)
 //   initramfs.gz     busybox-static, the virtio modules the guest needs (they are modules in Debian's
-//                    kernel) and build/cube-agent, with /init below; reproducible: entries sorted,
+//                    kernel; those of volumes in lib/modules/volumes, loaded by the agent on demand)
+//                    and build/cube-agent, with /init below; reproducible: entries sorted,
 //                    fixed mtime, uid/gid 0, and a gzip header without a timestamp
 // Needs apt-get, dpkg-deb and busybox-static (install.sh installs them). Where they are missing the
 // runtime cannot work anyway: the build says so and stops without failing `npm run build`
@@ -24,6 +25,11 @@ const META_PACKAGE = 'linux-image-cloud-amd64';
 
 /** Modules insmod'ed by /init, in dependency order (checked below against each module's `depends=`). */
 const MODULES = ['virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'failover', 'net_failover', 'virtio_net', 'virtio_console', 'overlay'];
+/**
+ * Modules the agent loads only when the host mounts a volume (virtio-fs), in dependency order
+ * after MODULES: a guest without volumes neither loads them nor pays for them at boot.
+ */
+const VOLUME_MODULES = ['fuse', 'virtiofs'];
 
 // The guest's pid 1 until the root is ready. Disks: vda = the template image (read-only ext4),
 // vdb = the sandbox's writable ext4 (overlay upper). Network: eth0 on the TAP, with the address the
@@ -123,7 +129,7 @@ function findModules(kdir, kver) {
   };
   walk(join(kdir, 'lib', 'modules', kver, 'kernel'));
   const loaded = new Set();
-  for (const m of MODULES) {
+  for (const m of [...MODULES, ...VOLUME_MODULES]) {
     const f = files.get(m);
     if (!f) throw new Error(`kernel ${kver} has no module ${m}`);
     for (const d of moduleDepends(f)) {
@@ -131,7 +137,7 @@ function findModules(kdir, kver) {
     }
     loaded.add(m);
   }
-  return MODULES.map((m) => [m, files.get(m)]);
+  return [...MODULES.map((m) => [m, files.get(m)]), ...VOLUME_MODULES.map((m) => [`volumes/${m}`, files.get(m)])];
 }
 
 // --- cpio (newc), written here so the archive is byte-for-byte reproducible -------------------
@@ -156,6 +162,7 @@ function initramfs(modules) {
     ['dev/console', [0o020600, Buffer.alloc(0), [5, 1]]],
     ['lib', [DIR]],
     ['lib/modules', [DIR]],
+    ['lib/modules/volumes', [DIR]],
     ['lower', [DIR]],
     ['newroot', [DIR]],
     ['proc', [DIR]],

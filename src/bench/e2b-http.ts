@@ -133,6 +133,7 @@ export class E2bHttp {
     metadata?: Record<string, string>;
     allow_internet_access?: boolean;
     network?: { allowOut?: string[]; denyOut?: string[] };
+    volumeMounts?: { name: string; path: string }[];
   }): Promise<CreatedSandbox> {
     const { json } = await this.call('POST', '/v2/sandboxes', body);
     const j = json as { sandboxID?: string; envdAccessToken?: string } | null;

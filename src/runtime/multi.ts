@@ -92,10 +92,7 @@ export class RuntimeSet implements RuntimeDriver {
   async create(spec: LaunchSpec & { runtime?: string }): Promise<SandboxHandle> {
     const d = this.pick(spec.runtime);
     if (spec.volumes?.length && !d.volumes)
-      throw new CubeError(
-        'VOLUME_RUNTIME',
-        `the ${d.name} runtime cannot mount volumes (no shared filesystem into its guests here): create with metadata cube.runtime=ns`,
-      );
+      throw new CubeError('VOLUME_RUNTIME', `the ${d.name} runtime cannot mount volumes: create with metadata cube.runtime=ns`);
     this.owner.set(spec.sandboxID, d);
     try {
       return await d.create(spec);

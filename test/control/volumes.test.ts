@@ -1,5 +1,5 @@
 // The pure halves of volumes: mount paths, a create's mounts resolved by name and pinned to their
-// node, and a node refusing mounts its runtime cannot make (a microvm has no shared filesystem).
+// node, and a node refusing mounts its runtime cannot make (one without a store of volumes, as the sim runtime).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { kvmBackend, memoryRefusal } from '../../src/runtime/microvm/host.js';
 import { qemuArgs } from '../../src/runtime/microvm/qemu.js';
+import { assertMigratable, listening, virtiofsdArgs } from '../../src/runtime/microvm/virtiofs.js';
 import { FrameDecoder, T, encodeFrame, fields, parseStats, splitFields } from '../../src/runtime/microvm/protocol.js';
 import { RuntimeSet } from '../../src/runtime/multi.js';
 import { runtimesLabel } from '../../src/tui/format.js';
@@ -56,6 +57,48 @@ describe('qemuArgs', () => {
     expect(at('-object')).toBe('memory-backend-file,id=mem,size=256M,mem-path=/s/ram,share=off');
     expect(at('-incoming')).toBe('defer');
     expect(at('-netdev')).toBe('hubport,id=n0,hubid=0');
+  });
+
+  it('volumes: guest memory in a shared memfd (virtiofsd maps it), virtio 1.0 transports and a vhost-user-fs device per volume; none without', () => {
+    const plain = qemuArgs({ ...shape, id: 'x', dir: '/d', disk: '/d/disk.qcow2', net: 'tap', uid: 1_000_000 });
+    expect(plain).not.toContain('-object');
+    expect(plain).not.toContain('-global');
+    expect(plain.join(' ')).not.toContain('vhost-user');
+    const a = qemuArgs({ ...shape, id: 'x', dir: '/d', disk: '/d/disk.qcow2', net: 'tap', uid: 1_000_000, volumes: 2 });
+    const at = (flag: string) => a[a.indexOf(flag) + 1];
+    expect(at('-M')).toBe('microvm,memory-backend=mem');
+    expect(at('-object')).toBe('memory-backend-memfd,id=mem,size=256M,share=on');
+    expect(at('-global')).toBe('virtio-mmio.force-legacy=false');
+    expect(a.join(' ')).toContain(
+      '-chardev socket,id=vfs0,path=/d/vfs0.sock -device vhost-user-fs-device,chardev=vfs0,tag=cube-vol0 -chardev socket,id=vfs1,path=/d/vfs1.sock -device vhost-user-fs-device,chardev=vfs1,tag=cube-vol1',
+    );
+  });
+});
+
+describe('virtiofsd', () => {
+  it('serves the volume confined in its namespaces, coherent with other sandboxes (no attribute cache), without xattrs, locks, mknod or file capabilities', () => {
+    expect(virtiofsdArgs('/d/vfs0.sock', '/s/volumes/v')).toEqual([
+      '--socket-path=/d/vfs0.sock',
+      '-o',
+      'source=/s/volumes/v,sandbox=namespace,cache=auto,timeout=0,no_xattr,no_posix_lock,no_flock,modcaps=-mknod:-setfcap',
+      '--rlimit-nofile=0',
+    ]);
+  });
+
+  it('is ready when /proc/net/unix shows its socket listening (__SO_ACCEPTCON), not merely bound', () => {
+    const table = [
+      'Num       RefCount Protocol Flags    Type St Inode Path',
+      '0000000000000000: 00000002 00000000 00010000 0001 01 4242 /d/vfs0.sock',
+      '0000000000000000: 00000002 00000000 00000000 0001 01 4243 /d/vfs1.sock',
+    ].join('\n');
+    expect(listening(table, '/d/vfs0.sock')).toBe(true);
+    expect(listening(table, '/d/vfs1.sock')).toBe(false);
+    expect(listening(table, '/d/vfs2.sock')).toBe(false);
+  });
+
+  it('a VM with volumes cannot be migrated: a snapshot of it is 409 saying so', () => {
+    expect(() => assertMigratable('sb1', [{ volumeID: 'vol-1', path: '/data' }])).toThrow(/sandbox sb1 mounts volumes: no snapshot of it can be taken/);
+    expect(() => assertMigratable('sb1', undefined)).not.toThrow();
   });
 });
 

@@ -176,7 +176,7 @@ export function runtimeDriver(
           ...ids,
           nodeMemoryMiB: declaredMemoryMiB ?? readMeminfo().totalMiB,
           ...(declaredMemoryMiB ? { declaredMemoryMiB } : {}),
-          ...(ns ? { storage: ns.storage } : {}),
+          ...(ns ? { storage: ns.storage, volumes: ns.volumes } : {}),
         }),
   );
   return drivers.length === 1 && drivers[0]!.name === 'ns' ? drivers[0]! : new RuntimeSet(drivers);

@@ -73,6 +73,20 @@ export class GuestAgents {
     await conn.request(T.SETUP, fields(`hostname=${h.sandboxID}`, `hosts=${etcHosts(h.sandboxID)}`, `time=${Date.now()}`));
   }
 
+  /**
+   * The guest mounts virtio-fs device `tag` at `path` (loading the modules on the first). A mount
+   * point the guest cannot make (a file there, a read-only place) is the caller's error (400).
+   */
+  async mount(h: SandboxHandle, tag: string, path: string): Promise<void> {
+    const conn = await this.get(h);
+    await conn.request(T.MOUNT, fields(tag, path)).catch((e: unknown) => {
+      const message = (e as Error).message;
+      if (message.startsWith(`${path}: `))
+        throw new CubeError('BAD_REQUEST', `volumeMounts: the mount point ${path} cannot be made in this sandbox: ${message.slice(path.length + 2)}`);
+      throw new CubeError('CREATE_FAILED', `volume at ${path}: the guest could not mount it: ${message}; console: ${this.vm.consoleTail(h)}`);
+    });
+  }
+
   get(h: SandboxHandle): Promise<AgentConnection> {
     const cur = this.agents.get(h.sandboxID);
     if (cur) {

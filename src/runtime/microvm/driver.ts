@@ -19,7 +19,7 @@ import type { BtrfsStore } from '../../storage/btrfs-store.js';
 import { Cgroups, keyedValue } from '../ns/cgroups.js';
 import { DEFAULT_IDENTITY, HostIdRanges } from '../ns/ids.js';
 import { hostTables, nodeParentLimits } from '../ns/host-limits.js';
-import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats } from '../types.js';
+import type { ExecProcess, ExecRequest, LaunchSpec, RuntimeDriver, SandboxFiles, SandboxHandle, SandboxSnapshots, SandboxStats, VolumeHost } from '../types.js';
 import { GuestAgents } from './agents.js';
 import { agentExec } from './exec.js';
 import { MicrovmFiles } from './files.js';
@@ -30,6 +30,7 @@ import { withQmp } from './qmp.js';
 import { ConsoleLog, consoleTail } from './console.js';
 import { QEMU, type VmFiles, type VmShape, killPid, launchQemu, migrationSocket, qemuArgs, restore, saveState } from './qemu.js';
 import { readTextOrAbsent, statOrAbsent } from '../../fsx.js';
+import { LONGEST_SOCKET, type VmVolume, assertMigratable, startVirtiofsd, virtiofsdEnded, volumeSources, volumeTag } from './virtiofs.js';
 
 export interface MicrovmDriverOptions {
   dataDir: string;
@@ -51,15 +52,14 @@ export interface MicrovmDriverOptions {
    * ns, and counts in the store's figures. Absent: the disk stays in the sandbox's directory.
    */
   storage?: BtrfsStore;
-  /**
-   * Host id ranges (the ns driver's on a node offering both, so no QEMU shares ids with an ns
-   * sandbox): each QEMU runs as the first id of a range of its own. Absent: made from `identity`.
-   */
+  /** Host id ranges (the ns driver's on a node with both: no QEMU shares an ns sandbox's ids), a QEMU per range; absent: from `identity`. */
   ids?: HostIdRanges;
   /** cubelet identity.* (its ranges are used whatever `userns` says: a QEMU never runs as root). */
   identity?: { hostIdBase: number; hostIdRanges: number };
   /** A VM's console log is rotated at this size (console.log + console.log.1 on the host). */
   consoleLogBytes?: number;
+  /** The node's volumes (the ns driver's, in its store), mounted through virtio-fs (virtiofs.ts); absent: refused. */
+  volumes?: VolumeHost;
 }
 
 /** cubelet microvm.console_log_kib's default. */
@@ -83,6 +83,8 @@ interface VmRecord {
   idBase?: number;
   /** The files QEMU gets as descriptors (absent: an older cubed's QEMU, which opens them by path). */
   files?: VmFiles;
+  /** Volumes mounted in the guest (each served by a virtiofsd in the sandbox's cgroups). */
+  volumes?: Pick<VmVolume, 'volumeID' | 'path'>[];
 }
 
 /** A kept snapshot's guest: its writable filesystem is `diskGiB` big and its memory `memoryMiB`, whatever a create asks. */
@@ -118,6 +120,7 @@ export class MicrovmDriver implements RuntimeDriver {
    * stopped) and its disk (a read-only snapshot of its subvolume). Needs the store (a node offering ns too).
    */
   readonly sandboxSnapshots?: SandboxSnapshots;
+  readonly volumes?: VolumeHost;
 
   constructor(private readonly opts: MicrovmDriverOptions) {
     this.root = join(opts.dataDir, 'microvm', 'sandboxes');
@@ -141,6 +144,7 @@ export class MicrovmDriver implements RuntimeDriver {
       ...(this.log ? { log: this.log } : {}),
     });
     this.files = new MicrovmFiles((h) => this.agents.get(h));
+    if (opts.volumes) this.volumes = opts.volumes;
     const storage = opts.storage;
     if (storage) {
       this.sandboxSnapshots = {
@@ -158,6 +162,7 @@ export class MicrovmDriver implements RuntimeDriver {
   private async keep(storage: BtrfsStore, h: SandboxHandle, snapshotID: string): Promise<SnapshotKeeps> {
     this.stopping(h.sandboxID);
     if (!this.running(h)) throw new CubeError('CONFLICT', `sandbox ${h.sandboxID} is paused with its memory released: resume it before taking a snapshot`);
+    assertMigratable(h.sandboxID, this.records.get(h.sandboxID)?.volumes);
     const dir = join(this.keptRoot, snapshotID);
     await mkdir(dir, { recursive: true });
     try {
@@ -236,8 +241,9 @@ export class MicrovmDriver implements RuntimeDriver {
     const tooBig = memoryRefusal(spec.memoryMiB, this.opts.nodeMemoryMiB);
     if (tooBig) throw new CubeError('BAD_REQUEST', tooBig);
     const dir = this.dir(id);
-    if (join(dir, 'a.sock').length > SUN_PATH_MAX)
-      throw new CubeError('CREATE_FAILED', `data dir too deep: ${dir}/a.sock exceeds the ${SUN_PATH_MAX}-byte socket path limit`);
+    if (join(dir, LONGEST_SOCKET).length > SUN_PATH_MAX)
+      throw new CubeError('CREATE_FAILED', `data dir too deep: ${dir}/${LONGEST_SOCKET} exceeds the ${SUN_PATH_MAX}-byte socket path limit`);
+    const volumes = volumeSources(spec, this.volumes);
     // Checked before anything is made: a template without a bootable layout is the caller's error.
     await this.images.templateKey(spec.template);
     try {
@@ -253,7 +259,8 @@ export class MicrovmDriver implements RuntimeDriver {
       const diskGiB = spec.diskGiB ?? 1;
       const [image, blank] = await Promise.all([this.images.template(spec.template), this.images.blank(diskGiB)]);
       const shape: VmShape = { kernel: a.kernel, initrd: a.initrd, image, cpus: spec.cpus, memoryMiB: spec.memoryMiB, kvm: this.kvm };
-      const snap = this.opts.snapshots === false ? undefined : await this.snapshots.get(shape, blank, diskGiB);
+      // With volumes a cold boot: virtiofsd maps guest memory, which a snapshot clone maps private.
+      const snap = this.opts.snapshots === false || volumes.length ? undefined : await this.snapshots.get(shape, blank, diskGiB);
       // From a kept snapshot: its memory and its disk (a writable snapshot of the kept subvolume).
       const kept = spec.fromSnapshot === undefined ? undefined : await this.keptState(spec.fromSnapshot, diskGiB, spec.memoryMiB);
       this.opts.storage?.assertRoom();
@@ -275,7 +282,9 @@ export class MicrovmDriver implements RuntimeDriver {
         uid: idBase,
         ...(snap ? { ram: { path: join(snap, 'ram'), shared: false } } : {}),
         incoming: !!(snap || kept),
+        volumes: volumes.length,
       });
+      for (const [i, v] of volumes.entries()) await startVirtiofsd(dir, i, v.source, this.cgroups, id);
       if (spec.netnsPath) {
         this.netns.set(id, spec.netnsPath);
         await writeFile(join(dir, 'netns'), spec.netnsPath);
@@ -291,7 +300,8 @@ export class MicrovmDriver implements RuntimeDriver {
         console: this.openConsole(id, dir),
       });
       const tLaunched = performance.now();
-      const record: VmRecord = { template: spec.template.name, env: spec.env, pid, args, diskGiB, memoryMiB: spec.memoryMiB, idBase, files };
+      const mounts = volumes.length ? { volumes: volumes.map(({ volumeID, path }) => ({ volumeID, path })) } : {};
+      const record: VmRecord = { template: spec.template.name, env: spec.env, pid, args, diskGiB, memoryMiB: spec.memoryMiB, idBase, files, ...mounts };
       await writeFile(join(dir, 'vm.json'), JSON.stringify(record));
       this.records.set(id, record);
       const h: SandboxHandle = { sandboxID: id, initPid: pid, dir };
@@ -300,6 +310,7 @@ export class MicrovmDriver implements RuntimeDriver {
       await this.agents.wait(h, this.opts.bootTimeoutMs ?? 60_000);
       const tAgent = performance.now();
       await this.agents.identify(h);
+      for (const [i, v] of volumes.entries()) await this.agents.mount(h, volumeTag(i), v.path);
       const ms = (a: number, b: number) => Math.round(b - a);
       const now = performance.now();
       this.log?.debug(
@@ -307,6 +318,7 @@ export class MicrovmDriver implements RuntimeDriver {
           sandboxID: id,
           pid,
           fromSnapshot: !!snap,
+          volumes: volumes.length,
           ms: ms(t0, now),
           prepareMs: ms(t0, tPrepared),
           launchMs: ms(tPrepared, tLaunched),
@@ -389,7 +401,9 @@ export class MicrovmDriver implements RuntimeDriver {
   /** Plain: QMP `stop` (the memory stays). Releasing: the guest's memory written to a file and QEMU ended. */
   async pause(h: SandboxHandle, opts: PauseOptions = {}): Promise<void> {
     this.stopping(h.sandboxID);
-    await (opts.release ? this.release(h) : withQmp(join(h.dir, 'q.sock'), (q) => q.run('stop'))).catch((e: unknown) => {
+    // A VM with volumes keeps its memory, as an ns sandbox does: QEMU 7.2 cannot save a virtio-fs device.
+    const release = opts.release && !this.records.get(h.sandboxID)?.volumes?.length;
+    await (release ? this.release(h) : withQmp(join(h.dir, 'q.sock'), (q) => q.run('stop'))).catch((e: unknown) => {
       throw toCubeError(e, 'PAUSE_FAILED');
     });
   }
@@ -507,7 +521,7 @@ export class MicrovmDriver implements RuntimeDriver {
   deathReason(h: SandboxHandle): string {
     const broken = this.agents.broken.get(h.sandboxID);
     if (broken) return broken;
-    return `the microVM's QEMU (pid ${this.pidOf(h)}) exited; guest console: ${this.consoleTail(h, 5)}`;
+    return `the microVM's QEMU (pid ${this.pidOf(h)}) exited${virtiofsdEnded(h.dir)}; guest console: ${this.consoleTail(h, 5)}`;
   }
 
   exec(h: SandboxHandle, req: ExecRequest): ExecProcess {

@@ -3,6 +3,7 @@
 import { accessSync, constants as fsConstants, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../../config/loader.js';
+import { CubeError } from '../../errors.js';
 
 /**
  * A VM disk's subvolume limit: the guest's filesystem is disk_gib, and its qcow2 file can hold a
@@ -55,4 +56,37 @@ export const QEMU_OVERHEAD_MIB = 160;
 
 export function onPath(cmd: string): boolean {
   return (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':').some((d) => existsSync(join(d, cmd)));
+}
+
+/**
+ * The sandboxes' oom_score_adj (native/launch/init.c SANDBOX_OOM_SCORE_ADJ): a QEMU is a sandbox,
+ * so the host's OOM killer takes it before cubed (-900) and host services (0).
+ */
+const SANDBOX_OOM_SCORE_ADJ = 500;
+
+/**
+ * The argv of a process of a sandbox (sh -c WRAPPER sh <n> <n cgroup.procs files> <argv...>): a
+ * shell joins the sandbox's cgroups, takes the sandboxes' oom_score_adj, runs `setup` (shell
+ * lines) and execs `program` with a bounding set of `caps`; with `after`, it runs the program
+ * instead and then those lines (the shell stays, waiting, in the sandbox's cgroups). `netns`: the
+ * program enters that network namespace (nsenter), after the cgroups, so nothing of the sandbox
+ * is ever in the netns outside them (RuntimeDriver.destroy).
+ */
+export function sandboxProcess(
+  program: string,
+  caps: string,
+  procs: string[],
+  args: string[],
+  o: { setup?: string[]; after?: string[]; netns?: string | undefined } = {},
+): string[] {
+  if (o.netns !== undefined && !/^[\w./-]+$/.test(o.netns)) throw new CubeError('INTERNAL', `unexpected netns path ${JSON.stringify(o.netns)}`);
+  const run = `${o.netns !== undefined ? `nsenter --net=${o.netns} -- ` : ''}setpriv --bounding-set ${caps} ${program} "$@"`;
+  const wrapper = [
+    'n=$1; shift; i=0',
+    'while [ $i -lt $n ]; do echo $$ > "$1" || exit 1; shift; i=$((i+1)); done',
+    `echo ${SANDBOX_OOM_SCORE_ADJ} > /proc/self/oom_score_adj || exit 1`,
+    ...(o.setup ?? []),
+    ...(o.after ? [run, ...o.after] : [`exec ${run}`]),
+  ].join('\n');
+  return ['sh', '-c', wrapper, 'sh', String(procs.length), ...procs, ...args];
 }

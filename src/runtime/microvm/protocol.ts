@@ -23,6 +23,7 @@ export const T = {
   REMOVE: 18,
   SETUP: 20,
   PING: 21,
+  MOUNT: 22,
   STDOUT: 64,
   STDERR: 65,
   EXIT: 66,

@@ -11,6 +11,8 @@ import { CubeError } from '../../errors.js';
 import { GATEWAY_IP, GUEST_IP, TAP_NAME } from '../../network/tap.js';
 import { CONSOLE_SOCKET, type ConsoleLog } from './console.js';
 import { Qmp, withQmp } from './qmp.js';
+import { sandboxProcess } from './host.js';
+import { volumeDeviceArgs } from './virtiofs.js';
 
 export const QEMU = 'qemu-system-x86_64';
 /**
@@ -43,15 +45,31 @@ export interface VmShape {
  * copy-on-write view of it). `incoming`: wait for a migrate-incoming (a clone).
  */
 export function qemuArgs(
-  o: VmShape & { id: string; dir: string; disk: string; net: 'tap' | 'hub'; uid: number; ram?: { path: string; shared: boolean }; incoming?: boolean },
+  o: VmShape & {
+    id: string;
+    dir: string;
+    disk: string;
+    net: 'tap' | 'hub';
+    uid: number;
+    ram?: { path: string; shared: boolean };
+    incoming?: boolean;
+    volumes?: number;
+  },
 ): string[] {
+  // Volumes: virtiofsd maps the guest's memory, so it must be shared: an anonymous memfd (a
+  // cold boot: a snapshot clone's private file mapping cannot be shared, see driver.ts).
+  const backend = o.ram
+    ? `memory-backend-file,id=mem,size=${o.memoryMiB}M,mem-path=${o.ram.path},share=${o.ram.shared ? 'on' : 'off'}`
+    : o.volumes
+      ? `memory-backend-memfd,id=mem,size=${o.memoryMiB}M,share=on`
+      : undefined;
   const append = ['console=ttyS0', 'quiet', 'panic=-1', ...(o.kvm ? [] : [TCG_APPEND]), `cube.ip=${GUEST_IP}/24`, `cube.gw=${GATEWAY_IP}`];
   return [
     '-name',
     `cube-${o.id},process=cube-vm`,
     '-M',
-    o.ram ? 'microvm,memory-backend=mem' : 'microvm',
-    ...(o.ram ? ['-object', `memory-backend-file,id=mem,size=${o.memoryMiB}M,mem-path=${o.ram.path},share=${o.ram.shared ? 'on' : 'off'}`] : []),
+    backend ? 'microvm,memory-backend=mem' : 'microvm',
+    ...(backend ? ['-object', backend] : []),
     '-accel',
     o.kvm ? 'kvm' : 'tcg,tb-size=32',
     '-m',
@@ -115,6 +133,7 @@ export function qemuArgs(
     `socket,id=agent,path=${join(o.dir, 'a.sock')},server=on,wait=off`,
     '-device',
     'virtserialport,chardev=agent,name=cube.agent',
+    ...volumeDeviceArgs(o.dir, o.volumes ?? 0),
     '-qmp',
     `unix:${join(o.dir, 'q.sock')},server=on,wait=off`,
     ...(o.incoming ? ['-incoming', 'defer'] : []),
@@ -131,11 +150,6 @@ const FD_DISK_RO = 6;
 export const JAIL = 'jail';
 /** The socket a VM's state is migrated through (in its jail: QEMU sees it at `/m.sock`). */
 const MIGRATION_SOCKET = 'm.sock';
-/**
- * The sandboxes' oom_score_adj (native/launch/init.c SANDBOX_OOM_SCORE_ADJ): a QEMU is a sandbox,
- * so the host's OOM killer takes it before cubed (-900) and host services (0).
- */
-const SANDBOX_OOM_SCORE_ADJ = 500;
 /**
  * What QEMU may use as root before it drops to its uid: chroot, the uid change, and the TAP
  * (TUNSETIFF on a device it does not own). Everything else is out of its bounding set.
@@ -176,15 +190,7 @@ export async function launchQemu(
   const { netnsPath, procs, files, state } = o;
   await mkdir(join(dir, JAIL), { recursive: true, mode: 0o711 });
   await chmod(join(dir, JAIL), 0o711);
-  // sh -c WRAPPER sh <netns or ''> <n> <n cgroup.procs files> <QEMU argv...>
-  const wrapper = [
-    'net=$1; n=$2; shift 2; i=0',
-    'while [ $i -lt $n ]; do echo $$ > "$1" || exit 1; shift; i=$((i+1)); done',
-    `echo ${SANDBOX_OOM_SCORE_ADJ} > /proc/self/oom_score_adj || exit 1`,
-    `[ -z "$net" ] || exec nsenter --net="$net" -- setpriv --bounding-set ${QEMU_CAPS} ${QEMU} "$@"`,
-    `exec setpriv --bounding-set ${QEMU_CAPS} ${QEMU} "$@"`,
-  ].join('\n');
-  const argv = ['-c', wrapper, 'sh', netnsPath ?? '', String(procs.length), ...procs, ...foreground(args)];
+  const [cmd, ...argv] = sandboxProcess(QEMU, QEMU_CAPS, procs, foreground(args), { netns: netnsPath });
   // At FD_STATE, FD_IMAGE, FD_DISK_RW, FD_DISK_RO.
   const fds = await Promise.all([
     open(state ?? '/dev/null', 'r'),
@@ -194,7 +200,7 @@ export async function launchQemu(
   ]);
   let child: ChildProcess;
   try {
-    child = spawn('sh', argv, { stdio: ['ignore', 'ignore', 'pipe', ...fds.map((f) => f.fd)], cwd: dir, detached: true });
+    child = spawn(cmd!, argv, { stdio: ['ignore', 'ignore', 'pipe', ...fds.map((f) => f.fd)], cwd: dir, detached: true });
   } finally {
     await Promise.all(fds.map((f) => f.close()));
   }
