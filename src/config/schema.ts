@@ -377,6 +377,33 @@ export const CubeletConfigSchema = z
       .strict()
       .prefault({})
       .describe('pulling images from registries (skopeo)'),
+    warm_pool: z
+      .object({
+        size: z
+          .number()
+          .int()
+          .min(0)
+          .max(16)
+          .default(1)
+          .describe(
+            "started-and-ready sandboxes kept per template with a start command, once a create of it reached this node: a create of the template's default spec and runtime (no volumes, snapshot or net_raw) takes one and returns at once, a new one is made in the background, one at a time. Warm sandboxes hold only room real ones leave: they are destroyed before a create needs it and while the host's available memory is under the reserve. 0 = off",
+          ),
+        templates: z
+          .record(z.string(), z.number().int().min(0).max(16))
+          .default({})
+          .describe(
+            'pool size per template name (overrides size; 0 = none for it); a template named here is warmed from the start, not only after its first create (`cubectl config set warm_pool.templates \'{"code-interpreter":2}\'`)',
+          ),
+        idle_sec: z
+          .number()
+          .int()
+          .min(10)
+          .default(900)
+          .describe("a template's pool is dropped after this long without a create of it (templates named in warm_pool.templates are kept)"),
+      })
+      .strict()
+      .prefault({})
+      .describe('warm pools: started sandboxes of start-command templates, handed to creates (docs/operations.md)'),
     quota: z
       .object({
         cpus: z.number().positive().optional().describe('declared node CPUs (in place of what the host reports)'),
