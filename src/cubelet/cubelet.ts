@@ -27,7 +27,7 @@ import { runStartCommand } from './start-cmd.js';
 import { checkVolumes } from './volumes.js';
 import { canTransition } from './state-machine.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot } from './types.js';
-import { claimedMeta, fitsWarm, warmMeta, warmRoom } from './warm-plan.js';
+import { claimedMeta, fitsWarm, templateKey, warmMeta, warmRoom } from './warm-plan.js';
 import { WarmPool, type Warm } from './warm-pool.js';
 import { newSandboxID } from '../ids.js';
 
@@ -90,6 +90,10 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       destroy: (runtimeID) => this.destroySandbox(runtimeID),
       room: async (spec) => warmRoom({ ...(await this.density()), spec }),
       busy: () => [...this.entries.values()].some((e) => !e.meta.warm && e.view.state === 'creating'),
+      current: async (t) => {
+        const ref = await o.templates.resolve(t).catch(() => undefined); // gone: its warm sandboxes are dropped
+        return ref && templateKey(ref);
+      },
     });
   }
 
@@ -195,6 +199,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     if (req.fromSnapshot !== undefined) this.snapshotKeeper();
     const warm = this.warm.take(req.templateID, (w) => fitsWarm(w, meta));
     const claimed = warm && (await this.claim(warm, meta, t0));
+    this.warm.served(req.templateID, claimed !== undefined);
     if (claimed) return claimed;
     const entry = this.newEntry(meta, 'creating');
     this.entries.set(id, entry);
@@ -287,7 +292,8 @@ export class Cubelet extends SandboxCalls implements NodeApi {
    */
   private async claim(w: Warm, meta: SandboxMeta, t0: number): Promise<SandboxView | undefined> {
     const entry = this.entries.get(w.runtimeID);
-    if (!entry?.handle || entry.view.state !== 'running' || !this.o.driver.alive(entry.handle)) {
+    const template = await this.o.templates.resolve(meta.templateID).catch(() => undefined); // gone: the cold create says so
+    if (!entry?.handle || entry.view.state !== 'running' || !this.o.driver.alive(entry.handle) || !template || templateKey(template) !== w.made) {
       await this.destroySandbox(w.runtimeID).catch((err: unknown) => this.o.log.error({ err }, 'warm sandbox destroy failed'));
       return undefined;
     }
@@ -324,7 +330,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     const entry = this.newEntry(meta, 'creating');
     this.entries.set(id, entry);
     await this.asOp(entry, this.runCreate(entry));
-    return { runtimeID: id, spec: meta.spec, runtime: entry.view.runtime };
+    return { runtimeID: id, spec: meta.spec, runtime: entry.view.runtime, made: templateKey(template) };
   }
 
   async destroySandbox(sandboxID: string): Promise<void> {

@@ -4,6 +4,7 @@
 import type { CubeletConfig, MasterConfig } from '../config/schema.js';
 import { computeDensity, densityParamsFromConfig, headroomFromUsage } from '../model/density.js';
 import type { SandboxSpecView, SandboxState } from '../model/sandbox.js';
+import type { TemplateRef } from '../runtime/types.js';
 import type { SandboxMeta } from './meta.js';
 import { heldBy } from './node-view.js';
 
@@ -132,4 +133,9 @@ export function claimedMeta(warm: SandboxMeta, create: SandboxMeta): SandboxMeta
   const { slotIndex, slotMode, runtime, workdir } = warm;
   const made = { ...(slotMode ? { slotMode } : {}), ...(runtime ? { runtime } : {}), ...(workdir ? { workdir } : {}) };
   return { ...create, runtimeID: warm.sandboxID, slotIndex, ...made };
+}
+
+/** What a template is made of (its digest, else its layers): a warm sandbox serves creates of the same content only. */
+export function templateKey(t: TemplateRef): string {
+  return t.digest ?? t.layers.join(':');
 }

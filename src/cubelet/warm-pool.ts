@@ -24,11 +24,13 @@ import { fitsWarm, nextStep, targetSizes, type PoolLevel } from './warm-plan.js'
 const TICK_MS = 2_000;
 const BACKOFF_MS = { first: 30_000, max: 15 * 60_000 };
 
-/** A ready warm sandbox: its runtime id, the spec and runtime it was made with. */
+/** A ready warm sandbox: its runtime id, the spec, runtime and template content it was made with. */
 export interface Warm {
   runtimeID: string;
   spec: SandboxSpecView;
   runtime: string;
+  /** templateKey() of the template it was made from: one removed or imported anew since serves no create. */
+  made: string;
 }
 
 export interface WarmHooks {
@@ -42,6 +44,8 @@ export interface WarmHooks {
   room(spec: SandboxSpecView): Promise<number>;
   /** A real create is in flight: no make starts now. */
   busy(): boolean;
+  /** templateKey() of the template now; undefined when it is gone. */
+  current(templateID: string): Promise<string | undefined>;
 }
 
 export class WarmPool {
@@ -81,20 +85,17 @@ export class WarmPool {
     this.lastCreate.set(templateID, Date.now());
   }
 
-  /**
-   * Takes a ready warm sandbox of the template that `fits` the create (its spec and runtime), the
-   * oldest first; undefined: the create is made cold. Counted as a hit, or a miss when the
-   * template is wanted and none fitted.
-   */
+  /** Takes a ready warm sandbox of the template that `fits` the create (its spec and runtime), the oldest first; undefined: none. */
   take(templateID: string, fits: (w: Warm) => boolean): Warm | undefined {
     const list = this.ready.get(templateID) ?? [];
     const i = list.findIndex(fits);
-    if (i >= 0) {
-      this.hits++;
-      return list.splice(i, 1)[0];
-    }
-    if (this.targets().has(templateID)) this.misses++;
-    return undefined;
+    return i >= 0 ? list.splice(i, 1)[0] : undefined;
+  }
+
+  /** How a create of the template was served: a hit (a warm sandbox), else a miss when the template is wanted. */
+  served(templateID: string, warm: boolean): void {
+    if (warm) this.hits++;
+    else if (this.targets().has(templateID)) this.misses++;
   }
 
   /** A ready warm sandbox that ended (the liveness watch found it dead): out of the pool. */
@@ -152,9 +153,11 @@ export class WarmPool {
 
   private async round(): Promise<void> {
     const spec = this.spec();
-    // A warm sandbox made with another default spec than today's fits no create: dropped.
+    // A warm sandbox made with another default spec than today's, or from a template since removed
+    // or imported anew, fits no create: dropped.
     for (const [t, list] of this.ready) {
-      const stale = list.filter((w) => !fitsWarm(w, { spec, metadata: {} }));
+      const now = await this.h.current(t);
+      const stale = list.filter((w) => w.made !== now || !fitsWarm(w, { spec, metadata: {} }));
       for (const w of stale) await this.drop(t, w);
     }
     const now = Date.now();

@@ -143,6 +143,24 @@ describe('warm pools', () => {
     await real.kill();
   }, 180_000);
 
+  it('drops the warm sandboxes of a template imported anew, and of one removed: its creates are refused', async () => {
+    await poolAt('warm', 1);
+    await writeFile(join(scratch, 'other.tar'), await dockerArchive([await tarOf([...busyboxLayer(), { name: 'etc/v2', content: 'v2\n' }])], {}));
+    const start = ['--start-cmd', 'echo $$ > /tmp/start.pid; exec sleep 1000', '--ready-cmd', 'test -s /tmp/start.pid'];
+    expect((await cubectl(['template', 'import', join(scratch, 'other.tar'), '--name', 'gone', ...start], sdk.env)).code).toBe(0);
+    await sdk.create('gone').then((s) => s.kill());
+    await poolAt('gone', 1);
+    // Imported anew under the same name: a create gets the new content, never the old warm one.
+    expect((await cubectl(['template', 'import', join(scratch, 'base.tar'), '--name', 'gone', ...start], sdk.env)).code).toBe(0);
+    const fresh = await sdk.create('gone');
+    expect((await fresh.commands.run('test -e /etc/v2 && echo old || echo new')).stdout).toBe('new\n');
+    await fresh.kill();
+    await poolAt('gone', 1);
+    expect((await cubectl(['template', 'rm', 'gone'], sdk.env)).code).toBe(0);
+    await poolAt('gone', 0);
+    await expect(sdk.create('gone')).rejects.toThrow(/not found/i);
+  }, 180_000);
+
   it('a restart destroys warm sandboxes and takes back a claimed one under its own id', async () => {
     await poolAt('warm', 1);
     const claimed = await sdk.create('warm', { envs: { FOO: 'kept' } });
