@@ -27,7 +27,7 @@ export const SandboxSpecSchema = z
   .strict();
 
 export const FILTER_NAMES = ['cpu', 'mem', 'disk', 'disk_quota', 'realtime_create_num', 'template_locality', 'mvm_num'] as const;
-export const SCORER_NAMES = ['mvm_num', 'local_create_num', 'quota_cpu_usage', 'quota_mem_usage', 'template_locality'] as const;
+export const SCORER_NAMES = ['mvm_num', 'local_create_num', 'quota_cpu_usage', 'quota_mem_usage', 'template_locality', 'warm'] as const;
 
 export const MasterConfigSchema = z
   .object({
@@ -147,7 +147,7 @@ export const MasterConfigSchema = z
             // Partial: a file written before template_locality existed names four weights and stays valid (a weight left out is 0).
             resource_weights: z
               .partialRecord(z.enum(SCORER_NAMES), z.number().min(0))
-              .default({ mvm_num: 2, local_create_num: 3, quota_cpu_usage: 1, quota_mem_usage: 1, template_locality: 3 })
+              .default({ mvm_num: 2, local_create_num: 3, quota_cpu_usage: 1, quota_mem_usage: 1, template_locality: 3, warm: 3 })
               .describe('weight per scorer (a scorer left out weighs 0)'),
             plugin_conf: z.record(z.string(), z.record(z.string(), z.unknown())).default({}).describe('free-form per-scorer settings'),
           })

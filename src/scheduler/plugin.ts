@@ -115,6 +115,8 @@ export interface PreparedNode {
   readonly runtimes: readonly string[];
   /** Undefined when no template names a runtime of its own. */
   readonly templateRuntimes: Readonly<Record<string, string>> | undefined;
+  /** Its warm pools per template (ready sandboxes); undefined when it holds none. */
+  readonly warm: NonNullable<NodeView['warm']>['templates'] | undefined;
 }
 
 /** Whether the node holds the template (every name a node was prepared with has its bit, unless the bits ran out). */
@@ -168,6 +170,7 @@ export function prepareNode(view: NodeView): PreparedNode {
     fetching: view.fetching !== undefined && view.fetching.length > 0 ? view.fetching : undefined,
     runtimes: view.runtimes !== undefined ? view.runtimes.map((r) => r.name) : [view.runtime],
     templateRuntimes: view.templateRuntimes !== undefined && !isEmpty(view.templateRuntimes) ? view.templateRuntimes : undefined,
+    warm: view.warm?.templates,
   };
 }
 
