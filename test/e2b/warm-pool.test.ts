@@ -12,6 +12,7 @@ import { cubectl } from '../cli/run-cli.js';
 import { until } from '../helpers/cluster.js';
 import { call, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { busyboxLayer, dockerArchive, tarOf } from '../helpers/images.js';
+import { slotRules } from '../helpers/kernel.js';
 import { sdkClient, type SdkClient } from '../helpers/sdk.js';
 
 let d: TestDaemon;
@@ -87,7 +88,10 @@ describe('warm pools', () => {
     // Warm sandboxes are not users' sandboxes: the real SDK's list shows the first alone.
     expect((await Sandbox.list(sdk.opts).nextItems()).map((s) => s.sandboxId)).toEqual([first.sandboxId]);
 
-    const claimed = await sdk.create('warm', { envs: { FOO: 'from-create' }, metadata: { who: 'claimer' }, timeoutMs: 600_000 });
+    expect((await slotRules(d.tag)).size).toBe(0);
+    const claimed = await sdk.create('warm', { envs: { FOO: 'from-create' }, metadata: { who: 'claimer' }, timeoutMs: 600_000, allowInternetAccess: false });
+    // Its egress rules are on its slot (keyed by the id it was made with) before the create answers.
+    expect([...(await slotRules(d.tag)).values()].flat().join('\n')).toMatch(/drop/);
     // A create right after finds none ready: made cold, and it works.
     const cold = await sdk.create('warm');
     const w = (await warm())!;
@@ -111,6 +115,7 @@ describe('warm pools', () => {
     // A kill of the claimed one removes all of it (its objects are keyed by the id it was made with).
     await claimed.kill();
     await until('the claimed sandbox gone', async () => ((await sandboxCgroups()) === 3 ? true : undefined));
+    expect((await slotRules(d.tag)).size).toBe(0);
     await first.kill();
     await cold.kill();
   }, 180_000);
