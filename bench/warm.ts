@@ -8,11 +8,15 @@
 //           the refill keeps up with: one create per start time and a little)
 //   eager:  warm_pool.size 1, creates back to back: the refill cannot keep up, a create that
 //           finds none ready is made cold (the hit rate says how many did)
+// --code-interpreter: the code-interpreter-v1 template instead (recipes/code-interpreter/build.mjs
+// --import: built once, then taken from its cache), whose start command is the kernel server.
 // Needs `npm run build` first.
-//   npx tsx bench/warm.ts [--n 20] [--ready-sec 3] [--cidr 10.177.0.0/16]
+//   npx tsx bench/warm.ts [--n 20] [--ready-sec 3] [--code-interpreter] [--cidr 10.177.0.0/16]
+import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
 import { CubeClient } from '../src/cli/client.js';
@@ -22,7 +26,12 @@ import { busyboxLayer, dockerArchive, tarOf } from '../test/helpers/images.js';
 import { startBenchDaemon } from './daemon.js';
 
 const { values } = parseArgs({
-  options: { n: { type: 'string', default: '20' }, 'ready-sec': { type: 'string', default: '3' }, cidr: { type: 'string', default: '10.177.0.0/16' } },
+  options: {
+    n: { type: 'string', default: '20' },
+    'ready-sec': { type: 'string', default: '3' },
+    'code-interpreter': { type: 'boolean', default: false },
+    cidr: { type: 'string', default: '10.177.0.0/16' },
+  },
 });
 const n = Number(values.n);
 const readySec = Number(values['ready-sec']);
@@ -52,7 +61,7 @@ async function run(name: string, before: () => Promise<void>): Promise<void> {
   for (let i = 0; i < n; i++) {
     await before();
     const t0 = performance.now();
-    const s = await Sandbox.create('slow', opts);
+    const s = await Sandbox.create(template, opts);
     ms.push(performance.now() - t0);
     await s.kill();
   }
@@ -65,23 +74,34 @@ async function run(name: string, before: () => Promise<void>): Promise<void> {
   );
 }
 
+const template = values['code-interpreter'] ? 'code-interpreter-v1' : 'slow';
+
 try {
-  const image = await dockerArchive([await tarOf(busyboxLayer())], {});
-  await client.importTemplate(
-    'slow',
-    (async function* () {
-      yield image;
-    })(),
-    { startCmd: `sleep ${readySec}; touch /tmp/ready; exec sleep 100000`, readyCmd: 'test -e /tmp/ready' },
-  );
-  console.log(`${new Date().toISOString()} template 'slow': start command ready after ${readySec} s; c=1, n=${n} per run`);
+  if (values['code-interpreter']) {
+    const build = resolve(import.meta.dirname, '../recipes/code-interpreter/build.mjs');
+    await promisify(execFile)(process.execPath, [build, '--import'], {
+      env: { ...process.env, CUBE_API_URL: d.url, CUBE_API_KEY: d.apiKey },
+      maxBuffer: 2 ** 24,
+    });
+  } else {
+    const image = await dockerArchive([await tarOf(busyboxLayer())], {});
+    await client.importTemplate(
+      'slow',
+      (async function* () {
+        yield image;
+      })(),
+      { startCmd: `sleep ${readySec}; touch /tmp/ready; exec sleep 100000`, readyCmd: 'test -e /tmp/ready' },
+    );
+  }
+  const what = values['code-interpreter'] ? 'the kernel server' : `start command ready after ${readySec} s`;
+  console.log(`${new Date().toISOString()} template '${template}' (${what}); c=1, n=${n} per run`);
   console.log('| run | n | p50 | p99 | min | hits/misses | load before -> after |');
   console.log('|---|---|---|---|---|---|---|');
   await client.setConfig('warm_pool.size', 0);
   await run('cold (warm_pool.size 0)', async () => {});
   await client.setConfig('warm_pool.size', 1);
-  await Sandbox.create('slow', opts).then((s) => s.kill()); // the first create marks the template used
-  const ready = async () => ((await warmOf())?.templates.slow?.ready ?? 0) >= 1;
+  await Sandbox.create(template, opts).then((s) => s.kill()); // the first create marks the template used
+  const ready = async () => ((await warmOf())?.templates[template]?.ready ?? 0) >= 1;
   await run('paced (next create once one is ready)', () => until(ready));
   await until(ready);
   await run('eager (back to back)', async () => {});

@@ -132,7 +132,7 @@ describe('warm pools', () => {
     expect((await call(d, 'DELETE', `/admin/v1/sandboxes/${id}`)).status).toBe(204);
   }, 180_000);
 
-  it('yields to density: a node with no room for one more holds none', async () => {
+  it('yields to density: a node with no room for one more holds none, and a create needing the room gets it', async () => {
     await poolAt('warm', 1);
     const real = await sdk.create('warm'); // takes the warm one
     await poolAt('warm', 1);
@@ -143,8 +143,18 @@ describe('warm pools', () => {
     // The node view counts only the real one, so the node still admits what it has room for.
     const node = ((await call(d, 'GET', '/admin/v1/nodes')).json as NodeView[])[0]!;
     expect(node.sandboxes.total).toBe(1);
-    expect((await set('scheduler.node_max_mvm_num', '3000')).code).toBe(0);
+    // Room for two: the warm one comes back beside the real one; a create of another template
+    // needs its room, and the node gives it back before the create is made (the control plane
+    // admitted it: warm sandboxes are not in the node's counts).
+    expect((await set('scheduler.node_max_mvm_num', '2')).code).toBe(0);
     await poolAt('warm', 1);
+    const other = await call(d, 'POST', '/admin/v1/sandboxes', { templateID: 'host' });
+    expect(other.status).toBe(201);
+    expect((await warm())!.templates.warm).toMatchObject({ ready: 0 });
+    expect(await sandboxCgroups()).toBe(2);
+    expect((await call(d, 'DELETE', `/admin/v1/sandboxes/${(other.json as { sandboxID: string }).sandboxID}`)).status).toBe(204);
+    await poolAt('warm', 1);
+    expect((await set('scheduler.node_max_mvm_num', '3000')).code).toBe(0);
     await real.kill();
   }, 180_000);
 
