@@ -204,7 +204,8 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     const entry = this.newEntry(meta, 'creating');
     this.entries.set(id, entry);
     this.emitSandbox(entry);
-    const run = this.warm.kick().then(() => this.runCreate(entry)); // warm sandboxes give the room back first
+    // Warm sandboxes give their room back first (a node holding none goes straight on).
+    const run = (this.warm.holding() ? this.warm.kick() : Promise.resolve()).then(() => this.runCreate(entry));
     entry.op = run;
     try {
       await run;

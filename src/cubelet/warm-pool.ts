@@ -80,6 +80,11 @@ export class WarmPool {
     return all;
   }
 
+  /** Some warm sandbox is ready or being made. */
+  holding(): boolean {
+    return this.making !== undefined || [...this.ready.values()].some((l) => l.length > 0);
+  }
+
   /** A create of a template with a start command reached the node: its pool is wanted (again) for idle_sec. */
   used(templateID: string): void {
     this.lastCreate.set(templateID, Date.now());
