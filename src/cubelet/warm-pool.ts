@@ -15,6 +15,7 @@
 // template whose make failed waits a back-off (doubling from 30 s to 15 min) before the next try.
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
+import { isCubeError } from '../errors.js';
 import type { WarmView } from '../model/node.js';
 import type { SandboxSpecView } from '../model/sandbox.js';
 import { densityParamsFromConfig, footprintMiB } from '../model/density.js';
@@ -193,6 +194,8 @@ export class WarmPool {
         this.ready.set(templateID, [...(this.ready.get(templateID) ?? []), w]);
       })
       .catch((err: unknown) => {
+        // A template removed since its last create is no longer wanted (one named in warm_pool.templates still is: it may come back).
+        if (isCubeError(err) && err.kind === 'NOT_FOUND') this.lastCreate.delete(templateID);
         const backoff = Math.min(BACKOFF_MS.max, (this.failed.get(templateID)?.backoff ?? BACKOFF_MS.first / 2) * 2);
         this.failed.set(templateID, { until: Date.now() + backoff, backoff });
         this.h.log.warn({ err, templateID, retryInMs: backoff }, 'warm sandbox could not be made');

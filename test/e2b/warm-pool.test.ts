@@ -103,7 +103,8 @@ describe('warm pools', () => {
     expect(r).toMatchObject({ exitCode: 0, stdout: 'from-create\nsleep\n' });
     const info = await Sandbox.getInfo(claimed.sandboxId, sdk.opts);
     expect(info.metadata).toEqual({ who: 'claimer' });
-    expect(info.endAt.getTime() - info.startedAt.getTime()).toBe(600_000);
+    // The create's timeout (the control sets endAt, the node startedAt: a few ms apart; a warm sandbox's own start is minutes back).
+    expect(Math.abs(info.endAt.getTime() - info.startedAt.getTime() - 600_000)).toBeLessThan(5_000);
     expect((await cold.commands.run('echo ok')).stdout).toBe('ok\n');
 
     // The pool refills in the background; still nobody's sandbox.
@@ -174,6 +175,22 @@ describe('warm pools', () => {
     expect((await cubectl(['template', 'rm', 'gone'], sdk.env)).code).toBe(0);
     await poolAt('gone', 0);
     await expect(sdk.create('gone')).rejects.toThrow(/not found/i);
+    // Its pool is no longer wanted once a refill found the template gone.
+    await until('the removed template no longer wanted', async () => ((await warm())?.templates.gone === undefined ? true : undefined));
+  }, 180_000);
+
+  it('takes a size per template live (cubectl config set), and /metrics shows the pools and the claims', async () => {
+    await poolAt('warm', 1);
+    expect((await set('warm_pool.templates', '{"warm":2}')).code).toBe(0);
+    await poolAt('warm', 2);
+    const metrics = await (await fetch(`${d.url}/metrics`)).text();
+    const w = (await warm())!;
+    expect(metrics).toContain(`cubed_warm_sandboxes{node="${d.nodeID}",template="warm",state="ready"} 2`);
+    expect(metrics).toContain(`cubed_warm_sandboxes{node="${d.nodeID}",template="warm",state="target"} 2`);
+    expect(metrics).toContain(`cubed_warm_claims_total{node="${d.nodeID}",result="hit"} ${w.hits}`);
+    expect(metrics).toContain(`cubed_warm_claims_total{node="${d.nodeID}",result="miss"} ${w.misses}`);
+    expect((await set('warm_pool.templates', '{}')).code).toBe(0);
+    await poolAt('warm', 1);
   }, 180_000);
 
   it('a restart destroys warm sandboxes and takes back a claimed one under its own id', async () => {
