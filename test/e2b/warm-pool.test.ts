@@ -5,7 +5,7 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Sandbox } from 'e2b';
+import { Sandbox, Volume } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NodeView } from '../../src/model/node.js';
 import { cubectl } from '../cli/run-cli.js';
@@ -121,7 +121,7 @@ describe('warm pools', () => {
     await cold.kill();
   }, 180_000);
 
-  it('makes a create of another memory size cold', async () => {
+  it('makes a create of another memory size, or with volumes, cold', async () => {
     await poolAt('warm', 1);
     const before = (await warm())!;
     const r = await call(d, 'POST', '/admin/v1/sandboxes', { templateID: 'warm', memoryMiB: 320 });
@@ -131,6 +131,16 @@ describe('warm pools', () => {
     expect(after).toMatchObject({ hits: before.hits, misses: before.misses + 1 });
     expect(after.templates.warm!.ready).toBe(1); // the warm one stays for a create it fits
     expect((await call(d, 'DELETE', `/admin/v1/sandboxes/${id}`)).status).toBe(204);
+    // Volumes are mounted at create: a cold create, with the volume there.
+    const vol = await Volume.create('warm-vol', sdk.opts);
+    try {
+      const withVol = await sdk.create('warm', { volumeMounts: { '/data': vol } });
+      expect(await warm()).toMatchObject({ hits: before.hits, misses: before.misses + 2 });
+      expect((await withVol.commands.run('echo hi > /data/f && cat /data/f')).stdout).toBe('hi\n');
+      await withVol.kill();
+    } finally {
+      await Volume.destroy(vol.volumeId, sdk.opts);
+    }
   }, 180_000);
 
   it('yields to density: a node with no room for one more holds none, and a create needing the room gets it', async () => {
