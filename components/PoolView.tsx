@@ -1,7 +1,7 @@
-// Per node: NIC pool levels, in-flight and on-demand allocations, wait percentiles, and the TAP pool's levels.
+// Per node: NIC pool levels, in-flight and on-demand allocations, wait percentiles, the TAP pool's levels and the warm pools.
 import React from 'react';
 import type { NodeView } from '../src/api/types.js';
-import { millis, sparkline } from '../src/tui/format.js';
+import { millis, sparkline, warmLevel, warmPools } from '../src/tui/format.js';
 import { NIC_WAIT_P99_MS } from '../src/tui/triage.js';
 import { nodeRows } from '../src/tui/selectors.js';
 import { sortLabel } from '../src/tui/sorting.js';
@@ -34,13 +34,23 @@ export const POOL_COLUMNS: readonly Column<NodeView>[] = [
     cell: (n) => (n.tapPool ? `${n.tapPool.free}/${n.tapPool.total}` : '-'),
     tone: (n) => (n.tapPool && n.tapPool.free === 0 && n.tapPool.total > 0 ? 'bad' : undefined),
   },
+  // Warm sandboxes ready of those wanted (cubelet warm pools): short of the target, creates of
+  // those templates wait for their start command again.
+  {
+    title: 'WARM',
+    width: 5,
+    align: 'right',
+    cell: warmLevel,
+    tone: (n) => (Object.values(n.warm?.templates ?? {}).some((p) => p.ready < p.target) ? 'warn' : undefined),
+  },
 ];
 
 /** The selected node's pools whole: what the columns left out at 80 (creating, target) and the TAP pool's waits. */
 export function poolDetail(n: NodeView): string {
   const line = (name: string, p: NodeView['pool']) =>
     `${name} ${p.free}/${p.total} free, ${p.inUse} in use, ${p.creating} creating, target ${p.target}, ${p.inFlight} waiting, ${p.onDemand} on demand, wait p50 ${millis(p.waitP50Ms)} p99 ${millis(p.waitP99Ms)}`;
-  return `${n.nodeID}: ${line('pool', n.pool)}${n.tapPool ? ` | ${line('microVM TAP pool', n.tapPool)}` : ''}`;
+  const warm = warmPools(n);
+  return `${n.nodeID}: ${line('pool', n.pool)}${n.tapPool ? ` | ${line('microVM TAP pool', n.tapPool)}` : ''}${warm ? ` | ${warm}` : ''}`;
 }
 
 export function PoolView({ height, width }: { height: number; width: number }) {

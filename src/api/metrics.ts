@@ -216,6 +216,29 @@ export function createMetrics(cp: ControlPlane, dnsQueries?: () => ReadonlyMap<s
     },
   });
   new Gauge({
+    name: 'cubed_warm_sandboxes',
+    help: 'Warm pools by node and template (docs/operations.md): ready sandboxes, ones being made, and the size wanted (warm_pool)',
+    labelNames: ['node', 'template', 'state'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const n of (await scrape()).nodes)
+        for (const [template, w] of Object.entries(n.warm?.templates ?? {}))
+          for (const state of ['ready', 'starting', 'target'] as const) this.set({ node: n.nodeID, template, state }, w[state]);
+    },
+  });
+  new Counter({
+    name: 'cubed_warm_claims_total',
+    help: 'Creates of a warmed template since the node started, by node and result: hit (took a warm sandbox), miss (none fitted: made cold)',
+    labelNames: ['node', 'result'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const n of (await scrape()).nodes)
+        if (n.warm) for (const result of ['hit', 'miss'] as const) this.inc({ node: n.nodeID, result }, result === 'hit' ? n.warm.hits : n.warm.misses);
+    },
+  });
+  new Gauge({
     name: 'cubed_config_version',
     help: 'Version of the configuration in force (bumped by every accepted reload)',
     registers: [registry],

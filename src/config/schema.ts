@@ -39,7 +39,7 @@ const ioLimit = (dflt: number, what: string, name: string) =>
     .describe(`${what} per sandbox on the store's device, 0 = not limited; a create may ask for less with the metadata label cube.io.${name}=N`);
 
 export const FILTER_NAMES = ['cpu', 'mem', 'disk', 'disk_quota', 'realtime_create_num', 'template_locality', 'mvm_num'] as const;
-export const SCORER_NAMES = ['mvm_num', 'local_create_num', 'quota_cpu_usage', 'quota_mem_usage', 'template_locality'] as const;
+export const SCORER_NAMES = ['mvm_num', 'local_create_num', 'quota_cpu_usage', 'quota_mem_usage', 'template_locality', 'warm'] as const;
 
 export const MasterConfigSchema = z
   .object({
@@ -159,7 +159,7 @@ export const MasterConfigSchema = z
             // Partial: a file written before template_locality existed names four weights and stays valid (a weight left out is 0).
             resource_weights: z
               .partialRecord(z.enum(SCORER_NAMES), z.number().min(0))
-              .default({ mvm_num: 2, local_create_num: 3, quota_cpu_usage: 1, quota_mem_usage: 1, template_locality: 3 })
+              .default({ mvm_num: 2, local_create_num: 3, quota_cpu_usage: 1, quota_mem_usage: 1, template_locality: 3, warm: 3 })
               .describe('weight per scorer (a scorer left out weighs 0)'),
             plugin_conf: z.record(z.string(), z.record(z.string(), z.unknown())).default({}).describe('free-form per-scorer settings'),
           })
@@ -426,6 +426,33 @@ export const CubeletConfigSchema = z
       .strict()
       .prefault({})
       .describe('pulling images from registries (skopeo)'),
+    warm_pool: z
+      .object({
+        size: z
+          .number()
+          .int()
+          .min(0)
+          .max(16)
+          .default(1)
+          .describe(
+            "started-and-ready sandboxes kept per template with a start command, once a create of it reached this node: a create of the template's default spec and runtime (no volumes, snapshot or net_raw) takes one and returns at once, a new one is made in the background, one at a time. Warm sandboxes hold only room real ones leave: they are destroyed before a create needs it and while the host's available memory is under the reserve. 0 = off",
+          ),
+        templates: z
+          .record(z.string(), z.number().int().min(0).max(16))
+          .default({})
+          .describe(
+            'pool size per template name (overrides size; 0 = none for it); a template named here is warmed from the start, not only after its first create (`cubectl config set warm_pool.templates \'{"code-interpreter":2}\'`)',
+          ),
+        idle_sec: z
+          .number()
+          .int()
+          .min(10)
+          .default(900)
+          .describe("a template's pool is dropped after this long without a create of it (templates named in warm_pool.templates are kept)"),
+      })
+      .strict()
+      .prefault({})
+      .describe('warm pools: started sandboxes of start-command templates, handed to creates (docs/operations.md)'),
     quota: z
       .object({
         cpus: z.number().positive().optional().describe('declared node CPUs (in place of what the host reports)'),

@@ -11,12 +11,12 @@ import { watchLiveness } from './liveness.js';
 import type { EventKind, EventView } from '../model/event.js';
 import { limitAsk } from '../model/limits.js';
 import type { NodeView } from '../model/node.js';
-import type { EgressRequest, PauseOptions, SandboxState, SandboxUsage, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
+import type { EgressRequest, PauseOptions, SandboxSpecView, SandboxState, SandboxUsage, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
 import { isoTime } from '../model/time.js';
 import type { NetworkAgent } from '../network/types.js';
 import type { RuntimeDriver, TemplateRef } from '../runtime/types.js';
 import { HOST, hostCpus, type HostReadings } from './host-metrics.js';
-import { META_FILES, type MetaKeeper, type SandboxMeta } from './meta.js';
+import { META_FILES, runtimeIdOf, type MetaKeeper, type SandboxMeta } from './meta.js';
 import { describeEgress, resolveEgress } from '../network/egress.js';
 import { slotModeOf } from '../network/tap.js';
 import { NodeMetrics } from './node-metrics.js';
@@ -28,6 +28,9 @@ import { runStartCommand } from './start-cmd.js';
 import { checkVolumes } from './volumes.js';
 import { canTransition } from './state-machine.js';
 import type { NodeApi, NodeCreateRequest, NodeEvent, NodeSnapshot } from './types.js';
+import { claimedMeta, fitsWarm, templateKey, warmMeta, warmRoom } from './warm-plan.js';
+import { WarmPool, type Warm } from './warm-pool.js';
+import { newSandboxID } from '../ids.js';
 
 /** How often each sandbox's disk use is read (one sysfs file per sandbox; a change of 1 MiB or 1% of its limit is published). */
 const DISK_SAMPLE_MS = 5_000;
@@ -74,11 +77,25 @@ export class Cubelet extends SandboxCalls implements NodeApi {
   private readonly timerJobs = new Set<string>();
   /** The host's figures and the node's CPU use, sampled for node views. */
   private readonly metrics: NodeMetrics;
+  /** Started sandboxes of start-command templates, handed to creates (warm-pool.ts); in `entries` under their runtime ids. */
+  private readonly warm: WarmPool;
 
   constructor(private readonly o: CubeletOptions) {
     super(o.nodeID, o.driver, o.meta ?? META_FILES);
     this.events = new NodeEvents(o.log);
     this.metrics = new NodeMetrics({ dataDir: o.dataDir, driver: o.driver, host: o.host ?? HOST });
+    this.warm = new WarmPool({
+      config: o.config,
+      log: o.log,
+      make: (t, spec) => this.makeWarm(t, spec),
+      destroy: (runtimeID) => this.destroySandbox(runtimeID),
+      room: async (spec) => warmRoom({ ...(await this.density()), spec }),
+      busy: () => [...this.entries.values()].some((e) => !e.meta.warm && e.view.state === 'creating'),
+      current: async (t) => {
+        const ref = await o.templates.resolve(t).catch(() => undefined); // gone: its warm sandboxes are dropped
+        return ref && templateKey(ref);
+      },
+    });
   }
 
   /** Reconciles with what the kernel holds: re-adopts complete live sandboxes, removes everything else. */
@@ -92,10 +109,11 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       entry.handle = h;
       entry.slot = slot;
       entry.view.ip = slot.sandboxIp;
-      this.entries.set(h.sandboxID, entry);
+      this.entries.set(meta.sandboxID, entry);
       this.armTimer(entry);
     }
-    log.info({ adopted: adopted.map((f) => f.h.sandboxID), removed }, 'cubelet reconciled with the kernel');
+    log.info({ adopted: adopted.map((f) => f.meta.sandboxID), removed }, 'cubelet reconciled with the kernel');
+    this.warm.start();
     const period = this.o.watchIntervalMs ?? 1000;
     this.watchTimer = setInterval(
       () =>
@@ -115,7 +133,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       );
       this.diskTimer.unref();
     }
-    return { adopted: adopted.map((f) => f.h.sandboxID), removed };
+    return { adopted: adopted.map((f) => f.meta.sandboxID), removed };
   }
 
   /**
@@ -128,6 +146,8 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     this.stopping = true;
     clearInterval(this.watchTimer);
     clearInterval(this.diskTimer);
+    // Warm sandboxes go even when the others stay: the next start would destroy them anyway.
+    for (const id of await this.warm.stop()) await this.destroySandbox(id).catch((err: unknown) => this.o.log.error({ err }, 'warm sandbox destroy failed'));
     for (const e of this.entries.values()) clearTimeout(e.timer);
     if (opts.destroy) await Promise.allSettled([...this.entries.keys()].map((id) => this.destroySandbox(id)));
     const release = opts.destroy || this.entries.size === 0;
@@ -178,10 +198,15 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       ...(req.volumes?.length ? { volumes: checkVolumes(req.volumes, this.o.driver) } : {}),
     };
     if (req.fromSnapshot !== undefined) this.snapshotKeeper();
+    const warm = this.warm.take(req.templateID, (w) => fitsWarm(w, meta));
+    const claimed = warm && (await this.claim(warm, meta, t0));
+    this.warm.served(req.templateID, claimed !== undefined);
+    if (claimed) return claimed;
     const entry = this.newEntry(meta, 'creating');
     this.entries.set(id, entry);
     this.emitSandbox(entry);
-    const run = this.runCreate(entry);
+    // Warm sandboxes give their room back first (a node holding none goes straight on).
+    const run = (this.warm.holding() ? this.warm.kick() : Promise.resolve()).then(() => this.runCreate(entry));
     entry.op = run;
     try {
       await run;
@@ -191,6 +216,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       throw err;
     } finally {
       entry.op = undefined;
+      void this.warm.kick();
     }
     this.emitEvent('sandbox.created', `created from ${req.templateID}${req.fromSnapshot !== undefined ? ` and snapshot ${req.fromSnapshot}` : ''}`, {
       sandboxID: id,
@@ -208,6 +234,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       const asked = limitAsk(meta.metadata);
       if ('problem' in asked) throw new CubeError('BAD_REQUEST', asked.problem);
       const template = await this.o.templates.resolve(meta.templateID);
+      if (template.config?.startCmd && !meta.warm) this.warm.used(meta.templateID);
       if (meta.runtime === undefined && template.config?.runtime !== undefined) {
         meta.runtime = entry.view.runtime = this.offered(template.config.runtime, `the default runtime of template ${template.name}`);
       }
@@ -253,7 +280,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       if (entry.slot)
         await network.release(id).catch((err: unknown) => this.o.log.error({ err, sandboxID: id }, 'undo of a failed create: slot release failed'));
       this.entries.delete(id);
-      this.emit({ type: 'sandbox.removed', sandboxID: id });
+      if (!meta.warm) this.emit({ type: 'sandbox.removed', sandboxID: id });
       throw e;
     }
     entry.view.ip = entry.slot.sandboxIp;
@@ -262,23 +289,53 @@ export class Cubelet extends SandboxCalls implements NodeApi {
   }
 
   /**
-   * The runtime a create asks for: its `runtime`, else the metadata label `cube.runtime` (how an
-   * E2B client chooses), else undefined: the template's default (runCreate), else the node's.
-   * 400 when the node does not offer it.
+   * A create served by a warm sandbox: the entry made under its runtime id takes the create's id,
+   * env (commands get it, as any sandbox's), metadata, owner, lifecycle, egress rules and timeout;
+   * nothing is started again. Its start command ran with the template's env alone and under the
+   * node's default egress (rules asked for hold from the claim on, as after E2B's snapshot
+   * restore), and its hostname is its runtime id. One found dead is destroyed: the create is made cold.
    */
-  private runtimeFor(req: NodeCreateRequest): string | undefined {
-    const asked = req.runtime ?? req.metadata['cube.runtime'];
-    return asked === undefined ? undefined : this.offered(asked, `runtime '${asked}'`);
+  private async claim(w: Warm, meta: SandboxMeta, t0: number): Promise<SandboxView | undefined> {
+    const entry = this.entries.get(w.runtimeID);
+    const template = await this.o.templates.resolve(meta.templateID).catch(() => undefined); // gone: the cold create says so
+    if (!entry?.handle || entry.view.state !== 'running' || !this.o.driver.alive(entry.handle) || !template || templateKey(template) !== w.made) {
+      await this.destroySandbox(w.runtimeID).catch((err: unknown) => this.o.log.error({ err }, 'warm sandbox destroy failed'));
+      return undefined;
+    }
+    const id = meta.sandboxID;
+    entry.meta = claimedMeta(entry.meta, meta);
+    entry.view = { ...this.viewOf(entry.meta, 'running'), ...(entry.view.ip ? { ip: entry.view.ip } : {}) };
+    entry.procs.sandboxID = id;
+    this.entries.delete(w.runtimeID);
+    this.entries.set(id, entry);
+    try {
+      if (meta.egress) await this.o.network.setEgress(w.runtimeID, meta.egress);
+      await this.meta.write(entry.handle.dir, entry.meta);
+    } catch (e) {
+      await this.destroySandbox(id).catch(() => undefined); // the create's error is the one to report
+      throw new CubeError('CREATE_FAILED', `create ${id} from a warm sandbox: ${(e as Error).message}`, { cause: e });
+    }
+    this.armTimer(entry);
+    this.emitSandbox(entry);
+    this.emitEvent('sandbox.created', `created from ${meta.templateID} (a warm sandbox)`, { sandboxID: id, durationMs: Math.round(performance.now() - t0) });
+    void this.warm.kick();
+    return { ...entry.view };
   }
 
-  private offers(runtime: string): boolean {
-    return (this.o.driver.runtimes?.().map((r) => r.name) ?? [this.o.driver.name]).includes(runtime);
-  }
-
-  private offered(runtime: string, what: string): string {
-    const offered = this.o.driver.runtimes?.().map((r) => r.name) ?? [this.o.driver.name];
-    if (!offered.includes(runtime)) throw new CubeError('BAD_REQUEST', `${what} is not offered by node ${this.nodeID} (it offers ${offered.join(', ')})`);
-    return runtime;
+  /**
+   * One warm sandbox of the template: a create through runCreate under an internal id (never shown:
+   * lists, views and events leave it out), with the template's env alone and no timeout (its pool
+   * ends it).
+   */
+  private async makeWarm(templateID: string, spec: SandboxSpecView): Promise<Warm> {
+    const template = await this.o.templates.resolve(templateID);
+    if (!template.config?.startCmd) throw new CubeError('BAD_REQUEST', `template ${templateID} has no start command: nothing to keep warm`);
+    const meta = warmMeta(newSandboxID(), templateID, spec);
+    const id = meta.sandboxID;
+    const entry = this.newEntry(meta, 'creating');
+    this.entries.set(id, entry);
+    await this.asOp(entry, this.runCreate(entry));
+    return { runtimeID: id, spec: meta.spec, runtime: entry.view.runtime, made: templateKey(template) };
   }
 
   async destroySandbox(sandboxID: string): Promise<void> {
@@ -292,25 +349,20 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     if (entry.op) await entry.op.catch(() => {});
     if (!this.entries.has(sandboxID) || entry.view.state === 'destroying') return this.destroySandbox(sandboxID);
     const t0 = performance.now();
-    const run = this.runDestroy(entry);
-    entry.op = run;
-    try {
-      await run;
-    } finally {
-      entry.op = undefined;
-    }
-    this.emitEvent('sandbox.destroyed', 'destroyed', { sandboxID, durationMs: Math.round(performance.now() - t0) });
+    await this.asOp(entry, this.runDestroy(entry));
+    if (!entry.meta.warm) this.emitEvent('sandbox.destroyed', 'destroyed', { sandboxID, durationMs: Math.round(performance.now() - t0) });
   }
 
   private async runDestroy(entry: Entry): Promise<void> {
     const id = entry.view.sandboxID;
+    const rid = runtimeIdOf(entry.meta);
     this.setState(entry, 'destroying');
     clearTimeout(entry.timer);
     entry.procs.killAll();
     // Both always run: a failing driver destroy must not keep the slot, nor the reverse. The slot
     // goes back after the processes are gone, so its reset does not find them and retire it.
-    const [d] = await Promise.allSettled([this.o.driver.destroy(id)]);
-    const [n] = await Promise.allSettled([this.o.network.release(id, { processesGone: d.status === 'fulfilled' })]);
+    const [d] = await Promise.allSettled([this.o.driver.destroy(rid)]);
+    const [n] = await Promise.allSettled([this.o.network.release(rid, { processesGone: d.status === 'fulfilled' })]);
     const failed = [d, n].filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed.length > 0) {
       const msg = failed.map((f) => (f.reason as Error).message).join('; ');
@@ -319,7 +371,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     }
     this.setState(entry, 'gone');
     this.entries.delete(id);
-    this.emit({ type: 'sandbox.removed', sandboxID: id });
+    if (!entry.meta.warm) this.emit({ type: 'sandbox.removed', sandboxID: id });
   }
 
   async pauseSandbox(sandboxID: string, opts?: PauseOptions): Promise<SandboxView> {
@@ -328,59 +380,6 @@ export class Cubelet extends SandboxCalls implements NodeApi {
 
   async resumeSandbox(sandboxID: string): Promise<SandboxView> {
     return this.freezeOp(sandboxID, 'resume');
-  }
-
-  async snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
-    const keeper = this.snapshotKeeper();
-    const entry = this.ready(sandboxID, 'snapshot');
-    if (entry.op) throw new CubeError('SANDBOX_BUSY', `snapshot ${sandboxID}: another operation is in progress`, { retryAfter: 1 });
-    const t0 = performance.now();
-    // Frozen while the layer is taken, so no process is caught half way through a write sequence;
-    // a paused sandbox is frozen already and stays paused.
-    const run = (async () => {
-      const freeze = entry.view.state === 'running';
-      if (freeze) await this.o.driver.pause(entry.handle!);
-      try {
-        return await keeper.take(entry.handle!, snapshotID);
-      } finally {
-        if (freeze) await this.o.driver.resume(entry.handle!);
-      }
-    })();
-    entry.op = entry.snapshotting = run;
-    let keeps: SnapshotKeeps;
-    try {
-      keeps = await run;
-    } finally {
-      entry.op = entry.snapshotting = undefined;
-    }
-    const { meta, view } = entry;
-    this.emitEvent('sandbox.snapshot', `snapshot ${snapshotID} taken (${keeps})`, { sandboxID, durationMs: Math.round(performance.now() - t0) });
-    return {
-      snapshotID,
-      sandboxID,
-      nodeID: this.nodeID,
-      templateID: meta.templateID,
-      runtime: view.runtime,
-      keeps,
-      spec: { ...meta.spec },
-      metadata: { ...meta.metadata },
-      env: { ...meta.env },
-      createdAt: Date.now(),
-    };
-  }
-
-  async deleteSnapshot(snapshotID: string): Promise<void> {
-    await this.o.driver.sandboxSnapshots?.remove(snapshotID);
-  }
-
-  async listSnapshots(): Promise<string[]> {
-    return (await this.o.driver.sandboxSnapshots?.list()) ?? [];
-  }
-
-  private snapshotKeeper(): NonNullable<RuntimeDriver['sandboxSnapshots']> {
-    const keeper = this.o.driver.sandboxSnapshots;
-    if (!keeper) throw new CubeError('CONFLICT', `node ${this.nodeID} runs ${this.o.driver.name}, which keeps no snapshots`);
-    return keeper;
   }
 
   /** `reason`: why a pause happened other than on request (shown with the paused state). */
@@ -411,12 +410,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       }
       this.setState(entry, after, reason);
     })();
-    entry.op = run;
-    try {
-      await run;
-    } finally {
-      entry.op = undefined;
-    }
+    await this.asOp(entry, run);
     this.emitEvent(op === 'pause' ? 'sandbox.paused' : 'sandbox.resumed', op === 'pause' ? 'paused' : 'resumed', {
       sandboxID,
       durationMs: Math.round(performance.now() - t0),
@@ -424,19 +418,10 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     return { ...entry.view };
   }
 
-  async getSandbox(sandboxID: string): Promise<SandboxView | undefined> {
-    const e = this.entries.get(sandboxID);
-    return e ? { ...e.view } : undefined;
-  }
-
-  async listSandboxes(): Promise<SandboxView[]> {
-    return [...this.entries.values()].map((e) => ({ ...e.view }));
-  }
-
   async setEgress(sandboxID: string, req: EgressRequest): Promise<SandboxView> {
     const entry = this.ready(sandboxID, 'setEgress');
     const rules = resolveEgress(req, this.o.config().cubelet.plugins['io.cubelet.internal.v1.network'].deny_out);
-    await this.o.network.setEgress(sandboxID, rules);
+    await this.o.network.setEgress(runtimeIdOf(entry.meta), rules);
     if (rules) {
       entry.meta.egress = rules;
       entry.meta.egressAsked = entry.view.egress = { ...req };
@@ -462,33 +447,37 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     return { ...entry.view };
   }
 
-  async sandboxAddress(sandboxID: string): Promise<string> {
-    const ip = this.get(sandboxID).view.ip;
-    if (!ip) throw new CubeError('CONFLICT', `sandbox ${sandboxID} has no address yet`);
-    return ip;
-  }
-
   /**
    * Live use of every running and paused sandbox: its cgroup counters (no walk of its files: the
    * disk figure is the quota group's, as sampled), its link's byte counters. A sandbox whose
    * counters cannot be read (going away) is left out.
    */
   async sandboxUsage(): Promise<SandboxUsage[]> {
-    return this.metrics.sandboxUsage([...this.entries.values()]);
+    return this.metrics.sandboxUsage(this.real());
+  }
+
+  /** The node's capacity, its host's memory and its real sandboxes: what its density is computed from. */
+  private async density() {
+    const cfg = this.o.config();
+    const quota = cfg.cubelet.quota;
+    const host = await this.metrics.hostSample();
+    const capacity = {
+      cpus: quota?.cpus ?? hostCpus(),
+      memoryMiB: quota?.memory_mib ?? host.memTotalMiB,
+      declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined,
+    };
+    return { cfg, host, capacity, master: cfg.master, memAvailableMiB: host.memAvailableMiB, real: this.real().map((e) => e.view) };
   }
 
   async nodeView(): Promise<NodeView> {
-    const { config, network, driver } = this.o;
-    const cfg = config();
-    const quota = cfg.cubelet.quota;
-    const host = await this.metrics.hostSample();
-    const cpus = quota?.cpus ?? hostCpus();
-    const cpu = this.metrics.sampleCpu(cpus);
+    const { network, driver } = this.o;
+    const { cfg, host, capacity, real } = await this.density();
+    const cpu = this.metrics.sampleCpu(capacity.cpus);
     return buildNodeView({
       nodeID: this.nodeID,
       runtime: driver.name,
       runtimes: driver.runtimes?.() ?? [{ name: driver.name }],
-      capacity: { cpus, memoryMiB: quota?.memory_mib ?? host.memTotalMiB, declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined },
+      capacity,
       cpuUtilPercent: cpu.host,
       // A driver that can tell reports from the start (0 before its first two samples): the host's
       // figure must never gate a node whose sandboxes can be measured, not even for its first second.
@@ -498,7 +487,8 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       diskUsedPercent: host.diskUsedPercent,
       ...(host.store ? { store: host.store } : {}),
       master: cfg.master,
-      sandboxes: [...this.entries.values()].map((e) => e.view),
+      sandboxes: real,
+      warm: this.warm.view(),
       pool: network.levels(),
       ...(this.offers('microvm') ? { tapPool: network.levels('tap') } : {}),
       poolSlotLimit: this.o.poolSlotLimit,
@@ -559,6 +549,12 @@ export class Cubelet extends SandboxCalls implements NodeApi {
   /** A sandbox found dead by the liveness watch: `error`, then ended with the reason (its resources go back now, not at its timeout). */
   private died(entry: Entry, death: { reason: DeathReason; message: string }): void {
     if (this.stopping) return; // a round of the watch still in flight: the next start judges it
+    if (entry.meta.warm) {
+      // Nobody's sandbox: out of its pool, destroyed without a tombstone; the pool makes another.
+      this.warm.forget(entry.view.sandboxID);
+      void this.destroySandbox(entry.view.sandboxID).catch((err: unknown) => this.o.log.error({ err, death }, 'destroy of a dead warm sandbox failed'));
+      return;
+    }
     this.setState(entry, 'error', death.message);
     this.emitEvent('sandbox.error', death.message, { sandboxID: entry.view.sandboxID });
     void this.end(entry.view.sandboxID, death.reason, death.message);
@@ -585,10 +581,10 @@ export class Cubelet extends SandboxCalls implements NodeApi {
   }
 
   private emitSandbox(entry: Entry): void {
-    this.emit({ type: 'sandbox', sandbox: { ...entry.view } });
+    if (!entry.meta.warm) this.emit({ type: 'sandbox', sandbox: { ...entry.view } });
   }
 
-  private emitEvent(kind: EventKind, message: string, extra: Partial<Omit<EventView, 'id' | 'at' | 'kind' | 'message'>> = {}): void {
+  protected emitEvent(kind: EventKind, message: string, extra: Partial<Omit<EventView, 'id' | 'at' | 'kind' | 'message'>> = {}): void {
     this.emit({ type: 'event', event: { at: Date.now(), kind, nodeID: this.nodeID, message, ...extra } });
   }
 

@@ -11,6 +11,13 @@ import type { VolumeMount } from '../model/volume.js';
 
 export interface SandboxMeta {
   sandboxID: string;
+  /**
+   * The id its runtime objects, network slot and egress rules are keyed by, when not sandboxID: a
+   * sandbox that began warm (warm-pool.ts) keeps the internal id it was made with.
+   */
+  runtimeID?: string;
+  /** A warm sandbox not yet claimed (sandboxID is its runtime id, never shown): a restart destroys it. */
+  warm?: boolean;
   templateID: string;
   spec: SandboxSpecView;
   slotIndex: number;
@@ -39,6 +46,9 @@ export interface SandboxMeta {
   /** The volumes mounted in it. */
   volumes?: VolumeMount[];
 }
+
+/** The id the sandbox's runtime objects, slot and rules are keyed by. */
+export const runtimeIdOf = (meta: Pick<SandboxMeta, 'sandboxID' | 'runtimeID'>): string => meta.runtimeID ?? meta.sandboxID;
 
 const FILE = 'meta.json';
 

@@ -79,9 +79,10 @@ export class NodeMetrics {
     const live = entries.filter((e) => e.handle && (e.view.state === 'running' || e.view.state === 'paused'));
     if (!live.length || !this.o.driver.storage) return;
     try {
-      const used = await this.o.driver.storage.diskUsed(live.map((e) => e.view.sandboxID));
+      // Read by the ids the runtime knows them by (a claimed warm sandbox's is not its public one).
+      const used = await this.o.driver.storage.diskUsed(live.map((e) => e.handle!.sandboxID));
       for (const e of live) {
-        const bytes = used.get(e.view.sandboxID);
+        const bytes = used.get(e.handle!.sandboxID);
         if (bytes === undefined || !o.held(e.view.sandboxID)) continue;
         const step = Math.max(1024 ** 2, (e.view.spec.diskGiB * 1024 ** 3) / 100);
         if (e.view.diskUsedBytes !== undefined && Math.abs(bytes - e.view.diskUsedBytes) < step) continue;

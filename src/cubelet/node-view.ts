@@ -1,8 +1,8 @@
 // The node as the admin API shows it, computed from plain inputs (pure): capacity, usage,
 // density for the default spec with live counts, and the one refusal only the node can see.
 import type { MasterConfig } from '../config/schema.js';
-import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsage } from '../model/density.js';
-import { POOL_EXHAUSTED, type NodeView, type PoolView, type RuntimeInfo, type StoreView } from '../model/node.js';
+import { computeDensity, densityParamsFromConfig, footprintMiB, headroomFromUsage, type DensityParams } from '../model/density.js';
+import { POOL_EXHAUSTED, type NodeView, type PoolView, type RuntimeInfo, type StoreView, type WarmView } from '../model/node.js';
 import type { SandboxSpecView, SandboxState } from '../model/sandbox.js';
 import type { TemplateRef } from '../runtime/types.js';
 
@@ -32,15 +32,16 @@ export interface NodeViewInputs {
   templateRuntimes?: Record<string, string>;
   /** A node that fetches missing templates (cluster compute): the layers it holds, the fetches in progress. */
   layerFacts?: { layers: string[]; fetching: string[] };
+  /** The warm pools (not in `sandboxes`); absent or without templates: none. */
+  warm?: WarmView;
   now: Date;
 }
 
 // States that hold a sandbox's full resources; paused ones hold (1 - r).
 const HOLDING: readonly SandboxState[] = ['creating', 'running', 'pausing', 'resuming'];
 
-export function buildNodeView(i: NodeViewInputs): NodeView {
-  const params = densityParamsFromConfig(i.master);
-  const spec = { cpus: i.master.sandbox.default_spec.cpus, memoryMiB: i.master.sandbox.default_spec.memory_mib };
+/** What sandboxes hold of the node by the density rules (pure): running ones in full, paused ones (1 - r). */
+export function heldBy(sandboxes: readonly { state: SandboxState; spec: SandboxSpecView }[], params: DensityParams) {
   const r = params.releaseRatio;
   let memUsed = 0;
   let cpuUsed = 0;
@@ -50,7 +51,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
   // Disk quotas hold in full while the layer exists: a paused sandbox keeps its layer.
   let diskUsed = 0;
   const counts = { running: 0, paused: 0, creating: 0, total: 0 };
-  for (const s of i.sandboxes) {
+  for (const s of sandboxes) {
     const fp = footprintMiB(s.spec, params);
     if (HOLDING.includes(s.state) || s.state === 'paused') diskUsed += s.spec.diskGiB;
     if (HOLDING.includes(s.state)) {
@@ -68,6 +69,14 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
     else if (s.state === 'creating') counts.creating++;
     if (s.state !== 'gone') counts.total++;
   }
+  return { memUsed, cpuUsed, released, pausedFootprint, pausedCpus, diskUsed, counts };
+}
+
+export function buildNodeView(i: NodeViewInputs): NodeView {
+  const params = densityParamsFromConfig(i.master);
+  const spec = { cpus: i.master.sandbox.default_spec.cpus, memoryMiB: i.master.sandbox.default_spec.memory_mib };
+  const r = params.releaseRatio;
+  const { memUsed, cpuUsed, released, pausedFootprint, pausedCpus, diskUsed, counts } = heldBy(i.sandboxes, params);
   const d = computeDensity(i.capacity, params, spec);
   const h = headroomFromUsage(i.capacity, params, spec, { memUsedMiB: memUsed, cpuUsed, releasedMiB: released, count: counts.total });
   const diskMax = i.master.scheduler.disk_usage_max_percent;
@@ -122,6 +131,7 @@ export function buildNodeView(i: NodeViewInputs): NodeView {
     templates: i.templates,
     ...(i.templateRuntimes && Object.keys(i.templateRuntimes).length ? { templateRuntimes: i.templateRuntimes } : {}),
     ...(i.layerFacts ? { layers: i.layerFacts.layers, ...(i.layerFacts.fetching.length ? { fetching: i.layerFacts.fetching } : {}) } : {}),
+    ...(i.warm && (Object.keys(i.warm.templates).length || i.warm.hits || i.warm.misses) ? { warm: i.warm } : {}),
     ...seenAt(i.now),
   };
 }

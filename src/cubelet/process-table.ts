@@ -122,7 +122,8 @@ export class ProcessTable {
   readonly output = new OutputLog();
 
   constructor(
-    private readonly sandboxID: string,
+    /** The sandbox's id in messages (a warm sandbox's changes when a create claims it). */
+    public sandboxID: string,
     private readonly onExit: (info: ProcessInfo, exit: ExitInfo) => void = () => {},
   ) {}
 

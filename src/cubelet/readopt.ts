@@ -9,7 +9,7 @@ import type { DeathReason } from '../model/death.js';
 import type { NetSlot, NetworkAgent } from '../network/types.js';
 import type { RuntimeDriver, SandboxHandle } from '../runtime/types.js';
 import { agentSilence } from './deaths.js';
-import type { MetaKeeper, SandboxMeta } from './meta.js';
+import { runtimeIdOf, type MetaKeeper, type SandboxMeta } from './meta.js';
 
 /** How long a restarted node waits for a microVM's guest agent to answer before it gives the VM up. */
 export const AGENT_ANSWER_MS = 5_000;
@@ -43,9 +43,13 @@ export interface Readoption {
   lost: NotReadopted[];
 }
 
-/** The candidates among what the kernel holds (pure): a record that names the sandbox, an init alive. */
+/**
+ * The candidates among what the kernel holds (pure): a record that names the sandbox, an init
+ * alive, and not warm (a warm sandbox is destroyed at a restart: the pool makes new ones, and a
+ * sandbox nobody claimed is not worth the restart's time to check).
+ */
 export function candidates(scanned: readonly Scanned[]): Found[] {
-  return scanned.flatMap((s) => (s.meta && s.meta.sandboxID === s.h.sandboxID && s.alive ? [{ h: s.h, meta: s.meta }] : []));
+  return scanned.flatMap((s) => (s.meta && runtimeIdOf(s.meta) === s.h.sandboxID && s.alive && !s.meta.warm ? [{ h: s.h, meta: s.meta }] : []));
 }
 
 /**
@@ -82,7 +86,7 @@ export async function readopt(o: { driver: RuntimeDriver; network: NetworkAgent;
   const scanned: Scanned[] = [];
   for (const h of await driver.scan()) {
     const meta = await o.meta.read(h.dir);
-    scanned.push({ h, meta, alive: meta !== undefined && meta.sandboxID === h.sandboxID && driver.alive(h) });
+    scanned.push({ h, meta, alive: meta !== undefined && runtimeIdOf(meta) === h.sandboxID && driver.alive(h) });
   }
   const live = candidates(scanned);
   // Asked together: a silent agent costs the start its deadline once, not once per VM.
@@ -100,5 +104,10 @@ export async function readopt(o: { driver: RuntimeDriver; network: NetworkAgent;
     return slot ? [{ ...f, slot }] : [];
   });
   const { removed } = await driver.cleanup(new Set(adopted.map((f) => f.h.sandboxID)));
-  return { adopted, removed, lost: notReadopted(removed, found, silent, o.nodeID) };
+  // Runtime ids back to the ids clients know; warm sandboxes were nobody's.
+  const metaOf = new Map(scanned.flatMap((s) => (s.meta ? [[s.h.sandboxID, s.meta] as const] : [])));
+  const lost = notReadopted(removed, found, silent, o.nodeID)
+    .filter((l) => !metaOf.get(l.sandboxID)?.warm)
+    .map((l) => ({ ...l, sandboxID: metaOf.get(l.sandboxID)?.sandboxID ?? l.sandboxID }));
+  return { adopted, removed, lost };
 }

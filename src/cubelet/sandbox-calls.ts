@@ -1,16 +1,18 @@
 // The sandboxes a node holds and the calls made inside a ready one: processes (E2B's envd process
-// API) and files, each through the runtime driver as the sandbox's user. The Cubelet extends it
-// with the lifecycle (create, pause, resume, snapshot, destroy), timers and node views.
+// API) and files, each through the runtime driver as the sandbox's user; its snapshots; the
+// runtimes it offers. The Cubelet extends it with the lifecycle (create, pause, resume, destroy),
+// warm pools, timers and node views.
 import type { Readable } from 'node:stream';
 import { CubeError, isCubeError } from '../errors.js';
-import type { SandboxState, SandboxView } from '../model/sandbox.js';
+import type { EventKind, EventView } from '../model/event.js';
+import type { SandboxState, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
 import type { NetSlot } from '../network/types.js';
 import type { FileAccess, FileMetadata, FileStat, FsChange, RuntimeDriver, SandboxHandle, SandboxStats, WatchRequest } from '../runtime/types.js';
-import type { MetaKeeper, SandboxMeta } from './meta.js';
+import { runtimeIdOf, type MetaKeeper, type SandboxMeta } from './meta.js';
 import type { OutputLine } from './output-log.js';
 import { ProcessTable } from './process-table.js';
 import { assertOp, type SandboxOp } from './state-machine.js';
-import type { ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
+import type { NodeCreateRequest, NodeSnapshot, ProcessInfo, ProcessStream, StartProcessRequest } from './types.js';
 import type { CpuReading } from './usage.js';
 
 /** A sandbox of the node, as the cubelet holds it. */
@@ -49,21 +51,7 @@ export abstract class SandboxCalls {
 
   protected newEntry(meta: SandboxMeta, state: SandboxState): Entry {
     const id = meta.sandboxID;
-    const view: SandboxView = {
-      sandboxID: id,
-      templateID: meta.templateID,
-      nodeID: this.nodeID,
-      state,
-      spec: { ...meta.spec },
-      metadata: { ...meta.metadata },
-      startedAt: meta.startedAt,
-      endAt: meta.endAt,
-      runtime: meta.runtime ?? this.driver.runtimeOf?.(id) ?? this.driver.name,
-      ...(meta.lifecycle ? { lifecycle: { ...meta.lifecycle } } : {}),
-      ...(meta.owner !== undefined ? { owner: meta.owner } : {}),
-      ...(meta.egressAsked ? { egress: { ...meta.egressAsked } } : {}),
-      ...(meta.volumes ? { volumes: meta.volumes.map((v) => ({ ...v })) } : {}),
-    };
+    const view = this.viewOf(meta, state);
     const entry: Entry = {
       view,
       meta,
@@ -78,8 +66,40 @@ export abstract class SandboxCalls {
     return entry;
   }
 
+  /** Runs `run` as the entry's operation in progress (a destroy waits for it). */
+  protected async asOp<T>(entry: Entry, run: Promise<T>): Promise<T> {
+    entry.op = run;
+    try {
+      return await run;
+    } finally {
+      entry.op = undefined;
+    }
+  }
+
+  /** A sandbox's view as its meta gives it (also a warm sandbox's new one when a create claims it). */
+  protected viewOf(meta: SandboxMeta, state: SandboxState): SandboxView {
+    return {
+      sandboxID: meta.sandboxID,
+      templateID: meta.templateID,
+      nodeID: this.nodeID,
+      state,
+      spec: { ...meta.spec },
+      metadata: { ...meta.metadata },
+      startedAt: meta.startedAt,
+      endAt: meta.endAt,
+      runtime: meta.runtime ?? this.driver.runtimeOf?.(runtimeIdOf(meta)) ?? this.driver.name,
+      ...(meta.lifecycle ? { lifecycle: { ...meta.lifecycle } } : {}),
+      ...(meta.owner !== undefined ? { owner: meta.owner } : {}),
+      ...(meta.egressAsked ? { egress: { ...meta.egressAsked } } : {}),
+      ...(meta.volumes ? { volumes: meta.volumes.map((v) => ({ ...v })) } : {}),
+    };
+  }
+
   /** Notes an OOM kill in the sandbox (its view's reason and an event). */
   protected abstract noteOom(entry: Entry, message: string): void;
+
+  /** A node event (the cubelet's listeners). */
+  protected abstract emitEvent(kind: EventKind, message: string, extra?: Partial<Omit<EventView, 'id' | 'at' | 'kind' | 'message'>>): void;
 
   protected get(sandboxID: string): Entry {
     const e = this.entries.get(sandboxID);
@@ -190,5 +210,98 @@ export abstract class SandboxCalls {
     const e = this.get(sandboxID);
     if (!e.handle) throw new CubeError('SANDBOX_BUSY', `sandbox ${sandboxID} is ${e.view.state}`, { retryAfter: 1 });
     return this.driver.stats(e.handle);
+  }
+
+  /**
+   * The runtime a create asks for: its `runtime`, else the metadata label `cube.runtime` (how an
+   * E2B client chooses), else undefined: the template's default (runCreate), else the node's.
+   * 400 when the node does not offer it.
+   */
+  protected runtimeFor(req: NodeCreateRequest): string | undefined {
+    const asked = req.runtime ?? req.metadata['cube.runtime'];
+    return asked === undefined ? undefined : this.offered(asked, `runtime '${asked}'`);
+  }
+
+  protected offers(runtime: string): boolean {
+    return (this.driver.runtimes?.().map((r) => r.name) ?? [this.driver.name]).includes(runtime);
+  }
+
+  protected offered(runtime: string, what: string): string {
+    const offered = this.driver.runtimes?.().map((r) => r.name) ?? [this.driver.name];
+    if (!offered.includes(runtime)) throw new CubeError('BAD_REQUEST', `${what} is not offered by node ${this.nodeID} (it offers ${offered.join(', ')})`);
+    return runtime;
+  }
+
+  async snapshotSandbox(sandboxID: string, snapshotID: string): Promise<NodeSnapshot> {
+    const keeper = this.snapshotKeeper();
+    const entry = this.ready(sandboxID, 'snapshot');
+    if (entry.op) throw new CubeError('SANDBOX_BUSY', `snapshot ${sandboxID}: another operation is in progress`, { retryAfter: 1 });
+    const t0 = performance.now();
+    // Frozen while the layer is taken, so no process is caught half way through a write sequence;
+    // a paused sandbox is frozen already and stays paused.
+    const run = (async () => {
+      const freeze = entry.view.state === 'running';
+      if (freeze) await this.driver.pause(entry.handle!);
+      try {
+        return await keeper.take(entry.handle!, snapshotID);
+      } finally {
+        if (freeze) await this.driver.resume(entry.handle!);
+      }
+    })();
+    entry.op = entry.snapshotting = run;
+    let keeps: SnapshotKeeps;
+    try {
+      keeps = await run;
+    } finally {
+      entry.op = entry.snapshotting = undefined;
+    }
+    const { meta, view } = entry;
+    this.emitEvent('sandbox.snapshot', `snapshot ${snapshotID} taken (${keeps})`, { sandboxID, durationMs: Math.round(performance.now() - t0) });
+    return {
+      snapshotID,
+      sandboxID,
+      nodeID: this.nodeID,
+      templateID: meta.templateID,
+      runtime: view.runtime,
+      keeps,
+      spec: { ...meta.spec },
+      metadata: { ...meta.metadata },
+      env: { ...meta.env },
+      createdAt: Date.now(),
+    };
+  }
+
+  async deleteSnapshot(snapshotID: string): Promise<void> {
+    await this.driver.sandboxSnapshots?.remove(snapshotID);
+  }
+
+  async listSnapshots(): Promise<string[]> {
+    return (await this.driver.sandboxSnapshots?.list()) ?? [];
+  }
+
+  protected snapshotKeeper(): NonNullable<RuntimeDriver['sandboxSnapshots']> {
+    const keeper = this.driver.sandboxSnapshots;
+    if (!keeper) throw new CubeError('CONFLICT', `node ${this.nodeID} runs ${this.driver.name}, which keeps no snapshots`);
+    return keeper;
+  }
+
+  async getSandbox(sandboxID: string): Promise<SandboxView | undefined> {
+    const e = this.entries.get(sandboxID);
+    return e && !e.meta.warm ? { ...e.view } : undefined;
+  }
+
+  /** Users' sandboxes (warm ones are the node's: its view counts them apart). */
+  async listSandboxes(): Promise<SandboxView[]> {
+    return this.real().map((e) => ({ ...e.view }));
+  }
+
+  protected real(): Entry[] {
+    return [...this.entries.values()].filter((e) => !e.meta.warm);
+  }
+
+  async sandboxAddress(sandboxID: string): Promise<string> {
+    const ip = this.get(sandboxID).view.ip;
+    if (!ip) throw new CubeError('CONFLICT', `sandbox ${sandboxID} has no address yet`);
+    return ip;
   }
 }

@@ -137,10 +137,28 @@ export interface NodeView {
    */
   layers?: string[];
   fetching?: string[];
+  /** The node's warm pools (cubelet/warm-pool.ts); absent: none held or wanted. */
+  warm?: WarmView;
   /** Epoch ms of the last heartbeat/metrics update (the node's clock). */
   lastSeen: number;
   /** Cluster: the version of the cluster's config the node runs (taken from the control plane with its heartbeat answers); absent until it took one. */
   configVersion?: number;
+}
+
+/**
+ * Warm pools: started sandboxes of start-command templates waiting for a create of their template
+ * (default spec and runtime), which takes one and returns at once. They are left out of
+ * `sandboxes`, the quota figures and the headroom: they only hold room real sandboxes leave, and
+ * the node destroys them before a create needs it (their memory is in memAvailableMiB all the same).
+ */
+export interface WarmView {
+  /** Per template: ready, being made, and the size wanted (warm_pool). */
+  templates: Record<string, { ready: number; starting: number; target: number }>;
+  /** Footprint (memory + overhead) the warm sandboxes hold, MiB. */
+  footprintMiB: number;
+  /** Since the node started: creates of a warmed template that took a warm sandbox (hits) and that found none (misses). */
+  hits: number;
+  misses: number;
 }
 
 /** A node's view whose times may be ISO 8601: as an older version wrote it, or the admin wire. */

@@ -119,6 +119,8 @@ export interface PreparedNode {
   readonly netRawRuntimes: readonly string[];
   /** Undefined when no template names a runtime of its own. */
   readonly templateRuntimes: Readonly<Record<string, string>> | undefined;
+  /** Its warm pools per template (ready sandboxes); undefined when it holds none. */
+  readonly warm: NonNullable<NodeView['warm']>['templates'] | undefined;
 }
 
 /** Whether the node holds the template (every name a node was prepared with has its bit, unless the bits ran out). */
@@ -173,6 +175,7 @@ export function prepareNode(view: NodeView): PreparedNode {
     runtimes: view.runtimes !== undefined ? view.runtimes.map((r) => r.name) : [view.runtime],
     netRawRuntimes: view.runtimes !== undefined ? view.runtimes.filter((r) => r.netRaw === true).map((r) => r.name) : [],
     templateRuntimes: view.templateRuntimes !== undefined && !isEmpty(view.templateRuntimes) ? view.templateRuntimes : undefined,
+    warm: view.warm?.templates,
   };
 }
 

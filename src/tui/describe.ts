@@ -3,7 +3,7 @@
 // out. Whether the node takes a create, and the rule that says no, are the control plane's answer
 // (NodeView.schedulable, reason, refusedBy): the console does not run placement rules itself.
 import type { EventView, NodeView, SandboxView } from '../api/types.js';
-import { bytes, diskUse, memUse, mib, percent, ratio, runtimesLabel } from './format.js';
+import { bytes, diskUse, memUse, mib, percent, ratio, runtimesLabel, warmPools } from './format.js';
 import type { SandboxRow } from './model.js';
 
 /** Events about the target shown, newest first. */
@@ -44,6 +44,8 @@ export function describeNode(n: NodeView, events: readonly EventView[]): string[
     ...[['NIC pool', n.pool] as const, ...(n.tapPool ? [['TAP pool', n.tapPool] as const] : [])].map(
       ([name, p]) => `${name}: ${p.free}/${p.total} free, target ${p.target}, ${p.inFlight} waiting, wait p50 ${p.waitP50Ms}ms p99 ${p.waitP99Ms}ms`,
     ),
+    // Outside the live counts and headroom above: they give their room back before a create needs it.
+    ...(n.warm ? [`${warmPools(n).replace(/^w/, 'W')} (not in the counts above: they give way to creates)`] : []),
     '',
     'Scheduler rules for the default spec (prefilter, then the enabled filters)',
     // The control plane's answers (NodeView.rules): the console runs no placement rule itself.

@@ -87,6 +87,21 @@ export function mib(n: number): string {
   return `${(n / 1024 / 1024).toFixed(1)}Ti`;
 }
 
+/** The node's warm sandboxes ready of those wanted, over its templates: `1/2` ('-' with no warm pool). */
+export function warmLevel(n: NodeView): string {
+  const pools = Object.values(n.warm?.templates ?? {});
+  if (!pools.length) return '-';
+  return `${pools.reduce((a, p) => a + p.ready, 0)}/${pools.reduce((a, p) => a + p.target, 0)}`;
+}
+
+/** The node's warm pools whole: `warm pools code-interpreter 1/1 ready (0 starting), 12 hits 3 misses, holding 302Mi` ('' with none). */
+export function warmPools(n: NodeView): string {
+  const w = n.warm;
+  if (!w) return '';
+  const pools = Object.entries(w.templates).map(([t, p]) => `${t} ${p.ready}/${p.target} ready${p.starting ? ` (${p.starting} starting)` : ''}`);
+  return `warm pools ${pools.join(', ') || 'none'}, ${w.hits} hits ${w.misses} misses, holding ${mib(w.footprintMiB)}`;
+}
+
 /** Free of size of the node's sandbox store: `12.3Gi/40.0Gi` ('-' on runtimes without one). */
 export function storeFree(n: NodeView): string {
   const s = n.usage.store;

@@ -15,7 +15,7 @@ import { NsNetworkAgent } from '../../src/network/agent.js';
 import { parseRange } from '../../src/network/ipam.js';
 import { NsDriver } from '../../src/runtime/ns/driver.js';
 import { TemplateStore } from '../../src/templates/store.js';
-import { defaultNetworkPolicy, countKernelObjects, purgeNetwork, testCidr, uniqueNodeID } from '../helpers/kernel.js';
+import { defaultNetworkPolicy, countKernelObjects, testCidr, uniqueNodeID, tearDownNode } from '../helpers/kernel.js';
 
 const nodeID = uniqueNodeID('cubelet');
 const tag = nodeTag(nodeID);
@@ -51,18 +51,7 @@ beforeAll(async () => {
   cubelet.subscribe((e) => events.push(e));
 });
 
-afterAll(async () => {
-  try {
-    await cubelet?.stop({ destroy: true });
-    const left = await countKernelObjects(tag);
-    // Killed inits may linger as zombies until the host reaps them; the rest must be gone now.
-    expect({ ...left, processes: 0 }).toEqual({ netns: 0, links: 0, cgroups: 0, mounts: 0, processes: 0, nftTables: 0 });
-  } finally {
-    config?.close();
-    await purgeNetwork(tag);
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+afterAll(() => tearDownNode({ tag, dir, stop: () => cubelet?.stop({ destroy: true }), close: () => config?.close() }));
 
 const inMinutes = (m: number) => Date.now() + m * 60_000;
 const create = (over: { memoryMiB?: number; endAt?: number; templateID?: string; lifecycle?: SandboxLifecycle } = {}) =>

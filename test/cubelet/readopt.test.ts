@@ -35,6 +35,8 @@ describe('candidates: what the kernel holds that may be taken back', () => {
     ['no record (a create cut short before it wrote one)', scanned(A, undefined, true), false],
     ["a record naming another sandbox (a directory's record replaced)", scanned(A, meta(B), true), false],
     ['its init gone', scanned(A, meta(A), false), false],
+    ['a warm sandbox (nobody claimed it: destroyed, its pool makes another)', scanned(A, { ...meta(A), warm: true }, true), false],
+    ['a claimed warm sandbox: its record names it by its runtime id', scanned(A, { ...meta(B), runtimeID: A }, true), true],
   ])('%s', (_, s, taken) => {
     expect(candidates([s]).map((f) => f.h.sandboxID)).toEqual(taken ? [A] : []);
   });

@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { readFile, readdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { execa } from 'execa';
-import { afterAll } from 'vitest';
+import { afterAll, expect } from 'vitest';
 import { nodeTag } from '../../src/ids.js';
 import { NETNS_DIR, SYS_NET_DIR } from '../../src/network/names.js';
 import { policySettingsOf, type PolicySettings } from '../../src/network/firewall.js';
@@ -264,6 +264,24 @@ export async function countKernelObjects(tag?: string): Promise<KernelObjects> {
     processes,
     nftTables,
   };
+}
+
+/**
+ * Teardown of an in-process node (a Cubelet on the real driver and network agent): `stop` (with
+ * destroy), then no kernel object of its tag may be left (killed inits may linger as zombies
+ * until the host reaps them: processes are not counted); whatever happened, `close`, the
+ * network purged and `dir` removed.
+ */
+export async function tearDownNode(o: { tag: string; dir: string; stop: () => Promise<void> | undefined; close: () => void }): Promise<void> {
+  try {
+    await o.stop();
+    const left = await countKernelObjects(o.tag);
+    expect({ ...left, processes: 0 }).toEqual({ netns: 0, links: 0, cgroups: 0, mounts: 0, processes: 0, nftTables: 0 });
+  } finally {
+    o.close();
+    await purgeNetwork(o.tag);
+    rmSync(o.dir, { recursive: true, force: true });
+  }
 }
 
 /**

@@ -81,6 +81,18 @@ describe('at 80 columns', () => {
     expect(nodeDetail({ ...n, tapPool })).toContain('microVM TAP pool 0/2 free');
   });
 
+  it('shows the warm pools in the pool view (ready of wanted) and whole in its detail at 80 columns', () => {
+    const store = storeFrom(undefined, { view: 'pool' });
+    const n = firstNode(store);
+    const warm = { templates: { 'code-interpreter': { ready: 1, starting: 1, target: 2 } }, footprintMiB: 302, hits: 12, misses: 3 };
+    store.setState((s) => ({ data: { ...s.data, nodes: { ...s.data.nodes, [n.nodeID]: { ...n, warm } } } }));
+    const f = render(withStore(store, <PoolView height={8} width={80} />)).lastFrame()!;
+    expect(f).toMatch(/WARM/);
+    expect(f).toMatch(/ 1\/2/);
+    expect(f.split('\n').every((l) => l.length <= 80)).toBe(true);
+    expect(f.split('\n').join(' ').replace(/ +/g, ' ')).toContain('warm pools code-interpreter 1/2 ready (1 starting), 12 hits 3 misses, holding 302');
+  });
+
   it('w brings back the columns a narrow terminal leaves out; right pans over them', () => {
     const store = storeFrom();
     const ctx = { store, actions: recordingActions(), quit: () => {}, pageSize: () => 10 };

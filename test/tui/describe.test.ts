@@ -54,6 +54,15 @@ describe('describe', () => {
     expect(describeNode(n, []).some((l) => l.startsWith('  disk:'))).toBe(false);
   });
 
+  it('a node with warm pools: per template, apart from the live counts', () => {
+    const n = data.nodes['node-a']!;
+    const warm = { templates: { slow: { ready: 1, starting: 0, target: 2 } }, footprintMiB: 302, hits: 4, misses: 1 };
+    expect(describeNode({ ...n, warm }, [])).toContain(
+      'Warm pools slow 1/2 ready, 4 hits 1 misses, holding 302Mi (not in the counts above: they give way to creates)',
+    );
+    expect(describeNode(n, []).some((l) => l.startsWith('Warm pools'))).toBe(false);
+  });
+
   it('a cluster node: the layers it holds and the template fetches creates wait for', () => {
     const n = data.nodes['node-a']!;
     expect(describeNode({ ...n, layers: ['sha256:a', 'sha256:b'], fetching: ['py:latest 1/3'] }, [])).toContain(

@@ -6,6 +6,7 @@ import { mvmNum } from './mvm_num.js';
 import { quotaCpuUsage } from './quota_cpu_usage.js';
 import { quotaMemUsage } from './quota_mem_usage.js';
 import { templateLocality } from './template_locality.js';
+import { warm } from './warm.js';
 
 export const SCORERS: Record<ScorerName, Scorer> = {
   mvm_num: mvmNum,
@@ -13,4 +14,5 @@ export const SCORERS: Record<ScorerName, Scorer> = {
   quota_cpu_usage: quotaCpuUsage,
   quota_mem_usage: quotaMemUsage,
   template_locality: templateLocality,
+  warm,
 };
