@@ -36,13 +36,11 @@ import { CubeError } from '../errors.js';
 import type { StoreView } from '../model/node.js';
 import { namesOrNone, readTextOrAbsent, statOrAbsent } from '../fsx.js';
 import { btrfsDevices } from './block-devices.js';
-import { GIB, imageBytes, isFullError, mib, usedPercentOf } from './sizes.js';
+import { GIB, STORE_MIN_FREE_BYTES, imageBytes, isFullError, mib, storeLayersPath, storePath, usedPercentOf } from './sizes.js';
 import { loopDevicesOf, mountHolders } from './loop-devices.js';
 import { SECURE_OPTIONS, mountSource, secureMount } from './mounts.js';
 
 export const BTRFS_MAGIC = 0x9123683e;
-/** The store refuses new subvolumes below this much free space: btrfs needs room for metadata to even delete. */
-export const STORE_MIN_FREE_BYTES = 256 * 1024 ** 2;
 /** cube-launch `store delete`: the path is a plain directory (a data dir from before the store). */
 const EXIT_NOT_SUBVOL = 3;
 /** Subvolumes kept ready: a c=20 burst takes 20 at once, the refill makes ~300/s on an idle host. */
@@ -50,9 +48,6 @@ export const POOL_TARGET = 32;
 const POOL_REFILL_CONCURRENCY = 2;
 /** Writable clones kept ready per snapshot that sandboxes were made from (one create at a time takes one, a fork takes what is there). */
 export const CLONE_TARGET = 4;
-/** Where a data dir's store is (mounted or not), and the template layers in it (templates/store.ts layersRoot says why) (pure). */
-export const storePath = (dataDir: string): string => join(dataDir, 'store');
-export const storeLayersPath = (dataDir: string): string => join(storePath(dataDir), 'layers');
 
 /** After a failed refill (a full store), the pool waits this long before trying again. */
 const POOL_RETRY_MS = 5000;

@@ -1,6 +1,15 @@
-// The store's pure arithmetic and error reading (btrfs-store.ts, the layer import).
+// The store's pure facts (where it is, its sizes, what its errors mean): read by modules that must
+// not load the store itself (a control replica's template catalog reads the layers path).
+import { join } from 'node:path';
 
 export const GIB = 1024 ** 3;
+
+/** The store refuses new subvolumes below this much free space: btrfs needs room for metadata to even delete. */
+export const STORE_MIN_FREE_BYTES = 256 * 1024 ** 2;
+
+/** Where a data dir's store is (mounted or not), and the template layers in it (templates/store.ts layersRoot says why). */
+export const storePath = (dataDir: string): string => join(dataDir, 'store');
+export const storeLayersPath = (dataDir: string): string => join(storePath(dataDir), 'layers');
 
 export const mib = (b: number): number => Math.floor(b / 1024 ** 2);
 

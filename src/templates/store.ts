@@ -12,7 +12,7 @@ import { CubeError } from '../errors.js';
 import { displayName, HOST_TEMPLATE, splitTemplateRef } from '../model/template.js';
 import type { TemplateConfig, TemplateRef } from '../runtime/types.js';
 import { readTextOrAbsent, statOrAbsent } from '../fsx.js';
-import { storeLayersPath } from '../storage/btrfs-store.js';
+import { storeLayersPath } from '../storage/sizes.js';
 import { LAYER_UNPACK_MAX_GIB } from '../config/schema.js';
 
 /** The unprivileged account every template gets (ExecRequest.user 'user'). */

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { isCubeError } from '../../src/errors.js';
-import { BtrfsStore, CLONE_TARGET, POOL_TARGET, STORE_MIN_FREE_BYTES } from '../../src/storage/btrfs-store.js';
-import { imageBytes, isFullError, usedPercentOf } from '../../src/storage/sizes.js';
+import { BtrfsStore, CLONE_TARGET, POOL_TARGET } from '../../src/storage/btrfs-store.js';
+import { STORE_MIN_FREE_BYTES, imageBytes, isFullError, usedPercentOf } from '../../src/storage/sizes.js';
 import { loopDevicesOf, mountHolders } from '../../src/storage/loop-devices.js';
 import { useLoopStore } from '../helpers/loop-store.js';
 

@@ -18,7 +18,7 @@ import { CubeError, isCubeError } from '../../errors.js';
 import { nativeBinary } from '../../runtime/ns/helper.js';
 import { lstatOrAbsent } from '../../fsx.js';
 import { TAR_META_MAX_BYTES, tarMetaGuard } from './tar-guard.js';
-import { STORE_MIN_FREE_BYTES } from '../../storage/btrfs-store.js';
+import { STORE_MIN_FREE_BYTES } from '../../storage/sizes.js';
 
 export interface UnpackResult {
   /** sha256:<hex> of the tar as read (the OCI diff_id). */
