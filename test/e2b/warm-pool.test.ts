@@ -92,10 +92,12 @@ describe('warm pools', () => {
     const claimed = await sdk.create('warm', { envs: { FOO: 'from-create' }, metadata: { who: 'claimer' }, timeoutMs: 600_000, allowInternetAccess: false });
     // Its egress rules are on its slot (keyed by the id it was made with) before the create answers.
     expect([...(await slotRules(d.tag)).values()].flat().join('\n')).toMatch(/drop/);
-    // A create right after finds none ready: made cold, and it works.
+    // A create right after: cold when the refill has not made another yet (it may have: this start
+    // command is ready at once, so which one is a race), and it works either way.
     const cold = await sdk.create('warm');
     const w = (await warm())!;
-    expect(w).toMatchObject({ hits: 1, misses: 1 });
+    expect(w.hits + w.misses).toBe(2);
+    expect(w.hits).toBeGreaterThanOrEqual(1);
     expect(w.templates.warm).toMatchObject({ target: 1 });
 
     // The claimed sandbox: the create's env, metadata and timeout; the start command still running.
