@@ -158,6 +158,10 @@ export class WarmPool {
   }
 
   private async round(): Promise<void> {
+    // A round follows every create: on a node that wants and holds no warm sandbox (no start-command
+    // template used lately) it reads nothing (the node's room below walks every sandbox).
+    const targets = this.targets();
+    if (targets.size === 0 && this.ready.size === 0 && this.making === undefined) return;
     const spec = this.spec();
     // A warm sandbox made with another default spec than today's, or from a template since removed
     // or imported anew, fits no create: dropped.
@@ -168,7 +172,7 @@ export class WarmPool {
     }
     const now = Date.now();
     const skip = new Set([...this.failed].filter(([, f]) => f.until > now).map(([t]) => t));
-    const step = nextStep(this.targets(), this.levels(), this.stopped ? 0 : await this.h.room(spec), skip);
+    const step = nextStep(targets, this.levels(), this.stopped ? 0 : await this.h.room(spec), skip);
     for (const t of step.drop) {
       const w = this.ready.get(t)?.at(-1);
       if (w) await this.drop(t, w);
