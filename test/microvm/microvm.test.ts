@@ -82,6 +82,9 @@ function qgroup(subvolume: string): { exclusive: number; maxExclusive: number } 
  */
 const FILL = 'dd if=/dev/zero of=/home/user/fill bs=4M count=325 oflag=direct 2>&1 | grep -v records; echo "rc=${PIPESTATUS[0]}"; sync';
 
+// A counter only in the shell's memory, written by rename: `echo > file` truncates first, and a `cat` that lands
+// between the truncate and the write reads nothing (CI read an empty count once under emulation).
+const COUNTER = 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.2; done';
 const CONSOLE_KIB = 16;
 
 /** What the kernel says of a process's identity and confinement. */
@@ -306,7 +309,7 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     const state = join(d.dataDir, 'microvm', 'sandboxes', id, 'memory.state');
     await sbx.files.write('/tmp/kept', 'before pause');
     // The loop's counter lives only in the shell's memory: it goes on from where it was, or the process was lost.
-    await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done', { background: true, timeoutMs: 0 });
+    await sbx.commands.run(COUNTER, { background: true, timeoutMs: 0 });
     const before = Number((await sbx.commands.run('sleep 1; cat /tmp/count')).stdout);
     expect(before).toBeGreaterThan(0);
 
@@ -333,7 +336,7 @@ describe.skipIf(unavailable !== undefined)('microvm runtime', () => {
     const sbx = await create();
     await sbx.files.write('/tmp/kept', 'from the origin');
     // No command timeout: the SDK's default 60 s killed the loop before the last check (85 s at load 32).
-    await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done', { background: true, timeoutMs: 0 });
+    await sbx.commands.run(COUNTER, { background: true, timeoutMs: 0 });
     const before = Number((await sbx.commands.run('sleep 1; cat /tmp/count')).stdout);
     const snap = await sbx.createSnapshot({ requestTimeoutMs: 240_000 });
     const raw = (await call(d, 'GET', `/snapshots?sandboxID=${sbx.sandboxId}`)).json as Record<string, unknown>[];

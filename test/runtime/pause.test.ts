@@ -14,7 +14,11 @@ describe('ns driver pause/resume', () => {
   const counter = async () => Number((await (await rig().driver.files.read(h, '/tmp/counter')).toArray()).join(''));
 
   it('stops a counter while paused and lets it go on after resume', async () => {
-    const start = await run(rig(), h, ['sh', '-c', `nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.02; done' >/dev/null 2>&1 &`]);
+    const start = await run(rig(), h, [
+      'sh',
+      '-c',
+      `nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.02; done' >/dev/null 2>&1 &`,
+    ]);
     expect(start.exitCode).toBe(0);
     while (!((await counter().catch(() => 0)) > 2)) await sleep(20);
     await rig().driver.pause(h);
