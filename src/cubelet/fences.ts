@@ -1,34 +1,78 @@
 // The highest lock fence a node accepted per sandbox (rpc-wire.ts FENCE_HEADER), kept under the
 // node's data dir: a node that forgot them on restart let through a holder that stalled across
 // the restart (its lease lapsed, a later holder changed the sandbox, and the stale call undid it).
-// One small file per sandbox, written only when the fence rises (fenced calls are pause, resume,
-// destroy and timeout changes, never creates) and removed with the sandbox.
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+// Written only when the fence rises (fenced calls are pause, resume, destroy and timeout changes,
+// never creates), into one append-only log, `fences.log`: a line `ID FENCE` per rise and `ID -`
+// when the sandbox goes, the last line of an id wins. An append is one write on an open
+// descriptor; a file per sandbox (until 2026-12) cost a create, a rename and an unlink on the data
+// dir's filesystem per destroy, about 300 us of the event loop (strace, c=20 create-delete) and 3%
+// of cubed's main thread (V8 profile). The log is rewritten with the live fences at start and
+// when it holds COMPACT_RATIO times more lines than fences.
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { CubeError } from '../errors.js';
+import { isAbsent } from '../fsx.js';
 import { FENCE_HEADER, FENCED_METHODS } from './rpc-wire.js';
 import type { NodeApi } from './types.js';
 
-/** Sandbox ids as ids.ts makes them: anything else is no file name of ours. */
+/** Sandbox ids as ids.ts makes them: anything else is no name of ours. */
 const SAFE_ID = /^[a-z0-9]{1,64}$/;
+const LOG = 'fences.log';
+/** The log is rewritten when its lines exceed this many times its fences (and COMPACT_MIN). */
+const COMPACT_RATIO = 4;
+const COMPACT_MIN = 1024;
+
+/**
+ * The fences a log's text holds: the last line of each id wins, `-` forgets it. A line without its
+ * newline (a node killed in the middle of an append) is not read: it could be a shorter number.
+ */
+export function parseFenceLog(text: string): Map<string, number> {
+  const fences = new Map<string, number>();
+  const lines = text.split('\n');
+  lines.pop(); // after the last newline: empty, or a torn line
+  for (const line of lines) {
+    const m = /^([a-z0-9]{1,64}) (\d{1,15}|-)$/.exec(line);
+    if (!m) continue;
+    if (m[2] === '-') fences.delete(m[1]!);
+    else fences.set(m[1]!, Number(m[2]));
+  }
+  return fences;
+}
 
 export class FenceBook {
-  private readonly dir: string;
+  private readonly path: string;
   private readonly highest = new Map<string, number>();
+  private fd = -1;
+  private lines = 0;
 
   /** `dataDir`: the node's; `live`: the sandboxes it holds now (fences of the others are dropped). */
   constructor(dataDir: string, live: Iterable<string>) {
-    this.dir = join(dataDir, 'fences');
-    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    this.path = join(dataDir, LOG);
     const keep = new Set(live);
-    for (const name of readdirSync(this.dir)) if (!keep.has(name)) rmSync(join(this.dir, name), { force: true });
+    let text = '';
+    try {
+      text = readFileSync(this.path, 'utf8');
+    } catch (e) {
+      if (!isAbsent(e)) throw e;
+    }
+    const fences = parseFenceLog(text);
+    // A data dir of before the log: a file per sandbox under fences/.
+    const legacy = join(dataDir, 'fences');
+    for (const name of readdirOrNone(legacy)) {
+      const n = SAFE_ID.test(name) ? Number(readFileSync(join(legacy, name), 'utf8')) : NaN;
+      if (Number.isSafeInteger(n) && n > (fences.get(name) ?? -1)) fences.set(name, n);
+    }
+    for (const [id, n] of fences) if (keep.has(id)) this.highest.set(id, n);
+    this.compact();
+    rmSync(legacy, { recursive: true, force: true });
   }
 
   /** Accepts `fence` for the sandbox and remembers it, or refuses one lower than a fence accepted before (130491). */
   check(sandboxID: string, fence: number): void {
     if (!SAFE_ID.test(sandboxID)) throw new CubeError('NOT_FOUND', `sandbox ${sandboxID} not found`);
     if (!Number.isSafeInteger(fence) || fence < 0) throw new CubeError('BAD_REQUEST', `${FENCE_HEADER}: expected a whole number, got ${JSON.stringify(fence)}`);
-    const highest = this.read(sandboxID);
+    const highest = this.highest.get(sandboxID) ?? -1;
     if (fence < highest)
       throw new CubeError(
         'STALE_FENCE',
@@ -36,30 +80,36 @@ export class FenceBook {
       );
     if (fence === highest) return;
     this.highest.set(sandboxID, fence);
-    // Renamed into place: a node killed mid-write keeps the previous fence, never half a number.
-    const tmp = join(this.dir, `.${sandboxID}.tmp`);
-    writeFileSync(tmp, String(fence));
-    renameSync(tmp, join(this.dir, sandboxID));
+    this.append(`${sandboxID} ${fence}\n`);
   }
 
   /** The sandbox is gone: so is its fence. */
   forget(sandboxID: string): void {
-    if (!SAFE_ID.test(sandboxID)) return;
-    this.highest.delete(sandboxID);
-    rmSync(join(this.dir, sandboxID), { force: true });
+    if (this.highest.delete(sandboxID)) this.append(`${sandboxID} -\n`);
   }
 
-  private read(sandboxID: string): number {
-    const known = this.highest.get(sandboxID);
-    if (known !== undefined) return known;
-    let n = -1;
-    try {
-      n = Number(readFileSync(join(this.dir, sandboxID), 'utf8'));
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-    }
-    this.highest.set(sandboxID, n);
-    return n;
+  private append(line: string): void {
+    writeSync(this.fd, line);
+    if (++this.lines > Math.max(COMPACT_MIN, COMPACT_RATIO * this.highest.size)) this.compact();
+  }
+
+  /** The log rewritten with the fences held (renamed into place: a node killed meanwhile keeps the old one). */
+  private compact(): void {
+    const tmp = `${this.path}.tmp`;
+    writeFileSync(tmp, [...this.highest].map(([id, n]) => `${id} ${n}\n`).join(''), { mode: 0o600 });
+    renameSync(tmp, this.path);
+    if (this.fd >= 0) closeSync(this.fd);
+    this.fd = openSync(this.path, 'a', 0o600);
+    this.lines = this.highest.size;
+  }
+}
+
+function readdirOrNone(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch (e) {
+    if (isAbsent(e)) return [];
+    throw e;
   }
 }
 
