@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { withEpochTimes, type EgressRequest, type SandboxLifecycle, type SandboxSpecView } from '../model/sandbox.js';
 import type { EgressRules } from '../network/egress.js';
 import type { SlotMode } from '../network/types.js';
-import type { DirRecords } from '../runtime/types.js';
+import { META_FILE as FILE, type DirRecords } from '../runtime/types.js';
 import type { VolumeMount } from '../model/volume.js';
 
 export interface SandboxMeta {
@@ -49,8 +49,6 @@ export interface SandboxMeta {
 
 /** The id the sandbox's runtime objects, slot and rules are keyed by. */
 export const runtimeIdOf = (meta: Pick<SandboxMeta, 'sandboxID' | 'runtimeID'>): string => meta.runtimeID ?? meta.sandboxID;
-
-const FILE = 'meta.json';
 
 export async function writeMeta(dir: string, meta: SandboxMeta): Promise<void> {
   const tmp = join(dir, `${FILE}.tmp`);

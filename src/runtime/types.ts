@@ -204,6 +204,9 @@ export interface SandboxStats {
  * Where a runtime keeps one record per sandbox for the cubelet, by the sandbox's directory (the
  * cubelet's meta: meta.json there by default, the sim driver's in memory).
  */
+/** The node agent's record of a sandbox (cubelet/meta.ts), in the runtime's per-sandbox directory, which the runtime removes. */
+export const META_FILE = 'meta.json';
+
 export interface DirRecords<T> {
   write(dir: string, value: T): Promise<void>;
   /** undefined when there is none (an incomplete create). */

@@ -3,11 +3,12 @@
 // long-lived `cube-launch serve` helper (native/launch/serve.c, ./helper.ts), which forks the
 // sandbox; its init stays, nothing supervises it from the host.
 import { accessSync, constants as fsConstants, readFileSync } from 'node:fs';
-import { chmod, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { CubeError, toCubeError } from '../../errors.js';
+import { removeKnownDir } from '../../fsx.js';
 import { isSandboxID } from '../../ids.js';
 import { DEFAULT_SANDBOX_LIMITS, ioLimitsFor, type NodeSandboxLimits } from '../../model/limits.js';
 import type { RuntimeInfo } from '../../model/node.js';
@@ -15,18 +16,19 @@ import { envVarsProblem } from '../../model/env.js';
 import { BtrfsStore } from '../../storage/btrfs-store.js';
 import { NsVolumes, volumeArgs, volumeMountError } from './volumes.js';
 import { DEFAULT_PATH, etcHosts, sandboxUser } from '../../templates/store.js';
-import type {
-  ExecProcess,
-  ExecRequest,
-  ExitInfo,
-  FileMetadata,
-  FsChange,
-  LaunchSpec,
-  RuntimeDriver,
-  SandboxHandle,
-  SandboxSnapshots,
-  SandboxStats,
-  WatchRequest,
+import {
+  META_FILE,
+  type ExecProcess,
+  type ExecRequest,
+  type ExitInfo,
+  type FileMetadata,
+  type FsChange,
+  type LaunchSpec,
+  type RuntimeDriver,
+  type SandboxHandle,
+  type SandboxSnapshots,
+  type SandboxStats,
+  type WatchRequest,
 } from '../types.js';
 import { Cgroups, keyedValue } from './cgroups.js';
 import { fileLimits, hostTables, nodeParentLimits, type HostTables } from './host-limits.js';
@@ -36,6 +38,10 @@ import { DEFAULT_IDENTITY, HostIdRanges } from './ids.js';
 import { lowerArgs } from './lowerdir.js';
 import { metadataJob, parseMetadata } from './metadata.js';
 import { changesOf } from './watch.js';
+
+/** The driver's record of a sandbox (template, env, id range), beside the node agent's META_FILE. */
+const RECORD_FILE = 'sandbox.json';
+const SANDBOX_FILES = [RECORD_FILE, META_FILE];
 
 export interface NsDriverOptions {
   dataDir: string;
@@ -219,7 +225,7 @@ export class NsDriver implements RuntimeDriver {
           .then(() => mkdir(join(this.storage.upperDir(id), 'etc'), { recursive: true }))
           .then(() => writeFile(join(this.storage.upperDir(id), 'etc', 'hosts'), etcHosts(id))),
         mkdir(join(dir, 'merged')),
-        writeFile(join(dir, 'sandbox.json'), JSON.stringify(record)),
+        writeFile(join(dir, RECORD_FILE), JSON.stringify(record)),
         this.cgroups.create(id, { ...spec, pidsMax: files.pidsMax, io: { devices: this.storeDevices, limits: io } }),
       ]);
       const args = [
@@ -263,7 +269,7 @@ export class NsDriver implements RuntimeDriver {
   private async remove(sandboxID: string): Promise<void> {
     try {
       await this.cgroups.destroy(sandboxID);
-      await Promise.all([this.storage.remove(sandboxID), rm(this.dir(sandboxID), { recursive: true, force: true })]);
+      await Promise.all([this.storage.remove(sandboxID), removeKnownDir(this.dir(sandboxID), SANDBOX_FILES, ['merged'])]);
       // Its processes are gone with its cgroups: the range can be another sandbox's.
       const idBase = this.records.get(sandboxID)?.idBase;
       if (idBase !== undefined) this.ids?.release(idBase);
@@ -473,7 +479,7 @@ export class NsDriver implements RuntimeDriver {
       for (const pid of await this.cgroups.pids(id)) {
         const h = { sandboxID: id, initPid: pid, dir: this.dir(id) };
         if (!this.alive(h)) continue;
-        const record = await readFile(join(h.dir, 'sandbox.json'), 'utf8').then(
+        const record = await readFile(join(h.dir, RECORD_FILE), 'utf8').then(
           (t) => JSON.parse(t) as SandboxRecord,
           () => undefined,
         );
