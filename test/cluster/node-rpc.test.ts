@@ -152,16 +152,17 @@ describe('node RPC', () => {
     const sandboxID = newSandboxID();
     const endAt = () => Date.now() + 60_000;
     await remote.createSandbox({ sandboxID, templateID: 'host', cpus: 1, memoryMiB: 256, diskGiB: 1, endAt: endAt(), env: {}, metadata: {} });
-    // The node's RPC as it comes back after a restart: a new handler, its fences read from disk.
-    const again = createServer(nodeRpcHandler(cubelet, SECRET, new FenceBook(dir, [sandboxID])));
+    let again: ReturnType<typeof createServer> | undefined;
     try {
       await remote.withFence('10').setEndAt(sandboxID, endAt());
-      await new Promise<void>((r) => again.listen(0, '127.0.0.1', r));
+      // The node's RPC as it comes back after a restart: a new handler, its fences read from disk.
+      again = createServer(nodeRpcHandler(cubelet, SECRET, new FenceBook(dir, [sandboxID])));
+      await new Promise<void>((r) => again!.listen(0, '127.0.0.1', r));
       const restarted = new RemoteNode(nodeID, `http://127.0.0.1:${(again.address() as { port: number }).port}`, SECRET);
       await expect(restarted.withFence('9').setEndAt(sandboxID, endAt())).rejects.toMatchObject({ kind: 'STALE_FENCE', code: 130491 });
       await restarted.withFence('11').destroySandbox(sandboxID);
     } finally {
-      again.close();
+      again?.close();
       await cubelet.destroySandbox(sandboxID).catch(() => undefined);
     }
   });
