@@ -306,8 +306,12 @@ describe('e2b SDK against cubed', () => {
   it('pauses, then connect resumes with processes and files kept and time frozen', async () => {
     const sbx = await create();
     await sbx.files.write('state.txt', 'kept');
-    // A counter that ticks every 50 ms: if the sandbox really stops while paused, it does not advance.
-    await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > counter; sleep 0.05; done', { background: true, timeoutMs: 0 });
+    // A counter that ticks every 50 ms: if the sandbox really stops while paused, it does not advance. Written by
+    // rename: a read between `>`'s truncate and its write would see no number.
+    await sbx.commands.run('i=0; while true; do i=$((i+1)); echo $i > counter.new; mv counter.new counter; sleep 0.05; done', {
+      background: true,
+      timeoutMs: 0,
+    });
     await sleep(300);
     const before = Number((await sbx.files.read('counter')).trim());
     expect(await sbx.pause()).toBe(true);
