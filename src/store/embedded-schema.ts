@@ -1,6 +1,6 @@
 // The embedded store's SQLite schema as its history of migrations (embedded.ts runs the ones a
 // file has not had yet, in order).
-import { KEY_MIGRATIONS } from './embedded-keys.js';
+import { KEY_MIGRATIONS, KEY_USAGE_MIGRATION } from './embedded-keys.js';
 import { LIFECYCLE_MIGRATION } from './embedded-lifecycle.js';
 
 // Append-only list: a migration, once released, never changes; new ones go at the end.
@@ -27,4 +27,5 @@ export const MIGRATIONS: string[] = [
   // Volumes (E2B): names unique per owner ('' for none).
   `CREATE TABLE volumes (id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL, record TEXT NOT NULL);
    CREATE UNIQUE INDEX volumes_name ON volumes(owner, name);`,
+  KEY_USAGE_MIGRATION,
 ];

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import Database from 'better-sqlite3';
+import { HOLDING_STATES, milliCpus } from '../../src/model/api-key.js';
 import { EmbeddedStore } from '../../src/store/embedded.js';
 import {
   EPOCH_EVENT_AT,
@@ -136,7 +137,7 @@ it('a database of the version before API keys: migrated in place, its sandboxes 
     // of the lifecycle tables and event classes that came after).
     const db = new Database(path);
     db.exec(
-      'DROP INDEX sandboxes_owner; ALTER TABLE sandboxes DROP COLUMN owner; DROP TABLE api_keys; ALTER TABLE audit DROP COLUMN actor_name; PRAGMA user_version = 4;',
+      'DROP INDEX sandboxes_owner_use; ALTER TABLE sandboxes DROP COLUMN mem_mib; ALTER TABLE sandboxes DROP COLUMN mcpu; ALTER TABLE sandboxes DROP COLUMN owner; DROP TABLE api_keys; ALTER TABLE audit DROP COLUMN actor_name; PRAGMA user_version = 4;',
     );
     for (const t of ['tombstones', 'lifecycle_events', 'webhooks', 'webhook_deliveries', 'cursors', 'ended_sandboxes', 'create_keys'])
       db.exec(`DROP TABLE ${t}`);
@@ -148,6 +149,44 @@ it('a database of the version before API keys: migrated in place, its sandboxes 
     expect(await b.listAudit()).toMatchObject([{ actor: 'key-0000abcd', action: 'sandbox.create' }]);
     expect(await b.listApiKeys()).toEqual([]);
     await b.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it("sums a key's use from the owner index (no record parsed), equal to the records' own sum, fractional cpus rounded as milliCpus", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cubed-test-store-'));
+  try {
+    const path = join(dir, 'cubed.db');
+    const s = new EmbeddedStore({ path });
+    await s.init();
+    const states = ['creating', 'running', 'paused', 'resuming', 'pausing', 'destroying', 'error'] as const;
+    const cpus = [0.25, 0.5, 1, 1.5, 2.0004, 0.1];
+    const owners = ['key-a', 'key-b', undefined];
+    const want = new Map<string, { sandboxes: number; mcpu: number; memoryMiB: number }>();
+    for (let i = 0; i < 300; i++) {
+      const owner = owners[i % 3];
+      const state = states[(i * 7) % states.length]!;
+      const spec = { cpus: cpus[i % cpus.length]!, memoryMiB: 128 * (1 + (i % 5)), diskGiB: 1 };
+      await s.putSandbox(sandboxRecord(`s${i}`, { state, spec, ...(owner ? { owner } : {}) }));
+      if (!owner || !HOLDING_STATES.includes(state)) continue;
+      const w = want.get(owner) ?? { sandboxes: 0, mcpu: 0, memoryMiB: 0 };
+      w.sandboxes++;
+      w.mcpu += milliCpus(spec.cpus);
+      w.memoryMiB += spec.memoryMiB;
+      want.set(owner, w);
+    }
+    const got = await s.quotaUsage(['key-a', 'key-b', 'key-c']);
+    for (const k of ['key-a', 'key-b'])
+      expect(got.get(k)).toEqual({ sandboxes: want.get(k)!.sandboxes, vcpus: want.get(k)!.mcpu / 1000, memoryMiB: want.get(k)!.memoryMiB });
+    expect(got.get('key-c')).toEqual({ sandboxes: 0, vcpus: 0, memoryMiB: 0 });
+    await s.close();
+    const db = new Database(path, { readonly: true });
+    const plan = db
+      .prepare(`EXPLAIN QUERY PLAN SELECT COUNT(*), TOTAL(mcpu), TOTAL(mem_mib) FROM sandboxes WHERE owner = ? AND state IN ('running')`)
+      .all('key-a') as { detail: string }[];
+    db.close();
+    expect(plan.map((r) => r.detail).join(' ')).toContain('USING INDEX sandboxes_owner_use');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
