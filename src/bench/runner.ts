@@ -64,6 +64,7 @@ export async function runBench(cfg: BenchConfig, ops: BenchOps, onProgress?: (p:
   const phases: Record<string, number[]> = {};
   const primary: number[] = [];
   const errors: Record<string, number> = {};
+  const errorMessages: Record<string, string> = {};
   const leftovers = new Set<string>();
   let failed = 0;
   let done = 0;
@@ -104,6 +105,7 @@ export async function runBench(cfg: BenchConfig, ops: BenchOps, onProgress?: (p:
         failed++;
         const code = errorCode(e);
         errors[code] = (errors[code] ?? 0) + 1;
+        errorMessages[code] ??= e instanceof Error ? e.message : String(e);
       }
     } finally {
       if (measured) measuredEnd = performance.now();
@@ -152,6 +154,7 @@ export async function runBench(cfg: BenchConfig, ops: BenchOps, onProgress?: (p:
   return {
     summary,
     errors,
+    errorMessages,
     grade: grade(summary.latencyMs.p99, summary.successRate),
     histogram: histogram(primary),
     phases: Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, summarizeLatencies(v)])),

@@ -85,6 +85,8 @@ export function grade(p99Ms: number, successRate: number): Grade {
 export interface BenchResult {
   summary: Summary;
   errors: Record<string, number>;
+  /** The first message seen for each code in `errors`: a rare failure in a long run says what it was. */
+  errorMessages?: Record<string, string>;
   grade: Grade;
   histogram: HistogramBucket[];
   config: Record<string, unknown>;

@@ -83,6 +83,7 @@ describe('cubectl bench', () => {
     const res = JSON.parse(r.stdout);
     expect(res.summary).toMatchObject({ count: 3, success: 0, failed: 3 });
     expect(res.errors).toEqual({ '130401': 3 });
+    expect(res.errorMessages['130401']).toMatch(/^POST \/v2\/sandboxes: 401 /);
     expect(res.grade).toBe('D');
   });
 

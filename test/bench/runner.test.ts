@@ -56,6 +56,7 @@ describe('runBench', () => {
     const { ops } = ledgerOps(4);
     const r = await runBench({ ...base, warmup: 0, count: 8 }, ops);
     expect(r.errors).toEqual({ '130597': 2 });
+    expect(r.errorMessages).toEqual({ '130597': 'no node available' });
     expect(r.summary.successRate).toBe(0.75);
     expect(r.grade).toBe('D');
   });

@@ -71,7 +71,7 @@ export function report(r: RunResult): string {
     .join('\n');
   const errors = Object.entries(r.errors)
     .sort((a, b) => b[1] - a[1])
-    .map(([code, n]) => `  ${code}: ${n}`)
+    .map(([code, n]) => `  ${code}: ${n}${r.errorMessages?.[code] ? `  (first: ${r.errorMessages[code]})` : ''}`)
     .join('\n');
   return [
     `mode ${String(r.config.mode)}  workload ${String(r.config.workload)}  concurrency ${String(r.config.concurrency)}  warm-up ${String(r.config.warmup)}`,
@@ -132,7 +132,7 @@ export function register(program: Command): void {
     )
     .addHelpText(
       'after',
-      `\nThe API key comes from CUBE_API_KEY, else E2B_API_KEY, else <data-dir>/api-key; the address from --api or CUBE_API_URL.\nJSON: {summary: {count, success, failed, successRate, durationSec, throughputPerSec, latencyMs: {min, avg, std, p50, p90, p95, p99, max}}, phases, errors: {code: count}, histogram, grade, config, startedAt}.\n` +
+      `\nThe API key comes from CUBE_API_KEY, else E2B_API_KEY, else <data-dir>/api-key; the address from --api or CUBE_API_URL.\nJSON: {summary: {count, success, failed, successRate, durationSec, throughputPerSec, latencyMs: {min, avg, std, p50, p90, p95, p99, max}}, phases, errors: {code: count}, errorMessages: {code: first message}, histogram, grade, config, startedAt}.\n` +
         examples(
           'cubectl bench -c 1 -n 200 -m create-delete',
           'cubectl bench -c 20 -n 1000 -w 50 --json c20.json',
