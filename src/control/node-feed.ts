@@ -40,6 +40,12 @@ export interface NodeFeed {
    * taken on demand), or not before the node's answer (Infinity: a heartbeat cannot tell).
    */
   sentAt(): number;
+  /**
+   * For a destroy about to be sent to a node: a time in the node's clock before which its views
+   * surely still count the sandbox (they are subtracted its resources until a newer one comes);
+   * undefined when the feed cannot tell (its views are then taken as they come).
+   */
+  destroySentAt(): number | undefined;
   /** Why node `nodeID` cannot leave the registry (it is this process's own), if it cannot. */
   keeps(nodeID: string): string | undefined;
 }
@@ -87,6 +93,11 @@ export class InProcessFeed implements NodeFeed {
    * 25.6-cpu node refused the 20th (26+1 > 25.6).
    */
   sentAt(): number {
+    return Date.now();
+  }
+
+  /** Views are taken on demand in this process's clock: one taken before now counted the sandbox. */
+  destroySentAt(): number {
     return Date.now();
   }
 
@@ -147,6 +158,11 @@ export class StoreFeed implements NodeFeed {
 
   sentAt(): number {
     return Infinity;
+  }
+
+  /** A heartbeat's stamp is the node's clock, not ours: the next one shows the sandbox gone. */
+  destroySentAt(): undefined {
+    return undefined;
   }
 
   keeps(): undefined {

@@ -382,6 +382,8 @@ export class SandboxOps {
             ...(rec.owner !== undefined ? { owner: rec.owner } : {}),
           });
         await this.ctx.store.deleteSandbox(sandboxID);
+        // Views older than this still count a sandbox holding its full share (not a paused one).
+        const sentAt = rec.state === 'running' ? this.ctx.feed.destroySentAt() : undefined;
         const failed = await this.nodes
           .nodeApi(rec.nodeID, fence)
           .then((n) => n.destroySandbox(sandboxID))
@@ -389,6 +391,15 @@ export class SandboxOps {
             () => undefined,
             (e: unknown) => toCubeError(e),
           );
+        if (!failed && sentAt !== undefined)
+          this.nodes.book.release({
+            nodeID: rec.nodeID,
+            cpus: rec.spec.cpus,
+            memoryMiB: rec.spec.memoryMiB,
+            diskGiB: rec.spec.diskGiB,
+            at: sentAt,
+            removed: true,
+          });
         if (failed && failed.kind !== 'NOT_FOUND')
           await this.watch
             .appendEvent({

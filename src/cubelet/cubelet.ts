@@ -466,12 +466,14 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       memoryMiB: quota?.memory_mib ?? host.memTotalMiB,
       declared: quota?.cpus !== undefined || quota?.memory_mib !== undefined,
     };
-    return { cfg, host, capacity, master: cfg.master, memAvailableMiB: host.memAvailableMiB, real: this.real().map((e) => e.view) };
+    // Stamped when the sandboxes are read, not when the view is done (awaits later): the control
+    // counts a placement on top of a view stamped before it, so a later stamp would hide creates.
+    return { cfg, host, capacity, master: cfg.master, memAvailableMiB: host.memAvailableMiB, real: this.real().map((e) => e.view), at: new Date() };
   }
 
   async nodeView(): Promise<NodeView> {
     const { network, driver } = this.o;
-    const { cfg, host, capacity, real } = await this.density();
+    const { cfg, host, capacity, real, at } = await this.density();
     const cpu = this.metrics.sampleCpu(capacity.cpus);
     return buildNodeView({
       nodeID: this.nodeID,
@@ -494,7 +496,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       poolSlotLimit: this.o.poolSlotLimit,
       ...templateFacts(await this.o.templates.listTemplates()),
       ...(this.o.templates.layerFacts ? { layerFacts: await this.o.templates.layerFacts() } : {}),
-      now: new Date(),
+      now: at,
     });
   }
 

@@ -50,6 +50,42 @@ describe('PlacementBook: which placements a new metrics read still needs added',
   });
 });
 
+describe('PlacementBook: sandboxes this replica destroyed', () => {
+  const used = (cpus: number, total: number) => node('a', { lastSeen: NOW, usage: { quotaCpuUsed: cpus }, sandboxes: { total } });
+  const gone = (at: number) => ({ nodeID: 'a', cpus: 1, memoryMiB: 512, at: NOW + at, removed: true as const });
+  it.each([
+    ['destroyed after the view was read: taken off', gone(1), 24, 24],
+    ['in the same millisecond: taken off (the view still held it)', gone(0), 24, 24],
+    ['destroyed before the view was read: the view already lacks it', gone(-1), 25, 25],
+  ])('%s', (_name, removal, cpus, total) => {
+    const book = new PlacementBook(() => params);
+    book.setViews([used(25, 25)], NOW);
+    book.release(removal);
+    const v = book.nodeViews()[0]!;
+    expect([v.usage.quotaCpuUsed, v.sandboxes.total]).toEqual([cpus, total]);
+  });
+
+  it('a create-delete loop on a full node: a delete makes room for the next create before the next read', () => {
+    // 25 sandboxes of 1 cpu on a 25.6-cpu node (2 cpus x 16 oversell x 80%), views read at NOW.
+    const book = new PlacementBook(() => params);
+    book.setViews([used(25, 25)], NOW);
+    book.release(gone(1));
+    book.place({ nodeID: 'a', cpus: 1, memoryMiB: 512, at: NOW + 2 });
+    expect(book.nodeViews()[0]!.usage.quotaCpuUsed).toBe(25);
+    // The next read (its view lacks the destroyed one and holds the new one): both entries done.
+    book.setViews([node('a', { lastSeen: NOW + 3, usage: { quotaCpuUsed: 25 }, sandboxes: { total: 25 } })], NOW + 3);
+    expect(book.nodeViews()[0]!.usage.quotaCpuUsed).toBe(25);
+  });
+
+  it('never below zero', () => {
+    const book = new PlacementBook(() => params);
+    book.setViews([used(0, 0)], NOW);
+    book.release(gone(1));
+    const v = book.nodeViews()[0]!;
+    expect([v.usage.quotaCpuUsed, v.usage.quotaMemUsedMiB, v.sandboxes.total]).toEqual([0, 0, 0]);
+  });
+});
+
 describe('PlacementBook: the prepared nodes decisions read', () => {
   it('each candidate carries the node prepared from its current view: a metrics read and a placement make it again', () => {
     const book = new PlacementBook(() => params);
