@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <limits.h>
 #include <sys/inotify.h>
@@ -118,6 +119,6 @@ int check_access(char **args);
 
 // store.c: the btrfs sandbox store.
 int limit_fd(int fd, uint64_t bytes);
-int store_cmd(int argc, char **argv);
+int store_cmd(int argc, char **argv, FILE *out, FILE *err);
 
 #endif

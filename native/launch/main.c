@@ -41,8 +41,8 @@
 //     streaming its output back as it comes and taking stdin, signals and pty resizes meanwhile
 //     (ops 3-8, described at start_exec_job), so a command costs the daemon no fork either.
 //     A fifth, `store ...`, issues the btrfs ioctls of the sandbox store (src/storage/): subvolume
-//     create/snapshot/delete and quota-group limits, in a forked child (op 9; no exec: `btrfs`
-//     would cost a spawn).
+//     create/snapshot/delete and quota-group limits, one at a time on a thread of the helper in the
+//     host's mount namespace (op 9; no exec: `btrfs` would cost a spawn; no fork either: see serve.c).
 //     Request: u32 len, u32 id, u32 op (0 create, 1 run, 2 holders, 3-8 exec, 9 store), u32 argc, u32 stdin_len,
 //     argv as NUL-terminated strings, stdin bytes. Answer: u32 len, u32 id, i32 wait status (-1: not
 //     started; exec jobs also -2 data and -3 closed), u32 stdout_len, stdout bytes, stderr bytes.
