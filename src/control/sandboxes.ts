@@ -383,10 +383,15 @@ export class SandboxOps {
           });
         await this.ctx.store.deleteSandbox(sandboxID);
         // Views older than this still count a sandbox holding its full share (not a paused one).
-        const sentAt = rec.state === 'running' ? this.ctx.feed.destroySentAt() : undefined;
+        // Read right at the call: an in-process node stops counting it before its first await, and
+        // a view read during the node lookup above still counted it.
+        let sentAt: number | undefined;
         const failed = await this.nodes
           .nodeApi(rec.nodeID, fence)
-          .then((n) => n.destroySandbox(sandboxID))
+          .then((n) => {
+            sentAt = rec.state === 'running' ? this.ctx.feed.destroySentAt() : undefined;
+            return n.destroySandbox(sandboxID);
+          })
           .then(
             () => undefined,
             (e: unknown) => toCubeError(e),
