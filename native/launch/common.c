@@ -25,7 +25,7 @@ void die(const char *fmt, ...) {
   _exit(EXIT_HELPER);
 }
 
-void join_cgroups(const char **procs, int n) {
+void join_cgroups(const char *const *procs, int n) {
   for (int i = 0; i < n; i++) {
     int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, "0", 1) != 1) die("join cgroup %s", procs[i]);

@@ -17,20 +17,25 @@
 long id_base = -1; // create: -I
 int idmap_ns = -1;
 
-void write_file_at(int dfd, const char *path, const char *s) {
+int write_file_at(int dfd, const char *path, const char *s) {
   int fd = openat(dfd, path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || write(fd, s, strlen(s)) != (ssize_t)strlen(s)) die("write %s", path);
+  if (fd < 0) return -1;
+  int ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
+  int e = errno;
   close(fd);
+  errno = e;
+  return ok ? 0 : -1;
 }
 
-// `proc`: the host's /proc, held open: the init's pivot_root moves the root of every process of
-// its mount namespace, the creating one's too, into the sandbox (whose /proc has no host pids).
-void write_id_maps(int proc, pid_t pid, const char *map) {
-  char p[64];
-  snprintf(p, sizeof p, "%d/uid_map", (int)pid);
-  write_file_at(proc, p, map);
-  snprintf(p, sizeof p, "%d/gid_map", (int)pid);
-  write_file_at(proc, p, map);
+// `proc`: the host's /proc, held open by serve (which writes the maps of every create).
+// -1 with errno and the file that failed in `failed` (the uid or gid map of that pid).
+int write_id_maps(int proc, pid_t pid, const char *map, char *failed, size_t len) {
+  static const char *files[] = {"uid_map", "gid_map"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(failed, len, "%d/%s", (int)pid, files[i]);
+    if (write_file_at(proc, failed, map) < 0) return -1;
+  }
+  return 0;
 }
 
 // The layers' namespace: a child born in it waits while its maps are written, then returns. It
@@ -47,20 +52,33 @@ static int hold_idmap_ns(void *arg) {
   return syscall(SYS_read, idmap_hold[0], &b, 1) < 0;
 }
 
-int make_idmap_ns(int proc, long base) {
+// Runs in serve (before the init's fork, whose pid namespace the holder must not enter): -1 with
+// errno and what failed in `failed` instead of dying.
+int make_idmap_ns(int proc, long base, char *failed, size_t len) {
   static char stack[16384] __attribute__((aligned(16)));
-  if (pipe2(idmap_hold, O_CLOEXEC) < 0) die("pipe");
+  snprintf(failed, len, "clone a user namespace");
+  if (pipe2(idmap_hold, O_CLOEXEC) < 0) return -1;
   pid_t c = clone(hold_idmap_ns, stack + sizeof stack, CLONE_VM | CLONE_NEWUSER | SIGCHLD, NULL);
-  if (c < 0) die("clone a user namespace");
+  if (c < 0) {
+    int e = errno;
+    close(idmap_hold[0]);
+    close(idmap_hold[1]);
+    errno = e;
+    return -1;
+  }
   close(idmap_hold[0]);
-  char map[96], p[64];
+  char map[96];
   snprintf(map, sizeof map, "0 %ld %d\n%d 0 1\n", base, ID_RANGE, ID_RANGE);
-  write_id_maps(proc, c, map);
-  snprintf(p, sizeof p, "%d/ns/user", (int)c);
-  int fd = openat(proc, p, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) die("open %s", p);
+  int fd = write_id_maps(proc, c, map, failed, len);
+  if (fd == 0) {
+    snprintf(failed, len, "%d/ns/user", (int)c);
+    fd = openat(proc, failed, O_RDONLY | O_CLOEXEC);
+  }
+  int e = errno;
+  // The holder runs on `stack`: it must be gone before the next create's clone reuses it.
   close(idmap_hold[1]);
-  waitpid(c, NULL, 0);
+  while (waitpid(c, NULL, 0) < 0 && errno == EINTR) {}
+  errno = e;
   return fd;
 }
 

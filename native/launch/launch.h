@@ -66,7 +66,7 @@ extern int main_argc;
 extern char **main_argv;
 extern int keep_net_raw;
 void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-void join_cgroups(const char **procs, int n);
+void join_cgroups(const char *const *procs, int n);
 void set_loopback_up(void);
 void drop_bounding_caps(void);
 void limit_own_caps(int keep);
@@ -94,9 +94,9 @@ void sandbox_init(const char *id, const char *lower, const char *lower_base, con
 // identity.c: the sandbox's own host ids (user namespaces, idmapped layers).
 extern long id_base;
 extern int idmap_ns;
-void write_file_at(int dfd, const char *path, const char *s);
-void write_id_maps(int proc, pid_t pid, const char *map);
-int make_idmap_ns(int proc, long base);
+int write_file_at(int dfd, const char *path, const char *s);
+int write_id_maps(int proc, pid_t pid, const char *map, char *failed, size_t len);
+int make_idmap_ns(int proc, long base, char *failed, size_t len);
 int idmapped_tree(const char *path, unsigned recursive, uint64_t attrs);
 int idmapped_layer(const char *path, const char *m);
 void enter_own_userns(int ready, int go);
@@ -104,10 +104,21 @@ void enter_own_userns(int ready, int go);
 // volumes.c: create -v HOSTDIR:PATH, volumes mounted into the sandbox by its init.
 #define MAX_VOLUMES 16
 int add_volume(char *arg);
+void clear_volumes(void);
 void mount_volumes(const char *m);
 
-// create.c, exec.c, serve.c: the commands.
-int cmd_create(int argc, char **argv);
+// create.c: a create request (options in main.c) and the fork of its init, both run by serve.
+struct create_req {
+  const char *id, *lower, *lower_base, *upper, *work, *merged, *netns;
+  const char *cgroups[MAX_CGROUPS];
+  int ncg, bind_usr, tmp_mib;
+  uint64_t disk_limit;
+  long id_base;
+};
+int parse_create(int argc, char **argv, struct create_req *c, char *err, size_t len);
+pid_t start_init(const struct create_req *c, int proc, int own_pidns, const sigset_t *mask, int *report, int *go, char *failed, size_t len);
+
+// exec.c, serve.c: the commands.
 extern int exec_on_tty;
 int cmd_exec(int argc, char **argv);
 int cmd_serve(void);

@@ -1,10 +1,11 @@
 // cube-launch: the one native helper of the `ns` runtime driver.
 //
-//   cube-launch create -i ID -l LOWER -u UPPER -w WORK -m MERGED [-L LAYERS_DIR] [-U] [-t TMPFS_MIB] [-q LIMIT_BYTES] [-n NETNS] [-I HOST_ID_BASE] [-c CGROUP_PROCS]... [-v HOSTDIR:/PATH]...
+//   create -i ID -l LOWER -u UPPER -w WORK -m MERGED [-L LAYERS_DIR] [-U] [-t TMPFS_MIB] [-q LIMIT_BYTES] [-n NETNS] [-I HOST_ID_BASE] [-c CGROUP_PROCS]... [-v HOSTDIR:/PATH]...
+//     A request of `serve` (op 0), not a command of its own: builds a sandbox and answers the host
+//     pid of its init ("cube-init"), forked by serve itself (create.c): no other process stays
+//     behind or comes between. The init is pid 1 of a new pid namespace, never execs and only reaps.
 //     LOWER is overlayfs' lowerdir (a:b:c, top first); with -L its relative entries resolve in
 //     LAYERS_DIR, so a stack of 64-hex layer names fits the kernel's one-page option limit.
-//     Builds a sandbox and prints the host pid of its init ("cube-init"), then exits: no supervisor
-//     process stays behind. The init is pid 1 of a new pid namespace, never execs and only reaps.
 //     -q: UPPER is in a btrfs subvolume of the sandbox store; its exclusive quota-group limit is set
 //     first (in this request, so the store's pooled subvolumes cost the create no extra round trip).
 //     -I: the sandbox's own host ids (see "identity" below): ids 0-65535 inside are host
@@ -28,8 +29,8 @@
 //   cube-launch serve
 //     Stays up and runs requests framed on stdin, answering on stdout, so the daemon never forks
 //     itself (a fork of the daemon blocks its event loop for its whole page-table copy: 40-50 ms
-//     per spawn measured under load). A request is either a `create` done in a forked child (no
-//     exec) or a command run with its stdin, output and wait status collected. Creates run in a
+//     per spawn measured under load). A request is either a `create` (above: the init forked from
+//     here) or a command run with its stdin, output and wait status collected. Creates run in a
 //     slim mount namespace of the helper without the host's per-netns nsfs mounts, so the copy
 //     each sandbox's unshare(CLONE_NEWNS) makes stays small however large the netns pool grows;
 //     it is remade when the host's other mounts change (a template on a filesystem mounted later,
@@ -55,9 +56,8 @@
 int main(int argc, char **argv) {
   main_argc = argc;
   main_argv = argv;
-  if (argc >= 2 && strcmp(argv[1], "create") == 0) return cmd_create(argc - 1, argv + 1);
   if (argc >= 2 && strcmp(argv[1], "exec") == 0) return cmd_exec(argc - 1, argv + 1);
   if (argc == 2 && strcmp(argv[1], "serve") == 0) return cmd_serve();
-  fprintf(stderr, "usage: cube-launch create|exec|serve ...\n");
+  fprintf(stderr, "usage: cube-launch exec|serve ...\n");
   return 2;
 }

@@ -21,6 +21,10 @@ struct job {
   // for other jobs), and the sandbox's writable layer (-Q: its quota group is what statfs reports).
   int notify;
   char *upper;
+  // Create jobs (op 0): `pid` is the sandbox init, `out` its report pipe (create.c). go: the pipe
+  // that lets it on once its id maps are written (-I; -1 once done, and without -I); id_base: -I.
+  int create, go;
+  long id_base;
 };
 
 #define MAX_JOBS 1024
@@ -278,7 +282,7 @@ static void answer_stores(void) {
   }
 }
 
-static void start_job(uint32_t id, uint32_t op, int argc, char **argv, const char *in, size_t inlen, const sigset_t *oldmask) {
+static void start_job(uint32_t id, uint32_t op, char **argv, const char *in, size_t inlen, const sigset_t *oldmask) {
   if (njobs == MAX_JOBS) { answer(id, -1, NULL, 0, "too many jobs", 13); return; }
   int po[2], pe[2];
   if (pipe2(po, O_CLOEXEC) < 0) die("pipe");
@@ -298,10 +302,6 @@ static void start_job(uint32_t id, uint32_t op, int argc, char **argv, const cha
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (dup2(infd >= 0 ? infd : null, 0) < 0 || dup2(po[1], 1) < 0 || dup2(pe[1], 2) < 0) _exit(EXIT_HELPER);
     syscall(SYS_close_range, HOST_MNT_FD + 1, ~0U, 0);
-    if (op == 0) {
-      optind = 1;
-      exit(cmd_create(argc, argv));
-    }
     if (op == 2) exit(netns_holders(argv[0]));
     if (setns(HOST_MNT_FD, CLONE_NEWNS) < 0) die("join host mount namespace");
     execvp(argv[0], argv);
@@ -320,7 +320,72 @@ static void start_job(uint32_t id, uint32_t op, int argc, char **argv, const cha
   j->notify = -1;
 }
 
-static int job_done(struct job *j) { return j->reaped && j->out < 0 && j->err < 0; }
+// ---- serve: creates ----------------------------------------------------------------------
+// Op 0 forks the sandbox's init from here (create.c), and follows it through its report pipe:
+// with -I, a first byte 1 asks for its user namespace's maps, written from here (host root,
+// outside its namespaces), then "ok" once it is set up, or a failure's message; either way the
+// pipe's EOF ends the job. Answer: the init's pid on stdout, or exit EXIT_HELPER and the message.
+static int host_proc = -1, own_pidns = -1; // the host's /proc (maps), this helper's pid namespace
+
+static void start_create_job(uint32_t id, int argc, char **argv, const sigset_t *oldmask) {
+  if (njobs == MAX_JOBS) { answer(id, -1, NULL, 0, "too many jobs", 13); return; }
+  struct create_req c;
+  char msg[600], failed[512];
+  if (parse_create(argc, argv, &c, msg, sizeof msg) < 0) { answer(id, 2 << 8, NULL, 0, msg, strlen(msg)); return; }
+  int report, go;
+  pid_t pid = start_init(&c, host_proc, own_pidns, oldmask, &report, &go, failed, sizeof failed);
+  if (pid < 0) {
+    int n = snprintf(msg, sizeof msg, "cube-launch: %s: %s\n", failed, strerror(errno));
+    answer(id, EXIT_HELPER << 8, NULL, 0, msg, (size_t)n);
+    return;
+  }
+  struct job *j = &jobs[njobs++];
+  memset(j, 0, sizeof *j);
+  j->pid = pid;
+  j->id = id;
+  j->out = report;
+  j->err = -1;
+  j->notify = -1;
+  j->create = 1;
+  j->go = go;
+  j->id_base = c.id_base;
+}
+
+// After a read of a create job's report: its maps, once it asks.
+static void create_maps(struct job *j) {
+  if (j->go < 0 || j->olen == 0) return;
+  if (j->obuf[0] == '\1') { // never the first byte of a failure report
+    memmove(j->obuf, j->obuf + 1, --j->olen);
+    char map[64], failed[64];
+    snprintf(map, sizeof map, "0 %ld %d\n", j->id_base, ID_RANGE);
+    if (write_id_maps(host_proc, j->pid, map, failed, sizeof failed) < 0 || write(j->go, "g", 1) != 1) {
+      char m[160];
+      int n = snprintf(m, sizeof m, "user namespace maps: %s: %s\n", failed, strerror(errno));
+      append(&j->ebuf, &j->elen, &j->ecap, m, (size_t)n);
+      kill(j->pid, SIGKILL);
+    }
+  }
+  close(j->go); // a failure report came instead: the init has exited
+  j->go = -1;
+}
+
+static void finish_create_job(struct job *j) {
+  if (j->go >= 0) close(j->go);
+  if (j->olen == 2 && memcmp(j->obuf, "ok", 2) == 0 && j->elen == 0) {
+    char pid[16];
+    int n = snprintf(pid, sizeof pid, "%d\n", (int)j->pid);
+    answer(j->id, 0, pid, (size_t)n, NULL, 0);
+    return;
+  }
+  kill(j->pid, SIGKILL); // reaped by the loop, like any child
+  const char *why = j->elen ? j->ebuf : j->olen ? j->obuf : "no report\n";
+  size_t wlen = j->elen ? j->elen : j->olen ? j->olen : strlen(why);
+  char m[2048];
+  int n = snprintf(m, sizeof m, "cube-launch: sandbox init failed: %.*s", (int)wlen, why);
+  answer(j->id, EXIT_HELPER << 8, NULL, 0, m, n < (int)sizeof m ? (size_t)n : sizeof m - 1);
+}
+
+static int job_done(struct job *j) { return j->create ? j->out < 0 : j->reaped && j->out < 0 && j->err < 0; }
 
 // The fd to poll for a job's output: none while a paced stream has no credit left (its pipe
 // fills, the command blocks; EOF is seen once credit comes back or the client detaches).
@@ -571,6 +636,9 @@ int cmd_serve(void) {
   close(m2);
   close(t2);
   host_root = HOST_ROOT_FD;
+  host_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+  if (host_proc < 0 || own_pidns < 0) die("open /proc");
   enter_slim_namespace();
   sigset_t chld, old;
   sigemptyset(&chld);
@@ -617,6 +685,7 @@ int cmd_serve(void) {
     answer_listeners(pfd + first_listener, polled_listeners);
     for (int i = 0; i < njobs; i++) {
       if (pfd[4 + 4 * i].revents) read_job_fd(&jobs[i], &jobs[i].out, &jobs[i].obuf, &jobs[i].olen, &jobs[i].ocap);
+      if (jobs[i].create) create_maps(&jobs[i]);
       if (pfd[5 + 4 * i].revents) read_job_fd(&jobs[i], &jobs[i].err, &jobs[i].ebuf, &jobs[i].elen, &jobs[i].ecap);
       if (pfd[6 + 4 * i].revents) flush_job_input(&jobs[i]);
       if (pfd[7 + 4 * i].revents) take_job_listener(&jobs[i]);
@@ -648,6 +717,7 @@ int cmd_serve(void) {
       struct job *j = &jobs[i];
       if (!job_done(j)) { i++; continue; }
       if (j->stream) finish_stream_job(j);
+      else if (j->create) finish_create_job(j);
       else answer(j->id, j->status, j->obuf, j->olen, j->ebuf, j->elen);
       take_job_listener(j); // sent before the command started (or never: the exec failed before)
       if (j->notify >= 0) close(j->notify);
@@ -684,10 +754,10 @@ int cmd_serve(void) {
         } else if (k != argc || k == 0 || p != end || op > OP_STORE) answer(id, -1, NULL, 0, "bad request", 11);
         else if (op == OP_EXEC) start_exec_job(id, (int)argc, argv, &old);
         else if (op == OP_STORE) queue_store(id, (int)argc, argv);
-        else {
-          if (op == 0) refresh_slim_namespace();
-          start_job(id, op, (int)argc, argv, end, inlen, &old);
-        }
+        else if (op == OP_CREATE) {
+          refresh_slim_namespace();
+          start_create_job(id, (int)argc, argv, &old);
+        } else start_job(id, op, argv, end, inlen, &old);
         memmove(req, req + total, rlen - total);
         rlen -= total;
       }

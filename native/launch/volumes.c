@@ -20,6 +20,8 @@ int add_volume(char *arg) {
   return 0;
 }
 
+void clear_volumes(void) { nvol = 0; }
+
 static int open_in_root(int root, const char *rel) {
   struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
   return (int)syscall(SYS_openat2, root, rel[0] ? rel : ".", &how, sizeof how);

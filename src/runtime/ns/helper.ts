@@ -161,7 +161,7 @@ export class LaunchHelper {
 
   constructor(readonly path: string = defaultLauncher()) {}
 
-  /** `cube-launch create ARGS` in a forked child of the helper (no exec). */
+  /** A sandbox's init forked by the helper from `create ARGS` (native/launch/create.c); its pid on stdout. */
   create(args: readonly string[]): Promise<HelperResult> {
     return this.request(OP_CREATE, ['create', ...args], Buffer.alloc(0));
   }
