@@ -74,6 +74,12 @@ function treeCpuMs(root: number): { tree: number; own: number } {
   return { tree: (ticks * 1000) / SC_CLK_TCK, own: ((stats.get(root)?.own ?? 0) * 1000) / SC_CLK_TCK };
 }
 
+/** Busy CPU of the whole machine so far (every core, /proc/stat: all but idle and iowait), in ms. */
+function machineBusyMs(): number {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
+  return ((f.reduce((a, b) => a + b, 0) - f[3]! - f[4]!) * 1000) / SC_CLK_TCK;
+}
+
 /** The host pid of a sandbox's init (comm cube-init, in the sandbox's cgroup). */
 function initPidOf(sandboxID: string): number {
   for (const name of readdirSync('/proc')) {
@@ -194,6 +200,7 @@ try {
   errors.clear();
   const samples: Record<string, number[]> = {};
   const cpu0 = d ? treeCpuMs(d.pid) : { tree: 0, own: 0 };
+  const machine0 = machineBusyMs();
   const client0 = process.cpuUsage();
   const recorders = budget ? startRecorders(budget) : [];
   const window0 = monotonicMicros();
@@ -211,6 +218,7 @@ try {
   const window1 = monotonicMicros();
   const client = process.cpuUsage(client0);
   const cpu1 = d ? treeCpuMs(d.pid) : { tree: NaN, own: NaN };
+  const machine = machineBusyMs() - machine0;
   await stopRecorders(recorders);
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   const config = !own ? url : values.shipped ? 'shipped default config' : 'benchmark daemon (bench/daemon.ts)';
@@ -226,7 +234,10 @@ try {
   const daemon = d
     ? `daemon tree ${per(cpu1.tree - cpu0.tree)} (cubed itself ${per(cpu1.own - cpu0.own)}, its helpers and their children the rest)`
     : 'daemon n/a (external)';
-  console.log(`  CPU per rollout: ${daemon}, client ${per((client.user + client.system) / 1000)}`);
+  // The tree holds the sandboxes' inits since the helper forks them itself (a21a469); before, they
+  // were reparented to host pid 1 and their CPU (mounts, teardown) was in no tree: compare the
+  // machine's figure across that commit (everything on the host, this client included).
+  console.log(`  CPU per rollout: ${daemon}, client ${per((client.user + client.system) / 1000)}, machine ${per(machine)}`);
   if (budget && d) {
     // The window in the clock V8's profiles use (CLOCK_MONOTONIC, µs), for bench/rollout-budget.ts.
     writeFileSync(join(budget, 'windows.json'), JSON.stringify({ control: d.pid, compute: 0, windows: { rollouts: [window0, window1] } }));
@@ -237,7 +248,7 @@ try {
         seconds: secs,
         load,
         config,
-        cpuMs: { tree: cpu1.tree - cpu0.tree, cubed: cpu1.own - cpu0.own, client: (client.user + client.system) / 1000 },
+        cpuMs: { tree: cpu1.tree - cpu0.tree, cubed: cpu1.own - cpu0.own, client: (client.user + client.system) / 1000, machine },
       }),
     );
   }
