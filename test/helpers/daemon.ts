@@ -227,7 +227,10 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
       live.delete(child);
       log.end();
     });
-    await waitHealthy(url, child, logPath);
+    await waitHealthy(url, child, logPath).catch(async (e: unknown) => {
+      await exited(child); // killed by waitHealthy: its helpers die with it
+      throw e;
+    });
     return child;
   };
 
@@ -240,17 +243,33 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
     }
   };
 
-  let child = await launch();
   // The tag the data dir records (a fresh one: nodeTag of the node id; one given a tag keeps it).
   // A simulated node records none.
-  const recorded = (() => {
+  const recordedTag = () => {
     try {
-      return readFileSync(join(dataDir, 'node-tag'), 'utf8').trim();
+      return readFileSync(join(dataDir, 'node-tag'), 'utf8').trim() || nodeTag(nodeID);
     } catch {
-      return undefined;
+      return nodeTag(nodeID);
     }
-  })();
-  const tag = recorded || nodeTag(nodeID);
+  };
+  /** Purges what the node left; removes its dir when nothing was left, else keeps it (its log) and throws. */
+  const sweep = async (tag: string): Promise<void> => {
+    const left: Record<string, number> = { ...(await settledKernelObjects(tag)), store: (await unmountStore(dataDir)) ? 1 : 0 };
+    const leaked = Object.entries(left).filter(([, n]) => n > 0);
+    if (leaked.length === 0) return rmSync(dir, { recursive: true, force: true });
+    await purgeNetwork(tag);
+    throw new Error(`cubed ${nodeID} (tag ${tag}) left kernel objects behind: ${leaked.map(([k, n]) => `${k}=${n}`).join(', ')} (log: ${logPath})`);
+  };
+
+  // A daemon that never answered is swept like a stopped one: the caller gets why it failed, and
+  // nothing of it stays on the host (its dir too, unless it left a kernel object: then its log).
+  let child = await launch().catch(async (e: unknown) => {
+    await sweep(recordedTag()).catch((leak: unknown) => {
+      throw new Error(`${(e as Error).message}\n${(leak as Error).message}`, { cause: e });
+    });
+    throw e;
+  });
+  const tag = recordedTag();
   let stopped = false;
   const d: TestDaemon = {
     url,
@@ -270,12 +289,7 @@ export async function startDaemon(opts: StartDaemonOptions = {}): Promise<TestDa
         if (child.exitCode === null && child.signalCode === null) await term(child, 'SIGUSR2');
         else await term(await launch(['--destroy-on-exit']));
       } finally {
-        const left: Record<string, number> = { ...(await settledKernelObjects(tag)), store: (await unmountStore(dataDir)) ? 1 : 0 };
-        const leaked = Object.entries(left).filter(([, n]) => n > 0);
-        if (leaked.length > 0) await purgeNetwork(tag);
-        if (leaked.length === 0) rmSync(dir, { recursive: true, force: true });
-        if (leaked.length > 0)
-          throw new Error(`cubed ${nodeID} (tag ${tag}) left kernel objects behind: ${leaked.map(([k, n]) => `${k}=${n}`).join(', ')} (log: ${logPath})`);
+        await sweep(tag);
       }
     },
     async kill9() {
