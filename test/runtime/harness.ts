@@ -12,6 +12,7 @@ import { Cgroups, HIERARCHIES } from '../../src/runtime/ns/cgroups.js';
 import { NsDriver, type NsDriverOptions } from '../../src/runtime/ns/driver.js';
 import { TemplateStore } from '../../src/templates/store.js';
 import type { ExecRequest, ExitInfo, LaunchSpec, SandboxHandle, TemplateRef } from '../../src/runtime/types.js';
+import { unmountStore } from '../helpers/daemon.js';
 
 const repo = join(import.meta.dirname, '..', '..');
 /** The loop-mounted store of a test's data dir (sparse: only what sandboxes write takes host space). */
@@ -49,16 +50,22 @@ export async function makeRig(name: string, driverOpts: Partial<NsDriverOptions>
     cgroups: new Cgroups(tag),
     spec: (over = {}) => ({ sandboxID: newSandboxID(), template: host, cpus: 1, memoryMiB: 128, pidsMax: 64, diskGiB: 1, env: {}, ...over }),
     async teardown() {
-      await driver.cleanup(new Set());
-      await driver.close({ destroy: true });
-      // Killed processes stay zombies until their parent (host pid 1 or this process) reaps them.
-      let leaks = findLeaks(tag, dataDir);
-      for (let i = 0; i < 40 && leaks.processes.length; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-        leaks = findLeaks(tag, dataDir);
+      try {
+        await driver.cleanup(new Set());
+        await driver.close({ destroy: true });
+        // Killed processes stay zombies until their parent (the launch helper, or host pid 1 for
+        // inits an earlier helper forked) reaps them.
+        let leaks = findLeaks(tag, dataDir);
+        for (let i = 0; i < 40 && leaks.processes.length; i++) {
+          await new Promise((r) => setTimeout(r, 50));
+          leaks = findLeaks(tag, dataDir);
+        }
+        return leaks;
+      } finally {
+        // Also when the driver failed to close: its loop-mounted store (a 2 GiB sparse image) goes.
+        await unmountStore(dataDir);
+        await rm(dataDir, { recursive: true, force: true });
       }
-      await rm(dataDir, { recursive: true, force: true });
-      return leaks;
     },
   };
 }
