@@ -358,7 +358,14 @@ static void create_maps(struct job *j) {
     memmove(j->obuf, j->obuf + 1, --j->olen);
     char map[64], failed[64];
     snprintf(map, sizeof map, "0 %ld %d\n", j->id_base, ID_RANGE);
-    if (write_id_maps(host_proc, j->pid, map, failed, sizeof failed) < 0 || write(j->go, "g", 1) != 1) {
+    int ok = write_id_maps(host_proc, j->pid, map, failed, sizeof failed) == 0;
+    if (ok && write(j->go, "g", 1) != 1) {
+      int e = errno;
+      snprintf(failed, sizeof failed, "let the init on");
+      errno = e;
+      ok = 0;
+    }
+    if (!ok) {
       char m[160];
       int n = snprintf(m, sizeof m, "user namespace maps: %s: %s\n", failed, strerror(errno));
       append(&j->ebuf, &j->elen, &j->ecap, m, (size_t)n);
