@@ -10,6 +10,7 @@ import { answeredAt } from '../cubelet/remote.js';
 import type { NodeApi, NodeEvent } from '../cubelet/types.js';
 import type { EventView } from '../model/event.js';
 import type { NodeView } from '../model/node.js';
+import { stamp } from '../model/time.js';
 import { publicView, type SandboxView } from '../model/sandbox.js';
 import type { WatchMessage } from '../model/watch.js';
 import type { StateStore } from '../store/types.js';
@@ -90,20 +91,19 @@ export class InProcessFeed implements NodeFeed {
    * An in-process node registers the sandbox before its first await, and its views are taken on
    * demand: from the call on, any view newer than now counts it. Left at Infinity, the placement
    * was counted on top of the creating sandbox for the whole create: 20 concurrent creates on a
-   * 25.6-cpu node refused the 20th (26+1 > 25.6).
+   * 25.6-cpu node refused the 20th (26+1 > 25.6). The node stamps its views with the same strict
+   * clock (model/time.ts stamp): a view and a call of the same millisecond are still ordered.
    */
   sentAt(): number {
-    return Date.now();
+    return stamp();
   }
 
   /**
-   * Views are taken on demand in this process's clock, and the node stops counting the sandbox
-   * when the call reaches it: one taken before now counted it. A millisecond earlier: a view of
-   * this same millisecond may come after the call (counted twice until the next read, never
-   * taken off twice).
+   * Views are taken on demand in this process's strict clock, and the node stops counting the
+   * sandbox when the call reaches it: one stamped before this counted it, one after did not.
    */
   destroySentAt(): number {
-    return Date.now() - 1;
+    return stamp();
   }
 
   keeps(nodeID: string): string | undefined {

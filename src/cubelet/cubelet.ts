@@ -12,7 +12,7 @@ import type { EventKind, EventView } from '../model/event.js';
 import { limitAsk } from '../model/limits.js';
 import type { NodeView } from '../model/node.js';
 import type { EgressRequest, PauseOptions, SandboxSpecView, SandboxState, SandboxUsage, SandboxView, SnapshotKeeps } from '../model/sandbox.js';
-import { isoTime } from '../model/time.js';
+import { isoTime, stamp } from '../model/time.js';
 import type { NetworkAgent } from '../network/types.js';
 import type { RuntimeDriver, TemplateRef } from '../runtime/types.js';
 import { HOST, hostCpus, type HostReadings } from './host-metrics.js';
@@ -185,7 +185,7 @@ export class Cubelet extends SandboxCalls implements NodeApi {
       templateID: req.templateID,
       spec: { cpus: req.cpus, memoryMiB: req.memoryMiB, diskGiB: req.diskGiB },
       slotIndex: -1,
-      startedAt: Date.now(),
+      startedAt: stamp(), // a view stamped later counts it (registered below, before any await)
       endAt: req.endAt,
       metadata: { ...req.metadata },
       env: { ...req.env },
@@ -468,7 +468,8 @@ export class Cubelet extends SandboxCalls implements NodeApi {
     };
     // Stamped when the sandboxes are read, not when the view is done (awaits later): the control
     // counts a placement on top of a view stamped before it, so a later stamp would hide creates.
-    return { cfg, host, capacity, master: cfg.master, memAvailableMiB: host.memAvailableMiB, real: this.real().map((e) => e.view), at: new Date() };
+    // The process's strict stamp (model/time.ts): exactly before or after a create's or destroy's.
+    return { cfg, host, capacity, master: cfg.master, memAvailableMiB: host.memAvailableMiB, real: this.real().map((e) => e.view), at: new Date(stamp()) };
   }
 
   async nodeView(): Promise<NodeView> {

@@ -1,10 +1,12 @@
 // Pure parts of cluster placement and port proxying: this replica's recent placements laid over
 // node views until a heartbeat shows them, and the node port-proxy path.
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseProxyPath, proxyPath } from '../../src/cubelet/rpc-wire.js';
 import { MasterConfigSchema } from '../../src/config/schema.js';
 import { PlacementBook, withPlacements } from '../../src/control/cluster/node-views.js';
+import { InProcessFeed } from '../../src/control/node-feed.js';
 import { densityParamsFromConfig, footprintMiB } from '../../src/model/density.js';
+import { stamp } from '../../src/model/time.js';
 import { schedule } from '../../src/scheduler/pipeline.js';
 import { NOW, REQ, config, node } from '../scheduler/fixtures.js';
 
@@ -83,6 +85,51 @@ describe('PlacementBook: sandboxes this replica destroyed', () => {
     book.release(gone(1));
     const v = book.nodeViews()[0]!;
     expect([v.usage.quotaCpuUsed, v.usage.quotaMemUsedMiB, v.sandboxes.total]).toEqual([0, 0, 0]);
+  });
+});
+
+describe("a burst in one millisecond, stamped with the process's strict clock (model/time.ts)", () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  it('stamps are strictly increasing integers, never behind the wall clock', () => {
+    const wall = Date.now();
+    const frozen = vi.spyOn(Date, 'now').mockReturnValue(wall); // several stamps in one millisecond
+    const a = stamp();
+    const b = stamp();
+    expect(Number.isInteger(a) && a >= wall && b === a + 1).toBe(true);
+    frozen.mockRestore();
+    const now = Date.now();
+    const c = stamp();
+    expect(c > b && c >= now).toBe(true);
+  });
+
+  it("an in-process node's creates and destroys are stamped on the same clock as its views", () => {
+    vi.spyOn(Date, 'now').mockReturnValue(NOW);
+    const feed = new InProcessFeed([]);
+    const view = stamp();
+    const sent = feed.sentAt();
+    const destroyed = feed.destroySentAt();
+    expect(view < sent && sent < destroyed && destroyed < stamp()).toBe(true);
+  });
+
+  it('15 creates sent in the millisecond of a view that counts them are not counted twice; those sent after it are added', () => {
+    vi.spyOn(Date, 'now').mockReturnValue(NOW); // everything below happens within one millisecond
+    const book = new PlacementBook(() => params);
+    book.setViews([node('a', { lastSeen: stamp() })], NOW);
+    const burst = Array.from({ length: 15 }, () => ({ nodeID: 'a', cpus: 1, memoryMiB: 512, at: Infinity }));
+    for (const p of burst) book.place(p); // decided
+    for (const p of burst) p.at = stamp(); // sent: the node counts each from here (InProcessFeed.sentAt)
+    const view = node('a', { lastSeen: stamp(), usage: { quotaCpuUsed: 15 }, sandboxes: { creating: 15, total: 15 } });
+    book.setViews([view], NOW);
+    expect(book.nodeViews()[0]!.usage.quotaCpuUsed).toBe(15);
+    const after = Array.from({ length: 3 }, () => ({ nodeID: 'a', cpus: 1, memoryMiB: 512, at: stamp() }));
+    for (const p of after) book.place(p);
+    book.release({ nodeID: 'a', cpus: 1, memoryMiB: 512, at: stamp(), removed: true }); // one of the 15, destroyed after the view
+    expect(book.nodeViews()[0]!.usage.quotaCpuUsed).toBe(17);
+    // With the wall clock's milliseconds instead, the tie counted the burst on top of the view.
+    const wallClock = { ...view, lastSeen: NOW };
+    const sentAtNow = burst.map((p) => ({ ...p, at: NOW }));
+    expect(withPlacements(wallClock, sentAtNow, params).usage.quotaCpuUsed).toBe(30);
   });
 });
 
