@@ -10,7 +10,7 @@ import { fileDaemon } from '../helpers/file-daemon.js';
 import { BIN, tmuxConsole } from './tmux.js';
 
 const f = fileDaemon();
-const { start, keys, until, ended, kill } = tmuxConsole(`cube-tui-drill-${process.pid}`);
+const { start, keys, until, filter, ended, kill } = tmuxConsole(`cube-tui-drill-${process.pid}`);
 /** Sandbox ids in the order of the table's rows (rows have the id then padding; the detail line has one space). */
 const rowOrder = (s: string, ids: string[]) => s.split('\n').flatMap((l) => ids.filter((id) => l.startsWith(`${id} `) && /^\S+ {2,}/.test(l)));
 
@@ -67,17 +67,12 @@ describe('cubectl-tui drill-down at 80x24', () => {
     try {
       await until('live', (x) => x.includes('LIVE'));
       // The config view says which keys wait for a restart.
-      keys('5', '/');
-      keys('-l', 'tap_init');
-      keys('Enter');
+      keys('5');
       // The path keeps its end at 80 columns (`~...network.tap_init_num`): the row ends `restart  <from>  <n>`.
-      let s = await until('tap_init_num marked', (x) => /^~\S*\.tap_init_num +restart +\S+ +\d+$/m.test(x));
+      let s = await filter('tap_init', (x) => /^~\S*\.tap_init_num +restart +\S+ +\d+$/m.test(x));
       expect(s).toMatch(/^PATH +APPLIES +FROM +VALUE/m);
       // A live key is edited in place: the daemon validates, persists and applies it.
-      keys('/', 'C-u');
-      keys('-l', 'disk_usage_max');
-      keys('Enter');
-      await until('the filter applied', (x) => x.includes('filter: /disk_usage_max') && !x.includes('/disk_usage_max_'));
+      await filter('disk_usage_max');
       keys('e');
       await until('the edit prompt', (x) => x.includes('scheduler.disk_usage_max_percent (now 80), applied live'));
       keys('C-u');

@@ -9,7 +9,7 @@ import { fileDaemon } from '../helpers/file-daemon.js';
 import { BIN, tmuxConsole } from './tmux.js';
 
 const f = fileDaemon();
-const { start, keys, until, ended, kill } = tmuxConsole(`cube-tui-effective-${process.pid}`);
+const { start, keys, until, filter, ended, kill } = tmuxConsole(`cube-tui-effective-${process.pid}`);
 /** The screen's lines joined: the detail lines wrap at 80. */
 const flat = (s: string) =>
   s
@@ -35,23 +35,16 @@ describe('cubectl-tui at 80x24: effective config, event history, header, footpri
       expect(flat(s)).toMatch(/footprint \S+ of quota \S+ = [\d.]+x (host|declared) \S+, headroom/);
 
       // The config view: the daemon's --listen over the file's api.listen, and where it came from.
-      keys('5', '/');
-      keys('-l', 'listen');
-      keys('Enter');
+      keys('5');
       const port = new URL(f.d.url).port;
-      s = await until('api.listen from --listen', (x) => new RegExp(`^master\\.api\\.listen +restart +--listen +127\\.0\\.0\\.1:${port}$`, 'm').test(x));
+      s = await filter('listen', (x) => new RegExp(`^master\\.api\\.listen +restart +--listen +127\\.0\\.0\\.1:${port}$`, 'm').test(x));
       expect(s).toMatch(/^PATH +APPLIES +FROM +VALUE/m);
-      keys('/', 'C-u');
-      keys('-l', 'data_dir');
-      keys('Enter');
-      s = await until('data_dir from --data-dir', (x) => /^cubelet\.data_dir +restart +--data-dir +\//m.test(x));
+      s = await filter('data_dir', (x) => /^cubelet\.data_dir +restart +--data-dir +\//m.test(x));
       expect(flat(s)).toContain(`cubelet.data_dir = ${f.d.dataDir} (from --data-dir)`);
 
       // The events view: node.joined is older than the snapshot's events until `o` fetches the page before them.
-      keys('Escape', '4', '/');
-      keys('-l', 'joined');
-      keys('Enter');
-      await until('no joined event yet', (x) => x.includes('no event matches "joined"'));
+      keys('Escape', '4');
+      await filter('joined', (x) => x.includes('no event matches "joined"'));
       keys('o');
       s = await until('the older page', (x) => /older event\(s\) from the daemon history/.test(x) && /node\.joined/.test(x));
       expect(flat(s)).toContain(`node ${f.d.nodeID} registered`);

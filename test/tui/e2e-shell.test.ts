@@ -21,14 +21,11 @@ describe('a shell in a sandbox at 80x24', () => {
     const live = (await api.createSandbox({ timeoutSec: 600 })).sandboxID;
     const paused = (await api.createSandbox({ timeoutSec: 600 })).sandboxID;
     await api.pause(paused);
-    const { start, keys, until, ended, kill } = tmuxConsole(`cube-tui-shell-${process.pid}`);
+    const { start, keys, until, filter, ended, kill } = tmuxConsole(`cube-tui-shell-${process.pid}`);
     const only = async (id: string, other: string) => {
       keys('Escape');
       await until('no filter', (x) => !x.includes('filter: /'));
-      keys('/');
-      keys('-l', id);
-      keys('Enter');
-      await until(`the table filtered to ${id}`, (x) => x.includes(`filter: /${id}`) && row(x, id) !== '' && row(x, other) === '');
+      await filter(id, (x) => row(x, id) !== '' && row(x, other) === '');
     };
     start(80, 24, { CUBE_API_KEY: f.d.apiKey, CUBE_API_URL: f.d.url, TERM: 'xterm-256color' }, `${process.execPath} ${BIN} --skin mono`);
     try {

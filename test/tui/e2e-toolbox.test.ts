@@ -9,7 +9,7 @@ import { fileDaemon } from '../helpers/file-daemon.js';
 import { BIN, tmuxConsole } from './tmux.js';
 
 const f = fileDaemon();
-const { start, keys, until, ended, kill } = tmuxConsole(`cube-tui-toolbox-${process.pid}`);
+const { start, keys, until, filter, ended, kill } = tmuxConsole(`cube-tui-toolbox-${process.pid}`);
 const row = (s: string, id: string) => s.split('\n').find((l) => l.startsWith(`${id} `) && /^\S+ {2,}/.test(l)) ?? '';
 
 async function run(api: CubeClient, id: string, command: string): Promise<void> {
@@ -62,10 +62,7 @@ describe('cubectl-tui toolbox at 80x24', () => {
       await run(api, idle, 'echo first-line');
       keys('g');
       await until('idle selected', (x) => x.split('\n').some((l) => l.startsWith(`${idle} `) && l.includes(' running')));
-      keys('/');
-      keys('-l', idle);
-      keys('Enter');
-      await until('filtered to it', (x) => !x.split('\n').some((l) => l.startsWith(`${busy} `)));
+      await filter(idle, (x) => !x.split('\n').some((l) => l.startsWith(`${busy} `)));
       keys('l');
       s = await until('the output so far', (x) => x.includes('[') && / stdout\] first-line/.test(x) && x.includes('following its output'));
       await run(api, idle, 'printf "\\033]0;pwned\\007second-line\\n"');
