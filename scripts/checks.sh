@@ -1,5 +1,5 @@
 #!/bin/sh
-# npm test's checks before the tests (pretest): the type check, the lint and the
+# npm test's checks, beside the tests (scripts/test.sh): the type check, the lint and the
 # layout (Prettier, .prettierrc.json; `npx prettier --write .` fixes it), side by side. Each is one
 # single-threaded process over the whole tree (typescript-eslint builds its own program): one after
 # the other left a core idle for about a minute of CI.
