@@ -5,7 +5,13 @@
 # 90 s of CPU and 49 s alone, ran before it and added their whole time to CI. At nice 19 they take
 # only what the tests leave. Exits non-zero when either fails; the checks report after the tests.
 out=$(mktemp)
-nice -n 19 scripts/checks.sh >"$out" 2>&1 &
+start=$(date +%s)
+(
+  nice -n 19 scripts/checks.sh
+  rc=$?
+  echo "npm test: the checks ended (exit $rc) $(($(date +%s) - start)) s after the start"
+  exit "$rc"
+) >"$out" 2>&1 &
 checks=$!
 vitest run "$@"
 tests=$?
