@@ -29,7 +29,7 @@ const SHARED = [
   'test/cli/{client-stream,help,terminal}.test.ts',
   'test/api/{auth,dns-answer,http-body}.test.ts',
   'test/templates/{build-node,build-status,layer-gc,pull,recipe,relay,steps}.test.ts',
-  'test/runtime/{microvm-agent-channel,ns-builtins,sim-driver}.test.ts',
+  'test/runtime/{fsx,microvm-agent-channel,ns-builtins,sim-driver}.test.ts',
   'test/cluster/{placement-overlay,sync}.test.ts',
   'test/store/group-commit.test.ts',
 ];

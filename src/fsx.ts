@@ -1,7 +1,7 @@
 // File facts where "not there" is an answer, not an error: ENOENT and ENOTDIR give undefined (or
 // no entries); any other failure (EACCES, EIO, ELOOP...) is thrown, where `.catch(() => undefined)`
 // used to read it as "absent" too (issue 25 item 7).
-import type { Dirent, Stats } from 'node:fs';
+import { lstatSync, type Dirent, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { lstat, readdir, readFile, rm, rmdir, stat, unlink } from 'node:fs/promises';
 
@@ -21,6 +21,19 @@ async function orAbsent<T, A>(p: Promise<T>, absent: A): Promise<T | A> {
 }
 
 export const statOrAbsent = (path: string): Promise<Stats | undefined> => orAbsent(stat(path), undefined);
+/**
+ * lstat without a promise, for walks over many entries (a caller yields to the event loop between
+ * runs of them): an awaited lstat costs a promise and a thread-pool round trip, 34 us of CPU per
+ * entry against 6.3 us for this (100,000 files, this machine).
+ */
+export function lstatSyncOrAbsent(path: string): Stats | undefined {
+  try {
+    return lstatSync(path, { throwIfNoEntry: false });
+  } catch (e) {
+    if (isAbsent(e)) return undefined;
+    throw e;
+  }
+}
 export const lstatOrAbsent = (path: string): Promise<Stats | undefined> => orAbsent(lstat(path), undefined);
 export const readTextOrAbsent = (path: string): Promise<string | undefined> => orAbsent(readFile(path, 'utf8'), undefined);
 export const entriesOrNone = (dir: string): Promise<Dirent[]> => orAbsent(readdir(dir, { withFileTypes: true }), []);

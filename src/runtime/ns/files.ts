@@ -19,7 +19,7 @@ import { CubeError } from '../../errors.js';
 import { SANDBOX_USERS, sandboxUser } from '../../templates/store.js';
 import type { FileAccess, FileStat, SandboxFiles, SandboxHandle } from '../types.js';
 import { ID_RANGE } from './ids.js';
-import { lstatOrAbsent } from '../../fsx.js';
+import { lstatSyncOrAbsent } from '../../fsx.js';
 
 const MAX_LINKS = 40;
 const VIRTUAL_ROOTS = new Set(['proc', 'dev', 'sys']);
@@ -332,6 +332,7 @@ export type AccessCheck = [number, string];
  * of `/` walked the whole root filesystem (the host's /usr too, for the host template).
  */
 const MAX_LISTED = 100_000;
+const LSTAT_RUN = 256; // entries lstat'ed synchronously per turn of the event loop: awaited, 100,000 cost cubed 7.95 s of CPU (benchmarks.md, Session 18)
 
 /** Paths by their components, as a depth-first walk meets them (pure). */
 function compareComps(a: string[], b: string[]): number {
@@ -438,9 +439,10 @@ export class NsFiles implements SandboxFiles {
           const names = await readdir(below(dir)).catch((e: unknown) => {
             throw fsError(e, sandboxPath(comps));
           });
-          for (const name of names.sort()) {
+          for (const [i, name] of names.sort().entries()) {
+            if (i > 0 && i % LSTAT_RUN === 0) await new Promise((r) => setImmediate(r));
             const child = [...comps, name];
-            const st = await lstatOrAbsent(below(dir, name));
+            const st = lstatSyncOrAbsent(below(dir, name));
             if (!st) continue; // removed meanwhile
             out.push({ comps: child, stat: await this.statOf(h, dir, name, child, st) });
             if (out.length > MAX_LISTED)
