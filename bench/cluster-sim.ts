@@ -19,6 +19,7 @@ import { E2bHttp } from '../src/bench/e2b-http.js';
 import { runBench } from '../src/bench/runner.js';
 import { clusterStateScope } from '../test/helpers/cluster-state.js';
 import { freePort } from '../test/helpers/daemon.js';
+import { cpuMs } from './proc-stat.js';
 
 const { values } = parseArgs({
   options: {
@@ -86,9 +87,7 @@ const fix = (x: number | undefined, d = 3) => (x ?? Number.NaN).toFixed(d);
  * moves with everyone else's load; the control's CPU per create much less, so both are printed.
  */
 function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100; // utime, stime (fields 14, 15) in clock ticks of 1/100 s
+  return cpuMs(pid) / 1000;
 }
 
 /** The machine's Redis and MariaDB servers (shared with whatever else uses them meanwhile), for their CPU per create. */

@@ -27,6 +27,7 @@ import { defaultLauncher } from '../src/runtime/ns/helper.js';
 import { sandboxUser } from '../src/templates/store.js';
 import { startDaemon } from '../test/helpers/daemon.js';
 import { startBenchDaemon } from './daemon.js';
+import { CLK_TCK, statFields } from './proc-stat.js';
 
 const { values } = parseArgs({
   options: {
@@ -50,7 +51,6 @@ const conc = Number(values.concurrency);
 const warmup = Number(values.warmup);
 const cmds = values.cmd?.length ? values.cmd : ['true'];
 const fileBytes = Number(values['file-bytes']);
-const SC_CLK_TCK = 100;
 
 /** utime+stime+cutime+cstime of `root` and every live descendant, in ms (children reaped earlier are in their parent's c-times), and of `root` alone (utime+stime). */
 function treeCpuMs(root: number): { tree: number; own: number } {
@@ -58,8 +58,7 @@ function treeCpuMs(root: number): { tree: number; own: number } {
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      const s = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+      const f = statFields(name);
       stats.set(Number(name), { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]), own: Number(f[11]) + Number(f[12]) });
     } catch {
       // gone meanwhile
@@ -71,13 +70,13 @@ function treeCpuMs(root: number): { tree: number; own: number } {
   };
   let ticks = 0;
   for (const [pid, s] of stats) if (inTree(pid)) ticks += s.ticks;
-  return { tree: (ticks * 1000) / SC_CLK_TCK, own: ((stats.get(root)?.own ?? 0) * 1000) / SC_CLK_TCK };
+  return { tree: (ticks * 1000) / CLK_TCK, own: ((stats.get(root)?.own ?? 0) * 1000) / CLK_TCK };
 }
 
 /** Busy CPU of the whole machine so far (every core, /proc/stat: all but idle and iowait), in ms. */
 function machineBusyMs(): number {
   const f = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
-  return ((f.reduce((a, b) => a + b, 0) - f[3]! - f[4]!) * 1000) / SC_CLK_TCK;
+  return ((f.reduce((a, b) => a + b, 0) - f[3]! - f[4]!) * 1000) / CLK_TCK;
 }
 
 /** The host pid of a sandbox's init (comm cube-init, in the sandbox's cgroup). */

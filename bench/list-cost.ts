@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
+import { cpuMs } from './proc-stat.js';
 
 const { values } = parseArgs({
   options: {
@@ -17,22 +18,18 @@ const { values } = parseArgs({
 });
 const apiKey = process.env.CUBE_API_KEY ?? readFileSync('/var/lib/cubed/api-key', 'utf8').trim();
 const pid = values.pid || readFileSync('/var/lib/cubed/cubed.pid', 'utf8').trim();
-const cpuMs = () => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10; // utime, stime in USER_HZ (100)
-};
 const o = { apiKey, apiUrl: values.url, sandboxUrl: values.url };
 const n = Number(values.files);
 const sbx = await Sandbox.create({ ...o, timeoutMs: 600_000 });
 try {
   await sbx.commands.run(`mkdir -p /home/user/m && cd /home/user/m && seq ${n} | xargs touch`, { timeoutMs: 300_000 });
   for (let r = 0; r < Number(values.runs); r++) {
-    const c0 = cpuMs();
+    const c0 = cpuMs(pid);
     const t0 = performance.now();
     const entries = await sbx.files.list('/home/user/m', { depth: 1 });
     const wall = performance.now() - t0;
     if (entries.length !== n) throw new Error(`listed ${entries.length} of ${n}`);
-    console.log(`list of ${n}: cubed CPU ${cpuMs() - c0} ms, wall ${Math.round(wall)} ms (load ${loadavg()[0]!.toFixed(2)})`);
+    console.log(`list of ${n}: cubed CPU ${cpuMs(pid) - c0} ms, wall ${Math.round(wall)} ms (load ${loadavg()[0]!.toFixed(2)})`);
   }
 } finally {
   await sbx.kill();

@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util';
 import { call } from '../test/helpers/daemon.js';
 import { startBenchDaemon } from './daemon.js';
 import { startUnread } from '../test/helpers/envd-raw.js';
+import { cpuMs } from './proc-stat.js';
 
 const { values } = parseArgs({
   options: {
@@ -41,11 +42,6 @@ function status(pid: number): { rss: number; hwm: number } {
   return { rss: kib('VmRSS'), hwm: kib('VmHWM') };
 }
 const anon = (pid: number) => Number(/^Anonymous:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))![1]) * 1024;
-/** utime + stime in clock ticks (100 a second). */
-const ticks = (pid: number) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return Number(f[11]) + Number(f[12]);
-};
 /** The launch helper: cubed's child running `cube-launch serve`. */
 function helperPid(): number | undefined {
   for (const p of readdirSync('/proc')) {
@@ -78,12 +74,12 @@ try {
   writeFileSync(`/proc/${d.pid}/clear_refs`, '5');
   const before = status(d.pid);
   const helper = helperPid();
-  let last = { cubed: ticks(d.pid), helper: helper ? ticks(helper) : 0 };
+  let last = { cubed: cpuMs(d.pid), helper: helper ? cpuMs(helper) : 0 };
   const line = (label: string) => {
     const st = status(d.pid);
-    const now = { cubed: ticks(d.pid), helper: helper ? ticks(helper) : 0 };
+    const now = { cubed: cpuMs(d.pid), helper: helper ? cpuMs(helper) : 0 };
     console.log(
-      `${label}: rss ${mib(st.rss)} peak ${mib(st.hwm)} anon ${mib(anon(d.pid))} MiB; ${inside()}; cpu cubed ${now.cubed - last.cubed}% helper ${now.helper - last.helper}%; load ${load()}`,
+      `${label}: rss ${mib(st.rss)} peak ${mib(st.hwm)} anon ${mib(anon(d.pid))} MiB; ${inside()}; cpu cubed ${Math.round((now.cubed - last.cubed) / 10)}% helper ${Math.round((now.helper - last.helper) / 10)}%; load ${load()}`,
     );
     last = now;
     return st;
